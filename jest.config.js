@@ -1,0 +1,23 @@
+// One Jest run, several projects: `npm test` runs them all; `--selectProjects` picks one.
+const base = {
+  testEnvironment: 'node',
+  moduleFileExtensions: ['ts', 'js', 'json'],
+  transform: {
+    '^.+\\.ts$': ['ts-jest', { tsconfig: '<rootDir>/tsconfig.jest.json' }],
+    '^.+\\.js$': '<rootDir>/test/support/esm-to-cjs.transform.js',
+  },
+  // Nest 12 and a few of its dependencies ship only ESM; Jest on Node 20 needs them as CommonJS.
+  transformIgnorePatterns: [
+    '/node_modules/(?!(@nestjs|file-type|strtok3|token-types|uint8array-extras|@tokenizer|@borewit)/)',
+  ],
+};
+
+module.exports = {
+  reporters: ['default', '<rootDir>/test/support/summary-reporter.js'],
+  projects: [
+    { ...base, displayName: 'unit', testMatch: ['<rootDir>/lib/**/*.spec.ts', '<rootDir>/test/**/*.spec.ts'] },
+    { ...base, displayName: 'e2e', testMatch: ['<rootDir>/test/**/*.e2e-spec.ts'] },
+    { ...base, displayName: 'conformance', testMatch: ['<rootDir>/test/spec/**/*.conformance-spec.ts'] },
+    { ...base, displayName: 'faults', testMatch: ['<rootDir>/test/faults/**/*.fault-spec.ts'] },
+  ],
+};

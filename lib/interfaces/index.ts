@@ -1,0 +1,3 @@
+export * from './lock-options.interface';
+export * from './lock-state.interface';
+export * from './mongo-lock-options.interface';

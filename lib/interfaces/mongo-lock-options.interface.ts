@@ -1,0 +1,41 @@
+import type { MongoClient } from 'mongodb';
+
+/** How a held lock is renewed while its holder works. */
+export interface LockRenewalOptions {
+  /** Renew automatically while held. Default: `true` for `withLock` and `@Locked`, `false` for `acquire`. */
+  enabled?: boolean;
+  /** Renew when this fraction of the lease has passed (0 < ratio < 1). Default `1/3`. */
+  intervalRatio?: number;
+}
+
+/** Options of `MongoLockModule.forRoot()` / `forRootAsync()`. */
+export interface MongoLockModuleOptions {
+  /** Connection string. Give `uri` or `client`, not both. */
+  uri?: string;
+  /** An existing, connected or not, `MongoClient`. The module never closes a client it did not create. */
+  client?: MongoClient;
+  /** Database of the lock collection. Default: the database in `uri`, else `'test'` (as the driver). */
+  dbName?: string;
+  /** Lock collection. Default `'locks'`. */
+  collectionName?: string;
+  /** Lease of a lock when the caller gives no `ttlMs`. Default 30 000 ms. */
+  defaultTtlMs?: number;
+  /** How long `acquire` waits when the caller gives no `timeoutMs`. Default 10 000 ms. */
+  defaultTimeoutMs?: number;
+  /** Renewal defaults. */
+  renewal?: LockRenewalOptions;
+  /** Longest total hold of one acquisition with renewal, so a stuck method cannot hold for ever. Default 10 minutes. */
+  maxHoldMs?: number;
+  /** Identifies this instance in lock documents (`holder`). Default `host:pid:random`. */
+  holderId?: string;
+  /** How long a released lock document is kept before the TTL index deletes it. Default 24 h. */
+  idleRetentionMs?: number;
+  /** Create the lock collection's indexes at start-up. Default `true`. */
+  ensureIndexes?: boolean;
+  /** `'auto'`: wait on a change stream where the server has them, else poll. `'off'`: always poll. Default `'auto'`. */
+  changeStreams?: 'auto' | 'off';
+  /** First poll interval when waiting without change streams (backoff doubles it, with jitter). Default 50 ms. */
+  pollIntervalMs?: number;
+  /** Cap of the polling backoff. Default 1 000 ms. */
+  maxPollIntervalMs?: number;
+}
