@@ -15,9 +15,17 @@ const base = {
 module.exports = {
   reporters: ['default', '<rootDir>/test/support/summary-reporter.js'],
   projects: [
-    { ...base, displayName: 'unit', testMatch: ['<rootDir>/lib/**/*.spec.ts', '<rootDir>/test/**/*.spec.ts'] },
+    {
+      ...base,
+      displayName: 'unit',
+      testMatch: ['<rootDir>/lib/**/*.spec.ts', '<rootDir>/test/**/*.spec.ts'],
+    },
     { ...base, displayName: 'e2e', testMatch: ['<rootDir>/test/**/*.e2e-spec.ts'] },
-    { ...base, displayName: 'conformance', testMatch: ['<rootDir>/test/spec/**/*.conformance-spec.ts'] },
+    {
+      ...base,
+      displayName: 'conformance',
+      testMatch: ['<rootDir>/test/spec/**/*.conformance-spec.ts'],
+    },
     { ...base, displayName: 'faults', testMatch: ['<rootDir>/test/faults/**/*.fault-spec.ts'] },
   ],
 };

@@ -13,12 +13,16 @@ class SummaryReporter {
     }
     const total = { passed: 0, failed: 0, skipped: 0 };
     for (const [name, c] of perProject) {
-      process.stdout.write(`${name}: ${c.passed} passed, ${c.failed} failed, ${c.skipped} skipped\n`);
+      process.stdout.write(
+        `${name}: ${c.passed} passed, ${c.failed} failed, ${c.skipped} skipped\n`,
+      );
       total.passed += c.passed;
       total.failed += c.failed;
       total.skipped += c.skipped;
     }
-    process.stdout.write(`${total.passed} passed, ${total.failed} failed, ${total.skipped} skipped\n`);
+    process.stdout.write(
+      `${total.passed} passed, ${total.failed} failed, ${total.skipped} skipped\n`,
+    );
   }
 }
 module.exports = SummaryReporter;
