@@ -1,0 +1,66 @@
+/**
+ * What a fault scenario records. Times are milliseconds on the clock shared by all processes
+ * of one machine (`sharedClockMs()`), so intervals from different processes can be compared.
+ */
+
+/** How an acquisition ended, as its holder saw it. */
+export type SectionOutcome =
+  /** `release()` succeeded. */
+  | 'released'
+  /** The holder was told of the loss (signal, `lost$`, or `release()` threw `LockLostError`). */
+  | 'lost'
+  /** No outcome was reported: the holder died, or a bug leaked the acquisition. */
+  | 'open';
+
+/** One critical section: from the moment `acquire` resolved to the moment work stopped. */
+export interface SectionRecord {
+  key: string;
+  /** Fencing token as a decimal string (bigint does not cross IPC as JSON). */
+  fence: string;
+  /** `LockService.holderId` of the instance that held the lock. */
+  holder: string;
+  /** Label of the logical worker (process and worker index), for messages. */
+  worker: string;
+  pid: number;
+  /** Taken after `acquire` resolved: the real grant happened earlier. */
+  start: number;
+  /** Taken before `release()` was sent, or when work stopped on loss: the real lease ends later. */
+  end: number | null;
+  outcome: SectionOutcome;
+}
+
+/** An instance the scenario killed on purpose. */
+export interface DeadInstance {
+  holder: string;
+  pid: number;
+  diedAt: number;
+}
+
+/** A lock document read directly from the collection when the scenario ended. */
+export interface FinalLockState {
+  key: string;
+  holder: string | null;
+  /** Whether an unexpired lease holds it, by the server clock. */
+  held: boolean;
+  /** When it was read, on the shared clock. */
+  observedAt: number;
+}
+
+export interface History {
+  sections: SectionRecord[];
+  deaths: DeadInstance[];
+  finalLocks: FinalLockState[];
+}
+
+export type ViolationKind =
+  'overlap' | 'fence-order' | 'unreleased' | 'held-by-dead' | 'leaked-lock' | 'scenario';
+
+export interface Violation {
+  kind: ViolationKind;
+  key: string;
+  detail: string;
+}
+
+export function emptyHistory(): History {
+  return { sections: [], deaths: [], finalLocks: [] };
+}
