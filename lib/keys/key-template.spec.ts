@@ -1,0 +1,152 @@
+import { InvalidLockKeyError } from '../errors';
+import { compileLockKeys, type LockKeyContext, parseKeyTemplate } from './key-template';
+
+function httpContext(parts: Partial<LockKeyContext> = {}): LockKeyContext {
+  return { type: 'http', args: [], className: 'C', methodName: 'm', ...parts };
+}
+
+function keysOf(spec: Parameters<typeof compileLockKeys>[0], context: LockKeyContext) {
+  return compileLockKeys(spec, 'C.m')(context);
+}
+
+function rejection(run: () => unknown): InvalidLockKeyError {
+  try {
+    run();
+  } catch (error) {
+    expect(error).toBeInstanceOf(InvalidLockKeyError);
+    return error as InvalidLockKeyError;
+  }
+  throw new Error('expected InvalidLockKeyError, nothing was thrown');
+}
+
+describe('key templates: parsing (at decoration time)', () => {
+  it.each([
+    ['', /non-empty/],
+    ['order:{params.id', /unmatched brace/],
+    ['order:params.id}', /unmatched brace/],
+    ['order:{param.id}', /must start with one of params, query, body, user, headers, args/],
+    ['order:{params}', /names a whole source/],
+    ['order:{params.}', /invalid path segment ""/],
+    ['order:{ params.id }', /must start with one of/],
+    ['order:{params.a b}', /invalid path segment "a b"/],
+    ['order:{params.a[0]}', /invalid path segment "a\[0\]"/],
+    ['x:{body.__proto__.polluted}', /may not use "__proto__"/],
+    ['x:{body.constructor.name}', /may not use "constructor"/],
+    ['x:{args.0.prototype}', /may not use "prototype"/],
+    ['x:{user.a.constructor}', /may not use "constructor"/],
+    ['x:{args.id}', /argument index/],
+    ['x:{args.01}', /argument index/],
+  ])('rejects %j', (template, message) => {
+    const error = rejection(() => parseKeyTemplate(template));
+    expect(error.message).toMatch(message);
+    if (template) expect(error.message).toContain(JSON.stringify(template));
+  });
+
+  it('refuses a malformed template when compiled, before any call', () => {
+    expect(() => compileLockKeys(['ok:{params.id}', 'bad:{params.id'], 'C.m')).toThrow(
+      InvalidLockKeyError,
+    );
+    expect(() => compileLockKeys([], 'C.m')).toThrow(/at least one key template/);
+  });
+
+  it('reads {{ and }} as literal braces', () => {
+    expect(keysOf('a{{b}}:{params.id}', httpContext({ params: { id: '7' } }))).toEqual(['a{b}:7']);
+  });
+});
+
+describe('key templates: resolution', () => {
+  it('fills every HTTP source and args', () => {
+    const context = httpContext({
+      params: { id: '42' },
+      query: { x: 'q' },
+      body: { a: { b: 'deep' } },
+      user: { id: 9 },
+      headers: { 'x-tenant': 'acme' },
+      args: [{ id: 'arg' }],
+    });
+    expect(
+      keysOf('{params.id}|{query.x}|{body.a.b}|{user.id}|{headers.X-Tenant}|{args.0.id}', context),
+    ).toEqual(['42|q|deep|9|acme|arg']);
+  });
+
+  it('formats scalars: finite numbers, bigints, booleans', () => {
+    const context = httpContext({ args: [0, -1.5, 12n, true, false] });
+    expect(keysOf('{args.0}/{args.1}/{args.2}/{args.3}/{args.4}', context)).toEqual([
+      '0/-1.5/12/true/false',
+    ]);
+  });
+
+  it('reads array elements by index and getters of class instances', () => {
+    class User {
+      constructor(private readonly raw: { id: string }) {}
+      get id() {
+        return this.raw.id;
+      }
+    }
+    const context = httpContext({ body: { items: ['first'] }, user: new User({ id: 'u1' }) });
+    expect(keysOf('{body.items.0}:{user.id}', context)).toEqual(['first:u1']);
+  });
+
+  it('returns several keys without duplicates', () => {
+    const context = httpContext({ params: { a: '1', b: '1' } });
+    expect(keysOf(['k:{params.a}', 'k:{params.b}', 'j:{params.a}'], context)).toEqual([
+      'k:1',
+      'j:1',
+    ]);
+  });
+
+  it.each([
+    ['a missing field', { id: undefined }, /has no value/],
+    ['an absent field', {}, /has no value/],
+    ['null', { id: null }, /is null/],
+    ['an object (operator injection)', { id: { $gt: '' } }, /is of type object/],
+    ['an array', { id: ['a', 'b'] }, /is an array/],
+    ['a function', { id: () => 'x' }, /is of type function/],
+    ['a symbol', { id: Symbol('s') }, /is of type symbol/],
+    ['NaN', { id: NaN }, /non-finite number/],
+    ['Infinity', { id: Infinity }, /non-finite number/],
+    ['an empty string', { id: '' }, /empty string/],
+  ])('rejects %s, naming the template', (_label, body, message) => {
+    const error = rejection(() => keysOf('order:{body.id}', httpContext({ body })));
+    expect(error.message).toMatch(message);
+    expect(error.message).toContain('"order:{body.id}"');
+    expect(error.message).toContain('{body.id}');
+  });
+
+  it('never walks into inherited functions or through primitives', () => {
+    expect(() => keysOf('{body.toString}', httpContext({ body: {} }))).toThrow(
+      /is of type function/,
+    );
+    expect(() => keysOf('{body.name.length}', httpContext({ body: { name: 'abc' } }))).toThrow(
+      /has no value/,
+    );
+    expect(() => keysOf('{params.id}', httpContext())).toThrow(/has no value in this http call/);
+  });
+
+  it('applies the core key validation to the rendered key (NUL, length)', () => {
+    const nul = rejection(() => keysOf('k:{body.id}', httpContext({ body: { id: 'a\0b' } })));
+    expect(nul.message).toMatch(/"k:\{body.id\}" gave an invalid key: .*NUL/);
+    const huge = rejection(() =>
+      keysOf('k:{body.id}', httpContext({ body: { id: 'x'.repeat(10_000) } })),
+    );
+    expect(huge.message).toMatch(/limit is 512/);
+    expect(huge.message.length).toBeLessThan(400);
+  });
+});
+
+describe('key functions', () => {
+  it('accepts a string or an array of strings', () => {
+    const context = httpContext({ params: { id: '5' } });
+    expect(keysOf((c) => `o:${(c.params as { id: string }).id}`, context)).toEqual(['o:5']);
+    expect(keysOf(() => ['a', 'b'], context)).toEqual(['a', 'b']);
+  });
+
+  it.each([[[]], [['a', 3]], [{}], [''], [undefined]])('rejects the result %p', (result) => {
+    const error = rejection(() => keysOf(() => result as never, httpContext()));
+    expect(error.message).toContain('C.m');
+  });
+
+  it('applies the core key validation to what it returns', () => {
+    expect(() => keysOf(() => 'a\0', httpContext())).toThrow(/C\.m gave an invalid key/);
+  });
+});

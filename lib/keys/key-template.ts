@@ -1,0 +1,210 @@
+import { InvalidLockKeyError } from '../errors';
+import { MESSAGES } from '../mongo-lock.messages';
+import { validateLockKey } from './lock-key';
+
+/** Where a `{source.path}` placeholder reads from. HTTP sources exist only on HTTP handlers. */
+export const KEY_TEMPLATE_SOURCES = ['params', 'query', 'body', 'user', 'headers', 'args'] as const;
+export type KeyTemplateSource = (typeof KEY_TEMPLATE_SOURCES)[number];
+
+/** The values a key template or key function is resolved against. */
+export interface LockKeyContext {
+  /** `'http'`, `'rpc'`, `'ws'` for handlers (from `ExecutionContext.getType()`); `'method'` for provider methods. */
+  type: string;
+  /**
+   * The method's arguments: for a provider method, its own arguments; for a handler, the
+   * transport's (`ExecutionContext.getArgs()`: HTTP `[req, res]`, RPC `[data, ctx]`, WS `[client, data]`).
+   */
+  args: readonly unknown[];
+  /** HTTP only: route parameters, query, parsed body, `request.user`, headers (names lower-case). */
+  params?: unknown;
+  query?: unknown;
+  body?: unknown;
+  user?: unknown;
+  headers?: unknown;
+  /** The class and method being locked, for key functions that want them. */
+  className: string;
+  methodName: string;
+}
+
+/** Keys given to `@Locked`: templates, or a function of the call's context. */
+export type LockKeySpec =
+  string | readonly string[] | ((context: LockKeyContext) => string | readonly string[]);
+
+/** Turns a call's context into lock keys; built once per decorated method. */
+export type LockKeyResolver = (context: LockKeyContext) => string[];
+
+type TemplatePart =
+  | { kind: 'text'; text: string }
+  | { kind: 'value'; source: KeyTemplateSource; path: string[]; placeholder: string };
+
+interface ParsedKeyTemplate {
+  template: string;
+  parts: TemplatePart[];
+}
+
+// Segments that could reach an object's prototype machinery; refused whatever the source.
+const FORBIDDEN_SEGMENTS = new Set(['__proto__', 'constructor', 'prototype']);
+const SEGMENT = /^[A-Za-z0-9_$-]+$/;
+const ARGUMENT_INDEX = /^(0|[1-9][0-9]{0,2})$/;
+
+function fail(message: string): never {
+  throw new InvalidLockKeyError(message);
+}
+
+function parsePlaceholder(template: string, placeholder: string): TemplatePart {
+  const [source, ...path] = placeholder.split('.');
+  if (!(KEY_TEMPLATE_SOURCES as readonly string[]).includes(source)) {
+    fail(MESSAGES.templateUnknownSource(template, placeholder, KEY_TEMPLATE_SOURCES));
+  }
+  if (path.length === 0) fail(MESSAGES.templateWholeSource(template, placeholder));
+  for (const segment of path) {
+    if (!SEGMENT.test(segment)) fail(MESSAGES.templateBadSegment(template, placeholder, segment));
+    if (FORBIDDEN_SEGMENTS.has(segment)) {
+      fail(MESSAGES.templateForbiddenSegment(template, placeholder, segment));
+    }
+  }
+  if (source === 'args' && !ARGUMENT_INDEX.test(path[0])) {
+    fail(MESSAGES.templateBadArgumentIndex(template, placeholder));
+  }
+  // Node and Fastify give header names in lower case.
+  const normalised = source === 'headers' ? path.map((s) => s.toLowerCase()) : path;
+  return {
+    kind: 'value',
+    source: source as KeyTemplateSource,
+    path: normalised,
+    placeholder: `{${placeholder}}`,
+  };
+}
+
+/**
+ * Parses a key template such as `'order:{params.id}'`. `{{` and `}}` stand for literal braces.
+ * Throws `InvalidLockKeyError` naming the template when it is malformed.
+ */
+export function parseKeyTemplate(template: string): ParsedKeyTemplate {
+  if (typeof template !== 'string' || template.length === 0) fail(MESSAGES.templateEmpty());
+  const parts: TemplatePart[] = [];
+  let text = '';
+  let index = 0;
+  while (index < template.length) {
+    const char = template[index];
+    const next = template[index + 1];
+    if ((char === '{' && next === '{') || (char === '}' && next === '}')) {
+      text += char;
+      index += 2;
+    } else if (char === '}') {
+      fail(MESSAGES.templateUnmatchedBrace(template, index));
+    } else if (char === '{') {
+      const end = template.indexOf('}', index + 1);
+      if (end === -1) fail(MESSAGES.templateUnmatchedBrace(template, index));
+      if (text) parts.push({ kind: 'text', text });
+      text = '';
+      parts.push(parsePlaceholder(template, template.slice(index + 1, end)));
+      index = end + 1;
+    } else {
+      text += char;
+      index += 1;
+    }
+  }
+  if (text) parts.push({ kind: 'text', text });
+  return { template, parts };
+}
+
+function describeKind(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'number') return 'a non-finite number';
+  if (typeof value === 'string') return 'an empty string';
+  return `of type ${typeof value}`;
+}
+
+/** Strings (non-empty), finite numbers, bigints and booleans; nothing else becomes part of a key. */
+function scalarToKeyPart(value: unknown): string | undefined {
+  switch (typeof value) {
+    case 'string':
+      return value.length > 0 ? value : undefined;
+    case 'number':
+      return Number.isFinite(value) ? String(value) : undefined;
+    case 'bigint':
+    case 'boolean':
+      return String(value);
+    default:
+      return undefined;
+  }
+}
+
+function readPath(root: unknown, path: readonly string[]): { found: boolean; value: unknown } {
+  let value = root;
+  for (const segment of path) {
+    if (value === null || (typeof value !== 'object' && typeof value !== 'function')) {
+      return { found: false, value: undefined };
+    }
+    // `in` also sees getters of class instances (e.g. a user entity); whatever Object.prototype
+    // offers is a function or `__proto__`, and both are refused.
+    if (!(segment in value)) return { found: false, value: undefined };
+    value = (value as Record<string, unknown>)[segment];
+  }
+  return { found: value !== undefined, value };
+}
+
+function sourceValue(context: LockKeyContext, source: KeyTemplateSource): unknown {
+  return source === 'args' ? context.args : context[source];
+}
+
+/** Fills a parsed template from the context. Throws `InvalidLockKeyError` naming the template. */
+export function renderKeyTemplate(parsed: ParsedKeyTemplate, context: LockKeyContext): string {
+  let key = '';
+  for (const part of parsed.parts) {
+    if (part.kind === 'text') {
+      key += part.text;
+      continue;
+    }
+    const { found, value } = readPath(sourceValue(context, part.source), part.path);
+    if (!found) {
+      fail(MESSAGES.templateValueMissing(parsed.template, part.placeholder, context.type));
+    }
+    const text = scalarToKeyPart(value);
+    if (text === undefined) {
+      fail(MESSAGES.templateValueNotScalar(parsed.template, part.placeholder, describeKind(value)));
+    }
+    key += text;
+  }
+  return checkedKey(key, MESSAGES.templateInvalidKey(parsed.template));
+}
+
+/** Runs the core's key validation (length, NUL, empty), saying where the key came from. */
+function checkedKey(key: string, origin: string): string {
+  try {
+    return validateLockKey(key);
+  } catch (error) {
+    if (!(error instanceof InvalidLockKeyError)) throw error;
+    throw new InvalidLockKeyError(`${origin}: ${error.message}`, { cause: error });
+  }
+}
+
+function keysFromFunctionResult(result: unknown, where: string): string[] {
+  const keys = typeof result === 'string' ? [result] : result;
+  if (
+    !Array.isArray(keys) ||
+    keys.length === 0 ||
+    keys.some((key) => typeof key !== 'string' || key.length === 0)
+  ) {
+    fail(MESSAGES.keyFunctionBadResult(where));
+  }
+  return (keys as string[]).map((key) => checkedKey(key, MESSAGES.keyFunctionInvalidKey(where)));
+}
+
+/**
+ * Compiles what `@Locked` was given into a resolver. Templates are parsed here, so a malformed
+ * one throws when the decorator is applied, that is when the class is defined.
+ *
+ * @param where `Class.method`, for messages.
+ */
+export function compileLockKeys(spec: LockKeySpec, where: string): LockKeyResolver {
+  if (typeof spec === 'function') {
+    return (context) => keysFromFunctionResult(spec(context), where);
+  }
+  const templates: readonly unknown[] = typeof spec === 'string' ? [spec] : spec;
+  if (!Array.isArray(templates) || templates.length === 0) fail(MESSAGES.noKeys(where));
+  const parsed = templates.map((template) => parseKeyTemplate(template as string));
+  return (context) => [...new Set(parsed.map((template) => renderKeyTemplate(template, context)))];
+}

@@ -1,0 +1,52 @@
+// Messages of the Nest-facing layer, as functions so that wording lives in one place.
+
+const quote = (text: string) => JSON.stringify(text);
+
+export const MESSAGES = {
+  templateEmpty: () => 'Lock key template must be a non-empty string',
+  templateUnmatchedBrace: (template: string, index: number) =>
+    `Lock key template ${quote(template)} has an unmatched brace at ${index} (write {{ or }} for a literal brace)`,
+  templateUnknownSource: (template: string, placeholder: string, sources: readonly string[]) =>
+    `Lock key template ${quote(template)}: {${placeholder}} must start with one of ${sources.join(', ')}`,
+  templateWholeSource: (template: string, placeholder: string) =>
+    `Lock key template ${quote(template)}: {${placeholder}} names a whole source; name a field, e.g. {${placeholder}.id}`,
+  templateBadSegment: (template: string, placeholder: string, segment: string) =>
+    `Lock key template ${quote(template)}: {${placeholder}} has an invalid path segment ${quote(segment)} (letters, digits, _, $ and - only)`,
+  templateForbiddenSegment: (template: string, placeholder: string, segment: string) =>
+    `Lock key template ${quote(template)}: {${placeholder}} may not use ${quote(segment)}`,
+  templateBadArgumentIndex: (template: string, placeholder: string) =>
+    `Lock key template ${quote(template)}: {${placeholder}} must start with an argument index, e.g. {args.0.id}`,
+  templateValueMissing: (template: string, placeholder: string, contextType: string) =>
+    `Lock key template ${quote(template)}: ${placeholder} has no value in this ${contextType} call`,
+  templateValueNotScalar: (template: string, placeholder: string, kind: string) =>
+    `Lock key template ${quote(template)}: ${placeholder} is ${kind}; it must be a non-empty string, a finite number, a bigint or a boolean`,
+  templateInvalidKey: (template: string) =>
+    `Lock key template ${quote(template)} gave an invalid key`,
+  keyFunctionInvalidKey: (where: string) => `The lock key function of ${where} gave an invalid key`,
+  keyFunctionBadResult: (where: string) =>
+    `The lock key function of ${where} must return a non-empty string or a non-empty array of them`,
+  noKeys: (where: string) => `@Locked on ${where} needs at least one key template`,
+  lockedTwice: (where: string) =>
+    `@Locked is applied twice to ${where}; give both keys to one @Locked([...])`,
+  notAMethod: (where: string) => `@Locked can only decorate a method; ${where} is not one`,
+  badOption: (where: string, option: string, accepted: string) =>
+    `@Locked on ${where}: option ${option} must be ${accepted}`,
+  unboundInstance: (where: string) =>
+    `${where} is @Locked, but this instance is not managed by an application that imports ` +
+    'MongoLockModule (it was created with `new`, is request-scoped, or was called before the ' +
+    'application initialised), so it cannot be locked',
+  requestScopedProvider: (name: string, method: string) =>
+    `Cannot lock "${name}@${method}": @Locked needs a static (singleton) provider; calls to it will fail`,
+  sharedInstance: (name: string) =>
+    `"${name}" is shared by several applications; its @Locked methods use the first one's LockService`,
+  serviceMissing: () =>
+    'No LockService in this application: import MongoLockModule.forRoot() or forRootAsync()',
+  observableWithoutType: (where: string) =>
+    `${where} is @Locked and returned an Observable, but its declared return type is not ` +
+    'Observable, so the lock was released before the Observable ran; declare `: Observable<T>`',
+  locked: (seconds: number | undefined) =>
+    seconds === undefined
+      ? 'The resource is locked; try again later'
+      : `The resource is locked; try again in ${seconds} s`,
+  invalidKey: () => 'The request does not name a valid lock key',
+};
