@@ -99,3 +99,12 @@ describe('unified format matching', () => {
     expect(matches(new Date(5), new Date(5))).toEqual([]);
   });
 });
+
+describe('arrays of root-level documents', () => {
+  it('allows extra fields in each element but not extra elements', () => {
+    const options = { rootElements: true };
+    expect(findMismatches([{ x: 1 }], [{ x: 1, y: 2 }], options)).toEqual([]);
+    expect(findMismatches([{ x: 1 }], [{ x: 1 }, { x: 2 }], options)).toHaveLength(1);
+    expect(findMismatches([{ x: { a: 1 } }], [{ x: { a: 1, b: 2 } }], options)).toHaveLength(1);
+  });
+});

@@ -13,6 +13,8 @@ export interface MatchEntities {
 export interface MatchOptions {
   /** Whether `actual` is a root-level document (extra fields allowed). */
   root?: boolean;
+  /** Whether `actual` is an array of root-level documents (a find or aggregate result). */
+  rootElements?: boolean;
   entities?: MatchEntities;
   /** Where `actual` sits, for messages. */
   path?: string;
@@ -28,7 +30,15 @@ const MAX_MISMATCHES = 10;
 /** Returns the mismatches found (empty when `actual` matches `expected`). */
 export function findMismatches(expected: unknown, actual: unknown, options: MatchOptions = {}) {
   const state: MatchState = { entities: options.entities, mismatches: [] };
-  matchValue(expected, actual, options.path ?? '$', options.root ?? false, state);
+  const path = options.path ?? '$';
+  if (options.rootElements && Array.isArray(expected)) {
+    if (!Array.isArray(actual)) fail(state, path, `is ${describe(actual)}, expected an array`);
+    else if (actual.length !== expected.length) {
+      fail(state, path, `has ${actual.length} elements, expected ${expected.length}`);
+    } else expected.forEach((e, i) => matchValue(e, actual[i], `${path}[${i}]`, true, state));
+  } else {
+    matchValue(expected, actual, path, options.root ?? false, state);
+  }
   return state.mismatches;
 }
 

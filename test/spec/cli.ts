@@ -1,0 +1,101 @@
+// `npm run test:spec -- [--dir <folder>] [--filter <text>]`: runs every spec test file found
+// under the folder against the fixture's server and prints one line per file, failures, and
+// `N passed, N failed, N skipped` (exit code 1 when any failed).
+import { describe } from './matching/match';
+import { describeServer } from './server-info';
+import { collectSpecCases, type SpecCase } from './spec-cases';
+import { defaultSpecDir, specDirExists } from './spec-files';
+import { startSpecServer } from './spec-server';
+import { unusedSkips } from './skips';
+
+interface CliOptions {
+  dir: string;
+  filter?: string;
+}
+
+function parseArgs(argv: string[]): CliOptions {
+  const options: CliOptions = { dir: defaultSpecDir() };
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === '--dir') options.dir = argv[++i];
+    else if (argv[i] === '--filter') options.filter = argv[++i];
+    else throw new Error(`Unknown argument ${argv[i]} (use --dir <folder>, --filter <text>)`);
+  }
+  return options;
+}
+
+function groupByFile(cases: SpecCase[]): Map<string, SpecCase[]> {
+  const files = new Map<string, SpecCase[]>();
+  for (const c of cases) files.set(c.file, [...(files.get(c.file) ?? []), c]);
+  return files;
+}
+
+async function main() {
+  const options = parseArgs(process.argv.slice(2));
+  if (!specDirExists(options.dir)) {
+    console.log(`MongoDB specification tests not found at ${options.dir}; nothing to run`);
+    console.log('0 passed, 0 failed, 0 skipped');
+    return 0;
+  }
+  const server = await startSpecServer();
+  const totals = { passed: 0, failed: 0, skipped: 0 };
+  try {
+    console.log(`Spec tests from ${options.dir} against ${describeServer(server.ctx.server)}`);
+    const all = collectSpecCases(options.dir, server.ctx.server);
+    const cases = all.filter(
+      (c) => !options.filter || `${c.file} ${c.description}`.includes(options.filter),
+    );
+    for (const [file, fileCases] of groupByFile(cases)) {
+      const counts = { passed: 0, failed: 0, skipped: 0 };
+      const lines: string[] = [];
+      for (const c of fileCases) {
+        if (c.skipReason) {
+          counts.skipped++;
+          lines.push(`    skip  ${c.description} (${c.skipReason})`);
+          continue;
+        }
+        try {
+          await c.run(server.ctx);
+          counts.passed++;
+        } catch (error) {
+          counts.failed++;
+          const message = error instanceof Error ? error.message : describe(error);
+          lines.push(`    FAIL  ${c.description}\n${indent(message, 10)}`);
+        }
+      }
+      const status = counts.failed ? 'FAIL' : counts.passed ? 'PASS' : 'SKIP';
+      console.log(`${status}  ${file}: ${summary(counts)}`);
+      const details = lines.filter((l) => l.startsWith('    FAIL') || process.env.SPEC_VERBOSE);
+      if (details.length) console.log(details.join('\n'));
+      totals.passed += counts.passed;
+      totals.failed += counts.failed;
+      totals.skipped += counts.skipped;
+    }
+    if (!options.filter && server.ctx.server.kind === 'offline') {
+      for (const stale of unusedSkips(all))
+        console.log(`warning: skip entry matches no test: ${stale.file} / ${stale.test}`);
+    }
+  } finally {
+    await server.stop();
+  }
+  console.log(summary(totals));
+  return totals.failed > 0 ? 1 : 0;
+}
+
+function summary(counts: { passed: number; failed: number; skipped: number }) {
+  return `${counts.passed} passed, ${counts.failed} failed, ${counts.skipped} skipped`;
+}
+
+function indent(text: string, spaces: number) {
+  return text
+    .split('\n')
+    .map((line) => ' '.repeat(spaces) + line)
+    .join('\n');
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error) => {
+    console.error(`spec runner failed: ${error instanceof Error ? error.stack : String(error)}`);
+    process.exit(2);
+  },
+);

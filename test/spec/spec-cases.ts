@@ -1,0 +1,49 @@
+// Turns the spec folder into a flat list of test cases, each runnable or skipped with a reason.
+// Shared by the CLI and the Jest suite.
+import { runCrudV1Test } from './crud-v1/run-crud-v1-test';
+import { unmetLegacyRequirements, unmetRequirements } from './requirements';
+import type { RunContext } from './run-context';
+import type { ServerInfo } from './server-info';
+import { offlineSkipReason } from './skips';
+import { findSpecFiles, loadSpecFile, type SpecFile } from './spec-files';
+import { runUnifiedTest, unsupportedSchemaVersion } from './unified/run-unified-test';
+
+export interface SpecCase {
+  file: string;
+  description: string;
+  /** Set when the case is not run: unmet runOnRequirements, skipReason or the skip list. */
+  skipReason?: string;
+  run(ctx: RunContext): Promise<void>;
+}
+
+function casesOfFile(spec: SpecFile, server: ServerInfo): SpecCase[] {
+  const { content } = spec;
+  const tests: any[] = content.tests ?? [];
+  const fileReason =
+    spec.format === 'unified'
+      ? unmetRequirements(content.runOnRequirements, server)
+      : unmetLegacyRequirements(content, server);
+  return tests.map((test) => {
+    const description = String(test.description);
+    const listed =
+      server.kind === 'offline' ? offlineSkipReason(spec.name, description) : undefined;
+    let skipReason: string | undefined;
+    if (spec.format === 'unified' && unsupportedSchemaVersion(content.schemaVersion)) {
+      skipReason = undefined; // an incompatible file must fail, not skip (the format's rule)
+    } else if (fileReason) skipReason = `runOnRequirements: ${fileReason}`;
+    else if (test.skipReason) skipReason = `skipReason: ${test.skipReason}`;
+    else if (spec.format === 'unified' && unmetRequirements(test.runOnRequirements, server)) {
+      skipReason = `runOnRequirements: ${unmetRequirements(test.runOnRequirements, server)}`;
+    } else if (listed) skipReason = `skip list: ${listed}`;
+    const run =
+      spec.format === 'unified'
+        ? (ctx: RunContext) => runUnifiedTest(content, test, ctx)
+        : (ctx: RunContext) => runCrudV1Test(content, test, ctx);
+    return { file: spec.name, description, skipReason, run };
+  });
+}
+
+/** Every test of every spec file under `dir`, in file order. */
+export function collectSpecCases(dir: string, server: ServerInfo): SpecCase[] {
+  return findSpecFiles(dir).flatMap((path) => casesOfFile(loadSpecFile(dir, path), server));
+}
