@@ -1,0 +1,97 @@
+import { type Document, Long } from 'bson';
+import { Aggregator } from 'mingo';
+import { idFirst } from '../engine/apply-update';
+import { bindSystemVariables } from '../engine/system-variables';
+import { openChangeStream } from '../change-streams/open-change-stream';
+import type { CommandContext, CommandHandler } from './context';
+import { ArrayCursor } from './cursor-registry';
+import { CommandError, badValue } from './errors';
+import { assertWritablePrimary } from './guards';
+import { openCursor } from './read-commands';
+
+function runPipeline(
+  context: CommandContext,
+  source: Document[],
+  pipeline: Document[],
+): Document[] {
+  const { storage, db } = context;
+  try {
+    const aggregator = new Aggregator(
+      bindSystemVariables(pipeline, context.mingo.variables ?? {}),
+      {
+        ...context.mingo,
+        collectionResolver: (name: string) => [
+          ...(storage.getCollection(db, name)?.documents.values() ?? []),
+        ],
+      },
+    );
+    return aggregator.run<Document>(source);
+  } catch (error) {
+    if (error instanceof CommandError) throw error;
+    throw badValue(error instanceof Error ? error.message : String(error));
+  }
+}
+
+/** `$out` as the last stage replaces the target collection with the results. */
+function writeOut(context: CommandContext, target: unknown, results: Document[]): void {
+  assertWritablePrimary(context);
+  const name = typeof target === 'string' ? target : String((target as Document)?.coll);
+  const targetDb =
+    typeof target === 'object' && target && typeof (target as Document).db === 'string'
+      ? String((target as Document).db)
+      : context.db;
+  const { storage } = context;
+  const existing = storage.getCollection(targetDb, name);
+  if (existing)
+    for (const document of [...existing.documents.values()])
+      storage.delete(existing, document, context.origin);
+  const collection = storage.ensureCollection(targetDb, name);
+  for (const document of results) storage.insert(collection, idFirst(document), context.origin);
+}
+
+const aggregate: CommandHandler = async (context) => {
+  const { command } = context;
+  const pipeline = command.pipeline;
+  if (!Array.isArray(pipeline))
+    throw new CommandError(14, "'pipeline' option must be specified as an array");
+  if (command.cursor === undefined && command.explain !== true) {
+    throw new CommandError(
+      9,
+      "The 'cursor' option is required, except for aggregate with the explain argument",
+    );
+  }
+  const stages = pipeline as Document[];
+  if (stages.length > 0 && '$changeStream' in stages[0]) return openChangeStream(context, stages);
+  const aggregatesDatabase = command.aggregate === 1;
+  if (aggregatesDatabase) {
+    const first = stages[0] ? Object.keys(stages[0])[0] : undefined;
+    if (first !== '$documents')
+      throw new CommandError(
+        73,
+        "{aggregate: 1} is not valid for '$changeStream' etc. in this offline server",
+      );
+  }
+  const last = stages[stages.length - 1];
+  const outTarget: unknown = last ? (last.$out ?? undefined) : undefined;
+  const body = outTarget !== undefined ? stages.slice(0, -1) : stages;
+  const collection = aggregatesDatabase
+    ? undefined
+    : context.storage.getCollection(context.db, context.collectionName);
+  const source = collection ? [...collection.documents.values()] : [];
+  const results = runPipeline(context, source, body);
+  if (outTarget !== undefined) {
+    writeOut(context, outTarget, results);
+    return { cursor: { firstBatch: [], id: Long.ZERO, ns: context.ns }, ok: 1 };
+  }
+  const cursorOptions = (command.cursor as Document) ?? {};
+  const ns = aggregatesDatabase ? `${context.db}.$cmd.aggregate` : context.ns;
+  const cursor = new ArrayCursor(
+    context.server.cursors.newId(),
+    ns,
+    results,
+    command.lsid as Document | undefined,
+  );
+  return openCursor(context, cursor, cursorOptions.batchSize as number | undefined);
+};
+
+export const aggregateCommands: Record<string, CommandHandler> = { aggregate };

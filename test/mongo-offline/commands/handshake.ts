@@ -1,0 +1,144 @@
+import { type Document, Long } from 'bson';
+import { MAX_BSON_OBJECT_SIZE, MAX_MESSAGE_SIZE_BYTES } from '../wire/opcodes';
+import { MAX_WIRE_VERSION, SERVER_VERSION, SET_NAME, type ServerState } from '../server-state';
+import type { CommandContext, CommandHandler } from './context';
+
+/**
+ * The hello reply. No `topologyVersion`: without it the driver polls instead of streaming
+ * (exhaust), which this server does not implement. No `compression`: never negotiated.
+ */
+export function helloReply(server: ServerState, connectionId: number, legacy: boolean): Document {
+  const writable = server.isWritablePrimary;
+  const reply: Document = {
+    helloOk: true,
+    [legacy ? 'ismaster' : 'isWritablePrimary']: writable,
+  };
+  if (server.options.replicaSet) {
+    const lastOpTime = { ts: server.storage.clock.now(), t: Long.fromNumber(1) };
+    const now = new Date();
+    Object.assign(reply, {
+      topologyVersion: undefined,
+      hosts: [server.hostAndPort],
+      setName: SET_NAME,
+      setVersion: 1,
+      secondary: !writable,
+      primary: writable ? server.hostAndPort : undefined,
+      me: server.hostAndPort,
+      electionId: server.electionId,
+      lastWrite: {
+        opTime: lastOpTime,
+        lastWriteDate: now,
+        majorityOpTime: lastOpTime,
+        majorityWriteDate: now,
+      },
+    });
+  }
+  Object.assign(reply, {
+    maxBsonObjectSize: MAX_BSON_OBJECT_SIZE,
+    maxMessageSizeBytes: MAX_MESSAGE_SIZE_BYTES,
+    maxWriteBatchSize: 100_000,
+    localTime: new Date(),
+    logicalSessionTimeoutMinutes: 30,
+    connectionId,
+    minWireVersion: 0,
+    maxWireVersion: MAX_WIRE_VERSION,
+    readOnly: false,
+    ok: 1,
+  });
+  return reply;
+}
+
+const hello: CommandHandler = (context) =>
+  helloReply(context.server, context.connection.id, context.name.toLowerCase() === 'ismaster');
+
+const buildInfo: CommandHandler = () => {
+  const [major, minor, patch] = SERVER_VERSION.split('.').map(Number);
+  return {
+    version: SERVER_VERSION,
+    gitVersion: 'offline-test-server',
+    versionArray: [major, minor, patch, 0],
+    bits: 64,
+    debug: false,
+    maxBsonObjectSize: MAX_BSON_OBJECT_SIZE,
+    storageEngines: ['memory'],
+    modules: [],
+    ok: 1,
+  };
+};
+
+function getParameter(context: CommandContext): Document {
+  const { command, server } = context;
+  if (command.getParameter === '*') return { ...server.parameters, ok: 1 };
+  const reply: Document = {};
+  for (const key of Object.keys(command)) {
+    if (key in server.parameters) reply[key] = server.parameters[key];
+  }
+  if (Object.keys(reply).length === 0) {
+    return { ok: 0, errmsg: 'no option found to get', code: 72, codeName: 'InvalidOptions' };
+  }
+  return { ...reply, ok: 1 };
+}
+
+function setParameter(context: CommandContext): Document {
+  const { command, server } = context;
+  const reply: Document = {};
+  for (const key of Object.keys(command)) {
+    if (key === 'setParameter' || key.startsWith('$') || key === 'lsid') continue;
+    if (!(key in server.parameters)) {
+      return {
+        ok: 0,
+        errmsg: `attempted to set unrecognized parameter [${key}], use help:true to see options `,
+        code: 72,
+        codeName: 'InvalidOptions',
+      };
+    }
+    reply.was = server.parameters[key];
+    server.parameters[key] = command[key];
+  }
+  server.emitParameterChange();
+  return { ...reply, ok: 1 };
+}
+
+export const handshakeCommands: Record<string, CommandHandler> = {
+  hello,
+  ismaster: hello,
+  ping: () => ({ ok: 1 }),
+  buildinfo: buildInfo,
+  getparameter: getParameter,
+  setparameter: setParameter,
+  getcmdlineopts: () => ({ argv: ['mongod'], parsed: {}, ok: 1 }),
+  serverstatus: (context) => ({
+    host: context.server.hostAndPort,
+    version: SERVER_VERSION,
+    process: 'mongod',
+    uptime: (Date.now() - context.server.startedAt.getTime()) / 1000,
+    localTime: new Date(),
+    ok: 1,
+  }),
+  hostinfo: () => ({ system: { hostname: 'offline' }, os: {}, extra: {}, ok: 1 }),
+  getlog: () => ({ totalLinesWritten: 0, log: [], ok: 1 }),
+  whatsmyuri: (context) => ({ you: `127.0.0.1:${context.connection.id}`, ok: 1 }),
+  endsessions: () => ({ ok: 1 }),
+  refreshsessions: () => ({ ok: 1 }),
+  startsession: () => ({ ok: 1 }),
+  logout: () => ({ ok: 1 }),
+  connectionstatus: () => ({
+    authInfo: { authenticatedUsers: [], authenticatedUserRoles: [] },
+    ok: 1,
+  }),
+  replsetgetstatus: (context) =>
+    context.server.options.replicaSet
+      ? {
+          set: SET_NAME,
+          myState: context.server.isWritablePrimary ? 1 : 2,
+          members: [
+            {
+              _id: 0,
+              name: context.server.hostAndPort,
+              stateStr: context.server.isWritablePrimary ? 'PRIMARY' : 'SECONDARY',
+            },
+          ],
+          ok: 1,
+        }
+      : { ok: 0, errmsg: 'not running with --replSet', code: 76, codeName: 'NoReplicationEnabled' },
+};

@@ -1,0 +1,88 @@
+import type { Document } from 'bson';
+import {
+  type UpdateContext,
+  type UpdateSpec,
+  applyUpdate,
+  buildUpsertDocument,
+  isOperatorUpdate,
+  isPipelineUpdate,
+  validateUpdate,
+} from '../engine/apply-update';
+import { sameDocument } from '../engine/bson-values';
+import { selectDocuments, sortDocuments } from '../engine/select';
+import type { CommandContext } from './context';
+
+export interface UpdateRequest {
+  filter: Document;
+  update: UpdateSpec;
+  multi: boolean;
+  upsert: boolean;
+  arrayFilters?: Document[];
+  sort?: Document;
+}
+
+export interface UpdateOutcome {
+  matched: number;
+  modified: number;
+  upsertedId?: unknown;
+  /** Single-document updates: the images findAndModify returns. */
+  before?: Document;
+  after?: Document;
+}
+
+/**
+ * Shared by `update` and `findAndModify`. A no-op (identical BSON after the update) writes
+ * nothing: no oplog entry, no change event, not counted as modified.
+ */
+export function runUpdate(
+  context: CommandContext,
+  collectionName: string,
+  request: UpdateRequest,
+): UpdateOutcome {
+  validateUpdate(request.update);
+  const { storage } = context;
+  const existing = storage.getCollection(context.db, collectionName);
+  const updateContext: UpdateContext = {
+    now: context.now,
+    clusterTime: context.clusterTime,
+    arrayFilters: request.arrayFilters,
+    filter: request.filter,
+    mingo: context.mingo,
+  };
+  const replacement = !isPipelineUpdate(request.update) && !isOperatorUpdate(request.update);
+  let matches = selectDocuments(
+    existing,
+    request.filter,
+    context.mingo,
+    request.multi || request.sort ? 0 : 1,
+  );
+  if (request.sort) matches = sortDocuments(matches, request.sort, context.mingo);
+  if (!request.multi) matches = matches.slice(0, 1);
+
+  if (matches.length === 0) {
+    if (!request.upsert) return { matched: 0, modified: 0 };
+    const document = buildUpsertDocument(request.filter, request.update, updateContext);
+    const collection = storage.ensureCollection(context.db, collectionName);
+    storage.insert(collection, document, context.origin);
+    return { matched: 0, modified: 0, upsertedId: document._id, after: document };
+  }
+
+  const collection = existing!;
+  // Compute every new image first so that a failing update in a multi-update changes nothing
+  // after the failure point (MongoDB stops there too, keeping earlier documents updated).
+  let modified = 0;
+  let before: Document | undefined;
+  let after: Document | undefined;
+  for (const document of matches) {
+    const updated = applyUpdate(document, request.update, updateContext);
+    before = document;
+    after = updated;
+    if (sameDocument(document, updated)) {
+      after = document;
+      continue;
+    }
+    storage.update(collection, document, updated, replacement, context.origin);
+    modified += 1;
+  }
+  return { matched: matches.length, modified, before, after };
+}

@@ -1,0 +1,124 @@
+import { type Document, ObjectId } from 'bson';
+import { idFirst } from '../engine/apply-update';
+import { selectDocuments } from '../engine/select';
+import type { CommandContext, CommandHandler } from './context';
+import { CommandError } from './errors';
+import { assertWritablePrimary, requireArray } from './guards';
+import { runUpdate } from './update-operation';
+
+function writeErrorOf(index: number, error: unknown): Document {
+  if (error instanceof CommandError) {
+    return { index, code: error.code, ...error.extra, errmsg: error.message };
+  }
+  return { index, code: 1, errmsg: error instanceof Error ? error.message : String(error) };
+}
+
+/** Runs each item; ordered writes stop at the first error, as MongoDB's batch writes do. */
+function runBatch(
+  context: CommandContext,
+  items: unknown[],
+  run: (item: Document, index: number) => void,
+): Document[] {
+  const ordered = context.command.ordered !== false;
+  const writeErrors: Document[] = [];
+  for (let index = 0; index < items.length; index++) {
+    try {
+      run(items[index] as Document, index);
+    } catch (error) {
+      writeErrors.push(writeErrorOf(index, error));
+      if (ordered) break;
+    }
+  }
+  return writeErrors;
+}
+
+function withWriteErrors(reply: Document, writeErrors: Document[]): Document {
+  if (writeErrors.length > 0) reply.writeErrors = writeErrors;
+  return reply;
+}
+
+const insert: CommandHandler = (context) => {
+  assertWritablePrimary(context);
+  const documents = requireArray(context.command.documents, 'insert.documents');
+  const collection = context.storage.ensureCollection(context.db, context.collectionName);
+  let n = 0;
+  const writeErrors = runBatch(context, documents, (document) => {
+    for (const key of Object.keys(document)) {
+      if (key.startsWith('$'))
+        throw new CommandError(2, `Document can't have $ prefixed field names: ${key}`);
+    }
+    if (Array.isArray(document._id)) throw new CommandError(2, "can't use an array for _id");
+    const stored = idFirst(
+      document._id === undefined ? { _id: new ObjectId(), ...document } : document,
+    );
+    context.storage.insert(collection, stored, context.origin);
+    n += 1;
+  });
+  return withWriteErrors({ n, ok: 1 }, writeErrors);
+};
+
+const update: CommandHandler = (context) => {
+  assertWritablePrimary(context);
+  const updates = requireArray(context.command.updates, 'update.updates');
+  let n = 0;
+  let nModified = 0;
+  const upserted: Document[] = [];
+  const writeErrors = runBatch(context, updates, (statement, index) => {
+    if (statement.u === undefined)
+      throw new CommandError(
+        40414,
+        "BSON field 'update.updates.u' is missing but a required field",
+      );
+    const outcome = runUpdate(context, context.collectionName, {
+      filter: (statement.q as Document) ?? {},
+      update: statement.u as Document,
+      multi: statement.multi === true,
+      upsert: statement.upsert === true,
+      arrayFilters: statement.arrayFilters as Document[] | undefined,
+      sort: statement.sort as Document | undefined,
+    });
+    if (outcome.upsertedId !== undefined) {
+      upserted.push({ index, _id: outcome.upsertedId });
+      n += 1;
+    } else {
+      n += outcome.matched;
+      nModified += outcome.modified;
+    }
+  });
+  const reply: Document = { n, nModified };
+  if (upserted.length > 0) reply.upserted = upserted;
+  reply.ok = 1;
+  return withWriteErrors(reply, writeErrors);
+};
+
+const deleteCommand: CommandHandler = (context) => {
+  assertWritablePrimary(context);
+  const deletes = requireArray(context.command.deletes, 'delete.deletes');
+  const collection = context.storage.getCollection(context.db, context.collectionName);
+  let n = 0;
+  const writeErrors = runBatch(context, deletes, (statement) => {
+    if (statement.limit !== 0 && statement.limit !== 1) {
+      throw new CommandError(
+        9,
+        `The limit field in delete objects must be 0 or 1. Got ${String(statement.limit)}`,
+      );
+    }
+    const matches = selectDocuments(
+      collection,
+      (statement.q as Document) ?? {},
+      context.mingo,
+      statement.limit as number,
+    );
+    for (const document of matches) {
+      context.storage.delete(collection!, document, context.origin);
+      n += 1;
+    }
+  });
+  return withWriteErrors({ n, ok: 1 }, writeErrors);
+};
+
+export const writeCommands: Record<string, CommandHandler> = {
+  insert,
+  update,
+  delete: deleteCommand,
+};

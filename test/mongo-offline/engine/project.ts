@@ -1,0 +1,35 @@
+import type { Document } from 'bson';
+import { Query } from 'mingo';
+import type { Options } from 'mingo/types';
+import { badValue } from '../commands/errors';
+import { idFirst } from './apply-update';
+import { bindSystemVariables } from './system-variables';
+
+/**
+ * find-style projection (inclusion, exclusion, $slice, $elemMatch, aggregation expressions)
+ * via mingo; `_id` is moved back to the front where mingo appends it.
+ */
+export function projectDocuments(
+  documents: Document[],
+  projection: Document | undefined,
+  options: Partial<Options>,
+): Document[] {
+  if (!projection || Object.keys(projection).length === 0) return documents;
+  try {
+    return new Query({}, options)
+      .find<Document>(documents, bindSystemVariables(projection, options.variables ?? {}) as never)
+      .all()
+      .map(idFirst);
+  } catch (error) {
+    throw badValue(error instanceof Error ? error.message : String(error));
+  }
+}
+
+export function projectOne(
+  document: Document | null,
+  projection: Document | undefined,
+  options: Partial<Options>,
+): Document | null {
+  if (!document) return null;
+  return projectDocuments([document], projection, options)[0] ?? null;
+}

@@ -1,0 +1,105 @@
+import type { Document } from 'bson';
+import { Query } from 'mingo';
+import type { Options } from 'mingo/types';
+import { badValue } from '../commands/errors';
+import { canonicalKey } from './bson-values';
+import type { Collection } from './collection';
+import { bindFilterVariables } from './system-variables';
+
+function isPlainValue(value: unknown): boolean {
+  if (value === null || typeof value !== 'object') return true;
+  if (value instanceof Date || Array.isArray(value)) return true;
+  if ('_bsontype' in value) return true;
+  const keys = Object.keys(value);
+  return keys.length === 0 || !keys[0].startsWith('$');
+}
+
+/** The `_id` values a filter pins down by equality, or undefined when it does not. */
+function idCandidates(filter: Document): unknown[] | undefined {
+  if (!('_id' in filter)) return undefined;
+  const condition: unknown = filter._id;
+  if (condition instanceof RegExp) return undefined;
+  if (isPlainValue(condition)) return Array.isArray(condition) ? undefined : [condition];
+  const operators = condition as Document;
+  const keys = Object.keys(operators);
+  if (
+    keys.length === 1 &&
+    keys[0] === '$eq' &&
+    isPlainValue(operators.$eq) &&
+    !Array.isArray(operators.$eq)
+  ) {
+    return [operators.$eq];
+  }
+  if (keys.length === 1 && keys[0] === '$in' && Array.isArray(operators.$in)) {
+    const values = operators.$in as unknown[];
+    // Several values would come back in $in order, not natural order: scan instead.
+    if (
+      values.length <= 1 &&
+      values.every(
+        (value) => isPlainValue(value) && !Array.isArray(value) && !(value instanceof RegExp),
+      )
+    )
+      return values;
+  }
+  return undefined;
+}
+
+export function compileFilter(filter: Document, options: Partial<Options>): Query {
+  try {
+    return new Query(bindFilterVariables(filter, options.variables ?? {}), options);
+  } catch (error) {
+    throw badValue(error instanceof Error ? error.message : String(error));
+  }
+}
+
+function safeTest(query: Query, document: Document): boolean {
+  try {
+    return query.test(document);
+  } catch (error) {
+    throw badValue(error instanceof Error ? error.message : String(error));
+  }
+}
+
+/**
+ * Documents matching `filter` in natural order. An `_id` equality (or `$in`) is answered
+ * from the `_id` map: a lock hammering one key never scans the collection.
+ */
+export function selectDocuments(
+  collection: Collection | undefined,
+  filter: Document,
+  options: Partial<Options>,
+  limit = 0,
+): Document[] {
+  if (!collection) return [];
+  const query = compileFilter(filter ?? {}, options);
+  const ids = idCandidates(filter ?? {});
+  const result: Document[] = [];
+  if (ids) {
+    const seen = new Set<string>();
+    for (const id of ids) {
+      const key = canonicalKey(id);
+      if (seen.has(key)) continue;
+      seen.add(key);
+      const document = collection.documents.get(key);
+      if (document && safeTest(query, document)) result.push(document);
+    }
+    return limit > 0 ? result.slice(0, limit) : result;
+  }
+  for (const document of collection.documents.values()) {
+    if (safeTest(query, document)) {
+      result.push(document);
+      if (limit > 0 && result.length >= limit) break;
+    }
+  }
+  return result;
+}
+
+/** Sorts a copy with MongoDB's cross-type ordering (via mingo). */
+export function sortDocuments(
+  documents: Document[],
+  sort: Document | undefined,
+  options: Partial<Options>,
+): Document[] {
+  if (!sort || Object.keys(sort).length === 0) return documents;
+  return new Query({}, options).find<Document>(documents).sort(sort).all();
+}

@@ -1,0 +1,133 @@
+import type { Document } from 'bson';
+import { CommandError } from '../commands/errors';
+import { Collection } from './collection';
+import { LogicalClock } from './logical-clock';
+import { Oplog, type OplogEntry } from './oplog';
+import { describeUpdate } from './update-description';
+
+/** Who wrote: recorded in the oplog so that retried writes and transactions can be traced. */
+export interface WriteOrigin {
+  lsid?: Document;
+  txnNumber?: number;
+}
+
+/**
+ * All databases and collections, the cluster clock and the oplog. Every mutation goes
+ * through here so that each one gets exactly one oplog entry with its own cluster time.
+ */
+export class Storage {
+  readonly databases = new Map<string, Map<string, Collection>>();
+  readonly clock = new LogicalClock();
+  readonly oplog = new Oplog();
+
+  getCollection(db: string, name: string): Collection | undefined {
+    return this.databases.get(db)?.get(name);
+  }
+
+  /** Implicit creation on first write, as MongoDB does. */
+  ensureCollection(db: string, name: string, options: Document = {}): Collection {
+    const existing = this.getCollection(db, name);
+    if (existing) return existing;
+    validateCollectionName(db, name);
+    let collections = this.databases.get(db);
+    if (!collections) {
+      collections = new Map();
+      this.databases.set(db, collections);
+    }
+    const collection = new Collection(db, name, options);
+    collections.set(name, collection);
+    return collection;
+  }
+
+  private record(entry: Omit<OplogEntry, 'ts' | 'wallTime'>): OplogEntry {
+    const full: OplogEntry = { ...entry, ts: this.clock.tick(), wallTime: new Date() };
+    this.oplog.append(full);
+    return full;
+  }
+
+  insert(collection: Collection, document: Document, origin: WriteOrigin = {}): void {
+    collection.insert(document);
+    this.record({
+      op: 'insert',
+      db: collection.db,
+      coll: collection.name,
+      documentKey: { _id: document._id },
+      fullDocument: document,
+      ...origin,
+    });
+  }
+
+  /** Writes `after` over `before`; `replacement` picks the event type change streams see. */
+  update(
+    collection: Collection,
+    before: Document,
+    after: Document,
+    replacement: boolean,
+    origin: WriteOrigin = {},
+  ): void {
+    collection.replace(before, after);
+    this.record({
+      op: replacement ? 'replace' : 'update',
+      db: collection.db,
+      coll: collection.name,
+      documentKey: { _id: after._id },
+      fullDocument: after,
+      updateDescription: replacement ? undefined : describeUpdate(before, after),
+      ...origin,
+    });
+  }
+
+  delete(collection: Collection, document: Document, origin: WriteOrigin = {}): void {
+    collection.remove(document);
+    this.record({
+      op: 'delete',
+      db: collection.db,
+      coll: collection.name,
+      documentKey: { _id: document._id },
+      ...origin,
+    });
+  }
+
+  dropCollection(db: string, name: string): boolean {
+    const collections = this.databases.get(db);
+    if (!collections?.has(name)) return false;
+    collections.delete(name);
+    if (collections.size === 0) this.databases.delete(db);
+    this.record({ op: 'drop', db, coll: name });
+    return true;
+  }
+
+  dropDatabase(db: string): void {
+    const collections = this.databases.get(db);
+    if (!collections) return;
+    for (const name of [...collections.keys()]) this.dropCollection(db, name);
+    this.record({ op: 'dropDatabase', db });
+  }
+
+  renameCollection(from: Collection, toDb: string, toName: string, dropTarget: boolean): void {
+    const target = this.getCollection(toDb, toName);
+    if (target) {
+      if (!dropTarget) throw new CommandError(48, 'target namespace exists');
+      this.dropCollection(toDb, toName);
+    }
+    this.databases.get(from.db)?.delete(from.name);
+    if (this.databases.get(from.db)?.size === 0) this.databases.delete(from.db);
+    let collections = this.databases.get(toDb);
+    if (!collections) {
+      collections = new Map();
+      this.databases.set(toDb, collections);
+    }
+    const moved = new Collection(toDb, toName, from.options);
+    for (const spec of from.indexes.slice(1)) moved.addIndex(spec);
+    for (const document of from.documents.values()) moved.insert(document);
+    collections.set(toName, moved);
+    this.record({ op: 'rename', db: from.db, coll: from.name, to: { db: toDb, coll: toName } });
+  }
+}
+
+export function validateCollectionName(db: string, name: string): void {
+  if (!name || name.includes('$') || name.includes('\0') || name.startsWith('.')) {
+    throw new CommandError(73, `Invalid collection name: ${name}`);
+  }
+  if (!db || /[/\\. "$\0]/.test(db)) throw new CommandError(73, `Invalid database name: '${db}'`);
+}

@@ -1,0 +1,80 @@
+import type { Document } from 'bson';
+import type { Collection } from './collection';
+import type { Storage } from './storage';
+import { valuesAtPath } from './bson-values';
+
+/** The date a TTL index reads from a document: the earliest date of the field (arrays too). */
+function earliestDate(document: Document, field: string): Date | undefined {
+  let earliest: Date | undefined;
+  for (const value of valuesAtPath(document, field)) {
+    const candidates = Array.isArray(value) ? value : [value];
+    for (const candidate of candidates) {
+      if (candidate instanceof Date && (!earliest || candidate < earliest)) earliest = candidate;
+    }
+  }
+  return earliest;
+}
+
+function expiredDocuments(collection: Collection, now: number): Document[] {
+  const expired: Document[] = [];
+  for (const spec of collection.indexes) {
+    if (spec.expireAfterSeconds === undefined) continue;
+    const field = Object.keys(spec.key)[0];
+    const seconds = Number(spec.expireAfterSeconds);
+    for (const document of collection.documents.values()) {
+      const date = earliestDate(document, field);
+      if (date && date.getTime() + seconds * 1000 <= now && !expired.includes(document))
+        expired.push(document);
+    }
+  }
+  return expired;
+}
+
+/** One pass of MongoDB's TTL monitor: ordinary deletes, so change streams see them. */
+export function removeExpiredDocuments(storage: Storage, now = Date.now()): number {
+  let removed = 0;
+  for (const collections of [...storage.databases.values()]) {
+    for (const collection of [...collections.values()]) {
+      for (const document of expiredDocuments(collection, now)) {
+        storage.delete(collection, document);
+        removed += 1;
+      }
+    }
+  }
+  return removed;
+}
+
+/** Runs a pass every `sleepSeconds()`; the period is re-read so setParameter takes effect. */
+export class TtlMonitor {
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly storage: Storage,
+    private readonly sleepSeconds: () => number,
+    private readonly enabled: () => boolean,
+  ) {}
+
+  start(): void {
+    this.schedule();
+  }
+
+  /** Restart the wait, e.g. after ttlMonitorSleepSecs changed. */
+  reschedule(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.schedule();
+  }
+
+  stop(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  private schedule(): void {
+    const delay = Math.max(0.01, this.sleepSeconds()) * 1000;
+    this.timer = setTimeout(() => {
+      if (this.enabled()) removeExpiredDocuments(this.storage);
+      this.schedule();
+    }, delay);
+    this.timer.unref();
+  }
+}

@@ -1,0 +1,115 @@
+import type { Socket } from 'node:net';
+import type { Document } from 'bson';
+import { dispatchCommand, decorateReply, errorReply } from './commands/dispatcher';
+import { CommandError } from './commands/errors';
+import type { ConnectionInfo } from './commands/context';
+import type { ServerState } from './server-state';
+import {
+  type DecodedRequest,
+  decodeMessage,
+  encodeOpMsgReply,
+  encodeOpReply,
+  serializeReply,
+} from './wire/codec';
+import { MessageFramer } from './wire/message-framer';
+import { OP_QUERY } from './wire/opcodes';
+
+/** OP_QUERY is only for the handshake since MongoDB 6.0 (server code 352 otherwise). */
+const OP_QUERY_COMMANDS = new Set(['hello', 'ismaster']);
+
+let lastReplyId = 0;
+
+/**
+ * One client socket. Messages are handled one after another (a driver never pipelines on a
+ * connection); different connections run concurrently. Anything malformed closes only this
+ * connection.
+ */
+export class ServerConnection implements ConnectionInfo {
+  readonly id: number;
+  appName?: string;
+  private readonly framer = new MessageFramer();
+  private queue: Promise<void> = Promise.resolve();
+  private closed = false;
+
+  constructor(
+    private readonly server: ServerState,
+    private readonly socket: Socket,
+  ) {
+    this.id = server.nextConnectionId();
+    socket.setNoDelay(true);
+    socket.on('data', (chunk) => this.onData(chunk));
+    socket.on('error', () => this.close());
+    socket.on('close', () => (this.closed = true));
+  }
+
+  close(): void {
+    this.closed = true;
+    this.socket.destroy();
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  private onData(chunk: Buffer): void {
+    let messages: Buffer[];
+    try {
+      messages = this.framer.push(chunk);
+    } catch {
+      this.close();
+      return;
+    }
+    for (const message of messages) {
+      this.queue = this.queue.then(() => this.handle(message));
+    }
+  }
+
+  private async handle(message: Buffer): Promise<void> {
+    if (this.closed) return;
+    let request: DecodedRequest;
+    try {
+      request = decodeMessage(message);
+    } catch {
+      this.close();
+      return;
+    }
+    const reply = await this.run(request);
+    if (request.moreToCome || this.closed || !reply) return;
+    this.send(request, reply);
+  }
+
+  private async run(request: DecodedRequest): Promise<Document | undefined> {
+    const name = (Object.keys(request.command)[0] ?? '').toLowerCase();
+    if (name === 'hello' || name === 'ismaster') this.rememberClient(request.command);
+    if (request.opCode === OP_QUERY && !OP_QUERY_COMMANDS.has(name)) {
+      const error = new CommandError(
+        352,
+        `Unsupported OP_QUERY command: ${name}. The client driver may require an upgrade. For more details see https://dochub.mongodb.org/core/legacy-opcode-removal`,
+      );
+      return decorateReply(this.server, error.toReply());
+    }
+    try {
+      return await dispatchCommand(this.server, request.db, request.command, this);
+    } catch (error) {
+      return decorateReply(this.server, errorReply(error));
+    }
+  }
+
+  private rememberClient(command: Document): void {
+    const client = command.client as Document | undefined;
+    const application = client?.application as Document | undefined;
+    if (typeof application?.name === 'string') this.appName = application.name;
+  }
+
+  private send(request: DecodedRequest, reply: Document): void {
+    let body: Buffer;
+    try {
+      body = serializeReply(reply);
+    } catch (error) {
+      body = serializeReply(decorateReply(this.server, errorReply(error)));
+    }
+    lastReplyId = (lastReplyId + 1) & 0x7fffffff;
+    const encode = request.opCode === OP_QUERY ? encodeOpReply : encodeOpMsgReply;
+    this.socket.write(encode(body, request.requestId, lastReplyId));
+  }
+}

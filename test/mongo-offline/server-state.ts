@@ -1,0 +1,67 @@
+import { EventEmitter } from 'node:events';
+import { ObjectId } from 'bson';
+import { CursorRegistry } from './commands/cursor-registry';
+import { Storage } from './engine/storage';
+import { TtlMonitor } from './engine/ttl-monitor';
+
+export interface ServerOptions {
+  host: string;
+  port: number;
+  replicaSet: boolean;
+  ttlMonitorSleepSecs: number;
+}
+
+export const SET_NAME = 'rs0';
+/** MongoDB 7.0. */
+export const MAX_WIRE_VERSION = 21;
+export const SERVER_VERSION = '7.0.14';
+
+/** Everything that outlives one connection. */
+export class ServerState extends EventEmitter {
+  readonly storage = new Storage();
+  readonly cursors = new CursorRegistry();
+  readonly electionId = new ObjectId('7fffffff0000000000000001');
+  readonly startedAt = new Date();
+  /** While in the future, the node is a secondary (simulated replSetStepDown). */
+  steppedDownUntil = 0;
+  private lastConnectionId = 0;
+  /** Runtime-settable parameters (getParameter / setParameter). */
+  readonly parameters: Record<string, unknown>;
+  private readonly ttlMonitor: TtlMonitor;
+
+  constructor(readonly options: ServerOptions) {
+    super();
+    this.parameters = { ttlMonitorSleepSecs: options.ttlMonitorSleepSecs, ttlMonitorEnabled: true };
+    this.ttlMonitor = new TtlMonitor(
+      this.storage,
+      () => Number(this.parameters.ttlMonitorSleepSecs),
+      () => this.parameters.ttlMonitorEnabled !== false,
+    );
+  }
+
+  start(): void {
+    this.ttlMonitor.start();
+  }
+
+  stop(): void {
+    this.ttlMonitor.stop();
+    this.cursors.killAll();
+  }
+
+  emitParameterChange(): void {
+    this.ttlMonitor.reschedule();
+  }
+
+  nextConnectionId(): number {
+    this.lastConnectionId += 1;
+    return this.lastConnectionId;
+  }
+
+  get hostAndPort(): string {
+    return `${this.options.host}:${this.options.port}`;
+  }
+
+  get isWritablePrimary(): boolean {
+    return !this.options.replicaSet || Date.now() >= this.steppedDownUntil;
+  }
+}

@@ -1,0 +1,159 @@
+import { MongoServerError, ObjectId } from 'mongodb';
+import { useOfflineMongo } from './with-offline-mongo';
+
+describe('offline mongo: CRUD over the driver', () => {
+  const harness = useOfflineMongo();
+  const collection = (name: string) => harness().client.db('crud').collection<any>(name);
+
+  it('inserts and finds with filter, sort, skip, limit and projection', async () => {
+    const items = collection('items');
+    await items.insertMany([
+      { _id: 1, a: 3 },
+      { _id: 2, a: 1 },
+      { _id: 3, a: 2 },
+      { _id: 4, a: 5 },
+    ]);
+    const found = await items
+      .find(
+        { a: { $gte: 2 } },
+        {
+          sort: { a: -1 },
+          skip: 1,
+          limit: 2,
+          projection: { _id: 0, a: 1, twice: { $multiply: ['$a', 2] } },
+        },
+      )
+      .toArray();
+    expect(found).toEqual([
+      { a: 3, twice: 6 },
+      { a: 2, twice: 4 },
+    ]);
+  });
+
+  it('iterates a cursor over several batches with getMore', async () => {
+    const many = collection('many');
+    await many.insertMany(Array.from({ length: 25 }, (_, i) => ({ i })));
+    const all = await many.find({}, { batchSize: 4 }).toArray();
+    expect(all.map((d) => d.i)).toEqual(Array.from({ length: 25 }, (_, i) => i));
+  });
+
+  it('generates an ObjectId _id first in the stored document', async () => {
+    const docs = collection('ids');
+    const { insertedId } = await docs.insertOne({ x: 1 });
+    expect(insertedId).toBeInstanceOf(ObjectId);
+    const stored = await docs.findOne({ _id: insertedId });
+    expect(Object.keys(stored ?? {})).toEqual(['_id', 'x']);
+  });
+
+  it('updates with operators, upsert, multi and arrayFilters', async () => {
+    const docs = collection('updates');
+    await docs.insertMany([
+      {
+        _id: 1,
+        n: 1,
+        arr: [
+          { k: 1, v: 0 },
+          { k: 2, v: 0 },
+        ],
+      },
+      { _id: 2, n: 1 },
+    ]);
+    const many = await docs.updateMany({ n: 1 }, { $inc: { n: 1 } });
+    expect([many.matchedCount, many.modifiedCount]).toEqual([2, 2]);
+    await docs.updateOne(
+      { _id: 1 },
+      { $set: { 'arr.$[e].v': 9 } },
+      { arrayFilters: [{ 'e.k': 2 }] },
+    );
+    expect((await docs.findOne({ _id: 1 }))!.arr).toEqual([
+      { k: 1, v: 0 },
+      { k: 2, v: 9 },
+    ]);
+    const upsert = await docs.updateOne(
+      { _id: 7, tag: 'x' },
+      { $set: { n: 5 }, $setOnInsert: { created: true } },
+      { upsert: true },
+    );
+    expect(upsert.upsertedId).toBe(7);
+    expect(await docs.findOne({ _id: 7 })).toEqual({ _id: 7, tag: 'x', n: 5, created: true });
+  });
+
+  it('reports a no-op update as matched but not modified', async () => {
+    const docs = collection('noop');
+    await docs.insertOne({ _id: 1, a: 1 });
+    const result = await docs.updateOne({ _id: 1 }, { $set: { a: 1 } });
+    expect([result.matchedCount, result.modifiedCount]).toEqual([1, 0]);
+  });
+
+  it('runs pipeline updates with $$NOW fixed for the whole command', async () => {
+    const docs = collection('pipeline');
+    await docs.insertMany([{ _id: 1 }, { _id: 2 }]);
+    await docs.updateMany({}, [{ $set: { at: '$$NOW' } }]);
+    const [first, second] = await docs.find().toArray();
+    expect(first.at).toBeInstanceOf(Date);
+    expect(first.at.getTime()).toBe(second.at.getTime());
+  });
+
+  it('findOneAndUpdate upserts with a pipeline and returns before/after images', async () => {
+    const locks = collection('locks');
+    const acquire = [{ $set: { owner: 'a', fence: { $add: [{ $ifNull: ['$fence', 0] }, 1] } } }];
+    const first = await locks.findOneAndUpdate({ _id: 'k' }, acquire, {
+      upsert: true,
+      returnDocument: 'after',
+      includeResultMetadata: true,
+    });
+    expect(first.value).toEqual({ _id: 'k', owner: 'a', fence: 1 });
+    expect(first.lastErrorObject).toEqual({ n: 1, updatedExisting: false, upserted: 'k' });
+    const before = await locks.findOneAndUpdate({ _id: 'k' }, acquire, {
+      upsert: true,
+      returnDocument: 'before',
+    });
+    expect(before).toEqual({ _id: 'k', owner: 'a', fence: 1 });
+    const removed = await locks.findOneAndDelete({ _id: 'k' }, { projection: { fence: 1 } });
+    expect(removed).toEqual({ _id: 'k', fence: 2 });
+  });
+
+  it('deletes one or many', async () => {
+    const docs = collection('deletes');
+    await docs.insertMany([{ a: 1 }, { a: 1 }, { a: 2 }]);
+    expect((await docs.deleteOne({ a: 1 })).deletedCount).toBe(1);
+    expect((await docs.deleteMany({})).deletedCount).toBe(2);
+  });
+
+  it('counts and finds distinct values', async () => {
+    const docs = collection('counting');
+    await docs.insertMany([{ t: ['a', 'b'] }, { t: 'a' }, { t: 'c' }]);
+    expect(await docs.countDocuments({ t: 'a' })).toBe(2);
+    expect(await docs.estimatedDocumentCount()).toBe(3);
+    expect((await docs.distinct('t')).sort()).toEqual(['a', 'b', 'c']);
+  });
+
+  it('aggregates with mingo stages', async () => {
+    const docs = collection('agg');
+    await docs.insertMany([
+      { g: 'x', v: 1 },
+      { g: 'x', v: 2 },
+      { g: 'y', v: 5 },
+    ]);
+    const result = await docs
+      .aggregate([{ $group: { _id: '$g', total: { $sum: '$v' } } }, { $sort: { _id: 1 } }])
+      .toArray();
+    expect(result).toEqual([
+      { _id: 'x', total: 3 },
+      { _id: 'y', total: 5 },
+    ]);
+  });
+
+  it('answers an unknown command with CommandNotFound', async () => {
+    const error = await harness()
+      .client.db('admin')
+      .command({ noSuchThing: 1 })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(MongoServerError);
+    expect(error).toMatchObject({
+      code: 59,
+      codeName: 'CommandNotFound',
+      errmsg: "no such command: 'noSuchThing'",
+    });
+  });
+});
