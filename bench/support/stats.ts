@@ -1,0 +1,40 @@
+/** Summary of a latency sample, in milliseconds. */
+export interface LatencySummary {
+  count: number;
+  min: number;
+  p50: number;
+  p90: number;
+  p99: number;
+  max: number;
+  mean: number;
+}
+
+/** Nearest-rank percentile of an ascending array (`q` in 0..1). */
+export function percentile(sorted: number[], q: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
+  return sorted[rank];
+}
+
+export function summarize(samples: number[]): LatencySummary {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const sum = sorted.reduce((total, x) => total + x, 0);
+  return {
+    count: sorted.length,
+    min: sorted[0] ?? Number.NaN,
+    p50: percentile(sorted, 0.5),
+    p90: percentile(sorted, 0.9),
+    p99: percentile(sorted, 0.99),
+    max: sorted[sorted.length - 1] ?? Number.NaN,
+    mean: sorted.length ? sum / sorted.length : Number.NaN,
+  };
+}
+
+export function round(value: number, digits = 2): number {
+  const scale = 10 ** digits;
+  return Math.round(value * scale) / scale;
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

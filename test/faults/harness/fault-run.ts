@@ -1,0 +1,133 @@
+import { randomBytes } from 'node:crypto';
+import * as path from 'node:path';
+import { MongoClient, type Document } from 'mongodb';
+import { sharedClockMs } from '../../support/fault-clock';
+import { IpcChild } from '../../support/fault-ipc';
+import type { WorkerEvent, WorkerOps } from '../../support/fault-protocol';
+import type { FaultServer } from '../../support/fault-server';
+import { checkHistory, type CheckerOptions } from '../history/checker';
+import { emptyHistory, type FinalLockState, type Violation } from '../history/history';
+
+export interface WorkerSetup {
+  label: string;
+  clockSkewMs?: number;
+  /** Extra `MongoLockModuleOptions` for this worker's service (JSON values). */
+  options?: Record<string, unknown>;
+}
+
+export type FaultWorkerProcess = IpcChild<WorkerOps, WorkerEvent>;
+
+const workerEntry = path.resolve(__dirname, '../../support/fault-worker.ts');
+
+export interface StartedWorker {
+  process: FaultWorkerProcess;
+  holderId: string;
+  label: string;
+}
+
+export const lockCollection = 'locks';
+
+/**
+ * One scenario's world: its own database on the shared server, its worker processes, an admin
+ * client for fail points, and the history every worker reports into.
+ */
+export class FaultRun {
+  readonly history = emptyHistory();
+  readonly dbName: string;
+  readonly admin: MongoClient;
+  private readonly workers: StartedWorker[] = [];
+
+  constructor(
+    readonly server: FaultServer,
+    scenario: string,
+  ) {
+    this.dbName = `faults_${scenario}_${randomBytes(3).toString('hex')}`;
+    this.admin = new MongoClient(server.uri);
+  }
+
+  /** A URI whose `appName` lets a fail point target one worker's connections only. */
+  uriFor(appName: string): string {
+    const separator = this.server.uri.includes('?') ? '&' : '?';
+    return `${this.server.uri}${separator}appName=${encodeURIComponent(appName)}`;
+  }
+
+  /** Starts the workers in parallel (each pays ts-node's start-up once). */
+  async spawn(setups: WorkerSetup[]): Promise<StartedWorker[]> {
+    return Promise.all(setups.map((setup) => this.spawnOne(setup)));
+  }
+
+  private async spawnOne(setup: WorkerSetup): Promise<StartedWorker> {
+    const process: FaultWorkerProcess = IpcChild.fork(workerEntry, {
+      label: setup.label,
+      env: { FAULT_CLOCK_SKEW_MS: String(setup.clockSkewMs ?? 0) },
+      onEvent: (event: WorkerEvent) => this.history.sections.push(event.section),
+    });
+    const { holderId } = await process.call('start', {
+      uri: this.uriFor(setup.label),
+      dbName: this.dbName,
+      collectionName: lockCollection,
+      options: setup.options,
+      label: setup.label,
+    });
+    const worker = { process, holderId, label: setup.label };
+    this.workers.push(worker);
+    return worker;
+  }
+
+  /** Kills a worker with SIGKILL and records its death for the checker. */
+  async kill(worker: StartedWorker): Promise<number> {
+    worker.process.signal('SIGKILL');
+    await worker.process.exited;
+    const diedAt = sharedClockMs();
+    this.history.deaths.push({ holder: worker.holderId, pid: worker.process.pid, diedAt });
+    return diedAt;
+  }
+
+  async failPoint(mode: Document | 'alwaysOn' | 'off', data: Document = {}): Promise<void> {
+    await this.admin.db('admin').command({ configureFailPoint: 'failCommand', mode, data });
+  }
+
+  /** Reads every lock document as the server sees it now (lease checked with `$$NOW`). */
+  async readFinalLocks(): Promise<FinalLockState[]> {
+    const docs = await this.admin
+      .db(this.dbName)
+      .collection(lockCollection)
+      .aggregate([
+        {
+          $project: {
+            holder: 1,
+            held: {
+              $and: [
+                { $ne: [{ $ifNull: ['$owner', null] }, null] },
+                { $gt: ['$expiresAt', '$$NOW'] },
+              ],
+            },
+          },
+        },
+      ])
+      .toArray();
+    const observedAt = sharedClockMs();
+    return docs.map((doc) => ({
+      key: String(doc._id),
+      holder: (doc.holder as string | null) ?? null,
+      held: doc.held === true,
+      observedAt,
+    }));
+  }
+
+  /** Records the final lock states and runs the checker over the whole history. */
+  async check(options: CheckerOptions, extra: Violation[] = []): Promise<Violation[]> {
+    this.history.finalLocks = await this.readFinalLocks();
+    return [...checkHistory(this.history, options), ...extra];
+  }
+
+  async stop(): Promise<void> {
+    await this.failPoint('off').catch(() => undefined);
+    await Promise.all(this.workers.map((w) => w.process.stop('close')));
+    await this.admin
+      .db(this.dbName)
+      .dropDatabase()
+      .catch(() => undefined);
+    await this.admin.close();
+  }
+}
