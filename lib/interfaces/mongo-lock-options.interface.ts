@@ -36,6 +36,11 @@ export interface MongoLockModuleOptions {
   changeStreams?: 'auto' | 'off';
   /** First poll interval when waiting without change streams (backoff doubles it, with jitter). Default 50 ms. */
   pollIntervalMs?: number;
-  /** Cap of the polling backoff. Default 1 000 ms. */
+  /** Cap of the polling backoff. Default 1 000 ms (or `pollIntervalMs`, if larger). */
   maxPollIntervalMs?: number;
+  /**
+   * While waiting on a change stream, re-try this often anyway, to catch what no event
+   * announces. Waking on releases and lease expiry does not depend on it. Default 5 000 ms.
+   */
+  safetyPollIntervalMs?: number;
 }

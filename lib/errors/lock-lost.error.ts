@@ -1,0 +1,24 @@
+import { MongoLockError } from './mongo-lock.error';
+
+/**
+ * A held lock's lease ended before its holder released it: the renewal failed, the local
+ * deadline passed, `maxHoldMs` was exceeded, or another holder took the key after expiry.
+ * Work done under the lock since then was not protected.
+ *
+ * @example
+ * const handle = await locks.acquire('report');
+ * handle.signal.addEventListener('abort', () => job.cancel(handle.signal.reason));
+ */
+export class LockLostError extends MongoLockError {
+  /** The key whose lease was lost. */
+  readonly key: string;
+
+  constructor(message: string, details: { key: string; cause?: unknown }) {
+    super(message, details.cause === undefined ? undefined : { cause: details.cause });
+    this.key = details.key;
+  }
+
+  override get name(): string {
+    return 'LockLostError';
+  }
+}

@@ -1,0 +1,39 @@
+import { MongoLockError } from './mongo-lock.error';
+
+/**
+ * The lock could not be had within the wait (`timeoutMs`), or at once for `timeoutMs: 0`.
+ *
+ * @example
+ * catch (error) {
+ *   if (error instanceof LockNotAcquiredError && error.retryAfterMs !== undefined) {
+ *     response.setHeader('Retry-After', Math.ceil(error.retryAfterMs / 1000));
+ *   }
+ * }
+ */
+export class LockNotAcquiredError extends MongoLockError {
+  /** The keys that were asked for, sorted. */
+  readonly keys: readonly string[];
+  /** The holder's remaining lease by the server clock, when known. */
+  readonly retryAfterMs: number | undefined;
+  /** Id of the `LockService` instance that held the lock, when known. */
+  readonly holderId: string | undefined;
+
+  constructor(
+    message: string,
+    details: {
+      keys: readonly string[];
+      retryAfterMs?: number;
+      holderId?: string;
+      cause?: unknown;
+    },
+  ) {
+    super(message, details.cause === undefined ? undefined : { cause: details.cause });
+    this.keys = details.keys;
+    this.retryAfterMs = details.retryAfterMs;
+    this.holderId = details.holderId;
+  }
+
+  override get name(): string {
+    return 'LockNotAcquiredError';
+  }
+}

@@ -1,0 +1,22 @@
+/**
+ * Base class of every error this library throws, so callers can tell lock failures from
+ * anything else with one `instanceof`.
+ *
+ * @example
+ * try {
+ *   await locks.withLock('orders:42', () => ship(42));
+ * } catch (error) {
+ *   if (error instanceof MongoLockError) logger.warn(error.message);
+ *   else throw error;
+ * }
+ */
+export class MongoLockError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+
+  // A getter survives minification and subclassing, unlike an assigned `this.name`.
+  override get name(): string {
+    return 'MongoLockError';
+  }
+}

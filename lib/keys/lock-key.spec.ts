@@ -1,0 +1,65 @@
+import { InvalidLockKeyError } from '../errors';
+import { MAX_LOCK_KEY_BYTES, normalizeLockKeys, validateLockKey } from './lock-key';
+
+describe('validateLockKey', () => {
+  it('accepts an ordinary key unchanged', () => {
+    expect(validateLockKey('orders:42')).toBe('orders:42');
+  });
+
+  it.each([
+    ['a number', 42],
+    ['null', null],
+    ['undefined', undefined],
+    ['an operator object', { $ne: null }],
+    ['an array', ['a']],
+  ])('rejects %s', (_label, key) => {
+    expect(() => validateLockKey(key)).toThrow(InvalidLockKeyError);
+  });
+
+  it('rejects the empty string', () => {
+    expect(() => validateLockKey('')).toThrow(/must not be empty/);
+  });
+
+  it('rejects a NUL character and names the key', () => {
+    expect(() => validateLockKey('a\0b')).toThrow(/"a\\u0000b" contains a NUL/);
+  });
+
+  it('counts UTF-8 bytes, not characters', () => {
+    const atLimit = 'é'.repeat(MAX_LOCK_KEY_BYTES / 2);
+    expect(validateLockKey(atLimit)).toBe(atLimit);
+    expect(() => validateLockKey(`${atLimit}x`)).toThrow(/513 bytes long; the limit is 512/);
+  });
+
+  it('truncates a long key in the message', () => {
+    const error = captureError(() => validateLockKey('k'.repeat(10_000)));
+    expect(error.message.length).toBeLessThan(200);
+    expect(error.message).toContain('…');
+  });
+});
+
+describe('normalizeLockKeys', () => {
+  it('wraps a single key', () => {
+    expect(normalizeLockKeys('a')).toEqual(['a']);
+  });
+
+  it('deduplicates and sorts by code unit', () => {
+    expect(normalizeLockKeys(['b', 'a', 'B', 'b'])).toEqual(['B', 'a', 'b']);
+  });
+
+  it('rejects an empty list', () => {
+    expect(() => normalizeLockKeys([])).toThrow(InvalidLockKeyError);
+  });
+
+  it('rejects a list with one bad key', () => {
+    expect(() => normalizeLockKeys(['a', { $gt: '' }])).toThrow(/must be a string, got an object/);
+  });
+});
+
+function captureError(fn: () => unknown): Error {
+  try {
+    fn();
+  } catch (error) {
+    return error as Error;
+  }
+  throw new Error('expected a throw');
+}

@@ -1,0 +1,68 @@
+import { InvalidLockKeyError } from '../errors/invalid-lock-key.error';
+
+/**
+ * Longest accepted key, in UTF-8 bytes. The key is the lock document's `_id`; MongoDB
+ * indexes `_id`, and short keys keep index entries and change events small.
+ */
+export const MAX_LOCK_KEY_BYTES = 512;
+
+/** How much of a bad key an error message quotes. */
+const QUOTED_KEY_CHARS = 64;
+
+/** Quotes a key for a message, shortened so that a huge key cannot flood a log line. */
+export function quoteLockKey(key: string): string {
+  const shown = key.length > QUOTED_KEY_CHARS ? `${key.slice(0, QUOTED_KEY_CHARS)}…` : key;
+  return JSON.stringify(shown);
+}
+
+function describeNonString(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
+}
+
+/**
+ * Checks one lock key: a non-empty string of at most {@link MAX_LOCK_KEY_BYTES} UTF-8
+ * bytes, without NUL. Anything else (numbers, `{ $gt: '' }` operator objects, …) is
+ * rejected, so a key can never turn into a query operator.
+ *
+ * @example
+ * validateLockKey('orders:42'); // 'orders:42'
+ * validateLockKey({ $ne: null }); // throws InvalidLockKeyError
+ */
+export function validateLockKey(key: unknown): string {
+  if (typeof key !== 'string') {
+    throw new InvalidLockKeyError(`Lock key must be a string, got ${describeNonString(key)}`);
+  }
+  if (key.length === 0) {
+    throw new InvalidLockKeyError('Lock key must not be empty');
+  }
+  if (key.includes('\0')) {
+    throw new InvalidLockKeyError(`Lock key ${quoteLockKey(key)} contains a NUL character`);
+  }
+  const bytes = Buffer.byteLength(key, 'utf8');
+  if (bytes > MAX_LOCK_KEY_BYTES) {
+    throw new InvalidLockKeyError(
+      `Lock key ${quoteLockKey(key)} is ${bytes} bytes long; the limit is ${MAX_LOCK_KEY_BYTES} UTF-8 bytes`,
+    );
+  }
+  return key;
+}
+
+/**
+ * Validates one key or a list of keys and returns them deduplicated and sorted by code
+ * unit. Every process sorts the same way, so multi-key acquisitions take keys in one
+ * global order and cannot deadlock each other.
+ *
+ * @example
+ * normalizeLockKeys(['b', 'a', 'b']); // ['a', 'b']
+ */
+export function normalizeLockKeys(keys: unknown): string[] {
+  if (!Array.isArray(keys)) return [validateLockKey(keys)];
+  if (keys.length === 0) {
+    throw new InvalidLockKeyError('At least one lock key is required, got an empty list');
+  }
+  const unique = new Set<string>();
+  for (const key of keys as unknown[]) unique.add(validateLockKey(key));
+  return [...unique].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+}

@@ -1,0 +1,162 @@
+import type { ReleaseLeaseOutcome } from './store/release-lease';
+import type { RenewLeaseOutcome } from './store/renew-lease';
+import { isTransientMongoError } from './store/mongo-error-codes';
+
+/** One key of a held lock. */
+export interface HeldKey {
+  key: string;
+  /** The acquisition's owner token: the only proof of ownership, never shown to users. */
+  owner: string;
+  fence: bigint;
+}
+
+/** The store operations a held lock needs, bound to the lock collection. */
+export interface LeaseOperations {
+  renew(held: HeldKey, ttlMs: number): Promise<RenewLeaseOutcome>;
+  release(held: HeldKey): Promise<ReleaseLeaseOutcome>;
+}
+
+export interface LeaseKeeperInit {
+  held: readonly HeldKey[];
+  leaseEnd: number;
+  ttlMs: number;
+  renew: boolean;
+  renewalIntervalRatio: number;
+  maxHoldMs: number;
+  operations: LeaseOperations;
+  onLost(key: string, reason: string, cause?: unknown): void;
+}
+
+/** Delay between renewal retries after a transient error. */
+const RENEW_RETRY_MS = 250;
+
+function unrefTimer(callback: () => void, delayMs: number): NodeJS.Timeout {
+  const timer = setTimeout(callback, Math.max(0, Math.min(delayMs, 2_147_483_647)));
+  // A forgotten lock must not keep the process alive; its lease simply runs out.
+  timer.unref();
+  return timer;
+}
+
+/**
+ * Keeps a lease: renews it at `renewalIntervalRatio` of the lease, and declares it lost
+ * when a renewal is refused, the local deadline passes first, or `maxHoldMs` is exceeded.
+ */
+export class LeaseKeeper {
+  /** Monotonic time at which the shortest lease of the keys ends. */
+  leaseEnd: number;
+  private ttlMs: number;
+  private renewTimer: NodeJS.Timeout | undefined;
+  private deadlineTimer: NodeJS.Timeout | undefined;
+  private maxHoldTimer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private renewing: Promise<void> | undefined;
+  private remaining: HeldKey[];
+
+  constructor(private readonly init: LeaseKeeperInit) {
+    this.leaseEnd = init.leaseEnd;
+    this.ttlMs = init.ttlMs;
+    this.remaining = [...init.held];
+    this.armDeadline();
+    if (init.renew) {
+      this.scheduleRenewal();
+      this.maxHoldTimer = unrefTimer(
+        () =>
+          this.lose(init.held[0].key, `it was held longer than maxHoldMs (${init.maxHoldMs} ms)`),
+        init.maxHoldMs,
+      );
+    }
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.renewTimer);
+    clearTimeout(this.deadlineTimer);
+    clearTimeout(this.maxHoldTimer);
+  }
+
+  /** Renews every key now; `ttlMs` also becomes the lease of later renewals. */
+  async renewNow(ttlMs: number | undefined): Promise<void> {
+    if (ttlMs !== undefined) this.ttlMs = ttlMs;
+    await this.renewing;
+    if (this.stopped) return;
+    const renewal = this.renewAll(false);
+    this.renewing = renewal;
+    await renewal;
+  }
+
+  /**
+   * Releases the keys in reverse order of acquisition. Returns the keys found lost. A key
+   * whose release failed (network) stays, so a second call retries only that one.
+   */
+  async releaseAll(): Promise<string[]> {
+    await this.renewing?.catch(() => undefined);
+    const lostKeys: string[] = [];
+    let failure: { error: unknown } | undefined;
+    for (const held of [...this.remaining].reverse()) {
+      try {
+        const outcome = await this.init.operations.release(held);
+        if (outcome !== 'released') lostKeys.push(held.key);
+        this.remaining = this.remaining.filter((kept) => kept !== held);
+      } catch (error) {
+        failure ??= { error };
+      }
+    }
+    if (failure) throw failure.error;
+    return lostKeys;
+  }
+
+  private lose(key: string, reason: string, cause?: unknown): void {
+    if (this.stopped) return;
+    this.stop();
+    this.init.onLost(key, reason, cause);
+  }
+
+  private armDeadline(): void {
+    clearTimeout(this.deadlineTimer);
+    this.deadlineTimer = unrefTimer(
+      () => this.lose(this.init.held[0].key, 'its lease ran out before it was renewed'),
+      this.leaseEnd - performance.now(),
+    );
+  }
+
+  private scheduleRenewal(delayMs = this.ttlMs * this.init.renewalIntervalRatio): void {
+    if (this.stopped) return;
+    clearTimeout(this.renewTimer);
+    this.renewTimer = unrefTimer(() => {
+      this.renewing = this.renewAll(true);
+    }, delayMs);
+  }
+
+  /** Renews all keys in parallel. `scheduled` renewals retry transient errors until the deadline. */
+  private async renewAll(scheduled: boolean): Promise<void> {
+    const ttlMs = this.ttlMs;
+    let outcomes: RenewLeaseOutcome[];
+    try {
+      outcomes = await Promise.all(
+        this.remaining.map((held) => this.init.operations.renew(held, ttlMs)),
+      );
+    } catch (error) {
+      if (this.stopped) return;
+      if (scheduled && isTransientMongoError(error) && performance.now() < this.leaseEnd) {
+        this.scheduleRenewal(Math.min(RENEW_RETRY_MS, (this.leaseEnd - performance.now()) / 4));
+      } else if (scheduled) {
+        this.lose(this.init.held[0].key, 'renewing it failed', error);
+      } else {
+        throw error;
+      }
+      return;
+    }
+    if (this.stopped) return;
+    let leaseEnd = Infinity;
+    for (const [index, outcome] of outcomes.entries()) {
+      if (!outcome.renewed) {
+        this.lose(this.remaining[index].key, 'its lease had ended or another holder took it');
+        return;
+      }
+      leaseEnd = Math.min(leaseEnd, outcome.sentAt + outcome.remainingMs);
+    }
+    this.leaseEnd = leaseEnd;
+    this.armDeadline();
+    if (this.init.renew) this.scheduleRenewal();
+  }
+}

@@ -1,0 +1,32 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { LockHandle } from './lock-handle';
+
+interface HeldInContext {
+  /** The service that acquired the handle: re-entrancy is per service (per lock collection). */
+  readonly service: object;
+  readonly handle: LockHandle;
+}
+
+const storage = new AsyncLocalStorage<readonly HeldInContext[]>();
+
+/** Runs `fn` with `handle` added to the current async context's held locks. */
+export function runWithHeldLock<T>(service: object, handle: LockHandle, fn: () => T): T {
+  return storage.run([...(storage.getStore() ?? []), { service, handle }], fn);
+}
+
+/** The innermost lock of the current async context that is still held. */
+export function innermostHeldLock(): LockHandle | undefined {
+  const held = storage.getStore() ?? [];
+  for (let index = held.length - 1; index >= 0; index -= 1) {
+    if (!held[index].handle.released) return held[index].handle;
+  }
+  return undefined;
+}
+
+/** The locks of `service` that the current async context holds, innermost first. */
+export function heldLocksOf(service: object): LockHandle[] {
+  return (storage.getStore() ?? [])
+    .filter((entry) => entry.service === service && !entry.handle.released)
+    .map((entry) => entry.handle)
+    .reverse();
+}

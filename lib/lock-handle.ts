@@ -1,0 +1,183 @@
+import { Observable, ReplaySubject } from 'rxjs';
+import { LockLostError } from './errors/lock-lost.error';
+import { MongoLockError } from './errors/mongo-lock.error';
+import { LeaseKeeper } from './lease-keeper';
+import type { HeldKey, LeaseOperations } from './lease-keeper';
+import { lostMessage } from './lock.messages';
+import { validateTtlMs } from './options';
+
+/**
+ * A held lock: one or several keys, acquired together, released together.
+ *
+ * @example
+ * const handle = await locks.acquire('invoices:2024-06');
+ * try {
+ *   await invoices.close('2024-06', { fence: handle.fence, signal: handle.signal });
+ * } finally {
+ *   await handle.release();
+ * }
+ */
+export interface LockHandle {
+  /** The first key (in sorted order); the only one for a single-key lock. */
+  readonly key: string;
+  /** All keys, sorted. */
+  readonly keys: readonly string[];
+  /** Fencing token of `key`: pass it to the protected resource so it can reject stale holders. */
+  readonly fence: bigint;
+  /** Fencing token of every key. */
+  readonly fences: ReadonlyMap<string, bigint>;
+  /** When the lease ends, estimated from the server-reported remaining lease and a monotonic clock. */
+  readonly expiresAt: Date;
+  /** Aborts, with a {@link LockLostError} as reason, when the lease is lost. */
+  readonly signal: AbortSignal;
+  /** Emits once when the lease is lost, then completes; completes without emitting on release. */
+  readonly lost$: Observable<LockLostError>;
+  readonly released: boolean;
+  readonly lost: boolean;
+  /** Renews the lease now, for `ttlMs` (default: the acquisition's). Rejects with {@link LockLostError} if lost. */
+  extend(ttlMs?: number): Promise<void>;
+  /**
+   * Gives the lock back (owner-checked). Rejects with {@link LockLostError} if the lease was
+   * lost meanwhile; resolves again on later calls after a successful release.
+   */
+  release(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+export interface LockHandleInit {
+  held: readonly HeldKey[];
+  /** Monotonic time when the shortest lease ends. */
+  leaseEnd: number;
+  ttlMs: number;
+  renew: boolean;
+  renewalIntervalRatio: number;
+  maxHoldMs: number;
+  operations: LeaseOperations;
+  /** Called once when the handle is done (released or found lost on release). */
+  onSettled(handle: MongoLockHandle): void;
+}
+
+/** The {@link LockHandle} that `LockService` hands out. */
+export class MongoLockHandle implements LockHandle {
+  readonly key: string;
+  readonly keys: readonly string[];
+  readonly fence: bigint;
+  readonly fences: ReadonlyMap<string, bigint>;
+  readonly lost$: Observable<LockLostError>;
+  private readonly abortController = new AbortController();
+  private readonly lostSubject = new ReplaySubject<LockLostError>(1);
+  private readonly keeper: LeaseKeeper;
+  private lostError: LockLostError | undefined;
+  private releasing: Promise<void> | undefined;
+  private isReleased = false;
+
+  constructor(private readonly init: LockHandleInit) {
+    this.keys = init.held.map((held) => held.key);
+    this.key = this.keys[0];
+    this.fences = new Map(init.held.map((held) => [held.key, held.fence]));
+    this.fence = init.held[0].fence;
+    this.lost$ = this.lostSubject.asObservable();
+    this.keeper = new LeaseKeeper({
+      held: init.held,
+      leaseEnd: init.leaseEnd,
+      ttlMs: init.ttlMs,
+      renew: init.renew,
+      renewalIntervalRatio: init.renewalIntervalRatio,
+      maxHoldMs: init.maxHoldMs,
+      operations: init.operations,
+      onLost: (key, reason, cause) => this.markLost(key, reason, cause),
+    });
+  }
+
+  get expiresAt(): Date {
+    return new Date(Date.now() + (this.keeper.leaseEnd - performance.now()));
+  }
+
+  get signal(): AbortSignal {
+    return this.abortController.signal;
+  }
+
+  get released(): boolean {
+    return this.isReleased;
+  }
+
+  get lost(): boolean {
+    return this.lostError !== undefined;
+  }
+
+  /** The loss, if the lease was lost. */
+  get lostReason(): LockLostError | undefined {
+    return this.lostError;
+  }
+
+  async extend(ttlMs?: number): Promise<void> {
+    if (this.lostError) throw this.lostError;
+    if (this.isReleased || this.releasing) {
+      throw new MongoLockError(
+        `Lock ${JSON.stringify(this.key)} was released; it cannot be extended`,
+      );
+    }
+    await this.keeper.renewNow(ttlMs === undefined ? undefined : validateTtlMs('ttlMs', ttlMs));
+    this.throwIfLost();
+  }
+
+  release(): Promise<void> {
+    if (this.isReleased) return this.lostError ? Promise.reject(this.lostError) : Promise.resolve();
+    this.releasing ??= this.releaseOnce().finally(() => {
+      this.releasing = undefined;
+    });
+    return this.releasing;
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.release();
+  }
+
+  /**
+   * Marks the handle released without a round trip, after `releaseAllHeld()` freed its keys
+   * with one command.
+   */
+  markReleasedElsewhere(): void {
+    if (this.isReleased) return;
+    this.keeper.stop();
+    this.settle();
+  }
+
+  /** Stops renewing (at shutdown, before the keys are released). */
+  stopRenewal(): void {
+    this.keeper.stop();
+  }
+
+  private async releaseOnce(): Promise<void> {
+    this.keeper.stop();
+    const lostKeys = await this.keeper.releaseAll();
+    if (lostKeys.length > 0 && !this.lostError) {
+      this.markLost(
+        lostKeys[0],
+        'its lease had ended or another holder had taken it before release',
+      );
+    }
+    this.settle();
+    if (this.lostError) throw this.lostError;
+  }
+
+  private throwIfLost(): void {
+    // A renewal refused while we awaited it marks the handle lost.
+    if (this.lostError) throw this.lostError;
+  }
+
+  private settle(): void {
+    this.isReleased = true;
+    this.lostSubject.complete();
+    this.init.onSettled(this);
+  }
+
+  private markLost(key: string, reason: string, cause?: unknown): void {
+    if (this.lostError || this.isReleased) return;
+    this.keeper.stop();
+    this.lostError = new LockLostError(lostMessage(key, reason), { key, cause });
+    this.abortController.abort(this.lostError);
+    this.lostSubject.next(this.lostError);
+    this.lostSubject.complete();
+  }
+}

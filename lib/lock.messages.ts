@@ -1,0 +1,33 @@
+import { quoteLockKey } from './keys/lock-key';
+
+/** Messages of the library core, as functions so the wording lives in one place. */
+function keyList(keys: readonly string[]): string {
+  return keys.map(quoteLockKey).join(', ');
+}
+
+export function notAcquiredMessage(
+  keys: readonly string[],
+  timeoutMs: number,
+  holderId: string | undefined,
+  retryAfterMs: number | undefined,
+): string {
+  const within = timeoutMs === 0 ? 'at once' : `within ${timeoutMs} ms`;
+  const holder = holderId ? `; held by ${holderId}` : '';
+  const lease = retryAfterMs !== undefined ? ` for ${retryAfterMs} ms more` : '';
+  return `Lock ${keyList(keys)} not acquired ${within}${holder}${lease}`;
+}
+
+export function lostMessage(key: string, reason: string): string {
+  return `Lock ${quoteLockKey(key)} was lost: ${reason}`;
+}
+
+export function serviceClosedMessage(): string {
+  return 'LockService is closed';
+}
+
+export function wouldDeadlockMessage(held: readonly string[], wanted: readonly string[]): string {
+  return (
+    `withLock(${keyList(wanted)}) inside a lock on ${keyList(held)}: nested locks must ask for ` +
+    "all of a held lock's keys or none of them, or they would wait for themselves"
+  );
+}

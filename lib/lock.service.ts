@@ -1,0 +1,419 @@
+import { randomUUID } from 'node:crypto';
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import type {
+  BeforeApplicationShutdown,
+  OnApplicationShutdown,
+  OnModuleInit,
+} from '@nestjs/common';
+import { MongoClient } from 'mongodb';
+import { Observable, share } from 'rxjs';
+import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
+import { MongoLockError } from './errors/mongo-lock.error';
+import type { AcquireOptions } from './interfaces/lock-options.interface';
+import type { LockEvent, LockState } from './interfaces/lock-state.interface';
+import type { MongoLockModuleOptions } from './interfaces/mongo-lock-options.interface';
+import { normalizeLockKeys, validateLockKey } from './keys/lock-key';
+import { heldLocksOf, innermostHeldLock, runWithHeldLock } from './lock-context';
+import type { LockHandle } from './lock-handle';
+import { MongoLockHandle } from './lock-handle';
+import { notAcquiredMessage, serviceClosedMessage, wouldDeadlockMessage } from './lock.messages';
+import { MONGO_LOCK_OPTIONS } from './mongo-lock.module-definition';
+import { resolveAcquireOptions, resolveModuleOptions } from './options';
+import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from './options';
+import { LockStore } from './store/lock-store';
+import type { AcquireAttemptWon } from './store/acquire-attempt';
+import { LockChangeFeed } from './waiting/change-feed';
+import { LockWaiting } from './waiting/lock-waiting';
+
+/**
+ * Distributed locks on MongoDB: server-clock leases, fencing tokens, waits woken by one
+ * change stream. Works inside Nest (inject it) and without (construct it, then call
+ * `onModuleInit()` and finally `close()`).
+ *
+ * @example
+ * const locks = new LockService({ uri: 'mongodb://localhost/app' });
+ * await locks.onModuleInit();
+ * const total = await locks.withLock(`invoices:${month}`, (lock) => closeMonth(month, lock.fence));
+ * await locks.close();
+ */
+@Injectable()
+export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnApplicationShutdown {
+  /** Written to the `holder` field of every lock this instance takes. */
+  readonly holderId: string;
+  /**
+   * Every acquisition and release seen on the lock collection (hot; shares the waiters'
+   * change stream, which is open while anyone subscribes). Emits nothing without change streams.
+   */
+  readonly events$: Observable<LockEvent>;
+  private readonly options: ResolvedLockModuleOptions;
+  private readonly logger = new Logger('LockService');
+  private readonly waiting: LockWaiting;
+  private readonly held = new Set<MongoLockHandle>();
+  private readonly closing = new AbortController();
+  private store: LockStore | undefined;
+  private starting: Promise<LockStore> | undefined;
+  private shuttingDown: Promise<void> | undefined;
+  private clientClosed: Promise<void> | undefined;
+
+  constructor(@Inject(MONGO_LOCK_OPTIONS) options: MongoLockModuleOptions) {
+    this.options = resolveModuleOptions(options);
+    this.holderId = this.options.holderId;
+    const feed = new LockChangeFeed(
+      (streamOptions) => this.requireStore().openChangeStream(streamOptions),
+      {
+        warn: (message) => this.logger.warn(message),
+        error: (message) => this.logger.error(message),
+      },
+      this.options.changeStreams,
+    );
+    this.waiting = new LockWaiting(feed, this.options, (won) => void this.releaseAbandoned(won));
+    this.events$ = new Observable<LockEvent>((subscriber) => {
+      let unwatch: (() => void) | undefined;
+      let unsubscribed = false;
+      this.start().then(
+        () => {
+          if (!unsubscribed)
+            unwatch = this.waiting.feed.watchEvents((event) => subscriber.next(event));
+        },
+        (error: unknown) => subscriber.error(error),
+      );
+      return () => {
+        unsubscribed = true;
+        unwatch?.();
+      };
+    }).pipe(share());
+  }
+
+  /** The handle of the innermost lock that the current async context holds. */
+  static current(): LockHandle | undefined {
+    return innermostHeldLock();
+  }
+
+  /** Connects (creating the client from `uri` if none was given) and ensures indexes. Idempotent. */
+  async onModuleInit(): Promise<void> {
+    await this.start();
+  }
+
+  /** Stops renewals, releases every held lock, closes the change stream. */
+  async beforeApplicationShutdown(): Promise<void> {
+    this.shuttingDown ??= this.shutDown();
+    await this.shuttingDown;
+  }
+
+  /** Closes the MongoDB client, only if this service created it. */
+  async onApplicationShutdown(): Promise<void> {
+    await this.beforeApplicationShutdown();
+    this.clientClosed ??= this.store?.ownsClient ? this.store.client.close() : Promise.resolve();
+    await this.clientClosed;
+  }
+
+  /** Everything `beforeApplicationShutdown` and `onApplicationShutdown` do, for use without Nest. */
+  async close(): Promise<void> {
+    await this.onApplicationShutdown();
+  }
+
+  /**
+   * Acquires `keys` (all or nothing), waiting up to `timeoutMs`. Rejects with
+   * `LockNotAcquiredError` on timeout and with `signal.reason` when aborted. Does not renew
+   * unless `renew` says so: release the handle yourself.
+   *
+   * @example
+   * const lock = await locks.acquire(['accounts:1', 'accounts:2'], { timeoutMs: 2_000 });
+   * try { await transfer(1, 2, lock.fences); } finally { await lock.release(); }
+   */
+  async acquire(keys: string | string[], options?: AcquireOptions): Promise<LockHandle> {
+    const keyList = normalizeLockKeys(keys);
+    return this.acquireKeys(keyList, resolveAcquireOptions(options, this.options, false));
+  }
+
+  /**
+   * One attempt (or a wait up to an explicit `timeoutMs`); `null` when the lock is held.
+   *
+   * @example
+   * const lock = await locks.tryAcquire('nightly-report');
+   * if (!lock) return; // another instance is on it
+   */
+  async tryAcquire(keys: string | string[], options?: AcquireOptions): Promise<LockHandle | null> {
+    try {
+      return await this.acquire(keys, { timeoutMs: 0, ...options });
+    } catch (error) {
+      if (error instanceof LockNotAcquiredError) return null;
+      throw error;
+    }
+  }
+
+  /**
+   * Runs `fn` under the lock, renewing it meanwhile (unless `renew: false`), and always
+   * releases it. `fn`'s errors pass through unchanged; if `fn` succeeds but the lease was
+   * lost meanwhile, rejects with `LockLostError`.
+   *
+   * Re-entrant: when the current async context (an enclosing `withLock` of this service)
+   * already holds ALL the keys under one handle, `fn` runs at once with that handle, and
+   * nothing is acquired or released. Asking for some held keys plus others is refused
+   * (it would wait for itself).
+   *
+   * @example
+   * await locks.withLock(`orders:${id}`, async (lock) => {
+   *   await orders.ship(id, { fence: lock.fence, signal: lock.signal });
+   * });
+   */
+  async withLock<T>(
+    keys: string | string[],
+    fn: (handle: LockHandle) => T | Promise<T>,
+    options?: AcquireOptions,
+  ): Promise<T> {
+    const keyList = normalizeLockKeys(keys);
+    const resolved = resolveAcquireOptions(options, this.options, true);
+    const enclosing = this.enclosingHandle(keyList);
+    if (enclosing) return await fn(enclosing);
+    const handle = await this.acquireKeys(keyList, resolved);
+    let result: T;
+    try {
+      result = await runWithHeldLock(this, handle, () => fn(handle));
+    } catch (error) {
+      await handle.release().catch(() => undefined);
+      throw error;
+    }
+    await handle.release();
+    return result;
+  }
+
+  /**
+   * Cold: acquires on subscription, emits the handle once, completes. Unsubscribing before
+   * that cancels the wait and leaves nothing behind.
+   *
+   * @example
+   * locks.acquire$('sync').pipe(timeout(5_000)).subscribe((lock) => sync().finally(() => lock.release()));
+   */
+  acquire$(keys: string | string[], options?: AcquireOptions): Observable<LockHandle> {
+    return new Observable<LockHandle>((subscriber) => {
+      const cancel = new AbortController();
+      const signal = options?.signal
+        ? AbortSignal.any([options.signal, cancel.signal])
+        : cancel.signal;
+      this.acquire(keys, { ...options, signal }).then(
+        (handle) => {
+          if (subscriber.closed) {
+            // Won in the same instant as the unsubscription: nobody will release it.
+            handle.release().catch(() => undefined);
+            return;
+          }
+          subscriber.next(handle);
+          subscriber.complete();
+        },
+        (error: unknown) => subscriber.error(error),
+      );
+      return () => cancel.abort(new MongoLockError('acquire$ was unsubscribed'));
+    });
+  }
+
+  /**
+   * Emits once and completes when `key` is free: released, or its lease ran out. Takes no lock.
+   *
+   * @example
+   * await firstValueFrom(locks.waitForRelease('migrations'));
+   */
+  waitForRelease(key: string): Observable<void> {
+    return new Observable<void>((subscriber) => {
+      const cancel = new AbortController();
+      const signal = AbortSignal.any([cancel.signal, this.closing.signal]);
+      Promise.resolve()
+        .then(() => validateLockKey(key))
+        .then(async (validKey) => {
+          const store = await this.start();
+          await this.waiting.waitForRelease(validKey, () => store.probe(validKey), signal);
+        })
+        .then(
+          () => {
+            subscriber.next();
+            subscriber.complete();
+          },
+          (error: unknown) => {
+            if (!cancel.signal.aborted) subscriber.error(error);
+          },
+        );
+      return () => cancel.abort();
+    });
+  }
+
+  /** The key's state by the server clock, or `null` if no document exists. Never the owner token. */
+  async inspect(key: string): Promise<LockState | null> {
+    const validKey = validateLockKey(key);
+    const store = await this.start();
+    return store.inspect(validKey);
+  }
+
+  /** Releases every lock whose holder is this instance, in one command; returns how many. */
+  async releaseAllHeld(): Promise<number> {
+    const store = await this.start();
+    const handles = [...this.held];
+    for (const handle of handles) handle.stopRenewal();
+    const released = await store.releaseAllByHolder();
+    for (const handle of handles) {
+      handle.markReleasedElsewhere();
+      for (const key of handle.keys) this.waiting.notifyReleased(key);
+    }
+    return released;
+  }
+
+  /** Diagnostics for tests and health checks. @internal */
+  get diagnostics(): { waiters: number; streamOpen: boolean; streamsOpened: number; held: number } {
+    const feed = this.waiting.feed;
+    return {
+      waiters: this.waiting.waiterCount,
+      streamOpen: feed.streamOpen,
+      streamsOpened: feed.streamsOpened,
+      held: this.held.size,
+    };
+  }
+
+  private start(): Promise<LockStore> {
+    if (this.closing.signal.aborted)
+      return Promise.reject(new MongoLockError(serviceClosedMessage()));
+    this.starting ??= this.connect().catch((error: unknown) => {
+      this.starting = undefined;
+      throw error;
+    });
+    return this.starting;
+  }
+
+  private async connect(): Promise<LockStore> {
+    const ownsClient = this.options.client === undefined;
+    const client = this.options.client ?? new MongoClient(this.options.uri as string);
+    try {
+      if (ownsClient) await client.connect();
+      const store = new LockStore(client, ownsClient, this.options);
+      if (this.options.ensureIndexes) await store.ensureIndexes();
+      this.store = store;
+      return store;
+    } catch (error) {
+      if (ownsClient) await client.close().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  private requireStore(): LockStore {
+    if (!this.store) throw new MongoLockError('LockService is not started: call onModuleInit()');
+    return this.store;
+  }
+
+  private enclosingHandle(keys: readonly string[]): LockHandle | undefined {
+    for (const handle of heldLocksOf(this)) {
+      const covered = keys.filter((key) => handle.keys.includes(key));
+      if (covered.length === keys.length) {
+        const lostReason = (handle as MongoLockHandle).lostReason;
+        if (lostReason) throw lostReason;
+        return handle;
+      }
+      if (covered.length > 0) throw new MongoLockError(wouldDeadlockMessage(handle.keys, keys));
+    }
+    return undefined;
+  }
+
+  private async acquireKeys(
+    keys: string[],
+    options: ResolvedAcquireOptions,
+  ): Promise<MongoLockHandle> {
+    const signal = options.signal
+      ? AbortSignal.any([options.signal, this.closing.signal])
+      : this.closing.signal;
+    signal.throwIfAborted();
+    const store = await this.start();
+    const deadline = performance.now() + options.timeoutMs;
+    const won: AcquireAttemptWon[] = [];
+    try {
+      for (const key of keys) {
+        won.push(await this.acquireKey(store, key, options, deadline, signal));
+      }
+      signal.throwIfAborted();
+    } catch (error) {
+      await Promise.all(won.reverse().map((taken) => this.releaseAbandoned(taken)));
+      throw this.withAllKeys(error, keys, options.timeoutMs);
+    }
+    return this.createHandle(store, won, options);
+  }
+
+  private async acquireKey(
+    store: LockStore,
+    key: string,
+    options: ResolvedAcquireOptions,
+    deadline: number,
+    signal: AbortSignal,
+  ): Promise<AcquireAttemptWon> {
+    const attempt = () => store.attempt(key, randomUUID(), options.ttlMs);
+    if (options.timeoutMs > 0) {
+      return this.waiting.acquireKey(key, {
+        attempt,
+        deadline,
+        timeoutMs: options.timeoutMs,
+        signal,
+      });
+    }
+    const outcome = await attempt();
+    if (outcome.won) return outcome;
+    const retryAfterMs = outcome.remainingMs;
+    const holderId = outcome.holderId ?? undefined;
+    throw new LockNotAcquiredError(notAcquiredMessage([key], 0, holderId, retryAfterMs), {
+      keys: [key],
+      retryAfterMs,
+      holderId,
+    });
+  }
+
+  /** A multi-key acquisition reports all its keys, with the blocking key's holder. */
+  private withAllKeys(error: unknown, keys: string[], timeoutMs: number): unknown {
+    if (!(error instanceof LockNotAcquiredError) || keys.length === 1) return error;
+    return new LockNotAcquiredError(
+      notAcquiredMessage(keys, timeoutMs, error.holderId, error.retryAfterMs),
+      { keys, retryAfterMs: error.retryAfterMs, holderId: error.holderId, cause: error },
+    );
+  }
+
+  private createHandle(
+    store: LockStore,
+    won: AcquireAttemptWon[],
+    options: ResolvedAcquireOptions,
+  ): MongoLockHandle {
+    const handle = new MongoLockHandle({
+      held: won.map(({ key, owner, fence }) => ({ key, owner, fence })),
+      leaseEnd: Math.min(...won.map((taken) => taken.sentAt + taken.remainingMs)),
+      ttlMs: options.ttlMs,
+      renew: options.renew,
+      renewalIntervalRatio: options.renewalIntervalRatio,
+      maxHoldMs: this.options.maxHoldMs,
+      operations: {
+        renew: (held, ttlMs) => store.renew(held.key, held.owner, ttlMs),
+        release: async (held) => {
+          const outcome = await store.release(held.key, held.owner);
+          if (outcome !== 'lost') this.waiting.notifyReleased(held.key);
+          return outcome;
+        },
+      },
+      onSettled: (settled) => this.held.delete(settled),
+    });
+    this.held.add(handle);
+    return handle;
+  }
+
+  /** Gives back a lock nobody will use (cancelled, or part of a failed multi-key acquisition). */
+  private async releaseAbandoned(won: AcquireAttemptWon): Promise<void> {
+    try {
+      const outcome = await this.requireStore().release(won.key, won.owner);
+      if (outcome !== 'lost') this.waiting.notifyReleased(won.key);
+    } catch (error) {
+      // The lease runs out by itself; nothing else to do.
+      this.logger.warn(
+        `Could not release abandoned lock ${JSON.stringify(won.key)}: ${String(error)}`,
+      );
+    }
+  }
+
+  private async shutDown(): Promise<void> {
+    this.closing.abort(new MongoLockError(serviceClosedMessage()));
+    await this.starting?.catch(() => undefined);
+    const handles = [...this.held];
+    for (const handle of handles) handle.stopRenewal();
+    await Promise.all(handles.map((handle) => handle.release().catch(() => undefined)));
+    await this.waiting.close();
+  }
+}

@@ -1,0 +1,259 @@
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type { MongoClient } from 'mongodb';
+import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
+import type { AcquireOptions } from './interfaces/lock-options.interface';
+import type {
+  LockRenewalOptions,
+  MongoLockModuleOptions,
+} from './interfaces/mongo-lock-options.interface';
+
+/** Largest delay `setTimeout` accepts (2^31 - 1 ms, about 24.8 days). */
+export const MAX_TIMER_MS = 2_147_483_647;
+/** Shortest lease: shorter ones cannot survive one renewal round trip under load. */
+export const MIN_TTL_MS = 1_000;
+const MAX_IDLE_RETENTION_MS = 365 * 24 * 60 * 60 * 1000;
+
+export const LOCK_OPTION_DEFAULTS = {
+  collectionName: 'locks',
+  defaultTtlMs: 30_000,
+  defaultTimeoutMs: 10_000,
+  renewalIntervalRatio: 1 / 3,
+  maxHoldMs: 10 * 60 * 1000,
+  idleRetentionMs: 24 * 60 * 60 * 1000,
+  ensureIndexes: true,
+  changeStreams: 'auto',
+  pollIntervalMs: 50,
+  maxPollIntervalMs: 1_000,
+  safetyPollIntervalMs: 5_000,
+} as const;
+
+/** Module options with every default filled in. Exactly one of `uri` and `client` is set. */
+export interface ResolvedLockModuleOptions {
+  uri: string | undefined;
+  client: MongoClient | undefined;
+  dbName: string | undefined;
+  collectionName: string;
+  defaultTtlMs: number;
+  defaultTimeoutMs: number;
+  /** `undefined` = per method (`withLock` renews, `acquire` does not). */
+  renewalEnabled: boolean | undefined;
+  renewalIntervalRatio: number;
+  maxHoldMs: number;
+  holderId: string;
+  idleRetentionMs: number;
+  ensureIndexes: boolean;
+  changeStreams: 'auto' | 'off';
+  pollIntervalMs: number;
+  maxPollIntervalMs: number;
+  safetyPollIntervalMs: number;
+}
+
+/** One acquisition's options with the module defaults applied. */
+export interface ResolvedAcquireOptions {
+  ttlMs: number;
+  timeoutMs: number;
+  signal: AbortSignal | undefined;
+  renew: boolean;
+  renewalIntervalRatio: number;
+}
+
+function fail(option: string, expected: string, value: unknown): never {
+  throw new InvalidLockOptionsError(`${option} must be ${expected}, got ${describe(value)}`, {
+    option,
+  });
+}
+
+function describe(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.slice(0, 64));
+  if (typeof value === 'number' || typeof value === 'boolean' || value == null)
+    return String(value);
+  if (typeof value === 'bigint') return `${value}n`;
+  return Array.isArray(value) ? 'an array' : `a ${typeof value}`;
+}
+
+function integer(option: string, value: unknown, min: number, max: number, fallback: number) {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    fail(option, `an integer from ${min} to ${max}`, value);
+  }
+  return value;
+}
+
+function ratio(option: string, value: unknown, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !(value > 0 && value < 1)) {
+    fail(option, 'a number greater than 0 and less than 1', value);
+  }
+  return value;
+}
+
+function boolean(option: string, value: unknown, fallback: boolean): boolean;
+function boolean(option: string, value: unknown, fallback: undefined): boolean | undefined;
+function boolean(option: string, value: unknown, fallback: boolean | undefined) {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean') fail(option, 'true or false', value);
+  return value;
+}
+
+function name(option: string, value: unknown, forbidden: RegExp, maxLength: number) {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || value.length === 0 || value.length > maxLength) {
+    fail(option, `a non-empty string of at most ${maxLength} characters`, value);
+  }
+  if (forbidden.test(value)) fail(option, `a name without ${String(forbidden)}`, value);
+  return value;
+}
+
+function connection(
+  options: MongoLockModuleOptions,
+): Pick<ResolvedLockModuleOptions, 'uri' | 'client'> {
+  const { uri, client } = options;
+  if ((uri === undefined) === (client === undefined)) {
+    fail(
+      'uri/client',
+      'exactly one of a connection string `uri` and a MongoClient `client`',
+      uri ?? client,
+    );
+  }
+  if (uri !== undefined && (typeof uri !== 'string' || !/^mongodb(\+srv)?:\/\//.test(uri))) {
+    fail('uri', 'a string starting with mongodb:// or mongodb+srv://', '(hidden)');
+  }
+  if (client !== undefined && typeof (client as { db?: unknown } | null)?.db !== 'function') {
+    fail('client', 'a MongoClient', client);
+  }
+  return { uri, client };
+}
+
+function renewal(value: unknown): LockRenewalOptions {
+  if (value === undefined) return {};
+  if (typeof value !== 'object' || value === null) fail('renewal', 'an object', value);
+  return value;
+}
+
+/** A holder id that says which host and process holds a lock, plus a random part per instance. */
+export function defaultHolderId(): string {
+  return `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+}
+
+/**
+ * Validates the module options and fills in defaults. Throws {@link InvalidLockOptionsError}
+ * naming the first bad option and its accepted range.
+ *
+ * @example
+ * resolveModuleOptions({ uri: 'mongodb://localhost/app' }).defaultTtlMs; // 30000
+ */
+export function resolveModuleOptions(options: MongoLockModuleOptions): ResolvedLockModuleOptions {
+  if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
+  const d = LOCK_OPTION_DEFAULTS;
+  const renew = renewal(options.renewal);
+  const pollIntervalMs = integer(
+    'pollIntervalMs',
+    options.pollIntervalMs,
+    1,
+    60_000,
+    d.pollIntervalMs,
+  );
+  const changeStreams = options.changeStreams ?? d.changeStreams;
+  if (changeStreams !== 'auto' && changeStreams !== 'off') {
+    fail('changeStreams', "'auto' or 'off'", changeStreams);
+  }
+  return {
+    ...connection(options),
+    dbName: name('dbName', options.dbName, /[/\\. "$\0]/, 63),
+    collectionName:
+      name('collectionName', options.collectionName, /^system\.|[$\0]/, 120) ?? d.collectionName,
+    defaultTtlMs: integer(
+      'defaultTtlMs',
+      options.defaultTtlMs,
+      MIN_TTL_MS,
+      MAX_TIMER_MS,
+      d.defaultTtlMs,
+    ),
+    defaultTimeoutMs: integer(
+      'defaultTimeoutMs',
+      options.defaultTimeoutMs,
+      0,
+      MAX_TIMER_MS,
+      d.defaultTimeoutMs,
+    ),
+    renewalEnabled: boolean('renewal.enabled', renew.enabled, undefined),
+    renewalIntervalRatio: ratio(
+      'renewal.intervalRatio',
+      renew.intervalRatio,
+      d.renewalIntervalRatio,
+    ),
+    maxHoldMs: integer('maxHoldMs', options.maxHoldMs, MIN_TTL_MS, MAX_TIMER_MS, d.maxHoldMs),
+    holderId: name('holderId', options.holderId, /\0/, 200) ?? defaultHolderId(),
+    idleRetentionMs: integer(
+      'idleRetentionMs',
+      options.idleRetentionMs,
+      0,
+      MAX_IDLE_RETENTION_MS,
+      d.idleRetentionMs,
+    ),
+    ensureIndexes: boolean('ensureIndexes', options.ensureIndexes, d.ensureIndexes),
+    changeStreams,
+    pollIntervalMs,
+    maxPollIntervalMs: integer(
+      'maxPollIntervalMs',
+      options.maxPollIntervalMs,
+      pollIntervalMs,
+      600_000,
+      Math.max(d.maxPollIntervalMs, pollIntervalMs),
+    ),
+    safetyPollIntervalMs: integer(
+      'safetyPollIntervalMs',
+      options.safetyPollIntervalMs,
+      100,
+      MAX_TIMER_MS,
+      d.safetyPollIntervalMs,
+    ),
+  };
+}
+
+/**
+ * Validates one call's options against the module defaults. `renewByDefault` is the
+ * method's own default (`withLock`: true, `acquire`: false) when neither the call nor the
+ * module says.
+ *
+ * @example
+ * resolveAcquireOptions({ timeoutMs: 0 }, moduleOptions, false).timeoutMs; // 0
+ */
+export function resolveAcquireOptions(
+  options: AcquireOptions | undefined,
+  defaults: ResolvedLockModuleOptions,
+  renewByDefault: boolean,
+): ResolvedAcquireOptions {
+  const given: AcquireOptions = options ?? {};
+  if (typeof given !== 'object' || given === null) fail('options', 'an object', given);
+  const signal = given.signal;
+  if (signal !== undefined && !(signal instanceof AbortSignal))
+    fail('signal', 'an AbortSignal', signal);
+  const renewOption = given.renew;
+  let renew = defaults.renewalEnabled ?? renewByDefault;
+  let renewalIntervalRatio = defaults.renewalIntervalRatio;
+  if (typeof renewOption === 'boolean') renew = renewOption;
+  else if (typeof renewOption === 'object' && renewOption !== null) {
+    renew = boolean('renew.enabled', renewOption.enabled, true);
+    renewalIntervalRatio = ratio(
+      'renew.intervalRatio',
+      renewOption.intervalRatio,
+      renewalIntervalRatio,
+    );
+  } else if (renewOption !== undefined) {
+    fail('renew', 'true, false or renewal options', renewOption);
+  }
+  return {
+    ttlMs: integer('ttlMs', given.ttlMs, MIN_TTL_MS, MAX_TIMER_MS, defaults.defaultTtlMs),
+    timeoutMs: integer('timeoutMs', given.timeoutMs, 0, MAX_TIMER_MS, defaults.defaultTimeoutMs),
+    signal,
+    renew,
+    renewalIntervalRatio,
+  };
+}
+
+/** Checks a lease length given outside the option objects (`handle.extend(ttlMs)`). */
+export function validateTtlMs(option: string, value: unknown): number {
+  return integer(option, value, MIN_TTL_MS, MAX_TIMER_MS, LOCK_OPTION_DEFAULTS.defaultTtlMs);
+}

@@ -1,0 +1,26 @@
+import { Long } from 'mongodb';
+
+/** A BSON integer as the driver may return it (number, Long or, with useBigInt64, bigint). */
+export type BsonInteger = number | bigint | Long;
+
+export function toBigInt(value: BsonInteger | null | undefined): bigint {
+  if (value == null) return 0n;
+  if (typeof value === 'bigint') return value;
+  if (typeof value === 'number') return BigInt(Math.trunc(value));
+  return value.toBigInt();
+}
+
+/** Milliseconds, clamped at 0: a negative remaining lease means "expired". */
+export function toRemainingMs(value: BsonInteger | null | undefined): number {
+  if (value == null) return 0;
+  const ms = typeof value === 'number' ? value : Number(value);
+  return Number.isFinite(ms) && ms > 0 ? ms : 0;
+}
+
+export const LONG_ZERO = Long.fromInt(0);
+export const LONG_ONE = Long.fromInt(1);
+
+/** Remaining lease in ms, by the server clock of the command that computes it. */
+export const REMAINING_LEASE_MS = {
+  $max: [0, { $subtract: [{ $ifNull: ['$expiresAt', '$$NOW'] }, '$$NOW'] }],
+};

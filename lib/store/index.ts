@@ -1,0 +1,12 @@
+export * from './lock-document';
+export * from './lock-collection';
+export * from './acquire-attempt';
+export * from './renew-lease';
+export * from './release-lease';
+export * from './release-all-by-holder';
+export * from './inspect-lock';
+export * from './ensure-indexes';
+export * from './lock-change-stream';
+export * from './mongo-error-codes';
+export { toBigInt } from './bson-values';
+export * from './lock-store';

@@ -1,0 +1,38 @@
+import type { ChangeStream, ClientSession, Collection, Long } from 'mongodb';
+
+/** A lock as stored: one document per key (see ARCHITECTURE.md §3). */
+export interface LockDocument {
+  /** The lock key. */
+  _id: string;
+  /** Random token of the current acquisition; `null` once released. */
+  owner: string | null;
+  /** Id of the `LockService` instance that holds (or last held) the key. */
+  holder: string | null;
+  /** Strictly increasing per key, never reset. */
+  fence: Long;
+  acquiredAt: Date | null;
+  /** Server time at which the lease ends, whatever any client believes. */
+  expiresAt: Date | null;
+  /** Set on release; a TTL index deletes the idle document at this time. */
+  gcAt: Date | null;
+}
+
+/**
+ * The part of the driver's collection that the store uses. Narrow on purpose: tests and
+ * readers see at a glance which commands the library can send.
+ */
+export type LockCollection = Pick<
+  Collection<LockDocument>,
+  'findOneAndUpdate' | 'findOne' | 'updateMany' | 'createIndexes' | 'watch' | 'collectionName'
+>;
+
+/** Where the store starts the session that reports an attempt's `operationTime`. */
+export interface SessionSource {
+  startSession(options: { causalConsistency: boolean }): ClientSession;
+}
+
+/** A change stream over the lock collection, as the waiting layer consumes it. */
+export type LockChangeStream = Pick<
+  ChangeStream<LockDocument>,
+  'tryNext' | 'close' | 'resumeToken' | 'closed'
+>;

@@ -1,0 +1,223 @@
+import type { ResumeToken, Timestamp } from 'mongodb';
+import type { LockEvent } from '../interfaces/lock-state.interface';
+import type { LockChangeStream } from '../store/lock-document';
+import type { OpenLockChangeStreamOptions } from '../store/lock-change-stream';
+import { isChangeStreamUnsupportedError } from '../store/mongo-error-codes';
+import { toLockEvent } from './lock-event';
+import type { WaitLogger } from './wait-logger';
+
+/** Why a key watcher is called: the key was released, or the caller must look again. */
+export type KeySignal = 'released' | 'recheck';
+export type KeyWatcher = (signal: KeySignal) => void;
+
+interface ActiveStream {
+  readonly stream: LockChangeStream;
+  /** The server time the stream starts at, when we chose it. */
+  readonly startAt: Timestamp | undefined;
+  established: boolean;
+  /** Called once the stream runs, for watchers whose coverage could not be proven before. */
+  readonly onEstablished: Set<KeyWatcher>;
+}
+
+const REOPEN_DELAY_MS = [50, 200, 1_000, 5_000];
+
+/**
+ * ONE change stream per `LockService`, shared by every waiter and `events$` subscriber.
+ * Opened when the first watcher appears, closed when the last one goes, filtered on the
+ * server, fanned out by key. Where change streams are unavailable it switches to polling
+ * mode once (and says so once); watchers then only hear local releases and must poll.
+ */
+export class LockChangeFeed {
+  private readonly keyWatchers = new Map<string, Set<KeyWatcher>>();
+  private readonly eventListeners = new Set<(event: LockEvent) => void>();
+  private active: ActiveStream | undefined;
+  private pollingReason: string | undefined;
+  private failuresInARow = 0;
+  private reopenTimer: NodeJS.Timeout | undefined;
+  private readonly closing = new Set<Promise<void>>();
+  private opened = 0;
+
+  constructor(
+    private readonly openStream: (options: OpenLockChangeStreamOptions) => LockChangeStream,
+    private readonly logger: WaitLogger,
+    changeStreams: 'auto' | 'off',
+  ) {
+    if (changeStreams === 'off') this.pollingReason = "option changeStreams is 'off'";
+  }
+
+  /** False once the feed polls: waiters then re-try on a backoff instead of waiting for events. */
+  get streaming(): boolean {
+    return this.pollingReason === undefined;
+  }
+
+  /** Streams opened so far (diagnostics and tests). */
+  get streamsOpened(): number {
+    return this.opened;
+  }
+
+  get streamOpen(): boolean {
+    return this.active !== undefined;
+  }
+
+  /**
+   * Calls `watcher('released')` when `key` is released or deleted, and `watcher('recheck')`
+   * when an event may have been missed. `attemptTime` is the operationTime of the attempt
+   * that found the key held; events after it are guaranteed to arrive.
+   */
+  watchKey(key: string, watcher: KeyWatcher, attemptTime: Timestamp | undefined): () => void {
+    let watchers = this.keyWatchers.get(key);
+    if (!watchers) this.keyWatchers.set(key, (watchers = new Set()));
+    watchers.add(watcher);
+    if (this.streaming) this.cover(watcher, attemptTime);
+    return () => {
+      watchers.delete(watcher);
+      if (watchers.size === 0 && this.keyWatchers.get(key) === watchers)
+        this.keyWatchers.delete(key);
+      this.active?.onEstablished.delete(watcher);
+      this.stopIfUnused();
+    };
+  }
+
+  /** Every acquisition and release seen on the collection. */
+  watchEvents(listener: (event: LockEvent) => void): () => void {
+    this.eventListeners.add(listener);
+    if (this.streaming && !this.active) this.open({}, undefined);
+    return () => {
+      this.eventListeners.delete(listener);
+      this.stopIfUnused();
+    };
+  }
+
+  /** A release made by this process: wake local waiters without waiting for the stream. */
+  notifyReleased(key: string): void {
+    this.signalKey(key, 'released');
+  }
+
+  async close(): Promise<void> {
+    this.keyWatchers.clear();
+    this.eventListeners.clear();
+    this.stopIfUnused();
+    await Promise.all([...this.closing]);
+  }
+
+  private cover(watcher: KeyWatcher, attemptTime: Timestamp | undefined): void {
+    const active = this.active;
+    if (!active) {
+      if (this.reopenTimer) return; // The reopened stream wakes everyone.
+      const opened = this.open({ startAtOperationTime: attemptTime }, attemptTime);
+      if (!attemptTime) opened?.onEstablished.add(watcher);
+      return;
+    }
+    if (attemptTime && active.startAt && attemptTime.compare(active.startAt) >= 0) return;
+    // The stream may start after the attempt: look again once it surely runs. A stream that
+    // starts at a known time covers any attempt made from now on.
+    if (active.startAt) queueMicrotask(() => watcher('recheck'));
+    else if (active.established) queueMicrotask(() => watcher('recheck'));
+    else active.onEstablished.add(watcher);
+  }
+
+  private hasWatchers(): boolean {
+    return this.keyWatchers.size > 0 || this.eventListeners.size > 0;
+  }
+
+  private open(
+    options: OpenLockChangeStreamOptions,
+    startAt: Timestamp | undefined,
+  ): ActiveStream | undefined {
+    let stream: LockChangeStream;
+    try {
+      stream = this.openStream(options);
+    } catch (error) {
+      this.onStreamError(error, undefined);
+      return undefined;
+    }
+    this.opened += 1;
+    const active: ActiveStream = { stream, startAt, established: false, onEstablished: new Set() };
+    this.active = active;
+    void this.pump(active);
+    return active;
+  }
+
+  private async pump(active: ActiveStream): Promise<void> {
+    try {
+      while (this.active === active) {
+        const change = await active.stream.tryNext();
+        if (this.active !== active) return;
+        if (!active.established) this.markEstablished(active);
+        if (change) this.dispatch(toLockEvent(change));
+      }
+    } catch (error) {
+      if (this.active === active) this.onStreamError(error, active);
+    }
+  }
+
+  private markEstablished(active: ActiveStream): void {
+    active.established = true;
+    this.failuresInARow = 0;
+    const watchers = [...active.onEstablished];
+    active.onEstablished.clear();
+    for (const watcher of watchers) watcher('recheck');
+  }
+
+  private dispatch(event: LockEvent | undefined): void {
+    if (!event) return;
+    if (event.type !== 'acquired') this.signalKey(event.key, 'released');
+    for (const listener of [...this.eventListeners]) listener(event);
+  }
+
+  private signalKey(key: string, signal: KeySignal): void {
+    for (const watcher of [...(this.keyWatchers.get(key) ?? [])]) watcher(signal);
+  }
+
+  private recheckAll(): void {
+    for (const watchers of [...this.keyWatchers.values()]) {
+      for (const watcher of [...watchers]) watcher('recheck');
+    }
+  }
+
+  private onStreamError(error: unknown, active: ActiveStream | undefined): void {
+    const resumeToken: ResumeToken = active?.stream.resumeToken;
+    this.active = undefined;
+    if (active) this.closeQuietly(active.stream);
+    if (isChangeStreamUnsupportedError(error)) {
+      this.pollingReason = 'the server does not support change streams (a standalone mongod?)';
+      this.logger.warn(
+        `Waiting for locks by polling: ${this.pollingReason}. Releases are noticed within ` +
+          'the polling interval instead of at once, and events$ emits nothing.',
+      );
+      this.recheckAll();
+      return;
+    }
+    this.failuresInARow += 1;
+    const message = error instanceof Error ? error.message : String(error);
+    if (this.failuresInARow === 1)
+      this.logger.warn(`Lock change stream failed, reopening: ${message}`);
+    const delay = REOPEN_DELAY_MS[Math.min(this.failuresInARow, REOPEN_DELAY_MS.length) - 1];
+    this.reopenTimer = setTimeout(() => {
+      this.reopenTimer = undefined;
+      if (!this.hasWatchers() || this.active || !this.streaming) return;
+      // Resume after the last event seen; if resuming already failed, start afresh.
+      const resume = this.failuresInARow <= 1 && resumeToken ? { resumeAfter: resumeToken } : {};
+      const reopened = this.open(resume, undefined);
+      // Events may have been lost in between: every watcher looks again once it runs.
+      for (const watchers of this.keyWatchers.values()) {
+        for (const watcher of watchers) reopened?.onEstablished.add(watcher);
+      }
+    }, delay);
+  }
+
+  private stopIfUnused(): void {
+    if (this.hasWatchers()) return;
+    if (this.reopenTimer) clearTimeout(this.reopenTimer);
+    this.reopenTimer = undefined;
+    const active = this.active;
+    this.active = undefined;
+    if (active) this.closeQuietly(active.stream);
+  }
+
+  private closeQuietly(stream: LockChangeStream): void {
+    const closing = stream.close().catch(() => undefined);
+    this.closing.add(closing);
+    void closing.finally(() => this.closing.delete(closing));
+  }
+}

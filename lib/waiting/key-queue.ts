@@ -1,0 +1,203 @@
+import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
+import { notAcquiredMessage } from '../lock.messages';
+import type { AcquireAttemptOutcome, AcquireAttemptWon } from '../store/acquire-attempt';
+import { isTransientMongoError } from '../store/mongo-error-codes';
+import type { LockChangeFeed } from './change-feed';
+import { LEASE_END_MARGIN_MS, pollDelayMs } from './wait-timing';
+import type { WaitTiming } from './wait-timing';
+import { Wakeup } from './wakeup';
+
+/** One caller waiting for a key. */
+export interface KeyWaitRequest {
+  /** One acquisition attempt (a fresh owner token each time). */
+  attempt: () => Promise<AcquireAttemptOutcome>;
+  /** Monotonic time (`performance.now()`) after which the caller gives up. */
+  deadline: number;
+  timeoutMs: number;
+  signal: AbortSignal | undefined;
+}
+
+interface Waiter extends KeyWaitRequest {
+  settled: boolean;
+  attempting: boolean;
+  resolve(won: AcquireAttemptWon): void;
+  reject(error: unknown): void;
+  cleanup(): void;
+}
+
+export interface KeyQueueDeps {
+  feed: LockChangeFeed;
+  timing: WaitTiming;
+  /** Gives back a lock won by a waiter that had already left (cancelled mid-attempt). */
+  releaseAbandoned(won: AcquireAttemptWon): void;
+  /** The queue has no waiters left and forgets itself. */
+  onEmpty(): void;
+}
+
+/**
+ * The local FIFO queue of one key. Only its head sends attempts, so one release costs one
+ * attempt per process however many callers wait. Between attempts the head sleeps until
+ * the change feed reports a release, the holder's lease runs out, a slow safety poll (or,
+ * without change streams, a backoff) fires, or its own deadline passes.
+ */
+export class KeyQueue {
+  private readonly waiters: Waiter[] = [];
+  private readonly wakeup = new Wakeup();
+  private running = false;
+  /** Bumped by every release signal, so one arriving mid-attempt is not lost. */
+  private releases = 0;
+  private unwatch: (() => void) | undefined;
+  private holder: { holderId: string | null; leaseEnd: number } | undefined;
+  private pollRound = 0;
+
+  constructor(
+    private readonly key: string,
+    private readonly deps: KeyQueueDeps,
+  ) {}
+
+  get size(): number {
+    return this.waiters.length;
+  }
+
+  enqueue(request: KeyWaitRequest): Promise<AcquireAttemptWon> {
+    return new Promise<AcquireAttemptWon>((resolve, reject) => {
+      const waiter: Waiter = {
+        ...request,
+        settled: false,
+        attempting: false,
+        resolve,
+        reject,
+        cleanup: () => undefined,
+      };
+      const onAbort = () => this.settle(waiter, { error: request.signal?.reason });
+      const deadlineTimer = setTimeout(
+        () => this.onDeadline(waiter),
+        Math.max(0, request.deadline - performance.now()),
+      );
+      request.signal?.addEventListener('abort', onAbort, { once: true });
+      waiter.cleanup = () => {
+        clearTimeout(deadlineTimer);
+        request.signal?.removeEventListener('abort', onAbort);
+      };
+      this.waiters.push(waiter);
+      if (!this.running) void this.run();
+    });
+  }
+
+  private onDeadline(waiter: Waiter): void {
+    // An attempt in flight may still win; the loop decides when it returns.
+    if (!waiter.attempting) this.settle(waiter, { error: this.timeoutError(waiter) });
+  }
+
+  private settle(waiter: Waiter, result: { won: AcquireAttemptWon } | { error: unknown }): void {
+    if (waiter.settled) return;
+    waiter.settled = true;
+    waiter.cleanup();
+    if ('won' in result) waiter.resolve(result.won);
+    else waiter.reject(result.error);
+    this.wakeup.wake();
+  }
+
+  private head(): Waiter | undefined {
+    while (this.waiters.length > 0 && this.waiters[0].settled) this.waiters.shift();
+    return this.waiters[0];
+  }
+
+  private async run(): Promise<void> {
+    this.running = true;
+    try {
+      for (let head = this.head(); head; head = this.head()) {
+        const releasesBefore = this.releases;
+        const outcome = await this.attempt(head);
+        if (outcome) await this.waitForChance(releasesBefore, outcome);
+      }
+    } finally {
+      this.running = false;
+      this.unwatch?.();
+      this.unwatch = undefined;
+      if (this.waiters.length === 0) this.deps.onEmpty();
+      else void this.run();
+    }
+  }
+
+  /** Runs one attempt for the head; returns the outcome if the queue must wait afterwards. */
+  private async attempt(head: Waiter): Promise<AcquireAttemptOutcome | undefined> {
+    head.attempting = true;
+    let outcome: AcquireAttemptOutcome;
+    try {
+      outcome = await head.attempt();
+    } catch (error) {
+      head.attempting = false;
+      if (head.settled) return undefined;
+      if (isTransientMongoError(error) && performance.now() < head.deadline) {
+        await this.wakeup.sleep(pollDelayMs(this.pollRound++, this.deps.timing));
+      } else {
+        this.settle(head, { error });
+      }
+      return undefined;
+    }
+    head.attempting = false;
+    this.holder = {
+      holderId: outcome.won ? null : outcome.holderId,
+      leaseEnd: outcome.sentAt + outcome.remainingMs,
+    };
+    if (outcome.won) {
+      if (head.settled) {
+        this.deps.releaseAbandoned(outcome);
+        return undefined;
+      }
+      this.pollRound = 0;
+      this.settle(head, { won: outcome });
+      if (this.head()) this.watch(outcome);
+      return outcome;
+    }
+    this.watch(outcome);
+    if (performance.now() >= head.deadline) this.settle(head, { error: this.timeoutError(head) });
+    return outcome;
+  }
+
+  private watch(outcome: AcquireAttemptOutcome): void {
+    this.unwatch ??= this.deps.feed.watchKey(
+      this.key,
+      // A release, or a possibly missed one ('recheck'): either way, attempt again.
+      () => {
+        this.releases += 1;
+        this.wakeup.wake();
+      },
+      outcome.operationTime,
+    );
+  }
+
+  /** Sleeps until a release, the lease end, a poll, or the head's deadline. */
+  private async waitForChance(
+    releasesBefore: number,
+    outcome: AcquireAttemptOutcome,
+  ): Promise<void> {
+    const leaseEnd = outcome.sentAt + outcome.remainingMs + LEASE_END_MARGIN_MS;
+    const pollDelay = this.deps.feed.streaming
+      ? this.deps.timing.safetyPollIntervalMs
+      : pollDelayMs(this.pollRound++, this.deps.timing);
+    const nextAttemptAt = Math.min(leaseEnd, performance.now() + pollDelay);
+    for (let head = this.head(); head; head = this.head()) {
+      if (this.releases !== releasesBefore) return;
+      const now = performance.now();
+      if (now >= nextAttemptAt) return;
+      if (now >= head.deadline) {
+        this.settle(head, { error: this.timeoutError(head) });
+        continue;
+      }
+      await this.wakeup.sleep(Math.min(nextAttemptAt, head.deadline) - now);
+    }
+  }
+
+  private timeoutError(waiter: Waiter): LockNotAcquiredError {
+    const retryAfterMs = this.holder
+      ? Math.max(0, Math.ceil(this.holder.leaseEnd - performance.now()))
+      : undefined;
+    const holderId = this.holder?.holderId ?? undefined;
+    return new LockNotAcquiredError(
+      notAcquiredMessage([this.key], waiter.timeoutMs, holderId, retryAfterMs),
+      { keys: [this.key], retryAfterMs, holderId },
+    );
+  }
+}

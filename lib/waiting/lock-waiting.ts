@@ -1,0 +1,64 @@
+import type { AcquireAttemptWon } from '../store/acquire-attempt';
+import type { LockChangeFeed } from './change-feed';
+import { KeyQueue } from './key-queue';
+import type { KeyWaitRequest } from './key-queue';
+import { waitUntilReleased } from './release-watch';
+import type { LeaseProbe } from './release-watch';
+import type { WaitTiming } from './wait-timing';
+
+/**
+ * The waiting layer of one `LockService`: a FIFO queue per key, all fed by one change feed.
+ *
+ * @example
+ * const won = await waiting.acquireKey('orders:42', { attempt, deadline, timeoutMs, signal });
+ */
+export class LockWaiting {
+  private readonly queues = new Map<string, KeyQueue>();
+
+  constructor(
+    readonly feed: LockChangeFeed,
+    private readonly timing: WaitTiming,
+    private readonly releaseAbandoned: (won: AcquireAttemptWon) => void,
+  ) {}
+
+  /** Callers waiting in this process, over all keys (diagnostics and tests). */
+  get waiterCount(): number {
+    let count = 0;
+    for (const queue of this.queues.values()) count += queue.size;
+    return count;
+  }
+
+  /** Waits in `key`'s local queue until an attempt wins, the deadline passes, or the signal aborts. */
+  acquireKey(key: string, request: KeyWaitRequest): Promise<AcquireAttemptWon> {
+    let queue = this.queues.get(key);
+    if (!queue) {
+      const created = new KeyQueue(key, {
+        feed: this.feed,
+        timing: this.timing,
+        releaseAbandoned: this.releaseAbandoned,
+        onEmpty: () => {
+          if (this.queues.get(key) === created) this.queues.delete(key);
+        },
+      });
+      this.queues.set(key, (queue = created));
+    }
+    return queue.enqueue(request);
+  }
+
+  waitForRelease(
+    key: string,
+    probe: () => Promise<LeaseProbe>,
+    signal: AbortSignal,
+  ): Promise<void> {
+    return waitUntilReleased(key, this.feed, this.timing, probe, signal);
+  }
+
+  /** Tells local waiters at once that this process released `key`. */
+  notifyReleased(key: string): void {
+    this.feed.notifyReleased(key);
+  }
+
+  close(): Promise<void> {
+    return this.feed.close();
+  }
+}
