@@ -1,9 +1,9 @@
-// `npm run test:spec -- [--dir <folder>] [--filter <text>]`: runs every spec test file found
-// under the folder against the fixture's server and prints one line per file, failures, and
-// `N passed, N failed, N skipped` (exit code 1 when any failed).
+// `npm run test:spec -- [--dir <folder>] [--filter <text>] [--no-skips]`: runs every spec test
+// file found under the folder against the fixture's server and prints one line per file, the
+// failures, and `N passed, N failed, N skipped` (exit code 1 when any failed).
 import { describe } from './matching/match';
 import { describeServer } from './server-info';
-import { collectSpecCases, type SpecCase } from './spec-cases';
+import { collectSpecCases, groupByFile } from './spec-cases';
 import { defaultSpecDir, specDirExists } from './spec-files';
 import { startSpecServer } from './spec-server';
 import { unusedSkips } from './skips';
@@ -11,22 +11,19 @@ import { unusedSkips } from './skips';
 interface CliOptions {
   dir: string;
   filter?: string;
+  applySkipList: boolean;
 }
 
 function parseArgs(argv: string[]): CliOptions {
-  const options: CliOptions = { dir: defaultSpecDir() };
+  const options: CliOptions = { dir: defaultSpecDir(), applySkipList: true };
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--dir') options.dir = argv[++i];
     else if (argv[i] === '--filter') options.filter = argv[++i];
-    else throw new Error(`Unknown argument ${argv[i]} (use --dir <folder>, --filter <text>)`);
+    else if (argv[i] === '--no-skips') options.applySkipList = false;
+    else
+      throw new Error(`Unknown argument ${argv[i]} (--dir <folder>, --filter <text>, --no-skips)`);
   }
   return options;
-}
-
-function groupByFile(cases: SpecCase[]): Map<string, SpecCase[]> {
-  const files = new Map<string, SpecCase[]>();
-  for (const c of cases) files.set(c.file, [...(files.get(c.file) ?? []), c]);
-  return files;
 }
 
 async function main() {
@@ -40,7 +37,7 @@ async function main() {
   const totals = { passed: 0, failed: 0, skipped: 0 };
   try {
     console.log(`Spec tests from ${options.dir} against ${describeServer(server.ctx.server)}`);
-    const all = collectSpecCases(options.dir, server.ctx.server);
+    const all = collectSpecCases(options.dir, server.ctx.server, options);
     const cases = all.filter(
       (c) => !options.filter || `${c.file} ${c.description}`.includes(options.filter),
     );

@@ -16,7 +16,12 @@ export interface SpecCase {
   run(ctx: RunContext): Promise<void>;
 }
 
-function casesOfFile(spec: SpecFile, server: ServerInfo): SpecCase[] {
+export interface CollectOptions {
+  /** Apply the offline server's skip list (default). Off to see which listed tests now pass. */
+  applySkipList?: boolean;
+}
+
+function casesOfFile(spec: SpecFile, server: ServerInfo, options: CollectOptions): SpecCase[] {
   const { content } = spec;
   const tests: any[] = content.tests ?? [];
   const fileReason =
@@ -44,6 +49,19 @@ function casesOfFile(spec: SpecFile, server: ServerInfo): SpecCase[] {
 }
 
 /** Every test of every spec file under `dir`, in file order. */
-export function collectSpecCases(dir: string, server: ServerInfo): SpecCase[] {
-  return findSpecFiles(dir).flatMap((path) => casesOfFile(loadSpecFile(dir, path), server));
+export function collectSpecCases(
+  dir: string,
+  server: ServerInfo,
+  options: CollectOptions = {},
+): SpecCase[] {
+  return findSpecFiles(dir).flatMap((path) =>
+    casesOfFile(loadSpecFile(dir, path), server, options),
+  );
+}
+
+/** Cases grouped by file, in order. */
+export function groupByFile(cases: SpecCase[]): Map<string, SpecCase[]> {
+  const files = new Map<string, SpecCase[]>();
+  for (const c of cases) files.set(c.file, [...(files.get(c.file) ?? []), c]);
+  return files;
 }

@@ -108,3 +108,9 @@ describe('arrays of root-level documents', () => {
     expect(findMismatches([{ x: { a: 1 } }], [{ x: { a: 1, b: 2 } }], options)).toHaveLength(1);
   });
 });
+
+describe('ordered documents', () => {
+  it('matches a Map (the driver keeps sort specifications as Maps) as a document', () => {
+    expect(findMismatches({ sort: { _id: 1 } }, { sort: new Map([['_id', 1]]) })).toEqual([]);
+  });
+});

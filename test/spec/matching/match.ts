@@ -2,6 +2,7 @@
 // root-level documents, arrays must have the same length, numbers compare by value, and `$$`
 // operators replace a value with an assertion.
 import { EJSON } from 'bson';
+import { inspect } from 'node:util';
 import { bytesOf, hasBsonType, isDocument, numericValue } from './bson-kind';
 
 /** What `$$matchesEntity` and `$$sessionLsid` look up. */
@@ -61,12 +62,14 @@ export function specialOperatorOf(value: unknown): string | undefined {
 
 function matchValue(
   expected: unknown,
-  actual: unknown,
+  rawActual: unknown,
   path: string,
   root: boolean,
   state: MatchState,
 ) {
   if (state.mismatches.length >= MAX_MISMATCHES) return;
+  // The driver keeps ordered documents such as `sort` as Maps in the commands it sends.
+  const actual = rawActual instanceof Map ? Object.fromEntries(rawActual) : rawActual;
   const operator = specialOperatorOf(expected);
   if (operator) {
     const argument = (expected as Record<string, unknown>)[operator];
@@ -209,7 +212,7 @@ export function scalarsEqual(expected: unknown, actual: unknown): boolean {
 }
 
 function canonical(value: unknown): string {
-  return EJSON.stringify(value as never, { relaxed: false });
+  return EJSON.stringify(value, { relaxed: false });
 }
 
 function fieldOf(document: Record<string, unknown>, key: string): unknown {
@@ -225,9 +228,9 @@ export function describe(value: unknown): string {
   if (value === undefined) return 'nothing';
   let text: string;
   try {
-    text = EJSON.stringify(value as never, { relaxed: true });
+    text = EJSON.stringify(value, { relaxed: true });
   } catch {
-    text = String(value);
+    text = inspect(value, { depth: 4, breakLength: Infinity });
   }
   return text.length > 300 ? `${text.slice(0, 300)}...` : text;
 }

@@ -63,7 +63,7 @@ export class EventRecorder {
 
   private record(type: CommandEventType, event: any) {
     if (!this.recording || this.isIgnored(event)) return;
-    this.events.push({ type, event } as RecordedEvent);
+    this.events.push({ type, event });
   }
 
   private isIgnored(event: { commandName: string; command?: object; reply?: object }) {

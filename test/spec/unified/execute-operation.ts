@@ -73,11 +73,11 @@ export async function executeOperation(
   const args = prepareArguments(operation.arguments, scope);
   const runNested = (nested: OperationSpec) => executeOperation(nested, scope, true);
   let result: unknown;
-  let error: unknown;
+  let error: Error | undefined;
   try {
     result = await fn({ operation, args, runNested, ...scope });
   } catch (caught) {
-    error = caught;
+    error = caught instanceof Error ? caught : new Error(describe(caught));
   }
   const where = `${operation.object}.${operation.name}`;
   if (operation.ignoreResultAndError) {
@@ -91,14 +91,13 @@ export async function executeOperation(
     try {
       assertExpectedError(operation.expectError, error, scope.entities);
     } catch (failure) {
-      throw new Error(`${where}: ${(failure as Error).message}`);
+      throw prefixed(failure, `${where}: `);
     }
     if (inCallback) throw error;
     return;
   }
   if (error !== undefined) {
-    const e = error as Error;
-    throw new Error(`${where} failed: ${e.name}: ${e.message}`, { cause: error });
+    throw new Error(`${where} failed: ${error.name}: ${error.message}`, { cause: error });
   }
   if (operation.expectResult !== undefined) {
     assertMatches(operation.expectResult, result, {
@@ -109,4 +108,11 @@ export async function executeOperation(
     });
   }
   if (operation.saveResultAsEntity) saveEntity(scope, operation.saveResultAsEntity, result);
+}
+
+/** Adds context to an assertion's message, keeping the error and its stack. */
+export function prefixed(error: unknown, prefix: string): Error {
+  const failure = error instanceof Error ? error : new Error(describe(error));
+  failure.message = `${prefix}${failure.message}`;
+  return failure;
 }

@@ -2,6 +2,7 @@
 import type { Document } from 'mongodb';
 import { assertMatches, describe } from '../matching/match';
 import type { EntityMap } from './entities';
+import { prefixed } from './execute-operation';
 import type { RecordedEvent } from './event-recorder';
 
 function summary(events: RecordedEvent[]): string {
@@ -66,8 +67,13 @@ export function assertExpectedEvents(expectations: Document[], entities: EntityM
         assertEvent(event, actual[i], i, entities);
       } catch (error) {
         const detail = `\n  observed: ${summary(actual)}\n  expected: ${describe(event)}`;
-        throw new Error(`${expectation.client} ${(error as Error).message}${detail}`);
+        throw suffixed(prefixed(error, `${expectation.client} `), detail);
       }
     });
   }
+}
+
+function suffixed(error: Error, suffix: string): Error {
+  error.message += suffix;
+  return error;
 }

@@ -4,7 +4,7 @@ import { assertCollectionContents, setUpCollection } from '../collection-data';
 import { compareVersions, parseVersion } from '../requirements';
 import type { RunContext } from '../run-context';
 import { createEntities, EntityMap } from './entities';
-import { executeOperation, type OperationScope } from './execute-operation';
+import { executeOperation, prefixed, type OperationScope } from './execute-operation';
 import { assertExpectedEvents } from './expected-events';
 import { FailPoints } from './fail-points';
 
@@ -74,9 +74,7 @@ async function runOperationsAndAssert(file: Document, test: Document, scope: Ope
     try {
       await executeOperation(operation as never, scope);
     } catch (error) {
-      throw new Error(`operation ${index} (${operation.name}): ${(error as Error).message}`, {
-        cause: error,
-      });
+      throw prefixed(error, `operation ${index} (${operation.name}): `);
     }
   }
   for (const { recorder } of entities.clients()) recorder.stop();

@@ -1,5 +1,5 @@
 // The special operations of `object: testRunner`: fail points and assertions.
-import type { ClientSession, Document } from 'mongodb';
+import type { ClientSession, Document, MongoClient } from 'mongodb';
 import { scalarsEqual } from '../../matching/match';
 import { createEntities } from '../entities';
 import type { OperationCall, OperationFn } from './operation-call';
@@ -55,7 +55,8 @@ export const testRunnerOperations: Record<string, OperationFn> = {
     // Single servers and replica sets have one server a session can be pinned to: the primary.
     const session = sessionArg(call);
     check(call.ctx.server.topology !== 'sharded', 'targetedFailPoint on mongos is not supported');
-    await call.failPoints.enable(session.client, call.args.failPoint);
+    const { client } = session as unknown as { client: MongoClient };
+    await call.failPoints.enable(client, call.args.failPoint);
   },
   async assertSessionTransactionState(call) {
     const state = (sessionArg(call) as any).transaction.state as string;
