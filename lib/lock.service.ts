@@ -319,6 +319,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
       : this.closing.signal;
     signal.throwIfAborted();
     const store = await this.start();
+    signal.throwIfAborted();
     const deadline = performance.now() + options.timeoutMs;
     const won: AcquireAttemptWon[] = [];
     try {

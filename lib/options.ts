@@ -110,10 +110,10 @@ function connection(
 ): Pick<ResolvedLockModuleOptions, 'uri' | 'client'> {
   const { uri, client } = options;
   if ((uri === undefined) === (client === undefined)) {
-    fail(
-      'uri/client',
-      'exactly one of a connection string `uri` and a MongoClient `client`',
-      uri ?? client,
+    // Never echo the value: a connection string can carry a password.
+    throw new InvalidLockOptionsError(
+      `Give exactly one of uri (a connection string) and client (a MongoClient), got ${uri === undefined ? 'neither' : 'both'}`,
+      { option: 'uri' },
     );
   }
   if (uri !== undefined && (typeof uri !== 'string' || !/^mongodb(\+srv)?:\/\//.test(uri))) {

@@ -61,6 +61,10 @@ export class KeyQueue {
 
   enqueue(request: KeyWaitRequest): Promise<AcquireAttemptWon> {
     return new Promise<AcquireAttemptWon>((resolve, reject) => {
+      if (request.signal?.aborted) {
+        reject(request.signal.reason);
+        return;
+      }
       const waiter: Waiter = {
         ...request,
         settled: false,

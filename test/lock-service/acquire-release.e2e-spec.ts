@@ -1,0 +1,197 @@
+import {
+  InvalidLockKeyError,
+  InvalidLockOptionsError,
+  LockNotAcquiredError,
+} from '../../lib/errors';
+import { LockService } from '../../lib/lock.service';
+import { countCommands, LockTestKit } from './lock-test-kit';
+
+jest.setTimeout(60_000);
+
+describe('LockService acquire and release', () => {
+  const kit = new LockTestKit();
+
+  beforeAll(() => kit.start());
+  beforeEach(() => kit.nextCollection());
+  afterEach(() => kit.cleanup());
+  afterAll(() => kit.stop());
+
+  it('grants a free key, refuses it while held, and grants it again with a larger fence', async () => {
+    const a = await kit.service();
+    const b = await kit.service();
+    const first = await a.acquire('orders:1');
+    expect(first.key).toBe('orders:1');
+    expect(first.expiresAt.getTime()).toBeGreaterThan(Date.now() + 25_000);
+    expect(await b.tryAcquire('orders:1')).toBeNull();
+    await first.release();
+    expect(first.released).toBe(true);
+    const second = await b.acquire('orders:1');
+    expect(second.fence).toBeGreaterThan(first.fence);
+    await second.release();
+  });
+
+  it('sends one command per uncontended acquire and one per release', async () => {
+    const client = await kit.client({ monitorCommands: true });
+    const commands = countCommands(client);
+    const locks = await kit.service({ client, ensureIndexes: false });
+    await locks.acquire('warm-up').then((handle) => handle.release());
+    commands.reset();
+
+    const handle = await locks.acquire('counted');
+    expect(commands.names).toEqual(['findAndModify']);
+    commands.reset();
+    await handle.release();
+    expect(commands.names).toEqual(['findAndModify']);
+  });
+
+  it('timeoutMs 0 makes one attempt and reports the holder and its remaining lease', async () => {
+    const a = await kit.service();
+    const b = await kit.service();
+    const held = await a.acquire('report', { ttlMs: 20_000 });
+    const client = await kit.client({ monitorCommands: true });
+    const commands = countCommands(client);
+    const c = await kit.service({ client, ensureIndexes: false });
+    const error = await c.acquire('report', { timeoutMs: 0 }).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(LockNotAcquiredError);
+    const notAcquired = error as LockNotAcquiredError;
+    expect(notAcquired.keys).toEqual(['report']);
+    expect(notAcquired.holderId).toBe(a.holderId);
+    expect(notAcquired.retryAfterMs).toBeGreaterThan(15_000);
+    expect(notAcquired.retryAfterMs).toBeLessThanOrEqual(20_000);
+    expect(commands.names).toEqual(['findAndModify']);
+    expect(c.diagnostics).toMatchObject({ waiters: 0, streamOpen: false });
+    await held.release();
+    await b.close();
+  });
+
+  it('times out a wait with LockNotAcquiredError after about timeoutMs', async () => {
+    const a = await kit.service();
+    const b = await kit.service();
+    const held = await a.acquire('slow');
+    const started = Date.now();
+    await expect(b.acquire('slow', { timeoutMs: 300 })).rejects.toMatchObject({
+      name: 'LockNotAcquiredError',
+      holderId: a.holderId,
+    });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(290);
+    expect(b.diagnostics.waiters).toBe(0);
+    await held.release();
+  });
+
+  it('inspect reports the state by the server clock and never the owner token', async () => {
+    const locks = await kit.service();
+    expect(await locks.inspect('nothing-here')).toBeNull();
+    const handle = await locks.acquire('seen', { ttlMs: 10_000 });
+    const state = await locks.inspect('seen');
+    expect(state).toMatchObject({
+      key: 'seen',
+      held: true,
+      holderId: locks.holderId,
+      fence: handle.fence,
+    });
+    expect(state!.remainingMs).toBeGreaterThan(8_000);
+    const [raw] = await kit.rawLocks();
+    expect(typeof raw.owner).toBe('string');
+    expect(
+      JSON.stringify(state, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)),
+    ).not.toContain(raw.owner as string);
+    await handle.release();
+    expect(await locks.inspect('seen')).toMatchObject({
+      held: false,
+      remainingMs: 0,
+      fence: handle.fence,
+    });
+  });
+
+  it.each([
+    ['an empty key', ''],
+    ['a NUL', 'a\0b'],
+    ['an operator object', { $gt: '' }],
+    ['a number', 42],
+    ['an overlong key', 'k'.repeat(600)],
+    ['an empty list', []],
+  ])('rejects %s before writing anything', async (_label, key) => {
+    const locks = await kit.service();
+    await expect(locks.acquire(key as string)).rejects.toBeInstanceOf(InvalidLockKeyError);
+    await expect(locks.withLock(key as string, () => 1)).rejects.toBeInstanceOf(
+      InvalidLockKeyError,
+    );
+    await expect(locks.inspect(key as string)).rejects.toBeInstanceOf(InvalidLockKeyError);
+    expect(await kit.rawLocks()).toEqual([]);
+  });
+
+  it.each([
+    [{ ttlMs: -5 }, /ttlMs must be an integer from 1000 to 2147483647, got -5/],
+    [{ timeoutMs: 1.5 }, /timeoutMs must be an integer from 0/],
+    [
+      { renew: { intervalRatio: 1 } },
+      /renew.intervalRatio must be a number greater than 0 and less than 1/,
+    ],
+    [{ signal: 'stop' }, /signal must be an AbortSignal/],
+  ])('rejects acquire options %p before writing anything', async (options, message) => {
+    const locks = await kit.service();
+    await expect(locks.acquire('k', options as never)).rejects.toThrow(message);
+    await expect(locks.acquire('k', options as never)).rejects.toBeInstanceOf(
+      InvalidLockOptionsError,
+    );
+    expect(await kit.rawLocks()).toEqual([]);
+  });
+
+  it('rejects module options when constructed, naming the option and its range', () => {
+    expect(() => new LockService(kit.options({ defaultTtlMs: -5 }))).toThrow(
+      'defaultTtlMs must be an integer from 1000 to 2147483647, got -5',
+    );
+    expect(() => new LockService({ dbName: 'x' })).toThrow(InvalidLockOptionsError);
+  });
+
+  it('ensures the TTL and holder indexes, idempotently', async () => {
+    const first = await kit.service();
+    const second = await kit.service();
+    await second.onModuleInit();
+    await first.onModuleInit();
+    const client = await kit.client();
+    const indexes = await client.db(kit.mongo.dbName).collection(kit.collectionName).indexes();
+    const byName = Object.fromEntries(indexes.map((index) => [index.name, index]));
+    expect(byName.gcAt_ttl).toMatchObject({ key: { gcAt: 1 }, expireAfterSeconds: 0 });
+    expect(byName.holder_1).toMatchObject({ key: { holder: 1 } });
+    expect(indexes).toHaveLength(3);
+  });
+
+  it('releaseAllHeld frees every lock of this instance in one command', async () => {
+    const client = await kit.client({ monitorCommands: true });
+    const commands = countCommands(client);
+    const locks = await kit.service({ client });
+    const other = await kit.service();
+    const handles = [await locks.acquire('a'), await locks.acquire(['b', 'c'])];
+    const foreign = await other.acquire('d');
+    commands.reset();
+    expect(await locks.releaseAllHeld()).toBe(3);
+    expect(commands.names).toEqual(['update']);
+    expect(handles.every((handle) => handle.released)).toBe(true);
+    await handles[0].release(); // already released: resolves, sends nothing
+    expect(commands.names).toEqual(['update']);
+    expect((await other.inspect('d'))?.held).toBe(true);
+    expect(await other.tryAcquire(['a', 'b', 'c'])).not.toBeNull();
+    await foreign.release();
+  });
+
+  it('close releases what it holds, rejects waiters, and closes only a client it created', async () => {
+    const client = await kit.client();
+    const given = await kit.service({ client });
+    const own = await kit.service();
+    const held = await own.acquire('shutdown', { ttlMs: 60_000 });
+    const waiting = given.acquire('shutdown', { timeoutMs: 30_000 });
+    const waitingOutcome = waiting.catch((error: unknown) => error);
+    await given.close();
+    expect(await waitingOutcome).toMatchObject({
+      name: 'MongoLockError',
+      message: 'LockService is closed',
+    });
+    await own.close();
+    expect(held.released).toBe(true);
+    expect(await client.db(kit.mongo.dbName).command({ ping: 1 })).toMatchObject({ ok: 1 });
+    const observer = await kit.service();
+    expect((await observer.inspect('shutdown'))?.held).toBe(false);
+    await expect(own.acquire('x')).rejects.toThrow('LockService is closed');
+  });
+});

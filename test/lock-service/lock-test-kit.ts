@@ -1,0 +1,160 @@
+import { fork } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { MongoClient } from 'mongodb';
+import type { CommandStartedEvent } from 'mongodb';
+import { LockService } from '../../lib/lock.service';
+import type { MongoLockModuleOptions } from '../../lib/interfaces';
+import { startTestMongo } from '../support/mongo';
+import type { TestMongo, TestMongoOptions } from '../support/mongo';
+
+/**
+ * One MongoDB per test file, a fresh lock collection per test, and cleanup of every
+ * service, client and child process a test starts.
+ */
+export class LockTestKit {
+  mongo!: TestMongo;
+  collectionName = 'locks';
+  private readonly services: LockService[] = [];
+  private readonly clients: MongoClient[] = [];
+  private readonly children: ChildProcess[] = [];
+  private collectionSeq = 0;
+
+  async start(options?: TestMongoOptions): Promise<void> {
+    this.mongo = await startTestMongo(options);
+  }
+
+  /** Call in beforeEach: later services of this test share a new collection. */
+  nextCollection(): void {
+    this.collectionSeq += 1;
+    this.collectionName = `locks_${this.collectionSeq}`;
+  }
+
+  options(extra: Partial<MongoLockModuleOptions> = {}): MongoLockModuleOptions {
+    return {
+      ...(extra.client ? {} : { uri: this.mongo.uri }),
+      dbName: this.mongo.dbName,
+      collectionName: this.collectionName,
+      ...extra,
+    };
+  }
+
+  async service(extra: Partial<MongoLockModuleOptions> = {}): Promise<LockService> {
+    const service = new LockService(this.options(extra));
+    this.services.push(service);
+    await service.onModuleInit();
+    return service;
+  }
+
+  async client(options: { monitorCommands?: boolean } = {}): Promise<MongoClient> {
+    const client = new MongoClient(this.mongo.uri, options);
+    this.clients.push(client);
+    await client.connect();
+    return client;
+  }
+
+  /** The raw lock documents, owner tokens included. */
+  async rawLocks(): Promise<Record<string, unknown>[]> {
+    const client = this.clients[0] ?? (await this.client());
+    return client
+      .db(this.mongo.dbName)
+      .collection<Record<string, unknown>>(this.collectionName)
+      .find({}, { sort: { _id: 1 } })
+      .toArray();
+  }
+
+  /** Starts `test/support/lock-worker.ts` in a child process. */
+  worker(args: Record<string, unknown>): LockWorker {
+    const child = fork(join(__dirname, '../support/lock-worker.ts'), [], {
+      execArgv: ['-r', 'ts-node/register/transpile-only'],
+      env: {
+        ...process.env,
+        TS_NODE_PROJECT: join(__dirname, '../../tsconfig.json'),
+        LOCK_WORKER_ARGS: JSON.stringify({
+          uri: this.mongo.uri,
+          dbName: this.mongo.dbName,
+          collectionName: this.collectionName,
+          ...args,
+        }),
+      },
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    this.children.push(child);
+    return new LockWorker(child);
+  }
+
+  async cleanup(): Promise<void> {
+    for (const child of this.children.splice(0)) if (child.exitCode === null) child.kill('SIGKILL');
+    await Promise.all(
+      this.services.splice(0).map((service) => service.close().catch(() => undefined)),
+    );
+    await Promise.all(
+      this.clients.splice(0).map((client) => client.close().catch(() => undefined)),
+    );
+  }
+
+  async stop(): Promise<void> {
+    await this.cleanup();
+    await this.mongo?.stop();
+  }
+}
+
+/** Messages from a worker, awaited by type. */
+export class LockWorker {
+  private readonly messages: Record<string, unknown>[] = [];
+  private readonly waiting = new Set<() => void>();
+  readonly exited: Promise<number | null>;
+
+  constructor(readonly child: ChildProcess) {
+    child.on('message', (message: Record<string, unknown>) => {
+      this.messages.push(message);
+      for (const wake of [...this.waiting]) wake();
+    });
+    this.exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
+  }
+
+  send(message: Record<string, unknown>): void {
+    this.child.send(message);
+  }
+
+  /** The next message of `type` (already received or future). */
+  async next(type: string, timeoutMs = 30_000): Promise<any> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const index = this.messages.findIndex((message) => message.type === type);
+      if (index >= 0) return this.messages.splice(index, 1)[0];
+      const error = this.messages.find((message) => message.type === 'error');
+      if (error) throw new Error(`worker failed: ${String(error.message)}`);
+      if (Date.now() > deadline) throw new Error(`no '${type}' message from worker`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, 100);
+        function done() {
+          clearTimeout(timer);
+          resolve();
+        }
+        this.waiting.add(done);
+      });
+    }
+  }
+}
+
+/** Counts commands sent by a monitored client, by name. */
+export function countCommands(client: MongoClient): { names: string[]; reset(): void } {
+  const names: string[] = [];
+  client.on('commandStarted', (event: CommandStartedEvent) => {
+    if (!['hello', 'isMaster', 'ismaster', 'ping'].includes(event.commandName)) {
+      names.push(event.commandName);
+    }
+  });
+  return { names, reset: () => void names.splice(0) };
+}
+
+export async function eventually(check: () => boolean | Promise<boolean>, timeoutMs = 10_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await sleep(20);
+  }
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

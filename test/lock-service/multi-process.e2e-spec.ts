@@ -1,0 +1,71 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { LockTestKit } from './lock-test-kit';
+
+jest.setTimeout(120_000);
+
+describe('LockService across OS processes', () => {
+  const kit = new LockTestKit();
+
+  beforeAll(() => kit.start());
+  beforeEach(() => kit.nextCollection());
+  afterEach(() => kit.cleanup());
+  afterAll(() => kit.stop());
+
+  it('excludes holders in other processes and grants strictly increasing fences', async () => {
+    const counterFile = join(mkdtempSync(join(tmpdir(), 'lock-')), 'counter');
+    writeFileSync(counterFile, '0');
+    const workers = [1, 2, 3].map(() =>
+      kit.worker({ mode: 'contend', key: 'shared', iterations: 8, counterFile, sectionMs: 10 }),
+    );
+    const reports = await Promise.all(workers.map((worker) => worker.next('done', 100_000)));
+    const sections = reports
+      .flatMap((report) => report.sections as { fence: string; start: number; end: number }[])
+      .sort((a, b) => a.start - b.start);
+
+    // No lost increment: no two read-modify-write sections overlapped.
+    expect(Number(readFileSync(counterFile, 'utf8'))).toBe(24);
+    expect(sections).toHaveLength(24);
+    for (let index = 1; index < sections.length; index += 1) {
+      expect(sections[index].start).toBeGreaterThanOrEqual(sections[index - 1].end);
+      expect(BigInt(sections[index].fence)).toBeGreaterThan(BigInt(sections[index - 1].fence));
+    }
+  });
+
+  it('wakes a waiter in this process through the change stream when another process releases', async () => {
+    const locks = await kit.service({ safetyPollIntervalMs: 600_000 });
+    const holder = kit.worker({ mode: 'hold', key: 'job', ttlMs: 60_000 });
+    await holder.next('acquired');
+
+    const acquired = locks.acquire('job', { timeoutMs: 30_000 });
+    // Let the waiter fail its attempt and start watching before the release.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(locks.diagnostics.waiters).toBe(1);
+    holder.send({ type: 'release' });
+    const { at: releasedAt } = await holder.next('released');
+    const handle = await acquired;
+    const acquiredAt = performance.timeOrigin + performance.now();
+
+    // Neither the lease (60 s) nor the safety poll (10 min) could have woken it.
+    expect(acquiredAt - releasedAt).toBeLessThan(20_000);
+    expect(locks.diagnostics.streamsOpened).toBe(1);
+    const state = await locks.inspect('job');
+    expect(state?.holderId).toBe(locks.holderId);
+    await handle.release();
+  });
+
+  it('takes over the lease of a killed holder when it runs out, without the TTL monitor', async () => {
+    const locks = await kit.service();
+    const holder = kit.worker({ mode: 'hold', key: 'crashy', ttlMs: 1_500 });
+    const { fence } = await holder.next('acquired');
+    holder.child.kill('SIGKILL');
+    await holder.exited;
+
+    const handle = await locks.acquire('crashy', { timeoutMs: 10_000 });
+    expect(handle.fence).toBeGreaterThan(BigInt(fence));
+    // The old document was taken over in place, not deleted and recreated.
+    expect(await kit.rawLocks()).toHaveLength(1);
+    await handle.release();
+  });
+});
