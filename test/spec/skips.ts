@@ -19,6 +19,12 @@ export const OFFLINE_SKIPS: readonly SkipEntry[] = [
     test: '*',
     reason: 'collation (ICU locale rules) is not emulated by the offline server',
   },
+  ...['insertOne', 'insertMany', 'bulkWrite'].map((via) => ({
+    file: 'crud/create-null-ids.json',
+    test: `inserting _id with type null via ${via}`,
+    // Fails on a real MongoDB too: not a server gap. Kept out of the offline numbers.
+    reason: 'the mongodb 7.9 driver replaces `_id: null` with a new ObjectId before sending it',
+  })),
 ];
 
 function fileMatches(pattern: string, file: string): boolean {
