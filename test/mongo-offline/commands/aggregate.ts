@@ -7,6 +7,7 @@ import type { CommandContext, CommandHandler } from './context';
 import { ArrayCursor } from './cursor-registry';
 import { CommandError, badValue } from './errors';
 import { assertWritablePrimary } from './guards';
+import { validatePipeline } from './pipeline-stages';
 import { openCursor } from './read-commands';
 
 function runPipeline(
@@ -62,6 +63,7 @@ const aggregate: CommandHandler = async (context) => {
   }
   const stages = pipeline as Document[];
   if (stages.length > 0 && '$changeStream' in stages[0]) return openChangeStream(context, stages);
+  validatePipeline(stages);
   const aggregatesDatabase = command.aggregate === 1;
   if (aggregatesDatabase) {
     const first = stages[0] ? Object.keys(stages[0])[0] : undefined;

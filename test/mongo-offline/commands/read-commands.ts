@@ -66,7 +66,13 @@ const getMore: CommandHandler = async (context) => {
   const id = toNumber(context.command.getMore) ?? 0;
   const cursor = context.server.cursors.get(id);
   if (!cursor) throw new CommandError(43, `cursor id ${id} not found`);
-  const batch = await cursor.nextBatch(context, toNumber(context.command.batchSize));
+  let batch;
+  try {
+    batch = await cursor.nextBatch(context, toNumber(context.command.batchSize));
+  } catch (error) {
+    context.server.cursors.remove(id);
+    throw error;
+  }
   if (batch.exhausted) context.server.cursors.remove(id);
   return cursorReply(id, cursor.ns, 'nextBatch', batch);
 };

@@ -15,10 +15,14 @@ export interface OplogEntry {
   /** Post-image for insert and replace; also kept for update (used by updateLookup fallback). */
   fullDocument?: Document;
   updateDescription?: Document;
+  /** Pre-image for update, replace and delete (fullDocumentBeforeChange). */
+  preImage?: Document;
   /** rename: the target namespace. */
   to?: { db: string; coll: string };
   lsid?: Document;
   txnNumber?: number;
+  /** Written by a committed transaction: change events then carry lsid and txnNumber. */
+  inTransaction?: boolean;
 }
 
 /**

@@ -72,6 +72,7 @@ export class Storage {
       coll: collection.name,
       documentKey: { _id: after._id },
       fullDocument: after,
+      preImage: before,
       updateDescription: replacement ? undefined : describeUpdate(before, after),
       ...origin,
     });
@@ -84,6 +85,7 @@ export class Storage {
       db: collection.db,
       coll: collection.name,
       documentKey: { _id: document._id },
+      preImage: document,
       ...origin,
     });
   }

@@ -1,4 +1,4 @@
-import { MongoClient, type MongoClientOptions } from 'mongodb';
+import { type CommandStartedEvent, MongoClient, type MongoClientOptions } from 'mongodb';
 import { type OfflineMongo, type OfflineMongoOptions, startOfflineMongo } from '../index';
 
 export interface OfflineHarness {
@@ -16,6 +16,7 @@ export function useOfflineMongo(
     const mongo = await startOfflineMongo(options);
     const client = await MongoClient.connect(mongo.uri, {
       serverSelectionTimeoutMS: 5000,
+      monitorCommands: true,
       ...clientOptions,
     });
     harness = { mongo, client };
@@ -28,4 +29,30 @@ export function useOfflineMongo(
     if (!harness) throw new Error('server not started');
     return harness;
   };
+}
+
+/** Resolves when the client next sends `commandName` (e.g. a change stream's first getMore). */
+export function commandStarted(client: MongoClient, commandName: string): Promise<void> {
+  return new Promise((resolve) => {
+    const listener = (event: CommandStartedEvent): void => {
+      if (event.commandName !== commandName) return;
+      client.off('commandStarted', listener);
+      resolve();
+    };
+    client.on('commandStarted', listener);
+  });
+}
+
+/**
+ * Starts waiting for the stream's next event and resolves once its cursor is open on the
+ * server (the first getMore was sent), so writes made afterwards are seen by it.
+ */
+export async function openStream<T>(
+  client: MongoClient,
+  stream: { next(): Promise<T> },
+): Promise<{ next: Promise<T> }> {
+  const ready = commandStarted(client, 'getMore');
+  const next = stream.next();
+  await ready;
+  return { next };
 }

@@ -1,0 +1,206 @@
+import { openStream, useOfflineMongo } from './with-offline-mongo';
+
+describe('offline mongo: change streams', () => {
+  const harness = useOfflineMongo();
+  const client = () => harness().client;
+  const db = () => client().db('streams');
+
+  it('reports insert, update, replace and delete with their documented fields', async () => {
+    const items = db().collection<any>('events');
+    const stream = items.watch<any, any>([], { fullDocument: 'updateLookup' });
+    const { next: first } = await openStream(client(), stream);
+    await items.insertOne({ _id: 1, a: 1, arr: [1, 2, 3], sub: { x: 1, y: 2 } });
+    await items.updateOne(
+      { _id: 1 },
+      { $set: { 'sub.x': 5 }, $unset: { a: '' }, $push: { arr: 4 } as any },
+    );
+    await items.replaceOne({ _id: 1 }, { b: 2 });
+    await items.deleteOne({ _id: 1 });
+    const insert = await first;
+    expect(insert).toMatchObject({
+      operationType: 'insert',
+      ns: { db: 'streams', coll: 'events' },
+      documentKey: { _id: 1 },
+      fullDocument: { _id: 1, a: 1 },
+    });
+    expect(insert.clusterTime).toBeDefined();
+    expect(insert.wallTime).toBeInstanceOf(Date);
+    const update = await stream.next();
+    expect(update.operationType).toBe('update');
+    expect(update.updateDescription).toEqual({
+      updatedFields: { 'sub.x': 5, 'arr.3': 4 },
+      removedFields: ['a'],
+      truncatedArrays: [],
+    });
+    expect(update.fullDocument).toBeNull(); // looked up after the later delete
+    expect(await stream.next()).toMatchObject({
+      operationType: 'replace',
+      fullDocument: { _id: 1, b: 2 },
+    });
+    expect(await stream.next()).toMatchObject({ operationType: 'delete', documentKey: { _id: 1 } });
+    await stream.close();
+  });
+
+  it('reports array truncation', async () => {
+    const items = db().collection<any>('truncation');
+    await items.insertOne({ _id: 1, array: ['foo', { a: 'bar' }, 1, 2, 3] });
+    const stream = items.watch<any, any>();
+    const { next: first } = await openStream(client(), stream);
+    await items.updateOne({ _id: 1 }, [{ $set: { array: ['foo', { a: 'bar' }] } }]);
+    expect((await first).updateDescription).toEqual({
+      updatedFields: {},
+      removedFields: [],
+      truncatedArrays: [{ field: 'array', newSize: 2 }],
+    });
+    await stream.close();
+  });
+
+  it('wakes a waiting getMore as soon as a write happens', async () => {
+    const items = db().collection<any>('wake');
+    // Without the wake-up the getMore would wait 60 s, far beyond this test's timeout.
+    const stream = items.watch<any, any>([], { maxAwaitTimeMS: 60_000 });
+    const { next: first } = await openStream(client(), stream);
+    await items.insertOne({ _id: 'w' });
+    expect(await first).toMatchObject({ operationType: 'insert', documentKey: { _id: 'w' } });
+    await stream.close();
+  }, 10_000);
+
+  it('does not emit an event for a no-op update', async () => {
+    const items = db().collection<any>('noop');
+    await items.insertOne({ _id: 1, a: 1 });
+    const stream = items.watch<any, any>();
+    const { next: first } = await openStream(client(), stream);
+    await items.updateOne({ _id: 1 }, { $set: { a: 1 } });
+    await items.updateOne({ _id: 1 }, { $set: { a: 2 } });
+    expect((await first).updateDescription.updatedFields).toEqual({ a: 2 });
+    await stream.close();
+  });
+
+  it('applies user stages after $changeStream', async () => {
+    const items = db().collection<any>('filtered');
+    const stream = items.watch<any, any>([
+      { $match: { 'fullDocument.keep': true } },
+      { $project: { operationType: 1, 'fullDocument.keep': 1 } },
+    ]);
+    const { next: first } = await openStream(client(), stream);
+    await items.insertMany([{ keep: false }, { keep: true }]);
+    const event = await first;
+    expect(event.fullDocument).toEqual({ keep: true });
+    expect(Object.keys(event).sort()).toEqual(['_id', 'fullDocument', 'operationType']);
+    await stream.close();
+  });
+
+  it('fails with ChangeStreamFatalError when the pipeline removes _id', async () => {
+    const items = db().collection<any>('brokenId');
+    const stream = items.watch<any, any>([{ $project: { _id: 0 } }]);
+    const { next: first } = await openStream(client(), stream);
+    await items.insertOne({ z: 1 });
+    await expect(first).rejects.toMatchObject({
+      code: 280,
+      errorLabelSet: new Set(['NonResumableChangeStreamError']),
+    });
+    await stream.close();
+  });
+
+  it('rejects an unknown stage with 40324', async () => {
+    const stream = db()
+      .collection('x')
+      .watch<any, any>([{ $unsupported: 'foo' }]);
+    await expect(stream.next()).rejects.toMatchObject({ code: 40324 });
+    await stream.close();
+  });
+
+  it('resumes after a token and starts at an operation time (inclusive)', async () => {
+    const items = db().collection<any>('resume');
+    const stream = items.watch<any, any>();
+    const { next: first } = await openStream(client(), stream);
+    await items.insertMany([{ _id: 1 }, { _id: 2 }, { _id: 3 }]);
+    const event = await first;
+    await stream.close();
+    const resumed = items.watch<any, any>([], { resumeAfter: event._id });
+    expect((await resumed.next()).documentKey).toEqual({ _id: 2 });
+    expect((await resumed.next()).documentKey).toEqual({ _id: 3 });
+    await resumed.close();
+    const fromTime = items.watch<any, any>([], { startAtOperationTime: event.clusterTime });
+    expect((await fromTime.next()).documentKey).toEqual({ _id: 1 });
+    await fromTime.close();
+  });
+
+  it('hands out resume tokens that sort by cluster time, with a postBatchResumeToken', async () => {
+    const items = db().collection<any>('tokens');
+    const stream = items.watch<any, any>();
+    const { next: first } = await openStream(client(), stream);
+    await items.insertOne({ _id: 1 });
+    await items.insertOne({ _id: 2 });
+    const a = await first;
+    const b = await stream.next();
+    expect(a.clusterTime.compare(b.clusterTime)).toBeLessThan(0);
+    expect(String(a._id._data) < String(b._id._data)).toBe(true);
+    // After a drained batch the driver keeps the postBatchResumeToken: at or after b.
+    expect(String((stream.resumeToken as any)._data) >= String(b._id._data)).toBe(true);
+    await stream.close();
+  });
+
+  it('closes a collection stream with invalidate on drop; startAfter resumes after it', async () => {
+    const items = db().collection<any>('dropped');
+    await items.insertOne({ _id: 0 });
+    const stream = items.watch<any, any>();
+    const { next: first } = await openStream(client(), stream);
+    await items.drop();
+    expect((await first).operationType).toBe('drop');
+    const invalidate = await stream.next();
+    expect(invalidate.operationType).toBe('invalidate');
+    await stream.close();
+    const after = items.watch<any, any>([], { startAfter: invalidate._id });
+    const { next: again } = await openStream(client(), after);
+    await items.insertOne({ _id: 'again' });
+    expect((await again).documentKey).toEqual({ _id: 'again' });
+    await after.close();
+    const refused = items.watch<any, any>([], { resumeAfter: invalidate._id });
+    await expect(refused.next()).rejects.toMatchObject({ code: 260 });
+    await refused.close();
+  });
+
+  it('reports rename with its target, then invalidate', async () => {
+    const source = db().collection<any>('renameFrom');
+    await source.insertOne({ _id: 1 });
+    const stream = source.watch<any, any>();
+    const { next: first } = await openStream(client(), stream);
+    await source.rename('renameTo');
+    expect(await first).toMatchObject({
+      operationType: 'rename',
+      ns: { db: 'streams', coll: 'renameFrom' },
+      to: { db: 'streams', coll: 'renameTo' },
+    });
+    expect((await stream.next()).operationType).toBe('invalidate');
+    await stream.close();
+  });
+
+  it('watches a database and the whole cluster', async () => {
+    const dbStream = client().db('watchedDb').watch<any, any>();
+    const clusterStream = client().watch<any, any>();
+    const { next: dbFirst } = await openStream(client(), dbStream);
+    const { next: clusterFirst } = await openStream(client(), clusterStream);
+    await client().db('otherDb').collection<any>('x').insertOne({ _id: 'other' });
+    await client().db('watchedDb').collection<any>('y').insertOne({ _id: 'mine' });
+    expect((await dbFirst).documentKey).toEqual({ _id: 'mine' });
+    expect((await clusterFirst).documentKey).toEqual({ _id: 'other' });
+    expect((await clusterStream.next()).ns).toEqual({ db: 'watchedDb', coll: 'y' });
+    await client().db('watchedDb').dropDatabase();
+    expect((await dbStream.next()).operationType).toBe('drop');
+    expect((await dbStream.next()).operationType).toBe('dropDatabase');
+    expect((await dbStream.next()).operationType).toBe('invalidate');
+    await dbStream.close();
+    await clusterStream.close();
+  });
+});
+
+describe('offline mongo: change streams on a standalone', () => {
+  const harness = useOfflineMongo({ replicaSet: false });
+
+  it('fails with 40573 like a standalone mongod', async () => {
+    const stream = harness().client.db('s').collection('c').watch<any, any>();
+    await expect(stream.next()).rejects.toMatchObject({ code: 40573 });
+    await stream.close();
+  });
+});
