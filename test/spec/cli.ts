@@ -1,6 +1,6 @@
-// `npm run test:spec -- [--dir <folder>] [--filter <text>] [--no-skips]`: runs every spec test
-// file found under the folder against the fixture's server and prints one line per file, the
-// failures, and `N passed, N failed, N skipped` (exit code 1 when any failed).
+// `npm run test:spec -- [--dir <folder>] [--filter <text>] [--no-skips] [--standalone]`: runs
+// every spec test file under the folder against the fixture's server, and prints one line per
+// file, the failures, and `N passed, N failed, N skipped` (exit code 1 when any failed).
 import { describe } from './matching/match';
 import { describeServer } from './server-info';
 import { collectSpecCases, groupByFile } from './spec-cases';
@@ -12,16 +12,17 @@ interface CliOptions {
   dir: string;
   filter?: string;
   applySkipList: boolean;
+  standalone: boolean;
 }
 
 function parseArgs(argv: string[]): CliOptions {
-  const options: CliOptions = { dir: defaultSpecDir(), applySkipList: true };
+  const options: CliOptions = { dir: defaultSpecDir(), applySkipList: true, standalone: false };
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--dir') options.dir = argv[++i];
     else if (argv[i] === '--filter') options.filter = argv[++i];
     else if (argv[i] === '--no-skips') options.applySkipList = false;
-    else
-      throw new Error(`Unknown argument ${argv[i]} (--dir <folder>, --filter <text>, --no-skips)`);
+    else if (argv[i] === '--standalone') options.standalone = true;
+    else throw new Error(`Unknown argument ${argv[i]} (--dir, --filter, --no-skips, --standalone)`);
   }
   return options;
 }
@@ -33,7 +34,7 @@ async function main() {
     console.log('0 passed, 0 failed, 0 skipped');
     return 0;
   }
-  const server = await startSpecServer();
+  const server = await startSpecServer({ standalone: options.standalone });
   const totals = { passed: 0, failed: 0, skipped: 0 };
   try {
     console.log(`Spec tests from ${options.dir} against ${describeServer(server.ctx.server)}`);

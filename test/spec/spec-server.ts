@@ -1,6 +1,6 @@
 // Starts the server under test through the project's fixture and connects the internal client.
 import { MongoClient } from 'mongodb';
-import { startTestMongo } from '../support/mongo';
+import { canEmulate, startTestMongo } from '../support/mongo';
 import type { RunContext } from './run-context';
 import { probeServer } from './server-info';
 
@@ -9,8 +9,12 @@ export interface SpecServer {
   stop(): Promise<void>;
 }
 
-export async function startSpecServer(): Promise<SpecServer> {
-  const mongo = await startTestMongo();
+/** `standalone`: the offline server as a single server (the other kinds are what they are). */
+export async function startSpecServer(options: { standalone?: boolean } = {}): Promise<SpecServer> {
+  if (options.standalone && !canEmulate('standalone')) {
+    throw new Error('--standalone needs the offline server (unset MONGODB_URI)');
+  }
+  const mongo = await startTestMongo({ standalone: options.standalone });
   const internalClient = new MongoClient(mongo.uri);
   try {
     await internalClient.connect();
