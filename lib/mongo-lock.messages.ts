@@ -43,7 +43,8 @@ export const MESSAGES = {
     'No LockService in this application: import MongoLockModule.forRoot() or forRootAsync()',
   observableWithoutType: (where: string) =>
     `${where} is @Locked and returned an Observable, but its declared return type is not ` +
-    'Observable, so the lock was released before the Observable ran; declare `: Observable<T>`',
+    'Observable, so the lock was released before the Observable ran; declare `: Observable<T>` ' +
+    '(with Observable imported as a value, not `import type`)',
   locked: (seconds: number | undefined) =>
     seconds === undefined
       ? 'The resource is locked; try again later'

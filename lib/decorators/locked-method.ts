@@ -1,0 +1,87 @@
+import { Logger } from '@nestjs/common';
+import { isObservable, Observable, throwError } from 'rxjs';
+import { MongoLockError } from '../errors';
+import { NEST_CONTROLLER_WATERMARK } from '../mongo-lock.constants';
+import { MESSAGES } from '../mongo-lock.messages';
+import { boundLockService, isLockedByInterceptor, withoutInterceptorMark } from './lock-bindings';
+import type { LockedMetadata } from './locked-metadata';
+import { lockedObservable } from './locked-observable';
+
+type AnyMethod = (this: unknown, ...args: unknown[]) => unknown;
+
+const logger = new Logger('MongoLockModule');
+
+function isControllerInstance(instance: unknown): boolean {
+  const type = (instance as { constructor?: unknown } | null | undefined)?.constructor;
+  return (
+    typeof type === 'function' && Reflect.getMetadata(NEST_CONTROLLER_WATERMARK, type) === true
+  );
+}
+
+/**
+ * Builds the function that replaces a `@Locked` method on its class.
+ *
+ * - Called by Nest's pipeline under `LockedInterceptor` (controllers, gateways): the interceptor
+ *   already holds the lock, so the body runs as is.
+ * - Called on a provider instance that `LockedMethodsExplorer` bound to its application's
+ *   `LockService`: the body runs under `withLock` (or `lockedObservable` when the method is
+ *   declared to return an Observable).
+ * - Called directly on a controller (not through a request): runs as is; requests are what a
+ *   controller's lock protects.
+ * - Anything else (an instance Nest did not create, a request-scoped provider, a call before
+ *   the application initialised) fails with `MongoLockError` rather than run unlocked.
+ */
+export function createLockedMethod(
+  original: AnyMethod,
+  metadata: LockedMetadata,
+  returnsObservable: boolean,
+): AnyMethod {
+  const { where, options, className, methodName } = metadata;
+  let warnedAboutObservable = false;
+
+  return function lockedMethod(this: unknown, ...args: unknown[]): unknown {
+    if (isLockedByInterceptor(metadata)) {
+      return withoutInterceptorMark(() => original.apply(this, args));
+    }
+    const lockService = boundLockService(this);
+    if (!lockService && isControllerInstance(this)) return original.apply(this, args);
+
+    const keysOfThisCall = () => {
+      if (!lockService) throw new MongoLockError(MESSAGES.unboundInstance(where));
+      return metadata.resolveKeys({ type: 'method', args, className, methodName });
+    };
+
+    if (returnsObservable) {
+      let keys: string[];
+      try {
+        keys = keysOfThisCall();
+      } catch (error) {
+        return throwError(() => error);
+      }
+      return lockedObservable(lockService!, keys, options, () => {
+        const result = original.apply(this, args);
+        return isObservable(result) ? result : new Observable((s) => s.error(notObservable()));
+      });
+    }
+
+    return (async () => {
+      const keys = keysOfThisCall();
+      return lockService!.withLock(
+        keys,
+        async () => {
+          const result = await original.apply(this, args);
+          if (isObservable(result) && !warnedAboutObservable) {
+            warnedAboutObservable = true;
+            logger.warn(MESSAGES.observableWithoutType(where));
+          }
+          return result;
+        },
+        options,
+      );
+    })();
+  };
+
+  function notObservable() {
+    return new TypeError(`${where} is declared to return an Observable but did not`);
+  }
+}

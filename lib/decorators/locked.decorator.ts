@@ -1,0 +1,132 @@
+import { type Type, UseInterceptors } from '@nestjs/common';
+import { Observable } from 'rxjs';
+import { InvalidLockOptionsError, MongoLockError } from '../errors';
+import { LockedInterceptor } from '../interceptors/locked.interceptor';
+import { compileLockKeys, type LockKeySpec } from '../keys/key-template';
+import { LOCKED_METADATA } from '../mongo-lock.constants';
+import { MESSAGES } from '../mongo-lock.messages';
+import { MAX_TIMER_MS, MIN_TTL_MS } from '../options';
+import { createLockedMethod } from './locked-method';
+import { getLockedMetadata, type LockedMetadata, type LockedOptions } from './locked-metadata';
+
+export type { LockedOptions } from './locked-metadata';
+
+const OPTION_NAMES = new Set(['ttlMs', 'timeoutMs', 'renew']);
+
+function checkOptions(options: LockedOptions, where: string): void {
+  if (typeof options !== 'object' || options === null) {
+    throw new InvalidLockOptionsError(MESSAGES.badOption(where, 'options', 'an object'), {
+      option: 'options',
+    });
+  }
+  const bad = (option: string, accepted: string): never => {
+    throw new InvalidLockOptionsError(MESSAGES.badOption(where, option, accepted), { option });
+  };
+  for (const name of Object.keys(options)) {
+    if (!OPTION_NAMES.has(name)) bad(name, `one of ${[...OPTION_NAMES].join(', ')}`);
+  }
+  const integerIn = (value: unknown, min: number) =>
+    Number.isInteger(value) && (value as number) >= min && (value as number) <= MAX_TIMER_MS;
+  if (options.ttlMs !== undefined && !integerIn(options.ttlMs, MIN_TTL_MS)) {
+    bad('ttlMs', `an integer from ${MIN_TTL_MS} to ${MAX_TIMER_MS}`);
+  }
+  if (options.timeoutMs !== undefined && !integerIn(options.timeoutMs, 0)) {
+    bad('timeoutMs', `an integer from 0 to ${MAX_TIMER_MS}`);
+  }
+  const renew = options.renew as unknown;
+  if (renew !== undefined && typeof renew !== 'boolean' && (typeof renew !== 'object' || !renew)) {
+    bad('renew', 'true, false or renewal options');
+  }
+}
+
+/** Makes the wrapper look like the method it replaces to Nest, Swagger and anything else. */
+function keepMethodIdentity(original: object, wrapper: object): void {
+  for (const key of Reflect.getOwnMetadataKeys(original)) {
+    Reflect.defineMetadata(key, Reflect.getOwnMetadata(key, original), wrapper);
+  }
+  for (const property of ['name', 'length'] as const) {
+    Object.defineProperty(wrapper, property, {
+      value: (original as Record<string, unknown>)[property],
+    });
+  }
+  // Metadata that something defines on the original later is still found through the chain.
+  Object.setPrototypeOf(wrapper, original);
+}
+
+function declaresObservable(target: object, propertyKey: string | symbol): boolean {
+  const type: unknown = Reflect.getMetadata('design:returntype', target, propertyKey);
+  return type === Observable || (typeof type === 'function' && type.name === 'Observable');
+}
+
+/**
+ * Builds a `@Locked` decorator whose handlers go through `interceptor`, a subclass of
+ * {@link LockedInterceptor} with your own hooks (HTTP mapping, key context).
+ *
+ * @example
+ * class TenantLockedInterceptor extends LockedInterceptor {
+ *   protected override toLockedException(error: LockNotAcquiredError, seconds: number) {
+ *     return new ConflictException('busy, retry later');
+ *   }
+ * }
+ * export const TenantLocked = createLockedDecorator(TenantLockedInterceptor);
+ */
+export function createLockedDecorator(interceptor: Type<LockedInterceptor> = LockedInterceptor) {
+  return function Locked(keys: LockKeySpec, options: LockedOptions = {}): MethodDecorator {
+    return (target, propertyKey, descriptor) => {
+      const isStatic = typeof target === 'function';
+      const className = isStatic ? target.name : target.constructor.name;
+      const methodName = String(propertyKey);
+      const where = `${className}.${methodName}`;
+      const original: unknown = descriptor?.value;
+      if (isStatic || typeof original !== 'function') {
+        throw new MongoLockError(MESSAGES.notAMethod(where));
+      }
+      if (getLockedMetadata(original)) throw new MongoLockError(MESSAGES.lockedTwice(where));
+      checkOptions(options, where);
+
+      const metadata: LockedMetadata = {
+        className,
+        methodName,
+        where,
+        resolveKeys: compileLockKeys(keys, where),
+        options: { ...options },
+      };
+      const wrapper = createLockedMethod(
+        original as (...args: unknown[]) => unknown,
+        metadata,
+        declaresObservable(target, propertyKey),
+      );
+      keepMethodIdentity(original, wrapper);
+      Reflect.defineMetadata(LOCKED_METADATA, metadata, wrapper);
+      descriptor.value = wrapper as typeof descriptor.value;
+      // One interceptor per decorated handler, whatever the module set-up: locked exactly once.
+      UseInterceptors(interceptor)(target, propertyKey, descriptor);
+      return descriptor;
+    };
+  };
+}
+
+/**
+ * Holds a distributed lock while the method runs: acquired before, released after, on
+ * success, error or (for Observables) unsubscription. Works on controller handlers (HTTP, RPC,
+ * WebSocket) and on methods of singleton providers.
+ *
+ * Keys are templates filled from the call, `{params.id}`, `{query.x}`, `{body.a.b}`,
+ * `{user.id}`, `{headers.x-tenant}` on HTTP and `{args.0.id}` everywhere, or a function of the
+ * call's {@link LockKeyContext}. Several keys are taken all or nothing.
+ *
+ * A lock that cannot be had within `timeoutMs` is `LockNotAcquiredError` (HTTP: 423 Locked
+ * with `Retry-After`); a key that cannot be built is `InvalidLockKeyError` (HTTP: 400).
+ *
+ * @example
+ * \@Post(':id/pay')
+ * \@Locked('order:{params.id}', { timeoutMs: 0 })
+ * pay(@Param('id') id: string) { ... }
+ *
+ * \@Injectable()
+ * class Ledger {
+ *   \@Locked('ledger:{args.0}')
+ *   async post(accountId: string, cents: number) { ... }
+ * }
+ */
+export const Locked = createLockedDecorator();

@@ -1,0 +1,17 @@
+// The public API. Anything not exported here is internal and may change without notice.
+export { MongoLockModule } from './mongo-lock.module';
+export {
+  MONGO_LOCK_OPTIONS,
+  MONGO_LOCK_ASYNC_OPTIONS_TYPE,
+  MONGO_LOCK_OPTIONS_TYPE,
+  type MongoLockOptionsFactory,
+} from './mongo-lock.module-definition';
+export { LockService } from './lock.service';
+export type { LockHandle } from './lock-handle';
+export * from './errors';
+export * from './interfaces';
+export { Locked, createLockedDecorator, type LockedOptions } from './decorators/locked.decorator';
+export { LockHandleParam } from './decorators/lock-handle-param.decorator';
+export { LockedInterceptor } from './interceptors/locked.interceptor';
+export type { LockKeyContext, LockKeySpec } from './keys/key-template';
+export { MAX_LOCK_KEY_BYTES } from './keys/lock-key';

@@ -1,0 +1,145 @@
+import {
+  BadRequestException,
+  type CallHandler,
+  type ExecutionContext,
+  HttpException,
+  HttpStatus,
+  Injectable,
+  type NestInterceptor,
+  Optional,
+} from '@nestjs/common';
+import { HttpAdapterHost, ModuleRef, Reflector } from '@nestjs/core';
+import { type Observable, throwError } from 'rxjs';
+import { runLockedByInterceptor } from '../decorators/lock-bindings';
+import type { LockedMetadata } from '../decorators/locked-metadata';
+import { lockedObservable } from '../decorators/locked-observable';
+import { InvalidLockKeyError, LockNotAcquiredError, MongoLockError } from '../errors';
+import type { LockKeyContext } from '../keys/key-template';
+import { LockService } from '../lock.service';
+import { LOCKED_METADATA } from '../mongo-lock.constants';
+import { MESSAGES } from '../mongo-lock.messages';
+
+interface HttpRequestLike {
+  params?: unknown;
+  query?: unknown;
+  body?: unknown;
+  user?: unknown;
+  headers?: unknown;
+}
+
+/**
+ * Locks `@Locked` handlers for the duration of their call (and of the Observable they return).
+ * `@Locked` applies it to each handler it decorates; you never register it yourself.
+ *
+ * On HTTP, a lock that cannot be had becomes `423 Locked` with `Retry-After`, and a key that
+ * cannot be built from the request becomes `400 Bad Request`. Other transports get the typed
+ * errors. Errors of the handler itself pass through unchanged. Override the protected hooks in
+ * a subclass and use it through `createLockedDecorator()`.
+ *
+ * @example
+ * class PoliteLockedInterceptor extends LockedInterceptor {
+ *   protected override retryAfterSeconds(error: LockNotAcquiredError) {
+ *     return Math.max(5, super.retryAfterSeconds(error));
+ *   }
+ * }
+ * export const Locked = createLockedDecorator(PoliteLockedInterceptor);
+ */
+@Injectable()
+export class LockedInterceptor implements NestInterceptor {
+  private lockService: LockService | undefined;
+
+  constructor(
+    protected readonly reflector: Reflector,
+    protected readonly moduleRef: ModuleRef,
+    @Optional() protected readonly adapterHost?: HttpAdapterHost,
+  ) {}
+
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    const metadata = this.reflector.get<LockedMetadata | undefined>(
+      LOCKED_METADATA,
+      context.getHandler(),
+    );
+    if (!metadata) return next.handle();
+    let keys: string[];
+    try {
+      keys = metadata.resolveKeys(this.keyContext(context, metadata));
+    } catch (error) {
+      return throwError(() => this.mapLockError(error, context));
+    }
+    return lockedObservable(
+      this.getLockService(),
+      keys,
+      metadata.options,
+      () => runLockedByInterceptor(metadata, () => next.handle()),
+      (error) => this.mapLockError(error, context),
+    );
+  }
+
+  /** The values key templates and key functions read. HTTP adds the request's parts. */
+  protected keyContext(context: ExecutionContext, metadata: LockedMetadata): LockKeyContext {
+    const base: LockKeyContext = {
+      type: context.getType(),
+      args: context.getArgs(),
+      className: metadata.className,
+      methodName: metadata.methodName,
+    };
+    if (context.getType() !== 'http') return base;
+    const request = context.switchToHttp().getRequest<HttpRequestLike>();
+    const { params, query, body, user, headers } = request;
+    return { ...base, params, query, body, user, headers };
+  }
+
+  /**
+   * Maps an error of taking the lock (never one of the handler). HTTP: `LockNotAcquiredError`
+   * is 423 with `Retry-After`, `InvalidLockKeyError` is 400; other transports: unchanged.
+   */
+  protected mapLockError(error: unknown, context: ExecutionContext): unknown {
+    if (context.getType() !== 'http') return error;
+    if (error instanceof LockNotAcquiredError) {
+      const seconds = this.retryAfterSeconds(error);
+      this.setResponseHeader(context, 'Retry-After', String(seconds));
+      return this.toLockedException(error, seconds);
+    }
+    if (error instanceof InvalidLockKeyError) return this.toInvalidKeyException(error);
+    return error;
+  }
+
+  /** Whole seconds until the holder's lease ends, at least 1. */
+  protected retryAfterSeconds(error: LockNotAcquiredError): number {
+    return Math.max(1, Math.ceil((error.retryAfterMs ?? 0) / 1000));
+  }
+
+  protected toLockedException(error: LockNotAcquiredError, retryAfterSeconds: number): unknown {
+    const body = {
+      statusCode: HttpStatus.LOCKED,
+      message: MESSAGES.locked(retryAfterSeconds),
+      error: 'Locked',
+    };
+    return new HttpException(body, HttpStatus.LOCKED, { cause: error });
+  }
+
+  protected toInvalidKeyException(error: InvalidLockKeyError): unknown {
+    return new BadRequestException(error.message, { cause: error });
+  }
+
+  /** Sets a header through the HTTP adapter, so Express and Fastify alike. */
+  protected setResponseHeader(context: ExecutionContext, name: string, value: string): void {
+    const adapter = this.adapterHost?.httpAdapter;
+    if (!adapter) return;
+    adapter.setHeader(context.switchToHttp().getResponse(), name, value);
+  }
+
+  /** The application's LockService, found across modules so feature modules need no import. */
+  protected getLockService(): LockService {
+    this.lockService ??= this.findLockService();
+    return this.lockService;
+  }
+
+  private findLockService(): LockService {
+    try {
+      return this.moduleRef.get(LockService, { strict: false });
+    } catch (error) {
+      throw new MongoLockError(MESSAGES.serviceMissing(), { cause: error });
+    }
+  }
+}

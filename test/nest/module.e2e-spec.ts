@@ -1,0 +1,204 @@
+import { Injectable, Module } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import {
+  InvalidLockOptionsError,
+  Locked,
+  LockService,
+  MONGO_LOCK_OPTIONS,
+  MongoLockModule,
+  type MongoLockModuleOptions,
+  type MongoLockOptionsFactory,
+} from '../../lib';
+import { startTestMongo, type TestMongo } from '../support/mongo';
+import { lockModule, openLockCollection, startAppContext } from './support/nest-apps';
+
+jest.setTimeout(90_000);
+
+let mongo: TestMongo;
+
+beforeAll(async () => {
+  mongo = await startTestMongo();
+});
+
+afterAll(async () => {
+  await mongo?.stop();
+});
+
+/** Stands in for a configuration module. */
+@Injectable()
+class AppConfig {
+  readonly lockOptions = (): MongoLockModuleOptions => ({
+    uri: mongo.uri,
+    dbName: mongo.dbName,
+    holderId: 'from-config',
+  });
+}
+
+@Module({ providers: [AppConfig], exports: [AppConfig] })
+class ConfigModule {}
+
+@Injectable()
+class LockOptionsFactory implements MongoLockOptionsFactory {
+  constructor(private readonly config: AppConfig) {}
+  createMongoLockOptions(): MongoLockModuleOptions {
+    return { ...this.config.lockOptions(), holderId: 'from-class' };
+  }
+}
+
+describe('MongoLockModule configuration', () => {
+  it('forRoot provides a working LockService', async () => {
+    const app = await startAppContext({ imports: [lockModule(mongo, { holderId: 'root' })] });
+    try {
+      const locks = app.get(LockService);
+      expect(locks.holderId).toBe('root');
+      await locks.withLock('module:root', async () => {
+        expect((await locks.inspect('module:root'))?.holderId).toBe('root');
+      });
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('forRootAsync with useFactory and inject', async () => {
+    const app = await startAppContext({
+      imports: [
+        MongoLockModule.forRootAsync({
+          imports: [ConfigModule],
+          inject: [AppConfig],
+          useFactory: async (config: AppConfig) => config.lockOptions(),
+        }),
+      ],
+    });
+    try {
+      expect(app.get(LockService).holderId).toBe('from-config');
+      expect(app.get(MONGO_LOCK_OPTIONS)).toMatchObject({ holderId: 'from-config' });
+      await app.get(LockService).withLock('module:factory', () => undefined);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('forRootAsync with useClass', async () => {
+    const app = await startAppContext({
+      imports: [
+        MongoLockModule.forRootAsync({ imports: [ConfigModule], useClass: LockOptionsFactory }),
+      ],
+    });
+    try {
+      expect(app.get(LockService).holderId).toBe('from-class');
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('isGlobal makes LockService injectable in every module', async () => {
+    @Injectable()
+    class Consumer {
+      constructor(readonly locks: LockService) {}
+    }
+    @Module({ providers: [Consumer], exports: [Consumer] })
+    class FeatureModule {}
+
+    const app = await startAppContext({
+      imports: [lockModule(mongo, { isGlobal: true }), FeatureModule],
+    });
+    try {
+      expect(app.get(Consumer).locks).toBe(app.get(LockService));
+    } finally {
+      await app.close();
+    }
+  });
+
+  it.each<[string, Partial<MongoLockModuleOptions>, RegExp]>([
+    ['defaultTtlMs', { defaultTtlMs: 5 }, /defaultTtlMs must be an integer from 1000/],
+    ['changeStreams', { changeStreams: 'sometimes' as never }, /changeStreams must be/],
+    ['collectionName', { collectionName: 'a$b' }, /collectionName/],
+  ])('fails at start-up on an invalid %s, naming it', async (option, options, message) => {
+    const start = async () => {
+      const moduleRef = await Test.createTestingModule({
+        imports: [lockModule(mongo, options)],
+      }).compile();
+      await moduleRef.init();
+      await moduleRef.close();
+    };
+    const error = await start().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidLockOptionsError);
+    expect((error as InvalidLockOptionsError).option).toBe(option);
+    expect((error as Error).message).toMatch(message);
+  });
+});
+
+describe('MongoLockModule shutdown', () => {
+  @Injectable()
+  class Worker {
+    @Locked('shutdown:job')
+    async runForever(): Promise<void> {
+      await new Promise(() => undefined);
+    }
+  }
+
+  it('app.close() releases every lock the instance holds', async () => {
+    const app = await startAppContext({
+      imports: [lockModule(mongo, { holderId: 'closing' })],
+      providers: [Worker],
+    });
+    const locks = app.get(LockService);
+    const collection = await openLockCollection(mongo);
+    try {
+      await locks.acquire('shutdown:manual', { ttlMs: 60_000 });
+      void app
+        .get(Worker)
+        .runForever()
+        .catch(() => undefined);
+      await waitFor(async () => (await collection.ownedBy('closing')).length === 2);
+      await app.close();
+      expect(await collection.ownedBy('closing')).toEqual([]);
+    } finally {
+      await collection.close();
+    }
+  });
+
+  it('SIGTERM with enableShutdownHooks releases the child process’s locks', async () => {
+    const collection = await openLockCollection(mongo);
+    try {
+      const child = spawn(
+        process.execPath,
+        ['-r', 'ts-node/register/transpile-only', join(__dirname, 'fixtures/shutdown-child.ts')],
+        {
+          cwd: join(__dirname, '../..'),
+          env: { ...process.env, MONGODB_URI: mongo.uri, MONGODB_DB: mongo.dbName },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
+      let output = '';
+      child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>(
+        (resolve) => child.on('exit', (code, signal) => resolve({ code, signal })),
+      );
+      await new Promise<void>((resolve, reject) => {
+        child.stdout.on('data', (chunk: Buffer) => {
+          if (chunk.toString().includes('ready')) resolve();
+        });
+        void exited.then(() => reject(new Error(`child exited early: ${output}`)));
+      });
+      expect(await collection.ownedBy('sigterm-child')).toHaveLength(2);
+      child.kill('SIGTERM');
+      const exit = await exited;
+      // Nest re-raises the signal after closing the application.
+      expect(exit.signal === 'SIGTERM' || exit.code === 0).toBe(true);
+      expect(await collection.ownedBy('sigterm-child')).toEqual([]);
+    } finally {
+      await collection.close();
+    }
+  });
+});
+
+async function waitFor(check: () => Promise<boolean>): Promise<void> {
+  for (let attempt = 0; attempt < 400; attempt += 1) {
+    if (await check()) return;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  throw new Error('condition not met');
+}

@@ -1,0 +1,167 @@
+import { Injectable, type INestApplicationContext, Logger, Scope } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+// Observable is imported as a value: the declared return type must be emitted as metadata.
+import { firstValueFrom, interval, map, Observable, take, toArray } from 'rxjs';
+import {
+  InvalidLockKeyError,
+  Locked,
+  LockNotAcquiredError,
+  LockService,
+  MongoLockError,
+} from '../../lib';
+import { startTestMongo, type TestMongo } from '../support/mongo';
+import { gate, lockModule, startAppContext } from './support/nest-apps';
+
+jest.setTimeout(60_000);
+
+@Injectable()
+class Ledger {
+  static readonly holds = new Map<string, Promise<void>>();
+
+  /** Reports who holds the lock while the method runs. */
+  @Locked('ledger:{args.0}', { timeoutMs: 0 })
+  async post(account: string): Promise<{ key?: string }> {
+    await Ledger.holds.get(account);
+    return { key: LockService.current()?.key };
+  }
+
+  @Locked('ledger:{args.0}')
+  async fail(_account: string): Promise<never> {
+    throw new RangeError('insufficient funds');
+  }
+
+  /** Same key as `post`: re-enters from inside it. */
+  @Locked('ledger:{args.0}', { timeoutMs: 0 })
+  async transfer(account: string): Promise<string | undefined> {
+    return (await this.post(account)).key;
+  }
+
+  @Locked('ledger:{args.0.id}')
+  async byObject(_account: { id: unknown }): Promise<string> {
+    return 'done';
+  }
+
+  @Locked('ticker:{args.0}')
+  ticks(_name: string): Observable<number> {
+    return interval(10).pipe(
+      take(3),
+      map((tick) => tick),
+    );
+  }
+}
+
+@Injectable({ scope: Scope.REQUEST })
+class PerRequestLedger {
+  @Locked('per-request')
+  async post(): Promise<void> {}
+}
+
+describe('@Locked provider methods', () => {
+  let mongo: TestMongo;
+  let appA: INestApplicationContext;
+  let appB: INestApplicationContext;
+
+  beforeAll(async () => {
+    mongo = await startTestMongo();
+    // Two applications in one process, as two instances of a service would be.
+    appA = await startAppContext({
+      imports: [lockModule(mongo, { holderId: 'A' })],
+      providers: [Ledger],
+    });
+    appB = await startAppContext({
+      imports: [lockModule(mongo, { holderId: 'B' })],
+      providers: [Ledger],
+    });
+  });
+
+  afterAll(async () => {
+    await appA?.close();
+    await appB?.close();
+    await mongo?.stop();
+  });
+
+  it('locks with each application’s own LockService', async () => {
+    for (const [app, holderId] of [
+      [appA, 'A'],
+      [appB, 'B'],
+    ] as const) {
+      const hold = gate();
+      Ledger.holds.set('acc-1', hold.opened);
+      const running = app.get(Ledger).post('acc-1');
+      await waitUntilHeld(app.get(LockService), 'ledger:acc-1');
+      expect((await app.get(LockService).inspect('ledger:acc-1'))?.holderId).toBe(holderId);
+      hold.open();
+      expect(await running).toMatchObject({ key: 'ledger:acc-1' });
+      Ledger.holds.delete('acc-1');
+    }
+  });
+
+  it('excludes the other application: its call fails with the typed error', async () => {
+    const hold = gate();
+    Ledger.holds.set('acc-2', hold.opened);
+    const running = appA.get(Ledger).post('acc-2');
+    await waitUntilHeld(appA.get(LockService), 'ledger:acc-2');
+    const error = await appB
+      .get(Ledger)
+      .post('acc-2')
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LockNotAcquiredError);
+    expect((error as LockNotAcquiredError).keys).toEqual(['ledger:acc-2']);
+    hold.open();
+    await running;
+    Ledger.holds.delete('acc-2');
+  });
+
+  it('passes the method’s own error through unchanged and releases', async () => {
+    await expect(appA.get(Ledger).fail('acc-3')).rejects.toThrow(RangeError);
+    expect((await appA.get(LockService).inspect('ledger:acc-3'))?.held).toBe(false);
+  });
+
+  it('re-enters a lock on the same key held by the same call chain', async () => {
+    await expect(appA.get(Ledger).transfer('acc-4')).resolves.toBe('ledger:acc-4');
+    expect((await appA.get(LockService).inspect('ledger:acc-4'))?.held).toBe(false);
+  });
+
+  it('refuses a non-scalar argument with InvalidLockKeyError and writes nothing', async () => {
+    await expect(appA.get(Ledger).byObject({ id: { $gt: '' } })).rejects.toThrow(
+      InvalidLockKeyError,
+    );
+    expect(await appA.get(LockService).inspect('ledger:[object Object]')).toBeNull();
+  });
+
+  it('holds the lock of a method declared to return an Observable until it completes', async () => {
+    const locks = appA.get(LockService);
+    const values = firstValueFrom(appA.get(Ledger).ticks('t1').pipe(toArray()));
+    await waitUntilHeld(locks, 'ticker:t1');
+    expect(await values).toEqual([0, 1, 2]);
+    expect((await locks.inspect('ticker:t1'))?.held).toBe(false);
+  });
+
+  it('fails rather than run unlocked when the instance is not bound to an application', async () => {
+    await expect(new Ledger().post('acc-5')).rejects.toThrow(MongoLockError);
+    await expect(new Ledger().post('acc-5')).rejects.toThrow(/not managed by an application/);
+  });
+
+  it('warns at start-up about request-scoped providers', async () => {
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    const moduleRef = await Test.createTestingModule({
+      imports: [lockModule(mongo)],
+      providers: [PerRequestLedger],
+    }).compile();
+    await moduleRef.init();
+    try {
+      expect(warn).toHaveBeenCalledWith(expect.stringContaining('PerRequestLedger@post'));
+    } finally {
+      warn.mockRestore();
+      await moduleRef.close();
+    }
+  });
+});
+
+async function waitUntilHeld(locks: LockService, key: string): Promise<void> {
+  for (let attempt = 0; attempt < 400; attempt += 1) {
+    if ((await locks.inspect(key))?.held) return;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  throw new Error(`${key} never became held`);
+}

@@ -1,0 +1,77 @@
+import type { INestApplication, INestApplicationContext, ModuleMetadata } from '@nestjs/common';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
+import { Test } from '@nestjs/testing';
+import { type Collection, MongoClient } from 'mongodb';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { MONGO_LOCK_OPTIONS_TYPE, MongoLockModule } from '../../../lib';
+import type { TestMongo } from '../../support/mongo';
+
+export type HttpAdapterName = 'express' | 'fastify';
+export const HTTP_ADAPTERS: HttpAdapterName[] = ['express', 'fastify'];
+
+/** `MongoLockModule.forRoot` on the fixture's server and the test file's own database. */
+export function lockModule(
+  mongo: TestMongo,
+  options: Partial<typeof MONGO_LOCK_OPTIONS_TYPE> = {},
+) {
+  return MongoLockModule.forRoot({ uri: mongo.uri, dbName: mongo.dbName, ...options });
+}
+
+/** An initialised HTTP application on Express or Fastify, ready for supertest. */
+export async function startHttpApp(
+  metadata: ModuleMetadata,
+  adapter: HttpAdapterName,
+): Promise<INestApplication> {
+  const moduleRef = await Test.createTestingModule(metadata).compile();
+  const app =
+    adapter === 'fastify'
+      ? moduleRef.createNestApplication(new FastifyAdapter(), { logger: false })
+      : moduleRef.createNestApplication({ logger: false });
+  await app.init();
+  if (adapter === 'fastify') {
+    await (app.getHttpAdapter().getInstance() as { ready(): Promise<void> }).ready();
+  }
+  return app;
+}
+
+/** An initialised application without HTTP: another "instance" of the service. */
+export async function startAppContext(metadata: ModuleMetadata): Promise<INestApplicationContext> {
+  const moduleRef = await Test.createTestingModule(metadata).compile();
+  moduleRef.useLogger(false);
+  return moduleRef.init();
+}
+
+export interface LockDocument {
+  _id: string;
+  owner: string | null;
+  holder: string | null;
+  expiresAt?: Date;
+}
+
+/** The lock collection read over the wire, as a separate client would see it. */
+export async function openLockCollection(mongo: TestMongo, collectionName = 'locks') {
+  const client = await MongoClient.connect(mongo.uri);
+  const locks: Collection<LockDocument> = client.db(mongo.dbName).collection(collectionName);
+  return {
+    locks,
+    /** Documents whose owner is set: held, or expired without release. */
+    ownedBy: (holder: string) => locks.find({ holder, owner: { $ne: null } }).toArray(),
+    close: () => client.close(),
+  };
+}
+
+/** Polls `check` until it returns true (for effects that arrive over a change stream). */
+export async function eventually(check: () => Promise<boolean> | boolean, timeoutMs = 10_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await sleep(25);
+  }
+}
+
+/** A promise with its resolve function, to hold a handler open while a test looks. */
+export function gate<T = void>() {
+  let open!: (value: T) => void;
+  const opened = new Promise<T>((resolve) => (open = resolve));
+  return { open, opened };
+}
