@@ -32,6 +32,7 @@ export class LockChangeFeed {
   private readonly eventListeners = new Set<(event: LockEvent) => void>();
   private active: ActiveStream | undefined;
   private pollingReason: string | undefined;
+  private pollingAnnounced = false;
   private failuresInARow = 0;
   private reopenTimer: NodeJS.Timeout | undefined;
   private readonly closing = new Set<Promise<void>>();
@@ -69,6 +70,7 @@ export class LockChangeFeed {
     if (!watchers) this.keyWatchers.set(key, (watchers = new Set()));
     watchers.add(watcher);
     if (this.streaming) this.cover(watcher, attemptTime);
+    else this.announcePolling();
     return () => {
       watchers.delete(watcher);
       if (watchers.size === 0 && this.keyWatchers.get(key) === watchers)
@@ -81,7 +83,8 @@ export class LockChangeFeed {
   /** Every acquisition and release seen on the collection. */
   watchEvents(listener: (event: LockEvent) => void): () => void {
     this.eventListeners.add(listener);
-    if (this.streaming && !this.active) this.open({}, undefined);
+    if (!this.streaming) this.announcePolling();
+    else if (!this.active) this.open({}, undefined);
     return () => {
       this.eventListeners.delete(listener);
       this.stopIfUnused();
@@ -114,6 +117,16 @@ export class LockChangeFeed {
     if (active.startAt) queueMicrotask(() => watcher('recheck'));
     else if (active.established) queueMicrotask(() => watcher('recheck'));
     else active.onEstablished.add(watcher);
+  }
+
+  /** Says once per feed why waits poll: it changes latency and silences events$. */
+  private announcePolling(): void {
+    if (this.pollingAnnounced) return;
+    this.pollingAnnounced = true;
+    this.logger.warn(
+      `Waiting for locks by polling: ${this.pollingReason}. Releases are noticed within the ` +
+        'polling interval instead of at once, and events$ emits nothing.',
+    );
   }
 
   private hasWatchers(): boolean {
@@ -181,10 +194,7 @@ export class LockChangeFeed {
     if (active) this.closeQuietly(active.stream);
     if (isChangeStreamUnsupportedError(error)) {
       this.pollingReason = 'the server does not support change streams (a standalone mongod?)';
-      this.logger.warn(
-        `Waiting for locks by polling: ${this.pollingReason}. Releases are noticed within ` +
-          'the polling interval instead of at once, and events$ emits nothing.',
-      );
+      this.announcePolling();
       this.recheckAll();
       return;
     }

@@ -62,6 +62,8 @@ export class KeyQueue {
   enqueue(request: KeyWaitRequest): Promise<AcquireAttemptWon> {
     return new Promise<AcquireAttemptWon>((resolve, reject) => {
       if (request.signal?.aborted) {
+        // The contract is to reject with the caller's own reason, whatever it is.
+        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
         reject(request.signal.reason);
         return;
       }

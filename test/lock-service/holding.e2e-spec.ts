@@ -1,0 +1,184 @@
+import { firstValueFrom, toArray } from 'rxjs';
+import { LockLostError, LockNotAcquiredError, MongoLockError } from '../../lib/errors';
+import { LockService } from '../../lib/lock.service';
+import { LockTestKit, sleep } from './lock-test-kit';
+
+jest.setTimeout(60_000);
+
+describe('LockService holding', () => {
+  const kit = new LockTestKit();
+
+  beforeAll(() => kit.start());
+  beforeEach(() => kit.nextCollection());
+  afterEach(() => kit.cleanup());
+  afterAll(() => kit.stop());
+
+  it('withLock renews the lease while fn runs longer than the lease', async () => {
+    const locks = await kit.service();
+    const other = await kit.service();
+    const result = await locks.withLock(
+      'long-job',
+      async (handle) => {
+        await sleep(3_000);
+        expect(handle.lost).toBe(false);
+        expect(await other.tryAcquire('long-job')).toBeNull();
+        return 'done';
+      },
+      { ttlMs: 1_000 },
+    );
+    expect(result).toBe('done');
+    expect((await other.inspect('long-job'))?.held).toBe(false);
+  });
+
+  it('a lease that runs out aborts the signal, emits lost$ once, and release reports it', async () => {
+    const locks = await kit.service();
+    const other = await kit.service();
+    const handle = await locks.acquire('fragile', { ttlMs: 1_000 });
+    const losses = firstValueFrom(handle.lost$.pipe(toArray()));
+    await sleep(1_200);
+    expect(handle.lost).toBe(true);
+    expect(handle.signal.aborted).toBe(true);
+    expect(handle.signal.reason).toBeInstanceOf(LockLostError);
+    const lost = await losses;
+    expect(lost).toHaveLength(1);
+    expect(lost[0].key).toBe('fragile');
+    const taker = await other.acquire('fragile', { timeoutMs: 0 });
+    await expect(handle.release()).rejects.toBeInstanceOf(LockLostError);
+    await expect(handle.extend()).rejects.toBeInstanceOf(LockLostError);
+    expect((await other.inspect('fragile'))?.holderId).toBe(other.holderId);
+    await taker.release();
+  });
+
+  it('a refused renewal marks the handle lost and never takes the key back', async () => {
+    const locks = await kit.service();
+    const handle = await locks.acquire('stolen', { ttlMs: 1_200, renew: { intervalRatio: 0.25 } });
+    const client = await kit.client();
+    await client
+      .db(kit.mongo.dbName)
+      .collection<{ _id: string }>(kit.collectionName)
+      .updateOne({ _id: 'stolen' }, { $set: { owner: 'somebody-else', holder: 'thief' } });
+    await sleep(800);
+    expect(handle.lost).toBe(true);
+    expect(handle.signal.reason).toMatchObject({ name: 'LockLostError', key: 'stolen' });
+    await expect(handle.release()).rejects.toBeInstanceOf(LockLostError);
+    const [raw] = await kit.rawLocks();
+    expect(raw).toMatchObject({ owner: 'somebody-else', holder: 'thief' });
+  });
+
+  it('release reports a lease that ran out even when nobody took the key', async () => {
+    const locks = await kit.service();
+    const handle = await locks.acquire('lapsed', { ttlMs: 1_000 });
+    await sleep(1_100);
+    await expect(handle.release()).rejects.toBeInstanceOf(LockLostError);
+    expect((await locks.inspect('lapsed'))?.held).toBe(false);
+  });
+
+  it('withLock passes fn errors through unchanged and always releases', async () => {
+    const locks = await kit.service();
+    const failure = new TypeError('boom');
+    await expect(
+      locks.withLock('erring', () => {
+        throw failure;
+      }),
+    ).rejects.toBe(failure);
+    expect((await locks.inspect('erring'))?.held).toBe(false);
+  });
+
+  it('withLock rejects with LockLostError when fn succeeded but the lease was lost', async () => {
+    const locks = await kit.service();
+    await expect(
+      locks.withLock('lost-in-fn', () => sleep(1_200), { ttlMs: 1_000, renew: false }),
+    ).rejects.toBeInstanceOf(LockLostError);
+  });
+
+  it('withLock is re-entrant in the same async context and exposes LockService.current()', async () => {
+    const client = await kit.client();
+    const locks = await kit.service({ client });
+    expect(LockService.current()).toBeUndefined();
+    const fences = await locks.withLock(['a', 'b'], async (outer) => {
+      expect(LockService.current()).toBe(outer);
+      const inner = await locks.withLock('a', async (handle) => {
+        expect(handle).toBe(outer);
+        return handle.fence;
+      });
+      // Disjoint keys nest normally.
+      const nested = await locks.withLock('c', async (handle) => {
+        expect(LockService.current()).toBe(handle);
+        return handle.fence;
+      });
+      expect(LockService.current()).toBe(outer);
+      expect(outer.released).toBe(false);
+      await expect(locks.withLock(['b', 'z'], () => 1)).rejects.toBeInstanceOf(MongoLockError);
+      return [inner, nested];
+    });
+    expect(fences[0]).toBeGreaterThan(0n);
+    expect(LockService.current()).toBeUndefined();
+    expect((await locks.inspect('a'))?.held).toBe(false);
+  });
+
+  it('another async context of the same service waits instead of re-entering', async () => {
+    const locks = await kit.service();
+    let enterElsewhere!: () => void;
+    // Chained outside withLock, so it runs in the outer async context.
+    const elsewhere = new Promise<void>((resolve) => (enterElsewhere = resolve)).then(() =>
+      locks.withLock('exclusive', () => 1, { timeoutMs: 200 }),
+    );
+    await locks.withLock('exclusive', async () => {
+      enterElsewhere();
+      await expect(elsewhere).rejects.toBeInstanceOf(LockNotAcquiredError);
+    });
+  });
+
+  it('multi-key acquisition is all or nothing, and releases what it took', async () => {
+    const locks = await kit.service();
+    const other = await kit.service();
+    const blocker = await other.acquire('m2');
+    const error = await locks
+      .acquire(['m3', 'm1', 'm2'], { timeoutMs: 300 })
+      .catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(LockNotAcquiredError);
+    expect((error as LockNotAcquiredError).keys).toEqual(['m1', 'm2', 'm3']);
+    expect((error as LockNotAcquiredError).holderId).toBe(other.holderId);
+    expect((await other.inspect('m1'))?.held).toBe(false);
+    expect(await other.inspect('m3')).toBeNull();
+    await blocker.release();
+
+    const handle = await locks.acquire(['m3', 'm1', 'm2', 'm1']);
+    expect(handle.keys).toEqual(['m1', 'm2', 'm3']);
+    expect([...handle.fences.keys()]).toEqual(['m1', 'm2', 'm3']);
+    expect(handle.fence).toBe(handle.fences.get('m1'));
+    await handle.release();
+    expect(await other.tryAcquire(['m1', 'm2', 'm3'])).not.toBeNull();
+  });
+
+  it('extend renews the lease on demand', async () => {
+    const locks = await kit.service();
+    const handle = await locks.acquire('extended', { ttlMs: 1_000 });
+    await handle.extend(20_000);
+    await sleep(1_200);
+    expect(handle.lost).toBe(false);
+    expect(handle.expiresAt.getTime()).toBeGreaterThan(Date.now() + 15_000);
+    expect((await locks.inspect('extended'))?.remainingMs).toBeGreaterThan(15_000);
+    await handle.release();
+    await handle.release(); // idempotent after success
+    await expect(handle.extend()).rejects.toBeInstanceOf(MongoLockError);
+  });
+
+  it('maxHoldMs stops a stuck holder: the handle is lost', async () => {
+    const locks = await kit.service({ maxHoldMs: 1_500 });
+    const handle = await locks.acquire('stuck', { ttlMs: 1_000, renew: true });
+    await sleep(1_000);
+    expect(handle.lost).toBe(false);
+    await sleep(800);
+    expect(handle.lost).toBe(true);
+    expect(String(handle.signal.reason)).toContain('maxHoldMs');
+  });
+
+  it('await using releases at the end of the block', async () => {
+    const locks = await kit.service();
+    const handle = await locks.acquire('disposable');
+    await handle[Symbol.asyncDispose]();
+    expect(handle.released).toBe(true);
+    expect((await locks.inspect('disposable'))?.held).toBe(false);
+  });
+});

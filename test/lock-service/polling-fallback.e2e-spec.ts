@@ -1,0 +1,58 @@
+import { Logger } from '@nestjs/common';
+import { canEmulate } from '../support/mongo';
+import { eventually, LockTestKit } from './lock-test-kit';
+
+jest.setTimeout(60_000);
+
+function pollingWarnings(warn: jest.SpyInstance): unknown[] {
+  return warn.mock.calls.filter(([message]) => String(message).includes('by polling'));
+}
+
+async function expectPollingHandOver(kit: LockTestKit, warn: jest.SpyInstance, extra = {}) {
+  const holder = await kit.service(extra);
+  const locks = await kit.service({ pollIntervalMs: 20, maxPollIntervalMs: 100, ...extra });
+  const held = await holder.acquire('polled', { ttlMs: 60_000 });
+  const waiters = [1, 2, 3].map(() => locks.withLock('polled', () => true, { timeoutMs: 20_000 }));
+  await eventually(() => locks.diagnostics.waiters === 3);
+  await held.release();
+  expect(await Promise.all(waiters)).toEqual([true, true, true]);
+  expect(locks.diagnostics.streamOpen).toBe(false);
+  const other = await kit.service(extra);
+  const again = await other.acquire('polled', { timeoutMs: 0 });
+  const waiting = locks.acquire('polled', { timeoutMs: 20_000 });
+  await again.release();
+  await (await waiting).release();
+  expect(pollingWarnings(warn)).toHaveLength(1);
+}
+
+describe('LockService without change streams', () => {
+  let warn: jest.SpyInstance;
+  beforeEach(() => {
+    warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+  });
+  afterEach(() => warn.mockRestore());
+
+  describe("changeStreams: 'off'", () => {
+    const kit = new LockTestKit();
+    beforeAll(() => kit.start());
+    beforeEach(() => kit.nextCollection());
+    afterEach(() => kit.cleanup());
+    afterAll(() => kit.stop());
+
+    it('polls with backoff, hands the lock over, and warns once', async () => {
+      await expectPollingHandOver(kit, warn, { changeStreams: 'off' });
+    });
+  });
+
+  (canEmulate('standalone') ? describe : describe.skip)('a standalone server', () => {
+    const kit = new LockTestKit();
+    beforeAll(() => kit.start({ standalone: true }));
+    beforeEach(() => kit.nextCollection());
+    afterEach(() => kit.cleanup());
+    afterAll(() => kit.stop());
+
+    it('falls back to polling, hands the lock over, and warns once', async () => {
+      await expectPollingHandOver(kit, warn);
+    });
+  });
+});

@@ -1,0 +1,122 @@
+import { firstValueFrom, toArray } from 'rxjs';
+import type { LockEvent } from '../../lib/interfaces';
+import { countCommands, eventually, LockTestKit, sleep } from './lock-test-kit';
+
+jest.setTimeout(60_000);
+
+describe('LockService waiting', () => {
+  const kit = new LockTestKit();
+
+  beforeAll(() => kit.start());
+  beforeEach(() => kit.nextCollection());
+  afterEach(() => kit.cleanup());
+  afterAll(() => kit.stop());
+
+  it('serves many local waiters in FIFO order through one change stream', async () => {
+    const holder = await kit.service();
+    const client = await kit.client({ monitorCommands: true });
+    const commands = countCommands(client);
+    const locks = await kit.service({ client, safetyPollIntervalMs: 600_000 });
+    const first = await holder.acquire('queue', { ttlMs: 60_000 });
+    const order: number[] = [];
+    const waiters = [0, 1, 2, 3, 4].map((index) =>
+      locks.withLock('queue', async () => void order.push(index), { timeoutMs: 30_000 }),
+    );
+    await eventually(() => locks.diagnostics.waiters === 5 && locks.diagnostics.streamOpen);
+    await first.release();
+    await Promise.all(waiters);
+
+    expect(order).toEqual([0, 1, 2, 3, 4]);
+    expect(locks.diagnostics.streamsOpened).toBe(1);
+    expect(commands.names.filter((name) => name === 'aggregate')).toHaveLength(1);
+    await eventually(() => !locks.diagnostics.streamOpen);
+  });
+
+  it('acquire$ unsubscribed before the grant leaves no waiter, stream or lock behind', async () => {
+    const holder = await kit.service();
+    const locks = await kit.service();
+    const held = await holder.acquire('cancel-me');
+    const subscription = locks.acquire$('cancel-me', { timeoutMs: 30_000 }).subscribe();
+    await eventually(() => locks.diagnostics.waiters === 1 && locks.diagnostics.streamOpen);
+    subscription.unsubscribe();
+    await eventually(() => locks.diagnostics.waiters === 0 && !locks.diagnostics.streamOpen);
+    await held.release();
+    await sleep(200);
+    expect((await locks.inspect('cancel-me'))?.holderId).toBe(holder.holderId);
+    expect((await locks.inspect('cancel-me'))?.held).toBe(false);
+  });
+
+  it('acquire$ emits the handle once and completes', async () => {
+    const locks = await kit.service();
+    const handles = await firstValueFrom(locks.acquire$('observable').pipe(toArray()));
+    expect(handles).toHaveLength(1);
+    expect(handles[0].key).toBe('observable');
+    await handles[0].release();
+  });
+
+  it('an aborted signal cancels the wait with its reason and nothing is taken', async () => {
+    const holder = await kit.service();
+    const locks = await kit.service();
+    const held = await holder.acquire('abortable');
+    const controller = new AbortController();
+    const reason = new Error('user gave up');
+    const waiting = locks.acquire('abortable', { timeoutMs: 30_000, signal: controller.signal });
+    await eventually(() => locks.diagnostics.waiters === 1);
+    controller.abort(reason);
+    await expect(waiting).rejects.toBe(reason);
+    expect(locks.diagnostics.waiters).toBe(0);
+    await expect(locks.acquire('other', { signal: controller.signal })).rejects.toBe(reason);
+    expect(await locks.inspect('other')).toBeNull();
+    await held.release();
+  });
+
+  it('waitForRelease emits when the holder releases', async () => {
+    const holder = await kit.service();
+    const watcher = await kit.service({ safetyPollIntervalMs: 600_000 });
+    const held = await holder.acquire('watched', { ttlMs: 60_000 });
+    let released = false;
+    const freed = firstValueFrom(watcher.waitForRelease('watched')).then(() => (released = true));
+    await sleep(300);
+    expect(released).toBe(false);
+    await held.release();
+    await freed;
+    expect(released).toBe(true);
+  });
+
+  it('waitForRelease emits when the lease runs out, and at once for a free key', async () => {
+    const holder = await kit.service();
+    const watcher = await kit.service();
+    await holder.acquire('expiring', { ttlMs: 1_000 });
+    const started = Date.now();
+    await firstValueFrom(watcher.waitForRelease('expiring'));
+    expect(Date.now() - started).toBeGreaterThanOrEqual(800);
+    await firstValueFrom(watcher.waitForRelease('never-locked'));
+  });
+
+  it('events$ reports acquisitions and releases with holder and fence', async () => {
+    const observer = await kit.service();
+    const locks = await kit.service();
+    const seen: LockEvent[] = [];
+    const subscription = observer.events$.subscribe((event) => seen.push(event));
+    await eventually(() => observer.diagnostics.streamOpen);
+    await sleep(300);
+    const handle = await locks.acquire('evented');
+    await handle.release();
+    await eventually(() => seen.length >= 2);
+    expect(seen.slice(0, 2)).toMatchObject([
+      { type: 'acquired', key: 'evented', holderId: locks.holderId, fence: handle.fence },
+      { type: 'released', key: 'evented', holderId: locks.holderId },
+    ]);
+    const renewed = await locks.acquire('renewed', { renew: { intervalRatio: 0.1 }, ttlMs: 1_000 });
+    await sleep(500);
+    await renewed.release();
+    await eventually(() => seen.length >= 4);
+    // Renewals are filtered on the server: only the acquisition and the release arrive.
+    expect(seen.filter((event) => event.key === 'renewed').map((event) => event.type)).toEqual([
+      'acquired',
+      'released',
+    ]);
+    subscription.unsubscribe();
+    await eventually(() => !observer.diagnostics.streamOpen);
+  });
+});
