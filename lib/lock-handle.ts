@@ -135,15 +135,20 @@ export class MongoLockHandle implements LockHandle {
 
   /**
    * Marks the handle released without a round trip, after `releaseAllHeld()` freed its keys
-   * with one command.
+   * with one command. Work still running under it is no longer protected, so it is lost too.
    */
-  markReleasedElsewhere(): void {
+  markReleasedElsewhere(reason: string): void {
     if (this.isReleased) return;
-    this.keeper.stop();
+    this.markLost(this.key, reason);
     this.settle();
   }
 
-  /** Stops renewing (at shutdown, before the keys are released). */
+  /** Marks the handle lost before the service releases it (shutdown). */
+  markLostBeforeRelease(reason: string): void {
+    this.markLost(this.key, reason);
+  }
+
+  /** Stops renewing, before `releaseAllHeld()` frees the keys. */
   stopRenewal(): void {
     this.keeper.stop();
   }

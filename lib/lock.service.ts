@@ -135,7 +135,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    */
   async tryAcquire(keys: string | string[], options?: AcquireOptions): Promise<LockHandle | null> {
     try {
-      return await this.acquire(keys, { timeoutMs: 0, ...options });
+      return await this.acquire(keys, { ...options, timeoutMs: options?.timeoutMs ?? 0 });
     } catch (error) {
       if (error instanceof LockNotAcquiredError) return null;
       throw error;
@@ -250,18 +250,25 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     for (const handle of handles) handle.stopRenewal();
     const released = await store.releaseAllByHolder();
     for (const handle of handles) {
-      handle.markReleasedElsewhere();
+      handle.markReleasedElsewhere('releaseAllHeld() released it');
       for (const key of handle.keys) this.waiting.notifyReleased(key);
     }
     return released;
   }
 
   /** Diagnostics for tests and health checks. @internal */
-  get diagnostics(): { waiters: number; streamOpen: boolean; streamsOpened: number; held: number } {
+  get diagnostics(): {
+    waiters: number;
+    streamOpen: boolean;
+    streamEstablished: boolean;
+    streamsOpened: number;
+    held: number;
+  } {
     const feed = this.waiting.feed;
     return {
       waiters: this.waiting.waiterCount,
       streamOpen: feed.streamOpen,
+      streamEstablished: feed.streamEstablished,
       streamsOpened: feed.streamsOpened,
       held: this.held.size,
     };
@@ -413,7 +420,8 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     this.closing.abort(new MongoLockError(serviceClosedMessage()));
     await this.starting?.catch(() => undefined);
     const handles = [...this.held];
-    for (const handle of handles) handle.stopRenewal();
+    // Work still running under these locks is no longer protected: abort it.
+    for (const handle of handles) handle.markLostBeforeRelease('the LockService is shutting down');
     await Promise.all(handles.map((handle) => handle.release().catch(() => undefined)));
     await this.waiting.close();
   }

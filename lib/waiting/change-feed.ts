@@ -60,6 +60,11 @@ export class LockChangeFeed {
     return this.active !== undefined;
   }
 
+  /** The open stream has answered once, so events from now on will arrive. */
+  get streamEstablished(): boolean {
+    return this.active?.established ?? false;
+  }
+
   /**
    * Calls `watcher('released')` when `key` is released or deleted, and `watcher('recheck')`
    * when an event may have been missed. `attemptTime` is the operationTime of the attempt

@@ -55,8 +55,9 @@ export class KeyQueue {
     private readonly deps: KeyQueueDeps,
   ) {}
 
+  /** Callers still waiting (settled ones leave the array lazily). */
   get size(): number {
-    return this.waiters.length;
+    return this.waiters.filter((waiter) => !waiter.settled).length;
   }
 
   enqueue(request: KeyWaitRequest): Promise<AcquireAttemptWon> {

@@ -167,8 +167,9 @@ describe('LockService acquire and release', () => {
     commands.reset();
     expect(await locks.releaseAllHeld()).toBe(3);
     expect(commands.names).toEqual(['update']);
-    expect(handles.every((handle) => handle.released)).toBe(true);
-    await handles[0].release(); // already released: resolves, sends nothing
+    expect(handles.every((handle) => handle.released && handle.signal.aborted)).toBe(true);
+    // Taken away from its holder: release says so, and sends nothing.
+    await expect(handles[0].release()).rejects.toMatchObject({ name: 'LockLostError' });
     expect(commands.names).toEqual(['update']);
     expect((await other.inspect('d'))?.held).toBe(true);
     expect(await other.tryAcquire(['a', 'b', 'c'])).not.toBeNull();
@@ -189,6 +190,7 @@ describe('LockService acquire and release', () => {
     });
     await own.close();
     expect(held.released).toBe(true);
+    expect(held.signal.reason).toMatchObject({ name: 'LockLostError' });
     expect(await client.db(kit.mongo.dbName).command({ ping: 1 })).toMatchObject({ ok: 1 });
     const observer = await kit.service();
     expect((await observer.inspect('shutdown'))?.held).toBe(false);

@@ -98,8 +98,7 @@ describe('LockService waiting', () => {
     const locks = await kit.service();
     const seen: LockEvent[] = [];
     const subscription = observer.events$.subscribe((event) => seen.push(event));
-    await eventually(() => observer.diagnostics.streamOpen);
-    await sleep(300);
+    await eventually(() => observer.diagnostics.streamEstablished);
     const handle = await locks.acquire('evented');
     await handle.release();
     await eventually(() => seen.length >= 2);
