@@ -3,6 +3,9 @@ import { ObjectId } from 'bson';
 import { CursorRegistry } from './commands/cursor-registry';
 import { Storage } from './engine/storage';
 import { TtlMonitor } from './engine/ttl-monitor';
+import { FailPoints } from './faults/fail-points';
+import { RetryableWrites } from './sessions/retryable-writes';
+import { Transactions } from './sessions/transactions';
 
 export interface ServerOptions {
   host: string;
@@ -20,6 +23,9 @@ export const SERVER_VERSION = '7.0.14';
 export class ServerState extends EventEmitter {
   readonly storage = new Storage();
   readonly cursors = new CursorRegistry();
+  readonly failPoints = new FailPoints();
+  readonly retryableWrites = new RetryableWrites();
+  readonly transactions = new Transactions(this.storage);
   readonly electionId = new ObjectId('7fffffff0000000000000001');
   readonly startedAt = new Date();
   /** While in the future, the node is a secondary (simulated replSetStepDown). */

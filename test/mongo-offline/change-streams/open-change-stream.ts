@@ -38,7 +38,7 @@ function justBefore(ts: Timestamp): Timestamp {
 }
 
 function assertHistoryKept(context: CommandContext, ts: Timestamp): void {
-  const { oplog } = context.storage;
+  const { oplog } = context.server.storage;
   const oldest = oplog.entries[0];
   if (oplog.firstPosition > 0 && oldest && ts.compare(oldest.ts) < 0) {
     throw new CommandError(
@@ -53,7 +53,7 @@ function startingPoint(
   context: CommandContext,
   options: Document,
 ): Pick<ChangeStreamSettings, 'position' | 'resumePoint' | 'initialToken'> {
-  const { storage } = context;
+  const { storage } = context.server;
   const given = [options.resumeAfter, options.startAfter, options.startAtOperationTime].filter(
     (value) => value !== undefined,
   );
@@ -126,7 +126,7 @@ export async function openChangeStream(
   const cursor = new ChangeStreamCursor(
     context.server.cursors.newId(),
     ns,
-    context.storage,
+    context.server.storage,
     settings,
     context.command.lsid as Document | undefined,
   );

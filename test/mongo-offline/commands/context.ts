@@ -3,6 +3,7 @@ import type { Options } from 'mingo/types';
 import type { ServerState } from '../server-state';
 import type { WriteOrigin } from '../engine/storage';
 import { commandMingoOptions } from '../engine/mingo-options';
+import type { DataStore } from '../engine/data-store';
 
 /** What a command knows about the connection it arrived on. */
 export interface ConnectionInfo {
@@ -17,6 +18,8 @@ export class CommandContext {
   readonly now = new Date();
   readonly clusterTime: Timestamp;
   readonly mingo: Partial<Options>;
+  /** The real storage, or the view of the transaction this command belongs to. */
+  storage: DataStore;
 
   constructor(
     readonly server: ServerState,
@@ -25,14 +28,11 @@ export class CommandContext {
     readonly command: Document,
     readonly connection: ConnectionInfo,
   ) {
+    this.storage = server.storage;
     this.clusterTime = server.storage.clock.now();
     const variables: Document = { NOW: this.now, CLUSTER_TIME: this.clusterTime };
     if (command.let && typeof command.let === 'object') Object.assign(variables, command.let);
     this.mingo = commandMingoOptions(variables, command.collation as Document | undefined);
-  }
-
-  get storage() {
-    return this.server.storage;
   }
 
   /** The collection named by the command's first field (`{find: 'coll'}`). */

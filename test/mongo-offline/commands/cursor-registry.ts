@@ -1,5 +1,6 @@
 import { type Document, Long } from 'bson';
 import type { CommandContext } from './context';
+import type { CommandError } from './errors';
 
 export interface CursorBatch {
   documents: Document[];
@@ -14,8 +15,8 @@ export interface ServerCursor {
   readonly ns: string;
   lsid?: Document;
   nextBatch(context: CommandContext, batchSize: number | undefined): Promise<CursorBatch>;
-  /** Wakes a change stream's waiting getMore so that it can end (killCursors, step-down). */
-  kill(): void;
+  /** Wakes a change stream's waiting getMore so that it fails with `reason` (killCursors, step-down). */
+  kill(reason?: CommandError): void;
 }
 
 export class CursorRegistry {
@@ -34,14 +35,14 @@ export class CursorRegistry {
     return this.cursors.get(id);
   }
 
-  remove(id: number): boolean {
+  remove(id: number, reason?: CommandError): boolean {
     const cursor = this.cursors.get(id);
-    cursor?.kill();
+    cursor?.kill(reason);
     return this.cursors.delete(id);
   }
 
-  killAll(): void {
-    for (const id of [...this.cursors.keys()]) this.remove(id);
+  killAll(reason?: CommandError): void {
+    for (const id of [...this.cursors.keys()]) this.remove(id, reason);
   }
 
   killForSessions(matches: (lsid: Document | undefined) => boolean): void {

@@ -1,5 +1,8 @@
 import { Binary, type Document, Long } from 'bson';
+import { applyFailCommand, withRetryableLabel } from '../faults/fail-command';
 import type { ServerState } from '../server-state';
+import { runInSession } from '../sessions/session-router';
+import { adminCommands } from './admin-commands';
 import { aggregateCommands } from './aggregate';
 import { catalogCommands } from './catalog-commands';
 import { CommandContext, type CommandHandler, type ConnectionInfo } from './context';
@@ -7,6 +10,7 @@ import { CommandError } from './errors';
 import { findAndModifyCommands } from './find-and-modify';
 import { handshakeCommands } from './handshake';
 import { indexCommandsFor } from './index-commands';
+import { NO_REPLY, isNoReply } from './no-reply';
 import { readCommands } from './read-commands';
 import { writeCommands } from './write-commands';
 
@@ -19,28 +23,41 @@ const HANDLERS: Record<string, CommandHandler> = {
   ...aggregateCommands,
   ...catalogCommands,
   ...indexCommandsFor(),
+  ...adminCommands,
 };
 
-export function registerCommand(name: string, handler: CommandHandler): void {
-  HANDLERS[name.toLowerCase()] = handler;
-}
+const ZERO_HASH = new Binary(Buffer.alloc(20), 0);
+const ZERO_KEY_ID = Long.fromNumber(0);
 
-/** Runs one command and always returns a reply document (errors become ok:0 replies). */
+/**
+ * Runs one command: fail points first, then the session (transaction / retryable write),
+ * then the handler. Errors become `ok: 0` replies; `undefined` means the connection was
+ * closed instead of answering.
+ */
 export async function dispatchCommand(
   server: ServerState,
   db: string,
   command: Document,
   connection: ConnectionInfo,
-): Promise<Document> {
+): Promise<Document | undefined> {
   const name = Object.keys(command)[0] ?? '';
   const handler = HANDLERS[name.toLowerCase()];
+  if (!handler)
+    return decorateReply(server, new CommandError(59, `no such command: '${name}'`).toReply());
+  const context = new CommandContext(server, db, name, command, connection);
   let reply: Document;
   try {
-    if (!handler) throw new CommandError(59, `no such command: '${name}'`);
-    const context = new CommandContext(server, db, name, command, connection);
-    reply = await handler(context);
+    const failure = await applyFailCommand(context);
+    if (failure.kind === 'close') {
+      connection.close();
+      return undefined;
+    }
+    if (failure.kind === 'error') return decorateReply(server, failure.reply);
+    reply = await runInSession(context, handler);
+    if (isNoReply(reply)) return undefined;
+    if (failure.kind === 'afterwards') reply = failure.decorate(reply);
   } catch (error) {
-    reply = errorReply(error);
+    reply = withRetryableLabel(context, errorReply(error));
   }
   return decorateReply(server, reply);
 }
@@ -53,7 +70,7 @@ export function errorReply(error: unknown): Document {
 
 /** Every reply from a replica-set member gossips the cluster time. */
 export function decorateReply(server: ServerState, reply: Document): Document {
-  if (!server.options.replicaSet) return reply;
+  if (!server.options.replicaSet || reply === NO_REPLY) return reply;
   const clusterTime = server.storage.clock.now();
   return {
     ...reply,
@@ -61,5 +78,3 @@ export function decorateReply(server: ServerState, reply: Document): Document {
     operationTime: clusterTime,
   };
 }
-const ZERO_HASH = new Binary(Buffer.alloc(20), 0);
-const ZERO_KEY_ID = Long.fromNumber(0);

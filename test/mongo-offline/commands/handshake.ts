@@ -118,7 +118,6 @@ export const handshakeCommands: Record<string, CommandHandler> = {
   hostinfo: () => ({ system: { hostname: 'offline' }, os: {}, extra: {}, ok: 1 }),
   getlog: () => ({ totalLinesWritten: 0, log: [], ok: 1 }),
   whatsmyuri: (context) => ({ you: `127.0.0.1:${context.connection.id}`, ok: 1 }),
-  endsessions: () => ({ ok: 1 }),
   refreshsessions: () => ({ ok: 1 }),
   startsession: () => ({ ok: 1 }),
   logout: () => ({ ok: 1 }),

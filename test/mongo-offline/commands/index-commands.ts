@@ -115,7 +115,7 @@ const createIndexes: CommandHandler = (context) => {
   const collection = context.storage.ensureCollection(context.db, context.collectionName);
   const numIndexesBefore = collection.indexes.length;
   const toCreate = specs.filter((spec) => !existsOrConflicts(collection, spec));
-  for (const spec of toCreate) collection.addIndex(spec);
+  for (const spec of toCreate) context.storage.addIndex(collection, spec);
   const reply: Document = {
     numIndexesBefore,
     numIndexesAfter: collection.indexes.length,

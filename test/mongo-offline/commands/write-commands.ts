@@ -25,6 +25,8 @@ function runBatch(
     try {
       run(items[index] as Document, index);
     } catch (error) {
+      // A transaction's write conflict fails the whole command, labelled for retry.
+      if (error instanceof CommandError && error.code === 112) throw error;
       writeErrors.push(writeErrorOf(index, error));
       if (ordered) break;
     }

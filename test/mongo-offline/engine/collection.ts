@@ -23,13 +23,26 @@ export class Collection {
   readonly documents = new Map<string, Document>();
   readonly indexes: IndexSpec[] = [ID_INDEX];
   private readonly uniqueIndexes: UniqueIndex[] = [];
-  readonly uuid = new UUID();
 
   constructor(
     readonly db: string,
     public name: string,
     readonly options: Document = {},
+    readonly uuid: UUID = new UUID(),
   ) {}
+
+  /**
+   * A private copy for a transaction: stored documents are never mutated in place (updates
+   * write new objects), so copying the maps is enough.
+   */
+  clone(): Collection {
+    const copy = new Collection(this.db, this.name, this.options, this.uuid);
+    for (const [key, document] of this.documents) copy.documents.set(key, document);
+    copy.indexes.splice(0, copy.indexes.length, ...this.indexes);
+    for (const index of this.uniqueIndexes)
+      copy.uniqueIndexes.push({ ...index, owners: new Map(index.owners) });
+    return copy;
+  }
 
   get ns(): string {
     return `${this.db}.${this.name}`;

@@ -4,19 +4,28 @@ import { Collection } from './collection';
 import { LogicalClock } from './logical-clock';
 import { Oplog, type OplogEntry } from './oplog';
 import { describeUpdate } from './update-description';
+import type { DataStore } from './data-store';
+import type { IndexSpec } from './index-keys';
+import { canonicalKey } from './bson-values';
 
 /** Who wrote: recorded in the oplog so that retried writes and transactions can be traced. */
 export interface WriteOrigin {
   lsid?: Document;
   txnNumber?: number;
+  inTransaction?: boolean;
 }
+
+/** Called when a write outside a transaction touches a document a transaction has written. */
+export type ConflictHandler = () => void;
 
 /**
  * All databases and collections, the cluster clock and the oplog. Every mutation goes
  * through here so that each one gets exactly one oplog entry with its own cluster time.
  */
-export class Storage {
+export class Storage implements DataStore {
   readonly databases = new Map<string, Map<string, Collection>>();
+  /** `<ns>|<canonical _id>` -> the open transaction that wrote that document. */
+  readonly transactionLocks = new Map<string, ConflictHandler>();
   readonly clock = new LogicalClock();
   readonly oplog = new Oplog();
 
@@ -45,7 +54,23 @@ export class Storage {
     return full;
   }
 
+  /** A plain write to a document an open transaction wrote dooms that transaction. */
+  private noticeWrite(collection: Collection, id: unknown, origin: WriteOrigin): void {
+    if (origin.inTransaction || this.transactionLocks.size === 0) return;
+    const key = lockKey(collection.ns, id);
+    const conflict = this.transactionLocks.get(key);
+    if (conflict) {
+      this.transactionLocks.delete(key);
+      conflict();
+    }
+  }
+
+  addIndex(collection: Collection, spec: IndexSpec): void {
+    collection.addIndex(spec);
+  }
+
   insert(collection: Collection, document: Document, origin: WriteOrigin = {}): void {
+    this.noticeWrite(collection, document._id, origin);
     collection.insert(document);
     this.record({
       op: 'insert',
@@ -65,6 +90,7 @@ export class Storage {
     replacement: boolean,
     origin: WriteOrigin = {},
   ): void {
+    this.noticeWrite(collection, after._id, origin);
     collection.replace(before, after);
     this.record({
       op: replacement ? 'replace' : 'update',
@@ -79,6 +105,7 @@ export class Storage {
   }
 
   delete(collection: Collection, document: Document, origin: WriteOrigin = {}): void {
+    this.noticeWrite(collection, document._id, origin);
     collection.remove(document);
     this.record({
       op: 'delete',
@@ -132,4 +159,8 @@ export function validateCollectionName(db: string, name: string): void {
     throw new CommandError(73, `Invalid collection name: ${name}`);
   }
   if (!db || /[/\\. "$\0]/.test(db)) throw new CommandError(73, `Invalid database name: '${db}'`);
+}
+
+export function lockKey(ns: string, id: unknown): string {
+  return `${ns}|${canonicalKey(id)}`;
 }

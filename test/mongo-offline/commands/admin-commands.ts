@@ -1,0 +1,77 @@
+import type { Document } from 'bson';
+import type { FailPointMode } from '../faults/fail-points';
+import type { CommandHandler } from './context';
+import { CommandError } from './errors';
+
+const SUPPORTED_FAIL_POINTS = new Set(['failCommand', 'onPrimaryTransactionalWrite']);
+
+const configureFailPoint: CommandHandler = (context) => {
+  const name = String(context.command.configureFailPoint);
+  if (!SUPPORTED_FAIL_POINTS.has(name)) throw new CommandError(2, `Unknown fail point: ${name}`);
+  const mode = context.command.mode as FailPointMode | undefined;
+  if (mode === undefined) throw new CommandError(2, 'mode is required');
+  context.server.failPoints.configure(name, mode, (context.command.data as Document) ?? {});
+  return { count: 0, ok: 1 };
+};
+
+/**
+ * Simulated step-down: for `secs` seconds the node is a secondary (hello says so, writes
+ * fail with NotWritablePrimary); open cursors are killed like on a real step-down.
+ */
+const replSetStepDown: CommandHandler = (context) => {
+  const { server, command } = context;
+  if (!server.options.replicaSet) throw new CommandError(76, 'not running with --replSet');
+  if (!server.isWritablePrimary) throw new CommandError(10107, "not primary so can't step down");
+  const seconds = Number(command.replSetStepDown ?? 60);
+  server.steppedDownUntil = Date.now() + seconds * 1000;
+  server.cursors.killAll(
+    new CommandError(
+      11602,
+      'operation was interrupted because a replica set state change occurred',
+    ),
+  );
+  server.transactions.abortAll();
+  return { ok: 1 };
+};
+
+const replSetFreeze: CommandHandler = () => ({ ok: 1 });
+
+/** Ends the sessions' transactions and cursors (endSessions, killSessions). */
+const endSessions: CommandHandler = (context) => {
+  const field = context.name.toLowerCase() === 'endsessions' ? 'endSessions' : 'killSessions';
+  const sessions = (context.command[field] as Document[] | undefined) ?? [];
+  const { transactions, cursors } = context.server;
+  for (const lsid of sessions) {
+    transactions.endSession(lsid);
+    const id: unknown = lsid.id;
+    cursors.killForSessions(
+      (owner) =>
+        owner !== undefined &&
+        owner.id !== undefined &&
+        JSON.stringify(owner.id) === JSON.stringify(id),
+    );
+  }
+  return { ok: 1 };
+};
+
+const killAllSessions: CommandHandler = (context) => {
+  context.server.transactions.abortAll();
+  context.server.cursors.killForSessions((owner) => owner !== undefined);
+  return { ok: 1 };
+};
+
+export const adminCommands: Record<string, CommandHandler> = {
+  configurefailpoint: configureFailPoint,
+  replsetstepdown: replSetStepDown,
+  replsetfreeze: replSetFreeze,
+  endsessions: endSessions,
+  killsessions: endSessions,
+  killallsessions: killAllSessions,
+  killallsessionsbypattern: killAllSessions,
+  committransaction: () => {
+    throw new CommandError(50768, 'commitTransaction must be run within a transaction');
+  },
+  aborttransaction: () => {
+    throw new CommandError(50768, 'abortTransaction must be run within a transaction');
+  },
+};

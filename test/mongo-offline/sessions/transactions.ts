@@ -1,0 +1,106 @@
+import type { Document } from 'bson';
+import { CommandError } from '../commands/errors';
+import type { Storage } from '../engine/storage';
+import { lsidKey } from './lsid-key';
+import { TransactionView, writeConflict } from './transaction-view';
+
+export interface TransactionState {
+  txnNumber: number;
+  status: 'inProgress' | 'committed' | 'aborted';
+  view: TransactionView;
+  /** Set when a plain write touched a document this transaction wrote. */
+  doomed: boolean;
+}
+
+function noSuchTransaction(message: string): CommandError {
+  return new CommandError(251, message, { errorLabels: ['TransientTransactionError'] });
+}
+
+/** The multi-document transaction of each session (one at a time, as in MongoDB). */
+export class Transactions {
+  private readonly bySession = new Map<string, TransactionState>();
+
+  constructor(private readonly storage: Storage) {}
+
+  begin(lsid: Document, txnNumber: number): TransactionState {
+    const key = lsidKey(lsid)!;
+    const existing = this.bySession.get(key);
+    if (existing && txnNumber < existing.txnNumber) {
+      throw new CommandError(
+        225,
+        `Cannot start transaction ${txnNumber} on session because a newer transaction ${existing.txnNumber} has already started.`,
+      );
+    }
+    if (existing && txnNumber === existing.txnNumber) {
+      throw new CommandError(
+        263,
+        `Transaction ${txnNumber} has already been started on this session.`,
+      );
+    }
+    if (existing?.status === 'inProgress') this.abort(existing);
+    const state: TransactionState = {
+      txnNumber,
+      status: 'inProgress',
+      doomed: false,
+      view: new TransactionView(this.storage, { lsid, txnNumber }, () => (state.doomed = true)),
+    };
+    this.bySession.set(key, state);
+    return state;
+  }
+
+  /** The in-progress transaction this statement belongs to, or NoSuchTransaction. */
+  continue(lsid: Document, txnNumber: number): TransactionState {
+    const state = this.bySession.get(lsidKey(lsid)!);
+    if (!state || state.txnNumber !== txnNumber) {
+      throw noSuchTransaction(
+        `Given transaction number ${txnNumber} does not match any in-progress transactions.`,
+      );
+    }
+    if (state.status !== 'inProgress')
+      throw noSuchTransaction(`Transaction with { txnNumber: ${txnNumber} } has been aborted.`);
+    if (state.doomed) {
+      this.abort(state);
+      throw writeConflict();
+    }
+    return state;
+  }
+
+  commit(lsid: Document, txnNumber: number): void {
+    const state = this.bySession.get(lsidKey(lsid)!);
+    if (state && state.txnNumber === txnNumber && state.status === 'committed') return; // retried commit
+    const active = this.continue(lsid, txnNumber);
+    active.view.commit();
+    active.status = 'committed';
+  }
+
+  abortCommand(lsid: Document, txnNumber: number): void {
+    const state = this.bySession.get(lsidKey(lsid)!);
+    if (state && state.txnNumber === txnNumber && state.status === 'committed') {
+      throw new CommandError(256, 'Transaction has been committed.');
+    }
+    if (!state || state.txnNumber !== txnNumber || state.status !== 'inProgress') {
+      throw noSuchTransaction(`Transaction with { txnNumber: ${txnNumber} } has been aborted.`);
+    }
+    this.abort(state);
+  }
+
+  abort(state: TransactionState): void {
+    if (state.status !== 'inProgress') return;
+    state.view.release();
+    state.status = 'aborted';
+  }
+
+  /** endSessions / killSessions: abort whatever the sessions had open. */
+  endSession(lsid: Document | undefined): void {
+    const key = lsidKey(lsid);
+    if (!key) return;
+    const state = this.bySession.get(key);
+    if (state) this.abort(state);
+    this.bySession.delete(key);
+  }
+
+  abortAll(): void {
+    for (const state of this.bySession.values()) this.abort(state);
+    this.bySession.clear();
+  }
+}

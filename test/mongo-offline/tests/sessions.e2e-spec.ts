@@ -1,0 +1,159 @@
+import { MongoServerError } from 'mongodb';
+import { useOfflineMongo } from './with-offline-mongo';
+
+describe('offline mongo: transactions and retryable writes', () => {
+  const harness = useOfflineMongo();
+  const client = () => harness().client;
+  const collection = (name: string) => client().db('sessions').collection<any>(name);
+
+  it('keeps transaction writes invisible until commit', async () => {
+    const items = collection('txn');
+    await items.insertOne({ _id: 0 });
+    const session = client().startSession();
+    session.startTransaction();
+    await items.insertOne({ _id: 1 }, { session });
+    await items.updateOne({ _id: 0 }, { $set: { seen: true } }, { session });
+    expect(await items.countDocuments({}, { session })).toBe(2);
+    expect(await items.find().toArray()).toEqual([{ _id: 0 }]);
+    await session.commitTransaction();
+    expect(await items.find().toArray()).toEqual([{ _id: 0, seen: true }, { _id: 1 }]);
+    await session.endSession();
+  });
+
+  it('discards writes on abort', async () => {
+    const items = collection('aborted');
+    const session = client().startSession();
+    session.startTransaction();
+    await items.insertOne({ _id: 1 }, { session });
+    await session.abortTransaction();
+    expect(await items.countDocuments()).toBe(0);
+    await session.endSession();
+  });
+
+  it('gives the second transaction touching a document a WriteConflict', async () => {
+    const items = collection('conflict');
+    await items.insertOne({ _id: 1, n: 0 });
+    const first = client().startSession();
+    const second = client().startSession();
+    first.startTransaction();
+    second.startTransaction();
+    await items.updateOne({ _id: 1 }, { $inc: { n: 1 } }, { session: first });
+    const error = await items
+      .updateOne({ _id: 1 }, { $inc: { n: 10 } }, { session: second })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(MongoServerError);
+    expect(error).toMatchObject({ code: 112, codeName: 'WriteConflict' });
+    expect((error as MongoServerError).hasErrorLabel('TransientTransactionError')).toBe(true);
+    await first.commitTransaction();
+    await second.abortTransaction().catch(() => undefined);
+    expect(await items.findOne({ _id: 1 })).toEqual({ _id: 1, n: 1 });
+    await first.endSession();
+    await second.endSession();
+  });
+
+  it('runs withTransaction callbacks that commit', async () => {
+    const items = collection('withTxn');
+    const session = client().startSession();
+    await session.withTransaction(async () => {
+      await items.insertOne({ _id: 'a' }, { session });
+      await items.insertOne({ _id: 'b' }, { session });
+    });
+    expect(await items.countDocuments()).toBe(2);
+    await session.endSession();
+  });
+
+  it('applies a retried write once and returns the first result (closeConnection after commit)', async () => {
+    const items = collection('retry');
+    await items.insertOne({ _id: 1, x: 11 });
+    await client()
+      .db('admin')
+      .command({ configureFailPoint: 'onPrimaryTransactionalWrite', mode: { times: 1 } });
+    const before = await items.findOneAndUpdate(
+      { _id: 1 },
+      { $inc: { x: 1 } },
+      { returnDocument: 'before' },
+    );
+    expect(before).toEqual({ _id: 1, x: 11 });
+    expect(await items.findOne({ _id: 1 })).toEqual({ _id: 1, x: 12 });
+  });
+
+  it('retries a write after a failCommand error labelled RetryableWriteError', async () => {
+    const items = collection('retryError');
+    await client()
+      .db('admin')
+      .command({
+        configureFailPoint: 'failCommand',
+        mode: { times: 1 },
+        data: { failCommands: ['insert'], errorCode: 189 },
+      });
+    await items.insertMany([{ _id: 3 }, { _id: 4 }]);
+    expect(await items.countDocuments()).toBe(2);
+  });
+
+  it('fails a command with failCommand errorCode and errorLabels, then turns off', async () => {
+    await client()
+      .db('admin')
+      .command({
+        configureFailPoint: 'failCommand',
+        mode: 'alwaysOn',
+        data: { failCommands: ['find'], errorCode: 2, errorLabels: ['Custom'] },
+      });
+    const error = await collection('fp')
+      .findOne({})
+      .catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 2, codeName: 'BadValue' });
+    expect((error as MongoServerError).hasErrorLabel('Custom')).toBe(true);
+    await client().db('admin').command({ configureFailPoint: 'failCommand', mode: 'off' });
+    expect(await collection('fp').findOne({})).toBeNull();
+  });
+
+  it('honours skip, appName and blockConnection', async () => {
+    await client()
+      .db('admin')
+      .command({
+        configureFailPoint: 'failCommand',
+        mode: { skip: 1 },
+        data: { failCommands: ['count'], errorCode: 91 },
+      });
+    expect(await collection('skip').countDocuments()).toBe(0); // aggregate, not count: untouched
+    await client().db('sessions').command({ count: 'skip' });
+    await expect(client().db('sessions').command({ count: 'skip' })).rejects.toMatchObject({
+      code: 91,
+    });
+    await client().db('admin').command({ configureFailPoint: 'failCommand', mode: 'off' });
+    await client()
+      .db('admin')
+      .command({
+        configureFailPoint: 'failCommand',
+        mode: { times: 1 },
+        data: { failCommands: ['ping'], errorCode: 2, appName: 'someone-else' },
+      });
+    await client().db('admin').command({ ping: 1 }); // other appName: not failed
+    await client().db('admin').command({ configureFailPoint: 'failCommand', mode: 'off' });
+    await client()
+      .db('admin')
+      .command({
+        configureFailPoint: 'failCommand',
+        mode: { times: 1 },
+        data: { failCommands: ['ping'], blockConnection: true, blockTimeMS: 200 },
+      });
+    const started = Date.now();
+    await client().db('admin').command({ ping: 1 });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(190);
+  });
+
+  it('adds a writeConcernError to a write that still applies', async () => {
+    await client()
+      .db('admin')
+      .command({
+        configureFailPoint: 'failCommand',
+        mode: { times: 1 },
+        data: { failCommands: ['insert'], writeConcernError: { code: 100, errmsg: 'wc' } },
+      });
+    const error = await collection('wce')
+      .insertOne({ _id: 1 })
+      .catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 100 });
+    expect(await collection('wce').countDocuments()).toBe(1);
+  });
+});
