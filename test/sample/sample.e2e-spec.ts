@@ -1,0 +1,144 @@
+import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { startTestMongo, type TestMongo } from '../support/mongo';
+
+jest.setTimeout(120_000);
+
+interface RunningSample {
+  child: ChildProcessWithoutNullStreams;
+  baseUrl: string;
+  output: () => string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** Boots `sample/main.ts` as `npm run sample` does, on a free port. */
+async function bootSample(env: NodeJS.ProcessEnv): Promise<RunningSample> {
+  const child = spawn(
+    process.execPath,
+    ['-r', 'ts-node/register/transpile-only', 'sample/main.ts'],
+    {
+      cwd: join(__dirname, '../..'),
+      env: { ...env, PORT: '0', NO_COLOR: '1', SAMPLE_PAYMENT_MS: '1500' },
+    },
+  );
+  let output = '';
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => resolve({ code, signal })),
+  );
+  const baseUrl = await new Promise<string>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = /Listening on (http:\/\/[^\s)]+)/.exec(output);
+      if (match && output.includes('MongoDB: ')) resolve(match[1]);
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    void exited.then(() => reject(new Error(`sample exited early:\n${output}`)));
+  });
+  return { child, baseUrl, output: () => output, exited };
+}
+
+function stop(sample: RunningSample | undefined): void {
+  if (sample && sample.child.exitCode === null && sample.child.signalCode === null) {
+    sample.child.kill('SIGKILL');
+  }
+}
+
+describe('the sample application on MONGODB_URI', () => {
+  let mongo: TestMongo;
+  let sample: RunningSample;
+  const url = (path: string) => `${sample.baseUrl}${path}`;
+  const lockState = async (key: string) =>
+    (await (await fetch(url(`/locks/${key}`))).json()) as { held: boolean };
+
+  beforeAll(async () => {
+    mongo = await startTestMongo();
+    sample = await bootSample({ ...process.env, MONGODB_URI: mongo.uri, MONGODB_DB: mongo.dbName });
+  });
+
+  afterAll(async () => {
+    stop(sample);
+    await mongo?.stop();
+  });
+
+  it('prints which MongoDB it uses', () => {
+    expect(sample.output()).toMatch(/MongoDB: MONGODB_URI mongodb:\/\//);
+  });
+
+  it('pays an order once; a concurrent payment gets 423 with Retry-After', async () => {
+    const first = fetch(url('/orders/42/pay'), { method: 'POST' });
+    await waitUntil(async () => (await lockState('order:42')).held);
+    const second = await fetch(url('/orders/42/pay'), { method: 'POST' });
+    expect(second.status).toBe(423);
+    expect(Number(second.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    const paid = await first;
+    expect(paid.status).toBe(200);
+    expect(await paid.json()).toMatchObject({ id: '42', status: 'paid' });
+    expect((await lockState('order:42')).held).toBe(false);
+  });
+
+  it('ships through a @Locked provider method', async () => {
+    await fetch(url('/orders/7/pay'), { method: 'POST' });
+    const shipped = await fetch(url('/orders/7/ship'), { method: 'POST' });
+    expect(shipped.status).toBe(200);
+    expect(await shipped.json()).toMatchObject({ id: '7', status: 'shipped' });
+  });
+
+  it('streams lock events over SSE', async () => {
+    const controller = new AbortController();
+    const events = await fetch(url('/locks/events'), { signal: controller.signal });
+    expect(events.headers.get('content-type')).toContain('text/event-stream');
+    const reader = events.body!.getReader();
+    const decoder = new TextDecoder();
+    let text = '';
+    const pay = fetch(url('/orders/99/pay'), { method: 'POST' });
+    while (!text.includes('"key":"order:99"')) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value);
+    }
+    controller.abort();
+    await reader.cancel().catch(() => undefined);
+    expect(text).toMatch(/data: \{"type":"acquired","key":"order:99"/);
+    await pay;
+  });
+
+  it('serves its OpenAPI document with the locked route', async () => {
+    const response = await fetch(url('/docs-json'));
+    const document = (await response.json()) as {
+      paths: Record<string, { post?: { responses?: Record<string, unknown> } }>;
+    };
+    expect(document.paths['/orders/{id}/pay']?.post?.responses).toHaveProperty('423');
+  });
+
+  it('stops cleanly on SIGTERM', async () => {
+    sample.child.kill('SIGTERM');
+    const exit = await sample.exited;
+    expect(exit.signal === 'SIGTERM' || exit.code === 0).toBe(true);
+    expect(sample.output()).toContain('Stopped on SIGTERM');
+  });
+});
+
+describe('the sample application without MONGODB_URI', () => {
+  let sample: RunningSample | undefined;
+
+  afterAll(() => stop(sample));
+
+  it('starts the embedded default and says so', async () => {
+    const env = { ...process.env };
+    delete env.MONGODB_URI;
+    sample = await bootSample(env);
+    expect(sample.output()).toMatch(/MongoDB: .* at mongodb:\/\//);
+    expect(sample.output()).not.toContain('MONGODB_URI');
+    const response = await fetch(`${sample.baseUrl}/orders/1`);
+    expect(await response.json()).toMatchObject({ id: '1', status: 'open' });
+  });
+});
+
+async function waitUntil(check: () => Promise<boolean>): Promise<void> {
+  for (let attempt = 0; attempt < 400; attempt += 1) {
+    if (await check()) return;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  throw new Error('condition not met');
+}
