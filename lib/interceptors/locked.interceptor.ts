@@ -10,7 +10,7 @@ import {
 } from '@nestjs/common';
 import { HttpAdapterHost, ModuleRef, Reflector } from '@nestjs/core';
 import { type Observable, throwError } from 'rxjs';
-import { runLockedByInterceptor } from '../decorators/lock-bindings';
+import { isLockedByInterceptor, runLockedByInterceptor } from '../decorators/lock-bindings';
 import type { LockedMetadata } from '../decorators/locked-metadata';
 import { lockedObservable } from '../decorators/locked-observable';
 import { InvalidLockKeyError, LockNotAcquiredError, MongoLockError } from '../errors';
@@ -59,7 +59,8 @@ export class LockedInterceptor implements NestInterceptor {
       LOCKED_METADATA,
       context.getHandler(),
     );
-    if (!metadata) return next.handle();
+    // Also registered globally, or twice: the outer one holds the lock already.
+    if (!metadata || isLockedByInterceptor(metadata)) return next.handle();
     let keys: string[];
     try {
       keys = metadata.resolveKeys(this.keyContext(context, metadata));

@@ -9,12 +9,18 @@ import {
   SetMetadata,
 } from '@nestjs/common';
 import { METHOD_METADATA, PATH_METADATA } from '@nestjs/common/constants.js';
-import { Reflector } from '@nestjs/core';
+import { APP_INTERCEPTOR, Reflector } from '@nestjs/core';
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import request from 'supertest';
-import { InvalidLockKeyError, Locked, LockService, MongoLockError } from '../../lib';
+import {
+  InvalidLockKeyError,
+  Locked,
+  LockedInterceptor,
+  LockService,
+  MongoLockError,
+} from '../../lib';
 import { startTestMongo, type TestMongo } from '../support/mongo';
 import { lockModule, startHttpApp } from './support/nest-apps';
 
@@ -49,7 +55,12 @@ describe('@Locked keeps route, Swagger and custom metadata, whatever the order',
   beforeAll(async () => {
     mongo = await startTestMongo();
     app = await startHttpApp(
-      { imports: [lockModule(mongo)], controllers: [DecoratorOrderController] },
+      {
+        imports: [lockModule(mongo)],
+        controllers: [DecoratorOrderController],
+        // Registered globally as well, by mistake: must not lock a second time.
+        providers: [{ provide: APP_INTERCEPTOR, useClass: LockedInterceptor }],
+      },
       'express',
     );
   });
@@ -99,8 +110,11 @@ describe('@Locked keeps route, Swagger and custom metadata, whatever the order',
     ['get', '/meta/first/1', 'first'],
     ['post', '/meta/last/2', 'last'],
   ] as const)('%s %s serves with its status, header, params and lock', async (verb, url, order) => {
+    const withLock = jest.spyOn(app.get(LockService), 'withLock');
     const agent = request(app.getHttpServer() as Parameters<typeof request>[0]);
     const response = await agent[verb](url).expect(201);
+    expect(withLock).toHaveBeenCalledTimes(1);
+    withLock.mockRestore();
     expect(response.headers['x-order']).toBe(order);
     expect(response.body).toEqual({ id: url.slice(-1), key: `meta:${url.slice(-1)}` });
   });
