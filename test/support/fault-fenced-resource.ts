@@ -1,4 +1,4 @@
-import { Long, MongoServerError, type Collection, type Db } from 'mongodb';
+import { Long, type Collection, type Db } from 'mongodb';
 
 /**
  * The "fenced resource" pattern, as users of the library should protect what a lock guards:
@@ -26,23 +26,34 @@ export class FencedResource {
 
   /** Writes `value` if `fence` is not below the highest fence seen; says whether it was accepted. */
   async write(id: string, fence: bigint, value: string, writer: string): Promise<boolean> {
+    if (await this.writeIfNotStale(id, fence, value, writer)) return true;
+    // Refused, or the resource does not exist yet: create it empty (creators racing here
+    // collide harmlessly) and ask once more; a stale fence is refused again.
+    await this.collection.updateOne(
+      { _id: id },
+      { $setOnInsert: { fence: Long.fromNumber(-1), value: '', writer: '', history: [] } },
+      { upsert: true, writeConcern: { w: 'majority' } },
+    );
+    return this.writeIfNotStale(id, fence, value, writer);
+  }
+
+  /** One atomic conditional write: it matches only if no higher fence has written. */
+  private async writeIfNotStale(
+    id: string,
+    fence: bigint,
+    value: string,
+    writer: string,
+  ): Promise<boolean> {
     const fenceLong = Long.fromBigInt(fence);
-    try {
-      // One atomic conditional write: the filter matches only if no higher fence has written.
-      // If the document exists with a higher fence, the upsert's insert collides on _id.
-      await this.collection.updateOne(
-        { _id: id, fence: { $lte: fenceLong } },
-        {
-          $set: { fence: fenceLong, value, writer },
-          $push: { history: { fence: fenceLong, value, writer } },
-        },
-        { upsert: true, writeConcern: { w: 'majority' } },
-      );
-      return true;
-    } catch (error) {
-      if (error instanceof MongoServerError && error.code === 11000) return false;
-      throw error;
-    }
+    const result = await this.collection.updateOne(
+      { _id: id, fence: { $lte: fenceLong } },
+      {
+        $set: { fence: fenceLong, value, writer },
+        $push: { history: { fence: fenceLong, value, writer } },
+      },
+      { writeConcern: { w: 'majority' } },
+    );
+    return result.matchedCount === 1;
   }
 
   async read(id: string): Promise<FencedDocument | null> {

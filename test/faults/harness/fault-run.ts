@@ -2,11 +2,17 @@ import { randomBytes } from 'node:crypto';
 import * as path from 'node:path';
 import { MongoClient, type Document } from 'mongodb';
 import { sharedClockMs } from '../../support/fault-clock';
+import { FencedResource, type FencedDocument } from '../../support/fault-fenced-resource';
 import { IpcChild } from '../../support/fault-ipc';
-import type { WorkerEvent, WorkerOps } from '../../support/fault-protocol';
+import type { HeldLock, HoldArgs, WorkerEvent, WorkerOps } from '../../support/fault-protocol';
 import type { FaultServer } from '../../support/fault-server';
 import { checkHistory, type CheckerOptions } from '../history/checker';
-import { emptyHistory, type FinalLockState, type Violation } from '../history/history';
+import {
+  emptyHistory,
+  type FinalLockState,
+  type SectionRecord,
+  type Violation,
+} from '../history/history';
 
 export interface WorkerSetup {
   label: string;
@@ -60,7 +66,7 @@ export class FaultRun {
     const process: FaultWorkerProcess = IpcChild.fork(workerEntry, {
       label: setup.label,
       env: { FAULT_CLOCK_SKEW_MS: String(setup.clockSkewMs ?? 0) },
-      onEvent: (event: WorkerEvent) => this.history.sections.push(event.section),
+      onEvent: (event: WorkerEvent) => this.recordSection(event.section),
     });
     const { holderId } = await process.call('start', {
       uri: this.uriFor(setup.label),
@@ -74,6 +80,39 @@ export class FaultRun {
     return worker;
   }
 
+  /**
+   * Acquires through a worker and records the acquisition as open at once, so that it is
+   * accounted for even if the worker never reports back (killed, paused, or a leak).
+   */
+  async hold(worker: StartedWorker, args: HoldArgs): Promise<HeldLock> {
+    const held = await worker.process.call('hold', args);
+    this.recordSection({
+      key: held.key,
+      fence: held.fence,
+      holder: worker.holderId,
+      worker: worker.label,
+      pid: worker.process.pid,
+      start: held.start,
+      end: null,
+      outcome: 'open',
+    });
+    return held;
+  }
+
+  /** A section reported at its end replaces the open record of the same acquisition. */
+  private recordSection(section: SectionRecord): void {
+    const sections = this.history.sections;
+    const open = sections.findIndex(
+      (s) =>
+        s.outcome === 'open' &&
+        s.holder === section.holder &&
+        s.key === section.key &&
+        s.fence === section.fence,
+    );
+    if (open >= 0) sections[open] = section;
+    else sections.push(section);
+  }
+
   /** Kills a worker with SIGKILL and records its death for the checker. */
   async kill(worker: StartedWorker): Promise<number> {
     worker.process.signal('SIGKILL');
@@ -85,6 +124,11 @@ export class FaultRun {
 
   async failPoint(mode: Document | 'alwaysOn' | 'off', data: Document = {}): Promise<void> {
     await this.admin.db('admin').command({ configureFailPoint: 'failCommand', mode, data });
+  }
+
+  /** The fenced resource as the workers wrote it. */
+  async readResource(id: string): Promise<FencedDocument | null> {
+    return new FencedResource(this.admin.db(this.dbName)).read(id);
   }
 
   /** Reads every lock document as the server sees it now (lease checked with `$$NOW`). */

@@ -1,0 +1,42 @@
+import { startFaultServer, type FaultServer } from '../support/fault-server';
+import { formatSummaryTable, type ScenarioRow } from './harness/summary-table';
+import { contention } from './scenarios/contention';
+import { holderKilled } from './scenarios/holder-killed';
+import { holderPaused } from './scenarios/holder-paused';
+import type { Scenario } from './scenarios/scenario';
+
+// Every scenario runs against one server in its own process, one scenario at a time (they are
+// about timing: running them side by side on a 2-core machine would only add noise), and
+// reports a row of the closing table. Any violation fails its test.
+jest.setTimeout(180_000);
+
+const scenarios: Scenario[] = [contention, holderKilled, holderPaused];
+
+describe('fault and correctness suite (several OS processes, one server)', () => {
+  let server: FaultServer;
+  const rows: ScenarioRow[] = [];
+
+  beforeAll(async () => {
+    server = await startFaultServer();
+  });
+
+  afterAll(async () => {
+    process.stdout.write(
+      `\nFault suite on ${server?.kind ?? 'no'} server\n${formatSummaryTable(rows)}\n\n`,
+    );
+    await server?.stop();
+  });
+
+  it.each(scenarios.map((s) => [s.name, s] as const))('%s', async (_name, scenario) => {
+    const startedAt = Date.now();
+    const outcome = await scenario.run(server);
+    rows.push({
+      scenario: scenario.name,
+      operations: outcome.operations,
+      violations: outcome.violations.length,
+      timeMs: Date.now() - startedAt,
+      notes: outcome.notes,
+    });
+    expect(outcome.violations).toEqual([]);
+  });
+});
