@@ -1,0 +1,34 @@
+import type { MongoClient } from 'mongodb';
+import { LockService } from '../../lib';
+import type { MongoLockModuleOptions } from '../../lib/interfaces';
+import type { BenchLock, VariantName } from './bench-lock';
+
+/** How each of our variants waits: the change stream, or polling at a fixed interval. */
+const waitingOptions: Partial<Record<VariantName, Partial<MongoLockModuleOptions>>> = {
+  ours: { changeStreams: 'auto' },
+  'ours-poll-10ms': { changeStreams: 'off', pollIntervalMs: 10, maxPollIntervalMs: 10 },
+  'ours-poll-100ms': { changeStreams: 'off', pollIntervalMs: 100, maxPollIntervalMs: 100 },
+};
+
+/** A lease long enough that no benchmark waiter is ever freed by expiry instead of release. */
+const benchTtlMs = 30_000;
+
+export async function createOurLock(
+  variant: VariantName,
+  connection: { uri: string; dbName: string; client?: MongoClient },
+): Promise<BenchLock & { service: LockService }> {
+  const service = new LockService({
+    ...(connection.client ? { client: connection.client } : { uri: connection.uri }),
+    dbName: connection.dbName,
+    ...waitingOptions[variant],
+  });
+  await service.onModuleInit();
+  return {
+    service,
+    async acquire(key, timeoutMs) {
+      const handle = await service.acquire(key, { ttlMs: benchTtlMs, timeoutMs, renew: false });
+      return { release: () => handle.release() };
+    },
+    close: () => service.close(),
+  };
+}

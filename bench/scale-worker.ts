@@ -1,0 +1,142 @@
+// Scale of waiting, in its own process started with --expose-gc so memory can be measured:
+// many waiters on many keys in one LockService, every command it sends counted on the wire.
+import { MongoClient, type CommandStartedEvent } from 'mongodb';
+import { LockService } from '../lib';
+import type { LockHandle } from '../lib';
+import { serveIpc } from '../test/support/fault-ipc';
+import { sleep } from './support/stats';
+
+export interface ScaleArgs {
+  uri: string;
+  dbName: string;
+  keys: number;
+  waitersPerKey: number;
+  /** How many held keys are released one by one to count attempts per release. */
+  releases: number;
+}
+
+export interface ScaleResult {
+  waiters: number;
+  keys: number;
+  /** Acquire attempts the waiting service sent before all its waiters were parked. */
+  initialAttempts: number;
+  changeStreamsOpened: number;
+  changeStreamsOpenAtPeak: number;
+  serverCursorsOpenAtPeak: number | null;
+  attemptsPerRelease: number;
+  heapBytesPerWaiter: number;
+  rssBytesPerWaiter: number;
+  changeStreamsOpenAfterCancel: number;
+  cancelMs: number;
+}
+
+export type ScaleOps = { run: [ScaleArgs, ScaleResult] };
+
+const counts = { attempts: 0, streamsOpened: 0, cursorsKilled: 0 };
+
+function onCommand(event: CommandStartedEvent): void {
+  if (event.commandName === 'findAndModify') counts.attempts++;
+  const pipeline = event.command.pipeline as Record<string, unknown>[] | undefined;
+  if (event.commandName === 'aggregate' && pipeline?.[0]?.$changeStream) counts.streamsOpened++;
+  if (event.commandName === 'killCursors') counts.cursorsKilled++;
+}
+
+/** Waits until no command has been sent for `quietMs`. */
+async function settle(quietMs = 500, maxMs = 120_000): Promise<void> {
+  const deadline = Date.now() + maxMs;
+  let last = -1;
+  while (Date.now() < deadline) {
+    const now = counts.attempts + counts.streamsOpened;
+    if (now === last) return;
+    last = now;
+    await sleep(quietMs);
+  }
+}
+
+function memory(): { heap: number; rss: number } {
+  global.gc?.();
+  const usage = process.memoryUsage();
+  return { heap: usage.heapUsed, rss: usage.rss };
+}
+
+async function serverCursorsOpen(client: MongoClient): Promise<number | null> {
+  try {
+    const status = await client.db('admin').command({ serverStatus: 1 });
+    const open = status.metrics?.cursor?.open?.total;
+    return typeof open === 'number' ? open : Number(open ?? Number.NaN) || null;
+  } catch {
+    return null;
+  }
+}
+
+async function run(args: ScaleArgs): Promise<ScaleResult> {
+  const waiterClient = new MongoClient(args.uri, { monitorCommands: true });
+  waiterClient.on('commandStarted', onCommand);
+  const holderService = new LockService({ uri: args.uri, dbName: args.dbName });
+  const waiterService = new LockService({ client: waiterClient, dbName: args.dbName });
+  await Promise.all([holderService.onModuleInit(), waiterService.onModuleInit()]);
+  const keys = Array.from({ length: args.keys }, (_, i) => `scale:${i}`);
+  const held = new Map<string, LockHandle>();
+  for (let i = 0; i < keys.length; i += 50) {
+    const batch = keys.slice(i, i + 50);
+    const handles = await Promise.all(
+      batch.map((key) => holderService.acquire(key, { ttlMs: 300_000 })),
+    );
+    handles.forEach((handle, j) => held.set(batch[j], handle));
+  }
+
+  const before = memory();
+  counts.attempts = counts.streamsOpened = counts.cursorsKilled = 0;
+  const cancel = new AbortController();
+  const acquiredBy = new Map<string, LockHandle[]>();
+  const waits = keys.flatMap((key) =>
+    Array.from({ length: args.waitersPerKey }, () =>
+      waiterService
+        .acquire(key, { ttlMs: 300_000, timeoutMs: 600_000, signal: cancel.signal })
+        .then((handle) => acquiredBy.set(key, [...(acquiredBy.get(key) ?? []), handle]))
+        .catch(() => undefined),
+    ),
+  );
+  await settle();
+  const initialAttempts = counts.attempts;
+  const peak = memory();
+  const streamsOpenAtPeak = counts.streamsOpened - counts.cursorsKilled;
+  const serverCursorsOpenAtPeak = await serverCursorsOpen(waiterClient);
+
+  // Release keys one by one; the first waiter of each takes it and keeps it (no cascade).
+  const attemptsBefore = counts.attempts;
+  for (const key of keys.slice(0, args.releases)) {
+    await held.get(key)!.release();
+    held.delete(key);
+    while (!acquiredBy.has(key)) await sleep(2);
+  }
+  await settle(200);
+  const attemptsPerRelease = (counts.attempts - attemptsBefore) / args.releases;
+
+  const cancelStart = Date.now();
+  cancel.abort();
+  await Promise.all(waits);
+  const cancelMs = Date.now() - cancelStart;
+  await settle(300);
+  const changeStreamsOpenAfterCancel = counts.streamsOpened - counts.cursorsKilled;
+
+  const waiters = args.keys * args.waitersPerKey;
+  await waiterService.close();
+  await holderService.close();
+  await waiterClient.close();
+  return {
+    waiters,
+    keys: args.keys,
+    initialAttempts,
+    changeStreamsOpened: counts.streamsOpened,
+    changeStreamsOpenAtPeak: streamsOpenAtPeak,
+    serverCursorsOpenAtPeak,
+    attemptsPerRelease,
+    heapBytesPerWaiter: Math.round((peak.heap - before.heap) / waiters),
+    rssBytesPerWaiter: Math.round((peak.rss - before.rss) / waiters),
+    changeStreamsOpenAfterCancel,
+    cancelMs,
+  };
+}
+
+serveIpc<ScaleOps>({ run });

@@ -1,0 +1,49 @@
+import { sharedClockMs } from '../../test/support/fault-clock';
+import type { BenchWorker } from '../support/bench-workers';
+
+export interface ThroughputOptions {
+  workersPerProcess: number;
+  durationMs: number;
+  criticalSectionMs: number;
+}
+
+export interface ThroughputResult {
+  processes: number;
+  workersPerProcess: number;
+  durationMs: number;
+  sections: number;
+  failures: number;
+  sectionsPerSecond: number;
+}
+
+/** Every worker of every process loops acquire → short critical section → release on one key. */
+export async function measureThroughput(
+  processes: BenchWorker[],
+  options: ThroughputOptions,
+): Promise<ThroughputResult> {
+  // A common start time in the near future, so no process gets a head start alone.
+  const startAt = sharedClockMs() + 500;
+  const results = await Promise.all(
+    processes.map((worker) =>
+      worker.call('contend', {
+        key: 'throughput',
+        workers: options.workersPerProcess,
+        startAt,
+        durationMs: options.durationMs,
+        criticalSectionMs: options.criticalSectionMs,
+        // mongodash's default wait; the same for every variant.
+        timeoutMs: 3000,
+      }),
+    ),
+  );
+  const sections = results.reduce((total, r) => total + r.sections, 0);
+  const failures = results.reduce((total, r) => total + r.failures, 0);
+  return {
+    processes: processes.length,
+    workersPerProcess: options.workersPerProcess,
+    durationMs: options.durationMs,
+    sections,
+    failures,
+    sectionsPerSecond: Math.round((sections / options.durationMs) * 1000 * 10) / 10,
+  };
+}

@@ -1,0 +1,42 @@
+import type { VariantName } from '../adapters/bench-lock';
+
+export interface ContendArgs {
+  key: string;
+  workers: number;
+  /** Shared-clock time at which every process starts, and how long they run. */
+  startAt: number;
+  durationMs: number;
+  criticalSectionMs: number;
+  timeoutMs: number;
+}
+
+export interface ContendResult {
+  sections: number;
+  failures: number;
+}
+
+export interface CommandCounts {
+  acquire: Record<string, number>;
+  release: Record<string, number>;
+}
+
+/** Operations the benchmark runner asks of a worker process. */
+export type BenchOps = {
+  /** `'none'`: no lock library, only a client (the ping reference). */
+  start: [{ variant: VariantName | 'none'; uri: string; dbName: string }, { pid: number }];
+  hold: [{ key: string; timeoutMs: number }, { at: number }];
+  startWaiting: [{ key: string; timeoutMs: number }, { at: number }];
+  awaitAcquired: [{ key: string }, { at: number }];
+  release: [{ key: string }, { at: number }];
+  contend: [ContendArgs, ContendResult];
+  ping: [{ count: number }, { samples: number[] }];
+  countCommands: [{ key: string }, CommandCounts];
+  close: [Record<string, never>, { closed: true }];
+};
+
+/** `uri` with its path set to `dbName` (mongodash takes the database from the URI). */
+export function uriWithDatabase(uri: string, dbName: string): string {
+  const url = new URL(uri);
+  url.pathname = `/${dbName}`;
+  return url.toString();
+}

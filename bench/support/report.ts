@@ -1,0 +1,59 @@
+import { mkdir, writeFile } from 'node:fs/promises';
+import * as path from 'node:path';
+import type { VariantName } from '../adapters/bench-lock';
+import type { ScaleResult } from '../scale-worker';
+import type { HttpOverheadResult } from '../suites/http-overhead';
+import type { RoundTripResult } from '../suites/round-trips';
+import type { ThroughputResult } from '../suites/throughput';
+import type { MachineInfo } from './machine';
+import { renderMarkdown } from './report-markdown';
+import type { LatencySummary } from './stats';
+import { renderCdfChart } from './svg-chart';
+
+export interface VariantResult {
+  variant: VariantName;
+  roundTrips: RoundTripResult;
+  /** Ping measured from this variant's processes (a check that the machine was steady). */
+  ping: LatencySummary;
+  handoff: LatencySummary & { ratioP50ToPing: number; ratioP99ToPing: number };
+  handoffSamples: number[];
+  throughput: ThroughputResult;
+}
+
+export interface BenchResults {
+  command: string;
+  startedAt: string;
+  durationMs: number;
+  machine: MachineInfo;
+  server: { kind: string; description: string };
+  settings: Record<string, number>;
+  /** The reference round trip every latency is divided by. */
+  ping: LatencySummary;
+  variants: VariantResult[];
+  scale: ScaleResult | { error: string };
+  httpOverhead: HttpOverheadResult | { error: string };
+}
+
+const repoRoot = path.resolve(__dirname, '../..');
+const resultsDir = path.join(repoRoot, 'bench/results');
+
+export const variantLabels: Record<VariantName, string> = {
+  ours: 'nestjs-mongo-lock (change stream)',
+  'ours-poll-10ms': 'nestjs-mongo-lock, polling 10 ms',
+  'ours-poll-100ms': 'nestjs-mongo-lock, polling 100 ms',
+  mongodash: 'mongodash withLock (defaults)',
+};
+
+export async function writeReports(results: BenchResults): Promise<void> {
+  await mkdir(resultsDir, { recursive: true });
+  await writeFile(path.join(resultsDir, 'latest.json'), JSON.stringify(results, null, 2) + '\n');
+  const chart = renderCdfChart(
+    results.variants.map((v) => ({ name: variantLabels[v.variant], samples: v.handoffSamples })),
+    {
+      title: 'Hand-off latency between processes (release → waiter acquired)',
+      reference: { label: `ping p50 ${results.ping.p50.toFixed(2)} ms`, valueMs: results.ping.p50 },
+    },
+  );
+  await writeFile(path.join(resultsDir, 'handoff-latency.svg'), chart);
+  await writeFile(path.join(repoRoot, 'BENCHMARKS.md'), renderMarkdown(results));
+}

@@ -1,0 +1,114 @@
+import type { BenchResults, VariantResult } from './report';
+
+export interface TargetCheck {
+  what: string;
+  target: string;
+  measured: string;
+  met: boolean;
+}
+
+/**
+ * Targets set from measured runs (see BENCHMARKS.md for the reasoning). Physical limits are
+ * targets themselves; latencies are in units of one ping round trip so they travel between
+ * machines.
+ */
+export const targets = {
+  commandsPerAcquire: 1,
+  commandsPerRelease: 1,
+  handoffP50InPings: 8,
+  handoffP99InPings: 40,
+  changeStreamsPerProcess: 1,
+  attemptsPerRelease: 1,
+  heapBytesPerWaiter: 4096,
+  httpAddedP50InPings: 6,
+};
+
+function variant(results: BenchResults, name: VariantResult['variant']): VariantResult | undefined {
+  return results.variants.find((v) => v.variant === name);
+}
+
+export function checkTargets(results: BenchResults): TargetCheck[] {
+  const checks: TargetCheck[] = [];
+  const ours = variant(results, 'ours');
+  const ping = results.ping.p50;
+  if (ours) {
+    checks.push(
+      {
+        what: 'commands per uncontended acquire',
+        target: `${targets.commandsPerAcquire} (the limit)`,
+        measured: `${ours.roundTrips.acquireFreeKey} (new key: ${ours.roundTrips.acquireNewKey})`,
+        met:
+          Math.max(ours.roundTrips.acquireFreeKey, ours.roundTrips.acquireNewKey) <=
+          targets.commandsPerAcquire,
+      },
+      {
+        what: 'commands per release',
+        target: `${targets.commandsPerRelease} (the limit)`,
+        measured: String(ours.roundTrips.release),
+        met: ours.roundTrips.release <= targets.commandsPerRelease,
+      },
+      {
+        what: 'hand-off p50 between processes',
+        target: `≤ ${targets.handoffP50InPings} pings`,
+        measured: `${ours.handoff.ratioP50ToPing} pings (${ours.handoff.p50.toFixed(2)} ms)`,
+        met: ours.handoff.ratioP50ToPing <= targets.handoffP50InPings,
+      },
+      {
+        what: 'hand-off p99 between processes',
+        target: `≤ ${targets.handoffP99InPings} pings`,
+        measured: `${ours.handoff.ratioP99ToPing} pings (${ours.handoff.p99.toFixed(2)} ms)`,
+        met: ours.handoff.ratioP99ToPing <= targets.handoffP99InPings,
+      },
+    );
+    for (const peer of results.variants.filter((v) => v.variant !== 'ours')) {
+      checks.push({
+        what: `hand-off p50 vs ${peer.variant}`,
+        target: 'faster',
+        measured: `${(peer.handoff.p50 / ours.handoff.p50).toFixed(1)}× faster`,
+        met: ours.handoff.p50 < peer.handoff.p50,
+      });
+    }
+    const dash = variant(results, 'mongodash');
+    if (dash) {
+      checks.push({
+        what: 'contended throughput vs mongodash',
+        target: 'higher',
+        measured: `${(ours.throughput.sectionsPerSecond / Math.max(dash.throughput.sectionsPerSecond, 0.1)).toFixed(1)}×`,
+        met: ours.throughput.sectionsPerSecond > dash.throughput.sectionsPerSecond,
+      });
+    }
+  }
+  if (!('error' in results.scale)) {
+    const scale = results.scale;
+    checks.push(
+      {
+        what: `change streams open for ${scale.waiters} waiters`,
+        target: String(targets.changeStreamsPerProcess),
+        measured: String(scale.changeStreamsOpenAtPeak),
+        met: scale.changeStreamsOpenAtPeak <= targets.changeStreamsPerProcess,
+      },
+      {
+        what: 'acquire attempts per release (per process)',
+        target: String(targets.attemptsPerRelease),
+        measured: scale.attemptsPerRelease.toFixed(2),
+        met: scale.attemptsPerRelease <= targets.attemptsPerRelease,
+      },
+      {
+        what: 'heap per waiter',
+        target: `≤ ${targets.heapBytesPerWaiter} B`,
+        measured: `${scale.heapBytesPerWaiter} B`,
+        met: scale.heapBytesPerWaiter <= targets.heapBytesPerWaiter,
+      },
+    );
+  }
+  if (!('error' in results.httpOverhead)) {
+    const added = results.httpOverhead.addedP50Ms / ping;
+    checks.push({
+      what: '@Locked added latency, p50',
+      target: `≤ ${targets.httpAddedP50InPings} pings`,
+      measured: `${added.toFixed(1)} pings (${results.httpOverhead.addedP50Ms.toFixed(2)} ms)`,
+      met: added <= targets.httpAddedP50InPings,
+    });
+  }
+  return checks;
+}

@@ -1,0 +1,124 @@
+// A benchmark worker process: one lock library variant, driven by bench/run.ts over IPC.
+import { MongoClient, type CommandStartedEvent } from 'mongodb';
+import { sharedClockMs } from '../test/support/fault-clock';
+import { serveIpc } from '../test/support/fault-ipc';
+import type { BenchLock, HeldBenchLock } from './adapters/bench-lock';
+import { createMongodashLock } from './adapters/mongodash';
+import { createOurLock } from './adapters/ours';
+import { uriWithDatabase, type BenchOps, type CommandCounts } from './support/bench-protocol';
+import { sleep } from './support/stats';
+
+let lock: BenchLock | undefined;
+let client: MongoClient | undefined;
+const held = new Map<string, HeldBenchLock>();
+const waiting = new Map<string, Promise<number>>();
+/** Commands this process sent, by name, since the last reset (monitorCommands). */
+let commandsSent: Record<string, number> = {};
+
+function requireLock(): BenchLock {
+  if (!lock) throw new Error('worker not started');
+  return lock;
+}
+
+function countCommand(event: CommandStartedEvent): void {
+  commandsSent[event.commandName] = (commandsSent[event.commandName] ?? 0) + 1;
+}
+
+async function acquireAndRecord(key: string, timeoutMs: number): Promise<number> {
+  const handle = await requireLock().acquire(key, timeoutMs);
+  const at = sharedClockMs();
+  held.set(key, handle);
+  return at;
+}
+
+serveIpc<BenchOps>({
+  async start({ variant, uri, dbName }) {
+    // One monitored client per process: round trips are counted on the wire, not guessed.
+    client = new MongoClient(uriWithDatabase(uri, dbName), { monitorCommands: true });
+    client.on('commandStarted', countCommand);
+    await client.connect();
+    // Each process drives one library only: a peer's module-level state never meets ours.
+    if (variant === 'mongodash') {
+      lock = await createMongodashLock({ uri: uriWithDatabase(uri, dbName), client });
+    } else if (variant !== 'none') {
+      lock = await createOurLock(variant, { uri, dbName, client });
+    }
+    return { pid: process.pid };
+  },
+
+  async hold({ key, timeoutMs }) {
+    return { at: await acquireAndRecord(key, timeoutMs) };
+  },
+
+  async startWaiting({ key, timeoutMs }) {
+    const acquired = acquireAndRecord(key, timeoutMs);
+    acquired.catch(() => undefined);
+    waiting.set(key, acquired);
+    return { at: sharedClockMs() };
+  },
+
+  async awaitAcquired({ key }) {
+    const acquired = waiting.get(key);
+    if (!acquired) throw new Error(`not waiting for ${key}`);
+    waiting.delete(key);
+    return { at: await acquired };
+  },
+
+  async release({ key }) {
+    const handle = held.get(key);
+    if (!handle) throw new Error(`not holding ${key}`);
+    held.delete(key);
+    const at = sharedClockMs();
+    await handle.release();
+    return { at };
+  },
+
+  async contend(args) {
+    const result = { sections: 0, failures: 0 };
+    await sleep(Math.max(0, args.startAt - sharedClockMs()));
+    const endAt = args.startAt + args.durationMs;
+    const worker = async () => {
+      while (sharedClockMs() < endAt) {
+        try {
+          const handle = await requireLock().acquire(args.key, args.timeoutMs);
+          await sleep(args.criticalSectionMs);
+          await handle.release();
+          // Sections that end after the window are drained but not counted.
+          if (sharedClockMs() <= endAt) result.sections++;
+        } catch {
+          result.failures++;
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: args.workers }, worker));
+    return result;
+  },
+
+  async ping({ count }) {
+    const admin = client!.db('admin');
+    const samples: number[] = [];
+    for (let i = 0; i < count; i++) {
+      const sentAt = sharedClockMs();
+      await admin.command({ ping: 1 });
+      samples.push(sharedClockMs() - sentAt);
+    }
+    return { samples };
+  },
+
+  async countCommands({ key }): Promise<CommandCounts> {
+    commandsSent = {};
+    const handle = await requireLock().acquire(key, 1000);
+    const acquire = commandsSent;
+    commandsSent = {};
+    await handle.release();
+    // Let a library's background work after release (if any) show up in the count.
+    await sleep(50);
+    return { acquire, release: commandsSent };
+  },
+
+  async close() {
+    await lock?.close();
+    await client?.close();
+    return { closed: true };
+  },
+});
