@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { ObjectId } from 'bson';
+import { type Document, ObjectId } from 'bson';
 import { CursorRegistry } from './commands/cursor-registry';
 import { Storage } from './engine/storage';
 import { TtlMonitor } from './engine/ttl-monitor';
@@ -26,6 +26,8 @@ export class ServerState extends EventEmitter {
   readonly failPoints = new FailPoints();
   readonly retryableWrites = new RetryableWrites();
   readonly transactions = new Transactions(this.storage);
+  /** Sessions seen on any command, for `$listLocalSessions`. */
+  readonly sessions = new Map<string, Document>();
   readonly electionId = new ObjectId('7fffffff0000000000000001');
   readonly startedAt = new Date();
   /** While in the future, the node is a secondary (simulated replSetStepDown). */

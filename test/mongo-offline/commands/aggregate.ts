@@ -1,4 +1,5 @@
 import { type Document, Long } from 'bson';
+import { readableCollection } from '../engine/views';
 import { Aggregator } from 'mingo';
 import { idFirst } from '../engine/apply-update';
 import { bindSystemVariables } from '../engine/system-variables';
@@ -22,7 +23,7 @@ function runPipeline(
       {
         ...context.mingo,
         collectionResolver: (name: string) => [
-          ...(storage.getCollection(db, name)?.documents.values() ?? []),
+          ...(readableCollection(storage, db, name, context.mingo)?.documents.values() ?? []),
         ],
       },
     );
@@ -50,6 +51,27 @@ function writeOut(context: CommandContext, target: unknown, results: Document[])
   for (const document of results) storage.insert(collection, idFirst(document), context.origin);
 }
 
+/** `{aggregate: 1}` reads no collection: its first stage produces the documents. */
+function databaseLevelSource(context: CommandContext, first: Document | undefined): Document[] {
+  const name = first ? Object.keys(first)[0] : '';
+  if (name === '$documents') {
+    const documents = runPipeline(
+      context,
+      [{}],
+      [{ $project: { _id: 0, documents: first!.$documents } }],
+    )[0]?.documents;
+    if (!Array.isArray(documents))
+      throw new CommandError(5858203, 'error during $documents: an array is required');
+    return documents as Document[];
+  }
+  if (name === '$listLocalSessions') return [...context.server.sessions.values()];
+  if (name === '$currentOp') return [];
+  throw new CommandError(
+    73,
+    `{aggregate: 1} is not valid for '${name}'; a collection is required.`,
+  );
+}
+
 const aggregate: CommandHandler = async (context) => {
   const { command } = context;
   const pipeline = command.pipeline;
@@ -65,21 +87,22 @@ const aggregate: CommandHandler = async (context) => {
   if (stages.length > 0 && '$changeStream' in stages[0]) return openChangeStream(context, stages);
   validatePipeline(stages);
   const aggregatesDatabase = command.aggregate === 1;
-  if (aggregatesDatabase) {
-    const first = stages[0] ? Object.keys(stages[0])[0] : undefined;
-    if (first !== '$documents')
-      throw new CommandError(
-        73,
-        "{aggregate: 1} is not valid for '$changeStream' etc. in this offline server",
-      );
-  }
   const last = stages[stages.length - 1];
   const outTarget: unknown = last ? (last.$out ?? undefined) : undefined;
-  const body = outTarget !== undefined ? stages.slice(0, -1) : stages;
-  const collection = aggregatesDatabase
-    ? undefined
-    : context.storage.getCollection(context.db, context.collectionName);
-  const source = collection ? [...collection.documents.values()] : [];
+  let body = outTarget !== undefined ? stages.slice(0, -1) : stages;
+  let source: Document[];
+  if (aggregatesDatabase) {
+    source = databaseLevelSource(context, body[0]);
+    body = body.slice(1);
+  } else {
+    const collection = readableCollection(
+      context.storage,
+      context.db,
+      context.collectionName,
+      context.mingo,
+    );
+    source = collection ? [...collection.documents.values()] : [];
+  }
   const results = runPipeline(context, source, body);
   if (outTarget !== undefined) {
     writeOut(context, outTarget, results);

@@ -1,4 +1,5 @@
 import { type Document, Long } from 'bson';
+import { isView } from '../engine/views';
 import { Query } from 'mingo';
 import { MINGO_OPTIONS } from '../engine/mingo-options';
 import type { CommandHandler } from './context';
@@ -33,7 +34,7 @@ const listCollections: CommandHandler = (context) => {
   const collections = [...(context.storage.databases.get(context.db)?.values() ?? [])];
   let entries: Document[] = collections.map((collection) => ({
     name: collection.name,
-    type: 'collection',
+    type: isView(collection) ? 'view' : 'collection',
     options: collection.options,
     info: { readOnly: false, uuid: collection.uuid },
     idIndex: { v: 2, key: { _id: 1 }, name: '_id_' },

@@ -2,6 +2,7 @@ import { Binary, type Document, Long } from 'bson';
 import { applyFailCommand, withRetryableLabel } from '../faults/fail-command';
 import type { ServerState } from '../server-state';
 import { runInSession } from '../sessions/session-router';
+import { lsidKey } from '../sessions/lsid-key';
 import { adminCommands } from './admin-commands';
 import { aggregateCommands } from './aggregate';
 import { catalogCommands } from './catalog-commands';
@@ -28,6 +29,7 @@ const HANDLERS: Record<string, CommandHandler> = {
 
 const ZERO_HASH = new Binary(Buffer.alloc(20), 0);
 const ZERO_KEY_ID = Long.fromNumber(0);
+const ZERO_UID = new Binary(Buffer.alloc(32), 0);
 
 /**
  * Runs one command: fail points first, then the session (transaction / retryable write),
@@ -45,6 +47,7 @@ export async function dispatchCommand(
   if (!handler)
     return decorateReply(server, new CommandError(59, `no such command: '${name}'`).toReply());
   const context = new CommandContext(server, db, name, command, connection);
+  rememberSession(server, command.lsid as Document | undefined);
   let reply: Document;
   try {
     const failure = await applyFailCommand(context);
@@ -60,6 +63,12 @@ export async function dispatchCommand(
     reply = withRetryableLabel(context, errorReply(error));
   }
   return decorateReply(server, reply);
+}
+
+function rememberSession(server: ServerState, lsid: Document | undefined): void {
+  const key = lsidKey(lsid);
+  if (!key || !lsid) return;
+  server.sessions.set(key, { _id: { id: lsid.id, uid: ZERO_UID }, lastUse: new Date() });
 }
 
 export function errorReply(error: unknown): Document {

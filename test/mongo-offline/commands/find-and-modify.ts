@@ -1,4 +1,5 @@
 import type { Document } from 'bson';
+import { assertNotView } from '../engine/views';
 import { projectOne } from '../engine/project';
 import { selectDocuments, sortDocuments } from '../engine/select';
 import type { CommandContext, CommandHandler } from './context';
@@ -9,6 +10,7 @@ import { runUpdate } from './update-operation';
 function removeOne(context: CommandContext, query: Document, sort: Document | undefined): Document {
   const { storage } = context;
   const collection = storage.getCollection(context.db, context.collectionName);
+  assertNotView(collection);
   let matches = selectDocuments(collection, query, context.mingo, sort ? 0 : 1);
   if (sort) matches = sortDocuments(matches, sort, context.mingo);
   const target = matches[0];

@@ -1,4 +1,5 @@
 import { type Document, Long } from 'bson';
+import { readableCollection } from '../engine/views';
 import { projectDocuments } from '../engine/project';
 import { selectDocuments, sortDocuments } from '../engine/select';
 import { canonicalKey } from '../engine/bson-values';
@@ -28,7 +29,12 @@ export async function openCursor(
 
 const find: CommandHandler = async (context) => {
   const { command } = context;
-  const collection = context.storage.getCollection(context.db, context.collectionName);
+  const collection = readableCollection(
+    context.storage,
+    context.db,
+    context.collectionName,
+    context.mingo,
+  );
   const sort = command.sort as Document | undefined;
   const skip = toNumber(command.skip) ?? 0;
   const rawLimit = toNumber(command.limit) ?? 0;
@@ -94,7 +100,12 @@ const killCursors: CommandHandler = (context) => {
 
 const count: CommandHandler = (context) => {
   const { command } = context;
-  const collection = context.storage.getCollection(context.db, context.collectionName);
+  const collection = readableCollection(
+    context.storage,
+    context.db,
+    context.collectionName,
+    context.mingo,
+  );
   let n = selectDocuments(collection, (command.query as Document) ?? {}, context.mingo).length;
   const skip = toNumber(command.skip) ?? 0;
   const limit = Math.abs(toNumber(command.limit) ?? 0);
@@ -108,7 +119,12 @@ const distinct: CommandHandler = (context) => {
   const key = command.key;
   if (typeof key !== 'string')
     throw new CommandError(14, "BSON field 'distinct.key' is missing but a required field");
-  const collection = context.storage.getCollection(context.db, context.collectionName);
+  const collection = readableCollection(
+    context.storage,
+    context.db,
+    context.collectionName,
+    context.mingo,
+  );
   const documents = selectDocuments(collection, (command.query as Document) ?? {}, context.mingo);
   const seen = new Map<string, unknown>();
   for (const document of documents) {

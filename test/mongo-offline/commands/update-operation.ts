@@ -1,4 +1,5 @@
 import type { Document } from 'bson';
+import { assertNotView } from '../engine/views';
 import {
   type UpdateContext,
   type UpdateSpec,
@@ -42,6 +43,7 @@ export function runUpdate(
   validateUpdate(request.update);
   const { storage } = context;
   const existing = storage.getCollection(context.db, collectionName);
+  assertNotView(existing);
   const updateContext: UpdateContext = {
     now: context.now,
     clusterTime: context.clusterTime,

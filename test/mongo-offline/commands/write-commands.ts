@@ -1,4 +1,5 @@
 import { type Document, ObjectId } from 'bson';
+import { assertNotView } from '../engine/views';
 import { idFirst } from '../engine/apply-update';
 import { selectDocuments } from '../engine/select';
 import type { CommandContext, CommandHandler } from './context';
@@ -43,6 +44,7 @@ const insert: CommandHandler = (context) => {
   assertWritablePrimary(context);
   const documents = requireArray(context.command.documents, 'insert.documents');
   const collection = context.storage.ensureCollection(context.db, context.collectionName);
+  assertNotView(collection);
   let n = 0;
   const writeErrors = runBatch(context, documents, (document) => {
     for (const key of Object.keys(document)) {
@@ -65,6 +67,10 @@ const update: CommandHandler = (context) => {
   let n = 0;
   let nModified = 0;
   const upserted: Document[] = [];
+  if (updates.some((statement) => (statement as Document).sort !== undefined)) {
+    // MongoDB 7.0 (what hello reports) has no sort in update statements; 8.0 added it.
+    throw new CommandError(40415, "BSON field 'update.updates.sort' is an unknown field.");
+  }
   const writeErrors = runBatch(context, updates, (statement, index) => {
     if (statement.u === undefined)
       throw new CommandError(
@@ -97,6 +103,7 @@ const deleteCommand: CommandHandler = (context) => {
   assertWritablePrimary(context);
   const deletes = requireArray(context.command.deletes, 'delete.deletes');
   const collection = context.storage.getCollection(context.db, context.collectionName);
+  assertNotView(collection);
   let n = 0;
   const writeErrors = runBatch(context, deletes, (statement) => {
     if (statement.limit !== 0 && statement.limit !== 1) {

@@ -203,12 +203,13 @@ export function buildUpsertDocument(
   if (!isPipelineUpdate(update) && !isOperatorUpdate(update)) {
     const seedId = upsertSeed(filter)._id;
     const document = cloneDocument(update);
-    const _id = document._id ?? seedId ?? new ObjectId();
+    // `_id: null` is a value (MongoDB stores it); only a missing _id is generated.
+    const _id = '_id' in document ? document._id : seedId !== undefined ? seedId : new ObjectId();
     return idFirst({ ...document, _id });
   }
   const seed = upsertSeed(filter);
   const updated = applyUpdate(seed, update, context, true);
-  if (updated._id === undefined) return { _id: new ObjectId(), ...updated };
+  if (!('_id' in updated)) return { _id: new ObjectId(), ...updated };
   return idFirst(updated);
 }
 

@@ -1,7 +1,7 @@
 import type { Document } from 'bson';
 import { Query } from 'mingo';
 import type { Options } from 'mingo/types';
-import { badValue } from '../commands/errors';
+import { CommandError, badValue } from '../commands/errors';
 import { canonicalKey } from './bson-values';
 import type { Collection } from './collection';
 import { bindFilterVariables } from './system-variables';
@@ -44,7 +44,40 @@ function idCandidates(filter: Document): unknown[] | undefined {
   return undefined;
 }
 
+const TOP_LEVEL_OPERATORS = new Set([
+  '$and',
+  '$or',
+  '$nor',
+  '$expr',
+  '$where',
+  '$text',
+  '$comment',
+  '$jsonSchema',
+  '$alwaysTrue',
+  '$alwaysFalse',
+  '$sampleRate',
+]);
+
+/** MongoDB rejects unknown `$` keys at the top of a filter (mingo ignores them on no input). */
+function assertKnownTopLevelOperators(filter: Document): void {
+  for (const [key, value] of Object.entries(filter)) {
+    if (!key.startsWith('$')) continue;
+    if (!TOP_LEVEL_OPERATORS.has(key))
+      throw badValue(
+        `unknown top level operator: ${key}. If you are trying to match on a field name that starts with '$', use $getField.`,
+      );
+    if ((key === '$and' || key === '$or' || key === '$nor') && Array.isArray(value)) {
+      for (const clause of value)
+        if (clause && typeof clause === 'object') assertKnownTopLevelOperators(clause as Document);
+    }
+  }
+}
+
 export function compileFilter(filter: Document, options: Partial<Options>): Query {
+  if (!filter || typeof filter !== 'object' || Array.isArray(filter)) {
+    throw new CommandError(14, "BSON field 'filter' is the wrong type, expected type 'object'");
+  }
+  assertKnownTopLevelOperators(filter);
   try {
     return new Query(bindFilterVariables(filter, options.variables ?? {}), options);
   } catch (error) {
@@ -70,8 +103,9 @@ export function selectDocuments(
   options: Partial<Options>,
   limit = 0,
 ): Document[] {
-  if (!collection) return [];
+  // The filter is parsed even for a missing collection: a bad operator fails either way.
   const query = compileFilter(filter ?? {}, options);
+  if (!collection) return [];
   const ids = idCandidates(filter ?? {});
   const result: Document[] = [];
   if (ids) {
