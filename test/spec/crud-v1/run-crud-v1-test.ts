@@ -6,6 +6,7 @@ import type { RunContext } from '../run-context';
 import { createEntities, EntityMap } from '../unified/entities';
 import { executeOperation } from '../unified/execute-operation';
 import { FailPoints } from '../unified/fail-points';
+import { withDeadline } from '../deadline';
 
 /** The format leaves the namespace to the runner. */
 export const CRUD_V1_DATABASE = 'crud-v1-tests';
@@ -55,7 +56,7 @@ export async function runCrudV1Test(file: Document, test: Document, ctx: RunCont
       ctx,
     );
     const { name, arguments: args, object } = test.operation;
-    await executeOperation(
+    const operation = executeOperation(
       {
         name,
         object: object === 'database' ? 'database' : 'collection',
@@ -71,6 +72,7 @@ export async function runCrudV1Test(file: Document, test: Document, ctx: RunCont
       },
       { entities, ctx, failPoints: new FailPoints() },
     );
+    await withDeadline(operation, () => entities.close());
   } finally {
     await entities.close();
   }

@@ -1,6 +1,7 @@
 // Executing one test of a unified-format file ("Executing a Test" in the format's spec).
 import type { Document } from 'mongodb';
 import { assertCollectionContents, setUpCollection } from '../collection-data';
+import { withDeadline } from '../deadline';
 import { compareVersions, parseVersion } from '../requirements';
 import type { RunContext } from '../run-context';
 import { createEntities, EntityMap } from './entities';
@@ -10,9 +11,6 @@ import { FailPoints } from './fail-points';
 
 /** The newest schema version this runner reads; files of a newer 1.x minor are refused. */
 export const SUPPORTED_SCHEMA_VERSION = '1.28';
-
-/** How long one test may take before its clients are closed and it fails. */
-export const UNIFIED_TEST_TIMEOUT_MS = 20_000;
 
 export function unsupportedSchemaVersion(version: string): string | undefined {
   const [major] = parseVersion(version);
@@ -41,22 +39,13 @@ export async function runUnifiedTest(file: Document, test: Document, ctx: RunCon
   for (const data of file.initialData ?? []) await setUpCollection(ctx.internalClient, data);
 
   const scope: OperationScope = { entities: new EntityMap(), ctx, failPoints: new FailPoints() };
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      // Closing the clients ends whatever operation is waiting on the server.
-      void scope.entities.close();
-      reject(new Error(`Timed out after ${UNIFIED_TEST_TIMEOUT_MS} ms`));
-    }, UNIFIED_TEST_TIMEOUT_MS);
-  });
   let failed = false;
   try {
-    await Promise.race([runOperationsAndAssert(file, test, scope), timeout]);
+    await withDeadline(runOperationsAndAssert(file, test, scope), () => scope.entities.close());
   } catch (error) {
     failed = true;
     throw error;
   } finally {
-    clearTimeout(timer);
     for (const { recorder } of scope.entities.clients()) recorder.stop();
     await scope.failPoints.disableAll(ctx.internalClient).catch(() => undefined);
     await scope.entities.close();
