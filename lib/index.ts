@@ -11,6 +11,7 @@ export type { LockHandle } from './lock-handle';
 export * from './errors';
 export * from './interfaces';
 export { Locked, createLockedDecorator, type LockedOptions } from './decorators/locked.decorator';
+export type { LockedMetadata } from './decorators/locked-metadata';
 export { LockHandleParam } from './decorators/lock-handle-param.decorator';
 export { LockedInterceptor } from './interceptors/locked.interceptor';
 export type { LockKeyContext, LockKeySpec } from './keys/key-template';

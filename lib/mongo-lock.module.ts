@@ -9,18 +9,19 @@ import { MongoLockConfigurableModule } from './mongo-lock.module-definition';
  * controller handlers and on singleton providers of the application.
  *
  * @example
+ * // app.module.ts
  * \@Module({
- *   imports: [
- *     MongoLockModule.forRoot({ uri: process.env.MONGODB_URI, isGlobal: true }),
- *     // or, from configuration:
- *     MongoLockModule.forRootAsync({
- *       imports: [ConfigModule],
- *       inject: [ConfigService],
- *       useFactory: (config: ConfigService) => ({ uri: config.getOrThrow('MONGODB_URI') }),
- *     }),
- *   ],
+ *   imports: [MongoLockModule.forRoot({ uri: process.env.MONGODB_URI, isGlobal: true })],
  * })
  * export class AppModule {}
+ *
+ * // or from configuration
+ * MongoLockModule.forRootAsync({
+ *   isGlobal: true,
+ *   imports: [ConfigModule],
+ *   inject: [ConfigService],
+ *   useFactory: (config: ConfigService) => ({ uri: config.getOrThrow('MONGODB_URI') }),
+ * });
  */
 @Module({
   imports: [DiscoveryModule],

@@ -6,7 +6,12 @@ import { validateLockKey } from './lock-key';
 export const KEY_TEMPLATE_SOURCES = ['params', 'query', 'body', 'user', 'headers', 'args'] as const;
 export type KeyTemplateSource = (typeof KEY_TEMPLATE_SOURCES)[number];
 
-/** The values a key template or key function is resolved against. */
+/**
+ * The values a key template or key function is resolved against.
+ *
+ * @example
+ * \@Locked((ctx) => `tenant:${String((ctx.user as User).tenantId)}:report`)
+ */
 export interface LockKeyContext {
   /** `'http'`, `'rpc'`, `'ws'` for handlers (from `ExecutionContext.getType()`); `'method'` for provider methods. */
   type: string;

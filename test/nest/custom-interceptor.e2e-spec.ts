@@ -1,0 +1,89 @@
+import {
+  ConflictException,
+  Controller,
+  type ExecutionContext,
+  type INestApplication,
+  type INestApplicationContext,
+  Injectable,
+  Post,
+} from '@nestjs/common';
+import request from 'supertest';
+import {
+  createLockedDecorator,
+  type LockedMetadata,
+  LockedInterceptor,
+  LockNotAcquiredError,
+  LockService,
+} from '../../lib';
+import { startTestMongo, type TestMongo } from '../support/mongo';
+import { HTTP_ADAPTERS, lockModule, startAppContext, startHttpApp } from './support/nest-apps';
+
+jest.setTimeout(60_000);
+
+/** Overrides the hooks: a longer Retry-After, 409 instead of 423, a tenant from a cookie-less header. */
+@Injectable()
+class TenantLockedInterceptor extends LockedInterceptor {
+  protected override retryAfterSeconds(error: LockNotAcquiredError): number {
+    return Math.max(60, super.retryAfterSeconds(error));
+  }
+
+  protected override toLockedException(): unknown {
+    return new ConflictException('busy');
+  }
+
+  protected override keyContext(context: ExecutionContext, metadata: LockedMetadata) {
+    const base = super.keyContext(context, metadata);
+    return { ...base, user: { tenant: 'from-hook' } };
+  }
+}
+
+const TenantLocked = createLockedDecorator(TenantLockedInterceptor);
+
+@Controller('custom')
+class CustomController {
+  @Post('jobs')
+  @TenantLocked('job:{user.tenant}', { timeoutMs: 0 })
+  run() {
+    return { key: LockService.current()?.key };
+  }
+}
+
+describe.each(HTTP_ADAPTERS)(
+  'a LockedInterceptor subclass through createLockedDecorator (%s)',
+  (adapter) => {
+    let mongo: TestMongo;
+    let app: INestApplication;
+    let other: INestApplicationContext;
+    const server = () => app.getHttpServer() as Parameters<typeof request>[0];
+
+    beforeAll(async () => {
+      mongo = await startTestMongo();
+      app = await startHttpApp(
+        { imports: [lockModule(mongo)], controllers: [CustomController] },
+        adapter,
+      );
+      other = await startAppContext({ imports: [lockModule(mongo, { holderId: 'other' })] });
+    });
+
+    afterAll(async () => {
+      await other?.close();
+      await app?.close();
+      await mongo?.stop();
+    });
+
+    it('uses the overridden key context', async () => {
+      const response = await request(server()).post('/custom/jobs').expect(201);
+      expect(response.body).toEqual({ key: 'job:from-hook' });
+    });
+
+    it('uses the overridden error mapping and Retry-After', async () => {
+      const held = await other.get(LockService).acquire('job:from-hook', { ttlMs: 5_000 });
+      try {
+        const response = await request(server()).post('/custom/jobs').expect(409);
+        expect(response.headers['retry-after']).toBe('60');
+      } finally {
+        await held.release();
+      }
+    });
+  },
+);
