@@ -41,8 +41,15 @@ export class LockedMethodsExplorer implements OnModuleInit {
       }
       return;
     }
-    if (!bindLockService(instance, this.lockService)) {
-      this.logger.warn(MESSAGES.sharedInstance(String(wrapper.name)));
+    // A transient provider has one instance per consumer besides the static one.
+    const transients = wrapper.isTransient
+      ? wrapper.getStaticTransientInstances().map((perContext) => perContext?.instance as unknown)
+      : [];
+    for (const each of [instance, ...transients]) {
+      if (typeof each !== 'object' || each === null) continue;
+      if (!bindLockService(each, this.lockService)) {
+        this.logger.warn(MESSAGES.sharedInstance(String(wrapper.name)));
+      }
     }
   }
 }

@@ -50,6 +50,19 @@ class Ledger {
   }
 }
 
+@Injectable({ scope: Scope.TRANSIENT })
+class TransientLedger {
+  @Locked('transient:{args.0}')
+  async post(_account: string): Promise<string | undefined> {
+    return LockService.current()?.key;
+  }
+}
+
+@Injectable()
+class UsesTransientLedger {
+  constructor(readonly ledger: TransientLedger) {}
+}
+
 @Injectable({ scope: Scope.REQUEST })
 class PerRequestLedger {
   @Locked('per-request')
@@ -140,6 +153,18 @@ describe('@Locked provider methods', () => {
   it('fails rather than run unlocked when the instance is not bound to an application', async () => {
     await expect(new Ledger().post('acc-5')).rejects.toThrow(MongoLockError);
     await expect(new Ledger().post('acc-5')).rejects.toThrow(/not managed by an application/);
+  });
+
+  it('binds each instance of a transient provider', async () => {
+    const app = await startAppContext({
+      imports: [lockModule(mongo)],
+      providers: [TransientLedger, UsesTransientLedger],
+    });
+    try {
+      await expect(app.get(UsesTransientLedger).ledger.post('t')).resolves.toBe('transient:t');
+    } finally {
+      await app.close();
+    }
   });
 
   it('warns at start-up about request-scoped providers', async () => {
