@@ -2,6 +2,7 @@ import { Binary, type Document, Long } from 'bson';
 import { applyFailCommand, withRetryableLabel } from '../faults/fail-command';
 import type { ServerState } from '../server-state';
 import { runInSession } from '../sessions/session-router';
+import { isChangeStreamCommand, withResumableLabel } from '../change-streams/resumable-errors';
 import { lsidKey } from '../sessions/lsid-key';
 import { adminCommands } from './admin-commands';
 import { aggregateCommands } from './aggregate';
@@ -48,6 +49,7 @@ export async function dispatchCommand(
     return decorateReply(server, new CommandError(59, `no such command: '${name}'`).toReply());
   const context = new CommandContext(server, db, name, command, connection);
   rememberSession(server, command.lsid as Document | undefined);
+  const changeStream = isChangeStreamCommand(context);
   let reply: Document;
   try {
     const failure = await applyFailCommand(context);
@@ -55,12 +57,14 @@ export async function dispatchCommand(
       connection.close();
       return undefined;
     }
-    if (failure.kind === 'error') return decorateReply(server, failure.reply);
+    if (failure.kind === 'error') {
+      return decorateReply(server, withResumableLabel(changeStream, failure.reply));
+    }
     reply = await runInSession(context, handler);
     if (isNoReply(reply)) return undefined;
     if (failure.kind === 'afterwards') reply = failure.decorate(reply);
   } catch (error) {
-    reply = withRetryableLabel(context, errorReply(error));
+    reply = withResumableLabel(changeStream, withRetryableLabel(context, errorReply(error)));
   }
   return decorateReply(server, reply);
 }
