@@ -1,5 +1,6 @@
 // Turns the spec folder into a flat list of test cases, each runnable or skipped with a reason.
 // Shared by the CLI and the Jest suite.
+import { relative, sep } from 'node:path';
 import { runCrudV1Test } from './crud-v1/run-crud-v1-test';
 import { unmetLegacyRequirements, unmetRequirements } from './requirements';
 import type { RunContext } from './run-context';
@@ -54,9 +55,18 @@ export function collectSpecCases(
   server: ServerInfo,
   options: CollectOptions = {},
 ): SpecCase[] {
-  return findSpecFiles(dir).flatMap((path) =>
-    casesOfFile(loadSpecFile(dir, path), server, options),
-  );
+  return findSpecFiles(dir).flatMap((path) => {
+    let spec: SpecFile;
+    try {
+      spec = loadSpecFile(dir, path);
+    } catch (error) {
+      // A file that cannot be read is one failing case, not a crashed run.
+      const file = relative(dir, path).split(sep).join('/');
+      const run = () => Promise.reject(error instanceof Error ? error : new Error(String(error)));
+      return [{ file, description: 'read the spec file', run }];
+    }
+    return casesOfFile(spec, server, options);
+  });
 }
 
 /** Cases grouped by file, in order. */
