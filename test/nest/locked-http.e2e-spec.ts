@@ -126,6 +126,16 @@ describe.each(HTTP_ADAPTERS)('@Locked handlers over HTTP (%s)', (adapter) => {
     expect((await locks.inspect('fn:shared'))?.held).toBe(false);
   });
 
+  it('takes several keys all or nothing: one held elsewhere means none is taken', async () => {
+    const held = await otherLocks.acquire('fn:shared', { ttlMs: 30_000 });
+    try {
+      await request(server()).post('/t/by-function/8').expect(423);
+      expect((await locks.inspect('fn:8'))?.held ?? false).toBe(false);
+    } finally {
+      await held.release();
+    }
+  });
+
   describe('hostile input', () => {
     const countHostile = () => collection.locks.countDocuments({ _id: { $regex: '^hostile:' } });
 
