@@ -3,6 +3,7 @@ import { formatSummaryTable, type ScenarioRow } from './harness/summary-table';
 import { contention } from './scenarios/contention';
 import { holderKilled } from './scenarios/holder-killed';
 import { holderPaused } from './scenarios/holder-paused';
+import { hostileHttp } from './scenarios/hostile-http';
 import type { Scenario } from './scenarios/scenario';
 
 // Every scenario runs against one server in its own process, one scenario at a time (they are
@@ -10,7 +11,7 @@ import type { Scenario } from './scenarios/scenario';
 // reports a row of the closing table. Any violation fails its test.
 jest.setTimeout(180_000);
 
-const scenarios: Scenario[] = [contention, holderKilled, holderPaused];
+const scenarios: Scenario[] = [contention, holderKilled, holderPaused, hostileHttp];
 
 describe('fault and correctness suite (several OS processes, one server)', () => {
   let server: FaultServer;
