@@ -29,18 +29,20 @@ export const OFFLINE_SKIPS: readonly SkipEntry[] = [
 
 function fileMatches(pattern: string, file: string): boolean {
   const escaped = pattern.split('*').map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&'));
-  return new RegExp(`^${escaped.join('.*')}$`).test(file);
+  // Matched against the end of the file's path, so a subfolder or a copy of the spec folder works.
+  return new RegExp(`(^|/)${escaped.join('.*')}$`).test(file);
 }
 
 function matches(entry: SkipEntry, file: string, test: string): boolean {
   return fileMatches(entry.file, file) && (entry.test === '*' || entry.test === test);
 }
 
+/** `file`: the spec file's path, relative to the spec folder or absolute (forward slashes). */
 export function offlineSkipReason(file: string, test: string): string | undefined {
   return OFFLINE_SKIPS.find((entry) => matches(entry, file, test))?.reason;
 }
 
 /** Entries that matched no test: stale after a spec update, to be removed. */
-export function unusedSkips(seen: ReadonlyArray<{ file: string; description: string }>) {
-  return OFFLINE_SKIPS.filter((entry) => !seen.some((t) => matches(entry, t.file, t.description)));
+export function unusedSkips(seen: ReadonlyArray<{ path: string; description: string }>) {
+  return OFFLINE_SKIPS.filter((entry) => !seen.some((t) => matches(entry, t.path, t.description)));
 }

@@ -1,16 +1,19 @@
 // Turns the spec folder into a flat list of test cases, each runnable or skipped with a reason.
 // Shared by the CLI and the Jest suite.
-import { relative, sep } from 'node:path';
+import { relative, resolve, sep } from 'node:path';
 import { runCrudV1Test } from './crud-v1/run-crud-v1-test';
 import { unmetLegacyRequirements, unmetRequirements } from './requirements';
 import type { RunContext } from './run-context';
 import type { ServerInfo } from './server-info';
 import { offlineSkipReason } from './skips';
-import { findSpecFiles, loadSpecFile, type SpecFile } from './spec-files';
+import { defaultSpecDir, findSpecFiles, loadSpecFile, type SpecFile } from './spec-files';
 import { runUnifiedTest, unsupportedSchemaVersion } from './unified/run-unified-test';
 
 export interface SpecCase {
+  /** Path relative to the spec folder (or the folder run, when outside it). */
   file: string;
+  /** Full path with forward slashes, what the skip list matches. */
+  path: string;
   description: string;
   /** Set when the case is not run: unmet runOnRequirements, skipReason or the skip list. */
   skipReason?: string;
@@ -32,7 +35,8 @@ function casesOfFile(spec: SpecFile, server: ServerInfo, options: CollectOptions
   return tests.map((test) => {
     const description = String(test.description);
     const useList = server.kind === 'offline' && options.applySkipList !== false;
-    const listed = useList ? offlineSkipReason(spec.name, description) : undefined;
+    const path = spec.path.split(sep).join('/');
+    const listed = useList ? offlineSkipReason(path, description) : undefined;
     let skipReason: string | undefined;
     if (spec.format === 'unified' && unsupportedSchemaVersion(content.schemaVersion)) {
       skipReason = undefined; // an incompatible file must fail, not skip (the format's rule)
@@ -45,7 +49,7 @@ function casesOfFile(spec: SpecFile, server: ServerInfo, options: CollectOptions
       spec.format === 'unified'
         ? (ctx: RunContext) => runUnifiedTest(content, test, ctx)
         : (ctx: RunContext) => runCrudV1Test(content, test, ctx);
-    return { file: spec.name, description, skipReason, run };
+    return { file: spec.name, path, description, skipReason, run };
   });
 }
 
@@ -55,15 +59,18 @@ export function collectSpecCases(
   server: ServerInfo,
   options: CollectOptions = {},
 ): SpecCase[] {
+  // Inside the default spec folder, names stay relative to it whatever subfolder is run.
+  const defaultDir = defaultSpecDir();
+  const root = resolve(dir).startsWith(defaultDir + sep) ? defaultDir : dir;
   return findSpecFiles(dir).flatMap((path) => {
     let spec: SpecFile;
     try {
-      spec = loadSpecFile(dir, path);
+      spec = loadSpecFile(root, path);
     } catch (error) {
       // A file that cannot be read is one failing case, not a crashed run.
-      const file = relative(dir, path).split(sep).join('/');
+      const file = relative(root, path).split(sep).join('/');
       const run = () => Promise.reject(error instanceof Error ? error : new Error(String(error)));
-      return [{ file, description: 'read the spec file', run }];
+      return [{ file, path, description: 'read the spec file', run }];
     }
     return casesOfFile(spec, server, options);
   });
