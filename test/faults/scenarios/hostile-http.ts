@@ -54,7 +54,7 @@ export const hostileHttp: Scenario = {
           for (const doc of written) {
             const key = String(doc._id);
             expect.that(
-              key.isWellFormed(),
+              !hasLoneSurrogate(key),
               adapter,
               `ill-formed key stored: ${JSON.stringify(key)}`,
             );
