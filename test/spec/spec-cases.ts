@@ -25,31 +25,56 @@ export interface CollectOptions {
   applySkipList?: boolean;
 }
 
-function casesOfFile(spec: SpecFile, server: ServerInfo, options: CollectOptions): SpecCase[] {
+// The unified format's own tests: valid-fail files must fail; invalid files test its JSON schema.
+const VALID_FAIL = /(^|\/)unified-format\/valid-fail\//;
+const SCHEMA_INVALID = /(^|\/)unified-format\/invalid\//;
+
+function skipReasonOf(spec: SpecFile, test: any, server: ServerInfo, options: CollectOptions) {
   const { content } = spec;
-  const tests: any[] = content.tests ?? [];
+  const path = spec.path.split(sep).join('/');
+  if (SCHEMA_INVALID.test(path))
+    return 'schema-invalid file: it tests the JSON schema, not a server';
+  // An incompatible file must fail, not skip (the format's rule).
+  if (spec.format === 'unified' && unsupportedSchemaVersion(content.schemaVersion))
+    return undefined;
   const fileReason =
     spec.format === 'unified'
       ? unmetRequirements(content.runOnRequirements, server)
       : unmetLegacyRequirements(content, server);
+  if (fileReason) return `runOnRequirements: ${fileReason}`;
+  if (test.skipReason) return `skipReason: ${test.skipReason}`;
+  const testReason =
+    spec.format === 'unified' ? unmetRequirements(test.runOnRequirements, server) : undefined;
+  if (testReason) return `runOnRequirements: ${testReason}`;
+  const useList = server.kind === 'offline' && options.applySkipList !== false;
+  const listed = useList ? offlineSkipReason(path, String(test.description)) : undefined;
+  return listed ? `skip list: ${listed}` : undefined;
+}
+
+/** A valid-fail test passes when running it fails. */
+async function expectFailure(run: () => Promise<void>) {
+  try {
+    await run();
+  } catch {
+    return;
+  }
+  throw new Error('This valid-fail test should have failed, but passed');
+}
+
+function casesOfFile(spec: SpecFile, server: ServerInfo, options: CollectOptions): SpecCase[] {
+  const { content } = spec;
+  const path = spec.path.split(sep).join('/');
+  const tests: any[] = content.tests ?? [];
   return tests.map((test) => {
-    const description = String(test.description);
-    const useList = server.kind === 'offline' && options.applySkipList !== false;
-    const path = spec.path.split(sep).join('/');
-    const listed = useList ? offlineSkipReason(path, description) : undefined;
-    let skipReason: string | undefined;
-    if (spec.format === 'unified' && unsupportedSchemaVersion(content.schemaVersion)) {
-      skipReason = undefined; // an incompatible file must fail, not skip (the format's rule)
-    } else if (fileReason) skipReason = `runOnRequirements: ${fileReason}`;
-    else if (test.skipReason) skipReason = `skipReason: ${test.skipReason}`;
-    else if (spec.format === 'unified' && unmetRequirements(test.runOnRequirements, server)) {
-      skipReason = `runOnRequirements: ${unmetRequirements(test.runOnRequirements, server)}`;
-    } else if (listed) skipReason = `skip list: ${listed}`;
-    const run =
+    const runTest =
       spec.format === 'unified'
         ? (ctx: RunContext) => runUnifiedTest(content, test, ctx)
         : (ctx: RunContext) => runCrudV1Test(content, test, ctx);
-    return { file: spec.name, path, description, skipReason, run };
+    const run = VALID_FAIL.test(path)
+      ? (ctx: RunContext) => expectFailure(() => runTest(ctx))
+      : runTest;
+    const skipReason = skipReasonOf(spec, test, server, options);
+    return { file: spec.name, path, description: String(test.description), skipReason, run };
   });
 }
 
@@ -70,7 +95,8 @@ export function collectSpecCases(
       // A file that cannot be read is one failing case, not a crashed run.
       const file = relative(root, path).split(sep).join('/');
       const run = () => Promise.reject(error instanceof Error ? error : new Error(String(error)));
-      return [{ file, path, description: 'read the spec file', run }];
+      const fullPath = path.split(sep).join('/');
+      return [{ file, path: fullPath, description: 'read the spec file', run }];
     }
     return casesOfFile(spec, server, options);
   });
