@@ -1,5 +1,6 @@
 import { startFaultServer, type FaultServer } from '../support/fault-server';
 import { formatSummaryTable, type ScenarioRow } from './harness/summary-table';
+import { connectionFaults } from './scenarios/connection-faults';
 import { contention } from './scenarios/contention';
 import { holderKilled } from './scenarios/holder-killed';
 import { holderPaused } from './scenarios/holder-paused';
@@ -11,7 +12,13 @@ import type { Scenario } from './scenarios/scenario';
 // reports a row of the closing table. Any violation fails its test.
 jest.setTimeout(180_000);
 
-const scenarios: Scenario[] = [contention, holderKilled, holderPaused, hostileHttp];
+const scenarios: Scenario[] = [
+  contention,
+  holderKilled,
+  holderPaused,
+  connectionFaults,
+  hostileHttp,
+];
 
 describe('fault and correctness suite (several OS processes, one server)', () => {
   let server: FaultServer;

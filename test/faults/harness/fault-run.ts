@@ -19,6 +19,8 @@ export interface WorkerSetup {
   clockSkewMs?: number;
   /** Extra `MongoLockModuleOptions` for this worker's service (JSON values). */
   options?: Record<string, unknown>;
+  /** Extra connection-string options, e.g. `socketTimeoutMS=1500`. */
+  uriOptions?: string;
 }
 
 export type FaultWorkerProcess = IpcChild<WorkerOps, WorkerEvent>;
@@ -52,9 +54,10 @@ export class FaultRun {
   }
 
   /** A URI whose `appName` lets a fail point target one worker's connections only. */
-  uriFor(appName: string): string {
+  uriFor(appName: string, extraOptions?: string): string {
     const separator = this.server.uri.includes('?') ? '&' : '?';
-    return `${this.server.uri}${separator}appName=${encodeURIComponent(appName)}`;
+    const extra = extraOptions ? `&${extraOptions}` : '';
+    return `${this.server.uri}${separator}appName=${encodeURIComponent(appName)}${extra}`;
   }
 
   /** Starts the workers in parallel (each pays ts-node's start-up once). */
@@ -69,7 +72,7 @@ export class FaultRun {
       onEvent: (event: WorkerEvent) => this.recordSection(event.section),
     });
     const { holderId } = await process.call('start', {
-      uri: this.uriFor(setup.label),
+      uri: this.uriFor(setup.label, setup.uriOptions),
       dbName: this.dbName,
       collectionName: lockCollection,
       options: setup.options,

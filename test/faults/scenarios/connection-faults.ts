@@ -1,0 +1,166 @@
+import { sharedClockMs } from '../../support/fault-clock';
+import type { ContendStats } from '../../support/fault-protocol';
+import { FaultRun, type StartedWorker } from '../harness/fault-run';
+import { Expectations, sleep, type Scenario } from './scenario';
+
+const ttlMs = 1000;
+/** Client-side timeout of the "reply lost after the write" worker (see `replyLostAfterWrite`). */
+const socketTimeoutMs = 1500;
+/** Generous bound for a wake-up after a release: well under the 5 s safety poll. */
+const wakeUpBoundMs = 4000;
+
+/** One `failCommand` configuration aimed at one worker's connections (by appName). */
+type Fault = (target: string) => Record<string, unknown>;
+
+const faults: Record<string, Fault> = {
+  // The connection closes before the command runs: the driver retries the write.
+  closeConnection: (appName) => ({
+    failCommands: ['findAndModify'],
+    closeConnection: true,
+    appName,
+  }),
+  // A retryable error reply: the driver retries once.
+  shutdownInProgress: (appName) => ({ failCommands: ['findAndModify'], errorCode: 91, appName }),
+  // The command is held past the client's socket timeout, then runs: its reply is lost after
+  // the write, and the driver's retry must get the first result (retryable writes).
+  replyLostAfterWrite: (appName) => ({
+    failCommands: ['findAndModify'],
+    blockConnection: true,
+    blockTimeMS: socketTimeoutMs + 1000,
+    appName,
+  }),
+};
+
+/**
+ * Connection faults from `failCommand`: single faults on acquire, renew and release while two
+ * processes contend; renewals failing for good; change-stream getMore failing with resumable
+ * and non-resumable errors. No double grant, no lost wake-up, no leaked lock.
+ */
+export const connectionFaults: Scenario = {
+  name: '4. connection faults (failCommand)',
+  async run(server) {
+    const run = new FaultRun(server, 'connfaults');
+    const expect = new Expectations();
+    const notes: string[] = [];
+    try {
+      const [a, b] = await run.spawn([
+        { label: 'faultA' },
+        { label: 'faultB', uriOptions: `socketTimeoutMS=${socketTimeoutMs}` },
+      ]);
+      const storm = await faultStorm(run, a, b, expect);
+      notes.push(`${storm.injected} single faults`);
+      notes.push(await renewFailing(run, a, b, expect));
+      for (const resumable of [true, false]) {
+        notes.push(await getMoreFailing(run, a, b, resumable, expect));
+      }
+      await run.failPoint('off');
+      const violations = await run.check({ leaseMs: ttlMs }, expect.violations);
+      return { operations: run.history.sections.length, violations, notes: notes.join('; ') };
+    } finally {
+      await run.stop();
+    }
+  },
+};
+
+/** A and B contend while single faults hit one of them every few hundred ms. */
+async function faultStorm(
+  run: FaultRun,
+  a: StartedWorker,
+  b: StartedWorker,
+  expect: Expectations,
+): Promise<{ injected: number }> {
+  const stopAt = sharedClockMs() + 8000;
+  const contention = [a, b].map((w) =>
+    w.process.call('contend', {
+      keys: ['storm:1', 'storm:2'],
+      workers: 3,
+      ttlMs,
+      timeoutMs: 20_000,
+      hold: { shortMaxMs: 10, longShare: 0.02, longMinMs: ttlMs * 1.2, longMaxMs: ttlMs * 1.5 },
+      renewShare: 0.5,
+      stopAt,
+      maxSections: 1000,
+    }),
+  );
+  let injected = 0;
+  const kinds = Object.keys(faults);
+  while (sharedClockMs() < stopAt - 500) {
+    const kind = kinds[injected % kinds.length];
+    // Only B has the short socket timeout that turns a held command into a lost reply.
+    const target = kind === 'replyLostAfterWrite' || injected % 2 === 1 ? b : a;
+    await run.failPoint({ times: 1 }, faults[kind](target.label));
+    injected++;
+    await sleep(kind === 'replyLostAfterWrite' ? socketTimeoutMs + 1500 : 300);
+  }
+  await run.failPoint('off');
+  const stats: ContendStats[] = await Promise.all(contention);
+  for (const s of stats) {
+    expect.that(s.errors.length === 0, 'storm', `worker errors: ${s.errors.join('; ')}`);
+  }
+  return { injected };
+}
+
+/** A's renewals fail for good: A must hear of the loss before B can take over. */
+async function renewFailing(
+  run: FaultRun,
+  a: StartedWorker,
+  b: StartedWorker,
+  expect: Expectations,
+): Promise<string> {
+  const key = 'renew:failing';
+  await run.hold(a, { key, ttlMs: 1500, timeoutMs: 5000, renew: true });
+  const takeover = run.hold(b, { key, ttlMs: 1500, timeoutMs: 20_000, renew: true });
+  await run.failPoint('alwaysOn', { ...faults.shutdownInProgress(a.label) });
+  const loss = await a.process.call('waitForLoss', { key, timeoutMs: 10_000 });
+  const taken = await takeover;
+  await run.failPoint('off');
+  expect.that(loss.signalAt !== null, key, 'A was not told that its renewals failed');
+  expect.that(
+    loss.signalAt === null || loss.signalAt <= taken.start,
+    key,
+    `A was told ${Math.round((loss.signalAt ?? 0) - taken.start)} ms after B took over`,
+  );
+  const released = await a.process.call('release', { key });
+  expect.that(released.outcome === 'lost', key, 'A released a lock whose renewals failed');
+  await b.process.call('release', { key });
+  return `renewals failing: A told ${Math.round(taken.start - (loss.signalAt ?? NaN))} ms before B took over`;
+}
+
+/** B waits on a change stream whose getMore fails; A's release must still wake it. */
+async function getMoreFailing(
+  run: FaultRun,
+  a: StartedWorker,
+  b: StartedWorker,
+  resumable: boolean,
+  expect: Expectations,
+): Promise<string> {
+  const key = `getmore:${resumable ? 'resumable' : 'fatal'}`;
+  await run.hold(a, { key, ttlMs: 60_000, timeoutMs: 5000, renew: false });
+  const waiting = run.hold(b, { key, ttlMs: 5000, timeoutMs: 20_000, renew: false });
+  await sleep(300);
+  await run.failPoint(
+    { times: resumable ? 3 : 1 },
+    resumable
+      ? {
+          failCommands: ['getMore'],
+          errorCode: 91,
+          errorLabels: ['ResumableChangeStreamError'],
+          appName: b.label,
+        }
+      : { failCommands: ['getMore'], errorCode: 2, errorLabels: [], appName: b.label },
+  );
+  // Let the failing getMores happen (each waits up to maxAwaitTimeMS for events first).
+  await sleep(2500);
+  const releasedAt = sharedClockMs();
+  await a.process.call('release', { key });
+  const woke = await waiting.catch((error: unknown) => ({ start: Number.NaN, error }));
+  const latency = woke.start - releasedAt;
+  expect.that(
+    latency <= wakeUpBoundMs,
+    key,
+    `B woke ${Math.round(latency)} ms after the release (lost wake-up?)`,
+  );
+  if (Number.isFinite(woke.start)) await b.process.call('release', { key });
+  await run.failPoint('off');
+  return `getMore ${resumable ? 'resumable' : 'non-resumable'} error: woke in ${Math.round(latency)} ms`;
+}
