@@ -45,6 +45,8 @@ export const MESSAGES = {
     `${where} is @Locked and returned an Observable, but its declared return type is not ` +
     'Observable, so the lock was released before the Observable ran; declare `: Observable<T>` ' +
     '(with Observable imported as a value, not `import type`)',
+  observableExpected: (where: string) =>
+    `${where} is declared to return an Observable but returned something else`,
   locked: (seconds: number | undefined) =>
     seconds === undefined
       ? 'The resource is locked; try again later'

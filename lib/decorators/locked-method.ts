@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { isObservable, Observable, throwError } from 'rxjs';
+import { isObservable, throwError } from 'rxjs';
 import { MongoLockError } from '../errors';
 import { NEST_CONTROLLER_WATERMARK } from '../mongo-lock.constants';
 import { MESSAGES } from '../mongo-lock.messages';
@@ -45,43 +45,36 @@ export function createLockedMethod(
     }
     const lockService = boundLockService(this);
     if (!lockService && isControllerInstance(this)) return original.apply(this, args);
+    // Fail the way the method reports failures: a rejected Promise or an erroring Observable.
+    const fail = (error: Error) =>
+      returnsObservable ? throwError(() => error) : Promise.reject(error);
+    if (!lockService) return fail(new MongoLockError(MESSAGES.unboundInstance(where)));
 
-    const keysOfThisCall = () => {
-      if (!lockService) throw new MongoLockError(MESSAGES.unboundInstance(where));
-      return metadata.resolveKeys({ type: 'method', args, className, methodName });
-    };
-
-    if (returnsObservable) {
-      let keys: string[];
-      try {
-        keys = keysOfThisCall();
-      } catch (error) {
-        return throwError(() => error);
-      }
-      return lockedObservable(lockService!, keys, options, () => {
-        const result = original.apply(this, args);
-        return isObservable(result) ? result : new Observable((s) => s.error(notObservable()));
-      });
+    let keys: string[];
+    try {
+      keys = metadata.resolveKeys({ type: 'method', args, className, methodName });
+    } catch (error) {
+      return fail(error as Error);
     }
 
-    return (async () => {
-      const keys = keysOfThisCall();
-      return lockService!.withLock(
-        keys,
-        async () => {
-          const result = await original.apply(this, args);
-          if (isObservable(result) && !warnedAboutObservable) {
-            warnedAboutObservable = true;
-            logger.warn(MESSAGES.observableWithoutType(where));
-          }
-          return result;
-        },
-        options,
-      );
-    })();
+    if (returnsObservable) {
+      return lockedObservable(lockService, keys, options, () => {
+        const result = original.apply(this, args);
+        if (isObservable(result)) return result;
+        return throwError(() => new TypeError(MESSAGES.observableExpected(where)));
+      });
+    }
+    return lockService.withLock(
+      keys,
+      async () => {
+        const result = await original.apply(this, args);
+        if (isObservable(result) && !warnedAboutObservable) {
+          warnedAboutObservable = true;
+          logger.warn(MESSAGES.observableWithoutType(where));
+        }
+        return result;
+      },
+      options,
+    );
   };
-
-  function notObservable() {
-    return new TypeError(`${where} is declared to return an Observable but did not`);
-  }
 }
