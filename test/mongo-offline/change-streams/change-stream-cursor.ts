@@ -1,5 +1,5 @@
 import type { Document } from 'bson';
-import { Aggregator } from 'mingo';
+import { Aggregator } from 'mingo/aggregator';
 import type { CommandContext } from '../commands/context';
 import type { CursorBatch, ServerCursor } from '../commands/cursor-registry';
 import { CommandError, badValue } from '../commands/errors';

@@ -1,8 +1,9 @@
 import { type Document, Long } from 'bson';
 import { readableCollection } from '../engine/views';
-import { Aggregator } from 'mingo';
+import { Aggregator } from 'mingo/aggregator';
 import { idFirst } from '../engine/apply-update';
 import { bindSystemVariables } from '../engine/system-variables';
+import { withOptions } from '../engine/mingo-options';
 import { openChangeStream } from '../change-streams/open-change-stream';
 import type { CommandContext, CommandHandler } from './context';
 import { ArrayCursor } from './cursor-registry';
@@ -20,12 +21,11 @@ function runPipeline(
   try {
     const aggregator = new Aggregator(
       bindSystemVariables(pipeline, context.mingo.variables ?? {}),
-      {
-        ...context.mingo,
+      withOptions(context.mingo, {
         collectionResolver: (name: string) => [
           ...(readableCollection(storage, db, name, context.mingo)?.documents.values() ?? []),
         ],
-      },
+      }),
     );
     return aggregator.run<Document>(source);
   } catch (error) {

@@ -1,6 +1,6 @@
 import { type Document, Long } from 'bson';
 import { isView } from '../engine/views';
-import { Query } from 'mingo';
+import { Query } from 'mingo/query';
 import { MINGO_OPTIONS } from '../engine/mingo-options';
 import type { CommandHandler } from './context';
 import { CommandError } from './errors';

@@ -1,9 +1,11 @@
 import { type Document, ObjectId, Timestamp } from 'bson';
-import { update as mingoUpdate, updateOne as mingoUpdateOne } from 'mingo';
+import { Aggregator } from 'mingo/aggregator';
+import { update as mingoUpdate } from 'mingo/updater';
 import type { Options } from 'mingo/types';
 import { CommandError, badValue } from '../commands/errors';
 import { canonicalKey, cloneDocument } from './bson-values';
 import { bindSystemVariables } from './system-variables';
+import { plainOptions } from './mingo-options';
 
 const UPDATE_OPERATORS = new Set([
   '$set',
@@ -98,6 +100,24 @@ function normaliseOperators(
   return result;
 }
 
+const UPDATE_PIPELINE_STAGES = new Set([
+  '$addFields',
+  '$set',
+  '$project',
+  '$unset',
+  '$replaceRoot',
+  '$replaceWith',
+]);
+
+function assertUpdatePipelineStages(pipeline: Document[]): void {
+  for (const stage of pipeline) {
+    const name = Object.keys(stage ?? {})[0];
+    if (!UPDATE_PIPELINE_STAGES.has(name)) {
+      throw new CommandError(72, `${name} is not allowed to be used within an update`);
+    }
+  }
+}
+
 /** Puts `_id` first, as MongoDB stores it. */
 export function idFirst(document: Document): Document {
   if (!('_id' in document) || Object.keys(document)[0] === '_id') return document;
@@ -123,14 +143,15 @@ export function applyUpdate(
 ): Document {
   let result: Document;
   if (isPipelineUpdate(update)) {
-    const holder = [cloneDocument(original)];
+    assertUpdatePipelineStages(update);
     try {
+      // The stages of an update pipeline are aggregation stages: an Aggregator built from the
+      // command's options runs them without mingo's per-call operator-table copy.
       const pipeline = bindSystemVariables(update, context.mingo.variables ?? {});
-      mingoUpdateOne(holder, {}, pipeline as never, {}, context.mingo);
+      result = new Aggregator(pipeline, context.mingo).run<Document>([cloneDocument(original)])[0];
     } catch (error) {
       throw asCommandError(error);
     }
-    result = holder[0];
     if (!('_id' in result) && '_id' in original) result = { _id: original._id, ...result };
   } else if (isOperatorUpdate(update)) {
     result = cloneDocument(original);
@@ -138,7 +159,7 @@ export function applyUpdate(
     if (Object.keys(modifier).length > 0) {
       try {
         mingoUpdate(result, modifier, context.arrayFilters, context.filter, {
-          queryOptions: context.mingo,
+          queryOptions: plainOptions(context.mingo),
         });
       } catch (error) {
         throw asCommandError(error);

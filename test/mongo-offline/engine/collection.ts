@@ -1,5 +1,5 @@
 import { type Document, UUID } from 'bson';
-import { Query } from 'mingo';
+import { Query } from 'mingo/query';
 import { CommandError } from '../commands/errors';
 import { canonicalKey } from './bson-values';
 import { DuplicateKeyError } from './duplicate-key-error';

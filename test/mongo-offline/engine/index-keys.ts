@@ -1,5 +1,5 @@
 import type { Document } from 'bson';
-import { Query } from 'mingo';
+import { Query } from 'mingo/query';
 import { canonicalKey, formatForErrmsg, valuesAtPath } from './bson-values';
 
 /** An index as listIndexes reports it. */

@@ -1,17 +1,86 @@
+import * as path from 'node:path';
 import type { Document } from 'bson';
+import { Context } from 'mingo/core';
+import * as accumulatorOperators from 'mingo/operators/accumulator';
+import * as expressionOperators from 'mingo/operators/expression';
+import * as pipelineOperators from 'mingo/operators/pipeline';
+import * as projectionOperators from 'mingo/operators/projection';
+import * as queryOperators from 'mingo/operators/query';
+import * as windowOperators from 'mingo/operators/window';
 import type { Options } from 'mingo/types';
 
+/**
+ * One operator table for the whole server. mingo's convenience entry points (`mingo`'s
+ * Query, Aggregator, update) copy every operator table on every call, which made a
+ * findAndModify cost milliseconds; the base classes used here take these options as is.
+ */
+const FULL_CONTEXT = Context.init({
+  accumulator: accumulatorOperators,
+  expression: expressionOperators,
+  pipeline: pipelineOperators,
+  projection: projectionOperators,
+  query: queryOperators,
+  window: windowOperators,
+});
+
 /** MongoDB semantics for mingo: strict mode, no user JavaScript. */
-export const MINGO_OPTIONS: Partial<Options> = {
+const BASE_OPTIONS: Partial<Options> = {
+  idKey: '_id',
   useStrictMode: true,
   scriptEnabled: false,
+  failOnError: true,
+  processingMode: 0,
+  context: FULL_CONTEXT,
 };
+
+type ComputeOptionsConstructor = new (
+  options: Partial<Options>,
+  locals?: Document,
+) => Partial<Options>;
+
+/**
+ * mingo's ComputeOptions is what its classes build from plain options (copying the context);
+ * given one already, they reuse its context. It is not exported, hence the path lookup; if a
+ * mingo upgrade moves it, plain options still work, only slower.
+ */
+function loadComputeOptions(): ComputeOptionsConstructor | undefined {
+  try {
+    const file = path.join(path.dirname(require.resolve('mingo')), 'core', '_internal.js');
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- see above
+    const internal = require(file) as { ComputeOptions?: ComputeOptionsConstructor };
+    return internal.ComputeOptions;
+  } catch {
+    return undefined;
+  }
+}
+
+const ComputeOptions = loadComputeOptions();
+
+function build(options: Partial<Options>): Partial<Options> {
+  return ComputeOptions ? new ComputeOptions(options) : options;
+}
+
+export const MINGO_OPTIONS: Partial<Options> = build(BASE_OPTIONS);
 
 /** Options for one command: `$$NOW` and `$$CLUSTER_TIME` are fixed for its whole duration. */
 export function commandMingoOptions(variables: Document, collation?: Document): Partial<Options> {
-  const options: Partial<Options> = { ...MINGO_OPTIONS, variables };
+  const options: Partial<Options> = { ...BASE_OPTIONS, variables };
   if (collation && typeof collation.locale === 'string') {
-    return { ...options, collation: collation as Options['collation'] };
+    return build({ ...options, collation: collation as Options['collation'] });
   }
-  return options;
+  return build(options);
+}
+
+/**
+ * The plain options behind `options`: mingo's updater spreads its options into a new
+ * object, which would lose the context of a ComputeOptions instance.
+ */
+export function plainOptions(options: Partial<Options>): Partial<Options> {
+  const inner = (options as { options?: Partial<Options> }).options;
+  return inner ?? options;
+}
+
+/** `options` plus some more (never spread a ComputeOptions instance: its context is nested). */
+export function withOptions(options: Partial<Options>, extra: Partial<Options>): Partial<Options> {
+  return build({ ...plainOptions(options), ...extra });
 }

@@ -1,5 +1,5 @@
 import type { Document } from 'bson';
-import { Query } from 'mingo';
+import { Query } from 'mingo/query';
 import type { Options } from 'mingo/types';
 import { CommandError, badValue } from '../commands/errors';
 import { canonicalKey } from './bson-values';

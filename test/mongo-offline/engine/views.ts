@@ -1,5 +1,5 @@
 import type { Document } from 'bson';
-import { Aggregator } from 'mingo';
+import { Aggregator } from 'mingo/aggregator';
 import type { Options } from 'mingo/types';
 import { CommandError, badValue } from '../commands/errors';
 import { canonicalKey } from './bson-values';
