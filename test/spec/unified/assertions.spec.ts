@@ -55,7 +55,7 @@ describe('expectEvents', () => {
       ['commandStartedEvent', 'commandSucceededEvent'],
       ignore,
     );
-    map.set('client0', { kind: 'client', value: { client, recorder, closed: false } });
+    map.set('client0', { kind: 'client', value: { client, recorder } });
     for (const [name, event] of events) client.emit(name as 'commandStarted', event as never);
     return map;
   }

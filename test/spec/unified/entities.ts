@@ -18,7 +18,6 @@ import { EventRecorder } from './event-recorder';
 export interface ClientEntity {
   client: MongoClient;
   recorder: EventRecorder;
-  closed: boolean;
 }
 
 type EntityValue =
@@ -144,7 +143,7 @@ async function createClient(options: any, ctx: RunContext): Promise<ClientEntity
   });
   const recorder = new EventRecorder(client, observed, options.ignoreCommandMonitoringEvents);
   await client.connect();
-  return { client, recorder, closed: false };
+  return { client, recorder };
 }
 
 /** readConcern, readPreference, writeConcern and timeoutMS as the driver takes them. */

@@ -76,9 +76,7 @@ export const cursorOperations: Record<string, OperationFn> = {
   async close(call) {
     const kind = call.entities.kindOf(call.operation.object);
     if (kind === 'client') {
-      const entity = call.entities.get(call.operation.object, 'client');
-      entity.closed = true;
-      await entity.client.close();
+      await call.entities.get(call.operation.object, 'client').client.close();
       return;
     }
     try {
