@@ -37,17 +37,28 @@ export async function setUpCollection(client: MongoClient, data: CollectionData)
 
 /**
  * The collection holds exactly `expected`: same documents in `_id` order, no extra fields
- * anywhere (the matching rules' root-level leniency does not apply here), key order free.
+ * anywhere (the matching rules' root-level leniency does not apply here), numbers of the same
+ * BSON type, key order free.
  */
 export async function assertCollectionContents(client: MongoClient, data: CollectionData) {
   const { databaseName, collectionName, documents: expected } = data;
   const actual = await client
     .db(databaseName)
     .collection(collectionName)
-    .find({}, { sort: { _id: 1 }, readPreference: 'primary', readConcern: { level: 'local' } })
+    .find(
+      {},
+      {
+        sort: { _id: 1 },
+        readPreference: 'primary',
+        readConcern: { level: 'local' },
+        // Unpromoted, an int32 and a double stay apart, as an exact match needs.
+        promoteValues: false,
+      },
+    )
     .toArray();
   const mismatches = findMismatches(expected, actual, {
     path: `${databaseName}.${collectionName}`,
+    exactNumberTypes: true,
   });
   if (mismatches.length > 0) {
     throw new Error(

@@ -9,7 +9,11 @@ export function bsonTypeOf(value: unknown): string | undefined {
   if (value === null) return 'null';
   if (typeof value === 'string') return 'string';
   if (typeof value === 'boolean') return 'bool';
-  if (typeof value === 'number') return Number.isInteger(value) ? 'int' : 'double';
+  // A JS number as Extended JSON reads it: an integer is an int32 when it fits, else an int64.
+  if (typeof value === 'number') {
+    if (!Number.isInteger(value)) return 'double';
+    return value >= INT32_MIN && value <= INT32_MAX ? 'int' : 'long';
+  }
   if (typeof value === 'bigint') return 'long';
   if (Array.isArray(value)) return 'array';
   if (value instanceof Date) return 'date';

@@ -1,4 +1,4 @@
-import { Binary, Int32, Long, ObjectId, Timestamp } from 'bson';
+import { Binary, Double, Int32, Long, ObjectId, Timestamp } from 'bson';
 import { findMismatches } from './match';
 
 const entities = {
@@ -112,5 +112,16 @@ describe('arrays of root-level documents', () => {
 describe('ordered documents', () => {
   it('matches a Map (the driver keeps sort specifications as Maps) as a document', () => {
     expect(findMismatches({ sort: { _id: 1 } }, { sort: new Map([['_id', 1]]) })).toEqual([]);
+  });
+});
+
+describe('exact number types (collection contents)', () => {
+  it('tells int32, int64 and double apart when asked', () => {
+    const exact = { exactNumberTypes: true };
+    expect(findMismatches({ x: 1 }, { x: new Int32(1) }, exact)).toEqual([]);
+    expect(findMismatches({ x: 1 }, { x: new Double(1) }, exact)).toHaveLength(1);
+    expect(findMismatches({ x: 1 }, { x: new Long(1) }, exact)).toHaveLength(1);
+    expect(findMismatches({ x: 1.5 }, { x: new Double(1.5) }, exact)).toEqual([]);
+    expect(findMismatches({ x: 1 }, { x: new Double(1) })).toEqual([]);
   });
 });

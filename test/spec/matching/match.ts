@@ -3,7 +3,7 @@
 // operators replace a value with an assertion.
 import { EJSON } from 'bson';
 import { inspect } from 'node:util';
-import { bytesOf, hasBsonType, isDocument, numericValue } from './bson-kind';
+import { bsonTypeOf, bytesOf, hasBsonType, isDocument, numericValue } from './bson-kind';
 
 /** What `$$matchesEntity` and `$$sessionLsid` look up. */
 export interface MatchEntities {
@@ -16,6 +16,11 @@ export interface MatchOptions {
   root?: boolean;
   /** Whether `actual` is an array of root-level documents (a find or aggregate result). */
   rootElements?: boolean;
+  /**
+   * Numbers must also have the same BSON type (collection contents "match exactly"); `actual`
+   * must then be read with `promoteValues: false` so that its types are visible.
+   */
+  exactNumberTypes?: boolean;
   entities?: MatchEntities;
   /** Where `actual` sits, for messages. */
   path?: string;
@@ -23,6 +28,7 @@ export interface MatchOptions {
 
 interface MatchState {
   entities?: MatchEntities;
+  exactNumberTypes?: boolean;
   mismatches: string[];
 }
 
@@ -30,7 +36,8 @@ const MAX_MISMATCHES = 10;
 
 /** Returns the mismatches found (empty when `actual` matches `expected`). */
 export function findMismatches(expected: unknown, actual: unknown, options: MatchOptions = {}) {
-  const state: MatchState = { entities: options.entities, mismatches: [] };
+  const { entities, exactNumberTypes } = options;
+  const state: MatchState = { entities, exactNumberTypes, mismatches: [] };
   const path = options.path ?? '$';
   if (options.rootElements && Array.isArray(expected)) {
     if (!Array.isArray(actual)) fail(state, path, `is ${describe(actual)}, expected an array`);
@@ -82,6 +89,11 @@ function matchValue(
     fail(state, path, `is missing (expected ${describe(expected)})`);
   } else if (!scalarsEqual(expected, actual)) {
     fail(state, path, `is ${describe(actual)}, expected ${describe(expected)}`);
+  } else if (state.exactNumberTypes && numericValue(expected) !== undefined) {
+    const [expectedType, actualType] = [bsonTypeOf(expected), bsonTypeOf(actual)];
+    if (expectedType !== actualType) {
+      fail(state, path, `is a ${actualType} ${describe(actual)}, expected a ${expectedType}`);
+    }
   }
 }
 
