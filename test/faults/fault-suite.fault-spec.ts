@@ -1,10 +1,12 @@
 import { startFaultServer, type FaultServer } from '../support/fault-server';
 import { formatSummaryTable, type ScenarioRow } from './harness/summary-table';
+import { clockSkew } from './scenarios/clock-skew';
 import { connectionFaults } from './scenarios/connection-faults';
 import { contention } from './scenarios/contention';
 import { holderKilled } from './scenarios/holder-killed';
 import { holderPaused } from './scenarios/holder-paused';
 import { hostileHttp } from './scenarios/hostile-http';
+import { stepDown } from './scenarios/step-down';
 import type { Scenario } from './scenarios/scenario';
 
 // Every scenario runs against one server in its own process, one scenario at a time (they are
@@ -17,6 +19,8 @@ const scenarios: Scenario[] = [
   holderKilled,
   holderPaused,
   connectionFaults,
+  stepDown,
+  clockSkew,
   hostileHttp,
 ];
 
