@@ -69,7 +69,8 @@ function describe(value: unknown): string {
   if (typeof value === 'number' || typeof value === 'boolean' || value == null)
     return String(value);
   if (typeof value === 'bigint') return `${value}n`;
-  return Array.isArray(value) ? 'an array' : `a ${typeof value}`;
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
 }
 
 function integer(option: string, value: unknown, min: number, max: number, fallback: number) {

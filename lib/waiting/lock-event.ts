@@ -36,7 +36,14 @@ export function toLockEvent(change: LockChange): LockEvent | undefined {
       const updated =
         change.operationType === 'update' ? change.updateDescription?.updatedFields : undefined;
       const full = change.fullDocument;
-      const owner = updated && 'owner' in updated ? updated.owner : full?.owner;
+      // An update changes ownership only if it sets `owner`; the looked-up full document
+      // may be newer than the change.
+      const owner =
+        change.operationType === 'update'
+          ? updated && 'owner' in updated
+            ? updated.owner
+            : undefined
+          : full?.owner;
       if (owner === undefined) return undefined;
       return {
         type: owner === null ? 'released' : 'acquired',

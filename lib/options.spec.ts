@@ -1,0 +1,145 @@
+import { MongoClient } from 'mongodb';
+import { InvalidLockOptionsError } from './errors';
+import { LOCK_OPTION_DEFAULTS, resolveAcquireOptions, resolveModuleOptions } from './options';
+
+const uri = 'mongodb://localhost:27017/app';
+
+describe('resolveModuleOptions', () => {
+  it('fills in the documented defaults', () => {
+    const resolved = resolveModuleOptions({ uri });
+    expect(resolved).toMatchObject({
+      uri,
+      client: undefined,
+      dbName: undefined,
+      collectionName: 'locks',
+      defaultTtlMs: 30_000,
+      defaultTimeoutMs: 10_000,
+      renewalEnabled: undefined,
+      renewalIntervalRatio: 1 / 3,
+      maxHoldMs: 600_000,
+      idleRetentionMs: 86_400_000,
+      ensureIndexes: true,
+      changeStreams: 'auto',
+      pollIntervalMs: 50,
+      maxPollIntervalMs: 1_000,
+      safetyPollIntervalMs: 5_000,
+    });
+    expect(resolved.holderId).toMatch(/^.+:\d+:[0-9a-f]{8}$/);
+  });
+
+  it('gives each instance its own holder id', () => {
+    expect(resolveModuleOptions({ uri }).holderId).not.toBe(resolveModuleOptions({ uri }).holderId);
+  });
+
+  it('accepts a client instead of a uri', () => {
+    const client = new MongoClient(uri);
+    expect(resolveModuleOptions({ client }).client).toBe(client);
+  });
+
+  it.each([
+    [{}, /exactly one of uri .* got neither/],
+    [{ uri, client: new MongoClient(uri) }, /got both/],
+  ])('requires exactly one of uri and client (%#)', (options, message) => {
+    expect(() => resolveModuleOptions(options)).toThrow(message);
+  });
+
+  it('never echoes a connection string, which can carry a password', () => {
+    expect(() => resolveModuleOptions({ uri: 'postgres://user:secret@host' })).toThrow(
+      /^uri must be a string starting with mongodb:\/\/ or mongodb\+srv:\/\/, got "\(hidden\)"$/,
+    );
+  });
+
+  it.each([
+    ['defaultTtlMs', -5, 'defaultTtlMs must be an integer from 1000 to 2147483647, got -5'],
+    ['defaultTtlMs', 999, 'defaultTtlMs must be an integer from 1000 to 2147483647, got 999'],
+    ['defaultTimeoutMs', 1.5, 'defaultTimeoutMs must be an integer from 0 to 2147483647, got 1.5'],
+    ['maxHoldMs', '60000', 'maxHoldMs must be an integer from 1000 to 2147483647, got "60000"'],
+    ['idleRetentionMs', -1, 'idleRetentionMs must be an integer from 0 to 31536000000, got -1'],
+    ['pollIntervalMs', 0, 'pollIntervalMs must be an integer from 1 to 60000, got 0'],
+    [
+      'safetyPollIntervalMs',
+      10,
+      'safetyPollIntervalMs must be an integer from 100 to 2147483647, got 10',
+    ],
+    ['ensureIndexes', 'yes', 'ensureIndexes must be true or false, got "yes"'],
+    ['changeStreams', 'on', `changeStreams must be 'auto' or 'off', got "on"`],
+    [
+      'collectionName',
+      '',
+      'collectionName must be a non-empty string of at most 120 characters, got ""',
+    ],
+    ['collectionName', 'system.locks', 'collectionName must be a name without'],
+    ['dbName', 'a.b', 'dbName must be a name without'],
+    ['holderId', 42, 'holderId must be a non-empty string of at most 200 characters, got 42'],
+  ])('rejects %s = %p, naming the option and its range', (option, value, message) => {
+    const error = capture(() => resolveModuleOptions({ uri, [option]: value }));
+    expect(error).toBeInstanceOf(InvalidLockOptionsError);
+    expect(error.message).toContain(message);
+    expect((error as InvalidLockOptionsError).option).toBe(option);
+  });
+
+  it('checks the renewal options', () => {
+    expect(() => resolveModuleOptions({ uri, renewal: { intervalRatio: 0 } })).toThrow(
+      'renewal.intervalRatio must be a number greater than 0 and less than 1, got 0',
+    );
+    expect(() => resolveModuleOptions({ uri, renewal: { enabled: 1 as never } })).toThrow(
+      'renewal.enabled must be true or false, got 1',
+    );
+  });
+
+  it('keeps the polling cap at least the first interval', () => {
+    expect(resolveModuleOptions({ uri, pollIntervalMs: 2_000 }).maxPollIntervalMs).toBe(2_000);
+    expect(() =>
+      resolveModuleOptions({ uri, pollIntervalMs: 500, maxPollIntervalMs: 100 }),
+    ).toThrow('maxPollIntervalMs must be an integer from 500 to 600000, got 100');
+  });
+});
+
+describe('resolveAcquireOptions', () => {
+  const defaults = resolveModuleOptions({ uri });
+
+  it('takes the module defaults and the method default for renewal', () => {
+    expect(resolveAcquireOptions(undefined, defaults, false)).toEqual({
+      ttlMs: LOCK_OPTION_DEFAULTS.defaultTtlMs,
+      timeoutMs: LOCK_OPTION_DEFAULTS.defaultTimeoutMs,
+      signal: undefined,
+      renew: false,
+      renewalIntervalRatio: 1 / 3,
+    });
+    expect(resolveAcquireOptions({}, defaults, true).renew).toBe(true);
+  });
+
+  it('lets the module renewal setting override the method default, and the call override both', () => {
+    const off = resolveModuleOptions({ uri, renewal: { enabled: false } });
+    expect(resolveAcquireOptions({}, off, true).renew).toBe(false);
+    expect(resolveAcquireOptions({ renew: true }, off, true).renew).toBe(true);
+    expect(resolveAcquireOptions({ renew: { intervalRatio: 0.5 } }, off, false)).toMatchObject({
+      renew: true,
+      renewalIntervalRatio: 0.5,
+    });
+    expect(resolveAcquireOptions({ renew: { enabled: false } }, defaults, true).renew).toBe(false);
+  });
+
+  it('accepts timeoutMs 0 (one attempt)', () => {
+    expect(resolveAcquireOptions({ timeoutMs: 0 }, defaults, false).timeoutMs).toBe(0);
+  });
+
+  it.each([
+    [{ ttlMs: -5 }, 'ttlMs must be an integer from 1000 to 2147483647, got -5'],
+    [{ timeoutMs: Infinity }, 'timeoutMs must be an integer from 0 to 2147483647, got Infinity'],
+    [{ timeoutMs: NaN }, 'timeoutMs must be an integer from 0 to 2147483647, got NaN'],
+    [{ renew: 'yes' }, 'renew must be true, false or renewal options, got "yes"'],
+    [{ signal: {} }, 'signal must be an AbortSignal, got an object'],
+  ])('rejects %p', (options, message) => {
+    expect(() => resolveAcquireOptions(options as never, defaults, false)).toThrow(message);
+  });
+});
+
+function capture(fn: () => unknown): Error {
+  try {
+    fn();
+  } catch (error) {
+    return error as Error;
+  }
+  throw new Error('expected a throw');
+}

@@ -1,0 +1,165 @@
+import { Timestamp } from 'mongodb';
+import type { OpenLockChangeStreamOptions } from '../store/lock-change-stream';
+import type { LockChangeStream } from '../store/lock-document';
+import { LockChangeFeed } from './change-feed';
+import type { KeySignal } from './change-feed';
+
+/** A stand-in for the driver's change stream: the test pushes events or errors into it. */
+class FakeStream {
+  closed = false;
+  resumeToken: unknown = undefined;
+  private readonly pending: { change?: unknown; error?: Error }[] = [];
+  private wake: (() => void) | undefined;
+
+  constructor(readonly options: OpenLockChangeStreamOptions) {}
+
+  push(item: { change?: unknown; error?: Error }) {
+    this.pending.push(item);
+    this.wake?.();
+  }
+
+  async tryNext(): Promise<unknown> {
+    if (this.pending.length === 0) {
+      await new Promise<void>((resolve) => {
+        this.wake = resolve;
+        setTimeout(resolve, 5);
+      });
+    }
+    const item = this.pending.shift();
+    if (item?.error) throw item.error;
+    return item?.change ?? null;
+  }
+
+  async close() {
+    this.closed = true;
+  }
+}
+
+const ts = (t: number) => new Timestamp({ t, i: 0 });
+const flush = () => new Promise((resolve) => setTimeout(resolve, 20));
+const released = (key: string) => ({
+  operationType: 'update',
+  documentKey: { _id: key },
+  updateDescription: { updatedFields: { owner: null } },
+});
+const acquired = (key: string) => ({
+  operationType: 'update',
+  documentKey: { _id: key },
+  updateDescription: { updatedFields: { owner: 'token', holder: 'h' } },
+});
+
+const feeds: LockChangeFeed[] = [];
+afterEach(async () => {
+  await Promise.all(feeds.splice(0).map((feed) => feed.close()));
+});
+
+function setUp(changeStreams: 'auto' | 'off' = 'auto') {
+  const streams: FakeStream[] = [];
+  const logger = { warn: jest.fn(), error: jest.fn() };
+  const feed = new LockChangeFeed(
+    (options) => {
+      const stream = new FakeStream(options);
+      streams.push(stream);
+      return stream as unknown as LockChangeStream;
+    },
+    logger,
+    changeStreams,
+  );
+  feeds.push(feed);
+  return { feed, streams, logger };
+}
+
+function recorder() {
+  const signals: KeySignal[] = [];
+  return { signals, watcher: (signal: KeySignal) => void signals.push(signal) };
+}
+
+describe('LockChangeFeed', () => {
+  it('opens one stream at the first attempt time and shares it between keys', async () => {
+    const { feed, streams } = setUp();
+    const a = recorder();
+    const b = recorder();
+    feed.watchKey('a', a.watcher, ts(10));
+    feed.watchKey('b', b.watcher, ts(11));
+    expect(streams).toHaveLength(1);
+    expect(streams[0].options.startAtOperationTime).toEqual(ts(10));
+    await flush();
+    expect(b.signals).toEqual([]);
+  });
+
+  it('fans out releases by key and ignores acquisitions', async () => {
+    const { feed, streams } = setUp();
+    const a = recorder();
+    const b = recorder();
+    feed.watchKey('a', a.watcher, ts(10));
+    feed.watchKey('b', b.watcher, ts(10));
+    streams[0].push({ change: acquired('a') });
+    streams[0].push({ change: released('b') });
+    await flush();
+    expect(a.signals).toEqual([]);
+    expect(b.signals).toEqual(['released']);
+  });
+
+  it('asks a watcher whose attempt predates the stream start to look again', async () => {
+    const { feed } = setUp();
+    feed.watchKey('a', () => undefined, ts(20));
+    const late = recorder();
+    feed.watchKey('b', late.watcher, ts(19));
+    await flush();
+    expect(late.signals).toEqual(['recheck']);
+  });
+
+  it('closes the stream when the last watcher leaves', async () => {
+    const { feed, streams } = setUp();
+    const stopA = feed.watchKey('a', () => undefined, ts(1));
+    const stopEvents = feed.watchEvents(() => undefined);
+    stopA();
+    expect(streams[0].closed).toBe(false);
+    stopEvents();
+    expect(streams[0].closed).toBe(true);
+    expect(feed.streamOpen).toBe(false);
+  });
+
+  it('switches to polling on error 40573, tells every watcher, and warns once', async () => {
+    const { feed, streams, logger } = setUp();
+    const a = recorder();
+    feed.watchKey('a', a.watcher, undefined);
+    streams[0].push({ error: Object.assign(new Error('not a replica set'), { code: 40573 }) });
+    await flush();
+    expect(feed.streaming).toBe(false);
+    expect(a.signals).toContain('recheck');
+    feed.watchKey('b', () => undefined, undefined);
+    feed.watchEvents(() => undefined);
+    expect(streams).toHaveLength(1);
+    expect(logger.warn).toHaveBeenCalledTimes(1);
+  });
+
+  it("never opens a stream with changeStreams 'off'", () => {
+    const { feed, streams, logger } = setUp('off');
+    feed.watchKey('a', () => undefined, ts(1));
+    feed.watchKey('b', () => undefined, ts(1));
+    expect(streams).toHaveLength(0);
+    expect(logger.warn).toHaveBeenCalledTimes(1);
+    expect(logger.warn.mock.calls[0][0]).toContain("changeStreams is 'off'");
+  });
+
+  it('reopens after a non-resumable error, resuming after the last event, and has everyone look again', async () => {
+    const { feed, streams } = setUp();
+    const a = recorder();
+    feed.watchKey('a', a.watcher, ts(1));
+    streams[0].push({ change: acquired('x') });
+    await flush();
+    streams[0].resumeToken = { _data: 'token-1' };
+    streams[0].push({ error: Object.assign(new Error('boom'), { code: 8000 }) });
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    expect(streams).toHaveLength(2);
+    expect(streams[0].closed).toBe(true);
+    expect(streams[1].options).toMatchObject({ resumeAfter: { _data: 'token-1' } });
+    expect(a.signals).toContain('recheck');
+    streams[1].push({ change: released('a') });
+    await flush();
+    expect(a.signals).toContain('released');
+    await feed.close();
+    expect(streams[1].closed).toBe(true);
+  });
+});
