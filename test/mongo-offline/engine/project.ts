@@ -19,10 +19,21 @@ export function projectDocuments(
     return new Query({}, options)
       .find<Document>(documents, bindSystemVariables(projection, options.variables ?? {}) as never)
       .all()
-      .map(idFirst);
+      .map((projected, i) => inDocumentOrder(documents[i], projected));
   } catch (error) {
     throw badValue(error instanceof Error ? error.message : String(error));
   }
+}
+
+/**
+ * MongoDB keeps the input document's field order for kept fields and appends computed ones in
+ * projection order; mingo orders them its own way.
+ */
+function inDocumentOrder(source: Document, projected: Document): Document {
+  const ordered: Document = {};
+  for (const key of Object.keys(source)) if (key in projected) ordered[key] = projected[key];
+  for (const key of Object.keys(projected)) if (!(key in ordered)) ordered[key] = projected[key];
+  return idFirst(ordered);
 }
 
 export function projectOne(
