@@ -70,15 +70,21 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     this.events$ = new Observable<LockEvent>((subscriber) => {
       let unwatch: (() => void) | undefined;
       let unsubscribed = false;
+      // Subscribers learn that no more events will come when the service closes.
+      const onClose = () => subscriber.complete();
+      this.closing.signal.addEventListener('abort', onClose, { once: true });
       this.start().then(
         () => {
           if (!unsubscribed)
             unwatch = this.waiting.feed.watchEvents((event) => subscriber.next(event));
         },
-        (error: unknown) => subscriber.error(error),
+        (error: unknown) => {
+          if (!this.closing.signal.aborted) subscriber.error(error);
+        },
       );
       return () => {
         unsubscribed = true;
+        this.closing.signal.removeEventListener('abort', onClose);
         unwatch?.();
       };
     }).pipe(share());

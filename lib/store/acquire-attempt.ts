@@ -20,6 +20,8 @@ interface AttemptOutcomeBase {
   remainingMs: number;
   /** Server time of the attempt; change streams for waiters start here. */
   operationTime: Timestamp | undefined;
+  /** Who holds the key now (us, if won). */
+  holderId: string | null;
 }
 
 export interface AcquireAttemptWon extends AttemptOutcomeBase {
@@ -30,7 +32,6 @@ export interface AcquireAttemptWon extends AttemptOutcomeBase {
 
 export interface AcquireAttemptLost extends AttemptOutcomeBase {
   won: false;
-  holderId: string | null;
 }
 
 export type AcquireAttemptOutcome = AcquireAttemptWon | AcquireAttemptLost;
@@ -126,7 +127,13 @@ async function attemptOnce(
       operationTime: session.operationTime,
     };
     if (reply.owner === request.owner) {
-      return { ...base, won: true, owner: request.owner, fence: toBigInt(reply.fence) };
+      return {
+        ...base,
+        won: true,
+        holderId: request.holder,
+        owner: request.owner,
+        fence: toBigInt(reply.fence),
+      };
     }
     return { ...base, won: false, holderId: reply.holder ?? null };
   } finally {

@@ -1,4 +1,4 @@
-import { MongoError, MongoNetworkError } from 'mongodb';
+import { MongoError, MongoNetworkError, MongoServerSelectionError } from 'mongodb';
 
 const DUPLICATE_KEY = 11000;
 /** "The $changeStream stage is only supported on replica sets". */
@@ -26,7 +26,8 @@ export function isChangeStreamUnsupportedError(error: unknown): boolean {
  * retryable. Everything else (bad options, auth, a collection dropped) will not heal.
  */
 export function isTransientMongoError(error: unknown): boolean {
-  if (error instanceof MongoNetworkError) return true;
+  // No reachable primary for a while, as during an election.
+  if (error instanceof MongoNetworkError || error instanceof MongoServerSelectionError) return true;
   if (!(error instanceof MongoError)) return false;
   return (
     error.hasErrorLabel('RetryableWriteError') ||

@@ -145,7 +145,7 @@ export class KeyQueue {
     }
     head.attempting = false;
     this.holder = {
-      holderId: outcome.won ? null : outcome.holderId,
+      holderId: outcome.holderId,
       leaseEnd: outcome.sentAt + outcome.remainingMs,
     };
     if (outcome.won) {

@@ -118,4 +118,14 @@ describe('LockService waiting', () => {
     subscription.unsubscribe();
     await eventually(() => !observer.diagnostics.streamOpen);
   });
+
+  it('events$ completes its subscribers when the service closes', async () => {
+    const observer = await kit.service();
+    let completed = false;
+    observer.events$.subscribe({ complete: () => (completed = true) });
+    await eventually(() => observer.diagnostics.streamEstablished);
+    await observer.close();
+    expect(completed).toBe(true);
+    expect(observer.diagnostics.streamOpen).toBe(false);
+  });
 });
