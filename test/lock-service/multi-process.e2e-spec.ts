@@ -1,14 +1,18 @@
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { LockTestKit } from './lock-test-kit';
+import { canEmulate } from '../support/mongo';
+import { countCommands, LockTestKit } from './lock-test-kit';
 
 jest.setTimeout(120_000);
 
 describe('LockService across OS processes', () => {
   const kit = new LockTestKit();
 
-  beforeAll(() => kit.start());
+  // The offline server can slow its TTL monitor to a crawl: takeovers must not need it.
+  beforeAll(() =>
+    kit.start(canEmulate('ttlMonitorSleepSecs') ? { ttlMonitorSleepSecs: 3_600 } : undefined),
+  );
   beforeEach(() => kit.nextCollection());
   afterEach(() => kit.cleanup());
   afterAll(() => kit.stop());
@@ -34,7 +38,13 @@ describe('LockService across OS processes', () => {
   });
 
   it('wakes a waiter in this process through the change stream when another process releases', async () => {
-    const locks = await kit.service({ safetyPollIntervalMs: 600_000 });
+    const client = await kit.client({ monitorCommands: true });
+    const commands = countCommands(client);
+    const locks = await kit.service({
+      client,
+      ensureIndexes: false,
+      safetyPollIntervalMs: 600_000,
+    });
     const holder = kit.worker({ mode: 'hold', key: 'job', ttlMs: 60_000 });
     await holder.next('acquired');
 
@@ -50,6 +60,8 @@ describe('LockService across OS processes', () => {
     // Neither the lease (60 s) nor the safety poll (10 min) could have woken it.
     expect(acquiredAt - releasedAt).toBeLessThan(20_000);
     expect(locks.diagnostics.streamsOpened).toBe(1);
+    // One attempt that found it held, one after the release event: no polling in between.
+    expect(commands.names.filter((name) => name === 'findAndModify')).toHaveLength(2);
     const state = await locks.inspect('job');
     expect(state?.holderId).toBe(locks.holderId);
     await handle.release();
