@@ -47,12 +47,17 @@ export class ServerState extends EventEmitter {
     );
   }
 
+  private cursorReaper: NodeJS.Timeout | undefined;
+
   start(): void {
     this.ttlMonitor.start();
+    this.cursorReaper = setInterval(() => this.cursors.reapIdle(), 60_000);
+    this.cursorReaper.unref();
   }
 
   stop(): void {
     this.ttlMonitor.stop();
+    if (this.cursorReaper) clearInterval(this.cursorReaper);
     this.cursors.killAll();
   }
 

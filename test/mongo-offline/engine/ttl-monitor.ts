@@ -72,7 +72,11 @@ export class TtlMonitor {
   private schedule(): void {
     const delay = Math.max(0.01, this.sleepSeconds()) * 1000;
     this.timer = setTimeout(() => {
-      if (this.enabled()) removeExpiredDocuments(this.storage);
+      try {
+        if (this.enabled()) removeExpiredDocuments(this.storage);
+      } catch {
+        // A failed pass (e.g. a bad document) must not take the server down; the next retries.
+      }
       this.schedule();
     }, delay);
     this.timer.unref();

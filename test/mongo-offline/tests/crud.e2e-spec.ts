@@ -37,6 +37,18 @@ describe('offline mongo: CRUD over the driver', () => {
     expect(all.map((d) => d.i)).toEqual(Array.from({ length: 25 }, (_, i) => i));
   });
 
+  it('batches like MongoDB: 101 documents first, and no reply over 16 MB', async () => {
+    const db = harness().client.db('crud');
+    await db.collection<any>('batches').insertMany(Array.from({ length: 150 }, (_, i) => ({ i })));
+    const raw = await db.command({ find: 'batches' });
+    expect(raw.cursor.firstBatch).toHaveLength(101);
+    const big = db.collection<any>('big');
+    const payload = 'x'.repeat(1024 * 1024);
+    for (let i = 0; i < 20; i++) await big.insertOne({ i, payload });
+    const all = await big.find({}, { batchSize: 1000 }).toArray();
+    expect(all).toHaveLength(20);
+  });
+
   it('generates an ObjectId _id first in the stored document', async () => {
     const docs = collection('ids');
     const { insertedId } = await docs.insertOne({ x: 1 });
