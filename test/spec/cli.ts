@@ -4,7 +4,8 @@
 import { resolve } from 'node:path';
 import { describe } from './matching/match';
 import { describeServer } from './server-info';
-import { collectSpecCases, groupByFile } from './spec-cases';
+import type { RunContext } from './run-context';
+import { collectSpecCases, groupByFile, type SpecCase } from './spec-cases';
 import { defaultSpecDir, specDirExists } from './spec-files';
 import { startSpecServer } from './spec-server';
 import { unusedSkips } from './skips';
@@ -36,7 +37,7 @@ async function main() {
     return 0;
   }
   const server = await startSpecServer({ standalone: options.standalone });
-  const totals = { passed: 0, failed: 0, skipped: 0 };
+  const totals: Counts = { passed: 0, failed: 0, skipped: 0 };
   try {
     console.log(`Spec tests from ${options.dir} against ${describeServer(server.ctx.server)}`);
     const all = collectSpecCases(options.dir, server.ctx.server, options);
@@ -44,23 +45,7 @@ async function main() {
       (c) => !options.filter || `${c.file} ${c.description}`.includes(options.filter),
     );
     for (const [file, fileCases] of groupByFile(cases)) {
-      const counts = { passed: 0, failed: 0, skipped: 0 };
-      const lines: string[] = [];
-      for (const c of fileCases) {
-        if (c.skipReason) {
-          counts.skipped++;
-          lines.push(`    skip  ${c.description} (${c.skipReason})`);
-          continue;
-        }
-        try {
-          await c.run(server.ctx);
-          counts.passed++;
-        } catch (error) {
-          counts.failed++;
-          const message = error instanceof Error ? error.message : describe(error);
-          lines.push(`    FAIL  ${c.description}\n${indent(message, 10)}`);
-        }
-      }
+      const { counts, lines } = await runFile(fileCases, server.ctx);
       const status = counts.failed ? 'FAIL' : counts.passed ? 'PASS' : 'SKIP';
       console.log(`${status}  ${file}: ${summary(counts)}`);
       const details = lines.filter((l) => l.startsWith('    FAIL') || process.env.SPEC_VERBOSE);
@@ -82,7 +67,31 @@ async function main() {
   return totals.failed > 0 ? 1 : 0;
 }
 
-function summary(counts: { passed: number; failed: number; skipped: number }) {
+type Counts = { passed: number; failed: number; skipped: number };
+
+/** Runs one file's cases in order; `lines` has a line per skip and per failure. */
+async function runFile(cases: SpecCase[], ctx: RunContext) {
+  const counts: Counts = { passed: 0, failed: 0, skipped: 0 };
+  const lines: string[] = [];
+  for (const c of cases) {
+    if (c.skipReason) {
+      counts.skipped++;
+      lines.push(`    skip  ${c.description} (${c.skipReason})`);
+      continue;
+    }
+    try {
+      await c.run(ctx);
+      counts.passed++;
+    } catch (error) {
+      counts.failed++;
+      const message = error instanceof Error ? error.message : describe(error);
+      lines.push(`    FAIL  ${c.description}\n${indent(message, 10)}`);
+    }
+  }
+  return { counts, lines };
+}
+
+function summary(counts: Counts) {
   return `${counts.passed} passed, ${counts.failed} failed, ${counts.skipped} skipped`;
 }
 
