@@ -119,12 +119,22 @@ export class LeaseKeeper {
     );
   }
 
-  private scheduleRenewal(delayMs = this.ttlMs * this.init.renewalIntervalRatio): void {
+  /**
+   * Renews when `renewalIntervalRatio` of a lease would have passed, counted back from the
+   * lease's end: a lease already partly used (the first key of a multi-key lock, taken
+   * while waiting for the others) is renewed sooner.
+   */
+  private scheduleRenewal(delayMs = this.nextRenewalDelayMs()): void {
     if (this.stopped) return;
     clearTimeout(this.renewTimer);
     this.renewTimer = unrefTimer(() => {
       this.renewing = this.renewAll(true);
     }, delayMs);
+  }
+
+  private nextRenewalDelayMs(): number {
+    const untilLeaseEnd = this.leaseEnd - performance.now();
+    return Math.max(0, untilLeaseEnd - this.ttlMs * (1 - this.init.renewalIntervalRatio));
   }
 
   /** Renews all keys in parallel. `scheduled` renewals retry transient errors until the deadline. */
