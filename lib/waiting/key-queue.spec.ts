@@ -1,0 +1,146 @@
+import { LockNotAcquiredError } from '../errors';
+import type { AcquireAttemptOutcome, AcquireAttemptWon } from '../store/acquire-attempt';
+import { LockChangeFeed } from './change-feed';
+import { KeyQueue } from './key-queue';
+
+/** A key held by someone else until `free()`; attempts are counted and may be slowed down. */
+class FakeLock {
+  held = true;
+  attempts = 0;
+  inFlight = 0;
+  maxInFlight = 0;
+  delayMs = 0;
+  private seq = 0;
+
+  attempt = async (): Promise<AcquireAttemptOutcome> => {
+    this.attempts += 1;
+    this.inFlight += 1;
+    this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+    const sentAt = performance.now();
+    await new Promise((resolve) => setTimeout(resolve, this.delayMs));
+    this.inFlight -= 1;
+    const base = { key: 'k', sentAt, operationTime: undefined };
+    if (this.held) return { ...base, won: false, remainingMs: 60_000, holderId: 'other' };
+    this.held = true;
+    this.seq += 1;
+    return {
+      ...base,
+      won: true,
+      remainingMs: 60_000,
+      holderId: 'me',
+      owner: `o${this.seq}`,
+      fence: BigInt(this.seq),
+    };
+  };
+}
+
+const timing = { safetyPollIntervalMs: 600_000, pollIntervalMs: 10, maxPollIntervalMs: 20 };
+
+function setUp() {
+  const feed = new LockChangeFeed(
+    () => {
+      throw new Error('no streams in this test');
+    },
+    { warn: () => undefined, error: () => undefined },
+    'off',
+  );
+  feed.watchEvents(() => undefined)(); // announce polling once, quietly
+  const abandoned: AcquireAttemptWon[] = [];
+  const queue = new KeyQueue('k', {
+    feed,
+    timing: { ...timing, pollIntervalMs: 600_000, maxPollIntervalMs: 600_000 },
+    releaseAbandoned: (won) => void abandoned.push(won),
+    onEmpty: () => undefined,
+  });
+  const lock = new FakeLock();
+  const request = (timeoutMs = 10_000, signal?: AbortSignal) => ({
+    attempt: lock.attempt,
+    deadline: performance.now() + timeoutMs,
+    timeoutMs,
+    signal,
+  });
+  /** The holder (in this process) releases: free the fake lock and tell the feed. */
+  const release = () => {
+    lock.held = false;
+    feed.notifyReleased('k');
+  };
+  return { queue, lock, request, release, abandoned };
+}
+
+const tick = (ms = 20) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('KeyQueue', () => {
+  it('grants waiters in FIFO order and lets only the head attempt', async () => {
+    const { queue, lock, request, release } = setUp();
+    const order: number[] = [];
+    const grants = [0, 1, 2].map((index) =>
+      queue.enqueue(request()).then((won) => {
+        order.push(index);
+        return won;
+      }),
+    );
+    await tick();
+    expect(lock.attempts).toBe(1);
+    for (let index = 0; index < 3; index += 1) {
+      release();
+      await tick();
+    }
+    await Promise.all(grants);
+    expect(order).toEqual([0, 1, 2]);
+    expect(lock.maxInFlight).toBe(1);
+    // One failed attempt, then one per release: no polling in between.
+    expect(lock.attempts).toBe(4);
+  });
+
+  it('hands over to the next local waiter without an attempt until the winner releases', async () => {
+    const { queue, lock, request, release } = setUp();
+    lock.held = false;
+    const first = queue.enqueue(request());
+    const second = queue.enqueue(request());
+    await first;
+    await tick();
+    expect(lock.attempts).toBe(1);
+    release();
+    await expect(second).resolves.toMatchObject({ won: true });
+    expect(lock.attempts).toBe(2);
+  });
+
+  it("rejects a waiter at its deadline with the holder's remaining lease", async () => {
+    const { queue, request } = setUp();
+    const error = await queue.enqueue(request(50)).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(LockNotAcquiredError);
+    expect(error).toMatchObject({ keys: ['k'], holderId: 'other' });
+    expect((error as LockNotAcquiredError).retryAfterMs).toBeGreaterThan(59_000);
+    expect(queue.size).toBe(0);
+  });
+
+  it('removes an aborted waiter behind the head, and the rest still get their turn', async () => {
+    const { queue, request, release } = setUp();
+    const controller = new AbortController();
+    const head = queue.enqueue(request());
+    const cancelled = queue.enqueue(request(10_000, controller.signal));
+    const last = queue.enqueue(request());
+    await tick();
+    controller.abort(new Error('stop'));
+    await expect(cancelled).rejects.toThrow('stop');
+    expect(queue.size).toBe(2);
+    release();
+    await head;
+    release();
+    await expect(last).resolves.toMatchObject({ won: true });
+  });
+
+  it('gives back a lock won by a waiter that left while its attempt was in flight', async () => {
+    const { queue, lock, request, abandoned } = setUp();
+    lock.held = false;
+    lock.delayMs = 50;
+    const controller = new AbortController();
+    const leaving = queue.enqueue(request(10_000, controller.signal));
+    await tick(10);
+    controller.abort(new Error('gone'));
+    await expect(leaving).rejects.toThrow('gone');
+    await tick(80);
+    expect(abandoned).toHaveLength(1);
+    expect(abandoned[0]).toMatchObject({ won: true, key: 'k' });
+  });
+});
