@@ -1,5 +1,11 @@
 // Executing one operation of a unified test: arguments, dispatch, and its result/error assertions.
-import type { Document } from 'mongodb';
+import {
+  AbstractCursor,
+  ChangeStream,
+  type Document,
+  type FindCursor,
+  type RunCommandCursor,
+} from 'mongodb';
 import { assertMatches, describe } from '../matching/match';
 import type { RunContext } from '../run-context';
 import { toReadPreference, type EntityMap } from './entities';
@@ -53,10 +59,10 @@ function operationFn(operation: OperationSpec): OperationFn {
 function saveEntity(scope: OperationScope, name: string, result: unknown) {
   const { entities } = scope;
   if (result === undefined || result === null) throw new Error(`No result to save as ${name}`);
-  const kind = result.constructor?.name;
-  if (kind === 'ChangeStream') entities.set(name, { kind: 'changeStream', value: result as never });
-  else if (kind === 'FindCursor' || kind === 'RunCommandCursor') {
-    entities.set(name, { kind: 'cursor', value: result as never });
+  if (result instanceof ChangeStream) entities.set(name, { kind: 'changeStream', value: result });
+  else if (result instanceof AbstractCursor) {
+    // FindCursor, or the RunCommandCursor that the driver does not export as a value.
+    entities.set(name, { kind: 'cursor', value: result as FindCursor | RunCommandCursor });
   } else entities.set(name, { kind: 'bson', value: result });
 }
 
