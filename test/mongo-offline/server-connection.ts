@@ -60,7 +60,8 @@ export class ServerConnection implements ConnectionInfo {
       return;
     }
     for (const message of messages) {
-      this.queue = this.queue.then(() => this.handle(message));
+      // A bug while answering ends this connection only, never the process.
+      this.queue = this.queue.then(() => this.handle(message)).catch(() => this.close());
     }
   }
 

@@ -4,6 +4,7 @@ import { Aggregator } from 'mingo/aggregator';
 import { idFirst } from '../engine/apply-update';
 import { bindSystemVariables } from '../engine/system-variables';
 import { withOptions } from '../engine/mingo-options';
+import { applyCollationToPipeline } from '../engine/collation';
 import { openChangeStream } from '../change-streams/open-change-stream';
 import type { CommandContext, CommandHandler } from './context';
 import { ArrayCursor } from './cursor-registry';
@@ -20,7 +21,10 @@ function runPipeline(
   const { storage, db } = context;
   try {
     const aggregator = new Aggregator(
-      bindSystemVariables(pipeline, context.mingo.variables ?? {}),
+      applyCollationToPipeline(
+        bindSystemVariables(pipeline, context.mingo.variables ?? {}),
+        context.mingo.collation,
+      ),
       withOptions(context.mingo, {
         collectionResolver: (name: string) => [
           ...(readableCollection(storage, db, name, context.mingo)?.documents.values() ?? []),

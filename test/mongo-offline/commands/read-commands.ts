@@ -3,6 +3,7 @@ import { readableCollection } from '../engine/views';
 import { projectDocuments } from '../engine/project';
 import { selectDocuments, sortDocuments } from '../engine/select';
 import { canonicalKey } from '../engine/bson-values';
+import { collator } from '../engine/collation';
 import type { CommandContext, CommandHandler } from './context';
 import { ArrayCursor, type ServerCursor, cursorReply } from './cursor-registry';
 import { CommandError } from './errors';
@@ -127,13 +128,20 @@ const distinct: CommandHandler = (context) => {
   );
   const documents = selectDocuments(collection, (command.query as Document) ?? {}, context.mingo);
   const seen = new Map<string, unknown>();
+  const compare = context.mingo.collation ? collator(context.mingo.collation) : undefined;
+  const strings: string[] = [];
   for (const document of documents) {
     for (const value of valuesForDistinct(document, key)) {
+      if (compare && typeof value === 'string') {
+        // Under a collation, strings it deems equal are one value (the first seen).
+        if (!strings.some((other) => compare.compare(other, value) === 0)) strings.push(value);
+        continue;
+      }
       const canonical = canonicalKey(value);
       if (!seen.has(canonical)) seen.set(canonical, value);
     }
   }
-  return { values: [...seen.values()], ok: 1 };
+  return { values: [...seen.values(), ...strings], ok: 1 };
 };
 
 /** distinct unwinds arrays at the end of the path (and along it), skips missing values. */

@@ -12,6 +12,7 @@ import {
 import { sameDocument } from '../engine/bson-values';
 import { selectDocuments, sortDocuments } from '../engine/select';
 import type { CommandContext } from './context';
+import { withStatementCollation } from '../engine/mingo-options';
 
 export interface UpdateRequest {
   filter: Document;
@@ -20,6 +21,8 @@ export interface UpdateRequest {
   upsert: boolean;
   arrayFilters?: Document[];
   sort?: Document;
+  /** A statement's own collation (update statements carry one each). */
+  collation?: Document;
 }
 
 export interface UpdateOutcome {
@@ -44,21 +47,22 @@ export function runUpdate(
   const { storage } = context;
   const existing = storage.getCollection(context.db, collectionName);
   assertNotView(existing);
+  const mingo = withStatementCollation(context.mingo, request.collation);
   const updateContext: UpdateContext = {
     now: context.now,
     clusterTime: context.clusterTime,
     arrayFilters: request.arrayFilters,
     filter: request.filter,
-    mingo: context.mingo,
+    mingo,
   };
   const replacement = !isPipelineUpdate(request.update) && !isOperatorUpdate(request.update);
   let matches = selectDocuments(
     existing,
     request.filter,
-    context.mingo,
+    mingo,
     request.multi || request.sort ? 0 : 1,
   );
-  if (request.sort) matches = sortDocuments(matches, request.sort, context.mingo);
+  if (request.sort) matches = sortDocuments(matches, request.sort, mingo);
   if (!request.multi) matches = matches.slice(0, 1);
 
   if (matches.length === 0) {

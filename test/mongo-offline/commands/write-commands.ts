@@ -2,6 +2,7 @@ import { type Document, ObjectId } from 'bson';
 import { assertNotView } from '../engine/views';
 import { idFirst } from '../engine/apply-update';
 import { selectDocuments } from '../engine/select';
+import { withStatementCollation } from '../engine/mingo-options';
 import type { CommandContext, CommandHandler } from './context';
 import { CommandError } from './errors';
 import { assertWritablePrimary, requireArray } from './guards';
@@ -84,6 +85,7 @@ const update: CommandHandler = (context) => {
       upsert: statement.upsert === true,
       arrayFilters: statement.arrayFilters as Document[] | undefined,
       sort: statement.sort as Document | undefined,
+      collation: statement.collation as Document | undefined,
     });
     if (outcome.upsertedId !== undefined) {
       upserted.push({ index, _id: outcome.upsertedId });
@@ -115,7 +117,7 @@ const deleteCommand: CommandHandler = (context) => {
     const matches = selectDocuments(
       collection,
       (statement.q as Document) ?? {},
-      context.mingo,
+      withStatementCollation(context.mingo, statement.collation),
       statement.limit as number,
     );
     for (const document of matches) {

@@ -4,7 +4,8 @@ import { update as mingoUpdate } from 'mingo/updater';
 import type { Options } from 'mingo/types';
 import { CommandError, badValue } from '../commands/errors';
 import { canonicalKey, cloneDocument } from './bson-values';
-import { bindSystemVariables } from './system-variables';
+import { bindFilterVariables, bindSystemVariables } from './system-variables';
+import { applyCollationToFilter } from './collation';
 import { plainOptions } from './mingo-options';
 
 const UPDATE_OPERATORS = new Set([
@@ -118,6 +119,26 @@ function assertUpdatePipelineStages(pipeline: Document[]): void {
   }
 }
 
+function usesPositionalOperator(modifier: Document): boolean {
+  return Object.values(modifier).some(
+    (argument) =>
+      argument &&
+      typeof argument === 'object' &&
+      Object.keys(argument as Document).some((path) => /(^|\.)\$(\.|$)/.test(path)),
+  );
+}
+
+/**
+ * mingo re-tests its `condition` before updating; only the positional `$` needs it. Passing
+ * the query otherwise would evaluate `$$NOW` a second time (at a later instant) and ignore
+ * the collation the match used, so it is given only when needed, bound like the match.
+ */
+function positionalCondition(modifier: Document, context: UpdateContext): Document {
+  if (!usesPositionalOperator(modifier)) return {};
+  const bound = bindFilterVariables(context.filter, context.mingo.variables ?? {});
+  return applyCollationToFilter(bound, context.mingo.collation);
+}
+
 /** Puts `_id` first, as MongoDB stores it. */
 export function idFirst(document: Document): Document {
   if (!('_id' in document) || Object.keys(document)[0] === '_id') return document;
@@ -158,9 +179,15 @@ export function applyUpdate(
     const modifier = normaliseOperators(update, inserting, context);
     if (Object.keys(modifier).length > 0) {
       try {
-        mingoUpdate(result, modifier, context.arrayFilters, context.filter, {
-          queryOptions: plainOptions(context.mingo),
-        });
+        mingoUpdate(
+          result,
+          modifier,
+          context.arrayFilters,
+          positionalCondition(modifier, context),
+          {
+            queryOptions: plainOptions(context.mingo),
+          },
+        );
       } catch (error) {
         throw asCommandError(error);
       }

@@ -8,6 +8,7 @@ import * as projectionOperators from 'mingo/operators/projection';
 import * as queryOperators from 'mingo/operators/query';
 import * as windowOperators from 'mingo/operators/window';
 import type { Options } from 'mingo/types';
+import { normaliseCollation } from './collation';
 
 /**
  * One operator table for the whole server. mingo's convenience entry points (`mingo`'s
@@ -65,10 +66,8 @@ export const MINGO_OPTIONS: Partial<Options> = build(BASE_OPTIONS);
 /** Options for one command: `$$NOW` and `$$CLUSTER_TIME` are fixed for its whole duration. */
 export function commandMingoOptions(variables: Document, collation?: Document): Partial<Options> {
   const options: Partial<Options> = { ...BASE_OPTIONS, variables };
-  if (collation && typeof collation.locale === 'string') {
-    return build({ ...options, collation: collation as Options['collation'] });
-  }
-  return build(options);
+  const normalised = normaliseCollation(collation);
+  return build(normalised ? { ...options, collation: normalised } : options);
 }
 
 /**
@@ -78,6 +77,15 @@ export function commandMingoOptions(variables: Document, collation?: Document): 
 export function plainOptions(options: Partial<Options>): Partial<Options> {
   const inner = (options as { options?: Partial<Options> }).options;
   return inner ?? options;
+}
+
+/** The command's options under a statement's own collation (update / delete statements). */
+export function withStatementCollation(
+  options: Partial<Options>,
+  collation: unknown,
+): Partial<Options> {
+  const normalised = normaliseCollation(collation);
+  return normalised ? withOptions(options, { collation: normalised }) : options;
 }
 
 /** `options` plus some more (never spread a ComputeOptions instance: its context is nested). */

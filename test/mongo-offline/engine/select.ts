@@ -5,6 +5,7 @@ import { CommandError, badValue } from '../commands/errors';
 import { canonicalKey } from './bson-values';
 import type { Collection } from './collection';
 import { bindFilterVariables } from './system-variables';
+import { applyCollationToFilter } from './collation';
 
 function isPlainValue(value: unknown): boolean {
   if (value === null || typeof value !== 'object') return true;
@@ -79,7 +80,8 @@ export function compileFilter(filter: Document, options: Partial<Options>): Quer
   }
   assertKnownTopLevelOperators(filter);
   try {
-    return new Query(bindFilterVariables(filter, options.variables ?? {}), options);
+    const bound = bindFilterVariables(filter, options.variables ?? {});
+    return new Query(applyCollationToFilter(bound, options.collation), options);
   } catch (error) {
     throw badValue(error instanceof Error ? error.message : String(error));
   }

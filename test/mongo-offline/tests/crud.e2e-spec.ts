@@ -90,6 +90,28 @@ describe('offline mongo: CRUD over the driver', () => {
     expect(await docs.findOne({ _id: 7 })).toEqual({ _id: 7, tag: 'x', n: 5, created: true });
   });
 
+  it('updates the matched array element with the positional $ operator', async () => {
+    const docs = collection('positional');
+    await docs.insertOne({ _id: 1, grades: [80, 85, 90] });
+    await docs.updateOne({ _id: 1, grades: 85 }, { $set: { 'grades.$': 86 } });
+    expect((await docs.findOne({ _id: 1 }))!.grades).toEqual([80, 86, 90]);
+  });
+
+  it('matches, sorts and updates under a case-insensitive collation', async () => {
+    const docs = collection('collated');
+    await docs.insertMany([
+      { _id: 1, x: 'ping' },
+      { _id: 2, x: 'PING' },
+      { _id: 3, x: 'pong' },
+    ]);
+    const collation = { locale: 'en_US', strength: 2 };
+    expect(await docs.countDocuments({ x: 'Ping' }, { collation })).toBe(2);
+    expect(await docs.countDocuments({ x: 'Ping' })).toBe(0);
+    const result = await docs.updateMany({ x: 'ping' }, { $set: { y: 1 } }, { collation });
+    expect([result.matchedCount, result.modifiedCount]).toEqual([2, 2]);
+    expect((await docs.distinct('x', {}, { collation })).length).toBe(2);
+  });
+
   it('reports a no-op update as matched but not modified', async () => {
     const docs = collection('noop');
     await docs.insertOne({ _id: 1, a: 1 });
