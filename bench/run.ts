@@ -2,10 +2,15 @@
 // on a noisy machine. Writes bench/results/latest.json, the SVG chart and BENCHMARKS.md.
 import { startFaultServer } from '../test/support/fault-server';
 import { variantNames, type VariantName } from './adapters/bench-lock';
-import { spawnBenchWorkers, stopBenchWorkers } from './support/bench-workers';
+import {
+  spawnBenchWorkers,
+  stopBenchWorkers,
+  useVariant,
+  type BenchWorker,
+} from './support/bench-workers';
 import { describeMachine } from './support/machine';
 import { writeReports, type BenchResults, type VariantResult } from './support/report';
-import { round, summarize } from './support/stats';
+import { round, summarize, type LatencySummary } from './support/stats';
 import { measureHandoff, measurePing } from './suites/handoff';
 import { measureHttpOverhead } from './suites/http-overhead';
 import { countRoundTrips } from './suites/round-trips';
@@ -15,8 +20,8 @@ import { measureThroughput } from './suites/throughput';
 const settings = {
   processes: 4,
   workersPerProcess: 4,
-  handoffSamples: Number(process.env.BENCH_HANDOFF_SAMPLES ?? 150),
-  throughputMs: Number(process.env.BENCH_THROUGHPUT_MS ?? 6000),
+  handoffSamples: Number(process.env.BENCH_HANDOFF_SAMPLES ?? 100),
+  throughputMs: Number(process.env.BENCH_THROUGHPUT_MS ?? 5000),
   criticalSectionMs: 1,
   scaleKeys: 1000,
   waitersPerKey: 10,
@@ -28,42 +33,43 @@ function log(message: string): void {
 
 async function runVariant(
   variant: VariantName,
-  uri: string,
-  pingP50: () => number,
+  workers: BenchWorker[],
+  pingP50: number,
 ): Promise<VariantResult> {
-  const dbName = `bench_${variant.replace(/\W/g, '_')}`;
-  log(`${variant}: starting ${settings.processes} processes`);
-  const workers = await spawnBenchWorkers(variant, settings.processes, { uri, dbName });
-  try {
-    const roundTrips = await countRoundTrips(workers[0]);
-    log(`${variant}: round trips ${JSON.stringify(roundTrips)}`);
-    const ping = summarize(await measurePing(workers[1], 200));
-    const samples = await measureHandoff(workers[0], workers[1], {
-      samples: settings.handoffSamples,
-      warmup: 5,
-    });
-    const handoff = summarize(samples);
-    log(`${variant}: hand-off p50 ${round(handoff.p50)} ms, p99 ${round(handoff.p99)} ms`);
-    const throughput = await measureThroughput(workers, {
+  await useVariant(workers, variant);
+  const roundTrips = await timed(`${variant}: round trips`, () => countRoundTrips(workers[0]));
+  const samples = await timed(`${variant}: hand-off`, () =>
+    measureHandoff(workers[0], workers[1], { samples: settings.handoffSamples, warmup: 5 }),
+  );
+  const handoff = summarize(samples);
+  log(`${variant}: hand-off p50 ${round(handoff.p50)} ms, p99 ${round(handoff.p99)} ms`);
+  const throughput = await timed(`${variant}: throughput`, () =>
+    measureThroughput(workers, {
       workersPerProcess: settings.workersPerProcess,
       durationMs: settings.throughputMs,
       criticalSectionMs: settings.criticalSectionMs,
-    });
-    log(`${variant}: ${throughput.sectionsPerSecond} critical sections/s`);
-    return {
-      variant,
-      roundTrips,
-      ping,
-      handoff: {
-        ...handoff,
-        ratioP50ToPing: round(handoff.p50 / pingP50()),
-        ratioP99ToPing: round(handoff.p99 / pingP50()),
-      },
-      handoffSamples: samples.map((x) => round(x, 3)),
-      throughput,
-    };
+    }),
+  );
+  log(`${variant}: ${throughput.sectionsPerSecond} critical sections/s`);
+  return {
+    variant,
+    roundTrips,
+    handoff: {
+      ...handoff,
+      ratioP50ToPing: round(handoff.p50 / pingP50),
+      ratioP99ToPing: round(handoff.p99 / pingP50),
+    },
+    handoffSamples: samples.map((x) => round(x, 3)),
+    throughput,
+  };
+}
+
+async function timed<T>(what: string, work: () => Promise<T>): Promise<T> {
+  const startedAt = Date.now();
+  try {
+    return await work();
   } finally {
-    await stopBenchWorkers(workers);
+    log(`${what} took ${((Date.now() - startedAt) / 1000).toFixed(1)} s`);
   }
 }
 
@@ -72,24 +78,33 @@ async function main(): Promise<void> {
   const server = await startFaultServer();
   log(`server ${server.kind} at ${server.uri}`);
   try {
-    // One ping reference for the whole run, measured first from a plain worker process.
-    const [pinger] = await spawnBenchWorkers('none', 1, { uri: server.uri, dbName: 'bench_ping' });
-    const ping = summarize(await measurePing(pinger, 300));
-    await stopBenchWorkers([pinger]);
-    log(`ping p50 ${round(ping.p50, 3)} ms`);
-
+    const workers = await timed('starting worker processes', () =>
+      spawnBenchWorkers([...variantNames], settings.processes, {
+        uri: server.uri,
+        dbName: 'bench',
+      }),
+    );
     const variants: VariantResult[] = [];
-    for (const variant of variantNames) {
-      variants.push(await runVariant(variant, server.uri, () => ping.p50));
+    let ping: LatencySummary;
+    let pingAtEnd: LatencySummary;
+    try {
+      // One ping reference for the whole run, from the same processes, before and after.
+      ping = summarize(await measurePing(workers[1], 300));
+      log(`ping p50 ${round(ping.p50, 3)} ms`);
+      for (const variant of variantNames) {
+        variants.push(await runVariant(variant, workers, ping.p50));
+      }
+      pingAtEnd = summarize(await measurePing(workers[1], 300));
+    } finally {
+      await stopBenchWorkers(workers);
     }
-    const scale = await measureScale(server.uri, settings.scaleKeys, settings.waitersPerKey).catch(
+    const scale = await timed('scale', () =>
+      measureScale(server.uri, settings.scaleKeys, settings.waitersPerKey),
+    ).catch((error: unknown) => ({ error: String(error) }));
+    log(`scale: ${JSON.stringify(scale)}`);
+    const httpOverhead = await timed('http', () => measureHttpOverhead(server.uri)).catch(
       (error: unknown) => ({ error: String(error) }),
     );
-    log(`scale: ${JSON.stringify(scale)}`);
-    const httpOverhead = await measureHttpOverhead(server.uri).catch((error: unknown) => ({
-      error: String(error),
-    }));
-    log(`http: ${JSON.stringify(httpOverhead)}`);
 
     const results: BenchResults = {
       command: 'npm run bench',
@@ -99,6 +114,7 @@ async function main(): Promise<void> {
       server: { kind: server.kind, description: serverDescription(server.kind) },
       settings,
       ping,
+      pingAtEnd,
       variants,
       scale,
       httpOverhead,

@@ -1,5 +1,6 @@
 // Scale of waiting, in its own process started with --expose-gc so memory can be measured:
 // many waiters on many keys in one LockService, every command it sends counted on the wire.
+import { setMaxListeners } from 'node:events';
 import { MongoClient, type CommandStartedEvent } from 'mongodb';
 import { LockService } from '../lib';
 import type { LockHandle } from '../lib';
@@ -88,6 +89,8 @@ async function run(args: ScaleArgs): Promise<ScaleResult> {
   const before = memory();
   counts.attempts = counts.streamsOpened = counts.cursorsKilled = 0;
   const cancel = new AbortController();
+  // Every waiter listens on this one signal, as a shutdown signal would be shared.
+  setMaxListeners(0, cancel.signal);
   const acquiredBy = new Map<string, LockHandle[]>();
   const waits = keys.flatMap((key) =>
     Array.from({ length: args.waitersPerKey }, () =>

@@ -2,13 +2,14 @@
 import { MongoClient, type CommandStartedEvent } from 'mongodb';
 import { sharedClockMs } from '../test/support/fault-clock';
 import { serveIpc } from '../test/support/fault-ipc';
-import type { BenchLock, HeldBenchLock } from './adapters/bench-lock';
+import type { BenchLock, HeldBenchLock, VariantName } from './adapters/bench-lock';
 import { createMongodashLock } from './adapters/mongodash';
 import { createOurLock } from './adapters/ours';
 import { uriWithDatabase, type BenchOps, type CommandCounts } from './support/bench-protocol';
 import { sleep } from './support/stats';
 
 let lock: BenchLock | undefined;
+const locks = new Map<VariantName, { lock: BenchLock; client: MongoClient }>();
 let client: MongoClient | undefined;
 const held = new Map<string, HeldBenchLock>();
 const waiting = new Map<string, Promise<number>>();
@@ -32,18 +33,37 @@ async function acquireAndRecord(key: string, timeoutMs: number): Promise<number>
 }
 
 serveIpc<BenchOps>({
-  async start({ variant, uri, dbName }) {
-    // One monitored client per process: round trips are counted on the wire, not guessed.
-    client = new MongoClient(uriWithDatabase(uri, dbName), { monitorCommands: true });
-    client.on('commandStarted', countCommand);
-    await client.connect();
-    // Each process drives one library only: a peer's module-level state never meets ours.
-    if (variant === 'mongodash') {
-      lock = await createMongodashLock({ uri: uriWithDatabase(uri, dbName), client });
-    } else if (variant !== 'none') {
-      lock = await createOurLock(variant, { uri, dbName, client });
+  async start({ variants, uri, dbName }) {
+    // One monitored client per variant: round trips are counted on the wire, not guessed,
+    // and each library has its own connections and database.
+    for (const variant of variants) {
+      const variantDb = `${dbName}_${variant.replace(/\W/g, '_')}`;
+      const variantClient = new MongoClient(uriWithDatabase(uri, variantDb), {
+        monitorCommands: true,
+      });
+      variantClient.on('commandStarted', countCommand);
+      await variantClient.connect();
+      const variantLock =
+        variant === 'mongodash'
+          ? await createMongodashLock({
+              uri: uriWithDatabase(uri, variantDb),
+              client: variantClient,
+            })
+          : await createOurLock(variant, { uri, dbName: variantDb, client: variantClient });
+      locks.set(variant, { lock: variantLock, client: variantClient });
+    }
+    if (!client) {
+      client = new MongoClient(uri);
+      await client.connect();
     }
     return { pid: process.pid };
+  },
+
+  async use({ variant }) {
+    const chosen = locks.get(variant);
+    if (!chosen) throw new Error(`variant ${variant} not started`);
+    lock = chosen.lock;
+    return { variant };
   },
 
   async hold({ key, timeoutMs }) {
@@ -74,8 +94,9 @@ serveIpc<BenchOps>({
   },
 
   async contend(args) {
-    const result = { sections: 0, failures: 0 };
+    const result = { sections: 0, failures: 0, commands: {} as Record<string, number> };
     await sleep(Math.max(0, args.startAt - sharedClockMs()));
+    commandsSent = {};
     const endAt = args.startAt + args.durationMs;
     const worker = async () => {
       while (sharedClockMs() < endAt) {
@@ -91,6 +112,7 @@ serveIpc<BenchOps>({
       }
     };
     await Promise.all(Array.from({ length: args.workers }, worker));
+    result.commands = commandsSent;
     return result;
   },
 
@@ -117,7 +139,10 @@ serveIpc<BenchOps>({
   },
 
   async close() {
-    await lock?.close();
+    for (const { lock: each, client: eachClient } of locks.values()) {
+      await each.close().catch(() => undefined);
+      await eachClient.close().catch(() => undefined);
+    }
     await client?.close();
     return { closed: true };
   },

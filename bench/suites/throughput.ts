@@ -14,6 +14,8 @@ export interface ThroughputResult {
   sections: number;
   failures: number;
   sectionsPerSecond: number;
+  /** Commands all processes sent during the run, by name. */
+  commands: Record<string, number>;
 }
 
 /** Every worker of every process loops acquire → short critical section → release on one key. */
@@ -38,6 +40,10 @@ export async function measureThroughput(
   );
   const sections = results.reduce((total, r) => total + r.sections, 0);
   const failures = results.reduce((total, r) => total + r.failures, 0);
+  const commands: Record<string, number> = {};
+  for (const r of results) {
+    for (const [name, n] of Object.entries(r.commands)) commands[name] = (commands[name] ?? 0) + n;
+  }
   return {
     processes: processes.length,
     workersPerProcess: options.workersPerProcess,
@@ -45,5 +51,6 @@ export async function measureThroughput(
     sections,
     failures,
     sectionsPerSecond: Math.round((sections / options.durationMs) * 1000 * 10) / 10,
+    commands,
   };
 }

@@ -13,6 +13,8 @@ export interface ContendArgs {
 export interface ContendResult {
   sections: number;
   failures: number;
+  /** Commands this process sent during the run, by name. */
+  commands: Record<string, number>;
 }
 
 export interface CommandCounts {
@@ -22,8 +24,9 @@ export interface CommandCounts {
 
 /** Operations the benchmark runner asks of a worker process. */
 export type BenchOps = {
-  /** `'none'`: no lock library, only a client (the ping reference). */
-  start: [{ variant: VariantName | 'none'; uri: string; dbName: string }, { pid: number }];
+  /** Connects and prepares every variant; `use` picks the one later calls drive. */
+  start: [{ variants: VariantName[]; uri: string; dbName: string }, { pid: number }];
+  use: [{ variant: VariantName }, { variant: VariantName }];
   hold: [{ key: string; timeoutMs: number }, { at: number }];
   startWaiting: [{ key: string; timeoutMs: number }, { at: number }];
   awaitAcquired: [{ key: string }, { at: number }];

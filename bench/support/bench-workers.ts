@@ -7,19 +7,26 @@ export type BenchWorker = IpcChild<BenchOps>;
 
 const workerEntry = path.resolve(__dirname, '../worker.ts');
 
-/** Starts `count` worker processes of one variant, in parallel, all on one database. */
+/**
+ * Starts `count` worker processes in parallel, each with every variant ready: processes are
+ * started once per run, and the variants then take turns on the same processes.
+ */
 export async function spawnBenchWorkers(
-  variant: VariantName | 'none',
+  variants: VariantName[],
   count: number,
   connection: { uri: string; dbName: string },
 ): Promise<BenchWorker[]> {
   return Promise.all(
     Array.from({ length: count }, async (_, index) => {
-      const worker: BenchWorker = IpcChild.fork(workerEntry, { label: `${variant}#${index}` });
-      await worker.call('start', { variant, ...connection });
+      const worker: BenchWorker = IpcChild.fork(workerEntry, { label: `bench#${index}` });
+      await worker.call('start', { variants, ...connection });
       return worker;
     }),
   );
+}
+
+export async function useVariant(workers: BenchWorker[], variant: VariantName): Promise<void> {
+  await Promise.all(workers.map((worker) => worker.call('use', { variant })));
 }
 
 export async function stopBenchWorkers(workers: BenchWorker[]): Promise<void> {

@@ -13,8 +13,6 @@ import { renderCdfChart } from './svg-chart';
 export interface VariantResult {
   variant: VariantName;
   roundTrips: RoundTripResult;
-  /** Ping measured from this variant's processes (a check that the machine was steady). */
-  ping: LatencySummary;
   handoff: LatencySummary & { ratioP50ToPing: number; ratioP99ToPing: number };
   handoffSamples: number[];
   throughput: ThroughputResult;
@@ -27,8 +25,10 @@ export interface BenchResults {
   machine: MachineInfo;
   server: { kind: string; description: string };
   settings: Record<string, number>;
-  /** The reference round trip every latency is divided by. */
+  /** The reference round trip every latency is divided by, measured before the variants. */
   ping: LatencySummary;
+  /** The same, after the variants: a check that the machine stayed steady. */
+  pingAtEnd: LatencySummary;
   variants: VariantResult[];
   scale: ScaleResult | { error: string };
   httpOverhead: HttpOverheadResult | { error: string };

@@ -56,7 +56,9 @@ async function readFirstLine(child: ChildProcess): Promise<string> {
       }),
     ]);
     if (!first.startsWith('mongodb://')) throw new Error(`unexpected first line: ${first}`);
-    // Keep draining its output so a chatty server never blocks on a full pipe.
+    // Keep draining its output so a chatty server never blocks on a full pipe, without
+    // holding the test process open.
+    lines.close();
     child.stdout?.resume();
     return first;
   } finally {
