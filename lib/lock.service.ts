@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type {
   BeforeApplicationShutdown,
@@ -16,12 +15,12 @@ import { normalizeLockKeys, validateLockKey } from './keys/lock-key';
 import { heldLocksOf, innermostHeldLock, runWithHeldLock } from './lock-context';
 import type { LockHandle } from './lock-handle';
 import { MongoLockHandle } from './lock-handle';
-import { notAcquiredMessage, serviceClosedMessage, wouldDeadlockMessage } from './lock.messages';
+import { serviceClosedMessage, wouldDeadlockMessage } from './lock.messages';
 import { MONGO_LOCK_OPTIONS } from './mongo-lock.module-definition';
 import { resolveAcquireOptions, resolveModuleOptions } from './options';
 import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from './options';
 import { LockStore } from './store/lock-store';
-import type { AcquireAttemptWon } from './store/acquire-attempt';
+import { LockAcquirer } from './lock-acquirer';
 import { LockChangeFeed } from './waiting/change-feed';
 import { LockWaiting } from './waiting/lock-waiting';
 
@@ -49,6 +48,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   private readonly logger = new Logger('LockService');
   private readonly waiting: LockWaiting;
   private readonly held = new Set<MongoLockHandle>();
+  private readonly acquirer: LockAcquirer;
   private readonly closing = new AbortController();
   private store: LockStore | undefined;
   private starting: Promise<LockStore> | undefined;
@@ -66,7 +66,19 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
       },
       this.options.changeStreams,
     );
-    this.waiting = new LockWaiting(feed, this.options, (won) => void this.releaseAbandoned(won));
+    const logger = {
+      warn: (message: string) => this.logger.warn(message),
+      error: (message: string) => this.logger.error(message),
+    };
+    this.waiting = new LockWaiting(feed, this.options, (won) => {
+      void this.acquirer.releaseAbandoned(this.requireStore(), won);
+    });
+    this.acquirer = new LockAcquirer({
+      waiting: this.waiting,
+      logger,
+      maxHoldMs: this.options.maxHoldMs,
+      held: this.held,
+    });
     this.events$ = new Observable<LockEvent>((subscriber) => {
       let unwatch: (() => void) | undefined;
       let unsubscribed = false;
@@ -333,93 +345,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     signal.throwIfAborted();
     const store = await this.start();
     signal.throwIfAborted();
-    const deadline = performance.now() + options.timeoutMs;
-    const won: AcquireAttemptWon[] = [];
-    try {
-      for (const key of keys) {
-        won.push(await this.acquireKey(store, key, options, deadline, signal));
-      }
-      signal.throwIfAborted();
-    } catch (error) {
-      await Promise.all(won.reverse().map((taken) => this.releaseAbandoned(taken)));
-      throw this.withAllKeys(error, keys, options.timeoutMs);
-    }
-    return this.createHandle(store, won, options);
-  }
-
-  private async acquireKey(
-    store: LockStore,
-    key: string,
-    options: ResolvedAcquireOptions,
-    deadline: number,
-    signal: AbortSignal,
-  ): Promise<AcquireAttemptWon> {
-    const attempt = () => store.attempt(key, randomUUID(), options.ttlMs);
-    if (options.timeoutMs > 0) {
-      return this.waiting.acquireKey(key, {
-        attempt,
-        deadline,
-        timeoutMs: options.timeoutMs,
-        signal,
-      });
-    }
-    const outcome = await attempt();
-    if (outcome.won) return outcome;
-    const retryAfterMs = outcome.remainingMs;
-    const holderId = outcome.holderId ?? undefined;
-    throw new LockNotAcquiredError(notAcquiredMessage([key], 0, holderId, retryAfterMs), {
-      keys: [key],
-      retryAfterMs,
-      holderId,
-    });
-  }
-
-  /** A multi-key acquisition reports all its keys, with the blocking key's holder. */
-  private withAllKeys(error: unknown, keys: string[], timeoutMs: number): unknown {
-    if (!(error instanceof LockNotAcquiredError) || keys.length === 1) return error;
-    return new LockNotAcquiredError(
-      notAcquiredMessage(keys, timeoutMs, error.holderId, error.retryAfterMs),
-      { keys, retryAfterMs: error.retryAfterMs, holderId: error.holderId, cause: error },
-    );
-  }
-
-  private createHandle(
-    store: LockStore,
-    won: AcquireAttemptWon[],
-    options: ResolvedAcquireOptions,
-  ): MongoLockHandle {
-    const handle = new MongoLockHandle({
-      held: won.map(({ key, owner, fence }) => ({ key, owner, fence })),
-      leaseEnd: Math.min(...won.map((taken) => taken.sentAt + taken.remainingMs)),
-      ttlMs: options.ttlMs,
-      renew: options.renew,
-      renewalIntervalRatio: options.renewalIntervalRatio,
-      maxHoldMs: this.options.maxHoldMs,
-      operations: {
-        renew: (held, ttlMs) => store.renew(held.key, held.owner, ttlMs),
-        release: async (held) => {
-          const outcome = await store.release(held.key, held.owner);
-          if (outcome !== 'lost') this.waiting.notifyReleased(held.key);
-          return outcome;
-        },
-      },
-      onSettled: (settled) => this.held.delete(settled),
-    });
-    this.held.add(handle);
-    return handle;
-  }
-
-  /** Gives back a lock nobody will use (cancelled, or part of a failed multi-key acquisition). */
-  private async releaseAbandoned(won: AcquireAttemptWon): Promise<void> {
-    try {
-      const outcome = await this.requireStore().release(won.key, won.owner);
-      if (outcome !== 'lost') this.waiting.notifyReleased(won.key);
-    } catch (error) {
-      // The lease runs out by itself; nothing else to do.
-      this.logger.warn(
-        `Could not release abandoned lock ${JSON.stringify(won.key)}: ${String(error)}`,
-      );
-    }
+    return this.acquirer.acquire(store, keys, options, signal);
   }
 
   private async shutDown(): Promise<void> {

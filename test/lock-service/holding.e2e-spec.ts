@@ -151,6 +151,19 @@ describe('LockService holding', () => {
     expect(await other.tryAcquire(['m1', 'm2', 'm3'])).not.toBeNull();
   });
 
+  it('renews keys that aged while a multi-key acquisition waited for the others', async () => {
+    const locks = await kit.service();
+    const other = await kit.service();
+    const blocker = await other.acquire('r2');
+    setTimeout(() => void blocker.release(), 700);
+    const handle = await locks.acquire(['r1', 'r2'], { ttlMs: 1_000, timeoutMs: 5_000 });
+    // r1's first lease (1 s from the start) has ended by now; the refreshed one has not.
+    await sleep(500);
+    expect(handle.lost).toBe(false);
+    expect((await other.inspect('r1'))?.held).toBe(true);
+    await handle.release();
+  });
+
   it('extend renews the lease on demand', async () => {
     const locks = await kit.service();
     const handle = await locks.acquire('extended', { ttlMs: 1_000 });
