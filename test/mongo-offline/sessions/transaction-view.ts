@@ -39,11 +39,16 @@ export class TransactionView implements DataStore {
   private readonly log: LoggedWrite[] = [];
   private readonly locked = new Set<string>();
 
+  /** Oplog position when the transaction started: its snapshot. */
+  private readonly snapshotPosition: number;
+
   constructor(
     private readonly base: Storage,
     private readonly origin: WriteOrigin,
     private readonly onConflict: () => void,
-  ) {}
+  ) {
+    this.snapshotPosition = base.oplog.endPosition;
+  }
 
   getCollection(db: string, name: string): Collection | undefined {
     const ns = `${db}.${name}`;
@@ -52,6 +57,7 @@ export class TransactionView implements DataStore {
     const original = this.base.getCollection(db, name);
     if (!original) return undefined;
     const copy = original.clone();
+    this.rewindToSnapshot(copy);
     this.clones.set(ns, copy);
     return copy;
   }
@@ -64,6 +70,25 @@ export class TransactionView implements DataStore {
     this.clones.set(created.ns, created);
     this.log.push({ op: 'create', db, coll: name, options });
     return created;
+  }
+
+  /**
+   * Undoes, on the copy, the writes made to its collection since the transaction started,
+   * newest first, from the oplog's pre-images: the transaction reads one point in time
+   * however late it first touches a collection.
+   */
+  private rewindToSnapshot(copy: Collection): void {
+    const { oplog } = this.base;
+    if (this.snapshotPosition < oplog.firstPosition) return; // history gone: read the present
+    for (let position = oplog.endPosition - 1; position >= this.snapshotPosition; position--) {
+      const entry = oplog.at(position);
+      if (!entry || entry.db !== copy.db || entry.coll !== copy.name) continue;
+      const current = entry.documentKey ? copy.getById(entry.documentKey._id) : undefined;
+      if (entry.op === 'insert' && current) copy.remove(current);
+      else if ((entry.op === 'update' || entry.op === 'replace') && current && entry.preImage)
+        copy.replace(current, entry.preImage);
+      else if (entry.op === 'delete' && !current && entry.preImage) copy.insert(entry.preImage);
+    }
   }
 
   private lock(collection: Collection, id: unknown): void {

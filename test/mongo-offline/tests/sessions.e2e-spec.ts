@@ -20,6 +20,24 @@ describe('offline mongo: transactions and retryable writes', () => {
     await session.endSession();
   });
 
+  it('reads one snapshot, taken at its first statement, across collections', async () => {
+    const first = collection('snapshotA');
+    const second = collection('snapshotB');
+    await second.insertOne({ _id: 'old', v: 1 });
+    const session = client().startSession();
+    session.startTransaction();
+    expect(await first.countDocuments({}, { session })).toBe(0); // the snapshot starts here
+    await second.insertOne({ _id: 'new' });
+    await second.updateOne({ _id: 'old' }, { $set: { v: 2 } });
+    expect(await second.find({}, { session }).toArray()).toEqual([{ _id: 'old', v: 1 }]);
+    // Writing a document changed since the snapshot is a write conflict.
+    await expect(
+      second.updateOne({ _id: 'old' }, { $set: { v: 3 } }, { session }),
+    ).rejects.toMatchObject({ code: 112 });
+    await session.abortTransaction().catch(() => undefined);
+    await session.endSession();
+  });
+
   it('discards writes on abort', async () => {
     const items = collection('aborted');
     const session = client().startSession();
