@@ -1,4 +1,9 @@
-import { MongoClient, MongoNetworkError, MongoServerError } from 'mongodb';
+import {
+  MongoClient,
+  MongoClientBulkWriteError,
+  MongoNetworkError,
+  MongoServerError,
+} from 'mongodb';
 import { EntityMap } from './entities';
 import { EventRecorder } from './event-recorder';
 import { assertExpectedError } from './expected-error';
@@ -43,6 +48,19 @@ describe('expectError', () => {
     expect(() => assertExpectedError(omit, serverError(), entities)).toThrow();
     const contain = { errorLabelsContain: ['RetryableWriteError'] };
     expect(() => assertExpectedError(contain, serverError(), entities)).toThrow();
+  });
+});
+
+describe('expectError on a client bulk write', () => {
+  it('judges the top-level error (its cause), not the per-write errors', () => {
+    const error = new MongoClientBulkWriteError({ message: 'bulk write failed' });
+    error.writeErrors.set(0, { code: 11000, message: 'E11000 duplicate key' });
+    expect(() => assertExpectedError({ errorContains: 'duplicate' }, error, entities)).toThrow();
+    expect(() =>
+      assertExpectedError({ writeErrors: { 0: { code: 11000 } } }, error, entities),
+    ).not.toThrow();
+    error.cause = new MongoNetworkError('connection closed');
+    expect(() => assertExpectedError({ isClientError: true }, error, entities)).not.toThrow();
   });
 });
 

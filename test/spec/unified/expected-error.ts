@@ -8,19 +8,20 @@ function check(condition: boolean, message: string) {
   if (!condition) throw new Error(message);
 }
 
-/** The driver's error, the server's responses inside it, and its result if it carries one. */
+/**
+ * The error whose code and message count (a client bulk write's top-level error is its `cause`)
+ * and the per-write errors that count too: a collection bulk write's, whose assertions must look
+ * into them, but not a client bulk write's, which has its own `writeErrors` assertion.
+ */
 function errorParts(error: any) {
-  const writeErrors: any[] =
-    error?.writeErrors instanceof Map
-      ? [...error.writeErrors.values()]
-      : (error?.writeErrors ?? []);
+  const isClientBulkWrite = error?.name === 'MongoClientBulkWriteError';
+  const topLevel = isClientBulkWrite && error.cause ? error.cause : error;
+  if (isClientBulkWrite) return { writeErrors: [], writeConcernErrors: [], topLevel };
+  const writeErrors: any[] = error?.writeErrors ?? [];
   const writeConcernErrors: any[] = [
-    ...(error?.writeConcernErrors ?? []),
     ...(error?.err ? [error.err] : []),
     ...(error?.writeConcernError ? [error.writeConcernError] : []),
   ];
-  // A client bulk write keeps its top-level error in `cause`.
-  const topLevel = error?.name === 'MongoClientBulkWriteError' && error.cause ? error.cause : error;
   return { writeErrors, writeConcernErrors, topLevel };
 }
 
@@ -56,7 +57,7 @@ function resultOf(error: any): unknown {
 }
 
 export function assertExpectedError(expected: Document, error: any, entities: MatchEntities) {
-  const isServerError = error instanceof MongoServerError;
+  const isServerError = errorParts(error).topLevel instanceof MongoServerError;
   const what = `${error?.name ?? 'error'}: ${error?.message ?? String(error)}`;
   if (expected.isClientError !== undefined) {
     check(
