@@ -21,6 +21,7 @@ import { resolveAcquireOptions, resolveModuleOptions } from './options';
 import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from './options';
 import { LockStore } from './store/lock-store';
 import { LockAcquirer } from './lock-acquirer';
+import { linkAbortSignals } from './waiting/linked-abort-signal';
 import { LockChangeFeed } from './waiting/change-feed';
 import { LockWaiting } from './waiting/lock-waiting';
 
@@ -206,21 +207,21 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   acquire$(keys: string | string[], options?: AcquireOptions): Observable<LockHandle> {
     return new Observable<LockHandle>((subscriber) => {
       const cancel = new AbortController();
-      const signal = options?.signal
-        ? AbortSignal.any([options.signal, cancel.signal])
-        : cancel.signal;
-      this.acquire(keys, { ...options, signal }).then(
-        (handle) => {
-          if (subscriber.closed) {
-            // Won in the same instant as the unsubscription: nobody will release it.
-            handle.release().catch(() => undefined);
-            return;
-          }
-          subscriber.next(handle);
-          subscriber.complete();
-        },
-        (error: unknown) => subscriber.error(error),
-      );
+      const linked = linkAbortSignals([options?.signal, cancel.signal]);
+      this.acquire(keys, { ...options, signal: linked.signal })
+        .finally(() => linked.unlink())
+        .then(
+          (handle) => {
+            if (subscriber.closed) {
+              // Won in the same instant as the unsubscription: nobody will release it.
+              handle.release().catch(() => undefined);
+              return;
+            }
+            subscriber.next(handle);
+            subscriber.complete();
+          },
+          (error: unknown) => subscriber.error(error),
+        );
       return () => cancel.abort(new MongoLockError('acquire$ was unsubscribed'));
     });
   }
@@ -234,13 +235,14 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   waitForRelease(key: string): Observable<void> {
     return new Observable<void>((subscriber) => {
       const cancel = new AbortController();
-      const signal = AbortSignal.any([cancel.signal, this.closing.signal]);
+      const linked = linkAbortSignals([cancel.signal, this.closing.signal]);
       Promise.resolve()
         .then(() => validateLockKey(key))
         .then(async (validKey) => {
           const store = await this.start();
-          await this.waiting.waitForRelease(validKey, () => store.probe(validKey), signal);
+          await this.waiting.waitForRelease(validKey, () => store.probe(validKey), linked.signal);
         })
+        .finally(() => linked.unlink())
         .then(
           () => {
             subscriber.next();
@@ -339,13 +341,15 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     keys: string[],
     options: ResolvedAcquireOptions,
   ): Promise<MongoLockHandle> {
-    const signal = options.signal
-      ? AbortSignal.any([options.signal, this.closing.signal])
-      : this.closing.signal;
-    signal.throwIfAborted();
-    const store = await this.start();
-    signal.throwIfAborted();
-    return this.acquirer.acquire(store, keys, options, signal);
+    const linked = linkAbortSignals([options.signal, this.closing.signal]);
+    try {
+      linked.signal.throwIfAborted();
+      const store = await this.start();
+      linked.signal.throwIfAborted();
+      return await this.acquirer.acquire(store, keys, options, linked.signal);
+    } finally {
+      linked.unlink();
+    }
   }
 
   private async shutDown(): Promise<void> {

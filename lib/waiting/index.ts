@@ -6,3 +6,4 @@ export * from './release-watch';
 export * from './wait-logger';
 export * from './wait-timing';
 export * from './wakeup';
+export * from './linked-abort-signal';
