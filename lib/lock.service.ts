@@ -85,6 +85,10 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
       let unsubscribed = false;
       // Subscribers learn that no more events will come when the service closes.
       const onClose = () => subscriber.complete();
+      if (this.closing.signal.aborted) {
+        onClose();
+        return undefined;
+      }
       this.closing.signal.addEventListener('abort', onClose, { once: true });
       this.start().then(
         () => {

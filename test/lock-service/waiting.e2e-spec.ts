@@ -127,5 +127,8 @@ describe('LockService waiting', () => {
     await observer.close();
     expect(completed).toBe(true);
     expect(observer.diagnostics.streamOpen).toBe(false);
+    let lateCompleted = false;
+    observer.events$.subscribe({ complete: () => (lateCompleted = true) });
+    expect(lateCompleted).toBe(true);
   });
 });
