@@ -59,18 +59,15 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   constructor(@Inject(MONGO_LOCK_OPTIONS) options: MongoLockModuleOptions) {
     this.options = resolveModuleOptions(options);
     this.holderId = this.options.holderId;
-    const feed = new LockChangeFeed(
-      (streamOptions) => this.requireStore().openChangeStream(streamOptions),
-      {
-        warn: (message) => this.logger.warn(message),
-        error: (message) => this.logger.error(message),
-      },
-      this.options.changeStreams,
-    );
     const logger = {
       warn: (message: string) => this.logger.warn(message),
       error: (message: string) => this.logger.error(message),
     };
+    const feed = new LockChangeFeed(
+      (streamOptions) => this.requireStore().openChangeStream(streamOptions),
+      logger,
+      this.options.changeStreams,
+    );
     this.waiting = new LockWaiting(feed, this.options, (won) => {
       void this.acquirer.releaseAbandoned(this.requireStore(), won);
     });
@@ -80,31 +77,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
       maxHoldMs: this.options.maxHoldMs,
       held: this.held,
     });
-    this.events$ = new Observable<LockEvent>((subscriber) => {
-      let unwatch: (() => void) | undefined;
-      let unsubscribed = false;
-      // Subscribers learn that no more events will come when the service closes.
-      const onClose = () => subscriber.complete();
-      if (this.closing.signal.aborted) {
-        onClose();
-        return undefined;
-      }
-      this.closing.signal.addEventListener('abort', onClose, { once: true });
-      this.start().then(
-        () => {
-          if (!unsubscribed)
-            unwatch = this.waiting.feed.watchEvents((event) => subscriber.next(event));
-        },
-        (error: unknown) => {
-          if (!this.closing.signal.aborted) subscriber.error(error);
-        },
-      );
-      return () => {
-        unsubscribed = true;
-        this.closing.signal.removeEventListener('abort', onClose);
-        unwatch?.();
-      };
-    }).pipe(share());
+    this.events$ = this.createEvents().pipe(share());
   }
 
   /** The handle of the innermost lock that the current async context holds. */
@@ -321,6 +294,34 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
       if (ownsClient) await client.close().catch(() => undefined);
       throw error;
     }
+  }
+
+  /** A hot feed of the change stream; subscribers complete when the service closes. */
+  private createEvents(): Observable<LockEvent> {
+    return new Observable<LockEvent>((subscriber) => {
+      const onClose = () => subscriber.complete();
+      if (this.closing.signal.aborted) {
+        onClose();
+        return undefined;
+      }
+      this.closing.signal.addEventListener('abort', onClose, { once: true });
+      let unwatch: (() => void) | undefined;
+      let unsubscribed = false;
+      this.start().then(
+        () => {
+          if (unsubscribed) return;
+          unwatch = this.waiting.feed.watchEvents((event) => subscriber.next(event));
+        },
+        (error: unknown) => {
+          if (!this.closing.signal.aborted) subscriber.error(error);
+        },
+      );
+      return () => {
+        unsubscribed = true;
+        this.closing.signal.removeEventListener('abort', onClose);
+        unwatch?.();
+      };
+    });
   }
 
   private requireStore(): LockStore {
