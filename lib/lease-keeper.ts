@@ -128,7 +128,9 @@ export class LeaseKeeper {
     if (this.stopped) return;
     clearTimeout(this.renewTimer);
     this.renewTimer = unrefTimer(() => {
-      this.renewing = this.renewAll(true);
+      // renewAll handles its own failures; a throwing loss listener must not become an
+      // unhandled rejection.
+      this.renewing = this.renewAll(true).catch(() => undefined);
     }, delayMs);
   }
 

@@ -118,12 +118,15 @@ export class KeyQueue {
         const outcome = await this.attempt(head);
         if (outcome) await this.waitForChance(releasesBefore, outcome);
       }
+    } catch (error) {
+      // Not expected; but a waiter must never hang on a queue that stopped.
+      for (const waiter of this.waiters) this.settle(waiter, { error });
+      this.waiters.length = 0;
     } finally {
       this.running = false;
       this.unwatch?.();
       this.unwatch = undefined;
-      if (this.waiters.length === 0) this.deps.onEmpty();
-      else void this.run();
+      this.deps.onEmpty();
     }
   }
 
