@@ -36,10 +36,14 @@ export class ServerConnection implements ConnectionInfo {
     private readonly socket: Socket,
   ) {
     this.id = server.nextConnectionId();
+    server.openConnections += 1;
     socket.setNoDelay(true);
     socket.on('data', (chunk) => this.onData(chunk));
     socket.on('error', () => this.close());
-    socket.on('close', () => (this.closed = true));
+    socket.on('close', () => {
+      this.closed = true;
+      server.openConnections -= 1;
+    });
   }
 
   close(): void {

@@ -65,8 +65,15 @@ export class ServerState extends EventEmitter {
     this.ttlMonitor.reschedule();
   }
 
+  /** Sockets currently open (serverStatus.connections.current). */
+  openConnections = 0;
+
   nextConnectionId(): number {
     this.lastConnectionId += 1;
+    return this.lastConnectionId;
+  }
+
+  get connectionsCreated(): number {
     return this.lastConnectionId;
   }
 

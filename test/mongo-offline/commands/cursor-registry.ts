@@ -43,6 +43,10 @@ export class CursorRegistry {
     return this.cursors.get(id);
   }
 
+  get size(): number {
+    return this.cursors.size;
+  }
+
   /** MongoDB's cursorTimeoutMillis: a cursor unused for ten minutes is closed. */
   reapIdle(now = Date.now()): void {
     for (const [id, used] of this.lastUsed)

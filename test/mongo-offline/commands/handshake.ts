@@ -113,6 +113,11 @@ export const handshakeCommands: Record<string, CommandHandler> = {
     process: 'mongod',
     uptime: (Date.now() - context.server.startedAt.getTime()) / 1000,
     localTime: new Date(),
+    connections: {
+      current: context.server.openConnections,
+      totalCreated: context.server.connectionsCreated,
+    },
+    metrics: { cursor: { open: { total: context.server.cursors.size } } },
     ok: 1,
   }),
   hostinfo: () => ({ system: { hostname: 'offline' }, os: {}, extra: {}, ok: 1 }),

@@ -112,6 +112,22 @@ describe('offline mongo: CRUD over the driver', () => {
     expect((await docs.distinct('x', {}, { collation })).length).toBe(2);
   });
 
+  it('applies the update operators of an upsert whose filter has non-equality conditions', async () => {
+    const docs = collection('fencedUpsert');
+    await docs.updateOne({ _id: 'r', fence: { $lte: 3 } }, { $set: { a: 1 } }, { upsert: true });
+    expect(await docs.findOne({ _id: 'r' })).toEqual({ _id: 'r', a: 1 });
+    const stale = await docs
+      .updateOne({ _id: 'r', fence: { $lte: 3 } }, { $set: { a: 2 } }, { upsert: true })
+      .catch((e: unknown) => e);
+    expect(stale).toMatchObject({ code: 11000 }); // the fenced-write idiom: E11000 means stale
+  });
+
+  it('reports open cursors and connections in serverStatus', async () => {
+    const status = await harness().client.db('admin').command({ serverStatus: 1 });
+    expect(status.metrics.cursor.open.total).toEqual(expect.any(Number));
+    expect(status.connections.current).toBeGreaterThan(0);
+  });
+
   it('reports a no-op update as matched but not modified', async () => {
     const docs = collection('noop');
     await docs.insertOne({ _id: 1, a: 1 });
