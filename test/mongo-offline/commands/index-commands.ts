@@ -170,8 +170,39 @@ const dropIndexes: CommandHandler = (context) => {
   return { nIndexesWas, ok: 1 };
 };
 
+/** collMod on an index: change its `expireAfterSeconds` (or `hidden`), as the lock TTL may. */
+const collMod: CommandHandler = (context) => {
+  assertWritablePrimary(context);
+  const collection = context.storage.getCollection(context.db, context.collectionName);
+  if (!collection) throw new CommandError(26, `ns does not exist: ${context.ns}`);
+  const change = context.command.index as Document | undefined;
+  if (!change) return { ok: 1 };
+  const spec = collection.indexes.find((index) =>
+    typeof change.name === 'string'
+      ? index.name === change.name
+      : canonicalKey(index.key) === canonicalKey(change.keyPattern),
+  );
+  if (!spec)
+    throw new CommandError(
+      27,
+      'cannot find index ' +
+        JSON.stringify(change.name ?? change.keyPattern) +
+        ' for ns ' +
+        context.ns,
+    );
+  const reply: Document = {};
+  for (const option of ['expireAfterSeconds', 'hidden'] as const) {
+    if (change[option] === undefined) continue;
+    reply[`${option}_old`] = spec[option];
+    reply[`${option}_new`] = change[option];
+    spec[option] = change[option];
+  }
+  return { ...reply, ok: 1 };
+};
+
 export function indexCommandsFor(_context?: CommandContext): Record<string, CommandHandler> {
   return {
+    collmod: collMod,
     createindexes: createIndexes,
     listindexes: listIndexes,
     dropindexes: dropIndexes,

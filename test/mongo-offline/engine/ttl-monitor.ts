@@ -1,7 +1,9 @@
 import type { Document } from 'bson';
 import type { Collection } from './collection';
 import type { Storage } from './storage';
+import { Query } from 'mingo/query';
 import { valuesAtPath } from './bson-values';
+import { MINGO_OPTIONS } from './mingo-options';
 
 /** The date a TTL index reads from a document: the earliest date of the field (arrays too). */
 function earliestDate(document: Document, field: string): Date | undefined {
@@ -21,7 +23,12 @@ function expiredDocuments(collection: Collection, now: number): Document[] {
     if (spec.expireAfterSeconds === undefined) continue;
     const field = Object.keys(spec.key)[0];
     const seconds = Number(spec.expireAfterSeconds);
+    // A partial TTL index only sees (and so only expires) the documents it indexes.
+    const partial = spec.partialFilterExpression
+      ? new Query(spec.partialFilterExpression, MINGO_OPTIONS)
+      : undefined;
     for (const document of collection.documents.values()) {
+      if (partial && !partial.test(document)) continue;
       const date = earliestDate(document, field);
       if (date && date.getTime() + seconds * 1000 <= now && !expired.includes(document))
         expired.push(document);

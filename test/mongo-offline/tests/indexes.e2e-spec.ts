@@ -1,5 +1,5 @@
 import { MongoBulkWriteError, MongoServerError } from 'mongodb';
-import { useOfflineMongo } from './with-offline-mongo';
+import { openStream, useOfflineMongo } from './with-offline-mongo';
 
 describe('offline mongo: indexes', () => {
   const harness = useOfflineMongo();
@@ -143,17 +143,44 @@ describe('offline mongo: TTL monitor', () => {
     await sessions.createIndex({ at: 1 }, { expireAfterSeconds: 0 });
     const past = new Date(Date.now() - 1000);
     const future = new Date(Date.now() + 3_600_000);
+    const stream = sessions.watch<any, any>([{ $match: { operationType: 'delete' } }]);
+    const { next } = await openStream(harness().client, stream);
     await sessions.insertMany([
       { _id: 'old', at: past },
       { _id: 'mixed', at: [future, past] },
       { _id: 'new', at: future },
       { _id: 'none', at: 'not a date' },
     ]);
-    const stream = sessions.watch<any, any>();
-    const deleted: unknown[] = [];
-    for (let i = 0; i < 2; i++) deleted.push((await stream.next()).documentKey._id);
+    const deleted: unknown[] = [
+      (await next).documentKey._id,
+      (await stream.next()).documentKey._id,
+    ];
     expect(deleted.sort()).toEqual(['mixed', 'old']);
     expect((await sessions.find().toArray()).map((d) => d._id).sort()).toEqual(['new', 'none']);
+    await stream.close();
+  }, 15_000);
+
+  it('expires only the documents a partial TTL index covers, and follows collMod', async () => {
+    const db = harness().client.db('ttl');
+    const items = db.collection<any>('partialTtl');
+    await items.createIndex(
+      { at: 1 },
+      { expireAfterSeconds: 3600, partialFilterExpression: { kind: 'temp' } },
+    );
+    const past = new Date(Date.now() - 1000);
+    await items.insertMany([
+      { _id: 'temp', kind: 'temp', at: past },
+      { _id: 'keep', kind: 'keep', at: past },
+    ]);
+    const stream = items.watch<any, any>();
+    const { next } = await openStream(harness().client, stream);
+    const changed = await db.command({
+      collMod: 'partialTtl',
+      index: { keyPattern: { at: 1 }, expireAfterSeconds: 0 },
+    });
+    expect(changed).toMatchObject({ expireAfterSeconds_old: 3600, expireAfterSeconds_new: 0 });
+    expect((await next).documentKey).toEqual({ _id: 'temp' });
+    expect((await items.find().toArray()).map((d) => d._id)).toEqual(['keep']);
     await stream.close();
   }, 15_000);
 
