@@ -14,6 +14,8 @@ export interface ThroughputResult {
   sections: number;
   failures: number;
   sectionsPerSecond: number;
+  /** Sections completed by each process: a lock that stays in one process is fast but unfair. */
+  sectionsByProcess: number[];
   /** Commands all processes sent during the run, by name. */
   commands: Record<string, number>;
 }
@@ -51,6 +53,7 @@ export async function measureThroughput(
     sections,
     failures,
     sectionsPerSecond: Math.round((sections / options.durationMs) * 1000 * 10) / 10,
+    sectionsByProcess: results.map((r) => r.sections),
     commands,
   };
 }
