@@ -87,7 +87,8 @@ export function runUpdate(
       after = document;
       continue;
     }
-    storage.update(collection, document, updated, replacement, context.origin);
+    const modifier = isOperatorUpdate(request.update) ? (request.update as Document) : undefined;
+    storage.update(collection, document, updated, replacement, context.origin, modifier);
     modified += 1;
   }
   return { matched: matches.length, modified, before, after };

@@ -17,6 +17,8 @@ export interface DataStore {
     after: Document,
     replacement: boolean,
     origin?: WriteOrigin,
+    /** The operator update that produced `after`, for a MongoDB-grained updateDescription. */
+    modifier?: Document,
   ): void;
   delete(collection: Collection, document: Document, origin?: WriteOrigin): void;
   /** Index creation goes through the store so that a transaction can defer it. */

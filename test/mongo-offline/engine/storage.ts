@@ -4,6 +4,7 @@ import { Collection } from './collection';
 import { LogicalClock } from './logical-clock';
 import { Oplog, type OplogEntry } from './oplog';
 import { describeUpdate } from './update-description';
+import { describeOperatorUpdate } from './operator-update-description';
 import type { DataStore } from './data-store';
 import type { IndexSpec } from './index-keys';
 import { canonicalKey } from './bson-values';
@@ -89,6 +90,7 @@ export class Storage implements DataStore {
     after: Document,
     replacement: boolean,
     origin: WriteOrigin = {},
+    modifier?: Document,
   ): void {
     this.noticeWrite(collection, after._id, origin);
     collection.replace(before, after);
@@ -99,7 +101,11 @@ export class Storage implements DataStore {
       documentKey: { _id: after._id },
       fullDocument: after,
       preImage: before,
-      updateDescription: replacement ? undefined : describeUpdate(before, after),
+      updateDescription: replacement
+        ? undefined
+        : modifier
+          ? describeOperatorUpdate(before, after, modifier)
+          : describeUpdate(before, after),
       ...origin,
     });
   }

@@ -7,7 +7,7 @@ export interface UpdateDescription {
   truncatedArrays: Array<{ field: string; newSize: number }>;
 }
 
-function isPlainObject(value: unknown): value is Document {
+export function isPlainObject(value: unknown): value is Document {
   return (
     !!value &&
     typeof value === 'object' &&
@@ -33,7 +33,7 @@ export function describeUpdate(before: Document, after: Document): UpdateDescrip
   return description;
 }
 
-function same(a: unknown, b: unknown): boolean {
+export function same(a: unknown, b: unknown): boolean {
   return canonicalKey(a) === canonicalKey(b) && typeOfValue(a) === typeOfValue(b);
 }
 
@@ -43,7 +43,7 @@ function typeOfValue(value: unknown): string {
   return typeof value;
 }
 
-function diffObjects(
+export function diffObjects(
   before: Document,
   after: Document,
   prefix: string,
@@ -77,7 +77,7 @@ function sameKeyOrderPrefix(before: Document, after: Document): boolean {
   return kept.every((key, i) => order[i] === key);
 }
 
-function diffArrays(
+export function diffArrays(
   before: unknown[],
   after: unknown[],
   path: string,

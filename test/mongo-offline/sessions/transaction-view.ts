@@ -10,7 +10,14 @@ type LoggedWrite =
   | { op: 'create'; db: string; coll: string; options: Document }
   | { op: 'createIndex'; db: string; coll: string; spec: IndexSpec }
   | { op: 'insert'; db: string; coll: string; document: Document }
-  | { op: 'update'; db: string; coll: string; after: Document; replacement: boolean }
+  | {
+      op: 'update';
+      db: string;
+      coll: string;
+      after: Document;
+      replacement: boolean;
+      modifier?: Document;
+    }
   | { op: 'delete'; db: string; coll: string; id: unknown };
 
 export function writeConflict(): CommandError {
@@ -111,10 +118,24 @@ export class TransactionView implements DataStore {
     this.log.push({ op: 'insert', db: collection.db, coll: collection.name, document });
   }
 
-  update(collection: Collection, before: Document, after: Document, replacement: boolean): void {
+  update(
+    collection: Collection,
+    before: Document,
+    after: Document,
+    replacement: boolean,
+    _origin?: WriteOrigin,
+    modifier?: Document,
+  ): void {
     this.lock(collection, after._id);
     collection.replace(before, after);
-    this.log.push({ op: 'update', db: collection.db, coll: collection.name, after, replacement });
+    this.log.push({
+      op: 'update',
+      db: collection.db,
+      coll: collection.name,
+      after,
+      replacement,
+      modifier,
+    });
   }
 
   delete(collection: Collection, document: Document): void {
@@ -156,7 +177,15 @@ export class TransactionView implements DataStore {
         this.base.insert(collection, write.document, origin);
       } else if (write.op === 'update') {
         const current = collection.getById(write.after._id);
-        if (current) this.base.update(collection, current, write.after, write.replacement, origin);
+        if (current)
+          this.base.update(
+            collection,
+            current,
+            write.after,
+            write.replacement,
+            origin,
+            write.modifier,
+          );
       } else {
         const current = collection.getById(write.id);
         if (current) this.base.delete(collection, current, origin);
