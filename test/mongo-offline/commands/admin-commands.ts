@@ -3,7 +3,11 @@ import type { FailPointMode } from '../faults/fail-points';
 import type { CommandHandler } from './context';
 import { CommandError } from './errors';
 
-const SUPPORTED_FAIL_POINTS = new Set(['failCommand', 'onPrimaryTransactionalWrite']);
+const SUPPORTED_FAIL_POINTS = new Set([
+  'failCommand',
+  'onPrimaryTransactionalWrite',
+  'failGetMoreAfterCursorCheckout',
+]);
 
 const configureFailPoint: CommandHandler = (context) => {
   const name = String(context.command.configureFailPoint);

@@ -1,5 +1,6 @@
 import { Binary, type Document, Long } from 'bson';
-import { applyFailCommand, withRetryableLabel } from '../faults/fail-command';
+import { applyFailCommand } from '../faults/fail-command';
+import { withServerErrorLabels } from '../faults/error-labels';
 import type { ServerState } from '../server-state';
 import { runInSession } from '../sessions/session-router';
 import { isChangeStreamCommand, withResumableLabel } from '../change-streams/resumable-errors';
@@ -64,7 +65,7 @@ export async function dispatchCommand(
     if (isNoReply(reply)) return undefined;
     if (failure.kind === 'afterwards') reply = failure.decorate(reply);
   } catch (error) {
-    reply = withResumableLabel(changeStream, withRetryableLabel(context, errorReply(error)));
+    reply = withResumableLabel(changeStream, withServerErrorLabels(context, errorReply(error)));
   }
   return decorateReply(server, reply);
 }

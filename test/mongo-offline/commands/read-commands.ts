@@ -75,6 +75,14 @@ const getMore: CommandHandler = async (context) => {
   if (!cursor) throw new CommandError(43, `cursor id ${id} not found`);
   let batch;
   try {
+    const failure = context.server.failPoints.fire('failGetMoreAfterCursorCheckout', () => true);
+    if (failure) {
+      const code = Number(failure.errorCode ?? 1);
+      throw new CommandError(
+        code,
+        "Failing getMore via 'failGetMoreAfterCursorCheckout' failpoint",
+      );
+    }
     batch = await cursor.nextBatch(context, toNumber(context.command.batchSize));
   } catch (error) {
     context.server.cursors.remove(id);

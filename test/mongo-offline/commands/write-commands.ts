@@ -48,9 +48,21 @@ const insert: CommandHandler = (context) => {
   assertNotView(collection);
   let n = 0;
   const writeErrors = runBatch(context, documents, (document) => {
-    for (const key of Object.keys(document)) {
-      if (key.startsWith('$'))
-        throw new CommandError(2, `Document can't have $ prefixed field names: ${key}`);
+    // Top-level `$` field names are allowed since MongoDB 5.0, but not inside `_id`.
+    const id: unknown = document._id;
+    if (
+      id &&
+      typeof id === 'object' &&
+      !Array.isArray(id) &&
+      !('_bsontype' in id) &&
+      !(id instanceof Date)
+    ) {
+      const dollar = Object.keys(id).find((key) => key.startsWith('$'));
+      if (dollar)
+        throw new CommandError(
+          52,
+          `_id fields may not contain '$'-prefixed fields: ${dollar} is not valid for storage.`,
+        );
     }
     if (Array.isArray(document._id)) throw new CommandError(2, "can't use an array for _id");
     const stored = idFirst(

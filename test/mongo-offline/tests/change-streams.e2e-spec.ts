@@ -65,6 +65,22 @@ describe('offline mongo: change streams', () => {
     await stream.close();
   }, 10_000);
 
+  it('resumes by itself after a resumable getMore failure (failGetMoreAfterCursorCheckout)', async () => {
+    const items = db().collection<any>('resumable');
+    const stream = items.watch<any, any>();
+    const { next: first } = await openStream(client(), stream);
+    await client()
+      .db('admin')
+      .command({
+        configureFailPoint: 'failGetMoreAfterCursorCheckout',
+        mode: { times: 1 },
+        data: { errorCode: 43 },
+      });
+    await items.insertOne({ _id: 'after-failure' });
+    expect((await first).documentKey).toEqual({ _id: 'after-failure' });
+    await stream.close();
+  });
+
   it('does not emit an event for a no-op update', async () => {
     const items = db().collection<any>('noop');
     await items.insertOne({ _id: 1, a: 1 });

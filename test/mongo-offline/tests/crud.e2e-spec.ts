@@ -128,6 +128,14 @@ describe('offline mongo: CRUD over the driver', () => {
     expect(status.connections.current).toBeGreaterThan(0);
   });
 
+  it("accepts top-level '$' field names (5.0+) but not inside _id", async () => {
+    const db = harness().client.db('crud');
+    await db.command({ insert: 'dollars', documents: [{ _id: 1, $price: 5 }] });
+    expect(await db.collection<any>('dollars').findOne({ _id: 1 })).toEqual({ _id: 1, $price: 5 });
+    const reply = await db.command({ insert: 'dollars', documents: [{ _id: { $bad: 1 } }] });
+    expect(reply.writeErrors[0]).toMatchObject({ code: 52 });
+  });
+
   it('reports a no-op update as matched but not modified', async () => {
     const docs = collection('noop');
     await docs.insertOne({ _id: 1, a: 1 });

@@ -69,6 +69,25 @@ describe('offline mongo: transactions and retryable writes', () => {
     await second.endSession();
   });
 
+  it('labels a failing transaction statement TransientTransactionError', async () => {
+    await client()
+      .db('admin')
+      .command({
+        configureFailPoint: 'failCommand',
+        mode: { times: 1 },
+        data: { failCommands: ['insert'], errorCode: 10107 },
+      });
+    const session = client().startSession();
+    session.startTransaction();
+    const error = await collection('transient')
+      .insertOne({ _id: 1 }, { session })
+      .catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 10107 });
+    expect((error as MongoServerError).hasErrorLabel('TransientTransactionError')).toBe(true);
+    await session.abortTransaction().catch(() => undefined);
+    await session.endSession();
+  });
+
   it('runs withTransaction callbacks that commit', async () => {
     const items = collection('withTxn');
     const session = client().startSession();
