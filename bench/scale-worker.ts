@@ -19,8 +19,10 @@ export interface ScaleArgs {
 export interface ScaleResult {
   waiters: number;
   keys: number;
-  /** Acquire attempts the waiting service sent before all its waiters were parked. */
+  /** Acquire attempts the waiting service sent until every key's queue had tried once. */
   initialAttempts: number;
+  /** Attempts per second while everyone is parked and nothing is released (safety polls). */
+  parkedAttemptsPerSecond: number;
   changeStreamsOpened: number;
   changeStreamsOpenAtPeak: number;
   serverCursorsOpenAtPeak: number | null;
@@ -34,24 +36,24 @@ export interface ScaleResult {
 export type ScaleOps = { run: [ScaleArgs, ScaleResult] };
 
 const counts = { attempts: 0, streamsOpened: 0, cursorsKilled: 0 };
+/** Acquire attempts per key, read from the command itself. */
+const attemptsByKey = new Map<string, number>();
 
 function onCommand(event: CommandStartedEvent): void {
-  if (event.commandName === 'findAndModify') counts.attempts++;
+  if (event.commandName === 'findAndModify') {
+    counts.attempts++;
+    const key = String((event.command.query as { _id?: unknown } | undefined)?._id);
+    attemptsByKey.set(key, (attemptsByKey.get(key) ?? 0) + 1);
+  }
   const pipeline = event.command.pipeline as Record<string, unknown>[] | undefined;
   if (event.commandName === 'aggregate' && pipeline?.[0]?.$changeStream) counts.streamsOpened++;
   if (event.commandName === 'killCursors') counts.cursorsKilled++;
 }
 
-/** Waits until no command has been sent for `quietMs`. */
-async function settle(quietMs = 500, maxMs = 120_000): Promise<void> {
+/** Waits until every key has seen an attempt (each queue's head has tried once). */
+async function everyKeyAttempted(keys: string[], maxMs = 120_000): Promise<void> {
   const deadline = Date.now() + maxMs;
-  let last = -1;
-  while (Date.now() < deadline) {
-    const now = counts.attempts + counts.streamsOpened;
-    if (now === last) return;
-    last = now;
-    await sleep(quietMs);
-  }
+  while (Date.now() < deadline && keys.some((key) => !attemptsByKey.has(key))) await sleep(20);
 }
 
 function memory(): { heap: number; rss: number } {
@@ -100,27 +102,34 @@ async function run(args: ScaleArgs): Promise<ScaleResult> {
         .catch(() => undefined),
     ),
   );
-  await settle();
+  await everyKeyAttempted(keys);
+  await sleep(200);
   const initialAttempts = counts.attempts;
+  // Parked: nothing is released, so whatever is sent now is the waiting layer's own polling.
+  const parkedFrom = counts.attempts;
+  await sleep(6000);
+  const parkedAttemptsPerSecond = (counts.attempts - parkedFrom) / 6;
   const peak = memory();
   const streamsOpenAtPeak = counts.streamsOpened - counts.cursorsKilled;
   const serverCursorsOpenAtPeak = await serverCursorsOpen(waiterClient);
 
   // Release keys one by one; the first waiter of each takes it and keeps it (no cascade).
-  const attemptsBefore = counts.attempts;
+  // Attempts are counted on the released key only, so other keys' safety polls do not count.
+  let releaseAttempts = 0;
   for (const key of keys.slice(0, args.releases)) {
+    const before = attemptsByKey.get(key) ?? 0;
     await held.get(key)!.release();
     held.delete(key);
     while (!acquiredBy.has(key)) await sleep(2);
+    releaseAttempts += (attemptsByKey.get(key) ?? 0) - before;
   }
-  await settle(200);
-  const attemptsPerRelease = (counts.attempts - attemptsBefore) / args.releases;
+  const attemptsPerRelease = releaseAttempts / args.releases;
 
   const cancelStart = Date.now();
   cancel.abort();
   await Promise.all(waits);
   const cancelMs = Date.now() - cancelStart;
-  await settle(300);
+  await sleep(500);
   const changeStreamsOpenAfterCancel = counts.streamsOpened - counts.cursorsKilled;
 
   const waiters = args.keys * args.waitersPerKey;
@@ -131,6 +140,7 @@ async function run(args: ScaleArgs): Promise<ScaleResult> {
     waiters,
     keys: args.keys,
     initialAttempts,
+    parkedAttemptsPerSecond: Math.round(parkedAttemptsPerSecond * 10) / 10,
     changeStreamsOpened: counts.streamsOpened,
     changeStreamsOpenAtPeak: streamsOpenAtPeak,
     serverCursorsOpenAtPeak,

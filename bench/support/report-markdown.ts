@@ -152,7 +152,12 @@ function scaleSection(r: BenchResults): string {
     table(
       ['measure', 'value', 'ideal'],
       [
-        ['acquire attempts before all waiters were parked', s.initialAttempts, s.keys],
+        ['acquire attempts until every key had tried once', s.initialAttempts, s.keys],
+        [
+          'acquire attempts per second while all are parked (safety polls)',
+          s.parkedAttemptsPerSecond,
+          'keys ÷ safety poll interval',
+        ],
         [
           'change streams opened / open at peak',
           `${s.changeStreamsOpened} / ${s.changeStreamsOpenAtPeak}`,
