@@ -47,9 +47,25 @@ function withTransaction(event: Document, entry: OplogEntry, inTransaction: bool
  * The events (before user stages) that one oplog entry produces for a stream of `scope`,
  * in order: e.g. a collection drop gives `drop` then `invalidate` to a collection stream.
  */
-export function eventsForEntry(entry: OplogEntry, scope: StreamScope): RawChangeEvent[] {
+export function eventsForEntry(
+  entry: OplogEntry,
+  scope: StreamScope,
+  expanded = false,
+): RawChangeEvent[] {
   const ns = { db: entry.db, coll: entry.coll };
   switch (entry.op) {
+    case 'create':
+    case 'createIndexes':
+    case 'dropIndexes': {
+      // DDL events exist only for streams opened with showExpandedEvents.
+      if (!expanded || !inScope(scope, entry.db, entry.coll)) return [];
+      const event = {
+        ...baseEvent(entry, 0, entry.op),
+        ns,
+        operationDescription: entry.operationDescription,
+      };
+      return [{ event, invalidates: false }];
+    }
     case 'insert':
     case 'update':
     case 'replace':
@@ -59,7 +75,12 @@ export function eventsForEntry(entry: OplogEntry, scope: StreamScope): RawChange
       if (entry.op === 'insert' || entry.op === 'replace') event.fullDocument = entry.fullDocument;
       event.ns = ns;
       event.documentKey = entry.documentKey;
-      if (entry.op === 'update') event.updateDescription = entry.updateDescription;
+      if (entry.op === 'update') {
+        // disambiguatedPaths (6.1+, expanded events only): none of our paths are ambiguous.
+        event.updateDescription = expanded
+          ? { ...entry.updateDescription, disambiguatedPaths: {} }
+          : entry.updateDescription;
+      }
       return [
         { event: withTransaction(event, entry, entry.inTransaction === true), invalidates: false },
       ];

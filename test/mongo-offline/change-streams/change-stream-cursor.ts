@@ -20,6 +20,7 @@ export interface ChangeStreamSettings {
   initialToken: Document;
   fullDocument: string;
   fullDocumentBeforeChange: string;
+  showExpandedEvents: boolean;
   userStages: Document[];
 }
 
@@ -123,13 +124,15 @@ export class ChangeStreamCursor implements ServerCursor {
 
   private addEventsOf(entry: OplogEntry): void {
     const { resumePoint } = this.settings;
-    eventsForEntry(entry, this.settings.scope).forEach((raw, index) => {
-      if (this.invalidated) return;
-      if (resumePoint && !isAfter(resumePoint, entry.ts, index)) return;
-      if (raw.invalidates) this.invalidated = true;
-      const event = this.transform(this.withImages(raw.event, entry));
-      if (event) this.pending.push(event);
-    });
+    eventsForEntry(entry, this.settings.scope, this.settings.showExpandedEvents).forEach(
+      (raw, index) => {
+        if (this.invalidated) return;
+        if (resumePoint && !isAfter(resumePoint, entry.ts, index)) return;
+        if (raw.invalidates) this.invalidated = true;
+        const event = this.transform(this.withImages(raw.event, entry));
+        if (event) this.pending.push(event);
+      },
+    );
   }
 
   private withImages(event: Document, entry: OplogEntry): Document {

@@ -119,6 +119,7 @@ export async function openChangeStream(
       typeof options.fullDocumentBeforeChange === 'string'
         ? options.fullDocumentBeforeChange
         : 'off',
+    showExpandedEvents: options.showExpandedEvents === true,
     userStages,
   };
   const ns =

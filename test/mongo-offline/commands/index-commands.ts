@@ -165,8 +165,9 @@ const dropIndexes: CommandHandler = (context) => {
   const collection = context.storage.getCollection(context.db, context.collectionName);
   if (!collection) throw new CommandError(26, `ns not found ${context.ns}`);
   const nIndexesWas = collection.indexes.length;
-  for (const name of indexNamesToDrop(collection, context.command.index))
-    collection.dropIndex(name);
+  for (const name of indexNamesToDrop(collection, context.command.index)) {
+    context.storage.dropIndex(collection, name);
+  }
   return { nIndexesWas, ok: 1 };
 };
 

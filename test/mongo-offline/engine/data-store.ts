@@ -23,6 +23,7 @@ export interface DataStore {
   delete(collection: Collection, document: Document, origin?: WriteOrigin): void;
   /** Index creation goes through the store so that a transaction can defer it. */
   addIndex(collection: Collection, spec: import('./index-keys').IndexSpec): void;
+  dropIndex(collection: Collection, name: string): void;
   dropCollection(db: string, name: string): boolean;
   dropDatabase(db: string): void;
   renameCollection(from: Collection, toDb: string, toName: string, dropTarget: boolean): void;

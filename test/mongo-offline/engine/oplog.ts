@@ -2,7 +2,16 @@ import { EventEmitter } from 'node:events';
 import type { Document, Timestamp } from 'bson';
 
 export type OplogOp =
-  'insert' | 'update' | 'replace' | 'delete' | 'drop' | 'rename' | 'dropDatabase';
+  | 'insert'
+  | 'update'
+  | 'replace'
+  | 'delete'
+  | 'drop'
+  | 'rename'
+  | 'dropDatabase'
+  | 'create'
+  | 'createIndexes'
+  | 'dropIndexes';
 
 /** One committed change, in the order it happened. Change streams are views over these. */
 export interface OplogEntry {
@@ -17,6 +26,8 @@ export interface OplogEntry {
   updateDescription?: Document;
   /** Pre-image for update, replace and delete (fullDocumentBeforeChange). */
   preImage?: Document;
+  /** DDL entries: what `showExpandedEvents` streams report as `operationDescription`. */
+  operationDescription?: Document;
   /** rename: the target namespace. */
   to?: { db: string; coll: string };
   lsid?: Document;

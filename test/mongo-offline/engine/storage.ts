@@ -46,6 +46,12 @@ export class Storage implements DataStore {
     }
     const collection = new Collection(db, name, options);
     collections.set(name, collection);
+    const { viewOn, pipeline } = options;
+    const operationDescription: Document =
+      typeof viewOn === 'string'
+        ? { viewOn, pipeline }
+        : { idIndex: { v: 2, key: { _id: 1 }, name: '_id_' } };
+    this.record({ op: 'create', db, coll: name, operationDescription });
     return collection;
   }
 
@@ -68,6 +74,12 @@ export class Storage implements DataStore {
 
   addIndex(collection: Collection, spec: IndexSpec): void {
     collection.addIndex(spec);
+    this.record({
+      op: 'createIndexes',
+      db: collection.db,
+      coll: collection.name,
+      operationDescription: { indexes: [{ ...spec }] },
+    });
   }
 
   insert(collection: Collection, document: Document, origin: WriteOrigin = {}): void {
@@ -108,6 +120,18 @@ export class Storage implements DataStore {
           : describeUpdate(before, after),
       ...origin,
     });
+  }
+
+  dropIndex(collection: Collection, name: string): void {
+    const spec = collection.indexes.find((index) => index.name === name);
+    collection.dropIndex(name);
+    if (spec)
+      this.record({
+        op: 'dropIndexes',
+        db: collection.db,
+        coll: collection.name,
+        operationDescription: { indexes: [{ ...spec }] },
+      });
   }
 
   delete(collection: Collection, document: Document, origin: WriteOrigin = {}): void {

@@ -149,6 +149,10 @@ export class TransactionView implements DataStore {
     this.log.push({ op: 'createIndex', db: collection.db, coll: collection.name, spec });
   }
 
+  dropIndex(): void {
+    throw notInTransaction('dropIndexes');
+  }
+
   dropCollection(): boolean {
     throw notInTransaction('drop');
   }
@@ -171,8 +175,9 @@ export class TransactionView implements DataStore {
       }
       const collection = this.base.ensureCollection(write.db, write.coll);
       if (write.op === 'createIndex') {
-        if (!collection.indexes.some((spec) => spec.name === write.spec.name))
-          collection.addIndex(write.spec);
+        if (!collection.indexes.some((spec) => spec.name === write.spec.name)) {
+          this.base.addIndex(collection, write.spec);
+        }
       } else if (write.op === 'insert') {
         this.base.insert(collection, write.document, origin);
       } else if (write.op === 'update') {

@@ -81,6 +81,36 @@ describe('offline mongo: change streams', () => {
     await stream.close();
   });
 
+  it('reports create, createIndexes and dropIndexes with showExpandedEvents only', async () => {
+    const database = client().db('expanded');
+    const stream = database.watch<any, any>([], { showExpandedEvents: true });
+    const { next: first } = await openStream(client(), stream);
+    await database.createCollection('made');
+    await database.collection('made').createIndex({ a: 1 });
+    await database.collection('made').dropIndex('a_1');
+    await database
+      .collection<any>('made')
+      .updateOne({ _id: 1 }, { $set: { a: 1 } }, { upsert: true });
+    await database.collection<any>('made').updateOne({ _id: 1 }, { $set: { a: 2 } });
+    expect(await first).toMatchObject({
+      operationType: 'create',
+      ns: { db: 'expanded', coll: 'made' },
+    });
+    expect(await stream.next()).toMatchObject({
+      operationType: 'createIndexes',
+      operationDescription: { indexes: [{ key: { a: 1 }, name: 'a_1' }] },
+    });
+    expect((await stream.next()).operationType).toBe('dropIndexes');
+    expect((await stream.next()).operationType).toBe('insert');
+    expect((await stream.next()).updateDescription).toEqual({
+      updatedFields: { a: 2 },
+      removedFields: [],
+      truncatedArrays: [],
+      disambiguatedPaths: {},
+    });
+    await stream.close();
+  });
+
   it('does not emit an event for a no-op update', async () => {
     const items = db().collection<any>('noop');
     await items.insertOne({ _id: 1, a: 1 });
