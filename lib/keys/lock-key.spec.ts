@@ -24,6 +24,19 @@ describe('validateLockKey', () => {
     expect(() => validateLockKey('a\0b')).toThrow(/"a\\u0000b" contains a NUL/);
   });
 
+  it.each([
+    ['a lone high surrogate', 'x\ud800y'],
+    ['a lone high surrogate at the end', 'x\udbff'],
+    ['a lone low surrogate', '\udc00x'],
+    ['two high surrogates', '\ud800\ud800\udc00'],
+  ])('rejects %s, which BSON would store as U+FFFD', (_label, key) => {
+    expect(() => validateLockKey(key)).toThrow(/not well-formed Unicode/);
+  });
+
+  it('accepts paired surrogates (characters outside the BMP)', () => {
+    expect(validateLockKey('emoji:\ud83d\udd12')).toBe('emoji:🔒');
+  });
+
   it('counts UTF-8 bytes, not characters', () => {
     const atLimit = 'é'.repeat(MAX_LOCK_KEY_BYTES / 2);
     expect(validateLockKey(atLimit)).toBe(atLimit);

@@ -15,6 +15,9 @@ export function quoteLockKey(key: string): string {
   return JSON.stringify(shown);
 }
 
+/** A high surrogate not followed by a low one, or a low surrogate not preceded by a high one. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
 function describeNonString(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'an array';
@@ -22,8 +25,8 @@ function describeNonString(value: unknown): string {
 }
 
 /**
- * Checks one lock key: a non-empty string of at most {@link MAX_LOCK_KEY_BYTES} UTF-8
- * bytes, without NUL. Anything else (numbers, `{ $gt: '' }` operator objects, …) is
+ * Checks one lock key: a non-empty, well-formed string of at most {@link MAX_LOCK_KEY_BYTES}
+ * UTF-8 bytes, without NUL. Anything else (numbers, `{ $gt: '' }` operator objects, …) is
  * rejected, so a key can never turn into a query operator.
  *
  * @example
@@ -39,6 +42,13 @@ export function validateLockKey(key: unknown): string {
   }
   if (key.includes('\0')) {
     throw new InvalidLockKeyError(`Lock key ${quoteLockKey(key)} contains a NUL character`);
+  }
+  // BSON stores UTF-8, so a lone surrogate would be written as U+FFFD: the stored key would
+  // differ from the one asked for, and distinct keys would share one lock.
+  if (LONE_SURROGATE.test(key)) {
+    throw new InvalidLockKeyError(
+      `Lock key ${quoteLockKey(key)} is not well-formed Unicode (it has a lone surrogate)`,
+    );
   }
   const bytes = Buffer.byteLength(key, 'utf8');
   if (bytes > MAX_LOCK_KEY_BYTES) {
