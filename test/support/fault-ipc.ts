@@ -104,10 +104,12 @@ export class IpcChild<Ops extends OpMap, Event = never> {
   async stop(closeOp?: keyof Ops & string): Promise<void> {
     if (this.alive && closeOp) {
       this.child.kill('SIGCONT');
+      let giveUp: NodeJS.Timeout | undefined;
       await Promise.race([
         this.call(closeOp, {}).catch(() => undefined),
-        new Promise((resolve) => setTimeout(resolve, 5000)),
+        new Promise((resolve) => (giveUp = setTimeout(resolve, 5000))),
       ]);
+      clearTimeout(giveUp);
     }
     // The child exits when its IPC channel closes; a stuck one is killed.
     if (this.child.connected) this.child.disconnect();
