@@ -9,8 +9,8 @@ import { openChangeStream } from '../change-streams/open-change-stream';
 import type { CommandContext, CommandHandler } from './context';
 import { ArrayCursor } from './cursor-registry';
 import { CommandError, badValue } from './errors';
-import { assertWritablePrimary } from './guards';
 import { validatePipeline } from './pipeline-stages';
+import { writeMerge, writeOut } from './aggregate-writes';
 import { openCursor } from './read-commands';
 
 function runPipeline(
@@ -36,23 +36,6 @@ function runPipeline(
     if (error instanceof CommandError) throw error;
     throw badValue(error instanceof Error ? error.message : String(error));
   }
-}
-
-/** `$out` as the last stage replaces the target collection with the results. */
-function writeOut(context: CommandContext, target: unknown, results: Document[]): void {
-  assertWritablePrimary(context);
-  const name = typeof target === 'string' ? target : String((target as Document)?.coll);
-  const targetDb =
-    typeof target === 'object' && target && typeof (target as Document).db === 'string'
-      ? String((target as Document).db)
-      : context.db;
-  const { storage } = context;
-  const existing = storage.getCollection(targetDb, name);
-  if (existing)
-    for (const document of [...existing.documents.values()])
-      storage.delete(existing, document, context.origin);
-  const collection = storage.ensureCollection(targetDb, name);
-  for (const document of results) storage.insert(collection, idFirst(document), context.origin);
 }
 
 /** `{aggregate: 1}` reads no collection: its first stage produces the documents. */
@@ -93,7 +76,9 @@ const aggregate: CommandHandler = async (context) => {
   const aggregatesDatabase = command.aggregate === 1;
   const last = stages[stages.length - 1];
   const outTarget: unknown = last ? (last.$out ?? undefined) : undefined;
-  let body = outTarget !== undefined ? stages.slice(0, -1) : stages;
+  const mergeSpec: unknown = last ? (last.$merge ?? undefined) : undefined;
+  const writes = outTarget !== undefined || mergeSpec !== undefined;
+  let body = writes ? stages.slice(0, -1) : stages;
   let source: Document[];
   if (aggregatesDatabase) {
     source = databaseLevelSource(context, body[0]);
@@ -107,9 +92,11 @@ const aggregate: CommandHandler = async (context) => {
     );
     source = collection ? [...collection.documents.values()] : [];
   }
-  const results = runPipeline(context, source, body);
-  if (outTarget !== undefined) {
-    writeOut(context, outTarget, results);
+  // MongoDB keeps `_id` first in what a pipeline outputs; mingo's $project appends it.
+  const results = runPipeline(context, source, body).map(idFirst);
+  if (writes) {
+    if (outTarget !== undefined) writeOut(context, outTarget, results);
+    else writeMerge(context, mergeSpec, results);
     return { cursor: { firstBatch: [], id: Long.ZERO, ns: context.ns }, ok: 1 };
   }
   const cursorOptions = (command.cursor as Document) ?? {};

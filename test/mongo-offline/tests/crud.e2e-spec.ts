@@ -202,6 +202,27 @@ describe('offline mongo: CRUD over the driver', () => {
     ]);
   });
 
+  it('writes aggregation results with $merge (merge on _id, insert the rest)', async () => {
+    const source = collection('mergeSource');
+    const target = collection('mergeTarget');
+    await target.insertMany([{ _id: 1, kept: true, total: 0 }]);
+    await source.insertMany([
+      { g: 1, v: 2 },
+      { g: 1, v: 3 },
+      { g: 2, v: 5 },
+    ]);
+    await source
+      .aggregate([
+        { $group: { _id: '$g', total: { $sum: '$v' } } },
+        { $merge: { into: 'mergeTarget' } },
+      ])
+      .toArray();
+    expect(await target.find({}, { sort: { _id: 1 } }).toArray()).toEqual([
+      { _id: 1, kept: true, total: 5 },
+      { _id: 2, total: 5 },
+    ]);
+  });
+
   it('answers an unknown command with CommandNotFound', async () => {
     const error = await harness()
       .client.db('admin')

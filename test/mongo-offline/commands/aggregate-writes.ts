@@ -1,0 +1,90 @@
+import type { Document } from 'bson';
+import { Aggregator } from 'mingo/aggregator';
+import { idFirst } from '../engine/apply-update';
+import { canonicalKey } from '../engine/bson-values';
+import { withOptions } from '../engine/mingo-options';
+import type { CommandContext } from './context';
+import { CommandError } from './errors';
+import { assertWritablePrimary } from './guards';
+
+function targetOf(
+  context: CommandContext,
+  target: unknown,
+  field: 'coll' | 'into',
+): { db: string; coll: string } {
+  if (typeof target === 'string') return { db: context.db, coll: target };
+  const spec = (target ?? {}) as Document;
+  const coll = spec[field] ?? spec.coll;
+  if (typeof coll !== 'string')
+    throw new CommandError(9, `$merge / $out needs a target collection`);
+  return { db: typeof spec.db === 'string' ? spec.db : context.db, coll };
+}
+
+/** `$out` as the last stage replaces the target collection with the results. */
+export function writeOut(context: CommandContext, target: unknown, results: Document[]): void {
+  assertWritablePrimary(context);
+  const { db, coll } = targetOf(context, target, 'coll');
+  const { storage } = context;
+  const existing = storage.getCollection(db, coll);
+  if (existing)
+    for (const document of [...existing.documents.values()])
+      storage.delete(existing, document, context.origin);
+  const collection = storage.ensureCollection(db, coll);
+  for (const document of results) storage.insert(collection, idFirst(document), context.origin);
+}
+
+/**
+ * `$merge` as the last stage: each result is matched on `on` (default `_id`) and merged,
+ * replaced, kept, failed or piped (`whenMatched`), or inserted, discarded or failed
+ * (`whenNotMatched`).
+ */
+export function writeMerge(context: CommandContext, spec: unknown, results: Document[]): void {
+  assertWritablePrimary(context);
+  const options = (typeof spec === 'string' ? { into: spec } : (spec ?? {})) as Document;
+  const { db, coll } = targetOf(context, options.into, 'coll');
+  const on = (Array.isArray(options.on) ? options.on : [options.on ?? '_id']) as string[];
+  const whenMatched: unknown = options.whenMatched ?? 'merge';
+  const whenNotMatched: unknown = options.whenNotMatched ?? 'insert';
+  const { storage } = context;
+  const collection = storage.ensureCollection(db, coll);
+  const keyOf = (document: Document) => on.map((field) => canonicalKey(document[field])).join('|');
+  for (const result of results) {
+    const key = keyOf(result);
+    const existing = [...collection.documents.values()].find((document) => keyOf(document) === key);
+    if (!existing) {
+      if (whenNotMatched === 'fail')
+        throw new CommandError(
+          13113,
+          '$merge could not find a matching document in the target collection for at least one document in the source collection',
+        );
+      if (whenNotMatched === 'insert') storage.insert(collection, idFirst(result), context.origin);
+      continue;
+    }
+    if (whenMatched === 'keepExisting') continue;
+    if (whenMatched === 'fail')
+      throw new CommandError(11000, `E11000 duplicate key error collection: ${db}.${coll}`);
+    let merged: Document;
+    if (Array.isArray(whenMatched)) {
+      const variables = {
+        ...(context.mingo.variables ?? {}),
+        new: result,
+        ...((options.let as Document) ?? {}),
+      };
+      const pipelineOptions = withOptions(context.mingo, { variables });
+      merged = new Aggregator(whenMatched as Document[], pipelineOptions).run<Document>([
+        existing,
+      ])[0];
+    } else if (whenMatched === 'replace') {
+      merged = { ...result, _id: existing._id };
+    } else {
+      merged = { ...existing, ...result, _id: existing._id };
+    }
+    storage.update(
+      collection,
+      existing,
+      idFirst(merged),
+      whenMatched === 'replace',
+      context.origin,
+    );
+  }
+}
