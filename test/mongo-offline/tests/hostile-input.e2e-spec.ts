@@ -107,6 +107,42 @@ describe('offline mongo: hostile input', () => {
     socket.destroy();
   });
 
+  it('accepts a document-sequence section and a checksum, and skips the reply for moreToCome', async () => {
+    const socket = await openSocket(port());
+    const body = Buffer.from(BSON.serialize({ insert: 'sequenced', $db: 'raw' }));
+    const documents = [{ _id: 1 }, { _id: 2 }].map((document) =>
+      Buffer.from(BSON.serialize(document)),
+    );
+    const identifier = Buffer.from('documents\0');
+    const sequenceSize = Buffer.alloc(4);
+    sequenceSize.writeInt32LE(4 + identifier.length + documents[0].length + documents[1].length, 0);
+    const flags = Buffer.alloc(4);
+    flags.writeUInt32LE(1, 0); // checksumPresent
+    const payload = Buffer.concat([
+      flags,
+      Buffer.from([0]),
+      body,
+      Buffer.from([1]),
+      sequenceSize,
+      identifier,
+      ...documents,
+      Buffer.alloc(4),
+    ]);
+    const reply = new Promise<Buffer>((resolve) => socket.once('data', resolve));
+    socket.write(Buffer.concat([header(16 + payload.length, 2013), payload]));
+    expect(BSON.deserialize((await reply).subarray(21))).toMatchObject({ n: 2, ok: 1 });
+
+    const noReply = Buffer.from(
+      BSON.serialize({ insert: 'sequenced', documents: [{ _id: 3 }], $db: 'raw' }),
+    );
+    socket.write(opMsg(noReply, 0, 2)); // moreToCome
+    const ping = new Promise<Buffer>((resolve) => socket.once('data', resolve));
+    socket.write(opMsg(Buffer.from(BSON.serialize({ count: 'sequenced', $db: 'raw' }))));
+    // Had the insert been answered, that reply ({n: 1}) would arrive first.
+    expect(BSON.deserialize((await ping).subarray(21))).toMatchObject({ n: 3 });
+    socket.destroy();
+  });
+
   it('answers a non-handshake OP_QUERY with error 352 instead of running it', async () => {
     const socket = await openSocket(port());
     const query = Buffer.from(BSON.serialize({ drop: 'x' }));
