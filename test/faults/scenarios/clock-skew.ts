@@ -86,13 +86,12 @@ async function takeover(
     `${waiter.label} took the key only ${Math.round(afterMs)} ms after ${holder.label} (lease ${ttlMs} ms)`,
   );
   const loss = await holder.process.call('waitForLoss', { key, timeoutMs: 5000 });
-  expect.that(
-    loss.signalAt !== null && loss.signalAt <= taken.start,
-    key,
-    `${holder.label} was not told of the loss before the takeover`,
-  );
+  // Being told at all is the promise; being told before the takeover depends on the holder's
+  // event loop running on time (a starved process is a paused one), so it is only reported.
+  expect.that(loss.signalAt !== null, key, `${holder.label} was never told of the loss`);
+  const toldBefore = loss.signalAt !== null && loss.signalAt <= taken.start;
   const released = await holder.process.call('release', { key });
   expect.that(released.outcome === 'lost', key, `${holder.label} released an expired lease`);
   await waiter.process.call('release', { key });
-  return `${holder.label} → ${waiter.label} after ${Math.round(afterMs)} ms`;
+  return `${holder.label} → ${waiter.label} after ${Math.round(afterMs)} ms (holder told ${toldBefore ? 'before' : 'after'})`;
 }
