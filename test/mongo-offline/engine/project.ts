@@ -19,7 +19,7 @@ export function projectDocuments(
     return new Query({}, options)
       .find<Document>(documents, bindSystemVariables(projection, options.variables ?? {}) as never)
       .all()
-      .map((projected, i) => inDocumentOrder(documents[i], projected));
+      .map((projected, i) => inDocumentOrder(documents[i], projected, projection));
   } catch (error) {
     throw badValue(error instanceof Error ? error.message : String(error));
   }
@@ -29,9 +29,13 @@ export function projectDocuments(
  * MongoDB keeps the input document's field order for kept fields and appends computed ones in
  * projection order; mingo orders them its own way.
  */
-function inDocumentOrder(source: Document, projected: Document): Document {
+function inDocumentOrder(source: Document, projected: Document, projection: Document): Document {
   const ordered: Document = {};
   for (const key of Object.keys(source)) if (key in projected) ordered[key] = projected[key];
+  for (const path of Object.keys(projection)) {
+    const key = path.split('.')[0];
+    if (key in projected && !(key in ordered)) ordered[key] = projected[key];
+  }
   for (const key of Object.keys(projected)) if (!(key in ordered)) ordered[key] = projected[key];
   return idFirst(ordered);
 }

@@ -30,6 +30,16 @@ describe('offline mongo: CRUD over the driver', () => {
     ]);
   });
 
+  it('orders projected fields like MongoDB: kept in document order, computed in projection order', async () => {
+    const docs = collection('projectionOrder');
+    await docs.insertOne({ _id: 1, b: 1, a: 2 });
+    const found = await docs.findOne(
+      { _id: 1 },
+      { projection: { z: { $literal: 1 }, a: 1, y: { $literal: 2 }, b: 1 } },
+    );
+    expect(Object.keys(found ?? {})).toEqual(['_id', 'b', 'a', 'z', 'y']);
+  });
+
   it('iterates a cursor over several batches with getMore', async () => {
     const many = collection('many');
     await many.insertMany(Array.from({ length: 25 }, (_, i) => ({ i })));
