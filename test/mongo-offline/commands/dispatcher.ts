@@ -12,7 +12,7 @@ import { CommandContext, type CommandHandler, type ConnectionInfo } from './cont
 import { CommandError } from './errors';
 import { findAndModifyCommands } from './find-and-modify';
 import { handshakeCommands } from './handshake';
-import { indexCommandsFor } from './index-commands';
+import { indexCommands } from './index-commands';
 import { NO_REPLY, isNoReply } from './no-reply';
 import { readCommands } from './read-commands';
 import { writeCommands } from './write-commands';
@@ -25,7 +25,7 @@ const HANDLERS: Record<string, CommandHandler> = {
   ...readCommands,
   ...aggregateCommands,
   ...catalogCommands,
-  ...indexCommandsFor(),
+  ...indexCommands,
   ...adminCommands,
 };
 

@@ -3,7 +3,7 @@ import { canonicalKey } from '../engine/bson-values';
 import { ID_INDEX } from '../engine/collection';
 import { type IndexSpec, defaultIndexName } from '../engine/index-keys';
 import type { Collection } from '../engine/collection';
-import type { CommandContext, CommandHandler } from './context';
+import type { CommandHandler } from './context';
 import { CommandError } from './errors';
 import { assertWritablePrimary, requireArray } from './guards';
 
@@ -201,12 +201,10 @@ const collMod: CommandHandler = (context) => {
   return { ...reply, ok: 1 };
 };
 
-export function indexCommandsFor(_context?: CommandContext): Record<string, CommandHandler> {
-  return {
-    collmod: collMod,
-    createindexes: createIndexes,
-    listindexes: listIndexes,
-    dropindexes: dropIndexes,
-    deleteindexes: dropIndexes,
-  };
-}
+export const indexCommands: Record<string, CommandHandler> = {
+  collmod: collMod,
+  createindexes: createIndexes,
+  listindexes: listIndexes,
+  dropindexes: dropIndexes,
+  deleteindexes: dropIndexes,
+};
