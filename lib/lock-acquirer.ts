@@ -46,8 +46,8 @@ export class LockAcquirer {
   /** Gives back a lock nobody will use (cancelled, or part of a failed multi-key acquisition). */
   async releaseAbandoned(store: LockStore, won: AcquireAttemptWon): Promise<void> {
     try {
-      const outcome = await store.release(won.key, won.owner);
-      if (outcome !== 'lost') this.deps.waiting.notifyReleased(won.key);
+      await store.release(won.key, won.owner);
+      this.deps.waiting.notifyReleased(won.key);
     } catch (error) {
       // The lease runs out by itself; nothing else to do.
       this.deps.logger.warn(
@@ -125,7 +125,8 @@ export class LockAcquirer {
         renew: (key, ttlMs) => store.renew(key.key, key.owner, ttlMs),
         release: async (key) => {
           const outcome = await store.release(key.key, key.owner);
-          if (outcome !== 'lost') waiting.notifyReleased(key.key);
+          // Even when lost: our hold ended, so local waiters should look again.
+          waiting.notifyReleased(key.key);
           return outcome;
         },
       },

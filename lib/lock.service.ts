@@ -68,7 +68,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
       logger,
       this.options.changeStreams,
     );
-    this.waiting = new LockWaiting(feed, this.options, (won) => {
+    this.waiting = new LockWaiting(feed, this.holderId, this.options, (won) => {
       void this.acquirer.releaseAbandoned(this.requireStore(), won);
     });
     this.acquirer = new LockAcquirer({

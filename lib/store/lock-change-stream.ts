@@ -8,13 +8,32 @@ export interface OpenLockChangeStreamOptions {
   resumeAfter?: ResumeToken;
   /** How long one `getMore` waits on the server for events. */
   maxAwaitTimeMS?: number;
+  /**
+   * `releases`: only what can free a lock, without looking up documents (all that waiters
+   * need). `ownership`: acquisitions too, with the current document (for `events$`).
+   */
+  scope?: LockChangeScope;
 }
 
+export type LockChangeScope = 'releases' | 'ownership';
+
 /**
- * Server-side filter: only changes of ownership reach the client. Renewals (which touch
- * only `expiresAt`) and no-op attempts never leave the server.
+ * Server-side filters. Renewals (which touch only `expiresAt`) and no-op attempts never
+ * leave the server; for waiters, acquisitions do not either.
  */
-export const LOCK_CHANGE_PIPELINE = [
+export const LOCK_RELEASE_PIPELINE = [
+  {
+    $match: {
+      $or: [
+        { operationType: { $in: ['replace', 'delete'] } },
+        // `$type: 'null'`, not `null`: a bare null would also match updates without `owner`.
+        { operationType: 'update', 'updateDescription.updatedFields.owner': { $type: 'null' } },
+      ],
+    },
+  },
+];
+
+export const LOCK_OWNERSHIP_PIPELINE = [
   {
     $match: {
       $or: [
@@ -35,10 +54,16 @@ export const LOCK_CHANGE_PIPELINE = [
  */
 export function openLockChangeStream(
   collection: LockCollection,
-  { startAtOperationTime, resumeAfter, maxAwaitTimeMS = 1_000 }: OpenLockChangeStreamOptions,
+  {
+    startAtOperationTime,
+    resumeAfter,
+    maxAwaitTimeMS = 1_000,
+    scope = 'ownership',
+  }: OpenLockChangeStreamOptions,
 ): LockChangeStream {
-  return collection.watch(LOCK_CHANGE_PIPELINE, {
-    fullDocument: 'updateLookup',
+  const releasesOnly = scope === 'releases';
+  return collection.watch(releasesOnly ? LOCK_RELEASE_PIPELINE : LOCK_OWNERSHIP_PIPELINE, {
+    fullDocument: releasesOnly ? 'default' : 'updateLookup',
     maxAwaitTimeMS,
     ...(resumeAfter ? { resumeAfter } : startAtOperationTime ? { startAtOperationTime } : {}),
   });

@@ -111,11 +111,11 @@ describe('LockChangeFeed', () => {
 
   it('closes the stream when the last watcher leaves', async () => {
     const { feed, streams } = setUp();
-    const stopA = feed.watchKey('a', () => undefined, ts(1));
     const stopEvents = feed.watchEvents(() => undefined);
-    stopA();
-    expect(streams[0].closed).toBe(false);
+    const stopA = feed.watchKey('a', () => undefined, ts(1));
     stopEvents();
+    expect(streams[0].closed).toBe(false);
+    stopA();
     expect(streams[0].closed).toBe(true);
     expect(feed.streamOpen).toBe(false);
   });
@@ -161,5 +161,19 @@ describe('LockChangeFeed', () => {
     expect(a.signals).toContain('released');
     await feed.close();
     expect(streams[1].closed).toBe(true);
+  });
+
+  it('asks waiters-only streams for releases, and widens to acquisitions for events$ without a gap', async () => {
+    const { feed, streams } = setUp();
+    feed.watchKey('a', () => undefined, ts(5));
+    expect(streams[0].options).toMatchObject({ scope: 'releases', startAtOperationTime: ts(5) });
+    await flush();
+    streams[0].resumeToken = { _data: 'token-7' };
+    feed.watchEvents(() => undefined);
+    expect(streams[0].closed).toBe(true);
+    expect(streams[1].options).toMatchObject({
+      scope: 'ownership',
+      resumeAfter: { _data: 'token-7' },
+    });
   });
 });

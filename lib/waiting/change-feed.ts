@@ -1,17 +1,22 @@
 import type { ResumeToken, Timestamp } from 'mongodb';
 import type { LockEvent } from '../interfaces/lock-state.interface';
 import type { LockChangeStream } from '../store/lock-document';
-import type { OpenLockChangeStreamOptions } from '../store/lock-change-stream';
+import type { LockChangeScope, OpenLockChangeStreamOptions } from '../store/lock-change-stream';
 import { isChangeStreamUnsupportedError } from '../store/mongo-error-codes';
 import { toLockEvent } from './lock-event';
 import type { WaitLogger } from './wait-logger';
 
-/** Why a key watcher is called: the key was released, or the caller must look again. */
-export type KeySignal = 'released' | 'recheck';
+/**
+ * Why a key watcher is called: the key was released (seen on the change stream), this
+ * process's own hold on it ended (`released-here`, told at once, before the stream says
+ * so), or an event may have been missed and the caller must look again.
+ */
+export type KeySignal = 'released' | 'released-here' | 'recheck';
 export type KeyWatcher = (signal: KeySignal) => void;
 
 interface ActiveStream {
   readonly stream: LockChangeStream;
+  readonly scope: LockChangeScope;
   /** The server time the stream starts at, when we chose it. */
   readonly startAt: Timestamp | undefined;
   established: boolean;
@@ -90,15 +95,16 @@ export class LockChangeFeed {
     this.eventListeners.add(listener);
     if (!this.streaming) this.announcePolling();
     else if (!this.active) this.open({}, undefined);
+    else if (this.active.scope === 'releases') this.widen(this.active);
     return () => {
       this.eventListeners.delete(listener);
       this.stopIfUnused();
     };
   }
 
-  /** A release made by this process: wake local waiters without waiting for the stream. */
+  /** A hold of this process ended: wake local waiters without waiting for the stream. */
   notifyReleased(key: string): void {
-    this.signalKey(key, 'released');
+    this.signalKey(key, 'released-here');
   }
 
   async close(): Promise<void> {
@@ -134,6 +140,24 @@ export class LockChangeFeed {
     );
   }
 
+  /**
+   * Replaces a waiters-only stream with one that also reports acquisitions, continuing
+   * where it stood, so waiters miss nothing.
+   */
+  private widen(active: ActiveStream): void {
+    const resumeToken: ResumeToken = active.stream.resumeToken;
+    this.active = undefined;
+    this.closeQuietly(active.stream);
+    const reopened = this.open(
+      resumeToken ? { resumeAfter: resumeToken } : { startAtOperationTime: active.startAt },
+      resumeToken ? undefined : active.startAt,
+    );
+    if (reopened && !resumeToken && !active.startAt) {
+      for (const watcher of active.onEstablished) reopened.onEstablished.add(watcher);
+    }
+    if (reopened && active.established) reopened.established = true;
+  }
+
   private hasWatchers(): boolean {
     return this.keyWatchers.size > 0 || this.eventListeners.size > 0;
   }
@@ -143,14 +167,23 @@ export class LockChangeFeed {
     startAt: Timestamp | undefined,
   ): ActiveStream | undefined {
     let stream: LockChangeStream;
+    // Waiters need only releases; acquisitions and document look-ups cost every process a
+    // round trip per event, so they are asked for only while someone reads events$.
+    const scope: LockChangeScope = this.eventListeners.size > 0 ? 'ownership' : 'releases';
     try {
-      stream = this.openStream(options);
+      stream = this.openStream({ ...options, scope });
     } catch (error) {
       this.onStreamError(error, undefined);
       return undefined;
     }
     this.opened += 1;
-    const active: ActiveStream = { stream, startAt, established: false, onEstablished: new Set() };
+    const active: ActiveStream = {
+      stream,
+      scope,
+      startAt,
+      established: false,
+      onEstablished: new Set(),
+    };
     this.active = active;
     void this.pump(active);
     return active;

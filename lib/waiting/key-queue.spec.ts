@@ -48,6 +48,7 @@ function setUp() {
   const abandoned: AcquireAttemptWon[] = [];
   const queue = new KeyQueue('k', {
     feed,
+    holderId: 'me',
     timing: { ...timing, pollIntervalMs: 600_000, maxPollIntervalMs: 600_000 },
     releaseAbandoned: (won) => void abandoned.push(won),
     onEmpty: () => undefined,

@@ -2,10 +2,18 @@ import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
 import { notAcquiredMessage } from '../lock.messages';
 import type { AcquireAttemptOutcome, AcquireAttemptWon } from '../store/acquire-attempt';
 import { isTransientMongoError } from '../store/mongo-error-codes';
-import type { LockChangeFeed } from './change-feed';
+import type { KeySignal, LockChangeFeed } from './change-feed';
 import { LEASE_END_MARGIN_MS, pollDelayMs } from './wait-timing';
 import type { WaitTiming } from './wait-timing';
 import { Wakeup } from './wakeup';
+
+/**
+ * A local release wakes the next local waiter at once, before other processes hear of it
+ * through their change streams. After this many such hand-overs in a row, one release is
+ * left to the change stream, where every process hears it at about the same time, so
+ * waiters elsewhere are not starved.
+ */
+export const MAX_LOCAL_HANDOVERS = 4;
 
 /** One caller waiting for a key. */
 export interface KeyWaitRequest {
@@ -27,6 +35,8 @@ interface Waiter extends KeyWaitRequest {
 
 export interface KeyQueueDeps {
   feed: LockChangeFeed;
+  /** This process's holder id: a key it holds is freed only by its own release. */
+  holderId: string;
   timing: WaitTiming;
   /** Gives back a lock won by a waiter that had already left (cancelled mid-attempt). */
   releaseAbandoned(won: AcquireAttemptWon): void;
@@ -49,6 +59,12 @@ export class KeyQueue {
   private unwatch: (() => void) | undefined;
   private holder: { holderId: string | null; leaseEnd: number } | undefined;
   private pollRound = 0;
+  /** The key is held by this process: only a local release (or the lease end) frees it. */
+  private heldHere = false;
+  /** {@link releases} when the last win was handed out: later releases are the winner's. */
+  private releasesAtWin = 0;
+  /** Hand-overs between local waiters in a row, for {@link MAX_LOCAL_HANDOVERS}. */
+  private localHandovers = 0;
 
   constructor(
     private readonly key: string,
@@ -116,7 +132,11 @@ export class KeyQueue {
       for (let head = this.head(); head; head = this.head()) {
         const releasesBefore = this.releases;
         const outcome = await this.attempt(head);
-        if (outcome) await this.waitForChance(releasesBefore, outcome);
+        // Releases heard during a winning attempt happened before it: the next waiter
+        // waits for the winner's own release.
+        if (outcome) {
+          await this.waitForChance(outcome.won ? this.releasesAtWin : releasesBefore, outcome);
+        }
       }
     } catch (error) {
       // Not expected; but a waiter must never hang on a queue that stopped.
@@ -151,14 +171,21 @@ export class KeyQueue {
       holderId: outcome.holderId,
       leaseEnd: outcome.sentAt + outcome.remainingMs,
     };
+    this.heldHere = outcome.won || outcome.holderId === this.deps.holderId;
+    if (!this.heldHere) this.localHandovers = 0;
     if (outcome.won) {
       if (head.settled) {
         this.deps.releaseAbandoned(outcome);
         return undefined;
       }
       this.pollRound = 0;
+      // Before settling: the winner may release before this method's caller resumes.
+      this.releasesAtWin = this.releases;
       this.settle(head, { won: outcome });
-      if (this.head()) this.watch(outcome);
+      if (this.head()) {
+        this.localHandovers += 1;
+        this.watch(outcome);
+      }
       return outcome;
     }
     this.watch(outcome);
@@ -169,13 +196,25 @@ export class KeyQueue {
   private watch(outcome: AcquireAttemptOutcome): void {
     this.unwatch ??= this.deps.feed.watchKey(
       this.key,
-      // A release, or a possibly missed one ('recheck'): either way, attempt again.
-      () => {
-        this.releases += 1;
-        this.wakeup.wake();
-      },
+      (signal) => this.onKeySignal(signal),
       outcome.operationTime,
     );
+  }
+
+  private onKeySignal(signal: KeySignal): void {
+    if (signal === 'released-here') {
+      this.heldHere = false;
+      if (this.localHandovers >= MAX_LOCAL_HANDOVERS && this.deps.feed.streaming) {
+        this.localHandovers = 0;
+        return; // The change stream's event of this release wakes us, with everyone else.
+      }
+    } else if (this.heldHere) {
+      // A stale event (or a recheck) while this process holds the key: attempting could
+      // only fail. The local release, or the lease end, wakes us.
+      return;
+    }
+    this.releases += 1;
+    this.wakeup.wake();
   }
 
   /** Sleeps until a release, the lease end, a poll, or the head's deadline. */

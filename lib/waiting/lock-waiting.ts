@@ -17,6 +17,8 @@ export class LockWaiting {
 
   constructor(
     readonly feed: LockChangeFeed,
+    /** This process's holder id. */
+    private readonly holderId: string,
     private readonly timing: WaitTiming,
     private readonly releaseAbandoned: (won: AcquireAttemptWon) => void,
   ) {}
@@ -34,6 +36,7 @@ export class LockWaiting {
     if (!queue) {
       const created = new KeyQueue(key, {
         feed: this.feed,
+        holderId: this.holderId,
         timing: this.timing,
         releaseAbandoned: this.releaseAbandoned,
         onEmpty: () => {

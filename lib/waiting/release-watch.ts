@@ -44,7 +44,7 @@ export async function waitUntilReleased(
       unwatch ??= feed.watchKey(
         key,
         (reason) => {
-          if (reason === 'released') released = true;
+          if (reason !== 'recheck') released = true;
           recheck = true;
           wakeup.wake();
         },

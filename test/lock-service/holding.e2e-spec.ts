@@ -155,10 +155,10 @@ describe('LockService holding', () => {
     const locks = await kit.service();
     const other = await kit.service();
     const blocker = await other.acquire('r2');
-    setTimeout(() => void blocker.release(), 700);
-    const handle = await locks.acquire(['r1', 'r2'], { ttlMs: 1_000, timeoutMs: 5_000 });
-    // r1's first lease (1 s from the start) has ended by now; the refreshed one has not.
-    await sleep(500);
+    setTimeout(() => void blocker.release(), 2_000);
+    const handle = await locks.acquire(['r1', 'r2'], { ttlMs: 3_000, timeoutMs: 10_000 });
+    // r1's first lease (3 s from the start) has ended by now; the refreshed one has not.
+    await sleep(1_500);
     expect(handle.lost).toBe(false);
     expect((await other.inspect('r1'))?.held).toBe(true);
     await handle.release();
