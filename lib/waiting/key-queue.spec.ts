@@ -1,7 +1,8 @@
 import { LockNotAcquiredError } from '../errors';
 import type { AcquireAttemptOutcome, AcquireAttemptWon } from '../store/acquire-attempt';
 import { LockChangeFeed } from './change-feed';
-import { KeyQueue } from './key-queue';
+import { KeyQueue, MAX_LOCAL_HANDOVERS } from './key-queue';
+import type { LockChangeStream } from '../store/lock-document';
 
 /** A key held by someone else until `free()`; attempts are counted and may be slowed down. */
 class FakeLock {
@@ -143,5 +144,90 @@ describe('KeyQueue', () => {
     await tick(80);
     expect(abandoned).toHaveLength(1);
     expect(abandoned[0]).toMatchObject({ won: true, key: 'k' });
+  });
+
+  describe('with a change stream', () => {
+    /** A stream the test feeds release events into. */
+    function streamingSetUp() {
+      const pushed: unknown[] = [];
+      let wake: (() => void) | undefined;
+      const stream = {
+        closed: false,
+        resumeToken: undefined,
+        tryNext: async () => {
+          if (pushed.length === 0) {
+            await new Promise<void>((resolve) => {
+              wake = resolve;
+              setTimeout(resolve, 5);
+            });
+          }
+          return pushed.shift() ?? null;
+        },
+        close: async () => undefined,
+      };
+      const feed = new LockChangeFeed(
+        () => stream as unknown as LockChangeStream,
+        { warn: () => undefined, error: () => undefined },
+        'auto',
+      );
+      const lock = new FakeLock();
+      lock.held = false;
+      const queue = new KeyQueue('k', {
+        feed,
+        holderId: 'me',
+        timing,
+        releaseAbandoned: () => undefined,
+        onEmpty: () => undefined,
+      });
+      const request = () => ({
+        attempt: lock.attempt,
+        deadline: performance.now() + 10_000,
+        timeoutMs: 10_000,
+        signal: undefined,
+      });
+      const streamRelease = () => {
+        pushed.push({
+          operationType: 'update',
+          documentKey: { _id: 'k' },
+          updateDescription: { updatedFields: { owner: null } },
+        });
+        wake?.();
+      };
+      return { feed, lock, queue, request, streamRelease };
+    }
+
+    it('leaves every fifth local hand-over to the stream, and does not stall when the event came first', async () => {
+      const { feed, lock, queue, request, streamRelease } = streamingSetUp();
+      const count = 2 * MAX_LOCAL_HANDOVERS + 3;
+      const waiters = Array.from({ length: count }, () => queue.enqueue(request()));
+      await waiters[0];
+      for (let handover = 1; handover <= MAX_LOCAL_HANDOVERS; handover += 1) {
+        lock.held = false;
+        feed.notifyReleased('k');
+        await waiters[handover];
+      }
+      // The fifth: the local release alone does not wake the next waiter...
+      const attemptsBefore = lock.attempts;
+      lock.held = false;
+      feed.notifyReleased('k');
+      await tick(50);
+      expect(lock.attempts).toBe(attemptsBefore);
+      // ...the stream's event of it does.
+      streamRelease();
+      await waiters[MAX_LOCAL_HANDOVERS + 1];
+      let next = MAX_LOCAL_HANDOVERS + 2;
+      for (let handover = 1; handover <= MAX_LOCAL_HANDOVERS; handover += 1) {
+        lock.held = false;
+        feed.notifyReleased('k');
+        await waiters[next++];
+      }
+      // Again the fifth, but its stream event overtakes the local notice: no stall.
+      lock.held = false;
+      streamRelease();
+      await tick(20);
+      feed.notifyReleased('k');
+      await waiters[next];
+      await feed.close();
+    });
   });
 });

@@ -63,6 +63,8 @@ export class KeyQueue {
   private heldHere = false;
   /** {@link releases} when the last win was handed out: later releases are the winner's. */
   private releasesAtWin = 0;
+  /** The stream reported a release while we held the key since the last win. */
+  private streamReleaseWhileHeld = false;
   /** Hand-overs between local waiters in a row, for {@link MAX_LOCAL_HANDOVERS}. */
   private localHandovers = 0;
 
@@ -181,11 +183,9 @@ export class KeyQueue {
       this.pollRound = 0;
       // Before settling: the winner may release before this method's caller resumes.
       this.releasesAtWin = this.releases;
+      this.streamReleaseWhileHeld = false;
       this.settle(head, { won: outcome });
-      if (this.head()) {
-        this.localHandovers += 1;
-        this.watch(outcome);
-      }
+      if (this.head()) this.watch(outcome);
       return outcome;
     }
     this.watch(outcome);
@@ -204,13 +204,21 @@ export class KeyQueue {
   private onKeySignal(signal: KeySignal): void {
     if (signal === 'released-here') {
       this.heldHere = false;
-      if (this.localHandovers >= MAX_LOCAL_HANDOVERS && this.deps.feed.streaming) {
+      const yieldToStream =
+        this.localHandovers >= MAX_LOCAL_HANDOVERS &&
+        this.deps.feed.streaming &&
+        // The stream may have reported this very release before its reply reached us.
+        !this.streamReleaseWhileHeld;
+      if (yieldToStream) {
         this.localHandovers = 0;
         return; // The change stream's event of this release wakes us, with everyone else.
       }
+      this.localHandovers += 1;
     } else if (this.heldHere) {
-      // A stale event (or a recheck) while this process holds the key: attempting could
-      // only fail. The local release, or the lease end, wakes us.
+      // While this process holds the key, an event is stale (or our own release's, ahead
+      // of its reply) and attempting could only fail. The local release, or the lease
+      // end, wakes us.
+      if (signal === 'released') this.streamReleaseWhileHeld = true;
       return;
     }
     this.releases += 1;
