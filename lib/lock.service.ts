@@ -4,6 +4,7 @@ import type {
   OnApplicationShutdown,
   OnModuleInit,
 } from '@nestjs/common';
+import { setMaxListeners } from 'node:events';
 import { MongoClient } from 'mongodb';
 import { Observable, share } from 'rxjs';
 import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
@@ -59,6 +60,9 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   constructor(@Inject(MONGO_LOCK_OPTIONS) options: MongoLockModuleOptions) {
     this.options = resolveModuleOptions(options);
     this.holderId = this.options.holderId;
+    // Every wait links its signal to this one for the wait's duration (and unlinks after):
+    // many concurrent waits are normal, not a listener leak.
+    setMaxListeners(0, this.closing.signal);
     const logger = {
       warn: (message: string) => this.logger.warn(message),
       error: (message: string) => this.logger.error(message),
