@@ -28,13 +28,16 @@ function baseEvent(
   eventIndex: number,
   operationType: string,
   invalidate = false,
+  expanded = false,
 ): Document {
-  return {
+  const event: Document = {
     _id: encodeResumeToken({ ts: entry.ts, eventIndex, kind: invalidate ? 'invalidate' : 'event' }),
     operationType,
     clusterTime: entry.ts,
     wallTime: entry.wallTime,
   };
+  if (expanded && !invalidate && entry.collectionUUID) event.collectionUUID = entry.collectionUUID;
+  return event;
 }
 
 function withTransaction(event: Document, entry: OplogEntry, inTransaction: boolean): Document {
@@ -60,7 +63,7 @@ export function eventsForEntry(
       // DDL events exist only for streams opened with showExpandedEvents.
       if (!expanded || !inScope(scope, entry.db, entry.coll)) return [];
       const event = {
-        ...baseEvent(entry, 0, entry.op),
+        ...baseEvent(entry, 0, entry.op, false, expanded),
         ns,
         operationDescription: entry.operationDescription,
       };
@@ -71,7 +74,7 @@ export function eventsForEntry(
     case 'replace':
     case 'delete': {
       if (!inScope(scope, entry.db, entry.coll)) return [];
-      const event = baseEvent(entry, 0, entry.op);
+      const event = baseEvent(entry, 0, entry.op, false, expanded);
       if (entry.op === 'insert' || entry.op === 'replace') event.fullDocument = entry.fullDocument;
       event.ns = ns;
       event.documentKey = entry.documentKey;

@@ -3,6 +3,7 @@ import { Aggregator } from 'mingo/aggregator';
 import { idFirst } from '../engine/apply-update';
 import { canonicalKey } from '../engine/bson-values';
 import { withOptions } from '../engine/mingo-options';
+import { DuplicateKeyError } from '../engine/duplicate-key-error';
 import type { CommandContext } from './context';
 import { CommandError } from './errors';
 import { assertWritablePrimary } from './guards';
@@ -61,8 +62,12 @@ export function writeMerge(context: CommandContext, spec: unknown, results: Docu
       continue;
     }
     if (whenMatched === 'keepExisting') continue;
-    if (whenMatched === 'fail')
-      throw new CommandError(11000, `E11000 duplicate key error collection: ${db}.${coll}`);
+    if (whenMatched === 'fail') {
+      const keyPattern = Object.fromEntries(on.map((field) => [field, 1]));
+      const keyValue = Object.fromEntries(on.map((field) => [field, result[field]]));
+      const indexName = on.length === 1 && on[0] === '_id' ? '_id_' : on.join('_');
+      throw new DuplicateKeyError(`${db}.${coll}`, indexName, keyPattern, keyValue);
+    }
     let merged: Document;
     if (Array.isArray(whenMatched)) {
       const variables = {

@@ -2,7 +2,9 @@ import type { Document, Timestamp } from 'bson';
 import type { Options } from 'mingo/types';
 import type { ServerState } from '../server-state';
 import type { WriteOrigin } from '../engine/storage';
+import { evalExpr } from 'mingo/core';
 import { commandMingoOptions } from '../engine/mingo-options';
+import { bindSystemVariables } from '../engine/system-variables';
 import type { DataStore } from '../engine/data-store';
 
 /** What a command knows about the connection it arrived on. */
@@ -31,8 +33,22 @@ export class CommandContext {
     this.storage = server.storage;
     this.clusterTime = server.storage.clock.now();
     const variables: Document = { NOW: this.now, CLUSTER_TIME: this.clusterTime };
-    if (command.let && typeof command.let === 'object') Object.assign(variables, command.let);
     this.mingo = commandMingoOptions(variables, command.collation as Document | undefined);
+    if (command.let && typeof command.let === 'object') {
+      // `let` values are expressions, evaluated once for the command (`$literal`, `$rand`...).
+      const values: Document = {};
+      for (const [name, expression] of Object.entries(command.let as Document)) {
+        values[name] = evalExpr(
+          {},
+          bindSystemVariables(expression, variables),
+          this.mingo as Options,
+        );
+      }
+      this.mingo = commandMingoOptions(
+        { ...variables, ...values },
+        command.collation as Document | undefined,
+      );
+    }
   }
 
   /** The collection named by the command's first field (`{find: 'coll'}`). */

@@ -1,6 +1,7 @@
 import { Binary, type Document, Long } from 'bson';
 import { applyFailCommand } from '../faults/fail-command';
 import { withServerErrorLabels } from '../faults/error-labels';
+import { withWriteConcernOutcome } from '../faults/write-concern';
 import type { ServerState } from '../server-state';
 import { runInSession } from '../sessions/session-router';
 import { isChangeStreamCommand, withResumableLabel } from '../change-streams/resumable-errors';
@@ -59,10 +60,15 @@ export async function dispatchCommand(
       return undefined;
     }
     if (failure.kind === 'error') {
-      return decorateReply(server, withResumableLabel(changeStream, failure.reply));
+      // errorLabels given to the fail point are the reply's labels, exactly.
+      const labelled = failure.explicitLabels
+        ? failure.reply
+        : withResumableLabel(changeStream, failure.reply);
+      return decorateReply(server, labelled);
     }
     reply = await runInSession(context, handler);
     if (isNoReply(reply)) return undefined;
+    reply = withWriteConcernOutcome(context, reply);
     if (failure.kind === 'afterwards') reply = failure.decorate(reply);
   } catch (error) {
     reply = withResumableLabel(changeStream, withServerErrorLabels(context, errorReply(error)));

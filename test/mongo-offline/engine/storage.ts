@@ -56,7 +56,13 @@ export class Storage implements DataStore {
   }
 
   private record(entry: Omit<OplogEntry, 'ts' | 'wallTime'>): OplogEntry {
-    const full: OplogEntry = { ...entry, ts: this.clock.tick(), wallTime: new Date() };
+    const collectionUUID = entry.coll ? this.getCollection(entry.db, entry.coll)?.uuid : undefined;
+    const full: OplogEntry = {
+      collectionUUID,
+      ...entry,
+      ts: this.clock.tick(),
+      wallTime: new Date(),
+    };
     this.oplog.append(full);
     return full;
   }

@@ -13,7 +13,7 @@ function applies(data: Document, context: CommandContext): boolean {
 export type FailCommandOutcome =
   | { kind: 'none' }
   | { kind: 'close' }
-  | { kind: 'error'; reply: Document }
+  | { kind: 'error'; reply: Document; explicitLabels: boolean }
   | { kind: 'afterwards'; decorate: (reply: Document) => Document };
 
 /** Applies `failCommand` to one command: block, then close, fail, or run and decorate. */
@@ -36,7 +36,8 @@ export async function applyFailCommand(context: CommandContext): Promise<FailCom
       codeName: codeNameOf(code),
     };
     if (errorLabels) reply.errorLabels = errorLabels;
-    return { kind: 'error', reply: errorLabels ? reply : withServerErrorLabels(context, reply) };
+    if (errorLabels) return { kind: 'error', reply, explicitLabels: true };
+    return { kind: 'error', reply: withServerErrorLabels(context, reply), explicitLabels: false };
   }
   const writeConcernError = data.writeConcernError as Document | undefined;
   return {
