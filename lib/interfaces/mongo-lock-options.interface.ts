@@ -40,7 +40,8 @@ export interface MongoLockModuleOptions {
   maxPollIntervalMs?: number;
   /**
    * While waiting on a change stream, re-try this often anyway, to catch what no event
-   * announces. Waking on releases and lease expiry does not depend on it. Default 5 000 ms.
+   * announces; each quiet re-try in a row doubles the next (up to 8x). Waking on releases
+   * and lease expiry does not depend on it. Default 5 000 ms.
    */
   safetyPollIntervalMs?: number;
 }

@@ -7,6 +7,8 @@ import type { LockChangeStream } from '../store/lock-document';
 /** A key held by someone else until `free()`; attempts are counted and may be slowed down. */
 class FakeLock {
   held = true;
+  /** Who holds it: someone else at first, this process once it won. */
+  holder = 'other';
   attempts = 0;
   inFlight = 0;
   maxInFlight = 0;
@@ -21,8 +23,9 @@ class FakeLock {
     await new Promise((resolve) => setTimeout(resolve, this.delayMs));
     this.inFlight -= 1;
     const base = { key: 'k', sentAt, operationTime: undefined };
-    if (this.held) return { ...base, won: false, remainingMs: 60_000, holderId: 'other' };
+    if (this.held) return { ...base, won: false, remainingMs: 60_000, holderId: this.holder };
     this.held = true;
+    this.holder = 'me';
     this.seq += 1;
     return {
       ...base,
@@ -201,6 +204,7 @@ describe('KeyQueue', () => {
       const count = 2 * MAX_LOCAL_HANDOVERS + 3;
       const waiters = Array.from({ length: count }, () => queue.enqueue(request()));
       await waiters[0];
+      await tick(30); // the stream is established (and its recheck heard) before we count
       for (let handover = 1; handover <= MAX_LOCAL_HANDOVERS; handover += 1) {
         lock.held = false;
         feed.notifyReleased('k');

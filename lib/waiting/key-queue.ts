@@ -202,6 +202,7 @@ export class KeyQueue {
   }
 
   private onKeySignal(signal: KeySignal): void {
+    this.pollRound = 0;
     if (signal === 'released-here') {
       this.heldHere = false;
       const yieldToStream =
@@ -231,8 +232,10 @@ export class KeyQueue {
     outcome: AcquireAttemptOutcome,
   ): Promise<void> {
     const leaseEnd = outcome.sentAt + outcome.remainingMs + LEASE_END_MARGIN_MS;
+    // With a stream, each quiet safety poll in a row doubles the next one (up to 8x), so
+    // many parked keys cost few attempts; a release resets it.
     const pollDelay = this.deps.feed.streaming
-      ? this.deps.timing.safetyPollIntervalMs
+      ? this.deps.timing.safetyPollIntervalMs * 2 ** Math.min(this.pollRound++, 3)
       : pollDelayMs(this.pollRound++, this.deps.timing);
     const nextAttemptAt = Math.min(leaseEnd, performance.now() + pollDelay);
     for (let head = this.head(); head; head = this.head()) {
