@@ -100,7 +100,15 @@ export function eventsForEntry(
     case 'rename': {
       if (!inScope(scope, entry.db, entry.coll)) return [];
       const events: RawChangeEvent[] = [
-        { event: { ...baseEvent(entry, 0, 'rename'), ns, to: entry.to }, invalidates: false },
+        {
+          event: {
+            ...baseEvent(entry, 0, 'rename', false, expanded),
+            ns,
+            to: entry.to,
+            ...(expanded ? { operationDescription: entry.operationDescription } : {}),
+          },
+          invalidates: false,
+        },
       ];
       if (scope.level === 'collection')
         events.push({ event: baseEvent(entry, 1, 'invalidate', true), invalidates: true });

@@ -59,13 +59,9 @@ export async function dispatchCommand(
       connection.close();
       return undefined;
     }
-    if (failure.kind === 'error') {
-      // errorLabels given to the fail point are the reply's labels, exactly.
-      const labelled = failure.explicitLabels
-        ? failure.reply
-        : withResumableLabel(changeStream, failure.reply);
-      return decorateReply(server, labelled);
-    }
+    // failCommand errors get no ResumableChangeStreamError (the server attaches it only once
+    // it has found the change stream's cursor, which failCommand fails before).
+    if (failure.kind === 'error') return decorateReply(server, failure.reply);
     reply = await runInSession(context, handler);
     if (isNoReply(reply)) return undefined;
     reply = withWriteConcernOutcome(context, reply);

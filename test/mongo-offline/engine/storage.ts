@@ -171,8 +171,10 @@ export class Storage implements DataStore {
 
   renameCollection(from: Collection, toDb: string, toName: string, dropTarget: boolean): void {
     const target = this.getCollection(toDb, toName);
+    const operationDescription: Document = { to: { db: toDb, coll: toName } };
     if (target) {
       if (!dropTarget) throw new CommandError(48, 'target namespace exists');
+      operationDescription.dropTarget = target.uuid;
       this.dropCollection(toDb, toName);
     }
     this.databases.get(from.db)?.delete(from.name);
@@ -182,11 +184,19 @@ export class Storage implements DataStore {
       collections = new Map();
       this.databases.set(toDb, collections);
     }
-    const moved = new Collection(toDb, toName, from.options);
+    // A rename keeps the collection's UUID.
+    const moved = new Collection(toDb, toName, from.options, from.uuid);
     for (const spec of from.indexes.slice(1)) moved.addIndex(spec);
     for (const document of from.documents.values()) moved.insert(document);
     collections.set(toName, moved);
-    this.record({ op: 'rename', db: from.db, coll: from.name, to: { db: toDb, coll: toName } });
+    this.record({
+      op: 'rename',
+      db: from.db,
+      coll: from.name,
+      to: { db: toDb, coll: toName },
+      collectionUUID: from.uuid,
+      operationDescription,
+    });
   }
 }
 
