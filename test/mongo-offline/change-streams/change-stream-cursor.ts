@@ -27,6 +27,27 @@ export interface ChangeStreamSettings {
 const DEFAULT_AWAIT_MS = 1000;
 const MAX_BATCH = 1000;
 
+/**
+ * A pre- or post-image kept with the write: only for collections with
+ * `changeStreamPreAndPostImages` enabled at the time, as on MongoDB; `required` fails without.
+ */
+function storedImage(
+  entry: OplogEntry,
+  image: Document | undefined,
+  mode: string,
+  kind: 'pre' | 'post',
+): Document | null {
+  if (entry.imagesEnabled && image) return image;
+  if (mode === 'required') {
+    throw new CommandError(
+      47,
+      `Change stream was configured to require a ${kind}-image for all update, delete and replace events, but the ${kind}-image was not found`,
+      { errorLabels: ['NonResumableChangeStreamError'] },
+    );
+  }
+  return null;
+}
+
 /** A change stream: a tailing view over the oplog that waits for new entries in getMore. */
 export class ChangeStreamCursor implements ServerCursor {
   private position: number;
@@ -142,14 +163,16 @@ export class ChangeStreamCursor implements ServerCursor {
         ? this.storage.getCollection(entry.db, entry.coll)?.getById(entry.documentKey?._id)
         : undefined;
       event.fullDocument = current ?? null;
-    } else if (
-      entry.op === 'update' &&
-      (fullDocument === 'whenAvailable' || fullDocument === 'required')
-    ) {
-      event.fullDocument = entry.fullDocument ?? null;
+    } else if (entry.op === 'update' && fullDocument !== 'default') {
+      event.fullDocument = storedImage(entry, entry.fullDocument, fullDocument, 'post');
     }
     if (fullDocumentBeforeChange !== 'off' && ['update', 'replace', 'delete'].includes(entry.op)) {
-      event.fullDocumentBeforeChange = entry.preImage ?? null;
+      event.fullDocumentBeforeChange = storedImage(
+        entry,
+        entry.preImage,
+        fullDocumentBeforeChange,
+        'pre',
+      );
     }
     return event;
   }

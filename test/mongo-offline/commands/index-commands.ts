@@ -176,6 +176,9 @@ const collMod: CommandHandler = (context) => {
   assertWritablePrimary(context);
   const collection = context.storage.getCollection(context.db, context.collectionName);
   if (!collection) throw new CommandError(26, `ns does not exist: ${context.ns}`);
+  const images: unknown = context.command.changeStreamPreAndPostImages;
+  if (images && typeof images === 'object')
+    collection.options.changeStreamPreAndPostImages = images;
   const change = context.command.index as Document | undefined;
   if (!change) return { ok: 1 };
   const spec = collection.indexes.find((index) =>

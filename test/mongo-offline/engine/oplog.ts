@@ -26,6 +26,8 @@ export interface OplogEntry {
   updateDescription?: Document;
   /** Pre-image for update, replace and delete (fullDocumentBeforeChange). */
   preImage?: Document;
+  /** The collection had changeStreamPreAndPostImages enabled when this was written. */
+  imagesEnabled?: boolean;
   /** The collection's UUID (expanded change events report it). */
   collectionUUID?: unknown;
   /** DDL entries: what `showExpandedEvents` streams report as `operationDescription`. */

@@ -56,9 +56,11 @@ export class Storage implements DataStore {
   }
 
   private record(entry: Omit<OplogEntry, 'ts' | 'wallTime'>): OplogEntry {
-    const collectionUUID = entry.coll ? this.getCollection(entry.db, entry.coll)?.uuid : undefined;
+    const collection = entry.coll ? this.getCollection(entry.db, entry.coll) : undefined;
+    const images = collection?.options.changeStreamPreAndPostImages as Document | undefined;
     const full: OplogEntry = {
-      collectionUUID,
+      collectionUUID: collection?.uuid,
+      imagesEnabled: images?.enabled === true,
       ...entry,
       ts: this.clock.tick(),
       wallTime: new Date(),

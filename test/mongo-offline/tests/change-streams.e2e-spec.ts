@@ -111,6 +111,33 @@ describe('offline mongo: change streams', () => {
     await stream.close();
   });
 
+  it('serves pre- and post-images only where changeStreamPreAndPostImages is enabled', async () => {
+    const database = db();
+    await database.createCollection('withImages', {
+      changeStreamPreAndPostImages: { enabled: true },
+    });
+    const stream = database.watch<any, any>([], {
+      fullDocument: 'whenAvailable',
+      fullDocumentBeforeChange: 'whenAvailable',
+    });
+    const { next: first } = await openStream(client(), stream);
+    await database.collection<any>('withImages').insertOne({ _id: 1, v: 1 });
+    await database.collection<any>('withImages').updateOne({ _id: 1 }, { $set: { v: 2 } });
+    await database.collection<any>('withoutImages').insertOne({ _id: 1, v: 1 });
+    await database.collection<any>('withoutImages').updateOne({ _id: 1 }, { $set: { v: 2 } });
+    expect((await first).operationType).toBe('insert');
+    expect(await stream.next()).toMatchObject({
+      fullDocument: { _id: 1, v: 2 },
+      fullDocumentBeforeChange: { _id: 1, v: 1 },
+    });
+    expect((await stream.next()).operationType).toBe('insert');
+    expect(await stream.next()).toMatchObject({
+      fullDocument: null,
+      fullDocumentBeforeChange: null,
+    });
+    await stream.close();
+  });
+
   it('does not emit an event for a no-op update', async () => {
     const items = db().collection<any>('noop');
     await items.insertOne({ _id: 1, a: 1 });
