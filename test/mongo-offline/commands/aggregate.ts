@@ -78,6 +78,12 @@ const aggregate: CommandHandler = async (context) => {
   const outTarget: unknown = last ? (last.$out ?? undefined) : undefined;
   const mergeSpec: unknown = last ? (last.$merge ?? undefined) : undefined;
   const writes = outTarget !== undefined || mergeSpec !== undefined;
+  if (writes && (command.readConcern as Document | undefined)?.level === 'linearizable') {
+    throw new CommandError(
+      72,
+      "{readConcern: {level: 'linearizable'}} is not allowed with $out or $merge",
+    );
+  }
   let body = writes ? stages.slice(0, -1) : stages;
   let source: Document[];
   if (aggregatesDatabase) {
