@@ -18,6 +18,7 @@ export interface LeaseOperations {
 
 export interface LeaseKeeperInit {
   held: readonly HeldKey[];
+  /** Monotonic time when the shortest lease ends. */
   leaseEnd: number;
   ttlMs: number;
   renew: boolean;

@@ -2,7 +2,7 @@ import { Observable, ReplaySubject } from 'rxjs';
 import { LockLostError } from './errors/lock-lost.error';
 import { MongoLockError } from './errors/mongo-lock.error';
 import { LeaseKeeper } from './lease-keeper';
-import type { HeldKey, LeaseOperations } from './lease-keeper';
+import type { LeaseKeeperInit } from './lease-keeper';
 import { lostMessage } from './lock.messages';
 import { validateTtlMs } from './options';
 
@@ -44,15 +44,8 @@ export interface LockHandle {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
-export interface LockHandleInit {
-  held: readonly HeldKey[];
-  /** Monotonic time when the shortest lease ends. */
-  leaseEnd: number;
-  ttlMs: number;
-  renew: boolean;
-  renewalIntervalRatio: number;
-  maxHoldMs: number;
-  operations: LeaseOperations;
+/** What the handle needs: the lease keeper's inputs, less its loss callback, which is the handle's own. */
+export interface LockHandleInit extends Omit<LeaseKeeperInit, 'onLost'> {
   /** Called once when the handle is done (released or found lost on release). */
   onSettled(handle: MongoLockHandle): void;
 }
@@ -78,13 +71,7 @@ export class MongoLockHandle implements LockHandle {
     this.fence = init.held[0].fence;
     this.lost$ = this.lostSubject.asObservable();
     this.keeper = new LeaseKeeper({
-      held: init.held,
-      leaseEnd: init.leaseEnd,
-      ttlMs: init.ttlMs,
-      renew: init.renew,
-      renewalIntervalRatio: init.renewalIntervalRatio,
-      maxHoldMs: init.maxHoldMs,
-      operations: init.operations,
+      ...init,
       onLost: (key, reason, cause) => this.markLost(key, reason, cause),
     });
   }

@@ -1,7 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import * as path from 'node:path';
-import { createInterface } from 'node:readline';
+import { spawnOfflineMongo } from './offline-mongo-process';
 
 export interface FaultServer {
   uri: string;
@@ -9,9 +6,6 @@ export interface FaultServer {
   kind: 'uri' | 'offline';
   stop(): Promise<void>;
 }
-
-const repoRoot = path.resolve(__dirname, '../..');
-const startTimeoutMs = 60_000;
 
 /**
  * One server that every process of a scenario shares. The offline server runs in its own
@@ -24,53 +18,6 @@ export async function startFaultServer(
   if (fromEnv && !options.standalone) {
     return { uri: fromEnv, kind: 'uri', stop: async () => undefined };
   }
-  const args = [
-    '-r',
-    'ts-node/register/transpile-only',
-    'test/mongo-offline/cli.ts',
-    '--port',
-    '0',
-  ];
-  if (options.standalone) args.push('--standalone');
-  const child = spawn(process.execPath, args, {
-    cwd: repoRoot,
-    env: { ...process.env, TS_NODE_PROJECT: path.join(repoRoot, 'tsconfig.jest.json') },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const uri = await readFirstLine(child);
-  return { uri, kind: 'offline', stop: () => stopChild(child) };
-}
-
-async function readFirstLine(child: ChildProcess): Promise<string> {
-  let stderr = '';
-  child.stderr?.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
-  const lines = createInterface({ input: child.stdout! });
-  const timer = setTimeout(() => child.kill('SIGKILL'), startTimeoutMs);
-  try {
-    const first = await Promise.race([
-      once(lines, 'line').then(([line]) => String(line).trim()),
-      once(child, 'exit').then(([code]) => {
-        throw new Error(
-          `offline MongoDB exited (${String(code)}) before printing its URI:\n${stderr}`,
-        );
-      }),
-    ]);
-    if (!first.startsWith('mongodb://')) throw new Error(`unexpected first line: ${first}`);
-    // Keep draining its output so a chatty server never blocks on a full pipe, without
-    // holding the test process open.
-    lines.close();
-    child.stdout?.resume();
-    return first;
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-async function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = once(child, 'exit');
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-  await exited;
-  clearTimeout(timer);
+  const server = await spawnOfflineMongo({ standalone: options.standalone });
+  return { uri: server.uri, kind: 'offline', stop: server.stop };
 }

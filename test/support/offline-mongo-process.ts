@@ -10,6 +10,8 @@ export interface OfflineMongoProcess {
 }
 
 const repoRoot = path.resolve(__dirname, '../..');
+/** A server that has not printed its URI by then is stuck (ts-node on a loaded machine takes seconds). */
+const startTimeoutMs = 60_000;
 
 /**
  * The offline MongoDB test server in its own OS process (`test/mongo-offline/cli.ts`), for
@@ -37,18 +39,25 @@ async function firstLine(child: ChildProcess): Promise<string> {
   let stderr = '';
   child.stderr?.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
   const lines = createInterface({ input: child.stdout! });
-  const line = await Promise.race([
-    once(lines, 'line').then(([value]) => String(value).trim()),
-    once(child, 'exit').then(([code]) => {
-      throw new Error(
-        `offline MongoDB exited (${String(code)}) before printing its URI:\n${stderr}`,
-      );
-    }),
-  ]);
-  lines.close();
-  child.stdout?.resume();
-  if (!line.startsWith('mongodb://')) throw new Error(`unexpected first line: ${line}`);
-  return line;
+  const timer = setTimeout(() => child.kill('SIGKILL'), startTimeoutMs);
+  try {
+    const line = await Promise.race([
+      once(lines, 'line').then(([value]) => String(value).trim()),
+      once(child, 'exit').then(([code]) => {
+        throw new Error(
+          `offline MongoDB exited (${String(code)}) before printing its URI:\n${stderr}`,
+        );
+      }),
+    ]);
+    if (!line.startsWith('mongodb://')) throw new Error(`unexpected first line: ${line}`);
+    // Keep draining its output so a chatty server never blocks on a full pipe, without
+    // holding the parent process open.
+    lines.close();
+    child.stdout?.resume();
+    return line;
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 async function stop(child: ChildProcess): Promise<void> {
