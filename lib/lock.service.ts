@@ -5,7 +5,6 @@ import type {
   OnModuleInit,
 } from '@nestjs/common';
 import { setMaxListeners } from 'node:events';
-import { MongoClient } from 'mongodb';
 import { Observable, share } from 'rxjs';
 import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
 import { MongoLockError } from './errors/mongo-lock.error';
@@ -103,7 +102,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   /** Closes the MongoDB client, only if this service created it. */
   async onApplicationShutdown(): Promise<void> {
     await this.beforeApplicationShutdown();
-    this.clientClosed ??= this.store?.ownsClient ? this.store.client.close() : Promise.resolve();
+    this.clientClosed ??= this.store?.closeOwnedClient() ?? Promise.resolve();
     await this.clientClosed;
   }
 
@@ -286,18 +285,8 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   }
 
   private async connect(): Promise<LockStore> {
-    const ownsClient = this.options.client === undefined;
-    const client = this.options.client ?? new MongoClient(this.options.uri as string);
-    try {
-      if (ownsClient) await client.connect();
-      const store = new LockStore(client, ownsClient, this.options);
-      if (this.options.ensureIndexes) await store.ensureIndexes();
-      this.store = store;
-      return store;
-    } catch (error) {
-      if (ownsClient) await client.close().catch(() => undefined);
-      throw error;
-    }
+    this.store = await LockStore.open(this.options);
+    return this.store;
   }
 
   /** A hot feed of the change stream; subscribers complete when the service closes. */

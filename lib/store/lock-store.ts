@@ -1,4 +1,4 @@
-import type { MongoClient } from 'mongodb';
+import { MongoClient } from 'mongodb';
 import type { Timestamp } from 'mongodb';
 import type { LockState } from '../interfaces/lock-state.interface';
 import type { ResolvedLockModuleOptions } from '../options';
@@ -16,7 +16,6 @@ import type { ReleaseLeaseOutcome } from './release-lease';
 import { renewLease } from './renew-lease';
 import type { RenewLeaseOutcome } from './renew-lease';
 
-/** The store's functions bound to one connected client and lock collection. */
 /** A key's liveness with the timing a waiter needs. */
 export interface KeyLeaseProbe {
   held: boolean;
@@ -25,8 +24,27 @@ export interface KeyLeaseProbe {
   operationTime: Timestamp | undefined;
 }
 
+/** The store's functions bound to one connected client and lock collection. */
 export class LockStore {
   private readonly collection: LockCollection;
+
+  /**
+   * Connects (creating the client from `uri` when none was given) and ensures the indexes
+   * if asked. A client created here is closed again if any of that fails.
+   */
+  static async open(options: ResolvedLockModuleOptions): Promise<LockStore> {
+    const ownsClient = options.client === undefined;
+    const client = options.client ?? new MongoClient(options.uri as string);
+    try {
+      if (ownsClient) await client.connect();
+      const store = new LockStore(client, ownsClient, options);
+      if (options.ensureIndexes) await store.ensureIndexes();
+      return store;
+    } catch (error) {
+      if (ownsClient) await client.close().catch(() => undefined);
+      throw error;
+    }
+  }
 
   constructor(
     readonly client: MongoClient,
@@ -35,6 +53,11 @@ export class LockStore {
     private readonly options: ResolvedLockModuleOptions,
   ) {
     this.collection = openLockCollection(client, options.dbName, options.collectionName);
+  }
+
+  /** Closes the client only if the store created it; a client the user gave stays open. */
+  closeOwnedClient(): Promise<void> {
+    return this.ownsClient ? this.client.close() : Promise.resolve();
   }
 
   ensureIndexes(): Promise<void> {
