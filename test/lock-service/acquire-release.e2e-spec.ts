@@ -9,12 +9,7 @@ import { countCommands, LockTestKit } from './lock-test-kit';
 jest.setTimeout(60_000);
 
 describe('LockService acquire and release', () => {
-  const kit = new LockTestKit();
-
-  beforeAll(() => kit.start());
-  beforeEach(() => kit.nextCollection());
-  afterEach(() => kit.cleanup());
-  afterAll(() => kit.stop());
+  const kit = LockTestKit.forSuite();
 
   it('grants a free key, refuses it while held, and grants it again with a larger fence', async () => {
     const a = await kit.service();

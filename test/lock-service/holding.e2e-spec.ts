@@ -6,12 +6,7 @@ import { LockTestKit, sleep } from './lock-test-kit';
 jest.setTimeout(60_000);
 
 describe('LockService holding', () => {
-  const kit = new LockTestKit();
-
-  beforeAll(() => kit.start());
-  beforeEach(() => kit.nextCollection());
-  afterEach(() => kit.cleanup());
-  afterAll(() => kit.stop());
+  const kit = LockTestKit.forSuite();
 
   it('withLock renews the lease while fn runs longer than the lease', async () => {
     const locks = await kit.service();

@@ -20,6 +20,16 @@ export class LockTestKit {
   private readonly children: ChildProcess[] = [];
   private collectionSeq = 0;
 
+  /** A kit for the enclosing `describe`: one server for it, a fresh collection per test. */
+  static forSuite(options?: TestMongoOptions): LockTestKit {
+    const kit = new LockTestKit();
+    beforeAll(() => kit.start(options));
+    beforeEach(() => kit.nextCollection());
+    afterEach(() => kit.cleanup());
+    afterAll(() => kit.stop());
+    return kit;
+  }
+
   async start(options?: TestMongoOptions): Promise<void> {
     this.mongo = await startTestMongo(options);
   }

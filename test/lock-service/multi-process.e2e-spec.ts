@@ -7,15 +7,10 @@ import { countCommands, LockTestKit } from './lock-test-kit';
 jest.setTimeout(120_000);
 
 describe('LockService across OS processes', () => {
-  const kit = new LockTestKit();
-
   // The offline server can slow its TTL monitor to a crawl: takeovers must not need it.
-  beforeAll(() =>
-    kit.start(canEmulate('ttlMonitorSleepSecs') ? { ttlMonitorSleepSecs: 3_600 } : undefined),
+  const kit = LockTestKit.forSuite(
+    canEmulate('ttlMonitorSleepSecs') ? { ttlMonitorSleepSecs: 3_600 } : undefined,
   );
-  beforeEach(() => kit.nextCollection());
-  afterEach(() => kit.cleanup());
-  afterAll(() => kit.stop());
 
   it('excludes holders in other processes and grants strictly increasing fences', async () => {
     const counterFile = join(mkdtempSync(join(tmpdir(), 'lock-')), 'counter');

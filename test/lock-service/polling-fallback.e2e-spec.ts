@@ -33,11 +33,7 @@ describe('LockService without change streams', () => {
   afterEach(() => warn.mockRestore());
 
   describe("changeStreams: 'off'", () => {
-    const kit = new LockTestKit();
-    beforeAll(() => kit.start());
-    beforeEach(() => kit.nextCollection());
-    afterEach(() => kit.cleanup());
-    afterAll(() => kit.stop());
+    const kit = LockTestKit.forSuite();
 
     it('polls with backoff, hands the lock over, and warns once', async () => {
       await expectPollingHandOver(kit, warn, { changeStreams: 'off' });
@@ -45,11 +41,7 @@ describe('LockService without change streams', () => {
   });
 
   (canEmulate('standalone') ? describe : describe.skip)('a standalone server', () => {
-    const kit = new LockTestKit();
-    beforeAll(() => kit.start({ standalone: true }));
-    beforeEach(() => kit.nextCollection());
-    afterEach(() => kit.cleanup());
-    afterAll(() => kit.stop());
+    const kit = LockTestKit.forSuite({ standalone: true });
 
     it('falls back to polling, hands the lock over, and warns once', async () => {
       await expectPollingHandOver(kit, warn);

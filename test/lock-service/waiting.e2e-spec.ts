@@ -5,12 +5,7 @@ import { countCommands, eventually, LockTestKit, sleep } from './lock-test-kit';
 jest.setTimeout(60_000);
 
 describe('LockService waiting', () => {
-  const kit = new LockTestKit();
-
-  beforeAll(() => kit.start());
-  beforeEach(() => kit.nextCollection());
-  afterEach(() => kit.cleanup());
-  afterAll(() => kit.stop());
+  const kit = LockTestKit.forSuite();
 
   it('serves many local waiters in FIFO order through one change stream', async () => {
     const holder = await kit.service();
