@@ -1,6 +1,6 @@
 import type { ReleaseLeaseOutcome } from './store/release-lease';
 import type { RenewLeaseOutcome } from './store/renew-lease';
-import { isTransientMongoError } from './store/mongo-error-codes';
+import { isStoreUnavailableError } from './store/mongo-error-codes';
 
 /** One key of a held lock. */
 export interface HeldKey {
@@ -14,6 +14,8 @@ export interface HeldKey {
 export interface LeaseOperations {
   renew(held: HeldKey, ttlMs: number): Promise<RenewLeaseOutcome>;
   release(held: HeldKey): Promise<ReleaseLeaseOutcome>;
+  /** Releases in the background, retrying a little; `undefined` if it could not be sent. */
+  giveBack(held: HeldKey): Promise<ReleaseLeaseOutcome | undefined>;
 }
 
 export interface LeaseKeeperInit {
@@ -31,6 +33,23 @@ export interface LeaseKeeperInit {
 /** Delay between renewal retries after a transient error. */
 const RENEW_RETRY_MS = 250;
 
+/**
+ * How much earlier than the server's lease end the holder's signal aborts: 5 % of the lease,
+ * between 25 ms and 1 s. It absorbs a late timer on a busy event loop, so a live holder is
+ * told before anyone else can be granted the key.
+ */
+export function leaseSafetyMarginMs(ttlMs: number): number {
+  return Math.min(1_000, Math.max(25, ttlMs / 20));
+}
+
+/**
+ * The holder's local deadline (monotonic): the server-reported remaining lease counted from
+ * before the request was sent, less the safety margin. Never later than the server's end.
+ */
+export function localLeaseEnd(sentAt: number, remainingMs: number, ttlMs: number): number {
+  return sentAt + remainingMs - leaseSafetyMarginMs(ttlMs);
+}
+
 function unrefTimer(callback: () => void, delayMs: number): NodeJS.Timeout {
   const timer = setTimeout(callback, Math.max(0, Math.min(delayMs, 2_147_483_647)));
   // A forgotten lock must not keep the process alive; its lease simply runs out.
@@ -41,6 +60,8 @@ function unrefTimer(callback: () => void, delayMs: number): NodeJS.Timeout {
 /**
  * Keeps a lease: renews it at `renewalIntervalRatio` of the lease, and declares it lost
  * when a renewal is refused, the local deadline passes first, or `maxHoldMs` is exceeded.
+ * The deadline stays armed until a release is confirmed: a release that fails still ends
+ * in the loss being reported when the lease runs out.
  */
 export class LeaseKeeper {
   /** Monotonic time at which the shortest lease of the keys ends. */
@@ -50,6 +71,7 @@ export class LeaseKeeper {
   private deadlineTimer: NodeJS.Timeout | undefined;
   private maxHoldTimer: NodeJS.Timeout | undefined;
   private stopped = false;
+  private renewalStopped = false;
   private renewing: Promise<void> | undefined;
   private remaining: HeldKey[];
 
@@ -68,18 +90,30 @@ export class LeaseKeeper {
     }
   }
 
-  stop(): void {
-    this.stopped = true;
+  /** Keys not yet released. */
+  get unreleased(): readonly HeldKey[] {
+    return this.remaining;
+  }
+
+  /** Renews no more; the local deadline still reports the loss when the lease runs out. */
+  stopRenewal(): void {
+    this.renewalStopped = true;
     clearTimeout(this.renewTimer);
-    clearTimeout(this.deadlineTimer);
     clearTimeout(this.maxHoldTimer);
+  }
+
+  /** Everything stops: the lease was released, or its loss was reported. */
+  stop(): void {
+    this.stopRenewal();
+    this.stopped = true;
+    clearTimeout(this.deadlineTimer);
   }
 
   /** Renews every key now; `ttlMs` also becomes the lease of later renewals. */
   async renewNow(ttlMs: number | undefined): Promise<void> {
     if (ttlMs !== undefined) this.ttlMs = ttlMs;
     await this.renewing;
-    if (this.stopped) return;
+    if (this.stopped || this.renewalStopped) return;
     const renewal = this.renewAll(false);
     this.renewing = renewal;
     await renewal;
@@ -87,9 +121,11 @@ export class LeaseKeeper {
 
   /**
    * Releases the keys in reverse order of acquisition. Returns the keys found lost. A key
-   * whose release failed (network) stays, so a second call retries only that one.
+   * whose release failed (network) stays, so a second call retries only that one, and the
+   * deadline stays armed until every key is released.
    */
   async releaseAll(): Promise<string[]> {
+    this.stopRenewal();
     await this.renewing?.catch(() => undefined);
     const lostKeys: string[] = [];
     let failure: { error: unknown } | undefined;
@@ -103,6 +139,7 @@ export class LeaseKeeper {
       }
     }
     if (failure) throw failure.error;
+    this.stop();
     return lostKeys;
   }
 
@@ -126,7 +163,7 @@ export class LeaseKeeper {
    * while waiting for the others) is renewed sooner.
    */
   private scheduleRenewal(delayMs = this.nextRenewalDelayMs()): void {
-    if (this.stopped) return;
+    if (this.stopped || this.renewalStopped) return;
     clearTimeout(this.renewTimer);
     this.renewTimer = unrefTimer(() => {
       // renewAll handles its own failures; a throwing loss listener must not become an
@@ -150,7 +187,7 @@ export class LeaseKeeper {
       );
     } catch (error) {
       if (this.stopped) return;
-      if (scheduled && isTransientMongoError(error) && performance.now() < this.leaseEnd) {
+      if (scheduled && isStoreUnavailableError(error) && performance.now() < this.leaseEnd) {
         this.scheduleRenewal(Math.min(RENEW_RETRY_MS, (this.leaseEnd - performance.now()) / 4));
       } else if (scheduled) {
         this.lose(this.init.held[0].key, 'renewing it failed', error);
@@ -166,7 +203,7 @@ export class LeaseKeeper {
         this.lose(this.remaining[index].key, 'its lease had ended or another holder took it');
         return;
       }
-      leaseEnd = Math.min(leaseEnd, outcome.sentAt + outcome.remainingMs);
+      leaseEnd = Math.min(leaseEnd, localLeaseEnd(outcome.sentAt, outcome.remainingMs, ttlMs));
     }
     this.leaseEnd = leaseEnd;
     this.armDeadline();

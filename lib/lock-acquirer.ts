@@ -1,19 +1,60 @@
 import { randomUUID } from 'node:crypto';
 import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
+import type { HeldLocks } from './held-locks';
+import { localLeaseEnd } from './lease-keeper';
 import { MongoLockHandle } from './lock-handle';
 import { notAcquiredMessage } from './lock.messages';
 import type { ResolvedAcquireOptions } from './options';
-import type { AcquireAttemptWon } from './store/acquire-attempt';
+import type { AcquireAttemptOutcome, AcquireAttemptWon } from './store/acquire-attempt';
 import type { LockStore } from './store/lock-store';
-import type { WaitLogger } from './waiting/wait-logger';
+import type { ReleaseLeaseOutcome } from './store/release-lease';
 import type { LockWaiting } from './waiting/lock-waiting';
 
 export interface LockAcquirerDeps {
   waiting: LockWaiting;
-  logger: WaitLogger;
   maxHoldMs: number;
-  /** Handles not yet released, for shutdown and `releaseAllHeld()`. */
-  held: Set<MongoLockHandle>;
+  /** Where handed-out handles are kept until released or lost. */
+  held: HeldLocks;
+  /** The longest one command may take: how long a failed call waits for its give-backs. */
+  operationTimeoutMs: number;
+}
+
+/**
+ * The attempts of one acquisition call. One owner token serves every attempt and every key,
+ * so a retry recognises a win whose reply was lost, and a call that gives up can release, by
+ * token, whatever an attempt of unknown outcome may have taken.
+ */
+class Acquisition {
+  readonly owner = randomUUID();
+  private readonly uncertain = new Set<string>();
+  private ended = false;
+
+  constructor(
+    readonly store: LockStore,
+    private readonly ttlMs: number,
+    private readonly giveBack: (key: string, owner: string) => Promise<unknown>,
+  ) {}
+
+  attempt(key: string): Promise<AcquireAttemptOutcome> {
+    return this.store.attempt(key, this.owner, this.ttlMs).catch((error: unknown) => {
+      // No reply: the write may have happened.
+      if (this.ended) void this.giveBack(key, this.owner);
+      else this.uncertain.add(key);
+      throw error;
+    });
+  }
+
+  /** The call succeeded: its attempts are over, every key is held. */
+  succeed(): void {
+    this.ended = true;
+  }
+
+  /** The call failed: gives back what it took, and what it may have taken. */
+  abandon(won: readonly string[]): Promise<unknown> {
+    this.ended = true;
+    for (const key of this.uncertain) if (!won.includes(key)) void this.giveBack(key, this.owner);
+    return Promise.all([...won].reverse().map((key) => this.giveBack(key, this.owner)));
+  }
 }
 
 /**
@@ -30,57 +71,60 @@ export class LockAcquirer {
     signal: AbortSignal,
   ): Promise<MongoLockHandle> {
     const deadline = performance.now() + options.timeoutMs;
+    const acquisition = new Acquisition(store, options.ttlMs, (key, owner) =>
+      this.giveBack(store, key, owner),
+    );
     const won: AcquireAttemptWon[] = [];
     try {
-      for (const key of keys)
-        won.push(await this.acquireKey(store, key, options, deadline, signal));
+      for (const key of keys) {
+        won.push(await this.acquireKey(acquisition, key, options, deadline, signal));
+      }
       signal.throwIfAborted();
       await this.refreshEarlierLeases(store, won, options);
     } catch (error) {
-      await Promise.all([...won].reverse().map((taken) => this.releaseAbandoned(store, taken)));
+      const givingBack = acquisition.abandon(won.map((taken) => taken.key));
+      // Usually quick; never longer than one command, so the call's bound holds.
+      await withinMs(givingBack, this.deps.operationTimeoutMs);
       throw withAllKeys(error, keys, options.timeoutMs);
     }
+    acquisition.succeed();
     return this.createHandle(store, won, options);
   }
 
-  /** Gives back a lock nobody will use (cancelled, or part of a failed multi-key acquisition). */
-  async releaseAbandoned(store: LockStore, won: AcquireAttemptWon): Promise<void> {
-    try {
-      await store.release(won.key, won.owner);
-      this.deps.waiting.notifyReleased(won.key);
-    } catch (error) {
-      // The lease runs out by itself; nothing else to do.
-      this.deps.logger.warn(
-        `Could not release abandoned lock ${JSON.stringify(won.key)}: ${String(error)}`,
-      );
-    }
+  /** Gives back a lock nobody will use (its waiter left, or its call failed). */
+  giveBack(store: LockStore, key: string, owner: string): Promise<ReleaseLeaseOutcome | undefined> {
+    return store.giveBack(key, owner).then((outcome) => {
+      this.notifyEnded(key, outcome);
+      return outcome;
+    });
   }
 
-  private async acquireKey(
-    store: LockStore,
+  private acquireKey(
+    acquisition: Acquisition,
     key: string,
     options: ResolvedAcquireOptions,
     deadline: number,
     signal: AbortSignal,
   ): Promise<AcquireAttemptWon> {
-    // A fresh token per attempt: a reply lost to a network error leaves a token nobody reuses.
-    const attempt = () => store.attempt(key, randomUUID(), options.ttlMs);
+    const attempt = () => acquisition.attempt(key);
     if (options.timeoutMs > 0) {
       return this.deps.waiting.acquireKey(key, {
         attempt,
+        abandonWin: (won) => void this.giveBack(acquisition.store, won.key, won.owner),
         deadline,
         timeoutMs: options.timeoutMs,
         signal,
       });
     }
-    const outcome = await attempt();
-    if (outcome.won) return outcome;
-    const retryAfterMs = outcome.remainingMs;
-    const holderId = outcome.holderId ?? undefined;
-    throw new LockNotAcquiredError(notAcquiredMessage([key], 0, holderId, retryAfterMs), {
-      keys: [key],
-      retryAfterMs,
-      holderId,
+    return attempt().then((outcome) => {
+      if (outcome.won) return outcome;
+      const retryAfterMs = outcome.remainingMs;
+      const holderId = outcome.holderId ?? undefined;
+      throw new LockNotAcquiredError(notAcquiredMessage([key], 0, holderId, retryAfterMs), {
+        keys: [key],
+        retryAfterMs,
+        holderId,
+      });
     });
   }
 
@@ -113,28 +157,40 @@ export class LockAcquirer {
     won: AcquireAttemptWon[],
     options: ResolvedAcquireOptions,
   ): MongoLockHandle {
-    const { waiting, held } = this.deps;
     const handle = new MongoLockHandle({
       held: won.map(({ key, owner, fence }) => ({ key, owner, fence })),
-      leaseEnd: Math.min(...won.map((taken) => taken.sentAt + taken.remainingMs)),
+      leaseEnd: Math.min(
+        ...won.map((taken) => localLeaseEnd(taken.sentAt, taken.remainingMs, options.ttlMs)),
+      ),
       ttlMs: options.ttlMs,
       renew: options.renew,
       renewalIntervalRatio: options.renewalIntervalRatio,
       maxHoldMs: this.deps.maxHoldMs,
       operations: {
-        renew: (key, ttlMs) => store.renew(key.key, key.owner, ttlMs),
-        release: async (key) => {
-          const outcome = await store.release(key.key, key.owner);
-          // Even when lost: our hold ended, so local waiters should look again.
-          waiting.notifyReleased(key.key);
+        renew: (held, ttlMs) => store.renew(held.key, held.owner, ttlMs),
+        release: async (held) => {
+          const outcome = await store.release(held.key, held.owner);
+          this.notifyEnded(held.key, outcome);
           return outcome;
         },
+        giveBack: (held) => this.giveBack(store, held.key, held.owner),
       },
-      onSettled: (settled) => held.delete(settled),
     });
-    held.add(handle);
+    this.deps.held.add(handle);
     return handle;
   }
+
+  /** Our hold of `key` ended: local waiters look again at once, without waiting for the stream. */
+  private notifyEnded(key: string, outcome: ReleaseLeaseOutcome | undefined): void {
+    this.deps.waiting.notifyHoldEnded(key, outcome === 'released' || outcome === 'expired');
+  }
+}
+
+function withinMs(task: Promise<unknown>, ms: number): Promise<unknown> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([task, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]).finally(
+    () => clearTimeout(timer),
+  );
 }
 
 /** A multi-key acquisition reports all its keys, with the blocking key's holder. */

@@ -26,7 +26,11 @@ export interface LockHandle {
   readonly fence: bigint;
   /** Fencing token of every key. */
   readonly fences: ReadonlyMap<string, bigint>;
-  /** When the lease ends, estimated from the server-reported remaining lease and a monotonic clock. */
+  /**
+   * The local lease deadline: when `signal` aborts unless the lease is renewed. A little
+   * before the server's lease end (counted from before the request was sent, less a safety
+   * margin), so the holder hears of the end before anyone else can take the key.
+   */
   readonly expiresAt: Date;
   /** Aborts, with a {@link LockLostError} as reason, when the lease is lost. */
   readonly signal: AbortSignal;
@@ -38,17 +42,17 @@ export interface LockHandle {
   extend(ttlMs?: number): Promise<void>;
   /**
    * Gives the lock back (owner-checked). Rejects with {@link LockLostError} if the lease was
-   * lost meanwhile; resolves again on later calls after a successful release.
+   * lost meanwhile (at once, without waiting for MongoDB), and with
+   * `LockStoreUnavailableError` if MongoDB did not confirm the release: the handle then
+   * still counts as held, and its `signal` aborts when the lease runs out. Resolves again on
+   * later calls after a successful release.
    */
   release(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }
 
 /** What the handle needs: the lease keeper's inputs, less its loss callback, which is the handle's own. */
-export interface LockHandleInit extends Omit<LeaseKeeperInit, 'onLost'> {
-  /** Called once when the handle is done (released or found lost on release). */
-  onSettled(handle: MongoLockHandle): void;
-}
+export type LockHandleInit = Omit<LeaseKeeperInit, 'onLost'>;
 
 /** The {@link LockHandle} that `LockService` hands out. */
 export class MongoLockHandle implements LockHandle {
@@ -57,12 +61,15 @@ export class MongoLockHandle implements LockHandle {
   readonly fence: bigint;
   readonly fences: ReadonlyMap<string, bigint>;
   readonly lost$: Observable<LockLostError>;
+  /** Resolves once the handle holds nothing any more: released, or lost. */
+  readonly done: Promise<void>;
   private readonly abortController = new AbortController();
   private readonly lostSubject = new ReplaySubject<LockLostError>(1);
   private readonly keeper: LeaseKeeper;
   private lostError: LockLostError | undefined;
   private releasing: Promise<void> | undefined;
   private isReleased = false;
+  private markDone!: () => void;
 
   constructor(private readonly init: LockHandleInit) {
     this.keys = init.held.map((held) => held.key);
@@ -70,6 +77,7 @@ export class MongoLockHandle implements LockHandle {
     this.fences = new Map(init.held.map((held) => [held.key, held.fence]));
     this.fence = init.held[0].fence;
     this.lost$ = this.lostSubject.asObservable();
+    this.done = new Promise((resolve) => (this.markDone = resolve));
     this.keeper = new LeaseKeeper({
       ...init,
       onLost: (key, reason, cause) => this.markLost(key, reason, cause),
@@ -110,6 +118,11 @@ export class MongoLockHandle implements LockHandle {
 
   release(): Promise<void> {
     if (this.isReleased) return this.lostError ? Promise.reject(this.lostError) : Promise.resolve();
+    if (this.lostError && !this.releasing) {
+      // Nothing left to protect: tidy up in the background, answer at once.
+      void this.giveBackUnreleased();
+      return Promise.reject(this.lostError);
+    }
     this.releasing ??= this.releaseOnce().finally(() => {
       this.releasing = undefined;
     });
@@ -121,27 +134,18 @@ export class MongoLockHandle implements LockHandle {
   }
 
   /**
-   * Marks the handle released without a round trip, after `releaseAllHeld()` freed its keys
-   * with one command. Work still running under it is no longer protected, so it is lost too.
+   * Tells the holder the lock is gone (signal, `lost$`), then releases it by owner token:
+   * for `releaseAllHeld()` and the end of the shutdown grace period. Resolves to how many
+   * keys were released while their lease was live.
    */
-  markReleasedElsewhere(reason: string): void {
-    if (this.isReleased) return;
+  async revoke(reason: string): Promise<number> {
+    if (this.isReleased) return 0;
     this.markLost(this.key, reason);
-    this.settle();
-  }
-
-  /** Marks the handle lost before the service releases it (shutdown). */
-  markLostBeforeRelease(reason: string): void {
-    this.markLost(this.key, reason);
-  }
-
-  /** Stops renewing, before `releaseAllHeld()` frees the keys. */
-  stopRenewal(): void {
-    this.keeper.stop();
+    await this.releasing?.catch(() => undefined);
+    return this.giveBackUnreleased();
   }
 
   private async releaseOnce(): Promise<void> {
-    this.keeper.stop();
     const lostKeys = await this.keeper.releaseAll();
     if (lostKeys.length > 0 && !this.lostError) {
       this.markLost(
@@ -153,6 +157,14 @@ export class MongoLockHandle implements LockHandle {
     if (this.lostError) throw this.lostError;
   }
 
+  private async giveBackUnreleased(): Promise<number> {
+    if (this.isReleased) return 0;
+    const keys = [...this.keeper.unreleased];
+    this.settle();
+    const outcomes = await Promise.all(keys.map((held) => this.init.operations.giveBack(held)));
+    return outcomes.filter((outcome) => outcome === 'released').length;
+  }
+
   private throwIfLost(): void {
     // A renewal refused while we awaited it marks the handle lost.
     if (this.lostError) throw this.lostError;
@@ -160,8 +172,9 @@ export class MongoLockHandle implements LockHandle {
 
   private settle(): void {
     this.isReleased = true;
+    this.keeper.stop();
     this.lostSubject.complete();
-    this.init.onSettled(this);
+    this.markDone();
   }
 
   private markLost(key: string, reason: string, cause?: unknown): void {
@@ -171,5 +184,6 @@ export class MongoLockHandle implements LockHandle {
     this.abortController.abort(this.lostError);
     this.lostSubject.next(this.lostError);
     this.lostSubject.complete();
+    this.markDone();
   }
 }

@@ -25,6 +25,13 @@ export function serviceClosedMessage(): string {
   return 'LockService is closed';
 }
 
+export function duplicateHolderIdMessage(holderId: string): string {
+  return (
+    `holderId ${JSON.stringify(holderId)} is already used by another LockService of this ` +
+    'process that has not been closed; give each instance its own'
+  );
+}
+
 export function wouldDeadlockMessage(held: readonly string[], wanted: readonly string[]): string {
   return (
     `withLock(${keyList(wanted)}) inside a lock on ${keyList(held)}: nested locks must ask for ` +

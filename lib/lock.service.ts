@@ -6,16 +6,24 @@ import type {
 } from '@nestjs/common';
 import { setMaxListeners } from 'node:events';
 import { Observable, share } from 'rxjs';
+import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
 import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
+import { LockServiceClosedError } from './errors/lock-service-closed.error';
 import { MongoLockError } from './errors/mongo-lock.error';
+import { HeldLocks } from './held-locks';
 import type { AcquireOptions } from './interfaces/lock-options.interface';
 import type { LockEvent, LockState } from './interfaces/lock-state.interface';
 import type { MongoLockModuleOptions } from './interfaces/mongo-lock-options.interface';
 import { normalizeLockKeys, validateLockKey } from './keys/lock-key';
 import { heldLocksOf, innermostHeldLock, runWithHeldLock } from './lock-context';
 import type { LockHandle } from './lock-handle';
-import { MongoLockHandle } from './lock-handle';
-import { serviceClosedMessage, wouldDeadlockMessage } from './lock.messages';
+import type { MongoLockHandle } from './lock-handle';
+import { LockLostError } from './errors/lock-lost.error';
+import {
+  duplicateHolderIdMessage,
+  serviceClosedMessage,
+  wouldDeadlockMessage,
+} from './lock.messages';
 import { MONGO_LOCK_OPTIONS } from './mongo-lock.module-definition';
 import { resolveAcquireOptions, resolveModuleOptions } from './options';
 import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from './options';
@@ -25,10 +33,22 @@ import { linkAbortSignals } from './waiting/linked-abort-signal';
 import { LockChangeFeed } from './waiting/change-feed';
 import { LockWaiting } from './waiting/lock-waiting';
 
+/** How long one getMore of the change stream waits for events on the server. */
+const STREAM_AWAIT_MS = 1_000;
+
+/** Holder ids of the services started in this process and not yet closed. */
+const liveHolderIds = new Set<string>();
+
 /**
  * Distributed locks on MongoDB: server-clock leases, fencing tokens, waits woken by one
  * change stream. Works inside Nest (inject it) and without (construct it, then call
  * `onModuleInit()` and finally `close()`).
+ *
+ * Shutdown, in Nest's order: `beforeApplicationShutdown` stops taking new locks (new
+ * acquisitions and waits fail with `LockServiceClosedError`) and lets locked work in flight
+ * finish within `shutdownGraceMs`, its locks still renewed; Nest then closes the HTTP server;
+ * `onApplicationShutdown` tells the holders still running that their locks are gone (signal,
+ * `lost$`), releases those locks, closes the change stream and, last, the MongoDB client.
  *
  * @example
  * const locks = new LockService({ uri: 'mongodb://localhost/app' });
@@ -48,13 +68,14 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   private readonly options: ResolvedLockModuleOptions;
   private readonly logger = new Logger('LockService');
   private readonly waiting: LockWaiting;
-  private readonly held = new Set<MongoLockHandle>();
+  private readonly held = new HeldLocks();
   private readonly acquirer: LockAcquirer;
+  /** Aborted when shutdown begins: no new locks, no new waits. */
   private readonly closing = new AbortController();
   private store: LockStore | undefined;
   private starting: Promise<LockStore> | undefined;
-  private shuttingDown: Promise<void> | undefined;
-  private clientClosed: Promise<void> | undefined;
+  private draining: Promise<void> | undefined;
+  private closed: Promise<void> | undefined;
 
   constructor(@Inject(MONGO_LOCK_OPTIONS) options: MongoLockModuleOptions) {
     this.options = resolveModuleOptions(options);
@@ -62,23 +83,22 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     // Every wait links its signal to this one for the wait's duration (and unlinks after):
     // many concurrent waits are normal, not a listener leak.
     setMaxListeners(0, this.closing.signal);
-    const logger = {
-      warn: (message: string) => this.logger.warn(message),
-      error: (message: string) => this.logger.error(message),
-    };
     const feed = new LockChangeFeed(
-      (streamOptions) => this.requireStore().openChangeStream(streamOptions),
-      logger,
+      (streamOptions) =>
+        this.requireStore().openChangeStream({ ...streamOptions, maxAwaitTimeMS: STREAM_AWAIT_MS }),
+      {
+        warn: (message: string) => this.logger.warn(message),
+        error: (message: string) => this.logger.error(message),
+      },
       this.options.changeStreams,
+      STREAM_AWAIT_MS + this.options.operationTimeoutMs,
     );
-    this.waiting = new LockWaiting(feed, this.holderId, this.options, (won) => {
-      void this.acquirer.releaseAbandoned(this.requireStore(), won);
-    });
+    this.waiting = new LockWaiting(feed, this.holderId, this.options);
     this.acquirer = new LockAcquirer({
       waiting: this.waiting,
-      logger,
       maxHoldMs: this.options.maxHoldMs,
       held: this.held,
+      operationTimeoutMs: this.options.operationTimeoutMs,
     });
     this.events$ = this.createEvents().pipe(share());
   }
@@ -88,22 +108,32 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     return innermostHeldLock();
   }
 
-  /** Connects (creating the client from `uri` if none was given) and ensures indexes. Idempotent. */
+  /**
+   * Connects (creating the client from `uri` if none was given) and ensures indexes.
+   * Idempotent. Refuses a `holderId` that another started service of this process uses.
+   */
   async onModuleInit(): Promise<void> {
     await this.start();
   }
 
-  /** Stops renewals, releases every held lock, closes the change stream. */
+  /**
+   * Stops taking new locks and waits, up to `shutdownGraceMs`, for locked work in flight to
+   * finish (its locks are still renewed meanwhile).
+   */
   async beforeApplicationShutdown(): Promise<void> {
-    this.shuttingDown ??= this.shutDown();
-    await this.shuttingDown;
+    this.draining ??= this.drain();
+    await this.draining;
   }
 
-  /** Closes the MongoDB client, only if this service created it. */
+  /**
+   * After the HTTP server has closed: tells holders still running that their locks are gone,
+   * releases them, closes the change stream, then the MongoDB client (only if this service
+   * created it).
+   */
   async onApplicationShutdown(): Promise<void> {
     await this.beforeApplicationShutdown();
-    this.clientClosed ??= this.store?.closeOwnedClient() ?? Promise.resolve();
-    await this.clientClosed;
+    this.closed ??= this.finish();
+    await this.closed;
   }
 
   /** Everything `beforeApplicationShutdown` and `onApplicationShutdown` do, for use without Nest. */
@@ -173,7 +203,14 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
       await handle.release().catch(() => undefined);
       throw error;
     }
-    await handle.release();
+    try {
+      await handle.release();
+    } catch (error) {
+      if (error instanceof LockLostError) throw error;
+      // fn finished inside its lease; only the release is unconfirmed. The lease runs out by
+      // itself, and the handle's signal aborts then.
+      this.logger.warn(`Could not release ${JSON.stringify(handle.key)}: ${String(error)}`);
+    }
     return result;
   }
 
@@ -243,17 +280,14 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     return store.inspect(validKey);
   }
 
-  /** Releases every lock whose holder is this instance, in one command; returns how many. */
+  /**
+   * Releases every lock this instance holds now, by owner token. Each holder is told first
+   * (its `signal` aborts, `lost$` emits): work still running under it is no longer protected.
+   * Resolves to how many keys were released while their lease was live; locks acquired after
+   * the call began are not touched.
+   */
   async releaseAllHeld(): Promise<number> {
-    const store = await this.start();
-    const handles = [...this.held];
-    for (const handle of handles) handle.stopRenewal();
-    const released = await store.releaseAllByHolder();
-    for (const handle of handles) {
-      handle.markReleasedElsewhere('releaseAllHeld() released it');
-      for (const key of handle.keys) this.waiting.notifyReleased(key);
-    }
-    return released;
+    return this.held.revokeAll('releaseAllHeld() released it');
   }
 
   /** Diagnostics for tests and health checks. @internal */
@@ -264,27 +298,36 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     streamsOpened: number;
     held: number;
   } {
-    const feed = this.waiting.feed;
+    const stream = this.waiting.streamState;
     return {
       waiters: this.waiting.waiterCount,
-      streamOpen: feed.streamOpen,
-      streamEstablished: feed.streamEstablished,
-      streamsOpened: feed.streamsOpened,
+      streamOpen: stream.open,
+      streamEstablished: stream.established,
+      streamsOpened: stream.opened,
       held: this.held.size,
     };
   }
 
   private start(): Promise<LockStore> {
-    if (this.closing.signal.aborted)
-      return Promise.reject(new MongoLockError(serviceClosedMessage()));
+    if (this.closing.signal.aborted) {
+      return Promise.reject(new LockServiceClosedError(serviceClosedMessage()));
+    }
     this.starting ??= this.connect().catch((error: unknown) => {
       this.starting = undefined;
+      liveHolderIds.delete(this.holderId);
       throw error;
     });
     return this.starting;
   }
 
   private async connect(): Promise<LockStore> {
+    // Two live services with one holder id could not be told apart in lock documents.
+    if (liveHolderIds.has(this.holderId)) {
+      throw new InvalidLockOptionsError(duplicateHolderIdMessage(this.holderId), {
+        option: 'holderId',
+      });
+    }
+    liveHolderIds.add(this.holderId);
     this.store = await LockStore.open(this.options);
     return this.store;
   }
@@ -303,7 +346,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
       this.start().then(
         () => {
           if (unsubscribed) return;
-          unwatch = this.waiting.feed.watchEvents((event) => subscriber.next(event));
+          unwatch = this.waiting.watchEvents((event) => subscriber.next(event));
         },
         (error: unknown) => {
           if (!this.closing.signal.aborted) subscriber.error(error);
@@ -350,13 +393,22 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     }
   }
 
-  private async shutDown(): Promise<void> {
-    this.closing.abort(new MongoLockError(serviceClosedMessage()));
+  private async drain(): Promise<void> {
+    this.closing.abort(new LockServiceClosedError(serviceClosedMessage()));
     await this.starting?.catch(() => undefined);
-    const handles = [...this.held];
-    // Work still running under these locks is no longer protected: abort it.
-    for (const handle of handles) handle.markLostBeforeRelease('the LockService is shutting down');
-    await Promise.all(handles.map((handle) => handle.release().catch(() => undefined)));
+    const drained = await this.held.drain(this.options.shutdownGraceMs);
+    if (!drained) {
+      this.logger.warn(
+        `${this.held.size} locked operation(s) still running after shutdownGraceMs ` +
+          `(${this.options.shutdownGraceMs} ms); their locks are released when the app closes`,
+      );
+    }
+  }
+
+  private async finish(): Promise<void> {
+    await this.held.revokeAll('the LockService shut down before the work under it ended');
     await this.waiting.close();
+    await this.store?.close();
+    if (this.starting) liveHolderIds.delete(this.holderId);
   }
 }

@@ -51,5 +51,6 @@ export const MESSAGES = {
     seconds === undefined
       ? 'The resource is locked; try again later'
       : `The resource is locked; try again in ${seconds} s`,
+  unavailable: (seconds: number) => `The lock service is unavailable; try again in ${seconds} s`,
   invalidKey: () => 'The request does not name a valid lock key',
 };

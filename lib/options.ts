@@ -26,6 +26,8 @@ export const LOCK_OPTION_DEFAULTS = {
   pollIntervalMs: 50,
   maxPollIntervalMs: 1_000,
   safetyPollIntervalMs: 5_000,
+  operationTimeoutMs: 5_000,
+  shutdownGraceMs: 10_000,
 } as const;
 
 /** Module options with every default filled in. Exactly one of `uri` and `client` is set. */
@@ -47,6 +49,8 @@ export interface ResolvedLockModuleOptions {
   pollIntervalMs: number;
   maxPollIntervalMs: number;
   safetyPollIntervalMs: number;
+  operationTimeoutMs: number;
+  shutdownGraceMs: number;
 }
 
 /** One acquisition's options with the module defaults applied. */
@@ -209,6 +213,20 @@ export function resolveModuleOptions(options: MongoLockModuleOptions): ResolvedL
       100,
       MAX_TIMER_MS,
       d.safetyPollIntervalMs,
+    ),
+    operationTimeoutMs: integer(
+      'operationTimeoutMs',
+      options.operationTimeoutMs,
+      100,
+      600_000,
+      d.operationTimeoutMs,
+    ),
+    shutdownGraceMs: integer(
+      'shutdownGraceMs',
+      options.shutdownGraceMs,
+      0,
+      MAX_TIMER_MS,
+      d.shutdownGraceMs,
     ),
   };
 }

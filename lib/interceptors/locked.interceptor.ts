@@ -13,7 +13,13 @@ import { type Observable, throwError } from 'rxjs';
 import { isLockedByInterceptor, runLockedByInterceptor } from '../decorators/lock-bindings';
 import type { LockedMetadata } from '../decorators/locked-metadata';
 import { lockedObservable } from '../decorators/locked-observable';
-import { InvalidLockKeyError, LockNotAcquiredError, MongoLockError } from '../errors';
+import {
+  InvalidLockKeyError,
+  LockNotAcquiredError,
+  LockServiceClosedError,
+  LockStoreUnavailableError,
+  MongoLockError,
+} from '../errors';
 import type { LockKeyContext } from '../keys/key-template';
 import { LockService } from '../lock.service';
 import { LOCKED_METADATA } from '../mongo-lock.constants';
@@ -31,9 +37,10 @@ interface HttpRequestLike {
  * Locks `@Locked` handlers for the duration of their call (and of the Observable they return).
  * `@Locked` applies it to each handler it decorates; you never register it yourself.
  *
- * On HTTP, a lock that cannot be had becomes `423 Locked` with `Retry-After`, and a key that
- * cannot be built from the request becomes `400 Bad Request`. Other transports get the typed
- * errors. Errors of the handler itself pass through unchanged. Override the protected hooks in
+ * On HTTP, a lock that cannot be had becomes `423 Locked` with `Retry-After`, a key that
+ * cannot be built from the request becomes `400 Bad Request`, and MongoDB unreachable in time
+ * or the service shutting down becomes `503 Service Unavailable` with `Retry-After`. Other
+ * transports get the typed errors. Errors of the handler itself pass through unchanged. Override the protected hooks in
  * a subclass and use it through `createLockedDecorator()`.
  *
  * @example
@@ -92,7 +99,8 @@ export class LockedInterceptor implements NestInterceptor {
 
   /**
    * Maps an error of taking the lock (never one of the handler). HTTP: `LockNotAcquiredError`
-   * is 423 with `Retry-After`, `InvalidLockKeyError` is 400; other transports: unchanged.
+   * is 423 with `Retry-After`, `InvalidLockKeyError` is 400, `LockStoreUnavailableError` and
+   * `LockServiceClosedError` are 503 with `Retry-After`; other transports: unchanged.
    */
   protected mapLockError(error: unknown, context: ExecutionContext): unknown {
     if (context.getType() !== 'http') return error;
@@ -102,12 +110,31 @@ export class LockedInterceptor implements NestInterceptor {
       return this.toLockedException(error, seconds);
     }
     if (error instanceof InvalidLockKeyError) return this.toInvalidKeyException(error);
+    if (error instanceof LockStoreUnavailableError || error instanceof LockServiceClosedError) {
+      const seconds = this.unavailableRetryAfterSeconds(error);
+      this.setResponseHeader(context, 'Retry-After', String(seconds));
+      return this.toUnavailableException(error, seconds);
+    }
     return error;
   }
 
   /** Whole seconds until the holder's lease ends, at least 1. */
   protected retryAfterSeconds(error: LockNotAcquiredError): number {
     return Math.max(1, Math.ceil((error.retryAfterMs ?? 0) / 1000));
+  }
+
+  /** Whole seconds a client should wait when the lock store is unavailable. Default 1. */
+  protected unavailableRetryAfterSeconds(_error: MongoLockError): number {
+    return 1;
+  }
+
+  protected toUnavailableException(error: MongoLockError, retryAfterSeconds: number): unknown {
+    const body = {
+      statusCode: HttpStatus.SERVICE_UNAVAILABLE,
+      message: MESSAGES.unavailable(retryAfterSeconds),
+      error: 'Service Unavailable',
+    };
+    return new HttpException(body, HttpStatus.SERVICE_UNAVAILABLE, { cause: error });
   }
 
   protected toLockedException(error: LockNotAcquiredError, retryAfterSeconds: number): unknown {

@@ -44,4 +44,15 @@ export interface MongoLockModuleOptions {
    * and lease expiry does not depend on it. Default 5 000 ms.
    */
   safetyPollIntervalMs?: number;
+  /**
+   * The longest one lock command may take, server selection included, before it counts as
+   * failed with `LockStoreUnavailableError` (its outcome unknown; anything it may have taken
+   * is given back). `acquire` settles within `timeoutMs` plus this. Default 5 000 ms.
+   */
+  operationTimeoutMs?: number;
+  /**
+   * On shutdown, how long locked work still running may finish (its locks renewed) before
+   * its holders are told of the loss and the locks are released. Default 10 000 ms.
+   */
+  shutdownGraceMs?: number;
 }

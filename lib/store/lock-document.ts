@@ -15,6 +15,11 @@ export interface LockDocument {
   expiresAt: Date | null;
   /** Set on release; a TTL index deletes the idle document at this time. */
   gcAt: Date | null;
+  /** Owner token of the last release of a live lease, so a retried release knows it succeeded. */
+  releasedOwner?: string | null;
+  /** `holder` and `fence` of the last released acquisition, for release events. */
+  releasedHolder?: string | null;
+  releasedFence?: Long;
 }
 
 /**
@@ -23,7 +28,7 @@ export interface LockDocument {
  */
 export type LockCollection = Pick<
   Collection<LockDocument>,
-  'findOneAndUpdate' | 'findOne' | 'updateMany' | 'createIndexes' | 'watch' | 'collectionName'
+  'findOneAndUpdate' | 'findOne' | 'createIndexes' | 'watch' | 'collectionName'
 >;
 
 /** Where the store starts the session that reports an attempt's `operationTime`. */

@@ -4,13 +4,14 @@ import type { LockState } from '../interfaces/lock-state.interface';
 import type { ResolvedLockModuleOptions } from '../options';
 import { attemptAcquire } from './acquire-attempt';
 import type { AcquireAttemptOutcome } from './acquire-attempt';
+import { boundedCommand } from './bounded-command';
 import { ensureLockIndexes } from './ensure-indexes';
 import { inspectLock, probeLock } from './inspect-lock';
 import { openLockCollection } from './lock-collection';
 import { openLockChangeStream } from './lock-change-stream';
 import type { OpenLockChangeStreamOptions } from './lock-change-stream';
 import type { LockChangeStream, LockCollection } from './lock-document';
-import { releaseAllByHolder } from './release-all-by-holder';
+import { isStoreUnavailableError } from './mongo-error-codes';
 import { releaseLease } from './release-lease';
 import type { ReleaseLeaseOutcome } from './release-lease';
 import { renewLease } from './renew-lease';
@@ -24,9 +25,28 @@ export interface KeyLeaseProbe {
   operationTime: Timestamp | undefined;
 }
 
-/** The store's functions bound to one connected client and lock collection. */
+/** Tries of one give-back while MongoDB is unavailable, before the lease is left to run out. */
+const GIVE_BACK_TRIES = 3;
+
+const idOf = (key: string, owner: string) => `${owner}\0${key}`;
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * The store's functions bound to one connected client and lock collection. Every command is
+ * bounded by `operationTimeoutMs` and throws only the library's errors. The store also owns
+ * what an unknown outcome leaves behind: an attempt that won after its caller stopped waiting,
+ * or a lock its caller gave up on, is released by owner token.
+ */
 export class LockStore {
   private readonly collection: LockCollection;
+  /** Attempts still on their way, by owner token and key (a timed-out one may yet win). */
+  private readonly inFlight = new Map<string, Set<Promise<unknown>>>();
+  /** Wins handed to a caller, who now releases them; never given back behind its back. */
+  private readonly claimed = new Set<string>();
+  private readonly givingBack = new Map<string, Promise<ReleaseLeaseOutcome | undefined>>();
 
   /**
    * Connects (creating the client from `uri` when none was given) and ensures the indexes
@@ -52,52 +72,92 @@ export class LockStore {
     readonly ownsClient: boolean,
     private readonly options: ResolvedLockModuleOptions,
   ) {
-    this.collection = openLockCollection(client, options.dbName, options.collectionName);
-  }
-
-  /** Closes the client only if the store created it; a client the user gave stays open. */
-  closeOwnedClient(): Promise<void> {
-    return this.ownsClient ? this.client.close() : Promise.resolve();
+    this.collection = openLockCollection(
+      client,
+      options.dbName,
+      options.collectionName,
+      options.operationTimeoutMs,
+    );
   }
 
   ensureIndexes(): Promise<void> {
     return ensureLockIndexes(this.collection);
   }
 
-  attempt(key: string, owner: string, ttlMs: number): Promise<AcquireAttemptOutcome> {
-    return attemptAcquire(this.collection, this.client, {
-      key,
-      owner,
-      holder: this.options.holderId,
-      ttlMs,
-    });
+  /**
+   * One acquisition attempt. A win is claimed by the caller, who must release it (or
+   * {@link giveBack} it). A win that arrives after the caller stopped waiting is given back.
+   */
+  async attempt(key: string, owner: string, ttlMs: number): Promise<AcquireAttemptOutcome> {
+    const id = idOf(key, owner);
+    const command = boundedCommand('acquire', this.options.operationTimeoutMs, () =>
+      attemptAcquire(this.collection, this.client, {
+        key,
+        owner,
+        holder: this.options.holderId,
+        ttlMs,
+      }),
+    );
+    this.trackInFlight(id, command.sent);
+    void command.sent.then(
+      (outcome) => {
+        if (!outcome.won || !command.timedOut() || this.claimed.has(id)) return;
+        // After any give-back under way: it may have been sent before this win.
+        void Promise.resolve(this.givingBack.get(id)).then(() => this.giveBack(key, owner));
+      },
+      () => undefined,
+    );
+    const outcome = await command.result;
+    if (outcome.won) this.claimed.add(id);
+    return outcome;
   }
 
   renew(key: string, owner: string, ttlMs: number): Promise<RenewLeaseOutcome> {
-    return renewLease(this.collection, { key, owner, ttlMs });
+    return boundedCommand('renew', this.options.operationTimeoutMs, () =>
+      renewLease(this.collection, { key, owner, ttlMs }),
+    ).result;
   }
 
-  release(key: string, owner: string): Promise<ReleaseLeaseOutcome> {
-    return releaseLease(this.collection, {
-      key,
-      owner,
-      idleRetentionMs: this.options.idleRetentionMs,
-    });
+  async release(key: string, owner: string): Promise<ReleaseLeaseOutcome> {
+    const outcome = await boundedCommand('release', this.options.operationTimeoutMs, () =>
+      releaseLease(this.collection, {
+        key,
+        owner,
+        idleRetentionMs: this.options.idleRetentionMs,
+      }),
+    ).result;
+    this.claimed.delete(idOf(key, owner));
+    return outcome;
   }
 
-  releaseAllByHolder(): Promise<number> {
-    return releaseAllByHolder(this.collection, {
-      holder: this.options.holderId,
-      idleRetentionMs: this.options.idleRetentionMs,
-    });
+  /**
+   * Releases, in the background, whatever `owner` may hold on `key`: after the attempts still
+   * on their way have settled, by owner token, a few times while MongoDB is unavailable.
+   * Resolves to the release's outcome, or `undefined` if it could not be sent (the lease then
+   * runs out by itself); never rejects. `close()` waits for these, within its bound.
+   */
+  giveBack(key: string, owner: string): Promise<ReleaseLeaseOutcome | undefined> {
+    const id = idOf(key, owner);
+    this.claimed.delete(id);
+    const running = this.givingBack.get(id);
+    if (running) return running;
+    const task = this.giveBackOnce(key, owner, id).finally(() => this.givingBack.delete(id));
+    this.givingBack.set(id, task);
+    return task;
   }
 
   inspect(key: string): Promise<LockState | null> {
-    return inspectLock(this.collection, key);
+    return boundedCommand('inspect', this.options.operationTimeoutMs, () =>
+      inspectLock(this.collection, key),
+    ).result;
   }
 
   async probe(key: string): Promise<KeyLeaseProbe> {
-    const { state, sentAt, operationTime } = await probeLock(this.collection, this.client, key);
+    const { state, sentAt, operationTime } = await boundedCommand(
+      'inspect',
+      this.options.operationTimeoutMs,
+      () => probeLock(this.collection, this.client, key),
+    ).result;
     return {
       held: state?.held ?? false,
       remainingMs: state?.remainingMs ?? 0,
@@ -108,5 +168,61 @@ export class LockStore {
 
   openChangeStream(options: OpenLockChangeStreamOptions): LockChangeStream {
     return openLockChangeStream(this.collection, options);
+  }
+
+  /**
+   * Waits (at most `operationTimeoutMs` in all) for attempts still on their way and for the
+   * give-backs they lead to, then closes the client if the store created it; a client the
+   * user gave stays open.
+   */
+  async close(): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const outOfTime = new Promise((resolve) => {
+      timer = setTimeout(resolve, this.options.operationTimeoutMs);
+    });
+    const attempts = [...this.inFlight.values()].flatMap((set) => [...set]);
+    await Promise.race([Promise.all(attempts), outOfTime]);
+    // Their callers give back what they took a few promise turns later.
+    await new Promise((resolve) => setImmediate(resolve));
+    await Promise.race([Promise.all([...this.givingBack.values()]), outOfTime]);
+    clearTimeout(timer);
+    if (this.ownsClient) await this.client.close();
+  }
+
+  private trackInFlight(id: string, sent: Promise<unknown>): void {
+    let attempts = this.inFlight.get(id);
+    if (!attempts) this.inFlight.set(id, (attempts = new Set()));
+    const settled = sent.then(
+      () => undefined,
+      () => undefined,
+    );
+    attempts.add(settled);
+    void settled.then(() => {
+      attempts.delete(settled);
+      if (attempts.size === 0 && this.inFlight.get(id) === attempts) this.inFlight.delete(id);
+    });
+  }
+
+  private async giveBackOnce(
+    key: string,
+    owner: string,
+    id: string,
+  ): Promise<ReleaseLeaseOutcome | undefined> {
+    const timeoutMs = this.options.operationTimeoutMs;
+    // A release sent before an attempt still on its way would miss that attempt's win.
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.all([...(this.inFlight.get(id) ?? [])]),
+      new Promise((resolve) => (timer = setTimeout(resolve, timeoutMs))),
+    ]);
+    clearTimeout(timer);
+    for (let tries = 1; ; tries += 1) {
+      try {
+        return await this.release(key, owner);
+      } catch (error) {
+        if (!isStoreUnavailableError(error) || tries >= GIVE_BACK_TRIES) return undefined;
+        await sleep(100 * 2 ** tries);
+      }
+    }
   }
 }

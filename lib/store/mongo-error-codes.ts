@@ -1,8 +1,44 @@
-import { MongoError, MongoNetworkError, MongoServerSelectionError } from 'mongodb';
+import {
+  MongoError,
+  MongoErrorLabel,
+  MongoNetworkError,
+  MongoServerSelectionError,
+  MongoTopologyClosedError,
+  MongoWriteConcernError,
+} from 'mongodb';
+import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
+import { MongoLockError } from '../errors/mongo-lock.error';
 
 const DUPLICATE_KEY = 11000;
 /** "The $changeStream stage is only supported on replica sets". */
 const CHANGE_STREAM_NEEDS_REPLICA_SET = 40573;
+
+/**
+ * Server error codes that mean "this node cannot serve the command now" (an election, a
+ * shutdown, a network blip seen by the server), as the driver's retryability rules list them.
+ */
+const UNAVAILABLE_CODES = new Set([
+  6, // HostUnreachable
+  7, // HostNotFound
+  64, // WriteConcernFailed (wtimeout): applied on the primary, majority unconfirmed
+  89, // NetworkTimeout
+  91, // ShutdownInProgress
+  189, // PrimarySteppedDown
+  262, // ExceededTimeLimit
+  9001, // SocketException
+  10107, // NotWritablePrimary
+  11600, // InterruptedAtShutdown
+  11602, // InterruptedDueToReplStateChange
+  13435, // NotPrimaryNoSecondaryOk
+  13436, // NotPrimaryOrSecondary
+  10058, // LegacyNotPrimary
+]);
+
+const UNAVAILABLE_LABELS = [
+  MongoErrorLabel.RetryableWriteError,
+  MongoErrorLabel.ResumableChangeStreamError,
+  MongoErrorLabel.TransientTransactionError,
+];
 
 function codeOf(error: unknown): unknown {
   return typeof error === 'object' && error !== null
@@ -22,17 +58,34 @@ export function isChangeStreamUnsupportedError(error: unknown): boolean {
 }
 
 /**
- * Worth retrying: network trouble, a primary stepping down, or anything the driver labels
- * retryable. Everything else (bad options, auth, a collection dropped) will not heal.
+ * MongoDB could not serve the command now, and it may succeed later: network trouble, no
+ * reachable primary, a primary stepping down, a write concern not satisfied in time. Decided
+ * by class, error label and code, as the driver does; the message only as a last resort for
+ * servers that send neither. Everything else (bad options, auth, a dropped collection) will
+ * not heal by retrying.
  */
-export function isTransientMongoError(error: unknown): boolean {
-  // No reachable primary for a while, as during an election.
+export function isStoreUnavailableError(error: unknown): boolean {
+  if (error instanceof LockStoreUnavailableError) return true;
   if (error instanceof MongoNetworkError || error instanceof MongoServerSelectionError) return true;
+  // The command may have been applied, but its durability is unknown: retry by token.
+  if (error instanceof MongoWriteConcernError) return true;
   if (!(error instanceof MongoError)) return false;
-  return (
-    error.hasErrorLabel('RetryableWriteError') ||
-    error.hasErrorLabel('TransientTransactionError') ||
-    error.hasErrorLabel('ResumableChangeStreamError') ||
-    /not (writable )?primary|node is recovering|interrupted/i.test(error.message)
-  );
+  if (UNAVAILABLE_LABELS.some((label) => error.hasErrorLabel(label))) return true;
+  if (UNAVAILABLE_CODES.has(Number(codeOf(error)))) return true;
+  return /not (writable )?primary|node is recovering/i.test(error.message);
+}
+
+/**
+ * What the store throws: the library's errors only, with the driver's as `cause`.
+ * `LockStoreUnavailableError` when trying again later may work, `MongoLockError` otherwise.
+ */
+export function toStoreError(error: unknown, command: string): MongoLockError {
+  if (error instanceof MongoLockError) return error;
+  const reason = error instanceof Error ? error.message : String(error);
+  if (isStoreUnavailableError(error) || error instanceof MongoTopologyClosedError) {
+    return new LockStoreUnavailableError(`MongoDB is unavailable (${command}): ${reason}`, {
+      cause: error,
+    });
+  }
+  return new MongoLockError(`Lock command ${command} failed: ${reason}`, { cause: error });
 }

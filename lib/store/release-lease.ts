@@ -9,17 +9,47 @@ export interface ReleaseLeaseRequest {
 }
 
 /**
- * - `released`: we held a live lease and gave it up.
+ * - `released`: we held a live lease and gave it up (now, or in an earlier try of this
+ *   release whose reply was lost).
  * - `expired`: the token was still ours but the lease had ended; the document is freed
  *   anyway, yet the holder was unprotected for a while, so this counts as lost.
- * - `lost`: someone else holds the key now, or it was already released.
+ * - `lost`: someone else holds the key now, or it was freed without us.
  */
 export type ReleaseLeaseOutcome = 'released' | 'expired' | 'lost';
 
+interface ReleaseReply {
+  ours: boolean;
+  remainingMs: BsonInteger;
+}
+
+/** Each field takes its new value when we own the document and keeps its old one otherwise. */
+function whenOurs(owner: string, newValue: unknown, field: string) {
+  return { $cond: [{ $eq: ['$owner', owner] }, newValue, field] };
+}
+
+function releasePipeline(owner: string, idleRetentionMs: number) {
+  const live = { $gt: ['$expiresAt', '$$NOW'] };
+  return [
+    {
+      $set: {
+        owner: whenOurs(owner, null, '$owner'),
+        gcAt: whenOurs(owner, { $add: ['$$NOW', idleRetentionMs] }, '$gcAt'),
+        // Lets a retried release recognise its own earlier success (a lost reply, a
+        // write-concern error after the write); kept only for a release of a live lease.
+        releasedOwner: whenOurs(owner, { $cond: [live, owner, null] }, '$releasedOwner'),
+        // Who released which acquisition, for `events$` (the change event carries them).
+        releasedHolder: whenOurs(owner, '$holder', '$releasedHolder'),
+        releasedFence: whenOurs(owner, '$fence', '$releasedFence'),
+      },
+    },
+  ];
+}
+
 /**
  * Owner-checked release in one round trip: sets `owner` to null and schedules the idle
- * document for deletion. The pre-image's remaining lease (by the server clock) says whether
- * the lease was still live.
+ * document for deletion. The pre-image says whether the lease was still live by the server
+ * clock. Idempotent: repeating a release that already succeeded reports `released` again
+ * (unless another release of the key came in between) and writes nothing.
  *
  * @example
  * if ((await releaseLease(collection, { key, owner, idleRetentionMs })) !== 'released') reportLost();
@@ -29,13 +59,18 @@ export async function releaseLease(
   { key, owner, idleRetentionMs }: ReleaseLeaseRequest,
 ): Promise<ReleaseLeaseOutcome> {
   const before = (await collection.findOneAndUpdate(
-    { _id: key, owner },
-    [{ $set: { owner: null, gcAt: { $add: ['$$NOW', idleRetentionMs] } } }],
+    { _id: key, $or: [{ owner }, { releasedOwner: owner }] },
+    releasePipeline(owner, idleRetentionMs),
     {
       returnDocument: 'before',
-      projection: { _id: 0, remainingMs: { $subtract: ['$expiresAt', '$$NOW'] } },
+      projection: {
+        _id: 0,
+        ours: { $eq: ['$owner', owner] },
+        remainingMs: { $subtract: ['$expiresAt', '$$NOW'] },
+      },
     },
-  )) as { remainingMs: BsonInteger } | null;
+  )) as ReleaseReply | null;
   if (before === null) return 'lost';
+  if (!before.ours) return 'released'; // released by an earlier try, while live
   return toRemainingMs(before.remainingMs) > 0 ? 'released' : 'expired';
 }

@@ -1,6 +1,7 @@
-import type { ResumeToken, Timestamp } from 'mongodb';
+import type { ChangeStreamDocument, ResumeToken, Timestamp } from 'mongodb';
+import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
 import type { LockEvent } from '../interfaces/lock-state.interface';
-import type { LockChangeStream } from '../store/lock-document';
+import type { LockChangeStream, LockDocument } from '../store/lock-document';
 import type { LockChangeScope, OpenLockChangeStreamOptions } from '../store/lock-change-stream';
 import { isChangeStreamUnsupportedError } from '../store/mongo-error-codes';
 import { toLockEvent } from './lock-event';
@@ -8,11 +9,15 @@ import type { WaitLogger } from './wait-logger';
 
 /**
  * Why a key watcher is called: the key was released (seen on the change stream), this
- * process's own hold on it ended (`released-here`, told at once, before the stream says
- * so), or an event may have been missed and the caller must look again.
+ * process's own release freed it (`released-here`, told at once, before the stream says
+ * so), this process's hold ended without freeing it (`ended-here`: it had been lost), or an
+ * event may have been missed and the caller must look again.
  */
-export type KeySignal = 'released' | 'released-here' | 'recheck';
+export type KeySignal = 'released' | 'released-here' | 'ended-here' | 'recheck';
 export type KeyWatcher = (signal: KeySignal) => void;
+
+/** How many keys' latest release times the feed remembers for watchers that come late. */
+const RECENT_RELEASES_KEPT = 10_000;
 
 interface ActiveStream {
   readonly stream: LockChangeStream;
@@ -26,6 +31,13 @@ interface ActiveStream {
 
 const REOPEN_DELAY_MS = [50, 200, 1_000, 5_000];
 
+/** Stops waiting for a close that does not answer (a server that is gone). */
+const CLOSE_WAIT_MS = 1_000;
+
+function later(a: Timestamp, b: Timestamp | undefined): boolean {
+  return b === undefined || a.compare(b) > 0;
+}
+
 /**
  * ONE change stream per `LockService`, shared by every waiter and `events$` subscriber.
  * Opened when the first watcher appears, closed when the last one goes, filtered on the
@@ -33,7 +45,14 @@ const REOPEN_DELAY_MS = [50, 200, 1_000, 5_000];
  * mode once (and says so once); watchers then only hear local releases and must poll.
  */
 export class LockChangeFeed {
-  private readonly keyWatchers = new Map<string, Set<KeyWatcher>>();
+  /** Per key, each watcher with the server time it has seen up to (older events are stale). */
+  private readonly keyWatchers = new Map<string, Map<KeyWatcher, Timestamp | undefined>>();
+  /**
+   * Latest release time per key, so that a watcher whose attempt was answered after the
+   * release was streamed still hears of it; {@link forgottenBefore} bounds what was dropped.
+   */
+  private readonly recentReleases = new Map<string, Timestamp>();
+  private forgottenBefore: Timestamp | undefined;
   private readonly eventListeners = new Set<(event: LockEvent) => void>();
   private active: ActiveStream | undefined;
   private pollingReason: string | undefined;
@@ -47,6 +66,8 @@ export class LockChangeFeed {
     private readonly openStream: (options: OpenLockChangeStreamOptions) => LockChangeStream,
     private readonly logger: WaitLogger,
     changeStreams: 'auto' | 'off',
+    /** A getMore unanswered this long past its await time counts as a stream failure. */
+    private readonly stallTimeoutMs = 10_000,
   ) {
     if (changeStreams === 'off') this.pollingReason = "option changeStreams is 'off'";
   }
@@ -77,9 +98,10 @@ export class LockChangeFeed {
    */
   watchKey(key: string, watcher: KeyWatcher, attemptTime: Timestamp | undefined): () => void {
     let watchers = this.keyWatchers.get(key);
-    if (!watchers) this.keyWatchers.set(key, (watchers = new Set()));
-    watchers.add(watcher);
-    if (this.streaming) this.cover(watcher, attemptTime);
+    if (!watchers)
+      this.keyWatchers.set(key, (watchers = new Map<KeyWatcher, Timestamp | undefined>()));
+    watchers.set(watcher, attemptTime);
+    if (this.streaming) this.cover(key, watcher, attemptTime);
     else this.announcePolling();
     return () => {
       watchers.delete(watcher);
@@ -94,8 +116,10 @@ export class LockChangeFeed {
   watchEvents(listener: (event: LockEvent) => void): () => void {
     this.eventListeners.add(listener);
     if (!this.streaming) this.announcePolling();
-    else if (!this.active) this.open({}, undefined);
-    else if (this.active.scope === 'releases') this.widen(this.active);
+    // While a failed stream waits to reopen, the reopened one (with its resume token) will
+    // report ownership too, since listeners exist by then.
+    else if (!this.active && !this.reopenTimer) this.open({}, undefined);
+    else if (this.active?.scope === 'releases') this.widen(this.active);
     return () => {
       this.eventListeners.delete(listener);
       this.stopIfUnused();
@@ -103,18 +127,35 @@ export class LockChangeFeed {
   }
 
   /** A hold of this process ended: wake local waiters without waiting for the stream. */
-  notifyReleased(key: string): void {
-    this.signalKey(key, 'released-here');
+  notifyHoldEnded(key: string, freed: boolean): void {
+    this.signalKey(key, freed ? 'released-here' : 'ended-here', undefined);
   }
 
   async close(): Promise<void> {
     this.keyWatchers.clear();
     this.eventListeners.clear();
     this.stopIfUnused();
-    await Promise.all([...this.closing]);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.all([...this.closing]),
+      new Promise((resolve) => (timer = setTimeout(resolve, CLOSE_WAIT_MS))),
+    ]);
+    clearTimeout(timer);
   }
 
-  private cover(watcher: KeyWatcher, attemptTime: Timestamp | undefined): void {
+  private cover(key: string, watcher: KeyWatcher, attemptTime: Timestamp | undefined): void {
+    if (attemptTime) {
+      const released = this.recentReleases.get(key);
+      // Streamed before the watcher came: tell it now.
+      if (released && released.compare(attemptTime) > 0) {
+        queueMicrotask(() => watcher('released'));
+        return;
+      }
+      if (this.forgottenBefore && attemptTime.compare(this.forgottenBefore) <= 0) {
+        queueMicrotask(() => watcher('recheck'));
+        return;
+      }
+    }
     const active = this.active;
     if (!active) {
       if (this.reopenTimer) return; // The reopened stream wakes everyone.
@@ -192,10 +233,10 @@ export class LockChangeFeed {
   private async pump(active: ActiveStream): Promise<void> {
     try {
       while (this.active === active) {
-        const change = await active.stream.tryNext();
+        const change = await this.nextOrStall(active.stream);
         if (this.active !== active) return;
         if (!active.established) this.markEstablished(active);
-        if (change) this.dispatch(toLockEvent(change));
+        if (change) this.dispatch(change);
       }
     } catch (error) {
       if (this.active === active) this.onStreamError(error, active);
@@ -210,19 +251,55 @@ export class LockChangeFeed {
     for (const watcher of watchers) watcher('recheck');
   }
 
-  private dispatch(event: LockEvent | undefined): void {
+  /** The stream's next change; a getMore that a silent server never answers fails it. */
+  private async nextOrStall(
+    stream: LockChangeStream,
+  ): Promise<ChangeStreamDocument<LockDocument> | null> {
+    let timer: NodeJS.Timeout | undefined;
+    const stalled = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new LockStoreUnavailableError('The lock change stream stopped answering')),
+        this.stallTimeoutMs,
+      );
+    });
+    try {
+      return await Promise.race([stream.tryNext(), stalled]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private dispatch(change: ChangeStreamDocument<LockDocument>): void {
+    const event = toLockEvent(change);
     if (!event) return;
-    if (event.type !== 'acquired') this.signalKey(event.key, 'released');
+    const at = 'clusterTime' in change ? change.clusterTime : undefined;
+    if (event.type !== 'acquired') {
+      if (at) this.rememberRelease(event.key, at);
+      this.signalKey(event.key, 'released', at);
+    }
     for (const listener of [...this.eventListeners]) listener(event);
   }
 
-  private signalKey(key: string, signal: KeySignal): void {
-    for (const watcher of [...(this.keyWatchers.get(key) ?? [])]) watcher(signal);
+  private rememberRelease(key: string, at: Timestamp): void {
+    this.recentReleases.delete(key);
+    this.recentReleases.set(key, at);
+    if (this.recentReleases.size <= RECENT_RELEASES_KEPT) return;
+    const [oldestKey, oldestAt] = this.recentReleases.entries().next().value as [string, Timestamp];
+    this.recentReleases.delete(oldestKey);
+    if (later(oldestAt, this.forgottenBefore)) this.forgottenBefore = oldestAt;
+  }
+
+  /** Calls the key's watchers; a streamed event no newer than what a watcher saw is stale. */
+  private signalKey(key: string, signal: KeySignal, at: Timestamp | undefined): void {
+    for (const [watcher, seenUpTo] of [...(this.keyWatchers.get(key) ?? [])]) {
+      if (at && seenUpTo && at.compare(seenUpTo) <= 0) continue;
+      watcher(signal);
+    }
   }
 
   private recheckAll(): void {
     for (const watchers of [...this.keyWatchers.values()]) {
-      for (const watcher of [...watchers]) watcher('recheck');
+      for (const watcher of [...watchers.keys()]) watcher('recheck');
     }
   }
 
@@ -249,7 +326,7 @@ export class LockChangeFeed {
       const reopened = this.open(resume, undefined);
       // Events may have been lost in between: every watcher looks again once it runs.
       for (const watchers of this.keyWatchers.values()) {
-        for (const watcher of watchers) reopened?.onEstablished.add(watcher);
+        for (const watcher of watchers.keys()) reopened?.onEstablished.add(watcher);
       }
     }, delay);
   }

@@ -54,12 +54,12 @@ function setUp() {
     feed,
     holderId: 'me',
     timing: { ...timing, pollIntervalMs: 600_000, maxPollIntervalMs: 600_000 },
-    releaseAbandoned: (won) => void abandoned.push(won),
     onEmpty: () => undefined,
   });
   const lock = new FakeLock();
   const request = (timeoutMs = 10_000, signal?: AbortSignal) => ({
     attempt: lock.attempt,
+    abandonWin: (won: AcquireAttemptWon) => void abandoned.push(won),
     deadline: performance.now() + timeoutMs,
     timeoutMs,
     signal,
@@ -67,7 +67,7 @@ function setUp() {
   /** The holder (in this process) releases: free the fake lock and tell the feed. */
   const release = () => {
     lock.held = false;
-    feed.notifyReleased('k');
+    feed.notifyHoldEnded('k', true);
   };
   return { queue, lock, request, release, abandoned };
 }
@@ -179,11 +179,11 @@ describe('KeyQueue', () => {
         feed,
         holderId: 'me',
         timing,
-        releaseAbandoned: () => undefined,
         onEmpty: () => undefined,
       });
       const request = () => ({
         attempt: lock.attempt,
+        abandonWin: () => undefined,
         deadline: performance.now() + 10_000,
         timeoutMs: 10_000,
         signal: undefined,
@@ -207,13 +207,13 @@ describe('KeyQueue', () => {
       await tick(30); // the stream is established (and its recheck heard) before we count
       for (let handover = 1; handover <= MAX_LOCAL_HANDOVERS; handover += 1) {
         lock.held = false;
-        feed.notifyReleased('k');
+        feed.notifyHoldEnded('k', true);
         await waiters[handover];
       }
       // The fifth: the local release alone does not wake the next waiter...
       const attemptsBefore = lock.attempts;
       lock.held = false;
-      feed.notifyReleased('k');
+      feed.notifyHoldEnded('k', true);
       await tick(50);
       expect(lock.attempts).toBe(attemptsBefore);
       // ...the stream's event of it does.
@@ -222,14 +222,14 @@ describe('KeyQueue', () => {
       let next = MAX_LOCAL_HANDOVERS + 2;
       for (let handover = 1; handover <= MAX_LOCAL_HANDOVERS; handover += 1) {
         lock.held = false;
-        feed.notifyReleased('k');
+        feed.notifyHoldEnded('k', true);
         await waiters[next++];
       }
       // Again the fifth, but its stream event overtakes the local notice: no stall.
       lock.held = false;
       streamRelease();
       await tick(20);
-      feed.notifyReleased('k');
+      feed.notifyHoldEnded('k', true);
       await waiters[next];
       await feed.close();
     });

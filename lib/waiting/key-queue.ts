@@ -1,7 +1,7 @@
 import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
 import { notAcquiredMessage } from '../lock.messages';
 import type { AcquireAttemptOutcome, AcquireAttemptWon } from '../store/acquire-attempt';
-import { isTransientMongoError } from '../store/mongo-error-codes';
+import { isStoreUnavailableError } from '../store/mongo-error-codes';
 import type { KeySignal, LockChangeFeed } from './change-feed';
 import { LEASE_END_MARGIN_MS, pollDelayMs } from './wait-timing';
 import type { WaitTiming } from './wait-timing';
@@ -17,8 +17,10 @@ export const MAX_LOCAL_HANDOVERS = 4;
 
 /** One caller waiting for a key. */
 export interface KeyWaitRequest {
-  /** One acquisition attempt (a fresh owner token each time). */
+  /** One acquisition attempt (the call's owner token, so a retry recognises an earlier win). */
   attempt: () => Promise<AcquireAttemptOutcome>;
+  /** An attempt won after the caller had left (cancelled mid-attempt): give it back. */
+  abandonWin(won: AcquireAttemptWon): void;
   /** Monotonic time (`performance.now()`) after which the caller gives up. */
   deadline: number;
   timeoutMs: number;
@@ -38,8 +40,6 @@ export interface KeyQueueDeps {
   /** This process's holder id: a key it holds is freed only by its own release. */
   holderId: string;
   timing: WaitTiming;
-  /** Gives back a lock won by a waiter that had already left (cancelled mid-attempt). */
-  releaseAbandoned(won: AcquireAttemptWon): void;
   /** The queue has no waiters left and forgets itself. */
   onEmpty(): void;
 }
@@ -67,6 +67,8 @@ export class KeyQueue {
   private streamReleaseWhileHeld = false;
   /** Hand-overs between local waiters in a row, for {@link MAX_LOCAL_HANDOVERS}. */
   private localHandovers = 0;
+  /** Why the last attempt got no reply, while MongoDB is unavailable; cleared by a reply. */
+  private unavailable: unknown;
 
   constructor(
     private readonly key: string,
@@ -110,8 +112,9 @@ export class KeyQueue {
   }
 
   private onDeadline(waiter: Waiter): void {
-    // An attempt in flight may still win; the loop decides when it returns.
-    if (!waiter.attempting) this.settle(waiter, { error: this.timeoutError(waiter) });
+    // An attempt in flight may still win (it is bounded by operationTimeoutMs); the loop
+    // decides when it returns.
+    if (!waiter.attempting) this.settle(waiter, { error: this.deadlineError(waiter) });
   }
 
   private settle(waiter: Waiter, result: { won: AcquireAttemptWon } | { error: unknown }): void {
@@ -161,7 +164,8 @@ export class KeyQueue {
     } catch (error) {
       head.attempting = false;
       if (head.settled) return undefined;
-      if (isTransientMongoError(error) && performance.now() < head.deadline) {
+      if (isStoreUnavailableError(error) && performance.now() < head.deadline) {
+        this.unavailable = error;
         await this.wakeup.sleep(pollDelayMs(this.pollRound++, this.deps.timing));
       } else {
         this.settle(head, { error });
@@ -169,6 +173,7 @@ export class KeyQueue {
       return undefined;
     }
     head.attempting = false;
+    this.unavailable = undefined;
     this.holder = {
       holderId: outcome.holderId,
       leaseEnd: outcome.sentAt + outcome.remainingMs,
@@ -177,7 +182,7 @@ export class KeyQueue {
     if (!this.heldHere) this.localHandovers = 0;
     if (outcome.won) {
       if (head.settled) {
-        this.deps.releaseAbandoned(outcome);
+        head.abandonWin(outcome);
         return undefined;
       }
       this.pollRound = 0;
@@ -189,7 +194,7 @@ export class KeyQueue {
       return outcome;
     }
     this.watch(outcome);
-    if (performance.now() >= head.deadline) this.settle(head, { error: this.timeoutError(head) });
+    if (performance.now() >= head.deadline) this.settle(head, { error: this.deadlineError(head) });
     return outcome;
   }
 
@@ -203,7 +208,10 @@ export class KeyQueue {
 
   private onKeySignal(signal: KeySignal): void {
     this.pollRound = 0;
-    if (signal === 'released-here') {
+    if (signal === 'ended-here') {
+      // Our hold ended without our write freeing the key (it was lost): look again.
+      this.heldHere = false;
+    } else if (signal === 'released-here') {
       this.heldHere = false;
       const yieldToStream =
         this.localHandovers >= MAX_LOCAL_HANDOVERS &&
@@ -243,11 +251,16 @@ export class KeyQueue {
       const now = performance.now();
       if (now >= nextAttemptAt) return;
       if (now >= head.deadline) {
-        this.settle(head, { error: this.timeoutError(head) });
+        this.settle(head, { error: this.deadlineError(head) });
         continue;
       }
       await this.wakeup.sleep(Math.min(nextAttemptAt, head.deadline) - now);
     }
+  }
+
+  /** At the deadline: MongoDB's unavailability if that is what kept us waiting, else a timeout. */
+  private deadlineError(waiter: Waiter): unknown {
+    return this.unavailable ?? this.timeoutError(waiter);
   }
 
   private timeoutError(waiter: Waiter): LockNotAcquiredError {

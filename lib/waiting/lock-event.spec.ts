@@ -22,26 +22,49 @@ describe('toLockEvent', () => {
     expect(event).toEqual({ type: 'acquired', key: 'k', holderId: 'h1', fence: 7n, at: wallTime });
   });
 
-  it('reads an update that clears the owner as a release, with the holder from the full document', () => {
-    const event = toLockEvent({
-      ...base,
-      operationType: 'update',
-      documentKey: { _id: 'k' },
-      updateDescription: { updatedFields: { owner: null } },
-      fullDocument: { _id: 'k', owner: null, holder: 'h2', fence: 9 },
-    } as never);
-    expect(event).toEqual({ type: 'released', key: 'k', holderId: 'h2', fence: 9n, at: wallTime });
+  it('reads a release with the fence of the change, and the holder while the document is that release', () => {
+    const change = (full: Record<string, unknown>) =>
+      toLockEvent({
+        ...base,
+        operationType: 'update',
+        documentKey: { _id: 'k' },
+        updateDescription: { updatedFields: { owner: null, releasedFence: Long.fromNumber(9) } },
+        fullDocument: { _id: 'k', ...full },
+      } as never);
+    expect(change({ owner: null, releasedHolder: 'h2', releasedFence: 9 })).toEqual({
+      type: 'released',
+      key: 'k',
+      holderId: 'h2',
+      fence: 9n,
+      at: wallTime,
+    });
+    // Looked up after the next holder took the key and released it again: not that holder.
+    expect(
+      change({ owner: 'next', holder: 'h3', releasedHolder: 'h3', releasedFence: 10 }),
+    ).toEqual({
+      type: 'released',
+      key: 'k',
+      holderId: null,
+      fence: 9n,
+      at: wallTime,
+    });
   });
 
-  it('trusts the update over a full document looked up later', () => {
-    const event = toLockEvent({
-      ...base,
-      operationType: 'update',
-      documentKey: { _id: 'k' },
-      updateDescription: { updatedFields: { owner: null } },
-      fullDocument: { _id: 'k', owner: 'someone-new', holder: 'h3', fence: 10 },
-    } as never);
-    expect(event?.type).toBe('released');
+  it("never reports the next holder's id for an acquisition looked up late", () => {
+    const acquisition = (full: Record<string, unknown>) =>
+      toLockEvent({
+        ...base,
+        operationType: 'update',
+        documentKey: { _id: 'k' },
+        updateDescription: { updatedFields: { owner: 'token', fence: Long.fromNumber(4) } },
+        fullDocument: { _id: 'k', ...full },
+      } as never);
+    expect(acquisition({ owner: 'token', holder: 'h1', fence: 4 })?.holderId).toBe('h1');
+    expect(acquisition({ owner: 'later', holder: 'h9', fence: 5 })).toMatchObject({
+      type: 'acquired',
+      holderId: null,
+      fence: 4n,
+    });
   });
 
   it('reads an insert as an acquisition and a delete as a deletion', () => {

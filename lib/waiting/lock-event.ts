@@ -15,10 +15,19 @@ function fenceOf(value: Long | number | bigint | null | undefined): bigint | nul
   return value == null ? null : toBigInt(value);
 }
 
+function sameFence(a: Long | number | bigint | null | undefined, b: bigint | null): boolean {
+  return a != null && b !== null && toBigInt(a) === b;
+}
+
 /**
  * Reads a change event of the lock collection as an acquisition, a release or a deletion.
  * Other changes (none pass the server-side filter, but a future server might add fields)
  * give `undefined`.
+ *
+ * The update description has only the fields that changed, and the looked-up full document
+ * may already be a later state (the next holder's), so the fence comes from the change
+ * itself, and the holder from the full document only when that document is still the same
+ * acquisition (or release); otherwise `holderId` is `null`, never someone else's.
  *
  * @example
  * const event = toLockEvent(change); // { type: 'released', key: 'orders:42', ... }
@@ -31,25 +40,39 @@ export function toLockEvent(change: LockChange): LockEvent | undefined {
     case 'delete':
       return { type: 'deleted', key, holderId: null, fence: null, at };
     case 'insert':
-    case 'replace':
-    case 'update': {
-      const updated =
-        change.operationType === 'update' ? change.updateDescription?.updatedFields : undefined;
+    case 'replace': {
       const full = change.fullDocument;
-      // An update changes ownership only if it sets `owner`; the looked-up full document
-      // may be newer than the change.
-      const owner =
-        change.operationType === 'update'
-          ? updated && 'owner' in updated
-            ? updated.owner
-            : undefined
-          : full?.owner;
-      if (owner === undefined) return undefined;
+      if (!full || full.owner === undefined) return undefined;
       return {
-        type: owner === null ? 'released' : 'acquired',
+        type: full.owner === null ? 'released' : 'acquired',
         key,
-        holderId: updated?.holder ?? full?.holder ?? null,
-        fence: fenceOf(updated?.fence ?? full?.fence),
+        holderId: full.holder ?? null,
+        fence: fenceOf(full.fence),
+        at,
+      };
+    }
+    case 'update': {
+      const updated = change.updateDescription?.updatedFields;
+      if (!updated || !('owner' in updated)) return undefined;
+      const full = change.fullDocument;
+      if (updated.owner === null) {
+        const fence = fenceOf(updated.releasedFence);
+        const sameRelease = sameFence(full?.releasedFence, fence);
+        return {
+          type: 'released',
+          key,
+          holderId: sameRelease ? (full?.releasedHolder ?? null) : null,
+          fence,
+          at,
+        };
+      }
+      const fence = fenceOf(updated.fence);
+      const sameAcquisition = sameFence(full?.fence, fence);
+      return {
+        type: 'acquired',
+        key,
+        holderId: updated.holder ?? (sameAcquisition ? (full?.holder ?? null) : null),
+        fence,
         at,
       };
     }

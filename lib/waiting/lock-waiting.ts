@@ -1,4 +1,5 @@
 import type { AcquireAttemptWon } from '../store/acquire-attempt';
+import type { LockEvent } from '../interfaces/lock-state.interface';
 import type { LockChangeFeed } from './change-feed';
 import { KeyQueue } from './key-queue';
 import type { KeyWaitRequest } from './key-queue';
@@ -16,11 +17,10 @@ export class LockWaiting {
   private readonly queues = new Map<string, KeyQueue>();
 
   constructor(
-    readonly feed: LockChangeFeed,
+    private readonly feed: LockChangeFeed,
     /** This process's holder id. */
     private readonly holderId: string,
     private readonly timing: WaitTiming,
-    private readonly releaseAbandoned: (won: AcquireAttemptWon) => void,
   ) {}
 
   /** Callers waiting in this process, over all keys (diagnostics and tests). */
@@ -38,7 +38,6 @@ export class LockWaiting {
         feed: this.feed,
         holderId: this.holderId,
         timing: this.timing,
-        releaseAbandoned: this.releaseAbandoned,
         onEmpty: () => {
           if (this.queues.get(key) === created) this.queues.delete(key);
         },
@@ -56,9 +55,26 @@ export class LockWaiting {
     return waitUntilReleased(key, this.feed, this.timing, probe, signal);
   }
 
-  /** Tells local waiters at once that this process released `key`. */
-  notifyReleased(key: string): void {
-    this.feed.notifyReleased(key);
+  /**
+   * Tells local waiters at once that this process's hold of `key` ended: `freed` when our
+   * release freed it, else (it was lost) only that they should look again.
+   */
+  notifyHoldEnded(key: string, freed: boolean): void {
+    this.feed.notifyHoldEnded(key, freed);
+  }
+
+  /** Every acquisition and release seen on the lock collection (see `LockService.events$`). */
+  watchEvents(listener: (event: LockEvent) => void): () => void {
+    return this.feed.watchEvents(listener);
+  }
+
+  /** The change feed's state, for diagnostics. */
+  get streamState(): { open: boolean; established: boolean; opened: number } {
+    return {
+      open: this.feed.streamOpen,
+      established: this.feed.streamEstablished,
+      opened: this.feed.streamsOpened,
+    };
   }
 
   close(): Promise<void> {

@@ -44,7 +44,8 @@ export async function waitUntilReleased(
       unwatch ??= feed.watchKey(
         key,
         (reason) => {
-          if (reason !== 'recheck') released = true;
+          // A hold of ours that ended without freeing the key (lost) only means: look again.
+          if (reason === 'released' || reason === 'released-here') released = true;
           recheck = true;
           wakeup.wake();
         },

@@ -1,0 +1,46 @@
+import type { MongoLockHandle } from './lock-handle';
+
+/**
+ * The handles of one `LockService` that still hold their keys: the only owner of that set.
+ * A handle joins when it is handed out and leaves by itself once released or lost.
+ */
+export class HeldLocks {
+  private readonly handles = new Set<MongoLockHandle>();
+  private readonly emptyWaiters = new Set<() => void>();
+
+  get size(): number {
+    return this.handles.size;
+  }
+
+  add(handle: MongoLockHandle): void {
+    this.handles.add(handle);
+    void handle.done.then(() => {
+      this.handles.delete(handle);
+      if (this.handles.size > 0) return;
+      for (const wake of [...this.emptyWaiters]) wake();
+    });
+  }
+
+  /** Resolves `true` once no handle holds anything, or `false` after `timeoutMs`. */
+  async drain(timeoutMs: number): Promise<boolean> {
+    if (this.handles.size === 0) return true;
+    let wake: (() => void) | undefined;
+    let timer: NodeJS.Timeout | undefined;
+    const emptied = await Promise.race([
+      new Promise<boolean>((resolve) => {
+        wake = () => resolve(true);
+        this.emptyWaiters.add(wake);
+      }),
+      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs))),
+    ]);
+    clearTimeout(timer);
+    if (wake) this.emptyWaiters.delete(wake);
+    return emptied;
+  }
+
+  /** Tells every holder its lock is gone, then releases them; resolves to how many were live. */
+  async revokeAll(reason: string): Promise<number> {
+    const counts = await Promise.all([...this.handles].map((handle) => handle.revoke(reason)));
+    return counts.reduce((sum, count) => sum + count, 0);
+  }
+}
