@@ -76,6 +76,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   private starting: Promise<LockStore> | undefined;
   private draining: Promise<void> | undefined;
   private closed: Promise<void> | undefined;
+  private holderIdRegistered = false;
 
   constructor(@Inject(MONGO_LOCK_OPTIONS) options: MongoLockModuleOptions) {
     this.options = resolveModuleOptions(options);
@@ -314,7 +315,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     }
     this.starting ??= this.connect().catch((error: unknown) => {
       this.starting = undefined;
-      liveHolderIds.delete(this.holderId);
+      this.unregisterHolderId();
       throw error;
     });
     return this.starting;
@@ -328,6 +329,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
       });
     }
     liveHolderIds.add(this.holderId);
+    this.holderIdRegistered = true;
     this.store = await LockStore.open(this.options);
     return this.store;
   }
@@ -409,6 +411,11 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     await this.held.revokeAll('the LockService shut down before the work under it ended');
     await this.waiting.close();
     await this.store?.close();
-    if (this.starting) liveHolderIds.delete(this.holderId);
+    this.unregisterHolderId();
+  }
+
+  private unregisterHolderId(): void {
+    if (this.holderIdRegistered) liveHolderIds.delete(this.holderId);
+    this.holderIdRegistered = false;
   }
 }
