@@ -408,7 +408,9 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   }
 
   private async finish(): Promise<void> {
-    await this.held.revokeAll('the LockService shut down before the work under it ended');
+    // The holders are told at once; the store's close waits for their releases, within its
+    // bound and not at all while MongoDB is unreachable.
+    void this.held.revokeAll('the LockService shut down before the work under it ended');
     await this.waiting.close();
     await this.store?.close();
     this.unregisterHolderId();

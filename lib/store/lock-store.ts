@@ -5,6 +5,7 @@ import type { ResolvedLockModuleOptions } from '../options';
 import { attemptAcquire } from './acquire-attempt';
 import type { AcquireAttemptOutcome } from './acquire-attempt';
 import { boundedCommand } from './bounded-command';
+import type { BoundedCommand } from './bounded-command';
 import { ensureLockIndexes } from './ensure-indexes';
 import { inspectLock, probeLock } from './inspect-lock';
 import { openLockCollection } from './lock-collection';
@@ -47,6 +48,8 @@ export class LockStore {
   /** Wins handed to a caller, who now releases them; never given back behind its back. */
   private readonly claimed = new Set<string>();
   private readonly givingBack = new Map<string, Promise<ReleaseLeaseOutcome | undefined>>();
+  /** False from a command that found MongoDB unavailable until one gets through again. */
+  private reachable = true;
 
   /**
    * Connects (creating the client from `uri` when none was given) and ensures the indexes
@@ -90,7 +93,7 @@ export class LockStore {
    */
   async attempt(key: string, owner: string, ttlMs: number): Promise<AcquireAttemptOutcome> {
     const id = idOf(key, owner);
-    const command = boundedCommand('acquire', this.options.operationTimeoutMs, () =>
+    const command = this.send('acquire', () =>
       attemptAcquire(this.collection, this.client, {
         key,
         owner,
@@ -113,13 +116,11 @@ export class LockStore {
   }
 
   renew(key: string, owner: string, ttlMs: number): Promise<RenewLeaseOutcome> {
-    return boundedCommand('renew', this.options.operationTimeoutMs, () =>
-      renewLease(this.collection, { key, owner, ttlMs }),
-    ).result;
+    return this.send('renew', () => renewLease(this.collection, { key, owner, ttlMs })).result;
   }
 
   async release(key: string, owner: string): Promise<ReleaseLeaseOutcome> {
-    const outcome = await boundedCommand('release', this.options.operationTimeoutMs, () =>
+    const outcome = await this.send('release', () =>
       releaseLease(this.collection, {
         key,
         owner,
@@ -147,16 +148,12 @@ export class LockStore {
   }
 
   inspect(key: string): Promise<LockState | null> {
-    return boundedCommand('inspect', this.options.operationTimeoutMs, () =>
-      inspectLock(this.collection, key),
-    ).result;
+    return this.send('inspect', () => inspectLock(this.collection, key)).result;
   }
 
   async probe(key: string): Promise<KeyLeaseProbe> {
-    const { state, sentAt, operationTime } = await boundedCommand(
-      'inspect',
-      this.options.operationTimeoutMs,
-      () => probeLock(this.collection, this.client, key),
+    const { state, sentAt, operationTime } = await this.send('inspect', () =>
+      probeLock(this.collection, this.client, key),
     ).result;
     return {
       held: state?.held ?? false,
@@ -171,11 +168,16 @@ export class LockStore {
   }
 
   /**
-   * Waits (at most `operationTimeoutMs` in all) for attempts still on their way and for the
-   * give-backs they lead to, then closes the client if the store created it; a client the
-   * user gave stays open.
+   * Waits (at most `operationTimeoutMs` in all, and not at all while MongoDB is known to be
+   * unreachable) for attempts still on their way and for the give-backs they lead to, then
+   * closes the client if the store created it; a client the user gave stays open.
    */
   async close(): Promise<void> {
+    if (this.reachable) await this.settleBeforeClose();
+    if (this.ownsClient) await this.client.close();
+  }
+
+  private async settleBeforeClose(): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
     const outOfTime = new Promise((resolve) => {
       timer = setTimeout(resolve, this.options.operationTimeoutMs);
@@ -186,7 +188,18 @@ export class LockStore {
     await new Promise((resolve) => setImmediate(resolve));
     await Promise.race([Promise.all([...this.givingBack.values()]), outOfTime]);
     clearTimeout(timer);
-    if (this.ownsClient) await this.client.close();
+  }
+
+  /** One bounded command; its outcome tells whether MongoDB is reachable. */
+  private send<T>(command: string, run: () => Promise<T>): BoundedCommand<T> {
+    const sent = boundedCommand(command, this.options.operationTimeoutMs, run);
+    sent.result.then(
+      () => (this.reachable = true),
+      (error: unknown) => {
+        if (isStoreUnavailableError(error)) this.reachable = false;
+      },
+    );
+    return sent;
   }
 
   private trackInFlight(id: string, sent: Promise<unknown>): void {
