@@ -1,8 +1,50 @@
-import type { LockService } from '../../lib';
-import { LockLostError, LockNotAcquiredError } from '../../lib/errors';
+import { performance } from 'node:perf_hooks';
+import type { LockHandle, LockService } from '../../lib';
 import type { SectionRecord } from '../faults/history/history';
 import { sharedClockMs } from './fault-clock';
 import type { ContendArgs, ContendStats, HoldPlan } from './fault-protocol';
+
+// Errors are told apart by `name`, not `instanceof`: the worker may run a copy of the library
+// (FAULT_LIB_DIR, the mutation test), whose classes are not the ones `../../lib` would export.
+function hasName(error: unknown, name: string): boolean {
+  return error instanceof Error && error.name === name;
+}
+
+export function isLockLostError(error: unknown): boolean {
+  return hasName(error, 'LockLostError');
+}
+
+/**
+ * The handle's local lease deadline on the shared clock. Clock-skew scenarios shift `Date` in
+ * some workers; `expiresAt` and `Date.now()` carry the same skew, so it cancels out here.
+ */
+export function sharedDeadline(handle: LockHandle): number {
+  return sharedClockMs() + (handle.expiresAt.getTime() - Date.now());
+}
+
+/** When a handle's signal aborted, and its local deadline at that moment. */
+export interface SignalWatch {
+  signalAt: number | null;
+  deadlineAtSignal: number | null;
+}
+
+/** Starts watching a handle's signal; call it as soon as `acquire` resolves. */
+export function watchSignal(handle: LockHandle): SignalWatch {
+  const watch: SignalWatch = { signalAt: null, deadlineAtSignal: null };
+  const onAbort = () => {
+    if (watch.signalAt !== null) return;
+    watch.deadlineAtSignal = sharedDeadline(handle);
+    watch.signalAt = sharedClockMs();
+  };
+  if (handle.signal.aborted) onAbort();
+  else handle.signal.addEventListener('abort', onAbort, { once: true });
+  return watch;
+}
+
+/** The deadline a section records: as it was when the signal aborted, or else as it is now. */
+export function deadlineToRecord(handle: LockHandle, watch: SignalWatch): number {
+  return watch.deadlineAtSignal ?? sharedDeadline(handle);
+}
 
 /**
  * Several logical workers in this process contend for a few keys until the plan's end.
@@ -15,10 +57,21 @@ export async function runContention(
   label: string,
   report: (section: SectionRecord) => void,
 ): Promise<ContendStats> {
-  const stats: ContendStats = { sections: 0, lost: 0, timeouts: 0, errors: [] };
+  const stats: ContendStats = {
+    sections: 0,
+    lost: 0,
+    timeouts: 0,
+    unavailable: 0,
+    maxSettleOvershootMs: -args.timeoutMs,
+    errors: [],
+  };
   let started = 0;
   const noteError = (error: unknown) => {
     if (stats.errors.length < 20) stats.errors.push(String(error));
+  };
+  const noteSettled = (calledAt: number) => {
+    const overshootMs = performance.now() - calledAt - args.timeoutMs;
+    stats.maxSettleOvershootMs = Math.max(stats.maxSettleOvershootMs, overshootMs);
   };
   const mayStart = () => sharedClockMs() < args.stopAt && started < args.maxSections;
 
@@ -27,12 +80,28 @@ export async function runContention(
       started++;
       const key = args.keys[Math.floor(Math.random() * args.keys.length)];
       const renew = Math.random() < args.renewShare;
+      const calledAt = performance.now();
+      let handle: LockHandle;
       try {
-        const section = await oneSection(
-          service,
-          args,
-          key,
+        handle = await service.acquire(key, {
+          ttlMs: args.ttlMs,
+          timeoutMs: args.timeoutMs,
           renew,
+        });
+      } catch (error) {
+        noteSettled(calledAt);
+        if (hasName(error, 'LockNotAcquiredError')) stats.timeouts++;
+        else if (hasName(error, 'LockStoreUnavailableError')) stats.unavailable++;
+        else noteError(error);
+        continue;
+      }
+      noteSettled(calledAt);
+      try {
+        const section = await holdAndRelease(
+          service,
+          args.hold,
+          handle,
+          key,
           `${label}:w${index}`,
           noteError,
         );
@@ -40,8 +109,7 @@ export async function runContention(
         stats.sections++;
         if (section.outcome === 'lost') stats.lost++;
       } catch (error) {
-        if (error instanceof LockNotAcquiredError) stats.timeouts++;
-        else noteError(error);
+        noteError(error);
       }
     }
   }
@@ -50,28 +118,33 @@ export async function runContention(
   return stats;
 }
 
-async function oneSection(
+async function holdAndRelease(
   service: LockService,
-  args: ContendArgs,
+  plan: HoldPlan,
+  handle: LockHandle,
   key: string,
-  renew: boolean,
   worker: string,
   onError: (error: unknown) => void,
 ): Promise<SectionRecord> {
-  const handle = await service.acquire(key, {
-    ttlMs: args.ttlMs,
-    timeoutMs: args.timeoutMs,
-    renew,
-  });
+  const watch = watchSignal(handle);
   const start = sharedClockMs();
-  await sleepUnlessAborted(sampleHoldMs(args.hold), handle.signal);
+  await sleepUnlessAborted(sampleHoldMs(plan), handle.signal);
   const end = sharedClockMs();
   let outcome: SectionRecord['outcome'] = handle.signal.aborted ? 'lost' : 'released';
+  // Read just before release is sent (or kept from the abort): the deadline this section had.
+  const deadline = deadlineToRecord(handle, watch);
   try {
     await handle.release();
   } catch (error) {
-    // Anything but "lost" leaves the acquisition unaccounted for: the checker flags it.
-    outcome = error instanceof LockLostError ? 'lost' : 'open';
+    // An unconfirmed release keeps the handle held until its deadline, when the library
+    // must tell it (signal). Anything else but "lost" leaves the acquisition unaccounted for:
+    // the checker flags it.
+    if (hasName(error, 'LockStoreUnavailableError')) {
+      await waitForAbort(handle.signal, handle.expiresAt.getTime() - Date.now() + 1_000);
+      outcome = handle.signal.aborted ? 'lost' : 'open';
+    } else {
+      outcome = isLockLostError(error) ? 'lost' : 'open';
+    }
     if (outcome === 'open') onError(error);
   }
   return {
@@ -83,6 +156,8 @@ async function oneSection(
     start,
     end,
     outcome,
+    deadline,
+    signalAt: watch.signalAt,
   };
 }
 
@@ -104,4 +179,9 @@ function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<void> {
     const timer = setTimeout(done, ms);
     signal.addEventListener('abort', done);
   });
+}
+
+/** Resolves when `signal` aborts, or after `timeoutMs`. */
+function waitForAbort(signal: AbortSignal, timeoutMs: number): Promise<void> {
+  return sleepUnlessAborted(Math.max(0, timeoutMs), signal);
 }

@@ -12,6 +12,13 @@ export interface StartArgs {
   label: string;
 }
 
+export interface StartedInfo {
+  holderId: string;
+  pid: number;
+  /** Directory the worker loaded the library from (`FAULT_LIB_DIR`, or the repository's `lib`). */
+  libDir: string;
+}
+
 /** Random hold times: mostly short, a share of them longer than the lease. */
 export interface HoldPlan {
   shortMaxMs: number;
@@ -36,7 +43,17 @@ export interface ContendArgs {
 export interface ContendStats {
   sections: number;
   lost: number;
+  /** Acquisitions that failed with `LockNotAcquiredError` (their wait timed out). */
   timeouts: number;
+  /** Acquisitions that failed with `LockStoreUnavailableError` (the store could not be reached). */
+  unavailable: number;
+  /**
+   * Largest overshoot of an acquisition: over every `acquire` call, the time from the call to
+   * its settling (won or failed) minus `timeoutMs`. Negative when every call settled before its
+   * timeout; `-timeoutMs` if there was none.
+   */
+  maxSettleOvershootMs: number;
+  /** Any other failure, as text (the first 20). */
   errors: string[];
 }
 
@@ -67,7 +84,7 @@ export interface LossReport {
 
 /** Each operation's argument and result types. */
 export type WorkerOps = {
-  start: [StartArgs, { holderId: string; pid: number }];
+  start: [StartArgs, StartedInfo];
   contend: [ContendArgs, ContendStats];
   hold: [HoldArgs, HeldLock];
   release: [{ key: string }, { outcome: 'released' | 'lost' }];

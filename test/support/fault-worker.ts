@@ -1,12 +1,18 @@
 // A fault-suite worker process: one LockService, driven by its parent over IPC.
 // The clock-skew import must stay first: it shifts `Date` before the library loads.
 import './fault-clock-skew';
+import * as path from 'node:path';
 import { MongoClient } from 'mongodb';
-import { LockService } from '../../lib';
-import type { LockHandle } from '../../lib';
-import { LockLostError } from '../../lib/errors';
+import type * as Library from '../../lib';
+import type { LockHandle, LockService } from '../../lib';
 import { sharedClockMs } from './fault-clock';
-import { runContention } from './fault-contention';
+import {
+  deadlineToRecord,
+  isLockLostError,
+  runContention,
+  watchSignal,
+  type SignalWatch,
+} from './fault-contention';
 import { FencedResource } from './fault-fenced-resource';
 import { serveIpc } from './fault-ipc';
 import type {
@@ -19,10 +25,21 @@ import type {
 } from './fault-protocol';
 import type { SectionRecord } from '../faults/history/history';
 
+/**
+ * The library under test: the repository's `lib`, or a copy of it in `FAULT_LIB_DIR` (the
+ * mutation test runs workers on a deliberately broken copy). Nothing else in this process
+ * loads the library, so only one copy is ever in use.
+ */
+const libDir = process.env.FAULT_LIB_DIR
+  ? path.resolve(process.env.FAULT_LIB_DIR)
+  : path.resolve(__dirname, '../../lib');
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const library = require(libDir) as typeof Library;
+
 interface HeldEntry {
   handle: LockHandle;
   start: number;
-  signalAt: number | null;
+  watch: SignalWatch;
   lostAt: number | null;
 }
 
@@ -50,7 +67,7 @@ function requireHeld(key: string): HeldEntry {
 const ipc = serveIpc<WorkerOps>({
   async start(args: StartArgs) {
     label = args.label;
-    service = new LockService({
+    service = new library.LockService({
       uri: args.uri,
       dbName: args.dbName,
       collectionName: args.collectionName,
@@ -60,7 +77,7 @@ const ipc = serveIpc<WorkerOps>({
     await service.onModuleInit();
     client = new MongoClient(args.uri);
     resource = new FencedResource(client.db(args.dbName));
-    return { holderId: service.holderId, pid: process.pid };
+    return { holderId: service.holderId, pid: process.pid, libDir };
   },
 
   async contend(args) {
@@ -73,8 +90,8 @@ const ipc = serveIpc<WorkerOps>({
       timeoutMs: args.timeoutMs,
       renew: args.renew,
     });
-    const entry: HeldEntry = { handle, start: sharedClockMs(), signalAt: null, lostAt: null };
-    handle.signal.addEventListener('abort', () => (entry.signalAt ??= sharedClockMs()));
+    const watch = watchSignal(handle);
+    const entry: HeldEntry = { handle, start: sharedClockMs(), watch, lostAt: null };
     handle.lost$.subscribe(() => (entry.lostAt ??= sharedClockMs()));
     held.set(args.key, entry);
     return { key: args.key, fence: handle.fence.toString(), start: entry.start };
@@ -83,26 +100,29 @@ const ipc = serveIpc<WorkerOps>({
   async release({ key }) {
     const entry = requireHeld(key);
     held.delete(key);
-    const end = Math.min(entry.signalAt ?? Infinity, entry.lostAt ?? Infinity, sharedClockMs());
+    const { watch } = entry;
+    const end = Math.min(watch.signalAt ?? Infinity, entry.lostAt ?? Infinity, sharedClockMs());
+    // Read just before release is sent (or kept from the abort): the deadline this section had.
+    const deadline = deadlineToRecord(entry.handle, watch);
     let outcome: 'released' | 'lost' = 'released';
     try {
       await entry.handle.release();
-      if (entry.signalAt !== null || entry.lostAt !== null) outcome = 'lost';
+      if (watch.signalAt !== null || entry.lostAt !== null) outcome = 'lost';
     } catch (error) {
-      if (!(error instanceof LockLostError)) throw error;
+      if (!isLockLostError(error)) throw error;
       outcome = 'lost';
     }
-    report(sectionOf(key, entry, end, outcome));
+    report(sectionOf(key, entry, end, deadline, outcome));
     return { outcome };
   },
 
   async waitForLoss({ key, timeoutMs }): Promise<LossReport> {
     const entry = requireHeld(key);
     const deadline = sharedClockMs() + timeoutMs;
-    while ((entry.signalAt === null || entry.lostAt === null) && sharedClockMs() < deadline) {
+    while ((entry.watch.signalAt === null || entry.lostAt === null) && sharedClockMs() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 5));
     }
-    return { key, signalAt: entry.signalAt, lostAt: entry.lostAt };
+    return { key, signalAt: entry.watch.signalAt, lostAt: entry.lostAt };
   },
 
   async fencedWrite({ key, value }) {
@@ -123,6 +143,7 @@ function sectionOf(
   key: string,
   entry: HeldEntry,
   end: number,
+  deadline: number,
   outcome: SectionRecord['outcome'],
 ): SectionRecord {
   return {
@@ -134,5 +155,7 @@ function sectionOf(
     start: entry.start,
     end,
     outcome,
+    deadline,
+    signalAt: entry.watch.signalAt,
   };
 }

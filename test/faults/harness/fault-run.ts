@@ -21,6 +21,13 @@ export interface WorkerSetup {
   options?: Record<string, unknown>;
   /** Extra connection-string options, e.g. `socketTimeoutMS=1500`. */
   uriOptions?: string;
+  /** Connection string used as is instead of the server's, e.g. through a fault proxy. */
+  uri?: string;
+  /**
+   * Directory to load the library from instead of the repository's `lib` (`FAULT_LIB_DIR`):
+   * the mutation test runs workers on a deliberately broken copy.
+   */
+  libDir?: string;
 }
 
 export type FaultWorkerProcess = IpcChild<WorkerOps, WorkerEvent>;
@@ -68,16 +75,23 @@ export class FaultRun {
   private async spawnOne(setup: WorkerSetup): Promise<StartedWorker> {
     const process: FaultWorkerProcess = IpcChild.fork(workerEntry, {
       label: setup.label,
-      env: { FAULT_CLOCK_SKEW_MS: String(setup.clockSkewMs ?? 0) },
+      env: {
+        FAULT_CLOCK_SKEW_MS: String(setup.clockSkewMs ?? 0),
+        ...(setup.libDir === undefined ? {} : { FAULT_LIB_DIR: path.resolve(setup.libDir) }),
+      },
       onEvent: (event: WorkerEvent) => this.recordSection(event.section),
     });
-    const { holderId } = await process.call('start', {
-      uri: this.uriFor(setup.label, setup.uriOptions),
+    const { holderId, libDir } = await process.call('start', {
+      uri: setup.uri ?? this.uriFor(setup.label, setup.uriOptions),
       dbName: this.dbName,
       collectionName: lockCollection,
       options: setup.options,
       label: setup.label,
     });
+    if (setup.libDir !== undefined && libDir !== path.resolve(setup.libDir)) {
+      await process.stop();
+      throw new Error(`${setup.label} loaded the library from ${libDir}, not ${setup.libDir}`);
+    }
     const worker = { process, holderId, label: setup.label };
     this.workers.push(worker);
     return worker;
@@ -98,6 +112,8 @@ export class FaultRun {
       start: held.start,
       end: null,
       outcome: 'open',
+      deadline: null,
+      signalAt: null,
     });
     return held;
   }
@@ -123,6 +139,23 @@ export class FaultRun {
     const diedAt = sharedClockMs();
     this.history.deaths.push({ holder: worker.holderId, pid: worker.process.pid, diedAt });
     return diedAt;
+  }
+
+  /** Freezes a worker with SIGSTOP and records the pause, the checker's one excuse for a late notice. */
+  pause(worker: StartedWorker): number {
+    worker.process.signal('SIGSTOP');
+    const from = sharedClockMs();
+    this.history.pauses.push({ pid: worker.process.pid, from, to: null });
+    return from;
+  }
+
+  /** Thaws a worker paused with {@link pause} (SIGCONT) and records the end of its pause. */
+  resume(worker: StartedWorker): number {
+    const pause = this.history.pauses.find((p) => p.pid === worker.process.pid && p.to === null);
+    if (!pause) throw new Error(`${worker.label} is not paused`);
+    worker.process.signal('SIGCONT');
+    pause.to = sharedClockMs();
+    return pause.to;
   }
 
   async failPoint(mode: Document | 'alwaysOn' | 'off', data: Document = {}): Promise<void> {

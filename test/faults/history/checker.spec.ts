@@ -1,9 +1,10 @@
-import { checkHistory } from './checker';
+import { checkHistory, DEFAULT_SIGNAL_LATENESS_TOLERANCE_MS } from './checker';
 import type { History, SectionRecord } from './history';
 
 // The checker is the suite's judge: each test feeds it a history with one known defect and
 // expects exactly that defect back, so a checker that cannot fail is caught here.
 
+/** A section with a 1000 ms lease from its start, whose signal never aborted. */
 function section(overrides: Partial<SectionRecord>): SectionRecord {
   return {
     key: 'k',
@@ -14,12 +15,35 @@ function section(overrides: Partial<SectionRecord>): SectionRecord {
     start: 0,
     end: 10,
     outcome: 'released',
+    deadline: (overrides.start ?? 0) + 1000,
+    signalAt: null,
     ...overrides,
   };
 }
 
+/**
+ * A holder on a 1000 ms lease that held past it, unrenewed: told through its signal at
+ * `signalAt`, it stopped work then and reported the loss.
+ */
+function lostAtSignal(signalAt: number, overrides: Partial<SectionRecord> = {}): SectionRecord {
+  return section({ fence: '1', end: signalAt, signalAt, outcome: 'lost', ...overrides });
+}
+
+/** The next holder, in another process. */
+function successor(start: number, overrides: Partial<SectionRecord> = {}): SectionRecord {
+  return section({
+    fence: '2',
+    start,
+    end: start + 10,
+    holder: 'h2',
+    pid: 2,
+    worker: 'p2:w0',
+    ...overrides,
+  });
+}
+
 function history(sections: SectionRecord[], extra: Partial<History> = {}): History {
-  return { sections, deaths: [], finalLocks: [], ...extra };
+  return { sections, deaths: [], pauses: [], finalLocks: [], ...extra };
 }
 
 const options = { leaseMs: 1000, crossProcessToleranceMs: 1, expiryMarginMs: 500 };
@@ -70,12 +94,95 @@ describe('checkHistory', () => {
     expect(kinds(acrossProcesses)).toEqual([]);
   });
 
-  it('allows a holder that was told of its loss to overlap its successor', () => {
+  it('allows a lost holder told before its successor was granted to work on past the grant', () => {
     const h = history([
-      section({ fence: '1', start: 0, end: 2000, outcome: 'lost' }),
-      section({ fence: '2', start: 1100, end: 1200, holder: 'h2', pid: 2 }),
+      section({ fence: '1', start: 0, end: 2000, signalAt: 1000, outcome: 'lost' }),
+      successor(1100, { end: 1200 }),
     ]);
     expect(kinds(h)).toEqual([]);
+  });
+
+  it('counts a lost holder until its deadline: a successor granted before it is an overlap', () => {
+    // A lease granted 300 ms before the holder's own deadline: the holder was promised the
+    // lock until then, whatever it was told later.
+    const h = history([lostAtSignal(1000), successor(700)]);
+    expect(kinds(h)).toEqual(['overlap']);
+  });
+
+  it('ends a protected interval at the deadline, not at the end of work past it', () => {
+    // Worked on for 400 ms after its signal, as a told holder may.
+    const h = history([lostAtSignal(1000, { end: 1400 }), successor(1005)]);
+    expect(kinds(h)).toEqual([]);
+  });
+
+  it('catches a lost holder told after its successor was granted', () => {
+    const h = history([lostAtSignal(1200), successor(1100)]);
+    const violations = checkHistory(h, options);
+    expect(violations.map((v) => v.kind)).toEqual(['told-late']);
+    expect(violations[0].detail).toContain('its signal aborted 100.00 ms after that grant');
+  });
+
+  it('catches a holder that worked past its deadline and its successor grant, never told', () => {
+    const h = history([section({ fence: '1', end: 1300, deadline: 1000 }), successor(1100)]);
+    const violations = checkHistory(h, options);
+    expect(violations.map((v) => v.kind)).toEqual(['told-late']);
+    expect(violations[0].detail).toContain('its signal never aborted');
+  });
+
+  it('allows a signal late by the timer tolerance, and no more', () => {
+    const tolerance = DEFAULT_SIGNAL_LATENESS_TOLERANCE_MS;
+    const withinTolerance = history([lostAtSignal(1100 + tolerance), successor(1100)]);
+    const pastTolerance = history([lostAtSignal(1100 + tolerance + 1), successor(1100)]);
+    const stricter = checkHistory(withinTolerance, { ...options, signalLatenessToleranceMs: 10 });
+    expect(kinds(withinTolerance)).toEqual([]);
+    expect(kinds(pastTolerance)).toEqual(['told-late']);
+    expect(stricter.map((v) => v.kind)).toEqual(['told-late']);
+  });
+
+  it('allows a lost holder that stopped work before the grant to be told later, at release', () => {
+    // Its release reached the server after the lease had ended: lost, but it did not run on.
+    const h = history([
+      section({ fence: '1', end: 900, signalAt: 1300, outcome: 'lost' }),
+      successor(1100),
+    ]);
+    expect(kinds(h)).toEqual([]);
+  });
+
+  it('excuses a late notice only when the process was paused over its deadline', () => {
+    const sections = [lostAtSignal(1200), successor(1100)];
+    const pausedOverDeadline = history(sections, { pauses: [{ pid: 1, from: 500, to: 1190 }] });
+    const neverResumed = history(sections, { pauses: [{ pid: 1, from: 500, to: null }] });
+    const pausedBeforeDeadline = history(sections, { pauses: [{ pid: 1, from: 100, to: 400 }] });
+    const otherProcessPaused = history(sections, { pauses: [{ pid: 2, from: 500, to: 1190 }] });
+    const toldLongAfterResuming = history(sections, { pauses: [{ pid: 1, from: 500, to: 1020 }] });
+    expect(kinds(pausedOverDeadline)).toEqual([]);
+    expect(kinds(neverResumed)).toEqual([]);
+    expect(kinds(pausedBeforeDeadline)).toEqual(['told-late']);
+    expect(kinds(otherProcessPaused)).toEqual(['told-late']);
+    expect(kinds(toldLongAfterResuming)).toEqual(['told-late']);
+  });
+
+  it('never excuses an overlap by a pause', () => {
+    const h = history([lostAtSignal(1200), successor(900)], {
+      pauses: [{ pid: 1, from: 500, to: 1190 }],
+    });
+    expect(kinds(h)).toEqual(['overlap']);
+  });
+
+  it('counts all the work of a section without deadline info', () => {
+    // An incomplete record cannot show when its lease ended: the strictest reading holds.
+    const workedPastGrant = history([
+      lostAtSignal(1000, { end: 1200, deadline: null }),
+      successor(1100),
+    ]);
+    const stoppedBeforeGrant = history([
+      lostAtSignal(1000, { end: 1000, deadline: null }),
+      successor(1100),
+    ]);
+    const violations = checkHistory(workedPastGrant, options);
+    expect(violations.map((v) => v.kind)).toEqual(['overlap']);
+    expect(violations[0].detail).toContain('deadline unknown');
+    expect(kinds(stoppedBeforeGrant)).toEqual([]);
   });
 
   it('catches a fence that does not increase in grant order', () => {
@@ -88,7 +195,7 @@ describe('checkHistory', () => {
 
   it('catches a fence granted twice, even to a lost holder', () => {
     const h = history([
-      section({ fence: '7', start: 0, end: 2000, outcome: 'lost' }),
+      section({ fence: '7', start: 0, end: 2000, signalAt: 1000, outcome: 'lost' }),
       section({ fence: '7', start: 1500, end: 1600, holder: 'h2', pid: 2 }),
     ]);
     expect(kinds(h)).toEqual(['fence-order']);
@@ -103,7 +210,9 @@ describe('checkHistory', () => {
   });
 
   it('catches an acquisition that was neither released nor reported lost', () => {
-    const h = history([section({ fence: '1', start: 0, end: null, outcome: 'open' })]);
+    const h = history([
+      section({ fence: '1', start: 0, end: null, outcome: 'open', deadline: null }),
+    ]);
     expect(kinds(h)).toEqual(['unreleased']);
   });
 
@@ -111,14 +220,14 @@ describe('checkHistory', () => {
     const deaths = [{ holder: 'h1', pid: 1, diedAt: 50 }];
     const takeoverAfterDeath = history(
       [
-        section({ fence: '1', start: 0, end: null, outcome: 'open' }),
+        section({ fence: '1', start: 0, end: null, outcome: 'open', deadline: null }),
         section({ fence: '2', start: 1050, end: 1060, holder: 'h2', pid: 2 }),
       ],
       { deaths },
     );
     const takeoverBeforeDeath = history(
       [
-        section({ fence: '1', start: 0, end: null, outcome: 'open' }),
+        section({ fence: '1', start: 0, end: null, outcome: 'open', deadline: null }),
         section({ fence: '2', start: 40, end: 60, holder: 'h2', pid: 2 }),
       ],
       { deaths },

@@ -27,6 +27,15 @@ export interface SectionRecord {
   /** Taken before `release()` was sent, or when work stopped on loss: the real lease ends later. */
   end: number | null;
   outcome: SectionOutcome;
+  /**
+   * The holder's own local lease deadline (`handle.expiresAt` on the shared clock), read just
+   * before `release()` was sent, or when the signal aborted: the moment its signal must abort
+   * at the latest. `null` when unknown (an open record the worker never completed); the
+   * checker then takes the holder's work as protected until it ended.
+   */
+  deadline: number | null;
+  /** When the handle's `signal` aborted, on the shared clock; `null` if it never did. */
+  signalAt: number | null;
 }
 
 /** An instance the scenario killed on purpose. */
@@ -46,14 +55,31 @@ export interface FinalLockState {
   observedAt: number;
 }
 
+/** A process the scenario froze on purpose (SIGSTOP) and, if it did, thawed again (SIGCONT). */
+export interface PauseRecord {
+  pid: number;
+  /** When SIGSTOP was sent, on the shared clock. */
+  from: number;
+  /** When SIGCONT was sent; `null` if the process was never resumed. */
+  to: number | null;
+}
+
 export interface History {
   sections: SectionRecord[];
   deaths: DeadInstance[];
+  /** Pauses the scenario caused: the only excuse for a holder told of its loss late. */
+  pauses: PauseRecord[];
   finalLocks: FinalLockState[];
 }
 
 export type ViolationKind =
-  'overlap' | 'fence-order' | 'unreleased' | 'held-by-dead' | 'leaked-lock' | 'scenario';
+  | 'overlap'
+  | 'told-late'
+  | 'fence-order'
+  | 'unreleased'
+  | 'held-by-dead'
+  | 'leaked-lock'
+  | 'scenario';
 
 export interface Violation {
   kind: ViolationKind;
@@ -62,5 +88,5 @@ export interface Violation {
 }
 
 export function emptyHistory(): History {
-  return { sections: [], deaths: [], finalLocks: [] };
+  return { sections: [], deaths: [], pauses: [], finalLocks: [] };
 }

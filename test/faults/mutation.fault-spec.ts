@@ -1,0 +1,79 @@
+import { cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import * as path from 'node:path';
+import { startFaultServer, type FaultServer } from '../support/fault-server';
+import { runEarlyGrantProbe } from './scenarios/early-grant-probe';
+
+// The checker is only trusted once a deliberately broken library makes the suite fail
+// (ARCHITECTURE.md §8). This copies the library, breaks the one expression that decides
+// whether a lease has ended so that it ends 300 ms early, runs the early-grant probe with
+// every worker on the copy, and expects the checker to catch it. The suite runs the same
+// probe on the real library and expects nothing (fault-suite.fault-spec.ts).
+jest.setTimeout(180_000);
+
+const repoRoot = path.resolve(__dirname, '../..');
+/** Inside the repository, so the copy resolves `node_modules`; git-, lint- and format-ignored. */
+const copiesRoot = path.join(repoRoot, '.fault-lib-copies');
+/** The library under test: the repository's, or the one the whole run uses (FAULT_LIB_DIR). */
+const sourceLib = path.resolve(process.env.FAULT_LIB_DIR ?? path.join(repoRoot, 'lib'));
+
+const patchedFile = 'store/acquire-attempt.ts';
+const anchor = "{ $lte: ['$expiresAt', '$$NOW'] }";
+const earlyGrant = "{ $lte: ['$expiresAt', { $add: ['$$NOW', 300] }] }";
+
+/** Copies the library to `target`, with leases counted as ended 300 ms before they do. */
+function makeEarlyGrantMutant(target: string): void {
+  rmSync(target, { recursive: true, force: true });
+  mkdirSync(path.dirname(target), { recursive: true });
+  cpSync(sourceLib, target, {
+    recursive: true,
+    filter: (file) => !file.endsWith('.spec.ts'),
+  });
+  const file = path.join(target, patchedFile);
+  const source = readFileSync(file, 'utf8');
+  const found = source.split(anchor).length - 1;
+  if (found !== 1) {
+    throw new Error(
+      `Mutation test: the anchor ${anchor} occurs ${found} times in ${patchedFile}, not once. ` +
+        'The lease-end check moved or changed: update the mutation, do not drop the test.',
+    );
+  }
+  // A function, not a string: `$$` in a replacement string would collapse to `$`.
+  const mutated = source.replace(anchor, () => earlyGrant);
+  if (!mutated.includes(earlyGrant)) throw new Error('Mutation test: the patch did not apply');
+  writeFileSync(file, mutated);
+}
+
+describe('mutation test: a library granting locks 300 ms before the lease ends', () => {
+  let server: FaultServer;
+  const mutantDir = path.join(copiesRoot, `early-grant-${process.pid}`, 'lib');
+
+  beforeAll(async () => {
+    server = await startFaultServer();
+  });
+
+  afterAll(async () => {
+    await server?.stop();
+    if (!process.env.FAULT_KEEP_MUTANT) {
+      rmSync(path.dirname(mutantDir), { recursive: true, force: true });
+    }
+  });
+
+  it('is caught by the history checker (overlap or told-late)', async () => {
+    makeEarlyGrantMutant(mutantDir);
+    const outcome = await runEarlyGrantProbe(server, mutantDir);
+    const caught = outcome.violations.filter((v) => v.kind === 'overlap' || v.kind === 'told-late');
+    const other = outcome.violations.filter((v) => !caught.includes(v));
+    process.stdout.write(
+      `\nMutation test (lease ends 300 ms early, ${server.kind} server): ` +
+        `${outcome.operations} sections, ${outcome.notes ?? ''}\n` +
+        caught
+          .slice(0, 5)
+          .map((v) => `  ${v.kind} ${v.key}: ${v.detail}\n`)
+          .join('') +
+        '\n',
+    );
+    // The probe must have run properly (no worker errors): only the checker's verdict differs.
+    expect(other).toEqual([]);
+    expect(caught.length).toBeGreaterThan(0);
+  });
+});
