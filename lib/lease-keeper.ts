@@ -72,6 +72,7 @@ export class LeaseKeeper {
   private maxHoldTimer: NodeJS.Timeout | undefined;
   private stopped = false;
   private renewalStopped = false;
+  private renewInFlight = false;
   private renewing: Promise<void> | undefined;
   private remaining: HeldKey[];
 
@@ -149,10 +150,14 @@ export class LeaseKeeper {
     this.init.onLost(key, reason, cause);
   }
 
+  private firstUnreleasedKey(): string {
+    return (this.remaining[0] ?? this.init.held[0]).key;
+  }
+
   private armDeadline(): void {
     clearTimeout(this.deadlineTimer);
     this.deadlineTimer = unrefTimer(
-      () => this.lose(this.init.held[0].key, 'its lease ran out before it was renewed'),
+      () => this.lose(this.firstUnreleasedKey(), 'its lease ran out before it was renewed'),
       this.leaseEnd - performance.now(),
     );
   }
@@ -166,6 +171,11 @@ export class LeaseKeeper {
     if (this.stopped || this.renewalStopped) return;
     clearTimeout(this.renewTimer);
     this.renewTimer = unrefTimer(() => {
+      if (this.renewInFlight) {
+        // An extend() is renewing now: one renewal at a time; plan the next after it.
+        void this.renewing?.finally(() => this.scheduleRenewal());
+        return;
+      }
       // renewAll handles its own failures; a throwing loss listener must not become an
       // unhandled rejection.
       this.renewing = this.renewAll(true).catch(() => undefined);
@@ -180,27 +190,30 @@ export class LeaseKeeper {
   /** Renews all keys in parallel. `scheduled` renewals retry transient errors until the deadline. */
   private async renewAll(scheduled: boolean): Promise<void> {
     const ttlMs = this.ttlMs;
+    // A release may shrink `remaining` while we wait: match the replies to what was sent.
+    const keys = [...this.remaining];
     let outcomes: RenewLeaseOutcome[];
+    this.renewInFlight = true;
     try {
-      outcomes = await Promise.all(
-        this.remaining.map((held) => this.init.operations.renew(held, ttlMs)),
-      );
+      outcomes = await Promise.all(keys.map((held) => this.init.operations.renew(held, ttlMs)));
     } catch (error) {
       if (this.stopped) return;
       if (scheduled && isStoreUnavailableError(error) && performance.now() < this.leaseEnd) {
         this.scheduleRenewal(Math.min(RENEW_RETRY_MS, (this.leaseEnd - performance.now()) / 4));
       } else if (scheduled) {
-        this.lose(this.init.held[0].key, 'renewing it failed', error);
+        this.lose(this.firstUnreleasedKey(), 'renewing it failed', error);
       } else {
         throw error;
       }
       return;
+    } finally {
+      this.renewInFlight = false;
     }
     if (this.stopped) return;
     let leaseEnd = Infinity;
     for (const [index, outcome] of outcomes.entries()) {
       if (!outcome.renewed) {
-        this.lose(this.remaining[index].key, 'its lease had ended or another holder took it');
+        this.lose(keys[index].key, 'its lease had ended or another holder took it');
         return;
       }
       leaseEnd = Math.min(leaseEnd, localLeaseEnd(outcome.sentAt, outcome.remainingMs, ttlMs));

@@ -1,0 +1,308 @@
+import { LockNotAcquiredError, LockStoreUnavailableError } from './errors';
+import { HeldLocks } from './held-locks';
+import { LockAcquirer } from './lock-acquirer';
+import type { ResolvedAcquireOptions } from './options';
+import type { AcquireAttemptOutcome } from './store/acquire-attempt';
+import type { LockStore } from './store/lock-store';
+import type { ReleaseLeaseOutcome } from './store/release-lease';
+import type { RenewLeaseOutcome } from './store/renew-lease';
+import { LockChangeFeed } from './waiting/change-feed';
+import { LockWaiting } from './waiting/lock-waiting';
+
+interface KeyAndOwner {
+  key: string;
+  owner: string;
+}
+
+const won = (key: string, owner: string): AcquireAttemptOutcome => ({
+  key,
+  won: true,
+  owner,
+  fence: 7n,
+  sentAt: performance.now(),
+  remainingMs: 10_000,
+  holderId: 'me',
+  operationTime: undefined,
+});
+
+const heldByOther = (key: string): AcquireAttemptOutcome => ({
+  key,
+  won: false,
+  sentAt: performance.now(),
+  remainingMs: 42_000,
+  holderId: 'other',
+  operationTime: undefined,
+});
+
+const unavailable = () => new LockStoreUnavailableError('MongoDB is unavailable (acquire)');
+
+/**
+ * The four store operations the acquirer uses, recorded. Every key is free unless a test
+ * says otherwise through `onAttempt` (`tries`: earlier attempts on that key).
+ */
+class FakeStore {
+  readonly attempts: KeyAndOwner[] = [];
+  readonly releases: KeyAndOwner[] = [];
+  readonly giveBacks: KeyAndOwner[] = [];
+  onAttempt: (key: string, owner: string, tries: number) => Promise<AcquireAttemptOutcome> = async (
+    key,
+    owner,
+  ) => won(key, owner);
+
+  attempt = (key: string, owner: string): Promise<AcquireAttemptOutcome> => {
+    const tries = this.attempts.filter((attempt) => attempt.key === key).length;
+    this.attempts.push({ key, owner });
+    return this.onAttempt(key, owner, tries);
+  };
+
+  renew = async (_key: string, _owner: string, ttlMs: number): Promise<RenewLeaseOutcome> => ({
+    renewed: true,
+    sentAt: performance.now(),
+    remainingMs: ttlMs,
+  });
+
+  release = async (key: string, owner: string): Promise<ReleaseLeaseOutcome> => {
+    this.releases.push({ key, owner });
+    return 'released';
+  };
+
+  giveBack = async (key: string, owner: string): Promise<ReleaseLeaseOutcome | undefined> => {
+    this.giveBacks.push({ key, owner });
+    return 'released';
+  };
+
+  /** The owner tokens the store has seen in attempts. */
+  get owners(): string[] {
+    return [...new Set(this.attempts.map((attempt) => attempt.owner))];
+  }
+}
+
+const defaults: ResolvedAcquireOptions = {
+  ttlMs: 10_000,
+  timeoutMs: 1_000,
+  signal: undefined,
+  renew: false,
+  renewalIntervalRatio: 0.5,
+};
+
+function setUp() {
+  const feed = new LockChangeFeed(
+    () => {
+      throw new Error('no streams in this test');
+    },
+    { warn: () => undefined, error: () => undefined },
+    'off',
+  );
+  feed.watchEvents(() => undefined)(); // announce polling once, quietly
+  const waiting = new LockWaiting(feed, 'me', {
+    safetyPollIntervalMs: 600_000,
+    pollIntervalMs: 10,
+    maxPollIntervalMs: 20,
+  });
+  const held = new HeldLocks();
+  const acquirer = new LockAcquirer({
+    waiting,
+    maxHoldMs: 3_600_000,
+    held,
+    operationTimeoutMs: 1_000,
+  });
+  const store = new FakeStore();
+  const acquire = (
+    keys: string[],
+    options: Partial<ResolvedAcquireOptions> = {},
+    signal = new AbortController().signal,
+  ) => acquirer.acquire(store as unknown as LockStore, keys, { ...defaults, ...options }, signal);
+  return { store, held, acquire };
+}
+
+/** Runs fake time for `ms`; the call must have settled by then. */
+async function after<T>(ms: number, promise: Promise<T>): Promise<{ value?: T; error?: unknown }> {
+  let result: { value?: T; error?: unknown } | undefined;
+  promise.then(
+    (value) => (result = { value }),
+    (error: unknown) => (result = { error }),
+  );
+  await jest.advanceTimersByTimeAsync(ms);
+  if (!result) throw new Error(`still pending after ${ms} ms`);
+  return result;
+}
+
+/** A reply the test sends when it wants to. */
+function deferred<T>() {
+  let resolve!: (value: T) => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<T>((res, rej) => ((resolve = res), (reject = rej)));
+  return { promise, resolve, reject };
+}
+
+const byKey = (entries: KeyAndOwner[]) => [...entries].sort((x, y) => x.key.localeCompare(y.key));
+
+describe('LockAcquirer', () => {
+  beforeEach(() => {
+    jest.useFakeTimers();
+  });
+
+  afterEach(() => {
+    jest.useRealTimers();
+  });
+
+  describe('owner token', () => {
+    it('is one token for every key of a call, used for its release too, and new for each call', async () => {
+      const { store, acquire } = setUp();
+      const { value: handle } = await after(0, acquire(['a', 'b', 'c']));
+      expect(store.attempts.map((attempt) => attempt.key)).toEqual(['a', 'b', 'c']);
+      expect(store.owners).toHaveLength(1);
+      const [token] = store.owners;
+      await handle!.release();
+      expect(store.releases).toEqual([
+        { key: 'c', owner: token },
+        { key: 'b', owner: token },
+        { key: 'a', owner: token },
+      ]);
+      await after(0, acquire(['a']));
+      expect(store.owners).toHaveLength(2);
+    });
+
+    it('is kept by a retry after an attempt that got no reply', async () => {
+      const { store, acquire } = setUp();
+      store.onAttempt = async (key, owner, tries) => {
+        if (key === 'b' && tries < 2) throw unavailable();
+        return won(key, owner);
+      };
+      const { value: handle } = await after(100, acquire(['a', 'b']));
+      expect(handle).toBeDefined();
+      expect(store.attempts.map((attempt) => attempt.key)).toEqual(['a', 'b', 'b', 'b']);
+      expect(store.owners).toHaveLength(1);
+      expect(store.giveBacks).toEqual([]);
+    });
+  });
+
+  describe('a failed call gives back', () => {
+    it('on timeout: the keys won and the keys whose attempt threw, by its token', async () => {
+      const { store, acquire } = setUp();
+      store.onAttempt = async (key, owner, tries) => {
+        if (key === 'a') return won(key, owner);
+        if (tries === 0) throw unavailable();
+        return heldByOther(key);
+      };
+      const { error } = await after(200, acquire(['a', 'b'], { timeoutMs: 200 }));
+      expect(error).toBeInstanceOf(LockNotAcquiredError);
+      expect(error).toMatchObject({ keys: ['a', 'b'], holderId: 'other' });
+      const [token] = store.owners;
+      expect(byKey(store.giveBacks)).toEqual([
+        { key: 'a', owner: token },
+        { key: 'b', owner: token },
+      ]);
+    });
+
+    it('on abort: the keys won', async () => {
+      const { store, acquire } = setUp();
+      store.onAttempt = async (key, owner) => (key === 'a' ? won(key, owner) : heldByOther(key));
+      const controller = new AbortController();
+      const acquiring = acquire(['a', 'b'], {}, controller.signal);
+      await jest.advanceTimersByTimeAsync(50);
+      expect(store.giveBacks).toEqual([]);
+      const reason = new Error('caller left');
+      controller.abort(reason);
+      const { error } = await after(0, acquiring);
+      expect(error).toBe(reason);
+      expect(store.giveBacks).toEqual([{ key: 'a', owner: store.owners[0] }]);
+    });
+
+    it('when MongoDB is unavailable: the keys won and the key whose attempt threw', async () => {
+      const { store, acquire } = setUp();
+      store.onAttempt = async (key, owner) => {
+        if (key === 'b') throw unavailable();
+        return won(key, owner);
+      };
+      const { error } = await after(0, acquire(['a', 'b'], { timeoutMs: 0 }));
+      expect(error).toBeInstanceOf(LockStoreUnavailableError);
+      const [token] = store.owners;
+      expect(byKey(store.giveBacks)).toEqual([
+        { key: 'a', owner: token },
+        { key: 'b', owner: token },
+      ]);
+    });
+
+    it('an attempt that rejects after the call ended', async () => {
+      const { store, acquire } = setUp();
+      const reply = deferred<AcquireAttemptOutcome>();
+      store.onAttempt = () => reply.promise;
+      const controller = new AbortController();
+      const acquiring = acquire(['a'], {}, controller.signal);
+      await jest.advanceTimersByTimeAsync(10);
+      controller.abort(new Error('caller left'));
+      await expect(after(0, acquiring)).resolves.toMatchObject({
+        error: { message: 'caller left' },
+      });
+      expect(store.giveBacks).toEqual([]);
+      reply.reject(unavailable());
+      await jest.advanceTimersByTimeAsync(0);
+      expect(store.giveBacks).toEqual([{ key: 'a', owner: store.owners[0] }]);
+    });
+
+    it('a win that arrives after the waiter left', async () => {
+      const { store, held, acquire } = setUp();
+      const reply = deferred<AcquireAttemptOutcome>();
+      store.onAttempt = () => reply.promise;
+      const controller = new AbortController();
+      const acquiring = acquire(['a'], {}, controller.signal);
+      await jest.advanceTimersByTimeAsync(10);
+      controller.abort(new Error('caller left'));
+      await after(0, acquiring);
+      expect(store.giveBacks).toEqual([]);
+      reply.resolve(won('a', store.owners[0]));
+      await jest.advanceTimersByTimeAsync(0);
+      expect(store.giveBacks).toEqual([{ key: 'a', owner: store.owners[0] }]);
+      expect(held.size).toBe(0);
+    });
+  });
+
+  it('keeps a handed-out handle in HeldLocks until it is released', async () => {
+    const { store, held, acquire } = setUp();
+    const { value: handle } = await after(0, acquire(['a', 'b']));
+    expect(held.size).toBe(1);
+    await handle!.release();
+    await jest.advanceTimersByTimeAsync(0);
+    expect(held.size).toBe(0);
+    expect(store.giveBacks).toEqual([]);
+  });
+
+  describe('with timeoutMs: 0', () => {
+    it('rejects a held key with LockNotAcquiredError, its holder and lease, and gives nothing back', async () => {
+      const { store, acquire } = setUp();
+      store.onAttempt = async (key) => heldByOther(key);
+      const { error } = await after(0, acquire(['a'], { timeoutMs: 0 }));
+      expect(error).toBeInstanceOf(LockNotAcquiredError);
+      expect(error).toMatchObject({ keys: ['a'], retryAfterMs: 42_000, holderId: 'other' });
+      expect(store.attempts).toHaveLength(1);
+      expect(store.giveBacks).toEqual([]);
+    });
+
+    it('rejects with LockStoreUnavailableError when MongoDB does not answer', async () => {
+      const { store, acquire } = setUp();
+      store.onAttempt = async () => {
+        throw unavailable();
+      };
+      const { error } = await after(0, acquire(['a'], { timeoutMs: 0 }));
+      expect(error).toBeInstanceOf(LockStoreUnavailableError);
+      expect(store.attempts).toHaveLength(1);
+      expect(store.giveBacks).toEqual([{ key: 'a', owner: store.owners[0] }]);
+    });
+  });
+
+  it('rejects a waiting call at its deadline with LockStoreUnavailableError while MongoDB does not answer', async () => {
+    const { store, acquire } = setUp();
+    store.onAttempt = async () => {
+      throw unavailable();
+    };
+    const acquiring = acquire(['a'], { timeoutMs: 500 });
+    await jest.advanceTimersByTimeAsync(490);
+    expect(store.attempts.length).toBeGreaterThan(10);
+    const { error } = await after(10, acquiring);
+    expect(error).toBeInstanceOf(LockStoreUnavailableError);
+    expect(error).not.toBeInstanceOf(LockNotAcquiredError);
+    expect(store.owners).toHaveLength(1);
+    expect(store.giveBacks).toEqual([{ key: 'a', owner: store.owners[0] }]);
+  });
+});

@@ -1,0 +1,240 @@
+import { LockLostError, LockStoreUnavailableError, MongoLockError } from './errors';
+import type { HeldKey, LeaseOperations } from './lease-keeper';
+import { MongoLockHandle } from './lock-handle';
+import type { ReleaseLeaseOutcome } from './store/release-lease';
+import type { RenewLeaseOutcome } from './store/renew-lease';
+
+const TTL_MS = 10_000;
+
+/** The store operations, logged in call order; by default everything succeeds. */
+class FakeLeases implements LeaseOperations {
+  readonly log: string[] = [];
+  renewReply: (held: HeldKey) => Promise<RenewLeaseOutcome> = async () => ({
+    renewed: true,
+    sentAt: performance.now(),
+    remainingMs: TTL_MS,
+  });
+  releaseReply: (held: HeldKey) => Promise<ReleaseLeaseOutcome> = async () => 'released';
+  giveBackReply: (held: HeldKey) => Promise<ReleaseLeaseOutcome | undefined> = async () =>
+    'released';
+
+  renew = (held: HeldKey): Promise<RenewLeaseOutcome> => {
+    this.log.push(`renew ${held.key}`);
+    return this.renewReply(held);
+  };
+
+  release = (held: HeldKey): Promise<ReleaseLeaseOutcome> => {
+    this.log.push(`release ${held.key}`);
+    return this.releaseReply(held);
+  };
+
+  giveBack = (held: HeldKey): Promise<ReleaseLeaseOutcome | undefined> => {
+    this.log.push(`giveBack ${held.key}`);
+    return this.giveBackReply(held);
+  };
+}
+
+function setUp(keys = ['a']) {
+  const leases = new FakeLeases();
+  const handle = new MongoLockHandle({
+    held: keys.map((key, index) => ({ key, owner: 'token', fence: BigInt(index + 1) })),
+    leaseEnd: performance.now() + TTL_MS,
+    ttlMs: TTL_MS,
+    renew: false,
+    renewalIntervalRatio: 0.5,
+    maxHoldMs: 3_600_000,
+    operations: leases,
+  });
+  const emitted: LockLostError[] = [];
+  let completed = false;
+  handle.lost$.subscribe({
+    next: (error) => emitted.push(error),
+    complete: () => (completed = true),
+  });
+  handle.signal.addEventListener('abort', () => leases.log.push('abort'));
+  return { handle, leases, emitted, isCompleted: () => completed };
+}
+
+/** Where a promise stands once the callbacks already due have run. */
+async function stateOf(promise: Promise<unknown>): Promise<'pending' | 'resolved' | 'rejected'> {
+  let state: 'pending' | 'resolved' | 'rejected' = 'pending';
+  promise.then(
+    () => (state = 'resolved'),
+    () => (state = 'rejected'),
+  );
+  await jest.advanceTimersByTimeAsync(0);
+  return state;
+}
+
+const never = () => new Promise<never>(() => undefined);
+
+describe('MongoLockHandle', () => {
+  beforeEach(() => {
+    jest.useFakeTimers();
+  });
+
+  afterEach(() => {
+    jest.useRealTimers();
+  });
+
+  describe('release()', () => {
+    it('settles the handle: released, done resolves, lost$ completes without emitting', async () => {
+      const { handle, leases, emitted, isCompleted } = setUp(['a', 'b']);
+      await handle.release();
+      expect(leases.log).toEqual(['release b', 'release a']);
+      expect(handle.released).toBe(true);
+      expect(handle.lost).toBe(false);
+      expect(handle.signal.aborted).toBe(false);
+      await expect(stateOf(handle.done)).resolves.toBe('resolved');
+      expect(emitted).toEqual([]);
+      expect(isCompleted()).toBe(true);
+      // Settled: later calls resolve without a store call, and the deadline is gone.
+      await handle.release();
+      await jest.advanceTimersByTimeAsync(60_000);
+      expect(leases.log).toEqual(['release b', 'release a']);
+      expect(handle.signal.aborted).toBe(false);
+    });
+
+    it('rejects with LockLostError and aborts the signal when the key was found lost', async () => {
+      const { handle, leases, emitted } = setUp(['a', 'b']);
+      leases.releaseReply = async (held) => (held.key === 'a' ? 'lost' : 'released');
+      const error = await handle.release().catch((caught: unknown) => caught);
+      expect(error).toBeInstanceOf(LockLostError);
+      expect(error).toMatchObject({ key: 'a' });
+      expect(handle.signal.aborted).toBe(true);
+      expect(handle.signal.reason).toBe(error);
+      expect(emitted).toEqual([error]);
+      expect(handle.lost).toBe(true);
+      await expect(handle.release()).rejects.toBe(error);
+    });
+
+    it('rejects with LockStoreUnavailableError, stays held, and aborts the signal at the deadline', async () => {
+      const { handle, leases, emitted } = setUp(['a', 'b']);
+      const failure = new LockStoreUnavailableError('no primary');
+      leases.releaseReply = async (held) => {
+        if (held.key === 'a') throw failure;
+        return 'released';
+      };
+      await expect(handle.release()).rejects.toBe(failure);
+      expect(handle.released).toBe(false);
+      expect(handle.lost).toBe(false);
+      expect(handle.signal.aborted).toBe(false);
+      await expect(stateOf(handle.done)).resolves.toBe('pending');
+      await jest.advanceTimersByTimeAsync(TTL_MS - 1);
+      expect(handle.signal.aborted).toBe(false);
+      await jest.advanceTimersByTimeAsync(1);
+      expect(handle.signal.aborted).toBe(true);
+      expect(handle.signal.reason).toBeInstanceOf(LockLostError);
+      expect(emitted).toHaveLength(1);
+      await expect(stateOf(handle.done)).resolves.toBe('resolved');
+    });
+
+    it('after a failed release, a second call releases only the keys left', async () => {
+      const { handle, leases } = setUp(['a', 'b']);
+      leases.releaseReply = async (held) => {
+        if (held.key === 'a') throw new LockStoreUnavailableError('no primary');
+        return 'released';
+      };
+      await expect(handle.release()).rejects.toBeInstanceOf(LockStoreUnavailableError);
+      leases.releaseReply = async () => 'released';
+      leases.log.length = 0;
+      await handle.release();
+      expect(leases.log).toEqual(['release a']);
+      expect(handle.released).toBe(true);
+    });
+
+    it('on a handle already lost, rejects at once without the store, and gives its keys back', async () => {
+      const { handle, leases } = setUp(['a', 'b']);
+      await jest.advanceTimersByTimeAsync(TTL_MS);
+      expect(handle.lost).toBe(true);
+      leases.releaseReply = never;
+      leases.giveBackReply = never;
+      const releasing = handle.release();
+      await expect(stateOf(releasing)).resolves.toBe('rejected');
+      await expect(releasing).rejects.toBe(handle.lostReason);
+      expect(leases.log).toEqual(['abort', 'giveBack a', 'giveBack b']);
+    });
+
+    it('is shared by concurrent calls', async () => {
+      const { handle, leases } = setUp(['a', 'b']);
+      let answer!: () => void;
+      const answered = new Promise<void>((resolve) => (answer = resolve));
+      leases.releaseReply = async () => {
+        await answered;
+        return 'released';
+      };
+      const first = handle.release();
+      const second = handle.release();
+      await expect(stateOf(first)).resolves.toBe('pending');
+      answer();
+      await Promise.all([first, second]);
+      expect(leases.log).toEqual(['release b', 'release a']);
+    });
+  });
+
+  describe('revoke()', () => {
+    it('aborts the signal before giving the keys back, and counts the released ones', async () => {
+      const { handle, leases, emitted } = setUp(['a', 'b', 'c']);
+      const outcomes: Record<string, ReleaseLeaseOutcome | undefined> = {
+        a: 'released',
+        b: 'lost',
+        c: undefined,
+      };
+      leases.giveBackReply = async (held) => outcomes[held.key];
+      await expect(handle.revoke('the service is shutting down')).resolves.toBe(1);
+      expect(leases.log).toEqual(['abort', 'giveBack a', 'giveBack b', 'giveBack c']);
+      expect(handle.signal.reason).toBeInstanceOf(LockLostError);
+      expect((handle.signal.reason as LockLostError).message).toMatch(/shutting down/);
+      expect(emitted).toHaveLength(1);
+      expect(handle.released).toBe(true);
+    });
+
+    it('is 0 for a handle already released, and gives nothing back', async () => {
+      const { handle, leases } = setUp(['a']);
+      await handle.release();
+      leases.log.length = 0;
+      await expect(handle.revoke('shutdown')).resolves.toBe(0);
+      expect(leases.log).toEqual([]);
+      expect(handle.signal.aborted).toBe(false);
+    });
+  });
+
+  describe('extend()', () => {
+    it('rejects on a lost handle without renewing', async () => {
+      const { handle, leases } = setUp(['a']);
+      await jest.advanceTimersByTimeAsync(TTL_MS);
+      await expect(handle.extend()).rejects.toBe(handle.lostReason);
+      expect(handle.lostReason).toBeInstanceOf(LockLostError);
+      expect(leases.log).toEqual(['abort']);
+    });
+
+    it('rejects on a released handle', async () => {
+      const { handle } = setUp(['a']);
+      await handle.release();
+      await expect(handle.extend()).rejects.toBeInstanceOf(MongoLockError);
+    });
+
+    it('rejects with LockLostError when the renewal is refused', async () => {
+      const { handle, leases } = setUp(['a']);
+      leases.renewReply = async () => ({ renewed: false, sentAt: performance.now() });
+      await expect(handle.extend()).rejects.toBeInstanceOf(LockLostError);
+      expect(handle.signal.aborted).toBe(true);
+    });
+  });
+
+  it('expiresAt follows the lease end', async () => {
+    const { handle, leases } = setUp(['a']);
+    const expiresInMs = () => handle.expiresAt.getTime() - Date.now();
+    expect(expiresInMs()).toBeCloseTo(TTL_MS, 0);
+    await jest.advanceTimersByTimeAsync(4_000);
+    expect(expiresInMs()).toBeCloseTo(TTL_MS - 4_000, 0);
+    leases.renewReply = async () => ({
+      renewed: true,
+      sentAt: performance.now(),
+      remainingMs: 20_000,
+    });
+    await handle.extend(20_000);
+    // The server's 20 s less the safety margin (5 % of 20 s).
+    expect(expiresInMs()).toBeCloseTo(19_000, 0);
+  });
+});
