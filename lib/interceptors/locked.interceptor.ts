@@ -3,7 +3,6 @@ import {
   type CallHandler,
   type ExecutionContext,
   HttpException,
-  HttpStatus,
   Injectable,
   type NestInterceptor,
   Optional,
@@ -24,6 +23,10 @@ import type { LockKeyContext } from '../keys/key-template';
 import { LockService } from '../lock.service';
 import { LOCKED_METADATA } from '../mongo-lock.constants';
 import { MESSAGES } from '../mongo-lock.messages';
+
+// Literals: `HttpStatus.LOCKED` does not exist in @nestjs/common 10 (it is undefined there).
+const HTTP_LOCKED = 423;
+const HTTP_SERVICE_UNAVAILABLE = 503;
 
 interface HttpRequestLike {
   params?: unknown;
@@ -130,20 +133,20 @@ export class LockedInterceptor implements NestInterceptor {
 
   protected toUnavailableException(error: MongoLockError, retryAfterSeconds: number): unknown {
     const body = {
-      statusCode: HttpStatus.SERVICE_UNAVAILABLE,
+      statusCode: HTTP_SERVICE_UNAVAILABLE,
       message: MESSAGES.unavailable(retryAfterSeconds),
       error: 'Service Unavailable',
     };
-    return new HttpException(body, HttpStatus.SERVICE_UNAVAILABLE, { cause: error });
+    return new HttpException(body, HTTP_SERVICE_UNAVAILABLE, { cause: error });
   }
 
   protected toLockedException(error: LockNotAcquiredError, retryAfterSeconds: number): unknown {
     const body = {
-      statusCode: HttpStatus.LOCKED,
+      statusCode: HTTP_LOCKED,
       message: MESSAGES.locked(retryAfterSeconds),
       error: 'Locked',
     };
-    return new HttpException(body, HttpStatus.LOCKED, { cause: error });
+    return new HttpException(body, HTTP_LOCKED, { cause: error });
   }
 
   protected toInvalidKeyException(error: InvalidLockKeyError): unknown {
