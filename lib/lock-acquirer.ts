@@ -36,7 +36,12 @@ class Acquisition {
   ) {}
 
   attempt(key: string): Promise<AcquireAttemptOutcome> {
-    return this.store.attempt(key, this.owner, this.ttlMs).catch((error: unknown) => {
+    const onLateWin = () => {
+      // While the call goes on, its next attempt recognises the win (same token).
+      if (this.ended) void this.store.giveBackUnclaimed(key, this.owner);
+      else this.uncertain.add(key);
+    };
+    return this.store.attempt(key, this.owner, this.ttlMs, onLateWin).catch((error: unknown) => {
       // No reply: the write may have happened.
       if (this.ended) void this.giveBack(key, this.owner);
       else this.uncertain.add(key);

@@ -88,10 +88,18 @@ export class LockStore {
   }
 
   /**
-   * One acquisition attempt. A win is claimed by the caller, who must release it (or
-   * {@link giveBack} it). A win that arrives after the caller stopped waiting is given back.
+   * One acquisition attempt. A win handed to the caller is claimed: the caller must release
+   * it (or {@link giveBack} it). A win that arrives after the caller stopped waiting for this
+   * attempt is reported to `onLateWin`: only the caller knows whether a retry with the same
+   * token may still recognise it (then nothing is to be done) or the call is over (then
+   * {@link giveBackUnclaimed}).
    */
-  async attempt(key: string, owner: string, ttlMs: number): Promise<AcquireAttemptOutcome> {
+  attempt(
+    key: string,
+    owner: string,
+    ttlMs: number,
+    onLateWin: () => void,
+  ): Promise<AcquireAttemptOutcome> {
     const id = idOf(key, owner);
     const command = this.send('acquire', () =>
       attemptAcquire(this.collection, this.client, {
@@ -101,18 +109,18 @@ export class LockStore {
         ttlMs,
       }),
     );
-    this.trackInFlight(id, command.sent);
+    // Registered before the in-flight tracking, so the claim is made before anyone waiting
+    // for this attempt to settle looks at it.
     void command.sent.then(
       (outcome) => {
-        if (!outcome.won || !command.timedOut() || this.claimed.has(id)) return;
-        // After any give-back under way: it may have been sent before this win.
-        void Promise.resolve(this.givingBack.get(id)).then(() => this.giveBack(key, owner));
+        if (!outcome.won) return;
+        if (!command.timedOut()) this.claimed.add(id);
+        else onLateWin();
       },
       () => undefined,
     );
-    const outcome = await command.result;
-    if (outcome.won) this.claimed.add(id);
-    return outcome;
+    this.trackInFlight(id, command.sent);
+    return command.result;
   }
 
   renew(key: string, owner: string, ttlMs: number): Promise<RenewLeaseOutcome> {
@@ -145,6 +153,18 @@ export class LockStore {
     const task = this.giveBackOnce(key, owner, id).finally(() => this.givingBack.delete(id));
     this.givingBack.set(id, task);
     return task;
+  }
+
+  /**
+   * Gives back a win nobody was told of, once the token's attempts still on their way have
+   * settled, unless one of them was handed out meanwhile (claimed). Only for a call that
+   * sends no more attempts: a later attempt could recognise the win after the release.
+   */
+  async giveBackUnclaimed(key: string, owner: string): Promise<void> {
+    const id = idOf(key, owner);
+    await this.givingBack.get(id); // it may have been sent before this win
+    await this.inFlightSettled(id);
+    if (!this.claimed.has(id)) await this.giveBack(key, owner);
   }
 
   inspect(key: string): Promise<LockState | null> {
@@ -216,19 +236,23 @@ export class LockStore {
     });
   }
 
+  /** The token's attempts on this key still on their way have settled, or one command's time passed. */
+  private async inFlightSettled(id: string): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.all([...(this.inFlight.get(id) ?? [])]),
+      new Promise((resolve) => (timer = setTimeout(resolve, this.options.operationTimeoutMs))),
+    ]);
+    clearTimeout(timer);
+  }
+
   private async giveBackOnce(
     key: string,
     owner: string,
     id: string,
   ): Promise<ReleaseLeaseOutcome | undefined> {
-    const timeoutMs = this.options.operationTimeoutMs;
     // A release sent before an attempt still on its way would miss that attempt's win.
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      Promise.all([...(this.inFlight.get(id) ?? [])]),
-      new Promise((resolve) => (timer = setTimeout(resolve, timeoutMs))),
-    ]);
-    clearTimeout(timer);
+    await this.inFlightSettled(id);
     for (let tries = 1; ; tries += 1) {
       try {
         return await this.release(key, owner);
