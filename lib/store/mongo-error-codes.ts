@@ -57,6 +57,19 @@ export function isChangeStreamUnsupportedError(error: unknown): boolean {
   return /only supported on replica sets/i.test(message);
 }
 
+/** Server codes meaning a change stream cannot resume from the point it was given. */
+const RESUME_POINT_LOST_CODES = new Set([
+  136, // CappedPositionLost
+  260, // InvalidResumeToken
+  280, // ChangeStreamFatalError
+  286, // ChangeStreamHistoryLost
+]);
+
+/** The change stream cannot continue where it stood: reopening must start afresh. */
+export function isResumePointLostError(error: unknown): boolean {
+  return RESUME_POINT_LOST_CODES.has(Number(codeOf(error)));
+}
+
 /**
  * MongoDB could not serve the command now, and it may succeed later: network trouble, no
  * reachable primary, a primary stepping down, a write concern not satisfied in time. Decided

@@ -176,4 +176,85 @@ describe('LockChangeFeed', () => {
       resumeAfter: { _data: 'token-7' },
     });
   });
+
+  describe('what a watcher hears about releases streamed around its attempt', () => {
+    const releasedAt = (key: string, t: number) => ({ ...released(key), clusterTime: ts(t) });
+
+    it('tells a watcher that comes late of a release streamed after its attempt', async () => {
+      const { feed, streams } = setUp();
+      feed.watchKey('other', () => undefined, ts(10));
+      await flush();
+      streams[0].push({ change: releasedAt('a', 15) }); // before anyone watches 'a'
+      await flush();
+      const late = recorder();
+      feed.watchKey('a', late.watcher, ts(12)); // its attempt (at 12) saw the key held
+      await flush();
+      expect(late.signals).toEqual(['released']);
+      const current = recorder();
+      feed.watchKey('a', current.watcher, ts(16)); // its attempt came after that release
+      await flush();
+      expect(current.signals).toEqual([]);
+    });
+
+    it('ignores a streamed release no newer than what the watcher has seen', async () => {
+      const { feed, streams } = setUp();
+      const a = recorder();
+      feed.watchKey('a', a.watcher, ts(20));
+      streams[0].push({ change: releasedAt('a', 19) });
+      streams[0].push({ change: releasedAt('a', 20) });
+      await flush();
+      expect(a.signals).toEqual([]);
+      streams[0].push({ change: releasedAt('a', 21) });
+      await flush();
+      expect(a.signals).toEqual(['released']);
+    });
+  });
+
+  describe('reopening', () => {
+    const fail = (code: number) => ({ error: Object.assign(new Error('boom'), { code }) });
+    const reopened = () => new Promise((resolve) => setTimeout(resolve, 120));
+
+    it('keeps resuming after the last event seen through several failures in a row', async () => {
+      const { feed, streams } = setUp();
+      feed.watchEvents(() => undefined);
+      await flush();
+      streams[0].resumeToken = { _data: 'token-1' };
+      streams[0].push(fail(8000));
+      await reopened();
+      streams[1].push(fail(8000)); // fails before any event: no token of its own
+      await new Promise((resolve) => setTimeout(resolve, 350));
+      expect(streams).toHaveLength(3);
+      expect(streams[2].options).toMatchObject({ resumeAfter: { _data: 'token-1' } });
+    });
+
+    it('starts afresh, and warns events$ listeners, when the server cannot resume', async () => {
+      const { feed, streams, logger } = setUp();
+      feed.watchEvents(() => undefined);
+      await flush();
+      streams[0].resumeToken = { _data: 'token-1' };
+      streams[0].push(fail(286)); // ChangeStreamHistoryLost
+      await reopened();
+      expect(streams[1].options.resumeAfter).toBeUndefined();
+      expect(logger.warn.mock.calls.map((call) => String(call[0])).join('\n')).toContain(
+        'may have missed events',
+      );
+    });
+
+    it('does not open a second stream for events$ while a failed one waits to reopen', async () => {
+      const { feed, streams } = setUp();
+      feed.watchKey('a', () => undefined, ts(1));
+      await flush();
+      streams[0].resumeToken = { _data: 'token-1' };
+      streams[0].push(fail(8000));
+      await flush();
+      feed.watchEvents(() => undefined);
+      expect(streams).toHaveLength(1);
+      await reopened();
+      expect(streams).toHaveLength(2);
+      expect(streams[1].options).toMatchObject({
+        scope: 'ownership',
+        resumeAfter: { _data: 'token-1' },
+      });
+    });
+  });
 });

@@ -3,7 +3,7 @@ import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.erro
 import type { LockEvent } from '../interfaces/lock-state.interface';
 import type { LockChangeStream, LockDocument } from '../store/lock-document';
 import type { LockChangeScope, OpenLockChangeStreamOptions } from '../store/lock-change-stream';
-import { isChangeStreamUnsupportedError } from '../store/mongo-error-codes';
+import { isChangeStreamUnsupportedError, isResumePointLostError } from '../store/mongo-error-codes';
 import { toLockEvent } from './lock-event';
 import type { WaitLogger } from './wait-logger';
 
@@ -29,7 +29,8 @@ interface ActiveStream {
   readonly onEstablished: Set<KeyWatcher>;
 }
 
-const REOPEN_DELAY_MS = [50, 200, 1_000, 5_000];
+/** Kept short: waiters have no stream until it reopens (their safety poll is slower still). */
+const REOPEN_DELAY_MS = [50, 200, 500, 1_000];
 
 /** Stops waiting for a close that does not answer (a server that is gone). */
 const CLOSE_WAIT_MS = 1_000;
@@ -59,6 +60,13 @@ export class LockChangeFeed {
   private pollingAnnounced = false;
   private failuresInARow = 0;
   private reopenTimer: NodeJS.Timeout | undefined;
+  /**
+   * Where a reopened stream continues, across any number of failures in a row: after the
+   * last event seen, or where the failed stream started. Dropped only when the server says it
+   * cannot resume from there, or when nobody watches any more.
+   */
+  private resumePoint:
+    { resumeAfter: ResumeToken } | { startAtOperationTime: Timestamp } | undefined;
   private readonly closing = new Set<Promise<void>>();
   private opened = 0;
 
@@ -305,6 +313,16 @@ export class LockChangeFeed {
 
   private onStreamError(error: unknown, active: ActiveStream | undefined): void {
     const resumeToken: ResumeToken = active?.stream.resumeToken;
+    if (resumeToken) this.resumePoint = { resumeAfter: resumeToken };
+    else if (!this.resumePoint && active?.startAt) {
+      this.resumePoint = { startAtOperationTime: active.startAt };
+    }
+    if (isResumePointLostError(error) && this.resumePoint) {
+      this.resumePoint = undefined;
+      if (this.eventListeners.size > 0) {
+        this.logger.warn('Lock change stream could not resume: events$ may have missed events');
+      }
+    }
     this.active = undefined;
     if (active) this.closeQuietly(active.stream);
     if (isChangeStreamUnsupportedError(error)) {
@@ -321,9 +339,11 @@ export class LockChangeFeed {
     this.reopenTimer = setTimeout(() => {
       this.reopenTimer = undefined;
       if (!this.hasWatchers() || this.active || !this.streaming) return;
-      // Resume after the last event seen; if resuming already failed, start afresh.
-      const resume = this.failuresInARow <= 1 && resumeToken ? { resumeAfter: resumeToken } : {};
-      const reopened = this.open(resume, undefined);
+      const point = this.resumePoint;
+      const reopened = this.open(
+        point ?? {},
+        point && 'startAtOperationTime' in point ? point.startAtOperationTime : undefined,
+      );
       // Events may have been lost in between: every watcher looks again once it runs.
       for (const watchers of this.keyWatchers.values()) {
         for (const watcher of watchers.keys()) reopened?.onEstablished.add(watcher);
@@ -337,6 +357,7 @@ export class LockChangeFeed {
     this.reopenTimer = undefined;
     const active = this.active;
     this.active = undefined;
+    this.resumePoint = undefined;
     if (active) this.closeQuietly(active.stream);
   }
 
