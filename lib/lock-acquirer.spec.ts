@@ -288,6 +288,12 @@ describe('LockAcquirer', () => {
       expect(error).toBeInstanceOf(LockStoreUnavailableError);
       expect(store.attempts).toHaveLength(1);
       expect(store.giveBacks).toEqual([{ key: 'a', owner: store.owners[0] }]);
+      // The attempt may still reach the server after that release: once more, later.
+      await jest.advanceTimersByTimeAsync(1_000);
+      expect(store.giveBacks).toEqual([
+        { key: 'a', owner: store.owners[0] },
+        { key: 'a', owner: store.owners[0] },
+      ]);
     });
   });
 

@@ -33,6 +33,8 @@ class Acquisition {
     readonly store: LockStore,
     private readonly ttlMs: number,
     private readonly giveBack: (key: string, owner: string) => Promise<unknown>,
+    /** When to send the second release of an attempt with no reply: one command's time. */
+    private readonly laterMs: number,
   ) {}
 
   attempt(key: string): Promise<AcquireAttemptOutcome> {
@@ -43,7 +45,7 @@ class Acquisition {
     };
     return this.store.attempt(key, this.owner, this.ttlMs, onLateWin).catch((error: unknown) => {
       // No reply: the write may have happened.
-      if (this.ended) void this.giveBack(key, this.owner);
+      if (this.ended) this.giveBackUncertain(key);
       else this.uncertain.add(key);
       throw error;
     });
@@ -57,8 +59,19 @@ class Acquisition {
   /** The call failed: gives back what it took, and what it may have taken. */
   abandon(won: readonly string[]): Promise<unknown> {
     this.ended = true;
-    for (const key of this.uncertain) if (!won.includes(key)) void this.giveBack(key, this.owner);
+    for (const key of this.uncertain) if (!won.includes(key)) this.giveBackUncertain(key);
     return Promise.all([...won].reverse().map((key) => this.giveBack(key, this.owner)));
+  }
+
+  /**
+   * An attempt with no reply may still reach the server after our release does (it was on
+   * its way when its connection failed): release once now and once more a command's time
+   * later. Releases by token are idempotent.
+   */
+  private giveBackUncertain(key: string): void {
+    void this.giveBack(key, this.owner);
+    const later = setTimeout(() => void this.giveBack(key, this.owner), this.laterMs);
+    later.unref();
   }
 }
 
@@ -76,8 +89,11 @@ export class LockAcquirer {
     signal: AbortSignal,
   ): Promise<MongoLockHandle> {
     const deadline = performance.now() + options.timeoutMs;
-    const acquisition = new Acquisition(store, options.ttlMs, (key, owner) =>
-      this.giveBack(store, key, owner),
+    const acquisition = new Acquisition(
+      store,
+      options.ttlMs,
+      (key, owner) => this.giveBack(store, key, owner),
+      this.deps.operationTimeoutMs,
     );
     const won: AcquireAttemptWon[] = [];
     try {

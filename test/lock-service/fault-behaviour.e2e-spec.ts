@@ -1,0 +1,782 @@
+// What a caller sees when MongoDB misbehaves: replies delayed, lost or failing after the
+// write, connections reset, the server gone, the change stream down, and the app shutting
+// down with locked work in flight. Faults come from the server's `failCommand` fail point
+// (scoped to one service by its client's `appName`), from a stopped server, and, where a
+// reply must arrive after the write it answers, from a small TCP proxy that holds it back.
+import { Controller, HttpCode, Injectable, Post } from '@nestjs/common';
+import type { AddressInfo, Server, Socket } from 'node:net';
+import { connect as netConnect, createServer } from 'node:net';
+import * as os from 'node:os';
+import { Long, MongoClient, MongoServerSelectionError, MongoWriteConcernError } from 'mongodb';
+import type { CommandStartedEvent, Document, MongoClientOptions } from 'mongodb';
+import request from 'supertest';
+import { LockHandleParam, Locked } from '../../lib';
+import {
+  InvalidLockOptionsError,
+  LockLostError,
+  LockServiceClosedError,
+  LockStoreUnavailableError,
+  MongoLockError,
+} from '../../lib/errors';
+import type { LockEvent } from '../../lib/interfaces';
+import type { LockHandle } from '../../lib/lock-handle';
+import { LockService } from '../../lib/lock.service';
+import { LOCK_OPTION_DEFAULTS } from '../../lib/options';
+import { startOfflineMongo } from '../mongo-offline';
+import { lockModule, startAppContext, startHttpApp } from '../nest/support/nest-apps';
+import { canEmulate } from '../support/mongo';
+import { eventually, LockTestKit, sleep } from './lock-test-kit';
+
+jest.setTimeout(30_000);
+
+type FailPointMode = 'alwaysOn' | 'off' | { times: number };
+
+interface Settled<T> {
+  status: 'resolved' | 'rejected' | 'pending';
+  value?: T;
+  error?: unknown;
+  /** Milliseconds from the call until it settled (or until `limitMs` if still pending). */
+  ms: number;
+}
+
+/** Waits for `promise` at most `limitMs`, and says how it ended and when. */
+async function settleWithin<T>(promise: Promise<T>, limitMs: number): Promise<Settled<T>> {
+  const started = performance.now();
+  let timer: NodeJS.Timeout | undefined;
+  const outcome = await Promise.race([
+    promise.then(
+      (value) => ({ status: 'resolved' as const, value }),
+      (error: unknown) => ({ status: 'rejected' as const, error }),
+    ),
+    new Promise<{ status: 'pending' }>((resolve) => {
+      timer = setTimeout(() => resolve({ status: 'pending' }), limitMs);
+    }),
+  ]);
+  clearTimeout(timer);
+  return { ...outcome, ms: performance.now() - started };
+}
+
+/** A port nothing listens on (it was just closed). */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** The command name of an OP_MSG request (its body's first key), lower-cased. */
+function commandNameOf(message: Buffer): string | undefined {
+  const OP_MSG = 2013;
+  // header (16) + flagBits (4) + section kind 0 (1) + BSON length (4) + element type (1)
+  if (message.length < 27 || message.readInt32LE(12) !== OP_MSG || message[20] !== 0) {
+    return undefined;
+  }
+  const end = message.indexOf(0, 26);
+  return end < 0 ? undefined : message.toString('utf8', 26, end).toLowerCase();
+}
+
+/**
+ * A TCP proxy in front of the test server that can hold back the reply to one command: the
+ * command runs on the server at once, its reply reaches the client `delayMs` later. That is
+ * a reply delayed after the write, which `blockConnection` (it blocks before the command
+ * runs) cannot make.
+ */
+class ReplyDelayProxy {
+  port = 0;
+  private readonly server: Server;
+  private readonly sockets = new Set<Socket>();
+  private armed: { command: string; delayMs: number; held: () => void } | undefined;
+
+  constructor(private readonly target: { host: string; port: number }) {
+    this.server = createServer((client) => this.pipe(client));
+  }
+
+  async start(): Promise<void> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    this.port = (this.server.address() as AddressInfo).port;
+  }
+
+  /** Resolves once the reply to the next `command` has arrived and is being held back. */
+  holdNextReply(command: string, delayMs: number): Promise<void> {
+    return new Promise((held) => {
+      this.armed = { command: command.toLowerCase(), delayMs, held };
+    });
+  }
+
+  async stop(): Promise<void> {
+    for (const socket of this.sockets) socket.destroy();
+    await new Promise((resolve) => this.server.close(resolve));
+  }
+
+  private pipe(client: Socket): void {
+    const upstream = netConnect(this.target.port, this.target.host);
+    for (const socket of [client, upstream]) {
+      this.sockets.add(socket);
+      socket.on('close', () => {
+        this.sockets.delete(socket);
+        client.destroy();
+        upstream.destroy();
+      });
+      socket.on('error', () => socket.destroy());
+    }
+    let unread = Buffer.alloc(0);
+    let holdNext: { delayMs: number; held: () => void } | undefined;
+    let holding: Buffer[] | undefined;
+    client.on('data', (chunk: Buffer) => {
+      unread = Buffer.concat([unread, chunk]);
+      while (unread.length >= 4 && unread.length >= unread.readInt32LE(0)) {
+        const message = unread.subarray(0, unread.readInt32LE(0));
+        unread = unread.subarray(message.length);
+        if (this.armed && commandNameOf(message) === this.armed.command) {
+          holdNext = this.armed;
+          this.armed = undefined;
+        }
+      }
+      upstream.write(chunk);
+    });
+    upstream.on('data', (chunk: Buffer) => {
+      if (holding) {
+        holding.push(chunk);
+        return;
+      }
+      if (!holdNext) {
+        client.write(chunk);
+        return;
+      }
+      // A driver never pipelines on one connection: this is the held command's reply.
+      const { delayMs, held } = holdNext;
+      holdNext = undefined;
+      holding = [chunk];
+      held();
+      setTimeout(() => {
+        const chunks = holding ?? [];
+        holding = undefined;
+        for (const part of chunks) client.write(part);
+      }, delayMs);
+    });
+  }
+}
+
+/** The fail points need the offline test server (a real mongod needs test commands enabled). */
+const describeWithFailPoints = canEmulate('standalone') ? describe : describe.skip;
+
+describeWithFailPoints('LockService under faults', () => {
+  const kit = LockTestKit.forSuite();
+  let admin: MongoClient;
+  const clients: MongoClient[] = [];
+
+  beforeAll(async () => {
+    admin = await MongoClient.connect(kit.mongo.uri);
+  });
+
+  afterEach(async () => {
+    await failPoint('off');
+    await kit.cleanup();
+    await Promise.all(clients.splice(0).map((client) => client.close().catch(() => undefined)));
+  });
+
+  afterAll(async () => {
+    await admin?.close();
+  });
+
+  async function failPoint(mode: FailPointMode, data: Document = {}): Promise<void> {
+    await admin.db('admin').command({ configureFailPoint: 'failCommand', mode, data });
+  }
+
+  /**
+   * A connected client whose connections carry `appName`, so a fail point can target them.
+   * The `os` adapter is given because the driver's own (a dynamic `import('os')`) fails inside
+   * Jest's VM, and the handshake then goes without any client metadata, `appName` included.
+   */
+  async function appClient(appName: string, options: MongoClientOptions = {}) {
+    const client = new MongoClient(kit.mongo.uri, {
+      appName,
+      runtimeAdapters: { os },
+      ...options,
+    });
+    clients.push(client);
+    await client.connect();
+    return client;
+  }
+
+  async function rawLock(key: string): Promise<Record<string, unknown> | undefined> {
+    return (await kit.rawLocks()).find((doc) => doc._id === key);
+  }
+
+  /** Whether `locks` can take `key` now (released again at once, so close() need not wait). */
+  async function canTake(locks: LockService, key: string): Promise<boolean> {
+    const handle = await locks.tryAcquire(key);
+    await handle?.release();
+    return handle !== null;
+  }
+
+  const blockFindAndModify = (appName: string, blockTimeMS: number) => ({
+    failCommands: ['findAndModify'],
+    appName,
+    blockConnection: true,
+    blockTimeMS,
+  });
+
+  /** Applied on the primary, not confirmed by a majority in time; not a retryable code. */
+  const writeConcernTimeout = (appName: string) => ({
+    failCommands: ['findAndModify'],
+    appName,
+    writeConcernError: {
+      code: 64,
+      codeName: 'WriteConcernFailed',
+      errmsg: 'waiting for replication timed out',
+      errInfo: { wtimeout: true },
+    },
+  });
+
+  describe('double grant', () => {
+    it('releaseAllHeld() while an acquisition is on its way does not free the key it then gets', async () => {
+      const client = await appClient('grant-a');
+      const a = await kit.service({ client });
+      const b = await kit.service();
+      const earlier = await a.acquire('grant:earlier', { ttlMs: 10_000 });
+      // The acquisition's command and whatever releaseAllHeld() sends next wait 500 ms each,
+      // in the order they were sent.
+      await failPoint(
+        { times: 2 },
+        {
+          failCommands: ['findAndModify', 'update'],
+          appName: 'grant-a',
+          blockConnection: true,
+          blockTimeMS: 500,
+        },
+      );
+      const acquiring = a.acquire('grant:k', { ttlMs: 10_000, timeoutMs: 5_000 });
+      await sleep(100);
+      const released = await a.releaseAllHeld();
+      const handle = await acquiring;
+
+      expect(handle.lost).toBe(false);
+      expect(await canTake(b, 'grant:k')).toBe(false);
+      expect(await rawLock('grant:k')).toMatchObject({
+        holder: a.holderId,
+        owner: expect.any(String),
+      });
+      expect(released).toBe(1);
+      expect(earlier.lost).toBe(true);
+      expect(await canTake(b, 'grant:earlier')).toBe(true);
+      await handle.release();
+    });
+  });
+
+  describe('deadlines', () => {
+    it('acquire against a blocked connection settles within timeoutMs + operationTimeoutMs', async () => {
+      const client = await appClient('slow-a');
+      const locks = await kit.service({ client, operationTimeoutMs: 500 });
+      await failPoint({ times: 4 }, blockFindAndModify('slow-a', 2_500));
+
+      const acquiring = await settleWithin(
+        locks.acquire('slow:k', { timeoutMs: 1_000, ttlMs: 5_000 }),
+        3_000,
+      );
+      expect(acquiring.status).toBe('rejected');
+      expect(acquiring.error).toBeInstanceOf(LockStoreUnavailableError);
+      expect(acquiring.ms).toBeLessThan(1_000 + 500 + 300);
+    });
+
+    it('with MongoDB unreachable, every call settles within its bound with LockStoreUnavailableError', async () => {
+      const mongo = await startOfflineMongo();
+      const client = new MongoClient(mongo.uri, { serverSelectionTimeoutMS: 30_000 });
+      clients.push(client);
+      await client.connect();
+      const locks = await kit.service({ client, operationTimeoutMs: 500 });
+      const held = await locks.acquire('gone:held', { ttlMs: 1_000 });
+      await mongo.stop();
+
+      const [tried, acquired, inspected] = await Promise.all([
+        settleWithin(locks.tryAcquire('gone:a'), 2_500),
+        settleWithin(locks.acquire('gone:b', { timeoutMs: 1_000 }), 2_500),
+        settleWithin(locks.inspect('gone:c'), 2_500),
+      ]);
+      for (const [settled, boundMs] of [
+        [tried, 500],
+        [acquired, 1_000 + 500],
+        [inspected, 500],
+      ] as const) {
+        expect(settled.status).toBe('rejected');
+        expect(settled.error).toBeInstanceOf(LockStoreUnavailableError);
+        expect(settled.ms).toBeLessThan(boundMs + 400);
+      }
+
+      // The handle's lease ran out meanwhile; its loss needs no answer from MongoDB.
+      await eventually(() => held.lost, 1_000);
+      const releasing = await settleWithin(held.release(), 2_000);
+      expect(releasing.status).toBe('rejected');
+      expect(releasing.error).toBeInstanceOf(LockLostError);
+      expect(releasing.ms).toBeLessThan(200);
+      const closing = await settleWithin(locks.close(), 2_000);
+      expect(closing.status).toBe('resolved');
+      expect(closing.ms).toBeLessThan(1_000);
+
+      // A driver error that arrives first is the cause.
+      const port = await closedPort();
+      const refused = new MongoClient(`mongodb://127.0.0.1:${port}/?directConnection=true`, {
+        serverSelectionTimeoutMS: 200,
+      });
+      clients.push(refused);
+      const unreachable = await kit.service({
+        client: refused,
+        ensureIndexes: false,
+        operationTimeoutMs: 2_000,
+      });
+      const failed = await settleWithin(unreachable.tryAcquire('gone:d'), 3_000);
+      expect(failed.status).toBe('rejected');
+      expect(failed.error).toBeInstanceOf(LockStoreUnavailableError);
+      expect((failed.error as Error).cause).toBeInstanceOf(MongoServerSelectionError);
+    });
+  });
+
+  describe('unknown outcomes', () => {
+    it('a win whose reply came after the caller gave up, or with a write concern error, is given back', async () => {
+      const client = await appClient('late-win');
+      const locks = await kit.service({ client, operationTimeoutMs: 400 });
+      const other = await kit.service();
+
+      // The write lands 1 s after the call, long after the call gave up.
+      await failPoint({ times: 1 }, blockFindAndModify('late-win', 1_000));
+      const late = await settleWithin(locks.tryAcquire('unknown:late', { ttlMs: 10_000 }), 3_000);
+      expect(late.status).toBe('rejected');
+      expect(late.error).toBeInstanceOf(LockStoreUnavailableError);
+      expect(late.ms).toBeLessThan(400 + 300);
+      await sleep(700); // the write has landed
+      await eventually(() => canTake(other, 'unknown:late'), 1_000);
+
+      // The write is applied, its reply says the majority did not confirm it in time.
+      await failPoint({ times: 1 }, writeConcernTimeout('late-win'));
+      const unconfirmed = await settleWithin(
+        locks.tryAcquire('unknown:wce', { ttlMs: 10_000 }),
+        3_000,
+      );
+      expect(unconfirmed.status).toBe('rejected');
+      await eventually(() => canTake(other, 'unknown:wce'), 1_000);
+      expect(unconfirmed.error).toBeInstanceOf(LockStoreUnavailableError);
+      expect((unconfirmed.error as Error).cause).toBeInstanceOf(MongoWriteConcernError);
+    });
+
+    it('a retry recognises the win of an earlier attempt whose reply was lost', async () => {
+      // A fence above the clock, so the next acquisition's fence is exactly this plus one.
+      const fence = Long.fromString('1000000000000000');
+      const seeder = await kit.client();
+      await seeder
+        .db(kit.mongo.dbName)
+        .collection<{ _id: string } & Document>(kit.collectionName)
+        .insertOne({ _id: 'unknown:retry', owner: null, holder: null, fence, expiresAt: null });
+      // The client gives up on a reply after 300 ms and never retries by itself; the
+      // library's next attempt comes 500-1000 ms later, after the first write landed.
+      const client = await appClient('lost-reply', { socketTimeoutMS: 300, retryWrites: false });
+      const locks = await kit.service({ client, pollIntervalMs: 1_000, maxPollIntervalMs: 1_000 });
+      await failPoint({ times: 1 }, blockFindAndModify('lost-reply', 600));
+
+      const acquired = await settleWithin(
+        locks.acquire('unknown:retry', { ttlMs: 10_000, timeoutMs: 2_500 }),
+        4_000,
+      );
+      expect(acquired.status).toBe('resolved');
+      const handle = acquired.value!;
+      expect(handle.fence).toBe(1_000_000_000_000_001n);
+      const doc = await rawLock('unknown:retry');
+      expect(String(doc?.fence)).toBe('1000000000000001');
+      expect(doc?.holder).toBe(locks.holderId);
+      await handle.release();
+      expect(await rawLock('unknown:retry')).toMatchObject({ owner: null });
+    });
+
+    it('a release that met a write concern error after the write, retried, resolves', async () => {
+      const client = await appClient('wce-release');
+      const locks = await kit.service({ client });
+      const other = await kit.service();
+      const handle = await locks.acquire('unknown:release', { ttlMs: 5_000 });
+      await failPoint({ times: 1 }, writeConcernTimeout('wce-release'));
+
+      const first = await settleWithin(handle.release(), 3_000);
+      expect(first.status).toBe('rejected');
+      expect(handle.released).toBe(false);
+      expect(handle.signal.aborted).toBe(false);
+
+      await expect(handle.release()).resolves.toBeUndefined();
+      expect(handle.released).toBe(true);
+      expect(handle.lost).toBe(false);
+      expect(await canTake(other, 'unknown:release')).toBe(true);
+      expect(first.error).toBeInstanceOf(LockStoreUnavailableError);
+      expect((first.error as Error).cause).toBeInstanceOf(MongoWriteConcernError);
+    });
+  });
+
+  describe('silent loss', () => {
+    it("when release() fails, the handle's signal still aborts at its lease end, before the server's", async () => {
+      const client = await appClient('silent');
+      const locks = await kit.service({ client });
+      const handle = await locks.acquire('silent:k', { ttlMs: 1_500 });
+      const serverEnd = ((await rawLock('silent:k'))?.expiresAt as Date).getTime();
+      const localEnd = handle.expiresAt.getTime();
+      const losses: LockLostError[] = [];
+      handle.lost$.subscribe((error) => losses.push(error));
+      let abortedAt: number | undefined;
+      handle.signal.addEventListener('abort', () => (abortedAt = Date.now()));
+      await failPoint(
+        { times: 5 },
+        { failCommands: ['findAndModify'], appName: 'silent', errorCode: 89, errorLabels: [] },
+      );
+
+      const releasing = await settleWithin(handle.release(), 3_000);
+      expect(releasing.status).toBe('rejected');
+      expect(handle.released).toBe(false);
+      expect(handle.signal.aborted).toBe(false);
+
+      await eventually(() => abortedAt !== undefined, localEnd - Date.now() + 500);
+      expect(handle.signal.reason).toBeInstanceOf(LockLostError);
+      expect(losses).toHaveLength(1);
+      expect(handle.lost).toBe(true);
+      expect(releasing.error).toBeInstanceOf(LockStoreUnavailableError);
+      // At the local deadline, which keeps a safety margin (5 % of 1 500 ms) before the server's.
+      expect(serverEnd - localEnd).toBeGreaterThanOrEqual(50);
+      expect(abortedAt).toBeGreaterThanOrEqual(localEnd - 20);
+      expect(abortedAt).toBeLessThan(serverEnd);
+    });
+  });
+
+  describe('lost wake-ups', () => {
+    it('a waiter whose reply comes back after the release was streamed still wakes', async () => {
+      const target = new URL(kit.mongo.uri);
+      const proxy = new ReplyDelayProxy({ host: target.hostname, port: Number(target.port) });
+      await proxy.start();
+      try {
+        const a = await kit.service();
+        const b = await kit.service({
+          uri: `mongodb://127.0.0.1:${proxy.port}/?directConnection=true`,
+          safetyPollIntervalMs: 60_000,
+        });
+        const otherHeld = await a.acquire('wake:other', { ttlMs: 10_000 });
+        const held = await a.acquire('wake:k', { ttlMs: 10_000 });
+        // b's change stream already runs, for a wait on another key.
+        const otherWait = b.acquire('wake:other', { timeoutMs: 8_000 });
+        await eventually(() => b.diagnostics.streamEstablished, 3_000);
+
+        const replyHeld = proxy.holdNextReply('findAndModify', 700);
+        const waiting = settleWithin(b.acquire('wake:k', { timeoutMs: 4_000 }), 5_000);
+        expect((await settleWithin(replyHeld, 2_000)).status).toBe('resolved');
+        await held.release(); // after b's attempt found the key held, before b hears so
+
+        const result = await waiting;
+        expect(result.status).toBe('resolved');
+        expect(result.ms).toBeLessThan(700 + 800);
+        await result.value!.release();
+        await otherHeld.release();
+        await (await otherWait).release();
+      } finally {
+        await kit.cleanup();
+        await proxy.stop();
+      }
+    });
+
+    it('a release during a change-stream outage wakes the waiter once the stream is back, events$ subscribed meanwhile', async () => {
+      const a = await kit.service();
+      const client = await appClient('outage-b');
+      const b = await kit.service({ client, safetyPollIntervalMs: 60_000 });
+      const held = await a.acquire('outage:k', { ttlMs: 10_000 });
+      await failPoint('alwaysOn', {
+        failCommands: ['getMore'],
+        appName: 'outage-b',
+        errorCode: 89,
+        errorLabels: [],
+      });
+      const waiting = settleWithin(b.acquire('outage:k', { timeoutMs: 5_000 }), 6_000);
+      // Opened and failed; reopened after 50 ms and failed; after 200 ms and failed: the
+      // next try is 1 s away.
+      await eventually(() => b.diagnostics.streamsOpened >= 3 && !b.diagnostics.streamOpen, 3_000);
+      await failPoint('off');
+      await held.release();
+      const releasedAt = performance.now();
+      const events: LockEvent[] = [];
+      const subscription = b.events$.subscribe((event) => events.push(event));
+      try {
+        const result = await waiting;
+        expect(result.status).toBe('resolved');
+        // The reopen (<= 1 s), its first answer (<= 1 s), one attempt.
+        expect(performance.now() - releasedAt).toBeLessThan(2_600);
+        await result.value!.release();
+        await eventually(
+          () => events.some((event) => event.type === 'released' && event.key === 'outage:k'),
+          3_000,
+        );
+      } finally {
+        subscription.unsubscribe();
+      }
+    });
+
+    it('a waiter under connection resets gets the lock or a library error, never a raw driver error', async () => {
+      const a = await kit.service();
+      const client = await appClient('resets-b');
+      const b = await kit.service({ client });
+      const held = await a.acquire('resets:k', { ttlMs: 10_000 });
+      // Every attempt (and the driver's own retry) hangs 250 ms, then its connection drops.
+      await failPoint(
+        { times: 50 },
+        {
+          failCommands: ['findAndModify'],
+          appName: 'resets-b',
+          closeConnection: true,
+          blockConnection: true,
+          blockTimeMS: 250,
+        },
+      );
+      const failing = await settleWithin(b.acquire('resets:k', { timeoutMs: 1_000 }), 4_000);
+      expect(failing.status).toBe('rejected');
+      expect(failing.error).toBeInstanceOf(MongoLockError);
+      expect(failing.error).toBeInstanceOf(LockStoreUnavailableError);
+
+      // A few resets, then the key is free: the waiter gets it.
+      await failPoint(
+        { times: 3 },
+        { failCommands: ['findAndModify'], appName: 'resets-b', closeConnection: true },
+      );
+      const waiting = settleWithin(b.acquire('resets:k', { timeoutMs: 3_000 }), 4_000);
+      await sleep(100);
+      await held.release();
+      const result = await waiting;
+      if (result.status === 'rejected') expect(result.error).toBeInstanceOf(MongoLockError);
+      else expect(result.status).toBe('resolved');
+      await result.value?.release();
+    });
+  });
+
+  describe('shutdown', () => {
+    @Controller('drain')
+    class DrainController {
+      @Post(':id')
+      @HttpCode(200)
+      @Locked('drain:{params.id}', { timeoutMs: 0 })
+      async run(@LockHandleParam() lock: LockHandle) {
+        await sleep(600);
+        return { aborted: lock.signal.aborted };
+      }
+    }
+
+    @Injectable()
+    class LongJob {
+      abortedAt: number | undefined;
+
+      @Locked('grace:job', { timeoutMs: 0 })
+      async run(): Promise<boolean> {
+        const signal = LockService.current()!.signal;
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, 3_000);
+          signal.addEventListener('abort', () => {
+            this.abortedAt = Date.now();
+            clearTimeout(timer);
+            resolve();
+          });
+        });
+        return signal.aborted;
+      }
+    }
+
+    it('app.close() lets a locked request finish under its lock, then the lock is free', async () => {
+      const app = await startHttpApp(
+        {
+          imports: [lockModule(kit.mongo, { collectionName: kit.collectionName })],
+          controllers: [DrainController],
+        },
+        'express',
+      );
+      let closing: Promise<void> | undefined;
+      try {
+        const other = await kit.service();
+        const responding = request(app.getHttpServer() as Parameters<typeof request>[0])
+          .post('/drain/1')
+          .then((response) => response);
+        await eventually(async () => (await other.inspect('drain:1'))?.held === true, 2_000);
+        closing = app.close();
+        await sleep(150);
+        expect(await canTake(other, 'drain:1')).toBe(false);
+
+        const response = await responding;
+        expect(response.status).toBe(200);
+        expect(response.body).toEqual({ aborted: false });
+        await closing;
+        expect(await canTake(other, 'drain:1')).toBe(true);
+      } finally {
+        await (closing ?? app.close());
+      }
+    });
+
+    it("past shutdownGraceMs, the holder's signal aborts first, then its lock is released", async () => {
+      const graceMs = 400;
+      const context = await startAppContext({
+        imports: [
+          lockModule(kit.mongo, { collectionName: kit.collectionName, shutdownGraceMs: graceMs }),
+        ],
+        providers: [LongJob],
+      });
+      let closing: Promise<void> | undefined;
+      try {
+        const other = await kit.service();
+        const job = context.get(LongJob);
+        const running = job.run().catch((error: unknown) => error);
+        await eventually(async () => (await other.inspect('grace:job'))?.held === true, 2_000);
+        const closeStartedAt = Date.now();
+        closing = context.close();
+        await sleep(200);
+        // Within the grace period: still held, still renewed, not told anything.
+        expect(job.abortedAt).toBeUndefined();
+        expect(await canTake(other, 'grace:job')).toBe(false);
+
+        await closing;
+        await running;
+        expect(job.abortedAt).toBeDefined();
+        expect(job.abortedAt! - closeStartedAt).toBeGreaterThanOrEqual(graceMs - 20);
+        const doc = await rawLock('grace:job');
+        expect(doc?.owner).toBeNull();
+        const releasedAt = (doc?.gcAt as Date).getTime() - LOCK_OPTION_DEFAULTS.idleRetentionMs;
+        expect(releasedAt).toBeGreaterThanOrEqual(job.abortedAt!);
+        expect(await canTake(other, 'grace:job')).toBe(true);
+      } finally {
+        await (closing ?? context.close());
+      }
+    });
+  });
+
+  describe('smaller defects', () => {
+    it('close() during an attempt in flight leaves no lock held', async () => {
+      // b creates (and so closes) its own client; it cannot carry an appName inside Jest (see
+      // appClient), but b's attempt is the only findAndModify while the fail point is armed.
+      const b = await kit.service({ operationTimeoutMs: 2_000 });
+      const c = await kit.service();
+      await failPoint(
+        { times: 1 },
+        { failCommands: ['findAndModify'], blockConnection: true, blockTimeMS: 600 },
+      );
+      const started = performance.now();
+      const acquiring = b.acquire('close:k', { ttlMs: 10_000, timeoutMs: 5_000 }).then(
+        () => 'acquired',
+        (error: unknown) => error,
+      );
+      await sleep(100);
+      await b.close();
+      await sleep(Math.max(0, 900 - (performance.now() - started))); // the write has landed
+      expect(await canTake(c, 'close:k')).toBe(true);
+      expect(await acquiring).toBeInstanceOf(LockServiceClosedError);
+    });
+
+    it("lock writes carry the client's wtimeout, else operationTimeoutMs", async () => {
+      const writeConcerns = (client: MongoClient) => {
+        const seen: Document[] = [];
+        client.on('commandStarted', (event: CommandStartedEvent) => {
+          if (event.commandName === 'findAndModify') seen.push(event.command.writeConcern);
+        });
+        return seen;
+      };
+      const configured = await appClient('wt-a', {
+        monitorCommands: true,
+        writeConcern: { w: 1, wtimeoutMS: 1_234 },
+      });
+      const seenConfigured = writeConcerns(configured);
+      const a = await kit.service({ client: configured });
+      await (await a.acquire('wt:a')).release();
+      expect(seenConfigured).toEqual([
+        expect.objectContaining({ w: 'majority', wtimeout: 1_234 }),
+        expect.objectContaining({ w: 'majority', wtimeout: 1_234 }),
+      ]);
+
+      const plain = await appClient('wt-b', { monitorCommands: true });
+      const seenPlain = writeConcerns(plain);
+      const b = await kit.service({ client: plain, operationTimeoutMs: 700 });
+      await (await b.acquire('wt:b')).release();
+      expect(seenPlain).toEqual([
+        expect.objectContaining({ w: 'majority', wtimeout: 700 }),
+        expect.objectContaining({ w: 'majority', wtimeout: 700 }),
+      ]);
+    });
+
+    it('a second service with the same holderId is refused while the first is live', async () => {
+      const first = await kit.service({ holderId: 'dup-holder' });
+      for (let round = 0; round < 2; round += 1) {
+        const refused = await kit.service({ holderId: 'dup-holder' }).catch((error) => error);
+        expect(refused).toBeInstanceOf(InvalidLockOptionsError);
+        expect(refused).toMatchObject({ option: 'holderId' });
+      }
+      await first.close();
+      const next = await kit.service({ holderId: 'dup-holder' });
+      expect(await canTake(next, 'dup:k')).toBe(true);
+    });
+
+    it('waitForRelease does not emit when our lost hold ends while another instance holds the key', async () => {
+      const a = await kit.service();
+      const b = await kit.service();
+      const lostHandle = await a.acquire('wait:k', { ttlMs: 1_000 });
+      const bHandle = await b.acquire('wait:k', { ttlMs: 10_000, timeoutMs: 3_000 });
+      expect(lostHandle.lost).toBe(true);
+      let emitted = false;
+      const subscription = a.waitForRelease('wait:k').subscribe(() => (emitted = true));
+      try {
+        await sleep(150);
+        await expect(lostHandle.release()).rejects.toBeInstanceOf(LockLostError);
+        await sleep(400);
+        expect(emitted).toBe(false);
+        await bHandle.release();
+        await eventually(() => emitted, 1_000);
+      } finally {
+        subscription.unsubscribe();
+      }
+    });
+
+    it("a released event carries the releasing holder's id, never the next holder's", async () => {
+      const a = await kit.service();
+      const c = await kit.service();
+      const client = await appClient('events-b');
+      const b = await kit.service({ client });
+      const events: LockEvent[] = [];
+      const subscription = b.events$.subscribe((event) => events.push(event));
+      try {
+        await eventually(() => b.diagnostics.streamEstablished, 3_000);
+        // The next getMore runs 500 ms late: by then the next holder has the key, and the
+        // document looked up for the release is already theirs.
+        await failPoint(
+          { times: 1 },
+          {
+            failCommands: ['getMore'],
+            appName: 'events-b',
+            blockConnection: true,
+            blockTimeMS: 500,
+          },
+        );
+        await (await a.acquire('events:warm')).release();
+        await eventually(() => events.some((event) => event.key === 'events:warm'), 2_000);
+        const first = await a.acquire('events:k');
+        await first.release();
+        const next = await c.acquire('events:k');
+        await eventually(
+          () => events.some((event) => event.key === 'events:k' && event.type === 'released'),
+          3_000,
+        );
+        const released = events.filter(
+          (event) => event.key === 'events:k' && event.type === 'released',
+        );
+        expect(released).toHaveLength(1);
+        expect(released[0].holderId).not.toBe(c.holderId);
+        expect([a.holderId, null]).toContain(released[0].holderId);
+        expect(released[0].fence).toBe(first.fence);
+        await next.release();
+      } finally {
+        subscription.unsubscribe();
+      }
+    });
+
+    it('releaseAllHeld() does not count a lease that had already expired', async () => {
+      const locks = await kit.service();
+      const other = await kit.service();
+      await locks.acquire('count:short', { ttlMs: 1_000 });
+      const long = await locks.acquire('count:long', { ttlMs: 10_000 });
+      await sleep(1_100);
+      expect(await locks.releaseAllHeld()).toBe(1);
+      expect(long.lost).toBe(true);
+      expect(await canTake(other, 'count:long')).toBe(true);
+    });
+  });
+});
