@@ -189,6 +189,14 @@ describe('MongoLockHandle', () => {
       expect(handle.released).toBe(true);
     });
 
+    it("counts the keys a holder's own release gives back once it was told", async () => {
+      const { handle, leases } = setUp(['a']);
+      // The holder reacts to the abort at once, before revoke() resumes.
+      handle.signal.addEventListener('abort', () => void handle.release().catch(() => undefined));
+      await expect(handle.revoke('releaseAllHeld()')).resolves.toBe(1);
+      expect(leases.log).toEqual(['abort', 'giveBack a']);
+    });
+
     it('is 0 for a handle already released, and gives nothing back', async () => {
       const { handle, leases } = setUp(['a']);
       await handle.release();

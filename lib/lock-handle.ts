@@ -69,6 +69,8 @@ export class MongoLockHandle implements LockHandle {
   private lostError: LockLostError | undefined;
   private releasing: Promise<void> | undefined;
   private isReleased = false;
+  /** The background release of a lost handle's keys, with how many were live. */
+  private givingBack: Promise<number> | undefined;
   private markDone!: () => void;
 
   constructor(private readonly init: LockHandleInit) {
@@ -139,7 +141,7 @@ export class MongoLockHandle implements LockHandle {
    * keys were released while their lease was live.
    */
   async revoke(reason: string): Promise<number> {
-    if (this.isReleased) return 0;
+    if (this.isReleased) return this.givingBack ?? 0;
     this.markLost(this.key, reason);
     await this.releasing?.catch(() => undefined);
     return this.giveBackUnreleased();
@@ -157,12 +159,16 @@ export class MongoLockHandle implements LockHandle {
     if (this.lostError) throw this.lostError;
   }
 
-  private async giveBackUnreleased(): Promise<number> {
-    if (this.isReleased) return 0;
+  /** Gives back the keys not yet released, once; every caller shares that one give-back. */
+  private giveBackUnreleased(): Promise<number> {
+    if (this.givingBack) return this.givingBack;
+    if (this.isReleased) return Promise.resolve(0);
     const keys = [...this.keeper.unreleased];
     this.settle();
-    const outcomes = await Promise.all(keys.map((held) => this.init.operations.giveBack(held)));
-    return outcomes.filter((outcome) => outcome === 'released').length;
+    this.givingBack = Promise.all(keys.map((held) => this.init.operations.giveBack(held))).then(
+      (outcomes) => outcomes.filter((outcome) => outcome === 'released').length,
+    );
+    return this.givingBack;
   }
 
   private throwIfLost(): void {

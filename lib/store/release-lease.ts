@@ -27,16 +27,22 @@ function whenOurs(owner: string, newValue: unknown, field: string) {
   return { $cond: [{ $eq: ['$owner', owner] }, newValue, field] };
 }
 
+/** Tokens of the last releases of live leases kept per key, so that a retry recognises its own. */
+export const RELEASED_OWNERS_KEPT = 8;
+
 function releasePipeline(owner: string, idleRetentionMs: number) {
   const live = { $gt: ['$expiresAt', '$$NOW'] };
+  const previous = { $ifNull: ['$releasedOwners', []] };
+  const withOurs = { $slice: [{ $concatArrays: [previous, [owner]] }, -RELEASED_OWNERS_KEPT] };
   return [
     {
       $set: {
         owner: whenOurs(owner, null, '$owner'),
         gcAt: whenOurs(owner, { $add: ['$$NOW', idleRetentionMs] }, '$gcAt'),
         // Lets a retried release recognise its own earlier success (a lost reply, a
-        // write-concern error after the write); kept only for a release of a live lease.
-        releasedOwner: whenOurs(owner, { $cond: [live, owner, null] }, '$releasedOwner'),
+        // write-concern error after the write), even after others took and released the key
+        // meanwhile; kept only for a release of a live lease.
+        releasedOwners: whenOurs(owner, { $cond: [live, withOurs, previous] }, '$releasedOwners'),
         // Who released which acquisition, for `events$` (the change event carries them).
         releasedHolder: whenOurs(owner, '$holder', '$releasedHolder'),
         releasedFence: whenOurs(owner, '$fence', '$releasedFence'),
@@ -49,7 +55,8 @@ function releasePipeline(owner: string, idleRetentionMs: number) {
  * Owner-checked release in one round trip: sets `owner` to null and schedules the idle
  * document for deletion. The pre-image says whether the lease was still live by the server
  * clock. Idempotent: repeating a release that already succeeded reports `released` again
- * (unless another release of the key came in between) and writes nothing.
+ * (unless more than {@link RELEASED_OWNERS_KEPT} other releases of the key came in between)
+ * and writes nothing.
  *
  * @example
  * if ((await releaseLease(collection, { key, owner, idleRetentionMs })) !== 'released') reportLost();
@@ -59,7 +66,7 @@ export async function releaseLease(
   { key, owner, idleRetentionMs }: ReleaseLeaseRequest,
 ): Promise<ReleaseLeaseOutcome> {
   const before = (await collection.findOneAndUpdate(
-    { _id: key, $or: [{ owner }, { releasedOwner: owner }] },
+    { _id: key, $or: [{ owner }, { releasedOwners: owner }] },
     releasePipeline(owner, idleRetentionMs),
     {
       returnDocument: 'before',

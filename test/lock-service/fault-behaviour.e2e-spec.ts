@@ -406,6 +406,23 @@ describeWithFailPoints('LockService under faults', () => {
       expect(first.error).toBeInstanceOf(LockStoreUnavailableError);
       expect((first.error as Error).cause).toBeInstanceOf(MongoWriteConcernError);
     });
+
+    it('recognises its own earlier release even after others took and released the key', async () => {
+      const client = await appClient('wce-release-later');
+      const locks = await kit.service({ client });
+      const other = await kit.service();
+      const handle = await locks.acquire('unknown:release-later', { ttlMs: 5_000 });
+      await failPoint({ times: 1 }, writeConcernTimeout('wce-release-later'));
+      const first = await settleWithin(handle.release(), 3_000);
+      expect(first.status).toBe('rejected');
+      for (let round = 0; round < 3; round += 1) {
+        const taken = await other.tryAcquire('unknown:release-later');
+        expect(taken).not.toBeNull();
+        await taken?.release();
+      }
+      await expect(handle.release()).resolves.toBeUndefined();
+      expect(handle.lost).toBe(false);
+    });
   });
 
   describe('silent loss', () => {
