@@ -3,10 +3,18 @@ import { formatSummaryTable, type ScenarioRow } from './harness/summary-table';
 import { clockSkew } from './scenarios/clock-skew';
 import { connectionFaults } from './scenarios/connection-faults';
 import { contention } from './scenarios/contention';
+import { earlyGrantProbe } from './scenarios/early-grant-probe';
+import { eventsStreamFailures } from './scenarios/events-stream-failures';
 import { holderKilled } from './scenarios/holder-killed';
 import { holderPaused } from './scenarios/holder-paused';
 import { hostileHttp } from './scenarios/hostile-http';
+import { networkFaults } from './scenarios/network-faults';
+import { releaseAllHeld } from './scenarios/release-all-held';
+import { repeatedFaults } from './scenarios/repeated-faults';
+import { serverPaused } from './scenarios/server-paused';
+import { shutdownInFlight } from './scenarios/shutdown-in-flight';
 import { stepDown } from './scenarios/step-down';
+import { writeConcernErrors } from './scenarios/write-concern-errors';
 import type { Scenario } from './scenarios/scenario';
 
 // Every scenario runs against one server in its own process, one scenario at a time (they are
@@ -22,6 +30,14 @@ const scenarios: Scenario[] = [
   stepDown,
   clockSkew,
   hostileHttp,
+  networkFaults,
+  earlyGrantProbe,
+  eventsStreamFailures,
+  serverPaused,
+  shutdownInFlight,
+  repeatedFaults,
+  writeConcernErrors,
+  releaseAllHeld,
 ];
 
 describe('fault and correctness suite (several OS processes, one server)', () => {

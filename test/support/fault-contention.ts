@@ -64,6 +64,7 @@ export async function runContention(
     unavailable: 0,
     maxSettleOvershootMs: -args.timeoutMs,
     errors: [],
+    failedCalls: [],
   };
   let started = 0;
   const noteError = (error: unknown) => {
@@ -81,6 +82,7 @@ export async function runContention(
       const key = args.keys[Math.floor(Math.random() * args.keys.length)];
       const renew = Math.random() < args.renewShare;
       const calledAt = performance.now();
+      const calledAtShared = sharedClockMs();
       let handle: LockHandle;
       try {
         handle = await service.acquire(key, {
@@ -90,6 +92,7 @@ export async function runContention(
         });
       } catch (error) {
         noteSettled(calledAt);
+        stats.failedCalls?.push({ key, calledAt: calledAtShared, settledAt: sharedClockMs() });
         if (hasName(error, 'LockNotAcquiredError')) stats.timeouts++;
         else if (hasName(error, 'LockStoreUnavailableError')) stats.unavailable++;
         else noteError(error);
@@ -104,6 +107,7 @@ export async function runContention(
           key,
           `${label}:w${index}`,
           noteError,
+          args.retryUnconfirmedRelease ?? false,
         );
         report(section);
         stats.sections++;
@@ -125,6 +129,7 @@ async function holdAndRelease(
   key: string,
   worker: string,
   onError: (error: unknown) => void,
+  retryUnconfirmedRelease: boolean,
 ): Promise<SectionRecord> {
   const watch = watchSignal(handle);
   const start = sharedClockMs();
@@ -133,9 +138,12 @@ async function holdAndRelease(
   let outcome: SectionRecord['outcome'] = handle.signal.aborted ? 'lost' : 'released';
   // Read just before release is sent (or kept from the abort): the deadline this section had.
   const deadline = deadlineToRecord(handle, watch);
+  let releaseTries = 0;
+  let releaseError: string | undefined;
   try {
-    await handle.release();
+    await releaseRetrying(handle, retryUnconfirmedRelease, () => releaseTries++);
   } catch (error) {
+    releaseError = error instanceof Error ? error.name : String(error);
     // An unconfirmed release keeps the handle held until its deadline, when the library
     // must tell it (signal). Anything else but "lost" leaves the acquisition unaccounted for:
     // the checker flags it.
@@ -158,7 +166,37 @@ async function holdAndRelease(
     outcome,
     deadline,
     signalAt: watch.signalAt,
+    ...(releaseTries > 1 ? { releaseTries } : {}),
+    ...(releaseError === undefined ? {} : { releaseError }),
   };
+}
+
+/** Pause between tries of an unconfirmed release (`retryUnconfirmedRelease`). */
+const RELEASE_RETRY_MS = 50;
+
+/**
+ * `release()`; with `retry`, tried again while MongoDB does not confirm it and the signal has
+ * not aborted (a release is idempotent). Rejects with the last try's error.
+ */
+async function releaseRetrying(
+  handle: LockHandle,
+  retry: boolean,
+  onTry: () => void,
+): Promise<void> {
+  for (;;) {
+    onTry();
+    let unconfirmed: unknown;
+    try {
+      await handle.release();
+      return;
+    } catch (error) {
+      if (!retry || !hasName(error, 'LockStoreUnavailableError')) throw error;
+      unconfirmed = error;
+    }
+    await sleepUnlessAborted(RELEASE_RETRY_MS, handle.signal);
+    // The lease ran out meanwhile: handled as an unconfirmed release without retries.
+    if (handle.signal.aborted) throw unconfirmed;
+  }
 }
 
 function sampleHoldMs(plan: HoldPlan): number {

@@ -10,6 +10,11 @@ export interface StartArgs {
   options?: Record<string, unknown>;
   /** Name of the worker in records and messages. */
   label: string;
+  /**
+   * The worker gives the service a client of its own with command monitoring, and tallies how
+   * each lock command ended (`commandTally`); commands of `slowMs` or more count as `slow`.
+   */
+  monitorCommands?: { slowMs: number };
 }
 
 export interface StartedInfo {
@@ -35,6 +40,11 @@ export interface ContendArgs {
   hold: HoldPlan;
   /** Share of acquisitions made with auto-renewal on. */
   renewShare: number;
+  /**
+   * Retry a `release()` that MongoDB did not confirm (`LockStoreUnavailableError`) until it
+   * is confirmed or the signal aborts, as the README suggests (a release is idempotent).
+   */
+  retryUnconfirmedRelease?: boolean;
   /** Stop starting sections at this time (shared clock) or after this many, whichever first. */
   stopAt: number;
   maxSections: number;
@@ -55,6 +65,11 @@ export interface ContendStats {
   maxSettleOvershootMs: number;
   /** Any other failure, as text (the first 20). */
   errors: string[];
+  /**
+   * Every `acquire` call that failed, with its key and when it was made and settled (shared
+   * clock): an attempt of unknown outcome may hold the key, unused, until its call gives up.
+   */
+  failedCalls?: { key: string; calledAt: number; settledAt: number }[];
 }
 
 export interface HoldArgs {
@@ -82,6 +97,45 @@ export interface LossReport {
   lostAt: number | null;
 }
 
+/** One `events$` emission as a worker saw it (`watchEvents` / `takeEvents`). */
+export interface RecordedLockEvent {
+  type: 'acquired' | 'released' | 'deleted';
+  key: string;
+  /** Fencing token as a decimal string, or null. */
+  fence: string | null;
+  holderId: string | null;
+  /** The event's server time (`LockEvent.at`), epoch ms. */
+  serverAt: number;
+  /** When the worker received it, on the shared clock. */
+  receivedAt: number;
+}
+
+export interface RecordedEvents {
+  /** When the worker subscribed, on the shared clock (null if it never did). */
+  subscribedAt: number | null;
+  events: RecordedLockEvent[];
+  /** What `events$` errored with, if it did. */
+  errors: string[];
+  completed: boolean;
+  /** The worker's change stream (`LockService.diagnostics`) when this was taken. */
+  stream: { open: boolean; established: boolean; opened: number } | null;
+}
+
+/** `withLock`: `service.withLock(key, fn)` with `fn` working `workMs` (less if its signal aborts). */
+export interface WithLockArgs {
+  key: string;
+  ttlMs: number;
+  timeoutMs: number;
+  workMs: number;
+  /** Default true (withLock's own default). */
+  renew?: boolean;
+}
+
+/** How `withLock` settled, with shared-clock times of the call and of its settling. */
+export type WithLockOutcome = { calledAt?: number; settledAt: number } & (
+  { ok: true; result: string } | { ok: false; errorName: string; message: string }
+);
+
 /** Each operation's argument and result types. */
 export type WorkerOps = {
   start: [StartArgs, StartedInfo];
@@ -91,6 +145,15 @@ export type WorkerOps = {
   waitForLoss: [{ key: string; timeoutMs: number }, LossReport];
   fencedWrite: [FencedWriteArgs, { accepted: boolean; fence: string }];
   close: [Record<string, never>, { closed: true }];
+  /** `service.releaseAllHeld()`: how many keys it released while their lease was live. */
+  releaseAll: [Record<string, never>, { released: number; calledAt: number; settledAt: number }];
+  /** How the lock commands ended so far (`StartArgs.monitorCommands`), by `<kind>:<outcome>`. */
+  commandTally: [Record<string, never>, Record<string, number>];
+  /** Subscribes to `service.events$` (only `keys`, when given) and records what it emits. */
+  watchEvents: [{ keys?: string[] }, { subscribedAt: number }];
+  /** What `watchEvents` recorded so far; `unsubscribe` ends the subscription. */
+  takeEvents: [{ unsubscribe?: boolean }, RecordedEvents];
+  withLock: [WithLockArgs, WithLockOutcome];
 };
 
 /** What a worker pushes to the parent unasked. */

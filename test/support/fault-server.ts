@@ -4,6 +4,11 @@ export interface FaultServer {
   uri: string;
   /** `'uri'`: MONGODB_URI, a real deployment; `'offline'`: the test server in its own process. */
   kind: 'uri' | 'offline';
+  /**
+   * Sends a signal to the server's process (SIGSTOP: it stops answering, connections stay
+   * open; SIGCONT: it goes on). Only the offline server has one; with MONGODB_URI it is absent.
+   */
+  signal?: (signal: NodeJS.Signals) => void;
   stop(): Promise<void>;
 }
 
@@ -19,5 +24,5 @@ export async function startFaultServer(
     return { uri: fromEnv, kind: 'uri', stop: async () => undefined };
   }
   const server = await spawnOfflineMongo({ standalone: options.standalone });
-  return { uri: server.uri, kind: 'offline', stop: server.stop };
+  return { uri: server.uri, kind: 'offline', signal: server.signal, stop: server.stop };
 }

@@ -13,8 +13,11 @@ import {
   watchSignal,
   type SignalWatch,
 } from './fault-contention';
+import { CommandTally } from './fault-command-tally';
+import { EventRecorder } from './fault-events';
 import { FencedResource } from './fault-fenced-resource';
 import { serveIpc } from './fault-ipc';
+import { runWithLock } from './fault-with-lock';
 import type {
   HoldArgs,
   HeldLock,
@@ -45,8 +48,12 @@ interface HeldEntry {
 
 let service: LockService | undefined;
 let client: MongoClient | undefined;
+/** The service's own client when the parent asked for command monitoring (`monitorCommands`). */
+let lockClient: MongoClient | undefined;
+let tally: CommandTally | undefined;
 let resource: FencedResource | undefined;
 let label = `pid${process.pid}`;
+const recorder = new EventRecorder();
 const held = new Map<string, HeldEntry>();
 
 function report(section: SectionRecord): void {
@@ -67,8 +74,12 @@ function requireHeld(key: string): HeldEntry {
 const ipc = serveIpc<WorkerOps>({
   async start(args: StartArgs) {
     label = args.label;
+    if (args.monitorCommands) {
+      lockClient = new MongoClient(args.uri, { monitorCommands: true });
+      tally = new CommandTally(lockClient, args.monitorCommands.slowMs);
+    }
     service = new library.LockService({
-      uri: args.uri,
+      ...(lockClient ? { client: lockClient } : { uri: args.uri }),
       dbName: args.dbName,
       collectionName: args.collectionName,
       holderId: `${args.label}:${process.pid}`,
@@ -134,8 +145,31 @@ const ipc = serveIpc<WorkerOps>({
 
   async close() {
     await service?.close();
+    await lockClient?.close();
     await client?.close();
     return { closed: true };
+  },
+
+  async releaseAll() {
+    const calledAt = sharedClockMs();
+    const released = await requireService().releaseAllHeld();
+    return { released, calledAt, settledAt: sharedClockMs() };
+  },
+
+  async commandTally() {
+    return { ...(tally?.counts ?? {}) };
+  },
+
+  async watchEvents({ keys }) {
+    return recorder.watch(requireService(), keys);
+  },
+
+  async takeEvents({ unsubscribe }) {
+    return recorder.take(unsubscribe ?? false);
+  },
+
+  async withLock(args) {
+    return runWithLock(requireService(), args, label, report);
   },
 });
 

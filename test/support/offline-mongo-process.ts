@@ -6,6 +6,8 @@ import { createInterface } from 'node:readline';
 export interface OfflineMongoProcess {
   uri: string;
   pid: number;
+  /** Sends `signal` to the server process, e.g. SIGSTOP / SIGCONT to make it stop answering for a while. */
+  signal(signal: NodeJS.Signals): void;
   stop(): Promise<void>;
 }
 
@@ -32,7 +34,14 @@ export async function spawnOfflineMongo(
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const uri = await firstLine(child);
-  return { uri, pid: child.pid ?? -1, stop: () => stop(child) };
+  return {
+    uri,
+    pid: child.pid ?? -1,
+    signal: (signal) => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    },
+    stop: () => stop(child),
+  };
 }
 
 async function firstLine(child: ChildProcess): Promise<string> {
@@ -63,6 +72,8 @@ async function firstLine(child: ChildProcess): Promise<string> {
 async function stop(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = once(child, 'exit');
+  // A server left frozen (SIGSTOP) would never act on SIGTERM.
+  child.kill('SIGCONT');
   child.kill('SIGTERM');
   const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
   await exited;

@@ -8,11 +8,17 @@ import type { HeldLock, HoldArgs, WorkerEvent, WorkerOps } from '../../support/f
 import type { FaultServer } from '../../support/fault-server';
 import { checkHistory, type CheckerOptions } from '../history/checker';
 import {
+  findOrphanedLeases,
+  summarizeLeaseSampling,
+  type FailedAcquireCall,
+} from '../history/orphans';
+import {
   emptyHistory,
   type FinalLockState,
   type SectionRecord,
   type Violation,
 } from '../history/history';
+import { LeaseSampler } from './lease-sampler';
 
 export interface WorkerSetup {
   label: string;
@@ -28,6 +34,8 @@ export interface WorkerSetup {
    * the mutation test runs workers on a deliberately broken copy.
    */
   libDir?: string;
+  /** The worker tallies how its lock commands end (`commandTally`); see `StartArgs`. */
+  monitorCommands?: { slowMs: number };
 }
 
 export type FaultWorkerProcess = IpcChild<WorkerOps, WorkerEvent>;
@@ -51,6 +59,8 @@ export class FaultRun {
   readonly dbName: string;
   readonly admin: MongoClient;
   private readonly workers: StartedWorker[] = [];
+  private sampler: { sampler: LeaseSampler; boundMs: number } | undefined;
+  private readonly failedCalls: FailedAcquireCall[] = [];
 
   constructor(
     readonly server: FaultServer,
@@ -87,6 +97,7 @@ export class FaultRun {
       collectionName: lockCollection,
       options: setup.options,
       label: setup.label,
+      monitorCommands: setup.monitorCommands,
     });
     if (setup.libDir !== undefined && libDir !== path.resolve(setup.libDir)) {
       await process.stop();
@@ -195,13 +206,61 @@ export class FaultRun {
     }));
   }
 
+  /**
+   * Opt-in leak check: samples the lock collection every `intervalMs` (default 150) from now
+   * on; {@link check} then also reports every lease live for longer than `boundMs` that no
+   * section accounts for (`orphaned-lease`, see `history/orphans.ts`). Use
+   * `orphanBoundMs(operationTimeoutMs)` for the bound.
+   */
+  sampleLeases(options: { boundMs: number; intervalMs?: number }): void {
+    if (this.sampler) throw new Error('the lease sampler is already running');
+    const collection = this.admin.db(this.dbName).collection(lockCollection);
+    const sampler = new LeaseSampler(collection, options.intervalMs ?? 150);
+    this.sampler = { sampler, boundMs: options.boundMs };
+  }
+
+  /** A worker's failed acquire calls (`ContendStats.failedCalls`), for the orphan check. */
+  noteFailedCalls(
+    worker: StartedWorker,
+    calls: readonly { key: string; calledAt: number; settledAt: number }[],
+  ): void {
+    for (const call of calls) this.failedCalls.push({ holder: worker.holderId, ...call });
+  }
+
+  /** What the lease sampler saw, for a scenario's notes ('' when it did not run). */
+  leaseSamplingNotes(): string {
+    if (!this.sampler) return '';
+    const { sampler } = this.sampler;
+    const seen = summarizeLeaseSampling(this.history, sampler.observations);
+    return (
+      `${sampler.summary()}; ${seen.leases} leases seen, ${seen.unmatched} without a section ` +
+      `(longest ${Math.round(seen.longestUnmatchedMs)} ms)`
+    );
+  }
+
   /** Records the final lock states and runs the checker over the whole history. */
   async check(options: CheckerOptions, extra: Violation[] = []): Promise<Violation[]> {
+    const orphans = await this.checkSampledLeases(options);
     this.history.finalLocks = await this.readFinalLocks();
-    return [...checkHistory(this.history, options), ...extra];
+    return [...checkHistory(this.history, options), ...orphans, ...extra];
+  }
+
+  /** Stops the lease sampler (if it ran) and looks for orphaned leases in what it saw. */
+  private async checkSampledLeases(options: CheckerOptions): Promise<Violation[]> {
+    if (!this.sampler) return [];
+    const { sampler, boundMs } = this.sampler;
+    await sampler.stop();
+    return findOrphanedLeases(this.history, sampler.observations, {
+      boundMs,
+      leaseMs: options.leaseMs,
+      expiryMarginMs: options.expiryMarginMs,
+      holderPids: new Map(this.workers.map((w) => [w.holderId, w.process.pid])),
+      failedCalls: this.failedCalls,
+    });
   }
 
   async stop(): Promise<void> {
+    await this.sampler?.sampler.stop();
     await this.failPoint('off').catch(() => undefined);
     await Promise.all(this.workers.map((w) => w.process.stop('close')));
     await this.admin

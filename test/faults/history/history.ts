@@ -36,6 +36,10 @@ export interface SectionRecord {
   deadline: number | null;
   /** When the handle's `signal` aborted, on the shared clock; `null` if it never did. */
   signalAt: number | null;
+  /** How many times `release()` was called (more than 1: unconfirmed releases were retried). */
+  releaseTries?: number;
+  /** Name of the error the last `release()` call threw (`LockLostError`, ...), if it threw. */
+  releaseError?: string;
 }
 
 /** An instance the scenario killed on purpose. */
@@ -79,6 +83,7 @@ export type ViolationKind =
   | 'unreleased'
   | 'held-by-dead'
   | 'leaked-lock'
+  | 'orphaned-lease'
   | 'scenario';
 
 export interface Violation {

@@ -1,0 +1,98 @@
+import type { Collection } from 'mongodb';
+import { sharedClockMs } from '../../support/fault-clock';
+import type { LeaseObservation } from '../history/orphans';
+
+/** Longest one read may take on the server; a stuck server must not stall the sampler's stop. */
+const READ_MAX_TIME_MS = 1000;
+
+/**
+ * Reads the lock collection every `intervalMs` while a scenario runs and keeps every live
+ * lease it sees (owned, `expiresAt` after the server's `$$NOW`, as `readFinalLocks` judges
+ * it), with its fence: `findOrphanedLeases` then looks for leases that no section accounts for.
+ */
+export class LeaseSampler {
+  readonly observations: LeaseObservation[] = [];
+  /** Reads that answered, reads that failed, and the longest time between two answers. */
+  reads = 0;
+  failures = 0;
+  maxGapMs = 0;
+  private stopped = false;
+  private wake: (() => void) | undefined;
+  private readonly loop: Promise<void>;
+
+  constructor(
+    private readonly collection: Collection,
+    private readonly intervalMs: number,
+  ) {
+    this.loop = this.run();
+  }
+
+  /** Stops sampling; resolves once the read under way (if any) has settled. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.wake?.();
+    await this.loop;
+  }
+
+  summary(): string {
+    return (
+      `lease sampler: ${this.reads} reads every ${this.intervalMs} ms, ${this.failures} failed, ` +
+      `longest gap ${Math.round(this.maxGapMs)} ms`
+    );
+  }
+
+  private async run(): Promise<void> {
+    let lastAnswer: number | undefined;
+    while (!this.stopped) {
+      const sentAt = sharedClockMs();
+      try {
+        const docs = await this.collection
+          .aggregate(
+            [
+              {
+                $match: {
+                  $expr: {
+                    $and: [
+                      { $ne: [{ $ifNull: ['$owner', null] }, null] },
+                      { $gt: ['$expiresAt', '$$NOW'] },
+                    ],
+                  },
+                },
+              },
+              { $project: { holder: 1, fence: 1 } },
+            ],
+            { maxTimeMS: READ_MAX_TIME_MS },
+          )
+          .toArray();
+        const receivedAt = sharedClockMs();
+        this.reads += 1;
+        if (lastAnswer !== undefined)
+          this.maxGapMs = Math.max(this.maxGapMs, receivedAt - lastAnswer);
+        lastAnswer = receivedAt;
+        for (const doc of docs) {
+          this.observations.push({
+            key: String(doc._id),
+            fence: String(doc.fence),
+            holder: (doc.holder as string | null | undefined) ?? null,
+            sentAt,
+            receivedAt,
+          });
+        }
+      } catch {
+        this.failures += 1;
+      }
+      await this.sleep(Math.max(10, sentAt + this.intervalMs - sharedClockMs()));
+    }
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.wake = done;
+    });
+  }
+}
