@@ -77,7 +77,7 @@ async function run(args: ScaleArgs): Promise<ScaleResult> {
   waiterClient.on('commandStarted', onCommand);
   const holderService = new LockService({ uri: args.uri, dbName: args.dbName });
   const waiterService = new LockService({ client: waiterClient, dbName: args.dbName });
-  await Promise.all([holderService.onModuleInit(), waiterService.onModuleInit()]);
+  await Promise.all([holderService.start(), waiterService.start()]);
   const keys = Array.from({ length: args.keys }, (_, i) => `scale:${i}`);
   const held = new Map<string, LockHandle>();
   for (let i = 0; i < keys.length; i += 50) {

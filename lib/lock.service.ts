@@ -41,8 +41,8 @@ const liveHolderIds = new Set<string>();
 
 /**
  * Distributed locks on MongoDB: server-clock leases, fencing tokens, waits woken by one
- * change stream. Works inside Nest (inject it) and without (construct it, then call
- * `onModuleInit()` and finally `close()`).
+ * change stream. Works inside Nest (inject it) and without (construct it, call `start()`,
+ * and finally `close()`).
  *
  * Shutdown, in Nest's order: `beforeApplicationShutdown` stops taking new locks (new
  * acquisitions and waits fail with `LockServiceClosedError`) and lets locked work in flight
@@ -52,7 +52,7 @@ const liveHolderIds = new Set<string>();
  *
  * @example
  * const locks = new LockService({ uri: 'mongodb://localhost/app' });
- * await locks.onModuleInit();
+ * await locks.start();
  * const total = await locks.withLock(`invoices:${month}`, (lock) => closeMonth(month, lock.fence));
  * await locks.close();
  */
@@ -111,8 +111,18 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
 
   /**
    * Connects (creating the client from `uri` if none was given) and ensures indexes.
-   * Idempotent. Refuses a `holderId` that another started service of this process uses.
+   * Idempotent; Nest calls it on module init. Refuses a `holderId` that another started
+   * service of this process uses.
+   *
+   * @example
+   * const locks = new LockService({ uri: process.env.MONGODB_URI });
+   * await locks.start();
    */
+  async start(): Promise<void> {
+    await this.ensureStarted();
+  }
+
+  /** Nest's hook: {@link start}. */
   async onModuleInit(): Promise<void> {
     await this.start();
   }
@@ -257,7 +267,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
       Promise.resolve()
         .then(() => validateLockKey(key))
         .then(async (validKey) => {
-          const store = await this.start();
+          const store = await this.ensureStarted();
           await this.waiting.waitForRelease(validKey, () => store.probe(validKey), linked.signal);
         })
         .finally(() => linked.unlink())
@@ -277,7 +287,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   /** The key's state by the server clock, or `null` if no document exists. Never the owner token. */
   async inspect(key: string): Promise<LockState | null> {
     const validKey = validateLockKey(key);
-    const store = await this.start();
+    const store = await this.ensureStarted();
     return store.inspect(validKey);
   }
 
@@ -291,7 +301,14 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     return this.held.revokeAll('releaseAllHeld() released it');
   }
 
-  /** Diagnostics for tests and health checks. @internal */
+  /**
+   * A snapshot for health checks and tests: callers waiting in this process, the change
+   * stream's state (open, established, how many were opened so far) and how many locks this
+   * instance holds.
+   *
+   * @example
+   * const { streamEstablished, held } = locks.diagnostics;
+   */
   get diagnostics(): {
     waiters: number;
     streamOpen: boolean;
@@ -309,7 +326,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     };
   }
 
-  private start(): Promise<LockStore> {
+  private ensureStarted(): Promise<LockStore> {
     if (this.closing.signal.aborted) {
       return Promise.reject(new LockServiceClosedError(serviceClosedMessage()));
     }
@@ -345,7 +362,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
       this.closing.signal.addEventListener('abort', onClose, { once: true });
       let unwatch: (() => void) | undefined;
       let unsubscribed = false;
-      this.start().then(
+      this.ensureStarted().then(
         () => {
           if (unsubscribed) return;
           unwatch = this.waiting.watchEvents((event) => subscriber.next(event));
@@ -363,7 +380,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   }
 
   private requireStore(): LockStore {
-    if (!this.store) throw new MongoLockError('LockService is not started: call onModuleInit()');
+    if (!this.store) throw new MongoLockError('LockService is not started: call start()');
     return this.store;
   }
 
@@ -387,7 +404,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     const linked = linkAbortSignals([options.signal, this.closing.signal]);
     try {
       linked.signal.throwIfAborted();
-      const store = await this.start();
+      const store = await this.ensureStarted();
       linked.signal.throwIfAborted();
       return await this.acquirer.acquire(store, keys, options, linked.signal);
     } finally {

@@ -22,7 +22,7 @@ export async function createOurLock(
     dbName: connection.dbName,
     ...waitingOptions[variant],
   });
-  await service.onModuleInit();
+  await service.start();
   return {
     service,
     async acquire(key, timeoutMs) {

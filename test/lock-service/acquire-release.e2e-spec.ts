@@ -142,8 +142,8 @@ describe('LockService acquire and release', () => {
   it('ensures the TTL index, idempotently', async () => {
     const first = await kit.service();
     const second = await kit.service();
-    await second.onModuleInit();
-    await first.onModuleInit();
+    await second.start();
+    await first.start();
     const client = await kit.client();
     const indexes = await client.db(kit.mongo.dbName).collection(kit.collectionName).indexes();
     const byName = Object.fromEntries(indexes.map((index) => [index.name, index]));

@@ -52,7 +52,7 @@ export class LockTestKit {
   async service(extra: Partial<MongoLockModuleOptions> = {}): Promise<LockService> {
     const service = new LockService(this.options(extra));
     this.services.push(service);
-    await service.onModuleInit();
+    await service.start();
     return service;
   }
 

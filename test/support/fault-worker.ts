@@ -85,7 +85,7 @@ const ipc = serveIpc<WorkerOps>({
       holderId: `${args.label}:${process.pid}`,
       ...args.options,
     });
-    await service.onModuleInit();
+    await service.start();
     client = new MongoClient(args.uri);
     resource = new FencedResource(client.db(args.dbName));
     return { holderId: service.holderId, pid: process.pid, libDir };

@@ -72,7 +72,7 @@ async function main(): Promise<void> {
     collectionName: args.collectionName,
     changeStreams: args.changeStreams,
   });
-  await locks.onModuleInit();
+  await locks.start();
   try {
     if (args.mode === 'hold') await hold(locks);
     else await contend(locks);
