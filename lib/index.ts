@@ -2,8 +2,7 @@
 export { MongoLockModule } from './mongo-lock.module';
 export {
   MONGO_LOCK_OPTIONS,
-  MONGO_LOCK_ASYNC_OPTIONS_TYPE,
-  MONGO_LOCK_OPTIONS_TYPE,
+  type MongoLockModuleAsyncOptions,
   type MongoLockOptionsFactory,
 } from './mongo-lock.module-definition';
 export { LockService } from './lock.service';

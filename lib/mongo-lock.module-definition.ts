@@ -31,3 +31,16 @@ export const {
     global: extras.isGlobal,
   }))
   .build();
+
+/**
+ * What `MongoLockModule.forRootAsync()` takes: `useFactory` (with `inject`, `imports`),
+ * `useClass` or `useExisting`, and `isGlobal`.
+ *
+ * @example
+ * const lockOptions: MongoLockModuleAsyncOptions = {
+ *   isGlobal: true,
+ *   inject: [ConfigService],
+ *   useFactory: (config: ConfigService) => ({ uri: config.getOrThrow('MONGODB_URI') }),
+ * };
+ */
+export type MongoLockModuleAsyncOptions = typeof MONGO_LOCK_ASYNC_OPTIONS_TYPE;

@@ -3,7 +3,7 @@ import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { Test } from '@nestjs/testing';
 import { type Collection, MongoClient } from 'mongodb';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { MONGO_LOCK_OPTIONS_TYPE, MongoLockModule } from '../../../lib';
+import { MongoLockModule, type MongoLockModuleOptions } from '../../../lib';
 import type { TestMongo } from '../../support/mongo';
 
 export type HttpAdapterName = 'express' | 'fastify';
@@ -12,7 +12,7 @@ export const HTTP_ADAPTERS: HttpAdapterName[] = ['express', 'fastify'];
 /** `MongoLockModule.forRoot` on the fixture's server and the test file's own database. */
 export function lockModule(
   mongo: TestMongo,
-  options: Partial<typeof MONGO_LOCK_OPTIONS_TYPE> = {},
+  options: Partial<MongoLockModuleOptions> & { isGlobal?: boolean } = {},
 ) {
   return MongoLockModule.forRoot({ uri: mongo.uri, dbName: mongo.dbName, ...options });
 }
