@@ -32,18 +32,27 @@ class Acquisition {
   constructor(
     readonly store: LockStore,
     private readonly ttlMs: number,
-    private readonly giveBack: (key: string, owner: string) => Promise<unknown>,
+    private readonly giveBack: (key: string, owner: string, unlessClaimed?: boolean) => unknown,
     /** When to send the second release of an attempt with no reply: one command's time. */
     private readonly laterMs: number,
+    /** How long the next command may take: what is left of the call's time, at most one command's. */
+    readonly commandBudgetMs: () => number,
   ) {}
 
   attempt(key: string): Promise<AcquireAttemptOutcome> {
     const onLateWin = () => {
       // While the call goes on, its next attempt recognises the win (same token).
-      if (this.ended) void this.store.giveBackUnclaimed(key, this.owner);
+      if (this.ended) void this.giveBack(key, this.owner, true);
       else this.uncertain.add(key);
     };
-    return this.store.attempt(key, this.owner, this.ttlMs, onLateWin).catch((error: unknown) => {
+    const attempt = this.store.attempt(
+      key,
+      this.owner,
+      this.ttlMs,
+      onLateWin,
+      this.commandBudgetMs(),
+    );
+    return attempt.catch((error: unknown) => {
       // No reply: the write may have happened.
       if (this.ended) this.giveBackUncertain(key);
       else this.uncertain.add(key);
@@ -87,13 +96,20 @@ export class LockAcquirer {
     keys: string[],
     options: ResolvedAcquireOptions,
     signal: AbortSignal,
+    /** When the caller asked (before a lazy start, say): the call's time counts from here. */
+    startedAt = performance.now(),
   ): Promise<MongoLockHandle> {
-    const deadline = performance.now() + options.timeoutMs;
+    const deadline = startedAt + options.timeoutMs;
+    // The whole call, every key and command included, settles by then.
+    const callEnd = deadline + this.deps.operationTimeoutMs;
+    const commandBudgetMs = () =>
+      Math.max(1, Math.min(this.deps.operationTimeoutMs, callEnd - performance.now()));
     const acquisition = new Acquisition(
       store,
       options.ttlMs,
-      (key, owner) => this.giveBack(store, key, owner),
+      (key, owner, unlessClaimed) => this.giveBack(store, key, owner, unlessClaimed),
       this.deps.operationTimeoutMs,
+      commandBudgetMs,
     );
     const won: AcquireAttemptWon[] = [];
     try {
@@ -101,20 +117,33 @@ export class LockAcquirer {
         won.push(await this.acquireKey(acquisition, key, options, deadline, signal));
       }
       signal.throwIfAborted();
-      await this.refreshEarlierLeases(store, won, options);
+      await this.refreshEarlierLeases(store, won, options, commandBudgetMs);
+      // Shutdown may have begun meanwhile: it hands out no new lock.
+      signal.throwIfAborted();
     } catch (error) {
       const givingBack = acquisition.abandon(won.map((taken) => taken.key));
-      // Usually quick; never longer than one command, so the call's bound holds.
-      await withinMs(givingBack, this.deps.operationTimeoutMs);
+      // Usually quick; what is not done by the call's end goes on in the background.
+      await withinMs(givingBack, callEnd - performance.now());
       throw withAllKeys(error, keys, options.timeoutMs);
     }
     acquisition.succeed();
     return this.createHandle(store, won, options);
   }
 
-  /** Gives back a lock nobody will use (its waiter left, or its call failed). */
-  giveBack(store: LockStore, key: string, owner: string): Promise<ReleaseLeaseOutcome | undefined> {
-    return store.giveBack(key, owner).then((outcome) => {
+  /**
+   * Gives back a lock nobody will use (its waiter left, or its call failed); `unlessClaimed`:
+   * a late win, given back only if no attempt of its call handed it out meanwhile.
+   */
+  giveBack(
+    store: LockStore,
+    key: string,
+    owner: string,
+    unlessClaimed = false,
+  ): Promise<ReleaseLeaseOutcome | undefined> {
+    const releasing = unlessClaimed
+      ? store.giveBackUnclaimed(key, owner)
+      : store.giveBack(key, owner);
+    return releasing.then((outcome) => {
       this.notifyEnded(key, outcome);
       return outcome;
     });
@@ -158,10 +187,11 @@ export class LockAcquirer {
     store: LockStore,
     won: AcquireAttemptWon[],
     options: ResolvedAcquireOptions,
+    commandBudgetMs: () => number,
   ): Promise<void> {
     for (const [index, taken] of won.entries()) {
       if (taken.sentAt + taken.remainingMs - performance.now() >= options.ttlMs / 2) continue;
-      const renewal = await store.renew(taken.key, taken.owner, options.ttlMs);
+      const renewal = await store.renew(taken.key, taken.owner, options.ttlMs, commandBudgetMs());
       if (!renewal.renewed) {
         throw new LockNotAcquiredError(
           `${notAcquiredMessage([taken.key], options.timeoutMs, undefined, undefined)}: its ` +
@@ -190,7 +220,14 @@ export class LockAcquirer {
       operations: {
         renew: (held, ttlMs) => store.renew(held.key, held.owner, ttlMs),
         release: async (held) => {
-          const outcome = await store.release(held.key, held.owner);
+          let outcome: ReleaseLeaseOutcome;
+          try {
+            outcome = await store.release(held.key, held.owner);
+          } catch (error) {
+            // Perhaps applied: local waiters must not keep assuming we hold the key.
+            this.notifyEnded(held.key, undefined);
+            throw error;
+          }
           this.notifyEnded(held.key, outcome);
           return outcome;
         },

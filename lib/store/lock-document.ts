@@ -15,8 +15,8 @@ export interface LockDocument {
   expiresAt: Date | null;
   /** Set on release; a TTL index deletes the idle document at this time. */
   gcAt: Date | null;
-  /** Owner tokens of the last releases of live leases, so a retried release knows it succeeded. */
-  releasedOwners?: string[];
+  /** Recent releases of live leases, so a retried release knows it succeeded. */
+  releasedOwners?: { owner: string; until: Date }[];
   /** `holder` and `fence` of the last released acquisition, for release events. */
   releasedHolder?: string | null;
   releasedFence?: Long;

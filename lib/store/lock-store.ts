@@ -12,7 +12,7 @@ import { openLockCollection } from './lock-collection';
 import { openLockChangeStream } from './lock-change-stream';
 import type { OpenLockChangeStreamOptions } from './lock-change-stream';
 import type { LockChangeStream, LockCollection } from './lock-document';
-import { isStoreUnavailableError } from './mongo-error-codes';
+import { isStoreUnavailableError, isUnreachableError } from './mongo-error-codes';
 import { releaseLease } from './release-lease';
 import type { ReleaseLeaseOutcome } from './release-lease';
 import { renewLease } from './renew-lease';
@@ -58,12 +58,16 @@ export class LockStore {
   static async open(options: ResolvedLockModuleOptions): Promise<LockStore> {
     const ownsClient = options.client === undefined;
     const client = options.client ?? new MongoClient(options.uri as string);
-    try {
+    const connecting = boundedCommand('connect', options.operationTimeoutMs, async () => {
       if (ownsClient) await client.connect();
       const store = new LockStore(client, ownsClient, options);
       if (options.ensureIndexes) await store.ensureIndexes();
       return store;
+    });
+    try {
+      return await connecting.result;
     } catch (error) {
+      // Closing also stops a server selection still under way.
       if (ownsClient) await client.close().catch(() => undefined);
       throw error;
     }
@@ -99,9 +103,10 @@ export class LockStore {
     owner: string,
     ttlMs: number,
     onLateWin: () => void,
+    timeoutMs = this.options.operationTimeoutMs,
   ): Promise<AcquireAttemptOutcome> {
     const id = idOf(key, owner);
-    const command = this.send('acquire', () =>
+    const command = this.send('acquire', timeoutMs, () =>
       attemptAcquire(this.collection, this.client, {
         key,
         owner,
@@ -123,12 +128,18 @@ export class LockStore {
     return command.result;
   }
 
-  renew(key: string, owner: string, ttlMs: number): Promise<RenewLeaseOutcome> {
-    return this.send('renew', () => renewLease(this.collection, { key, owner, ttlMs })).result;
+  renew(
+    key: string,
+    owner: string,
+    ttlMs: number,
+    timeoutMs = this.options.operationTimeoutMs,
+  ): Promise<RenewLeaseOutcome> {
+    return this.send('renew', timeoutMs, () => renewLease(this.collection, { key, owner, ttlMs }))
+      .result;
   }
 
   async release(key: string, owner: string): Promise<ReleaseLeaseOutcome> {
-    const outcome = await this.send('release', () =>
+    const outcome = await this.send('release', this.options.operationTimeoutMs, () =>
       releaseLease(this.collection, {
         key,
         owner,
@@ -160,20 +171,24 @@ export class LockStore {
    * settled, unless one of them was handed out meanwhile (claimed). Only for a call that
    * sends no more attempts: a later attempt could recognise the win after the release.
    */
-  async giveBackUnclaimed(key: string, owner: string): Promise<void> {
+  async giveBackUnclaimed(key: string, owner: string): Promise<ReleaseLeaseOutcome | undefined> {
     const id = idOf(key, owner);
     await this.givingBack.get(id); // it may have been sent before this win
     await this.inFlightSettled(id);
-    if (!this.claimed.has(id)) await this.giveBack(key, owner);
+    return this.claimed.has(id) ? undefined : this.giveBack(key, owner);
   }
 
   inspect(key: string): Promise<LockState | null> {
-    return this.send('inspect', () => inspectLock(this.collection, key)).result;
+    return this.send('inspect', this.options.operationTimeoutMs, () =>
+      inspectLock(this.collection, key),
+    ).result;
   }
 
   async probe(key: string): Promise<KeyLeaseProbe> {
-    const { state, sentAt, operationTime } = await this.send('inspect', () =>
-      probeLock(this.collection, this.client, key),
+    const { state, sentAt, operationTime } = await this.send(
+      'inspect',
+      this.options.operationTimeoutMs,
+      () => probeLock(this.collection, this.client, key),
     ).result;
     return {
       held: state?.held ?? false,
@@ -211,12 +226,14 @@ export class LockStore {
   }
 
   /** One bounded command; its outcome tells whether MongoDB is reachable. */
-  private send<T>(command: string, run: () => Promise<T>): BoundedCommand<T> {
-    const sent = boundedCommand(command, this.options.operationTimeoutMs, run);
+  /** One bounded command; a reply says MongoDB is reachable, a network failure that it is not. */
+  private send<T>(command: string, timeoutMs: number, run: () => Promise<T>): BoundedCommand<T> {
+    const sent = boundedCommand(command, Math.max(1, timeoutMs), run);
     sent.result.then(
       () => (this.reachable = true),
       (error: unknown) => {
-        if (isStoreUnavailableError(error)) this.reachable = false;
+        // Our own timeout only says "slow": close() still waits, within its bound.
+        if (isUnreachableError((error as { cause?: unknown }).cause)) this.reachable = false;
       },
     );
     return sent;

@@ -88,6 +88,15 @@ export function isStoreUnavailableError(error: unknown): boolean {
   return /not (writable )?primary|node is recovering/i.test(error.message);
 }
 
+/** The driver could not reach MongoDB at all (as opposed to a slow or refusing server). */
+export function isUnreachableError(error: unknown): boolean {
+  return (
+    error instanceof MongoNetworkError ||
+    error instanceof MongoServerSelectionError ||
+    error instanceof MongoTopologyClosedError
+  );
+}
+
 /**
  * What the store throws: the library's errors only, with the driver's as `cause`.
  * `LockStoreUnavailableError` when trying again later may work, `MongoLockError` otherwise.

@@ -27,18 +27,33 @@ function whenOurs(owner: string, newValue: unknown, field: string) {
   return { $cond: [{ $eq: ['$owner', owner] }, newValue, field] };
 }
 
-/** Tokens of the last releases of live leases kept per key, so that a retry recognises its own. */
-export const RELEASED_OWNERS_KEPT = 8;
+/**
+ * Most releases of live leases remembered per key (each until its lease would have ended), so
+ * that a retried release recognises its own.
+ */
+export const RELEASED_OWNERS_KEPT = 32;
 
 function releasePipeline(owner: string, idleRetentionMs: number) {
   const live = { $gt: ['$expiresAt', '$$NOW'] };
-  const previous = { $ifNull: ['$releasedOwners', []] };
-  const withOurs = { $slice: [{ $concatArrays: [previous, [owner]] }, -RELEASED_OWNERS_KEPT] };
+  // A retry after the lease's end could not have been protected anyway: forget it then.
+  const previous = {
+    $filter: {
+      input: { $ifNull: ['$releasedOwners', []] },
+      cond: { $gt: ['$$this.until', '$$NOW'] },
+    },
+  };
+  const ours = [{ owner, until: '$expiresAt' }];
+  const withOurs = { $slice: [{ $concatArrays: [previous, ours] }, -RELEASED_OWNERS_KEPT] };
   return [
     {
       $set: {
         owner: whenOurs(owner, null, '$owner'),
-        gcAt: whenOurs(owner, { $add: ['$$NOW', idleRetentionMs] }, '$gcAt'),
+        // Not before the lease would have ended: a retried release must still find the document.
+        gcAt: whenOurs(
+          owner,
+          { $max: [{ $add: ['$$NOW', idleRetentionMs] }, '$expiresAt'] },
+          '$gcAt',
+        ),
         // Lets a retried release recognise its own earlier success (a lost reply, a
         // write-concern error after the write), even after others took and released the key
         // meanwhile; kept only for a release of a live lease.
@@ -54,9 +69,9 @@ function releasePipeline(owner: string, idleRetentionMs: number) {
 /**
  * Owner-checked release in one round trip: sets `owner` to null and schedules the idle
  * document for deletion. The pre-image says whether the lease was still live by the server
- * clock. Idempotent: repeating a release that already succeeded reports `released` again
- * (unless more than {@link RELEASED_OWNERS_KEPT} other releases of the key came in between)
- * and writes nothing.
+ * clock. Idempotent: repeating a release that already succeeded, before its lease would have
+ * ended, reports `released` again (unless more than {@link RELEASED_OWNERS_KEPT} other
+ * releases of the key came in between) and writes nothing.
  *
  * @example
  * if ((await releaseLease(collection, { key, owner, idleRetentionMs })) !== 'released') reportLost();
@@ -66,7 +81,7 @@ export async function releaseLease(
   { key, owner, idleRetentionMs }: ReleaseLeaseRequest,
 ): Promise<ReleaseLeaseOutcome> {
   const before = (await collection.findOneAndUpdate(
-    { _id: key, $or: [{ owner }, { releasedOwners: owner }] },
+    { _id: key, $or: [{ owner }, { 'releasedOwners.owner': owner }] },
     releasePipeline(owner, idleRetentionMs),
     {
       returnDocument: 'before',

@@ -201,9 +201,8 @@ export class LockChangeFeed {
       resumeToken ? { resumeAfter: resumeToken } : { startAtOperationTime: active.startAt },
       resumeToken ? undefined : active.startAt,
     );
-    if (reopened && !resumeToken && !active.startAt) {
-      for (const watcher of active.onEstablished) reopened.onEstablished.add(watcher);
-    }
+    // Re-checks the old stream still owed (it had not run yet) are owed by the new one.
+    if (reopened) for (const watcher of active.onEstablished) reopened.onEstablished.add(watcher);
     if (reopened && active.established) reopened.established = true;
   }
 

@@ -1,0 +1,196 @@
+// Adversarial review: each test reproduces one broken promise of the library (see the
+// review report). They are expected to FAIL on the code as reviewed.
+import { LockStoreUnavailableError } from '../../../lib/errors';
+import { eventually, LockTestKit, sleep } from '../lock-test-kit';
+import {
+  canTake,
+  describeWithFailPoints,
+  faultTools,
+  settleWithin,
+  writeConcernTimeout,
+} from './kit';
+
+jest.setTimeout(30_000);
+
+describeWithFailPoints('adversarial review: broken promises', () => {
+  const kit = LockTestKit.forSuite();
+  const { failPoint, appClient, rawLock } = faultTools(kit);
+
+  describe('bound: every acquire settles within timeoutMs + operationTimeoutMs', () => {
+    it('a multi-key acquire against a slow (not dead) server settles within timeoutMs + operationTimeoutMs', async () => {
+      const client = await appClient('slow-multi');
+      const locks = await kit.service({ client, operationTimeoutMs: 500 });
+      // Every lock write takes 350 ms on the server: slow, but each one answers in time.
+      await failPoint('alwaysOn', {
+        failCommands: ['findAndModify'],
+        appName: 'slow-multi',
+        blockConnection: true,
+        blockTimeMS: 350,
+      });
+      const acquiring = await settleWithin(
+        locks.acquire(['slow:a', 'slow:b', 'slow:c'], { timeoutMs: 100, ttlMs: 10_000 }),
+        5_000,
+      );
+      await failPoint('off');
+      if (acquiring.status === 'resolved') await acquiring.value!.release();
+      // timeoutMs + operationTimeoutMs, plus scheduling slack.
+      expect(acquiring.ms).toBeLessThan(100 + 500 + 250);
+    });
+
+    it('a multi-key tryAcquire against a slow server settles within operationTimeoutMs', async () => {
+      const client = await appClient('slow-try');
+      const locks = await kit.service({ client, operationTimeoutMs: 500 });
+      await failPoint('alwaysOn', {
+        failCommands: ['findAndModify'],
+        appName: 'slow-try',
+        blockConnection: true,
+        blockTimeMS: 350,
+      });
+      const trying = await settleWithin(locks.tryAcquire(['try:a', 'try:b', 'try:c']), 5_000);
+      await failPoint('off');
+      if (trying.status === 'resolved') await trying.value?.release();
+      expect(trying.ms).toBeLessThan(0 + 500 + 250);
+    });
+  });
+
+  describe('no false LockLostError on a successful release', () => {
+    it('release() in flight when releaseAllHeld() runs resolves: the release was confirmed', async () => {
+      const client = await appClient('release-race');
+      const locks = await kit.service({ client });
+      const handle = await locks.acquire('race:k', { ttlMs: 10_000 });
+      await failPoint(
+        { times: 1 },
+        {
+          failCommands: ['findAndModify'],
+          appName: 'release-race',
+          blockConnection: true,
+          blockTimeMS: 300,
+        },
+      );
+      const releasing = settleWithin(handle.release(), 3_000);
+      await sleep(100);
+      await locks.releaseAllHeld();
+      const released = await releasing;
+      expect(await rawLock('race:k')).toMatchObject({ owner: null });
+      expect(released.error).toBeUndefined();
+      expect(released.status).toBe('resolved');
+    });
+  });
+
+  describe('waiters never miss a release', () => {
+    it('a local waiter wakes when a release of this process is applied but its reply is lost', async () => {
+      const client = await appClient('held-here');
+      const locks = await kit.service({ client });
+      const other = await kit.service();
+      const held = await locks.acquire('here:k', { ttlMs: 20_000 });
+      // A second caller of the same service waits (it finds the key held by its own process).
+      const waiting = settleWithin(locks.acquire('here:k', { timeoutMs: 4_000 }), 6_000);
+      await eventually(
+        () => locks.diagnostics.waiters === 1 && locks.diagnostics.streamEstablished,
+        3_000,
+      );
+      await sleep(100);
+
+      await failPoint({ times: 1 }, writeConcernTimeout('held-here'));
+      await expect(held.release()).rejects.toBeInstanceOf(LockStoreUnavailableError);
+      const freedAt = performance.now();
+
+      const result = await waiting;
+      if (result.status === 'resolved') await result.value!.release();
+      // The key was free all along: another service could take it at any time.
+      expect(await canTake(other, 'here:k')).toBe(true);
+      expect(result.error).toBeUndefined();
+      expect(result.status).toBe('resolved');
+      expect(performance.now() - freedAt).toBeLessThan(1_500);
+    });
+  });
+});
+
+describeWithFailPoints('adversarial review: TTL monitor and release recognition', () => {
+  const kit = LockTestKit.forSuite({ ttlMonitorSleepSecs: 1 });
+  const { failPoint, appClient, rawLock } = faultTools(kit);
+
+  it('a released document outlives its lease with idleRetentionMs 0, so a retried release recognises itself', async () => {
+    const client = await appClient('wce-ttl');
+    const locks = await kit.service({ client, idleRetentionMs: 0 });
+    const handle = await locks.acquire('ttl:k', { ttlMs: 10_000 });
+    await failPoint({ times: 1 }, writeConcernTimeout('wce-ttl'));
+
+    const first = await settleWithin(handle.release(), 3_000);
+    expect(first.status).toBe('rejected');
+    expect(first.error).toBeInstanceOf(LockStoreUnavailableError);
+    // idleRetentionMs 0: yet the TTL monitor (every second here) keeps it until the lease's end.
+    await sleep(2_500);
+    expect(await rawLock('ttl:k')).toMatchObject({ owner: null });
+    expect(handle.signal.aborted).toBe(false);
+
+    const retried = await settleWithin(handle.release(), 3_000);
+    expect(retried.error).toBeUndefined();
+    expect(retried.status).toBe('resolved');
+  });
+});
+
+describeWithFailPoints('adversarial review: waiting and shutdown', () => {
+  const kit = LockTestKit.forSuite();
+  const { failPoint, appClient } = faultTools(kit);
+
+  it('a waiter still wakes when events$ is subscribed while a stream reopened afresh is being established', async () => {
+    const a = await kit.service();
+    const client = await appClient('widen-b');
+    const b = await kit.service({ client, safetyPollIntervalMs: 60_000 });
+    const held = await a.acquire('widen:k', { ttlMs: 20_000 });
+    // Every getMore says the stream cannot resume (history lost): each reopen starts afresh.
+    await failPoint('alwaysOn', {
+      failCommands: ['getMore'],
+      appName: 'widen-b',
+      errorCode: 286,
+      errorLabels: [],
+    });
+    const waiting = settleWithin(b.acquire('widen:k', { timeoutMs: 5_000 }), 6_000);
+    await eventually(() => b.diagnostics.streamsOpened >= 3 && !b.diagnostics.streamOpen, 3_000);
+    // The next reopen answers its aggregate, and its first getMore is slow (800 ms).
+    await failPoint(
+      { times: 1 },
+      { failCommands: ['getMore'], appName: 'widen-b', blockConnection: true, blockTimeMS: 800 },
+    );
+    await held.release(); // during the outage: only the reopened stream's recheck can tell b
+    const opened = b.diagnostics.streamsOpened;
+    await eventually(() => b.diagnostics.streamsOpened > opened, 2_000);
+    await sleep(150); // its aggregate has answered (so it has a resume token), not its getMore
+    expect(b.diagnostics.streamEstablished).toBe(false);
+    const subscription = b.events$.subscribe(() => undefined);
+    if (process.env.REVIEW_CONTROL) subscription.unsubscribe(); // control: no widen, the waiter wakes
+    try {
+      const result = await waiting;
+      if (result.status === 'resolved') await result.value!.release();
+      expect(result.error).toBeUndefined();
+      expect(result.status).toBe('resolved');
+    } finally {
+      subscription.unsubscribe();
+    }
+  });
+
+  it('close() right after an attempt timed out on a slow server waits for its late win and gives it back', async () => {
+    const locks = await kit.service({ operationTimeoutMs: 400 }); // it owns its client
+    const other = await kit.service();
+    // The next lock write (this service's attempt) runs 600 ms late: a slow server, not a
+    // dead one. It lands within one operationTimeoutMs of close() starting.
+    await failPoint(
+      { times: 1 },
+      { failCommands: ['findAndModify'], blockConnection: true, blockTimeMS: 600 },
+    );
+    const tried = await settleWithin(locks.tryAcquire('close:k', { ttlMs: 10_000 }), 3_000);
+    expect(tried.status).toBe('rejected');
+    expect(tried.error).toBeInstanceOf(LockStoreUnavailableError);
+    // Control: with the store believing MongoDB reachable, close() waits and gives it back.
+    if (process.env.REVIEW_CONTROL) (locks as any).store.reachable = true;
+    const closing = settleWithin(locks.close(), 3_000);
+    await sleep(700); // the write has landed
+    await closing;
+    const free = await settleWithin(
+      eventually(() => canTake(other, 'close:k'), 1_000),
+      3_000,
+    );
+    expect(free.status).toBe('resolved');
+  });
+});

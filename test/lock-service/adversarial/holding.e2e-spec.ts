@@ -1,0 +1,142 @@
+// Adversarial review, part 2: holding and releasing. Each test reproduces one broken promise
+// (see the review report) and is expected to FAIL on the code as reviewed.
+import { LockLostError, LockStoreUnavailableError } from '../../../lib/errors';
+import { eventually, LockTestKit, sleep } from '../lock-test-kit';
+import { ReplyDelayProxy } from './reply-delay-proxy';
+import {
+  canTake,
+  describeWithFailPoints,
+  faultTools,
+  settleWithin,
+  writeConcernTimeout,
+} from './kit';
+
+jest.setTimeout(30_000);
+
+describeWithFailPoints('adversarial review: holding and releasing', () => {
+  const kit = LockTestKit.forSuite();
+  const { failPoint, appClient, rawLock } = faultTools(kit);
+
+  it('a release applied while the lease was live resolves, even if its reply comes after the local deadline', async () => {
+    const target = new URL(kit.mongo.uri);
+    const proxy = new ReplyDelayProxy({ host: target.hostname, port: Number(target.port) });
+    await proxy.start();
+    try {
+      const locks = await kit.service({
+        uri: `mongodb://127.0.0.1:${proxy.port}/?directConnection=true`,
+      });
+      const handle = await locks.acquire('late-reply:k', { ttlMs: 2_000 });
+      const serverEnd = ((await rawLock('late-reply:k'))?.expiresAt as Date).getTime();
+      // Release 600 ms before the local deadline; the server applies it at once (lease live),
+      // its reply reaches us 1 s later, after the local deadline.
+      await sleep(Math.max(0, handle.expiresAt.getTime() - Date.now() - 600));
+      const replyHeld = proxy.holdNextReply('findAndModify', 1_000);
+      const releasing = settleWithin(handle.release(), 4_000);
+      await replyHeld;
+      const appliedAt = Date.now();
+      expect(await rawLock('late-reply:k')).toMatchObject({ owner: null });
+      expect(appliedAt).toBeLessThan(serverEnd);
+
+      const released = await releasing;
+      expect(released.error).toBeUndefined();
+      expect(released.status).toBe('resolved');
+    } finally {
+      await kit.cleanup();
+      await proxy.stop();
+    }
+  });
+
+  it('extend() after an unconfirmed release does not resolve without renewing', async () => {
+    const client = await appClient('extend-after');
+    const locks = await kit.service({ client });
+    const other = await kit.service();
+    const handle = await locks.acquire('extend:k', { ttlMs: 5_000 });
+    await failPoint({ times: 1 }, writeConcernTimeout('extend-after'));
+    await expect(handle.release()).rejects.toBeInstanceOf(LockStoreUnavailableError);
+    // The release was applied: another holder can take the key.
+    const next = await other.acquire('extend:k', { ttlMs: 10_000 });
+
+    const before = handle.expiresAt.getTime();
+    const extended = await settleWithin(handle.extend(10_000), 3_000);
+    // Either extend() says it cannot renew (lost, or released), or it did renew. It may not
+    // report success while another holder has the key.
+    if (extended.status === 'resolved') {
+      expect(handle.expiresAt.getTime()).toBeGreaterThan(before + 4_000);
+    } else {
+      expect(extended.status).toBe('rejected');
+    }
+    expect(handle.signal.aborted || extended.status === 'rejected').toBe(true);
+    await next.release();
+  });
+
+  it('a multi-key acquire that fails on its last key while MongoDB hangs settles within timeoutMs + operationTimeoutMs', async () => {
+    const client = await appClient('hang-multi');
+    const locks = await kit.service({ client, operationTimeoutMs: 1_000 });
+    const other = await kit.service();
+    const blocker = await other.acquire('hang:b', { ttlMs: 10_000 });
+    const started = performance.now();
+    const acquiring = settleWithin(
+      locks.acquire(['hang:a', 'hang:b'], { timeoutMs: 1_000, ttlMs: 10_000 }),
+      8_000,
+    );
+    // 'hang:a' is taken; the wait for 'hang:b' ends just before the deadline, when MongoDB
+    // starts hanging for this service: its last attempt and the give-back of 'hang:a' hang.
+    await eventually(() => locks.diagnostics.waiters === 1, 2_000);
+    await sleep(Math.max(0, 850 - (performance.now() - started)));
+    await failPoint('alwaysOn', {
+      failCommands: ['findAndModify'],
+      appName: 'hang-multi',
+      blockConnection: true,
+      blockTimeMS: 5_000,
+    });
+    await blocker.release();
+    const result = await acquiring;
+    await failPoint('off');
+    expect(result.status).toBe('rejected');
+    expect(result.error).toBeInstanceOf(LockStoreUnavailableError);
+    expect(result.ms).toBeLessThan(1_000 + 1_000 + 300);
+  });
+
+  it('close() while a multi-key acquisition renews its first key hands out no lock and leaves none held', async () => {
+    const client = await appClient('close-refresh');
+    const locks = await kit.service({ client, operationTimeoutMs: 500 });
+    const other = await kit.service();
+    const blocker = await other.acquire('refresh:b', { ttlMs: 10_000 });
+    // 'refresh:a' is taken at once; 'refresh:b' 2.1 s later, when 'refresh:a' has less than
+    // half its lease left, so it is renewed before the handle is handed out.
+    const acquiring = locks
+      .acquire(['refresh:a', 'refresh:b'], { ttlMs: 4_000, timeoutMs: 5_000 })
+      .then(
+        (handle) => handle,
+        (error: unknown) => error,
+      );
+    await eventually(() => locks.diagnostics.waiters === 1, 2_000);
+    await sleep(2_100);
+    // b's attempt answers at once; the renewal of 'refresh:a' that follows (and any later
+    // lock write of this service) takes 400 ms.
+    await failPoint(
+      { skip: 1 },
+      {
+        failCommands: ['findAndModify'],
+        appName: 'close-refresh',
+        blockConnection: true,
+        blockTimeMS: 400,
+      },
+    );
+    await blocker.release();
+    await eventually(() => locks.diagnostics.waiters === 0, 2_000);
+    const closing = locks.close();
+    const outcome = await acquiring;
+    await closing;
+    const gaveUpAt = performance.now();
+    // No handle after shutdown began; whatever the call took is free within one
+    // operationTimeoutMs (plus slack) of it giving up.
+    expect(outcome).toBeInstanceOf(Error);
+    await sleep(Math.max(0, 900 - (performance.now() - gaveUpAt)));
+    expect(await canTake(other, 'refresh:a')).toBe(true);
+    expect(await canTake(other, 'refresh:b')).toBe(true);
+  });
+});
+
+void LockLostError;
+void canTake;

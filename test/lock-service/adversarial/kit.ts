@@ -1,0 +1,87 @@
+// Shared helpers of the adversarial review's tests.
+import * as os from 'node:os';
+import { MongoClient } from 'mongodb';
+import type { Document, MongoClientOptions } from 'mongodb';
+import type { LockService } from '../../../lib/lock.service';
+import { canEmulate } from '../../support/mongo';
+import type { LockTestKit } from '../lock-test-kit';
+
+export type FailPointMode = 'alwaysOn' | 'off' | { times: number } | { skip: number };
+
+export interface Settled<T> {
+  status: 'resolved' | 'rejected' | 'pending';
+  value?: T;
+  error?: unknown;
+  ms: number;
+}
+
+export async function settleWithin<T>(promise: Promise<T>, limitMs: number): Promise<Settled<T>> {
+  const started = performance.now();
+  let timer: NodeJS.Timeout | undefined;
+  const outcome = await Promise.race([
+    promise.then(
+      (value) => ({ status: 'resolved' as const, value }),
+      (error: unknown) => ({ status: 'rejected' as const, error }),
+    ),
+    new Promise<{ status: 'pending' }>((resolve) => {
+      timer = setTimeout(() => resolve({ status: 'pending' }), limitMs);
+    }),
+  ]);
+  clearTimeout(timer);
+  return { ...outcome, ms: performance.now() - started };
+}
+
+export const describeWithFailPoints = canEmulate('standalone') ? describe : describe.skip;
+
+/** Fail points and app-named clients for one suite. */
+export function faultTools(kit: LockTestKit) {
+  let admin: MongoClient | undefined;
+  const clients: MongoClient[] = [];
+
+  beforeAll(async () => {
+    admin = await MongoClient.connect(kit.mongo.uri);
+  });
+  afterEach(async () => {
+    await failPoint('off');
+    await kit.cleanup();
+    await Promise.all(clients.splice(0).map((client) => client.close().catch(() => undefined)));
+  });
+  afterAll(async () => {
+    await admin?.close();
+  });
+
+  async function failPoint(mode: FailPointMode, data: Document = {}): Promise<void> {
+    await admin!.db('admin').command({ configureFailPoint: 'failCommand', mode, data });
+  }
+
+  async function appClient(appName: string, options: MongoClientOptions = {}) {
+    const client = new MongoClient(kit.mongo.uri, { appName, runtimeAdapters: { os }, ...options });
+    clients.push(client);
+    await client.connect();
+    return client;
+  }
+
+  async function rawLock(key: string): Promise<Record<string, unknown> | undefined> {
+    return (await kit.rawLocks()).find((doc) => doc._id === key);
+  }
+
+  return { failPoint, appClient, rawLock };
+}
+
+/** Applied on the primary, reply says the majority did not confirm it in time (not retried). */
+export const writeConcernTimeout = (appName: string) => ({
+  failCommands: ['findAndModify'],
+  appName,
+  writeConcernError: {
+    code: 64,
+    codeName: 'WriteConcernFailed',
+    errmsg: 'waiting for replication timed out',
+    errInfo: { wtimeout: true },
+  },
+});
+
+export async function canTake(locks: LockService, key: string): Promise<boolean> {
+  const handle = await locks.tryAcquire(key);
+  await handle?.release();
+  return handle !== null;
+}
