@@ -144,6 +144,27 @@ export class LeaseKeeper {
     return lostKeys;
   }
 
+  /**
+   * Ends the hold by expiry instead of release: stops renewing, then sets every key's lease to
+   * end `ttlMs` from now by the server clock (one owner-checked renew per key; it may shorten
+   * the lease), and stops. Returns the keys found lost. Throws if a renew failed (its outcome
+   * unknown: the lease then ends at `ttlMs` from now or when it would have). Stopped either way.
+   */
+  async expireIn(ttlMs: number): Promise<string[]> {
+    this.stopRenewal();
+    await this.renewing?.catch(() => undefined);
+    if (this.stopped) return [];
+    const keys = [...this.remaining];
+    try {
+      const outcomes = await Promise.all(
+        keys.map((held) => this.init.operations.renew(held, ttlMs)),
+      );
+      return keys.filter((_, index) => !outcomes[index].renewed).map((held) => held.key);
+    } finally {
+      this.stop();
+    }
+  }
+
   private lose(key: string, reason: string, cause?: unknown): void {
     if (this.stopped) return;
     this.stop();

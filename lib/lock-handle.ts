@@ -69,6 +69,9 @@ export class MongoLockHandle implements LockHandle {
   private lostError: LockLostError | undefined;
   private releasing: Promise<void> | undefined;
   private isReleased = false;
+  /** A release was sent (perhaps unconfirmed): the lock is being given up, not kept. */
+  private releaseSent = false;
+  private releaseConfirmed = false;
   /** The background release of a lost handle's keys, with how many were live. */
   private givingBack: Promise<number> | undefined;
   private markDone!: () => void;
@@ -109,7 +112,7 @@ export class MongoLockHandle implements LockHandle {
 
   async extend(ttlMs?: number): Promise<void> {
     if (this.lostError) throw this.lostError;
-    if (this.isReleased || this.releasing) {
+    if (this.isReleased || this.releasing || this.releaseSent) {
       throw new MongoLockError(
         `Lock ${JSON.stringify(this.key)} was released; it cannot be extended`,
       );
@@ -119,7 +122,11 @@ export class MongoLockHandle implements LockHandle {
   }
 
   release(): Promise<void> {
-    if (this.isReleased) return this.lostError ? Promise.reject(this.lostError) : Promise.resolve();
+    if (this.isReleased) {
+      return this.lostError && !this.releaseConfirmed
+        ? Promise.reject(this.lostError)
+        : Promise.resolve();
+    }
     if (this.lostError && !this.releasing) {
       // Nothing left to protect: tidy up in the background, answer at once.
       void this.giveBackUnreleased();
@@ -136,27 +143,72 @@ export class MongoLockHandle implements LockHandle {
   }
 
   /**
+   * Ends the hold by letting the lease run out instead of releasing it (for `@Locked`'s
+   * `minHoldMs`): one owner-checked renew per key sets the lease to end `ttlMs` from now by
+   * the server clock (shortening it if it was longer), renewal stops, and the handle counts as
+   * released: `release()` then resolves without a command, and the keys stay taken until the
+   * lease ends. Rejects with {@link LockLostError} if the lease was lost, and with the store's
+   * error if MongoDB did not confirm (the lease then ends at `ttlMs` from now or when it would
+   * have); the handle holds nothing any more either way.
+   */
+  expireIn(ttlMs: number): Promise<void> {
+    if (this.lostError) return Promise.reject(this.lostError);
+    if (this.isReleased || this.releasing) {
+      return Promise.reject(
+        new MongoLockError(`Lock ${JSON.stringify(this.key)} is already being released`),
+      );
+    }
+    const leaseMs = Math.min(Math.max(1, Math.ceil(ttlMs)), 2_147_483_647);
+    // Shared with release(): a release asked for meanwhile waits for this and sends nothing.
+    this.releasing = this.expireOnce(leaseMs).finally(() => {
+      this.releasing = undefined;
+    });
+    return this.releasing;
+  }
+
+  /**
    * Tells the holder the lock is gone (signal, `lost$`), then releases it by owner token:
    * for `releaseAllHeld()` and the end of the shutdown grace period. Resolves to how many
    * keys were released while their lease was live.
    */
   async revoke(reason: string): Promise<number> {
+    if (this.releasing) {
+      // The holder is already letting go: its release decides, unless it is not confirmed.
+      await this.releasing.catch(() => undefined);
+    }
     if (this.isReleased) return this.givingBack ?? 0;
     this.markLost(this.key, reason);
-    await this.releasing?.catch(() => undefined);
     return this.giveBackUnreleased();
   }
 
   private async releaseOnce(): Promise<void> {
+    this.releaseSent = true;
     const lostKeys = await this.keeper.releaseAll();
-    if (lostKeys.length > 0 && !this.lostError) {
-      this.markLost(
-        lostKeys[0],
-        'its lease had ended or another holder had taken it before release',
-      );
+    if (lostKeys.length === 0) {
+      // Released while live by the server clock, even if the local deadline (which runs a
+      // little ahead) passed while the reply was on its way.
+      this.releaseConfirmed = true;
+      this.settle();
+      return;
     }
+    this.markLost(lostKeys[0], 'its lease had ended or another holder had taken it before release');
     this.settle();
-    if (this.lostError) throw this.lostError;
+    this.throwIfLost();
+  }
+
+  private async expireOnce(ttlMs: number): Promise<void> {
+    try {
+      const lostKeys = await this.keeper.expireIn(ttlMs);
+      if (lostKeys.length > 0) {
+        this.markLost(
+          lostKeys[0],
+          'its lease had ended or another holder had taken it before it was left to run out',
+        );
+      }
+    } finally {
+      this.settle();
+    }
+    this.throwIfLost();
   }
 
   /** Gives back the keys not yet released, once; every caller shares that one give-back. */

@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import type {
   BeforeApplicationShutdown,
   OnApplicationShutdown,
@@ -40,6 +40,18 @@ const STREAM_AWAIT_MS = 1_000;
 const liveHolderIds = new Set<string>();
 
 /**
+ * Opens the store a service sends its commands to. Without one, the service opens the
+ * MongoDB store; `nestjs-mongo-lock/testing` provides an in-memory one under
+ * {@link LOCK_STORE_FACTORY}. @internal
+ */
+export type LockStoreFactory = (
+  options: ResolvedLockModuleOptions,
+) => LockStore | Promise<LockStore>;
+
+/** Injection token of a {@link LockStoreFactory}. @internal */
+export const LOCK_STORE_FACTORY = Symbol('MONGO_LOCK:STORE_FACTORY');
+
+/**
  * Distributed locks on MongoDB: server-clock leases, fencing tokens, waits woken by one
  * change stream. Works inside Nest (inject it) and without (construct it, call `start()`,
  * and finally `close()`).
@@ -77,6 +89,10 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   private draining: Promise<void> | undefined;
   private closed: Promise<void> | undefined;
   private holderIdRegistered = false;
+  /** Set by Nest before any hook runs; the constructor's signature stays the public one. */
+  @Optional()
+  @Inject(LOCK_STORE_FACTORY)
+  private readonly storeFactory: LockStoreFactory | undefined;
 
   constructor(@Inject(MONGO_LOCK_OPTIONS) options: MongoLockModuleOptions) {
     this.options = resolveModuleOptions(options);
@@ -122,8 +138,12 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     await this.ensureStarted();
   }
 
-  /** Nest's hook: {@link start}. */
+  /**
+   * Nest's hook: {@link start}. With the module option `enabled: false` it does nothing: the
+   * decorators need no MongoDB then, and the service connects when it is first used.
+   */
   async onModuleInit(): Promise<void> {
+    if (!this.options.enabled) return;
     await this.start();
   }
 
@@ -347,7 +367,9 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     }
     liveHolderIds.add(this.holderId);
     this.holderIdRegistered = true;
-    this.store = await LockStore.open(this.options);
+    this.store = this.storeFactory
+      ? await this.storeFactory(this.options)
+      : await LockStore.open(this.options);
     return this.store;
   }
 
@@ -401,12 +423,13 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     keys: string[],
     options: ResolvedAcquireOptions,
   ): Promise<MongoLockHandle> {
+    const startedAt = performance.now();
     const linked = linkAbortSignals([options.signal, this.closing.signal]);
     try {
       linked.signal.throwIfAborted();
       const store = await this.ensureStarted();
       linked.signal.throwIfAborted();
-      return await this.acquirer.acquire(store, keys, options, linked.signal);
+      return await this.acquirer.acquire(store, keys, options, linked.signal, startedAt);
     } finally {
       linked.unlink();
     }

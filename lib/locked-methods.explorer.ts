@@ -1,10 +1,27 @@
-import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper.js';
 import { bindLockService } from './decorators/lock-bindings';
-import { getLockedMetadata } from './decorators/locked-metadata';
+import { getLockedMetadata, type LockedMetadata } from './decorators/locked-metadata';
+import { MongoLockError } from './errors/mongo-lock.error';
+import type { MongoLockModuleOptions } from './interfaces/mongo-lock-options.interface';
 import { LockService } from './lock.service';
+import { MONGO_LOCK_OPTIONS } from './mongo-lock.module-definition';
 import { MESSAGES } from './mongo-lock.messages';
+
+/**
+ * Method metadata of providers whose methods Nest itself calls as handlers, through
+ * interceptors, and whose result it awaits whatever it is: `@SubscribeMessage` of
+ * @nestjs/websockets and the resolver decorators of @nestjs/graphql. These may stay synchronous.
+ */
+const FRAMEWORK_HANDLER_METADATA = ['websockets:message_mapping', 'graphql:resolver_type'];
+
+function isFrameworkHandler(method: unknown): boolean {
+  return (
+    typeof method === 'function' &&
+    FRAMEWORK_HANDLER_METADATA.some((key) => Reflect.getMetadata(key, method) !== undefined)
+  );
+}
 
 /**
  * Binds every singleton provider that has `@Locked` methods to this application's
@@ -19,6 +36,7 @@ export class LockedMethodsExplorer implements OnModuleInit {
     private readonly discoveryService: DiscoveryService,
     private readonly metadataScanner: MetadataScanner,
     private readonly lockService: LockService,
+    @Inject(MONGO_LOCK_OPTIONS) private readonly options: MongoLockModuleOptions,
   ) {}
 
   onModuleInit(): void {
@@ -35,6 +53,9 @@ export class LockedMethodsExplorer implements OnModuleInit {
       .getAllMethodNames(prototype)
       .filter((name) => getLockedMetadata((instance as Record<string, unknown>)[name]));
     if (lockedMethods.length === 0) return;
+    for (const name of lockedMethods) {
+      this.refuseSynchronous((instance as Record<string, unknown>)[name]);
+    }
     if (!wrapper.isDependencyTreeStatic()) {
       for (const method of lockedMethods) {
         this.logger.warn(MESSAGES.requestScopedProvider(String(wrapper.name), method));
@@ -45,11 +66,24 @@ export class LockedMethodsExplorer implements OnModuleInit {
     const transients = wrapper.isTransient
       ? wrapper.getStaticTransientInstances().map((perContext) => perContext?.instance as unknown)
       : [];
+    // Validated by LockService already (it is constructed first).
+    const binding = { service: this.lockService, enabled: this.options.enabled !== false };
     for (const each of [instance, ...transients]) {
       if (typeof each !== 'object' || each === null) continue;
-      if (!bindLockService(each, this.lockService)) {
+      if (!bindLockService(each, binding)) {
         this.logger.warn(MESSAGES.sharedInstance(String(wrapper.name)));
       }
+    }
+  }
+
+  /**
+   * A provider method called directly must return something awaitable: a lock is awaited, so
+   * `@Locked` turns its result into a Promise. A synchronous one fails the start-up.
+   */
+  private refuseSynchronous(method: unknown): void {
+    const metadata: LockedMetadata | undefined = getLockedMetadata(method);
+    if (metadata?.returns === 'value' && !isFrameworkHandler(method)) {
+      throw new MongoLockError(MESSAGES.syncMethod(metadata.where));
     }
   }
 }

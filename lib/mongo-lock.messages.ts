@@ -20,6 +20,9 @@ export const MESSAGES = {
     `Lock key template ${quote(template)}: ${placeholder} has no value in this ${contextType} call`,
   templateValueNotScalar: (template: string, placeholder: string, kind: string) =>
     `Lock key template ${quote(template)}: ${placeholder} is ${kind}; it must be a non-empty string, a finite number, a bigint or a boolean`,
+  templateUnseparated: (template: string, first: string, second: string) =>
+    `Lock key template ${quote(template)}: ${first} and ${second} must be separated by a character ` +
+    'other than a letter, a digit or % (for example ":"), or different values could build the same key',
   templateInvalidKey: (template: string) =>
     `Lock key template ${quote(template)} gave an invalid key`,
   keyFunctionInvalidKey: (where: string) => `The lock key function of ${where} gave an invalid key`,
@@ -31,6 +34,19 @@ export const MESSAGES = {
   notAMethod: (where: string) => `@Locked can only decorate a method; ${where} is not one`,
   badOption: (where: string, option: string, accepted: string) =>
     `@Locked on ${where}: option ${option} must be ${accepted}`,
+  syncMethod: (where: string) =>
+    `${where} is @Locked but is neither async nor declared to return a Promise or an Observable. ` +
+    'Taking a lock means waiting, so the method would return a Promise that its callers do not ' +
+    'expect (and an un-awaited failure would crash the process). Make it `async`, or declare ' +
+    '`: Promise<T>` or `: Observable<T>` (with Observable imported as a value, not `import type`)',
+  unawaitableResult: (where: string) =>
+    `${where} is @Locked and returned a plain value: @Locked methods return a Promise, so make ` +
+    'the method `async` (its callers must await it)',
+  skippedBusy: (where: string, keys: readonly string[]) =>
+    `${where} did not run: ${keys.length > 1 ? 'one of ' : ''}${keys.map((key) => quote(key)).join(', ')} is held elsewhere (onBusy: 'skip')`,
+  minHoldNotKept: (where: string, key: string, error: unknown) =>
+    `${where}: could not set the lease of ${quote(key)} to end minHoldMs after it was taken ` +
+    `(${String(error)}); it is left to run out by itself`,
   unboundInstance: (where: string) =>
     `${where} is @Locked, but this instance is not managed by an application that imports ` +
     'MongoLockModule (it was created with `new`, is request-scoped, or was called before the ' +

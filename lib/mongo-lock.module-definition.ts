@@ -1,4 +1,8 @@
-import { ConfigurableModuleBuilder } from '@nestjs/common';
+import {
+  type ConfigurableModuleAsyncOptions,
+  ConfigurableModuleBuilder,
+  type ConfigurableModuleCls,
+} from '@nestjs/common';
 import type { MongoLockModuleOptions } from './interfaces/mongo-lock-options.interface';
 
 /**
@@ -18,11 +22,33 @@ export interface MongoLockOptionsFactory {
   createMongoLockOptions(): MongoLockModuleOptions | Promise<MongoLockModuleOptions>;
 }
 
+/** What `forRoot()` and `forRootAsync()` take besides the module options. */
+interface MongoLockExtras {
+  isGlobal: boolean;
+}
+
+// Typed explicitly so that the emitted .d.ts names these types through the import above. The
+// inferred types were written as `import("@nestjs/common", { with: { "resolution-mode": ... } })`,
+// which TypeScript before 5.3 cannot parse (Nest 10 apps pin 5.1).
 export const {
   ConfigurableModuleClass: MongoLockConfigurableModule,
   MODULE_OPTIONS_TOKEN: MONGO_LOCK_OPTIONS,
   OPTIONS_TYPE: MONGO_LOCK_OPTIONS_TYPE,
   ASYNC_OPTIONS_TYPE: MONGO_LOCK_ASYNC_OPTIONS_TYPE,
+}: {
+  ConfigurableModuleClass: ConfigurableModuleCls<
+    MongoLockModuleOptions,
+    'forRoot',
+    'createMongoLockOptions',
+    MongoLockExtras
+  >;
+  MODULE_OPTIONS_TOKEN: string | symbol;
+  OPTIONS_TYPE: MongoLockModuleOptions & Partial<MongoLockExtras>;
+  ASYNC_OPTIONS_TYPE: ConfigurableModuleAsyncOptions<
+    MongoLockModuleOptions,
+    'createMongoLockOptions'
+  > &
+    Partial<MongoLockExtras>;
 } = new ConfigurableModuleBuilder<MongoLockModuleOptions>({ moduleName: 'MongoLock' })
   .setClassMethodName('forRoot')
   .setFactoryMethodName('createMongoLockOptions')

@@ -27,6 +27,14 @@ describe('resolveModuleOptions', () => {
     expect(resolved.holderId).toMatch(/^.+:\d+:[0-9a-f]{8}$/);
   });
 
+  it('enabled: true by default, a boolean otherwise', () => {
+    expect(resolveModuleOptions({ uri }).enabled).toBe(true);
+    expect(resolveModuleOptions({ uri, enabled: false }).enabled).toBe(false);
+    expect(() => resolveModuleOptions({ uri, enabled: 'no' as never })).toThrow(
+      'enabled must be true or false, got "no"',
+    );
+  });
+
   it('gives each instance its own holder id', () => {
     expect(resolveModuleOptions({ uri }).holderId).not.toBe(resolveModuleOptions({ uri }).holderId);
   });

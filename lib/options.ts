@@ -28,6 +28,7 @@ export const LOCK_OPTION_DEFAULTS = {
   safetyPollIntervalMs: 5_000,
   operationTimeoutMs: 5_000,
   shutdownGraceMs: 10_000,
+  enabled: true,
 } as const;
 
 /** Module options with every default filled in. Exactly one of `uri` and `client` is set. */
@@ -51,6 +52,8 @@ export interface ResolvedLockModuleOptions {
   safetyPollIntervalMs: number;
   operationTimeoutMs: number;
   shutdownGraceMs: number;
+  /** False: `@Locked` runs methods without a lock, and the service connects only when used. */
+  enabled: boolean;
 }
 
 /** One acquisition's options with the module defaults applied. */
@@ -228,6 +231,7 @@ export function resolveModuleOptions(options: MongoLockModuleOptions): ResolvedL
       MAX_TIMER_MS,
       d.shutdownGraceMs,
     ),
+    enabled: boolean('enabled', options.enabled, d.enabled),
   };
 }
 

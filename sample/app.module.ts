@@ -1,5 +1,7 @@
 import { Logger, Module, type OnApplicationShutdown } from '@nestjs/common';
+import { ScheduleModule } from '@nestjs/schedule';
 import { MongoLockModule } from '../lib';
+import { DigestJob } from './jobs/digest.job';
 import { LocksController } from './locks/locks.controller';
 import { OrdersController } from './orders/orders.controller';
 import { OrdersService } from './orders/orders.service';
@@ -13,11 +15,14 @@ import { OrdersService } from './orders/orders.service';
         uri: process.env.MONGODB_URI,
         dbName: process.env.MONGODB_DB ?? 'sample',
         defaultTtlMs: 10_000,
+        // SAMPLE_LOCKS=off: @Locked handlers and jobs run without any lock.
+        enabled: process.env.SAMPLE_LOCKS !== 'off',
       }),
     }),
+    ScheduleModule.forRoot(),
   ],
   controllers: [OrdersController, LocksController],
-  providers: [OrdersService],
+  providers: [OrdersService, DigestJob],
 })
 export class AppModule implements OnApplicationShutdown {
   // Runs after the lock module's own shutdown (modules shut down importer last).

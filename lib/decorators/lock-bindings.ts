@@ -2,23 +2,30 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import type { LockService } from '../lock.service';
 import type { LockedMetadata } from './locked-metadata';
 
+/** How a provider instance is locked: its application's service, and whether locks are on. */
+export interface LockBinding {
+  readonly service: LockService;
+  /** False when the module was given `enabled: false`: `@Locked` methods run without a lock. */
+  readonly enabled: boolean;
+}
+
 /**
  * Which application's LockService locks a provider instance. Keyed by instance, not class, so
  * two applications in one process (two test apps, say) each lock with their own service.
  */
-const serviceByInstance = new WeakMap<object, LockService>();
+const bindingByInstance = new WeakMap<object, LockBinding>();
 
 /** Binds a provider instance to its application's service; false if already bound to another. */
-export function bindLockService(instance: object, service: LockService): boolean {
-  const bound = serviceByInstance.get(instance);
-  if (bound && bound !== service) return false;
-  serviceByInstance.set(instance, service);
+export function bindLockService(instance: object, binding: LockBinding): boolean {
+  const bound = bindingByInstance.get(instance);
+  if (bound && bound.service !== binding.service) return false;
+  bindingByInstance.set(instance, binding);
   return true;
 }
 
-export function boundLockService(instance: unknown): LockService | undefined {
+export function lockBindingOf(instance: unknown): LockBinding | undefined {
   return typeof instance === 'object' && instance !== null
-    ? serviceByInstance.get(instance)
+    ? bindingByInstance.get(instance)
     : undefined;
 }
 

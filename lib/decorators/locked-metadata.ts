@@ -2,8 +2,36 @@ import type { AcquireOptions } from '../interfaces/lock-options.interface';
 import type { LockKeyResolver } from '../keys/key-template';
 import { LOCKED_METADATA } from '../mongo-lock.constants';
 
-/** Options of `@Locked`: a subset of `AcquireOptions` (no `signal`: the call's lifetime is the signal). */
-export type LockedOptions = Pick<AcquireOptions, 'ttlMs' | 'timeoutMs' | 'renew'>;
+/**
+ * Options of `@Locked`: a subset of `AcquireOptions` (no `signal`: the call's lifetime is the
+ * signal), plus what to do when the lock is busy and how long to hold it at least.
+ */
+export interface LockedOptions extends Pick<AcquireOptions, 'ttlMs' | 'timeoutMs' | 'renew'> {
+  /**
+   * When the lock is held elsewhere:
+   * - `'wait'` (default): wait up to `timeoutMs`, then fail with `LockNotAcquiredError`
+   *   (HTTP: 423 Locked).
+   * - `'skip'`: do not run the method. A Promise method resolves to `undefined`, an Observable
+   *   method completes without a value, an HTTP handler answers its usual success status with
+   *   an empty body. Logged at debug level. One attempt, unless `timeoutMs` is given.
+   */
+  onBusy?: 'wait' | 'skip';
+  /**
+   * Keep the lock at least this long after it was taken, even when the method finishes sooner:
+   * the lease is then set to end `minHoldMs` after acquisition and left to run out instead of
+   * being released, so a scheduled job runs once per period across instances (ShedLock's
+   * `lockAtLeastFor`). Applies whether the method succeeded or failed. Default 0.
+   */
+  minHoldMs?: number;
+}
+
+/**
+ * What the decorated method returns, as far as can be told when it is decorated: `promise`
+ * (an `async` method, or one declared `: Promise<T>`), `observable` (declared
+ * `: Observable<T>`), `value` (anything else: it cannot be awaited), or `unknown` (the
+ * compiler emitted no type metadata).
+ */
+export type LockedMethodReturn = 'promise' | 'observable' | 'value' | 'unknown';
 
 /** What `@Locked` records on a method. One object per decorated method, also its identity. */
 export interface LockedMetadata {
@@ -13,6 +41,7 @@ export interface LockedMetadata {
   readonly where: string;
   readonly resolveKeys: LockKeyResolver;
   readonly options: LockedOptions;
+  readonly returns: LockedMethodReturn;
 }
 
 /** Reads `@Locked` metadata from a method (its own or copied from the function it wraps). */

@@ -3,9 +3,10 @@ import { isObservable, throwError } from 'rxjs';
 import { MongoLockError } from '../errors';
 import { NEST_CONTROLLER_WATERMARK } from '../mongo-lock.constants';
 import { MESSAGES } from '../mongo-lock.messages';
-import { boundLockService, isLockedByInterceptor, withoutInterceptorMark } from './lock-bindings';
+import { isLockedByInterceptor, lockBindingOf, withoutInterceptorMark } from './lock-bindings';
 import type { LockedMetadata } from './locked-metadata';
 import { lockedObservable } from './locked-observable';
+import { runLocked, SKIPPED } from './locked-run';
 
 type AnyMethod = (this: unknown, ...args: unknown[]) => unknown;
 
@@ -18,37 +19,41 @@ function isControllerInstance(instance: unknown): boolean {
   );
 }
 
+const isThenable = (value: unknown): boolean =>
+  (typeof value === 'object' || typeof value === 'function') &&
+  value !== null &&
+  typeof (value as { then?: unknown }).then === 'function';
+
 /**
  * Builds the function that replaces a `@Locked` method on its class.
  *
  * - Called by Nest's pipeline under `LockedInterceptor` (controllers, gateways): the interceptor
  *   already holds the lock, so the body runs as is.
  * - Called on a provider instance that `LockedMethodsExplorer` bound to its application's
- *   `LockService`: the body runs under `withLock` (or `lockedObservable` when the method is
- *   declared to return an Observable).
+ *   `LockService`: the body runs under `runLocked` (or `lockedObservable` when the method is
+ *   declared to return an Observable); with the module's `enabled: false`, it runs as is.
  * - Called directly on a controller (not through a request): runs as is; requests are what a
  *   controller's lock protects.
  * - Anything else (an instance Nest did not create, a request-scoped provider, a call before
  *   the application initialised) fails with `MongoLockError` rather than run unlocked.
  */
-export function createLockedMethod(
-  original: AnyMethod,
-  metadata: LockedMetadata,
-  returnsObservable: boolean,
-): AnyMethod {
-  const { where, options, className, methodName } = metadata;
+export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata): AnyMethod {
+  const { where, className, methodName } = metadata;
+  const returnsObservable = metadata.returns === 'observable';
   let warnedAboutObservable = false;
+  let warnedAboutValue = false;
 
   return function lockedMethod(this: unknown, ...args: unknown[]): unknown {
     if (isLockedByInterceptor(metadata)) {
       return withoutInterceptorMark(() => original.apply(this, args));
     }
-    const lockService = boundLockService(this);
-    if (!lockService && isControllerInstance(this)) return original.apply(this, args);
+    const binding = lockBindingOf(this);
+    if (!binding && isControllerInstance(this)) return original.apply(this, args);
     // Fail the way the method reports failures: a rejected Promise or an erroring Observable.
     const fail = (error: Error) =>
       returnsObservable ? throwError(() => error) : Promise.reject(error);
-    if (!lockService) return fail(new MongoLockError(MESSAGES.unboundInstance(where)));
+    if (!binding) return fail(new MongoLockError(MESSAGES.unboundInstance(where)));
+    if (!binding.enabled) return original.apply(this, args);
 
     let keys: string[];
     try {
@@ -58,23 +63,24 @@ export function createLockedMethod(
     }
 
     if (returnsObservable) {
-      return lockedObservable(lockService, keys, options, () => {
+      return lockedObservable(binding.service, keys, metadata, () => {
         const result = original.apply(this, args);
         if (isObservable(result)) return result;
         return throwError(() => new TypeError(MESSAGES.observableExpected(where)));
       });
     }
-    return lockService.withLock(
-      keys,
-      async () => {
-        const result = await original.apply(this, args);
-        if (isObservable(result) && !warnedAboutObservable) {
-          warnedAboutObservable = true;
-          logger.warn(MESSAGES.observableWithoutType(where));
-        }
-        return result;
-      },
-      options,
-    );
+    return runLocked(binding.service, keys, metadata, async () => {
+      const result = original.apply(this, args);
+      if (isObservable(result) && !warnedAboutObservable) {
+        warnedAboutObservable = true;
+        logger.warn(MESSAGES.observableWithoutType(where));
+      } else if (!isThenable(result) && !isObservable(result) && !warnedAboutValue) {
+        // Start-up refuses provider methods known to be synchronous; this catches the rest
+        // (no type metadata, or a framework handler called directly).
+        warnedAboutValue = true;
+        logger.warn(MESSAGES.unawaitableResult(where));
+      }
+      return await result;
+    }).then((outcome) => (outcome === SKIPPED ? undefined : outcome));
   };
 }

@@ -1,12 +1,23 @@
 import { Observable, type Subscription } from 'rxjs';
 import type { LockService } from '../lock.service';
-import type { LockedOptions } from './locked-metadata';
+import type { LockedMetadata } from './locked-metadata';
+import { runLocked, SKIPPED } from './locked-run';
+
+export interface LockedObservableHooks<T> {
+  /** Maps errors that happen before `source` is called (acquisition); default: unchanged. */
+  mapAcquireError?: (error: unknown) => unknown;
+  /**
+   * With `onBusy: 'skip'`, what the Observable emits when the lock was busy and `source` did
+   * not run; without it, the Observable completes without a value.
+   */
+  skippedValue?: () => T;
+}
 
 /**
  * Holds the lock on `keys` for as long as the Observable made by `source` runs: acquired on
- * subscription, released on completion, error or unsubscription. Values pass through as they
- * come; completion and errors are delivered after the release, so a caller that sees the end
- * also sees the lock free.
+ * subscription, released on completion, error or unsubscription (or, with `minHoldMs`, left to
+ * run out). Values pass through as they come; completion and errors are delivered after the
+ * release, so a caller that sees the end also sees the lock free.
  *
  * `source` is called inside `withLock`, so whatever it starts runs in the lock's async context
  * (`LockService.current()`, re-entrant `@Locked` calls). Errors that happen before `source` is
@@ -15,10 +26,11 @@ import type { LockedOptions } from './locked-metadata';
 export function lockedObservable<T>(
   lockService: LockService,
   keys: string[],
-  options: LockedOptions,
+  metadata: LockedMetadata,
   source: () => Observable<T>,
-  mapAcquireError: (error: unknown) => unknown = (error) => error,
+  hooks: LockedObservableHooks<T> = {},
 ): Observable<T> {
+  const { mapAcquireError = (error: unknown) => error, skippedValue } = hooks;
   return new Observable<T>((subscriber) => {
     const cancelWait = new AbortController();
     let started = false;
@@ -37,8 +49,20 @@ export function lockedObservable<T>(
         });
       });
 
-    lockService.withLock(keys, run, { ...options, signal: cancelWait.signal }).then(
-      () => subscriber.complete(),
+    runLocked(lockService, keys, metadata, run, cancelWait.signal).then(
+      (outcome) => {
+        if (outcome === SKIPPED && skippedValue) {
+          let value: T;
+          try {
+            value = skippedValue();
+          } catch (error) {
+            subscriber.error(error);
+            return;
+          }
+          subscriber.next(value);
+        }
+        subscriber.complete();
+      },
       (error: unknown) => subscriber.error(started ? error : mapAcquireError(error)),
     );
 

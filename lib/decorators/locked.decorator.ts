@@ -7,11 +7,16 @@ import { LOCKED_METADATA } from '../mongo-lock.constants';
 import { MESSAGES } from '../mongo-lock.messages';
 import { MAX_TIMER_MS, MIN_TTL_MS } from '../options';
 import { createLockedMethod } from './locked-method';
-import { getLockedMetadata, type LockedMetadata, type LockedOptions } from './locked-metadata';
+import {
+  getLockedMetadata,
+  type LockedMetadata,
+  type LockedMethodReturn,
+  type LockedOptions,
+} from './locked-metadata';
 
 export type { LockedOptions } from './locked-metadata';
 
-const OPTION_NAMES = new Set(['ttlMs', 'timeoutMs', 'renew']);
+const OPTION_NAMES = new Set(['ttlMs', 'timeoutMs', 'renew', 'onBusy', 'minHoldMs']);
 
 function checkOptions(options: LockedOptions, where: string): void {
   if (typeof options !== 'object' || options === null) {
@@ -37,6 +42,12 @@ function checkOptions(options: LockedOptions, where: string): void {
   if (renew !== undefined && typeof renew !== 'boolean' && (typeof renew !== 'object' || !renew)) {
     bad('renew', 'true, false or renewal options');
   }
+  const onBusy = options.onBusy as unknown;
+  if (onBusy !== undefined && onBusy !== 'wait' && onBusy !== 'skip')
+    bad('onBusy', "'wait' or 'skip'");
+  if (options.minHoldMs !== undefined && !integerIn(options.minHoldMs, 0)) {
+    bad('minHoldMs', `an integer from 0 to ${MAX_TIMER_MS}`);
+  }
 }
 
 /** Makes the wrapper look like the method it replaces to Nest, Swagger and anything else. */
@@ -53,9 +64,26 @@ function keepMethodIdentity(original: object, wrapper: object): void {
   Object.setPrototypeOf(wrapper, original);
 }
 
-function declaresObservable(target: object, propertyKey: string | symbol): boolean {
+const isType = (type: unknown, expected: { name: string }) =>
+  type === expected || (typeof type === 'function' && type.name === expected.name);
+
+/**
+ * What the method returns, from how it is written: `async` methods return a Promise whatever
+ * their declared type; otherwise TypeScript's `design:returntype` metadata is the declared
+ * type's constructor (`Promise`, `Observable`) or `undefined` (no annotation, `void`, `never`)
+ * or `Object` (unions, interfaces). No metadata at all means the compiler emitted none
+ * (`emitDecoratorMetadata` off, or a compiler without it).
+ */
+function methodReturn(
+  target: object,
+  propertyKey: string | symbol,
+  method: (...args: unknown[]) => unknown,
+): LockedMethodReturn {
   const type: unknown = Reflect.getMetadata('design:returntype', target, propertyKey);
-  return type === Observable || (typeof type === 'function' && type.name === 'Observable');
+  if (isType(type, Observable)) return 'observable';
+  if (method.constructor.name === 'AsyncFunction' || isType(type, Promise)) return 'promise';
+  if (!Reflect.hasOwnMetadata('design:returntype', target, propertyKey)) return 'unknown';
+  return 'value';
 }
 
 /**
@@ -84,18 +112,16 @@ export function createLockedDecorator(interceptor: Type<LockedInterceptor> = Loc
       if (getLockedMetadata(original)) throw new MongoLockError(MESSAGES.lockedTwice(where));
       checkOptions(options, where);
 
+      const method = original as (...args: unknown[]) => unknown;
       const metadata: LockedMetadata = {
         className,
         methodName,
         where,
         resolveKeys: compileLockKeys(keys, where),
         options: { ...options },
+        returns: methodReturn(target, propertyKey, method),
       };
-      const wrapper = createLockedMethod(
-        original as (...args: unknown[]) => unknown,
-        metadata,
-        declaresObservable(target, propertyKey),
-      );
+      const wrapper = createLockedMethod(method, metadata);
       keepMethodIdentity(original, wrapper);
       Reflect.defineMetadata(LOCKED_METADATA, metadata, wrapper);
       descriptor.value = wrapper as typeof descriptor.value;
@@ -116,7 +142,14 @@ export function createLockedDecorator(interceptor: Type<LockedInterceptor> = Loc
  * call's {@link LockKeyContext}. Several keys are taken all or nothing.
  *
  * A lock that cannot be had within `timeoutMs` is `LockNotAcquiredError` (HTTP: 423 Locked
- * with `Retry-After`); a key that cannot be built is `InvalidLockKeyError` (HTTP: 400).
+ * with `Retry-After`), or, with `onBusy: 'skip'`, a call that does not run and resolves to
+ * `undefined`; a key that cannot be built is `InvalidLockKeyError` (HTTP: 400). `minHoldMs`
+ * keeps the lock for at least that long after it was taken, for jobs that must run once per
+ * period across instances.
+ *
+ * A provider method must be `async` or declared to return a `Promise` or an `Observable`: the
+ * application refuses to start otherwise (a lock is awaited, so the method could not stay
+ * synchronous). Handlers that Nest calls (controllers, gateways, resolvers) may be synchronous.
  *
  * @example
  * \@Post(':id/pay')
@@ -127,6 +160,10 @@ export function createLockedDecorator(interceptor: Type<LockedInterceptor> = Loc
  * class Ledger {
  *   \@Locked('ledger:{args.0}')
  *   async post(accountId: string, cents: number) { ... }
+ *
+ *   \@Cron(CronExpression.EVERY_MINUTE)
+ *   \@Locked('ledger:reconcile', { onBusy: 'skip', minHoldMs: 50_000 })
+ *   async reconcile() { ... } // once a minute across every instance
  * }
  */
 export const Locked = createLockedDecorator();

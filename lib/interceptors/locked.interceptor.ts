@@ -20,11 +20,14 @@ import {
   MongoLockError,
 } from '../errors';
 import type { LockKeyContext } from '../keys/key-template';
+import type { MongoLockModuleOptions } from '../interfaces/mongo-lock-options.interface';
 import { LockService } from '../lock.service';
 import { LOCKED_METADATA } from '../mongo-lock.constants';
+import { MONGO_LOCK_OPTIONS } from '../mongo-lock.module-definition';
 import { MESSAGES } from '../mongo-lock.messages';
 
 // Literals: `HttpStatus.LOCKED` does not exist in @nestjs/common 10 (it is undefined there).
+const HTTP_BAD_REQUEST = 400;
 const HTTP_LOCKED = 423;
 const HTTP_SERVICE_UNAVAILABLE = 503;
 
@@ -42,9 +45,13 @@ interface HttpRequestLike {
  *
  * On HTTP, a lock that cannot be had becomes `423 Locked` with `Retry-After`, a key that
  * cannot be built from the request becomes `400 Bad Request`, and MongoDB unreachable in time
- * or the service shutting down becomes `503 Service Unavailable` with `Retry-After`. Other
- * transports get the typed errors. Errors of the handler itself pass through unchanged. Override the protected hooks in
- * a subclass and use it through `createLockedDecorator()`.
+ * or the service shutting down becomes `503 Service Unavailable` with `Retry-After`; every body
+ * is Nest's `{ statusCode, message, error }`. Other transports get the typed errors. Errors of
+ * the handler itself pass through unchanged. With `onBusy: 'skip'`, a busy lock means the
+ * handler does not run and the call yields {@link LockedInterceptor.skippedResult}
+ * (`undefined`: on HTTP, the route's success status with an empty body). With the module's
+ * `enabled: false`, handlers run without a lock. Override the protected hooks in a subclass
+ * and use it through `createLockedDecorator()`.
  *
  * @example
  * class PoliteLockedInterceptor extends LockedInterceptor {
@@ -57,6 +64,7 @@ interface HttpRequestLike {
 @Injectable()
 export class LockedInterceptor implements NestInterceptor {
   private lockService: LockService | undefined;
+  private enabled: boolean | undefined;
 
   constructor(
     protected readonly reflector: Reflector,
@@ -71,19 +79,27 @@ export class LockedInterceptor implements NestInterceptor {
     );
     // Also registered globally, or twice: the outer one holds the lock already.
     if (!metadata || isLockedByInterceptor(metadata)) return next.handle();
+    const handle = () => runLockedByInterceptor(metadata, () => next.handle());
+    if (!this.locksEnabled()) return handle();
     let keys: string[];
     try {
       keys = metadata.resolveKeys(this.keyContext(context, metadata));
     } catch (error) {
       return throwError(() => this.mapLockError(error, context));
     }
-    return lockedObservable(
-      this.getLockService(),
-      keys,
-      metadata.options,
-      () => runLockedByInterceptor(metadata, () => next.handle()),
-      (error) => this.mapLockError(error, context),
-    );
+    return lockedObservable(this.getLockService(), keys, metadata, handle, {
+      mapAcquireError: (error) => this.mapLockError(error, context),
+      skippedValue: () => this.skippedResult(context, metadata),
+    });
+  }
+
+  /**
+   * What a handler with `onBusy: 'skip'` yields when the lock is busy and it did not run.
+   * Default `undefined`: on HTTP, the route's success status (its `@HttpCode`, else 200, or
+   * 201 for POST) with an empty body. Return a body instead if clients must tell the two apart.
+   */
+  protected skippedResult(_context: ExecutionContext, _metadata: LockedMetadata): unknown {
+    return undefined;
   }
 
   /** The values key templates and key functions read. HTTP adds the request's parts. */
@@ -149,8 +165,12 @@ export class LockedInterceptor implements NestInterceptor {
     return new HttpException(body, HTTP_LOCKED, { cause: error });
   }
 
+  /** `400 Bad Request`; the message says which placeholder of the template was missing or bad. */
   protected toInvalidKeyException(error: InvalidLockKeyError): unknown {
-    return new BadRequestException(error.message, { cause: error });
+    const body = { statusCode: HTTP_BAD_REQUEST, message: error.message, error: 'Bad Request' };
+    // The body is spelled out, not left to the exception's defaults, so it has this shape on
+    // every Nest version and adapter; still a BadRequestException for exception filters.
+    return new BadRequestException(body, { cause: error });
   }
 
   /** Sets a header through the HTTP adapter, so Express and Fastify alike. */
@@ -164,6 +184,20 @@ export class LockedInterceptor implements NestInterceptor {
   protected getLockService(): LockService {
     this.lockService ??= this.findLockService();
     return this.lockService;
+  }
+
+  /** False when the module was given `enabled: false`: handlers then run without a lock. */
+  protected locksEnabled(): boolean {
+    this.enabled ??= this.findModuleOptions()?.enabled !== false;
+    return this.enabled;
+  }
+
+  private findModuleOptions(): MongoLockModuleOptions | undefined {
+    try {
+      return this.moduleRef.get<MongoLockModuleOptions>(MONGO_LOCK_OPTIONS, { strict: false });
+    } catch {
+      return undefined; // no module: getLockService() says so
+    }
   }
 
   private findLockService(): LockService {

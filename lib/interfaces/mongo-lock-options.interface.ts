@@ -55,4 +55,11 @@ export interface MongoLockModuleOptions {
    * its holders are told of the loss and the locks are released. Default 10 000 ms.
    */
   shutdownGraceMs?: number;
+  /**
+   * `false` turns `@Locked` into a pass-through: decorated methods and handlers run without
+   * any lock (no key is built, nothing is sent to MongoDB), and `LockService` does not connect
+   * at start-up (it still connects, lazily, if you call it). For local runs and tests with a
+   * single instance. Default `true`.
+   */
+  enabled?: boolean;
 }

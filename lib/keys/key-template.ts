@@ -1,5 +1,6 @@
 import { InvalidLockKeyError } from '../errors';
 import { MESSAGES } from '../mongo-lock.messages';
+import { encodedCharacters, escapeKeyValue, hasSeparatingCharacter } from './key-escaping';
 import { validateLockKey } from './lock-key';
 
 /** Where a `{source.path}` placeholder reads from. HTTP sources exist only on HTTP handlers. */
@@ -45,6 +46,8 @@ type TemplatePart =
 interface ParsedKeyTemplate {
   template: string;
   parts: TemplatePart[];
+  /** Characters percent-encoded in substituted values (see `key-escaping.ts`). */
+  encoded: ReadonlySet<string>;
 }
 
 // Segments that could reach an object's prototype machinery; refused whatever the source.
@@ -81,9 +84,27 @@ function parsePlaceholder(template: string, placeholder: string): TemplatePart {
   };
 }
 
+/** Two placeholders with nothing that separates them could split one key two ways. */
+function checkSeparated(template: string, parts: readonly TemplatePart[]): void {
+  let previous: TemplatePart | undefined;
+  let between = '';
+  for (const part of parts) {
+    if (part.kind === 'text') {
+      between += part.text;
+      continue;
+    }
+    if (previous?.kind === 'value' && !hasSeparatingCharacter(between)) {
+      fail(MESSAGES.templateUnseparated(template, previous.placeholder, part.placeholder));
+    }
+    previous = part;
+    between = '';
+  }
+}
+
 /**
  * Parses a key template such as `'order:{params.id}'`. `{{` and `}}` stand for literal braces.
- * Throws `InvalidLockKeyError` naming the template when it is malformed.
+ * Throws `InvalidLockKeyError` naming the template when it is malformed, or when two
+ * placeholders are not separated by a character other than a letter, a digit or `%`.
  */
 export function parseKeyTemplate(template: string): ParsedKeyTemplate {
   if (typeof template !== 'string' || template.length === 0) fail(MESSAGES.templateEmpty());
@@ -111,7 +132,9 @@ export function parseKeyTemplate(template: string): ParsedKeyTemplate {
     }
   }
   if (text) parts.push({ kind: 'text', text });
-  return { template, parts };
+  checkSeparated(template, parts);
+  const literalText = parts.map((part) => (part.kind === 'text' ? part.text : '')).join('');
+  return { template, parts, encoded: encodedCharacters(literalText) };
 }
 
 function describeKind(value: unknown): string {
@@ -155,7 +178,11 @@ function sourceValue(context: LockKeyContext, source: KeyTemplateSource): unknow
   return source === 'args' ? context.args : context[source];
 }
 
-/** Fills a parsed template from the context. Throws `InvalidLockKeyError` naming the template. */
+/**
+ * Fills a parsed template from the context, percent-encoding in each value `%`, `:` and the
+ * template's other literal punctuation, so that distinct values never give one key. Throws
+ * `InvalidLockKeyError` naming the template.
+ */
 export function renderKeyTemplate(parsed: ParsedKeyTemplate, context: LockKeyContext): string {
   let key = '';
   for (const part of parsed.parts) {
@@ -171,7 +198,7 @@ export function renderKeyTemplate(parsed: ParsedKeyTemplate, context: LockKeyCon
     if (text === undefined) {
       fail(MESSAGES.templateValueNotScalar(parsed.template, part.placeholder, describeKind(value)));
     }
-    key += text;
+    key += escapeKeyValue(text, parsed.encoded);
   }
   return checkedKey(key, MESSAGES.templateInvalidKey(parsed.template));
 }

@@ -1,0 +1,110 @@
+// Observable is imported as a value: the declared return type must be emitted as metadata.
+import { Observable, of } from 'rxjs';
+import { InvalidLockOptionsError } from '../errors';
+import { Locked, type LockedOptions } from './locked.decorator';
+import { getLockedMetadata } from './locked-metadata';
+
+function optionError(options: unknown): InvalidLockOptionsError {
+  try {
+    class Job {
+      @Locked('job', options as LockedOptions)
+      async run(): Promise<void> {}
+    }
+    void Job;
+  } catch (error) {
+    expect(error).toBeInstanceOf(InvalidLockOptionsError);
+    return error as InvalidLockOptionsError;
+  }
+  throw new Error('expected InvalidLockOptionsError, nothing was thrown');
+}
+
+describe('@Locked options, checked when the class is defined', () => {
+  it.each<[unknown, string, RegExp]>([
+    [{ onBusy: 'fail' }, 'onBusy', /Job\.run: option onBusy must be 'wait' or 'skip'/],
+    [{ onBusy: true }, 'onBusy', /option onBusy must be 'wait' or 'skip'/],
+    [{ minHoldMs: -1 }, 'minHoldMs', /Job\.run: option minHoldMs must be an integer from 0 to/],
+    [{ minHoldMs: 1.5 }, 'minHoldMs', /option minHoldMs must be an integer/],
+    [{ minHoldMs: '5s' }, 'minHoldMs', /option minHoldMs must be an integer/],
+    [
+      { minHoldMs: 2 ** 31 },
+      'minHoldMs',
+      /option minHoldMs must be an integer from 0 to 2147483647/,
+    ],
+    [{ onbusy: 'skip' }, 'onbusy', /one of ttlMs, timeoutMs, renew, onBusy, minHoldMs/],
+  ])('refuses %j, naming the option', (options, option, message) => {
+    const error = optionError(options);
+    expect(error.option).toBe(option);
+    expect(error.message).toMatch(message);
+  });
+
+  it.each<LockedOptions>([
+    { onBusy: 'skip' },
+    { onBusy: 'wait', timeoutMs: 500 },
+    { onBusy: 'skip', minHoldMs: 0 },
+    { onBusy: 'skip', minHoldMs: 50_000, ttlMs: 10_000, timeoutMs: 0 },
+  ])('accepts %j and records it', (options) => {
+    class Job {
+      @Locked('job', options)
+      async run(): Promise<void> {}
+    }
+    expect(getLockedMetadata(Job.prototype.run)?.options).toEqual(options);
+  });
+});
+
+describe('@Locked tells what a method returns, for the start-up check', () => {
+  class Shapes {
+    @Locked('s')
+    async asyncMethod() {}
+
+    @Locked('s')
+    declaredPromise(): Promise<number> {
+      return Promise.resolve(1);
+    }
+
+    @Locked('s')
+    declaredObservable(): Observable<number> {
+      return of(1);
+    }
+
+    @Locked('s')
+    unannotated() {
+      return 1;
+    }
+
+    @Locked('s')
+    declaredValue(): string {
+      return 'x';
+    }
+
+    @Locked('s')
+    declaredVoid(): void {}
+
+    @Locked('s')
+    declaredUnion(): Promise<number> | number {
+      return 1;
+    }
+  }
+
+  it.each([
+    ['asyncMethod', 'promise'],
+    ['declaredPromise', 'promise'],
+    ['declaredObservable', 'observable'],
+    ['unannotated', 'value'],
+    ['declaredValue', 'value'],
+    ['declaredVoid', 'value'],
+    ['declaredUnion', 'value'],
+  ] as const)('%s: %s', (method, returns) => {
+    expect(getLockedMetadata(Shapes.prototype[method])?.returns).toBe(returns);
+  });
+
+  it('says unknown when the compiler emitted no type metadata', () => {
+    class Untyped {
+      run() {
+        return 1;
+      }
+    }
+    const descriptor = Object.getOwnPropertyDescriptor(Untyped.prototype, 'run')!;
+    Locked('u')(Untyped.prototype, 'run', descriptor);
+    expect(getLockedMetadata(descriptor.value)?.returns).toBe('unknown');
+  });
+});

@@ -1,0 +1,11 @@
+// The `nestjs-mongo-lock/testing` entry point: test applications without MongoDB.
+export {
+  MongoLockTestingModule,
+  type MongoLockTestingModuleOptions,
+} from './mongo-lock-testing.module';
+export {
+  LockTestingStore,
+  type ForeignLock,
+  type ForeignReleaseOutcome,
+  type LockTestingStoreOptions,
+} from './lock-testing-store';

@@ -1,0 +1,189 @@
+import { randomUUID } from 'node:crypto';
+import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
+import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
+import type { LockState } from '../interfaces/lock-state.interface';
+import { validateLockKey } from '../keys/lock-key';
+import { notAcquiredMessage } from '../lock.messages';
+import type { ResolvedLockModuleOptions } from '../options';
+import type { LockStore } from '../store/lock-store';
+import { InMemoryChangeLog } from './in-memory-change-log';
+import { InMemoryLockCollection } from './in-memory-lock-collection';
+import { InMemoryLockStore } from './in-memory-lock-store';
+
+/** Options of a {@link LockTestingStore}. */
+export interface LockTestingStoreOptions {
+  /**
+   * The store's clock (ms since the epoch), which decides every lease as MongoDB's `$$NOW`
+   * does. Default `Date.now` (so Jest's modern fake timers move it too).
+   */
+  clock?: () => number;
+}
+
+/** What became of a release: see {@link ForeignLock.release}. */
+export type ForeignReleaseOutcome = 'released' | 'expired' | 'lost';
+
+/**
+ * A lock that {@link LockTestingStore.holdAs} took for someone outside the application under
+ * test (another instance of the service, another process).
+ */
+export interface ForeignLock {
+  readonly key: string;
+  readonly holderId: string;
+  /** Fencing token of this acquisition. */
+  readonly fence: bigint;
+  /**
+   * Releases it by its owner token, as its holder would: the release is streamed, so waiters
+   * wake at once. `released` if the lease was live, `expired` if it had ended but nobody had
+   * taken the key, `lost` if someone else holds it now. Repeating a successful release
+   * reports `released` again.
+   */
+  release(): Promise<ForeignReleaseOutcome>;
+  /** Renews the lease for `ttlMs` (default: the one it was taken with); `false` if it had ended. */
+  renew(ttlMs?: number): Promise<boolean>;
+  /** Ends this lease now ({@link LockTestingStore.expire}); `false` if it had already ended. */
+  expire(): boolean;
+}
+
+/** Lease of {@link LockTestingStore.holdAs} when none is given. */
+const DEFAULT_FOREIGN_TTL_MS = 30_000;
+
+/**
+ * The in-memory lock collection behind `MongoLockTestingModule`: the same documents, and the
+ * same decisions by the store's clock, as the MongoDB store makes (leases, owner-checked
+ * renew and release, strictly increasing fences, idempotent release); the same change events
+ * for acquisitions and releases. Inject it to set the scene of a test.
+ *
+ * One store can serve several applications of one test (give it to each `forRoot({ store })`):
+ * they then behave as instances of a service sharing one MongoDB.
+ *
+ * @example
+ * const store = moduleRef.get(LockTestingStore);
+ * const other = await store.holdAs('ledger:acc-1', 'other-instance'); // the app must wait now
+ * store.expire('ledger:acc-1'); // the lease ends now, as if its holder had stalled
+ */
+export class LockTestingStore {
+  private readonly changes = new InMemoryChangeLog();
+  private readonly collection: InMemoryLockCollection;
+  /** Holder ids of the services connected now, with how many connections each has. */
+  private readonly connected = new Map<string, number>();
+
+  constructor(options: LockTestingStoreOptions = {}) {
+    const clock = options.clock ?? (() => Date.now());
+    if (typeof clock !== 'function') {
+      throw new InvalidLockOptionsError('clock must be a function returning ms since the epoch', {
+        option: 'clock',
+      });
+    }
+    this.collection = new InMemoryLockCollection(clock, this.changes);
+  }
+
+  /** The store's clock now, in ms since the epoch. */
+  now(): number {
+    return this.collection.clock();
+  }
+
+  /**
+   * Takes `key` for `holderId`, as another instance of the service would: the application
+   * under test then finds it held (`423`, `LockNotAcquiredError`, or a wait). Resolves to the
+   * {@link ForeignLock}, which releases, renews or expires it. Rejects with
+   * `LockNotAcquiredError` if the key is held, and with `InvalidLockOptionsError` if
+   * `holderId` is that of a `LockService` using this store (its waits would then take the
+   * key for its own).
+   *
+   * @example
+   * const other = await store.holdAs('order:42', 'billing-worker', 5_000);
+   * await request(app.getHttpServer()).post('/orders/42/pay').expect(423);
+   * await other.release();
+   */
+  async holdAs(
+    key: string,
+    holderId: string,
+    ttlMs = DEFAULT_FOREIGN_TTL_MS,
+  ): Promise<ForeignLock> {
+    const validKey = validateLockKey(key);
+    if (typeof holderId !== 'string' || holderId.length === 0) {
+      throw new InvalidLockOptionsError('holderId must be a non-empty string', {
+        option: 'holderId',
+      });
+    }
+    if (this.connected.has(holderId)) {
+      throw new InvalidLockOptionsError(
+        `holderId ${JSON.stringify(holderId)} is a LockService of this store; ` +
+          'hold keys as someone else',
+        { option: 'holderId' },
+      );
+    }
+    validateForeignTtl(ttlMs);
+    const owner = randomUUID();
+    const reply = this.collection.acquire({ key: validKey, owner, holder: holderId, ttlMs });
+    if (reply.owner !== owner) {
+      const holder = reply.holder ?? undefined;
+      throw new LockNotAcquiredError(notAcquiredMessage([validKey], 0, holder, reply.remainingMs), {
+        keys: [validKey],
+        holderId: holder,
+        retryAfterMs: reply.remainingMs,
+      });
+    }
+    const collection = this.collection;
+    return {
+      key: validKey,
+      holderId,
+      fence: reply.fence,
+      release: async () => collection.release({ key: validKey, owner, idleRetentionMs: 0 }),
+      renew: async (renewTtlMs = ttlMs) => {
+        validateForeignTtl(renewTtlMs);
+        return collection.renew({ key: validKey, owner, ttlMs: renewTtlMs }) !== null;
+      },
+      expire: () => collection.expire(validKey, owner),
+    };
+  }
+
+  /**
+   * Ends the live lease on `key` now, whoever holds it, as if it had run out while its holder
+   * stalled: the key is free for the next attempt, and the holder's renewals and release fail
+   * by owner check, as on MongoDB. Like a lease running out there, this is not streamed: the
+   * holder finds out at its next renewal (its `signal` aborts then) or release
+   * (`LockLostError`); waiters at their next look. `false` if no live lease held the key.
+   *
+   * @example
+   * store.expire('ledger:acc-1');
+   * await expect(handle.extend()).rejects.toBeInstanceOf(LockLostError);
+   */
+  expire(key: string): boolean {
+    return this.collection.expire(validateLockKey(key));
+  }
+
+  /**
+   * The key's state by the store's clock (as `LockService.inspect`), or `null` if it has no
+   * document. Never the owner token.
+   */
+  inspect(key: string): LockState | null {
+    return this.collection.read(validateLockKey(key)).state;
+  }
+
+  /**
+   * Opens a `LockService`'s connection. For `MongoLockTestingModule`; `LockStore` is the
+   * type the service expects. @internal
+   */
+  connect(options: ResolvedLockModuleOptions): LockStore {
+    const holderId = options.holderId;
+    this.connected.set(holderId, (this.connected.get(holderId) ?? 0) + 1);
+    const store = new InMemoryLockStore(this.collection, this.changes, options, () => {
+      const left = (this.connected.get(holderId) ?? 1) - 1;
+      if (left > 0) this.connected.set(holderId, left);
+      else this.connected.delete(holderId);
+    });
+    // `LockStore` has private members, which makes it nominal; the in-memory store implements
+    // its whole public contract (`LockStoreContract`, checked at compile time), and the two
+    // members it leaves out, `client` and `ownsClient`, are read by `LockStore` alone.
+    return store as unknown as LockStore;
+  }
+}
+
+function validateForeignTtl(ttlMs: unknown): void {
+  if (typeof ttlMs !== 'number' || !Number.isInteger(ttlMs) || ttlMs < 1) {
+    throw new InvalidLockOptionsError(`ttlMs must be a positive integer, got ${String(ttlMs)}`, {
+      option: 'ttlMs',
+    });
+  }
+}

@@ -1,0 +1,75 @@
+import { Module } from '@nestjs/common';
+import type { DynamicModule } from '@nestjs/common';
+import { DiscoveryModule } from '@nestjs/core';
+import type { MongoLockModuleOptions } from '../interfaces/mongo-lock-options.interface';
+import { LOCK_STORE_FACTORY, LockService } from '../lock.service';
+import type { LockStoreFactory } from '../lock.service';
+import { LockedMethodsExplorer } from '../locked-methods.explorer';
+import { MONGO_LOCK_OPTIONS } from '../mongo-lock.module-definition';
+import { LockTestingStore } from './lock-testing-store';
+
+/**
+ * Stands in for the connection options, which the in-memory store does not use. The
+ * `.invalid` domain can never resolve, should anything try.
+ */
+const IN_MEMORY_URI = 'mongodb://in-memory.nestjs-mongo-lock.invalid/test';
+
+/** Options of `MongoLockTestingModule.forRoot()`: `MongoLockModule`'s, less the connection. */
+export interface MongoLockTestingModuleOptions extends Omit<
+  MongoLockModuleOptions,
+  'uri' | 'client' | 'dbName' | 'collectionName' | 'ensureIndexes'
+> {
+  /** Make `LockService` (and `LockTestingStore`) injectable everywhere. Default `false`. */
+  isGlobal?: boolean;
+  /**
+   * The in-memory lock collection to use. Default: a new one for this module. Give one store
+   * to several applications to test them as instances of a service sharing one MongoDB.
+   */
+  store?: LockTestingStore;
+}
+
+/**
+ * `MongoLockModule` without MongoDB, for tests: the same `LockService` and `@Locked`, on an
+ * in-memory lock collection ({@link LockTestingStore}) that makes the same decisions. Provides
+ * and exports `LockService` and `LockTestingStore`; locks `@Locked` provider methods and
+ * controller handlers like `MongoLockModule`. As with it, call `init()` on the testing module
+ * (or the application) so that `@Locked` provider methods are bound, and `close()` after.
+ *
+ * @example
+ * const moduleRef = await Test.createTestingModule({
+ *   imports: [MongoLockTestingModule.forRoot()],
+ *   providers: [LedgerService],
+ * }).compile();
+ * await moduleRef.init();
+ * const store = moduleRef.get(LockTestingStore);
+ * await store.holdAs('ledger:acc-1', 'other-instance');
+ * await expect(moduleRef.get(LedgerService).post('acc-1', 5)).rejects.toThrow(LockNotAcquiredError);
+ */
+@Module({})
+export class MongoLockTestingModule {
+  static forRoot(options: MongoLockTestingModuleOptions = {}): DynamicModule {
+    const { isGlobal = false, store, ...lockOptions } = options;
+    const moduleOptions: MongoLockModuleOptions = { ...lockOptions, uri: IN_MEMORY_URI };
+    return {
+      module: MongoLockTestingModule,
+      global: isGlobal,
+      imports: [DiscoveryModule],
+      providers: [
+        { provide: MONGO_LOCK_OPTIONS, useValue: moduleOptions },
+        // A factory: each application made from this module gets its own store unless given one.
+        { provide: LockTestingStore, useFactory: () => store ?? new LockTestingStore() },
+        {
+          provide: LOCK_STORE_FACTORY,
+          useFactory:
+            (lockStore: LockTestingStore): LockStoreFactory =>
+            (resolved) =>
+              lockStore.connect(resolved),
+          inject: [LockTestingStore],
+        },
+        LockService,
+        LockedMethodsExplorer,
+      ],
+      exports: [LockService, LockTestingStore],
+    };
+  }
+}

@@ -1,0 +1,135 @@
+import { Controller, Get, Injectable, Logger, SetMetadata } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { Locked, LockService, MongoLockError } from '../../lib';
+import { startTestMongo, type TestMongo } from '../support/mongo';
+import { lockModule, startAppContext } from './support/nest-apps';
+
+jest.setTimeout(60_000);
+
+@Injectable()
+class SyncReports {
+  @Locked('reports:{args.0}')
+  build(id: string): string {
+    return `report ${id}`;
+  }
+}
+
+@Injectable()
+class UnannotatedReports {
+  @Locked('reports:plain')
+  build() {
+    return 'report';
+  }
+}
+
+/** Declared to return a Promise without being `async`: fine, callers already await it. */
+@Injectable()
+class PromiseReports {
+  @Locked('reports:{args.0}')
+  build(id: string): Promise<string | undefined> {
+    return Promise.resolve(LockService.current()?.key ?? `unlocked ${id}`);
+  }
+}
+
+/** A synchronous handler that Nest calls itself, as `@SubscribeMessage` marks it. */
+@Injectable()
+class GatewayLike {
+  @SetMetadata('websockets:message_mapping', true)
+  @Locked('gateway:{args.1.id}')
+  onPing(): string {
+    return 'pong';
+  }
+}
+
+@Controller('shapes')
+class SyncController {
+  @Get()
+  @Locked('shapes')
+  get(): string {
+    return 'ok';
+  }
+}
+
+/** As a compiler without decorator metadata (esbuild, SWC without it) would leave it. */
+class UntypedReports {
+  build(): string {
+    return LockService.current()?.key ?? 'unlocked';
+  }
+}
+Injectable()(UntypedReports);
+const untypedBuild = Object.getOwnPropertyDescriptor(UntypedReports.prototype, 'build')!;
+Locked('reports:untyped')(UntypedReports.prototype, 'build', untypedBuild);
+Object.defineProperty(UntypedReports.prototype, 'build', untypedBuild);
+
+describe('@Locked on methods that cannot be awaited', () => {
+  let mongo: TestMongo;
+
+  beforeAll(async () => {
+    mongo = await startTestMongo();
+  });
+
+  afterAll(async () => {
+    await mongo?.stop();
+  });
+
+  afterEach(() => jest.restoreAllMocks());
+
+  it.each([
+    ['declared to return a value', SyncReports],
+    ['without an annotation or async', UnannotatedReports],
+  ])('refuses to start with a provider method %s, naming it', async (_label, provider) => {
+    const moduleRef = await Test.createTestingModule({
+      imports: [lockModule(mongo)],
+      providers: [provider],
+    }).compile();
+    moduleRef.useLogger(false);
+    const error = await moduleRef.init().then(
+      () => undefined,
+      (failure: unknown) => failure,
+    );
+    await moduleRef.close();
+    expect(error).toBeInstanceOf(MongoLockError);
+    expect((error as Error).message).toContain(`${provider.name}.build is @Locked`);
+    expect((error as Error).message).toMatch(/Make it `async`, or declare `: Promise<T>`/);
+  });
+
+  it('accepts a method declared to return a Promise without async, and locks it', async () => {
+    const app = await startAppContext({
+      imports: [lockModule(mongo)],
+      providers: [PromiseReports],
+    });
+    try {
+      await expect(app.get(PromiseReports).build('7')).resolves.toBe('reports:7');
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('accepts synchronous handlers that Nest calls itself (controllers, gateways)', async () => {
+    const app = await startAppContext({
+      imports: [lockModule(mongo)],
+      controllers: [SyncController],
+      providers: [GatewayLike],
+    });
+    await app.close();
+  });
+
+  it('without type metadata, starts, locks, and warns once that the method should be async', async () => {
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    const app = await startAppContext({
+      imports: [lockModule(mongo)],
+      providers: [UntypedReports],
+    });
+    try {
+      const reports = app.get(UntypedReports);
+      await expect(reports.build()).resolves.toBe('reports:untyped');
+      await expect(reports.build()).resolves.toBe('reports:untyped');
+      const warnings = warn.mock.calls.filter(([message]) =>
+        String(message).includes('UntypedReports.build is @Locked and returned a plain value'),
+      );
+      expect(warnings).toHaveLength(1);
+    } finally {
+      await app.close();
+    }
+  });
+});
