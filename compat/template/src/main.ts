@@ -1,0 +1,23 @@
+import { runChecks } from './checks.js';
+import { createApp, platform } from './platform.js';
+
+async function main(): Promise<void> {
+  const app = await createApp();
+  await app.listen(0, '127.0.0.1');
+  const url = await app.getUrl();
+  console.log(`listening on ${url} (${platform})`);
+  try {
+    await runChecks(app, url);
+  } finally {
+    await app.close();
+  }
+}
+
+// No process.exit(): the job also checks that the app ends by itself once closed.
+main().then(
+  () => console.log('all checks passed'),
+  (error: unknown) => {
+    console.error(error);
+    process.exitCode = 1;
+  },
+);
