@@ -82,6 +82,7 @@ const defaults: ResolvedAcquireOptions = {
   timeoutMs: 1_000,
   signal: undefined,
   renew: false,
+  metricsLabel: '(direct)',
   renewalIntervalRatio: 0.5,
 };
 

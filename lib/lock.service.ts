@@ -32,6 +32,7 @@ import { LockAcquirer } from './lock-acquirer';
 import { linkAbortSignals } from './waiting/linked-abort-signal';
 import { LockChangeFeed } from './waiting/change-feed';
 import { LockWaiting } from './waiting/lock-waiting';
+import { createLockTelemetry, type LockTelemetry } from './telemetry';
 
 /** How long one getMore of the change stream waits for events on the server. */
 const STREAM_AWAIT_MS = 1_000;
@@ -89,6 +90,9 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   private draining: Promise<void> | undefined;
   private closed: Promise<void> | undefined;
   private holderIdRegistered = false;
+  private stopObservingLoad: (() => void) | undefined;
+  /** Metrics and traces: OpenTelemetry if installed, else a no-op. @internal */
+  readonly telemetry: LockTelemetry = createLockTelemetry();
   /** Set by Nest before any hook runs; the constructor's signature stays the public one. */
   @Optional()
   @Inject(LOCK_STORE_FACTORY)
@@ -370,6 +374,10 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     this.store = this.storeFactory
       ? await this.storeFactory(this.options)
       : await LockStore.open(this.options);
+    this.stopObservingLoad = this.telemetry.observeLoad(() => ({
+      waiters: this.waiting.waiterCount,
+      held: this.held.size,
+    }));
     return this.store;
   }
 
@@ -424,15 +432,17 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     options: ResolvedAcquireOptions,
   ): Promise<MongoLockHandle> {
     const startedAt = performance.now();
-    const linked = linkAbortSignals([options.signal, this.closing.signal]);
-    try {
-      linked.signal.throwIfAborted();
-      const store = await this.ensureStarted();
-      linked.signal.throwIfAborted();
-      return await this.acquirer.acquire(store, keys, options, linked.signal, startedAt);
-    } finally {
-      linked.unlink();
-    }
+    return this.telemetry.acquisition(options.metricsLabel, keys.length, startedAt, async () => {
+      const linked = linkAbortSignals([options.signal, this.closing.signal]);
+      try {
+        linked.signal.throwIfAborted();
+        const store = await this.ensureStarted();
+        linked.signal.throwIfAborted();
+        return await this.acquirer.acquire(store, keys, options, linked.signal, startedAt);
+      } finally {
+        linked.unlink();
+      }
+    });
   }
 
   private async drain(): Promise<void> {
@@ -452,6 +462,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     // bound and not at all while MongoDB is unreachable.
     void this.held.revokeAll('the LockService shut down before the work under it ended');
     await this.waiting.close();
+    this.stopObservingLoad?.();
     await this.store?.close();
     this.unregisterHolderId();
   }

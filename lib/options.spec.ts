@@ -1,5 +1,6 @@
 import { MongoClient } from 'mongodb';
 import { InvalidLockOptionsError } from './errors';
+import type { AcquireOptions } from './interfaces';
 import { LOCK_OPTION_DEFAULTS, resolveAcquireOptions, resolveModuleOptions } from './options';
 
 const uri = 'mongodb://localhost:27017/app';
@@ -113,8 +114,20 @@ describe('resolveAcquireOptions', () => {
       signal: undefined,
       renew: false,
       renewalIntervalRatio: 1 / 3,
+      metricsLabel: '(direct)',
     });
     expect(resolveAcquireOptions({}, defaults, true).renew).toBe(true);
+  });
+
+  it('takes a metricsLabel of 1 to 200 characters', () => {
+    expect(resolveAcquireOptions({ metricsLabel: 'orders:{id}' }, defaults, false)).toMatchObject({
+      metricsLabel: 'orders:{id}',
+    });
+    for (const metricsLabel of ['', 'x'.repeat(201), 42]) {
+      expect(() =>
+        resolveAcquireOptions({ metricsLabel } as AcquireOptions, defaults, false),
+      ).toThrow(/metricsLabel must be a string of 1 to 200 characters/);
+    }
   });
 
   it('lets the module renewal setting override the method default, and the call override both', () => {

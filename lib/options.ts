@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import type { MongoClient } from 'mongodb';
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
 import type { AcquireOptions } from './interfaces/lock-options.interface';
+import { DIRECT_LABEL } from './telemetry/lock-telemetry-attributes';
 import type {
   LockRenewalOptions,
   MongoLockModuleOptions,
@@ -63,6 +64,7 @@ export interface ResolvedAcquireOptions {
   signal: AbortSignal | undefined;
   renew: boolean;
   renewalIntervalRatio: number;
+  metricsLabel: string;
 }
 
 function fail(option: string, expected: string, value: unknown): never {
@@ -273,7 +275,19 @@ export function resolveAcquireOptions(
     signal,
     renew,
     renewalIntervalRatio,
+    metricsLabel: metricsLabel(given.metricsLabel),
   };
+}
+
+/** Telemetry labels are bounded: they become attribute values on every instrument. */
+const MAX_METRICS_LABEL_LENGTH = 200;
+
+function metricsLabel(value: unknown): string {
+  if (value === undefined) return DIRECT_LABEL;
+  if (typeof value !== 'string' || value.length === 0 || value.length > MAX_METRICS_LABEL_LENGTH) {
+    fail('metricsLabel', `a string of 1 to ${MAX_METRICS_LABEL_LENGTH} characters`, value);
+  }
+  return value;
 }
 
 /** Checks a lease length given outside the option objects (`handle.extend(ttlMs)`). */

@@ -40,6 +40,11 @@ export interface LockedMetadata {
   /** `Class.method`, for messages. */
   readonly where: string;
   readonly resolveKeys: LockKeyResolver;
+  /**
+   * The `lock.template` attribute of the method's metrics and spans: its key template(s) as
+   * written (joined by `,`), or `Class.method` when the keys come from a function.
+   */
+  readonly metricsLabel: string;
   readonly options: LockedOptions;
   readonly returns: LockedMethodReturn;
 }

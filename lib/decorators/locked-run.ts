@@ -6,7 +6,7 @@ import type { LockHandle } from '../lock-handle';
 import type { LockService } from '../lock.service';
 import { MESSAGES } from '../mongo-lock.messages';
 import { MAX_TIMER_MS } from '../options';
-import type { LockedMetadata, LockedOptions } from './locked-metadata';
+import type { LockedMetadata } from './locked-metadata';
 
 const logger = new Logger('MongoLockModule');
 
@@ -23,10 +23,13 @@ function canExpire(handle: LockHandle): handle is ExpirableHandle {
 }
 
 /** `@Locked` options as `withLock` takes them: `'skip'` makes one attempt unless told otherwise. */
-function acquireOptions(options: LockedOptions, signal: AbortSignal | undefined): AcquireOptions {
+function acquireOptions(
+  { options, metricsLabel }: LockedMetadata,
+  signal: AbortSignal | undefined,
+): AcquireOptions {
   const { ttlMs, renew, onBusy } = options;
   const timeoutMs = options.timeoutMs ?? (onBusy === 'skip' ? 0 : undefined);
-  return { ttlMs, timeoutMs, renew, signal };
+  return { ttlMs, timeoutMs, renew, signal, metricsLabel };
 }
 
 /**
@@ -46,6 +49,7 @@ export async function runLocked<T>(
   signal?: AbortSignal,
 ): Promise<T | typeof SKIPPED> {
   const { options, where } = metadata;
+  const traced = () => lockService.telemetry.lockedMethod(metadata.metricsLabel, where, work);
   const enclosing = new Set(heldLocksOf(lockService));
   let started = false;
   try {
@@ -53,10 +57,10 @@ export async function runLocked<T>(
       keys,
       (handle) => {
         started = true;
-        if (!options.minHoldMs || enclosing.has(handle)) return work();
-        return holdAtLeast(handle, options.minHoldMs, where, work);
+        if (!options.minHoldMs || enclosing.has(handle)) return traced();
+        return holdAtLeast(handle, options.minHoldMs, where, traced);
       },
-      acquireOptions(options, signal),
+      acquireOptions(metadata, signal),
     );
   } catch (error) {
     if (!started && options.onBusy === 'skip' && error instanceof LockNotAcquiredError) {

@@ -64,6 +64,12 @@ function keepMethodIdentity(original: object, wrapper: object): void {
   Object.setPrototypeOf(wrapper, original);
 }
 
+/** Templates as written are few and fixed: safe as a metric attribute, unlike the keys. */
+function metricsLabelOf(keys: LockKeySpec, where: string): string {
+  if (typeof keys === 'function') return where;
+  return typeof keys === 'string' ? keys : keys.join(',');
+}
+
 const isType = (type: unknown, expected: { name: string }) =>
   type === expected || (typeof type === 'function' && type.name === expected.name);
 
@@ -118,6 +124,7 @@ export function createLockedDecorator(interceptor: Type<LockedInterceptor> = Loc
         methodName,
         where,
         resolveKeys: compileLockKeys(keys, where),
+        metricsLabel: metricsLabelOf(keys, where),
         options: { ...options },
         returns: methodReturn(target, propertyKey, method),
       };

@@ -10,4 +10,11 @@ export interface AcquireOptions {
   signal?: AbortSignal;
   /** Renew while held: `true`, `false`, or renewal options. */
   renew?: boolean | LockRenewalOptions;
+  /**
+   * The `lock.template` attribute of this acquisition's metrics and spans (OpenTelemetry).
+   * Name the kind of lock, never the key itself: `'invoices:{month}'`, not `'invoices:2024-06'`
+   * (every distinct value is a new time series). Default `'(direct)'`; `@Locked` uses its key
+   * template(s) as written. At most 200 characters.
+   */
+  metricsLabel?: string;
 }

@@ -1,0 +1,80 @@
+import { Injectable } from '@nestjs/common';
+import { HealthIndicatorService, type HealthIndicatorResult } from '@nestjs/terminus';
+import { LockService } from '../lock.service';
+
+/** The key the probe inspects. Inspecting reads one document by `_id` and takes nothing. */
+export const HEALTH_PROBE_KEY = 'nestjs-mongo-lock:health-probe';
+
+/** Options of {@link MongoLockHealthIndicator.isHealthy}. */
+export interface MongoLockHealthOptions {
+  /** How long the probe may take before the store counts as unreachable. Default 2 000 ms. */
+  timeoutMs?: number;
+}
+
+/** How the waiters' change stream stands: `idle` (nobody waits), `opening`, `established`. */
+export type LockChangeStreamState = 'idle' | 'opening' | 'established';
+
+/**
+ * A `@nestjs/terminus` (v11+) health indicator for the lock store: `up` when an `inspect` of
+ * a reserved key answers within `timeoutMs`, `down` otherwise. Both report the change
+ * stream's state and this instance's waiters and held locks (`LockService.diagnostics`).
+ *
+ * @example
+ * \@Controller('health')
+ * class HealthController {
+ *   constructor(private health: HealthCheckService, private locks: MongoLockHealthIndicator) {}
+ *
+ *   \@Get() \@HealthCheck()
+ *   check() {
+ *     return this.health.check([() => this.locks.isHealthy('locks', { timeoutMs: 1_000 })]);
+ *   }
+ * }
+ * // module: imports [TerminusModule, MongoLockModule.forRoot(...)],
+ * //         providers [MongoLockHealthIndicator]
+ */
+@Injectable()
+export class MongoLockHealthIndicator {
+  constructor(
+    private readonly locks: LockService,
+    private readonly health: HealthIndicatorService,
+  ) {}
+
+  async isHealthy<const Key extends string = 'mongo-lock'>(
+    key: Key = 'mongo-lock' as Key,
+    options: MongoLockHealthOptions = {},
+  ): Promise<HealthIndicatorResult<Key>> {
+    const indicator = this.health.check(key);
+    const timeoutMs = options.timeoutMs ?? 2_000;
+    const startedAt = performance.now();
+    try {
+      await withinMs(this.locks.inspect(HEALTH_PROBE_KEY), timeoutMs);
+    } catch (error) {
+      return indicator.down({
+        ...this.details(),
+        store: 'unreachable',
+        message: error instanceof Error ? error.message : String(error),
+      });
+    }
+    return indicator.up({
+      ...this.details(),
+      store: 'reachable',
+      responseTimeMs: Math.round(performance.now() - startedAt),
+    });
+  }
+
+  private details(): { changeStream: LockChangeStreamState; waiters: number; held: number } {
+    const { streamOpen, streamEstablished, waiters, held } = this.locks.diagnostics;
+    const changeStream = streamEstablished ? 'established' : streamOpen ? 'opening' : 'idle';
+    return { changeStream, waiters, held };
+  }
+}
+
+function withinMs<T>(task: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer from MongoDB within ${ms} ms`)), ms);
+  });
+  // A probe that answers after the timeout must not surface as an unhandled rejection.
+  task.catch(() => undefined);
+  return Promise.race([task, timeout]).finally(() => clearTimeout(timer));
+}

@@ -1,0 +1,17 @@
+import { NOOP_LOCK_TELEMETRY, type LockTelemetry } from './lock-telemetry';
+import { loadOpenTelemetryApi, type OpenTelemetryLoader } from './opentelemetry-api';
+import { OpenTelemetryLockTelemetry } from './opentelemetry-lock-telemetry';
+
+export type { HoldSubject, LockLoad, LockTelemetry } from './lock-telemetry';
+export { NOOP_LOCK_TELEMETRY } from './lock-telemetry';
+export { DIRECT_LABEL, TELEMETRY_SCOPE } from './lock-telemetry-attributes';
+export type { OpenTelemetryApi, OpenTelemetryLoader } from './opentelemetry-api';
+
+/**
+ * Telemetry for one `LockService`: OpenTelemetry when `@opentelemetry/api` is installed, a
+ * no-op otherwise. `load` is for tests. @internal
+ */
+export function createLockTelemetry(load?: OpenTelemetryLoader): LockTelemetry {
+  const api = loadOpenTelemetryApi(load);
+  return api ? new OpenTelemetryLockTelemetry(api) : NOOP_LOCK_TELEMETRY;
+}

@@ -1,0 +1,177 @@
+import type {
+  Attributes,
+  Counter,
+  Histogram,
+  Meter,
+  ObservableResult,
+  Span,
+  Tracer,
+} from '@opentelemetry/api';
+import type { OpenTelemetryApi } from './opentelemetry-api';
+import {
+  acquireOutcomeOf,
+  ATTR_ERROR_TYPE,
+  ATTR_KEY_COUNT,
+  ATTR_METHOD,
+  ATTR_OUTCOME,
+  ATTR_TEMPLATE,
+  errorTypeOf,
+  TELEMETRY_SCOPE,
+  type AcquireOutcome,
+} from './lock-telemetry-attributes';
+import type { HoldSubject, LockLoad, LockTelemetry } from './lock-telemetry';
+
+/** The instruments of one meter, shared by every service that reports to it. */
+interface LockInstruments {
+  waitTime: Histogram;
+  holdTime: Histogram;
+  acquired: Counter;
+  released: Counter;
+  lost: Counter;
+  timeouts: Counter;
+  unavailable: Counter;
+  /** The services whose load the gauges sum. */
+  loads: Set<() => LockLoad>;
+}
+
+const instrumentsByMeter = new WeakMap<Meter, LockInstruments>();
+
+function instrumentsOf(meter: Meter): LockInstruments {
+  let instruments = instrumentsByMeter.get(meter);
+  if (instruments) return instruments;
+  const loads = new Set<() => LockLoad>();
+  const counter = (name: string, description: string) =>
+    meter.createCounter(name, { description, unit: '{lock}' });
+  instruments = {
+    waitTime: meter.createHistogram('lock.acquire.duration', {
+      description: 'Time from an acquisition call to its outcome (waiting included)',
+      unit: 'ms',
+    }),
+    holdTime: meter.createHistogram('lock.hold.duration', {
+      description: 'Time from acquisition to release or loss',
+      unit: 'ms',
+    }),
+    acquired: counter('lock.acquired', 'Acquisitions that returned a handle'),
+    released: counter('lock.released', 'Handles that ended released (or left to expire)'),
+    lost: counter('lock.lost', 'Handles whose lease was lost or revoked'),
+    timeouts: counter('lock.timeouts', 'Acquisitions that failed with LockNotAcquiredError'),
+    unavailable: counter(
+      'lock.unavailable',
+      'Acquisitions that failed with LockStoreUnavailableError',
+    ),
+    loads,
+  };
+  // One callback per meter that sums every service: two services must add up, not overwrite.
+  const sum = (field: keyof LockLoad) => (result: ObservableResult) => {
+    let total = 0;
+    for (const read of loads) total += read()[field];
+    result.observe(total);
+  };
+  meter
+    .createObservableUpDownCounter('lock.waiters', {
+      description: 'Callers waiting for a lock in this process',
+      unit: '{caller}',
+    })
+    .addCallback(sum('waiters'));
+  meter
+    .createObservableUpDownCounter('lock.held', {
+      description: 'Handles holding locks in this process',
+      unit: '{lock}',
+    })
+    .addCallback(sum('held'));
+  instrumentsByMeter.set(meter, instruments);
+  return instruments;
+}
+
+/**
+ * {@link LockTelemetry} on `@opentelemetry/api`: reports to the global meter and tracer
+ * providers, as they are when the service is created (metrics) or used (traces).
+ */
+export class OpenTelemetryLockTelemetry implements LockTelemetry {
+  private readonly instruments: LockInstruments;
+  private readonly tracer: Tracer;
+
+  constructor(private readonly api: OpenTelemetryApi) {
+    this.instruments = instrumentsOf(api.metrics.getMeter(TELEMETRY_SCOPE));
+    this.tracer = api.trace.getTracer(TELEMETRY_SCOPE);
+  }
+
+  acquisition<H extends HoldSubject>(
+    label: string,
+    keyCount: number,
+    startedAt: number,
+    acquire: () => Promise<H>,
+  ): Promise<H> {
+    const attributes: Attributes = { [ATTR_TEMPLATE]: label };
+    const spanAttributes = { ...attributes, [ATTR_KEY_COUNT]: keyCount };
+    return this.tracer.startActiveSpan(
+      'lock.acquire',
+      { attributes: spanAttributes },
+      async (span) => {
+        let outcome: AcquireOutcome = 'acquired';
+        try {
+          const handle = await acquire();
+          this.instruments.acquired.add(1, attributes);
+          this.watchHold(handle, attributes);
+          return handle;
+        } catch (error) {
+          outcome = acquireOutcomeOf(error);
+          if (outcome === 'timeout') this.instruments.timeouts.add(1, attributes);
+          if (outcome === 'unavailable') this.instruments.unavailable.add(1, attributes);
+          // A busy lock is an answer, not a failure: only the others mark the span failed.
+          if (outcome !== 'timeout') this.fail(span, error);
+          throw error;
+        } finally {
+          this.instruments.waitTime.record(performance.now() - startedAt, {
+            ...attributes,
+            [ATTR_OUTCOME]: outcome,
+          });
+          span.setAttribute(ATTR_OUTCOME, outcome);
+          span.end();
+        }
+      },
+    );
+  }
+
+  lockedMethod<T>(label: string, where: string, run: () => Promise<T>): Promise<T> {
+    const attributes = { [ATTR_TEMPLATE]: label, [ATTR_METHOD]: where };
+    return this.tracer.startActiveSpan('lock.hold', { attributes }, async (span) => {
+      try {
+        const result = await run();
+        span.setAttribute(ATTR_OUTCOME, 'ok');
+        return result;
+      } catch (error) {
+        span.setAttribute(ATTR_OUTCOME, 'error');
+        this.fail(span, error);
+        throw error;
+      } finally {
+        span.end();
+      }
+    });
+  }
+
+  observeLoad(read: () => LockLoad): () => void {
+    const { loads } = this.instruments;
+    loads.add(read);
+    return () => void loads.delete(read);
+  }
+
+  private watchHold(handle: HoldSubject, attributes: Attributes): void {
+    const acquiredAt = performance.now();
+    void handle.done.then(() => {
+      const outcome = handle.lost ? 'lost' : 'released';
+      this.instruments[outcome].add(1, attributes);
+      this.instruments.holdTime.record(performance.now() - acquiredAt, {
+        ...attributes,
+        [ATTR_OUTCOME]: outcome,
+      });
+    });
+  }
+
+  private fail(span: Span, error: unknown): void {
+    // Never recordException: messages quote keys, and keys must stay out of telemetry.
+    const type = errorTypeOf(error);
+    span.setAttribute(ATTR_ERROR_TYPE, type);
+    span.setStatus({ code: this.api.SpanStatusCode.ERROR, message: type });
+  }
+}

@@ -1,0 +1,75 @@
+import { Controller, Get, type INestApplication } from '@nestjs/common';
+import { HealthCheck, HealthCheckService, TerminusModule } from '@nestjs/terminus';
+import request from 'supertest';
+import { MongoLockModule } from '../../lib';
+import { MongoLockHealthIndicator } from '../../lib/health';
+import { startTestMongo, type TestMongo } from '../support/mongo';
+import { lockModule, startHttpApp } from '../nest/support/nest-apps';
+
+jest.setTimeout(60_000);
+
+@Controller('health')
+class HealthController {
+  constructor(
+    private readonly health: HealthCheckService,
+    private readonly locks: MongoLockHealthIndicator,
+  ) {}
+
+  @Get()
+  @HealthCheck()
+  check() {
+    return this.health.check([() => this.locks.isHealthy('locks', { timeoutMs: 500 })]);
+  }
+}
+
+describe('MongoLockHealthIndicator', () => {
+  let mongo: TestMongo;
+  let app: INestApplication | undefined;
+
+  beforeAll(async () => {
+    mongo = await startTestMongo();
+  });
+  afterEach(async () => {
+    await app?.close();
+    app = undefined;
+  });
+  afterAll(() => mongo.stop());
+
+  it('is up when MongoDB answers, with the change stream state', async () => {
+    app = await startHttpApp(
+      {
+        imports: [TerminusModule.forRoot({ logger: false }), lockModule(mongo)],
+        controllers: [HealthController],
+        providers: [MongoLockHealthIndicator],
+      },
+      'express',
+    );
+    const response = await request(app.getHttpServer()).get('/health').expect(200);
+    expect(response.body.info.locks).toMatchObject({
+      status: 'up',
+      store: 'reachable',
+      changeStream: 'idle',
+      waiters: 0,
+      held: 0,
+    });
+  });
+
+  it('is down within its timeout when MongoDB is unreachable', async () => {
+    app = await startHttpApp(
+      {
+        imports: [
+          TerminusModule.forRoot({ logger: false }),
+          // enabled: false: the app starts without MongoDB; the probe is the first use.
+          MongoLockModule.forRoot({ uri: 'mongodb://127.0.0.1:9/', enabled: false }),
+        ],
+        controllers: [HealthController],
+        providers: [MongoLockHealthIndicator],
+      },
+      'express',
+    );
+    const startedAt = Date.now();
+    const response = await request(app.getHttpServer()).get('/health').expect(503);
+    expect(Date.now() - startedAt).toBeLessThan(2_000);
+    expect(response.body.error.locks).toMatchObject({ status: 'down', store: 'unreachable' });
+  });
+});
