@@ -2,7 +2,7 @@
 // (see the review report) and is expected to FAIL on the code as reviewed.
 import { LockLostError, LockStoreUnavailableError } from '../../../lib/errors';
 import { eventually, LockTestKit, sleep } from '../lock-test-kit';
-import { ReplyDelayProxy } from './reply-delay-proxy';
+import { ReplyDelayProxy } from '../../support/reply-delay-proxy';
 import {
   canTake,
   describeWithFailPoints,

@@ -1,5 +1,3 @@
-// Helpers for the adversarial review's tests (copied from fault-behaviour.e2e-spec.ts, which
-// does not export them).
 import type { Server, Socket, AddressInfo } from 'node:net';
 import { connect as netConnect, createServer } from 'node:net';
 
