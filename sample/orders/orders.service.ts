@@ -1,4 +1,4 @@
-import { Injectable, NotFoundException } from '@nestjs/common';
+import { ConflictException, Injectable } from '@nestjs/common';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Locked } from '../../lib';
 
@@ -31,7 +31,7 @@ export class OrdersService {
   async charge(id: string, fence: bigint): Promise<Order> {
     const order = this.find(id);
     if (order.status !== 'open')
-      throw new NotFoundException(`Order ${id} is already ${order.status}`);
+      throw new ConflictException(`Order ${id} is already ${order.status}`);
     await sleep(PAYMENT_MS);
     order.status = 'paid';
     order.lastFence = fence.toString();
@@ -42,7 +42,7 @@ export class OrdersService {
   @Locked('order:{args.0}', { timeoutMs: 5_000 })
   async ship(id: string): Promise<Order> {
     const order = this.find(id);
-    if (order.status !== 'paid') throw new NotFoundException(`Order ${id} is not paid`);
+    if (order.status !== 'paid') throw new ConflictException(`Order ${id} is not paid`);
     order.status = 'shipped';
     return order;
   }

@@ -75,6 +75,12 @@ describe('the sample application on MONGODB_URI', () => {
     expect(paid.status).toBe(200);
     expect(await paid.json()).toMatchObject({ id: '42', status: 'paid' });
     expect((await lockState('order:42')).held).toBe(false);
+    const again = await fetch(url('/orders/42/pay'), { method: 'POST' });
+    expect(again.status).toBe(409);
+    // A key the lock cannot take (NUL) is the client's error, and nothing is locked.
+    const badKey = await fetch(url('/orders/a%00b/pay'), { method: 'POST' });
+    expect(badKey.status).toBe(400);
+    expect(await badKey.json()).toMatchObject({ statusCode: 400, error: 'Bad Request' });
   });
 
   it('ships through a @Locked provider method', async () => {
