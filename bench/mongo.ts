@@ -1,7 +1,11 @@
 // `npm run bench:mongo`: throughput and change-stream latency of the offline MongoDB test
 // server over loopback, with the server in its own process. With MONGODB_URI set, measures
 // that server instead (for comparison).
+import { readFileSync } from 'node:fs';
 import { type Collection, MongoClient } from 'mongodb';
+import { attemptAcquire } from '../lib/store/acquire-attempt';
+import type { LockChangeStream, LockCollection } from '../lib/store/lock-document';
+import { type LockChangeScope, openLockChangeStream } from '../lib/store/lock-change-stream';
 import { spawnOfflineMongo } from '../test/support/offline-mongo-process';
 
 const DURATION_MS = Number(process.env.BENCH_MONGO_MS ?? 3000);
@@ -12,13 +16,49 @@ interface Row {
   value: string;
 }
 
-/** Runs `operation` from `concurrency` loops for DURATION_MS and returns ops/s. */
-async function throughput(
+interface Tally {
+  done: number;
+  seconds: number;
+  /** CPU time of this process (the client) and of the server (0 when its pid is unknown), in µs. */
+  clientMicros: number;
+  serverMicros: number;
+}
+
+/** The server's pid: ours when we spawn it, else BENCH_MONGO_SERVER_PID if given. */
+let serverPid: number | undefined = process.env.BENCH_MONGO_SERVER_PID
+  ? Number(process.env.BENCH_MONGO_SERVER_PID)
+  : undefined;
+
+/** CPU time (user + system) of a local process in µs, from /proc (Linux; 100 ticks/s). */
+function processCpuMicros(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10_000;
+  } catch {
+    return undefined;
+  }
+}
+
+function cpuNow(): { client: number; server: number | undefined } {
+  const { user, system } = process.cpuUsage();
+  return {
+    client: user + system,
+    server: serverPid === undefined ? undefined : processCpuMicros(serverPid),
+  };
+}
+
+let serverCpuKnown = true;
+
+/** Runs `operation` from `concurrency` loops for `ms` and counts completed operations. */
+async function run(
   concurrency: number,
+  ms: number,
   operation: (i: number) => Promise<unknown>,
-): Promise<number> {
-  const deadline = Date.now() + DURATION_MS;
+): Promise<Tally> {
+  const deadline = Date.now() + ms;
   let done = 0;
+  const cpuBefore = cpuNow();
   const started = process.hrtime.bigint();
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
@@ -29,7 +69,61 @@ async function throughput(
     }),
   );
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  const cpuAfter = cpuNow();
+  if (cpuBefore.server === undefined || cpuAfter.server === undefined) serverCpuKnown = false;
+  return {
+    done,
+    seconds,
+    clientMicros: cpuAfter.client - cpuBefore.client,
+    serverMicros: (cpuAfter.server ?? 0) - (cpuBefore.server ?? 0),
+  };
+}
+
+/** Runs `operation` from `concurrency` loops for DURATION_MS and returns ops/s. */
+async function throughput(
+  concurrency: number,
+  operation: (i: number) => Promise<unknown>,
+): Promise<number> {
+  const { done, seconds } = await run(concurrency, DURATION_MS, operation);
   return done / seconds;
+}
+
+interface Measured {
+  rate: number;
+  /** CPU µs per operation in this process and in the server. */
+  clientPerOp: number;
+  serverPerOp: number;
+}
+
+/**
+ * Two operations measured in alternating slices (DURATION_MS each in total), so that both see
+ * the same load on a shared machine: their rates (ops/s) and CPU per operation (µs, client
+ * process plus server when known).
+ */
+async function interleaved(
+  concurrency: number,
+  first: (i: number) => Promise<unknown>,
+  second: (i: number) => Promise<unknown>,
+): Promise<Measured[]> {
+  const slices = 6;
+  const tallies: Tally[] = [
+    { done: 0, seconds: 0, clientMicros: 0, serverMicros: 0 },
+    { done: 0, seconds: 0, clientMicros: 0, serverMicros: 0 },
+  ];
+  for (let slice = 0; slice < slices; slice++) {
+    for (const [index, operation] of [first, second].entries()) {
+      const tally = await run(concurrency, DURATION_MS / slices, operation);
+      tallies[index].done += tally.done;
+      tallies[index].seconds += tally.seconds;
+      tallies[index].clientMicros += tally.clientMicros;
+      tallies[index].serverMicros += tally.serverMicros;
+    }
+  }
+  return tallies.map(({ done, seconds, clientMicros, serverMicros }) => ({
+    rate: done / seconds,
+    clientPerOp: clientMicros / done,
+    serverPerOp: serverMicros / done,
+  }));
 }
 
 function percentile(sorted: number[], p: number): number {
@@ -71,8 +165,65 @@ async function changeEventLatency(collection: Collection<any>): Promise<number[]
   return samples.sort((a, b) => a - b);
 }
 
+/**
+ * The library's two change streams (waiters' `releases`, `events$`' `ownership` with
+ * updateLookup), read continuously while the library's acquires hammer one document.
+ */
+function openLibraryStreams(collection: LockCollection): () => Promise<void> {
+  const scopes: LockChangeScope[] = ['releases', 'ownership'];
+  const streams: LockChangeStream[] = scopes.map((scope) =>
+    openLockChangeStream(collection, { scope, maxAwaitTimeMS: 1000 }),
+  );
+  let stopped = false;
+  const readers = streams.map(async (stream) => {
+    while (!stopped && !stream.closed) await stream.tryNext().catch(() => null);
+  });
+  return async () => {
+    stopped = true;
+    await Promise.all(streams.map((stream) => stream.close()));
+    await Promise.all(readers);
+  };
+}
+
+/**
+ * The library's acquire attempt (`attemptAcquire`: upserting findOneAndUpdate with the
+ * acquire pipeline and a computed projection, in a causally consistent session) on one key.
+ * `held`: another owner holds a 60 s lease, so every attempt is a no-op that only reads;
+ * `free`: ttlMs 0, so every attempt finds the lease ended, wins, writes and makes a change
+ * event.
+ */
+async function libraryAcquireVsPing(
+  client: MongoClient,
+  collection: LockCollection,
+  mode: 'held' | 'free',
+  concurrency: number,
+): Promise<Measured[]> {
+  const key = `hot-${mode}-${concurrency}`;
+  if (mode === 'held') {
+    await attemptAcquire(collection, client, { key, owner: 'holder', holder: 'h', ttlMs: 60_000 });
+  }
+  const admin = client.db('admin');
+  const stopStreams = openLibraryStreams(collection);
+  try {
+    return await interleaved(
+      concurrency,
+      (i) =>
+        attemptAcquire(collection, client, {
+          key,
+          owner: `owner-${i}`,
+          holder: `holder-${i % 4}`,
+          ttlMs: mode === 'held' ? 30_000 : 0,
+        }),
+      () => admin.command({ ping: 1 }),
+    );
+  } finally {
+    await stopStreams();
+  }
+}
+
 async function main(): Promise<void> {
   const server = process.env.MONGODB_URI ? undefined : await spawnOfflineMongo();
+  if (server) serverPid = server.pid;
   const uri = process.env.MONGODB_URI ?? server!.uri;
   const client = await MongoClient.connect(uri, { maxPoolSize: 20 });
   const db = client.db(`bench_${Date.now()}`);
@@ -100,6 +251,29 @@ async function main(): Promise<void> {
         name: `findOneAndUpdate hot doc (pipeline), concurrency ${concurrency}`,
         value: `${rate.toFixed(0)} ops/s`,
       });
+    }
+    const admin = client.db('admin');
+    for (const concurrency of [1, 8]) {
+      const rate = await throughput(concurrency, () => admin.command({ ping: 1 }));
+      rows.push({ name: `ping, concurrency ${concurrency}`, value: `${rate.toFixed(0)} ops/s` });
+    }
+    const libraryLocks = db.collection<any>('library_locks') as LockCollection;
+    for (const mode of ['held', 'free'] as const) {
+      for (const concurrency of [1, 8]) {
+        const [acquire, ping] = await libraryAcquireVsPing(client, libraryLocks, mode, concurrency);
+        const label = mode === 'held' ? 'held, no-op' : 'free, write + event';
+        rows.push({
+          name: `library acquire hot doc (${label}), concurrency ${concurrency}`,
+          value: `${acquire.rate.toFixed(0)} ops/s vs ping ${ping.rate.toFixed(0)} ops/s: ${(acquire.rate / ping.rate).toFixed(2)}×`,
+        });
+        const cpu = (m: Measured) => m.clientPerOp + m.serverPerOp;
+        rows.push({
+          name: `  CPU µs per op (client + server)`,
+          value: serverCpuKnown
+            ? `acquire ${acquire.clientPerOp.toFixed(0)} + ${acquire.serverPerOp.toFixed(0)}, ping ${ping.clientPerOp.toFixed(0)} + ${ping.serverPerOp.toFixed(0)}: ${(cpu(ping) / cpu(acquire)).toFixed(2)}×`
+            : `acquire ${acquire.clientPerOp.toFixed(0)}, ping ${ping.clientPerOp.toFixed(0)} (client only; server pid unknown)`,
+        });
+      }
     }
     const latency = await changeEventLatency(db.collection<any>('events'));
     rows.push({

@@ -1,5 +1,6 @@
 import type { Document } from 'bson';
 import { Aggregator } from 'mingo/aggregator';
+import { Query } from 'mingo/query';
 import type { CommandContext } from '../commands/context';
 import type { CursorBatch, ServerCursor } from '../commands/cursor-registry';
 import { CommandError, badValue } from '../commands/errors';
@@ -48,6 +49,47 @@ function storedImage(
   return null;
 }
 
+/** One user stage after `$changeStream`, prepared once per cursor and run on every event. */
+type UserStage = (events: Document[]) => Document[];
+
+/** A regular expression whose `test` depends on the previous call (`lastIndex`): g and y. */
+function hasStatefulRegExp(value: unknown): boolean {
+  if (value instanceof RegExp) return value.global || value.sticky;
+  if (!value || typeof value !== 'object') return false;
+  if (Array.isArray(value)) return value.some(hasStatefulRegExp);
+  if ('_bsontype' in value || value instanceof Date) return false;
+  return Object.entries(value as Document).some(
+    ([key, item]) =>
+      (key === '$options' && typeof item === 'string' && /[gy]/.test(item)) ||
+      hasStatefulRegExp(item),
+  );
+}
+
+/**
+ * The user stages of one cursor. mingo's `$match` compiles its Query every time the pipeline
+ * runs, i.e. for every event on every cursor; here it is compiled once, at the cursor's first
+ * event (so that a bad filter still fails when the first event arrives, as before) and then
+ * reused: a compiled Query keeps no state between documents. A `$match` with a `g` or `y`
+ * regular expression (stateful `lastIndex`) is still compiled per event. Other stages run
+ * through mingo as they did, one Aggregator per stage built once.
+ */
+function prepareUserStages(stages: Document[]): UserStage[] {
+  return stages.map((stage) => {
+    const keys = Object.keys(stage ?? {});
+    if (keys.length === 1 && keys[0] === '$match' && !hasStatefulRegExp(stage.$match)) {
+      const condition = stage.$match as Document;
+      let query: Query | undefined;
+      return (events) => {
+        query ??= new Query(condition, MINGO_OPTIONS);
+        const compiled = query;
+        return events.filter((event) => compiled.test(event));
+      };
+    }
+    const aggregator = new Aggregator([stage], MINGO_OPTIONS);
+    return (events) => aggregator.run<Document>(events);
+  });
+}
+
 /** A change stream: a tailing view over the oplog that waits for new entries in getMore. */
 export class ChangeStreamCursor implements ServerCursor {
   private position: number;
@@ -56,7 +98,7 @@ export class ChangeStreamCursor implements ServerCursor {
   private killed: CommandError | undefined;
   private lastToken: Document;
   private wake: (() => void) | undefined;
-  private readonly pipeline: Aggregator | undefined;
+  private readonly userStages: UserStage[];
 
   constructor(
     readonly id: number,
@@ -67,10 +109,7 @@ export class ChangeStreamCursor implements ServerCursor {
   ) {
     this.position = settings.position;
     this.lastToken = settings.initialToken;
-    this.pipeline =
-      settings.userStages.length > 0
-        ? new Aggregator(settings.userStages, MINGO_OPTIONS)
-        : undefined;
+    this.userStages = prepareUserStages(settings.userStages);
   }
 
   kill(error?: CommandError): void {
@@ -179,16 +218,19 @@ export class ChangeStreamCursor implements ServerCursor {
 
   /** User stages run per event; an event whose `_id` (resume token) changed is fatal. */
   private transform(event: Document): Document | undefined {
-    if (!this.pipeline) return event;
-    let output: Document[];
+    if (this.userStages.length === 0) return event;
+    let output: Document[] = [event];
     try {
-      output = this.pipeline.run<Document>([event]);
+      for (const stage of this.userStages) {
+        if (output.length === 0) break;
+        output = stage(output);
+      }
     } catch (error) {
       throw badValue(error instanceof Error ? error.message : String(error));
     }
     const result = output[0];
     if (!result) return undefined;
-    if (canonicalKey(result._id) !== canonicalKey(event._id)) {
+    if (result._id !== event._id && canonicalKey(result._id) !== canonicalKey(event._id)) {
       throw new CommandError(
         280,
         'Encountered an event whose _id field, which contains the resume token, was modified by the pipeline. Modifying the _id field of an event makes it impossible to resume the stream from that point. Only transformations that retain the unmodified _id field are allowed. Expected: ' +

@@ -19,7 +19,7 @@ export interface ConnectionInfo {
 export class CommandContext {
   readonly now = new Date();
   readonly clusterTime: Timestamp;
-  readonly mingo: Partial<Options>;
+  private mingoOptions: Partial<Options> | undefined;
   /** The real storage, or the view of the transaction this command belongs to. */
   storage: DataStore;
 
@@ -32,23 +32,34 @@ export class CommandContext {
   ) {
     this.storage = server.storage;
     this.clusterTime = server.storage.clock.now();
-    const variables: Document = { NOW: this.now, CLUSTER_TIME: this.clusterTime };
-    this.mingo = commandMingoOptions(variables, command.collation as Document | undefined);
-    if (command.let && typeof command.let === 'object') {
-      // `let` values are expressions, evaluated once for the command (`$literal`, `$rand`...).
-      const values: Document = {};
-      for (const [name, expression] of Object.entries(command.let as Document)) {
-        values[name] = evalExpr(
-          {},
-          bindSystemVariables(expression, variables),
-          this.mingo as Options,
-        );
-      }
-      this.mingo = commandMingoOptions(
-        { ...variables, ...values },
-        command.collation as Document | undefined,
-      );
+    // A collation or `let` can be invalid: those options are built (and fail) here, as the
+    // command starts. Without them building cannot fail, and waits for a command that uses
+    // mingo (ping, hello and getMore never do).
+    if (command.collation !== undefined || command.let !== undefined) {
+      this.mingoOptions = this.buildMingoOptions();
     }
+  }
+
+  /** mingo options with this command's NOW, CLUSTER_TIME, `let` values and collation. */
+  get mingo(): Partial<Options> {
+    this.mingoOptions ??= this.buildMingoOptions();
+    return this.mingoOptions;
+  }
+
+  private buildMingoOptions(): Partial<Options> {
+    const { command } = this;
+    const variables: Document = { NOW: this.now, CLUSTER_TIME: this.clusterTime };
+    const options = commandMingoOptions(variables, command.collation as Document | undefined);
+    if (!command.let || typeof command.let !== 'object') return options;
+    // `let` values are expressions, evaluated once for the command (`$literal`, `$rand`...).
+    const values: Document = {};
+    for (const [name, expression] of Object.entries(command.let as Document)) {
+      values[name] = evalExpr({}, bindSystemVariables(expression, variables), options as Options);
+    }
+    return commandMingoOptions(
+      { ...variables, ...values },
+      command.collation as Document | undefined,
+    );
   }
 
   /** The collection named by the command's first field (`{find: 'coll'}`). */

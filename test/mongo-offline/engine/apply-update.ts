@@ -7,6 +7,7 @@ import { canonicalKey, cloneDocument } from './bson-values';
 import { bindFilterVariables, bindSystemVariables } from './system-variables';
 import { applyCollationToFilter } from './collation';
 import { plainOptions } from './mingo-options';
+import { prepareUpdatePipeline } from './compiled-pipeline';
 
 const UPDATE_OPERATORS = new Set([
   '$set',
@@ -166,10 +167,18 @@ export function applyUpdate(
   if (isPipelineUpdate(update)) {
     assertUpdatePipelineStages(update);
     try {
-      // The stages of an update pipeline are aggregation stages: an Aggregator built from the
-      // command's options runs them without mingo's per-call operator-table copy.
-      const pipeline = bindSystemVariables(update, context.mingo.variables ?? {});
-      result = new Aggregator(pipeline, context.mingo).run<Document>([cloneDocument(original)])[0];
+      // `$set` / `$addFields` pipelines of compilable expressions run compiled, cached by
+      // shape (compiled-pipeline.ts). Other stages are aggregation stages: an Aggregator built
+      // from the command's options runs them without mingo's per-call operator-table copy.
+      const compiled = prepareUpdatePipeline(update, context.mingo);
+      if (compiled) {
+        result = compiled.run(cloneDocument(original));
+      } else {
+        const pipeline = bindSystemVariables(update, context.mingo.variables ?? {});
+        result = new Aggregator(pipeline, context.mingo).run<Document>([
+          cloneDocument(original),
+        ])[0];
+      }
     } catch (error) {
       throw asCommandError(error);
     }

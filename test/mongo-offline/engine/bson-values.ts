@@ -47,6 +47,11 @@ export function canonicalKey(value: unknown): string {
   return `{${entries.join(',')}}`;
 }
 
+/** Base64 of a Binary's bytes, read in place (a session id is keyed three times per command). */
+function binaryBase64(bytes: Uint8Array): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
+}
+
 function canonicalBsonKey(bsonType: string, value: Document): string {
   switch (bsonType) {
     case 'ObjectId':
@@ -60,7 +65,7 @@ function canonicalBsonKey(bsonType: string, value: Document): string {
       return Number.isFinite(asNumber) ? `n${asNumber}` : `D${value.toString()}`;
     }
     case 'Binary':
-      return `b${value.sub_type}:${Buffer.from(value.buffer).toString('base64')}`;
+      return `b${value.sub_type}:${binaryBase64(value.buffer as Uint8Array)}`;
     case 'Timestamp':
       return `t${value.toString()}`;
     case 'MinKey':

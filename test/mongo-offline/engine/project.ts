@@ -3,6 +3,7 @@ import { Query } from 'mingo/query';
 import type { Options } from 'mingo/types';
 import { badValue } from '../commands/errors';
 import { idFirst } from './apply-update';
+import { prepareProjection } from './compiled-projection';
 import { bindSystemVariables } from './system-variables';
 
 /**
@@ -16,6 +17,13 @@ export function projectDocuments(
 ): Document[] {
   if (!projection || Object.keys(projection).length === 0) return documents;
   try {
+    // Top-level projections with compilable expressions run compiled (compiled-projection.ts).
+    const compiled = prepareProjection(projection, options);
+    if (compiled) {
+      return documents.map((document) =>
+        inDocumentOrder(document, compiled.apply(document), projection),
+      );
+    }
     return new Query({}, options)
       .find<Document>(documents, bindSystemVariables(projection, options.variables ?? {}) as never)
       .all()

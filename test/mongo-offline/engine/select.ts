@@ -96,6 +96,26 @@ function safeTest(query: Query, document: Document): boolean {
 }
 
 /**
+ * The string of a filter that is exactly `{_id: <string>}`, under no collation. The `_id`
+ * map answers it completely: the document stored under that string's canonical key has that
+ * very string as `_id`, which mingo's `$eq` would match, so no Query needs compiling (and
+ * such a filter has nothing to validate).
+ */
+function plainStringId(filter: Document, options: Partial<Options>): string | undefined {
+  if (!filter || typeof filter !== 'object' || Array.isArray(filter) || options.collation) {
+    return undefined;
+  }
+  let id: unknown;
+  let count = 0;
+  for (const key in filter) {
+    if (!Object.prototype.hasOwnProperty.call(filter, key)) continue;
+    if (key !== '_id' || ++count > 1) return undefined;
+    id = filter[key];
+  }
+  return typeof id === 'string' ? id : undefined;
+}
+
+/**
  * Documents matching `filter` in natural order. An `_id` equality (or `$in`) is answered
  * from the `_id` map: a lock hammering one key never scans the collection.
  */
@@ -105,6 +125,11 @@ export function selectDocuments(
   options: Partial<Options>,
   limit = 0,
 ): Document[] {
+  const stringId = plainStringId(filter, options);
+  if (stringId !== undefined) {
+    const document = collection?.documents.get(canonicalKey(stringId));
+    return document ? [document] : [];
+  }
   // The filter is parsed even for a missing collection: a bad operator fails either way.
   const query = compileFilter(filter ?? {}, options);
   if (!collection) return [];

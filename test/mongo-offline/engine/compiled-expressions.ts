@@ -1,0 +1,511 @@
+import type { Document } from 'bson';
+import { evalExpr } from 'mingo/core';
+import type { Options } from 'mingo/types';
+import * as mingoUtil from 'mingo/util';
+import { bindSystemVariables } from './system-variables';
+
+/**
+ * Aggregation expressions compiled to closures, for the expressions a lock sends on every
+ * command (`$cond`, `$or`, `$eq`, `$lte`, `$ifNull`, `$add`, `$max`...). mingo interprets an
+ * expression tree afresh on every evaluation, which made a findAndModify's update pipeline
+ * and projection most of the server's CPU time.
+ *
+ * Semantics stay mingo's (this server's reference for expressions) by construction:
+ *
+ * - Only a few operators are compiled, each a line-by-line mirror of mingo's own code using
+ *   mingo's exported helpers (`isEqual`, `compare`, `typeOf`, `resolve`); whenever a value
+ *   is not of a type the mirror handles (an array for `$eq`, a string for `$add`...), the
+ *   operator's whole subtree is handed to mingo instead, which returns its value or throws its
+ *   error exactly as before (expressions are pure, so evaluating the arguments again is safe).
+ * - Everything else (other operators, `$$ROOT`, user variables, `$let`...) is evaluated by
+ *   mingo as a subtree, with `$$NOW` / `$$CLUSTER_TIME` bound as before.
+ * - A compiled form is cached by the expression's *shape*: operator names, argument
+ *   structure, field paths and object keys. Literal values (an owner token, a ttl) are not
+ *   part of the shape: they are parameters read from the current command, as are subtrees
+ *   mingo evaluates, so a cached closure never holds a value of an earlier command.
+ */
+
+// Plain references: mingo's CommonJS exports are getters, which cost a call each time.
+const { compare, isEqual, isOperator, isRegExp, resolve, typeOf } = mingoUtil;
+
+/** What one evaluation needs besides the document. */
+export interface Bindings {
+  /** Literals and mingo-evaluated subtrees of the current command, in walk order. */
+  readonly params: unknown[];
+  /** The command's variables: NOW, CLUSTER_TIME and `let` values. */
+  readonly variables: Document;
+  /** The command's mingo options, for subtrees mingo evaluates. */
+  readonly options: Partial<Options>;
+}
+
+export type Evaluate = (document: Document, bindings: Bindings) => unknown;
+
+interface Split {
+  /** Structure of the argument, part of the shape: an array's length, OBJECT_FORM or SINGLE_FORM. */
+  form: number;
+  items: unknown[];
+}
+
+const OBJECT_FORM = -1;
+const SINGLE_FORM = -2;
+
+interface NativeOperator {
+  /** The argument's sub-expressions when its structure is one compiled here. */
+  split(argument: unknown): Split | undefined;
+  /** `viaMingo` evaluates the whole operator with mingo (for values the mirror leaves to it). */
+  build(items: Evaluate[], viaMingo: Evaluate): Evaluate;
+}
+
+const isNil = (value: unknown): value is null | undefined => value === null || value === undefined;
+/** mingo's `truthy` in strict mode (the server's mode): '' is true. */
+const truthy = (value: unknown): boolean => !!value || value === '';
+
+const MAX_INT = 2147483647;
+const MIN_INT = -2147483648;
+const MAX_LONG = 9007199254740991;
+const MIN_LONG = -9007199254740991;
+
+function arrayOf(length?: number): NativeOperator['split'] {
+  return (argument) =>
+    Array.isArray(argument) && (length === undefined || argument.length === length)
+      ? { form: argument.length, items: argument }
+      : undefined;
+}
+
+/** A single (non-array) argument. */
+function single(argument: unknown): Split | undefined {
+  return Array.isArray(argument) ? undefined : { form: SINGLE_FORM, items: [argument] };
+}
+
+function evaluateAll(items: Evaluate[], document: Document, bindings: Bindings): unknown[] {
+  const values = new Array<unknown>(items.length);
+  for (let i = 0; i < items.length; i++) values[i] = items[i](document, bindings);
+  return values;
+}
+
+/** mingo's comparison predicate (`_predicates.compare`) for `$lt`, `$lte`, `$gt`, `$gte`. */
+function comparison(holds: (order: number) => boolean): NativeOperator {
+  return {
+    split: arrayOf(2),
+    build:
+      ([left, right]) =>
+      (document, bindings) => {
+        const a = left(document, bindings);
+        const b = right(document, bindings);
+        const typeB = typeOf(b);
+        for (const value of Array.isArray(a) ? (a as unknown[]) : [a]) {
+          if (typeOf(value) === typeB && holds(compare(value, b))) return true;
+        }
+        return false;
+      },
+  };
+}
+
+/** mingo's `$eq` predicate; arrays (matched element-wise with a depth) are left to mingo. */
+function equality(negate: boolean): NativeOperator {
+  return {
+    split: arrayOf(2),
+    build:
+      ([left, right], viaMingo) =>
+      (document, bindings) => {
+        const a = left(document, bindings);
+        const b = right(document, bindings);
+        if (isEqual(a, b) || (isNil(a) && isNil(b))) return !negate;
+        if (Array.isArray(a)) return viaMingo(document, bindings);
+        return negate;
+      },
+  };
+}
+
+const NATIVE_OPERATORS: Record<string, NativeOperator> = {
+  $cond: {
+    split: (argument) => {
+      if (Array.isArray(argument)) {
+        return argument.length === 3 ? { form: 3, items: argument } : undefined;
+      }
+      if (typeOf(argument) !== 'object') return undefined;
+      const spec = argument as Document;
+      const keys = Object.keys(spec);
+      const complete = keys.length === 3 && 'if' in spec && 'then' in spec && 'else' in spec;
+      return complete ? { form: OBJECT_FORM, items: [spec.if, spec.then, spec.else] } : undefined;
+    },
+    build:
+      ([condition, then, otherwise]) =>
+      (document, bindings) =>
+        truthy(condition(document, bindings))
+          ? then(document, bindings)
+          : otherwise(document, bindings),
+  },
+  $ifNull: {
+    split: (argument) =>
+      Array.isArray(argument) && argument.length > 0 ? arrayOf()(argument) : undefined,
+    build: (items) => (document, bindings) => {
+      let value: unknown;
+      for (const item of items) {
+        value = item(document, bindings);
+        if (!isNil(value)) return value;
+      }
+      return value;
+    },
+  },
+  $or: {
+    split: arrayOf(),
+    build: (items) => (document, bindings) => {
+      for (const item of items) if (truthy(item(document, bindings))) return true;
+      return false;
+    },
+  },
+  $and: {
+    split: arrayOf(),
+    build: (items) => (document, bindings) => {
+      for (const item of items) if (!truthy(item(document, bindings))) return false;
+      return true;
+    },
+  },
+  $not: {
+    split: (argument) => (Array.isArray(argument) ? arrayOf(1)(argument) : single(argument)),
+    build:
+      ([item]) =>
+      (document, bindings) =>
+        !item(document, bindings),
+  },
+  $eq: equality(false),
+  $ne: equality(true),
+  $lt: comparison((order) => order < 0),
+  $lte: comparison((order) => order <= 0),
+  $gt: comparison((order) => order > 0),
+  $gte: comparison((order) => order >= 0),
+  $add: {
+    split: arrayOf(),
+    build: (items, viaMingo) => (document, bindings) => {
+      const values = evaluateAll(items, document, bindings);
+      let dateFound = false;
+      let result = 0;
+      for (const value of values) {
+        if (isNil(value)) return null;
+        if (typeof value === 'number') {
+          result += value;
+        } else if (value instanceof Date) {
+          if (dateFound) return viaMingo(document, bindings);
+          dateFound = true;
+          result += +value;
+        } else {
+          return viaMingo(document, bindings);
+        }
+      }
+      return dateFound ? new Date(result) : result;
+    },
+  },
+  $subtract: {
+    split: arrayOf(2),
+    build:
+      ([left, right], viaMingo) =>
+      (document, bindings) => {
+        const a = left(document, bindings);
+        const b = right(document, bindings);
+        if (isNil(a) || isNil(b)) return null;
+        if (a instanceof Date && typeof b === 'number' && !Number.isNaN(b)) {
+          return new Date(+a - Math.round(b));
+        }
+        if (a instanceof Date && b instanceof Date) return +a - +b;
+        if (typeof a === 'number' && typeof b === 'number') return a - b;
+        return viaMingo(document, bindings);
+      },
+  },
+  // `$max` / `$min` with an array are accumulators applied to the evaluated array.
+  $max: {
+    split: arrayOf(),
+    build: (items) => (document, bindings) => {
+      const sorted = evaluateAll(items, document, bindings).sort(compare);
+      const last = sorted[sorted.length - 1];
+      return isNil(last) ? null : last;
+    },
+  },
+  $min: {
+    split: arrayOf(),
+    build: (items) => (document, bindings) => {
+      const sorted = evaluateAll(items, document, bindings)
+        .filter((value) => !isNil(value))
+        .sort(compare);
+      return isNil(sorted[0]) ? null : sorted[0];
+    },
+  },
+  $toLong: {
+    split: single,
+    build:
+      ([item], viaMingo) =>
+      (document, bindings) => {
+        const value = item(document, bindings);
+        if (value === true) return 1;
+        if (value === false) return 0;
+        if (isNil(value)) return null;
+        if (value instanceof Date) return value.getTime();
+        if (typeof value === 'number' && value >= MIN_LONG && value <= MAX_LONG) {
+          return Math.trunc(value);
+        }
+        return viaMingo(document, bindings);
+      },
+  },
+  $type: {
+    split: single,
+    build:
+      ([item]) =>
+      (document, bindings) => {
+        const value = item(document, bindings);
+        if (value === undefined) return 'missing';
+        if (value === true || value === false) return 'bool';
+        if (typeof value === 'number' && !Number.isNaN(value)) {
+          if (value % 1 != 0) return 'double';
+          return value >= MIN_INT && value <= MAX_INT ? 'int' : 'long';
+        }
+        if (isRegExp(value)) return 'regex';
+        return typeOf(value);
+      },
+  },
+};
+
+/**
+ * `$$NOW.x` (and `$$NOWx`) is the one expression mingo evaluates against a lazily taken clock
+ * shared within one evaluation; splitting an expression into several mingo evaluations could
+ * change its value, so expressions that mention it stay entirely with mingo.
+ */
+function mentionsLazyNow(value: unknown): boolean {
+  if (typeof value === 'string') return value.startsWith('$$NOW') && value !== '$$NOW';
+  if (Array.isArray(value)) return value.some(mentionsLazyNow);
+  if (typeOf(value) !== 'object') return false;
+  for (const key of Object.keys(value as Document)) {
+    if (mentionsLazyNow((value as Document)[key])) return true;
+  }
+  return false;
+}
+
+/** How one node is evaluated, from its structure only (never from literal values). */
+const PARAM = 0; // a literal: string, number, date, BSON value...
+const LITERAL = 1; // `{$literal: value}`: the value, unevaluated
+const MINGO = 2; // evaluated by mingo (after binding $$NOW / $$CLUSTER_TIME)
+const NOW = 3;
+const CLUSTER_TIME = 4;
+const UNSUPPORTED = 5; // the whole expression stays with mingo
+const PATH = 6;
+const ARRAY = 7;
+const OBJECT = 8;
+const OPERATOR = 9;
+
+/** Set by `classify` for OPERATOR: read before classifying anything else. */
+let classifiedName = '';
+let classifiedOperator: NativeOperator | undefined;
+let classifiedSplit: Split | undefined;
+
+function classify(expression: unknown): number {
+  if (typeof expression === 'string') {
+    if (expression.length === 0 || expression[0] !== '$') return PARAM;
+    if (expression === '$$NOW') return NOW;
+    if (expression === '$$CLUSTER_TIME') return CLUSTER_TIME;
+    if (expression.startsWith('$$NOW')) return UNSUPPORTED;
+    // `$$ROOT`, `$$CURRENT`, user variables, and the bare `$` (the whole document).
+    if (expression.length === 1 || expression[1] === '$') return MINGO;
+    return PATH;
+  }
+  if (Array.isArray(expression)) return ARRAY;
+  // Numbers, booleans, null, dates, regular expressions, BSON values: returned as they are.
+  if (typeOf(expression) !== 'object') return PARAM;
+  const object = expression as Document;
+  let first: string | undefined;
+  let count = 0;
+  let dollar = false;
+  for (const key in object) {
+    if (!Object.prototype.hasOwnProperty.call(object, key)) continue;
+    if (count === 0) first = key;
+    count += 1;
+    if (key[0] === '$') dollar = true;
+  }
+  // Names in the table are operators: the regex is needed only for the others.
+  const native =
+    first !== undefined && Object.prototype.hasOwnProperty.call(NATIVE_OPERATORS, first);
+  if (first !== undefined && (native || isOperator(first))) {
+    if (count === 1) {
+      if (first === '$literal') return LITERAL;
+      const operator = native ? NATIVE_OPERATORS[first] : undefined;
+      const split = operator?.split(object[first]);
+      if (split) {
+        classifiedName = first;
+        classifiedOperator = operator;
+        classifiedSplit = split;
+        return OPERATOR;
+      }
+    }
+    return mentionsLazyNow(object) ? UNSUPPORTED : MINGO;
+  }
+  if (dollar) return mentionsLazyNow(object) ? UNSUPPORTED : MINGO;
+  return OBJECT;
+}
+
+/** Structural tokens of a shape (numbers); names and paths are string tokens. */
+export const SHAPE_PARAM = -10;
+const SHAPE_MINGO = -11;
+const SHAPE_NOW = -12;
+const SHAPE_CLUSTER_TIME = -13;
+const SHAPE_PATH = -14;
+const SHAPE_ARRAY = -15;
+const SHAPE_OBJECT = -16;
+const SHAPE_OPERATOR = -17;
+export const SHAPE_END = -18;
+
+/**
+ * The shape of one command's expressions and their parameters, written by `writeShape`:
+ * numbers for structure and the expression's own strings (operator names, paths, keys) as
+ * they are, so writing allocates nothing but the token array. Every node starts with a number
+ * and strings stand only where the grammar expects a name, so equal token sequences mean equal
+ * shapes. `hash` is updated as tokens are added (FNV-1a).
+ */
+export class ShapeWriter {
+  readonly tokens: Array<number | string> = [];
+  hash = 0x811c9dc5;
+  readonly params: unknown[] = [];
+  /** Something only mingo may evaluate as a whole: the caller takes mingo's path. */
+  unsupported = false;
+
+  constructor(readonly variables: Document) {}
+
+  /** A structural token (callers use their own numbers for their own structure). */
+  mark(token: number): void {
+    this.tokens.push(token);
+    this.hash = Math.imul(this.hash ^ (token & 0xffff), 0x01000193) ^ (token >>> 16);
+  }
+
+  /** A name: an operator, a path, a key, a field. */
+  text(token: string): void {
+    this.tokens.push(token);
+    let hash = Math.imul(this.hash ^ 0x5f, 0x01000193);
+    for (let i = 0; i < token.length; i++) {
+      hash = Math.imul(hash ^ token.charCodeAt(i), 0x01000193);
+    }
+    this.hash = hash;
+  }
+
+  /** The tokens as one string (numbers `#`-prefixed, strings JSON-quoted): for tests and logs. */
+  get key(): string {
+    return this.tokens
+      .map((token) => (typeof token === 'number' ? `#${token}` : JSON.stringify(token)))
+      .join(' ');
+  }
+}
+
+/** Appends the shape of `expression` to `out` and its parameters to `out.params`. */
+export function writeShape(expression: unknown, out: ShapeWriter): void {
+  switch (classify(expression)) {
+    case PARAM:
+      out.mark(SHAPE_PARAM);
+      out.params.push(expression);
+      return;
+    case LITERAL:
+      // Compiled exactly like a literal: the value is a parameter.
+      out.mark(SHAPE_PARAM);
+      out.params.push((expression as Document).$literal);
+      return;
+    case MINGO:
+      out.mark(SHAPE_MINGO);
+      out.params.push(bindSystemVariables(expression, out.variables));
+      return;
+    case NOW:
+      out.mark(SHAPE_NOW);
+      return;
+    case CLUSTER_TIME:
+      out.mark(SHAPE_CLUSTER_TIME);
+      return;
+    case UNSUPPORTED:
+      out.unsupported = true;
+      return;
+    case PATH:
+      out.mark(SHAPE_PATH);
+      out.text(expression as string);
+      return;
+    case ARRAY:
+      out.mark(SHAPE_ARRAY);
+      for (const item of expression as unknown[]) writeShape(item, out);
+      out.mark(SHAPE_END);
+      return;
+    case OBJECT:
+      out.mark(SHAPE_OBJECT);
+      for (const key of Object.keys(expression as Document)) {
+        out.text(key);
+        writeShape((expression as Document)[key], out);
+      }
+      out.mark(SHAPE_END);
+      return;
+    case OPERATOR: {
+      const name = classifiedName;
+      const split = classifiedSplit!;
+      out.mark(SHAPE_OPERATOR);
+      out.text(name);
+      out.mark(split.form);
+      // The operator itself, unbound, for handing it to mingo (bound only if that happens).
+      out.params.push(expression);
+      for (const item of split.items) writeShape(item, out);
+      out.mark(SHAPE_END);
+      return;
+    }
+  }
+}
+
+/** Parameter slots are taken in the order `writeShape` pushes parameters. */
+export interface SlotCounter {
+  next: number;
+}
+
+/** Compiles `expression`; its parameters are read from the slots `writeShape` filled. */
+export function compileExpression(expression: unknown, slots: SlotCounter): Evaluate {
+  switch (classify(expression)) {
+    case PARAM:
+    case LITERAL: {
+      const slot = slots.next++;
+      return (_document, bindings) => bindings.params[slot];
+    }
+    case MINGO: {
+      const slot = slots.next++;
+      return (document, bindings) =>
+        evalExpr(document, bindings.params[slot], bindings.options as Options);
+    }
+    case NOW:
+      return (_document, bindings) => bindings.variables.NOW;
+    case CLUSTER_TIME:
+      return (_document, bindings) => bindings.variables.CLUSTER_TIME;
+    case PATH: {
+      const path = (expression as string).slice(1);
+      return (document) => resolve(document, path);
+    }
+    case ARRAY: {
+      const items = (expression as unknown[]).map((item) => compileExpression(item, slots));
+      return (document, bindings) => evaluateAll(items, document, bindings);
+    }
+    case OBJECT: {
+      const keys = Object.keys(expression as Document);
+      const values = keys.map((key) => compileExpression((expression as Document)[key], slots));
+      return (document, bindings) => {
+        const result: Document = {};
+        for (let i = 0; i < keys.length; i++) result[keys[i]] = values[i](document, bindings);
+        return result;
+      };
+    }
+    case OPERATOR: {
+      const operator = classifiedOperator!;
+      const split = classifiedSplit!;
+      const slot = slots.next++;
+      const viaMingo: Evaluate = (document, bindings) =>
+        evalExpr(
+          document,
+          bindSystemVariables(bindings.params[slot], bindings.variables),
+          bindings.options as Options,
+        );
+      const items = split.items.map((item) => compileExpression(item, slots));
+      return operator.build(items, viaMingo);
+    }
+    default:
+      throw new Error('compileExpression: not compilable (writeShape reported it unsupported)');
+  }
+}
+
+/** Compiled expressions assume mingo's strict mode and `_id` key, which the server always uses. */
+export function hasServerSemantics(options: Partial<Options>): boolean {
+  return options.useStrictMode === true && (options.idKey ?? '_id') === '_id';
+}

@@ -1,0 +1,403 @@
+import { Decimal128, type Document, Long, ObjectId, Timestamp } from 'bson';
+import { Aggregator } from 'mingo/aggregator';
+import { evalExpr } from 'mingo/core';
+import { Query } from 'mingo/query';
+import type { Options } from 'mingo/types';
+import { applyUpdate, idFirst } from '../engine/apply-update';
+import { canonicalKey, cloneDocument } from '../engine/bson-values';
+import {
+  type Evaluate,
+  ShapeWriter,
+  compileExpression,
+  writeShape,
+} from '../engine/compiled-expressions';
+import { updatePipelineCache } from '../engine/compiled-pipeline';
+import { projectionCache } from '../engine/compiled-projection';
+import { commandMingoOptions } from '../engine/mingo-options';
+import { projectDocuments } from '../engine/project';
+import { bindSystemVariables } from '../engine/system-variables';
+
+// Differential tests: the compiled forms must give exactly what mingo gives (value, type, or
+// error message) on every input, including awkward ones.
+
+const NOW = new Date('2026-11-22T10:00:00.000Z');
+const variables: Document = { NOW, CLUSTER_TIME: new Timestamp({ t: 5, i: 1 }), limit: 3 };
+const options = commandMingoOptions(variables);
+
+const VALUES: unknown[] = [
+  undefined,
+  null,
+  0,
+  -0,
+  1,
+  2.5,
+  -3,
+  NaN,
+  Infinity,
+  2 ** 53 + 2,
+  2147483648,
+  'str',
+  '',
+  '$notAPath',
+  true,
+  false,
+  new Date(0),
+  new Date(1_800_000_000_000),
+  [],
+  [1, 2],
+  [null],
+  [[1], 3],
+  [new Date(5)],
+  { b: 1 },
+  {},
+  new ObjectId('5f0c0c0c0c0c0c0c0c0c0c0c'),
+  /re/i,
+  Long.fromString('9223372036854775807'),
+  Decimal128.fromString('1.5'),
+  new Timestamp({ t: 1, i: 2 }),
+];
+
+const DOCUMENTS: Document[] = VALUES.map((value, i) => {
+  const document: Document = { _id: i, b: VALUES[(i * 7 + 3) % VALUES.length] };
+  if (value !== undefined) document.a = value;
+  return document;
+});
+
+const OPERANDS: unknown[] = [
+  '$a',
+  '$b',
+  '$missing',
+  '$a.b',
+  1,
+  0.4,
+  0,
+  -2.5,
+  '',
+  'x',
+  null,
+  true,
+  new Date(10),
+  [1, '$a'],
+  { $literal: '$a' },
+  '$$NOW',
+  '$$CLUSTER_TIME',
+  '$$ROOT',
+  '$$limit',
+  { $concat: ['x', 'y'] },
+  { k: '$a' },
+  { $add: ['$a', 1] },
+];
+
+const BINARY = ['$eq', '$ne', '$lt', '$lte', '$gt', '$gte', '$subtract'];
+const VARIADIC = ['$add', '$max', '$min', '$or', '$and', '$ifNull'];
+const UNARY = ['$not', '$toLong', '$type'];
+
+function expressions(): unknown[] {
+  const result: unknown[] = [...OPERANDS];
+  const pairs = OPERANDS.filter((_, i) => i % 2 === 0 || i < 6);
+  for (const op of BINARY) {
+    for (const left of pairs) for (const right of pairs) result.push({ [op]: [left, right] });
+  }
+  for (const op of VARIADIC) {
+    result.push({ [op]: [] });
+    for (const first of OPERANDS) {
+      result.push({ [op]: [first] });
+      result.push({ [op]: [first, '$b', 5] });
+      result.push({ [op]: ['$a', first] });
+    }
+    result.push({ [op]: '$a' });
+  }
+  for (const op of UNARY) {
+    for (const operand of OPERANDS) {
+      result.push({ [op]: operand });
+      result.push({ [op]: [operand] });
+    }
+  }
+  for (const condition of OPERANDS) {
+    result.push({ $cond: [condition, 'yes', '$b'] });
+    result.push({ $cond: { if: condition, then: '$a', else: { $literal: 'no' } } });
+  }
+  result.push(
+    { $cond: ['$a', 1] },
+    { $cond: { if: true, then: 1 } },
+    { $not: [] },
+    { $not: [1, 2] },
+  );
+  // Object literals that differ only in their keys.
+  result.push({ x: '$a' }, { k: '$b', j: 1 }, { j: '$b', k: 1 }, { $max: [{ x: 1 }, { y: 1 }] });
+  // The lock library's own expressions.
+  const free = {
+    $or: [{ $eq: [{ $ifNull: ['$a', null] }, null] }, { $lte: ['$b', '$$NOW'] }],
+  };
+  result.push(
+    { $cond: [free, 'owner-1', '$a'] },
+    { $max: [{ $add: [{ $ifNull: ['$a', 0] }, 1] }, { $toLong: '$$NOW' }] },
+    { $max: [0, { $subtract: [{ $ifNull: ['$b', '$$NOW'] }, '$$NOW'] }] },
+    { $add: ['$$NOW', 30_000] },
+    { $cond: [{ $eq: ['$a', 'owner'] }, { $cond: [{ $gt: ['$b', '$$NOW'] }, 'o', null] }, '$c'] },
+  );
+  return result;
+}
+
+type Outcome = { value: unknown } | { error: string };
+
+/** Exact sameness: Object.is for primitives and dates' times, key order included for objects. */
+function same(a: unknown, b: unknown): boolean {
+  if (Object.is(a, b)) return true;
+  if (a instanceof Date || b instanceof Date) {
+    return a instanceof Date && b instanceof Date && Object.is(a.getTime(), b.getTime());
+  }
+  if (Array.isArray(a) || Array.isArray(b)) {
+    return (
+      Array.isArray(a) &&
+      Array.isArray(b) &&
+      a.length === b.length &&
+      a.every((item, i) => same(item, b[i]))
+    );
+  }
+  if (!a || !b || typeof a !== 'object' || typeof b !== 'object') return false;
+  if (Object.getPrototypeOf(a) !== Object.getPrototypeOf(b)) return false;
+  const keysA = Object.keys(a);
+  const keysB = Object.keys(b);
+  return (
+    keysA.length === keysB.length &&
+    keysA.every((key, i) => key === keysB[i] && same((a as Document)[key], (b as Document)[key]))
+  );
+}
+
+function sameOutcome(a: Outcome, b: Outcome): boolean {
+  if ('error' in a || 'error' in b) return 'error' in a && 'error' in b && a.error === b.error;
+  return same(a.value, b.value);
+}
+
+function outcome(run: () => unknown): Outcome {
+  try {
+    return { value: run() };
+  } catch (error) {
+    return { error: error instanceof Error ? error.message : String(error) };
+  }
+}
+
+function viaMingo(expression: unknown, document: Document): Outcome {
+  return outcome(() =>
+    evalExpr(document, bindSystemVariables(expression, variables), options as Options),
+  );
+}
+
+describe('compiled expressions (differential against mingo)', () => {
+  it('give the value or error mingo gives, with compiled forms shared by shape', () => {
+    const compiledByShape = new Map<string, Evaluate>();
+    let compared = 0;
+    let compiled = 0;
+    for (const expression of expressions()) {
+      const shape = new ShapeWriter(variables);
+      writeShape(expression, shape);
+      expect(shape.unsupported).toBe(false);
+      let evaluate = compiledByShape.get(shape.key);
+      if (!evaluate) {
+        const slots = { next: 0 };
+        evaluate = compileExpression(expression, slots);
+        // The compiled form reads exactly the parameters the shape walk collected.
+        expect(slots.next).toBe(shape.params.length);
+        compiledByShape.set(shape.key, evaluate);
+        compiled += 1;
+      }
+      const bindings = { params: shape.params, variables, options };
+      for (const document of DOCUMENTS) {
+        const expected = viaMingo(expression, document);
+        const actual = outcome(() => evaluate(document, bindings));
+        if (!sameOutcome(actual, expected)) {
+          throw new Error(
+            `${JSON.stringify(expression)} on ${JSON.stringify(document)}: ` +
+              `${JSON.stringify(actual)} but mingo gives ${JSON.stringify(expected)}`,
+          );
+        }
+        compared += 1;
+      }
+    }
+    expect(compared).toBeGreaterThan(30_000);
+    // Literals are parameters: far fewer compiled forms than expressions.
+    expect(compiled).toBeLessThan(expressions().length);
+  });
+
+  it('keeps literal values out of the shape and field paths in it', () => {
+    const shapeOf = (expression: unknown): string => {
+      const shape = new ShapeWriter(variables);
+      writeShape(expression, shape);
+      return shape.key;
+    };
+    expect(shapeOf({ $eq: ['$owner', 'token-1'] })).toBe(shapeOf({ $eq: ['$owner', 'token-2'] }));
+    expect(shapeOf({ $add: ['$$NOW', 1000] })).toBe(shapeOf({ $add: ['$$NOW', 30_000] }));
+    expect(shapeOf({ $eq: ['$owner', 'x'] })).not.toBe(shapeOf({ $eq: ['$holder', 'x'] }));
+    expect(shapeOf({ $eq: ['$owner', 'x'] })).not.toBe(shapeOf({ $eq: ['$owner', '$x'] }));
+    expect(shapeOf({ $cond: [true, 1, 2] })).not.toBe(
+      shapeOf({ $cond: { if: true, then: 1, else: 2 } }),
+    );
+  });
+
+  it('leaves `$$NOW.<path>` to mingo as a whole', () => {
+    for (const expression of ['$$NOW.x', { $add: ['$$NOWx', 1] }, { $concat: ['$$NOW.y'] }]) {
+      const shape = new ShapeWriter(variables);
+      writeShape(expression, shape);
+      expect(shape.unsupported).toBe(true);
+    }
+  });
+});
+
+/** The acquire pipeline of lib/store/acquire-attempt.ts. */
+function acquirePipeline(owner: string, ttlMs: number): Document[] {
+  const whenFree = (value: unknown, old: string) => ({
+    $cond: [
+      { $or: [{ $eq: [{ $ifNull: ['$owner', null] }, null] }, { $lte: ['$expiresAt', '$$NOW'] }] },
+      value,
+      old,
+    ],
+  });
+  return [
+    {
+      $set: {
+        owner: whenFree(owner, '$owner'),
+        holder: whenFree('holder', '$holder'),
+        fence: whenFree(
+          { $max: [{ $add: [{ $ifNull: ['$fence', 0] }, 1] }, { $toLong: '$$NOW' }] },
+          '$fence',
+        ),
+        acquiredAt: whenFree('$$NOW', '$acquiredAt'),
+        expiresAt: whenFree({ $add: ['$$NOW', ttlMs] }, '$expiresAt'),
+        gcAt: whenFree(null, '$gcAt'),
+      },
+    },
+  ];
+}
+
+describe('compiled update pipelines (differential against mingo)', () => {
+  const context = {
+    now: NOW,
+    clusterTime: variables.CLUSTER_TIME as Timestamp,
+    filter: {},
+    mingo: options,
+  };
+  const pipelines: Document[][] = [
+    acquirePipeline('owner-a', 30_000),
+    acquirePipeline('owner-b', 0),
+    [{ $set: { 'nested.x': '$a', gone: '$missing', a: { $add: ['$a', 1] } } }],
+    [{ $addFields: { x: 1 } }, { $set: { y: '$x', a: '$$REMOVE' } }],
+    [{ $set: {} }],
+    [{ $set: { _id: 'changed' } }],
+    [{ $set: { a: { $concat: ['$a', 'x'] } } }],
+    [{ $set: { a: { $literal: { $add: [1] } } } }],
+  ];
+  const documents: Document[] = [
+    { _id: 'k' },
+    { _id: 'k', owner: null, fence: 3, expiresAt: new Date(0) },
+    { _id: 'k', owner: 'someone', fence: 7, expiresAt: new Date(NOW.getTime() + 5000) },
+    { _id: 'k', owner: 'someone', expiresAt: NOW, nested: { y: 1 }, a: 'text' },
+    { _id: 'k', a: 5, nested: 4 },
+  ];
+
+  /** What applyUpdate did before compiled pipelines: mingo's Aggregator, then the _id rules. */
+  function viaAggregator(original: Document, pipeline: Document[]): Outcome {
+    return outcome(() => {
+      const bound = bindSystemVariables(pipeline, variables);
+      let result = new Aggregator(bound, options).run<Document>([cloneDocument(original)])[0];
+      if (!('_id' in result) && '_id' in original) result = { _id: original._id, ...result };
+      if ('_id' in original && canonicalKey(original._id) !== canonicalKey(result._id)) {
+        throw new Error(
+          "Performing an update on the path '_id' would modify the immutable field '_id'",
+        );
+      }
+      return idFirst(result);
+    });
+  }
+
+  it('update like mingo’s Aggregator and reuse the compiled form across literal values', () => {
+    updatePipelineCache.clear();
+    for (const pipeline of pipelines) {
+      for (const document of documents) {
+        const expected = viaAggregator(document, pipeline);
+        const actual = outcome(() => applyUpdate(document, pipeline, context));
+        if (!sameOutcome(actual, expected)) {
+          throw new Error(
+            `${JSON.stringify(pipeline)} on ${JSON.stringify(document)}: ` +
+              `${JSON.stringify(actual)} but mingo gives ${JSON.stringify(expected)}`,
+          );
+        }
+      }
+    }
+    expect(updatePipelineCache.hits).toBeGreaterThan(0);
+  });
+});
+
+describe('compiled projections (differential against mingo)', () => {
+  const projections: Document[] = [
+    {
+      owner: 1,
+      holder: 1,
+      fence: 1,
+      remainingMs: { $max: [0, { $subtract: [{ $ifNull: ['$expiresAt', '$$NOW'] }, '$$NOW'] }] },
+    },
+    { _id: 0, remainingMs: { $subtract: ['$expiresAt', '$$NOW'] } },
+    {
+      _id: 0,
+      ours: { $eq: ['$owner', 'owner-a'] },
+      remainingMs: { $subtract: ['$expiresAt', '$$NOW'] },
+    },
+    {
+      _id: 0,
+      ours: { $eq: ['$owner', 'owner-b'] },
+      remainingMs: { $subtract: ['$expiresAt', '$$NOW'] },
+    },
+    { a: 0 },
+    { a: 0, _id: 0 },
+    { _id: 0 },
+    { _id: 1 },
+    { a: true, b: 5 },
+    { a: 1, b: 0 },
+    { _id: 1, a: 0 },
+    { x: '$a', y: 'literal', z: '$$NOW', w: '$missing' },
+    { x: { $literal: 1 }, _id: '$a' },
+    { a: { $slice: 1 } },
+    { 'nested.y': 1 },
+    { a: { b: 1 } },
+    { constructor: 1 },
+    { a: NaN },
+    { a: null },
+  ];
+  const documents: Document[] = [
+    { _id: 'k', owner: 'owner-a', holder: 'h', fence: 3, expiresAt: new Date(NOW.getTime() + 500) },
+    { _id: 'k', owner: null, a: [1, 2, 3], nested: { y: 2, z: 3 }, b: 'x' },
+    { a: 1, b: 2 },
+    { _id: 'k', expiresAt: 'not a date' },
+  ];
+
+  function viaQuery(projection: Document): Outcome {
+    return outcome(() =>
+      new Query({}, options)
+        .find<Document>(documents, bindSystemVariables(projection, variables) as never)
+        .all()
+        .map((projected) => ({ ...projected })),
+    );
+  }
+
+  it('project like mingo (values and which fields exist) and reuse forms across literals', () => {
+    projectionCache.clear();
+    for (const projection of projections) {
+      const expected = viaQuery(projection);
+      const actual = outcome(() => projectDocuments(documents, projection, options));
+      if ('error' in expected) {
+        expect(actual).toStrictEqual({ error: expected.error });
+        continue;
+      }
+      expect('value' in actual).toBe(true);
+      const values = (actual as { value: Document[] }).value;
+      // projectDocuments reorders fields the way MongoDB does; compare as sets of fields.
+      const sorted = (document: Document) =>
+        Object.fromEntries(Object.entries(document).sort(([a], [b]) => a.localeCompare(b)));
+      const expectedValues = expected.value as Document[];
+      expect(
+        sameOutcome({ value: values.map(sorted) }, { value: expectedValues.map(sorted) }),
+      ).toBe(true);
+    }
+    expect(projectionCache.hits).toBeGreaterThan(0);
+  });
+});
