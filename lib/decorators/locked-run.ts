@@ -7,6 +7,7 @@ import type { LockService } from '../lock.service';
 import { MESSAGES } from '../mongo-lock.messages';
 import { MAX_TIMER_MS } from '../options';
 import type { LockedMetadata } from './locked-metadata';
+import { NOOP_LOCK_TELEMETRY, type LockTelemetry } from '../telemetry/lock-telemetry';
 
 const logger = new Logger('MongoLockModule');
 
@@ -49,7 +50,9 @@ export async function runLocked<T>(
   signal?: AbortSignal,
 ): Promise<T | typeof SKIPPED> {
   const { options, where } = metadata;
-  const traced = () => lockService.telemetry.lockedMethod(metadata.metricsLabel, where, work);
+  // A LockService replaced in tests (overrideProvider) may have no telemetry.
+  const telemetry = (lockService.telemetry as LockTelemetry | undefined) ?? NOOP_LOCK_TELEMETRY;
+  const traced = () => telemetry.lockedMethod(metadata.metricsLabel, where, work);
   const enclosing = new Set(heldLocksOf(lockService));
   let started = false;
   try {
