@@ -9,6 +9,7 @@ import {
 import type { ContendArgs, ContendStats } from '../../support/fault-protocol';
 import { FaultRun, lockCollection } from '../harness/fault-run';
 import type { Violation } from '../history/history';
+import { settleWithin } from '../harness/contend-checks';
 import { Expectations, sleep, type Scenario } from './scenario';
 
 const processes = 4;
@@ -168,30 +169,6 @@ function checkWorker(label: string, stats: ContendStats, expect: Expectations): 
     `${label}: an acquisition settled ${Math.round(overshoot)} ms after its timeoutMs ` +
       `(${timeoutMs} ms); bound ${settleBoundMs} ms`,
   );
-}
-
-type Settled = { stats: ContendStats } | { failure: string };
-
-/** The contend call's result, or why there is none: failed, or still running at `deadline`. */
-async function settleWithin(call: Promise<ContendStats>, deadline: number): Promise<Settled> {
-  let timer: NodeJS.Timeout | undefined;
-  const stuck = new Promise<Settled>((resolve) => {
-    timer = setTimeout(
-      () => resolve({ failure: `contend still running ${stuckAfterMs} ms after the end` }),
-      Math.max(0, deadline - sharedClockMs()),
-    );
-  });
-  try {
-    return await Promise.race([
-      call.then(
-        (stats) => ({ stats }),
-        (error: unknown) => ({ failure: `contend failed: ${String(error)}` }),
-      ),
-      stuck,
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /** Live leases in the lock collection, as text: key, holder, fence and lease left. */

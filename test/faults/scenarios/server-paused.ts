@@ -3,6 +3,7 @@ import type { ContendStats } from '../../support/fault-protocol';
 import { FaultRun, type StartedWorker } from '../harness/fault-run';
 import type { Violation } from '../history/history';
 import { orphanBoundMs } from '../history/orphans';
+import { settleWithin } from '../harness/contend-checks';
 import { Expectations, sleep, type Scenario } from './scenario';
 
 const processes = 3;
@@ -152,30 +153,6 @@ function checkWorker(
     '*',
     `${worker.label} completed no section after the server answered again`,
   );
-}
-
-type Settled = { stats: ContendStats } | { failure: string };
-
-/** The contend call's result, or why there is none: failed, or still running at `deadline`. */
-async function settleWithin(call: Promise<ContendStats>, deadline: number): Promise<Settled> {
-  let timer: NodeJS.Timeout | undefined;
-  const stuck = new Promise<Settled>((resolve) => {
-    timer = setTimeout(
-      () => resolve({ failure: `contend still running ${stuckAfterMs} ms after the end` }),
-      Math.max(0, deadline - sharedClockMs()),
-    );
-  });
-  try {
-    return await Promise.race([
-      call.then(
-        (stats) => ({ stats }),
-        (error: unknown) => ({ failure: `contend failed: ${String(error)}` }),
-      ),
-      stuck,
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 function summarize(
