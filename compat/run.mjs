@@ -6,7 +6,8 @@
 // minimal Nest apps generated from compat/template (one per row of APPS, which together cover
 // every supported major), then in each app: `tsc` with `strict` and `skipLibCheck: false`,
 // boot against the offline MongoDB test server (or MONGODB_URI), and the checks of
-// compat/template/src/checks.ts. Exits 1 if any app fails.
+// compat/template/src/checks.ts, then those of compat/template/src/testing-checks.ts (the
+// `nestjs-mongo-lock/testing` entry point, without MongoDB). Exits 1 if any app fails.
 //
 // Everything generated goes to compat/.work/ (git-ignored): the tarball, the apps (removed after
 // a run where all passed, unless --keep) and, unless COMPAT_NPM_CACHE names another folder, the
@@ -34,7 +35,8 @@ const RUN_TIMEOUT_MS = 60_000;
 
 /** compilerOptions by module flavour; every app adds strict, skipLibCheck: false and decorators. */
 const FLAVOURS = {
-  // What the Nest 10 starter generates: CommonJS, classic `node` resolution (reads `types`).
+  // What the Nest 10 starter generates: CommonJS, classic `node` resolution (reads `types`, and
+  // for `nestjs-mongo-lock/testing` the package's `testing/package.json` stub).
   'cjs-node10': {
     type: 'commonjs',
     compilerOptions: { module: 'commonjs', moduleResolution: 'node', target: 'ES2021' },

@@ -1,5 +1,6 @@
 import { runChecks } from './checks.js';
 import { createApp, platform } from './platform.js';
+import { runTestingChecks } from './testing-checks.js';
 
 async function main(): Promise<void> {
   const app = await createApp();
@@ -11,9 +12,12 @@ async function main(): Promise<void> {
   } finally {
     await app.close();
   }
+  // nestjs-mongo-lock/testing, in a context of its own (closed before this resolves).
+  await runTestingChecks();
 }
 
-// No process.exit(): the job also checks that the app ends by itself once closed.
+// No process.exit(): the job also checks that the app (and the testing context) end by
+// themselves once closed.
 main().then(
   () => console.log('all checks passed'),
   (error: unknown) => {
