@@ -8,6 +8,7 @@ import { bindFilterVariables, bindSystemVariables } from './system-variables';
 import { applyCollationToFilter } from './collation';
 import { plainOptions } from './mingo-options';
 import { prepareUpdatePipeline } from './compiled-pipeline';
+import { resolveDecimalOperators } from './decimal128-update';
 
 const UPDATE_OPERATORS = new Set([
   '$set',
@@ -185,7 +186,11 @@ export function applyUpdate(
     if (!('_id' in result) && '_id' in original) result = { _id: original._id, ...result };
   } else if (isOperatorUpdate(update)) {
     result = cloneDocument(original);
-    const modifier = normaliseOperators(update, inserting, context);
+    // Decimal128 `$inc` / `$mul` / `$min` / `$max` become `$set`s of MongoDB's results.
+    const modifier = resolveDecimalOperators(
+      result,
+      normaliseOperators(update, inserting, context),
+    );
     if (Object.keys(modifier).length > 0) {
       try {
         mingoUpdate(

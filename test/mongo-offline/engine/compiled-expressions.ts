@@ -2,6 +2,8 @@ import type { Document } from 'bson';
 import { evalExpr } from 'mingo/core';
 import type { Options } from 'mingo/types';
 import * as mingoUtil from 'mingo/util';
+import { isDecimal128 } from './decimal128-arithmetic';
+import { compareValues } from './decimal128-operators';
 import { bindSystemVariables } from './system-variables';
 
 /**
@@ -83,17 +85,22 @@ function evaluateAll(items: Evaluate[], document: Document, bindings: Bindings):
   return values;
 }
 
-/** mingo's comparison predicate (`_predicates.compare`) for `$lt`, `$lte`, `$gt`, `$gte`. */
+/**
+ * mingo's comparison predicate (`_predicates.compare`) for `$lt`, `$lte`, `$gt`, `$gte`;
+ * Decimal128 operands (compared by value, decimal128-operators.ts) are left to mingo.
+ */
 function comparison(holds: (order: number) => boolean): NativeOperator {
   return {
     split: arrayOf(2),
     build:
-      ([left, right]) =>
+      ([left, right], viaMingo) =>
       (document, bindings) => {
         const a = left(document, bindings);
         const b = right(document, bindings);
+        if (isDecimal128(b)) return viaMingo(document, bindings);
         const typeB = typeOf(b);
         for (const value of Array.isArray(a) ? (a as unknown[]) : [a]) {
+          if (isDecimal128(value)) return viaMingo(document, bindings);
           if (typeOf(value) === typeB && holds(compare(value, b))) return true;
         }
         return false;
@@ -101,7 +108,10 @@ function comparison(holds: (order: number) => boolean): NativeOperator {
   };
 }
 
-/** mingo's `$eq` predicate; arrays (matched element-wise with a depth) are left to mingo. */
+/**
+ * mingo's `$eq` predicate; arrays (matched element-wise with a depth) and Decimal128 operands
+ * (equal to numbers of the same value) are left to mingo.
+ */
 function equality(negate: boolean): NativeOperator {
   return {
     split: arrayOf(2),
@@ -111,7 +121,9 @@ function equality(negate: boolean): NativeOperator {
         const a = left(document, bindings);
         const b = right(document, bindings);
         if (isEqual(a, b) || (isNil(a) && isNil(b))) return !negate;
-        if (Array.isArray(a)) return viaMingo(document, bindings);
+        if (Array.isArray(a) || isDecimal128(a) || isDecimal128(b)) {
+          return viaMingo(document, bindings);
+        }
         return negate;
       },
   };
@@ -212,11 +224,12 @@ const NATIVE_OPERATORS: Record<string, NativeOperator> = {
         return viaMingo(document, bindings);
       },
   },
-  // `$max` / `$min` with an array are accumulators applied to the evaluated array.
+  // `$max` / `$min` with an array are accumulators applied to the evaluated array (the
+  // server's, which order Decimal128 by value: decimal128-operators.ts).
   $max: {
     split: arrayOf(),
     build: (items) => (document, bindings) => {
-      const sorted = evaluateAll(items, document, bindings).sort(compare);
+      const sorted = evaluateAll(items, document, bindings).sort(compareValues);
       const last = sorted[sorted.length - 1];
       return isNil(last) ? null : last;
     },
@@ -226,7 +239,7 @@ const NATIVE_OPERATORS: Record<string, NativeOperator> = {
     build: (items) => (document, bindings) => {
       const sorted = evaluateAll(items, document, bindings)
         .filter((value) => !isNil(value))
-        .sort(compare);
+        .sort(compareValues);
       return isNil(sorted[0]) ? null : sorted[0];
     },
   },
@@ -259,6 +272,7 @@ const NATIVE_OPERATORS: Record<string, NativeOperator> = {
           return value >= MIN_INT && value <= MAX_INT ? 'int' : 'long';
         }
         if (isRegExp(value)) return 'regex';
+        if (isDecimal128(value)) return 'decimal'; // MongoDB's name; mingo says decimal128
         return typeOf(value);
       },
   },

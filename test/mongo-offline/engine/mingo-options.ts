@@ -9,18 +9,25 @@ import * as queryOperators from 'mingo/operators/query';
 import * as windowOperators from 'mingo/operators/window';
 import type { Options } from 'mingo/types';
 import { normaliseCollation } from './collation';
+import {
+  DECIMAL_ACCUMULATOR_OPERATORS,
+  DECIMAL_EXPRESSION_OPERATORS,
+  DECIMAL_QUERY_OPERATORS,
+} from './decimal128-operators';
 
 /**
  * One operator table for the whole server. mingo's convenience entry points (`mingo`'s
  * Query, Aggregator, update) copy every operator table on every call, which made a
  * findAndModify cost milliseconds; the base classes used here take these options as is.
+ * Arithmetic and comparison operators are mingo's made Decimal128-aware
+ * (decimal128-operators.ts); mingo's updater adds its own operators without replacing these.
  */
 const FULL_CONTEXT = Context.init({
-  accumulator: accumulatorOperators,
-  expression: expressionOperators,
+  accumulator: { ...accumulatorOperators, ...DECIMAL_ACCUMULATOR_OPERATORS },
+  expression: { ...expressionOperators, ...DECIMAL_EXPRESSION_OPERATORS },
   pipeline: pipelineOperators,
   projection: projectionOperators,
-  query: queryOperators,
+  query: { ...queryOperators, ...DECIMAL_QUERY_OPERATORS },
   window: windowOperators,
 });
 

@@ -54,6 +54,9 @@ const VALUES: unknown[] = [
   /re/i,
   Long.fromString('9223372036854775807'),
   Decimal128.fromString('1.5'),
+  Decimal128.fromString('-0.25'),
+  Decimal128.fromString('NaN'),
+  [Decimal128.fromString('3'), 2],
   new Timestamp({ t: 1, i: 2 }),
 ];
 
@@ -86,6 +89,7 @@ const OPERANDS: unknown[] = [
   { $concat: ['x', 'y'] },
   { k: '$a' },
   { $add: ['$a', 1] },
+  Decimal128.fromString('2.50'),
 ];
 
 const BINARY = ['$eq', '$ne', '$lt', '$lte', '$gt', '$gte', '$subtract'];
