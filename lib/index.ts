@@ -15,3 +15,11 @@ export { LockHandleParam } from './decorators/lock-handle-param.decorator';
 export { LockedInterceptor } from './interceptors/locked.interceptor';
 export type { LockKeyContext, LockKeySpec } from './keys/key-template';
 export { MAX_LOCK_KEY_BYTES } from './keys/lock-key';
+export { DocumentLocks } from './documents/document-locks';
+export type { DocumentLockHandle } from './documents/document-lock-handle';
+export type {
+  DocumentLocksOptions,
+  DocumentLockOptions,
+} from './documents/document-locks-options.interface';
+export type { DocumentUpdate } from './store/documents/document-writes';
+export type { DocumentVersionType } from './store/documents/document-version';

@@ -5,7 +5,11 @@ import { localLeaseEnd } from './lease-keeper';
 import { MongoLockHandle } from './lock-handle';
 import { notAcquiredMessage } from './lock.messages';
 import type { ResolvedAcquireOptions } from './options';
-import type { AcquireAttemptOutcome, AcquireAttemptWon } from './store/acquire-attempt';
+import type {
+  AcquireAttemptOutcome,
+  AcquireAttemptWon,
+  AttemptTarget,
+} from './store/acquire-attempt';
 import type { LockStore } from './store/lock-store';
 import type { ReleaseLeaseOutcome } from './store/release-lease';
 import type { LockWaiting } from './waiting/lock-waiting';
@@ -37,6 +41,7 @@ class Acquisition {
     private readonly laterMs: number,
     /** How long the next command may take: what is left of the call's time, at most one command's. */
     readonly commandBudgetMs: () => number,
+    private readonly target: AttemptTarget | undefined,
   ) {}
 
   attempt(key: string): Promise<AcquireAttemptOutcome> {
@@ -51,6 +56,7 @@ class Acquisition {
       this.ttlMs,
       onLateWin,
       this.commandBudgetMs(),
+      this.target,
     );
     return attempt.catch((error: unknown) => {
       // No reply: the write may have happened.
@@ -99,6 +105,21 @@ export class LockAcquirer {
     /** When the caller asked (before a lazy start, say): the call's time counts from here. */
     startedAt = performance.now(),
   ): Promise<MongoLockHandle> {
+    return (await this.acquireWon(store, keys, options, signal, startedAt)).handle;
+  }
+
+  /**
+   * {@link acquire}, with what the winning attempts returned (a document lock's document),
+   * for attempts that must also meet `target`.
+   */
+  async acquireWon(
+    store: LockStore,
+    keys: string[],
+    options: ResolvedAcquireOptions,
+    signal: AbortSignal,
+    startedAt = performance.now(),
+    target?: AttemptTarget,
+  ): Promise<{ handle: MongoLockHandle; won: readonly AcquireAttemptWon[] }> {
     const deadline = startedAt + options.timeoutMs;
     // The whole call, every key and command included, settles by then.
     const callEnd = deadline + this.deps.operationTimeoutMs;
@@ -110,6 +131,7 @@ export class LockAcquirer {
       (key, owner, unlessClaimed) => this.giveBack(store, key, owner, unlessClaimed),
       this.deps.operationTimeoutMs,
       commandBudgetMs,
+      target,
     );
     const won: AcquireAttemptWon[] = [];
     try {
@@ -127,7 +149,7 @@ export class LockAcquirer {
       throw withAllKeys(error, keys, options.timeoutMs);
     }
     acquisition.succeed();
-    return this.createHandle(store, won, options);
+    return { handle: this.createHandle(store, won, options), won };
   }
 
   /**

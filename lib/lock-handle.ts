@@ -181,6 +181,29 @@ export class MongoLockHandle implements LockHandle {
     return this.giveBackUnreleased();
   }
 
+  /**
+   * The lock was given up by a write that also released it (a document lock's `commit`),
+   * confirmed by the server: the handle holds nothing any more, without a release command.
+   */
+  releasedByWrite(): void {
+    if (this.isReleased) return;
+    this.releaseSent = true;
+    this.releaseConfirmed = true;
+    this.settle();
+  }
+
+  /** The owner token of `key`, for writes that must prove ownership (document locks). @internal */
+  ownerOf(key: string): string {
+    const held = this.init.held.find((entry) => entry.key === key);
+    if (!held) throw new MongoLockError(`Lock handle does not hold ${JSON.stringify(key)}`);
+    return held.owner;
+  }
+
+  /** True while a release (or `expireIn`) is on its way. */
+  get releaseUnderWay(): boolean {
+    return this.releasing !== undefined;
+  }
+
   private async releaseOnce(): Promise<void> {
     this.releaseSent = true;
     const lostKeys = await this.keeper.releaseAll();

@@ -33,6 +33,11 @@ import { linkAbortSignals } from './waiting/linked-abort-signal';
 import { LockChangeFeed } from './waiting/change-feed';
 import { LockWaiting } from './waiting/lock-waiting';
 import { createLockTelemetry, type LockTelemetry } from './telemetry';
+import { DocumentLocks } from './documents/document-locks';
+import type { DocumentLocksHost } from './documents/document-locks';
+import { resolveDocumentLocksOptions } from './documents/document-input';
+import type { DocumentLocksOptions } from './documents/document-locks-options.interface';
+import type { Document } from 'mongodb';
 
 /** How long one getMore of the change stream waits for events on the server. */
 const STREAM_AWAIT_MS = 1_000;
@@ -91,6 +96,8 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   private closed: Promise<void> | undefined;
   private holderIdRegistered = false;
   private stopObservingLoad: (() => void) | undefined;
+  /** One per collection and settings: each has its own change stream, opened while someone waits. */
+  private readonly documentLocks = new Map<string, DocumentLocks>();
   /** Metrics and traces: OpenTelemetry if installed, else a no-op. @internal */
   readonly telemetry: LockTelemetry = createLockTelemetry();
   /** Set by Nest before any hook runs; the constructor's signature stays the public one. */
@@ -316,6 +323,28 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   }
 
   /**
+   * Locks on the documents of `collection` themselves (a field of each document holds the
+   * lock), with a fenced `commit`, `createIfMissing` and optimistic versions. One instance per
+   * collection and settings; its change stream is open only while someone waits.
+   *
+   * @example
+   * const accounts = locks.documents<Account>('accounts', { version: { field: 'version' } });
+   * const lock = await accounts.acquire(accountId);
+   * await lock.commit({ $inc: { balance: -10 } });
+   */
+  documents<T extends Document = Document>(
+    collection: string,
+    options?: DocumentLocksOptions<T>,
+  ): DocumentLocks<T> {
+    const settings = resolveDocumentLocksOptions(collection, options);
+    const id = JSON.stringify(settings);
+    let locks = this.documentLocks.get(id);
+    if (!locks)
+      this.documentLocks.set(id, (locks = new DocumentLocks(this.documentHost(), settings)));
+    return locks as unknown as DocumentLocks<T>;
+  }
+
+  /**
    * Releases every lock this instance holds now, by owner token. Each holder is told first
    * (its `signal` aborts, `lost$` emits): work still running under it is no longer protected.
    * Resolves to how many keys were released while their lease was live; locks acquired after
@@ -347,6 +376,28 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
       streamEstablished: stream.established,
       streamsOpened: stream.opened,
       held: this.held.size,
+    };
+  }
+
+  private documentHost(): DocumentLocksHost {
+    return {
+      options: this.options,
+      held: this.held,
+      closing: this.closing.signal,
+      telemetry: this.telemetry,
+      logger: {
+        warn: (message: string) => this.logger.warn(message),
+        error: (message: string) => this.logger.error(message),
+      },
+      started: async () => {
+        const store = await this.ensureStarted();
+        if (!(store instanceof LockStore)) {
+          throw new MongoLockError(
+            'Document locks need MongoDB: the in-memory store of MongoLockTestingModule has none',
+          );
+        }
+        return store;
+      },
     };
   }
 
@@ -461,7 +512,10 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     // The holders are told at once; the store's close waits for their releases, within its
     // bound and not at all while MongoDB is unreachable.
     void this.held.revokeAll('the LockService shut down before the work under it ended');
-    await this.waiting.close();
+    await Promise.all([
+      this.waiting.close(),
+      ...[...this.documentLocks.values()].map((locks) => locks.close()),
+    ]);
     this.stopObservingLoad?.();
     await this.store?.close();
     this.unregisterHolderId();

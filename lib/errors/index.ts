@@ -5,3 +5,6 @@ export * from './lock-store-unavailable.error';
 export * from './lock-service-closed.error';
 export * from './invalid-lock-key.error';
 export * from './invalid-lock-options.error';
+export * from './document-not-found.error';
+export * from './version-conflict.error';
+export * from './document-locked.error';

@@ -10,6 +10,16 @@ export interface AcquireAttemptRequest {
   owner: string;
   holder: string;
   ttlMs: number;
+  /** Document locks only: what the document must meet, or be created with. */
+  target?: AttemptTarget;
+}
+
+/** A document lock's conditions on the document it locks. */
+export interface AttemptTarget {
+  /** Extra conditions on the document (a tenant, say); not met = not found. */
+  where?: Record<string, unknown>;
+  /** Insert the document with these fields when no document has the id. */
+  createIfMissing?: Record<string, unknown>;
 }
 
 interface AttemptOutcomeBase {
@@ -28,6 +38,8 @@ export interface AcquireAttemptWon extends AttemptOutcomeBase {
   won: true;
   owner: string;
   fence: bigint;
+  /** Document locks only: the document as locked (without its lock field). */
+  document?: { doc: Record<string, unknown>; created: boolean };
 }
 
 export interface AcquireAttemptLost extends AttemptOutcomeBase {

@@ -1,4 +1,4 @@
-import type { MongoClient } from 'mongodb';
+import type { Collection, Document, MongoClient } from 'mongodb';
 import { ReadPreference } from 'mongodb';
 import type { LockDocument, LockCollection } from './lock-document';
 
@@ -15,10 +15,20 @@ export function openLockCollection(
   collectionName: string,
   operationTimeoutMs: number,
 ): LockCollection {
+  return openLeaseCollection<LockDocument>(client, dbName, collectionName, operationTimeoutMs);
+}
+
+/** {@link openLockCollection} for any collection that holds leases (document locks too). */
+export function openLeaseCollection<T extends Document>(
+  client: Pick<MongoClient, 'db'> & { readonly options?: Partial<MongoClient['options']> },
+  dbName: string | undefined,
+  collectionName: string,
+  operationTimeoutMs: number,
+): Collection<T> {
   const clientWriteConcern = client.options?.writeConcern;
   // `wtimeout` is the deprecated spelling that older drivers filled in.
   const wtimeoutMS = clientWriteConcern?.wtimeoutMS ?? clientWriteConcern?.wtimeout;
-  return client.db(dbName).collection<LockDocument>(collectionName, {
+  return client.db(dbName).collection<T>(collectionName, {
     writeConcern: { w: 'majority', wtimeoutMS: wtimeoutMS ?? operationTimeoutMs },
     readPreference: ReadPreference.primary,
   });

@@ -2,20 +2,16 @@ import { MongoClient } from 'mongodb';
 import type { Timestamp } from 'mongodb';
 import type { LockState } from '../interfaces/lock-state.interface';
 import type { ResolvedLockModuleOptions } from '../options';
-import { attemptAcquire } from './acquire-attempt';
-import type { AcquireAttemptOutcome } from './acquire-attempt';
+import type { AcquireAttemptOutcome, AttemptTarget } from './acquire-attempt';
 import { boundedCommand } from './bounded-command';
 import type { BoundedCommand } from './bounded-command';
-import { ensureLockIndexes } from './ensure-indexes';
-import { inspectLock, probeLock } from './inspect-lock';
+import { lockCollectionCommands } from './lease-commands';
+import type { LeaseCommands } from './lease-commands';
 import { openLockCollection } from './lock-collection';
-import { openLockChangeStream } from './lock-change-stream';
 import type { OpenLockChangeStreamOptions } from './lock-change-stream';
-import type { LockChangeStream, LockCollection } from './lock-document';
+import type { LockChangeStream } from './lock-document';
 import { isStoreUnavailableError, isUnreachableError } from './mongo-error-codes';
-import { releaseLease } from './release-lease';
 import type { ReleaseLeaseOutcome } from './release-lease';
-import { renewLease } from './renew-lease';
 import type { RenewLeaseOutcome } from './renew-lease';
 
 /** A key's liveness with the timing a waiter needs. */
@@ -42,7 +38,6 @@ function sleep(ms: number): Promise<void> {
  * or a lock its caller gave up on, is released by owner token.
  */
 export class LockStore {
-  private readonly collection: LockCollection;
   /** Attempts still on their way, by owner token and key (a timed-out one may yet win). */
   private readonly inFlight = new Map<string, Set<Promise<unknown>>>();
   /** Wins handed to a caller, who now releases them; never given back behind its back. */
@@ -78,17 +73,21 @@ export class LockStore {
     /** Whether the service created the client (and so must close it). */
     readonly ownsClient: boolean,
     private readonly options: ResolvedLockModuleOptions,
-  ) {
-    this.collection = openLockCollection(
+    /** Where the leases live: by default the lock collection. */
+    private readonly commands: LeaseCommands = lockCollectionCommands(
+      openLockCollection(
+        client,
+        options.dbName,
+        options.collectionName,
+        options.operationTimeoutMs,
+      ),
       client,
-      options.dbName,
-      options.collectionName,
-      options.operationTimeoutMs,
-    );
-  }
+      options.idleRetentionMs,
+    ),
+  ) {}
 
   ensureIndexes(): Promise<void> {
-    return ensureLockIndexes(this.collection);
+    return this.commands.ensureIndexes();
   }
 
   /**
@@ -104,15 +103,12 @@ export class LockStore {
     ttlMs: number,
     onLateWin: () => void,
     timeoutMs = this.options.operationTimeoutMs,
+    /** What a document lock's attempt must also check or create (see `AttemptTarget`). */
+    target?: AttemptTarget,
   ): Promise<AcquireAttemptOutcome> {
     const id = idOf(key, owner);
     const command = this.send('acquire', timeoutMs, () =>
-      attemptAcquire(this.collection, this.client, {
-        key,
-        owner,
-        holder: this.options.holderId,
-        ttlMs,
-      }),
+      this.commands.attempt({ key, owner, holder: this.options.holderId, ttlMs, target }),
     );
     // Registered before the in-flight tracking, so the claim is made before anyone waiting
     // for this attempt to settle looks at it.
@@ -134,17 +130,12 @@ export class LockStore {
     ttlMs: number,
     timeoutMs = this.options.operationTimeoutMs,
   ): Promise<RenewLeaseOutcome> {
-    return this.send('renew', timeoutMs, () => renewLease(this.collection, { key, owner, ttlMs }))
-      .result;
+    return this.send('renew', timeoutMs, () => this.commands.renew({ key, owner, ttlMs })).result;
   }
 
   async release(key: string, owner: string): Promise<ReleaseLeaseOutcome> {
     const outcome = await this.send('release', this.options.operationTimeoutMs, () =>
-      releaseLease(this.collection, {
-        key,
-        owner,
-        idleRetentionMs: this.options.idleRetentionMs,
-      }),
+      this.commands.release(key, owner),
     ).result;
     this.claimed.delete(idOf(key, owner));
     return outcome;
@@ -179,16 +170,15 @@ export class LockStore {
   }
 
   inspect(key: string): Promise<LockState | null> {
-    return this.send('inspect', this.options.operationTimeoutMs, () =>
-      inspectLock(this.collection, key),
-    ).result;
+    return this.send('inspect', this.options.operationTimeoutMs, () => this.commands.inspect(key))
+      .result;
   }
 
   async probe(key: string): Promise<KeyLeaseProbe> {
     const { state, sentAt, operationTime } = await this.send(
       'inspect',
       this.options.operationTimeoutMs,
-      () => probeLock(this.collection, this.client, key),
+      () => this.commands.probe(key),
     ).result;
     return {
       held: state?.held ?? false,
@@ -199,7 +189,7 @@ export class LockStore {
   }
 
   openChangeStream(options: OpenLockChangeStreamOptions): LockChangeStream {
-    return openLockChangeStream(this.collection, options);
+    return this.commands.openChangeStream(options);
   }
 
   /**
@@ -225,7 +215,14 @@ export class LockStore {
     clearTimeout(timer);
   }
 
-  /** One bounded command; its outcome tells whether MongoDB is reachable. */
+  /**
+   * One bounded command that is not a lease command (a document lock's write, say): its
+   * errors are translated and its outcome tells whether MongoDB is reachable, as for the others.
+   */
+  run<T>(command: string, send: () => Promise<T>): Promise<T> {
+    return this.send(command, this.options.operationTimeoutMs, send).result;
+  }
+
   /** One bounded command; a reply says MongoDB is reachable, a network failure that it is not. */
   private send<T>(command: string, timeoutMs: number, run: () => Promise<T>): BoundedCommand<T> {
     const sent = boundedCommand(command, Math.max(1, timeoutMs), run);

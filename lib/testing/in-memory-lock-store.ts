@@ -40,6 +40,10 @@ export class InMemoryLockStore implements LockStoreContract {
 
   async ensureIndexes(): Promise<void> {}
 
+  run<T>(_command: string, send: () => Promise<T>): Promise<T> {
+    return send();
+  }
+
   attempt(
     key: string,
     owner: string,

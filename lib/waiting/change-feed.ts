@@ -5,6 +5,7 @@ import type { LockChangeStream, LockDocument } from '../store/lock-document';
 import type { LockChangeScope, OpenLockChangeStreamOptions } from '../store/lock-change-stream';
 import { isChangeStreamUnsupportedError, isResumePointLostError } from '../store/mongo-error-codes';
 import { toLockEvent } from './lock-event';
+import type { LockChange } from './lock-event';
 import type { WaitLogger } from './wait-logger';
 
 /**
@@ -76,6 +77,8 @@ export class LockChangeFeed {
     changeStreams: 'auto' | 'off',
     /** A getMore unanswered this long past its await time counts as a stream failure. */
     private readonly stallTimeoutMs = 10_000,
+    /** Reads a change as a lock event: the lock collection's, or a document lock field's. */
+    private readonly toEvent: (change: LockChange) => LockEvent | undefined = toLockEvent,
   ) {
     if (changeStreams === 'off') this.pollingReason = "option changeStreams is 'off'";
   }
@@ -277,7 +280,7 @@ export class LockChangeFeed {
   }
 
   private dispatch(change: ChangeStreamDocument<LockDocument>): void {
-    const event = toLockEvent(change);
+    const event = this.toEvent(change);
     if (!event) return;
     const at = 'clusterTime' in change ? change.clusterTime : undefined;
     if (event.type !== 'acquired') {

@@ -3,7 +3,7 @@ import type { LockEvent } from '../interfaces/lock-state.interface';
 import type { LockDocument } from '../store/lock-document';
 import { toBigInt } from '../store/bson-values';
 
-type LockChange = ChangeStreamDocument<LockDocument>;
+export type LockChange = ChangeStreamDocument<LockDocument>;
 
 function eventTime(change: LockChange): Date {
   if ('wallTime' in change && change.wallTime instanceof Date) return change.wallTime;

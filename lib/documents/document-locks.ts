@@ -1,0 +1,317 @@
+import type { Document, WithId } from 'mongodb';
+import { Observable } from 'rxjs';
+import { MongoLockError } from '../errors/mongo-lock.error';
+import { LockLostError } from '../errors/lock-lost.error';
+import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
+import type { HeldLocks } from '../held-locks';
+import type { LockState } from '../interfaces/lock-state.interface';
+import { heldLocksOf, runWithHeldLock } from '../lock-context';
+import { LockAcquirer } from '../lock-acquirer';
+import type { MongoLockHandle } from '../lock-handle';
+import { resolveAcquireOptions } from '../options';
+import type { ResolvedLockModuleOptions } from '../options';
+import { openLeaseCollection } from '../store/lock-collection';
+import { LockStore } from '../store/lock-store';
+import type { DocumentCollection } from '../store/documents/document-lease-commands';
+import { documentLeaseCommands } from '../store/documents/document-lease-commands';
+import { keyOfDocumentId } from '../store/documents/document-key';
+import { DocumentLockFields } from '../store/documents/document-lock-fields';
+import { updateIfCurrent, writeWhileHeld } from '../store/documents/document-writes';
+import type { DocumentUpdate, DocumentWriteTarget } from '../store/documents/document-writes';
+import type { DocumentVersion } from '../store/documents/document-version';
+import type { LockTelemetry } from '../telemetry';
+import { LockChangeFeed } from '../waiting/change-feed';
+import { toDocumentLockEvent } from '../waiting/document-lock-event';
+import { linkAbortSignals } from '../waiting/linked-abort-signal';
+import { LockWaiting } from '../waiting/lock-waiting';
+import type { WaitLogger } from '../waiting/wait-logger';
+import {
+  resolveAttemptTarget,
+  resolveDocumentId,
+  resolveDocumentUpdate,
+  resolveExpectedVersion,
+} from './document-input';
+import type { ResolvedDocumentLocksOptions } from './document-input';
+import { MongoDocumentLockHandle } from './document-lock-handle';
+import type { DocumentLockHandle, DocumentLockWriter } from './document-lock-handle';
+import type { DocumentLockOptions } from './document-locks-options.interface';
+
+/** What `DocumentLocks` uses of the `LockService` that made it. */
+export interface DocumentLocksHost {
+  readonly options: ResolvedLockModuleOptions;
+  readonly held: HeldLocks;
+  /** Aborted when the service begins to shut down. */
+  readonly closing: AbortSignal;
+  readonly telemetry: LockTelemetry;
+  readonly logger: WaitLogger;
+  /** The service's started store: its client is the one document locks use. */
+  started(): Promise<LockStore>;
+}
+
+const STREAM_AWAIT_MS = 1_000;
+
+/**
+ * Locks on the documents of one collection: the lock lives in a field of each document
+ * (`_lock` by default), decided by the server clock, taken in one round trip that also
+ * returns the document; `commit` writes and unlocks in one update that lands only while the
+ * lock is ours. Get one from `LockService.documents()` or inject one registered with
+ * `MongoLockModule.forFeature()`.
+ *
+ * @example
+ * const accounts = locks.documents<Account>('accounts', { version: { field: 'version' } });
+ * await accounts.withLock(id, (lock) => lock.commit({ $inc: { balance: -lock.doc.pending } }));
+ */
+export class DocumentLocks<T extends Document = Document> {
+  private readonly fields: DocumentLockFields;
+  private readonly waiting: LockWaiting;
+  private readonly acquirer: LockAcquirer;
+  private store: LockStore | undefined;
+  private collection: DocumentCollection | undefined;
+
+  constructor(
+    private readonly host: DocumentLocksHost,
+    private readonly settings: ResolvedDocumentLocksOptions,
+  ) {
+    this.fields = new DocumentLockFields(settings.lockField);
+    const { options } = host;
+    const feed = new LockChangeFeed(
+      (streamOptions) => {
+        if (!this.store) throw new MongoLockError('Document locks are not started');
+        return this.store.openChangeStream({ ...streamOptions, maxAwaitTimeMS: STREAM_AWAIT_MS });
+      },
+      host.logger,
+      options.changeStreams,
+      STREAM_AWAIT_MS + options.operationTimeoutMs,
+      toDocumentLockEvent,
+    );
+    this.waiting = new LockWaiting(feed, options.holderId, options);
+    this.acquirer = new LockAcquirer({
+      waiting: this.waiting,
+      maxHoldMs: options.maxHoldMs,
+      held: host.held,
+      operationTimeoutMs: options.operationTimeoutMs,
+    });
+  }
+
+  /** The collection's name. */
+  get collectionName(): string {
+    return this.settings.collection;
+  }
+
+  /** The version field, when one is configured. */
+  get version(): DocumentVersion | undefined {
+    return this.settings.version;
+  }
+
+  /**
+   * Locks the document `id`, waiting up to `timeoutMs` while someone else holds it. Rejects at
+   * once with `DocumentNotFoundError` when there is no such document (or it does not meet
+   * `where`) and `createIfMissing` was not given; with `LockNotAcquiredError` on timeout.
+   */
+  async acquire(id: unknown, options?: DocumentLockOptions<T>): Promise<DocumentLockHandle<T>> {
+    return this.acquireDocument(id, options, false);
+  }
+
+  /** One attempt (or a wait up to an explicit `timeoutMs`); `null` when someone else holds it. */
+  async tryAcquire(
+    id: unknown,
+    options?: DocumentLockOptions<T>,
+  ): Promise<DocumentLockHandle<T> | null> {
+    try {
+      return await this.acquire(id, { ...options, timeoutMs: options?.timeoutMs ?? 0 });
+    } catch (error) {
+      if (error instanceof LockNotAcquiredError) return null;
+      throw error;
+    }
+  }
+
+  /**
+   * Runs `fn` under the document's lock, renewed meanwhile (unless `renew: false`), then
+   * releases it, unless `fn` committed. Re-entrant within the current async context.
+   */
+  async withLock<R>(
+    id: unknown,
+    fn: (handle: DocumentLockHandle<T>) => R | Promise<R>,
+    options?: DocumentLockOptions<T>,
+  ): Promise<R> {
+    const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
+    const enclosing = heldLocksOf(this).find((handle) => handle.key === key);
+    if (enclosing) {
+      const lostReason = (enclosing as MongoDocumentLockHandle<T>).inner.lostReason;
+      if (lostReason) throw lostReason;
+      return await fn(enclosing as DocumentLockHandle<T>);
+    }
+    const handle = await this.acquireDocument(id, options, true);
+    let result: R;
+    try {
+      result = await runWithHeldLock(this, handle, () => fn(handle));
+    } catch (error) {
+      if (!handle.released) await handle.release().catch(() => undefined);
+      throw error;
+    }
+    if (!handle.released) {
+      try {
+        await handle.release();
+      } catch (error) {
+        if (error instanceof LockLostError) throw error;
+        this.host.logger.warn(`Could not release document ${handle.key}: ${String(error)}`);
+      }
+    } else if (handle.inner.lostReason) {
+      throw handle.inner.lostReason;
+    }
+    return result;
+  }
+
+  /** Emits once and completes when the document is not locked (released, lease ended, or gone). */
+  waitForRelease(id: unknown): Observable<void> {
+    return new Observable<void>((subscriber) => {
+      const cancel = new AbortController();
+      const linked = linkAbortSignals([cancel.signal, this.host.closing]);
+      Promise.resolve()
+        .then(async () => {
+          const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
+          const store = await this.started();
+          await this.waiting.waitForRelease(key, () => store.probe(key), linked.signal);
+        })
+        .finally(() => linked.unlink())
+        .then(
+          () => {
+            subscriber.next();
+            subscriber.complete();
+          },
+          (error: unknown) => {
+            if (!cancel.signal.aborted) subscriber.error(error);
+          },
+        );
+      return () => cancel.abort();
+    });
+  }
+
+  /** The document's lock by the server clock (`key` is the id in canonical Extended JSON), or `null` if there is no such document. */
+  async inspect(id: unknown): Promise<LockState | null> {
+    const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
+    return (await this.started()).inspect(key);
+  }
+
+  /**
+   * Applies `update` only if the version field still equals `expectedVersion` and nobody
+   * holds the document's lock, bumping the version in the same write. Rejects with
+   * `VersionConflictError` (the version moved), `DocumentNotFoundError`, or
+   * `DocumentLockedError` (a live lock; use the handle's `update` inside a lock).
+   */
+  async updateIfCurrent(
+    id: unknown,
+    expectedVersion: unknown,
+    update: DocumentUpdate,
+  ): Promise<WithId<T>> {
+    const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
+    const expected = resolveExpectedVersion(expectedVersion, this.settings.version);
+    const checked = resolveDocumentUpdate(update, this.settings, false) as DocumentUpdate;
+    const store = await this.started();
+    const target = { ...this.writeTarget(), version: this.settings.version as DocumentVersion };
+    return (await store.run('updateIfCurrent', () =>
+      updateIfCurrent(target, key, expected, checked),
+    )) as WithId<T>;
+  }
+
+  /** Stops the change stream; the service closes the client. @internal */
+  close(): Promise<void> {
+    return this.waiting.close();
+  }
+
+  /** The change stream's state and waiters, for diagnostics. @internal */
+  get diagnostics(): { waiters: number; streamOpen: boolean } {
+    return { waiters: this.waiting.waiterCount, streamOpen: this.waiting.streamState.open };
+  }
+
+  private async acquireDocument(
+    id: unknown,
+    options: DocumentLockOptions<T> | undefined,
+    renewByDefault: boolean,
+  ): Promise<MongoDocumentLockHandle<T>> {
+    const startedAt = performance.now();
+    const documentId = resolveDocumentId(id, this.settings.idType);
+    const key = keyOfDocumentId(documentId);
+    const resolved = resolveAcquireOptions(options, this.host.options, renewByDefault);
+    const target = resolveAttemptTarget(options as DocumentLockOptions, this.settings, documentId);
+    const label = options?.metricsLabel ?? `${this.settings.collection}/{id}`;
+    return this.host.telemetry.acquisition(label, 1, startedAt, async () => {
+      const linked = linkAbortSignals([resolved.signal, this.host.closing]);
+      try {
+        linked.signal.throwIfAborted();
+        const store = await this.started();
+        linked.signal.throwIfAborted();
+        const { handle, won } = await this.acquirer.acquireWon(
+          store,
+          [key],
+          resolved,
+          linked.signal,
+          startedAt,
+          target,
+        );
+        const document = won[0].document ?? { doc: {}, created: false };
+        return new MongoDocumentLockHandle<T>(
+          handle,
+          document.doc as WithId<T>,
+          document.created,
+          this.writer(store),
+        );
+      } finally {
+        linked.unlink();
+      }
+    });
+  }
+
+  private writer(store: LockStore): DocumentLockWriter {
+    const target = this.writeTarget();
+    const ownerOf = (handle: MongoLockHandle) => handle.ownerOf(handle.key);
+    return {
+      update: (handle, update) => {
+        const checked = resolveDocumentUpdate(update, this.settings, false);
+        return store.run('update', () =>
+          writeWhileHeld(target, handle.key, ownerOf(handle), checked),
+        );
+      },
+      commit: (handle, update) => {
+        const checked = resolveDocumentUpdate(update, this.settings, true);
+        return store.run('commit', () =>
+          writeWhileHeld(target, handle.key, ownerOf(handle), checked, {
+            holder: this.host.options.holderId,
+            fence: handle.fence,
+            leaseEnd: handle.expiresAt,
+          }),
+        );
+      },
+      committed: (key) => this.waiting.notifyHoldEnded(key, true),
+    };
+  }
+
+  private writeTarget(): DocumentWriteTarget {
+    return {
+      collection: this.collection as DocumentCollection,
+      fields: this.fields,
+      version: this.settings.version,
+    };
+  }
+
+  /** The collection's store, on the service's client, opened on first use. */
+  private async started(): Promise<LockStore> {
+    if (this.store) return this.store;
+    const main = await this.host.started();
+    if (this.store) return this.store;
+    const { options } = this.host;
+    this.collection = openLeaseCollection<Document>(
+      main.client,
+      this.settings.dbName ?? options.dbName,
+      this.settings.collection,
+      options.operationTimeoutMs,
+    );
+    this.store = new LockStore(
+      main.client,
+      false,
+      options,
+      documentLeaseCommands(this.collection, main.client, this.fields),
+    );
+    return this.store;
+  }
+}

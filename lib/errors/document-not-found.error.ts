@@ -1,0 +1,22 @@
+import { MongoLockError } from './mongo-lock.error';
+
+/**
+ * No document has the id (and `createIfMissing` was not given), or the document does not
+ * meet the lock's `where`. Raised at once, without waiting. 404 over HTTP.
+ *
+ * @example
+ * catch (error) { if (error instanceof DocumentNotFoundError) return null; }
+ */
+export class DocumentNotFoundError extends MongoLockError {
+  /** The `_id` that was asked for. */
+  readonly id: unknown;
+
+  constructor(message: string, details: { id: unknown; cause?: unknown }) {
+    super(message, details.cause === undefined ? undefined : { cause: details.cause });
+    this.id = details.id;
+  }
+
+  override get name(): string {
+    return 'DocumentNotFoundError';
+  }
+}

@@ -1,0 +1,21 @@
+import { BSON } from 'mongodb';
+import type { Document, Filter } from 'mongodb';
+
+/**
+ * A document's `_id` as the lock key the waiting layer and handles use: canonical Extended
+ * JSON, so ids of different types never share a key (`"1"` is the string, `{"$numberInt":"1"}`
+ * the number).
+ */
+export function keyOfDocumentId(id: unknown): string {
+  return BSON.EJSON.stringify(id as Parameters<typeof BSON.EJSON.stringify>[0], { relaxed: false });
+}
+
+/** The `_id` a key stands for: the inverse of {@link keyOfDocumentId}. */
+export function documentIdOfKey(key: string): unknown {
+  return BSON.EJSON.parse(key, { relaxed: false });
+}
+
+/** The filter that selects the document a key stands for. */
+export function byKey(key: string): Filter<Document> {
+  return { _id: documentIdOfKey(key) } as Filter<Document>;
+}

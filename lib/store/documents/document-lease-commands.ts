@@ -1,0 +1,303 @@
+import type { ClientSession, Collection, Document } from 'mongodb';
+import { DocumentNotFoundError } from '../../errors/document-not-found.error';
+import type { LockState } from '../../interfaces/lock-state.interface';
+import type {
+  AcquireAttemptOutcome,
+  AcquireAttemptRequest,
+  AttemptTarget,
+} from '../acquire-attempt';
+import { LONG_ONE, LONG_ZERO, toBigInt, toRemainingMs } from '../bson-values';
+import type { BsonInteger } from '../bson-values';
+import type { LeaseCommands } from '../lease-commands';
+import type { LockProbe } from '../inspect-lock';
+import type { LockChangeStream, SessionSource } from '../lock-document';
+import { isDuplicateKeyError } from '../mongo-error-codes';
+import { RELEASED_OWNERS_KEPT } from '../release-lease';
+import type { ReleaseLeaseOutcome } from '../release-lease';
+import { openDocumentLockChangeStream } from './document-lock-change-stream';
+import { byKey, documentIdOfKey } from './document-key';
+import { DocumentLockFields } from './document-lock-fields';
+
+/** The application collection whose documents carry a lock field. */
+export type DocumentCollection = Pick<
+  Collection<Document>,
+  'findOneAndUpdate' | 'findOne' | 'watch' | 'collectionName'
+>;
+
+interface AttemptReply {
+  doc: Document;
+  remainingMs: BsonInteger;
+}
+
+/** Top-level fields an upsert copies from the filter's equalities (`where`'s plain fields). */
+function upsertedFieldNames(where: Record<string, unknown> | undefined): string[] {
+  return Object.keys(where ?? {})
+    .filter((name) => !name.startsWith('$'))
+    .map((name) => name.split('.')[0]);
+}
+
+function acquirePipeline(
+  fields: DocumentLockFields,
+  { owner, holder, ttlMs, target }: AcquireAttemptRequest,
+): Document[] {
+  const free = {
+    $or: [
+      { $eq: [{ $ifNull: [fields.value('owner'), null] }, null] },
+      { $lte: [fields.value('expiresAt'), '$$NOW'] },
+    ],
+  };
+  const taken = {
+    owner: { $literal: owner },
+    holder: { $literal: holder },
+    // Never below the server's clock in ms: a document deleted and created again still
+    // gets a larger fence than any it had before.
+    fence: {
+      $max: [
+        { $add: [{ $ifNull: [fields.value('fence'), LONG_ZERO] }, LONG_ONE] },
+        { $toLong: '$$NOW' },
+      ],
+    },
+    acquiredAt: '$$NOW',
+    expiresAt: { $add: ['$$NOW', ttlMs] },
+  };
+  const stages: Document[] = [];
+  if (target?.createIfMissing) {
+    // Only the upsert's own new document has nothing but `_id` and the filter's equalities.
+    const fresh = {
+      $and: [
+        { $eq: [{ $type: fields.whole }, 'missing'] },
+        {
+          $setIsSubset: [
+            { $map: { input: { $objectToArray: '$$ROOT' }, in: '$$this.k' } },
+            ['_id', ...upsertedFieldNames(target.where)],
+          ],
+        },
+      ],
+    };
+    const created = { $mergeObjects: [{ $literal: target.createIfMissing }, '$$ROOT'] };
+    stages.push({ $replaceWith: { $cond: [fresh, created, '$$ROOT'] } });
+  }
+  // When held, the lock field is set to itself: a no-op that writes nothing and wakes nobody.
+  stages.push({
+    $set: {
+      [fields.field]: {
+        $cond: [free, { $mergeObjects: [{ $ifNull: [fields.whole, {}] }, taken] }, fields.whole],
+      },
+    },
+  });
+  return stages;
+}
+
+function releasePipeline(fields: DocumentLockFields, owner: string): Document[] {
+  const ours = { $eq: [fields.value('owner'), owner] };
+  const whenOurs = (newValue: unknown, name: string) => ({
+    $cond: [ours, newValue, fields.value(name)],
+  });
+  const live = { $gt: [fields.value('expiresAt'), '$$NOW'] };
+  const previous = {
+    $filter: {
+      input: { $ifNull: [fields.value('releasedOwners'), []] },
+      cond: { $gt: ['$$this.until', '$$NOW'] },
+    },
+  };
+  const withOurs = {
+    $slice: [
+      { $concatArrays: [previous, [{ owner, until: fields.value('expiresAt') }]] },
+      -RELEASED_OWNERS_KEPT,
+    ],
+  };
+  return [
+    {
+      $set: {
+        [fields.path('owner')]: whenOurs(null, 'owner'),
+        [fields.path('releasedOwners')]: whenOurs(
+          { $cond: [live, withOurs, previous] },
+          'releasedOwners',
+        ),
+        [fields.path('releasedHolder')]: whenOurs(fields.value('holder'), 'releasedHolder'),
+        [fields.path('releasedFence')]: whenOurs(fields.value('fence'), 'releasedFence'),
+      },
+    },
+  ];
+}
+
+/**
+ * The lease commands of a lock field in the application's own documents, keyed by
+ * `keyOfDocumentId`. Same rules as the lock collection (server clock, owner tokens, fences that
+ * only grow, a losing attempt writes nothing), but documents are never created (except by
+ * `createIfMissing`) nor removed, and the acquiring round trip also returns the document.
+ */
+export function documentLeaseCommands(
+  collection: DocumentCollection,
+  sessions: SessionSource,
+  fields: DocumentLockFields,
+): LeaseCommands {
+  return {
+    attempt: (request) => attemptDocumentLock(collection, sessions, fields, request),
+    renew: async ({ key, owner, ttlMs }) => {
+      const sentAt = performance.now();
+      const reply = await collection.findOneAndUpdate(
+        { ...byKey(key), ...fields.heldBy(owner) },
+        [{ $set: { [fields.path('expiresAt')]: { $add: ['$$NOW', ttlMs] } } }],
+        { returnDocument: 'after', projection: { _id: 0, remainingMs: fields.remainingMs } },
+      );
+      if (reply === null) return { renewed: false, sentAt };
+      return {
+        renewed: true,
+        sentAt,
+        remainingMs: toRemainingMs(reply.remainingMs as BsonInteger),
+      };
+    },
+    release: (key, owner) => releaseDocumentLock(collection, fields, key, owner),
+    inspect: async (key) => (await probeDocumentLock(collection, undefined, fields, key)).state,
+    probe: (key) => probeDocumentLock(collection, sessions, fields, key),
+    openChangeStream: (options): LockChangeStream =>
+      openDocumentLockChangeStream(collection, fields, options),
+    // The application owns its collection's indexes; `_id` is all a document lock needs.
+    ensureIndexes: async () => undefined,
+  };
+}
+
+async function attemptDocumentLock(
+  collection: DocumentCollection,
+  sessions: SessionSource,
+  fields: DocumentLockFields,
+  request: AcquireAttemptRequest,
+): Promise<AcquireAttemptOutcome> {
+  try {
+    return await attemptOnce(collection, sessions, fields, request);
+  } catch (error) {
+    if (!isDuplicateKeyError(error) || !request.target?.createIfMissing) throw error;
+    try {
+      // Two creators raced: the loser finds the winner's document.
+      return await attemptOnce(collection, sessions, fields, request);
+    } catch (again) {
+      // The document exists but does not meet `where`: the upsert tried to insert its `_id`.
+      if (isDuplicateKeyError(again)) throw notFound(request.key, request.target);
+      throw again;
+    }
+  }
+}
+
+function notFound(key: string, target: AttemptTarget | undefined): DocumentNotFoundError {
+  return new DocumentNotFoundError(
+    `No document with _id ${key}${target?.where ? " that meets the lock's `where`" : ''}`,
+    { id: documentIdOfKey(key) },
+  );
+}
+
+async function attemptOnce(
+  collection: DocumentCollection,
+  sessions: SessionSource,
+  fields: DocumentLockFields,
+  request: AcquireAttemptRequest,
+): Promise<AcquireAttemptOutcome> {
+  const session = sessions.startSession({ causalConsistency: true });
+  try {
+    const sentAt = performance.now();
+    const result = await collection.findOneAndUpdate(
+      { ...request.target?.where, ...byKey(request.key) },
+      acquirePipeline(fields, request),
+      {
+        upsert: request.target?.createIfMissing !== undefined,
+        returnDocument: 'after',
+        projection: { _id: 0, doc: '$$ROOT', remainingMs: fields.remainingMs },
+        includeResultMetadata: true,
+        session,
+      },
+    );
+    const reply = result.value as AttemptReply | null;
+    if (reply === null) throw notFound(request.key, request.target);
+    const lock = (reply.doc[fields.field] ?? {}) as Document;
+    const base = {
+      key: request.key,
+      sentAt,
+      remainingMs: toRemainingMs(reply.remainingMs),
+      operationTime: session.operationTime,
+    };
+    if (lock.owner !== request.owner) {
+      return { ...base, won: false, holderId: (lock.holder as string | undefined) ?? null };
+    }
+    return {
+      ...base,
+      won: true,
+      holderId: request.holder,
+      owner: request.owner,
+      fence: toBigInt(lock.fence as BsonInteger),
+      document: {
+        doc: fields.strip(reply.doc),
+        created: result.lastErrorObject?.upserted !== undefined,
+      },
+    };
+  } finally {
+    await session.endSession();
+  }
+}
+
+async function releaseDocumentLock(
+  collection: DocumentCollection,
+  fields: DocumentLockFields,
+  key: string,
+  owner: string,
+): Promise<ReleaseLeaseOutcome> {
+  const before = await collection.findOneAndUpdate(
+    {
+      ...byKey(key),
+      $or: [{ [fields.path('owner')]: owner }, { [fields.path('releasedOwners.owner')]: owner }],
+    },
+    releasePipeline(fields, owner),
+    {
+      returnDocument: 'before',
+      projection: {
+        _id: 0,
+        ours: { $eq: [fields.value('owner'), owner] },
+        remainingMs: { $subtract: [fields.value('expiresAt'), '$$NOW'] },
+      },
+    },
+  );
+  if (before === null) return 'lost';
+  if (before.ours !== true) return 'released'; // released by an earlier try, while live
+  return toRemainingMs(before.remainingMs as BsonInteger) > 0 ? 'released' : 'expired';
+}
+
+async function probeDocumentLock(
+  collection: DocumentCollection,
+  sessions: SessionSource | undefined,
+  fields: DocumentLockFields,
+  key: string,
+): Promise<LockProbe> {
+  const session: ClientSession | undefined = sessions?.startSession({ causalConsistency: true });
+  try {
+    const sentAt = performance.now();
+    const reply = await collection.findOne(byKey(key), {
+      projection: {
+        _id: 0,
+        lock: fields.whole,
+        live: fields.held,
+        remainingMs: fields.remainingMs,
+      },
+      session,
+    });
+    return {
+      state: reply && toLockState(key, reply),
+      sentAt,
+      operationTime: session?.operationTime,
+    };
+  } finally {
+    await session?.endSession();
+  }
+}
+
+function toLockState(key: string, reply: Document): LockState {
+  const lock = (reply.lock ?? {}) as Document;
+  const held = reply.live === true;
+  return {
+    key,
+    held,
+    holderId: (lock.holder as string | undefined) ?? null,
+    fence: toBigInt(lock.fence as BsonInteger | undefined),
+    remainingMs: held ? toRemainingMs(reply.remainingMs as BsonInteger) : 0,
+    acquiredAt: (lock.acquiredAt as Date | undefined) ?? null,
+    expiresAt: (lock.expiresAt as Date | undefined) ?? null,
+  };
+}

@@ -1,0 +1,46 @@
+/**
+ * Paths of a document lock's fields under the lock field (default `_lock`): `path('owner')`
+ * for filters and `$set`, `value('owner')` for aggregation expressions.
+ */
+export class DocumentLockFields {
+  constructor(readonly field: string) {}
+
+  path(name: string): string {
+    return `${this.field}.${name}`;
+  }
+
+  value(name: string): string {
+    return `$${this.field}.${name}`;
+  }
+
+  /** The whole lock sub-document, in expressions. */
+  get whole(): string {
+    return `$${this.field}`;
+  }
+
+  /** True while a live lease holds the document, by the server clock. */
+  get held() {
+    return {
+      $and: [
+        { $ne: [{ $ifNull: [this.value('owner'), null] }, null] },
+        { $gt: [this.value('expiresAt'), '$$NOW'] },
+      ],
+    };
+  }
+
+  /** Remaining lease in ms, by the server clock of the command. */
+  get remainingMs() {
+    return { $max: [0, { $subtract: [{ $ifNull: [this.value('expiresAt'), '$$NOW'] }, '$$NOW'] }] };
+  }
+
+  /** Filter: `owner` holds a live lease. */
+  heldBy(owner: string): Record<string, unknown> {
+    return { [this.path('owner')]: owner, $expr: { $gt: [this.value('expiresAt'), '$$NOW'] } };
+  }
+
+  /** The document without its lock field. */
+  strip<T extends Record<string, unknown>>(document: T): T {
+    const { [this.field]: _lock, ...rest } = document;
+    return rest as T;
+  }
+}

@@ -1,0 +1,100 @@
+import { Decimal128, Long } from 'mongodb';
+import type { Document } from 'mongodb';
+
+export type DocumentVersionType = 'int' | 'date' | 'decimal128';
+
+/** The version field of a collection's documents, bumped by every write the library makes. */
+export interface DocumentVersion {
+  field: string;
+  type: DocumentVersionType;
+}
+
+const BSON_TYPES: Record<DocumentVersionType, string[]> = {
+  int: ['int', 'long'],
+  date: ['date'],
+  decimal128: ['decimal'],
+};
+
+const DECIMAL_ONE = Decimal128.fromString('1');
+
+/** Filter: the version field exists with the configured type. */
+export function versionTyped(version: DocumentVersion): Document {
+  return { [version.field]: { $type: BSON_TYPES[version.type] } };
+}
+
+/**
+ * What an update-document write adds to bump the version, and what its filter must add:
+ * a date version moves to the server's current time, which must be later than the stored
+ * one (two writes in one millisecond: the second finds no match and is tried again).
+ */
+export function versionBumpOperators(version: DocumentVersion): {
+  operators: Document;
+  filter: Document;
+} {
+  switch (version.type) {
+    case 'int':
+      return { operators: { $inc: { [version.field]: 1 } }, filter: {} };
+    case 'decimal128':
+      return { operators: { $inc: { [version.field]: DECIMAL_ONE } }, filter: {} };
+    case 'date':
+      return {
+        operators: { $currentDate: { [version.field]: { $type: 'date' } } },
+        filter: { $expr: { $lt: [`$${version.field}`, '$$NOW'] } },
+      };
+  }
+}
+
+/** The pipeline stage that bumps the version: +1, or a date strictly later than the stored one. */
+export function versionBumpStage(version: DocumentVersion): Document {
+  const current = `$${version.field}`;
+  const next =
+    version.type === 'int'
+      ? { $add: [current, 1] }
+      : version.type === 'decimal128'
+        ? { $add: [current, DECIMAL_ONE] }
+        : { $max: ['$$NOW', { $add: [current, 1] }] };
+  return { $set: { [version.field]: next } };
+}
+
+/**
+ * A version value as the caller gives it (or as an `If-Match` ETag carries it) in the
+ * field's BSON type; `undefined` when it cannot be one.
+ */
+export function toVersionValue(version: DocumentVersion, value: unknown): unknown {
+  switch (version.type) {
+    case 'int':
+      if (typeof value === 'number' && Number.isSafeInteger(value)) return value;
+      if (typeof value === 'bigint') return Long.fromBigInt(value);
+      if (value instanceof Long) return value;
+      if (typeof value === 'string' && /^-?\d{1,19}$/.test(value)) {
+        const parsed = BigInt(value);
+        return parsed >= BigInt(Number.MIN_SAFE_INTEGER) &&
+          parsed <= BigInt(Number.MAX_SAFE_INTEGER)
+          ? Number(parsed)
+          : Long.fromBigInt(parsed);
+      }
+      return undefined;
+    case 'decimal128':
+      if (value instanceof Decimal128) return value;
+      if (typeof value === 'number' && Number.isFinite(value))
+        return Decimal128.fromString(String(value));
+      if (typeof value === 'string' && /^-?\d+(\.\d+)?$/.test(value))
+        return Decimal128.fromString(value);
+      return undefined;
+    case 'date': {
+      if (value instanceof Date) return Number.isNaN(value.getTime()) ? undefined : value;
+      if (typeof value === 'number' && Number.isSafeInteger(value)) return new Date(value);
+      if (typeof value === 'string' && /^\d{1,16}$/.test(value)) return new Date(Number(value));
+      if (typeof value === 'string' && !Number.isNaN(Date.parse(value))) return new Date(value);
+      return undefined;
+    }
+  }
+}
+
+/** The version as a strong ETag value: `17`, a decimal's digits, a date's epoch milliseconds. */
+export function versionTag(value: unknown): string | undefined {
+  if (typeof value === 'number' || typeof value === 'bigint') return String(value);
+  if (value instanceof Long || value instanceof Decimal128) return value.toString();
+  if (value instanceof Date) return String(value.getTime());
+  return undefined;
+}

@@ -1,0 +1,273 @@
+import { Long } from 'mongodb';
+import type { Document } from 'mongodb';
+import { DocumentLockedError } from '../../errors/document-locked.error';
+import { DocumentNotFoundError } from '../../errors/document-not-found.error';
+import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error';
+import { VersionConflictError } from '../../errors/version-conflict.error';
+import { toRemainingMs } from '../bson-values';
+import type { BsonInteger } from '../bson-values';
+import { RELEASED_OWNERS_KEPT } from '../release-lease';
+import type { DocumentCollection } from './document-lease-commands';
+import { byKey, documentIdOfKey } from './document-key';
+import type { DocumentLockFields } from './document-lock-fields';
+import { versionBumpOperators, versionBumpStage, versionTyped } from './document-version';
+import type { DocumentVersion } from './document-version';
+
+/** An update document (`{ $set: … }`) or an update pipeline (`[{ $set: … }]`). */
+export type DocumentUpdate = Document | Document[];
+
+/** Where a collection's document writes go, and how they are checked. */
+export interface DocumentWriteTarget {
+  collection: DocumentCollection;
+  fields: DocumentLockFields;
+  version: DocumentVersion | undefined;
+}
+
+/** The lock a commit gives up, as its handle knows it. */
+export interface CommitUnlock {
+  holder: string;
+  fence: bigint;
+  /** Wall-clock estimate of the lease's end: how long a retried release may recognise it. */
+  leaseEnd: Date;
+}
+
+/** How often a date version's write is tried again when it met a version from the same ms. */
+const SAME_MILLISECOND_TRIES = 5;
+
+function isPipeline(update: DocumentUpdate | undefined): update is Document[] {
+  return Array.isArray(update);
+}
+
+function isEmpty(update: DocumentUpdate | undefined): boolean {
+  return (
+    update === undefined ||
+    (isPipeline(update) ? update.length === 0 : Object.keys(update).length === 0)
+  );
+}
+
+function and(...filters: Document[]): Document {
+  const parts = filters.filter((filter) => Object.keys(filter).length > 0);
+  return parts.length === 1 ? parts[0] : { $and: parts };
+}
+
+/** Adds `extra`'s operators to `update`'s (the caller checked they name different fields). */
+function mergeOperators(update: Document, extra: Document): Document {
+  const merged: Document = { ...update };
+  for (const [operator, fields] of Object.entries(extra)) {
+    merged[operator] = { ...(merged[operator] as Document | undefined), ...(fields as Document) };
+  }
+  return merged;
+}
+
+function unlockStage(fields: DocumentLockFields, owner: string): Document {
+  const previous = {
+    $filter: {
+      input: { $ifNull: [fields.value('releasedOwners'), []] },
+      cond: { $gt: ['$$this.until', '$$NOW'] },
+    },
+  };
+  return {
+    $set: {
+      [fields.path('owner')]: null,
+      [fields.path('releasedHolder')]: fields.value('holder'),
+      [fields.path('releasedFence')]: fields.value('fence'),
+      [fields.path('releasedOwners')]: {
+        $slice: [
+          { $concatArrays: [previous, [{ owner, until: fields.value('expiresAt') }]] },
+          -RELEASED_OWNERS_KEPT,
+        ],
+      },
+    },
+  };
+}
+
+function unlockOperators(
+  fields: DocumentLockFields,
+  owner: string,
+  unlock: CommitUnlock,
+): Document {
+  return {
+    $set: {
+      [fields.path('owner')]: null,
+      [fields.path('releasedHolder')]: unlock.holder,
+      [fields.path('releasedFence')]: Long.fromBigInt(unlock.fence),
+    },
+    $push: {
+      [fields.path('releasedOwners')]: {
+        $each: [{ owner, until: unlock.leaseEnd }],
+        $slice: -RELEASED_OWNERS_KEPT,
+      },
+    },
+  };
+}
+
+/** The update and filter additions of one write: the caller's update, the version bump, the unlock. */
+function composeWrite(
+  target: DocumentWriteTarget,
+  update: DocumentUpdate | undefined,
+  unlock: { owner: string; lock: CommitUnlock } | undefined,
+): { update: DocumentUpdate; filter: Document } {
+  const { fields, version } = target;
+  const bump = version && !isEmpty(update);
+  if (isPipeline(update) || isEmpty(update)) {
+    const stages = isPipeline(update) ? [...update] : [];
+    if (bump) stages.push(versionBumpStage(version));
+    if (unlock) stages.push(unlockStage(fields, unlock.owner));
+    return { update: stages, filter: bump ? versionTyped(version) : {} };
+  }
+  let operators = update as Document;
+  let filter: Document = {};
+  if (bump) {
+    const versionBump = versionBumpOperators(version);
+    operators = mergeOperators(operators, versionBump.operators);
+    filter = and(versionTyped(version), versionBump.filter);
+  }
+  if (unlock)
+    operators = mergeOperators(operators, unlockOperators(fields, unlock.owner, unlock.lock));
+  return { update: operators, filter };
+}
+
+/**
+ * A write that applies only while `owner` holds a live lease on the document; with `unlock`
+ * (a commit) it also gives the lock up, in the same write. Resolves to the new document
+ * (without the lock field), or `null` when the lease was not ours any more: nothing was written.
+ */
+export async function writeWhileHeld(
+  target: DocumentWriteTarget,
+  key: string,
+  owner: string,
+  update: DocumentUpdate | undefined,
+  unlock?: CommitUnlock,
+): Promise<Document | null> {
+  const write = composeWrite(target, update, unlock && { owner, lock: unlock });
+  for (let tries = 1; ; tries += 1) {
+    const written = await target.collection.findOneAndUpdate(
+      and(
+        { ...byKey(key), [target.fields.path('owner')]: owner },
+        heldExpr(target.fields),
+        write.filter,
+      ),
+      write.update,
+      { returnDocument: 'after', projection: { [target.fields.field]: 0 } },
+    );
+    if (written !== null) return written;
+    const state = await readWriteState(target, key, owner);
+    if (!state.ours) return null;
+    if (!state.versionTyped) throw badVersionField(target, key);
+    if (tries >= SAME_MILLISECOND_TRIES) return null;
+    await new Promise((resolve) => setTimeout(resolve, 1)); // a date version from this very ms
+  }
+}
+
+/**
+ * Applies `update` only if the version field still equals `expected` and no live lease holds
+ * the document, bumping the version in the same write.
+ */
+export async function updateIfCurrent(
+  target: DocumentWriteTarget & { version: DocumentVersion },
+  key: string,
+  expected: unknown,
+  update: DocumentUpdate,
+): Promise<Document> {
+  const { fields, version } = target;
+  const write = composeWrite(target, isEmpty(update) ? [] : update, undefined);
+  // An empty update still bumps the version: the caller asked for a versioned write.
+  const bumped = isEmpty(update)
+    ? { update: [versionBumpStage(version)], filter: versionTyped(version) }
+    : write;
+  for (let tries = 1; ; tries += 1) {
+    const written = await target.collection.findOneAndUpdate(
+      and(
+        { ...byKey(key), [version.field]: expected },
+        { $expr: { $not: [fields.held] } },
+        bumped.filter,
+      ),
+      bumped.update,
+      { returnDocument: 'after', projection: { [fields.field]: 0 } },
+    );
+    if (written !== null) return written;
+    const state = await target.collection.findOne(byKey(key), {
+      projection: {
+        _id: 0,
+        version: `$${version.field}`,
+        typed: { $in: [{ $type: `$${version.field}` }, versionTypesOf(version)] },
+        held: fields.held,
+        holder: fields.value('holder'),
+        remainingMs: fields.remainingMs,
+      },
+    });
+    const id = documentIdOfKey(key);
+    if (state === null) throw new DocumentNotFoundError(`No document with _id ${key}`, { id });
+    if (state.typed !== true) throw badVersionField(target, key);
+    if (!sameVersion(state.version, expected)) {
+      throw new VersionConflictError(
+        `Document ${key} is at version ${String(state.version)}, not ${String(expected)}: ` +
+          'someone else wrote it meanwhile',
+        { id, expected, current: state.version },
+      );
+    }
+    if (state.held === true) {
+      const retryAfterMs = toRemainingMs(state.remainingMs as BsonInteger);
+      throw new DocumentLockedError(
+        `Document ${key} is locked by ${String(state.holder)} for another ${retryAfterMs} ms`,
+        { id, retryAfterMs, holderId: (state.holder as string | undefined) ?? undefined },
+      );
+    }
+    if (tries >= SAME_MILLISECOND_TRIES) {
+      throw new VersionConflictError(`Document ${key} kept changing; try again`, {
+        id,
+        expected,
+        current: state.version,
+      });
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+}
+
+function versionTypesOf(version: DocumentVersion): string[] {
+  return (versionTyped(version)[version.field] as { $type: string[] }).$type;
+}
+
+function sameVersion(a: unknown, b: unknown): boolean {
+  const text = (value: unknown) =>
+    value instanceof Date ? `d${value.getTime()}` : `v${String(value)}`;
+  return text(a) === text(b);
+}
+
+function heldExpr(fields: DocumentLockFields): Document {
+  return { $expr: { $gt: [fields.value('expiresAt'), '$$NOW'] } };
+}
+
+async function readWriteState(
+  target: DocumentWriteTarget,
+  key: string,
+  owner: string,
+): Promise<{ ours: boolean; versionTyped: boolean }> {
+  const { fields, version } = target;
+  const state = await target.collection.findOne(byKey(key), {
+    projection: {
+      _id: 0,
+      ours: {
+        $and: [
+          { $eq: [fields.value('owner'), owner] },
+          { $gt: [fields.value('expiresAt'), '$$NOW'] },
+        ],
+      },
+      ...(version
+        ? { typed: { $in: [{ $type: `$${version.field}` }, versionTypesOf(version)] } }
+        : {}),
+    },
+  });
+  return {
+    ours: state?.ours === true,
+    versionTyped: version === undefined || state?.typed === true,
+  };
+}
+
+function badVersionField(target: DocumentWriteTarget, key: string): InvalidLockOptionsError {
+  const version = target.version as DocumentVersion;
+  return new InvalidLockOptionsError(
+    `Document ${key} has no ${version.type} in its version field ${JSON.stringify(version.field)}`,
+    { option: 'version' },
+  );
+}

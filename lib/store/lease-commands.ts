@@ -1,0 +1,45 @@
+import type { LockState } from '../interfaces/lock-state.interface';
+import type { AcquireAttemptOutcome, AcquireAttemptRequest } from './acquire-attempt';
+import { attemptAcquire } from './acquire-attempt';
+import { ensureLockIndexes } from './ensure-indexes';
+import { inspectLock, probeLock } from './inspect-lock';
+import type { LockProbe } from './inspect-lock';
+import { openLockChangeStream } from './lock-change-stream';
+import type { OpenLockChangeStreamOptions } from './lock-change-stream';
+import type { LockChangeStream, LockCollection, SessionSource } from './lock-document';
+import { releaseLease } from './release-lease';
+import type { ReleaseLeaseOutcome } from './release-lease';
+import { renewLease } from './renew-lease';
+import type { RenewLeaseOutcome, RenewLeaseRequest } from './renew-lease';
+
+/**
+ * The single-round-trip lease commands of one place where leases live: the lock collection
+ * (one document per key), or a lock field in the application's own documents. `LockStore`
+ * bounds, tracks and cleans up after them the same way for both.
+ */
+export interface LeaseCommands {
+  attempt(request: AcquireAttemptRequest): Promise<AcquireAttemptOutcome>;
+  renew(request: RenewLeaseRequest): Promise<RenewLeaseOutcome>;
+  release(key: string, owner: string): Promise<ReleaseLeaseOutcome>;
+  inspect(key: string): Promise<LockState | null>;
+  probe(key: string): Promise<LockProbe>;
+  openChangeStream(options: OpenLockChangeStreamOptions): LockChangeStream;
+  ensureIndexes(): Promise<void>;
+}
+
+/** The lock collection's commands (see ARCHITECTURE.md §3). */
+export function lockCollectionCommands(
+  collection: LockCollection,
+  sessions: SessionSource,
+  idleRetentionMs: number,
+): LeaseCommands {
+  return {
+    attempt: (request) => attemptAcquire(collection, sessions, request),
+    renew: (request) => renewLease(collection, request),
+    release: (key, owner) => releaseLease(collection, { key, owner, idleRetentionMs }),
+    inspect: (key) => inspectLock(collection, key),
+    probe: (key) => probeLock(collection, sessions, key),
+    openChangeStream: (options) => openLockChangeStream(collection, options),
+    ensureIndexes: () => ensureLockIndexes(collection),
+  };
+}

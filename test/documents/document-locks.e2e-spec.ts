@@ -1,0 +1,245 @@
+import { firstValueFrom } from 'rxjs';
+import { Decimal128, ObjectId } from 'mongodb';
+import type { Collection, Document } from 'mongodb';
+import {
+  DocumentLockedError,
+  DocumentNotFoundError,
+  InvalidLockKeyError,
+  InvalidLockOptionsError,
+  LockLostError,
+  LockNotAcquiredError,
+  VersionConflictError,
+} from '../../lib/errors';
+import { LockTestKit } from '../lock-service/lock-test-kit';
+
+jest.setTimeout(60_000);
+
+interface Account extends Document {
+  _id: string;
+  balance: number;
+  tenant?: string;
+  version?: number;
+}
+
+describe('Document locks', () => {
+  const kit = LockTestKit.forSuite();
+  let seq = 0;
+  let accounts: Collection<Account>;
+  let collectionName: string;
+
+  beforeEach(async () => {
+    seq += 1;
+    collectionName = `accounts_${seq}`;
+    const client = await kit.client();
+    accounts = client.db(kit.mongo.dbName).collection<Account>(collectionName);
+    await accounts.insertMany([
+      { _id: 'a', balance: 100, tenant: 't1', version: 1 },
+      { _id: 'b', balance: 5, tenant: 't2', version: 1 },
+    ]);
+  });
+
+  it('locks a document, returns it without the lock field, and refuses a second holder', async () => {
+    const one = (await kit.service()).documents<Account>(collectionName);
+    const two = (await kit.service()).documents<Account>(collectionName);
+    const lock = await one.acquire('a');
+    expect(lock.doc).toEqual({ _id: 'a', balance: 100, tenant: 't1', version: 1 });
+    expect(lock.created).toBe(false);
+    expect(await two.tryAcquire('a')).toBeNull();
+    const stored = await accounts.findOne({ _id: 'a' });
+    expect(stored?._lock).toMatchObject({ holder: expect.any(String) });
+    await lock.release();
+    const again = await two.acquire('a');
+    expect(again.fence).toBeGreaterThan(lock.fence);
+    await again.release();
+  });
+
+  it('commit writes and unlocks in one update; the next holder sees the write', async () => {
+    const docs = (await kit.service()).documents<Account>(collectionName);
+    const lock = await docs.acquire('a');
+    const after = await lock.commit({ $inc: { balance: -30 } });
+    expect(after).toEqual({ _id: 'a', balance: 70, tenant: 't1', version: 1 });
+    expect(lock.released).toBe(true);
+    await lock.release(); // resolves after a commit
+    const next = await docs.tryAcquire('a');
+    expect(next?.doc.balance).toBe(70);
+    await next?.release();
+  });
+
+  it('wakes a waiter when the holder commits, through the change stream', async () => {
+    const holder = (await kit.service()).documents<Account>(collectionName);
+    const waiter = (await kit.service()).documents<Account>(collectionName);
+    const lock = await holder.acquire('a');
+    const waiting = waiter.acquire('a', { timeoutMs: 10_000 });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const started = performance.now();
+    await lock.commit([{ $set: { balance: { $add: ['$balance', 1] } } }]);
+    const next = await waiting;
+    expect(performance.now() - started).toBeLessThan(2_000);
+    expect(next.doc.balance).toBe(101);
+    await next.release();
+  });
+
+  it('a holder whose lease was taken over cannot update nor commit', async () => {
+    const first = (await kit.service()).documents<Account>(collectionName);
+    const second = (await kit.service()).documents<Account>(collectionName);
+    const stale = await first.acquire('a', { ttlMs: 1_000, renew: false });
+    await new Promise((resolve) => setTimeout(resolve, 1_200));
+    const current = await second.acquire('a');
+    await expect(stale.update({ $inc: { balance: -1 } })).rejects.toBeInstanceOf(LockLostError);
+    await expect(stale.commit({ $inc: { balance: -1 } })).rejects.toBeInstanceOf(LockLostError);
+    expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(100);
+    await current.commit({ $inc: { balance: 1 } });
+    expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(101);
+  });
+
+  it('fails at once with DocumentNotFoundError for a missing document or an unmet where', async () => {
+    const docs = (await kit.service()).documents<Account>(collectionName);
+    await expect(docs.acquire('missing', { timeoutMs: 5_000 })).rejects.toBeInstanceOf(
+      DocumentNotFoundError,
+    );
+    await expect(docs.acquire('a', { where: { tenant: 't2' } })).rejects.toBeInstanceOf(
+      DocumentNotFoundError,
+    );
+    const lock = await docs.acquire('a', { where: { tenant: 't1' } });
+    await lock.release();
+  });
+
+  it('createIfMissing inserts once when callers race, and locks an existing document untouched', async () => {
+    const services = await Promise.all([1, 2, 3, 4].map(() => kit.service()));
+    const results = await Promise.all(
+      services.map((service) =>
+        service
+          .documents<Account>(collectionName)
+          .withLock('new', async (lock) => lock.created, { createIfMissing: { balance: 0 } }),
+      ),
+    );
+    expect(results.filter(Boolean)).toHaveLength(1);
+    expect(await accounts.findOne({ _id: 'new' }, { projection: { _lock: 0 } })).toEqual({
+      _id: 'new',
+      balance: 0,
+    });
+    const existing = await services[0]
+      .documents<Account>(collectionName)
+      .acquire('a', { createIfMissing: { balance: 999 } });
+    expect(existing.created).toBe(false);
+    expect(existing.doc.balance).toBe(100);
+    await existing.release();
+  });
+
+  it('createIfMissing with where: an existing document of another tenant is not found, not overwritten', async () => {
+    const docs = (await kit.service()).documents<Account>(collectionName);
+    await expect(
+      docs.acquire('b', { where: { tenant: 't1' }, createIfMissing: { balance: 0, tenant: 't1' } }),
+    ).rejects.toBeInstanceOf(DocumentNotFoundError);
+    expect((await accounts.findOne({ _id: 'b' }))?.tenant).toBe('t2');
+    const created = await docs.acquire('c', {
+      where: { tenant: 't1' },
+      createIfMissing: { balance: 0 },
+    });
+    expect(created.created).toBe(true);
+    expect(created.doc).toEqual({ _id: 'c', tenant: 't1', balance: 0 });
+    await created.release();
+  });
+
+  it('updateIfCurrent applies at the expected version, bumps it, and reports conflicts', async () => {
+    const docs = (await kit.service()).documents<Account>(collectionName, {
+      version: { field: 'version' },
+    });
+    const updated = await docs.updateIfCurrent('a', 1, { $set: { balance: 50 } });
+    expect(updated).toEqual({ _id: 'a', balance: 50, tenant: 't1', version: 2 });
+    const conflict = await docs.updateIfCurrent('a', 1, { $set: { balance: 0 } }).catch((e) => e);
+    expect(conflict).toBeInstanceOf(VersionConflictError);
+    expect(conflict).toMatchObject({ expected: 1, current: 2 });
+    await expect(docs.updateIfCurrent('zzz', 1, { $set: { balance: 0 } })).rejects.toBeInstanceOf(
+      DocumentNotFoundError,
+    );
+    const lock = await docs.acquire('a');
+    await expect(docs.updateIfCurrent('a', 2, { $set: { balance: 0 } })).rejects.toBeInstanceOf(
+      DocumentLockedError,
+    );
+    const committed = await lock.commit({ $set: { balance: 1 } });
+    expect(committed.version).toBe(3);
+    expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(1);
+  });
+
+  it('date and decimal128 versions strictly increase', async () => {
+    await accounts.insertOne({
+      _id: 'd',
+      balance: 0,
+      at: new Date(0),
+      dec: Decimal128.fromString('1.5'),
+    });
+    const dated = (await kit.service()).documents(collectionName, {
+      version: { field: 'at', type: 'date' },
+    });
+    let previous = 0;
+    for (let i = 0; i < 5; i += 1) {
+      const current = await dated.acquire('d');
+      const written = await current.commit({ $inc: { balance: 1 } });
+      const at = (written.at as Date).getTime();
+      expect(at).toBeGreaterThan(previous);
+      previous = at;
+    }
+    const decimal = (await kit.service()).documents(collectionName, {
+      version: { field: 'dec', type: 'decimal128' },
+    });
+    const after = await decimal.updateIfCurrent('d', Decimal128.fromString('1.5'), [
+      { $set: { balance: 0 } },
+    ]);
+    expect(String(after.dec)).toBe('2.5');
+  });
+
+  it('refuses bad input with typed errors and writes nothing', async () => {
+    const service = await kit.service();
+    expect(() => service.documents(collectionName, { lockField: 'a.b' })).toThrow(
+      InvalidLockOptionsError,
+    );
+    expect(() => service.documents(collectionName, { lockField: '$x' })).toThrow(
+      InvalidLockOptionsError,
+    );
+    const docs = service.documents<Account>(collectionName, { version: { field: 'version' } });
+    await expect(docs.acquire({ $gt: '' })).rejects.toBeInstanceOf(InvalidLockKeyError);
+    await expect(docs.acquire(/a/)).rejects.toBeInstanceOf(InvalidLockKeyError);
+    await expect(
+      docs.updateIfCurrent('a', { $gt: 0 }, { $set: { balance: 0 } }),
+    ).rejects.toBeInstanceOf(InvalidLockOptionsError);
+    const lock = await docs.acquire('a');
+    await expect(lock.update({ balance: 0 })).rejects.toBeInstanceOf(InvalidLockOptionsError);
+    await expect(lock.update({ $set: { _lock: null } })).rejects.toBeInstanceOf(
+      InvalidLockOptionsError,
+    );
+    await lock.release();
+    const typed = service.documents(collectionName, { idType: 'objectId' });
+    await expect(typed.acquire('not-an-id')).rejects.toBeInstanceOf(InvalidLockKeyError);
+    await expect(typed.acquire(new ObjectId().toHexString())).rejects.toBeInstanceOf(
+      DocumentNotFoundError,
+    );
+    expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(100);
+  });
+
+  it('a replacement by code that ignores the lock wipes it: the holder learns, waiters wake', async () => {
+    const holder = (await kit.service()).documents<Account>(collectionName);
+    const waiter = (await kit.service()).documents<Account>(collectionName);
+    const lock = await holder.acquire('a');
+    const woken = firstValueFrom(waiter.waitForRelease('a'));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await accounts.replaceOne({ _id: 'a' }, { _id: 'a', balance: 1 });
+    await woken;
+    await expect(lock.commit({ $inc: { balance: 1 } })).rejects.toBeInstanceOf(LockLostError);
+    expect(lock.lost).toBe(true);
+    expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(1);
+  });
+
+  it('times out with LockNotAcquiredError while another holds the document', async () => {
+    const holder = (await kit.service()).documents<Account>(collectionName);
+    const waiter = (await kit.service()).documents<Account>(collectionName);
+    const lock = await holder.acquire('a');
+    await expect(waiter.acquire('a', { timeoutMs: 300 })).rejects.toBeInstanceOf(
+      LockNotAcquiredError,
+    );
+    const state = await waiter.inspect('a');
+    expect(state).toMatchObject({ held: true, holderId: expect.any(String) });
+    await lock.release();
+    expect((await waiter.inspect('a'))?.held).toBe(false);
+  });
+});
