@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { DocumentNotFoundError } from './errors/document-not-found.error';
 import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
 import type { HeldLocks } from './held-locks';
 import { localLeaseEnd } from './lease-keeper';
@@ -59,6 +60,8 @@ class Acquisition {
       this.target,
     );
     return attempt.catch((error: unknown) => {
+      // A document that is not there was answered for: nothing was written.
+      if (error instanceof DocumentNotFoundError) throw error;
       // No reply: the write may have happened.
       if (this.ended) this.giveBackUncertain(key);
       else this.uncertain.add(key);

@@ -214,9 +214,13 @@ export class DocumentLocks<T extends Document = Document> {
     )) as WithId<T>;
   }
 
-  /** Stops the change stream; the service closes the client. @internal */
-  close(): Promise<void> {
-    return this.waiting.close();
+  /**
+   * Stops the change stream and waits (bounded) for give-backs still on their way; the
+   * service closes the client after. @internal
+   */
+  async close(): Promise<void> {
+    await this.waiting.close();
+    await this.store?.close();
   }
 
   /** The change stream's state and waiters, for diagnostics. @internal */

@@ -242,4 +242,27 @@ describe('Document locks', () => {
     await lock.release();
     expect((await waiter.inspect('a'))?.held).toBe(false);
   });
+
+  it('shutdown tells the holder and releases its document lock', async () => {
+    const service = await kit.service();
+    const lock = await service.documents<Account>(collectionName).acquire('a');
+    await service.close();
+    expect(lock.lost).toBe(true);
+    expect(lock.signal.aborted).toBe(true);
+    const stored = await accounts.findOne({ _id: 'a' });
+    expect(stored?._lock).toMatchObject({ owner: null });
+  });
+
+  it('the server decides: a write by a holder whose lease the server gave away lands nowhere', async () => {
+    const docs = (await kit.service()).documents<Account>(collectionName);
+    // The holder still believes it holds (as a paused process would); the server says otherwise.
+    const overtaken = await docs.acquire('a');
+    await accounts.updateOne({ _id: 'a' }, { $set: { '_lock.owner': 'someone-else' } });
+    await expect(overtaken.update({ $inc: { balance: -1 } })).rejects.toBeInstanceOf(LockLostError);
+    const expired = await docs.acquire('b');
+    await accounts.updateOne({ _id: 'b' }, { $set: { '_lock.expiresAt': new Date(0) } });
+    await expect(expired.commit({ $inc: { balance: -1 } })).rejects.toBeInstanceOf(LockLostError);
+    expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(100);
+    expect((await accounts.findOne({ _id: 'b' }))?.balance).toBe(5);
+  });
 });
