@@ -81,10 +81,28 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return prototype === Object.prototype || prototype === null;
 }
 
-function hasOperatorKey(value: unknown): boolean {
-  if (Array.isArray(value)) return value.some(hasOperatorKey);
+/** Every key of a filter, inside `$and`/`$or`/`$nor` and nested documents too. */
+function keysAtAnyDepth(value: unknown): string[] {
+  if (Array.isArray(value)) return value.flatMap(keysAtAnyDepth);
+  if (typeof value !== 'object' || value === null) return [];
+  if (value instanceof Map) return [...value.keys()].map(String);
+  return Object.entries(value).flatMap(([key, inner]) => [key, ...keysAtAnyDepth(inner)]);
+}
+
+/** A value an `_id` may be: a scalar, a BSON value, or a plain document of those without `$` keys. */
+function isIdValue(value: unknown, depth = 0): boolean {
+  if (depth > 20) return false;
+  if (typeof value === 'string') return !value.includes('\0');
+  if (typeof value === 'number') return Number.isFinite(value);
+  if (value instanceof Date) return !Number.isNaN(value.getTime());
+  if (typeof value !== 'object' || value === null) return false;
+  if (typeof (value as { _bsontype?: unknown })._bsontype === 'string') {
+    return (value as { _bsontype: string })._bsontype !== 'BSONRegExp';
+  }
   if (!isPlainObject(value)) return false;
-  return Object.entries(value).some(([key, inner]) => key.startsWith('$') || hasOperatorKey(inner));
+  return Object.entries(value).every(
+    ([key, inner]) => !key.startsWith('$') && isIdValue(inner, depth + 1),
+  );
 }
 
 function badId(id: unknown, why: string): never {
@@ -118,17 +136,12 @@ export function resolveDocumentId(
     if (!Number.isFinite(id)) badId(id, 'must be a finite number');
     return id;
   }
-  if (
-    typeof id === 'function' ||
-    typeof id === 'symbol' ||
-    typeof id === 'bigint' ||
-    typeof id === 'boolean'
-  ) {
-    badId(id, 'is not a usable _id');
+  if (id instanceof Date) return id;
+  // A plain document (no `$` keys at any depth) or a BSON value (ObjectId, Long, UUID…);
+  // anything else (a Map, a class instance) would be serialised into a filter we did not mean.
+  if (!isIdValue(id) || id instanceof RegExp) {
+    badId(id, 'is not a usable _id (a string, number, Date, BSON value or plain document)');
   }
-  if (id instanceof RegExp || Array.isArray(id))
-    badId(id, 'is not a usable _id (a regex or an array would match other documents)');
-  if (hasOperatorKey(id)) badId(id, 'contains a $ operator');
   return id;
 }
 
@@ -145,7 +158,7 @@ export function resolveAttemptTarget(
     name === '_id' || name === settings.lockField || name.startsWith(`${settings.lockField}.`);
   if (where !== undefined) {
     if (!isPlainObject(where)) bad('where', 'must be a filter object');
-    const reserved = Object.keys(where).find(touchesReserved);
+    const reserved = keysAtAnyDepth(where).find(touchesReserved);
     if (reserved) bad('where', `must not name ${reserved}: the lock sets those conditions itself`);
   }
   let createIfMissing: Record<string, unknown> | undefined;
@@ -158,7 +171,7 @@ export function resolveAttemptTarget(
       }
     }
     const { _id: _ignored, ...fields } = create;
-    createIfMissing = { ...initialVersion(settings.version), ...fields };
+    createIfMissing = mergeDeep(initialVersion(settings.version), fields);
   }
   return { where: where, createIfMissing };
 }
@@ -168,14 +181,29 @@ function sameId(a: unknown, b: unknown): boolean {
 }
 
 function initialVersion(version: DocumentVersion | undefined): Document {
-  if (!version || version.field.includes('.')) return {};
+  if (!version) return {};
   const initial =
     version.type === 'int'
       ? 0
       : version.type === 'decimal128'
         ? Decimal128.fromString('0')
         : new Date(0);
-  return { [version.field]: initial };
+  // `meta.v` starts as `{ meta: { v: 0 } }`.
+  return version.field
+    .split('.')
+    .reverse()
+    .reduce<unknown>((inner, name) => ({ [name]: inner }), initial) as Document;
+}
+
+/** `base` with `extra`'s fields, nested plain documents merged rather than replaced. */
+function mergeDeep(base: Document, extra: Document): Document {
+  const merged: Document = { ...base };
+  for (const [name, value] of Object.entries(extra) as [string, unknown][]) {
+    const current: unknown = merged[name];
+    merged[name] =
+      isPlainObject(current) && isPlainObject(value) ? mergeDeep(current, value) : value;
+  }
+  return merged;
 }
 
 const UPDATE_OPERATORS = new Set([
@@ -233,13 +261,15 @@ export function resolveDocumentUpdate(
         bad('update', 'pipelines may only have $set, $addFields and $unset stages');
       }
       const body = (stage as Record<string, unknown>)[names[0]];
-      const paths =
-        typeof body === 'string'
-          ? [body]
-          : Array.isArray(body)
-            ? (body as string[])
-            : Object.keys(body as object);
-      checkPaths(paths.map(String));
+      const unsetPaths = typeof body === 'string' ? [body] : Array.isArray(body) ? body : undefined;
+      if (names[0] === '$unset' && unsetPaths?.every((path) => typeof path === 'string')) {
+        checkPaths(unsetPaths);
+      } else if (isPlainObject(body)) {
+        checkPaths(Object.keys(body));
+      } else {
+        // A Map or a class instance would be serialised with fields we cannot see here.
+        bad('update', `a ${names[0]} stage needs a plain object of fields`);
+      }
     }
     return update as Document[];
   }

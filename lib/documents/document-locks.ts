@@ -149,15 +149,13 @@ export class DocumentLocks<T extends Document = Document> {
       if (!handle.released) await handle.release().catch(() => undefined);
       throw error;
     }
-    if (!handle.released) {
-      try {
-        await handle.release();
-      } catch (error) {
-        if (error instanceof LockLostError) throw error;
-        this.host.logger.warn(`Could not release document ${handle.key}: ${String(error)}`);
-      }
-    } else if (handle.inner.lostReason) {
-      throw handle.inner.lostReason;
+    try {
+      // After a commit this resolves at once (the server confirmed it, even if its reply
+      // came after the local deadline); otherwise it releases.
+      await handle.release();
+    } catch (error) {
+      if (error instanceof LockLostError) throw error;
+      this.host.logger.warn(`Could not release document ${handle.key}: ${String(error)}`);
     }
     return result;
   }

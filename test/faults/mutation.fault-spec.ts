@@ -1,6 +1,7 @@
 import { cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { startFaultServer, type FaultServer } from '../support/fault-server';
+import { runDocumentCommit } from './scenarios/document-commit';
 import { runEarlyGrantProbe } from './scenarios/early-grant-probe';
 
 // The checker is only trusted once a deliberately broken library makes the suite fail
@@ -22,6 +23,16 @@ const earlyGrant = "{ $lte: ['$expiresAt', { $add: ['$$NOW', 300] }] }";
 
 /** Copies the library to `target`, with leases counted as ended 300 ms before they do. */
 function makeEarlyGrantMutant(target: string): void {
+  makeMutant(target, patchedFile, anchor, earlyGrant);
+}
+
+/** Copies the library to `target`, with `anchor` in `file` replaced by `replacement` (exactly once). */
+function makeMutant(
+  target: string,
+  patchedFile: string,
+  anchor: string,
+  replacement: string,
+): void {
   rmSync(target, { recursive: true, force: true });
   mkdirSync(path.dirname(target), { recursive: true });
   cpSync(sourceLib, target, {
@@ -38,8 +49,8 @@ function makeEarlyGrantMutant(target: string): void {
     );
   }
   // A function, not a string: `$$` in a replacement string would collapse to `$`.
-  const mutated = source.replace(anchor, () => earlyGrant);
-  if (!mutated.includes(earlyGrant)) throw new Error('Mutation test: the patch did not apply');
+  const mutated = source.replace(anchor, () => replacement);
+  if (!mutated.includes(replacement)) throw new Error('Mutation test: the patch did not apply');
   writeFileSync(file, mutated);
 }
 
@@ -77,3 +88,67 @@ describe('mutation test: a library granting locks 300 ms before the lease ends',
     expect(caught.length).toBeGreaterThan(0);
   });
 });
+
+/**
+ * Document commits that land without proving the lease is still ours: `writeWhileHeld`'s
+ * filter loses its lease-liveness check (`$expr` on `$$NOW`), or its owner check. The
+ * document-commit scenario (scenarios/document-commit.ts) must catch each: a holder frozen
+ * past its lease and thawed while nobody took the lock commits late on its own expired lease
+ * (no `$expr`); one thawed after another process took it commits over the new holder's lease
+ * (no owner check).
+ */
+const documentWrites = 'store/documents/document-writes.ts';
+const documentMutants = [
+  {
+    name: 'no lease-liveness check',
+    anchor: 'heldExpr(target.fields),',
+    replacement: '{}, // mutant: no lease-liveness check',
+  },
+  {
+    name: 'no owner check',
+    anchor: "{ ...byKey(key), [target.fields.path('owner')]: owner },",
+    replacement: '{ ...byKey(key) }, // mutant: no owner check',
+  },
+];
+
+describe.each(documentMutants)(
+  'mutation test: document commit with $name in its filter',
+  ({ name, anchor: documentAnchor, replacement }) => {
+    let server: FaultServer;
+    const mutantDir = path.join(
+      copiesRoot,
+      `document-${name.replace(/\W+/g, '-')}-${process.pid}`,
+      'lib',
+    );
+
+    beforeAll(async () => {
+      server = await startFaultServer();
+    });
+
+    afterAll(async () => {
+      await server?.stop();
+      if (!process.env.FAULT_KEEP_MUTANT) {
+        rmSync(path.dirname(mutantDir), { recursive: true, force: true });
+      }
+    });
+
+    it('is caught by the document-commit scenario', async () => {
+      makeMutant(mutantDir, documentWrites, documentAnchor, replacement);
+      const outcome = await runDocumentCommit(server, { libDir: mutantDir, durationMs: 10_000 });
+      process.stdout.write(
+        `\nMutation test (document commit, ${name}, ${server.kind} server): ` +
+          `${outcome.operations} sections, ${outcome.notes ?? ''}\n` +
+          outcome.violations
+            .slice(0, 6)
+            .map((v) => `  ${v.kind}: ${v.detail}\n`)
+            .join('') +
+          '\n',
+      );
+      // The late commit that landed is what must be caught; the rest follows from it.
+      const lateLanded = outcome.violations.filter((v) =>
+        v.detail.includes('frozen past its lease'),
+      );
+      expect(lateLanded.length).toBeGreaterThan(0);
+    });
+  },
+);

@@ -1,4 +1,4 @@
-import { BSON } from 'mongodb';
+import { BSON, Double, Int32, Long } from 'mongodb';
 import type { Document, Filter } from 'mongodb';
 
 /**
@@ -7,6 +7,11 @@ import type { Document, Filter } from 'mongodb';
  * the number).
  */
 export function keyOfDocumentId(id: unknown): string {
+  // The server matches 1, Long(1) and 1.0 alike: so must the key.
+  if (id instanceof Long || id instanceof Int32 || id instanceof Double) {
+    const value = id instanceof Long ? id.toNumber() : id.valueOf();
+    if (Number.isSafeInteger(value) || !Number.isInteger(value)) id = value;
+  }
   return BSON.EJSON.stringify(id as Parameters<typeof BSON.EJSON.stringify>[0], { relaxed: false });
 }
 

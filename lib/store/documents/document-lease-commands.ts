@@ -29,16 +29,10 @@ interface AttemptReply {
   remainingMs: BsonInteger;
 }
 
-/** Top-level fields an upsert copies from the filter's equalities (`where`'s plain fields). */
-function upsertedFieldNames(where: Record<string, unknown> | undefined): string[] {
-  return Object.keys(where ?? {})
-    .filter((name) => !name.startsWith('$'))
-    .map((name) => name.split('.')[0]);
-}
-
 function acquirePipeline(
   fields: DocumentLockFields,
   { owner, holder, ttlMs, target }: AcquireAttemptRequest,
+  upsert: boolean,
 ): Document[] {
   const free = {
     $or: [
@@ -61,19 +55,10 @@ function acquirePipeline(
     expiresAt: { $add: ['$$NOW', ttlMs] },
   };
   const stages: Document[] = [];
-  if (target?.createIfMissing) {
-    // Only the upsert's own new document has nothing but `_id` and the filter's equalities.
-    const fresh = {
-      $and: [
-        { $eq: [{ $type: fields.whole }, 'missing'] },
-        {
-          $setIsSubset: [
-            { $map: { input: { $objectToArray: '$$ROOT' }, in: '$$this.k' } },
-            ['_id', ...upsertedFieldNames(target.where)],
-          ],
-        },
-      ],
-    };
+  if (upsert && target?.createIfMissing) {
+    // Sent only after an attempt found no document matching the filter: a document here without
+    // a lock field is the upsert's own (one a racing creator made has its lock field).
+    const fresh = { $eq: [{ $type: fields.whole }, 'missing'] };
     const created = { $mergeObjects: [{ $literal: target.createIfMissing }, '$$ROOT'] };
     stages.push({ $replaceWith: { $cond: [fresh, created, '$$ROOT'] } });
   }
@@ -164,19 +149,29 @@ async function attemptDocumentLock(
   fields: DocumentLockFields,
   request: AcquireAttemptRequest,
 ): Promise<AcquireAttemptOutcome> {
+  // The document usually exists: one round trip, which never creates anything.
+  const found = await attemptOnce(collection, sessions, fields, request, false);
+  if (found) return found;
+  if (!request.target?.createIfMissing) throw notFound(request.key, request.target);
+  // No document matched: any document with this `_id` now is one a racing creator just made,
+  // or one that fails `where` (the upsert then collides on `_id`).
   try {
-    return await attemptOnce(collection, sessions, fields, request);
+    const created = await attemptOnce(collection, sessions, fields, request, true);
+    if (created) return created;
   } catch (error) {
-    if (!isDuplicateKeyError(error) || !request.target?.createIfMissing) throw error;
-    try {
-      // Two creators raced: the loser finds the winner's document.
-      return await attemptOnce(collection, sessions, fields, request);
-    } catch (again) {
-      // The document exists but does not meet `where`: the upsert tried to insert its `_id`.
-      if (isDuplicateKeyError(again)) throw notFound(request.key, request.target);
-      throw again;
-    }
+    if (!isDuplicateIdError(error)) throw error;
   }
+  const raced = await attemptOnce(collection, sessions, fields, request, false);
+  if (raced) return raced;
+  throw notFound(request.key, request.target);
+}
+
+/** A duplicate key on `_id` (not on another unique index of the application's). */
+function isDuplicateIdError(error: unknown): boolean {
+  if (!isDuplicateKeyError(error)) return false;
+  const { keyPattern, message } = error as { keyPattern?: Document; message?: string };
+  if (keyPattern) return Object.keys(keyPattern).length === 1 && '_id' in keyPattern;
+  return /index: _id_ /.test(message ?? '');
 }
 
 function notFound(key: string, target: AttemptTarget | undefined): DocumentNotFoundError {
@@ -191,15 +186,16 @@ async function attemptOnce(
   sessions: SessionSource,
   fields: DocumentLockFields,
   request: AcquireAttemptRequest,
-): Promise<AcquireAttemptOutcome> {
+  upsert: boolean,
+): Promise<AcquireAttemptOutcome | null> {
   const session = sessions.startSession({ causalConsistency: true });
   try {
     const sentAt = performance.now();
     const result = await collection.findOneAndUpdate(
       { ...request.target?.where, ...byKey(request.key) },
-      acquirePipeline(fields, request),
+      acquirePipeline(fields, request, upsert),
       {
-        upsert: request.target?.createIfMissing !== undefined,
+        upsert,
         returnDocument: 'after',
         projection: { _id: 0, doc: '$$ROOT', remainingMs: fields.remainingMs },
         includeResultMetadata: true,
@@ -207,7 +203,7 @@ async function attemptOnce(
       },
     );
     const reply = result.value as AttemptReply | null;
-    if (reply === null) throw notFound(request.key, request.target);
+    if (reply === null) return null;
     const lock = (reply.doc[fields.field] ?? {}) as Document;
     const base = {
       key: request.key,

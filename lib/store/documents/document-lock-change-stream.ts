@@ -22,7 +22,20 @@ export function documentReleasePipeline(fields: DocumentLockFields): Document[] 
             operationType: 'update',
             [`updateDescription.updatedFields.${fields.path('owner')}`]: { $type: 'null' },
           },
-          { operationType: 'update', 'updateDescription.removedFields': fields.field },
+          {
+            operationType: 'update',
+            'updateDescription.removedFields': { $in: [fields.field, fields.path('owner')] },
+          },
+          // The whole lock field set to null, or to a document without an owner, by other code.
+          {
+            operationType: 'update',
+            [`updateDescription.updatedFields.${fields.field}`]: { $type: 'null' },
+          },
+          {
+            operationType: 'update',
+            [`updateDescription.updatedFields.${fields.field}`]: { $type: 'object' },
+            [`updateDescription.updatedFields.${fields.path('owner')}`]: { $exists: false },
+          },
           {
             operationType: 'update',
             // `$type` of a missing field is 'missing', not 'null'.

@@ -27,10 +27,21 @@ export function versionTyped(version: DocumentVersion): Document {
  * a date version moves to the server's current time, which must be later than the stored
  * one (two writes in one millisecond: the second finds no match and is tried again).
  */
-export function versionBumpOperators(version: DocumentVersion): {
+export function versionBumpOperators(
+  version: DocumentVersion,
+  /** A date version found not before the server's clock: move it 1 ms past this value instead. */
+  dateAhead?: Date,
+): {
   operators: Document;
   filter: Document;
 } {
+  if (version.type === 'date' && dateAhead) {
+    // Compare-and-set on the value read: strictly later, whatever the clocks say.
+    return {
+      operators: { $set: { [version.field]: new Date(dateAhead.getTime() + 1) } },
+      filter: { [version.field]: dateAhead },
+    };
+  }
   switch (version.type) {
     case 'int':
       return { operators: { $inc: { [version.field]: 1 } }, filter: {} };

@@ -1,8 +1,9 @@
-import { Long } from 'mongodb';
+import { Decimal128, Long } from 'mongodb';
 import type { Document } from 'mongodb';
 import { DocumentLockedError } from '../../errors/document-locked.error';
 import { DocumentNotFoundError } from '../../errors/document-not-found.error';
 import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error';
+import { MongoLockError } from '../../errors/mongo-lock.error';
 import { VersionConflictError } from '../../errors/version-conflict.error';
 import { toRemainingMs } from '../bson-values';
 import type { BsonInteger } from '../bson-values';
@@ -106,6 +107,7 @@ function composeWrite(
   target: DocumentWriteTarget,
   update: DocumentUpdate | undefined,
   unlock: { owner: string; lock: CommitUnlock } | undefined,
+  dateAhead?: Date,
 ): { update: DocumentUpdate; filter: Document } {
   const { fields, version } = target;
   const bump = version && !isEmpty(update);
@@ -118,7 +120,7 @@ function composeWrite(
   let operators = update as Document;
   let filter: Document = {};
   if (bump) {
-    const versionBump = versionBumpOperators(version);
+    const versionBump = versionBumpOperators(version, dateAhead);
     operators = mergeOperators(operators, versionBump.operators);
     filter = and(versionTyped(version), versionBump.filter);
   }
@@ -139,7 +141,7 @@ export async function writeWhileHeld(
   update: DocumentUpdate | undefined,
   unlock?: CommitUnlock,
 ): Promise<Document | null> {
-  const write = composeWrite(target, update, unlock && { owner, lock: unlock });
+  let write = composeWrite(target, update, unlock && { owner, lock: unlock });
   for (let tries = 1; ; tries += 1) {
     const written = await target.collection.findOneAndUpdate(
       and(
@@ -154,7 +156,11 @@ export async function writeWhileHeld(
     const state = await readWriteState(target, key, owner);
     if (!state.ours) return null;
     if (!state.versionTyped) throw badVersionField(target, key);
-    if (tries >= SAME_MILLISECOND_TRIES) return null;
+    // Ours, typed, yet not written: a date version not before the server's clock.
+    if (tries >= SAME_MILLISECOND_TRIES) throw dateVersionAhead(target, key);
+    if (state.version instanceof Date) {
+      write = composeWrite(target, update, unlock && { owner, lock: unlock }, state.version);
+    } else await new Promise((resolve) => setTimeout(resolve, 1));
     await new Promise((resolve) => setTimeout(resolve, 1)); // a date version from this very ms
   }
 }
@@ -170,11 +176,12 @@ export async function updateIfCurrent(
   update: DocumentUpdate,
 ): Promise<Document> {
   const { fields, version } = target;
-  const write = composeWrite(target, isEmpty(update) ? [] : update, undefined);
   // An empty update still bumps the version: the caller asked for a versioned write.
-  const bumped = isEmpty(update)
-    ? { update: [versionBumpStage(version)], filter: versionTyped(version) }
-    : write;
+  const compose = (dateAhead?: Date) =>
+    isEmpty(update)
+      ? { update: [versionBumpStage(version)], filter: versionTyped(version) }
+      : composeWrite(target, update, undefined, dateAhead);
+  let bumped = compose();
   for (let tries = 1; ; tries += 1) {
     const written = await target.collection.findOneAndUpdate(
       and(
@@ -213,14 +220,8 @@ export async function updateIfCurrent(
         { id, retryAfterMs, holderId: (state.holder as string | undefined) ?? undefined },
       );
     }
-    if (tries >= SAME_MILLISECOND_TRIES) {
-      throw new VersionConflictError(`Document ${key} kept changing; try again`, {
-        id,
-        expected,
-        current: state.version,
-      });
-    }
-    await new Promise((resolve) => setTimeout(resolve, 1));
+    if (tries >= SAME_MILLISECOND_TRIES) throw dateVersionAhead(target, key);
+    if (state.version instanceof Date) bumped = compose(state.version);
   }
 }
 
@@ -229,8 +230,12 @@ function versionTypesOf(version: DocumentVersion): string[] {
 }
 
 function sameVersion(a: unknown, b: unknown): boolean {
-  const text = (value: unknown) =>
-    value instanceof Date ? `d${value.getTime()}` : `v${String(value)}`;
+  const text = (value: unknown) => {
+    if (value instanceof Date) return `d${value.getTime()}`;
+    // Decimals equal in value (2.50 and 2.5) are the same version.
+    if (value instanceof Decimal128) return `n${Number(value.toString())}`;
+    return `n${String(value)}`;
+  };
   return text(a) === text(b);
 }
 
@@ -242,7 +247,7 @@ async function readWriteState(
   target: DocumentWriteTarget,
   key: string,
   owner: string,
-): Promise<{ ours: boolean; versionTyped: boolean }> {
+): Promise<{ ours: boolean; versionTyped: boolean; version: unknown }> {
   const { fields, version } = target;
   const state = await target.collection.findOne(byKey(key), {
     projection: {
@@ -254,14 +259,27 @@ async function readWriteState(
         ],
       },
       ...(version
-        ? { typed: { $in: [{ $type: `$${version.field}` }, versionTypesOf(version)] } }
+        ? {
+            typed: { $in: [{ $type: `$${version.field}` }, versionTypesOf(version)] },
+            version: `$${version.field}`,
+          }
         : {}),
     },
   });
   return {
     ours: state?.ours === true,
     versionTyped: version === undefined || state?.typed === true,
+    version: state?.version,
   };
+}
+
+function dateVersionAhead(target: DocumentWriteTarget, key: string): MongoLockError {
+  const field = (target.version as DocumentVersion).field;
+  return new MongoLockError(
+    `Document ${key}'s date version ${JSON.stringify(field)} is not before MongoDB's clock, so an ` +
+      'update document cannot move it forward; use an update pipeline (the version then moves ' +
+      'to a millisecond after it), or let only the library write the version',
+  );
 }
 
 function badVersionField(target: DocumentWriteTarget, key: string): InvalidLockOptionsError {
