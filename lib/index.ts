@@ -23,3 +23,19 @@ export type {
 } from './documents/document-locks-options.interface';
 export type { DocumentUpdate } from './store/documents/document-writes';
 export type { DocumentVersionType } from './store/documents/document-version';
+export {
+  MongoLockFeatureModule,
+  type DocumentLocksFeature,
+  getDocumentLocksToken,
+  InjectDocumentLocks,
+} from './documents/document-locks-feature';
+export {
+  LockedDocument,
+  createLockedDocumentDecorator,
+  type LockedDocumentOptions,
+  type DocumentIdSpec,
+} from './decorators/locked-document.decorator';
+export { LockedDoc } from './decorators/locked-doc-param.decorator';
+export { IfMatch, VersionETag } from './http/version.decorators';
+export type { IfMatchOptions } from './http/if-match';
+export { DocumentHttpInterceptor } from './http/document-http.interceptor';

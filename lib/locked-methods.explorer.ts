@@ -3,6 +3,8 @@ import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper.js';
 import { bindLockService } from './decorators/lock-bindings';
 import { getLockedMetadata, type LockedMetadata } from './decorators/locked-metadata';
+import { hasDocumentLocks } from './documents/document-locks-registry';
+import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
 import { MongoLockError } from './errors/mongo-lock.error';
 import type { MongoLockModuleOptions } from './interfaces/mongo-lock-options.interface';
 import { LockService } from './lock.service';
@@ -41,6 +43,32 @@ export class LockedMethodsExplorer implements OnModuleInit {
 
   onModuleInit(): void {
     for (const wrapper of this.discoveryService.getProviders()) this.bindProvider(wrapper);
+    for (const wrapper of [
+      ...this.discoveryService.getProviders(),
+      ...this.discoveryService.getControllers(),
+    ]) {
+      this.checkDocumentNames(wrapper);
+    }
+  }
+
+  /**
+   * `@LockedDocument` names a collection that `forFeature()` registered with this application's
+   * service; an unknown name fails the start-up rather than every call.
+   */
+  private checkDocumentNames(wrapper: InstanceWrapper): void {
+    const instance: unknown = wrapper.instance;
+    if (wrapper.isAlias || typeof instance !== 'object' || instance === null) return;
+    const prototype: unknown = Object.getPrototypeOf(instance);
+    if (!prototype) return;
+    for (const name of this.metadataScanner.getAllMethodNames(prototype)) {
+      const metadata = getLockedMetadata((instance as Record<string, unknown>)[name]);
+      if (metadata?.document && !hasDocumentLocks(this.lockService, metadata.document.name)) {
+        throw new InvalidLockOptionsError(
+          `@LockedDocument on ${metadata.where} names ${JSON.stringify(metadata.document.name)}, which no MongoLockModule.forFeature() of this application registered`,
+          { option: 'name' },
+        );
+      }
+    }
   }
 
   private bindProvider(wrapper: InstanceWrapper): void {

@@ -33,6 +33,18 @@ export interface LockedOptions extends Pick<AcquireOptions, 'ttlMs' | 'timeoutMs
  */
 export type LockedMethodReturn = 'promise' | 'observable' | 'value' | 'unknown';
 
+/** What `@LockedDocument` adds: which registered collection, and how to lock the document. */
+export interface LockedDocumentTarget {
+  /** The `forFeature()` name of the collection's `DocumentLocks`. */
+  readonly name: string;
+  /** Extra conditions the document must meet (static); not met = `DocumentNotFoundError`. */
+  readonly where?: Record<string, unknown>;
+  /** Fields to insert the document with when it is missing. */
+  readonly createIfMissing?: Record<string, unknown>;
+  /** Indexes of the method's `@LockedDoc()` parameters (filled on provider-method calls). */
+  readonly handleParams: readonly number[];
+}
+
 /** What `@Locked` records on a method. One object per decorated method, also its identity. */
 export interface LockedMetadata {
   readonly className: string;
@@ -47,6 +59,11 @@ export interface LockedMetadata {
   readonly metricsLabel: string;
   readonly options: LockedOptions;
   readonly returns: LockedMethodReturn;
+  /**
+   * Set by `@LockedDocument`: the method locks one document of a registered collection (the
+   * key resolver renders its id) instead of keys of the lock collection.
+   */
+  readonly document?: LockedDocumentTarget;
 }
 
 /** Reads `@Locked` metadata from a method (its own or copied from the function it wraps). */

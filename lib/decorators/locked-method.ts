@@ -3,6 +3,7 @@ import { isObservable, throwError } from 'rxjs';
 import { MongoLockError } from '../errors';
 import { NEST_CONTROLLER_WATERMARK } from '../mongo-lock.constants';
 import { MESSAGES } from '../mongo-lock.messages';
+import { currentDocumentLock } from './document-lock-context';
 import { isLockedByInterceptor, lockBindingOf, withoutInterceptorMark } from './lock-bindings';
 import type { LockedMetadata } from './locked-metadata';
 import { lockedObservable } from './locked-observable';
@@ -23,6 +24,16 @@ const isThenable = (value: unknown): boolean =>
   (typeof value === 'object' || typeof value === 'function') &&
   value !== null &&
   typeof (value as { then?: unknown }).then === 'function';
+
+/** The arguments with the current document handle at the method's `@LockedDoc()` positions. */
+function withDocumentHandle(metadata: LockedMetadata, args: unknown[]): unknown[] {
+  const indexes = metadata.document?.handleParams ?? [];
+  if (indexes.length === 0) return args;
+  const handle = currentDocumentLock();
+  const given = [...args];
+  for (const index of indexes) given[index] = handle;
+  return given;
+}
 
 /**
  * Builds the function that replaces a `@Locked` method on its class.
@@ -64,13 +75,13 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
 
     if (returnsObservable) {
       return lockedObservable(binding.service, keys, metadata, () => {
-        const result = original.apply(this, args);
+        const result = original.apply(this, withDocumentHandle(metadata, args));
         if (isObservable(result)) return result;
         return throwError(() => new TypeError(MESSAGES.observableExpected(where)));
       });
     }
     return runLocked(binding.service, keys, metadata, async () => {
-      const result = original.apply(this, args);
+      const result = original.apply(this, withDocumentHandle(metadata, args));
       if (isObservable(result) && !warnedAboutObservable) {
         warnedAboutObservable = true;
         logger.warn(MESSAGES.observableWithoutType(where));

@@ -6,6 +6,8 @@ import type { LockHandle } from '../lock-handle';
 import type { LockService } from '../lock.service';
 import { MESSAGES } from '../mongo-lock.messages';
 import { MAX_TIMER_MS } from '../options';
+import { documentLocksNamed } from '../documents/document-locks-registry';
+import { runWithDocumentLock } from './document-lock-context';
 import type { LockedMetadata } from './locked-metadata';
 import { NOOP_LOCK_TELEMETRY, type LockTelemetry } from '../telemetry/lock-telemetry';
 
@@ -39,6 +41,9 @@ function acquireOptions(
  * - `onBusy: 'skip'`: a lock held elsewhere resolves to {@link SKIPPED} instead of failing,
  *   logged at debug level. Only the acquisition's `LockNotAcquiredError` is turned into a
  *   skip, never one thrown by `work`.
+ * - `@LockedDocument` (`metadata.document`): the lock is on the document `keys[0]` of the
+ *   registered collection, through its `DocumentLocks.withLock` (a committed lock is not
+ *   released again); `work` runs with the handle as the current document lock.
  * - `minHoldMs`: see {@link holdAtLeast}. Not applied when the call re-enters a lock that the
  *   call chain already holds: that lock belongs to the outer holder.
  */
@@ -53,9 +58,21 @@ export async function runLocked<T>(
   // A LockService replaced in tests (overrideProvider) may have no telemetry.
   const telemetry = (lockService.telemetry as LockTelemetry | undefined) ?? NOOP_LOCK_TELEMETRY;
   const traced = () => telemetry.lockedMethod(metadata.metricsLabel, where, work);
-  const enclosing = new Set(heldLocksOf(lockService));
   let started = false;
   try {
+    if (metadata.document) {
+      const { name, where: filter, createIfMissing } = metadata.document;
+      const documents = documentLocksNamed(lockService, name, where);
+      return await documents.withLock(
+        keys[0],
+        (handle) => {
+          started = true;
+          return runWithDocumentLock(handle, traced);
+        },
+        { ...acquireOptions(metadata, signal), where: filter, createIfMissing },
+      );
+    }
+    const enclosing = new Set(heldLocksOf(lockService));
     return await lockService.withLock(
       keys,
       (handle) => {

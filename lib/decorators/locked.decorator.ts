@@ -1,4 +1,4 @@
-import { type Type, UseInterceptors } from '@nestjs/common';
+import { type NestInterceptor, type Type, UseInterceptors } from '@nestjs/common';
 import { Observable } from 'rxjs';
 import { InvalidLockOptionsError, MongoLockError } from '../errors';
 import { LockedInterceptor } from '../interceptors/locked.interceptor';
@@ -16,9 +16,17 @@ import {
 
 export type { LockedOptions } from './locked-metadata';
 
+// `INTERCEPTORS_METADATA` of @nestjs/common, which does not export its constants from the root.
+const INTERCEPTORS_METADATA = '__interceptors__';
+
 const OPTION_NAMES = new Set(['ttlMs', 'timeoutMs', 'renew', 'onBusy', 'minHoldMs']);
 
-function checkOptions(options: LockedOptions, where: string): void {
+/** Checks `@Locked`-style options; `names` are the accepted option names. @internal */
+export function checkOptions(
+  options: LockedOptions,
+  where: string,
+  names: ReadonlySet<string> = OPTION_NAMES,
+): void {
   if (typeof options !== 'object' || options === null) {
     throw new InvalidLockOptionsError(MESSAGES.badOption(where, 'options', 'an object'), {
       option: 'options',
@@ -28,7 +36,7 @@ function checkOptions(options: LockedOptions, where: string): void {
     throw new InvalidLockOptionsError(MESSAGES.badOption(where, option, accepted), { option });
   };
   for (const name of Object.keys(options)) {
-    if (!OPTION_NAMES.has(name)) bad(name, `one of ${[...OPTION_NAMES].join(', ')}`);
+    if (!names.has(name)) bad(name, `one of ${[...names].join(', ')}`);
   }
   const integerIn = (value: unknown, min: number) =>
     Number.isInteger(value) && (value as number) >= min && (value as number) <= MAX_TIMER_MS;
@@ -106,37 +114,76 @@ function methodReturn(
  */
 export function createLockedDecorator(interceptor: Type<LockedInterceptor> = LockedInterceptor) {
   return function Locked(keys: LockKeySpec, options: LockedOptions = {}): MethodDecorator {
-    return (target, propertyKey, descriptor) => {
-      const isStatic = typeof target === 'function';
-      const className = isStatic ? target.name : target.constructor.name;
-      const methodName = String(propertyKey);
-      const where = `${className}.${methodName}`;
-      const original: unknown = descriptor?.value;
-      if (isStatic || typeof original !== 'function') {
-        throw new MongoLockError(MESSAGES.notAMethod(where));
-      }
-      if (getLockedMetadata(original)) throw new MongoLockError(MESSAGES.lockedTwice(where));
-      checkOptions(options, where);
-
-      const method = original as (...args: unknown[]) => unknown;
-      const metadata: LockedMetadata = {
-        className,
-        methodName,
-        where,
-        resolveKeys: compileLockKeys(keys, where),
-        metricsLabel: metricsLabelOf(keys, where),
-        options: { ...options },
-        returns: methodReturn(target, propertyKey, method),
-      };
-      const wrapper = createLockedMethod(method, metadata);
-      keepMethodIdentity(original, wrapper);
-      Reflect.defineMetadata(LOCKED_METADATA, metadata, wrapper);
-      descriptor.value = wrapper as typeof descriptor.value;
-      // One interceptor per decorated handler, whatever the module set-up: locked exactly once.
-      UseInterceptors(interceptor)(target, propertyKey, descriptor);
-      return descriptor;
-    };
+    return (target, propertyKey, descriptor) =>
+      decorateLockedMethod(target, propertyKey, descriptor, [interceptor], (where) => {
+        checkOptions(options, where);
+        return {
+          resolveKeys: compileLockKeys(keys, where),
+          metricsLabel: metricsLabelOf(keys, where),
+          options: { ...options },
+        };
+      });
   };
+}
+
+/** What a locking decorator decides about a method besides its identity and return shape. */
+export type LockedMethodSpec = Pick<
+  LockedMetadata,
+  'resolveKeys' | 'metricsLabel' | 'options' | 'document'
+>;
+
+/**
+ * Replaces the method in `descriptor` with its locked wrapper carrying the metadata that
+ * `spec` builds (`where` is `Class.method`, for messages), and puts `interceptors` on it once
+ * each (those the method already has are not added again). Shared by `@Locked` and
+ * `@LockedDocument`. @internal
+ */
+export function decorateLockedMethod<D>(
+  target: object,
+  propertyKey: string | symbol,
+  descriptor: TypedPropertyDescriptor<D>,
+  interceptors: readonly Type<NestInterceptor>[],
+  spec: (where: string) => LockedMethodSpec,
+): TypedPropertyDescriptor<D> {
+  const isStatic = typeof target === 'function';
+  const className = isStatic ? target.name : target.constructor.name;
+  const methodName = String(propertyKey);
+  const where = `${className}.${methodName}`;
+  const original: unknown = descriptor?.value;
+  if (isStatic || typeof original !== 'function') {
+    throw new MongoLockError(MESSAGES.notAMethod(where));
+  }
+  if (getLockedMetadata(original)) throw new MongoLockError(MESSAGES.lockedTwice(where));
+
+  const method = original as (...args: unknown[]) => unknown;
+  const metadata: LockedMetadata = {
+    className,
+    methodName,
+    where,
+    ...spec(where),
+    returns: methodReturn(target, propertyKey, method),
+  };
+  const wrapper = createLockedMethod(method, metadata);
+  keepMethodIdentity(original, wrapper);
+  Reflect.defineMetadata(LOCKED_METADATA, metadata, wrapper);
+  descriptor.value = wrapper as D;
+  // One interceptor per decorated handler, whatever the module set-up: locked exactly once.
+  for (const interceptor of interceptors)
+    useInterceptorOnce(target, propertyKey, descriptor, interceptor);
+  return descriptor;
+}
+
+/** `UseInterceptors(interceptor)` unless the method has it already (from another decorator). */
+export function useInterceptorOnce<D>(
+  target: object,
+  propertyKey: string | symbol,
+  descriptor: TypedPropertyDescriptor<D>,
+  interceptor: Type<NestInterceptor>,
+): void {
+  const present = Reflect.getMetadata(INTERCEPTORS_METADATA, descriptor.value as object) as
+    unknown[] | undefined;
+  if (present?.includes(interceptor)) return;
+  UseInterceptors(interceptor)(target, propertyKey, descriptor);
 }
 
 /**

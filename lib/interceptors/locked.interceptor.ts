@@ -13,12 +13,15 @@ import { isLockedByInterceptor, runLockedByInterceptor } from '../decorators/loc
 import type { LockedMetadata } from '../decorators/locked-metadata';
 import { lockedObservable } from '../decorators/locked-observable';
 import {
+  DocumentNotFoundError,
   InvalidLockKeyError,
+  InvalidLockOptionsError,
   LockNotAcquiredError,
   LockServiceClosedError,
   LockStoreUnavailableError,
   MongoLockError,
 } from '../errors';
+import { documentHttpError } from '../http/document-http-errors';
 import type { LockKeyContext } from '../keys/key-template';
 import type { MongoLockModuleOptions } from '../interfaces/mongo-lock-options.interface';
 import { LockService } from '../lock.service';
@@ -118,7 +121,8 @@ export class LockedInterceptor implements NestInterceptor {
 
   /**
    * Maps an error of taking the lock (never one of the handler). HTTP: `LockNotAcquiredError`
-   * is 423 with `Retry-After`, `InvalidLockKeyError` is 400, `LockStoreUnavailableError` and
+   * is 423 with `Retry-After`, `InvalidLockKeyError` and `InvalidLockOptionsError` are 400,
+   * `DocumentNotFoundError` (`@LockedDocument`) is 404, `LockStoreUnavailableError` and
    * `LockServiceClosedError` are 503 with `Retry-After`; other transports: unchanged.
    */
   protected mapLockError(error: unknown, context: ExecutionContext): unknown {
@@ -129,6 +133,10 @@ export class LockedInterceptor implements NestInterceptor {
       return this.toLockedException(error, seconds);
     }
     if (error instanceof InvalidLockKeyError) return this.toInvalidKeyException(error);
+    // Document locks (`@LockedDocument`): missing or filtered out 404, bad where/createIfMissing 400.
+    if (error instanceof DocumentNotFoundError || error instanceof InvalidLockOptionsError) {
+      return documentHttpError(error, undefined)?.exception ?? error;
+    }
     if (error instanceof LockStoreUnavailableError || error instanceof LockServiceClosedError) {
       const seconds = this.unavailableRetryAfterSeconds(error);
       this.setResponseHeader(context, 'Retry-After', String(seconds));

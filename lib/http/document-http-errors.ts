@@ -1,0 +1,76 @@
+import { HttpException } from '@nestjs/common';
+import {
+  DocumentLockedError,
+  DocumentNotFoundError,
+  InvalidLockKeyError,
+  InvalidLockOptionsError,
+  VersionConflictError,
+} from '../errors';
+import { versionTag } from '../store/documents/document-version';
+
+// Literals: some of these `HttpStatus` members do not exist in @nestjs/common 10.
+export const HTTP_BAD_REQUEST = 400;
+export const HTTP_NOT_FOUND = 404;
+export const HTTP_CONFLICT = 409;
+export const HTTP_PRECONDITION_FAILED = 412;
+export const HTTP_LOCKED = 423;
+export const HTTP_PRECONDITION_REQUIRED = 428;
+
+const REASONS: Record<number, string> = {
+  [HTTP_BAD_REQUEST]: 'Bad Request',
+  [HTTP_NOT_FOUND]: 'Not Found',
+  [HTTP_CONFLICT]: 'Conflict',
+  [HTTP_PRECONDITION_FAILED]: 'Precondition Failed',
+  [HTTP_LOCKED]: 'Locked',
+  [HTTP_PRECONDITION_REQUIRED]: 'Precondition Required',
+};
+
+/** An `HttpException` with Nest's `{ statusCode, message, error }` body, on every Nest version. */
+export function httpError(status: number, message: string, cause?: unknown): HttpException {
+  const body = { statusCode: status, message, error: REASONS[status] ?? 'Error' };
+  return new HttpException(body, status, cause === undefined ? undefined : { cause });
+}
+
+/** Whole seconds until a holder's lease ends, at least 1. */
+export function retryAfterSecondsOf(retryAfterMs: number | undefined): number {
+  return Math.max(1, Math.ceil((retryAfterMs ?? 0) / 1000));
+}
+
+/** What a document error becomes over HTTP, and the `Retry-After` it needs, if any. */
+export interface DocumentHttpError {
+  exception: HttpException;
+  retryAfterSeconds?: number;
+}
+
+/**
+ * Maps the errors of document locks and versions to HTTP: held → 423 (with `Retry-After`),
+ * missing (or `where` not met) → 404, version conflict → 409, or 412 when the expected
+ * version is the one `If-Match` carried (`ifMatchVersion`), bad input → 400. `undefined` for
+ * anything else.
+ */
+export function documentHttpError(
+  error: unknown,
+  ifMatchVersion: string | undefined,
+): DocumentHttpError | undefined {
+  if (error instanceof DocumentLockedError) {
+    const seconds = retryAfterSecondsOf(error.retryAfterMs);
+    const message = `The document is locked; try again in ${seconds} s`;
+    return { exception: httpError(HTTP_LOCKED, message, error), retryAfterSeconds: seconds };
+  }
+  if (error instanceof DocumentNotFoundError) {
+    return { exception: httpError(HTTP_NOT_FOUND, 'No such document', error) };
+  }
+  if (error instanceof VersionConflictError) {
+    const fromIfMatch =
+      ifMatchVersion !== undefined && versionTag(error.expected) === ifMatchVersion;
+    const current = versionTag(error.current);
+    const message = `The document was changed meanwhile: its version is ${current ?? 'another'}, not ${versionTag(error.expected) ?? 'the one given'}`;
+    return {
+      exception: httpError(fromIfMatch ? HTTP_PRECONDITION_FAILED : HTTP_CONFLICT, message, error),
+    };
+  }
+  if (error instanceof InvalidLockKeyError || error instanceof InvalidLockOptionsError) {
+    return { exception: httpError(HTTP_BAD_REQUEST, error.message, error) };
+  }
+  return undefined;
+}

@@ -1,0 +1,67 @@
+import { createParamDecorator, type ExecutionContext, SetMetadata } from '@nestjs/common';
+import { useInterceptorOnce } from '../decorators/locked.decorator';
+import { DocumentHttpInterceptor } from './document-http.interceptor';
+import {
+  IF_MATCH_METADATA,
+  type IfMatchMetadata,
+  type IfMatchOptions,
+  readIfMatch,
+  type RequestLike,
+  VERSION_ETAG_METADATA,
+} from './if-match';
+
+const ifMatchParam = createParamDecorator((required: boolean, context: ExecutionContext) =>
+  readIfMatch(context.switchToHttp().getRequest<RequestLike>(), required),
+);
+
+/**
+ * The version a client read, from a strong ETag in `If-Match` (`"17"` gives `'17'`), for
+ * `DocumentLocks.updateIfCurrent()`, which converts it to the collection's version type. The
+ * header is required unless `{ required: false }` (then `undefined` when absent): a request
+ * without it is `428 Precondition Required`, refused before the handler runs or any lock is
+ * taken; a weak, listed or malformed one is `400`. A `VersionConflictError` about that version
+ * becomes `412 Precondition Failed` (409 otherwise).
+ *
+ * @example
+ * \@Patch(':id')
+ * \@VersionETag()
+ * rename(@Param('id') id: string, @IfMatch() version: string, @Body() body: { name: string }) {
+ *   return this.accounts.updateIfCurrent(id, version, { $set: { name: body.name } });
+ * }
+ */
+export function IfMatch(options: IfMatchOptions = {}): ParameterDecorator {
+  const required = options.required !== false;
+  return (target, propertyKey, index) => {
+    if (propertyKey === undefined) return; // a constructor parameter
+    ifMatchParam(required)(target, propertyKey, index);
+    const descriptor = Object.getOwnPropertyDescriptor(target, propertyKey);
+    if (!descriptor || typeof descriptor.value !== 'function') return;
+    SetMetadata<string, IfMatchMetadata>(IF_MATCH_METADATA, { required })(
+      target,
+      propertyKey,
+      descriptor,
+    );
+    useInterceptorOnce(target, propertyKey, descriptor, DocumentHttpInterceptor);
+  };
+}
+
+/**
+ * Responses of the route carry `field` (a dotted path) of the document the handler returns
+ * as a strong `ETag` (`"17"`; a date version as its epoch milliseconds), the value clients
+ * send back in `If-Match`. No header when the result has no such version.
+ *
+ * @example
+ * \@Get(':id')
+ * \@VersionETag('version')
+ * get(@Param('id') id: string) { return this.accounts.findOne(id); }
+ */
+export function VersionETag(field = 'version'): MethodDecorator {
+  if (typeof field !== 'string' || field.length === 0) {
+    throw new TypeError('@VersionETag(field) expects the version field, such as "version"');
+  }
+  return (target, propertyKey, descriptor) => {
+    SetMetadata(VERSION_ETAG_METADATA, field)(target, propertyKey, descriptor);
+    useInterceptorOnce(target, propertyKey, descriptor, DocumentHttpInterceptor);
+    return descriptor;
+  };
+}
