@@ -1,6 +1,7 @@
 import { Logger, Module, type OnApplicationShutdown } from '@nestjs/common';
 import { ScheduleModule } from '@nestjs/schedule';
 import { MongoLockModule } from '../lib';
+import { AccountsController } from './accounts/accounts.controller';
 import { DigestJob } from './jobs/digest.job';
 import { LocksController } from './locks/locks.controller';
 import { OrdersController } from './orders/orders.controller';
@@ -19,9 +20,13 @@ import { OrdersService } from './orders/orders.service';
         enabled: process.env.SAMPLE_LOCKS !== 'off',
       }),
     }),
+    // Locks on the documents of `accounts` themselves, versioned by their `version` field.
+    MongoLockModule.forFeature([
+      { name: 'accounts', collection: 'accounts', version: { field: 'version' } },
+    ]),
     ScheduleModule.forRoot(),
   ],
-  controllers: [OrdersController, LocksController],
+  controllers: [OrdersController, LocksController, AccountsController],
   providers: [OrdersService, DigestJob],
 })
 export class AppModule implements OnApplicationShutdown {

@@ -90,6 +90,49 @@ describe('the sample application on MONGODB_URI', () => {
     expect(await shipped.json()).toMatchObject({ id: '7', status: 'shipped' });
   });
 
+  it('deposits under a document lock with a fenced commit, creating the account first', async () => {
+    const deposit = (amount: unknown) =>
+      fetch(url('/accounts/acc-1/deposit'), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ amount }),
+      });
+    const first = await deposit(10);
+    expect(first.status).toBe(200);
+    expect(await first.json()).toEqual({ _id: 'acc-1', balance: 10, version: 1 });
+    expect(first.headers.get('etag')).toBe('"1"');
+    // Concurrent deposits wait for each other's lock: none is lost.
+    const statuses = await Promise.all([1, 2, 3, 4].map(() => deposit(5).then((r) => r.status)));
+    expect(statuses).toEqual([200, 200, 200, 200]);
+    const last = await deposit(1);
+    expect(await last.json()).toMatchObject({ balance: 31, version: 6 });
+    expect((await deposit(-1)).status).toBe(400);
+  });
+
+  it('renames with If-Match: 412 for a stale ETag, 428 without one', async () => {
+    const created = await fetch(url('/accounts/acc-2/deposit'), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ amount: 1 }),
+    });
+    const etag = created.headers.get('etag') as string;
+    const rename = (ifMatch: string | undefined) =>
+      fetch(url('/accounts/acc-2/nickname'), {
+        method: 'PUT',
+        headers: {
+          'content-type': 'application/json',
+          ...(ifMatch ? { 'if-match': ifMatch } : {}),
+        },
+        body: JSON.stringify({ nickname: 'savings' }),
+      });
+    const renamed = await rename(etag);
+    expect(renamed.status).toBe(200);
+    expect(await renamed.json()).toMatchObject({ nickname: 'savings', version: 2 });
+    expect(renamed.headers.get('etag')).toBe('"2"');
+    expect((await rename(etag)).status).toBe(412);
+    expect((await rename(undefined)).status).toBe(428);
+  });
+
   it('streams lock events over SSE', async () => {
     const controller = new AbortController();
     const events = await fetch(url('/locks/events'), { signal: controller.signal });
