@@ -222,8 +222,9 @@ export class DocumentLocks<T extends Document = Document> {
   }
 
   /** The change stream's state and waiters, for diagnostics. @internal */
-  get diagnostics(): { waiters: number; streamOpen: boolean } {
-    return { waiters: this.waiting.waiterCount, streamOpen: this.waiting.streamState.open };
+  get diagnostics(): { waiters: number; streamOpen: boolean; streamsOpened: number } {
+    const stream = this.waiting.streamState;
+    return { waiters: this.waiting.waiterCount, streamOpen: stream.open, streamsOpened: stream.opened };
   }
 
   private async acquireDocument(
