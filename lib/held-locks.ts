@@ -40,7 +40,19 @@ export class HeldLocks {
 
   /** Tells every holder its lock is gone, then releases them; resolves to how many were live. */
   async revokeAll(reason: string): Promise<number> {
-    const counts = await Promise.all([...this.handles].map((handle) => handle.revoke(reason)));
+    return this.revoke([...this.handles], reason);
+  }
+
+  /** {@link revokeAll} for the handles of one owner scope. */
+  async revokeScope(scope: string, reason: string): Promise<number> {
+    return this.revoke(
+      [...this.handles].filter((handle) => handle.scope === scope),
+      reason,
+    );
+  }
+
+  private async revoke(handles: MongoLockHandle[], reason: string): Promise<number> {
+    const counts = await Promise.all(handles.map((handle) => handle.revoke(reason)));
     return counts.reduce((sum, count) => sum + count, 0);
   }
 }

@@ -84,6 +84,7 @@ const defaults: ResolvedAcquireOptions = {
   renew: false,
   metricsLabel: '(direct)',
   renewalIntervalRatio: 0.5,
+  scope: undefined,
 };
 
 function setUp() {

@@ -134,7 +134,7 @@ export class LockAcquirer {
       (key, owner, unlessClaimed) => this.giveBack(store, key, owner, unlessClaimed),
       this.deps.operationTimeoutMs,
       commandBudgetMs,
-      target,
+      options.scope === undefined ? target : { ...target, scope: options.scope },
     );
     const won: AcquireAttemptWon[] = [];
     try {
@@ -234,6 +234,7 @@ export class LockAcquirer {
     options: ResolvedAcquireOptions,
   ): MongoLockHandle {
     const handle = new MongoLockHandle({
+      scope: options.scope,
       held: won.map(({ key, owner, fence }) => ({ key, owner, fence })),
       leaseEnd: Math.min(
         ...won.map((taken) => localLeaseEnd(taken.sentAt, taken.remainingMs, options.ttlMs)),

@@ -52,7 +52,10 @@ export interface LockHandle {
 }
 
 /** What the handle needs: the lease keeper's inputs, less its loss callback, which is the handle's own. */
-export type LockHandleInit = Omit<LeaseKeeperInit, 'onLost'>;
+export type LockHandleInit = Omit<LeaseKeeperInit, 'onLost'> & {
+  /** The acquisition's owner scope, if it had one. */
+  scope?: string;
+};
 
 /** The {@link LockHandle} that `LockService` hands out. */
 export class MongoLockHandle implements LockHandle {
@@ -190,6 +193,11 @@ export class MongoLockHandle implements LockHandle {
     this.releaseSent = true;
     this.releaseConfirmed = true;
     this.settle();
+  }
+
+  /** The acquisition's owner scope (`AcquireOptions.scope`), if any. */
+  get scope(): string | undefined {
+    return this.init.scope;
   }
 
   /** The owner token of `key`, for writes that must prove ownership (document locks). @internal */

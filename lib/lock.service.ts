@@ -25,7 +25,7 @@ import {
   wouldDeadlockMessage,
 } from './lock.messages';
 import { MONGO_LOCK_OPTIONS } from './mongo-lock.module-definition';
-import { resolveAcquireOptions, resolveModuleOptions } from './options';
+import { resolveAcquireOptions, resolveModuleOptions, scopeName } from './options';
 import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from './options';
 import { LockStore } from './store/lock-store';
 import { LockAcquirer } from './lock-acquirer';
@@ -320,6 +320,28 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     const validKey = validateLockKey(key);
     const store = await this.ensureStarted();
     return store.inspect(validKey);
+  }
+
+  /**
+   * Releases every lock of owner scope `scope` (`AcquireOptions.scope`), whichever instance
+   * holds it, and resolves to how many were released while their lease was live. Holders in
+   * this process are told at once (their `signal` aborts, `lost$` emits) and their locks
+   * released by owner token; holders elsewhere learn it at their next renewal, and waiters
+   * everywhere wake.
+   *
+   * @example
+   * await locks.withLock('cart:42', checkout, { scope: `session:${sessionId}` });
+   * // on logout:
+   * await locks.releaseScope(`session:${sessionId}`);
+   */
+  async releaseScope(scope: string): Promise<number> {
+    const valid = scopeName(scope) as string;
+    const store = await this.ensureStarted();
+    const here = await this.held.revokeScope(
+      valid,
+      `releaseScope(${JSON.stringify(valid)}) released it`,
+    );
+    return here + (await store.releaseScope(valid));
   }
 
   /**

@@ -65,6 +65,7 @@ export interface ResolvedAcquireOptions {
   renew: boolean;
   renewalIntervalRatio: number;
   metricsLabel: string;
+  scope: string | undefined;
 }
 
 function fail(option: string, expected: string, value: unknown): never {
@@ -276,6 +277,7 @@ export function resolveAcquireOptions(
     renew,
     renewalIntervalRatio,
     metricsLabel: metricsLabel(given.metricsLabel),
+    scope: scopeName(given.scope),
   };
 }
 
@@ -286,6 +288,20 @@ function metricsLabel(value: unknown): string {
   if (value === undefined) return DIRECT_LABEL;
   if (typeof value !== 'string' || value.length === 0 || value.length > MAX_METRICS_LABEL_LENGTH) {
     fail('metricsLabel', `a string of 1 to ${MAX_METRICS_LABEL_LENGTH} characters`, value);
+  }
+  return value;
+}
+
+/** An owner scope: a bounded string, as every other name the library stores. */
+export function scopeName(value: unknown): string | undefined {
+  if (value === undefined) return undefined;
+  if (
+    typeof value !== 'string' ||
+    value.length === 0 ||
+    value.length > 200 ||
+    value.includes('\0')
+  ) {
+    fail('scope', 'a string of 1 to 200 characters without NUL', value);
   }
   return value;
 }

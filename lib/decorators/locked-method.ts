@@ -64,7 +64,8 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
     const fail = (error: Error) =>
       returnsObservable ? throwError(() => error) : Promise.reject(error);
     if (!binding) return fail(new MongoLockError(MESSAGES.unboundInstance(where)));
-    if (!binding.enabled) return original.apply(this, args);
+    // No lock, so no document handle: `@LockedDoc()` positions get undefined, not the caller's.
+    if (!binding.enabled) return original.apply(this, withDocumentHandle(metadata, args));
 
     let keys: string[];
     try {

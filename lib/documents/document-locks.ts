@@ -1,6 +1,7 @@
 import type { Document, WithId } from 'mongodb';
 import { Observable } from 'rxjs';
 import { MongoLockError } from '../errors/mongo-lock.error';
+import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
 import { LockLostError } from '../errors/lock-lost.error';
 import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
 import type { HeldLocks } from '../held-locks';
@@ -14,7 +15,8 @@ import { openLeaseCollection } from '../store/lock-collection';
 import { LockStore } from '../store/lock-store';
 import type { DocumentCollection } from '../store/documents/document-lease-commands';
 import { documentLeaseCommands } from '../store/documents/document-lease-commands';
-import { keyOfDocumentId } from '../store/documents/document-key';
+import { byKey, documentIdOfKey, keyOfDocumentId } from '../store/documents/document-key';
+import { DocumentNotFoundError } from '../errors/document-not-found.error';
 import { DocumentLockFields } from '../store/documents/document-lock-fields';
 import { updateIfCurrent, writeWhileHeld } from '../store/documents/document-writes';
 import type { DocumentUpdate, DocumentWriteTarget } from '../store/documents/document-writes';
@@ -139,6 +141,8 @@ export class DocumentLocks<T extends Document = Document> {
     if (enclosing) {
       const lostReason = (enclosing as MongoDocumentLockHandle<T>).inner.lostReason;
       if (lostReason) throw lostReason;
+      // The enclosing lock was taken under its own conditions: check this call's too.
+      if (options?.where !== undefined) await this.requireWhere(key, options);
       return await fn(enclosing as DocumentLockHandle<T>);
     }
     const handle = await this.acquireDocument(id, options, true);
@@ -224,7 +228,33 @@ export class DocumentLocks<T extends Document = Document> {
   /** The change stream's state and waiters, for diagnostics. @internal */
   get diagnostics(): { waiters: number; streamOpen: boolean; streamsOpened: number } {
     const stream = this.waiting.streamState;
-    return { waiters: this.waiting.waiterCount, streamOpen: stream.open, streamsOpened: stream.opened };
+    return {
+      waiters: this.waiting.waiterCount,
+      streamOpen: stream.open,
+      streamsOpened: stream.opened,
+    };
+  }
+
+  /** The document `key` meets `options.where` now, else `DocumentNotFoundError`. */
+  private async requireWhere(key: string, options: DocumentLockOptions<T>): Promise<void> {
+    const target = resolveAttemptTarget(
+      options as DocumentLockOptions,
+      this.settings,
+      documentIdOfKey(key),
+    );
+    const store = await this.started();
+    const collection = this.collection as DocumentCollection;
+    const found = await store.run('find', () =>
+      collection.findOne({ ...target?.where, ...byKey(key) }, { projection: { _id: 1 } }),
+    );
+    if (found === null) {
+      throw new DocumentNotFoundError(
+        `No document with _id ${key} that meets the lock's \`where\``,
+        {
+          id: documentIdOfKey(key),
+        },
+      );
+    }
   }
 
   private async acquireDocument(
@@ -236,6 +266,11 @@ export class DocumentLocks<T extends Document = Document> {
     const documentId = resolveDocumentId(id, this.settings.idType);
     const key = keyOfDocumentId(documentId);
     const resolved = resolveAcquireOptions(options, this.host.options, renewByDefault);
+    if (resolved.scope !== undefined) {
+      throw new InvalidLockOptionsError('scope is not supported by document locks yet', {
+        option: 'scope',
+      });
+    }
     const target = resolveAttemptTarget(options as DocumentLockOptions, this.settings, documentId);
     const label = options?.metricsLabel ?? `${this.settings.collection}/{id}`;
     return this.host.telemetry.acquisition(label, 1, startedAt, async () => {

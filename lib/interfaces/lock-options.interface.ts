@@ -17,4 +17,9 @@ export interface AcquireOptions {
    * template(s) as written. At most 200 characters.
    */
   metricsLabel?: string;
+  /**
+   * Tags the acquisition with an owner scope (a user session, a tenant): `releaseScope(scope)`
+   * releases every lock of that scope, whichever instance holds it. 1 to 200 characters.
+   */
+  scope?: string;
 }

@@ -14,8 +14,10 @@ export interface AcquireAttemptRequest {
   target?: AttemptTarget;
 }
 
-/** A document lock's conditions on the document it locks. */
+/** What an attempt records or checks besides the lease: its scope, a document's conditions. */
 export interface AttemptTarget {
+  /** The owner scope recorded with the lease (`releaseScope`). */
+  scope?: string;
   /** Extra conditions on the document (a tenant, say); not met = not found. */
   where?: Record<string, unknown>;
   /** Insert the document with these fields when no document has the id. */
@@ -63,7 +65,7 @@ function whenFree(newValue: unknown, oldValue: string) {
   return { $cond: [free, newValue, oldValue] };
 }
 
-function acquirePipeline({ owner, holder, ttlMs }: AcquireAttemptRequest) {
+function acquirePipeline({ owner, holder, ttlMs, target }: AcquireAttemptRequest) {
   // Every `$cond` reads the document as it was before this stage, so they agree on `free`.
   // When the key is held, each field is set to itself: the server sees a no-op, writes
   // nothing to the oplog, and no change event wakes anyone.
@@ -83,6 +85,7 @@ function acquirePipeline({ owner, holder, ttlMs }: AcquireAttemptRequest) {
         acquiredAt: whenFree('$$NOW', '$acquiredAt'),
         expiresAt: whenFree({ $add: ['$$NOW', ttlMs] }, '$expiresAt'),
         gcAt: whenFree(null, '$gcAt'),
+        scope: whenFree({ $literal: target?.scope ?? null }, '$scope'),
       },
     },
   ];

@@ -8,6 +8,7 @@ import { openLockChangeStream } from './lock-change-stream';
 import type { OpenLockChangeStreamOptions } from './lock-change-stream';
 import type { LockChangeStream, LockCollection, SessionSource } from './lock-document';
 import { releaseLease } from './release-lease';
+import { releaseScope } from './release-scope';
 import type { ReleaseLeaseOutcome } from './release-lease';
 import { renewLease } from './renew-lease';
 import type { RenewLeaseOutcome, RenewLeaseRequest } from './renew-lease';
@@ -25,6 +26,8 @@ export interface LeaseCommands {
   probe(key: string): Promise<LockProbe>;
   openChangeStream(options: OpenLockChangeStreamOptions): LockChangeStream;
   ensureIndexes(): Promise<void>;
+  /** Frees every live lease of an owner scope; only where leases can carry one. */
+  releaseScope?(scope: string): Promise<number>;
 }
 
 /** The lock collection's commands (see ARCHITECTURE.md §3). */
@@ -41,5 +44,6 @@ export function lockCollectionCommands(
     probe: (key) => probeLock(collection, sessions, key),
     openChangeStream: (options) => openLockChangeStream(collection, options),
     ensureIndexes: () => ensureLockIndexes(collection),
+    releaseScope: (scope) => releaseScope(collection, scope, idleRetentionMs),
   };
 }

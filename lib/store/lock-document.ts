@@ -13,6 +13,8 @@ export interface LockDocument {
   acquiredAt: Date | null;
   /** Server time at which the lease ends, whatever any client believes. */
   expiresAt: Date | null;
+  /** The acquisition's owner scope (`releaseScope`), or null. */
+  scope?: string | null;
   /** Set on release; a TTL index deletes the idle document at this time. */
   gcAt: Date | null;
   /** Recent releases of live leases, so a retried release knows it succeeded. */
@@ -28,7 +30,7 @@ export interface LockDocument {
  */
 export type LockCollection = Pick<
   Collection<LockDocument>,
-  'findOneAndUpdate' | 'findOne' | 'createIndexes' | 'watch' | 'collectionName'
+  'findOneAndUpdate' | 'findOne' | 'updateMany' | 'createIndexes' | 'watch' | 'collectionName'
 >;
 
 /** Where the store starts the session that reports an attempt's `operationTime`. */

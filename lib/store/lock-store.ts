@@ -169,6 +169,15 @@ export class LockStore {
     return this.claimed.has(id) ? undefined : this.giveBack(key, owner);
   }
 
+  /** Frees every live lease of `scope` in the collection (see `releaseScope`). */
+  releaseScope(scope: string): Promise<number> {
+    const { commands } = this;
+    if (!commands.releaseScope) return Promise.resolve(0);
+    return this.send('releaseScope', this.options.operationTimeoutMs, () =>
+      (commands.releaseScope as (scope: string) => Promise<number>)(scope),
+    ).result;
+  }
+
   inspect(key: string): Promise<LockState | null> {
     return this.send('inspect', this.options.operationTimeoutMs, () => this.commands.inspect(key))
       .result;

@@ -15,6 +15,7 @@ interface StoredLock {
   acquiredAt: number | null;
   expiresAt: number | null;
   gcAt: number | null;
+  scope?: string | null;
   /** Recent releases of live leases, each remembered until its lease would have ended. */
   releasedOwners?: { owner: string; until: number | null }[];
   releasedHolder?: string | null;
@@ -57,6 +58,7 @@ export class InMemoryLockCollection {
     owner: string;
     holder: string;
     ttlMs: number;
+    scope?: string;
   }): InMemoryAttemptReply {
     const now = this.clock();
     const before = this.documents.get(request.key);
@@ -147,6 +149,25 @@ export class InMemoryLockCollection {
     return true;
   }
 
+  /** `release-scope.ts`: frees every live lease of `scope`; how many. */
+  releaseScope(scope: string, idleRetentionMs: number): number {
+    const now = this.clock();
+    let freed = 0;
+    for (const [key, before] of [...this.documents]) {
+      if (before.scope !== scope || before.owner === null) continue;
+      if (!((before.expiresAt ?? -Infinity) > now)) continue;
+      this.write(key, before, {
+        ...before,
+        owner: null,
+        gcAt: Math.max(now + idleRetentionMs, before.expiresAt ?? -Infinity),
+        releasedHolder: before.holder,
+        releasedFence: before.fence,
+      });
+      freed += 1;
+    }
+    return freed;
+  }
+
   /** The document as MongoDB would store it, or undefined (for change events' `fullDocument`). */
   lookUp(key: string): LockDocument | undefined {
     const stored = this.documents.get(key);
@@ -177,7 +198,7 @@ export class InMemoryLockCollection {
 /** The document once `request` has taken the key at `now`. */
 function taken(
   before: StoredLock | undefined,
-  request: { key: string; owner: string; holder: string; ttlMs: number },
+  request: { key: string; owner: string; holder: string; ttlMs: number; scope?: string },
   now: number,
 ): StoredLock {
   const nextFence = (before?.fence ?? 0n) + 1n;
@@ -191,6 +212,7 @@ function taken(
     acquiredAt: now,
     expiresAt: now + request.ttlMs,
     gcAt: null,
+    scope: request.scope ?? null,
   };
 }
 
@@ -226,6 +248,7 @@ function toLockDocument(stored: StoredLock): LockDocument {
       until: toDate(until) as Date,
     }));
   }
+  if (stored.scope !== undefined) document.scope = stored.scope;
   if (stored.releasedHolder !== undefined) document.releasedHolder = stored.releasedHolder;
   if (stored.releasedFence !== undefined) {
     document.releasedFence = Long.fromBigInt(stored.releasedFence);

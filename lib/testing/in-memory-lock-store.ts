@@ -1,6 +1,6 @@
 import type { LockState } from '../interfaces/lock-state.interface';
 import type { ResolvedLockModuleOptions } from '../options';
-import type { AcquireAttemptOutcome } from '../store/acquire-attempt';
+import type { AcquireAttemptOutcome, AttemptTarget } from '../store/acquire-attempt';
 import type { OpenLockChangeStreamOptions } from '../store/lock-change-stream';
 import type { LockChangeStream } from '../store/lock-document';
 import type { KeyLeaseProbe, LockStore } from '../store/lock-store';
@@ -49,6 +49,8 @@ export class InMemoryLockStore implements LockStoreContract {
     owner: string,
     ttlMs: number,
     _onLateWin: () => void,
+    _timeoutMs?: number,
+    target?: AttemptTarget,
   ): Promise<AcquireAttemptOutcome> {
     return this.send(() => {
       const sentAt = performance.now();
@@ -57,6 +59,7 @@ export class InMemoryLockStore implements LockStoreContract {
         owner,
         holder: this.options.holderId,
         ttlMs,
+        scope: target?.scope,
       });
       const base = {
         key,
@@ -108,6 +111,10 @@ export class InMemoryLockStore implements LockStoreContract {
     await this.givingBack.get(id);
     await this.send(() => undefined);
     return this.claimed.has(id) ? undefined : this.giveBack(key, owner);
+  }
+
+  releaseScope(scope: string): Promise<number> {
+    return this.send(() => this.collection.releaseScope(scope, this.options.idleRetentionMs));
   }
 
   inspect(key: string): Promise<LockState | null> {
