@@ -265,4 +265,19 @@ describe('Document locks', () => {
     expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(100);
     expect((await accounts.findOne({ _id: 'b' }))?.balance).toBe(5);
   });
+
+  it('a re-entered document lock still checks the inner call's where', async () => {
+    const docs = (await kit.service()).documents<Account>(collectionName);
+    const inner = await docs.withLock(
+      'a',
+      async (outer) => {
+        await expect(
+          docs.withLock('a', () => 'ran', { where: { tenant: 't2' } }),
+        ).rejects.toBeInstanceOf(DocumentNotFoundError);
+        return docs.withLock('a', (same) => same === outer, { where: { tenant: 't1' } });
+      },
+      { where: { tenant: 't1' } },
+    );
+    expect(inner).toBe(true);
+  });
 });
