@@ -266,7 +266,7 @@ describe('Document locks', () => {
     expect((await accounts.findOne({ _id: 'b' }))?.balance).toBe(5);
   });
 
-  it('a re-entered document lock still checks the inner call's where', async () => {
+  it("a re-entered document lock still checks the inner call's where", async () => {
     const docs = (await kit.service()).documents<Account>(collectionName);
     const inner = await docs.withLock(
       'a',
