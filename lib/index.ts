@@ -12,6 +12,7 @@ export * from './interfaces';
 export { Locked, createLockedDecorator, type LockedOptions } from './decorators/locked.decorator';
 export type { LockedMetadata } from './decorators/locked-metadata';
 export { LockHandleParam } from './decorators/lock-handle-param.decorator';
+export { LockSession } from './decorators/lock-session-param.decorator';
 export { LockedInterceptor } from './interceptors/locked.interceptor';
 export type { LockKeyContext, LockKeySpec } from './keys/key-template';
 export { MAX_LOCK_KEY_BYTES } from './keys/lock-key';

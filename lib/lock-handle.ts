@@ -1,3 +1,4 @@
+import type { ClientSession } from 'mongodb';
 import { Observable, ReplaySubject } from 'rxjs';
 import { LockLostError } from './errors/lock-lost.error';
 import { MongoLockError } from './errors/mongo-lock.error';
@@ -49,6 +50,11 @@ export interface LockHandle {
    */
   release(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
+  /**
+   * The MongoDB session of a `withLock(…, { transaction: true })` (or `@Locked` with
+   * `transaction`): pass it to every command of the protected work. `undefined` otherwise.
+   */
+  readonly session?: ClientSession;
 }
 
 /** What the handle needs: the lease keeper's inputs, less its loss callback, which is the handle's own. */
@@ -78,6 +84,7 @@ export class MongoLockHandle implements LockHandle {
   /** The background release of a lost handle's keys, with how many were live. */
   private givingBack: Promise<number> | undefined;
   private markDone!: () => void;
+  private transactionSession: ClientSession | undefined;
 
   constructor(private readonly init: LockHandleInit) {
     this.keys = init.held.map((held) => held.key);
@@ -193,6 +200,20 @@ export class MongoLockHandle implements LockHandle {
     this.releaseSent = true;
     this.releaseConfirmed = true;
     this.settle();
+  }
+
+  get session(): ClientSession | undefined {
+    return this.transactionSession;
+  }
+
+  /** Sets (or clears) the session of the transaction the protected work runs in. @internal */
+  useSession(session: ClientSession | undefined): void {
+    this.transactionSession = session;
+  }
+
+  /** The owner tokens of every key, for writes that must prove ownership. @internal */
+  get heldKeys(): readonly { key: string; owner: string }[] {
+    return this.init.held;
   }
 
   /** The acquisition's owner scope (`AcquireOptions.scope`), if any. */

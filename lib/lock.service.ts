@@ -11,7 +11,8 @@ import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
 import { LockServiceClosedError } from './errors/lock-service-closed.error';
 import { MongoLockError } from './errors/mongo-lock.error';
 import { HeldLocks } from './held-locks';
-import type { AcquireOptions } from './interfaces/lock-options.interface';
+import type { AcquireOptions, WithLockOptions } from './interfaces/lock-options.interface';
+import { requireTransactions, runInTransaction } from './lock-transaction';
 import type { LockEvent, LockState } from './interfaces/lock-state.interface';
 import type { MongoLockModuleOptions } from './interfaces/mongo-lock-options.interface';
 import { normalizeLockKeys, validateLockKey } from './keys/lock-key';
@@ -25,7 +26,12 @@ import {
   wouldDeadlockMessage,
 } from './lock.messages';
 import { MONGO_LOCK_OPTIONS } from './mongo-lock.module-definition';
-import { resolveAcquireOptions, resolveModuleOptions, scopeName } from './options';
+import {
+  resolveAcquireOptions,
+  resolveModuleOptions,
+  resolveTransactionOption,
+  scopeName,
+} from './options';
 import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from './options';
 import { LockStore } from './store/lock-store';
 import { LockAcquirer } from './lock-acquirer';
@@ -231,16 +237,22 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   async withLock<T>(
     keys: string | string[],
     fn: (handle: LockHandle) => T | Promise<T>,
-    options?: AcquireOptions,
+    options?: WithLockOptions,
   ): Promise<T> {
     const keyList = normalizeLockKeys(keys);
     const resolved = resolveAcquireOptions(options, this.options, true);
+    const transaction = resolveTransactionOption(options?.transaction);
     const enclosing = this.enclosingHandle(keyList);
+    // Re-entered: the outer call's lock, and its transaction if it has one.
     if (enclosing) return await fn(enclosing);
+    if (transaction) await requireTransactions(await this.ensureStarted());
     const handle = await this.acquireKeys(keyList, resolved);
+    const run = () => runWithHeldLock(this, handle, () => fn(handle));
     let result: T;
     try {
-      result = await runWithHeldLock(this, handle, () => fn(handle));
+      result = transaction
+        ? await runInTransaction(this.requireStore(), handle, run, transaction)
+        : await run();
     } catch (error) {
       await handle.release().catch(() => undefined);
       throw error;

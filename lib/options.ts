@@ -292,6 +292,22 @@ function metricsLabel(value: unknown): string {
   return value;
 }
 
+/** `withLock`'s `transaction` option: `undefined` for none. */
+export function resolveTransactionOption(value: unknown): { maxCommitTimeMS?: number } | undefined {
+  if (value === undefined || value === false) return undefined;
+  if (value === true) return {};
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    fail('transaction', 'true, false or { maxCommitTimeMS }', value);
+  }
+  const { maxCommitTimeMS, ...rest } = value as Record<string, unknown>;
+  const unknown = Object.keys(rest)[0];
+  if (unknown !== undefined) fail('transaction', 'true, false or { maxCommitTimeMS }', value);
+  if (maxCommitTimeMS === undefined) return {};
+  return {
+    maxCommitTimeMS: integer('transaction.maxCommitTimeMS', maxCommitTimeMS, 1, MAX_TIMER_MS, 0),
+  };
+}
+
 /** An owner scope: a bounded string, as every other name the library stores. */
 export function scopeName(value: unknown): string | undefined {
   if (value === undefined) return undefined;

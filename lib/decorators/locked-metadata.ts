@@ -1,4 +1,4 @@
-import type { AcquireOptions } from '../interfaces/lock-options.interface';
+import type { WithLockOptions } from '../interfaces/lock-options.interface';
 import type { LockKeyResolver } from '../keys/key-template';
 import { LOCKED_METADATA } from '../mongo-lock.constants';
 
@@ -6,7 +6,10 @@ import { LOCKED_METADATA } from '../mongo-lock.constants';
  * Options of `@Locked`: a subset of `AcquireOptions` (no `signal`: the call's lifetime is the
  * signal), plus what to do when the lock is busy and how long to hold it at least.
  */
-export interface LockedOptions extends Pick<AcquireOptions, 'ttlMs' | 'timeoutMs' | 'renew'> {
+export interface LockedOptions extends Pick<
+  WithLockOptions,
+  'ttlMs' | 'timeoutMs' | 'renew' | 'transaction'
+> {
   /**
    * When the lock is held elsewhere:
    * - `'wait'` (default): wait up to `timeoutMs`, then fail with `LockNotAcquiredError`

@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { LockLostError, LockNotAcquiredError } from '../errors';
-import type { AcquireOptions } from '../interfaces/lock-options.interface';
+import type { WithLockOptions } from '../interfaces/lock-options.interface';
 import { heldLocksOf } from '../lock-context';
 import type { LockHandle } from '../lock-handle';
 import type { LockService } from '../lock.service';
@@ -29,10 +29,10 @@ function canExpire(handle: LockHandle): handle is ExpirableHandle {
 function acquireOptions(
   { options, metricsLabel }: LockedMetadata,
   signal: AbortSignal | undefined,
-): AcquireOptions {
-  const { ttlMs, renew, onBusy } = options;
+): WithLockOptions {
+  const { ttlMs, renew, onBusy, transaction } = options;
   const timeoutMs = options.timeoutMs ?? (onBusy === 'skip' ? 0 : undefined);
-  return { ttlMs, timeoutMs, renew, signal, metricsLabel };
+  return { ttlMs, timeoutMs, renew, signal, metricsLabel, transaction };
 }
 
 /**

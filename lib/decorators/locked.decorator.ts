@@ -5,7 +5,7 @@ import { LockedInterceptor } from '../interceptors/locked.interceptor';
 import { compileLockKeys, type LockKeySpec } from '../keys/key-template';
 import { LOCKED_METADATA } from '../mongo-lock.constants';
 import { MESSAGES } from '../mongo-lock.messages';
-import { MAX_TIMER_MS, MIN_TTL_MS } from '../options';
+import { MAX_TIMER_MS, MIN_TTL_MS, resolveTransactionOption } from '../options';
 import { createLockedMethod } from './locked-method';
 import {
   getLockedMetadata,
@@ -19,7 +19,7 @@ export type { LockedOptions } from './locked-metadata';
 // `INTERCEPTORS_METADATA` of @nestjs/common, which does not export its constants from the root.
 const INTERCEPTORS_METADATA = '__interceptors__';
 
-const OPTION_NAMES = new Set(['ttlMs', 'timeoutMs', 'renew', 'onBusy', 'minHoldMs']);
+const OPTION_NAMES = new Set(['ttlMs', 'timeoutMs', 'renew', 'onBusy', 'minHoldMs', 'transaction']);
 
 /** Checks `@Locked`-style options; `names` are the accepted option names. @internal */
 export function checkOptions(
@@ -55,6 +55,13 @@ export function checkOptions(
     bad('onBusy', "'wait' or 'skip'");
   if (options.minHoldMs !== undefined && !integerIn(options.minHoldMs, 0)) {
     bad('minHoldMs', `an integer from 0 to ${MAX_TIMER_MS}`);
+  }
+  if (options.transaction !== undefined) {
+    try {
+      resolveTransactionOption(options.transaction);
+    } catch {
+      bad('transaction', 'true, false or { maxCommitTimeMS }');
+    }
   }
 }
 

@@ -23,3 +23,16 @@ export interface AcquireOptions {
    */
   scope?: string;
 }
+
+/** Options of `withLock` (and `@Locked`): an acquisition's, plus the transaction. */
+export interface WithLockOptions extends AcquireOptions {
+  /**
+   * Runs the function inside a MongoDB transaction on a session the library starts
+   * (`handle.session`). It commits only if every key is still ours at commit time (checked by
+   * a write to each lock inside the transaction), so work done under a lost lease is never
+   * committed; the lock is released after the commit or the final abort. Like the driver's
+   * `withTransaction`, the function runs again after a transient error. Needs a replica set
+   * or a sharded cluster; on a standalone server it fails before the function runs.
+   */
+  transaction?: boolean | { maxCommitTimeMS?: number };
+}

@@ -1,3 +1,4 @@
+import type { ClientSession } from 'mongodb';
 import type { LockState } from '../interfaces/lock-state.interface';
 import type { AcquireAttemptOutcome, AcquireAttemptRequest } from './acquire-attempt';
 import { attemptAcquire } from './acquire-attempt';
@@ -28,6 +29,11 @@ export interface LeaseCommands {
   ensureIndexes(): Promise<void>;
   /** Frees every live lease of an owner scope; only where leases can carry one. */
   releaseScope?(scope: string): Promise<number>;
+  /**
+   * Inside a transaction: true if `owner` still holds a live lease on `key`, proven by a write
+   * to the lock, so that a takeover before the commit makes the commit fail.
+   */
+  confirmHeldIn?(key: string, owner: string, session: ClientSession): Promise<boolean>;
 }
 
 /** The lock collection's commands (see ARCHITECTURE.md §3). */
@@ -45,5 +51,13 @@ export function lockCollectionCommands(
     openChangeStream: (options) => openLockChangeStream(collection, options),
     ensureIndexes: () => ensureLockIndexes(collection),
     releaseScope: (scope) => releaseScope(collection, scope, idleRetentionMs),
+    confirmHeldIn: async (key, owner, session) => {
+      const result = await collection.updateOne(
+        { _id: key, owner, $expr: { $gt: ['$expiresAt', '$$NOW'] } },
+        [{ $set: { confirmedAt: '$$NOW' } }],
+        { session },
+      );
+      return result.matchedCount === 1;
+    },
   };
 }

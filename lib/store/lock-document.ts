@@ -13,6 +13,8 @@ export interface LockDocument {
   acquiredAt: Date | null;
   /** Server time at which the lease ends, whatever any client believes. */
   expiresAt: Date | null;
+  /** Written by a transaction that proves, before committing, that the lock is still ours. */
+  confirmedAt?: Date;
   /** The acquisition's owner scope (`releaseScope`), or null. */
   scope?: string | null;
   /** Set on release; a TTL index deletes the idle document at this time. */
@@ -30,7 +32,13 @@ export interface LockDocument {
  */
 export type LockCollection = Pick<
   Collection<LockDocument>,
-  'findOneAndUpdate' | 'findOne' | 'updateMany' | 'createIndexes' | 'watch' | 'collectionName'
+  | 'findOneAndUpdate'
+  | 'findOne'
+  | 'updateOne'
+  | 'updateMany'
+  | 'createIndexes'
+  | 'watch'
+  | 'collectionName'
 >;
 
 /** Where the store starts the session that reports an attempt's `operationTime`. */

@@ -1,5 +1,5 @@
-import { MongoClient } from 'mongodb';
-import type { Timestamp } from 'mongodb';
+import { MongoClient, MongoError } from 'mongodb';
+import type { ClientSession, Timestamp } from 'mongodb';
 import type { LockState } from '../interfaces/lock-state.interface';
 import type { ResolvedLockModuleOptions } from '../options';
 import type { AcquireAttemptOutcome, AttemptTarget } from './acquire-attempt';
@@ -10,7 +10,7 @@ import type { LeaseCommands } from './lease-commands';
 import { openLockCollection } from './lock-collection';
 import type { OpenLockChangeStreamOptions } from './lock-change-stream';
 import type { LockChangeStream } from './lock-document';
-import { isStoreUnavailableError, isUnreachableError } from './mongo-error-codes';
+import { isStoreUnavailableError, isUnreachableError, toStoreError } from './mongo-error-codes';
 import type { ReleaseLeaseOutcome } from './release-lease';
 import type { RenewLeaseOutcome } from './renew-lease';
 
@@ -45,6 +45,7 @@ export class LockStore {
   private readonly givingBack = new Map<string, Promise<ReleaseLeaseOutcome | undefined>>();
   /** False from a command that found MongoDB unavailable until one gets through again. */
   private reachable = true;
+  private transactional: Promise<boolean> | undefined;
 
   /**
    * Connects (creating the client from `uri` when none was given) and ensures the indexes
@@ -167,6 +168,40 @@ export class LockStore {
     await this.givingBack.get(id); // it may have been sent before this win
     await this.inFlightSettled(id);
     return this.claimed.has(id) ? undefined : this.giveBack(key, owner);
+  }
+
+  /**
+   * Whether the deployment runs transactions (a replica set or a sharded cluster), asked once.
+   * False where the store has no transactional lease commands.
+   */
+  supportsTransactions(): Promise<boolean> {
+    if (!this.commands.confirmHeldIn) return Promise.resolve(false);
+    this.transactional ??= this.send('hello', this.options.operationTimeoutMs, async () => {
+      const hello = await this.client.db('admin').command({ hello: 1 });
+      return typeof hello.setName === 'string' || hello.msg === 'isdbgrid';
+    }).result.catch((error: unknown) => {
+      this.transactional = undefined;
+      throw error;
+    });
+    return this.transactional;
+  }
+
+  /**
+   * Inside `session`'s transaction: `owner` still holds `key` (see `LeaseCommands.confirmHeldIn`).
+   * A transient transaction error (a write conflict: someone wrote the lock meanwhile) passes
+   * through as the driver's, so that `withTransaction` runs the transaction again; others
+   * become the library's.
+   */
+  async confirmHeldIn(key: string, owner: string, session: ClientSession): Promise<boolean> {
+    const { commands } = this;
+    if (!commands.confirmHeldIn) return false;
+    try {
+      return await commands.confirmHeldIn(key, owner, session);
+    } catch (error) {
+      if (error instanceof MongoError && error.hasErrorLabel('TransientTransactionError'))
+        throw error;
+      throw toStoreError(error, 'confirmHeld');
+    }
   }
 
   /** Frees every live lease of `scope` in the collection (see `releaseScope`). */

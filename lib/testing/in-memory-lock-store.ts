@@ -113,6 +113,15 @@ export class InMemoryLockStore implements LockStoreContract {
     return this.claimed.has(id) ? undefined : this.giveBack(key, owner);
   }
 
+  /** No MongoDB, so no transactions: `transaction: true` fails with a clear error. */
+  supportsTransactions(): Promise<boolean> {
+    return Promise.resolve(false);
+  }
+
+  confirmHeldIn(): Promise<boolean> {
+    return Promise.resolve(false);
+  }
+
   releaseScope(scope: string): Promise<number> {
     return this.send(() => this.collection.releaseScope(scope, this.options.idleRetentionMs));
   }

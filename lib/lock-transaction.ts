@@ -1,0 +1,61 @@
+import { LockLostError } from './errors/lock-lost.error';
+import { MongoLockError } from './errors/mongo-lock.error';
+import type { MongoLockHandle } from './lock-handle';
+import { lostMessage } from './lock.messages';
+import type { LockStore } from './store/lock-store';
+
+/** The `transaction` option of `withLock`, resolved. */
+export interface TransactionOptions {
+  maxCommitTimeMS?: number;
+}
+
+/** Fails before any work runs where a transaction cannot: never a silent run without one. */
+export async function requireTransactions(store: LockStore): Promise<void> {
+  if (!(await store.supportsTransactions())) {
+    throw new MongoLockError(
+      'transaction: true needs MongoDB transactions (a replica set or a sharded cluster); ' +
+        'this deployment has none',
+    );
+  }
+}
+
+/**
+ * Runs `fn` inside a transaction on a session of the store's client, the handle carrying the
+ * session. Before the commit, a write to each lock inside the transaction proves the lock is
+ * still ours: a takeover before the commit makes it fail, and a lock already lost aborts it.
+ * The driver's `withTransaction` runs `fn` again after a transient error.
+ */
+export async function runInTransaction<T>(
+  store: LockStore,
+  handle: MongoLockHandle,
+  fn: () => T | Promise<T>,
+  options: TransactionOptions,
+): Promise<T> {
+  const session = store.client.startSession();
+  handle.useSession(session);
+  try {
+    let result!: T;
+    await session.withTransaction(
+      async () => {
+        result = await fn();
+        for (const { key, owner } of handle.heldKeys) {
+          if (!(await store.confirmHeldIn(key, owner, session))) {
+            throw new LockLostError(
+              lostMessage(key, 'it was lost before the transaction committed'),
+              {
+                key,
+              },
+            );
+          }
+        }
+        // The local deadline runs ahead of the server's: past it, do not commit either.
+        if (handle.signal.aborted) throw handle.signal.reason;
+      },
+      options.maxCommitTimeMS === undefined ? {} : { maxCommitTimeMS: options.maxCommitTimeMS },
+    );
+    return result;
+  } finally {
+    handle.useSession(undefined);
+    await session.endSession().catch(() => undefined);
+  }
+}

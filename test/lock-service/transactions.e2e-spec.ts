@@ -1,0 +1,158 @@
+import { Controller, Module, Param, Post } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import type { ClientSession } from 'mongodb';
+import { LockService, Locked, LockSession, MongoLockModule } from '../../lib';
+import { InvalidLockOptionsError, LockLostError, MongoLockError } from '../../lib/errors';
+import { canEmulate } from '../support/mongo';
+import { LockTestKit } from './lock-test-kit';
+
+jest.setTimeout(60_000);
+
+describe('withLock in a transaction', () => {
+  const kit = LockTestKit.forSuite();
+
+  it('commits the work with the lock held, on the session the handle carries', async () => {
+    const client = await kit.client();
+    const locks = await kit.service({ client });
+    const accounts = client
+      .db(kit.mongo.dbName)
+      .collection<{ _id: string; balance: number }>('tx_accounts');
+    await accounts.insertOne({ _id: 'a', balance: 10 });
+    const seen = await locks.withLock(
+      'account:a',
+      async (lock) => {
+        expect(lock.session).toBeDefined();
+        expect(LockService.current()?.session).toBe(lock.session);
+        await accounts.updateOne({ _id: 'a' }, { $inc: { balance: 5 } }, { session: lock.session });
+        // Not visible outside the transaction before it commits.
+        return (await accounts.findOne({ _id: 'a' }))?.balance;
+      },
+      { transaction: true },
+    );
+    expect(seen).toBe(10);
+    expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(15);
+    expect((await locks.inspect('account:a'))?.held).toBe(false);
+  });
+
+  it('never commits work whose lock was taken over before the commit', async () => {
+    const client = await kit.client();
+    const locks = await kit.service({ client });
+    const accounts = client
+      .db(kit.mongo.dbName)
+      .collection<{ _id: string; balance: number }>('tx_lost');
+    await accounts.insertOne({ _id: 'a', balance: 10 });
+    const lockDocs = client
+      .db(kit.mongo.dbName)
+      .collection<{ _id: string; owner: string }>(kit.collectionName);
+    let runs = 0;
+    await expect(
+      locks.withLock(
+        'account:a',
+        async (lock) => {
+          runs += 1;
+          await accounts.updateOne(
+            { _id: 'a' },
+            { $inc: { balance: 5 } },
+            { session: lock.session },
+          );
+          // Another holder takes the lock while the work runs (as after a pause past the lease).
+          await lockDocs.updateOne({ _id: 'account:a' }, { $set: { owner: 'someone-else' } });
+        },
+        { transaction: true },
+      ),
+    ).rejects.toBeInstanceOf(LockLostError);
+    expect(runs).toBeGreaterThanOrEqual(1);
+    expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(10);
+  });
+
+  it('aborts when the work fails, and releases the lock', async () => {
+    const client = await kit.client();
+    const locks = await kit.service({ client });
+    const accounts = client
+      .db(kit.mongo.dbName)
+      .collection<{ _id: string; balance: number }>('tx_fail');
+    await accounts.insertOne({ _id: 'a', balance: 10 });
+    await expect(
+      locks.withLock(
+        'account:a',
+        async (lock) => {
+          await accounts.updateOne(
+            { _id: 'a' },
+            { $inc: { balance: 5 } },
+            { session: lock.session },
+          );
+          throw new Error('payment declined');
+        },
+        { transaction: true },
+      ),
+    ).rejects.toThrow('payment declined');
+    expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(10);
+    expect((await locks.inspect('account:a'))?.held).toBe(false);
+  });
+
+  it('refuses a bad transaction option before acquiring', async () => {
+    const locks = await kit.service();
+    await expect(
+      locks.withLock('k', () => undefined, { transaction: 'yes' as never }),
+    ).rejects.toBeInstanceOf(InvalidLockOptionsError);
+    expect(await locks.inspect('k')).toBeNull();
+  });
+
+  it('@Locked with transaction gives the handler its session through @LockSession()', async () => {
+    const client = await kit.client();
+    const orders = client
+      .db(kit.mongo.dbName)
+      .collection<{ _id: string; paid: boolean }>('tx_orders');
+    await orders.insertOne({ _id: '1', paid: false });
+
+    @Controller('orders')
+    class OrdersController {
+      @Post(':id/pay')
+      @Locked('order:{params.id}', { transaction: true })
+      async pay(@Param('id') id: string, @LockSession() session: ClientSession) {
+        await orders.updateOne({ _id: id }, { $set: { paid: true } }, { session });
+        return { inTransaction: session.inTransaction() };
+      }
+    }
+    @Module({
+      imports: [
+        MongoLockModule.forRoot({
+          client,
+          dbName: kit.mongo.dbName,
+          collectionName: kit.collectionName,
+        }),
+      ],
+      controllers: [OrdersController],
+    })
+    class AppModule {}
+    const app = await NestFactory.create(AppModule, { logger: false });
+    await app.listen(0);
+    try {
+      const response = await fetch(`${await app.getUrl()}/orders/1/pay`, { method: 'POST' });
+      expect(response.status).toBe(201);
+      expect(await response.json()).toEqual({ inTransaction: true });
+      expect((await orders.findOne({ _id: '1' }))?.paid).toBe(true);
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+(canEmulate('standalone') ? describe : describe.skip)(
+  'withLock in a transaction on a standalone server',
+  () => {
+    const kit = LockTestKit.forSuite({ standalone: true });
+
+    it('fails with a clear error before the work runs', async () => {
+      const locks = await kit.service();
+      let ran = false;
+      const failure = await locks
+        .withLock('k', () => (ran = true), { transaction: true })
+        .catch((error: unknown) => error);
+      expect(failure).toBeInstanceOf(MongoLockError);
+      expect(String((failure as Error).message)).toMatch(/replica set/);
+      expect(ran).toBe(false);
+      expect(await locks.inspect('k')).toBeNull();
+    });
+  },
+);
