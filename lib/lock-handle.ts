@@ -186,7 +186,8 @@ export class MongoLockHandle implements LockHandle {
       // The holder is already letting go: its release decides, unless it is not confirmed.
       await this.releasing.catch(() => undefined);
     }
-    if (this.isReleased) return this.givingBack ?? 0;
+    // Let go already (by its holder, or by another revoke, which counts its own give-back).
+    if (this.isReleased) return 0;
     this.markLost(this.key, reason);
     return this.giveBackUnreleased();
   }

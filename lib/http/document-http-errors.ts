@@ -61,8 +61,9 @@ export function documentHttpError(
     return { exception: httpError(HTTP_NOT_FOUND, 'No such document', error) };
   }
   if (error instanceof VersionConflictError) {
-    const fromIfMatch =
-      ifMatchVersion !== undefined && versionTag(error.expected) === ifMatchVersion;
+    const expectedTag =
+      typeof error.expected === 'string' ? error.expected : versionTag(error.expected);
+    const fromIfMatch = ifMatchVersion !== undefined && expectedTag === ifMatchVersion;
     const current = versionTag(error.current);
     const message = `The document was changed meanwhile: its version is ${current ?? 'another'}, not ${versionTag(error.expected) ?? 'the one given'}`;
     return {

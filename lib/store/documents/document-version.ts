@@ -72,6 +72,11 @@ export function versionBumpStage(version: DocumentVersion): Document {
  * field's BSON type; `undefined` when it cannot be one.
  */
 export function toVersionValue(version: DocumentVersion, value: unknown): unknown {
+  // Text (an ETag) is compared character by character, as ETags are: "01" is not the ETag
+  // "1" of version 1. A tag in another form than `versionTag` writes stays the text itself,
+  // which no version of the field's type equals: a conflict, never a match.
+  const canonical = (converted: unknown) =>
+    typeof value !== 'string' || versionTag(converted) === value ? converted : value;
   switch (version.type) {
     case 'int':
       if (typeof value === 'number' && Number.isSafeInteger(value)) return value;
@@ -79,25 +84,27 @@ export function toVersionValue(version: DocumentVersion, value: unknown): unknow
       if (value instanceof Long) return value;
       if (typeof value === 'string' && /^-?\d{1,19}$/.test(value)) {
         const parsed = BigInt(value);
-        return parsed >= BigInt(Number.MIN_SAFE_INTEGER) &&
-          parsed <= BigInt(Number.MAX_SAFE_INTEGER)
-          ? Number(parsed)
-          : Long.fromBigInt(parsed);
+        const safe =
+          parsed >= BigInt(Number.MIN_SAFE_INTEGER) && parsed <= BigInt(Number.MAX_SAFE_INTEGER);
+        return canonical(safe ? Number(parsed) : Long.fromBigInt(parsed));
       }
       return undefined;
     case 'decimal128':
       if (value instanceof Decimal128) return value;
-      if (typeof value === 'number' && Number.isFinite(value))
+      if (typeof value === 'number' && Number.isFinite(value)) {
         return Decimal128.fromString(String(value));
-      if (typeof value === 'string' && /^-?\d+(\.\d+)?$/.test(value))
-        return Decimal128.fromString(value);
+      }
+      if (typeof value === 'string' && /^-?\d+(\.\d+)?$/.test(value)) {
+        return canonical(Decimal128.fromString(value));
+      }
       return undefined;
     case 'date': {
       if (value instanceof Date) return Number.isNaN(value.getTime()) ? undefined : value;
-      if (typeof value === 'number' && Number.isSafeInteger(value)) return new Date(value);
-      if (typeof value === 'string' && /^\d{1,16}$/.test(value)) return new Date(Number(value));
-      if (typeof value === 'string' && !Number.isNaN(Date.parse(value))) return new Date(value);
-      return undefined;
+      const ms = typeof value === 'string' && /^-?\d{1,16}$/.test(value) ? Number(value) : value;
+      if (typeof ms !== 'number' || !Number.isSafeInteger(ms) || Math.abs(ms) > 8.64e15) {
+        return undefined;
+      }
+      return canonical(new Date(ms));
     }
   }
 }

@@ -1,0 +1,142 @@
+import { filter, firstValueFrom, take, toArray } from 'rxjs';
+import { LockStoreUnavailableError } from '../../../lib/errors';
+import { FaultProxy, passThrough, proxiedUri, proxyTarget } from '../../support/fault-proxy';
+import { LockTestKit } from '../lock-test-kit';
+
+jest.setTimeout(60_000);
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('adversarial: owner scopes', () => {
+  const kit = LockTestKit.forSuite();
+  const service = (extra: Record<string, unknown> = {}) =>
+    kit.service({ shutdownGraceMs: 100, ...extra });
+
+  it('counts each key of a multi-key scoped acquisition, here and elsewhere', async () => {
+    const a = await service();
+    const b = await service();
+    const here = await a.acquire(['m:1', 'm:2'], { scope: 's' });
+    const there = await b.acquire(['m:3', 'm:4'], { scope: 's' });
+    expect(await a.releaseScope('s')).toBe(4);
+    expect(here.lost).toBe(true);
+    for (const key of ['m:1', 'm:2', 'm:3', 'm:4']) {
+      expect((await a.inspect(key))?.held).toBe(false);
+    }
+    void there;
+  });
+
+  it.each(['$holder', '$owner', '$$NOW', '{"$gt":""}', 'a.b'])(
+    'stores the scope %s literally and releases by it exactly',
+    async (scope) => {
+      const a = await service();
+      const b = await service();
+      await b.acquire('lit:1', { scope });
+      await b.acquire('lit:2', { scope: 'other' });
+      const raw = (await kit.rawLocks()).find((doc) => doc._id === 'lit:1');
+      expect(raw?.scope).toBe(scope);
+      expect(await a.releaseScope(scope)).toBe(1);
+      expect((await a.inspect('lit:2'))?.held).toBe(true);
+    },
+  );
+
+  it('events$ reports a remote scope release with the holder and fence', async () => {
+    const observer = await service();
+    const a = await service();
+    const b = await service({ holderId: 'holder-b' });
+    const released = firstValueFrom(
+      observer.events$.pipe(
+        filter((event) => event.key === 'ev:1' && event.type === 'released'),
+        take(1),
+      ),
+    );
+    await sleep(300); // the stream is open
+    const lock = await b.acquire('ev:1', { scope: 'sess' });
+    expect(await a.releaseScope('sess')).toBe(1);
+    const event = await released;
+    expect(event).toMatchObject({ holderId: 'holder-b', fence: lock.fence });
+  });
+
+  it('releaseScope racing with the holder releasing itself: counted at most once, no error', async () => {
+    const a = await service();
+    const lock = await a.acquire('race:1', { scope: 'r' });
+    const [count] = await Promise.all([a.releaseScope('r'), lock.release().catch(() => undefined)]);
+    expect(count).toBeLessThanOrEqual(1);
+    expect((await a.inspect('race:1'))?.held).toBe(false);
+  });
+
+  it('a scoped lock re-acquired without a scope is not released by the old scope', async () => {
+    const a = await service();
+    const b = await service();
+    const first = await b.acquire('re:1', { scope: 'old', ttlMs: 1_000, renew: false });
+    await sleep(1_300); // the lease ran out without a release
+    const second = await a.acquire('re:1', { timeoutMs: 0 });
+    expect(second.fence).toBeGreaterThan(first.fence);
+    expect(await b.releaseScope('old')).toBe(0);
+    expect(second.lost).toBe(false);
+    expect((await b.inspect('re:1'))?.held).toBe(true);
+  });
+
+  it('an acquisition waiting for a scoped key gets it once the scope is released, with a larger fence', async () => {
+    const a = await service();
+    const b = await service();
+    const held = await b.acquire('w:1', { scope: 'w', ttlMs: 30_000 });
+    const waiting = a.acquire('w:1', { timeoutMs: 10_000 });
+    await sleep(200);
+    const startedAt = performance.now();
+    expect(await a.releaseScope('w')).toBe(1);
+    const next = await waiting;
+    expect(performance.now() - startedAt).toBeLessThan(3_000);
+    expect(next.fence).toBeGreaterThan(held.fence);
+  });
+
+  it('releaseScope while MongoDB is unreachable fails, bounded, with LockStoreUnavailableError', async () => {
+    const proxy = new FaultProxy(proxyTarget(kit.mongo.uri));
+    await proxy.start();
+    try {
+      const locks = await service({
+        uri: proxiedUri(kit.mongo.uri, proxy.port),
+        operationTimeoutMs: 500,
+      });
+      const lock = await locks.acquire('down:1', { scope: 'down', ttlMs: 10_000 });
+      await locks.acquire('down:2', { scope: 'down', ttlMs: 10_000 });
+      proxy.setMode({ blackHole: 'drop' });
+      const startedAt = performance.now();
+      const outcome = await locks.releaseScope('down').catch((error: unknown) => error);
+      const elapsed = performance.now() - startedAt;
+      expect(outcome).toBeInstanceOf(LockStoreUnavailableError);
+      expect(elapsed).toBeLessThan(3_000);
+      expect(lock.lost).toBe(true); // told at once, whatever the network
+      proxy.setMode(passThrough);
+    } finally {
+      await proxy.stop();
+    }
+  });
+
+  it('a second releaseScope of the same scope in parallel does not double count', async () => {
+    const a = await service();
+    const b = await service();
+    await a.acquire('par:1', { scope: 'p' });
+    await b.acquire('par:2', { scope: 'p' });
+    const counts = await Promise.all([a.releaseScope('p'), a.releaseScope('p')]);
+    expect(counts[0] + counts[1]).toBe(2);
+  });
+
+  it('events$ of the releasing service itself reports both releases', async () => {
+    const a = await service();
+    const b = await service();
+    const events = firstValueFrom(
+      a.events$.pipe(
+        filter((event) => event.type === 'released' && event.key.startsWith('self:')),
+        take(2),
+        toArray(),
+      ),
+    );
+    await sleep(300);
+    await a.acquire('self:1', { scope: 'x' });
+    await b.acquire('self:2', { scope: 'x' });
+    expect(await a.releaseScope('x')).toBe(2);
+    const seen = await events;
+    expect(seen.map((event) => event.key).sort()).toEqual(['self:1', 'self:2']);
+    expect(seen.every((event) => event.holderId !== null && event.fence !== null)).toBe(true);
+  });
+});
