@@ -100,7 +100,7 @@ class Acquisition {
 export class LockAcquirer {
   constructor(private readonly deps: LockAcquirerDeps) {}
 
-  async acquire(
+  acquire(
     store: LockStore,
     keys: string[],
     options: ResolvedAcquireOptions,
@@ -108,7 +108,7 @@ export class LockAcquirer {
     /** When the caller asked (before a lazy start, say): the call's time counts from here. */
     startedAt = performance.now(),
   ): Promise<MongoLockHandle> {
-    return (await this.acquireWon(store, keys, options, signal, startedAt)).handle;
+    return this.acquireWon(store, keys, options, signal, startedAt).then(({ handle }) => handle);
   }
 
   /**

@@ -523,7 +523,14 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
         linked.signal.throwIfAborted();
         const store = await this.ensureStarted();
         linked.signal.throwIfAborted();
-        return await this.acquirer.acquire(store, keys, options, linked.signal, startedAt);
+        const { handle } = await this.acquirer.acquireWon(
+          store,
+          keys,
+          options,
+          linked.signal,
+          startedAt,
+        );
+        return handle;
       } finally {
         linked.unlink();
       }
