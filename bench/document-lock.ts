@@ -1,4 +1,4 @@
-// `npx ts-node --transpile-only bench/document-lock.ts`: a read-modify-write of one document
+// `npm run bench:documents` (compiled to .bench-build/ first): a read-modify-write of one document
 // under a document lock (`documents().acquire()`, then `commit()`: one lock-and-read round
 // trip, one write-and-unlock round trip) against the same work under a lock-collection lock
 // (`withLock` around a `findOne` and an `updateOne`), in the same run, on the same server:
@@ -12,7 +12,7 @@ import { MongoClient } from 'mongodb';
 import type { Collection, CommandStartedEvent } from 'mongodb';
 import type { DocumentLocks } from '../lib/documents/document-locks';
 import { LockService } from '../lib/lock.service';
-import { startFaultServer } from '../test/support/fault-server';
+import { repoRoot, startBenchServer } from './support/bench-process';
 import { uriWithDatabase } from './support/bench-protocol';
 import { describeMachine } from './support/machine';
 import { round, summarize, type LatencySummary } from './support/stats';
@@ -284,7 +284,7 @@ function markdown(results: ScenarioResult[], ping: LatencySummary): string {
 
 async function main(): Promise<void> {
   const startedAt = new Date();
-  const server = await startFaultServer();
+  const server = await startBenchServer();
   log(`server ${server.kind} at ${server.uri}`);
   const dbName = `bench_doclock_${Date.now()}`;
   const variants = Object.keys(variantLabels) as VariantName[];
@@ -324,7 +324,7 @@ async function main(): Promise<void> {
     if (problems.length) log(`LOST UPDATES: ${problems.join('; ')}`);
     else log('balances check: every read-modify-write landed, none lost');
     const report = {
-      command: 'npx ts-node --transpile-only bench/document-lock.ts',
+      command: 'npm run bench:documents',
       startedAt: startedAt.toISOString(),
       durationMs: Date.now() - startedAt.getTime(),
       machine: describeMachine(),
@@ -335,7 +335,7 @@ async function main(): Promise<void> {
       results,
       balanceProblems: problems,
     };
-    const file = path.resolve(__dirname, 'results/document-lock.json');
+    const file = path.join(repoRoot, 'bench/results/document-lock.json');
     writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
     const machine = report.machine;
     console.log(

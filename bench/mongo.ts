@@ -6,7 +6,7 @@ import { type Collection, MongoClient } from 'mongodb';
 import { attemptAcquire } from '../lib/store/acquire-attempt';
 import type { LockChangeStream, LockCollection } from '../lib/store/lock-document';
 import { type LockChangeScope, openLockChangeStream } from '../lib/store/lock-change-stream';
-import { spawnOfflineMongo } from '../test/support/offline-mongo-process';
+import { startBenchServer } from './support/bench-process';
 
 const DURATION_MS = Number(process.env.BENCH_MONGO_MS ?? 3000);
 const LATENCY_SAMPLES = Number(process.env.BENCH_MONGO_SAMPLES ?? 500);
@@ -222,7 +222,7 @@ async function libraryAcquireVsPing(
 }
 
 async function main(): Promise<void> {
-  const server = process.env.MONGODB_URI ? undefined : await spawnOfflineMongo();
+  const server = process.env.MONGODB_URI ? undefined : await startBenchServer();
   if (server) serverPid = server.pid;
   const uri = process.env.MONGODB_URI ?? server!.uri;
   const client = await MongoClient.connect(uri, { maxPoolSize: 20 });

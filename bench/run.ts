@@ -1,67 +1,52 @@
 // `npm run bench`: every comparison side by side in one run, on one server, so ratios hold
-// on a noisy machine. Writes bench/results/latest.json, the SVG chart and BENCHMARKS.md.
-import { startFaultServer } from '../test/support/fault-server';
+// on a noisy machine. The variants take turns (interleaved, repeated rounds) so that load on
+// the machine falls on all of them alike. Compiled to .bench-build/ first (tsconfig.bench.json)
+// and run with plain node. Writes bench/results/latest.json, latest.md and the SVG chart.
 import { variantNames, type VariantName } from './adapters/bench-lock';
-import {
-  spawnBenchWorkers,
-  stopBenchWorkers,
-  useVariant,
-  type BenchWorker,
-} from './support/bench-workers';
+import { startBenchServer } from './support/bench-process';
+import { spawnBenchWorkers, stopBenchWorkers, useVariant } from './support/bench-workers';
 import { describeMachine } from './support/machine';
 import { writeReports, type BenchResults, type VariantResult } from './support/report';
-import { round, summarize, type LatencySummary } from './support/stats';
+import { countAbove, rotated, round, summarize } from './support/stats';
+import { measureContention } from './suites/contention';
 import { measureHandoff, measurePing } from './suites/handoff';
 import { measureHttpOverhead } from './suites/http-overhead';
-import { countRoundTrips } from './suites/round-trips';
+import { countRoundTrips, type RoundTripResult } from './suites/round-trips';
 import { measureScale } from './suites/scale';
-import { measureThroughput } from './suites/throughput';
+import { combineThroughput, measureThroughput, type ThroughputResult } from './suites/throughput';
+
+const env = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
 
 const settings = {
   processes: 4,
   workersPerProcess: 4,
-  handoffSamples: Number(process.env.BENCH_HANDOFF_SAMPLES ?? 100),
-  throughputMs: Number(process.env.BENCH_THROUGHPUT_MS ?? 5000),
+  /** Hand-off samples per variant, over `rounds` interleaved rounds. */
+  handoffSamples: env('BENCH_HANDOFF_SAMPLES', 500),
+  rounds: env('BENCH_ROUNDS', 10),
+  /** Pings per round, interleaved with the hand-offs: the reference round trip. */
+  pingsPerRound: 50,
+  /** A hand-off slower than this counts as a stall. */
+  stallMs: 50,
+  /** Contended time per variant in total, split into interleaved slices. */
+  throughputMs: env('BENCH_THROUGHPUT_MS', 8000),
+  throughputSlices: env('BENCH_THROUGHPUT_SLICES', 4),
   criticalSectionMs: 1,
+  /** Contention scan: rounds × slice per variant and process count. */
+  contentionRounds: env('BENCH_CONTENTION_ROUNDS', 2),
+  contentionSliceMs: env('BENCH_CONTENTION_SLICE_MS', 1500),
   scaleKeys: 1000,
   waitersPerKey: 10,
 };
 
+const contentionProcessCounts = (process.env.BENCH_CONTENTION_PROCESSES ?? '1,2,4,8')
+  .split(',')
+  .map(Number);
+const contentionVariants = (process.env.BENCH_CONTENTION_VARIANTS ?? 'ours,mongodash')
+  .split(',')
+  .filter((v): v is VariantName => (variantNames as readonly string[]).includes(v));
+
 function log(message: string): void {
   process.stderr.write(`[bench] ${message}\n`);
-}
-
-async function runVariant(
-  variant: VariantName,
-  workers: BenchWorker[],
-  pingP50: number,
-): Promise<VariantResult> {
-  await useVariant(workers, variant);
-  const roundTrips = await timed(`${variant}: round trips`, () => countRoundTrips(workers[0]));
-  const samples = await timed(`${variant}: hand-off`, () =>
-    measureHandoff(workers[0], workers[1], { samples: settings.handoffSamples, warmup: 5 }),
-  );
-  const handoff = summarize(samples);
-  log(`${variant}: hand-off p50 ${round(handoff.p50)} ms, p99 ${round(handoff.p99)} ms`);
-  const throughput = await timed(`${variant}: throughput`, () =>
-    measureThroughput(workers, {
-      workersPerProcess: settings.workersPerProcess,
-      durationMs: settings.throughputMs,
-      criticalSectionMs: settings.criticalSectionMs,
-    }),
-  );
-  log(`${variant}: ${throughput.sectionsPerSecond} critical sections/s`);
-  return {
-    variant,
-    roundTrips,
-    handoff: {
-      ...handoff,
-      ratioP50ToPing: round(handoff.p50 / pingP50),
-      ratioP99ToPing: round(handoff.p99 / pingP50),
-    },
-    handoffSamples: samples.map((x) => round(x, 3)),
-    throughput,
-  };
 }
 
 async function timed<T>(what: string, work: () => Promise<T>): Promise<T> {
@@ -75,29 +60,106 @@ async function timed<T>(what: string, work: () => Promise<T>): Promise<T> {
 
 async function main(): Promise<void> {
   const startedAt = new Date();
-  const server = await startFaultServer();
-  log(`server ${server.kind} at ${server.uri}`);
+  const loadAtStart = describeMachine().loadAverage;
+  const server = await startBenchServer();
+  log(`server ${server.kind} at ${server.uri}${server.pid ? ` (pid ${server.pid})` : ''}`);
+  const variants = [...variantNames];
   try {
     const workers = await timed('starting worker processes', () =>
-      spawnBenchWorkers([...variantNames], settings.processes, {
-        uri: server.uri,
-        dbName: 'bench',
-      }),
+      spawnBenchWorkers(variants, settings.processes, { uri: server.uri, dbName: 'bench' }),
     );
-    const variants: VariantResult[] = [];
-    let ping: LatencySummary;
-    let pingAtEnd: LatencySummary;
+    const roundTrips = new Map<VariantName, RoundTripResult>();
+    const handoffSamples = new Map<VariantName, number[]>(variants.map((v) => [v, []]));
+    const throughputSlices = new Map<VariantName, ThroughputResult[]>(variants.map((v) => [v, []]));
+    const pingSamples: number[] = [];
+    let pingAtStart: number[];
+    let pingAtEnd: number[];
     try {
-      // One ping reference for the whole run, from the same processes, before and after.
-      ping = summarize(await measurePing(workers[1], 300));
-      log(`ping p50 ${round(ping.p50, 3)} ms`);
-      for (const variant of variantNames) {
-        variants.push(await runVariant(variant, workers, ping.p50));
+      pingAtStart = await measurePing(workers[1], 300);
+      for (const variant of variants) {
+        await useVariant(workers, variant);
+        roundTrips.set(variant, await countRoundTrips(workers[0]));
       }
-      pingAtEnd = summarize(await measurePing(workers[1], 300));
+      const perRound = Math.ceil(settings.handoffSamples / settings.rounds);
+      await timed('hand-off, interleaved', async () => {
+        for (let r = 0; r < settings.rounds; r++) {
+          pingSamples.push(...(await measurePing(workers[1], settings.pingsPerRound)));
+          for (const variant of rotated(variants, r)) {
+            await useVariant(workers, variant);
+            const samples = await measureHandoff(workers[0], workers[1], {
+              samples: perRound,
+              warmup: r === 0 ? 5 : 2,
+            });
+            handoffSamples.get(variant)!.push(...samples);
+          }
+          log(`hand-off round ${r + 1}/${settings.rounds} done`);
+        }
+      });
+      const sliceMs = settings.throughputMs / settings.throughputSlices;
+      await timed('throughput, interleaved', async () => {
+        for (let r = 0; r < settings.throughputSlices; r++) {
+          for (const variant of rotated(variants, r)) {
+            await useVariant(workers, variant);
+            throughputSlices.get(variant)!.push(
+              await measureThroughput(workers, {
+                workersPerProcess: settings.workersPerProcess,
+                durationMs: sliceMs,
+                criticalSectionMs: settings.criticalSectionMs,
+                serverPid: server.pid,
+              }),
+            );
+          }
+        }
+      });
+      pingAtEnd = await measurePing(workers[1], 300);
     } finally {
       await stopBenchWorkers(workers);
     }
+
+    const ping = summarize(pingSamples);
+    log(`ping p50 ${round(ping.p50, 3)} ms (${ping.count} samples, interleaved)`);
+    const variantResults: VariantResult[] = variants.map((variant) => {
+      const samples = handoffSamples.get(variant)!;
+      const handoff = summarize(samples);
+      const throughput = combineThroughput(throughputSlices.get(variant)!);
+      log(
+        `${variant}: hand-off p50 ${round(handoff.p50)} ms (${round(handoff.p50 / ping.p50)} pings), ` +
+          `p95 ${round(handoff.p95)}, p99 ${round(handoff.p99)}, ` +
+          `stalls > ${settings.stallMs} ms ${countAbove(samples, settings.stallMs)}; ` +
+          `${throughput.sectionsPerSecond} sections/s, ${throughput.commandsPerSection} commands/section, ` +
+          `${throughput.cpuPerSection.total} CPU µs/section`,
+      );
+      return {
+        variant,
+        roundTrips: roundTrips.get(variant)!,
+        handoff: {
+          ...handoff,
+          ratioP50ToPing: round(handoff.p50 / ping.p50),
+          ratioP99ToPing: round(handoff.p99 / ping.p50),
+          stallsOverMs: settings.stallMs,
+          stalls: countAbove(samples, settings.stallMs),
+        },
+        handoffSamples: samples.map((x) => round(x, 3)),
+        throughput,
+      };
+    });
+
+    const contention = await timed('contention scan', () =>
+      measureContention(
+        server.uri,
+        {
+          processCounts: contentionProcessCounts,
+          variants: contentionVariants,
+          workersPerProcess: settings.workersPerProcess,
+          criticalSectionMs: settings.criticalSectionMs,
+          rounds: settings.contentionRounds,
+          sliceMs: settings.contentionSliceMs,
+          serverPid: server.pid,
+        },
+        log,
+      ),
+    ).catch((error: unknown) => ({ error: String(error) }));
+
     const scale = await timed('scale', () =>
       measureScale(server.uri, settings.scaleKeys, settings.waitersPerKey),
     ).catch((error: unknown) => ({ error: String(error) }));
@@ -110,12 +172,18 @@ async function main(): Promise<void> {
       command: 'npm run bench',
       startedAt: startedAt.toISOString(),
       durationMs: Date.now() - startedAt.getTime(),
-      machine: describeMachine(),
-      server: { kind: server.kind, description: serverDescription(server.kind) },
+      machine: { ...describeMachine(), loadAverageAtStart: loadAtStart },
+      server: {
+        kind: server.kind,
+        description: serverDescription(server.kind),
+        cpuCounted: server.pid !== undefined,
+      },
       settings,
       ping,
-      pingAtEnd,
-      variants,
+      pingAtStart: summarize(pingAtStart),
+      pingAtEnd: summarize(pingAtEnd),
+      variants: variantResults,
+      contention,
       scale,
       httpOverhead,
     };

@@ -94,9 +94,15 @@ serveIpc<BenchOps>({
   },
 
   async contend(args) {
-    const result = { sections: 0, failures: 0, commands: {} as Record<string, number> };
+    const result = {
+      sections: 0,
+      failures: 0,
+      commands: {} as Record<string, number>,
+      cpuMicros: 0,
+    };
     await sleep(Math.max(0, args.startAt - sharedClockMs()));
     commandsSent = {};
+    const cpuBefore = process.cpuUsage();
     const endAt = args.startAt + args.durationMs;
     const worker = async () => {
       while (sharedClockMs() < endAt) {
@@ -112,6 +118,8 @@ serveIpc<BenchOps>({
       }
     };
     await Promise.all(Array.from({ length: args.workers }, worker));
+    const cpu = process.cpuUsage(cpuBefore);
+    result.cpuMicros = cpu.user + cpu.system;
     result.commands = commandsSent;
     return result;
   },

@@ -1,6 +1,5 @@
-import * as path from 'node:path';
-import { IpcChild } from '../../test/support/fault-ipc';
 import type { ScaleOps, ScaleResult } from '../scale-worker';
+import { BenchChild } from '../support/bench-process';
 
 /** 10,000 waiters on 1,000 keys in one process: streams, attempts and memory per waiter. */
 export async function measureScale(
@@ -8,10 +7,7 @@ export async function measureScale(
   keys: number,
   waitersPerKey: number,
 ): Promise<ScaleResult> {
-  const worker = IpcChild.fork<ScaleOps>(path.resolve(__dirname, '../scale-worker.ts'), {
-    label: 'scale',
-    nodeFlags: ['--expose-gc'],
-  });
+  const worker = new BenchChild<ScaleOps>('bench/scale-worker.ts', 'scale', ['--expose-gc']);
   try {
     return await worker.call('run', {
       uri,

@@ -15,6 +15,8 @@ export interface ContendResult {
   failures: number;
   /** Commands this process sent during the run, by name. */
   commands: Record<string, number>;
+  /** CPU time (user + system, `process.cpuUsage()`) this process used during the run, in µs. */
+  cpuMicros: number;
 }
 
 export interface CommandCounts {

@@ -1,11 +1,8 @@
-import * as path from 'node:path';
-import { IpcChild } from '../../test/support/fault-ipc';
 import type { VariantName } from '../adapters/bench-lock';
 import type { BenchOps } from './bench-protocol';
+import { BenchChild } from './bench-process';
 
-export type BenchWorker = IpcChild<BenchOps>;
-
-const workerEntry = path.resolve(__dirname, '../worker.ts');
+export type BenchWorker = BenchChild<BenchOps>;
 
 /**
  * Starts `count` worker processes in parallel, each with every variant ready: processes are
@@ -18,7 +15,7 @@ export async function spawnBenchWorkers(
 ): Promise<BenchWorker[]> {
   return Promise.all(
     Array.from({ length: count }, async (_, index) => {
-      const worker: BenchWorker = IpcChild.fork(workerEntry, { label: `bench#${index}` });
+      const worker: BenchWorker = new BenchChild<BenchOps>('bench/worker.ts', `bench#${index}`);
       await worker.call('start', { variants, ...connection });
       return worker;
     }),

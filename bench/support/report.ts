@@ -2,10 +2,12 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import * as path from 'node:path';
 import type { VariantName } from '../adapters/bench-lock';
 import type { ScaleResult } from '../scale-worker';
+import type { ContentionRow } from '../suites/contention';
 import type { HttpOverheadResult } from '../suites/http-overhead';
 import type { RoundTripResult } from '../suites/round-trips';
 import type { ThroughputResult } from '../suites/throughput';
 import type { MachineInfo } from './machine';
+import { repoRoot } from './bench-process';
 import { renderMarkdown } from './report-markdown';
 import type { LatencySummary } from './stats';
 import { renderCdfChart } from './svg-chart';
@@ -13,7 +15,13 @@ import { renderCdfChart } from './svg-chart';
 export interface VariantResult {
   variant: VariantName;
   roundTrips: RoundTripResult;
-  handoff: LatencySummary & { ratioP50ToPing: number; ratioP99ToPing: number };
+  handoff: LatencySummary & {
+    ratioP50ToPing: number;
+    ratioP99ToPing: number;
+    /** Hand-offs slower than `stallsOverMs`. */
+    stalls: number;
+    stallsOverMs: number;
+  };
   handoffSamples: number[];
   throughput: ThroughputResult;
 }
@@ -22,19 +30,22 @@ export interface BenchResults {
   command: string;
   startedAt: string;
   durationMs: number;
-  machine: MachineInfo;
-  server: { kind: string; description: string };
+  machine: MachineInfo & { loadAverageAtStart: number[] };
+  /** `cpuCounted`: the server is our process, so its CPU time is in the per-section figures. */
+  server: { kind: string; description: string; cpuCounted: boolean };
   settings: Record<string, number>;
-  /** The reference round trip every latency is divided by, measured before the variants. */
+  /** The reference round trip every latency is divided by, measured between the hand-off rounds. */
   ping: LatencySummary;
-  /** The same, after the variants: a check that the machine stayed steady. */
+  /** The same, before and after the variants: a check that the machine stayed steady. */
+  pingAtStart: LatencySummary;
   pingAtEnd: LatencySummary;
   variants: VariantResult[];
+  /** Contention scan: cost per section as the number of processes on one key grows. */
+  contention: ContentionRow[] | { error: string };
   scale: ScaleResult | { error: string };
   httpOverhead: HttpOverheadResult | { error: string };
 }
 
-const repoRoot = path.resolve(__dirname, '../..');
 const resultsDir = path.join(repoRoot, 'bench/results');
 
 export const variantLabels: Record<VariantName, string> = {
@@ -55,5 +66,6 @@ export async function writeReports(results: BenchResults): Promise<void> {
     },
   );
   await writeFile(path.join(resultsDir, 'handoff-latency.svg'), chart);
-  await writeFile(path.join(repoRoot, 'BENCHMARKS.md'), renderMarkdown(results));
+  // BENCHMARKS.md is the maintainer's: the run writes its rendering next to the JSON.
+  await writeFile(path.join(resultsDir, 'latest.md'), renderMarkdown(results));
 }

@@ -4,6 +4,7 @@ export interface LatencySummary {
   min: number;
   p50: number;
   p90: number;
+  p95: number;
   p99: number;
   max: number;
   mean: number;
@@ -24,6 +25,7 @@ export function summarize(samples: number[]): LatencySummary {
     min: sorted[0] ?? Number.NaN,
     p50: percentile(sorted, 0.5),
     p90: percentile(sorted, 0.9),
+    p95: percentile(sorted, 0.95),
     p99: percentile(sorted, 0.99),
     max: sorted[sorted.length - 1] ?? Number.NaN,
     mean: sorted.length ? sum / sorted.length : Number.NaN,
@@ -37,4 +39,18 @@ export function round(value: number, digits = 2): number {
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Samples above `thresholdMs`: stalls a percentile can hide. */
+export function countAbove(samples: number[], thresholdMs: number): number {
+  return samples.filter((x) => x > thresholdMs).length;
+}
+
+/**
+ * The order variants run in at round `round`: rotated by one each round (A B C, B C A, ...),
+ * so no variant always runs first or right after the same neighbour.
+ */
+export function rotated<T>(items: readonly T[], round: number): T[] {
+  const shift = round % Math.max(1, items.length);
+  return [...items.slice(shift), ...items.slice(0, shift)];
 }
