@@ -1,5 +1,5 @@
 import type { WithLockOptions } from '../interfaces/lock-options.interface';
-import type { LockKeyResolver } from '../keys/key-template';
+import type { LockKeyContext, LockKeyResolver } from '../keys/key-template';
 import { LOCKED_METADATA } from '../mongo-lock.constants';
 
 /**
@@ -26,6 +26,12 @@ export interface LockedOptions extends Pick<
    * `lockAtLeastFor`). Applies whether the method succeeded or failed. Default 0.
    */
   minHoldMs?: number;
+  /**
+   * The owner scope of each call (`LockService.releaseScope`): a template rendered like a key
+   * template (`'session:{user.sessionId}'`, `'tenant:{args.0}'`), or a function of the call's
+   * context returning the scope.
+   */
+  scope?: string | ((context: LockKeyContext) => string);
 }
 
 /**
@@ -55,6 +61,8 @@ export interface LockedMetadata {
   /** `Class.method`, for messages. */
   readonly where: string;
   readonly resolveKeys: LockKeyResolver;
+  /** Renders the owner scope (`LockedOptions.scope`) of a call, when the method has one. */
+  readonly resolveScope?: (context: LockKeyContext) => string;
   /**
    * The `lock.template` attribute of the method's metrics and spans: its key template(s) as
    * written (joined by `,`), or `Class.method` when the keys come from a function.

@@ -68,20 +68,30 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
     if (!binding.enabled) return original.apply(this, withDocumentHandle(metadata, args));
 
     let keys: string[];
+    let scope: string | undefined;
     try {
-      keys = metadata.resolveKeys({ type: 'method', args, className, methodName });
+      const keyContext = { type: 'method', args, className, methodName };
+      keys = metadata.resolveKeys(keyContext);
+      scope = metadata.resolveScope?.(keyContext);
     } catch (error) {
       return fail(error as Error);
     }
 
     if (returnsObservable) {
-      return lockedObservable(binding.service, keys, metadata, () => {
-        const result = original.apply(this, withDocumentHandle(metadata, args));
-        if (isObservable(result)) return result;
-        return throwError(() => new TypeError(MESSAGES.observableExpected(where)));
-      });
+      return lockedObservable(
+        binding.service,
+        keys,
+        metadata,
+        () => {
+          const result = original.apply(this, withDocumentHandle(metadata, args));
+          if (isObservable(result)) return result;
+          return throwError(() => new TypeError(MESSAGES.observableExpected(where)));
+        },
+        {},
+        scope,
+      );
     }
-    return runLocked(binding.service, keys, metadata, async () => {
+    const work = async () => {
       const result = original.apply(this, withDocumentHandle(metadata, args));
       if (isObservable(result) && !warnedAboutObservable) {
         warnedAboutObservable = true;
@@ -93,6 +103,9 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
         logger.warn(MESSAGES.unawaitableResult(where));
       }
       return await result;
-    }).then((outcome) => (outcome === SKIPPED ? undefined : outcome));
+    };
+    return runLocked(binding.service, keys, metadata, work, undefined, scope).then((outcome) =>
+      outcome === SKIPPED ? undefined : outcome,
+    );
   };
 }

@@ -29,6 +29,7 @@ export function lockedObservable<T>(
   metadata: LockedMetadata,
   source: () => Observable<T>,
   hooks: LockedObservableHooks<T> = {},
+  scope?: string,
 ): Observable<T> {
   const { mapAcquireError = (error: unknown) => error, skippedValue } = hooks;
   return new Observable<T>((subscriber) => {
@@ -49,7 +50,7 @@ export function lockedObservable<T>(
         });
       });
 
-    runLocked(lockService, keys, metadata, run, cancelWait.signal).then(
+    runLocked(lockService, keys, metadata, run, cancelWait.signal, scope).then(
       (outcome) => {
         if (outcome === SKIPPED && skippedValue) {
           let value: T;

@@ -29,10 +29,11 @@ function canExpire(handle: LockHandle): handle is ExpirableHandle {
 function acquireOptions(
   { options, metricsLabel }: LockedMetadata,
   signal: AbortSignal | undefined,
+  scope: string | undefined,
 ): WithLockOptions {
   const { ttlMs, renew, onBusy, transaction } = options;
   const timeoutMs = options.timeoutMs ?? (onBusy === 'skip' ? 0 : undefined);
-  return { ttlMs, timeoutMs, renew, signal, metricsLabel, transaction };
+  return { ttlMs, timeoutMs, renew, signal, metricsLabel, transaction, scope };
 }
 
 /**
@@ -53,6 +54,8 @@ export async function runLocked<T>(
   metadata: LockedMetadata,
   work: () => Promise<T>,
   signal?: AbortSignal,
+  /** The call's owner scope, rendered from `LockedOptions.scope`. */
+  scope?: string,
 ): Promise<T | typeof SKIPPED> {
   const { options, where } = metadata;
   // A LockService replaced in tests (overrideProvider) may have no telemetry.
@@ -69,7 +72,7 @@ export async function runLocked<T>(
           started = true;
           return runWithDocumentLock(handle, traced);
         },
-        { ...acquireOptions(metadata, signal), where: filter, createIfMissing },
+        { ...acquireOptions(metadata, signal, undefined), where: filter, createIfMissing },
       );
     }
     const enclosing = new Set(heldLocksOf(lockService));
@@ -80,7 +83,7 @@ export async function runLocked<T>(
         if (!options.minHoldMs || enclosing.has(handle)) return traced();
         return holdAtLeast(handle, options.minHoldMs, where, traced);
       },
-      acquireOptions(metadata, signal),
+      acquireOptions(metadata, signal, scope),
     );
   } catch (error) {
     if (!started && options.onBusy === 'skip' && error instanceof LockNotAcquiredError) {

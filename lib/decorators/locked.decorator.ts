@@ -2,7 +2,7 @@ import { type NestInterceptor, type Type, UseInterceptors } from '@nestjs/common
 import { Observable } from 'rxjs';
 import { InvalidLockOptionsError, MongoLockError } from '../errors';
 import { LockedInterceptor } from '../interceptors/locked.interceptor';
-import { compileLockKeys, type LockKeySpec } from '../keys/key-template';
+import { compileLockKeys, type LockKeyContext, type LockKeySpec } from '../keys/key-template';
 import { LOCKED_METADATA } from '../mongo-lock.constants';
 import { MESSAGES } from '../mongo-lock.messages';
 import { MAX_TIMER_MS, MIN_TTL_MS, resolveTransactionOption } from '../options';
@@ -19,7 +19,15 @@ export type { LockedOptions } from './locked-metadata';
 // `INTERCEPTORS_METADATA` of @nestjs/common, which does not export its constants from the root.
 const INTERCEPTORS_METADATA = '__interceptors__';
 
-const OPTION_NAMES = new Set(['ttlMs', 'timeoutMs', 'renew', 'onBusy', 'minHoldMs', 'transaction']);
+const OPTION_NAMES = new Set([
+  'ttlMs',
+  'timeoutMs',
+  'renew',
+  'onBusy',
+  'minHoldMs',
+  'transaction',
+  'scope',
+]);
 
 /** Checks `@Locked`-style options; `names` are the accepted option names. @internal */
 export function checkOptions(
@@ -56,6 +64,10 @@ export function checkOptions(
   if (options.minHoldMs !== undefined && !integerIn(options.minHoldMs, 0)) {
     bad('minHoldMs', `an integer from 0 to ${MAX_TIMER_MS}`);
   }
+  const scope = options.scope as unknown;
+  if (scope !== undefined && typeof scope !== 'function' && (typeof scope !== 'string' || !scope)) {
+    bad('scope', 'a non-empty scope template or a function of the call');
+  }
   if (options.transaction !== undefined) {
     try {
       resolveTransactionOption(options.transaction);
@@ -77,6 +89,17 @@ function keepMethodIdentity(original: object, wrapper: object): void {
   }
   // Metadata that something defines on the original later is still found through the chain.
   Object.setPrototypeOf(wrapper, original);
+}
+
+/** A scope template renders like a key template (values escaped); a function's result is used as is. */
+function compileScope(
+  scope: LockedOptions['scope'],
+  where: string,
+): ((context: LockKeyContext) => string) | undefined {
+  if (scope === undefined) return undefined;
+  if (typeof scope === 'function') return (context) => scope(context);
+  const render = compileLockKeys(scope, where);
+  return (context) => render(context)[0];
 }
 
 /** Templates as written are few and fixed: safe as a metric attribute, unlike the keys. */
@@ -126,6 +149,7 @@ export function createLockedDecorator(interceptor: Type<LockedInterceptor> = Loc
         checkOptions(options, where);
         return {
           resolveKeys: compileLockKeys(keys, where),
+          resolveScope: compileScope(options.scope, where),
           metricsLabel: metricsLabelOf(keys, where),
           options: { ...options },
         };
@@ -136,7 +160,7 @@ export function createLockedDecorator(interceptor: Type<LockedInterceptor> = Loc
 /** What a locking decorator decides about a method besides its identity and return shape. */
 export type LockedMethodSpec = Pick<
   LockedMetadata,
-  'resolveKeys' | 'metricsLabel' | 'options' | 'document'
+  'resolveKeys' | 'resolveScope' | 'metricsLabel' | 'options' | 'document'
 >;
 
 /**

@@ -85,15 +85,25 @@ export class LockedInterceptor implements NestInterceptor {
     const handle = () => runLockedByInterceptor(metadata, () => next.handle());
     if (!this.locksEnabled()) return handle();
     let keys: string[];
+    let scope: string | undefined;
     try {
-      keys = metadata.resolveKeys(this.keyContext(context, metadata));
+      const keyContext = this.keyContext(context, metadata);
+      keys = metadata.resolveKeys(keyContext);
+      scope = metadata.resolveScope?.(keyContext);
     } catch (error) {
       return throwError(() => this.mapLockError(error, context));
     }
-    return lockedObservable(this.getLockService(), keys, metadata, handle, {
-      mapAcquireError: (error) => this.mapLockError(error, context),
-      skippedValue: () => this.skippedResult(context, metadata),
-    });
+    return lockedObservable(
+      this.getLockService(),
+      keys,
+      metadata,
+      handle,
+      {
+        mapAcquireError: (error) => this.mapLockError(error, context),
+        skippedValue: () => this.skippedResult(context, metadata),
+      },
+      scope,
+    );
   }
 
   /**
