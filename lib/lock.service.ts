@@ -304,27 +304,11 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    * await firstValueFrom(locks.waitForRelease('migrations'));
    */
   waitForRelease(key: string): Observable<void> {
-    return new Observable<void>((subscriber) => {
-      const cancel = new AbortController();
-      const linked = linkAbortSignals([cancel.signal, this.closing.signal]);
-      Promise.resolve()
-        .then(() => validateLockKey(key))
-        .then(async (validKey) => {
-          const store = await this.ensureStarted();
-          await this.waiting.waitForRelease(validKey, () => store.probe(validKey), linked.signal);
-        })
-        .finally(() => linked.unlink())
-        .then(
-          () => {
-            subscriber.next();
-            subscriber.complete();
-          },
-          (error: unknown) => {
-            if (!cancel.signal.aborted) subscriber.error(error);
-          },
-        );
-      return () => cancel.abort();
-    });
+    return this.waiting.released$(async () => {
+      const validKey = validateLockKey(key);
+      const store = await this.ensureStarted();
+      return { key: validKey, probe: () => store.probe(validKey) };
+    }, this.closing.signal);
   }
 
   /** The key's state by the server clock, or `null` if no document exists. Never the owner token. */

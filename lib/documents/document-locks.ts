@@ -166,27 +166,11 @@ export class DocumentLocks<T extends Document = Document> {
 
   /** Emits once and completes when the document is not locked (released, lease ended, or gone). */
   waitForRelease(id: unknown): Observable<void> {
-    return new Observable<void>((subscriber) => {
-      const cancel = new AbortController();
-      const linked = linkAbortSignals([cancel.signal, this.host.closing]);
-      Promise.resolve()
-        .then(async () => {
-          const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
-          const store = await this.started();
-          await this.waiting.waitForRelease(key, () => store.probe(key), linked.signal);
-        })
-        .finally(() => linked.unlink())
-        .then(
-          () => {
-            subscriber.next();
-            subscriber.complete();
-          },
-          (error: unknown) => {
-            if (!cancel.signal.aborted) subscriber.error(error);
-          },
-        );
-      return () => cancel.abort();
-    });
+    return this.waiting.released$(async () => {
+      const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
+      const store = await this.started();
+      return { key, probe: () => store.probe(key) };
+    }, this.host.closing);
   }
 
   /** The document's lock by the server clock (`key` is the id in canonical Extended JSON), or `null` if there is no such document. */

@@ -1,4 +1,6 @@
+import { Observable } from 'rxjs';
 import type { AcquireAttemptWon } from '../store/acquire-attempt';
+import { linkAbortSignals } from './linked-abort-signal';
 import type { LockEvent } from '../interfaces/lock-state.interface';
 import type { LockChangeFeed } from './change-feed';
 import { KeyQueue } from './key-queue';
@@ -53,6 +55,35 @@ export class LockWaiting {
     signal: AbortSignal,
   ): Promise<void> {
     return waitUntilReleased(key, this.feed, this.timing, probe, signal);
+  }
+
+  /**
+   * {@link waitForRelease} as a cold Observable: `prepare` (run on subscription) names the key
+   * and how to probe it; emits once and completes when the key is free; unsubscribing or
+   * `closing` ends the wait.
+   */
+  released$(
+    prepare: () => Promise<{ key: string; probe: () => Promise<LeaseProbe> }>,
+    closing: AbortSignal,
+  ): Observable<void> {
+    return new Observable<void>((subscriber) => {
+      const cancel = new AbortController();
+      const linked = linkAbortSignals([cancel.signal, closing]);
+      Promise.resolve()
+        .then(prepare)
+        .then(({ key, probe }) => this.waitForRelease(key, probe, linked.signal))
+        .finally(() => linked.unlink())
+        .then(
+          () => {
+            subscriber.next();
+            subscriber.complete();
+          },
+          (error: unknown) => {
+            if (!cancel.signal.aborted) subscriber.error(error);
+          },
+        );
+      return () => cancel.abort();
+    });
   }
 
   /**
