@@ -6,9 +6,8 @@
 import { Controller, HttpCode, Injectable, Post } from '@nestjs/common';
 import type { AddressInfo } from 'node:net';
 import { createServer } from 'node:net';
-import * as os from 'node:os';
 import { Long, MongoClient, MongoServerSelectionError, MongoWriteConcernError } from 'mongodb';
-import type { CommandStartedEvent, Document, MongoClientOptions } from 'mongodb';
+import type { CommandStartedEvent, Document } from 'mongodb';
 import request from 'supertest';
 import { LockHandleParam, Locked } from '../../lib';
 import {
@@ -24,38 +23,17 @@ import { LockService } from '../../lib/lock.service';
 import { LOCK_OPTION_DEFAULTS } from '../../lib/options';
 import { startOfflineMongo } from '../mongo-offline';
 import { lockModule, startAppContext, startHttpApp } from '../nest/support/nest-apps';
-import { canEmulate } from '../support/mongo';
 import { ReplyDelayProxy } from '../support/reply-delay-proxy';
+import {
+  canTake,
+  describeWithFailPoints,
+  faultTools,
+  settleWithin,
+  writeConcernTimeout,
+} from './adversarial/kit';
 import { eventually, LockTestKit, sleep } from './lock-test-kit';
 
 jest.setTimeout(30_000);
-
-type FailPointMode = 'alwaysOn' | 'off' | { times: number };
-
-interface Settled<T> {
-  status: 'resolved' | 'rejected' | 'pending';
-  value?: T;
-  error?: unknown;
-  /** Milliseconds from the call until it settled (or until `limitMs` if still pending). */
-  ms: number;
-}
-
-/** Waits for `promise` at most `limitMs`, and says how it ended and when. */
-async function settleWithin<T>(promise: Promise<T>, limitMs: number): Promise<Settled<T>> {
-  const started = performance.now();
-  let timer: NodeJS.Timeout | undefined;
-  const outcome = await Promise.race([
-    promise.then(
-      (value) => ({ status: 'resolved' as const, value }),
-      (error: unknown) => ({ status: 'rejected' as const, error }),
-    ),
-    new Promise<{ status: 'pending' }>((resolve) => {
-      timer = setTimeout(() => resolve({ status: 'pending' }), limitMs);
-    }),
-  ]);
-  clearTimeout(timer);
-  return { ...outcome, ms: performance.now() - started };
-}
 
 /** A port nothing listens on (it was just closed). */
 async function closedPort(): Promise<number> {
@@ -66,76 +44,16 @@ async function closedPort(): Promise<number> {
   return port;
 }
 
-/** The fail points need the offline test server (a real mongod needs test commands enabled). */
-const describeWithFailPoints = canEmulate('standalone') ? describe : describe.skip;
-
 describeWithFailPoints('LockService under faults', () => {
   const kit = LockTestKit.forSuite();
-  let admin: MongoClient;
-  const clients: MongoClient[] = [];
-
-  beforeAll(async () => {
-    admin = await MongoClient.connect(kit.mongo.uri);
-  });
-
-  afterEach(async () => {
-    await failPoint('off');
-    await kit.cleanup();
-    await Promise.all(clients.splice(0).map((client) => client.close().catch(() => undefined)));
-  });
-
-  afterAll(async () => {
-    await admin?.close();
-  });
-
-  async function failPoint(mode: FailPointMode, data: Document = {}): Promise<void> {
-    await admin.db('admin').command({ configureFailPoint: 'failCommand', mode, data });
-  }
-
-  /**
-   * A connected client whose connections carry `appName`, so a fail point can target them.
-   * The `os` adapter is given because the driver's own (a dynamic `import('os')`) fails inside
-   * Jest's VM, and the handshake then goes without any client metadata, `appName` included.
-   */
-  async function appClient(appName: string, options: MongoClientOptions = {}) {
-    const client = new MongoClient(kit.mongo.uri, {
-      appName,
-      runtimeAdapters: { os },
-      ...options,
-    });
-    clients.push(client);
-    await client.connect();
-    return client;
-  }
-
-  async function rawLock(key: string): Promise<Record<string, unknown> | undefined> {
-    return (await kit.rawLocks()).find((doc) => doc._id === key);
-  }
-
-  /** Whether `locks` can take `key` now (released again at once, so close() need not wait). */
-  async function canTake(locks: LockService, key: string): Promise<boolean> {
-    const handle = await locks.tryAcquire(key);
-    await handle?.release();
-    return handle !== null;
-  }
+  // Fail points, app-named clients (the `os` adapter lets Jest's VM send `appName`), raw locks.
+  const { failPoint, appClient, rawLock, closeAfterTest } = faultTools(kit);
 
   const blockFindAndModify = (appName: string, blockTimeMS: number) => ({
     failCommands: ['findAndModify'],
     appName,
     blockConnection: true,
     blockTimeMS,
-  });
-
-  /** Applied on the primary, not confirmed by a majority in time; not a retryable code. */
-  const writeConcernTimeout = (appName: string) => ({
-    failCommands: ['findAndModify'],
-    appName,
-    writeConcernError: {
-      code: 64,
-      codeName: 'WriteConcernFailed',
-      errmsg: 'waiting for replication timed out',
-      errInfo: { wtimeout: true },
-    },
   });
 
   describe('double grant', () => {
@@ -191,7 +109,7 @@ describeWithFailPoints('LockService under faults', () => {
     it('with MongoDB unreachable, every call settles within its bound with LockStoreUnavailableError', async () => {
       const mongo = await startOfflineMongo();
       const client = new MongoClient(mongo.uri, { serverSelectionTimeoutMS: 30_000 });
-      clients.push(client);
+      closeAfterTest(client);
       await client.connect();
       const locks = await kit.service({ client, operationTimeoutMs: 500 });
       const held = await locks.acquire('gone:held', { ttlMs: 1_000 });
@@ -227,7 +145,7 @@ describeWithFailPoints('LockService under faults', () => {
       const refused = new MongoClient(`mongodb://127.0.0.1:${port}/?directConnection=true`, {
         serverSelectionTimeoutMS: 200,
       });
-      clients.push(refused);
+      closeAfterTest(refused);
       const unreachable = await kit.service({
         client: refused,
         ensureIndexes: false,

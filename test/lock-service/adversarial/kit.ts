@@ -65,7 +65,12 @@ export function faultTools(kit: LockTestKit) {
     return (await kit.rawLocks()).find((doc) => doc._id === key);
   }
 
-  return { failPoint, appClient, rawLock };
+  /** Closes `client` after the test. */
+  function closeAfterTest(client: MongoClient): void {
+    clients.push(client);
+  }
+
+  return { failPoint, appClient, rawLock, closeAfterTest };
 }
 
 /** Applied on the primary, reply says the majority did not confirm it in time (not retried). */
