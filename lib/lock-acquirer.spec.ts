@@ -1,3 +1,4 @@
+import { EXCLUSIVE } from './store/lock-modes';
 import { LockNotAcquiredError, LockStoreUnavailableError } from './errors';
 import { HeldLocks } from './held-locks';
 import { LockAcquirer } from './lock-acquirer';
@@ -85,6 +86,7 @@ const defaults: ResolvedAcquireOptions = {
   metricsLabel: '(direct)',
   renewalIntervalRatio: 0.5,
   scope: undefined,
+  mode: EXCLUSIVE,
 };
 
 function setUp() {

@@ -1,5 +1,5 @@
-import { randomUUID } from 'node:crypto';
 import { DocumentNotFoundError } from './errors/document-not-found.error';
+import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
 import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
 import type { HeldLocks } from './held-locks';
 import { localLeaseEnd } from './lease-keeper';
@@ -12,6 +12,7 @@ import type {
   AttemptTarget,
 } from './store/acquire-attempt';
 import type { LockStore } from './store/lock-store';
+import { EXCLUSIVE, newOwnerToken } from './store/lock-modes';
 import type { ReleaseLeaseOutcome } from './store/release-lease';
 import type { LockWaiting } from './waiting/lock-waiting';
 
@@ -30,7 +31,8 @@ export interface LockAcquirerDeps {
  * token, whatever an attempt of unknown outcome may have taken.
  */
 class Acquisition {
-  readonly owner = randomUUID();
+  /** Its form says where the lease lives: the document's own, or a holder entry. */
+  readonly owner: string;
   private readonly uncertain = new Set<string>();
   private ended = false;
 
@@ -43,9 +45,11 @@ class Acquisition {
     /** How long the next command may take: what is left of the call's time, at most one command's. */
     readonly commandBudgetMs: () => number,
     private readonly target: AttemptTarget | undefined,
-  ) {}
+  ) {
+    this.owner = newOwnerToken(target?.mode ?? EXCLUSIVE);
+  }
 
-  attempt(key: string): Promise<AcquireAttemptOutcome> {
+  attempt(key: string, reservation?: string): Promise<AcquireAttemptOutcome> {
     const onLateWin = () => {
       // While the call goes on, its next attempt recognises the win (same token).
       if (this.ended) void this.giveBack(key, this.owner, true);
@@ -58,10 +62,13 @@ class Acquisition {
       onLateWin,
       this.commandBudgetMs(),
       this.target,
+      reservation,
     );
     return attempt.catch((error: unknown) => {
-      // A document that is not there was answered for: nothing was written.
-      if (error instanceof DocumentNotFoundError) throw error;
+      // A document that is not there, or a key in use in another form, was answered for:
+      // nothing was written.
+      if (error instanceof DocumentNotFoundError || error instanceof InvalidLockOptionsError)
+        throw error;
       // No reply: the write may have happened.
       if (this.ended) this.giveBackUncertain(key);
       else this.uncertain.add(key);
@@ -134,7 +141,11 @@ export class LockAcquirer {
       (key, owner, unlessClaimed) => this.giveBack(store, key, owner, unlessClaimed),
       this.deps.operationTimeoutMs,
       commandBudgetMs,
-      options.scope === undefined ? target : { ...target, scope: options.scope },
+      {
+        ...target,
+        mode: options.mode,
+        ...(options.scope === undefined ? {} : { scope: options.scope }),
+      },
     );
     const won: AcquireAttemptWon[] = [];
     try {
@@ -181,17 +192,17 @@ export class LockAcquirer {
     deadline: number,
     signal: AbortSignal,
   ): Promise<AcquireAttemptWon> {
-    const attempt = () => acquisition.attempt(key);
     if (options.timeoutMs > 0) {
       return this.deps.waiting.acquireKey(key, {
-        attempt,
+        attempt: (reservation) => acquisition.attempt(key, reservation),
+        withdraw: (reservation) => acquisition.store.withdraw(key, reservation),
         abandonWin: (won) => void this.giveBack(acquisition.store, won.key, won.owner),
         deadline,
         timeoutMs: options.timeoutMs,
         signal,
       });
     }
-    return attempt().then((outcome) => {
+    return acquisition.attempt(key).then((outcome) => {
       if (outcome.won) return outcome;
       const retryAfterMs = outcome.remainingMs;
       const holderId = outcome.holderId ?? undefined;
@@ -235,6 +246,7 @@ export class LockAcquirer {
   ): MongoLockHandle {
     const handle = new MongoLockHandle({
       scope: options.scope,
+      mode: options.mode,
       held: won.map(({ key, owner, fence }) => ({ key, owner, fence })),
       leaseEnd: Math.min(
         ...won.map((taken) => localLeaseEnd(taken.sentAt, taken.remainingMs, options.ttlMs)),

@@ -6,6 +6,8 @@ import { LeaseKeeper } from './lease-keeper';
 import type { LeaseKeeperInit } from './lease-keeper';
 import { lostMessage } from './lock.messages';
 import { validateTtlMs } from './options';
+import { EXCLUSIVE } from './store/lock-modes';
+import type { LockModeRequest } from './store/lock-modes';
 
 /**
  * A held lock: one or several keys, acquired together, released together.
@@ -55,12 +57,18 @@ export interface LockHandle {
    * `transaction`): pass it to every command of the protected work. `undefined` otherwise.
    */
   readonly session?: ClientSession;
+  /** `'exclusive'`, or `'shared'` (a shared holder, or a semaphore's permit holder). */
+  readonly mode: 'exclusive' | 'shared';
+  /** A semaphore's permits, and how many of them this handle holds; `undefined` for a lock. */
+  readonly permits: { of: number; held: number } | undefined;
 }
 
 /** What the handle needs: the lease keeper's inputs, less its loss callback, which is the handle's own. */
 export type LockHandleInit = Omit<LeaseKeeperInit, 'onLost'> & {
   /** The acquisition's owner scope, if it had one. */
   scope?: string;
+  /** How the keys are held; exclusive when absent. */
+  mode?: LockModeRequest;
 };
 
 /** The {@link LockHandle} that `LockService` hands out. */
@@ -70,6 +78,8 @@ export class MongoLockHandle implements LockHandle {
   readonly fence: bigint;
   readonly fences: ReadonlyMap<string, bigint>;
   readonly lost$: Observable<LockLostError>;
+  readonly mode: 'exclusive' | 'shared';
+  readonly permits: { of: number; held: number } | undefined;
   /** Resolves once the handle holds nothing any more: released, or lost. */
   readonly done: Promise<void>;
   private readonly abortController = new AbortController();
@@ -92,6 +102,9 @@ export class MongoLockHandle implements LockHandle {
     this.fences = new Map(init.held.map((held) => [held.key, held.fence]));
     this.fence = init.held[0].fence;
     this.lost$ = this.lostSubject.asObservable();
+    const mode = init.mode ?? EXCLUSIVE;
+    this.mode = mode.mode;
+    this.permits = mode.permits === undefined ? undefined : { of: mode.permits, held: mode.weight };
     this.done = new Promise((resolve) => (this.markDone = resolve));
     this.keeper = new LeaseKeeper({
       ...init,

@@ -115,6 +115,8 @@ describe('resolveAcquireOptions', () => {
       renew: false,
       renewalIntervalRatio: 1 / 3,
       metricsLabel: '(direct)',
+      scope: undefined,
+      mode: { mode: 'exclusive', permits: undefined, weight: 1 },
     });
     expect(resolveAcquireOptions({}, defaults, true).renew).toBe(true);
   });

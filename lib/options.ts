@@ -1,6 +1,8 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { MongoClient } from 'mongodb';
+import { EXCLUSIVE, MAX_HOLDERS_PER_KEY } from './store/lock-modes';
+import type { LockModeRequest } from './store/lock-modes';
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
 import type { AcquireOptions } from './interfaces/lock-options.interface';
 import { DIRECT_LABEL } from './telemetry/lock-telemetry-attributes';
@@ -66,6 +68,8 @@ export interface ResolvedAcquireOptions {
   renewalIntervalRatio: number;
   metricsLabel: string;
   scope: string | undefined;
+  /** Exclusive, shared, or a semaphore's permits. */
+  mode: LockModeRequest;
 }
 
 function fail(option: string, expected: string, value: unknown): never {
@@ -278,7 +282,22 @@ export function resolveAcquireOptions(
     renewalIntervalRatio,
     metricsLabel: metricsLabel(given.metricsLabel),
     scope: scopeName(given.scope),
+    mode: lockMode(given),
   };
+}
+
+/** `mode`, `permits` and `weight` of one acquisition. */
+function lockMode(given: AcquireOptions): LockModeRequest {
+  const { mode = 'exclusive', permits, weight } = given;
+  if (mode !== 'exclusive' && mode !== 'shared') fail('mode', "'exclusive' or 'shared'", mode);
+  if (permits === undefined) {
+    if (weight !== undefined) fail('weight', 'given only with permits', weight);
+    return mode === 'exclusive' ? EXCLUSIVE : { mode, permits: undefined, weight: 1 };
+  }
+  if (given.mode !== undefined)
+    fail('mode', 'left out with permits (a semaphore has no mode)', mode);
+  const count = integer('permits', permits, 1, MAX_HOLDERS_PER_KEY, 1);
+  return { mode: 'shared', permits: count, weight: integer('weight', weight, 1, count, 1) };
 }
 
 /** Telemetry labels are bounded: they become attribute values on every instrument. */

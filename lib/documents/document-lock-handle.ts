@@ -54,6 +54,13 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
   get key(): string {
     return this.lock.key;
   }
+  /** Document locks are exclusive. */
+  get mode(): 'exclusive' {
+    return 'exclusive';
+  }
+  get permits(): undefined {
+    return undefined;
+  }
   get keys(): readonly string[] {
     return this.lock.keys;
   }

@@ -22,6 +22,20 @@ export interface AcquireOptions {
    * releases every lock of that scope, whichever instance holds it. 1 to 200 characters.
    */
   scope?: string;
+  /**
+   * `'exclusive'` (default): nobody else holds the key. `'shared'`: shared holders coexist; an
+   * exclusive holder excludes them all, and a waiting exclusive holder is not overtaken by new
+   * shared ones. Every holder has its own lease. Not with `permits`.
+   */
+  mode?: 'exclusive' | 'shared';
+  /**
+   * The key is a semaphore with this many permits (1 to 1000): at most that many, counted by
+   * `weight`, hold it at once. Every caller of one key must give the same number; a key in use
+   * as a lock, or as a semaphore of other permits, is refused with `InvalidLockOptionsError`.
+   */
+  permits?: number;
+  /** Permits this holder takes, all or nothing (default 1; at most `permits`). */
+  weight?: number;
 }
 
 /** Options of `withLock` (and `@Locked`): an acquisition's, plus the transaction. */

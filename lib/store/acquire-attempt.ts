@@ -1,7 +1,20 @@
 import type { Timestamp } from 'mongodb';
-import { LONG_ONE, LONG_ZERO, REMAINING_LEASE_MS, toBigInt, toRemainingMs } from './bson-values';
+import { REMAINING_LEASE_MS, toBigInt, toRemainingMs } from './bson-values';
 import type { BsonInteger } from './bson-values';
+import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
+import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
+import { attemptPipeline, conflictExpr } from './attempt-pipeline';
 import type { LockCollection, SessionSource } from './lock-document';
+import {
+  EXCLUSIVE,
+  EXCLUSIVE_LIVE,
+  LIVE_HOLDERS,
+  LIVE_RESERVATIONS,
+  MAX_HOLDERS_PER_KEY,
+  entrySlot,
+  isEntryMode,
+} from './lock-modes';
+import type { LockModeRequest } from './lock-modes';
 import { isDuplicateKeyError } from './mongo-error-codes';
 
 export interface AcquireAttemptRequest {
@@ -10,14 +23,21 @@ export interface AcquireAttemptRequest {
   owner: string;
   holder: string;
   ttlMs: number;
-  /** Document locks only: what the document must meet, or be created with. */
+  /** What the attempt records or checks besides the lease (see `AttemptTarget`). */
   target?: AttemptTarget;
+  /**
+   * Lock collection only: the waiting process's reservation id (see `attemptPipeline`), when
+   * the attempt is made while waiting.
+   */
+  reservation?: string;
 }
 
 /** What an attempt records or checks besides the lease: its scope, a document's conditions. */
 export interface AttemptTarget {
   /** The owner scope recorded with the lease (`releaseScope`). */
   scope?: string;
+  /** Shared or semaphore (lock collection only); exclusive when absent. */
+  mode?: LockModeRequest;
   /** Extra conditions on the document (a tenant, say); not met = not found. */
   where?: Record<string, unknown>;
   /** Insert the document with these fields when no document has the id. */
@@ -32,7 +52,7 @@ interface AttemptOutcomeBase {
   remainingMs: number;
   /** Server time of the attempt; change streams for waiters start here. */
   operationTime: Timestamp | undefined;
-  /** Who holds the key now (us, if won). */
+  /** Who holds the key now (us, if won); null when shared holders or a reservation block it. */
   holderId: string | null;
 }
 
@@ -46,6 +66,8 @@ export interface AcquireAttemptWon extends AttemptOutcomeBase {
 
 export interface AcquireAttemptLost extends AttemptOutcomeBase {
   won: false;
+  /** Lock collection only: the remaining time of our waiting reservation, if we have one. */
+  reservedMs?: number;
 }
 
 export type AcquireAttemptOutcome = AcquireAttemptWon | AcquireAttemptLost;
@@ -55,40 +77,17 @@ interface AttemptReply {
   holder: string | null;
   fence: BsonInteger;
   remainingMs: BsonInteger;
-}
-
-/** Each field takes its new value when the key is free and keeps its old one otherwise. */
-function whenFree(newValue: unknown, oldValue: string) {
-  const free = {
-    $or: [{ $eq: [{ $ifNull: ['$owner', null] }, null] }, { $lte: ['$expiresAt', '$$NOW'] }],
-  };
-  return { $cond: [free, newValue, oldValue] };
-}
-
-function acquirePipeline({ owner, holder, ttlMs, target }: AcquireAttemptRequest) {
-  // Every `$cond` reads the document as it was before this stage, so they agree on `free`.
-  // When the key is held, each field is set to itself: the server sees a no-op, writes
-  // nothing to the oplog, and no change event wakes anyone.
-  return [
-    {
-      $set: {
-        owner: whenFree(owner, '$owner'),
-        holder: whenFree(holder, '$holder'),
-        // Never below the server's clock in ms, so a key whose idle document was
-        // garbage-collected still gets a larger fence than any it had before.
-        fence: whenFree(
-          {
-            $max: [{ $add: [{ $ifNull: ['$fence', LONG_ZERO] }, LONG_ONE] }, { $toLong: '$$NOW' }],
-          },
-          '$fence',
-        ),
-        acquiredAt: whenFree('$$NOW', '$acquiredAt'),
-        expiresAt: whenFree({ $add: ['$$NOW', ttlMs] }, '$expiresAt'),
-        gcAt: whenFree(null, '$gcAt'),
-        scope: whenFree({ $literal: target?.scope ?? null }, '$scope'),
-      },
-    },
-  ];
+  exclusiveLive: boolean;
+  /** Entry modes: our entry, if the key holds it. */
+  entry?: { owner: string; fence: BsonInteger; expiresAt: Date; releasedAt?: Date | null };
+  entryRemainingMs?: BsonInteger | null;
+  liveHolders: BsonInteger;
+  /** How the key is used now, when that is not how this attempt asked for it. */
+  conflict: boolean;
+  permits?: BsonInteger | null;
+  /** Until the earliest live lease or foreign reservation ends: when waiting may pay off. */
+  waitMs: BsonInteger | null;
+  reservedMs?: BsonInteger | null;
 }
 
 /**
@@ -115,43 +114,158 @@ export async function attemptAcquire(
   }
 }
 
+function replyProjection(
+  request: AcquireAttemptRequest,
+  mode: LockModeRequest,
+  reservation?: string,
+) {
+  const slot = entrySlot(request.owner);
+  const liveCount = { $size: LIVE_HOLDERS };
+  const foreignReservations = {
+    $filter: { input: LIVE_RESERVATIONS, cond: { $ne: ['$$this.k', reservation ?? null] } },
+  };
+  return {
+    owner: 1,
+    holder: 1,
+    fence: 1,
+    permits: 1,
+    remainingMs: REMAINING_LEASE_MS,
+    exclusiveLive: EXCLUSIVE_LIVE,
+    liveHolders: liveCount,
+    conflict: conflictExpr(mode, EXCLUSIVE_LIVE, liveCount),
+    waitMs: {
+      $subtract: [
+        {
+          $min: [
+            { $cond: [EXCLUSIVE_LIVE, '$expiresAt', null] },
+            { $min: { $map: { input: LIVE_HOLDERS, in: '$$this.v.expiresAt' } } },
+            { $min: { $map: { input: foreignReservations, in: '$$this.v.expiresAt' } } },
+          ],
+        },
+        '$$NOW',
+      ],
+    },
+    ...(isEntryMode(mode)
+      ? {
+          entry: `$holders.${slot}`,
+          entryRemainingMs: { $subtract: [`$holders.${slot}.expiresAt`, '$$NOW'] },
+        }
+      : {}),
+    ...(reservation === undefined
+      ? {}
+      : { reservedMs: { $subtract: [`$waiting.${reservation}.expiresAt`, '$$NOW'] } }),
+  };
+}
+
 async function attemptOnce(
   collection: LockCollection,
   sessions: SessionSource,
   request: AcquireAttemptRequest,
 ): Promise<AcquireAttemptOutcome> {
+  const mode = request.target?.mode ?? EXCLUSIVE;
+  const { reservation } = request;
   // A causally consistent session records the reply's operationTime; starting one sends nothing.
   const session = sessions.startSession({ causalConsistency: true });
   try {
     const sentAt = performance.now();
     const reply = (await collection.findOneAndUpdate(
       { _id: request.key },
-      acquirePipeline(request),
+      attemptPipeline({
+        owner: request.owner,
+        holder: request.holder,
+        ttlMs: request.ttlMs,
+        mode,
+        scope: request.target?.scope,
+        reservation,
+      }),
       {
         upsert: true,
         returnDocument: 'after',
-        projection: { owner: 1, holder: 1, fence: 1, remainingMs: REMAINING_LEASE_MS },
+        projection: replyProjection(request, mode, reservation),
         session,
       },
     )) as AttemptReply | null;
     if (reply === null) throw new Error(`Upsert of lock ${request.key} returned no document`);
-    const base = {
-      key: request.key,
-      sentAt,
-      remainingMs: toRemainingMs(reply.remainingMs),
-      operationTime: session.operationTime,
-    };
-    if (reply.owner === request.owner) {
-      return {
-        ...base,
-        won: true,
-        holderId: request.holder,
-        owner: request.owner,
-        fence: toBigInt(reply.fence),
-      };
-    }
-    return { ...base, won: false, holderId: reply.holder ?? null };
+    return toOutcome(request, mode, reply, sentAt, session.operationTime);
   } finally {
     await session.endSession();
   }
+}
+
+function toOutcome(
+  request: AcquireAttemptRequest,
+  mode: LockModeRequest,
+  reply: AttemptReply,
+  sentAt: number,
+  operationTime: Timestamp | undefined,
+): AcquireAttemptOutcome {
+  const { key, owner } = request;
+  if (reply.conflict) throw modeConflictError(key, mode, reply);
+  const entry = reply.entry;
+  if (isEntryMode(mode) && entry?.owner === owner && entry.releasedAt == null) {
+    const remainingMs = toRemainingMs(reply.entryRemainingMs);
+    // Our entry, but its lease ended: a retry of an attempt that won long ago.
+    if (remainingMs > 0) {
+      const fence = toBigInt(entry.fence);
+      return {
+        key,
+        sentAt,
+        remainingMs,
+        operationTime,
+        won: true,
+        holderId: request.holder,
+        owner,
+        fence,
+      };
+    }
+  }
+  if (!isEntryMode(mode) && reply.owner === owner) {
+    const remainingMs = toRemainingMs(reply.remainingMs);
+    const fence = toBigInt(reply.fence);
+    return {
+      key,
+      sentAt,
+      remainingMs,
+      operationTime,
+      won: true,
+      holderId: request.holder,
+      owner,
+      fence,
+    };
+  }
+  if (isEntryMode(mode) && toBigInt(reply.liveHolders) >= BigInt(MAX_HOLDERS_PER_KEY)) {
+    throw new LockNotAcquiredError(
+      `Lock ${JSON.stringify(key)} not acquired: it has ${MAX_HOLDERS_PER_KEY} holders, the most one key can have`,
+      { keys: [key] },
+    );
+  }
+  return {
+    key,
+    sentAt,
+    remainingMs: toRemainingMs(reply.waitMs),
+    operationTime,
+    won: false,
+    holderId: reply.exclusiveLive ? (reply.holder ?? null) : null,
+    ...(request.reservation === undefined ? {} : { reservedMs: toRemainingMs(reply.reservedMs) }),
+  };
+}
+
+function modeConflictError(
+  key: string,
+  mode: LockModeRequest,
+  reply: AttemptReply,
+): InvalidLockOptionsError {
+  const asked =
+    mode.permits !== undefined ? `a semaphore of ${mode.permits} permits` : `a ${mode.mode} lock`;
+  const permits = reply.permits == null ? undefined : toBigInt(reply.permits);
+  const inUse =
+    permits !== undefined
+      ? `a semaphore of ${permits} permits`
+      : reply.exclusiveLive
+        ? 'an exclusive lock'
+        : 'a shared lock';
+  return new InvalidLockOptionsError(
+    `Lock ${JSON.stringify(key)} is in use as ${inUse}; it cannot be taken as ${asked} (every caller of one key must use it in the same form)`,
+    { option: mode.permits !== undefined ? 'permits' : 'mode' },
+  );
 }

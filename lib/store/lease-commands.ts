@@ -8,6 +8,14 @@ import type { LockProbe } from './inspect-lock';
 import { openLockChangeStream } from './lock-change-stream';
 import type { OpenLockChangeStreamOptions } from './lock-change-stream';
 import type { LockChangeStream, LockCollection, SessionSource } from './lock-document';
+import {
+  confirmEntryIn,
+  releaseEntry,
+  releaseScopeEntries,
+  renewEntry,
+  withdrawReservation,
+} from './holder-entries';
+import { isEntryOwner } from './lock-modes';
 import { releaseLease } from './release-lease';
 import { releaseScope } from './release-scope';
 import type { ReleaseLeaseOutcome } from './release-lease';
@@ -27,6 +35,8 @@ export interface LeaseCommands {
   probe(key: string): Promise<LockProbe>;
   openChangeStream(options: OpenLockChangeStreamOptions): LockChangeStream;
   ensureIndexes(): Promise<void>;
+  /** A waiting process's reservation goes (see `attemptPipeline`); only where attempts reserve. */
+  withdraw?(key: string, reservation: string): Promise<void>;
   /** Frees every live lease of an owner scope; only where leases can carry one. */
   releaseScope?(scope: string): Promise<number>;
   /**
@@ -44,14 +54,24 @@ export function lockCollectionCommands(
 ): LeaseCommands {
   return {
     attempt: (request) => attemptAcquire(collection, sessions, request),
-    renew: (request) => renewLease(collection, request),
-    release: (key, owner) => releaseLease(collection, { key, owner, idleRetentionMs }),
+    renew: (request) =>
+      isEntryOwner(request.owner)
+        ? renewEntry(collection, request.key, request.owner, request.ttlMs)
+        : renewLease(collection, request),
+    release: (key, owner) =>
+      isEntryOwner(owner)
+        ? releaseEntry(collection, key, owner, idleRetentionMs)
+        : releaseLease(collection, { key, owner, idleRetentionMs }),
     inspect: (key) => inspectLock(collection, key),
     probe: (key) => probeLock(collection, sessions, key),
     openChangeStream: (options) => openLockChangeStream(collection, options),
     ensureIndexes: () => ensureLockIndexes(collection),
-    releaseScope: (scope) => releaseScope(collection, scope, idleRetentionMs),
+    withdraw: (key, reservation) => withdrawReservation(collection, key, reservation),
+    releaseScope: async (scope) =>
+      (await releaseScope(collection, scope, idleRetentionMs)) +
+      (await releaseScopeEntries(collection, scope)),
     confirmHeldIn: async (key, owner, session) => {
+      if (isEntryOwner(owner)) return confirmEntryIn(collection, key, owner, session);
       const result = await collection.updateOne(
         { _id: key, owner, $expr: { $gt: ['$expiresAt', '$$NOW'] } },
         [{ $set: { confirmedAt: '$$NOW' } }],

@@ -28,6 +28,8 @@ export const LOCK_RELEASE_PIPELINE = [
         { operationType: { $in: ['replace', 'delete'] } },
         // `$type: 'null'`, not `null`: a bare null would also match updates without `owner`.
         { operationType: 'update', 'updateDescription.updatedFields.owner': { $type: 'null' } },
+        // A shared or permit holder left, or a waiting process withdrew its reservation.
+        { operationType: 'update', 'updateDescription.updatedFields.frees': { $exists: true } },
       ],
     },
   },
@@ -39,6 +41,9 @@ export const LOCK_OWNERSHIP_PIPELINE = [
       $or: [
         { operationType: { $in: ['insert', 'replace', 'delete'] } },
         { operationType: 'update', 'updateDescription.updatedFields.owner': { $exists: true } },
+        { operationType: 'update', 'updateDescription.updatedFields.frees': { $exists: true } },
+        // A shared or permit holder's grant moves the key's fence.
+        { operationType: 'update', 'updateDescription.updatedFields.fence': { $exists: true } },
       ],
     },
   },

@@ -17,6 +17,14 @@ export interface LockDocument {
   confirmedAt?: Date;
   /** The acquisition's owner scope (`releaseScope`), or null. */
   scope?: string | null;
+  /** A semaphore's permits, while the key is used as one; null for a lock. */
+  permits?: number | null;
+  /** Shared holders or permit holders, each with its own lease, by a slot derived from its token. */
+  holders?: Record<string, HolderEntry>;
+  /** Waiting processes' reservations (fairness), each with its own short lease. */
+  waiting?: Record<string, { weight: number; since: Date; expiresAt: Date }>;
+  /** Counts releases of holder entries: the change that tells waiters to look again. */
+  frees?: number;
   /** Set on release; a TTL index deletes the idle document at this time. */
   gcAt: Date | null;
   /** Recent releases of live leases, so a retried release knows it succeeded. */
@@ -24,6 +32,19 @@ export interface LockDocument {
   /** `holder` and `fence` of the last released acquisition, for release events. */
   releasedHolder?: string | null;
   releasedFence?: Long;
+}
+
+/** One shared holder or permit holder of a key. */
+export interface HolderEntry {
+  owner: string;
+  holder: string;
+  fence: Long;
+  weight: number;
+  acquiredAt: Date;
+  expiresAt: Date;
+  scope: string | null;
+  /** Set by its release; the entry is dropped at the key's next grant. */
+  releasedAt?: Date | null;
 }
 
 /**
@@ -34,6 +55,7 @@ export type LockCollection = Pick<
   Collection<LockDocument>,
   | 'findOneAndUpdate'
   | 'findOne'
+  | 'find'
   | 'updateOne'
   | 'updateMany'
   | 'createIndexes'

@@ -104,12 +104,21 @@ export class LockStore {
     ttlMs: number,
     onLateWin: () => void,
     timeoutMs = this.options.operationTimeoutMs,
-    /** What a document lock's attempt must also check or create (see `AttemptTarget`). */
+    /** What the attempt must also record, check or create (see `AttemptTarget`). */
     target?: AttemptTarget,
+    /** The waiting process's reservation (see `AcquireAttemptRequest.reservation`). */
+    reservation?: string,
   ): Promise<AcquireAttemptOutcome> {
     const id = idOf(key, owner);
     const command = this.send('acquire', timeoutMs, () =>
-      this.commands.attempt({ key, owner, holder: this.options.holderId, ttlMs, target }),
+      this.commands.attempt({
+        key,
+        owner,
+        holder: this.options.holderId,
+        ttlMs,
+        target,
+        reservation,
+      }),
     );
     // Registered before the in-flight tracking, so the claim is made before anyone waiting
     // for this attempt to settle looks at it.
@@ -202,6 +211,19 @@ export class LockStore {
         throw error;
       throw toStoreError(error, 'confirmHeld');
     }
+  }
+
+  /**
+   * A waiting process leaves `key`'s queue: its reservation goes, in the background. If that
+   * fails, the reservation runs out by itself (`RESERVATION_TTL_MS`).
+   */
+  withdraw(key: string, reservation: string): void {
+    const { commands } = this;
+    if (!commands.withdraw) return;
+    const withdraw = commands.withdraw.bind(commands);
+    this.send('withdraw', this.options.operationTimeoutMs, () =>
+      withdraw(key, reservation),
+    ).result.catch(() => undefined);
   }
 
   /** Frees every live lease of `scope` in the collection (see `releaseScope`). */

@@ -1,3 +1,5 @@
+import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
+import { isEntryMode } from '../store/lock-modes';
 import type { LockState } from '../interfaces/lock-state.interface';
 import type { ResolvedLockModuleOptions } from '../options';
 import type { AcquireAttemptOutcome, AttemptTarget } from '../store/acquire-attempt';
@@ -44,6 +46,9 @@ export class InMemoryLockStore implements LockStoreContract {
     return send();
   }
 
+  /** Attempts here never reserve (see `attempt`): nothing to withdraw. */
+  withdraw(): void {}
+
   attempt(
     key: string,
     owner: string,
@@ -52,6 +57,15 @@ export class InMemoryLockStore implements LockStoreContract {
     _timeoutMs?: number,
     target?: AttemptTarget,
   ): Promise<AcquireAttemptOutcome> {
+    if (target?.mode && isEntryMode(target.mode)) {
+      const option = target.mode.permits === undefined ? 'mode' : 'permits';
+      return Promise.reject(
+        new InvalidLockOptionsError(
+          `${option} is not supported by the in-memory testing store yet: test shared locks and semaphores against MongoDB`,
+          { option },
+        ),
+      );
+    }
     return this.send(() => {
       const sentAt = performance.now();
       const reply = this.collection.acquire({

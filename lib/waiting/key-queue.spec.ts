@@ -59,6 +59,7 @@ function setUp() {
   const lock = new FakeLock();
   const request = (timeoutMs = 10_000, signal?: AbortSignal) => ({
     attempt: lock.attempt,
+    withdraw: () => undefined,
     abandonWin: (won: AcquireAttemptWon) => void abandoned.push(won),
     deadline: performance.now() + timeoutMs,
     timeoutMs,
@@ -183,6 +184,7 @@ describe('KeyQueue', () => {
       });
       const request = () => ({
         attempt: lock.attempt,
+        withdraw: () => undefined,
         abandonWin: () => undefined,
         deadline: performance.now() + 10_000,
         timeoutMs: 10_000,

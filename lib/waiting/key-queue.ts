@@ -1,6 +1,8 @@
+import { randomBytes } from 'node:crypto';
 import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
 import { notAcquiredMessage } from '../lock.messages';
 import type { AcquireAttemptOutcome, AcquireAttemptWon } from '../store/acquire-attempt';
+import { RESERVATION_TTL_MS, isEntryOwner } from '../store/lock-modes';
 import { isStoreUnavailableError } from '../store/mongo-error-codes';
 import type { KeySignal, LockChangeFeed } from './change-feed';
 import { LEASE_END_MARGIN_MS, pollDelayMs } from './wait-timing';
@@ -17,8 +19,14 @@ export const MAX_LOCAL_HANDOVERS = 4;
 
 /** One caller waiting for a key. */
 export interface KeyWaitRequest {
-  /** One acquisition attempt (the call's owner token, so a retry recognises an earlier win). */
-  attempt: () => Promise<AcquireAttemptOutcome>;
+  /**
+   * One acquisition attempt (the call's owner token, so a retry recognises an earlier win),
+   * made for this process's queue: `reservation` names the queue's place in the key's own
+   * queue, where the store keeps it (fairness between processes).
+   */
+  attempt: (reservation: string) => Promise<AcquireAttemptOutcome>;
+  /** This process's queue has left: its reservation, if the store made one, goes. */
+  withdraw(reservation: string): void;
   /** An attempt won after the caller had left (cancelled mid-attempt): give it back. */
   abandonWin(won: AcquireAttemptWon): void;
   /** Monotonic time (`performance.now()`) after which the caller gives up. */
@@ -69,6 +77,12 @@ export class KeyQueue {
   private localHandovers = 0;
   /** Why the last attempt got no reply, while MongoDB is unavailable; cleared by a reply. */
   private unavailable: unknown;
+  /** This queue's name in the key's reservations (a field name: letters and digits only). */
+  private readonly reservation = `r${randomBytes(9).toString('hex')}`;
+  /** Until when the store keeps our reservation (monotonic), if it made one; else undefined. */
+  private reservedUntil: number | undefined;
+  /** How to withdraw the reservation when the queue empties (the last head's store). */
+  private withdraw: ((reservation: string) => void) | undefined;
 
   constructor(
     private readonly key: string,
@@ -149,6 +163,9 @@ export class KeyQueue {
       this.waiters.length = 0;
     } finally {
       this.running = false;
+      if (this.reservedUntil !== undefined && this.reservedUntil > performance.now())
+        this.withdraw?.(this.reservation);
+      this.reservedUntil = undefined;
       this.unwatch?.();
       this.unwatch = undefined;
       this.deps.onEmpty();
@@ -158,9 +175,10 @@ export class KeyQueue {
   /** Runs one attempt for the head; returns the outcome if the queue must wait afterwards. */
   private async attempt(head: Waiter): Promise<AcquireAttemptOutcome | undefined> {
     head.attempting = true;
+    this.withdraw = (reservation) => head.withdraw(reservation);
     let outcome: AcquireAttemptOutcome;
     try {
-      outcome = await head.attempt();
+      outcome = await head.attempt(this.reservation);
     } catch (error) {
       head.attempting = false;
       if (head.settled) return undefined;
@@ -178,11 +196,22 @@ export class KeyQueue {
       holderId: outcome.holderId,
       leaseEnd: outcome.sentAt + outcome.remainingMs,
     };
-    this.heldHere = outcome.won || outcome.holderId === this.deps.holderId;
+    // A grant drops our reservation; a loss reports whether one is kept.
+    this.reservedUntil =
+      !outcome.won && outcome.reservedMs ? outcome.sentAt + outcome.reservedMs : undefined;
+    // A shared holder or permit holder here does not keep the key from others.
+    const entryWin = outcome.won && isEntryOwner(outcome.owner);
+    this.heldHere = (outcome.won && !entryWin) || outcome.holderId === this.deps.holderId;
     if (!this.heldHere) this.localHandovers = 0;
     if (outcome.won) {
       if (head.settled) {
         head.abandonWin(outcome);
+        return undefined;
+      }
+      if (entryWin) {
+        // Room may be left for the next waiter: it tries at once.
+        this.pollRound = 0;
+        this.settle(head, { won: outcome });
         return undefined;
       }
       this.pollRound = 0;
@@ -245,7 +274,10 @@ export class KeyQueue {
     const pollDelay = this.deps.feed.streaming
       ? this.deps.timing.safetyPollIntervalMs * 2 ** Math.min(this.pollRound++, 3)
       : pollDelayMs(this.pollRound++, this.deps.timing);
-    const nextAttemptAt = Math.min(leaseEnd, performance.now() + pollDelay);
+    // A kept reservation is refreshed (by an attempt) before it runs out.
+    const refreshAt =
+      this.reservedUntil === undefined ? Infinity : this.reservedUntil - RESERVATION_TTL_MS / 3;
+    const nextAttemptAt = Math.min(leaseEnd, performance.now() + pollDelay, refreshAt);
     for (let head = this.head(); head; head = this.head()) {
       if (this.releases !== releasesBefore) return;
       const now = performance.now();

@@ -20,6 +20,25 @@ function sameFence(a: Long | number | bigint | null | undefined, b: bigint | nul
 }
 
 /**
+ * A shared or permit holder's release (`frees` counts it), or its grant (the key's fence
+ * moved). The release carries the holder it freed when that changed; a grant is reported
+ * without a holder id (the entry is not in the update description's top level).
+ */
+function holderEntryEvent(
+  key: string,
+  updated: Partial<LockDocument>,
+  at: Date,
+): LockEvent | undefined {
+  if ('frees' in updated) {
+    const fence = fenceOf(updated.releasedFence);
+    return { type: 'released', key, holderId: updated.releasedHolder ?? null, fence, at };
+  }
+  if ('fence' in updated)
+    return { type: 'acquired', key, holderId: null, fence: fenceOf(updated.fence), at };
+  return undefined;
+}
+
+/**
  * Reads a change event of the lock collection as an acquisition, a release or a deletion.
  * Other changes (none pass the server-side filter, but a future server might add fields)
  * give `undefined`.
@@ -53,8 +72,9 @@ export function toLockEvent(change: LockChange): LockEvent | undefined {
     }
     case 'update': {
       const updated = change.updateDescription?.updatedFields;
-      if (!updated || !('owner' in updated)) return undefined;
+      if (!updated) return undefined;
       const full = change.fullDocument;
+      if (!('owner' in updated)) return holderEntryEvent(key, updated, at);
       if (updated.owner === null) {
         const fence = fenceOf(updated.releasedFence);
         const sameRelease = sameFence(full?.releasedFence, fence);

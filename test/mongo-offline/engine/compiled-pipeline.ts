@@ -1,6 +1,7 @@
 import type { Document } from 'bson';
 import type { Options } from 'mingo/types';
 import * as mingoUtil from 'mingo/util';
+import { copyAlongPath } from './add-fields-stage';
 import { ShapeCache } from './bounded-cache';
 import {
   type Bindings,
@@ -73,9 +74,9 @@ function addFields(stage: CompiledStage, input: Document, bindings: Bindings): D
       if (value !== undefined) output[fields[i]] = value;
       else delete output[fields[i]];
     } else if (value !== undefined) {
-      setValue(output, fields[i], value);
+      setValue(copyAlongPath(output, fields[i]), fields[i], value);
     } else {
-      removeValue(output, fields[i]);
+      removeValue(copyAlongPath(output, fields[i]), fields[i]);
     }
   }
   return output;

@@ -8,6 +8,7 @@ import * as projectionOperators from 'mingo/operators/projection';
 import * as queryOperators from 'mingo/operators/query';
 import * as windowOperators from 'mingo/operators/window';
 import type { Options } from 'mingo/types';
+import { $addFields } from './add-fields-stage';
 import { normaliseCollation } from './collation';
 import {
   DECIMAL_ACCUMULATOR_OPERATORS,
@@ -25,7 +26,7 @@ import {
 const FULL_CONTEXT = Context.init({
   accumulator: { ...accumulatorOperators, ...DECIMAL_ACCUMULATOR_OPERATORS },
   expression: { ...expressionOperators, ...DECIMAL_EXPRESSION_OPERATORS },
-  pipeline: pipelineOperators,
+  pipeline: { ...pipelineOperators, $addFields, $set: $addFields },
   projection: projectionOperators,
   query: { ...queryOperators, ...DECIMAL_QUERY_OPERATORS },
   window: windowOperators,

@@ -162,6 +162,28 @@ describe('offline mongo: CRUD over the driver', () => {
     expect(first.at.getTime()).toBe(second.at.getTime());
   });
 
+  it('evaluates every field of one $set against the stage input, dotted paths included', async () => {
+    const docs = collection('set-input');
+    await docs.insertMany([
+      { _id: 1, h: { x: { n: 1 } } },
+      { _id: 2, h: { x: { n: 1 } } },
+    ]);
+    const readsInput = {
+      'h.x.n': 2,
+      seen: '$h.x.n',
+    };
+    // One $set stage (compiled), and the same with a later stage (evaluated another way).
+    await docs.updateOne({ _id: 1 }, [{ $set: readsInput }]);
+    await docs.updateOne({ _id: 2 }, [{ $set: readsInput }, { $unset: 'nothing' }]);
+    for (const _id of [1, 2]) {
+      expect(await docs.findOne({ _id })).toEqual({
+        _id,
+        h: { x: { n: 2 } },
+        seen: 1,
+      });
+    }
+  });
+
   it('findOneAndUpdate upserts with a pipeline and returns before/after images', async () => {
     const locks = collection('locks');
     const acquire = [{ $set: { owner: 'a', fence: { $add: [{ $ifNull: ['$fence', 0] }, 1] } } }];

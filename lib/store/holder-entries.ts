@@ -1,0 +1,190 @@
+import type { ClientSession } from 'mongodb';
+import { toRemainingMs } from './bson-values';
+import type { BsonInteger } from './bson-values';
+import type { LockCollection } from './lock-document';
+import { EXCLUSIVE_LIVE, LIVE_HOLDERS, entrySlot, isNullExpr } from './lock-modes';
+import type { ReleaseLeaseOutcome } from './release-lease';
+import type { RenewLeaseOutcome } from './renew-lease';
+
+const NOW = '$$NOW';
+
+/** A shared holder's or permit holder's lease: its entry in the key's `holders`. */
+function entryPaths(owner: string) {
+  const path = `holders.${entrySlot(owner)}`;
+  return { path, live: { $gt: [`$${path}.expiresAt`, NOW] }, released: `$${path}.releasedAt` };
+}
+
+/** Renews a live, unreleased entry of ours, in one round trip (see `renewLease`). */
+export async function renewEntry(
+  collection: LockCollection,
+  key: string,
+  owner: string,
+  ttlMs: number,
+): Promise<RenewLeaseOutcome> {
+  const { path, live, released } = entryPaths(owner);
+  const sentAt = performance.now();
+  const reply = (await collection.findOneAndUpdate(
+    { _id: key, [`${path}.owner`]: owner, $expr: { $and: [live, isNullExpr(released)] } },
+    [{ $set: { [`${path}.expiresAt`]: { $add: [NOW, ttlMs] } } }],
+    {
+      returnDocument: 'after',
+      projection: {
+        _id: 0,
+        remainingMs: { $max: [0, { $subtract: [`$${path}.expiresAt`, NOW] }] },
+      },
+    },
+  )) as { remainingMs: BsonInteger } | null;
+  if (reply === null) return { renewed: false, sentAt };
+  return { renewed: true, sentAt, remainingMs: toRemainingMs(reply.remainingMs) };
+}
+
+/**
+ * Owner-checked release of an entry in one round trip: marks it released (`releasedAt`),
+ * touching no other entry, and counts the release in `frees`, which is what waiters' change
+ * streams look for. The marked entry stays until the key's next grant drops it, so a retried
+ * release recognises its own success. When no live lease is left, the idle document is
+ * scheduled for deletion as after an exclusive release.
+ */
+export async function releaseEntry(
+  collection: LockCollection,
+  key: string,
+  owner: string,
+  idleRetentionMs: number,
+): Promise<ReleaseLeaseOutcome> {
+  const { path, released } = entryPaths(owner);
+  const alreadyReleased = { $not: [isNullExpr(released)] };
+  const othersLive = {
+    $gt: [
+      { $size: { $filter: { input: LIVE_HOLDERS, cond: { $ne: ['$$this.v.owner', owner] } } } },
+      0,
+    ],
+  };
+  const latestEntryEnd = {
+    $max: { $map: { input: { $objectToArray: '$holders' }, in: '$$this.v.expiresAt' } },
+  };
+  const before = (await collection.findOneAndUpdate(
+    { _id: key, [`${path}.owner`]: owner },
+    [
+      {
+        $set: {
+          [`${path}.releasedAt`]: { $ifNull: [released, NOW] },
+          frees: {
+            $cond: [alreadyReleased, '$frees', { $add: [{ $ifNull: ['$frees', 0] }, 1] }],
+          },
+          releasedHolder: { $cond: [alreadyReleased, '$releasedHolder', `$${path}.holder`] },
+          releasedFence: { $cond: [alreadyReleased, '$releasedFence', `$${path}.fence`] },
+          gcAt: {
+            $cond: [
+              { $or: [alreadyReleased, othersLive, EXCLUSIVE_LIVE] },
+              '$gcAt',
+              // Not before any entry's lease would have ended: a retried release must find it.
+              { $max: [{ $add: [NOW, idleRetentionMs] }, latestEntryEnd] },
+            ],
+          },
+        },
+      },
+    ],
+    {
+      returnDocument: 'before',
+      projection: {
+        _id: 0,
+        released: alreadyReleased,
+        remainingMs: { $subtract: [`$${path}.expiresAt`, NOW] },
+      },
+    },
+  )) as { released: boolean; remainingMs: BsonInteger } | null;
+  if (before === null) return 'lost';
+  if (before.released) return 'released'; // by an earlier try of this release
+  return toRemainingMs(before.remainingMs) > 0 ? 'released' : 'expired';
+}
+
+/** Inside a transaction: our entry is live, proven by a write to it (see `confirmHeldIn`). */
+export async function confirmEntryIn(
+  collection: LockCollection,
+  key: string,
+  owner: string,
+  session: ClientSession,
+): Promise<boolean> {
+  const { path, live, released } = entryPaths(owner);
+  const result = await collection.updateOne(
+    { _id: key, [`${path}.owner`]: owner, $expr: { $and: [live, isNullExpr(released)] } },
+    [{ $set: { [`${path}.confirmedAt`]: NOW } }],
+    { session },
+  );
+  return result.matchedCount === 1;
+}
+
+/**
+ * Frees every live entry of `scope`, document by document: each write marks that document's
+ * matching entries released and reports how many it marked (see `releaseScope`).
+ */
+export async function releaseScopeEntries(
+  collection: LockCollection,
+  scope: string,
+): Promise<number> {
+  const ofScope = (input: unknown) => ({
+    $filter: { input, cond: { $eq: ['$$this.v.scope', scope] } },
+  });
+  const keys = await collection
+    .find(
+      { holders: { $type: 'object' }, $expr: { $gt: [{ $size: ofScope(LIVE_HOLDERS) }, 0] } },
+      { projection: { _id: 1 } },
+    )
+    .toArray();
+  let freed = 0;
+  for (const { _id } of keys) {
+    const markReleased = {
+      $arrayToObject: {
+        $map: {
+          input: { $objectToArray: '$holders' },
+          in: {
+            $cond: [
+              {
+                $and: [
+                  { $eq: ['$$this.v.scope', scope] },
+                  { $gt: ['$$this.v.expiresAt', NOW] },
+                  isNullExpr('$$this.v.releasedAt'),
+                ],
+              },
+              { k: '$$this.k', v: { $mergeObjects: ['$$this.v', { releasedAt: NOW }] } },
+              '$$this',
+            ],
+          },
+        },
+      },
+    };
+    const before = (await collection.findOneAndUpdate(
+      { _id },
+      [
+        { $set: { _n: { $size: ofScope(LIVE_HOLDERS) } } },
+        {
+          $set: {
+            holders: { $cond: [{ $gt: ['$_n', 0] }, markReleased, '$holders'] },
+            frees: {
+              $cond: [{ $gt: ['$_n', 0] }, { $add: [{ $ifNull: ['$frees', 0] }, 1] }, '$frees'],
+            },
+          },
+        },
+        { $unset: '_n' },
+      ],
+      { returnDocument: 'before', projection: { _id: 0, count: { $size: ofScope(LIVE_HOLDERS) } } },
+    )) as { count: number } | null;
+    freed += before?.count ?? 0;
+  }
+  return freed;
+}
+
+/**
+ * A waiting process leaves: its reservation goes, and the write counts in `frees`, since
+ * attempts it held back may now win.
+ */
+export async function withdrawReservation(
+  collection: LockCollection,
+  key: string,
+  reservation: string,
+): Promise<void> {
+  await collection.updateOne(
+    { _id: key, [`waiting.${reservation}`]: { $exists: true } },
+    { $unset: { [`waiting.${reservation}`]: '' }, $inc: { frees: 1 } },
+  );
+}

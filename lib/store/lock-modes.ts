@@ -1,0 +1,107 @@
+import { createHash, randomUUID } from 'node:crypto';
+
+/**
+ * How an acquisition holds a key.
+ * - `exclusive`: the lock document's own lease (`owner`, `expiresAt`): nobody else holds.
+ * - `shared`: one entry in `holders`; shared holders coexist, an exclusive one excludes them.
+ * - a semaphore (`permits`): one entry in `holders` with its `weight`; the weights of the live
+ *   entries never exceed `permits`.
+ */
+export interface LockModeRequest {
+  mode: 'exclusive' | 'shared';
+  /** A semaphore with this many permits; `undefined` for a lock. */
+  permits: number | undefined;
+  /** Permits taken (1 for a shared holder, unused when exclusive). */
+  weight: number;
+}
+
+export const EXCLUSIVE: LockModeRequest = { mode: 'exclusive', permits: undefined, weight: 1 };
+
+/**
+ * Most live holder entries per key: each shared holder is one entry; a semaphore's permits are
+ * capped by it too (every entry takes at least one permit), so a lock document stays small.
+ */
+export const MAX_HOLDERS_PER_KEY = 1_000;
+
+/**
+ * A waiting process's reservation lives this long without renewal: a crashed waiter stops
+ * holding others back after at most this. Its process renews it at each attempt, and attempts
+ * at least every third of it while waiting.
+ */
+export const RESERVATION_TTL_MS = 10_000;
+
+/**
+ * Owner tokens of holder entries carry this prefix, so every command of an acquisition (its
+ * attempts, renewals, releases, and the give-backs of outcomes nobody heard) finds the lease
+ * where its attempt put it without being told the mode again.
+ */
+const ENTRY_OWNER_PREFIX = 'e:';
+
+export function newOwnerToken(request: LockModeRequest): string {
+  return isEntryMode(request) ? `${ENTRY_OWNER_PREFIX}${randomUUID()}` : randomUUID();
+}
+
+export function isEntryMode(request: LockModeRequest): boolean {
+  return request.mode === 'shared' || request.permits !== undefined;
+}
+
+export function isEntryOwner(owner: string): boolean {
+  return owner.startsWith(ENTRY_OWNER_PREFIX);
+}
+
+/**
+ * The entry's field name in `holders`: derived from the token (so a retry finds it) but not
+ * the token itself, which only its holder may know.
+ */
+export function entrySlot(owner: string): string {
+  return `h${createHash('sha256').update(owner).digest('hex').slice(0, 24)}`;
+}
+
+const NOW = '$$NOW';
+
+export const isNullExpr = (path: unknown) => ({ $eq: [{ $ifNull: [path, null] }, null] });
+
+/** The exclusive lease (the document's own) is live. */
+export const EXCLUSIVE_LIVE = {
+  $and: [{ $not: [isNullExpr('$owner')] }, { $gt: ['$expiresAt', NOW] }],
+};
+
+/** Live, unreleased entries of `holders` as `[{ k, v }]`. */
+export const LIVE_HOLDERS = {
+  $filter: {
+    input: { $objectToArray: { $ifNull: ['$holders', {}] } },
+    cond: { $and: [{ $gt: ['$$this.v.expiresAt', NOW] }, isNullExpr('$$this.v.releasedAt')] },
+  },
+};
+
+/** Unexpired reservations of `waiting` as `[{ k, v }]`. */
+export const LIVE_RESERVATIONS = {
+  $filter: {
+    input: { $objectToArray: { $ifNull: ['$waiting', {}] } },
+    cond: { $gt: ['$$this.v.expiresAt', NOW] },
+  },
+};
+
+/** The oldest of `[{ k, v: { since } }]` (ties by name), or null. */
+export function oldest(reservations: unknown) {
+  const earlier = {
+    $or: [
+      { $lt: ['$$this.v.since', '$$value.v.since'] },
+      {
+        $and: [{ $eq: ['$$this.v.since', '$$value.v.since'] }, { $lt: ['$$this.k', '$$value.k'] }],
+      },
+    ],
+  };
+  return {
+    $reduce: {
+      input: reservations,
+      initialValue: null,
+      in: { $cond: [{ $or: [{ $eq: ['$$value', null] }, earlier] }, '$$this', '$$value'] },
+    },
+  };
+}
+
+/** Milliseconds until the earliest of these dates, by the server clock; null for none. */
+export function earliestRemainingMs(dates: unknown[]) {
+  return { $subtract: [{ $min: dates }, NOW] };
+}
