@@ -1,3 +1,4 @@
+import type { LockModeRequest } from './store/lock-modes';
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import type {
   BeforeApplicationShutdown,
@@ -242,7 +243,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     const keyList = normalizeLockKeys(keys);
     const resolved = resolveAcquireOptions(options, this.options, true);
     const transaction = resolveTransactionOption(options?.transaction);
-    const enclosing = this.enclosingHandle(keyList);
+    const enclosing = this.enclosingHandle(keyList, resolved.mode);
     // Re-entered: the outer call's lock, and its transaction if it has one.
     if (enclosing) return await fn(enclosing);
     if (transaction) await requireTransactions(await this.ensureStarted());
@@ -483,12 +484,13 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     return this.store;
   }
 
-  private enclosingHandle(keys: readonly string[]): LockHandle | undefined {
+  private enclosingHandle(keys: readonly string[], mode: LockModeRequest): LockHandle | undefined {
     for (const handle of heldLocksOf(this)) {
       const covered = keys.filter((key) => handle.keys.includes(key));
       if (covered.length === keys.length) {
         const lostReason = (handle as MongoLockHandle).lostReason;
         if (lostReason) throw lostReason;
+        checkReentrantMode(handle, keys, mode);
         return handle;
       }
       if (covered.length > 0) throw new MongoLockError(wouldDeadlockMessage(handle.keys, keys));
@@ -549,5 +551,33 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   private unregisterHolderId(): void {
     if (this.holderIdRegistered) liveHolderIds.delete(this.holderId);
     this.holderIdRegistered = false;
+  }
+}
+
+/**
+ * A re-entered lock must cover what the inner call asks: an exclusive lock covers a shared
+ * request; a shared one cannot become exclusive (the call would wait for itself); a
+ * semaphore's permits are the same for every caller.
+ */
+function checkReentrantMode(handle: LockHandle, keys: readonly string[], mode: LockModeRequest) {
+  const keyList = keys.map((key) => JSON.stringify(key)).join(', ');
+  const semaphore = mode.permits !== undefined;
+  if (semaphore !== (handle.permits !== undefined)) {
+    throw new InvalidLockOptionsError(
+      `${keyList} already held here as ${handle.permits ? 'a semaphore' : 'a lock'}; cannot be taken as ${semaphore ? 'a semaphore' : 'a lock'}`,
+      { option: semaphore ? 'permits' : 'mode' },
+    );
+  }
+  const held = handle.permits;
+  if (held && (held.of !== mode.permits || held.held < mode.weight)) {
+    throw new InvalidLockOptionsError(
+      `${keyList} already held here with ${held.held} of ${held.of} permits; cannot be taken with ${mode.weight} of ${mode.permits}`,
+      { option: 'permits' },
+    );
+  }
+  if (!semaphore && handle.mode === 'shared' && mode.mode === 'exclusive') {
+    throw new MongoLockError(
+      `${keyList} already held here in shared mode: an exclusive lock inside it would wait for itself`,
+    );
   }
 }

@@ -8,7 +8,7 @@ import { LOCKED_METADATA } from '../mongo-lock.constants';
  */
 export interface LockedOptions extends Pick<
   WithLockOptions,
-  'ttlMs' | 'timeoutMs' | 'renew' | 'transaction'
+  'ttlMs' | 'timeoutMs' | 'renew' | 'transaction' | 'mode' | 'permits' | 'weight'
 > {
   /**
    * When the lock is held elsewhere:

@@ -31,9 +31,10 @@ function acquireOptions(
   signal: AbortSignal | undefined,
   scope: string | undefined,
 ): WithLockOptions {
-  const { ttlMs, renew, onBusy, transaction } = options;
+  const { ttlMs, renew, onBusy, transaction, mode, permits, weight } = options;
   const timeoutMs = options.timeoutMs ?? (onBusy === 'skip' ? 0 : undefined);
-  return { ttlMs, timeoutMs, renew, signal, metricsLabel, transaction, scope };
+  const form = { mode, permits, weight };
+  return { ttlMs, timeoutMs, renew, signal, metricsLabel, transaction, scope, ...form };
 }
 
 /**

@@ -1,3 +1,4 @@
+import { MAX_HOLDERS_PER_KEY } from '../store/lock-modes';
 import { type NestInterceptor, type Type, UseInterceptors } from '@nestjs/common';
 import { Observable } from 'rxjs';
 import { InvalidLockOptionsError, MongoLockError } from '../errors';
@@ -27,6 +28,9 @@ const OPTION_NAMES = new Set([
   'minHoldMs',
   'transaction',
   'scope',
+  'mode',
+  'permits',
+  'weight',
 ]);
 
 /** Checks `@Locked`-style options; `names` are the accepted option names. @internal */
@@ -63,6 +67,20 @@ export function checkOptions(
     bad('onBusy', "'wait' or 'skip'");
   if (options.minHoldMs !== undefined && !integerIn(options.minHoldMs, 0)) {
     bad('minHoldMs', `an integer from 0 to ${MAX_TIMER_MS}`);
+  }
+  const mode = options.mode as unknown;
+  if (mode !== undefined && mode !== 'exclusive' && mode !== 'shared')
+    bad('mode', "'exclusive' or 'shared'");
+  const count = (value: unknown, max: number) =>
+    Number.isInteger(value) && (value as number) >= 1 && (value as number) <= max;
+  if (options.permits !== undefined && !count(options.permits, MAX_HOLDERS_PER_KEY)) {
+    bad('permits', `an integer from 1 to ${MAX_HOLDERS_PER_KEY}`);
+  }
+  if (options.weight !== undefined && !count(options.weight, options.permits ?? 0)) {
+    bad('weight', 'an integer from 1 to permits, given with permits');
+  }
+  if (mode !== undefined && options.permits !== undefined) {
+    bad('mode', 'left out with permits (a semaphore has no mode)');
   }
   const scope = options.scope as unknown;
   if (scope !== undefined && typeof scope !== 'function' && (typeof scope !== 'string' || !scope)) {

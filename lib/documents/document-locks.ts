@@ -1,3 +1,4 @@
+import { isEntryMode } from '../store/lock-modes';
 import type { Document, WithId } from 'mongodb';
 import { Observable } from 'rxjs';
 import { MongoLockError } from '../errors/mongo-lock.error';
@@ -254,6 +255,15 @@ export class DocumentLocks<T extends Document = Document> {
       throw new InvalidLockOptionsError('scope is not supported by document locks yet', {
         option: 'scope',
       });
+    }
+    if (isEntryMode(resolved.mode)) {
+      const option = resolved.mode.permits === undefined ? 'mode' : 'permits';
+      throw new InvalidLockOptionsError(
+        `${option} is not supported by document locks: they are exclusive`,
+        {
+          option,
+        },
+      );
     }
     const target = resolveAttemptTarget(options as DocumentLockOptions, this.settings, documentId);
     const label = options?.metricsLabel ?? `${this.settings.collection}/{id}`;

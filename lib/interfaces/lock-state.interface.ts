@@ -3,14 +3,40 @@ export interface LockState {
   key: string;
   /** Whether a live (unexpired) lease holds the key now, by the server clock. */
   held: boolean;
-  /** Id of the `LockService` instance that holds (or last held) it. */
+  /**
+   * Id of the `LockService` instance that holds (or last held) it; with shared holders or
+   * permit holders, the latest one's.
+   */
   holderId: string | null;
-  /** Fencing token of the latest acquisition. */
+  /** Fencing token of the latest acquisition, in any mode. */
   fence: bigint;
-  /** Milliseconds left on the lease by the server clock; 0 when free. */
+  /**
+   * Milliseconds left on the lease by the server clock; with several holders, until the last
+   * of their leases ends. 0 when free.
+   */
   remainingMs: number;
   acquiredAt: Date | null;
   expiresAt: Date | null;
+  /**
+   * How the key is held now: `exclusive`, `shared`, or `semaphore` (see `permits`); `null`
+   * when free.
+   */
+  mode: 'exclusive' | 'shared' | 'semaphore' | null;
+  /** The semaphore's permits, when the key is held as one. */
+  permits?: number;
+  /** Every live holder, earliest grant first. */
+  holders: LockHolderState[];
+  /** Processes waiting for the key whose place is recorded in it (fairness reservations). */
+  waiting: number;
+}
+
+/** One live holder of a key, as `inspect()` reports it. */
+export interface LockHolderState {
+  holderId: string | null;
+  fence: bigint;
+  /** Permits held (1 for an exclusive or shared holder). */
+  weight: number;
+  remainingMs: number;
 }
 
 /** An acquisition or release seen on the lock collection. */

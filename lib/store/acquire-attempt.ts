@@ -256,14 +256,15 @@ function modeConflictError(
   reply: AttemptReply,
 ): InvalidLockOptionsError {
   const asked =
-    mode.permits !== undefined ? `a semaphore of ${mode.permits} permits` : `a ${mode.mode} lock`;
+    mode.permits !== undefined
+      ? `a semaphore of ${mode.permits} permits`
+      : `${mode.mode === 'shared' ? 'a shared' : 'an exclusive'} lock`;
   const permits = reply.permits == null ? undefined : toBigInt(reply.permits);
-  const inUse =
-    permits !== undefined
+  const inUse = reply.exclusiveLive
+    ? 'an exclusive lock'
+    : permits !== undefined
       ? `a semaphore of ${permits} permits`
-      : reply.exclusiveLive
-        ? 'an exclusive lock'
-        : 'a shared lock';
+      : 'a shared lock';
   return new InvalidLockOptionsError(
     `Lock ${JSON.stringify(key)} is in use as ${inUse}; it cannot be taken as ${asked} (every caller of one key must use it in the same form)`,
     { option: mode.permits !== undefined ? 'permits' : 'mode' },

@@ -149,6 +149,14 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
   const exclusiveFields = entry
     ? {}
     : {
+        // Released and expired holder entries go with an exclusive grant.
+        holders: {
+          $cond: [
+            { $and: ['$_m.grant', { $not: [isNullExpr('$holders')] }] },
+            { $arrayToObject: '$_m.live' },
+            '$holders',
+          ],
+        },
         owner: ifGranted(owner, '$owner'),
         holder: ifGranted(holder, '$holder'),
         acquiredAt: ifGranted(NOW, '$acquiredAt'),

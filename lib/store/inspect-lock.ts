@@ -3,6 +3,7 @@ import type { LockState } from '../interfaces/lock-state.interface';
 import { REMAINING_LEASE_MS, toBigInt, toRemainingMs } from './bson-values';
 import type { BsonInteger } from './bson-values';
 import type { LockCollection, SessionSource } from './lock-document';
+import { EXCLUSIVE_LIVE, LIVE_HOLDERS, LIVE_RESERVATIONS } from './lock-modes';
 
 interface InspectReply {
   _id: string;
@@ -12,6 +13,26 @@ interface InspectReply {
   acquiredAt: Date | null;
   expiresAt: Date | null;
   remainingMs: BsonInteger;
+  permits?: BsonInteger | null;
+  entries: {
+    holder: string | null;
+    fence: BsonInteger;
+    weight: BsonInteger;
+    acquiredAt: Date;
+    expiresAt: Date;
+    remainingMs: BsonInteger;
+  }[];
+  waiting: BsonInteger;
+}
+
+/** A key held by one exclusive holder (or free), as every store without holder entries reports it. */
+export function exclusiveLockState(
+  state: Omit<LockState, 'mode' | 'holders' | 'waiting' | 'permits'>,
+): LockState {
+  const holders = state.held
+    ? [{ holderId: state.holderId, fence: state.fence, weight: 1, remainingMs: state.remainingMs }]
+    : [];
+  return { ...state, mode: state.held ? 'exclusive' : null, holders, waiting: 0 };
 }
 
 export interface LockProbe {
@@ -66,23 +87,61 @@ async function readState(
         fence: 1,
         acquiredAt: 1,
         expiresAt: 1,
+        permits: 1,
         remainingMs: REMAINING_LEASE_MS,
-        live: {
-          $and: [{ $ne: [{ $ifNull: ['$owner', null] }, null] }, { $gt: ['$expiresAt', '$$NOW'] }],
+        live: EXCLUSIVE_LIVE,
+        entries: {
+          $map: {
+            input: LIVE_HOLDERS,
+            in: {
+              holder: '$$this.v.holder',
+              fence: '$$this.v.fence',
+              weight: '$$this.v.weight',
+              acquiredAt: '$$this.v.acquiredAt',
+              expiresAt: '$$this.v.expiresAt',
+              remainingMs: { $subtract: ['$$this.v.expiresAt', '$$NOW'] },
+            },
+          },
         },
+        waiting: { $size: LIVE_RESERVATIONS },
       },
       session,
     },
   )) as InspectReply | null;
   if (reply === null) return null;
-  const held = reply.live === true;
-  return {
+  const base = {
     key,
-    held,
     holderId: reply.holder ?? null,
     fence: toBigInt(reply.fence),
-    remainingMs: held ? toRemainingMs(reply.remainingMs) : 0,
     acquiredAt: reply.acquiredAt ?? null,
     expiresAt: reply.expiresAt ?? null,
+  };
+  const waiting = Number(reply.waiting ?? 0);
+  if (reply.live === true || reply.entries.length === 0) {
+    const held = reply.live === true;
+    const remainingMs = held ? toRemainingMs(reply.remainingMs) : 0;
+    return { ...exclusiveLockState({ ...base, held, remainingMs }), waiting };
+  }
+  const entries = [...reply.entries].sort((a, b) => Number(toBigInt(a.fence) - toBigInt(b.fence)));
+  const latest = entries[entries.length - 1];
+  const lastEnd = entries.reduce((end, entry) => (entry.expiresAt > end.expiresAt ? entry : end));
+  const permits = reply.permits == null ? undefined : Number(reply.permits);
+  return {
+    key,
+    held: true,
+    holderId: latest.holder ?? null,
+    fence: toBigInt(reply.fence),
+    remainingMs: Math.max(...entries.map((entry) => toRemainingMs(entry.remainingMs))),
+    acquiredAt: latest.acquiredAt,
+    expiresAt: lastEnd.expiresAt,
+    mode: permits === undefined ? 'shared' : 'semaphore',
+    ...(permits === undefined ? {} : { permits }),
+    holders: entries.map((entry) => ({
+      holderId: entry.holder ?? null,
+      fence: toBigInt(entry.fence),
+      weight: Number(entry.weight),
+      remainingMs: toRemainingMs(entry.remainingMs),
+    })),
+    waiting,
   };
 }

@@ -7,8 +7,10 @@ export type LockChangeDraft =
   | {
       operationType: 'update';
       key: string;
-      /** Changed fields by path (`owner`, `releasedOwners.3`). */
+      /** Changed fields by path (`owner`, `releasedOwners.3`, `holders.h1f….releasedAt`). */
       updatedFields: Record<string, unknown>;
+      /** Fields the write removed, by path (`waiting.r2c…`, a dropped holder entry). */
+      removedFields?: string[];
     };
 
 export type LoggedChange = LockChangeDraft & {
@@ -22,10 +24,17 @@ export type LoggedChange = LockChangeDraft & {
 export const CHANGE_LOG_KEPT = 10_000;
 
 /**
+ * Top-level fields of an update that some change stream of the library lets through
+ * (`lock-change-stream.ts`): `owner` (exclusive acquisitions and releases), `frees` (releases of
+ * holder entries, withdrawn reservations), `fence` (grants of holder entries).
+ */
+const STREAMED_FIELDS = ['owner', 'frees', 'fence'];
+
+/**
  * The in-memory oplog: every change that a change stream of the lock collection can report
- * (acquisitions and releases; renewals and expiry changes touch `expiresAt` only and are left
- * out, as no stream's filter lets them through). Streams read it from their own position and
- * are told when something is appended.
+ * (acquisitions and releases; renewals, expiry changes and reservations touch neither `owner`,
+ * `frees` nor `fence` and are left out, as no stream's filter lets them through). Streams read
+ * it from their own position and are told when something is appended.
  */
 export class InMemoryChangeLog {
   private readonly entries: LoggedChange[] = [];
@@ -47,8 +56,11 @@ export class InMemoryChangeLog {
   }
 
   append(draft: LockChangeDraft, clusterTime: Timestamp, wallTime: Date): void {
-    if (draft.operationType === 'update' && !('owner' in draft.updatedFields)) {
-      // Only a renewal or an expiry: no change stream of the library would report it.
+    if (
+      draft.operationType === 'update' &&
+      !STREAMED_FIELDS.some((field) => field in draft.updatedFields)
+    ) {
+      // Only a renewal, an expiry or a reservation: no change stream of the library reports it.
       return;
     }
     this.lastSeq += 1;

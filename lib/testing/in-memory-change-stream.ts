@@ -43,10 +43,15 @@ function historyLost(): MongoServerError {
   });
 }
 
-/** `lock-change-stream.ts`'s server-side filters, applied to the log. */
+/**
+ * `lock-change-stream.ts`'s server-side filters, applied to the log (which keeps only updates
+ * of `owner`, `frees` or `fence`: all that the `ownership` filter lets through).
+ */
 function passes(change: LoggedChange, scope: LockChangeScope): boolean {
   if (change.operationType === 'insert') return scope === 'ownership';
-  return scope === 'ownership' || change.updatedFields.owner === null;
+  return (
+    scope === 'ownership' || change.updatedFields.owner === null || 'frees' in change.updatedFields
+  );
 }
 
 /**
@@ -172,7 +177,7 @@ export class InMemoryChangeStream implements LockChangeStream {
       operationType: 'update',
       updateDescription: {
         updatedFields: change.updatedFields,
-        removedFields: [],
+        removedFields: change.removedFields ?? [],
         truncatedArrays: [],
       },
       ...(lookedUp ? { fullDocument: lookedUp } : {}),

@@ -1,32 +1,98 @@
 import { Long, Timestamp } from 'mongodb';
 import type { LockState } from '../interfaces/lock-state.interface';
+import { exclusiveLockState } from '../store/inspect-lock';
 import type { LockDocument } from '../store/lock-document';
+import {
+  EXCLUSIVE,
+  MAX_HOLDERS_PER_KEY,
+  RESERVATION_TTL_MS,
+  entrySlot,
+  isEntryMode,
+  isEntryOwner,
+} from '../store/lock-modes';
+import type { LockModeRequest } from '../store/lock-modes';
 import { RELEASED_OWNERS_KEPT } from '../store/release-lease';
 import type { ReleaseLeaseOutcome } from '../store/release-lease';
 import { InMemoryChangeLog } from './in-memory-change-log';
 import type { LockChangeDraft } from './in-memory-change-log';
 
-/** A lock document as the in-memory collection keeps it: times in ms, the fence a bigint. */
+/** A shared holder's or permit holder's entry in `holders`, times in ms. */
+interface StoredEntry {
+  owner: string;
+  holder: string;
+  fence: bigint;
+  weight: number;
+  acquiredAt: number;
+  expiresAt: number;
+  scope: string | null;
+  /** Set by its release; the entry is dropped at the key's next grant of an entry. */
+  releasedAt?: number | null;
+}
+
+/** A waiting process's reservation in `waiting`, times in ms. */
+interface StoredReservation {
+  weight: number;
+  since: number;
+  expiresAt: number;
+}
+
+/**
+ * A lock document as the in-memory collection keeps it: times in ms, fences as bigints. A
+ * field is absent where MongoDB's document would lack it (a key only ever held by holder
+ * entries has no `owner`).
+ */
 interface StoredLock {
   _id: string;
-  owner: string | null;
-  holder: string | null;
-  fence: bigint;
-  acquiredAt: number | null;
-  expiresAt: number | null;
-  gcAt: number | null;
+  owner?: string | null;
+  holder?: string | null;
+  fence?: bigint;
+  acquiredAt?: number | null;
+  expiresAt?: number | null;
+  gcAt?: number | null;
   scope?: string | null;
+  permits?: number | null;
+  holders?: Record<string, StoredEntry>;
+  waiting?: Record<string, StoredReservation>;
+  frees?: number;
   /** Recent releases of live leases, each remembered until its lease would have ended. */
   releasedOwners?: { owner: string; until: number | null }[];
   releasedHolder?: string | null;
   releasedFence?: bigint;
 }
 
+/** One acquisition attempt, as `attemptPipeline` takes it. */
+export interface InMemoryAttemptRequest {
+  key: string;
+  owner: string;
+  holder: string;
+  ttlMs: number;
+  scope?: string;
+  /** Exclusive when absent. */
+  mode?: LockModeRequest;
+  /** The waiting process's reservation id, when the attempt is made while waiting. */
+  reservation?: string;
+}
+
+/** The attempt's reply: what `acquire-attempt.ts` projects from the document after the write. */
 export interface InMemoryAttemptReply {
   owner: string | null;
   holder: string | null;
   fence: bigint;
+  /** The exclusive lease's remaining time (0 when none). */
   remainingMs: number;
+  exclusiveLive: boolean;
+  /** Entry modes: the attempt's entry, if the key has it (live or not). */
+  entry: { owner: string; fence: bigint; expiresAt: number; releasedAt: number | null } | undefined;
+  /** Entry modes: until the attempt's entry ends (may be negative); null without an entry. */
+  entryRemainingMs: number | null;
+  liveHolders: number;
+  /** How the key is used now, when that is not how this attempt asked for it. */
+  conflict: boolean;
+  permits: number | null;
+  /** Until the earliest live lease or foreign reservation ends; null when none. */
+  waitMs: number | null;
+  /** Until the attempt's reservation ends (may be negative); null without one. */
+  reservedMs: number | null;
   operationTime: Timestamp;
 }
 
@@ -52,36 +118,39 @@ export class InMemoryLockCollection {
     readonly changes: InMemoryChangeLog,
   ) {}
 
-  /** `acquire-attempt.ts`: takes the key if free (no owner, or the lease ended), else reports the holder. */
-  acquire(request: {
-    key: string;
-    owner: string;
-    holder: string;
-    ttlMs: number;
-    scope?: string;
-  }): InMemoryAttemptReply {
+  /**
+   * `attempt-pipeline.ts` and `acquire-attempt.ts`: one upserting attempt in any mode. Takes
+   * the key (the exclusive lease, or a holder entry) when the rules allow it, records or
+   * refreshes the waiting process's reservation when it must wait, and otherwise writes
+   * nothing. Replies with the state after the write.
+   */
+  acquire(request: InMemoryAttemptRequest): InMemoryAttemptReply {
     const now = this.clock();
+    const mode = request.mode ?? EXCLUSIVE;
     const before = this.documents.get(request.key);
-    const free = !before || before.owner === null || (before.expiresAt ?? -Infinity) <= now;
-    // Held: every field keeps its value, so the write is a no-op, as on the server.
-    const after = free ? taken(before, request, now) : before;
+    // An upsert: a missing document is decided as `{ _id }` and inserted whatever the outcome.
+    const after = attempted(before ?? { _id: request.key }, request, mode, now);
     const operationTime = this.write(request.key, before, after);
-    return {
-      owner: after.owner,
-      holder: after.holder,
-      fence: after.fence,
-      remainingMs: remainingMs(after, now),
-      operationTime,
-    };
+    return attemptReply(after, request, mode, now, operationTime);
   }
 
-  /** `renew-lease.ts`: extends a lease that `owner` still holds and that has not ended. */
+  /**
+   * `renew-lease.ts` / `holder-entries.ts` (`renewEntry`): extends a lease that `owner` still
+   * holds and that has not ended (for an entry: nor been released).
+   */
   renew(request: { key: string; owner: string; ttlMs: number }): { remainingMs: number } | null {
     const now = this.clock();
     const before = this.documents.get(request.key);
-    if (!before || before.owner !== request.owner || !((before.expiresAt ?? -Infinity) > now)) {
-      return null;
+    if (!before) return null;
+    if (isEntryOwner(request.owner)) {
+      const slot = entrySlot(request.owner);
+      const entry = before.holders?.[slot];
+      if (entry?.owner !== request.owner || !isLiveEntry(entry, now)) return null;
+      const renewed = { ...entry, expiresAt: now + request.ttlMs };
+      this.write(request.key, before, withEntry(before, slot, renewed));
+      return { remainingMs: Math.max(0, renewed.expiresAt - now) };
     }
+    if (before.owner !== request.owner || !((before.expiresAt ?? -Infinity) > now)) return null;
     const after = { ...before, expiresAt: now + request.ttlMs };
     this.write(request.key, before, after);
     return { remainingMs: remainingMs(after, now) };
@@ -89,9 +158,11 @@ export class InMemoryLockCollection {
 
   /**
    * `release-lease.ts`: frees the key if `owner` holds it; a retry of a release that freed a
-   * live lease is recognised by `releasedOwners` and reports `released` again.
+   * live lease is recognised by `releasedOwners` and reports `released` again. An entry's
+   * owner token releases its entry (`holder-entries.ts`, `releaseEntry`).
    */
   release(request: { key: string; owner: string; idleRetentionMs: number }): ReleaseLeaseOutcome {
+    if (isEntryOwner(request.owner)) return this.releaseEntry(request);
     const now = this.clock();
     const before = this.documents.get(request.key);
     const remembered = before?.releasedOwners ?? [];
@@ -101,7 +172,7 @@ export class InMemoryLockCollection {
     const live = (before.expiresAt ?? now) - now > 0;
     // A retry after a lease's end could not have been protected anyway: forget it then.
     const previous = remembered.filter((release) => (release.until ?? -Infinity) > now);
-    const withOurs = [...previous, { owner: request.owner, until: before.expiresAt }];
+    const withOurs = [...previous, { owner: request.owner, until: before.expiresAt ?? null }];
     this.write(request.key, before, {
       ...before,
       owner: null,
@@ -114,47 +185,107 @@ export class InMemoryLockCollection {
     return live ? 'released' : 'expired';
   }
 
+  /**
+   * `holder-entries.ts` (`withdrawReservation`): a waiting process leaves; its reservation
+   * goes and `frees` counts the write (attempts it held back may now win).
+   */
+  withdraw(key: string, reservation: string): void {
+    const before = this.documents.get(key);
+    if (!before?.waiting || !Object.hasOwn(before.waiting, reservation)) return;
+    const waiting = { ...before.waiting };
+    delete waiting[reservation];
+    this.write(key, before, { ...before, waiting, frees: (before.frees ?? 0) + 1 });
+  }
+
   /** `inspect-lock.ts`: the key's state by the clock, never the owner token. */
   read(key: string): InMemoryReadReply {
     const now = this.clock();
     const stored = this.documents.get(key);
     const operationTime = this.clusterTime;
     if (!stored) return { state: null, operationTime };
-    const held = stored.owner !== null && (stored.expiresAt ?? -Infinity) > now;
+    const base = {
+      key,
+      holderId: stored.holder ?? null,
+      fence: stored.fence ?? 0n,
+      acquiredAt: toDate(stored.acquiredAt ?? null),
+      expiresAt: toDate(stored.expiresAt ?? null),
+    };
+    const waiting = liveReservations(stored, now).length;
+    const exclusive = isExclusiveLive(stored, now);
+    const entries = liveEntries(stored, now).map(([, entry]) => entry);
+    if (exclusive || entries.length === 0) {
+      const remaining = exclusive ? remainingMs(stored, now) : 0;
+      const state = exclusiveLockState({ ...base, held: exclusive, remainingMs: remaining });
+      return { state: { ...state, waiting }, operationTime };
+    }
+    entries.sort((a, b) => (a.fence < b.fence ? -1 : a.fence > b.fence ? 1 : 0));
+    const latest = entries[entries.length - 1];
+    const lastEnd = entries.reduce((end, entry) => (entry.expiresAt > end.expiresAt ? entry : end));
+    const permits = stored.permits ?? undefined;
     return {
       state: {
         key,
-        held,
-        holderId: stored.holder,
-        fence: stored.fence,
-        remainingMs: held ? remainingMs(stored, now) : 0,
-        acquiredAt: toDate(stored.acquiredAt),
-        expiresAt: toDate(stored.expiresAt),
+        held: true,
+        holderId: latest.holder,
+        fence: stored.fence ?? 0n,
+        remainingMs: Math.max(...entries.map((entry) => Math.max(0, entry.expiresAt - now))),
+        acquiredAt: new Date(latest.acquiredAt),
+        expiresAt: new Date(lastEnd.expiresAt),
+        mode: permits === undefined ? 'shared' : 'semaphore',
+        ...(permits === undefined ? {} : { permits }),
+        holders: entries.map((entry) => ({
+          holderId: entry.holder,
+          fence: entry.fence,
+          weight: entry.weight,
+          remainingMs: Math.max(0, entry.expiresAt - now),
+        })),
+        waiting,
       },
       operationTime,
     };
   }
 
   /**
-   * Ends the live lease on `key` now (of `owner` only, when given), as if it had run out: sets
-   * `expiresAt` to the clock. Like a lease running out, this announces nothing (the change
-   * touches `expiresAt` only, which no change stream filter lets through).
+   * Ends live leases on `key` now, as if they had run out: sets their `expiresAt` to the
+   * clock. With `owner`, only that acquisition's lease (exclusive, or its holder entry);
+   * without, the exclusive lease or every live holder entry. Like a lease running out, this
+   * announces nothing (the change touches `expiresAt` only, which no change stream filter lets
+   * through). `false` if no such live lease.
    */
   expire(key: string, owner?: string): boolean {
     const now = this.clock();
     const before = this.documents.get(key);
-    if (!before || before.owner === null || !((before.expiresAt ?? -Infinity) > now)) return false;
-    if (owner !== undefined && before.owner !== owner) return false;
-    this.write(key, before, { ...before, expiresAt: now });
+    if (!before) return false;
+    if (owner !== undefined && isEntryOwner(owner)) {
+      const slot = entrySlot(owner);
+      const entry = before.holders?.[slot];
+      if (entry?.owner !== owner || !isLiveEntry(entry, now)) return false;
+      this.write(key, before, withEntry(before, slot, { ...entry, expiresAt: now }));
+      return true;
+    }
+    if (isExclusiveLive(before, now)) {
+      if (owner !== undefined && before.owner !== owner) return false;
+      this.write(key, before, { ...before, expiresAt: now });
+      return true;
+    }
+    const live = liveEntries(before, now);
+    if (owner !== undefined || live.length === 0) return false;
+    const holders = { ...before.holders };
+    for (const [slot, entry] of live) holders[slot] = { ...entry, expiresAt: now };
+    this.write(key, before, { ...before, holders });
     return true;
   }
 
-  /** `release-scope.ts`: frees every live lease of `scope`; how many. */
+  /**
+   * `release-scope.ts`, then `holder-entries.ts` (`releaseScopeEntries`): frees every live
+   * lease of `scope`, exclusive ones first, then holder entries key by key (one write per
+   * key, counted once in `frees`); how many leases.
+   */
   releaseScope(scope: string, idleRetentionMs: number): number {
     const now = this.clock();
     let freed = 0;
     for (const [key, before] of [...this.documents]) {
-      if (before.scope !== scope || before.owner === null) continue;
+      if (before.scope !== scope || before.owner == null) continue;
       if (!((before.expiresAt ?? -Infinity) > now)) continue;
       this.write(key, before, {
         ...before,
@@ -165,6 +296,14 @@ export class InMemoryLockCollection {
       });
       freed += 1;
     }
+    for (const [key, before] of [...this.documents]) {
+      const ofScope = liveEntries(before, now).filter(([, entry]) => entry.scope === scope);
+      if (ofScope.length === 0) continue;
+      const holders = { ...before.holders };
+      for (const [slot, entry] of ofScope) holders[slot] = { ...entry, releasedAt: now };
+      this.write(key, before, { ...before, holders, frees: (before.frees ?? 0) + 1 });
+      freed += ofScope.length;
+    }
     return freed;
   }
 
@@ -172,6 +311,36 @@ export class InMemoryLockCollection {
   lookUp(key: string): LockDocument | undefined {
     const stored = this.documents.get(key);
     return stored ? toLockDocument(stored) : undefined;
+  }
+
+  /** `holder-entries.ts` (`releaseEntry`): marks the entry released and counts it in `frees`. */
+  private releaseEntry(request: {
+    key: string;
+    owner: string;
+    idleRetentionMs: number;
+  }): ReleaseLeaseOutcome {
+    const now = this.clock();
+    const before = this.documents.get(request.key);
+    const slot = entrySlot(request.owner);
+    const entry = before?.holders?.[slot];
+    if (!before || entry?.owner !== request.owner) return 'lost';
+    if (entry.releasedAt != null) return 'released'; // by an earlier try of this release
+    const othersLive = liveEntries(before, now).some(([, other]) => other.owner !== request.owner);
+    const latestEntryEnd = Math.max(
+      ...Object.values(before.holders ?? {}).map((other) => other.expiresAt),
+    );
+    this.write(request.key, before, {
+      ...withEntry(before, slot, { ...entry, releasedAt: now }),
+      frees: (before.frees ?? 0) + 1,
+      releasedHolder: entry.holder,
+      releasedFence: entry.fence,
+      gcAt:
+        othersLive || isExclusiveLive(before, now)
+          ? before.gcAt
+          : // Not before any entry's lease would have ended: a retried release must find it.
+            Math.max(now + request.idleRetentionMs, latestEntryEnd),
+    });
+    return entry.expiresAt - now > 0 ? 'released' : 'expired';
   }
 
   /**
@@ -184,9 +353,12 @@ export class InMemoryLockCollection {
     if (!before) {
       draft = { operationType: 'insert', key, fullDocument: toLockDocument(after) };
     } else {
-      const updatedFields = changedFields(toLockDocument(before), toLockDocument(after));
-      if (Object.keys(updatedFields).length === 0) return this.clusterTime;
-      draft = { operationType: 'update', key, updatedFields };
+      const delta = describeChange(toLockDocument(before), toLockDocument(after));
+      const { updatedFields, removedFields } = delta;
+      if (Object.keys(updatedFields).length === 0 && removedFields.length === 0) {
+        return this.clusterTime;
+      }
+      draft = { operationType: 'update', key, updatedFields, removedFields };
     }
     this.documents.set(key, after);
     this.clusterTime = nextClusterTime(this.clusterTime, this.clock());
@@ -195,25 +367,183 @@ export class InMemoryLockCollection {
   }
 }
 
-/** The document once `request` has taken the key at `now`. */
-function taken(
-  before: StoredLock | undefined,
-  request: { key: string; owner: string; holder: string; ttlMs: number; scope?: string },
+type Named<T> = [name: string, value: T];
+
+function isExclusiveLive(stored: StoredLock, now: number): boolean {
+  return stored.owner != null && (stored.expiresAt ?? -Infinity) > now;
+}
+
+function isLiveEntry(entry: StoredEntry, now: number): boolean {
+  return entry.expiresAt > now && entry.releasedAt == null;
+}
+
+/** `LIVE_HOLDERS`: live, unreleased entries, in the document's order. */
+function liveEntries(stored: StoredLock, now: number): Named<StoredEntry>[] {
+  return Object.entries(stored.holders ?? {}).filter(([, entry]) => isLiveEntry(entry, now));
+}
+
+/** `LIVE_RESERVATIONS`: unexpired reservations, in the document's order. */
+function liveReservations(stored: StoredLock, now: number): Named<StoredReservation>[] {
+  return Object.entries(stored.waiting ?? {}).filter(([, waiter]) => waiter.expiresAt > now);
+}
+
+/** `oldest`: the earliest reservation (ties by name), or undefined. */
+function oldest(queue: Named<StoredReservation>[]): Named<StoredReservation> | undefined {
+  let head: Named<StoredReservation> | undefined;
+  for (const candidate of queue) {
+    const [name, { since }] = candidate;
+    if (!head || since < head[1].since || (since === head[1].since && name < head[0])) {
+      head = candidate;
+    }
+  }
+  return head;
+}
+
+/** `conflictExpr`: the key is in use in another form than `mode` asks for. */
+function conflicts(
+  mode: LockModeRequest,
+  permits: number | null | undefined,
+  exclusiveLive: boolean,
+  liveCount: number,
+): boolean {
+  const current = permits ?? null;
+  if (mode.permits === undefined) return liveCount > 0 && current !== null;
+  return exclusiveLive || (liveCount > 0 && current !== mode.permits);
+}
+
+/** `attemptPipeline`: the document after one attempt at `now` (the same object if unchanged). */
+function attempted(
+  doc: StoredLock,
+  request: InMemoryAttemptRequest,
+  mode: LockModeRequest,
   now: number,
 ): StoredLock {
-  const nextFence = (before?.fence ?? 0n) + 1n;
+  const { owner, holder, ttlMs, scope, reservation } = request;
+  const entry = isEntryMode(mode);
+  const slot = entrySlot(owner);
+  const capacity = mode.permits ?? MAX_HOLDERS_PER_KEY;
+  const exclusive = isExclusiveLive(doc, now);
+  const live = liveEntries(doc, now);
+  const queue = liveReservations(doc, now);
+  const head = oldest(queue);
+  const used = live.reduce((sum, [, held]) => sum + held.weight, 0);
+  const count = live.length;
+  const mine = queue.find(([name]) => name === reservation)?.[1];
+  const headBlocks = head !== undefined && head[0] !== reservation;
+  const conflict = conflicts(mode, doc.permits, exclusive, count);
+  const grant = entry
+    ? !exclusive &&
+      !live.some(([name]) => name === slot) &&
+      !conflict &&
+      count < MAX_HOLDERS_PER_KEY &&
+      used + mode.weight + (headBlocks ? head[1].weight : 0) <= capacity
+    : !exclusive && count === 0 && !headBlocks && !conflict;
+  // An exclusive waiter holds back every permit.
+  const weight = mode.mode === 'exclusive' ? MAX_HOLDERS_PER_KEY : mode.weight;
+  // Only where fairness is at stake: a plain mutex with no shared holders and nobody
+  // reserving writes nothing when it loses.
+  const reserve =
+    reservation !== undefined &&
+    !grant &&
+    !conflict &&
+    (entry || count > 0 || queue.length > 0) &&
+    (mine === undefined || mine.expiresAt < now + RESERVATION_TTL_MS / 2 || mine.weight !== weight);
+  const othersQueued = queue.filter(([name]) => name !== reservation);
+  // A grant drops our reservation and the expired ones; a reservation write refreshes ours.
+  const waiting = reserve
+    ? Object.fromEntries([
+        ...othersQueued,
+        [
+          reservation,
+          { weight, since: mine?.since ?? now, expiresAt: now + RESERVATION_TTL_MS },
+        ] as Named<StoredReservation>,
+      ])
+    : grant && doc.waiting != null
+      ? Object.fromEntries(othersQueued)
+      : doc.waiting;
+  if (!grant && waiting === doc.waiting) return doc;
+  const after: StoredLock = { ...doc };
+  if (waiting !== undefined) after.waiting = waiting;
+  if (!grant) return after;
+  const fence = nextFence(doc.fence, now);
+  if (entry) {
+    const granted: StoredEntry = {
+      owner,
+      holder,
+      fence,
+      weight: mode.weight,
+      acquiredAt: now,
+      expiresAt: now + ttlMs,
+      scope: scope ?? null,
+    };
+    // Released and ended entries are dropped.
+    after.holders = Object.fromEntries([...live, [slot, granted] as Named<StoredEntry>]);
+    after.permits = mode.permits ?? null;
+  } else {
+    after.owner = owner;
+    after.holder = holder;
+    after.acquiredAt = now;
+    after.expiresAt = now + ttlMs;
+    after.scope = scope ?? null;
+  }
+  after.fence = fence;
+  after.gcAt = null;
+  return after;
+}
+
+/** `acquire-attempt.ts`'s reply projection, on the document after the attempt. */
+function attemptReply(
+  after: StoredLock,
+  request: InMemoryAttemptRequest,
+  mode: LockModeRequest,
+  now: number,
+  operationTime: Timestamp,
+): InMemoryAttemptReply {
+  const exclusive = isExclusiveLive(after, now);
+  const live = liveEntries(after, now);
+  const foreignReservations = liveReservations(after, now).filter(
+    ([name]) => name !== request.reservation,
+  );
+  const ends = [
+    ...(exclusive ? [after.expiresAt as number] : []),
+    ...live.map(([, entry]) => entry.expiresAt),
+    ...foreignReservations.map(([, waiter]) => waiter.expiresAt),
+  ];
+  const entry = isEntryMode(mode) ? after.holders?.[entrySlot(request.owner)] : undefined;
+  const reserved =
+    request.reservation === undefined ? undefined : after.waiting?.[request.reservation];
+  return {
+    owner: after.owner ?? null,
+    holder: after.holder ?? null,
+    fence: after.fence ?? 0n,
+    remainingMs: remainingMs(after, now),
+    exclusiveLive: exclusive,
+    entry: entry && {
+      owner: entry.owner,
+      fence: entry.fence,
+      expiresAt: entry.expiresAt,
+      releasedAt: entry.releasedAt ?? null,
+    },
+    entryRemainingMs: entry ? entry.expiresAt - now : null,
+    liveHolders: live.length,
+    conflict: conflicts(mode, after.permits, exclusive, live.length),
+    permits: after.permits ?? null,
+    waitMs: ends.length === 0 ? null : Math.min(...ends) - now,
+    reservedMs: reserved ? reserved.expiresAt - now : null,
+    operationTime,
+  };
+}
+
+/** Strictly increasing per key across every grant, never below the clock in ms. */
+function nextFence(fence: bigint | undefined, now: number): bigint {
+  const next = (fence ?? 0n) + 1n;
   // Never below the clock in ms, so a key whose document was deleted still gets a larger fence.
   const clockFence = BigInt(Math.trunc(now));
-  return {
-    ...(before ?? { _id: request.key }),
-    owner: request.owner,
-    holder: request.holder,
-    fence: nextFence > clockFence ? nextFence : clockFence,
-    acquiredAt: now,
-    expiresAt: now + request.ttlMs,
-    gcAt: null,
-    scope: request.scope ?? null,
-  };
+  return next > clockFence ? next : clockFence;
+}
+
+function withEntry(stored: StoredLock, slot: string, entry: StoredEntry): StoredLock {
+  return { ...stored, holders: { ...stored.holders, [slot]: entry } };
 }
 
 function remainingMs(stored: StoredLock, now: number): number {
@@ -232,50 +562,120 @@ function nextClusterTime(last: Timestamp, nowMs: number): Timestamp {
     : new Timestamp({ t: last.t, i: last.i + 1 });
 }
 
-function toLockDocument(stored: StoredLock): LockDocument {
-  const document: LockDocument = {
-    _id: stored._id,
-    owner: stored.owner,
-    holder: stored.holder,
-    fence: Long.fromBigInt(stored.fence),
-    acquiredAt: toDate(stored.acquiredAt),
-    expiresAt: toDate(stored.expiresAt),
-    gcAt: toDate(stored.gcAt),
+function entryDocument(entry: StoredEntry): Record<string, unknown> {
+  const document: Record<string, unknown> = {
+    owner: entry.owner,
+    holder: entry.holder,
+    fence: Long.fromBigInt(entry.fence),
+    weight: entry.weight,
+    acquiredAt: new Date(entry.acquiredAt),
+    expiresAt: new Date(entry.expiresAt),
+    scope: entry.scope,
   };
-  if (stored.releasedOwners !== undefined) {
-    document.releasedOwners = stored.releasedOwners.map(({ owner, until }) => ({
-      owner,
-      until: toDate(until) as Date,
-    }));
-  }
-  if (stored.scope !== undefined) document.scope = stored.scope;
-  if (stored.releasedHolder !== undefined) document.releasedHolder = stored.releasedHolder;
-  if (stored.releasedFence !== undefined) {
-    document.releasedFence = Long.fromBigInt(stored.releasedFence);
-  }
+  if (entry.releasedAt !== undefined) document.releasedAt = toDate(entry.releasedAt);
   return document;
 }
 
+function mapValues<T>(
+  record: Record<string, T>,
+  map: (value: T) => Record<string, unknown>,
+): Record<string, Record<string, unknown>> {
+  return Object.fromEntries(Object.entries(record).map(([name, value]) => [name, map(value)]));
+}
+
+/** The stored lock as MongoDB's document, with only the fields MongoDB's would have. */
+function toLockDocument(stored: StoredLock): LockDocument {
+  const document: Record<string, unknown> = { _id: stored._id };
+  const set = (field: string, value: unknown) => {
+    if (value !== undefined) document[field] = value;
+  };
+  const date = (ms: number | null | undefined) => (ms === undefined ? undefined : toDate(ms));
+  set('owner', stored.owner);
+  set('holder', stored.holder);
+  set('fence', stored.fence === undefined ? undefined : Long.fromBigInt(stored.fence));
+  set('acquiredAt', date(stored.acquiredAt));
+  set('expiresAt', date(stored.expiresAt));
+  set('gcAt', date(stored.gcAt));
+  set('scope', stored.scope);
+  set('permits', stored.permits);
+  set('holders', stored.holders && mapValues(stored.holders, entryDocument));
+  set(
+    'waiting',
+    stored.waiting &&
+      mapValues(stored.waiting, (waiter) => ({
+        weight: waiter.weight,
+        since: new Date(waiter.since),
+        expiresAt: new Date(waiter.expiresAt),
+      })),
+  );
+  set('frees', stored.frees);
+  set(
+    'releasedOwners',
+    stored.releasedOwners?.map(({ owner, until }) => ({ owner, until: toDate(until) as Date })),
+  );
+  set('releasedHolder', stored.releasedHolder);
+  set(
+    'releasedFence',
+    stored.releasedFence === undefined ? undefined : Long.fromBigInt(stored.releasedFence),
+  );
+  return document as unknown as LockDocument;
+}
+
 /**
- * What an update event's `updatedFields` holds: the fields whose value changed, with an array
- * that only grew reported by its new elements (`releasedOwners.2`), as MongoDB reports the
- * delta of a pipeline update.
+ * What an update event's description holds, as MongoDB reports the delta of a pipeline
+ * update: the fields whose value changed, embedded documents descended into (`holders.h1f…`,
+ * `holders.h1f….releasedAt`) unless their fields were reordered (then reported whole), an
+ * array that only grew reported by its new elements (`releasedOwners.2`), and the embedded
+ * fields that went (`waiting.r2c…`) as removed.
  */
-function changedFields(before: LockDocument, after: LockDocument): Record<string, unknown> {
-  const changed: Record<string, unknown> = {};
-  const fields = Object.keys(after) as (keyof LockDocument)[];
-  for (const field of fields) {
-    const [was, is] = [before[field], after[field]];
+function describeChange(
+  before: LockDocument,
+  after: LockDocument,
+): { updatedFields: Record<string, unknown>; removedFields: string[] } {
+  const delta = { updatedFields: {} as Record<string, unknown>, removedFields: [] as string[] };
+  diffObjects(
+    before as unknown as Record<string, unknown>,
+    after as unknown as Record<string, unknown>,
+    '',
+    delta,
+  );
+  return delta;
+}
+
+function diffObjects(
+  before: Record<string, unknown>,
+  after: Record<string, unknown>,
+  prefix: string,
+  delta: { updatedFields: Record<string, unknown>; removedFields: string[] },
+): void {
+  for (const field of Object.keys(before)) {
+    if (!Object.hasOwn(after, field)) delta.removedFields.push(prefix + field);
+  }
+  for (const [field, is] of Object.entries(after)) {
+    const path = prefix + field;
+    if (!Object.hasOwn(before, field)) {
+      delta.updatedFields[path] = is;
+      continue;
+    }
+    const was = before[field];
     if (sameValue(was, is)) continue;
-    if (Array.isArray(was) && Array.isArray(is) && grewFrom(was, is)) {
+    if (isPlainObject(was) && isPlainObject(is) && sameOrder(was, is)) {
+      diffObjects(was, is, `${path}.`, delta);
+    } else if (Array.isArray(was) && Array.isArray(is) && grewFrom(was, is)) {
       for (let index = was.length; index < is.length; index += 1) {
-        changed[`${field}.${index}`] = is[index];
+        delta.updatedFields[`${path}.${index}`] = is[index];
       }
     } else {
-      changed[field] = is;
+      delta.updatedFields[path] = is;
     }
   }
-  return changed;
+}
+
+/** The fields both documents have come in the same order (else MongoDB reports it whole). */
+function sameOrder(before: Record<string, unknown>, after: Record<string, unknown>): boolean {
+  const kept = Object.keys(before).filter((field) => Object.hasOwn(after, field));
+  const order = Object.keys(after).filter((field) => Object.hasOwn(before, field));
+  return kept.every((field, index) => order[index] === field);
 }
 
 function grewFrom(was: unknown[], is: unknown[]): boolean {

@@ -1,8 +1,10 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
-import { isEntryMode } from '../store/lock-modes';
+import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
 import type { LockState } from '../interfaces/lock-state.interface';
 import type { ResolvedLockModuleOptions } from '../options';
 import type { AcquireAttemptOutcome, AttemptTarget } from '../store/acquire-attempt';
+import { EXCLUSIVE, MAX_HOLDERS_PER_KEY, isEntryMode } from '../store/lock-modes';
+import type { LockModeRequest } from '../store/lock-modes';
 import type { OpenLockChangeStreamOptions } from '../store/lock-change-stream';
 import type { LockChangeStream } from '../store/lock-document';
 import type { KeyLeaseProbe, LockStore } from '../store/lock-store';
@@ -10,7 +12,7 @@ import type { ReleaseLeaseOutcome } from '../store/release-lease';
 import type { RenewLeaseOutcome } from '../store/renew-lease';
 import { InMemoryChangeStream } from './in-memory-change-stream';
 import type { InMemoryChangeLog } from './in-memory-change-log';
-import type { InMemoryLockCollection } from './in-memory-lock-collection';
+import type { InMemoryAttemptReply, InMemoryLockCollection } from './in-memory-lock-collection';
 
 /**
  * Everything `LockStore` offers its service. `client` and `ownsClient` are left out: only
@@ -46,8 +48,10 @@ export class InMemoryLockStore implements LockStoreContract {
     return send();
   }
 
-  /** Attempts here never reserve (see `attempt`): nothing to withdraw. */
-  withdraw(): void {}
+  /** A waiting process's reservation goes (`LockStore.withdraw`), a promise turn later. */
+  withdraw(key: string, reservation: string): void {
+    void this.send(() => this.collection.withdraw(key, reservation));
+  }
 
   attempt(
     key: string,
@@ -56,34 +60,24 @@ export class InMemoryLockStore implements LockStoreContract {
     _onLateWin: () => void,
     _timeoutMs?: number,
     target?: AttemptTarget,
+    reservation?: string,
   ): Promise<AcquireAttemptOutcome> {
-    if (target?.mode && isEntryMode(target.mode)) {
-      const option = target.mode.permits === undefined ? 'mode' : 'permits';
-      return Promise.reject(
-        new InvalidLockOptionsError(
-          `${option} is not supported by the in-memory testing store yet: test shared locks and semaphores against MongoDB`,
-          { option },
-        ),
-      );
-    }
     return this.send(() => {
       const sentAt = performance.now();
+      const mode = target?.mode ?? EXCLUSIVE;
+      const holder = this.options.holderId;
       const reply = this.collection.acquire({
         key,
         owner,
-        holder: this.options.holderId,
+        holder,
         ttlMs,
         scope: target?.scope,
+        mode,
+        reservation,
       });
-      const base = {
-        key,
-        sentAt,
-        remainingMs: reply.remainingMs,
-        operationTime: reply.operationTime,
-      };
-      if (reply.owner !== owner) return { ...base, won: false, holderId: reply.holder };
-      this.claimed.add(idOf(key, owner));
-      return { ...base, won: true, holderId: this.options.holderId, owner, fence: reply.fence };
+      const outcome = attemptOutcome({ key, owner, holder, mode, reservation }, reply, sentAt);
+      if (outcome.won) this.claimed.add(idOf(key, owner));
+      return outcome;
     });
   }
 
@@ -179,4 +173,76 @@ export class InMemoryLockStore implements LockStoreContract {
   private send<T>(command: () => T): Promise<T> {
     return Promise.resolve().then(command);
   }
+}
+
+/**
+ * `acquire-attempt.ts` (`toOutcome`): the attempt's outcome from its reply. Throws the same
+ * errors: `InvalidLockOptionsError` when the key is in use in another form, and for an entry
+ * mode `LockNotAcquiredError` when the key has the most holders one key can have.
+ */
+export function attemptOutcome(
+  request: {
+    key: string;
+    owner: string;
+    holder: string;
+    mode: LockModeRequest;
+    reservation?: string;
+  },
+  reply: InMemoryAttemptReply,
+  sentAt: number,
+): AcquireAttemptOutcome {
+  const { key, owner, holder, mode } = request;
+  if (reply.conflict) throw modeConflictError(key, mode, reply);
+  const { operationTime } = reply;
+  const base = { key, sentAt, operationTime };
+  const entry = reply.entry;
+  if (isEntryMode(mode) && entry?.owner === owner && entry.releasedAt === null) {
+    const remainingMs = Math.max(0, reply.entryRemainingMs ?? 0);
+    // Our entry, but its lease ended: a retry of an attempt that won long ago.
+    if (remainingMs > 0) {
+      return { ...base, remainingMs, won: true, holderId: holder, owner, fence: entry.fence };
+    }
+  }
+  if (!isEntryMode(mode) && reply.owner === owner) {
+    const remainingMs = reply.remainingMs;
+    return { ...base, remainingMs, won: true, holderId: holder, owner, fence: reply.fence };
+  }
+  if (isEntryMode(mode) && reply.liveHolders >= MAX_HOLDERS_PER_KEY) {
+    throw new LockNotAcquiredError(
+      `Lock ${JSON.stringify(key)} not acquired: it has ${MAX_HOLDERS_PER_KEY} holders, the most one key can have`,
+      { keys: [key] },
+    );
+  }
+  return {
+    ...base,
+    remainingMs: Math.max(0, reply.waitMs ?? 0),
+    won: false,
+    holderId: reply.exclusiveLive ? reply.holder : null,
+    ...(request.reservation === undefined
+      ? {}
+      : { reservedMs: Math.max(0, reply.reservedMs ?? 0) }),
+  };
+}
+
+/**
+ * The message of `acquire-attempt.ts`'s `modeConflictError` (not exported there), word for
+ * word: the key, how it is in use, how it was asked for.
+ */
+function modeConflictError(
+  key: string,
+  mode: LockModeRequest,
+  reply: InMemoryAttemptReply,
+): InvalidLockOptionsError {
+  const asked =
+    mode.permits !== undefined ? `a semaphore of ${mode.permits} permits` : `a ${mode.mode} lock`;
+  const inUse =
+    reply.permits !== null
+      ? `a semaphore of ${reply.permits} permits`
+      : reply.exclusiveLive
+        ? 'an exclusive lock'
+        : 'a shared lock';
+  return new InvalidLockOptionsError(
+    `Lock ${JSON.stringify(key)} is in use as ${inUse}; it cannot be taken as ${asked} (every caller of one key must use it in the same form)`,
+    { option: mode.permits !== undefined ? 'permits' : 'mode' },
+  );
 }

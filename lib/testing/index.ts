@@ -5,6 +5,7 @@ export {
 } from './mongo-lock-testing.module';
 export {
   LockTestingStore,
+  type ForeignHoldOptions,
   type ForeignLock,
   type ForeignReleaseOutcome,
   type LockTestingStoreOptions,

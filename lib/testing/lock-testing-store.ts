@@ -1,14 +1,16 @@
-import { randomUUID } from 'node:crypto';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
 import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
 import type { LockState } from '../interfaces/lock-state.interface';
 import { validateLockKey } from '../keys/lock-key';
 import { notAcquiredMessage } from '../lock.messages';
+import { resolveAcquireOptions, resolveModuleOptions } from '../options';
 import type { ResolvedLockModuleOptions } from '../options';
+import { newOwnerToken } from '../store/lock-modes';
+import type { LockModeRequest } from '../store/lock-modes';
 import type { LockStore } from '../store/lock-store';
 import { InMemoryChangeLog } from './in-memory-change-log';
 import { InMemoryLockCollection } from './in-memory-lock-collection';
-import { InMemoryLockStore } from './in-memory-lock-store';
+import { InMemoryLockStore, attemptOutcome } from './in-memory-lock-store';
 
 /** Options of a {@link LockTestingStore}. */
 export interface LockTestingStoreOptions {
@@ -17,6 +19,19 @@ export interface LockTestingStoreOptions {
    * does. Default `Date.now` (so Jest's modern fake timers move it too).
    */
   clock?: () => number;
+}
+
+/**
+ * How {@link LockTestingStore.holdAs} holds a key: its lease, and the form of the hold as
+ * `LockService.acquire` takes it (exclusive by default, `mode: 'shared'`, or a semaphore's
+ * `permits` with this holder's `weight`), validated alike.
+ */
+export interface ForeignHoldOptions {
+  /** The lease, in ms (default 30 000). */
+  ttlMs?: number;
+  mode?: 'exclusive' | 'shared';
+  permits?: number;
+  weight?: number;
 }
 
 /** What became of a release: see {@link ForeignLock.release}. */
@@ -84,21 +99,25 @@ export class LockTestingStore {
 
   /**
    * Takes `key` for `holderId`, as another instance of the service would: the application
-   * under test then finds it held (`423`, `LockNotAcquiredError`, or a wait). Resolves to the
-   * {@link ForeignLock}, which releases, renews or expires it. Rejects with
-   * `LockNotAcquiredError` if the key is held, and with `InvalidLockOptionsError` if
-   * `holderId` is that of a `LockService` using this store (its waits would then take the
-   * key for its own).
+   * under test then finds it held (`423`, `LockNotAcquiredError`, or a wait). The third
+   * argument is the lease in ms, or {@link ForeignHoldOptions} (`{ mode: 'shared' }`,
+   * `{ permits: 3, weight: 2 }`): a shared holder or permit holder lets others of its form in,
+   * as on MongoDB. Resolves to the {@link ForeignLock}, which releases, renews or expires it.
+   * Rejects with `LockNotAcquiredError` if the key is held (for a shared or permit hold: has
+   * no room), with `InvalidLockOptionsError` if the key is in use in another form, and with
+   * `InvalidLockOptionsError` if `holderId` is that of a `LockService` using this store (its
+   * waits would then take the key for its own).
    *
    * @example
    * const other = await store.holdAs('order:42', 'billing-worker', 5_000);
    * await request(app.getHttpServer()).post('/orders/42/pay').expect(423);
    * await other.release();
+   * const reader = await store.holdAs('catalogue', 'reader', { mode: 'shared' });
    */
   async holdAs(
     key: string,
     holderId: string,
-    ttlMs = DEFAULT_FOREIGN_TTL_MS,
+    ttlOrOptions: number | ForeignHoldOptions = {},
   ): Promise<ForeignLock> {
     const validKey = validateLockKey(key);
     if (typeof holderId !== 'string' || holderId.length === 0) {
@@ -113,22 +132,29 @@ export class LockTestingStore {
         { option: 'holderId' },
       );
     }
+    const options = typeof ttlOrOptions === 'number' ? { ttlMs: ttlOrOptions } : ttlOrOptions;
+    const { ttlMs = DEFAULT_FOREIGN_TTL_MS } = options ?? {};
     validateForeignTtl(ttlMs);
-    const owner = randomUUID();
-    const reply = this.collection.acquire({ key: validKey, owner, holder: holderId, ttlMs });
-    if (reply.owner !== owner) {
-      const holder = reply.holder ?? undefined;
-      throw new LockNotAcquiredError(notAcquiredMessage([validKey], 0, holder, reply.remainingMs), {
-        keys: [validKey],
-        holderId: holder,
-        retryAfterMs: reply.remainingMs,
-      });
+    const mode = foreignMode(options);
+    const owner = newOwnerToken(mode);
+    const reply = this.collection.acquire({ key: validKey, owner, holder: holderId, ttlMs, mode });
+    const outcome = attemptOutcome(
+      { key: validKey, owner, holder: holderId, mode },
+      reply,
+      performance.now(),
+    );
+    if (!outcome.won) {
+      const holder = outcome.holderId ?? undefined;
+      throw new LockNotAcquiredError(
+        notAcquiredMessage([validKey], 0, holder, outcome.remainingMs),
+        { keys: [validKey], holderId: holder, retryAfterMs: outcome.remainingMs },
+      );
     }
     const collection = this.collection;
     return {
       key: validKey,
       holderId,
-      fence: reply.fence,
+      fence: outcome.fence,
       release: async () => collection.release({ key: validKey, owner, idleRetentionMs: 0 }),
       renew: async (renewTtlMs = ttlMs) => {
         validateForeignTtl(renewTtlMs);
@@ -139,9 +165,10 @@ export class LockTestingStore {
   }
 
   /**
-   * Ends the live lease on `key` now, whoever holds it, as if it had run out while its holder
-   * stalled: the key is free for the next attempt, and the holder's renewals and release fail
-   * by owner check, as on MongoDB. Like a lease running out there, this is not streamed: the
+   * Ends the live lease on `key` now, whoever holds it (with shared holders or permit
+   * holders, every one of their leases), as if it had run out while its holder stalled: the
+   * key is free for the next attempt, and the holder's renewals fail by owner check, and its
+   * release reports the lease lost, as on MongoDB. Like a lease running out there, this is not streamed: the
    * holder finds out at its next renewal (its `signal` aborts then) or release
    * (`LockLostError`); waiters at their next look. `false` if no live lease held the key.
    *
@@ -178,6 +205,24 @@ export class LockTestingStore {
     // members it leaves out, `client` and `ownsClient`, are read by `LockStore` alone.
     return store as unknown as LockStore;
   }
+}
+
+/** Module options that only serve to validate a foreign hold's form as `acquire` does. */
+let validationDefaults: ResolvedLockModuleOptions | undefined;
+
+function foreignMode(options: unknown): LockModeRequest {
+  if (typeof options !== 'object' || options === null) {
+    throw new InvalidLockOptionsError(
+      `holdAs takes a lease in ms or options, got ${String(options)}`,
+      { option: 'options' },
+    );
+  }
+  const { mode, permits, weight } = options as ForeignHoldOptions;
+  validationDefaults ??= resolveModuleOptions({
+    uri: 'mongodb://in-memory.nestjs-mongo-lock.invalid/test',
+    holderId: 'lock-testing-store',
+  });
+  return resolveAcquireOptions({ mode, permits, weight }, validationDefaults, false).mode;
 }
 
 function validateForeignTtl(ttlMs: unknown): void {

@@ -47,24 +47,36 @@ describe('Lock modes: shared/exclusive locks and semaphores', () => {
   it('refuses a key used in another form, naming it, and writes nothing', async () => {
     const a = await kit.service();
     const sem = await a.acquire('mixed', { permits: 2 });
-    const before = await a.inspect('mixed');
-    await expect(a.acquire('mixed', { permits: 3 })).rejects.toThrow(/mixed.*semaphore of 2 permits/);
-    await expect(a.acquire('mixed', { mode: 'shared' })).rejects.toBeInstanceOf(InvalidLockOptionsError);
+    const before = await kit.rawLocks();
+    await expect(a.acquire('mixed', { permits: 3 })).rejects.toThrow(
+      /mixed.*semaphore of 2 permits/,
+    );
+    await expect(a.acquire('mixed', { mode: 'shared' })).rejects.toBeInstanceOf(
+      InvalidLockOptionsError,
+    );
     await expect(a.acquire('mixed')).rejects.toBeInstanceOf(InvalidLockOptionsError);
-    expect(await a.inspect('mixed')).toEqual(before);
+    expect(await kit.rawLocks()).toEqual(before);
     await sem.release();
     const excl = await a.acquire('mixed');
-    await expect(a.acquire('mixed', { permits: 2 })).rejects.toBeInstanceOf(InvalidLockOptionsError);
+    await expect(a.acquire('mixed', { permits: 2 })).rejects.toBeInstanceOf(
+      InvalidLockOptionsError,
+    );
     await excl.release();
   });
 
   it('validates mode, permits and weight before anything is sent', async () => {
     const a = await kit.service();
     await expect(a.acquire('v', { permits: 0 })).rejects.toBeInstanceOf(InvalidLockOptionsError);
-    await expect(a.acquire('v', { permits: 2, weight: 3 })).rejects.toBeInstanceOf(InvalidLockOptionsError);
+    await expect(a.acquire('v', { permits: 2, weight: 3 })).rejects.toBeInstanceOf(
+      InvalidLockOptionsError,
+    );
     await expect(a.acquire('v', { weight: 1 })).rejects.toBeInstanceOf(InvalidLockOptionsError);
-    await expect(a.acquire('v', { mode: 'read' as 'shared' })).rejects.toBeInstanceOf(InvalidLockOptionsError);
-    await expect(a.acquire('v', { mode: 'shared', permits: 2 })).rejects.toBeInstanceOf(InvalidLockOptionsError);
+    await expect(a.acquire('v', { mode: 'read' as 'shared' })).rejects.toBeInstanceOf(
+      InvalidLockOptionsError,
+    );
+    await expect(a.acquire('v', { mode: 'shared', permits: 2 })).rejects.toBeInstanceOf(
+      InvalidLockOptionsError,
+    );
   });
 
   it('a shared holder renews and its lease ends by itself when it stops renewing', async () => {
@@ -86,5 +98,152 @@ describe('Lock modes: shared/exclusive locks and semaphores', () => {
     expect(error).toBeInstanceOf(LockNotAcquiredError);
     expect((error as LockNotAcquiredError).retryAfterMs).toBeGreaterThan(3_000);
     await held.release();
+  });
+
+  it('inspect reports the mode, the permits, every holder (never a token) and how many wait', async () => {
+    const a = await kit.service({ holderId: 'inspector-a' });
+    const b = await kit.service({ holderId: 'inspector-b' });
+    const one = await a.acquire('inspected', { permits: 3, weight: 2, ttlMs: 20_000 });
+    const two = await b.acquire('inspected', { permits: 3, ttlMs: 10_000 });
+    const waiting = b.acquire('inspected', { permits: 3, weight: 2, timeoutMs: 10_000 });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const state = await a.inspect('inspected');
+    expect(state).toMatchObject({ held: true, mode: 'semaphore', permits: 3, waiting: 1 });
+    expect(
+      state?.holders.map(({ holderId, weight, fence }) => ({ holderId, weight, fence })),
+    ).toEqual([
+      { holderId: 'inspector-a', weight: 2, fence: one.fence },
+      { holderId: 'inspector-b', weight: 1, fence: two.fence },
+    ]);
+    expect(state?.remainingMs).toBeGreaterThan(15_000);
+    expect(
+      JSON.stringify(state, (_, v: unknown) => (typeof v === 'bigint' ? String(v) : v)),
+    ).not.toContain('e:');
+    await one.release();
+    const third = await waiting;
+    await Promise.all([two.release(), third.release()]);
+    expect(await a.inspect('inspected')).toMatchObject({
+      held: false,
+      mode: null,
+      holders: [],
+      waiting: 0,
+    });
+  });
+
+  it('a waiting exclusive holder is not overtaken by shared holders that come later, in any process', async () => {
+    const a = await kit.service();
+    const b = await kit.service();
+    const reader = await a.acquire('fair', { mode: 'shared' });
+    const writer = b.acquire('fair', { timeoutMs: 10_000 });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // A later reader, here or elsewhere, waits behind the writer although only readers hold.
+    await expect(a.tryAcquire('fair', { mode: 'shared' })).resolves.toBeNull();
+    const laterReader = a.acquire('fair', { mode: 'shared', timeoutMs: 10_000 });
+    await reader.release();
+    const w = await writer;
+    await expect(
+      Promise.race([
+        laterReader.then(() => 'reader'),
+        new Promise((r) => setTimeout(() => r('waiting'), 200)),
+      ]),
+    ).resolves.toBe('waiting');
+    await w.release();
+    await (await laterReader).release();
+  });
+
+  it('a waiter that gives up withdraws its reservation at once', async () => {
+    const a = await kit.service();
+    const b = await kit.service();
+    const reader = await a.acquire('withdrawn', { mode: 'shared' });
+    await expect(b.acquire('withdrawn', { timeoutMs: 300 })).rejects.toBeInstanceOf(
+      LockNotAcquiredError,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect((await a.inspect('withdrawn'))?.waiting).toBe(0);
+    const second = await a.tryAcquire('withdrawn', { mode: 'shared' });
+    expect(second).not.toBeNull();
+    await Promise.all([reader.release(), second?.release()]);
+  });
+
+  it('releaseScope frees shared and permit holders here and elsewhere, and counts each', async () => {
+    const a = await kit.service();
+    const b = await kit.service();
+    const here = await a.acquire('scoped-r', { mode: 'shared', scope: 'tenant:1' });
+    const there = await b.acquire('scoped-r', {
+      mode: 'shared',
+      scope: 'tenant:1',
+      ttlMs: 2_000,
+      renew: true,
+    });
+    const permit = await b.acquire('scoped-s', {
+      permits: 2,
+      scope: 'tenant:1',
+      ttlMs: 2_000,
+      renew: true,
+    });
+    const other = await b.acquire('scoped-s', { permits: 2, scope: 'tenant:2' });
+    expect(await a.releaseScope('tenant:1')).toBe(3);
+    expect(here.signal.aborted).toBe(true);
+    await new Promise<void>((resolve) => there.signal.addEventListener('abort', () => resolve()));
+    await new Promise<void>((resolve) =>
+      permit.signal.aborted ? resolve() : permit.signal.addEventListener('abort', () => resolve()),
+    );
+    expect(other.lost).toBe(false);
+    expect((await a.inspect('scoped-s'))?.holders).toHaveLength(1);
+    await other.release();
+  });
+
+  it('a retried release of a shared holder recognises its own success', async () => {
+    const a = await kit.service();
+    const r = await a.acquire('retried', { mode: 'shared' });
+    await r.release();
+    const raw = (await kit.rawLocks()).find((doc) => doc._id === 'retried') as Record<string, any>;
+    const entries = Object.values(raw.holders as Record<string, { releasedAt?: Date }>);
+    expect(entries).toHaveLength(1);
+    expect(entries[0].releasedAt).toBeInstanceOf(Date);
+    expect(raw.frees).toBe(1);
+  });
+
+  it('waits for a shared release by polling when change streams are off', async () => {
+    const a = await kit.service({
+      changeStreams: 'off',
+      pollIntervalMs: 50,
+      maxPollIntervalMs: 200,
+    });
+    const b = await kit.service();
+    const reader = await b.acquire('polled', { mode: 'shared' });
+    const writer = a.acquire('polled', { timeoutMs: 10_000 });
+    setTimeout(() => void reader.release(), 300);
+    const w = await writer;
+    expect(w.fence).toBeGreaterThan(reader.fence);
+    await w.release();
+  });
+
+  it("runs a shared holder's work in a transaction that commits only while the lease is held", async () => {
+    const client = await kit.client();
+    const a = await kit.service({ client });
+    const marks = client
+      .db((kit as unknown as { mongo: { dbName: string } }).mongo.dbName)
+      .collection('marks');
+    await a.withLock(
+      'tx-shared',
+      async (handle) => {
+        expect(handle.mode).toBe('shared');
+        await marks.insertOne({ _id: 'ok' as never }, { session: handle.session });
+      },
+      { mode: 'shared', transaction: true },
+    );
+    expect(await marks.countDocuments({ _id: 'ok' as never })).toBe(1);
+    await expect(
+      a.withLock(
+        'tx-shared',
+        async (handle) => {
+          await marks.insertOne({ _id: 'lost' as never }, { session: handle.session });
+          expect(await a.releaseScope('tx')).toBe(1);
+        },
+        { mode: 'shared', transaction: true, scope: 'tx' },
+      ),
+    ).rejects.toBeDefined();
+    expect(await marks.countDocuments({ _id: 'lost' as never })).toBe(0);
   });
 });

@@ -1,3 +1,4 @@
+import { exclusiveLockState } from '../inspect-lock';
 import type { ClientSession, Collection, Document } from 'mongodb';
 import { DocumentNotFoundError } from '../../errors/document-not-found.error';
 import type { LockState } from '../../interfaces/lock-state.interface';
@@ -287,7 +288,7 @@ async function probeDocumentLock(
 function toLockState(key: string, reply: Document): LockState {
   const lock = (reply.lock ?? {}) as Document;
   const held = reply.live === true;
-  return {
+  return exclusiveLockState({
     key,
     held,
     holderId: (lock.holder as string | undefined) ?? null,
@@ -295,5 +296,5 @@ function toLockState(key: string, reply: Document): LockState {
     remainingMs: held ? toRemainingMs(reply.remainingMs as BsonInteger) : 0,
     acquiredAt: (lock.acquiredAt as Date | undefined) ?? null,
     expiresAt: (lock.expiresAt as Date | undefined) ?? null,
-  };
+  });
 }
