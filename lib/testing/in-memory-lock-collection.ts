@@ -25,7 +25,7 @@ interface StoredEntry {
   acquiredAt: number;
   expiresAt: number;
   scope: string | null;
-  /** Set by its release; the entry is dropped at the key's next grant of an entry. */
+  /** Set by its release; the entry is dropped at the key's next grant. */
   releasedAt?: number | null;
 }
 
@@ -480,6 +480,8 @@ function attempted(
     after.holders = Object.fromEntries([...live, [slot, granted] as Named<StoredEntry>]);
     after.permits = mode.permits ?? null;
   } else {
+    // Released and ended entries go with an exclusive grant (none is live then).
+    if (doc.holders != null) after.holders = Object.fromEntries(live);
     after.owner = owner;
     after.holder = holder;
     after.acquiredAt = now;
@@ -562,6 +564,22 @@ function nextClusterTime(last: Timestamp, nowMs: number): Timestamp {
     : new Timestamp({ t: last.t, i: last.i + 1 });
 }
 
+/**
+ * Entries and reservations as documents, by stored object: stored ones are never changed in
+ * place (a write stores new ones), so a document's unchanged entries are the same objects as
+ * before it, and comparing them costs nothing even with a thousand holders.
+ */
+const asDocuments = new WeakMap<object, Record<string, unknown>>();
+
+function cachedDocument<T extends object>(
+  stored: T,
+  convert: (value: T) => Record<string, unknown>,
+): Record<string, unknown> {
+  let document = asDocuments.get(stored);
+  if (!document) asDocuments.set(stored, (document = convert(stored)));
+  return document;
+}
+
 function entryDocument(entry: StoredEntry): Record<string, unknown> {
   const document: Record<string, unknown> = {
     owner: entry.owner,
@@ -576,11 +594,13 @@ function entryDocument(entry: StoredEntry): Record<string, unknown> {
   return document;
 }
 
-function mapValues<T>(
+function mapValues<T extends object>(
   record: Record<string, T>,
   map: (value: T) => Record<string, unknown>,
 ): Record<string, Record<string, unknown>> {
-  return Object.fromEntries(Object.entries(record).map(([name, value]) => [name, map(value)]));
+  return Object.fromEntries(
+    Object.entries(record).map(([name, value]) => [name, cachedDocument(value, map)]),
+  );
 }
 
 /** The stored lock as MongoDB's document, with only the fields MongoDB's would have. */
@@ -683,6 +703,7 @@ function grewFrom(was: unknown[], is: unknown[]): boolean {
 }
 
 function sameValue(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
   if (a instanceof Date && b instanceof Date) return a.getTime() === b.getTime();
   if (a instanceof Long && b instanceof Long) return a.equals(b);
   if (Array.isArray(a) && Array.isArray(b)) {

@@ -234,13 +234,15 @@ function modeConflictError(
   reply: InMemoryAttemptReply,
 ): InvalidLockOptionsError {
   const asked =
-    mode.permits !== undefined ? `a semaphore of ${mode.permits} permits` : `a ${mode.mode} lock`;
-  const inUse =
-    reply.permits !== null
+    mode.permits !== undefined
+      ? `a semaphore of ${mode.permits} permits`
+      : `${mode.mode === 'shared' ? 'a shared' : 'an exclusive'} lock`;
+  // `permits` outlives the semaphore's holders: a live exclusive lease says more.
+  const inUse = reply.exclusiveLive
+    ? 'an exclusive lock'
+    : reply.permits !== null
       ? `a semaphore of ${reply.permits} permits`
-      : reply.exclusiveLive
-        ? 'an exclusive lock'
-        : 'a shared lock';
+      : 'a shared lock';
   return new InvalidLockOptionsError(
     `Lock ${JSON.stringify(key)} is in use as ${inUse}; it cannot be taken as ${asked} (every caller of one key must use it in the same form)`,
     { option: mode.permits !== undefined ? 'permits' : 'mode' },

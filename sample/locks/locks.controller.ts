@@ -19,6 +19,8 @@ export class LocksController {
   async status(@Param('key') key: string) {
     const state = await this.locks.inspect(key);
     if (!state) return { key, held: false, known: false };
-    return { ...state, fence: state.fence.toString(), known: true };
+    // Fences are bigints, which JSON cannot carry: sent as strings.
+    const holders = state.holders.map((holder) => ({ ...holder, fence: holder.fence.toString() }));
+    return { ...state, fence: state.fence.toString(), holders, known: true };
   }
 }

@@ -246,4 +246,18 @@ describe('Lock modes: shared/exclusive locks and semaphores', () => {
     ).rejects.toBeDefined();
     expect(await marks.countDocuments({ _id: 'lost' as never })).toBe(0);
   });
+
+  it('wakes waiters on each holder entry release from another process, not by a safety poll', async () => {
+    // A missed wake-up would leave the waiter to its safety poll (60 s) and time it out.
+    const waiting = await kit.service({ safetyPollIntervalMs: 60_000 });
+    const holding = await kit.service();
+    const reader = await holding.acquire('woken', { mode: 'shared', ttlMs: 60_000 });
+    const permit = await holding.acquire('woken-s', { permits: 1, ttlMs: 60_000 });
+    const writer = waiting.acquire('woken', { timeoutMs: 5_000 });
+    const single = waiting.acquire('woken-s', { permits: 1, timeoutMs: 5_000 });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await Promise.all([reader.release(), permit.release()]);
+    const [w, s] = await Promise.all([writer, single]);
+    await Promise.all([w.release(), s.release()]);
+  });
 });

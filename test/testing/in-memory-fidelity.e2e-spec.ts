@@ -4,6 +4,7 @@ import { resolveModuleOptions } from '../../lib/options';
 import type { LockDocument } from '../../lib/store/lock-document';
 import type { LockChangeScope } from '../../lib/store/lock-change-stream';
 import { LockStore } from '../../lib/store/lock-store';
+import { EXCLUSIVE, type LockModeRequest } from '../../lib/store/lock-modes';
 import { LockTestingStore } from '../../lib/testing';
 import { toLockEvent } from '../../lib/waiting/lock-event';
 import { startTestMongo, type TestMongo } from '../support/mongo';
@@ -17,7 +18,14 @@ jest.setTimeout(60_000);
  */
 type Store = Pick<
   LockStore,
-  'attempt' | 'renew' | 'release' | 'inspect' | 'openChangeStream' | 'close'
+  | 'attempt'
+  | 'renew'
+  | 'release'
+  | 'inspect'
+  | 'openChangeStream'
+  | 'close'
+  | 'withdraw'
+  | 'releaseScope'
 >;
 
 const noLateWin = () => undefined;
@@ -55,6 +63,132 @@ async function runScript(first: Store, second: Store): Promise<unknown[]> {
   return replies;
 }
 
+const SHARED: LockModeRequest = { mode: 'shared', permits: undefined, weight: 1 };
+const semaphore = (permits: number, weight = 1): LockModeRequest => ({
+  mode: 'shared',
+  permits,
+  weight,
+});
+
+/**
+ * Shared locks and semaphores: grants, fairness reservations, conflicts, the holder entries'
+ * renewals and releases (retried, of an ended lease), withdrawals, releaseScope. Owner tokens
+ * and reservation names are the same on both stores, so the entries' slots are too.
+ */
+async function runModesScript(first: Store, second: Store): Promise<unknown[]> {
+  const replies: unknown[] = [];
+  const attempt = async (
+    store: Store,
+    key: string,
+    owner: string,
+    mode: LockModeRequest = EXCLUSIVE,
+    extra: { reservation?: string; scope?: string; ttlMs?: number } = {},
+  ) => {
+    await sleep(3);
+    try {
+      const outcome = await store.attempt(
+        key,
+        owner,
+        extra.ttlMs ?? 30_000,
+        noLateWin,
+        undefined,
+        { mode, ...(extra.scope === undefined ? {} : { scope: extra.scope }) },
+        extra.reservation,
+      );
+      replies.push([
+        'attempt',
+        key,
+        owner,
+        outcome.won,
+        outcome.holderId,
+        outcome.remainingMs > 0,
+        outcome.won
+          ? 'won'
+          : outcome.reservedMs === undefined
+            ? 'none'
+            : outcome.reservedMs > 5_000,
+      ]);
+    } catch (error) {
+      replies.push(['attempt', key, owner, (error as Error).name, (error as Error).message]);
+    }
+  };
+  const release = async (store: Store, key: string, owner: string) =>
+    replies.push(['release', key, owner, await store.release(key, owner)]);
+  const inspect = async (key: string) => {
+    const state = await first.inspect(key);
+    replies.push([
+      'inspect',
+      key,
+      state && {
+        ...state,
+        fence: typeof state.fence,
+        remainingMs: state.remainingMs > 0,
+        acquiredAt: state.acquiredAt !== null,
+        expiresAt: state.expiresAt !== null,
+        holders: state.holders.map((holder) => ({
+          ...holder,
+          fence: typeof holder.fence,
+          remainingMs: holder.remainingMs > 0,
+        })),
+      },
+    ]);
+  };
+
+  await attempt(first, 'k', 'e:s1', SHARED); // insert
+  await attempt(second, 'k', 'e:s2', SHARED);
+  await attempt(first, 'k', 'x1', EXCLUSIVE, { reservation: 'r1' }); // waits, reserves
+  await attempt(second, 'k', 'e:s3', SHARED, { reservation: 'r2' }); // behind the writer
+  await attempt(second, 'k', 'e:s4', SHARED); // not waiting: no reservation
+  await inspect('k');
+  replies.push(['renew', (await first.renew('k', 'e:s1', 30_000)).renewed]);
+  await release(first, 'k', 'e:s1');
+  await release(first, 'k', 'e:s1'); // a retry recognises its success
+  await attempt(first, 'k', 'x1', EXCLUSIVE, { reservation: 'r1' }); // one shared holder left
+  await release(second, 'k', 'e:s2');
+  await attempt(first, 'k', 'x1', EXCLUSIVE, { reservation: 'r1' }); // the head wins
+  await attempt(second, 'k', 'e:s3', SHARED, { reservation: 'r2' });
+  await attempt(second, 'k', 'e:q', semaphore(3)); // in use in another form
+  await inspect('k');
+  await release(first, 'k', 'x1');
+  await attempt(second, 'k', 'e:s3', SHARED, { reservation: 'r2' });
+  await attempt(first, 'k', 'x2', EXCLUSIVE, { reservation: 'r9' });
+  first.withdraw('k', 'r9');
+  await sleep(50);
+  await inspect('k');
+  await attempt(second, 'k', 'e:s5', SHARED, { scope: 'tenant' });
+  replies.push(['releaseScope', await first.releaseScope('tenant')]);
+  await release(second, 'k', 'e:s5'); // released by scope meanwhile
+  await release(second, 'k', 'e:s3');
+  await inspect('k');
+
+  await attempt(first, 'q', 'e:q1', semaphore(3, 2)); // insert
+  await attempt(second, 'q', 'e:q2', semaphore(3, 2), { reservation: 'r3' }); // no room
+  await attempt(second, 'q', 'e:q3', semaphore(3)); // room held for the wide waiter
+  await attempt(first, 'q', 'e:q4', SHARED); // conflicts
+  await attempt(first, 'q', 'x3'); // conflicts
+  await attempt(first, 'q', 'e:q5', semaphore(2)); // conflicts
+  await inspect('q');
+  await release(first, 'q', 'e:q1');
+  await attempt(second, 'q', 'e:q2', semaphore(3, 2), { reservation: 'r3' });
+  await attempt(second, 'q', 'e:q3', semaphore(3));
+  await inspect('q');
+  await release(second, 'q', 'e:q2');
+  await release(second, 'q', 'e:q3');
+  await release(second, 'q', 'e:q3');
+  await attempt(first, 'q', 'x4');
+
+  await attempt(first, 't', 'e:t1', SHARED, { ttlMs: 40 });
+  await sleep(80); // its lease ends unrenewed
+  replies.push(['renew', (await first.renew('t', 'e:t1', 30_000)).renewed]);
+  await attempt(second, 't', 'x5'); // an exclusive grant leaves the ended entry
+  await release(first, 't', 'e:t1');
+  await release(second, 't', 'x5');
+  await attempt(second, 't', 'e:t2', SHARED); // an entry's grant drops it
+  await release(first, 't', 'e:t1');
+  await release(second, 't', 'e:t2');
+  return replies;
+}
+
 function describeChange(change: ChangeStreamDocument<LockDocument>) {
   const event = toLockEvent(change);
   const common = {
@@ -71,6 +205,7 @@ function describeChange(change: ChangeStreamDocument<LockDocument>) {
     return {
       ...common,
       updatedFields: Object.keys(updated).sort(),
+      removedFields: [...(change.updateDescription.removedFields ?? [])].sort(),
       owner: updated.owner,
       holder: updated.holder,
       fullDocument: change.fullDocument && Object.keys(change.fullDocument).sort(),
@@ -137,6 +272,32 @@ describe('the in-memory store against the MongoDB store', () => {
         expect(memoryReplies).toEqual(mongoReplies);
         expect(memoryChanges).toEqual(mongoChanges);
         expect(memoryChanges.length).toBe(scope === 'ownership' ? 6 : 3);
+      } finally {
+        await Promise.all(
+          [mongoFirst, mongoSecond, memoryFirst, memorySecond].map((s) => s.close()),
+        );
+      }
+    },
+  );
+
+  it.each(['ownership', 'releases'] as const)(
+    'gives the same replies and %s change events for shared locks and semaphores',
+    async (scope) => {
+      const [mongoFirst, mongoSecond] = await mongoStores(`modes_${scope}`);
+      const [memoryFirst, memorySecond] = memoryStores();
+      try {
+        let mongoReplies: unknown[] = [];
+        let memoryReplies: unknown[] = [];
+        const mongoChanges = await drain(mongoFirst, scope, async () => {
+          mongoReplies = await runModesScript(mongoFirst, mongoSecond);
+        });
+        const memoryChanges = await drain(memoryFirst, scope, async () => {
+          memoryReplies = await runModesScript(memoryFirst, memorySecond);
+        });
+        expect(memoryReplies).toEqual(mongoReplies);
+        expect(memoryChanges).toEqual(mongoChanges);
+        // Grants of entries move `fence`; releases and withdrawals count in `frees`.
+        expect(memoryChanges.length).toBe(scope === 'ownership' ? 23 : 11);
       } finally {
         await Promise.all(
           [mongoFirst, mongoSecond, memoryFirst, memorySecond].map((s) => s.close()),

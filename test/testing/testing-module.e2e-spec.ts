@@ -219,6 +219,9 @@ describe('MongoLockTestingModule', () => {
     expect(store.inspect('ledger:acc-1')).toEqual({
       ...state,
       remainingMs: expect.any(Number) as number,
+      holders: [
+        { holderId: 'app', fence: handle.fence, weight: 1, remainingMs: expect.any(Number) },
+      ],
     });
     await handle.release();
     expect(await locks.inspect('ledger:acc-1')).toMatchObject({ held: false, remainingMs: 0 });
