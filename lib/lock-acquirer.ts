@@ -65,10 +65,13 @@ class Acquisition {
       reservation,
     );
     return attempt.catch((error: unknown) => {
-      // A document that is not there, or a key in use in another form, was answered for:
-      // nothing was written.
-      if (error instanceof DocumentNotFoundError || error instanceof InvalidLockOptionsError)
-        throw error;
+      // A document that is not there, a key in use in another form or with all its holders:
+      // the server answered, and nothing was written.
+      const answered =
+        error instanceof DocumentNotFoundError ||
+        error instanceof InvalidLockOptionsError ||
+        error instanceof LockNotAcquiredError;
+      if (answered) throw error;
       // No reply: the write may have happened.
       if (this.ended) this.giveBackUncertain(key);
       else this.uncertain.add(key);

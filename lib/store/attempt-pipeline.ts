@@ -59,6 +59,9 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
   const entry = isEntryMode(mode);
   const slot = entrySlot(owner);
   const capacity = mode.permits ?? MAX_HOLDERS_PER_KEY;
+  const alreadyOurs = entry
+    ? { $in: [slot, '$_m.live.k'] }
+    : { $and: ['$_m.excl', { $eq: ['$owner', owner] }] };
   const headBlocks = {
     $and: [{ $ne: ['$_m.head', null] }, { $ne: ['$_m.head.k', reservation ?? null] }],
   };
@@ -67,7 +70,7 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
     ? {
         $and: [
           { $not: ['$_m.excl'] },
-          { $not: [{ $in: [slot, '$_m.live.k'] }] },
+          { $not: [alreadyOurs] },
           { $not: [conflict] },
           { $lt: ['$_m.count', MAX_HOLDERS_PER_KEY] },
           {
@@ -102,6 +105,8 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
           $and: [
             { $not: ['$_m.grant'] },
             { $not: [conflict] },
+            // A retry of an attempt that won already holds: it must not queue behind itself.
+            { $not: [alreadyOurs] },
             entry
               ? true
               : { $or: [{ $gt: ['$_m.count', 0] }, { $gt: [{ $size: '$_m.queue' }, 0] }] },

@@ -8,6 +8,11 @@ import type { RenewLeaseOutcome } from './renew-lease';
 
 const NOW = '$$NOW';
 
+/** The latest lease end of any entry, released or not: a retried release must find the document. */
+const latestEntryEnd = {
+  $max: { $map: { input: { $objectToArray: '$holders' }, in: '$$this.v.expiresAt' } },
+};
+
 /** A shared holder's or permit holder's lease: its entry in the key's `holders`. */
 function entryPaths(owner: string) {
   const path = `holders.${entrySlot(owner)}`;
@@ -58,9 +63,6 @@ export async function releaseEntry(
       { $size: { $filter: { input: LIVE_HOLDERS, cond: { $ne: ['$$this.v.owner', owner] } } } },
       0,
     ],
-  };
-  const latestEntryEnd = {
-    $max: { $map: { input: { $objectToArray: '$holders' }, in: '$$this.v.expiresAt' } },
   };
   const before = (await collection.findOneAndUpdate(
     { _id: key, [`${path}.owner`]: owner },
@@ -115,59 +117,67 @@ export async function confirmEntryIn(
 }
 
 /**
- * Frees every live entry of `scope`, document by document: each write marks that document's
- * matching entries released and reports how many it marked (see `releaseScope`).
+ * Frees every live entry of `scope`, document by document: each write removes that document's
+ * matching entries (so that their holders' renewals and releases find nothing and report the
+ * loss) and reports how many it removed (see `releaseScope`).
  */
 export async function releaseScopeEntries(
   collection: LockCollection,
   scope: string,
+  idleRetentionMs: number,
 ): Promise<number> {
-  const ofScope = (input: unknown) => ({
-    $filter: { input, cond: { $eq: ['$$this.v.scope', scope] } },
-  });
+  const ofScope = {
+    $filter: { input: LIVE_HOLDERS, cond: { $eq: ['$$this.v.scope', scope] } },
+  };
   const keys = await collection
     .find(
-      { holders: { $type: 'object' }, $expr: { $gt: [{ $size: ofScope(LIVE_HOLDERS) }, 0] } },
+      { holders: { $type: 'object' }, $expr: { $gt: [{ $size: ofScope }, 0] } },
       { projection: { _id: 1 } },
     )
     .toArray();
   let freed = 0;
   for (const { _id } of keys) {
-    const markReleased = {
+    const kept = {
       $arrayToObject: {
-        $map: {
+        $filter: {
           input: { $objectToArray: '$holders' },
-          in: {
-            $cond: [
-              {
-                $and: [
-                  { $eq: ['$$this.v.scope', scope] },
-                  { $gt: ['$$this.v.expiresAt', NOW] },
-                  isNullExpr('$$this.v.releasedAt'),
-                ],
-              },
-              { k: '$$this.k', v: { $mergeObjects: ['$$this.v', { releasedAt: NOW }] } },
-              '$$this',
-            ],
-          },
+          cond: { $not: [{ $in: ['$$this.k', '$_n.k'] }] },
         },
       },
     };
     const before = (await collection.findOneAndUpdate(
       { _id },
       [
-        { $set: { _n: { $size: ofScope(LIVE_HOLDERS) } } },
+        { $set: { _n: ofScope } },
         {
           $set: {
-            holders: { $cond: [{ $gt: ['$_n', 0] }, markReleased, '$holders'] },
+            holders: { $cond: [{ $gt: [{ $size: '$_n' }, 0] }, kept, '$holders'] },
             frees: {
-              $cond: [{ $gt: ['$_n', 0] }, { $add: [{ $ifNull: ['$frees', 0] }, 1] }, '$frees'],
+              $cond: [
+                { $gt: [{ $size: '$_n' }, 0] },
+                { $add: [{ $ifNull: ['$frees', 0] }, 1] },
+                '$frees',
+              ],
+            },
+            // The last live holders gone: the idle document is scheduled for deletion.
+            gcAt: {
+              $cond: [
+                {
+                  $and: [
+                    { $gt: [{ $size: '$_n' }, 0] },
+                    { $eq: [{ $size: LIVE_HOLDERS }, { $size: '$_n' }] },
+                    { $not: [EXCLUSIVE_LIVE] },
+                  ],
+                },
+                { $max: [{ $add: [NOW, idleRetentionMs] }, latestEntryEnd] },
+                '$gcAt',
+              ],
             },
           },
         },
         { $unset: '_n' },
       ],
-      { returnDocument: 'before', projection: { _id: 0, count: { $size: ofScope(LIVE_HOLDERS) } } },
+      { returnDocument: 'before', projection: { _id: 0, count: { $size: ofScope } } },
     )) as { count: number } | null;
     freed += before?.count ?? 0;
   }

@@ -69,7 +69,7 @@ export function lockCollectionCommands(
     withdraw: (key, reservation) => withdrawReservation(collection, key, reservation),
     releaseScope: async (scope) =>
       (await releaseScope(collection, scope, idleRetentionMs)) +
-      (await releaseScopeEntries(collection, scope)),
+      (await releaseScopeEntries(collection, scope, idleRetentionMs)),
     confirmHeldIn: async (key, owner, session) => {
       if (isEntryOwner(owner)) return confirmEntryIn(collection, key, owner, session);
       const result = await collection.updateOne(

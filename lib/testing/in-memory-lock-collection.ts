@@ -299,9 +299,17 @@ export class InMemoryLockCollection {
     for (const [key, before] of [...this.documents]) {
       const ofScope = liveEntries(before, now).filter(([, entry]) => entry.scope === scope);
       if (ofScope.length === 0) continue;
+      // Removed, not marked released: their holders' renewals and releases report the loss.
       const holders = { ...before.holders };
-      for (const [slot, entry] of ofScope) holders[slot] = { ...entry, releasedAt: now };
-      this.write(key, before, { ...before, holders, frees: (before.frees ?? 0) + 1 });
+      for (const [slot] of ofScope) delete holders[slot];
+      // The last live holders gone: the idle document is scheduled for deletion.
+      const lastGone =
+        ofScope.length === liveEntries(before, now).length && !isExclusiveLive(before, now);
+      const latestEntryEnd = Math.max(
+        ...Object.values(before.holders ?? {}).map((other) => other.expiresAt),
+      );
+      const gcAt = lastGone ? Math.max(now + idleRetentionMs, latestEntryEnd) : before.gcAt;
+      this.write(key, before, { ...before, holders, frees: (before.frees ?? 0) + 1, gcAt });
       freed += ofScope.length;
     }
     return freed;
@@ -431,9 +439,12 @@ function attempted(
   const mine = queue.find(([name]) => name === reservation)?.[1];
   const headBlocks = head !== undefined && head[0] !== reservation;
   const conflict = conflicts(mode, doc.permits, exclusive, count);
+  const alreadyOurs = entry
+    ? live.some(([name]) => name === slot)
+    : exclusive && doc.owner === owner;
   const grant = entry
     ? !exclusive &&
-      !live.some(([name]) => name === slot) &&
+      !alreadyOurs &&
       !conflict &&
       count < MAX_HOLDERS_PER_KEY &&
       used + mode.weight + (headBlocks ? head[1].weight : 0) <= capacity
@@ -446,6 +457,8 @@ function attempted(
     reservation !== undefined &&
     !grant &&
     !conflict &&
+    // A retry of an attempt that won already holds: it must not queue behind itself.
+    !alreadyOurs &&
     (entry || count > 0 || queue.length > 0) &&
     (mine === undefined || mine.expiresAt < now + RESERVATION_TTL_MS / 2 || mine.weight !== weight);
   const othersQueued = queue.filter(([name]) => name !== reservation);

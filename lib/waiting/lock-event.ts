@@ -20,21 +20,22 @@ function sameFence(a: Long | number | bigint | null | undefined, b: bigint | nul
 }
 
 /**
- * A shared or permit holder's release (`frees` counts it), or its grant (the key's fence
- * moved). The release carries the holder it freed when that changed; a grant is reported
- * without a holder id (the entry is not in the update description's top level).
+ * A shared or permit holder's grant (the key's fence moved), or a release (`frees` counts
+ * it). The release carries the holder it freed when that changed; a grant is reported without
+ * a holder id (the entry is not in the update description's top level).
  */
 function holderEntryEvent(
   key: string,
   updated: Partial<LockDocument>,
   at: Date,
 ): LockEvent | undefined {
+  if ('fence' in updated) {
+    return { type: 'acquired', key, holderId: null, fence: fenceOf(updated.fence), at };
+  }
   if ('frees' in updated) {
     const fence = fenceOf(updated.releasedFence);
     return { type: 'released', key, holderId: updated.releasedHolder ?? null, fence, at };
   }
-  if ('fence' in updated)
-    return { type: 'acquired', key, holderId: null, fence: fenceOf(updated.fence), at };
   return undefined;
 }
 
@@ -61,6 +62,10 @@ export function toLockEvent(change: LockChange): LockEvent | undefined {
     case 'insert':
     case 'replace': {
       const full = change.fullDocument;
+      // The first grant of a new key to a shared holder or permit holder.
+      if (full && full.owner === undefined && full.holders) {
+        return { type: 'acquired', key, holderId: null, fence: fenceOf(full.fence), at };
+      }
       if (!full || full.owner === undefined) return undefined;
       return {
         type: full.owner === null ? 'released' : 'acquired',

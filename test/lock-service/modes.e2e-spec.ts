@@ -1,4 +1,8 @@
-import { InvalidLockOptionsError, LockNotAcquiredError } from '../../lib/errors';
+import { InvalidLockOptionsError, LockLostError, LockNotAcquiredError } from '../../lib/errors';
+import { attemptAcquire } from '../../lib/store/acquire-attempt';
+import type { LockCollection, LockDocument } from '../../lib/store/lock-document';
+import { renewEntry } from '../../lib/store/holder-entries';
+import { newOwnerToken } from '../../lib/store/lock-modes';
 import { LockTestKit } from './lock-test-kit';
 
 jest.setTimeout(60_000);
@@ -259,5 +263,79 @@ describe('Lock modes: shared/exclusive locks and semaphores', () => {
     await Promise.all([reader.release(), permit.release()]);
     const [w, s] = await Promise.all([writer, single]);
     await Promise.all([w.release(), s.release()]);
+  });
+
+  it('a retried attempt that finds its own win does not queue behind itself', async () => {
+    const client = await kit.client();
+    const collection = client
+      .db(kit.mongo.dbName)
+      .collection<LockDocument>(kit.collectionName) as unknown as LockCollection;
+    const shared = { mode: 'shared' as const, permits: undefined, weight: 1 };
+    const owner = newOwnerToken(shared);
+    const request = {
+      key: 'retried-win',
+      owner,
+      holder: 'h',
+      ttlMs: 30_000,
+      target: { mode: shared },
+    };
+    expect((await attemptAcquire(collection, client, request)).won).toBe(true);
+    // The same attempt again, as after a lost reply, now made while waiting.
+    const retried = await attemptAcquire(collection, client, { ...request, reservation: 'rmine' });
+    expect(retried.won).toBe(true);
+    const raw = await collection.findOne({ _id: 'retried-win' });
+    expect(Object.keys(raw?.waiting ?? {})).toEqual([]);
+  });
+
+  it('events$ reports the first shared grant of a new key, and releaseScope schedules the idle document', async () => {
+    const a = await kit.service();
+    const seen: string[] = [];
+    const subscription = a.events$.subscribe((event) => {
+      if (event.key === 'first-shared') seen.push(event.type);
+    });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const reader = await a.acquire('first-shared', {
+      mode: 'shared',
+      scope: 'gc',
+      ttlMs: 2_000,
+      renew: false,
+    });
+    expect(await a.releaseScope('gc')).toBe(1);
+    expect(reader.lost).toBe(true);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    subscription.unsubscribe();
+    expect(seen).toEqual(['acquired', 'released']);
+    const raw = (await kit.rawLocks()).find((doc) => doc._id === 'first-shared');
+    expect(raw?.gcAt).toBeInstanceOf(Date);
+  });
+
+  it('a shared holder revoked elsewhere learns it at release, which writes nothing', async () => {
+    const a = await kit.service();
+    const b = await kit.service();
+    const reader = await a.acquire('revoked', { mode: 'shared', scope: 'gone', ttlMs: 30_000 });
+    expect(await b.releaseScope('gone')).toBe(1);
+    const before = await kit.rawLocks();
+    await expect(reader.release()).rejects.toBeInstanceOf(LockLostError);
+    expect(await kit.rawLocks()).toEqual(before);
+  });
+
+  it('an entry whose lease ended cannot be renewed, even if nobody took the key since', async () => {
+    const client = await kit.client();
+    const collection = client
+      .db(kit.mongo.dbName)
+      .collection<LockDocument>(kit.collectionName) as unknown as LockCollection;
+    const shared = { mode: 'shared' as const, permits: undefined, weight: 1 };
+    const owner = newOwnerToken(shared);
+    const won = await attemptAcquire(collection, client, {
+      key: 'ended',
+      owner,
+      holder: 'h',
+      ttlMs: 1_000,
+      target: { mode: shared },
+    });
+    expect(won.won).toBe(true);
+    expect((await renewEntry(collection, 'ended', owner, 1_000)).renewed).toBe(true);
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    expect((await renewEntry(collection, 'ended', owner, 30_000)).renewed).toBe(false);
   });
 });
