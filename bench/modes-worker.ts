@@ -1,0 +1,115 @@
+// A worker process of `npm run bench:modes`: one LockService on its own monitored client,
+// running loops of acquire (in a lock mode) → hold → release on one key, driven over IPC by
+// bench/modes.ts. Every time is on the shared clock, so sections of different processes can be
+// laid side by side (concurrent holders, overtakes).
+import { MongoClient, type CommandStartedEvent } from 'mongodb';
+import { LockService } from '../lib';
+import { sharedClockMs } from '../test/support/fault-clock';
+import { serveIpc } from '../test/support/fault-ipc';
+import type { ModeLoopArgs, ModeLoopResult, ModeOps, SectionRecord } from './modes-protocol';
+import { sleep } from './support/stats';
+
+let client: MongoClient | undefined;
+let service: LockService | undefined;
+/** Holds the key the parked waiter waits on (see `start`). */
+let parkedHolder: LockService | undefined;
+const parked = new AbortController();
+let commands: Record<string, number> = {};
+/** Called with the time of the next findAndModify reply (an attempt's), then forgotten. */
+let onNextAttemptReply: ((at: number) => void) | undefined;
+
+function countCommand(event: CommandStartedEvent): void {
+  commands[event.commandName] = (commands[event.commandName] ?? 0) + 1;
+}
+
+function attemptReplied(event: { commandName: string }): void {
+  if (event.commandName !== 'findAndModify' || !onNextAttemptReply) return;
+  const notify = onNextAttemptReply;
+  onNextAttemptReply = undefined;
+  notify(sharedClockMs());
+}
+
+const round2 = (x: number) => Math.round(x * 100) / 100;
+
+async function loop(args: ModeLoopArgs): Promise<ModeLoopResult> {
+  if (!service) throw new Error('worker not started');
+  const lockService = service;
+  const result: ModeLoopResult = {
+    sections: [],
+    failures: 0,
+    errors: [],
+    commands: {},
+    finishedLate: 0,
+  };
+  await sleep(Math.max(0, args.startAt - sharedClockMs()));
+  commands = {};
+  const endAt = args.startAt + args.durationMs;
+  const [gapMin, gapMax] = args.gapMs;
+  const worker = async () => {
+    // Requesters that ask now and then start at a random point of their gap.
+    if (gapMax > 0) await sleep(Math.random() * gapMax);
+    while (sharedClockMs() < endAt) {
+      let firstReplyAt: number | undefined;
+      if (args.recordFirstReply) onNextAttemptReply = (at) => (firstReplyAt = at);
+      const askedAt = sharedClockMs();
+      try {
+        const handle = await lockService.acquire(args.key, {
+          ...args.options,
+          timeoutMs: args.timeoutMs,
+          ttlMs: args.ttlMs,
+          renew: false,
+        });
+        const acquiredAt = sharedClockMs();
+        await sleep(args.holdMs);
+        const releaseAt = sharedClockMs();
+        await handle.release();
+        const record: SectionRecord = [round2(askedAt), round2(acquiredAt), round2(releaseAt)];
+        if (firstReplyAt !== undefined) record.push(round2(firstReplyAt));
+        result.sections.push(record);
+        if (acquiredAt > endAt) result.finishedLate++;
+      } catch (error) {
+        result.failures++;
+        if (result.errors.length < 5) {
+          result.errors.push(
+            error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+          );
+        }
+        await sleep(10);
+      }
+      if (gapMax > 0) await sleep(gapMin + Math.random() * (gapMax - gapMin));
+    }
+  };
+  await Promise.all(Array.from({ length: args.workers }, () => worker()));
+  result.commands = commands;
+  return result;
+}
+
+serveIpc<ModeOps>({
+  async start({ uri, dbName, parkedWaiter }) {
+    client = new MongoClient(uri, { monitorCommands: true });
+    client.on('commandStarted', countCommand);
+    client.on('commandSucceeded', attemptReplied);
+    client.on('commandFailed', attemptReplied);
+    await client.connect();
+    service = new LockService({ client, dbName });
+    await service.start();
+    if (parkedWaiter) {
+      parkedHolder = new LockService({ uri, dbName });
+      await parkedHolder.start();
+      const key = `modes:parked:${process.pid}`;
+      await parkedHolder.acquire(key, { ttlMs: 3_600_000, renew: false });
+      service.acquire(key, { timeoutMs: 3_600_000, signal: parked.signal }).catch(() => undefined);
+    }
+    return { pid: process.pid };
+  },
+
+  loop,
+
+  async close() {
+    parked.abort();
+    await service?.close().catch(() => undefined);
+    await parkedHolder?.close().catch(() => undefined);
+    await client?.close().catch(() => undefined);
+    return { closed: true };
+  },
+});
