@@ -1,5 +1,7 @@
+import { MongoError } from 'mongodb';
 import { LockLostError } from './errors/lock-lost.error';
 import { MongoLockError } from './errors/mongo-lock.error';
+import { TransactionOutcomeUnknownError } from './errors/transaction-outcome-unknown.error';
 import type { MongoLockHandle } from './lock-handle';
 import { lostMessage } from './lock.messages';
 import type { LockStore } from './store/lock-store';
@@ -23,7 +25,8 @@ export async function requireTransactions(store: LockStore): Promise<void> {
  * Runs `fn` inside a transaction on a session of the store's client, the handle carrying the
  * session. Before the commit, a write to each lock inside the transaction proves the lock is
  * still ours: a takeover before the commit makes it fail, and a lock already lost aborts it.
- * The driver's `withTransaction` runs `fn` again after a transient error.
+ * The driver's `withTransaction` runs `fn` again after a transient error and retries a commit
+ * of unknown outcome; one still unconfirmed is a {@link TransactionOutcomeUnknownError}.
  */
 export async function runInTransaction<T>(
   store: LockStore,
@@ -54,6 +57,15 @@ export async function runInTransaction<T>(
       options.maxCommitTimeMS === undefined ? {} : { maxCommitTimeMS: options.maxCommitTimeMS },
     );
     return result;
+  } catch (error) {
+    if (error instanceof MongoError && error.hasErrorLabel('UnknownTransactionCommitResult')) {
+      throw new TransactionOutcomeUnknownError(
+        `The transaction under ${handle.keys.map((key) => JSON.stringify(key)).join(', ')} ` +
+          `may or may not have committed: ${error.message}`,
+        { cause: error },
+      );
+    }
+    throw error;
   } finally {
     handle.useSession(undefined);
     await session.endSession().catch(() => undefined);

@@ -3,7 +3,9 @@ import {
   InvalidLockOptionsError,
   LockLostError,
   LockNotAcquiredError,
+  LockStoreUnavailableError,
   MongoLockError,
+  TransactionOutcomeUnknownError,
 } from '.';
 
 describe('error classes', () => {
@@ -13,12 +15,17 @@ describe('error classes', () => {
     ['LockLostError', new LockLostError('m', { key: 'a' })],
     ['InvalidLockKeyError', new InvalidLockKeyError('m')],
     ['InvalidLockOptionsError', new InvalidLockOptionsError('m', { option: 'ttlMs' })],
+    ['TransactionOutcomeUnknownError', new TransactionOutcomeUnknownError('m')],
   ])('%s has its name, is a MongoLockError and an Error', (name, error) => {
     expect(error.name).toBe(name);
     expect(error).toBeInstanceOf(MongoLockError);
     expect(error).toBeInstanceOf(Error);
     expect(String(error)).toBe(`${name}: m`);
     expect(error.stack).toContain(name);
+  });
+
+  it('reports an unconfirmed commit as MongoDB being unavailable (HTTP 503)', () => {
+    expect(new TransactionOutcomeUnknownError('m')).toBeInstanceOf(LockStoreUnavailableError);
   });
 
   it('carries the cause and the details', () => {

@@ -8,3 +8,4 @@ export * from './invalid-lock-options.error';
 export * from './document-not-found.error';
 export * from './version-conflict.error';
 export * from './document-locked.error';
+export * from './transaction-outcome-unknown.error';

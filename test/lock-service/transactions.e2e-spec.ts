@@ -2,7 +2,14 @@ import { Controller, Module, Param, Post } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { ClientSession } from 'mongodb';
 import { LockService, Locked, LockSession, MongoLockModule } from '../../lib';
-import { InvalidLockOptionsError, LockLostError, MongoLockError } from '../../lib/errors';
+import {
+  InvalidLockOptionsError,
+  LockLostError,
+  LockStoreUnavailableError,
+  MongoLockError,
+  TransactionOutcomeUnknownError,
+} from '../../lib/errors';
+import { faultTools } from './adversarial/kit';
 import { canEmulate } from '../support/mongo';
 import { LockTestKit } from './lock-test-kit';
 
@@ -156,3 +163,28 @@ describe('withLock in a transaction', () => {
     });
   },
 );
+
+describe('withLock in a transaction: a commit of unknown outcome', () => {
+  const kit = LockTestKit.forSuite();
+  const { failPoint } = faultTools(kit);
+
+  it('is reported as TransactionOutcomeUnknownError and the lock is released', async () => {
+    const client = await kit.client();
+    const locks = await kit.service({ client });
+    // MaxTimeMSExpired with the label: the driver does not retry it, so the test is quick.
+    await failPoint(
+      { times: 1 },
+      {
+        failCommands: ['commitTransaction'],
+        errorCode: 50,
+        errorLabels: ['UnknownTransactionCommitResult'],
+      },
+    );
+    const error = await locks
+      .withLock('tx:unknown', async () => 'done', { transaction: true })
+      .catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(TransactionOutcomeUnknownError);
+    expect(error).toBeInstanceOf(LockStoreUnavailableError);
+    expect((await locks.inspect('tx:unknown'))?.held).toBe(false);
+  });
+});
