@@ -1,5 +1,5 @@
 import type { Timestamp } from 'mongodb';
-import { REMAINING_LEASE_MS, toBigInt, toRemainingMs } from './bson-values';
+import { LONG_ONE, LONG_ZERO, REMAINING_LEASE_MS, toBigInt, toRemainingMs } from './bson-values';
 import type { BsonInteger } from './bson-values';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
 import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
@@ -13,6 +13,7 @@ import {
   MAX_HOLDERS_PER_KEY,
   entrySlot,
   isEntryMode,
+  isNullExpr,
 } from './lock-modes';
 import type { LockModeRequest } from './lock-modes';
 import { isDuplicateKeyError } from './mongo-error-codes';
@@ -163,6 +164,114 @@ async function attemptOnce(
   request: AcquireAttemptRequest,
 ): Promise<AcquireAttemptOutcome> {
   const mode = request.target?.mode ?? EXCLUSIVE;
+  if (isEntryMode(mode)) return attemptInAnyMode(collection, sessions, request, mode);
+  // Most keys are plain mutexes: the small pipeline decides those, and leaves a key with
+  // holder entries or reservations to the full one (a second round trip).
+  const plain = await attemptPlain(collection, sessions, request);
+  return plain ?? attemptInAnyMode(collection, sessions, request, mode);
+}
+
+/** No live holder entry and no live reservation: the key is a plain exclusive lock now. */
+const PLAIN_KEY = {
+  $and: [
+    { $or: [isNullExpr('$holders'), { $eq: [{ $size: LIVE_HOLDERS }, 0] }] },
+    { $or: [isNullExpr('$waiting'), { $eq: [{ $size: LIVE_RESERVATIONS }, 0] }] },
+  ],
+};
+
+/** Each field takes its new value when the plain key is free and keeps its old one otherwise. */
+function whenFree(newValue: unknown, oldValue: string) {
+  const free = {
+    $and: [
+      PLAIN_KEY,
+      { $or: [{ $eq: [{ $ifNull: ['$owner', null] }, null] }, { $lte: ['$expiresAt', '$$NOW'] }] },
+    ],
+  };
+  return { $cond: [free, newValue, oldValue] };
+}
+
+function plainPipeline({ owner, holder, ttlMs, target }: AcquireAttemptRequest) {
+  // Every `$cond` reads the document as it was before this stage, so they agree on `free`.
+  // When the key is held, each field is set to itself: the server sees a no-op, writes
+  // nothing to the oplog, and no change event wakes anyone.
+  return [
+    {
+      $set: {
+        owner: whenFree(owner, '$owner'),
+        holder: whenFree(holder, '$holder'),
+        // Never below the server's clock in ms, so a key whose idle document was
+        // garbage-collected still gets a larger fence than any it had before.
+        fence: whenFree(
+          {
+            $max: [{ $add: [{ $ifNull: ['$fence', LONG_ZERO] }, LONG_ONE] }, { $toLong: '$$NOW' }],
+          },
+          '$fence',
+        ),
+        acquiredAt: whenFree('$$NOW', '$acquiredAt'),
+        expiresAt: whenFree({ $add: ['$$NOW', ttlMs] }, '$expiresAt'),
+        gcAt: whenFree(null, '$gcAt'),
+        scope: whenFree({ $literal: target?.scope ?? null }, '$scope'),
+      },
+    },
+  ];
+}
+
+/**
+ * An exclusive attempt on a plain key, in the pipeline the mutex always had; `undefined` when
+ * the key has holder entries or reservations (nothing was written then).
+ */
+async function attemptPlain(
+  collection: LockCollection,
+  sessions: SessionSource,
+  request: AcquireAttemptRequest,
+): Promise<AcquireAttemptOutcome | undefined> {
+  const session = sessions.startSession({ causalConsistency: true });
+  try {
+    const sentAt = performance.now();
+    const reply = (await collection.findOneAndUpdate({ _id: request.key }, plainPipeline(request), {
+      upsert: true,
+      returnDocument: 'after',
+      projection: {
+        owner: 1,
+        holder: 1,
+        fence: 1,
+        remainingMs: REMAINING_LEASE_MS,
+        plain: PLAIN_KEY,
+      },
+      session,
+    })) as (PlainReply & { plain: boolean }) | null;
+    if (reply === null) throw new Error(`Upsert of lock ${request.key} returned no document`);
+    const base = {
+      key: request.key,
+      sentAt,
+      remainingMs: toRemainingMs(reply.remainingMs),
+      operationTime: session.operationTime,
+    };
+    if (reply.owner === request.owner) {
+      const fence = toBigInt(reply.fence);
+      return { ...base, won: true, holderId: request.holder, owner: request.owner, fence };
+    }
+    if (!reply.plain) return undefined;
+    return { ...base, won: false, holderId: reply.holder ?? null };
+  } finally {
+    await session.endSession();
+  }
+}
+
+interface PlainReply {
+  owner: string | null;
+  holder: string | null;
+  fence: BsonInteger;
+  remainingMs: BsonInteger;
+}
+
+/** An attempt in any mode, with fairness reservations (see `attemptPipeline`). */
+async function attemptInAnyMode(
+  collection: LockCollection,
+  sessions: SessionSource,
+  request: AcquireAttemptRequest,
+  mode: LockModeRequest,
+): Promise<AcquireAttemptOutcome> {
   const { reservation } = request;
   // A causally consistent session records the reply's operationTime; starting one sends nothing.
   const session = sessions.startSession({ causalConsistency: true });

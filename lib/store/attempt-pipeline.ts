@@ -4,6 +4,7 @@ import {
   LIVE_HOLDERS,
   LIVE_RESERVATIONS,
   MAX_HOLDERS_PER_KEY,
+  RECENT_RELEASES,
   RESERVATION_TTL_MS,
   entrySlot,
   isEntryMode,
@@ -107,8 +108,9 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
             { $not: [conflict] },
             // A retry of an attempt that won already holds: it must not queue behind itself.
             { $not: [alreadyOurs] },
+            // Refused at the holder cap: the attempt fails, and must leave nothing behind.
             entry
-              ? true
+              ? { $lt: ['$_m.count', MAX_HOLDERS_PER_KEY] }
               : { $or: [{ $gt: ['$_m.count', 0] }, { $gt: [{ $size: '$_m.queue' }, 0] }] },
             {
               $or: [
@@ -150,6 +152,16 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
       ],
     },
   };
+  // What our place in line holds back after this attempt: what we hold, or what we wait for.
+  const taken = {
+    $cond: [
+      '$_m.grant',
+      entry ? mode.weight : MAX_HOLDERS_PER_KEY,
+      reservation === undefined
+        ? MAX_HOLDERS_PER_KEY
+        : { $cond: ['$_m.reserve', weight, MAX_HOLDERS_PER_KEY] },
+    ],
+  };
   const ifGranted = (value: unknown, field: string) => ({ $cond: ['$_m.grant', value, field] });
   const exclusiveFields = entry
     ? {}
@@ -158,7 +170,7 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
         holders: {
           $cond: [
             { $and: ['$_m.grant', { $not: [isNullExpr('$holders')] }] },
-            { $arrayToObject: '$_m.live' },
+            { $arrayToObject: '$_m.recent' },
             '$holders',
           ],
         },
@@ -174,6 +186,7 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
           {
             $arrayToObject: {
               $concatArrays: [
+                '$_m.recent',
                 '$_m.live',
                 [
                   {
@@ -198,7 +211,16 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
       }
     : {};
   return [
-    { $set: { _m: { excl: EXCLUSIVE_LIVE, live: LIVE_HOLDERS, queue: LIVE_RESERVATIONS } } },
+    {
+      $set: {
+        _m: {
+          excl: EXCLUSIVE_LIVE,
+          live: LIVE_HOLDERS,
+          recent: RECENT_RELEASES,
+          queue: LIVE_RESERVATIONS,
+        },
+      },
+    },
     {
       $set: {
         '_m.head': oldest('$_m.queue'),
@@ -216,6 +238,20 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
         // Never below the server's clock in ms, so a key whose idle document was
         // garbage-collected still gets a larger fence than any it had before.
         fence: ifGranted(newFence, '$fence'),
+        // Our reservation held back more than we now take (granted, or rewritten for a
+        // narrower local waiter): the others hear of the room as of a release.
+        frees: {
+          $cond: [
+            {
+              $and: [
+                { $ne: [{ $ifNull: ['$_m.mine', null] }, null] },
+                { $gt: ['$_m.mine.v.weight', taken] },
+              ],
+            },
+            { $add: [{ $ifNull: ['$frees', 0] }, 1] },
+            '$frees',
+          ],
+        },
         gcAt: ifGranted(null, '$gcAt'),
         waiting:
           reservation === undefined ? afterGrant : { $cond: ['$_m.reserve', reserved, afterGrant] },

@@ -74,6 +74,30 @@ export const LIVE_HOLDERS = {
   },
 };
 
+/**
+ * Most released entries a grant keeps (each until its lease would have ended), so that a
+ * retried release recognises its own success.
+ */
+export const RELEASED_ENTRIES_KEPT = 32;
+
+/** Released entries whose lease would still run, the latest {@link RELEASED_ENTRIES_KEPT}. */
+export const RECENT_RELEASES = {
+  $slice: [
+    {
+      $filter: {
+        input: { $objectToArray: { $ifNull: ['$holders', {}] } },
+        cond: {
+          $and: [
+            { $gt: ['$$this.v.expiresAt', NOW] },
+            { $not: [isNullExpr('$$this.v.releasedAt')] },
+          ],
+        },
+      },
+    },
+    -RELEASED_ENTRIES_KEPT,
+  ],
+};
+
 /** Unexpired reservations of `waiting` as `[{ k, v }]`. */
 export const LIVE_RESERVATIONS = {
   $filter: {

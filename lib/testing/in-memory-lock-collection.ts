@@ -5,6 +5,7 @@ import type { LockDocument } from '../store/lock-document';
 import {
   EXCLUSIVE,
   MAX_HOLDERS_PER_KEY,
+  RELEASED_ENTRIES_KEPT,
   RESERVATION_TTL_MS,
   entrySlot,
   isEntryMode,
@@ -390,6 +391,13 @@ function liveEntries(stored: StoredLock, now: number): Named<StoredEntry>[] {
   return Object.entries(stored.holders ?? {}).filter(([, entry]) => isLiveEntry(entry, now));
 }
 
+/** `RECENT_RELEASES`: released entries whose lease would still run, the latest few. */
+function recentReleases(stored: StoredLock, now: number): Named<StoredEntry>[] {
+  return Object.entries(stored.holders ?? {})
+    .filter(([, entry]) => entry.releasedAt != null && entry.expiresAt > now)
+    .slice(-RELEASED_ENTRIES_KEPT);
+}
+
 /** `LIVE_RESERVATIONS`: unexpired reservations, in the document's order. */
 function liveReservations(stored: StoredLock, now: number): Named<StoredReservation>[] {
   return Object.entries(stored.waiting ?? {}).filter(([, waiter]) => waiter.expiresAt > now);
@@ -459,7 +467,8 @@ function attempted(
     !conflict &&
     // A retry of an attempt that won already holds: it must not queue behind itself.
     !alreadyOurs &&
-    (entry || count > 0 || queue.length > 0) &&
+    // Refused at the holder cap: the attempt fails, and must leave nothing behind.
+    (entry ? count < MAX_HOLDERS_PER_KEY : count > 0 || queue.length > 0) &&
     (mine === undefined || mine.expiresAt < now + RESERVATION_TTL_MS / 2 || mine.weight !== weight);
   const othersQueued = queue.filter(([name]) => name !== reservation);
   // A grant drops our reservation and the expired ones; a reservation write refreshes ours.
@@ -476,8 +485,21 @@ function attempted(
       : doc.waiting;
   if (!grant && waiting === doc.waiting) return doc;
   const after: StoredLock = { ...doc };
-  if (waiting !== undefined) after.waiting = waiting;
+  // `acquire-attempt.ts` decides an exclusive attempt on a plain key (no live entry, no live
+  // reservation) in the mutex's own pipeline, which leaves `holders` and `waiting` as they are.
+  const plain = !entry && count === 0 && queue.length === 0;
+  if (waiting !== undefined && !plain) after.waiting = waiting;
+  // Our reservation held back more than we now take: the others hear of the room.
+  const taken = grant
+    ? entry
+      ? mode.weight
+      : MAX_HOLDERS_PER_KEY
+    : reserve
+      ? weight
+      : MAX_HOLDERS_PER_KEY;
+  if (mine !== undefined && mine.weight > taken) after.frees = (doc.frees ?? 0) + 1;
   if (!grant) return after;
+  const recent = recentReleases(doc, now);
   const fence = nextFence(doc.fence, now);
   if (entry) {
     const granted: StoredEntry = {
@@ -489,12 +511,12 @@ function attempted(
       expiresAt: now + ttlMs,
       scope: scope ?? null,
     };
-    // Released and ended entries are dropped.
-    after.holders = Object.fromEntries([...live, [slot, granted] as Named<StoredEntry>]);
+    // Ended entries are dropped; recent releases stay, so a retried release knows its own.
+    after.holders = Object.fromEntries([...recent, ...live, [slot, granted] as Named<StoredEntry>]);
     after.permits = mode.permits ?? null;
   } else {
-    // Released and ended entries go with an exclusive grant (none is live then).
-    if (doc.holders != null) after.holders = Object.fromEntries(live);
+    // Ended entries go with an exclusive grant (none is live then); recent releases stay.
+    if (doc.holders != null && !plain) after.holders = Object.fromEntries(recent);
     after.owner = owner;
     after.holder = holder;
     after.acquiredAt = now;

@@ -4,7 +4,7 @@ import type { LockEvent } from '../interfaces/lock-state.interface';
 import type { LockChangeStream, LockDocument } from '../store/lock-document';
 import type { LockChangeScope, OpenLockChangeStreamOptions } from '../store/lock-change-stream';
 import { isChangeStreamUnsupportedError, isResumePointLostError } from '../store/mongo-error-codes';
-import { toLockEvent } from './lock-event';
+import { freesWaiters, toLockEvent } from './lock-event';
 import type { LockChange } from './lock-event';
 import type { WaitLogger } from './wait-logger';
 
@@ -283,7 +283,7 @@ export class LockChangeFeed {
     const event = this.toEvent(change);
     if (!event) return;
     const at = 'clusterTime' in change ? change.clusterTime : undefined;
-    if (event.type !== 'acquired') {
+    if (event.type !== 'acquired' || freesWaiters(change)) {
       if (at) this.rememberRelease(event.key, at);
       this.signalKey(event.key, 'released', at);
     }

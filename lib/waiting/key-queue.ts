@@ -81,6 +81,8 @@ export class KeyQueue {
   private readonly reservation = `r${randomBytes(9).toString('hex')}`;
   /** Until when the store keeps our reservation (monotonic), if it made one; else undefined. */
   private reservedUntil: number | undefined;
+  /** The last attempt got no outcome (an error): it may have left a reservation. */
+  private reservationUnknown = false;
   /** How to withdraw the reservation when the queue empties (the last head's store). */
   private withdraw: ((reservation: string) => void) | undefined;
 
@@ -163,8 +165,8 @@ export class KeyQueue {
       this.waiters.length = 0;
     } finally {
       this.running = false;
-      if (this.reservedUntil !== undefined && this.reservedUntil > performance.now())
-        this.withdraw?.(this.reservation);
+      const reserved = this.reservedUntil !== undefined && this.reservedUntil > performance.now();
+      if (reserved || this.reservationUnknown) this.withdraw?.(this.reservation);
       this.reservedUntil = undefined;
       this.unwatch?.();
       this.unwatch = undefined;
@@ -176,6 +178,8 @@ export class KeyQueue {
   private async attempt(head: Waiter): Promise<AcquireAttemptOutcome | undefined> {
     head.attempting = true;
     this.withdraw = (reservation) => head.withdraw(reservation);
+    // Until its outcome is known, the attempt may have left a reservation.
+    this.reservationUnknown = true;
     let outcome: AcquireAttemptOutcome;
     try {
       outcome = await head.attempt(this.reservation);
@@ -192,6 +196,7 @@ export class KeyQueue {
     }
     head.attempting = false;
     this.unavailable = undefined;
+    this.reservationUnknown = false;
     this.holder = {
       holderId: outcome.holderId,
       leaseEnd: outcome.sentAt + outcome.remainingMs,
@@ -201,7 +206,7 @@ export class KeyQueue {
       !outcome.won && outcome.reservedMs ? outcome.sentAt + outcome.reservedMs : undefined;
     // A shared holder or permit holder here does not keep the key from others.
     const entryWin = outcome.won && isEntryOwner(outcome.owner);
-    this.heldHere = (outcome.won && !entryWin) || outcome.holderId === this.deps.holderId;
+    this.heldHere = outcome.won ? !entryWin : outcome.holderId === this.deps.holderId;
     if (!this.heldHere) this.localHandovers = 0;
     if (outcome.won) {
       if (head.settled) {
@@ -278,8 +283,12 @@ export class KeyQueue {
     const refreshAt =
       this.reservedUntil === undefined ? Infinity : this.reservedUntil - RESERVATION_TTL_MS / 3;
     const nextAttemptAt = Math.min(leaseEnd, performance.now() + pollDelay, refreshAt);
-    for (let head = this.head(); head; head = this.head()) {
+    const first = this.head();
+    for (let head = first; head; head = this.head()) {
       if (this.releases !== releasesBefore) return;
+      // The waiter that attempted left: the next may ask for less (a shared lock behind an
+      // exclusive one, fewer permits) and must try now, which also updates our reservation.
+      if (head !== first) return;
       const now = performance.now();
       if (now >= nextAttemptAt) return;
       if (now >= head.deadline) {

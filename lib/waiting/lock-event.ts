@@ -40,6 +40,16 @@ function holderEntryEvent(
 }
 
 /**
+ * The change counts in `frees`: a holder entry was released, or a waiting process's
+ * reservation went or shrank. Waiters look again, whatever the event says to `events$`.
+ */
+export function freesWaiters(change: LockChange): boolean {
+  if (change.operationType !== 'update') return false;
+  const updated = change.updateDescription?.updatedFields;
+  return updated !== undefined && 'frees' in updated;
+}
+
+/**
  * Reads a change event of the lock collection as an acquisition, a release or a deletion.
  * Other changes (none pass the server-side filter, but a future server might add fields)
  * give `undefined`.

@@ -32,6 +32,7 @@ export const updatePipelineCache = new ShapeCache<CompiledStage[]>(256);
 const PIPELINE = -100;
 const STAGE = -101;
 const STAGE_END = -102;
+const UNSET = -103;
 
 /** mingo's `$set` is its `$addFields`. */
 const ADD_FIELDS_STAGES = new Set(['$set', '$addFields']);
@@ -41,23 +42,38 @@ export interface PreparedPipeline {
   run(document: Document): Document;
 }
 
-function stageSpec(stage: unknown): Document | undefined {
+/** A `$set` / `$addFields` stage's fields, or a `$unset` stage's paths; undefined for others. */
+type StageSpec = { set: Document } | { unset: string[] };
+
+function stageSpec(stage: unknown): StageSpec | undefined {
   if (typeOf(stage) !== 'object') return undefined;
   const names = Object.keys(stage as Document);
-  if (names.length !== 1 || !ADD_FIELDS_STAGES.has(names[0])) return undefined;
+  if (names.length !== 1) return undefined;
   const spec: unknown = (stage as Document)[names[0]];
-  return typeOf(spec) === 'object' ? (spec as Document) : undefined;
+  if (names[0] === '$unset') {
+    const paths: unknown[] = Array.isArray(spec) ? spec : [spec];
+    const valid =
+      paths.length > 0 && paths.every((path) => typeof path === 'string' && path !== '');
+    return valid ? { unset: paths as string[] } : undefined;
+  }
+  if (!ADD_FIELDS_STAGES.has(names[0])) return undefined;
+  return typeOf(spec) === 'object' ? { set: spec as Document } : undefined;
 }
+
+/** `$unset` removes its paths: an `$addFields` whose every value is missing. */
+const MISSING: Evaluate = () => undefined;
 
 function compileStages(pipeline: Document[]): CompiledStage[] {
   const slots = { next: 0 };
   return pipeline.map((stage) => {
     const spec = stageSpec(stage)!;
-    const fields = Object.keys(spec);
+    const fields = 'unset' in spec ? spec.unset : Object.keys(spec.set);
     return {
       fields,
       simple: fields.map(isSimpleField),
-      values: fields.map((field) => compileExpression(spec[field], slots)),
+      values: fields.map((field) =>
+        'unset' in spec ? MISSING : compileExpression(spec.set[field], slots),
+      ),
     };
   });
 }
@@ -84,7 +100,7 @@ function addFields(stage: CompiledStage, input: Document, bindings: Bindings): D
 
 /**
  * The update pipeline compiled (or taken from the cache) with this command's parameters, when
- * every stage is a `$set` / `$addFields` whose expressions can be compiled; otherwise
+ * every stage is a `$set` / `$addFields` whose expressions can be compiled, or a `$unset`; otherwise
  * undefined, and the caller runs mingo's Aggregator as before.
  */
 export function prepareUpdatePipeline(
@@ -99,10 +115,15 @@ export function prepareUpdatePipeline(
     const spec = stageSpec(stage);
     if (!spec) return undefined;
     shape.mark(STAGE);
-    for (const field of Object.keys(spec)) {
-      shape.text(field);
-      writeShape(spec[field], shape);
-      if (shape.unsupported) return undefined;
+    if ('unset' in spec) {
+      shape.mark(UNSET);
+      for (const path of spec.unset) shape.text(path);
+    } else {
+      for (const field of Object.keys(spec.set)) {
+        shape.text(field);
+        writeShape(spec.set[field], shape);
+        if (shape.unsupported) return undefined;
+      }
     }
     shape.mark(STAGE_END);
   }
