@@ -67,6 +67,12 @@ class FakeStore {
     return 'released';
   };
 
+  /** Reservations withdrawn by waiting queues (the fake store never makes one). */
+  readonly withdrawn: string[] = [];
+  withdraw = (key: string): void => {
+    this.withdrawn.push(key);
+  };
+
   giveBack = async (key: string, owner: string): Promise<ReleaseLeaseOutcome | undefined> => {
     this.giveBacks.push({ key, owner });
     return 'released';
