@@ -122,6 +122,7 @@ function replyProjection(
 ) {
   const slot = entrySlot(request.owner);
   const liveCount = { $size: LIVE_HOLDERS };
+  const edge = isEntryMode(mode) ? '$min' : '$max';
   const foreignReservations = {
     $filter: { input: LIVE_RESERVATIONS, cond: { $ne: ['$$this.k', reservation ?? null] } },
   };
@@ -134,12 +135,14 @@ function replyProjection(
     exclusiveLive: EXCLUSIVE_LIVE,
     liveHolders: liveCount,
     conflict: conflictExpr(mode, EXCLUSIVE_LIVE, liveCount),
+    // A shared or permit request may get in when the first blocking lease ends; an exclusive
+    // one needs every holder gone.
     waitMs: {
       $subtract: [
         {
-          $min: [
+          [edge]: [
             { $cond: [EXCLUSIVE_LIVE, '$expiresAt', null] },
-            { $min: { $map: { input: LIVE_HOLDERS, in: '$$this.v.expiresAt' } } },
+            { [edge]: { $map: { input: LIVE_HOLDERS, in: '$$this.v.expiresAt' } } },
             { $min: { $map: { input: foreignReservations, in: '$$this.v.expiresAt' } } },
           ],
         },

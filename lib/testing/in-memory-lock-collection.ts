@@ -541,10 +541,15 @@ function attemptReply(
   const foreignReservations = liveReservations(after, now).filter(
     ([name]) => name !== request.reservation,
   );
+  // A shared or permit request may get in when the first blocking lease ends; an exclusive
+  // one needs every holder gone (but the first foreign reservation still counts).
+  const edge = isEntryMode(mode) ? Math.min : Math.max;
+  const entryEnds = live.map(([, held]) => held.expiresAt);
+  const reservationEnds = foreignReservations.map(([, waiter]) => waiter.expiresAt);
   const ends = [
     ...(exclusive ? [after.expiresAt as number] : []),
-    ...live.map(([, entry]) => entry.expiresAt),
-    ...foreignReservations.map(([, waiter]) => waiter.expiresAt),
+    ...(entryEnds.length > 0 ? [edge(...entryEnds)] : []),
+    ...(reservationEnds.length > 0 ? [Math.min(...reservationEnds)] : []),
   ];
   const entry = isEntryMode(mode) ? after.holders?.[entrySlot(request.owner)] : undefined;
   const reserved =
@@ -565,7 +570,7 @@ function attemptReply(
     liveHolders: live.length,
     conflict: conflicts(mode, after.permits, exclusive, live.length),
     permits: after.permits ?? null,
-    waitMs: ends.length === 0 ? null : Math.min(...ends) - now,
+    waitMs: ends.length === 0 ? null : edge(...ends) - now,
     reservedMs: reserved ? reserved.expiresAt - now : null,
     operationTime,
   };

@@ -338,4 +338,19 @@ describe('Lock modes: shared/exclusive locks and semaphores', () => {
     await new Promise((resolve) => setTimeout(resolve, 1_100));
     expect((await renewEntry(collection, 'ended', owner, 30_000)).renewed).toBe(false);
   });
+
+  it('tells an exclusive request to retry when the last reader leaves, a shared one when the first permit frees', async () => {
+    const a = await kit.service();
+    const short = await a.acquire('retry-after', { mode: 'shared', ttlMs: 5_000, renew: false });
+    const long = await a.acquire('retry-after', { mode: 'shared', ttlMs: 20_000, renew: false });
+    const writer = await a.acquire('retry-after', { timeoutMs: 0 }).catch((e: unknown) => e);
+    expect((writer as LockNotAcquiredError).retryAfterMs).toBeGreaterThan(15_000);
+    const p1 = await a.acquire('retry-permits', { permits: 2, ttlMs: 5_000, renew: false });
+    const p2 = await a.acquire('retry-permits', { permits: 2, ttlMs: 20_000, renew: false });
+    const single = await a
+      .acquire('retry-permits', { permits: 2, timeoutMs: 0 })
+      .catch((e: unknown) => e);
+    expect((single as LockNotAcquiredError).retryAfterMs).toBeLessThan(6_000);
+    await Promise.all([short, long, p1, p2].map((held) => held.release()));
+  });
 });
