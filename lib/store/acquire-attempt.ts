@@ -250,7 +250,9 @@ async function attemptPlain(
       remainingMs: toRemainingMs(reply.remainingMs),
       operationTime: session.operationTime,
     };
-    if (reply.owner === request.owner) {
+    // Ours and live: won now, or by an earlier try whose reply was lost. Ours but ended (on a
+    // key that is not plain, else this attempt would have taken it anew): not a win.
+    if (reply.owner === request.owner && base.remainingMs > 0) {
       const fence = toBigInt(reply.fence);
       return { ...base, won: true, holderId: request.holder, owner: request.owner, fence };
     }
@@ -331,7 +333,7 @@ function toOutcome(
       };
     }
   }
-  if (!isEntryMode(mode) && reply.owner === owner) {
+  if (!isEntryMode(mode) && reply.owner === owner && reply.exclusiveLive) {
     const remainingMs = toRemainingMs(reply.remainingMs);
     const fence = toBigInt(reply.fence);
     return {

@@ -30,7 +30,8 @@ export async function renewEntry(
   const sentAt = performance.now();
   const reply = (await collection.findOneAndUpdate(
     { _id: key, [`${path}.owner`]: owner, $expr: { $and: [live, isNullExpr(released)] } },
-    [{ $set: { [`${path}.expiresAt`]: { $add: [NOW, ttlMs] } } }],
+    // A live holder's document is never due for deletion.
+    [{ $set: { [`${path}.expiresAt`]: { $add: [NOW, ttlMs] }, gcAt: null } }],
     {
       returnDocument: 'after',
       projection: {

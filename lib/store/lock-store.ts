@@ -221,9 +221,16 @@ export class LockStore {
     const { commands } = this;
     if (!commands.withdraw) return;
     const withdraw = commands.withdraw.bind(commands);
-    this.send('withdraw', this.options.operationTimeoutMs, () =>
-      withdraw(key, reservation),
-    ).result.catch(() => undefined);
+    // An attempt still on its way (its caller stopped waiting) may yet write the reservation:
+    // wait for it, however long (if it never settles, the reservation runs out by itself).
+    const attempts = [...this.inFlight]
+      .filter(([id]) => id.endsWith(`\0${key}`))
+      .flatMap(([, settled]) => [...settled]);
+    void Promise.all(attempts).then(() =>
+      this.send('withdraw', this.options.operationTimeoutMs, () =>
+        withdraw(key, reservation),
+      ).result.catch(() => undefined),
+    );
   }
 
   /** Frees every live lease of `scope` in the collection (see `releaseScope`). */

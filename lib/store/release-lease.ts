@@ -1,6 +1,7 @@
 import { toRemainingMs } from './bson-values';
 import type { BsonInteger } from './bson-values';
 import type { LockCollection } from './lock-document';
+import { LIVE_HOLDERS } from './lock-modes';
 
 export interface ReleaseLeaseRequest {
   key: string;
@@ -49,9 +50,17 @@ function releasePipeline(owner: string, idleRetentionMs: number) {
       $set: {
         owner: whenOurs(owner, null, '$owner'),
         // Not before the lease would have ended: a retried release must still find the document.
+        // Never while shared holders live: an ended exclusive lease may be given back after
+        // readers came in.
         gcAt: whenOurs(
           owner,
-          { $max: [{ $add: ['$$NOW', idleRetentionMs] }, '$expiresAt'] },
+          {
+            $cond: [
+              { $gt: [{ $size: LIVE_HOLDERS }, 0] },
+              '$gcAt',
+              { $max: [{ $add: ['$$NOW', idleRetentionMs] }, '$expiresAt'] },
+            ],
+          },
           '$gcAt',
         ),
         // Lets a retried release recognise its own earlier success (a lost reply, a

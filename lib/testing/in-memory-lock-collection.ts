@@ -148,7 +148,8 @@ export class InMemoryLockCollection {
       const entry = before.holders?.[slot];
       if (entry?.owner !== request.owner || !isLiveEntry(entry, now)) return null;
       const renewed = { ...entry, expiresAt: now + request.ttlMs };
-      this.write(request.key, before, withEntry(before, slot, renewed));
+      // A live holder's document is never due for deletion.
+      this.write(request.key, before, { ...withEntry(before, slot, renewed), gcAt: null });
       return { remainingMs: Math.max(0, renewed.expiresAt - now) };
     }
     if (before.owner !== request.owner || !((before.expiresAt ?? -Infinity) > now)) return null;
@@ -177,8 +178,12 @@ export class InMemoryLockCollection {
     this.write(request.key, before, {
       ...before,
       owner: null,
-      // Not before the lease would have ended, so a retried release still finds the document.
-      gcAt: Math.max(now + request.idleRetentionMs, before.expiresAt ?? -Infinity),
+      // Not before the lease would have ended, so a retried release still finds the document;
+      // never while shared holders live.
+      gcAt:
+        liveEntries(before, now).length > 0
+          ? before.gcAt
+          : Math.max(now + request.idleRetentionMs, before.expiresAt ?? -Infinity),
       releasedOwners: live ? withOurs.slice(-RELEASED_OWNERS_KEPT) : previous,
       releasedHolder: before.holder,
       releasedFence: before.fence,

@@ -156,7 +156,10 @@ export class KeyQueue {
         // Releases heard during a winning attempt happened before it: the next waiter
         // waits for the winner's own release.
         if (outcome) {
-          await this.waitForChance(outcome.won ? this.releasesAtWin : releasesBefore, outcome);
+          // After a win the next waiter waits for the winner's release; after a loss, the
+          // waiter that lost waits, and one that comes after it tries at once.
+          if (outcome.won) await this.waitForChance(this.releasesAtWin, outcome, this.head());
+          else await this.waitForChance(releasesBefore, outcome, head);
         }
       }
     } catch (error) {
@@ -272,6 +275,8 @@ export class KeyQueue {
   private async waitForChance(
     releasesBefore: number,
     outcome: AcquireAttemptOutcome,
+    /** The waiter the wait is for: if it leaves, the next one tries at once. */
+    attempted: Waiter | undefined,
   ): Promise<void> {
     const leaseEnd = outcome.sentAt + outcome.remainingMs + LEASE_END_MARGIN_MS;
     // With a stream, each quiet safety poll in a row doubles the next one (up to 8x), so
@@ -283,12 +288,12 @@ export class KeyQueue {
     const refreshAt =
       this.reservedUntil === undefined ? Infinity : this.reservedUntil - RESERVATION_TTL_MS / 3;
     const nextAttemptAt = Math.min(leaseEnd, performance.now() + pollDelay, refreshAt);
-    const first = this.head();
-    for (let head = first; head; head = this.head()) {
+    for (let head = this.head(); head; head = this.head()) {
       if (this.releases !== releasesBefore) return;
-      // The waiter that attempted left: the next may ask for less (a shared lock behind an
-      // exclusive one, fewer permits) and must try now, which also updates our reservation.
-      if (head !== first) return;
+      // The waiter that attempted left (perhaps while its attempt was on its way): the next
+      // may ask for less (a shared lock behind an exclusive one, fewer permits) and must try
+      // now, which also updates our reservation.
+      if (head !== attempted) return;
       const now = performance.now();
       if (now >= nextAttemptAt) return;
       if (now >= head.deadline) {

@@ -52,9 +52,11 @@ function stageSpec(stage: unknown): StageSpec | undefined {
   const spec: unknown = (stage as Document)[names[0]];
   if (names[0] === '$unset') {
     const paths: unknown[] = Array.isArray(spec) ? spec : [spec];
-    const valid =
-      paths.length > 0 && paths.every((path) => typeof path === 'string' && path !== '');
-    return valid ? { unset: paths as string[] } : undefined;
+    // Top-level names only: a dotted path may run through arrays, which mingo's stage handles.
+    const simple = paths.every(
+      (path) => typeof path === 'string' && path !== '' && isSimpleField(path),
+    );
+    return simple && paths.length > 0 ? { unset: paths as string[] } : undefined;
   }
   if (!ADD_FIELDS_STAGES.has(names[0])) return undefined;
   return typeOf(spec) === 'object' ? { set: spec as Document } : undefined;
