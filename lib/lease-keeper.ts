@@ -72,6 +72,7 @@ export class LeaseKeeper {
   private maxHoldTimer: NodeJS.Timeout | undefined;
   private stopped = false;
   private renewalStopped = false;
+  private renewalPaused = false;
   private renewInFlight = false;
   private renewing: Promise<void> | undefined;
   private remaining: HeldKey[];
@@ -101,6 +102,19 @@ export class LeaseKeeper {
     this.renewalStopped = true;
     clearTimeout(this.renewTimer);
     clearTimeout(this.maxHoldTimer);
+  }
+
+  /**
+   * Renews no more until the returned function is called; the local deadline still reports
+   * the loss. A locked transaction needs this: a renewal writes the lock it checks.
+   */
+  pauseRenewal(): () => void {
+    this.renewalPaused = true;
+    clearTimeout(this.renewTimer);
+    return () => {
+      this.renewalPaused = false;
+      this.scheduleRenewal();
+    };
   }
 
   /** Everything stops: the lease was released, or its loss was reported. */
@@ -189,7 +203,7 @@ export class LeaseKeeper {
    * while waiting for the others) is renewed sooner.
    */
   private scheduleRenewal(delayMs = this.nextRenewalDelayMs()): void {
-    if (this.stopped || this.renewalStopped) return;
+    if (this.stopped || this.renewalStopped || this.renewalPaused) return;
     clearTimeout(this.renewTimer);
     this.renewTimer = unrefTimer(() => {
       if (this.renewInFlight) {

@@ -221,6 +221,11 @@ export class MongoLockHandle implements LockHandle {
   }
 
   /** Sets (or clears) the session of the transaction the protected work runs in. @internal */
+  /** Pauses renewals until the returned function is called (see `LeaseKeeper.pauseRenewal`). */
+  pauseRenewal(): () => void {
+    return this.keeper.pauseRenewal();
+  }
+
   useSession(session: ClientSession | undefined): void {
     this.transactionSession = session;
   }

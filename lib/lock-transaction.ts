@@ -34,6 +34,12 @@ export async function runInTransaction<T>(
   fn: () => T | Promise<T>,
   options: TransactionOptions,
 ): Promise<T> {
+  // A renewal during the transaction would write the lock that the transaction checks before
+  // it commits (a write conflict, and the function would run again and again): the lease is
+  // renewed in full now and not again until the end, so the work must fit in one lease; past
+  // the local deadline the signal aborts and nothing is committed.
+  await handle.extend();
+  const resumeRenewal = handle.pauseRenewal();
   const session = store.client.startSession();
   handle.useSession(session);
   try {
@@ -67,6 +73,7 @@ export async function runInTransaction<T>(
     }
     throw error;
   } finally {
+    resumeRenewal();
     handle.useSession(undefined);
     await session.endSession().catch(() => undefined);
   }

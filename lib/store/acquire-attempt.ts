@@ -140,9 +140,14 @@ function replyProjection(
     waitMs: {
       $subtract: [
         {
-          [edge]: [
-            { $cond: [EXCLUSIVE_LIVE, '$expiresAt', null] },
-            { [edge]: { $map: { input: LIVE_HOLDERS, in: '$$this.v.expiresAt' } } },
+          $min: [
+            {
+              [edge]: [
+                { $cond: [EXCLUSIVE_LIVE, '$expiresAt', null] },
+                { [edge]: { $map: { input: LIVE_HOLDERS, in: '$$this.v.expiresAt' } } },
+              ],
+            },
+            // A reservation ahead of us may run out first (its waiter died): look again then.
             { $min: { $map: { input: foreignReservations, in: '$$this.v.expiresAt' } } },
           ],
         },

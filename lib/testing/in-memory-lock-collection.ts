@@ -551,9 +551,13 @@ function attemptReply(
   const edge = isEntryMode(mode) ? Math.min : Math.max;
   const entryEnds = live.map(([, held]) => held.expiresAt);
   const reservationEnds = foreignReservations.map(([, waiter]) => waiter.expiresAt);
-  const ends = [
+  const holderEnds = [
     ...(exclusive ? [after.expiresAt as number] : []),
     ...(entryEnds.length > 0 ? [edge(...entryEnds)] : []),
+  ];
+  // A reservation ahead of us may run out first (its waiter died): look again then.
+  const ends = [
+    ...(holderEnds.length > 0 ? [edge(...holderEnds)] : []),
     ...(reservationEnds.length > 0 ? [Math.min(...reservationEnds)] : []),
   ];
   const entry = isEntryMode(mode) ? after.holders?.[entrySlot(request.owner)] : undefined;
@@ -575,7 +579,7 @@ function attemptReply(
     liveHolders: live.length,
     conflict: conflicts(mode, after.permits, exclusive, live.length),
     permits: after.permits ?? null,
-    waitMs: ends.length === 0 ? null : edge(...ends) - now,
+    waitMs: ends.length === 0 ? null : Math.min(...ends) - now,
     reservedMs: reserved ? reserved.expiresAt - now : null,
     operationTime,
   };

@@ -164,6 +164,31 @@ describe('withLock in a transaction', () => {
   },
 );
 
+describe('withLock in a transaction: work longer than a renewal interval', () => {
+  const kit = LockTestKit.forSuite();
+
+  it('commits once: renewals pause during the transaction, whose check they would conflict with', async () => {
+    const client = await kit.client();
+    const locks = await kit.service({ client });
+    const marks = client.db(kit.mongo.dbName).collection<{ _id: string }>('tx_long');
+    let runs = 0;
+    await locks.withLock(
+      'tx:long',
+      async (lock) => {
+        runs += 1;
+        await marks.insertOne({ _id: `run-${runs}` }, { session: lock.session });
+        // Past a third of the lease: a renewal would have written the lock by now.
+        await new Promise((resolve) => setTimeout(resolve, 700));
+      },
+      { transaction: true, ttlMs: 1_500, renew: true },
+    );
+    expect(runs).toBe(1);
+    expect(await marks.countDocuments()).toBe(1);
+    // Renewals resume after the transaction: the lock is released, nothing is left held.
+    expect((await locks.inspect('tx:long'))?.held).toBe(false);
+  });
+});
+
 describe('withLock in a transaction: a commit of unknown outcome', () => {
   const kit = LockTestKit.forSuite();
   const { failPoint } = faultTools(kit);
