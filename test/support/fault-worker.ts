@@ -27,6 +27,8 @@ import type {
   WorkerOps,
 } from './fault-protocol';
 import type { SectionRecord } from '../faults/history/history';
+import type { ModeOptions, ModesWorkerOps } from '../faults/scenarios/modes-protocol';
+import { modeOptionsOf, modesHandlers } from '../faults/scenarios/modes-worker';
 
 /**
  * The library under test: the repository's `lib`, or a copy of it in `FAULT_LIB_DIR` (the
@@ -53,6 +55,7 @@ let lockClient: MongoClient | undefined;
 let tally: CommandTally | undefined;
 let resource: FencedResource | undefined;
 let label = `pid${process.pid}`;
+let dbName = '';
 const recorder = new EventRecorder();
 const held = new Map<string, HeldEntry>();
 
@@ -71,9 +74,11 @@ function requireHeld(key: string): HeldEntry {
   return entry;
 }
 
-const ipc = serveIpc<WorkerOps>({
+// The mode scenarios' operations (`ModesWorkerOps`) are served beside the suite's own.
+const ipc = serveIpc<WorkerOps & ModesWorkerOps>({
   async start(args: StartArgs) {
     label = args.label;
+    dbName = args.dbName;
     if (args.monitorCommands) {
       lockClient = new MongoClient(args.uri, { monitorCommands: true });
       tally = new CommandTally(lockClient, args.monitorCommands.slowMs);
@@ -95,11 +100,13 @@ const ipc = serveIpc<WorkerOps>({
     return runContention(requireService(), args, label, report);
   },
 
-  async hold(args: HoldArgs): Promise<HeldLock> {
+  // Mode options (`mode`, `permits`, `weight`, `scope`) are passed on when given.
+  async hold(args: HoldArgs & ModeOptions): Promise<HeldLock> {
     const handle = await requireService().acquire(args.key, {
       ttlMs: args.ttlMs,
       timeoutMs: args.timeoutMs,
       renew: args.renew,
+      ...modeOptionsOf(args),
     });
     const watch = watchSignal(handle);
     const entry: HeldEntry = { handle, start: sharedClockMs(), watch, lostAt: null };
@@ -171,6 +178,13 @@ const ipc = serveIpc<WorkerOps>({
   async withLock(args) {
     return runWithLock(requireService(), args, label, report);
   },
+
+  ...modesHandlers({
+    service: requireService,
+    label: () => label,
+    dbName: () => dbName,
+    report,
+  }),
 });
 
 function sectionOf(

@@ -50,7 +50,7 @@ export function checkHistory(history: History, options: CheckerOptions): Violati
   return violations;
 }
 
-function groupByKey(sections: SectionRecord[]): Map<string, SectionRecord[]> {
+export function groupByKey(sections: SectionRecord[]): Map<string, SectionRecord[]> {
   const byKey = new Map<string, SectionRecord[]>();
   for (const section of sections) {
     const list = byKey.get(section.key) ?? [];
@@ -61,7 +61,7 @@ function groupByKey(sections: SectionRecord[]): Map<string, SectionRecord[]> {
 }
 
 /** When work stopped: a killed holder worked until it died; an open section of a live one never ended. */
-function workEnd(section: SectionRecord, deaths: Map<string, DeadInstance>): number {
+export function workEnd(section: SectionRecord, deaths: Map<string, DeadInstance>): number {
   if (section.end !== null) return section.end;
   return deaths.get(section.holder)?.diedAt ?? Number.POSITIVE_INFINITY;
 }
@@ -70,16 +70,20 @@ function workEnd(section: SectionRecord, deaths: Map<string, DeadInstance>): num
  * End of the protected interval: the holder's work, cut at its own local deadline. Without a
  * deadline (an open record its worker never completed) the whole of its work counts.
  */
-function protectedEnd(section: SectionRecord, deaths: Map<string, DeadInstance>): number {
+export function protectedEnd(section: SectionRecord, deaths: Map<string, DeadInstance>): number {
   return Math.min(workEnd(section, deaths), section.deadline ?? Number.POSITIVE_INFINITY);
 }
 
 /** Until when the holder worked without having been told of a loss. */
-function untoldUntil(section: SectionRecord, deaths: Map<string, DeadInstance>): number {
+export function untoldUntil(section: SectionRecord, deaths: Map<string, DeadInstance>): number {
   return Math.min(workEnd(section, deaths), section.signalAt ?? Number.POSITIVE_INFINITY);
 }
 
-function crossProcessSlack(a: SectionRecord, b: SectionRecord, options: CheckerOptions): number {
+export function crossProcessSlack(
+  a: SectionRecord,
+  b: SectionRecord,
+  options: CheckerOptions,
+): number {
   return a.pid === b.pid ? 0 : (options.crossProcessToleranceMs ?? 1);
 }
 
@@ -155,7 +159,7 @@ function findLateNotices(
  * The one excuse for a late notice: the scenario froze the holder's process over its deadline,
  * and the holder was told as soon as it ran again (within the timer tolerance).
  */
-function pausedOverDeadline(
+export function pausedOverDeadline(
   section: SectionRecord,
   untold: number,
   pauses: PauseRecord[],
@@ -197,7 +201,10 @@ function findFenceDisorder(key: string, inGrantOrder: SectionRecord[]): Violatio
   return violations;
 }
 
-function findUnreleased(sections: SectionRecord[], deaths: Map<string, DeadInstance>): Violation[] {
+export function findUnreleased(
+  sections: SectionRecord[],
+  deaths: Map<string, DeadInstance>,
+): Violation[] {
   return sections
     .filter((s) => s.outcome === 'open' && !deaths.has(s.holder))
     .map((s) => ({
@@ -207,7 +214,7 @@ function findUnreleased(sections: SectionRecord[], deaths: Map<string, DeadInsta
     }));
 }
 
-function findStuckLocks(
+export function findStuckLocks(
   history: History,
   deaths: Map<string, DeadInstance>,
   options: CheckerOptions,
@@ -235,15 +242,15 @@ function findStuckLocks(
   return violations;
 }
 
-function describe(section: SectionRecord): string {
+export function describe(section: SectionRecord): string {
   return `${section.worker} (fence ${section.fence}, ${section.outcome})`;
 }
 
-function formatMs(ms: number): string {
+export function formatMs(ms: number): string {
   return Number.isFinite(ms) ? `${ms.toFixed(2)} ms` : 'unbounded';
 }
 
-function relative(time: number | null, reference: number): string {
+export function relative(time: number | null, reference: number): string {
   if (time === null) return 'unknown';
   const delta = time - reference;
   return delta <= 0 ? `${formatMs(-delta)} before it` : `${formatMs(delta)} after it`;

@@ -78,6 +78,8 @@ export interface History {
 
 export type ViolationKind =
   | 'overlap'
+  /** A semaphore's permits held at one instant exceed its count (`modes-checker.ts`). */
+  | 'over-capacity'
   | 'told-late'
   | 'fence-order'
   | 'unreleased'

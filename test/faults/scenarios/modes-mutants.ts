@@ -1,0 +1,93 @@
+import type { FaultServer } from '../../support/fault-server';
+import type { Violation, ViolationKind } from '../history/history';
+import { runReadersWriters } from './modes-readers-writers';
+import { runReleaseScope } from './modes-release-scope';
+import type { MutantPatch } from './modes-run';
+import { runSemaphore } from './modes-semaphore';
+import { runTransaction } from './modes-transaction';
+import type { ScenarioOutcome } from './scenario';
+
+/**
+ * Broken builds of the library the mode scenarios must catch: each patches a copy of `lib/`
+ * (`makeModesMutant`, the technique of `mutation.fault-spec.ts`), runs a shortened scenario
+ * with every worker on the copy, and expects violations of the given kinds.
+ */
+export interface ModesMutant {
+  name: string;
+  patches: MutantPatch[];
+  run(server: FaultServer, libDir: string): Promise<ScenarioOutcome>;
+  /** The run must report at least one violation of these kinds (and `accept` it, if given). */
+  caughtAs: ViolationKind[];
+  accept?: (violation: Violation) => boolean;
+}
+
+const attemptPipeline = 'store/attempt-pipeline.ts';
+
+export const modesMutants: ModesMutant[] = [
+  {
+    name: 'a shared grant ignores a live exclusive holder',
+    // The entry modes' grant (`entry ? {…}`) loses its first condition; the exclusive grant
+    // (`: {…}`) keeps its own.
+    patches: [
+      {
+        file: attemptPipeline,
+        anchor: "    ? {\n        $and: [\n          { $not: ['$_m.excl'] },\n",
+        replacement:
+          '    ? {\n        $and: [\n          // mutant: no check of the exclusive lease\n',
+      },
+    ],
+    run: (server, libDir) => runReadersWriters(server, { libDir, kills: 0, durationMs: 6000 }),
+    caughtAs: ['overlap'],
+    accept: (v) => v.detail.includes('[exclusive]'),
+  },
+  {
+    name: 'a semaphore grant ignores its capacity',
+    patches: [
+      {
+        file: attemptPipeline,
+        anchor: 'const capacity = mode.permits ?? MAX_HOLDERS_PER_KEY;',
+        replacement: 'const capacity = MAX_HOLDERS_PER_KEY; // mutant: permits ignored',
+      },
+    ],
+    run: (server, libDir) => runSemaphore(server, { libDir, pauses: 0, durationMs: 6000 }),
+    caughtAs: ['over-capacity'],
+  },
+  {
+    name: 'releaseScope counts the holder entries of the scope but leaves them live',
+    patches: [
+      {
+        file: 'store/holder-entries.ts',
+        // The scope's entries are removed (d0f8ec4 on) ...
+        anchor: "holders: { $cond: [{ $gt: [{ $size: '$_n' }, 0] }, kept, '$holders'] },",
+        replacement: "holders: '$holders', // mutant: the scope's entries stay live",
+        // ... or marked released (0b68f49).
+        or: [
+          {
+            anchor: "{ k: '$$this.k', v: { $mergeObjects: ['$$this.v', { releasedAt: NOW }] } },",
+            replacement: "'$$this', // mutant: the scope's entries stay live",
+          },
+        ],
+      },
+    ],
+    run: (server, libDir) => runReleaseScope(server, { libDir, rounds: 1 }),
+    caughtAs: ['told-late'],
+  },
+  {
+    name: 'a transaction commits without proving its lease is still held',
+    patches: [
+      {
+        file: 'lock-transaction.ts',
+        anchor: 'if (!(await store.confirmHeldIn(key, owner, session))) {',
+        replacement: 'if (!(await store.confirmHeldIn(key, owner, session)) && false) {',
+      },
+      {
+        file: 'lock-transaction.ts',
+        anchor: 'if (handle.signal.aborted) throw handle.signal.reason;',
+        replacement: '// mutant: no local check before the commit either',
+      },
+    ],
+    run: (server, libDir) => runTransaction(server, { libDir, rounds: 2, outlastRenewal: false }),
+    caughtAs: ['scenario'],
+    accept: (v) => v.detail.includes('was committed'),
+  },
+];
