@@ -1,10 +1,9 @@
 import type { Timestamp } from 'mongodb';
 import { LONG_ONE, LONG_ZERO, REMAINING_LEASE_MS, toBigInt, toRemainingMs } from './bson-values';
 import type { BsonInteger } from './bson-values';
-import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
-import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
 import { attemptPipeline, conflictExpr } from './attempt-pipeline';
 import type { LockCollection, SessionSource } from './lock-document';
+import { holderCapError, modeConflictError } from './lock-mode-errors';
 import {
   EXCLUSIVE,
   EXCLUSIVE_LIVE,
@@ -319,44 +318,31 @@ function toOutcome(
   operationTime: Timestamp | undefined,
 ): AcquireAttemptOutcome {
   const { key, owner } = request;
-  if (reply.conflict) throw modeConflictError(key, mode, reply);
+  if (reply.conflict) {
+    const permits = reply.permits == null ? null : toBigInt(reply.permits);
+    throw modeConflictError(key, mode, { exclusiveLive: reply.exclusiveLive, permits });
+  }
+  const won = (remainingMs: number, fence: BsonInteger): AcquireAttemptWon => ({
+    key,
+    sentAt,
+    remainingMs,
+    operationTime,
+    won: true,
+    holderId: request.holder,
+    owner,
+    fence: toBigInt(fence),
+  });
   const entry = reply.entry;
   if (isEntryMode(mode) && entry?.owner === owner && entry.releasedAt == null) {
+    // Our entry, unless its lease ended: a retry of an attempt that won long ago.
     const remainingMs = toRemainingMs(reply.entryRemainingMs);
-    // Our entry, but its lease ended: a retry of an attempt that won long ago.
-    if (remainingMs > 0) {
-      const fence = toBigInt(entry.fence);
-      return {
-        key,
-        sentAt,
-        remainingMs,
-        operationTime,
-        won: true,
-        holderId: request.holder,
-        owner,
-        fence,
-      };
-    }
+    if (remainingMs > 0) return won(remainingMs, entry.fence);
   }
   if (!isEntryMode(mode) && reply.owner === owner && reply.exclusiveLive) {
-    const remainingMs = toRemainingMs(reply.remainingMs);
-    const fence = toBigInt(reply.fence);
-    return {
-      key,
-      sentAt,
-      remainingMs,
-      operationTime,
-      won: true,
-      holderId: request.holder,
-      owner,
-      fence,
-    };
+    return won(toRemainingMs(reply.remainingMs), reply.fence);
   }
   if (isEntryMode(mode) && toBigInt(reply.liveHolders) >= BigInt(MAX_HOLDERS_PER_KEY)) {
-    throw new LockNotAcquiredError(
-      `Lock ${JSON.stringify(key)} not acquired: it has ${MAX_HOLDERS_PER_KEY} holders, the most one key can have`,
-      { keys: [key] },
-    );
+    throw holderCapError(key);
   }
   return {
     key,
@@ -367,25 +353,4 @@ function toOutcome(
     holderId: reply.exclusiveLive ? (reply.holder ?? null) : null,
     ...(request.reservation === undefined ? {} : { reservedMs: toRemainingMs(reply.reservedMs) }),
   };
-}
-
-function modeConflictError(
-  key: string,
-  mode: LockModeRequest,
-  reply: AttemptReply,
-): InvalidLockOptionsError {
-  const asked =
-    mode.permits !== undefined
-      ? `a semaphore of ${mode.permits} permits`
-      : `${mode.mode === 'shared' ? 'a shared' : 'an exclusive'} lock`;
-  const permits = reply.permits == null ? undefined : toBigInt(reply.permits);
-  const inUse = reply.exclusiveLive
-    ? 'an exclusive lock'
-    : permits !== undefined
-      ? `a semaphore of ${permits} permits`
-      : 'a shared lock';
-  return new InvalidLockOptionsError(
-    `Lock ${JSON.stringify(key)} is in use as ${inUse}; it cannot be taken as ${asked} (every caller of one key must use it in the same form)`,
-    { option: mode.permits !== undefined ? 'permits' : 'mode' },
-  );
 }

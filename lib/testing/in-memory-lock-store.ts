@@ -1,10 +1,9 @@
-import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
-import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
 import type { LockState } from '../interfaces/lock-state.interface';
 import type { ResolvedLockModuleOptions } from '../options';
 import type { AcquireAttemptOutcome, AttemptTarget } from '../store/acquire-attempt';
 import { EXCLUSIVE, MAX_HOLDERS_PER_KEY, isEntryMode } from '../store/lock-modes';
 import type { LockModeRequest } from '../store/lock-modes';
+import { holderCapError, modeConflictError } from '../store/lock-mode-errors';
 import type { OpenLockChangeStreamOptions } from '../store/lock-change-stream';
 import type { LockChangeStream } from '../store/lock-document';
 import type { KeyLeaseProbe, LockStore } from '../store/lock-store';
@@ -203,16 +202,11 @@ export function attemptOutcome(
       return { ...base, remainingMs, won: true, holderId: holder, owner, fence: entry.fence };
     }
   }
-  if (!isEntryMode(mode) && reply.owner === owner) {
+  if (!isEntryMode(mode) && reply.owner === owner && reply.exclusiveLive) {
     const remainingMs = reply.remainingMs;
     return { ...base, remainingMs, won: true, holderId: holder, owner, fence: reply.fence };
   }
-  if (isEntryMode(mode) && reply.liveHolders >= MAX_HOLDERS_PER_KEY) {
-    throw new LockNotAcquiredError(
-      `Lock ${JSON.stringify(key)} not acquired: it has ${MAX_HOLDERS_PER_KEY} holders, the most one key can have`,
-      { keys: [key] },
-    );
-  }
+  if (isEntryMode(mode) && reply.liveHolders >= MAX_HOLDERS_PER_KEY) throw holderCapError(key);
   return {
     ...base,
     remainingMs: Math.max(0, reply.waitMs ?? 0),
@@ -222,29 +216,4 @@ export function attemptOutcome(
       ? {}
       : { reservedMs: Math.max(0, reply.reservedMs ?? 0) }),
   };
-}
-
-/**
- * The message of `acquire-attempt.ts`'s `modeConflictError` (not exported there), word for
- * word: the key, how it is in use, how it was asked for.
- */
-function modeConflictError(
-  key: string,
-  mode: LockModeRequest,
-  reply: InMemoryAttemptReply,
-): InvalidLockOptionsError {
-  const asked =
-    mode.permits !== undefined
-      ? `a semaphore of ${mode.permits} permits`
-      : `${mode.mode === 'shared' ? 'a shared' : 'an exclusive'} lock`;
-  // `permits` outlives the semaphore's holders: a live exclusive lease says more.
-  const inUse = reply.exclusiveLive
-    ? 'an exclusive lock'
-    : reply.permits !== null
-      ? `a semaphore of ${reply.permits} permits`
-      : 'a shared lock';
-  return new InvalidLockOptionsError(
-    `Lock ${JSON.stringify(key)} is in use as ${inUse}; it cannot be taken as ${asked} (every caller of one key must use it in the same form)`,
-    { option: mode.permits !== undefined ? 'permits' : 'mode' },
-  );
 }
