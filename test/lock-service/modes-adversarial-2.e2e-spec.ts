@@ -1,9 +1,8 @@
-// Second adversarial review of shared/exclusive locks and semaphores, after the review fixes
-// 7f73fef and acc826b (two-step exclusive attempts, `frees` on reservation shrink, withdrawal
-// of a reservation of unknown outcome, the local head change in waitForChance, the offline
-// server's compiled `$unset`). Tests under "defects" each reproduce one broken promise and
-// are expected to FAIL on the code as reviewed; the comment above each names the defect, its
-// place in the code and a fix. Tests under "holds" pin down behaviour that survived.
+// Second adversarial review of shared/exclusive locks and semaphores, after the first review's
+// fixes (two-step exclusive attempts, `frees` on a shrinking reservation, withdrawal of a
+// reservation of unknown outcome). Each test under "defects found in review" reproduces a
+// broken promise the review found; all are fixed and kept as regression tests. Tests under
+// "holds" pin down behaviour that survived.
 import { Long } from 'mongodb';
 import type { LockHandle, LockService } from '../../lib';
 import { canEmulate } from '../support/mongo';
@@ -14,35 +13,15 @@ import {
   settleWithin,
   writeConcernTimeout,
 } from './adversarial/kit';
+import {
+  rawLockOf,
+  type RawLock,
+  liveEntries,
+  liveReservations,
+  slowAttempts,
+} from './adversarial/modes-kit';
 
 jest.setTimeout(60_000);
-
-type Raw = Record<string, any>;
-
-async function rawLock(kit: LockTestKit, key: string): Promise<Raw | undefined> {
-  const docs: Raw[] = await kit.rawLocks();
-  return docs.find((doc) => doc._id === key);
-}
-
-function liveEntries(doc: Raw | undefined, now = Date.now()): Raw[] {
-  return Object.values((doc?.holders ?? {}) as Record<string, Raw>).filter(
-    (entry) => entry.releasedAt == null && new Date(entry.expiresAt).getTime() > now,
-  );
-}
-
-function liveReservations(doc: Raw | undefined, now = Date.now()): string[] {
-  return Object.entries((doc?.waiting ?? {}) as Record<string, Raw>)
-    .filter(([, v]) => new Date(v.expiresAt).getTime() > now)
-    .map(([k]) => k);
-}
-
-/** A findAndModify of `appName` is held on the server this long, then runs (not failed). */
-const slowAttempts = (appName: string, blockTimeMS: number) => ({
-  failCommands: ['findAndModify'],
-  appName,
-  blockConnection: true,
-  blockTimeMS,
-});
 
 describeWithFailPoints(
   'modes, adversarial 2: defects found in review, fixed (regression tests)',
@@ -114,7 +93,7 @@ describeWithFailPoints(
       await failPoint({ times: 1 }, writeConcernTimeout('stale-owner'));
       const writer = w.acquire('stale:k', { ttlMs: 1_000, timeoutMs: 10_000 });
       // The first attempt's write is applied; its reply carries the error: W does not know.
-      await eventually(async () => (await rawLock(kit, 'stale:k'))?.owner != null, 2_000);
+      await eventually(async () => (await rawLockOf(kit, 'stale:k'))?.owner != null, 2_000);
       // W's retries reach nothing while its (unheard) lease runs out.
       await failPoint('alwaysOn', {
         failCommands: ['findAndModify'],
@@ -160,7 +139,7 @@ describeWithFailPoints(
       expect(failed).toBeInstanceOf(Error);
       // The held attempt lands ~1 s after the call ended (and withdrew).
       await sleep(1_600);
-      const leaked = liveReservations(await rawLock(kit, 'wd:k'));
+      const leaked = liveReservations(await rawLockOf(kit, 'wd:k'));
       const other = await c.tryAcquire('wd:k', { mode: 'shared' });
       await other?.release();
       await reader.release();
@@ -199,9 +178,9 @@ describeWithTtlMonitor(
       await sleep(1_200); // the writer stalls past its lease
       const reader = await r.acquire('gc:k', { mode: 'shared', ttlMs: 30_000 });
       await stalled.release().catch(() => undefined); // lost: still given back by token
-      await eventually(async () => (await rawLock(kit, 'gc:k'))?.owner === null, 3_000);
-      const gcAt = (await rawLock(kit, 'gc:k'))?.gcAt ?? null;
-      await eventually(async () => (await rawLock(kit, 'gc:k')) === undefined, 3_000).catch(
+      await eventually(async () => (await rawLockOf(kit, 'gc:k'))?.owner === null, 3_000);
+      const gcAt = (await rawLockOf(kit, 'gc:k'))?.gcAt ?? null;
+      await eventually(async () => (await rawLockOf(kit, 'gc:k')) === undefined, 3_000).catch(
         () => undefined,
       );
       const intruder = await z.tryAcquire('gc:k');
@@ -221,7 +200,7 @@ describe('offline test server: update pipeline semantics', () => {
   async function docs() {
     const client = await kit.client();
     seq += 1;
-    return client.db(kit.mongo.dbName).collection<{ _id: number } & Raw>(`engine_${seq}`);
+    return client.db(kit.mongo.dbName).collection<{ _id: number } & RawLock>(`engine_${seq}`);
   }
 
   // WAS A DEFECT, fixed (test/mongo-offline/engine/compiled-pipeline.ts, compiled `$unset` of 7f73fef):
@@ -275,7 +254,7 @@ describeWithFailPoints('modes, adversarial 2: holds', () => {
     const got = await settleWithin(w.acquire('lw:k', { timeoutMs: 3_000 }), 4_000);
     expect(got.status).toBe('resolved');
     const handle = got.value as LockHandle;
-    const doc = await rawLock(kit, 'lw:k');
+    const doc = await rawLockOf(kit, 'lw:k');
     expect(Long.fromValue(doc!.fence).toBigInt()).toBe(handle.fence);
     expect(liveReservations(doc)).toEqual([]);
     await expect(other.tryAcquire('lw:k', { mode: 'shared' })).resolves.toBeNull();
@@ -289,7 +268,9 @@ describeWithFailPoints('modes, adversarial 2: holds', () => {
   it('the plain path never grants past a live reservation; an expired one does not block', async () => {
     const w = await kit.service();
     const client = await kit.client();
-    const locks = client.db(kit.mongo.dbName).collection<{ _id: string } & Raw>(kit.collectionName);
+    const locks = client
+      .db(kit.mongo.dbName)
+      .collection<{ _id: string } & RawLock>(kit.collectionName);
     const now = Date.now();
     const reservation = (ms: number) => ({
       weight: 1000,
@@ -346,7 +327,7 @@ describeWithFailPoints('modes, adversarial 2: holds', () => {
     expect(violations).toEqual([]);
     expect(served).toBe(32);
     expect(performance.now() - started).toBeLessThan(8_000);
-    const doc = await rawLock(kit, 'mix:k');
+    const doc = await rawLockOf(kit, 'mix:k');
     expect(liveEntries(doc)).toEqual([]);
     expect(liveReservations(doc)).toEqual([]);
   });

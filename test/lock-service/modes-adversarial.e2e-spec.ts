@@ -1,7 +1,7 @@
-// Adversarial review of shared/exclusive locks and semaphores (commit 0b68f49, and f9544a0
-// on top of it). Tests under "defects" each reproduce one broken promise and are expected
-// to FAIL on the code as reviewed; the comment above each names the defect and its place in
-// the code. Tests under "holds" pin down behaviour that survived the attack.
+// Adversarial review of shared/exclusive locks and semaphores. Each test under "defects found
+// in review" reproduces a broken promise the review found (the comment above it names the
+// defect and its place in the code); all are fixed and kept as regression tests. Tests under
+// "holds" pin down behaviour that survived the attack.
 import { Long } from 'mongodb';
 import { firstValueFrom, take, toArray } from 'rxjs';
 import type { LockHandle, LockService } from '../../lib';
@@ -21,32 +21,14 @@ import {
   settleWithin,
   writeConcernTimeout,
 } from './adversarial/kit';
+import { rawLockOf, type RawLock, liveEntries, liveReservations } from './adversarial/modes-kit';
 
 jest.setTimeout(60_000);
-
-type Raw = Record<string, any>;
 
 function deferred<T = void>() {
   let resolve!: (value: T) => void;
   const promise = new Promise<T>((r) => (resolve = r));
   return { promise, resolve };
-}
-
-async function rawLock(kit: LockTestKit, key: string): Promise<Raw | undefined> {
-  const docs: Raw[] = await kit.rawLocks();
-  return docs.find((doc) => doc._id === key);
-}
-
-function liveEntries(doc: Raw | undefined, now = Date.now()): Raw[] {
-  return Object.values((doc?.holders ?? {}) as Record<string, Raw>).filter(
-    (entry) => entry.releasedAt == null && new Date(entry.expiresAt).getTime() > now,
-  );
-}
-
-function liveReservations(doc: Raw | undefined, now = Date.now()): string[] {
-  return Object.entries((doc?.waiting ?? {}) as Record<string, Raw>)
-    .filter(([, v]) => new Date(v.expiresAt).getTime() > now)
-    .map(([k]) => k);
 }
 
 /** A key with 1000 live shared holders (the cap), written directly. */
@@ -65,7 +47,9 @@ async function insertFullKey(kit: LockTestKit, key: string) {
       scope: null,
     };
   }
-  const locks = client.db(kit.mongo.dbName).collection<{ _id: string } & Raw>(kit.collectionName);
+  const locks = client
+    .db(kit.mongo.dbName)
+    .collection<{ _id: string } & RawLock>(kit.collectionName);
   await locks.insertOne({
     _id: key,
     fence: Long.fromNumber(now + 1000),
@@ -175,7 +159,7 @@ describe('modes, adversarial: defects found in review, fixed (regression tests)'
     // Every holder goes away.
     await locks.updateOne({ _id: 'cap:k' }, { $unset: { holders: '' } });
     await sleep(300); // a background withdraw would have landed by now
-    expect(liveReservations(await rawLock(kit, 'cap:k'))).toEqual([]);
+    expect(liveReservations(await rawLockOf(kit, 'cap:k'))).toEqual([]);
     const writer = await a.tryAcquire('cap:k');
     expect(writer).not.toBeNull();
     await writer?.release();
@@ -298,9 +282,9 @@ describe('modes, adversarial: fixed during the review (regression tests)', () =>
     const held = await b.acquire('scope:gc', { mode: 'shared', scope: 'tenant:gc', ttlMs: 20_000 });
     const control = await b.acquire('scope:gc-control', { mode: 'shared', ttlMs: 20_000 });
     await control.release();
-    expect((await rawLock(kit, 'scope:gc-control'))?.gcAt).toBeInstanceOf(Date);
+    expect((await rawLockOf(kit, 'scope:gc-control'))?.gcAt).toBeInstanceOf(Date);
     expect(await a.releaseScope('tenant:gc')).toBe(1);
-    const doc = await rawLock(kit, 'scope:gc');
+    const doc = await rawLockOf(kit, 'scope:gc');
     await held.release().catch(() => undefined);
     expect(liveEntries(doc)).toEqual([]);
     expect(doc?.gcAt).toBeInstanceOf(Date);
@@ -358,7 +342,7 @@ describe('modes, adversarial: holds', () => {
         if (held.exclusive > 1 || (held.exclusive === 1 && held.shared > 0))
           violations.push(`overlap: ${held.exclusive} exclusive, ${held.shared} shared`);
         if (i % 5 === 0) {
-          const doc = await rawLock(kit, 'race:rw');
+          const doc = await rawLockOf(kit, 'race:rw');
           const exclLive = doc?.owner != null && new Date(doc.expiresAt).getTime() > Date.now();
           if (exclLive && liveEntries(doc).length > 0) violations.push('document: both');
         }
@@ -374,7 +358,7 @@ describe('modes, adversarial: holds', () => {
     expect(violations).toEqual([]);
     expect(new Set(fences.map(String)).size).toBe(fences.length);
     expect(fences.length).toBeGreaterThan(20);
-    const doc = await rawLock(kit, 'race:rw');
+    const doc = await rawLockOf(kit, 'race:rw');
     expect(liveEntries(doc)).toEqual([]);
     expect(liveReservations(doc)).toEqual([]);
   });
@@ -440,7 +424,7 @@ describe('modes, adversarial: holds', () => {
     }
     // The document is deleted when idle (here by hand, as the TTL monitor would): still larger.
     const client = await kit.client();
-    await client.db(kit.mongo.dbName).collection<Raw>(kit.collectionName).deleteMany({});
+    await client.db(kit.mongo.dbName).collection<RawLock>(kit.collectionName).deleteMany({});
     const after = await b.acquire('fence:k', { permits: 2 });
     seen.push(after.fence);
     await after.release();
@@ -601,9 +585,9 @@ describe('modes, adversarial: holds', () => {
     const r1 = await a.acquire('entry:k', { mode: 'shared', ttlMs: 20_000 });
     const r2 = await b.acquire('entry:k', { mode: 'shared', ttlMs: 20_000 });
     const r3 = await b.acquire('entry:k', { mode: 'shared', ttlMs: 1_000, renew: false });
-    const before = await rawLock(kit, 'entry:k');
+    const before = await rawLockOf(kit, 'entry:k');
     await r2.release();
-    const after = await rawLock(kit, 'entry:k');
+    const after = await rawLockOf(kit, 'entry:k');
     const changed = Object.keys(before!.holders).filter(
       (slot) => JSON.stringify(before!.holders[slot]) !== JSON.stringify(after!.holders[slot]),
     );
@@ -611,7 +595,7 @@ describe('modes, adversarial: holds', () => {
     expect(after!.holders[changed[0]].releasedAt).toBeInstanceOf(Date);
     await sleep(1_300);
     await expect(r3.extend(5_000)).rejects.toBeInstanceOf(LockLostError);
-    expect(liveEntries(await rawLock(kit, 'entry:k'))).toHaveLength(1);
+    expect(liveEntries(await rawLockOf(kit, 'entry:k'))).toHaveLength(1);
     await r1.release();
   });
 
@@ -619,7 +603,7 @@ describe('modes, adversarial: holds', () => {
     const a = await kit.service();
     const b = await kit.service();
     const sem = await a.acquire('form:k', { permits: 2, weight: 2, ttlMs: 20_000 });
-    const before = await rawLock(kit, 'form:k');
+    const before = await rawLockOf(kit, 'form:k');
     for (const options of [
       { permits: 3, timeoutMs: 2_000 },
       { mode: 'shared' as const, timeoutMs: 2_000 },
@@ -629,7 +613,7 @@ describe('modes, adversarial: holds', () => {
       expect(error).toBeInstanceOf(InvalidLockOptionsError);
       expect(String((error as Error).message)).toContain('form:k');
     }
-    expect(await rawLock(kit, 'form:k')).toEqual(before);
+    expect(await rawLockOf(kit, 'form:k')).toEqual(before);
     await sem.release();
     // Multi-key: the later key's conflict gives back the earlier one.
     const x = await a.acquire('form:z', { permits: 2 });
@@ -697,7 +681,7 @@ describe('modes, adversarial: holds', () => {
     const other = await b.acquire('cnt:s', { permits: 3, scope: 's2' });
     expect(await a.releaseScope('s1')).toBe(4);
     expect(await a.releaseScope('s1')).toBe(0);
-    expect(liveEntries(await rawLock(kit, 'cnt:s'))).toHaveLength(1);
+    expect(liveEntries(await rawLockOf(kit, 'cnt:s'))).toHaveLength(1);
     await other.release();
   });
 
@@ -723,12 +707,12 @@ describe('modes, adversarial: holds', () => {
   it('the cap: a 1001st holder is refused with a clear error and nothing written', async () => {
     const a = await kit.service();
     await insertFullKey(kit, 'cap:pin');
-    const before = await rawLock(kit, 'cap:pin');
+    const before = await rawLockOf(kit, 'cap:pin');
     const error = await a
       .acquire('cap:pin', { mode: 'shared', timeoutMs: 0 })
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(LockNotAcquiredError);
     expect(String((error as Error).message)).toMatch(/cap:pin.*1000 holders/);
-    expect(await rawLock(kit, 'cap:pin')).toEqual(before);
+    expect(await rawLockOf(kit, 'cap:pin')).toEqual(before);
   });
 });

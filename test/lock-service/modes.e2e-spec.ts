@@ -1,7 +1,7 @@
 import { InvalidLockOptionsError, LockLostError, LockNotAcquiredError } from '../../lib/errors';
 import { attemptAcquire } from '../../lib/store/acquire-attempt';
 import type { LockCollection, LockDocument } from '../../lib/store/lock-document';
-import { renewEntry } from '../../lib/store/holder-entries';
+import { releaseEntry, renewEntry } from '../../lib/store/holder-entries';
 import { newOwnerToken } from '../../lib/store/lock-modes';
 import { LockTestKit } from './lock-test-kit';
 
@@ -9,6 +9,15 @@ jest.setTimeout(60_000);
 
 describe('Lock modes: shared/exclusive locks and semaphores', () => {
   const kit = LockTestKit.forSuite();
+
+  /** A client, and the suite's lock collection on it as the store's commands take it. */
+  async function lockCollection() {
+    const client = await kit.client();
+    const collection: LockCollection = client
+      .db(kit.mongo.dbName)
+      .collection<LockDocument>(kit.collectionName);
+    return { client, collection };
+  }
 
   it('shared holders coexist, each with its own fence; an exclusive holder waits for all of them', async () => {
     const a = await kit.service();
@@ -197,15 +206,18 @@ describe('Lock modes: shared/exclusive locks and semaphores', () => {
     await other.release();
   });
 
-  it('a retried release of a shared holder recognises its own success', async () => {
-    const a = await kit.service();
-    const r = await a.acquire('retried', { mode: 'shared' });
-    await r.release();
-    const raw = (await kit.rawLocks()).find((doc) => doc._id === 'retried') as Record<string, any>;
-    const entries = Object.values(raw.holders as Record<string, { releasedAt?: Date }>);
-    expect(entries).toHaveLength(1);
-    expect(entries[0].releasedAt).toBeInstanceOf(Date);
-    expect(raw.frees).toBe(1);
+  it('a retried release of a shared holder recognises its own success, and writes nothing', async () => {
+    const { client, collection } = await lockCollection();
+    const shared = { mode: 'shared' as const, permits: undefined, weight: 1 };
+    const owner = newOwnerToken(shared);
+    const request = { key: 'retried', owner, holder: 'h', ttlMs: 30_000, target: { mode: shared } };
+    expect((await attemptAcquire(collection, client, request)).won).toBe(true);
+    expect(await releaseEntry(collection, 'retried', owner, 60_000)).toBe('released');
+    const after = await kit.rawLocks();
+    expect(after.find((doc) => doc._id === 'retried')?.frees).toBe(1);
+    // As after a lost reply: the same release again.
+    expect(await releaseEntry(collection, 'retried', owner, 60_000)).toBe('released');
+    expect(await kit.rawLocks()).toEqual(after);
   });
 
   it('waits for a shared release by polling when change streams are off', async () => {
@@ -266,10 +278,7 @@ describe('Lock modes: shared/exclusive locks and semaphores', () => {
   });
 
   it('a retried attempt that finds its own win does not queue behind itself', async () => {
-    const client = await kit.client();
-    const collection = client
-      .db(kit.mongo.dbName)
-      .collection<LockDocument>(kit.collectionName) as unknown as LockCollection;
+    const { client, collection } = await lockCollection();
     const shared = { mode: 'shared' as const, permits: undefined, weight: 1 };
     const owner = newOwnerToken(shared);
     const request = {
@@ -320,10 +329,7 @@ describe('Lock modes: shared/exclusive locks and semaphores', () => {
   });
 
   it('an entry whose lease ended cannot be renewed, even if nobody took the key since', async () => {
-    const client = await kit.client();
-    const collection = client
-      .db(kit.mongo.dbName)
-      .collection<LockDocument>(kit.collectionName) as unknown as LockCollection;
+    const { client, collection } = await lockCollection();
     const shared = { mode: 'shared' as const, permits: undefined, weight: 1 };
     const owner = newOwnerToken(shared);
     const won = await attemptAcquire(collection, client, {
