@@ -5,7 +5,7 @@ import { LockAcquirer } from './lock-acquirer';
 import type { ResolvedAcquireOptions } from './options';
 import type { AcquireAttemptOutcome } from './store/acquire-attempt';
 import type { LockStore } from './store/lock-store';
-import type { ReleaseLeaseOutcome } from './store/release-lease';
+import type { ReleaseLeaseOutcome, ReleaseResult } from './store/release-lease';
 import type { RenewLeaseOutcome } from './store/renew-lease';
 import { LockChangeFeed } from './waiting/change-feed';
 import { LockWaiting } from './waiting/lock-waiting';
@@ -62,9 +62,9 @@ class FakeStore {
     remainingMs: ttlMs,
   });
 
-  release = async (key: string, owner: string): Promise<ReleaseLeaseOutcome> => {
+  release = async (key: string, owner: string): Promise<ReleaseResult> => {
     this.releases.push({ key, owner });
-    return 'released';
+    return { outcome: 'released' };
   };
 
   /** Reservations withdrawn by waiting queues (the fake store never makes one). */
@@ -115,6 +115,7 @@ function setUp() {
     maxHoldMs: 3_600_000,
     held,
     operationTimeoutMs: 1_000,
+    holderId: 'me',
   });
   const store = new FakeStore();
   const acquire = (

@@ -13,7 +13,8 @@ import type {
 } from './store/acquire-attempt';
 import type { LockStore } from './store/lock-store';
 import { EXCLUSIVE, newOwnerToken } from './store/lock-modes';
-import type { ReleaseLeaseOutcome } from './store/release-lease';
+import type { ReservationUse } from './store/lock-modes';
+import type { ReleaseLeaseOutcome, ReleaseResult } from './store/release-lease';
 import type { LockWaiting } from './waiting/lock-waiting';
 
 export interface LockAcquirerDeps {
@@ -23,6 +24,8 @@ export interface LockAcquirerDeps {
   held: HeldLocks;
   /** The longest one command may take: how long a failed call waits for its give-backs. */
   operationTimeoutMs: number;
+  /** This process's holder id: a release that hands the key to it wakes local waiters. */
+  holderId: string;
 }
 
 /**
@@ -49,7 +52,11 @@ class Acquisition {
     this.owner = newOwnerToken(target?.mode ?? EXCLUSIVE);
   }
 
-  attempt(key: string, reservation?: string): Promise<AcquireAttemptOutcome> {
+  attempt(
+    key: string,
+    reservation?: string,
+    reservationUse?: ReservationUse,
+  ): Promise<AcquireAttemptOutcome> {
     const onLateWin = () => {
       // While the call goes on, its next attempt recognises the win (same token).
       if (this.ended) void this.giveBack(key, this.owner, true);
@@ -63,6 +70,7 @@ class Acquisition {
       this.commandBudgetMs(),
       this.target,
       reservation,
+      reservationUse,
     );
     return attempt.catch((error: unknown) => {
       // A document that is not there, a key in use in another form or with all its holders:
@@ -197,7 +205,7 @@ export class LockAcquirer {
   ): Promise<AcquireAttemptWon> {
     if (options.timeoutMs > 0) {
       return this.deps.waiting.acquireKey(key, {
-        attempt: (reservation) => acquisition.attempt(key, reservation),
+        attempt: (reservation, use) => acquisition.attempt(key, reservation, use),
         withdraw: (reservation) => acquisition.store.withdraw(key, reservation),
         abandonWin: (won) => void this.giveBack(acquisition.store, won.key, won.owner),
         deadline,
@@ -261,16 +269,16 @@ export class LockAcquirer {
       operations: {
         renew: (held, ttlMs) => store.renew(held.key, held.owner, ttlMs),
         release: async (held) => {
-          let outcome: ReleaseLeaseOutcome;
+          let result: ReleaseResult;
           try {
-            outcome = await store.release(held.key, held.owner);
+            result = await store.release(held.key, held.owner);
           } catch (error) {
             // Perhaps applied: local waiters must not keep assuming we hold the key.
             this.notifyEnded(held.key, undefined);
             throw error;
           }
-          this.notifyEnded(held.key, outcome);
-          return outcome;
+          this.notifyEnded(held.key, result.outcome, result.grantedTo);
+          return result.outcome;
         },
         giveBack: (held) => this.giveBack(store, held.key, held.owner),
       },
@@ -279,9 +287,21 @@ export class LockAcquirer {
     return handle;
   }
 
-  /** Our hold of `key` ended: local waiters look again at once, without waiting for the stream. */
-  private notifyEnded(key: string, outcome: ReleaseLeaseOutcome | undefined): void {
-    this.deps.waiting.notifyHoldEnded(key, outcome === 'released' || outcome === 'expired');
+  /**
+   * Our hold of `key` ended: local waiters look again at once, without waiting for the stream,
+   * unless our release handed the lock to another process (`grantedTo`).
+   */
+  private notifyEnded(
+    key: string,
+    outcome: ReleaseLeaseOutcome | undefined,
+    grantedTo?: string,
+  ): void {
+    const freed = outcome === 'released' || outcome === 'expired';
+    if (freed && grantedTo !== undefined && grantedTo !== this.deps.holderId) {
+      this.deps.waiting.notifyHoldEnded(key, 'granted-elsewhere');
+    } else {
+      this.deps.waiting.notifyHoldEnded(key, freed ? 'freed' : 'lost');
+    }
   }
 }
 

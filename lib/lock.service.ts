@@ -38,6 +38,7 @@ import { LockStore } from './store/lock-store';
 import { LockAcquirer } from './lock-acquirer';
 import { linkAbortSignals } from './waiting/linked-abort-signal';
 import { LockChangeFeed } from './waiting/change-feed';
+import { readLockChange } from './waiting/lock-event';
 import { LockWaiting } from './waiting/lock-waiting';
 import { createLockTelemetry, type LockTelemetry } from './telemetry';
 import { DocumentLocks } from './documents/document-locks';
@@ -120,13 +121,18 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     setMaxListeners(0, this.closing.signal);
     const feed = new LockChangeFeed(
       (streamOptions) =>
-        this.requireStore().openChangeStream({ ...streamOptions, maxAwaitTimeMS: STREAM_AWAIT_MS }),
+        this.requireStore().openChangeStream({
+          ...streamOptions,
+          maxAwaitTimeMS: STREAM_AWAIT_MS,
+          grantee: this.holderId,
+        }),
       {
         warn: (message: string) => this.logger.warn(message),
         error: (message: string) => this.logger.error(message),
       },
       this.options.changeStreams,
       STREAM_AWAIT_MS + this.options.operationTimeoutMs,
+      readLockChange(this.holderId),
     );
     this.waiting = new LockWaiting(feed, this.holderId, this.options);
     this.acquirer = new LockAcquirer({
@@ -134,6 +140,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
       maxHoldMs: this.options.maxHoldMs,
       held: this.held,
       operationTimeoutMs: this.options.operationTimeoutMs,
+      holderId: this.holderId,
     });
     this.events$ = this.createEvents().pipe(share());
   }

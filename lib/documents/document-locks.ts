@@ -24,7 +24,7 @@ import type { DocumentUpdate, DocumentWriteTarget } from '../store/documents/doc
 import type { DocumentVersion } from '../store/documents/document-version';
 import type { LockTelemetry } from '../telemetry';
 import { LockChangeFeed } from '../waiting/change-feed';
-import { toDocumentLockEvent } from '../waiting/document-lock-event';
+import { readDocumentLockChange } from '../waiting/document-lock-event';
 import { linkAbortSignals } from '../waiting/linked-abort-signal';
 import { LockWaiting } from '../waiting/lock-waiting';
 import type { WaitLogger } from '../waiting/wait-logger';
@@ -85,7 +85,7 @@ export class DocumentLocks<T extends Document = Document> {
       host.logger,
       options.changeStreams,
       STREAM_AWAIT_MS + options.operationTimeoutMs,
-      toDocumentLockEvent,
+      readDocumentLockChange,
     );
     this.waiting = new LockWaiting(feed, options.holderId, options);
     this.acquirer = new LockAcquirer({
@@ -93,6 +93,7 @@ export class DocumentLocks<T extends Document = Document> {
       maxHoldMs: options.maxHoldMs,
       held: host.held,
       operationTimeoutMs: options.operationTimeoutMs,
+      holderId: options.holderId,
     });
   }
 
@@ -314,7 +315,7 @@ export class DocumentLocks<T extends Document = Document> {
           }),
         );
       },
-      committed: (key) => this.waiting.notifyHoldEnded(key, true),
+      committed: (key) => this.waiting.notifyHoldEnded(key, 'freed'),
     };
   }
 

@@ -2,6 +2,7 @@ import type { Timestamp } from 'mongodb';
 import { LONG_ONE, LONG_ZERO, REMAINING_LEASE_MS, toBigInt, toRemainingMs } from './bson-values';
 import type { BsonInteger } from './bson-values';
 import { attemptPipeline, conflictExpr } from './attempt-pipeline';
+import { cleared } from './direct-grant';
 import type { LockCollection, SessionSource } from './lock-document';
 import { holderCapError, modeConflictError } from './lock-mode-errors';
 import {
@@ -14,7 +15,7 @@ import {
   isEntryMode,
   isNullExpr,
 } from './lock-modes';
-import type { LockModeRequest } from './lock-modes';
+import type { LockModeRequest, ReservationUse } from './lock-modes';
 import { isDuplicateKeyError } from './mongo-error-codes';
 
 export interface AcquireAttemptRequest {
@@ -30,6 +31,8 @@ export interface AcquireAttemptRequest {
    * the attempt is made while waiting.
    */
   reservation?: string;
+  /** How the attempt uses the reservation (see `ReservationUse`). */
+  reservationUse?: ReservationUse;
 }
 
 /** What an attempt records or checks besides the lease: its scope, a document's conditions. */
@@ -46,6 +49,8 @@ export interface AttemptTarget {
 
 interface AttemptOutcomeBase {
   key: string;
+  /** Lock collection only: the remaining time of our waiting reservation, if the key keeps one. */
+  reservedMs?: number;
   /** Monotonic time (`performance.now()`) just before the request was sent. */
   sentAt: number;
   /** Remaining lease of whoever holds the key now (us, if won), by the server clock. */
@@ -66,8 +71,6 @@ export interface AcquireAttemptWon extends AttemptOutcomeBase {
 
 export interface AcquireAttemptLost extends AttemptOutcomeBase {
   won: false;
-  /** Lock collection only: the remaining time of our waiting reservation, if we have one. */
-  reservedMs?: number;
 }
 
 export type AcquireAttemptOutcome = AcquireAttemptWon | AcquireAttemptLost;
@@ -171,7 +174,10 @@ async function attemptOnce(
   request: AcquireAttemptRequest,
 ): Promise<AcquireAttemptOutcome> {
   const mode = request.target?.mode ?? EXCLUSIVE;
-  if (isEntryMode(mode)) return attemptInAnyMode(collection, sessions, request, mode);
+  // A waiting attempt may have to record its place in line, or confirm a grant to it.
+  if (isEntryMode(mode) || request.reservation !== undefined) {
+    return attemptInAnyMode(collection, sessions, request, mode);
+  }
   // Most keys are plain mutexes: the small pipeline decides those, and leaves a key with
   // holder entries or reservations to the full one (a second round trip).
   const plain = await attemptPlain(collection, sessions, request);
@@ -218,6 +224,9 @@ function plainPipeline({ owner, holder, ttlMs, target }: AcquireAttemptRequest) 
         expiresAt: whenFree({ $add: ['$$NOW', ttlMs] }, '$expiresAt'),
         gcAt: whenFree(null, '$gcAt'),
         scope: whenFree({ $literal: target?.scope ?? null }, '$scope'),
+        // A grant that ran out unconfirmed leaves its marks: the next grant must change them.
+        grantedTo: whenFree(cleared('$grantedTo'), '$grantedTo'),
+        grantee: whenFree(cleared('$grantee'), '$grantee'),
       },
     },
   ];
@@ -295,6 +304,7 @@ async function attemptInAnyMode(
         mode,
         scope: request.target?.scope,
         reservation,
+        reservationUse: request.reservationUse,
       }),
       {
         upsert: true,
@@ -322,6 +332,8 @@ function toOutcome(
     const permits = reply.permits == null ? null : toBigInt(reply.permits);
     throw modeConflictError(key, mode, { exclusiveLive: reply.exclusiveLive, permits });
   }
+  const reserved =
+    request.reservation === undefined ? {} : { reservedMs: toRemainingMs(reply.reservedMs) };
   const won = (remainingMs: number, fence: BsonInteger): AcquireAttemptWon => ({
     key,
     sentAt,
@@ -331,6 +343,7 @@ function toOutcome(
     holderId: request.holder,
     owner,
     fence: toBigInt(fence),
+    ...reserved,
   });
   const entry = reply.entry;
   if (isEntryMode(mode) && entry?.owner === owner && entry.releasedAt == null) {
@@ -351,6 +364,6 @@ function toOutcome(
     operationTime,
     won: false,
     holderId: reply.exclusiveLive ? (reply.holder ?? null) : null,
-    ...(request.reservation === undefined ? {} : { reservedMs: toRemainingMs(reply.reservedMs) }),
+    ...reserved,
   };
 }

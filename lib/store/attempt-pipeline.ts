@@ -1,4 +1,4 @@
-import { LONG_ONE, LONG_ZERO } from './bson-values';
+import { GRANT_LEASE_MS, NEXT_FENCE, cleared, grantOwner, toBackOfLine } from './direct-grant';
 import {
   EXCLUSIVE_LIVE,
   LIVE_HOLDERS,
@@ -11,7 +11,7 @@ import {
   isNullExpr,
   oldest,
 } from './lock-modes';
-import type { LockModeRequest } from './lock-modes';
+import type { LockModeRequest, ReservationUse } from './lock-modes';
 
 export interface AttemptPipelineRequest {
   owner: string;
@@ -21,6 +21,8 @@ export interface AttemptPipelineRequest {
   scope: string | undefined;
   /** The waiting process's reservation id, when the attempt is made while waiting. */
   reservation: string | undefined;
+  /** How the attempt uses the reservation (exclusive waiters: kept after a win, grantable). */
+  reservationUse?: ReservationUse;
 }
 
 const NOW = '$$NOW';
@@ -58,6 +60,14 @@ function reservationWeight(mode: LockModeRequest): number {
 export function attemptPipeline(request: AttemptPipelineRequest) {
   const { owner, holder, ttlMs, mode, scope, reservation } = request;
   const entry = isEntryMode(mode);
+  // An exclusive waiter confirms a grant to its process (see `direct-grant.ts`) by taking it.
+  const grantedToUs =
+    entry || reservation === undefined
+      ? { $literal: false }
+      : { $and: [{ $eq: ['$owner', { $literal: grantOwner(reservation) }] }, EXCLUSIVE_LIVE] };
+  const takes = entry ? false : { $or: ['$_m.grant', '$_m.granted'] };
+  const keep = !entry && request.reservationUse?.keep === true;
+  const grantable = !entry && request.reservationUse?.grantable === true;
   const slot = entrySlot(owner);
   const capacity = mode.permits ?? MAX_HOLDERS_PER_KEY;
   const alreadyOurs = entry
@@ -90,6 +100,23 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
           { $not: [conflict] },
         ],
       };
+  // The key is free but the oldest reservation, another process's, waits for the exclusive
+  // lock: the attempt hands it over rather than take it (an ended lease, an unconfirmed grant
+  // that ran out).
+  const handTo = {
+    $cond: [
+      {
+        $and: [
+          { $not: ['$_m.excl'] },
+          { $eq: ['$_m.count', 0] },
+          headBlocks,
+          { $not: [isNullExpr('$_m.head.v.holder')] },
+        ],
+      },
+      '$_m.head',
+      null,
+    ],
+  };
   const myReservation = {
     $arrayElemAt: [
       { $filter: { input: '$_m.queue', cond: { $eq: ['$$this.k', reservation] } } },
@@ -105,57 +132,68 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
       : {
           $and: [
             { $not: ['$_m.grant'] },
+            { $not: ['$_m.granted'] },
             { $not: [conflict] },
             // A retry of an attempt that won already holds: it must not queue behind itself.
             { $not: [alreadyOurs] },
             // Refused at the holder cap: the attempt fails, and must leave nothing behind.
-            entry
-              ? { $lt: ['$_m.count', MAX_HOLDERS_PER_KEY] }
-              : { $or: [{ $gt: ['$_m.count', 0] }, { $gt: [{ $size: '$_m.queue' }, 0] }] },
+            entry ? { $lt: ['$_m.count', MAX_HOLDERS_PER_KEY] } : true,
             {
               $or: [
                 { $eq: [{ $ifNull: ['$_m.mine', null] }, null] },
                 { $lt: ['$_m.mine.v.expiresAt', { $add: [NOW, RESERVATION_TTL_MS / 2] }] },
                 { $ne: ['$_m.mine.v.weight', weight] },
+                // The process started or stopped hearing grants.
+                { $ne: [{ $ifNull: ['$_m.mine.v.holder', null] }, grantable ? holder : null] },
               ],
             },
           ],
         };
+  const handing = { $ne: ['$_m.handTo', null] };
+  // The others' reservations, the one we hand the lock to moved to the back of the line.
   const othersQueued = {
-    $filter: { input: '$_m.queue', cond: { $ne: ['$$this.k', reservation ?? null] } },
+    $map: {
+      input: { $filter: { input: '$_m.queue', cond: { $ne: ['$$this.k', reservation ?? null] } } },
+      in: {
+        $cond: [
+          { $and: [handing, { $eq: ['$$this.k', '$_m.handTo.k'] }] },
+          { k: '$$this.k', v: { $mergeObjects: ['$$this.v', { since: NOW }] } },
+          '$$this',
+        ],
+      },
+    },
   };
-  const newFence = {
-    $max: [{ $add: [{ $ifNull: ['$fence', LONG_ZERO] }, LONG_ONE] }, { $toLong: NOW }],
-  };
-  // A grant drops our reservation and the expired ones; a reservation write refreshes ours.
-  const afterGrant = {
+  const ours = (since: unknown) => [
+    {
+      k: reservation,
+      v: {
+        weight,
+        since,
+        expiresAt: { $add: [NOW, RESERVATION_TTL_MS] },
+        // Only an exclusive waiter that hears grants takes them: its reservation names its process.
+        ...(grantable ? { holder } : {}),
+      },
+    },
+  ];
+  // A win drops our reservation (or, with more waiting here, puts it at the back) and the
+  // expired ones; a reservation write refreshes ours; a hand-over moves the grantee back.
+  const afterWin = {
     $cond: [
-      { $and: ['$_m.grant', { $not: [isNullExpr('$waiting')] }] },
-      { $arrayToObject: othersQueued },
+      { $not: [isNullExpr('$waiting')] },
+      { $arrayToObject: keep ? { $concatArrays: [othersQueued, ours(NOW)] } : othersQueued },
       '$waiting',
     ],
   };
   const reserved = {
     $arrayToObject: {
-      $concatArrays: [
-        othersQueued,
-        [
-          {
-            k: reservation,
-            v: {
-              weight,
-              since: { $ifNull: ['$_m.mine.v.since', NOW] },
-              expiresAt: { $add: [NOW, RESERVATION_TTL_MS] },
-            },
-          },
-        ],
-      ],
+      $concatArrays: [othersQueued, ours({ $ifNull: ['$_m.mine.v.since', NOW] })],
     },
   };
+  const afterHandOver = toBackOfLine('$_m.queue', '$_m.handTo');
   // What our place in line holds back after this attempt: what we hold, or what we wait for.
   const taken = {
     $cond: [
-      '$_m.grant',
+      { $or: ['$_m.grant', '$_m.granted'] },
       entry ? mode.weight : MAX_HOLDERS_PER_KEY,
       reservation === undefined
         ? MAX_HOLDERS_PER_KEY
@@ -163,23 +201,32 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
     ],
   };
   const ifGranted = (value: unknown, field: string) => ({ $cond: ['$_m.grant', value, field] });
-  const exclusiveFields = entry
-    ? {}
-    : {
-        // Released and expired holder entries go with an exclusive grant.
-        holders: {
-          $cond: [
-            { $and: ['$_m.grant', { $not: [isNullExpr('$holders')] }] },
-            { $arrayToObject: '$_m.recent' },
-            '$holders',
-          ],
-        },
-        owner: ifGranted(owner, '$owner'),
-        holder: ifGranted(holder, '$holder'),
-        acquiredAt: ifGranted(NOW, '$acquiredAt'),
-        expiresAt: ifGranted({ $add: [NOW, ttlMs] }, '$expiresAt'),
-        scope: ifGranted({ $literal: scope ?? null }, '$scope'),
-      };
+  // The exclusive lease: ours when we take it (or confirm a grant to us); the head's when we
+  // find it free and hand it over; else as it was.
+  const lease = (ourValue: unknown, handedValue: unknown, field: string) => ({
+    $cond: [takes, ourValue, { $cond: [handing, handedValue, field] }],
+  });
+  const exclusiveFields = {
+    // Released and expired holder entries go with an exclusive grant.
+    ...(entry
+      ? {}
+      : {
+          holders: {
+            $cond: [
+              { $and: ['$_m.grant', { $not: [isNullExpr('$holders')] }] },
+              { $arrayToObject: '$_m.recent' },
+              '$holders',
+            ],
+          },
+        }),
+    owner: lease(owner, grantOwner('$_m.handTo.k'), '$owner'),
+    holder: lease(holder, '$_m.handTo.v.holder', '$holder'),
+    acquiredAt: lease({ $cond: ['$_m.grant', NOW, '$acquiredAt'] }, NOW, '$acquiredAt'),
+    expiresAt: lease({ $add: [NOW, ttlMs] }, { $add: [NOW, GRANT_LEASE_MS] }, '$expiresAt'),
+    scope: lease({ $literal: scope ?? null }, null, '$scope'),
+    grantedTo: lease(cleared('$grantedTo'), '$_m.handTo.k', '$grantedTo'),
+    grantee: lease(cleared('$grantee'), '$_m.handTo.v.holder', '$grantee'),
+  };
   const entryFields = entry
     ? {
         holders: ifGranted(
@@ -194,7 +241,7 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
                     v: {
                       owner,
                       holder,
-                      fence: newFence,
+                      fence: NEXT_FENCE,
                       weight: mode.weight,
                       acquiredAt: NOW,
                       expiresAt: { $add: [NOW, ttlMs] },
@@ -218,6 +265,7 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
           live: LIVE_HOLDERS,
           recent: RECENT_RELEASES,
           queue: LIVE_RESERVATIONS,
+          granted: grantedToUs,
         },
       },
     },
@@ -229,7 +277,7 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
         '_m.mine': myReservation,
       },
     },
-    { $set: { '_m.grant': grant } },
+    { $set: { '_m.grant': grant, '_m.handTo': handTo } },
     { $set: { '_m.reserve': reserve } },
     {
       $set: {
@@ -237,7 +285,7 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
         ...entryFields,
         // Never below the server's clock in ms, so a key whose idle document was
         // garbage-collected still gets a larger fence than any it had before.
-        fence: ifGranted(newFence, '$fence'),
+        fence: { $cond: [{ $or: ['$_m.grant', handing] }, NEXT_FENCE, '$fence'] },
         // Our reservation held back more than we now take (granted, or rewritten for a
         // narrower local waiter): the others hear of the room as of a release.
         frees: {
@@ -252,9 +300,14 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
             '$frees',
           ],
         },
-        gcAt: ifGranted(null, '$gcAt'),
-        waiting:
-          reservation === undefined ? afterGrant : { $cond: ['$_m.reserve', reserved, afterGrant] },
+        gcAt: { $cond: [{ $or: ['$_m.grant', handing] }, null, '$gcAt'] },
+        waiting: {
+          $cond: [
+            { $or: ['$_m.grant', '$_m.granted'] },
+            afterWin,
+            { $cond: ['$_m.reserve', reserved, { $cond: [handing, afterHandOver, '$waiting'] }] },
+          ],
+        },
       },
     },
     { $unset: '_m' },

@@ -1,8 +1,15 @@
 import type { ClientSession } from 'mongodb';
 import { toRemainingMs } from './bson-values';
 import type { BsonInteger } from './bson-values';
+import { cleared, grantFields, grantOwner, grantableHead } from './direct-grant';
 import type { LockCollection } from './lock-document';
-import { EXCLUSIVE_LIVE, LIVE_HOLDERS, entrySlot, isNullExpr } from './lock-modes';
+import {
+  EXCLUSIVE_LIVE,
+  LIVE_HOLDERS,
+  LIVE_RESERVATIONS,
+  entrySlot,
+  isNullExpr,
+} from './lock-modes';
 import type { ReleaseLeaseOutcome } from './release-lease';
 import type { RenewLeaseOutcome } from './renew-lease';
 
@@ -187,15 +194,55 @@ export async function releaseScopeEntries(
 
 /**
  * A waiting process leaves: its reservation goes, and the write counts in `frees`, since
- * attempts it held back may now win.
+ * attempts it held back may now win. A grant it had not confirmed yet goes on to the next
+ * waiting process, or frees the lock.
  */
 export async function withdrawReservation(
   collection: LockCollection,
   key: string,
   reservation: string,
+  idleRetentionMs: number,
 ): Promise<void> {
+  const grantedToUs = { $and: [{ $eq: ['$owner', grantOwner(reservation)] }, EXCLUSIVE_LIVE] };
+  const others = {
+    $filter: { input: LIVE_RESERVATIONS, cond: { $ne: ['$$this.k', reservation] } },
+  };
   await collection.updateOne(
-    { _id: key, [`waiting.${reservation}`]: { $exists: true } },
-    { $unset: { [`waiting.${reservation}`]: '' }, $inc: { frees: 1 } },
+    {
+      _id: key,
+      $or: [{ [`waiting.${reservation}`]: { $exists: true } }, { owner: grantOwner(reservation) }],
+    },
+    [
+      { $set: { _h: grantableHead(reservation), _g: grantedToUs } },
+      {
+        $set: {
+          ...grantFields(
+            '$_g',
+            '$_h',
+            {
+              owner: { $cond: ['$_g', null, '$owner'] },
+              holder: '$holder',
+              fence: '$fence',
+              acquiredAt: '$acquiredAt',
+              expiresAt: { $cond: ['$_g', NOW, '$expiresAt'] },
+              scope: '$scope',
+              gcAt: {
+                $cond: [
+                  { $and: ['$_g', { $eq: [{ $size: LIVE_HOLDERS }, 0] }] },
+                  { $add: [NOW, idleRetentionMs] },
+                  '$gcAt',
+                ],
+              },
+              waiting: { $arrayToObject: others },
+              grantedTo: { $cond: ['$_g', cleared('$grantedTo'), '$grantedTo'] },
+              grantee: { $cond: ['$_g', cleared('$grantee'), '$grantee'] },
+            },
+            others,
+          ),
+          frees: { $add: [{ $ifNull: ['$frees', 0] }, 1] },
+        },
+      },
+      { $unset: ['_h', '_g'] },
+    ],
   );
 }

@@ -18,7 +18,7 @@ import {
 import { isEntryOwner } from './lock-modes';
 import { releaseLease } from './release-lease';
 import { releaseScope } from './release-scope';
-import type { ReleaseLeaseOutcome } from './release-lease';
+import type { ReleaseResult } from './release-lease';
 import { renewLease } from './renew-lease';
 import type { RenewLeaseOutcome, RenewLeaseRequest } from './renew-lease';
 
@@ -30,7 +30,7 @@ import type { RenewLeaseOutcome, RenewLeaseRequest } from './renew-lease';
 export interface LeaseCommands {
   attempt(request: AcquireAttemptRequest): Promise<AcquireAttemptOutcome>;
   renew(request: RenewLeaseRequest): Promise<RenewLeaseOutcome>;
-  release(key: string, owner: string): Promise<ReleaseLeaseOutcome>;
+  release(key: string, owner: string): Promise<ReleaseResult>;
   inspect(key: string): Promise<LockState | null>;
   probe(key: string): Promise<LockProbe>;
   openChangeStream(options: OpenLockChangeStreamOptions): LockChangeStream;
@@ -58,15 +58,16 @@ export function lockCollectionCommands(
       isEntryOwner(request.owner)
         ? renewEntry(collection, request.key, request.owner, request.ttlMs)
         : renewLease(collection, request),
-    release: (key, owner) =>
+    release: async (key, owner) =>
       isEntryOwner(owner)
-        ? releaseEntry(collection, key, owner, idleRetentionMs)
+        ? { outcome: await releaseEntry(collection, key, owner, idleRetentionMs) }
         : releaseLease(collection, { key, owner, idleRetentionMs }),
     inspect: (key) => inspectLock(collection, key),
     probe: (key) => probeLock(collection, sessions, key),
     openChangeStream: (options) => openLockChangeStream(collection, options),
     ensureIndexes: () => ensureLockIndexes(collection),
-    withdraw: (key, reservation) => withdrawReservation(collection, key, reservation),
+    withdraw: (key, reservation) =>
+      withdrawReservation(collection, key, reservation, idleRetentionMs),
     releaseScope: async (scope) =>
       (await releaseScope(collection, scope, idleRetentionMs)) +
       (await releaseScopeEntries(collection, scope, idleRetentionMs)),

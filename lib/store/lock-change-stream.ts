@@ -13,26 +13,38 @@ export interface OpenLockChangeStreamOptions {
    * need). `ownership`: acquisitions too, with the current document (for `events$`).
    */
   scope?: LockChangeScope;
+  /** This process's holder id: direct grants to it pass the `releases` filter too. */
+  grantee?: string;
 }
 
 export type LockChangeScope = 'releases' | 'ownership';
 
 /**
  * Server-side filters. Renewals (which touch only `expiresAt`) and no-op attempts never
- * leave the server; for waiters, acquisitions do not either.
+ * leave the server; for waiters, acquisitions do not either, except a direct grant to this
+ * process (`grantee`): other processes never hear of a hand-off that is not theirs.
  */
-export const LOCK_RELEASE_PIPELINE = [
-  {
-    $match: {
-      $or: [
-        { operationType: { $in: ['replace', 'delete'] } },
-        // `$type: 'null'`, not `null`: a bare null would also match updates without `owner`.
-        { operationType: 'update', 'updateDescription.updatedFields.owner': { $type: 'null' } },
-        // A shared or permit holder left, or a waiting process withdrew its reservation.
-        { operationType: 'update', 'updateDescription.updatedFields.frees': { $exists: true } },
-      ],
+export function lockReleasePipeline(grantee?: string) {
+  return [
+    {
+      $match: {
+        $or: [
+          ...LOCK_RELEASE_MATCHES,
+          ...(grantee === undefined
+            ? []
+            : [{ operationType: 'update', 'updateDescription.updatedFields.grantee': grantee }]),
+        ],
+      },
     },
-  },
+  ];
+}
+
+const LOCK_RELEASE_MATCHES = [
+  { operationType: { $in: ['replace', 'delete'] } },
+  // `$type: 'null'`, not `null`: a bare null would also match updates without `owner`.
+  { operationType: 'update', 'updateDescription.updatedFields.owner': { $type: 'null' } },
+  // A shared or permit holder left, or a waiting process withdrew its reservation.
+  { operationType: 'update', 'updateDescription.updatedFields.frees': { $exists: true } },
 ];
 
 export const LOCK_OWNERSHIP_PIPELINE = [
@@ -64,10 +76,11 @@ export function openLockChangeStream(
     resumeAfter,
     maxAwaitTimeMS = 1_000,
     scope = 'ownership',
+    grantee,
   }: OpenLockChangeStreamOptions,
 ): LockChangeStream {
   const releasesOnly = scope === 'releases';
-  return collection.watch(releasesOnly ? LOCK_RELEASE_PIPELINE : LOCK_OWNERSHIP_PIPELINE, {
+  return collection.watch(releasesOnly ? lockReleasePipeline(grantee) : LOCK_OWNERSHIP_PIPELINE, {
     fullDocument: releasesOnly ? 'default' : 'updateLookup',
     maxAwaitTimeMS,
     ...(resumeAfter ? { resumeAfter } : startAtOperationTime ? { startAtOperationTime } : {}),

@@ -21,8 +21,15 @@ export interface LockDocument {
   permits?: number | null;
   /** Shared holders or permit holders, each with its own lease, by a slot derived from its token. */
   holders?: Record<string, HolderEntry>;
-  /** Waiting processes' reservations (fairness), each with its own short lease. */
-  waiting?: Record<string, { weight: number; since: Date; expiresAt: Date }>;
+  /**
+   * Waiting processes' reservations (fairness, direct grants), each with its own short lease;
+   * an exclusive waiter's names its process (`holder`), to which a release may grant the lock.
+   */
+  waiting?: Record<string, { weight: number; since: Date; expiresAt: Date; holder?: string }>;
+  /** The reservation an unconfirmed direct grant went to (see `direct-grant.ts`), or null. */
+  grantedTo?: string | null;
+  /** That grant's process (holder id): its change stream asks for grants to it. */
+  grantee?: string | null;
   /** Counts releases of holder entries: the change that tells waiters to look again. */
   frees?: number;
   /** Set on release; a TTL index deletes the idle document at this time. */

@@ -30,6 +30,18 @@ export const MAX_HOLDERS_PER_KEY = 1_000;
  */
 export const RESERVATION_TTL_MS = 10_000;
 
+/** How a waiting process's attempt uses its reservation (its place in the key's line). */
+export interface ReservationUse {
+  /** More callers wait in this process: a win keeps the reservation, at the back of the line. */
+  keep: boolean;
+  /**
+   * The process hears of grants at once (its change stream runs): an exclusive waiter's
+   * reservation then names its process, and a release may hand it the lock (`direct-grant.ts`).
+   * A polling process takes the lock by its own attempts.
+   */
+  grantable: boolean;
+}
+
 /**
  * Owner tokens of holder entries carry this prefix, so every command of an acquisition (its
  * attempts, renewals, releases, and the give-backs of outcomes nobody heard) finds the lease

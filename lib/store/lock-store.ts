@@ -11,7 +11,8 @@ import { openLockCollection } from './lock-collection';
 import type { OpenLockChangeStreamOptions } from './lock-change-stream';
 import type { LockChangeStream } from './lock-document';
 import { isStoreUnavailableError, isUnreachableError, toStoreError } from './mongo-error-codes';
-import type { ReleaseLeaseOutcome } from './release-lease';
+import type { ReservationUse } from './lock-modes';
+import type { ReleaseLeaseOutcome, ReleaseResult } from './release-lease';
 import type { RenewLeaseOutcome } from './renew-lease';
 
 /** A key's liveness with the timing a waiter needs. */
@@ -108,6 +109,8 @@ export class LockStore {
     target?: AttemptTarget,
     /** The waiting process's reservation (see `AcquireAttemptRequest.reservation`). */
     reservation?: string,
+    /** How the attempt uses the reservation (see `ReservationUse`). */
+    reservationUse?: ReservationUse,
   ): Promise<AcquireAttemptOutcome> {
     const id = idOf(key, owner);
     const command = this.send('acquire', timeoutMs, () =>
@@ -118,6 +121,7 @@ export class LockStore {
         ttlMs,
         target,
         reservation,
+        reservationUse,
       }),
     );
     // Registered before the in-flight tracking, so the claim is made before anyone waiting
@@ -143,12 +147,13 @@ export class LockStore {
     return this.send('renew', timeoutMs, () => this.commands.renew({ key, owner, ttlMs })).result;
   }
 
-  async release(key: string, owner: string): Promise<ReleaseLeaseOutcome> {
-    const outcome = await this.send('release', this.options.operationTimeoutMs, () =>
+  /** Releases by owner token; says which process the lock was handed to, if any. */
+  async release(key: string, owner: string): Promise<ReleaseResult> {
+    const result = await this.send('release', this.options.operationTimeoutMs, () =>
       this.commands.release(key, owner),
     ).result;
     this.claimed.delete(idOf(key, owner));
-    return outcome;
+    return result;
   }
 
   /**
@@ -342,7 +347,7 @@ export class LockStore {
     await this.inFlightSettled(id);
     for (let tries = 1; ; tries += 1) {
       try {
-        return await this.release(key, owner);
+        return (await this.release(key, owner)).outcome;
       } catch (error) {
         if (!isStoreUnavailableError(error) || tries >= GIVE_BACK_TRIES) return undefined;
         await sleep(100 * 2 ** tries);

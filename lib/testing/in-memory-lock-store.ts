@@ -2,12 +2,12 @@ import type { LockState } from '../interfaces/lock-state.interface';
 import type { ResolvedLockModuleOptions } from '../options';
 import type { AcquireAttemptOutcome, AttemptTarget } from '../store/acquire-attempt';
 import { EXCLUSIVE, MAX_HOLDERS_PER_KEY, isEntryMode } from '../store/lock-modes';
-import type { LockModeRequest } from '../store/lock-modes';
+import type { LockModeRequest, ReservationUse } from '../store/lock-modes';
 import { holderCapError, modeConflictError } from '../store/lock-mode-errors';
 import type { OpenLockChangeStreamOptions } from '../store/lock-change-stream';
 import type { LockChangeStream } from '../store/lock-document';
 import type { KeyLeaseProbe, LockStore } from '../store/lock-store';
-import type { ReleaseLeaseOutcome } from '../store/release-lease';
+import type { ReleaseLeaseOutcome, ReleaseResult } from '../store/release-lease';
 import type { RenewLeaseOutcome } from '../store/renew-lease';
 import { InMemoryChangeStream } from './in-memory-change-stream';
 import type { InMemoryChangeLog } from './in-memory-change-log';
@@ -60,6 +60,8 @@ export class InMemoryLockStore implements LockStoreContract {
     _timeoutMs?: number,
     target?: AttemptTarget,
     reservation?: string,
+    // The in-memory store makes no direct grants: nothing to keep.
+    _reservationUse?: ReservationUse,
   ): Promise<AcquireAttemptOutcome> {
     return this.send(() => {
       const sentAt = performance.now();
@@ -90,7 +92,7 @@ export class InMemoryLockStore implements LockStoreContract {
     });
   }
 
-  release(key: string, owner: string): Promise<ReleaseLeaseOutcome> {
+  release(key: string, owner: string): Promise<ReleaseResult> {
     return this.send(() => {
       const outcome = this.collection.release({
         key,
@@ -98,7 +100,7 @@ export class InMemoryLockStore implements LockStoreContract {
         idleRetentionMs: this.options.idleRetentionMs,
       });
       this.claimed.delete(idOf(key, owner));
-      return outcome;
+      return { outcome };
     });
   }
 
@@ -107,7 +109,9 @@ export class InMemoryLockStore implements LockStoreContract {
     this.claimed.delete(id);
     const running = this.givingBack.get(id);
     if (running) return running;
-    const task = this.release(key, owner).finally(() => this.givingBack.delete(id));
+    const task = this.release(key, owner)
+      .then(({ outcome }) => outcome)
+      .finally(() => this.givingBack.delete(id));
     this.givingBack.set(id, task);
     return task;
   }

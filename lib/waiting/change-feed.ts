@@ -4,18 +4,27 @@ import type { LockEvent } from '../interfaces/lock-state.interface';
 import type { LockChangeStream, LockDocument } from '../store/lock-document';
 import type { LockChangeScope, OpenLockChangeStreamOptions } from '../store/lock-change-stream';
 import { isChangeStreamUnsupportedError, isResumePointLostError } from '../store/mongo-error-codes';
-import { freesWaiters, toLockEvent } from './lock-event';
-import type { LockChange } from './lock-event';
+import { readLockChange } from './lock-event';
+import type { LockChange, ReadChange } from './lock-event';
 import type { WaitLogger } from './wait-logger';
 
 /**
- * Why a key watcher is called: the key was released (seen on the change stream), this
- * process's own release freed it (`released-here`, told at once, before the stream says
- * so), this process's hold ended without freeing it (`ended-here`: it had been lost), or an
- * event may have been missed and the caller must look again.
+ * Why a key watcher is called: the key was released (seen on the change stream), handed to
+ * this process (`granted`, see `direct-grant.ts`), this process's own release freed it or
+ * handed it to this process (`released-here`, told at once, before the stream says so), or
+ * handed it to another (`granted-elsewhere`), this process's hold ended without freeing it
+ * (`ended-here`: it had been lost), or an event may have been missed and the caller must look
+ * again.
  */
-export type KeySignal = 'released' | 'released-here' | 'ended-here' | 'recheck';
+export type KeySignal =
+  'released' | 'granted' | 'released-here' | 'granted-elsewhere' | 'ended-here' | 'recheck';
 export type KeyWatcher = (signal: KeySignal) => void;
+
+/**
+ * How this process's hold ended: its release freed the key (or handed it to this process
+ * itself), handed it to another process, or it was lost.
+ */
+export type HoldEnd = 'freed' | 'granted-elsewhere' | 'lost';
 
 /** How many keys' latest release times the feed remembers for watchers that come late. */
 const RECENT_RELEASES_KEPT = 10_000;
@@ -77,8 +86,8 @@ export class LockChangeFeed {
     changeStreams: 'auto' | 'off',
     /** A getMore unanswered this long past its await time counts as a stream failure. */
     private readonly stallTimeoutMs = 10_000,
-    /** Reads a change as a lock event: the lock collection's, or a document lock field's. */
-    private readonly toEvent: (change: LockChange) => LockEvent | undefined = toLockEvent,
+    /** Reads a change: the lock collection's (for this process), or a document lock field's. */
+    private readonly readChange: (change: LockChange) => ReadChange = readLockChange(undefined),
   ) {
     if (changeStreams === 'off') this.pollingReason = "option changeStreams is 'off'";
   }
@@ -138,8 +147,13 @@ export class LockChangeFeed {
   }
 
   /** A hold of this process ended: wake local waiters without waiting for the stream. */
-  notifyHoldEnded(key: string, freed: boolean): void {
-    this.signalKey(key, freed ? 'released-here' : 'ended-here', undefined);
+  notifyHoldEnded(key: string, how: HoldEnd): void {
+    const signal = {
+      freed: 'released-here',
+      lost: 'ended-here',
+      'granted-elsewhere': 'granted-elsewhere',
+    } as const;
+    this.signalKey(key, signal[how], undefined);
   }
 
   async close(): Promise<void> {
@@ -280,14 +294,15 @@ export class LockChangeFeed {
   }
 
   private dispatch(change: ChangeStreamDocument<LockDocument>): void {
-    const event = this.toEvent(change);
-    if (!event) return;
+    const { events, signal } = this.readChange(change);
+    const key = events[0]?.key;
     const at = 'clusterTime' in change ? change.clusterTime : undefined;
-    if (event.type !== 'acquired' || freesWaiters(change)) {
-      if (at) this.rememberRelease(event.key, at);
-      this.signalKey(event.key, 'released', at);
+    if (signal && key !== undefined) {
+      // A grant to us counts as a release for a watcher that comes late: it must look.
+      if (at) this.rememberRelease(key, at);
+      this.signalKey(key, signal, at);
     }
-    for (const listener of [...this.eventListeners]) listener(event);
+    for (const event of events) for (const listener of [...this.eventListeners]) listener(event);
   }
 
   private rememberRelease(key: string, at: Timestamp): void {

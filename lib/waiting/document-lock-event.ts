@@ -1,6 +1,6 @@
 import type { LockEvent } from '../interfaces/lock-state.interface';
 import { keyOfDocumentId } from '../store/documents/document-key';
-import type { LockChange } from './lock-event';
+import type { LockChange, ReadChange } from './lock-event';
 
 /**
  * Reads a change that passed a document-lock stream's filter (every one of them can free a
@@ -17,4 +17,10 @@ export function toDocumentLockEvent(change: LockChange): LockEvent | undefined {
     fence: null,
     at,
   };
+}
+
+/** Every change a document-lock stream passes may free a lock: each one wakes its waiters. */
+export function readDocumentLockChange(change: LockChange): ReadChange {
+  const event = toDocumentLockEvent(change);
+  return event ? { events: [event], signal: 'released' } : { events: [], signal: undefined };
 }

@@ -1,7 +1,8 @@
 import { LockNotAcquiredError } from '../errors';
 import type { AcquireAttemptOutcome, AcquireAttemptWon } from '../store/acquire-attempt';
 import { LockChangeFeed } from './change-feed';
-import { KeyQueue, MAX_LOCAL_HANDOVERS } from './key-queue';
+import { KeyQueue } from './key-queue';
+import { readLockChange } from './lock-event';
 import type { LockChangeStream } from '../store/lock-document';
 
 /** A key held by someone else until `free()`; attempts are counted and may be slowed down. */
@@ -68,7 +69,7 @@ function setUp() {
   /** The holder (in this process) releases: free the fake lock and tell the feed. */
   const release = () => {
     lock.held = false;
-    feed.notifyHoldEnded('k', true);
+    feed.notifyHoldEnded('k', 'freed');
   };
   return { queue, lock, request, release, abandoned };
 }
@@ -173,6 +174,8 @@ describe('KeyQueue', () => {
         () => stream as unknown as LockChangeStream,
         { warn: () => undefined, error: () => undefined },
         'auto',
+        10_000,
+        readLockChange('me'),
       );
       const lock = new FakeLock();
       lock.held = false;
@@ -190,49 +193,52 @@ describe('KeyQueue', () => {
         timeoutMs: 10_000,
         signal: undefined,
       });
-      const streamRelease = () => {
+      const streamRelease = () => push({ owner: null });
+      /** A release that hands the key to process `grantee` (see `direct-grant.ts`). */
+      const streamGrant = (grantee: string) =>
+        push({ owner: 'grant:r', holder: grantee, grantee, fence: 7, releasedFence: 6 });
+      const push = (updatedFields: Record<string, unknown>) => {
         pushed.push({
           operationType: 'update',
           documentKey: { _id: 'k' },
-          updateDescription: { updatedFields: { owner: null } },
+          updateDescription: { updatedFields },
         });
         wake?.();
       };
-      return { feed, lock, queue, request, streamRelease };
+      return { feed, lock, queue, request, streamRelease, streamGrant };
     }
 
-    it('leaves every fifth local hand-over to the stream, and does not stall when the event came first', async () => {
-      const { feed, lock, queue, request, streamRelease } = streamingSetUp();
-      const count = 2 * MAX_LOCAL_HANDOVERS + 3;
-      const waiters = Array.from({ length: count }, () => queue.enqueue(request()));
-      await waiters[0];
+    it('waits for its own grant when a local release hands the key to another process', async () => {
+      const { feed, lock, queue, request, streamGrant } = streamingSetUp();
+      const first = queue.enqueue(request());
+      const second = queue.enqueue(request());
+      await first;
       await tick(30); // the stream is established (and its recheck heard) before we count
-      for (let handover = 1; handover <= MAX_LOCAL_HANDOVERS; handover += 1) {
-        lock.held = false;
-        feed.notifyHoldEnded('k', true);
-        await waiters[handover];
-      }
-      // The fifth: the local release alone does not wake the next waiter...
       const attemptsBefore = lock.attempts;
-      lock.held = false;
-      feed.notifyHoldEnded('k', true);
+      // Our release went to another process: nobody here tries...
+      lock.held = true;
+      lock.holder = 'other';
+      feed.notifyHoldEnded('k', 'granted-elsewhere');
+      streamGrant('other'); // ...nor on the stream's news of that grant.
       await tick(50);
       expect(lock.attempts).toBe(attemptsBefore);
-      // ...the stream's event of it does.
-      streamRelease();
-      await waiters[MAX_LOCAL_HANDOVERS + 1];
-      let next = MAX_LOCAL_HANDOVERS + 2;
-      for (let handover = 1; handover <= MAX_LOCAL_HANDOVERS; handover += 1) {
-        lock.held = false;
-        feed.notifyHoldEnded('k', true);
-        await waiters[next++];
-      }
-      // Again the fifth, but its stream event overtakes the local notice: no stall.
+      // The grant to this process wakes the head, which takes it.
       lock.held = false;
-      streamRelease();
-      await tick(20);
-      feed.notifyHoldEnded('k', true);
-      await waiters[next];
+      streamGrant('me');
+      await second;
+      expect(lock.attempts).toBe(attemptsBefore + 1);
+      await feed.close();
+    });
+
+    it('lets the head try at once when a local release freed the key', async () => {
+      const { feed, lock, queue, request } = streamingSetUp();
+      const first = queue.enqueue(request());
+      const second = queue.enqueue(request());
+      await first;
+      await tick(30);
+      lock.held = false;
+      feed.notifyHoldEnded('k', 'freed');
+      await second;
       await feed.close();
     });
   });

@@ -3,19 +3,12 @@ import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
 import { notAcquiredMessage } from '../lock.messages';
 import type { AcquireAttemptOutcome, AcquireAttemptWon } from '../store/acquire-attempt';
 import { RESERVATION_TTL_MS, isEntryOwner } from '../store/lock-modes';
+import type { ReservationUse } from '../store/lock-modes';
 import { isStoreUnavailableError } from '../store/mongo-error-codes';
 import type { KeySignal, LockChangeFeed } from './change-feed';
 import { LEASE_END_MARGIN_MS, pollDelayMs } from './wait-timing';
 import type { WaitTiming } from './wait-timing';
 import { Wakeup } from './wakeup';
-
-/**
- * A local release wakes the next local waiter at once, before other processes hear of it
- * through their change streams. After this many such hand-overs in a row, one release is
- * left to the change stream, where every process hears it at about the same time, so
- * waiters elsewhere are not starved.
- */
-export const MAX_LOCAL_HANDOVERS = 4;
 
 /** One caller waiting for a key. */
 export interface KeyWaitRequest {
@@ -24,7 +17,7 @@ export interface KeyWaitRequest {
    * made for this process's queue: `reservation` names the queue's place in the key's own
    * queue, where the store keeps it (fairness between processes).
    */
-  attempt: (reservation: string) => Promise<AcquireAttemptOutcome>;
+  attempt: (reservation: string, use: ReservationUse) => Promise<AcquireAttemptOutcome>;
   /** This process's queue has left: its reservation, if the store made one, goes. */
   withdraw(reservation: string): void;
   /** An attempt won after the caller had left (cancelled mid-attempt): give it back. */
@@ -71,10 +64,6 @@ export class KeyQueue {
   private heldHere = false;
   /** {@link releases} when the last win was handed out: later releases are the winner's. */
   private releasesAtWin = 0;
-  /** The stream reported a release while we held the key since the last win. */
-  private streamReleaseWhileHeld = false;
-  /** Hand-overs between local waiters in a row, for {@link MAX_LOCAL_HANDOVERS}. */
-  private localHandovers = 0;
   /** Why the last attempt got no reply, while MongoDB is unavailable; cleared by a reply. */
   private unavailable: unknown;
   /** This queue's name in the key's reservations (a field name: letters and digits only). */
@@ -185,7 +174,11 @@ export class KeyQueue {
     this.reservationUnknown = true;
     let outcome: AcquireAttemptOutcome;
     try {
-      outcome = await head.attempt(this.reservation);
+      // With more callers waiting here, a win keeps our place in the key's line (at its back).
+      outcome = await head.attempt(this.reservation, {
+        keep: this.size > 1,
+        grantable: this.deps.feed.streaming,
+      });
     } catch (error) {
       head.attempting = false;
       if (head.settled) return undefined;
@@ -204,13 +197,11 @@ export class KeyQueue {
       holderId: outcome.holderId,
       leaseEnd: outcome.sentAt + outcome.remainingMs,
     };
-    // A grant drops our reservation; a loss reports whether one is kept.
-    this.reservedUntil =
-      !outcome.won && outcome.reservedMs ? outcome.sentAt + outcome.reservedMs : undefined;
+    // Whether the store keeps our reservation, and until when.
+    this.reservedUntil = outcome.reservedMs ? outcome.sentAt + outcome.reservedMs : undefined;
     // A shared holder or permit holder here does not keep the key from others.
     const entryWin = outcome.won && isEntryOwner(outcome.owner);
     this.heldHere = outcome.won ? !entryWin : outcome.holderId === this.deps.holderId;
-    if (!this.heldHere) this.localHandovers = 0;
     if (outcome.won) {
       if (head.settled) {
         head.abandonWin(outcome);
@@ -225,7 +216,6 @@ export class KeyQueue {
       this.pollRound = 0;
       // Before settling: the winner may release before this method's caller resumes.
       this.releasesAtWin = this.releases;
-      this.streamReleaseWhileHeld = false;
       this.settle(head, { won: outcome });
       if (this.head()) this.watch(outcome);
       return outcome;
@@ -245,27 +235,20 @@ export class KeyQueue {
 
   private onKeySignal(signal: KeySignal): void {
     this.pollRound = 0;
-    if (signal === 'ended-here') {
-      // Our hold ended without our write freeing the key (it was lost): look again.
-      this.heldHere = false;
-    } else if (signal === 'released-here') {
-      this.heldHere = false;
-      const yieldToStream =
-        this.localHandovers >= MAX_LOCAL_HANDOVERS &&
-        this.deps.feed.streaming &&
-        // The stream may have reported this very release before its reply reached us.
-        !this.streamReleaseWhileHeld;
-      if (yieldToStream) {
-        this.localHandovers = 0;
-        return; // The change stream's event of this release wakes us, with everyone else.
-      }
-      this.localHandovers += 1;
-    } else if (this.heldHere) {
-      // While this process holds the key, an event is stale (or our own release's, ahead
-      // of its reply) and attempting could only fail. The local release, or the lease
-      // end, wakes us.
-      if (signal === 'released') this.streamReleaseWhileHeld = true;
-      return;
+    switch (signal) {
+      case 'ended-here': // Our hold ended without our write freeing the key (it was lost).
+      case 'released-here': // Our release freed the key, or handed it to us.
+        this.heldHere = false;
+        break;
+      case 'granted-elsewhere':
+        // Our release handed the key to another process: we wait for our turn (our grant).
+        this.heldHere = false;
+        return;
+      default:
+        // While this process holds the key, an event is stale (or our own release's, ahead of
+        // its reply) and attempting could only fail. The local release, or the lease end,
+        // wakes us.
+        if (this.heldHere) return;
     }
     this.releases += 1;
     this.wakeup.wake();

@@ -40,13 +40,31 @@ function holderEntryEvent(
 }
 
 /**
- * The change counts in `frees`: a holder entry was released, or a waiting process's
- * reservation went or shrank. Waiters look again, whatever the event says to `events$`.
+ * What a change means to waiting processes: `released` when it may let waiters in (the lock
+ * freed or deleted; a release of a holder entry or a reservation, counted in `frees`),
+ * `granted` when it hands the lock to this process (`grantee`, see `direct-grant.ts`), else
+ * nothing: an acquisition, or a grant to another process.
  */
-export function freesWaiters(change: LockChange): boolean {
-  if (change.operationType !== 'update') return false;
-  const updated = change.updateDescription?.updatedFields;
-  return updated !== undefined && 'frees' in updated;
+export function waiterSignal(
+  change: LockChange,
+  grantee: string | undefined,
+): 'released' | 'granted' | undefined {
+  switch (change.operationType) {
+    case 'delete':
+      return 'released';
+    case 'insert':
+    case 'replace':
+      return change.fullDocument?.owner === null ? 'released' : undefined;
+    case 'update': {
+      const updated = change.updateDescription?.updatedFields;
+      if (!updated) return undefined;
+      if (grantee !== undefined && updated.grantee === grantee) return 'granted';
+      if ('frees' in updated) return 'released';
+      return 'owner' in updated && updated.owner === null ? 'released' : undefined;
+    }
+    default:
+      return undefined;
+  }
 }
 
 /**
@@ -101,6 +119,9 @@ export function toLockEvent(change: LockChange): LockEvent | undefined {
           at,
         };
       }
+      // A grant's confirmation (the grantee's token in place of the placeholder): the key
+      // changed hands at the grant already.
+      if (!('fence' in updated)) return undefined;
       const fence = fenceOf(updated.fence);
       const sameAcquisition = sameFence(full?.fence, fence);
       return {
@@ -114,4 +135,34 @@ export function toLockEvent(change: LockChange): LockEvent | undefined {
     default:
       return undefined;
   }
+}
+
+/** What the change feed takes from one change: events for `events$`, a signal for waiters. */
+export interface ReadChange {
+  events: LockEvent[];
+  signal: 'released' | 'granted' | undefined;
+}
+
+/**
+ * Reads changes of the lock collection for a process whose holder id is `grantee`. A release
+ * that hands the lock on (see `direct-grant.ts`) is two events: the release and the grant.
+ */
+export function readLockChange(grantee: string | undefined) {
+  return (change: LockChange): ReadChange => {
+    const event = toLockEvent(change);
+    const signal = waiterSignal(change, grantee);
+    const updated =
+      change.operationType === 'update' ? change.updateDescription?.updatedFields : undefined;
+    if (event?.type === 'acquired' && updated && 'releasedFence' in updated) {
+      const released: LockEvent = {
+        type: 'released',
+        key: event.key,
+        holderId: updated.releasedHolder ?? null,
+        fence: fenceOf(updated.releasedFence),
+        at: event.at,
+      };
+      return { events: [released, event], signal };
+    }
+    return { events: event ? [event] : [], signal };
+  };
 }

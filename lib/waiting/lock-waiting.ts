@@ -2,7 +2,7 @@ import { Observable } from 'rxjs';
 import type { AcquireAttemptWon } from '../store/acquire-attempt';
 import { linkAbortSignals } from './linked-abort-signal';
 import type { LockEvent } from '../interfaces/lock-state.interface';
-import type { LockChangeFeed } from './change-feed';
+import type { HoldEnd, LockChangeFeed } from './change-feed';
 import { KeyQueue } from './key-queue';
 import type { KeyWaitRequest } from './key-queue';
 import { waitUntilReleased } from './release-watch';
@@ -86,12 +86,9 @@ export class LockWaiting {
     });
   }
 
-  /**
-   * Tells local waiters at once that this process's hold of `key` ended: `freed` when our
-   * release freed it, else (it was lost) only that they should look again.
-   */
-  notifyHoldEnded(key: string, freed: boolean): void {
-    this.feed.notifyHoldEnded(key, freed);
+  /** Tells local waiters at once that this process's hold of `key` ended, and how. */
+  notifyHoldEnded(key: string, how: HoldEnd): void {
+    this.feed.notifyHoldEnded(key, how);
   }
 
   /** Every acquisition and release seen on the lock collection (see `LockService.events$`). */

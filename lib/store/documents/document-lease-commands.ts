@@ -134,7 +134,9 @@ export function documentLeaseCommands(
         remainingMs: toRemainingMs(reply.remainingMs as BsonInteger),
       };
     },
-    release: (key, owner) => releaseDocumentLock(collection, fields, key, owner),
+    release: async (key, owner) => ({
+      outcome: await releaseDocumentLock(collection, fields, key, owner),
+    }),
     inspect: async (key) => (await probeDocumentLock(collection, undefined, fields, key)).state,
     probe: (key) => probeDocumentLock(collection, sessions, fields, key),
     openChangeStream: (options): LockChangeStream =>

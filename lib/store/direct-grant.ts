@@ -1,0 +1,130 @@
+import { LONG_ONE, LONG_ZERO } from './bson-values';
+import { LIVE_HOLDERS, LIVE_RESERVATIONS, isNullExpr, oldest } from './lock-modes';
+
+/**
+ * Direct grant: a write that frees an exclusive lock (a release, a withdrawal of an unconfirmed
+ * grant, an attempt that finds the lease ended) hands it, in the same write, to the oldest live
+ * reservation when that reservation waits for the exclusive lock. The grant names no caller: it
+ * goes to the waiting process (`grantedTo`, its reservation; `grantee`, its holder id), whose
+ * change stream reports it, and whose queue head confirms it with its own attempt. The
+ * confirmation puts the head's owner token and full lease in place.
+ *
+ * A grant lease is short: a process that died after its last renewal of the reservation costs
+ * the key at most this long.
+ */
+export const GRANT_LEASE_MS = 5_000;
+
+const NOW = '$$NOW';
+
+/**
+ * The placeholder owner of an unconfirmed grant to `reservation` (a field path, or an id): no
+ * caller holds this token. It, not `grantedTo`, says that the grant is still the lock's.
+ */
+export function grantOwner(reservation: string) {
+  return reservation.startsWith('$')
+    ? { $concat: ['grant:', reservation] }
+    : `grant:${reservation}`;
+}
+
+/**
+ * The reservation a freed exclusive lock goes to, as `{ k, v }`, or null: the oldest live
+ * reservation (other than `except`), if it waits for the exclusive lock (only those carry their
+ * process's holder id) and no shared or permit holder lives. Otherwise the lock is freed and
+ * the waiters decide by their own attempts.
+ */
+export function grantableHead(except?: unknown) {
+  const queue =
+    except === undefined
+      ? LIVE_RESERVATIONS
+      : { $filter: { input: LIVE_RESERVATIONS, cond: { $ne: ['$$this.k', except] } } };
+  return {
+    $let: {
+      vars: { head: oldest(queue) },
+      in: {
+        $cond: [
+          {
+            $and: [
+              { $ne: ['$$head', null] },
+              { $not: [isNullExpr('$$head.v.holder')] },
+              { $eq: [{ $size: LIVE_HOLDERS }, 0] },
+            ],
+          },
+          '$$head',
+          null,
+        ],
+      },
+    },
+  };
+}
+
+/**
+ * Null, or absent as it was: the marks of a grant (`grantedTo`, `grantee`) are cleared when the
+ * lock is taken or freed, and never written on keys that had no grant.
+ */
+export function cleared(field: '$grantedTo' | '$grantee') {
+  return { $cond: [isNullExpr(field), field, null] };
+}
+
+/** Fence of a new grant: never below the server's clock in ms (see the attempt pipelines). */
+export const NEXT_FENCE = {
+  $max: [{ $add: [{ $ifNull: ['$fence', LONG_ZERO] }, LONG_ONE] }, { $toLong: NOW }],
+};
+
+/**
+ * Live reservations after a grant to `head`: the grantee goes to the back of the line (`since`
+ * now), keeping its own expiry, which only its process renews; expired ones are dropped.
+ */
+export function toBackOfLine(queue: unknown, head: string) {
+  return {
+    $arrayToObject: {
+      $map: {
+        input: queue,
+        in: {
+          $cond: [
+            { $eq: ['$$this.k', `${head}.k`] },
+            { k: '$$this.k', v: { $mergeObjects: ['$$this.v', { since: NOW }] } },
+            '$$this',
+          ],
+        },
+      },
+    },
+  };
+}
+
+/**
+ * The lock's fields when a write that frees it (`freeing`) hands it to `head` (a field path
+ * holding `grantableHead()`'s value) instead; each keeps `otherwise` when it does not.
+ */
+export function grantFields(
+  freeing: unknown,
+  head: string,
+  otherwise: {
+    owner: unknown;
+    holder: unknown;
+    fence: unknown;
+    acquiredAt: unknown;
+    expiresAt: unknown;
+    scope: unknown;
+    gcAt: unknown;
+    waiting: unknown;
+    grantedTo: unknown;
+    grantee: unknown;
+  },
+  /** The live reservations the grantee is among (as `[{ k, v }]`). */
+  queue: unknown = LIVE_RESERVATIONS,
+) {
+  const granting = { $and: [freeing, { $ne: [{ $ifNull: [head, null] }, null] }] };
+  const choose = (granted: unknown, other: unknown) => ({ $cond: [granting, granted, other] });
+  return {
+    owner: choose(grantOwner(`${head}.k`), otherwise.owner),
+    holder: choose(`${head}.v.holder`, otherwise.holder),
+    fence: choose(NEXT_FENCE, otherwise.fence),
+    acquiredAt: choose(NOW, otherwise.acquiredAt),
+    expiresAt: choose({ $add: [NOW, GRANT_LEASE_MS] }, otherwise.expiresAt),
+    scope: choose(null, otherwise.scope),
+    gcAt: choose(null, otherwise.gcAt),
+    waiting: choose(toBackOfLine(queue, head), otherwise.waiting),
+    grantedTo: choose(`${head}.k`, otherwise.grantedTo),
+    grantee: choose(`${head}.v.holder`, otherwise.grantee),
+  };
+}

@@ -1,0 +1,363 @@
+// Direct grant (lib/store/direct-grant.ts): a release hands an exclusive lock to the oldest
+// waiting process in the same write; that process confirms it with one attempt, and nobody
+// else hears of it.
+import { Long } from 'mongodb';
+import type { Collection } from 'mongodb';
+import { firstValueFrom } from 'rxjs';
+import { filter, take, toArray } from 'rxjs/operators';
+import { attemptAcquire } from '../../lib/store/acquire-attempt';
+import { GRANT_LEASE_MS } from '../../lib/store/direct-grant';
+import { withdrawReservation } from '../../lib/store/holder-entries';
+import type { LockCollection } from '../../lib/store/lock-document';
+import { LockTestKit, countCommands } from './lock-test-kit';
+import { rawLockOf, liveReservations } from './adversarial/modes-kit';
+import type { RawLock } from './adversarial/modes-kit';
+
+/** A lock document with its key as `_id`. */
+type KeyedLock = RawLock & { _id: string };
+
+const kit = LockTestKit.forSuite();
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Polls until `check` holds (a few seconds at most). */
+async function eventually(check: () => Promise<boolean>, ms = 5_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await sleep(10);
+  }
+}
+
+async function serviceWithCommands() {
+  const client = await kit.client({ monitorCommands: true });
+  const commands = countCommands(client);
+  const service = await kit.service({ client, ensureIndexes: false });
+  return { service, commands };
+}
+
+async function lockCollection(): Promise<Collection<KeyedLock>> {
+  const client = await kit.client();
+  return client.db(kit.mongo.dbName).collection<KeyedLock>(kit.collectionName);
+}
+
+/** A reservation as a waiting process leaves it, `ageMs` old, alive for `ttlMs` more. */
+function reservation(holder: string, ageMs: number, ttlMs = 10_000) {
+  return {
+    weight: 1000,
+    since: new Date(Date.now() - ageMs),
+    expiresAt: new Date(Date.now() + ttlMs),
+    holder,
+  };
+}
+
+describe('direct grant between processes', () => {
+  it('hands the lock to the waiting process with the release; others send nothing', async () => {
+    const a = await kit.service();
+    const b = await serviceWithCommands();
+    const c = await serviceWithCommands();
+    const held = await a.acquire('k', { ttlMs: 30_000 });
+    const bWaits = b.service.acquire('k', { timeoutMs: 20_000 });
+    await eventually(async () => liveReservations(await rawLockOf(kit, 'k')).length === 1);
+    const cWaits = c.service.acquire('k', { timeoutMs: 20_000 });
+    await eventually(async () => liveReservations(await rawLockOf(kit, 'k')).length === 2);
+    await sleep(100);
+    b.commands.reset();
+    c.commands.reset();
+
+    await held.release();
+    const bHandle = await bWaits;
+    // B confirmed the grant with one attempt; C, behind B, was not even woken.
+    expect(b.commands.names.filter((name) => name === 'findAndModify')).toHaveLength(1);
+    await sleep(100);
+    expect(c.commands.names.filter((name) => name === 'findAndModify')).toHaveLength(0);
+    expect(bHandle.fence).toBeGreaterThan(held.fence);
+
+    const doc = await rawLockOf(kit, 'k');
+    // B's own token replaced the grant's placeholder.
+    expect(doc?.holder).toBe(b.service.holderId);
+    expect(doc?.owner).not.toMatch(/^grant:/);
+    expect(doc?.grantedTo).toBeNull();
+    // Full lease after the confirmation, not the short grant lease.
+    expect(new Date(doc?.expiresAt).getTime() - Date.now()).toBeGreaterThan(GRANT_LEASE_MS);
+
+    await bHandle.release();
+    const cHandle = await cWaits;
+    expect(cHandle.fence).toBeGreaterThan(bHandle.fence);
+    await cHandle.release();
+    // The last release frees the key: nobody waits.
+    expect(liveReservations(await rawLockOf(kit, 'k'))).toEqual([]);
+    expect((await rawLockOf(kit, 'k'))?.owner).toBeNull();
+  });
+
+  it('grants in the order processes started waiting, each process once per round', async () => {
+    const a = await kit.service();
+    const services = [await kit.service(), await kit.service(), await kit.service()];
+    const held = await a.acquire('order');
+    const order: string[] = [];
+    const waits: Promise<void>[] = [];
+    for (const [index, service] of services.entries()) {
+      for (let call = 0; call < 2; call += 1) {
+        waits.push(
+          service.withLock('order', async () => void order.push(`s${index}`), {
+            timeoutMs: 30_000,
+          }),
+        );
+      }
+      await eventually(
+        async () => liveReservations(await rawLockOf(kit, 'order')).length === index + 1,
+      );
+    }
+    await held.release();
+    await Promise.all(waits);
+    // Round robin over the processes, in the order they reserved.
+    expect(order).toEqual(['s0', 's1', 's2', 's0', 's1', 's2']);
+  });
+
+  it('events$ reports a hand-off as the release and then the acquisition', async () => {
+    const a = await kit.service();
+    const b = await kit.service();
+    const observer = await kit.service();
+    const events = firstValueFrom(
+      observer.events$.pipe(
+        filter((event) => event.key === 'ev'),
+        take(3),
+        toArray(),
+      ),
+    );
+    await sleep(200); // the observer's stream runs
+    const held = await a.acquire('ev');
+    const waiting = b.acquire('ev', { timeoutMs: 10_000 });
+    await eventually(async () => liveReservations(await rawLockOf(kit, 'ev')).length === 1);
+    await held.release();
+    const handle = await waiting;
+    expect((await events).map(({ type, holderId, fence }) => ({ type, holderId, fence }))).toEqual([
+      { type: 'acquired', holderId: a.holderId, fence: held.fence },
+      { type: 'released', holderId: a.holderId, fence: held.fence },
+      { type: 'acquired', holderId: b.holderId, fence: handle.fence },
+    ]);
+    await handle.release();
+  });
+
+  it('a grant to a process that died costs the others at most its short grant lease and the reservation', async () => {
+    const a = await kit.service();
+    const c = await kit.service();
+    const held = await a.acquire('dead', { ttlMs: 60_000 });
+    const collection = await lockCollection();
+    // A process that reserved its place first, then died: its reservation runs 3 s more.
+    await collection.updateOne(
+      { _id: 'dead' },
+      { $set: { 'waiting.rghost': reservation('ghost', 60_000, 3_000) } },
+    );
+    const started = Date.now();
+    const waiting = c.acquire('dead', { timeoutMs: 30_000 });
+    await eventually(async () => liveReservations(await rawLockOf(kit, 'dead')).length === 2);
+    await held.release();
+    const granted = await rawLockOf(kit, 'dead');
+    expect(granted).toMatchObject({ grantedTo: 'rghost', grantee: 'ghost', holder: 'ghost' });
+    const handle = await waiting;
+    // Not the holder's 60 s lease: the grant's, at most.
+    expect(Date.now() - started).toBeLessThan(GRANT_LEASE_MS + 5_000);
+    expect(handle.fence).toBeGreaterThan(BigInt((granted?.fence as Long).toString()));
+    await handle.release();
+  }, 30_000);
+});
+
+describe('direct grant in the store (one command each)', () => {
+  const key = 'store';
+  const ttlMs = 30_000;
+
+  async function setUp(doc: RawLock) {
+    const client = await kit.client();
+    const collection = client.db(kit.mongo.dbName).collection<KeyedLock>(kit.collectionName);
+    await collection.insertOne({ ...doc, _id: key });
+    return { collection, lockCollection: collection as unknown as LockCollection, client };
+  }
+
+  // Fences are never below the server's clock in ms: start above it to see each step.
+  const base = 2 * Date.now();
+
+  function grantedState(fence: number) {
+    return {
+      owner: 'grant:rme',
+      holder: 'me',
+      fence: Long.fromNumber(base + fence),
+      acquiredAt: new Date(),
+      expiresAt: new Date(Date.now() + GRANT_LEASE_MS),
+      grantedTo: 'rme',
+      grantee: 'me',
+      gcAt: null,
+      waiting: { rme: reservation('me', 10), rother: reservation('other', 5) },
+    };
+  }
+
+  it('the grantee confirms with its own token and full lease; the fence stays', async () => {
+    const { collection, lockCollection: locks, client } = await setUp(grantedState(41));
+    const outcome = await attemptAcquire(locks, client, {
+      key,
+      owner: 'token-1',
+      holder: 'me',
+      ttlMs,
+      reservation: 'rme',
+      reservationUse: { keep: false, grantable: true },
+    });
+    expect(outcome).toMatchObject({ won: true, owner: 'token-1', fence: BigInt(base + 41) });
+    expect(outcome.remainingMs).toBeGreaterThan(GRANT_LEASE_MS);
+    const doc = await collection.findOne({ _id: key });
+    expect(doc).toMatchObject({ owner: 'token-1', grantedTo: null, grantee: null });
+    expect(Object.keys(doc?.waiting ?? {})).toEqual(['rother']);
+  });
+
+  it('a confirmation with more waiting here keeps the reservation, at the back of the line', async () => {
+    const { collection, lockCollection: locks, client } = await setUp(grantedState(7));
+    const outcome = await attemptAcquire(locks, client, {
+      key,
+      owner: 'token-2',
+      holder: 'me',
+      ttlMs,
+      reservation: 'rme',
+      reservationUse: { keep: true, grantable: true },
+    });
+    expect(outcome).toMatchObject({ won: true, owner: 'token-2' });
+    expect(outcome.reservedMs).toBeGreaterThan(0);
+    const doc = await collection.findOne({ _id: key });
+    const waiting = doc?.waiting as Record<string, { since: Date }>;
+    expect(Object.keys(waiting).sort()).toEqual(['rme', 'rother']);
+    expect(waiting.rme.since.getTime()).toBeGreaterThan(waiting.rother.since.getTime());
+  });
+
+  it('another process cannot confirm a grant that is not its own', async () => {
+    const { lockCollection: locks, client } = await setUp(grantedState(3));
+    const outcome = await attemptAcquire(locks, client, {
+      key,
+      owner: 'token-3',
+      holder: 'other',
+      ttlMs,
+      reservation: 'rother',
+    });
+    expect(outcome.won).toBe(false);
+  });
+
+  it('a stale grantedTo never lets a process take a lock someone else holds', async () => {
+    // The grant ran out and someone took the key afresh, leaving the grant's marks behind.
+    const {
+      collection,
+      lockCollection: locks,
+      client,
+    } = await setUp({
+      ...grantedState(5),
+      owner: 'someone',
+      holder: 'other',
+      expiresAt: new Date(Date.now() + 30_000),
+    });
+    const outcome = await attemptAcquire(locks, client, {
+      key,
+      owner: 'token-6',
+      holder: 'me',
+      ttlMs,
+      reservation: 'rme',
+      reservationUse: { keep: false, grantable: true },
+    });
+    expect(outcome.won).toBe(false);
+    expect(await collection.findOne({ _id: key })).toMatchObject({ owner: 'someone' });
+  });
+
+  it('a polling waiter is never granted the lock: its reservation does not name its process', async () => {
+    const {
+      collection,
+      lockCollection: locks,
+      client,
+    } = await setUp({
+      owner: 'someone',
+      holder: 'other',
+      fence: Long.fromNumber(base),
+      expiresAt: new Date(Date.now() + 30_000),
+      gcAt: null,
+    });
+    const attempt = (grantable: boolean) =>
+      attemptAcquire(locks, client, {
+        key,
+        owner: 'token-7',
+        holder: 'me',
+        ttlMs,
+        reservation: 'rme',
+        reservationUse: { keep: false, grantable },
+      });
+    expect((await attempt(false)).won).toBe(false);
+    let doc = await collection.findOne({ _id: key });
+    expect(doc?.waiting?.rme).toBeDefined();
+    expect(doc?.waiting?.rme.holder).toBeUndefined();
+    // Once its stream runs, its next attempt names it.
+    expect((await attempt(true)).won).toBe(false);
+    doc = await collection.findOne({ _id: key });
+    expect(doc?.waiting?.rme.holder).toBe('me');
+  });
+
+  it('a grant that ran out is not confirmed', async () => {
+    const state = grantedState(3);
+    const { lockCollection: locks, client } = await setUp({
+      ...state,
+      expiresAt: new Date(Date.now() - 1),
+      // Only our reservation is left, so the free key would be ours anyway: a new grant.
+      waiting: { rme: reservation('me', 10) },
+    });
+    const outcome = await attemptAcquire(locks, client, {
+      key,
+      owner: 'token-4',
+      holder: 'me',
+      ttlMs,
+      reservation: 'rme',
+    });
+    // Taken afresh (the head is us), with a new fence: not the ended grant's.
+    expect(outcome).toMatchObject({ won: true, fence: BigInt(base + 4) });
+  });
+
+  it('an attempt that finds the lease ended hands the lock to the oldest waiting process', async () => {
+    const {
+      collection,
+      lockCollection: locks,
+      client,
+    } = await setUp({
+      owner: 'dead-holder',
+      holder: 'dead',
+      fence: Long.fromNumber(base + 9),
+      expiresAt: new Date(Date.now() - 1),
+      gcAt: null,
+      waiting: { rhead: reservation('head', 100) },
+    });
+    const outcome = await attemptAcquire(locks, client, {
+      key,
+      owner: 'token-5',
+      holder: 'late',
+      ttlMs,
+      reservation: 'rlate',
+    });
+    expect(outcome.won).toBe(false);
+    const doc = await collection.findOne({ _id: key });
+    expect(doc).toMatchObject({ owner: 'grant:rhead', holder: 'head', grantedTo: 'rhead' });
+    expect(Number(doc?.fence)).toBe(base + 10);
+    // The late waiter took its place behind, the grantee went to the back.
+    expect(Object.keys(doc?.waiting ?? {}).sort()).toEqual(['rhead', 'rlate']);
+  });
+
+  it('a process that leaves with an unconfirmed grant passes it on', async () => {
+    const { collection, lockCollection: locks } = await setUp(grantedState(20));
+    await withdrawReservation(locks, key, 'rme', 60_000);
+    const doc = await collection.findOne({ _id: key });
+    expect(doc).toMatchObject({ owner: 'grant:rother', holder: 'other', grantee: 'other' });
+    expect(Number(doc?.fence)).toBe(base + 21);
+    expect(Object.keys(doc?.waiting ?? {})).toEqual(['rother']);
+  });
+
+  it('the last waiting process leaving with an unconfirmed grant frees the key', async () => {
+    const state = grantedState(20);
+    const { collection, lockCollection: locks } = await setUp({
+      ...state,
+      waiting: { rme: state.waiting.rme },
+    });
+    await withdrawReservation(locks, key, 'rme', 60_000);
+    const doc = await collection.findOne({ _id: key });
+    expect(doc).toMatchObject({ owner: null, grantedTo: null, waiting: {} });
+    expect(doc?.gcAt).toBeInstanceOf(Date);
+  });
+});
