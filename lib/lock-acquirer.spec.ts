@@ -116,6 +116,7 @@ function setUp() {
     held,
     operationTimeoutMs: 1_000,
     holderId: 'me',
+    localTransfers: true,
   });
   const store = new FakeStore();
   const acquire = (

@@ -3,6 +3,7 @@ import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
 import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
 import type { HeldLocks } from './held-locks';
 import { localLeaseEnd } from './lease-keeper';
+import type { HeldKey } from './lease-keeper';
 import { MongoLockHandle } from './lock-handle';
 import { notAcquiredMessage } from './lock.messages';
 import type { ResolvedAcquireOptions } from './options';
@@ -26,6 +27,11 @@ export interface LockAcquirerDeps {
   operationTimeoutMs: number;
   /** This process's holder id: a release that hands the key to it wakes local waiters. */
   holderId: string;
+  /**
+   * A release may pass an exclusive lock to a caller waiting in this process, in the same
+   * write (where the store supports it: the lock collection).
+   */
+  localTransfers: boolean;
 }
 
 /**
@@ -85,6 +91,15 @@ class Acquisition {
       else this.uncertain.add(key);
       throw error;
     });
+  }
+
+  /**
+   * A command that may have given us `key` got no reply (a local transfer's release): if the
+   * call fails, what it may hold there is given back.
+   */
+  markUncertain(key: string): void {
+    if (this.ended) this.giveBackUncertain(key);
+    else this.uncertain.add(key);
   }
 
   /** The call succeeded: its attempts are over, every key is held. */
@@ -211,6 +226,16 @@ export class LockAcquirer {
         deadline,
         timeoutMs: options.timeoutMs,
         signal,
+        ...(this.deps.localTransfers && options.mode.mode === 'exclusive' && !options.mode.permits
+          ? {
+              transfer: {
+                owner: acquisition.owner,
+                ttlMs: options.ttlMs,
+                scope: options.scope ?? null,
+                uncertain: () => acquisition.markUncertain(key),
+              },
+            }
+          : {}),
       });
     }
     return acquisition.attempt(key).then((outcome) => {
@@ -268,23 +293,52 @@ export class LockAcquirer {
       maxHoldMs: this.deps.maxHoldMs,
       operations: {
         renew: (held, ttlMs) => store.renew(held.key, held.owner, ttlMs),
-        release: async (held) => {
-          let result: ReleaseResult;
-          try {
-            result = await store.release(held.key, held.owner);
-          } catch (error) {
-            // Perhaps applied: local waiters must not keep assuming we hold the key.
-            this.notifyEnded(held.key, undefined);
-            throw error;
-          }
-          this.notifyEnded(held.key, result.outcome, result.grantedTo);
-          return result.outcome;
-        },
+        release: (held) => this.release(store, held),
         giveBack: (held) => this.giveBack(store, held.key, held.owner),
       },
     });
     this.deps.held.add(handle);
     return handle;
+  }
+
+  /**
+   * Releases a held key, passing it to the caller first in line here when there is one (a
+   * local transfer, one write); tells the local waiters how the hold ended.
+   */
+  private async release(store: LockStore, held: HeldKey): Promise<ReleaseLeaseOutcome> {
+    const successor = this.deps.waiting.takeSuccessor(held.key);
+    const local = successor && {
+      ...successor.target,
+      holder: this.deps.holderId,
+      mayOvertake: successor.mayOvertake,
+    };
+    let result: ReleaseResult;
+    try {
+      result = await store.release(held.key, held.owner, local);
+    } catch (error) {
+      // Perhaps applied: the successor may hold the key, and local waiters must not keep
+      // assuming we do.
+      successor?.target.uncertain();
+      successor?.declined();
+      this.notifyEnded(held.key, undefined);
+      throw error;
+    }
+    if (successor && result.transferred) {
+      successor.transferred({
+        key: held.key,
+        owner: successor.target.owner,
+        fence: result.transferred.fence,
+        holderId: this.deps.holderId,
+        sentAt: result.transferred.sentAt,
+        remainingMs: successor.target.ttlMs,
+        operationTime: undefined,
+        won: true,
+      });
+    } else {
+      successor?.declined();
+      this.notifyEnded(held.key, result.outcome, result.grantedTo);
+    }
+    return result.outcome;
   }
 
   /**

@@ -141,6 +141,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
       held: this.held,
       operationTimeoutMs: this.options.operationTimeoutMs,
       holderId: this.holderId,
+      localTransfers: true,
     });
     this.events$ = this.createEvents().pipe(share());
   }

@@ -94,6 +94,7 @@ export class DocumentLocks<T extends Document = Document> {
       held: host.held,
       operationTimeoutMs: options.operationTimeoutMs,
       holderId: options.holderId,
+      localTransfers: false,
     });
   }
 

@@ -18,7 +18,7 @@ import {
 import { isEntryOwner } from './lock-modes';
 import { releaseLease } from './release-lease';
 import { releaseScope } from './release-scope';
-import type { ReleaseResult } from './release-lease';
+import type { LocalSuccessor, ReleaseResult } from './release-lease';
 import { renewLease } from './renew-lease';
 import type { RenewLeaseOutcome, RenewLeaseRequest } from './renew-lease';
 
@@ -30,7 +30,8 @@ import type { RenewLeaseOutcome, RenewLeaseRequest } from './renew-lease';
 export interface LeaseCommands {
   attempt(request: AcquireAttemptRequest): Promise<AcquireAttemptOutcome>;
   renew(request: RenewLeaseRequest): Promise<RenewLeaseOutcome>;
-  release(key: string, owner: string): Promise<ReleaseResult>;
+  /** `successor`: where supported (the lock collection), the release may pass the lock to it. */
+  release(key: string, owner: string, successor?: LocalSuccessor): Promise<ReleaseResult>;
   inspect(key: string): Promise<LockState | null>;
   probe(key: string): Promise<LockProbe>;
   openChangeStream(options: OpenLockChangeStreamOptions): LockChangeStream;
@@ -58,10 +59,10 @@ export function lockCollectionCommands(
       isEntryOwner(request.owner)
         ? renewEntry(collection, request.key, request.owner, request.ttlMs)
         : renewLease(collection, request),
-    release: async (key, owner) =>
+    release: async (key, owner, successor) =>
       isEntryOwner(owner)
         ? { outcome: await releaseEntry(collection, key, owner, idleRetentionMs) }
-        : releaseLease(collection, { key, owner, idleRetentionMs }),
+        : releaseLease(collection, { key, owner, idleRetentionMs, successor }),
     inspect: (key) => inspectLock(collection, key),
     probe: (key) => probeLock(collection, sessions, key),
     openChangeStream: (options) => openLockChangeStream(collection, options),

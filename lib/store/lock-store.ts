@@ -12,7 +12,7 @@ import type { OpenLockChangeStreamOptions } from './lock-change-stream';
 import type { LockChangeStream } from './lock-document';
 import { isStoreUnavailableError, isUnreachableError, toStoreError } from './mongo-error-codes';
 import type { ReservationUse } from './lock-modes';
-import type { ReleaseLeaseOutcome, ReleaseResult } from './release-lease';
+import type { LocalSuccessor, ReleaseLeaseOutcome, ReleaseResult } from './release-lease';
 import type { RenewLeaseOutcome } from './renew-lease';
 
 /** A key's liveness with the timing a waiter needs. */
@@ -147,12 +147,16 @@ export class LockStore {
     return this.send('renew', timeoutMs, () => this.commands.renew({ key, owner, ttlMs })).result;
   }
 
-  /** Releases by owner token; says which process the lock was handed to, if any. */
-  async release(key: string, owner: string): Promise<ReleaseResult> {
+  /**
+   * Releases by owner token; says where the lock went in the same write: to `successor` (a
+   * caller waiting here, which then holds it), or to another waiting process.
+   */
+  async release(key: string, owner: string, successor?: LocalSuccessor): Promise<ReleaseResult> {
     const result = await this.send('release', this.options.operationTimeoutMs, () =>
-      this.commands.release(key, owner),
+      this.commands.release(key, owner, successor),
     ).result;
     this.claimed.delete(idOf(key, owner));
+    if (result.transferred && successor) this.claimed.add(idOf(key, successor.owner));
     return result;
   }
 

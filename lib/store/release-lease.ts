@@ -1,13 +1,32 @@
-import { toRemainingMs } from './bson-values';
+import { LONG_ONE, toBigInt, toRemainingMs } from './bson-values';
 import type { BsonInteger } from './bson-values';
 import type { LockCollection } from './lock-document';
 import { cleared, grantFields, grantableHead } from './direct-grant';
-import { LIVE_HOLDERS } from './lock-modes';
+import { LIVE_HOLDERS, isNullExpr } from './lock-modes';
 
 export interface ReleaseLeaseRequest {
   key: string;
   owner: string;
   idleRetentionMs: number;
+  /** A caller waiting in this process, to which the release may pass the lock. */
+  successor?: LocalSuccessor;
+}
+
+/**
+ * A local transfer: the release passes the lock to a caller waiting in the same process, in
+ * the same write (its token, a fence one higher, its lease). No change event wakes anyone.
+ */
+export interface LocalSuccessor {
+  owner: string;
+  /** The releasing process's holder id (it stays the holder). */
+  holder: string;
+  ttlMs: number;
+  scope: string | null;
+  /**
+   * False after several transfers in a row: then only while no other process waits (it has a
+   * reservation), so that local callers do not keep the lock from them.
+   */
+  mayOvertake: boolean;
 }
 
 /**
@@ -19,18 +38,53 @@ export interface ReleaseLeaseRequest {
  */
 export type ReleaseLeaseOutcome = 'released' | 'expired' | 'lost';
 
-/** A release's outcome, and the process the key was granted to in the same write, if any. */
+/** A release's outcome, and where the lock went in the same write, if anywhere. */
 export interface ReleaseResult {
   outcome: ReleaseLeaseOutcome;
-  /** Holder id of the waiting process the lock went to (see `direct-grant.ts`). */
+  /** Holder id of the waiting process the lock was granted to (see `direct-grant.ts`). */
   grantedTo?: string;
+  /** The successor holds the lock now, with this fence, its lease counted from `sentAt`. */
+  transferred?: { fence: bigint; sentAt: number };
 }
 
 interface ReleaseReply {
   ours: boolean;
   remainingMs: BsonInteger;
   grantee: string | null;
+  transfer: boolean;
+  fence: BsonInteger;
 }
+
+/**
+ * Whether the release passes the lock to `successor`. Decided on the document alone, not the
+ * clock, so that the reply (read from the pre-image) says exactly what the write did: ours,
+ * no unreleased holder entry (a shared holder may have come in after our lease ended), and
+ * overtaking allowed or nobody else in line, live or not.
+ */
+function transferExpr(owner: string, successor: LocalSuccessor | undefined) {
+  if (successor === undefined) return { $literal: false };
+  const others = {
+    $filter: {
+      input: { $objectToArray: { $ifNull: ['$waiting', {}] } },
+      cond: { $ne: [{ $ifNull: ['$$this.v.holder', null] }, successor.holder] },
+    },
+  };
+  const unreleased = {
+    $filter: {
+      input: { $objectToArray: { $ifNull: ['$holders', {}] } },
+      cond: isNullExpr('$$this.v.releasedAt'),
+    },
+  };
+  return {
+    $and: [
+      { $eq: ['$owner', owner] },
+      { $eq: [{ $size: unreleased }, 0] },
+      successor.mayOvertake ? true : { $eq: [{ $size: others }, 0] },
+    ],
+  };
+}
+
+const NOW = '$$NOW';
 
 /** Each field takes its new value when we own the document and keeps its old one otherwise. */
 function whenOurs(owner: string, newValue: unknown, field: string) {
@@ -43,7 +97,31 @@ function whenOurs(owner: string, newValue: unknown, field: string) {
  */
 export const RELEASED_OWNERS_KEPT = 32;
 
-function releasePipeline(owner: string, idleRetentionMs: number) {
+/** The key's reservations with this process's own (`holder`) moved to the back of the line. */
+function ourPlaceToBack(holder: string | undefined) {
+  return {
+    $cond: [
+      isNullExpr('$waiting'),
+      '$waiting',
+      {
+        $arrayToObject: {
+          $map: {
+            input: { $objectToArray: '$waiting' },
+            in: {
+              $cond: [
+                { $eq: [{ $ifNull: ['$$this.v.holder', null] }, holder ?? null] },
+                { k: '$$this.k', v: { $mergeObjects: ['$$this.v', { since: NOW }] } },
+                '$$this',
+              ],
+            },
+          },
+        },
+      },
+    ],
+  };
+}
+
+function releasePipeline(owner: string, idleRetentionMs: number, successor?: LocalSuccessor) {
   const live = { $gt: ['$expiresAt', '$$NOW'] };
   // A retry after the lease's end could not have been protected anyway: forget it then.
   const previous = {
@@ -65,20 +143,24 @@ function releasePipeline(owner: string, idleRetentionMs: number) {
       { $max: [{ $add: ['$$NOW', idleRetentionMs] }, '$expiresAt'] },
     ],
   };
+  const transfer = (toSuccessor: unknown, field: unknown) =>
+    successor === undefined ? field : { $cond: ['$_t', toSuccessor, field] };
   return [
-    { $set: { _h: grantableHead() } },
+    { $set: { _h: grantableHead(), _t: transferExpr(owner, successor) } },
     {
       $set: {
-        // Ours: handed to the oldest waiting process, or freed; otherwise left as it is.
-        ...grantFields(ours, '$_h', {
-          owner: whenOurs(owner, null, '$owner'),
+        // Ours: passed to the local successor, or handed to the oldest waiting process, or
+        // freed; otherwise left as it is.
+        ...grantFields({ $and: [ours, { $not: ['$_t'] }] }, '$_h', {
+          owner: transfer(successor?.owner, whenOurs(owner, null, '$owner')),
           holder: '$holder',
-          fence: '$fence',
-          acquiredAt: '$acquiredAt',
-          expiresAt: '$expiresAt',
-          scope: '$scope',
-          gcAt: whenOurs(owner, idleGcAt, '$gcAt'),
-          waiting: '$waiting',
+          fence: transfer({ $add: ['$fence', LONG_ONE] }, '$fence'),
+          acquiredAt: transfer(NOW, '$acquiredAt'),
+          expiresAt: transfer({ $add: [NOW, successor?.ttlMs ?? 0] }, '$expiresAt'),
+          scope: transfer({ $literal: successor?.scope ?? null }, '$scope'),
+          gcAt: transfer('$gcAt', whenOurs(owner, idleGcAt, '$gcAt')),
+          // A transfer is this process's turn: its place goes to the back of the line.
+          waiting: transfer(ourPlaceToBack(successor?.holder), '$waiting'),
           grantedTo: whenOurs(owner, cleared('$grantedTo'), '$grantedTo'),
           grantee: whenOurs(owner, cleared('$grantee'), '$grantee'),
         }),
@@ -91,7 +173,7 @@ function releasePipeline(owner: string, idleRetentionMs: number) {
         releasedFence: whenOurs(owner, '$fence', '$releasedFence'),
       },
     },
-    { $unset: '_h' },
+    { $unset: ['_h', '_t'] },
   ];
 }
 
@@ -109,11 +191,12 @@ function releasePipeline(owner: string, idleRetentionMs: number) {
  */
 export async function releaseLease(
   collection: LockCollection,
-  { key, owner, idleRetentionMs }: ReleaseLeaseRequest,
+  { key, owner, idleRetentionMs, successor }: ReleaseLeaseRequest,
 ): Promise<ReleaseResult> {
+  const sentAt = performance.now();
   const before = (await collection.findOneAndUpdate(
     { _id: key, $or: [{ owner }, { 'releasedOwners.owner': owner }] },
-    releasePipeline(owner, idleRetentionMs),
+    releasePipeline(owner, idleRetentionMs, successor),
     {
       returnDocument: 'before',
       projection: {
@@ -125,11 +208,16 @@ export async function releaseLease(
         grantee: {
           $let: { vars: { head: grantableHead() }, in: { $ifNull: ['$$head.v.holder', null] } },
         },
+        transfer: transferExpr(owner, successor),
+        fence: 1,
       },
     },
   )) as ReleaseReply | null;
   if (before === null) return { outcome: 'lost' };
   if (!before.ours) return { outcome: 'released' }; // released by an earlier try, while live
   const outcome = toRemainingMs(before.remainingMs) > 0 ? 'released' : 'expired';
+  if (before.transfer) {
+    return { outcome, transferred: { fence: toBigInt(before.fence) + 1n, sentAt } };
+  }
   return before.grantee === null ? { outcome } : { outcome, grantedTo: before.grantee };
 }

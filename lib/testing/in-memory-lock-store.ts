@@ -7,7 +7,7 @@ import { holderCapError, modeConflictError } from '../store/lock-mode-errors';
 import type { OpenLockChangeStreamOptions } from '../store/lock-change-stream';
 import type { LockChangeStream } from '../store/lock-document';
 import type { KeyLeaseProbe, LockStore } from '../store/lock-store';
-import type { ReleaseLeaseOutcome, ReleaseResult } from '../store/release-lease';
+import type { LocalSuccessor, ReleaseLeaseOutcome, ReleaseResult } from '../store/release-lease';
 import type { RenewLeaseOutcome } from '../store/renew-lease';
 import { InMemoryChangeStream } from './in-memory-change-stream';
 import type { InMemoryChangeLog } from './in-memory-change-log';
@@ -92,7 +92,8 @@ export class InMemoryLockStore implements LockStoreContract {
     });
   }
 
-  release(key: string, owner: string): Promise<ReleaseResult> {
+  /** Releases by owner token; makes no local transfers (the successor tries as usual). */
+  release(key: string, owner: string, _successor?: LocalSuccessor): Promise<ReleaseResult> {
     return this.send(() => {
       const outcome = this.collection.release({
         key,

@@ -10,6 +10,33 @@ import { LEASE_END_MARGIN_MS, pollDelayMs } from './wait-timing';
 import type { WaitTiming } from './wait-timing';
 import { Wakeup } from './wakeup';
 
+/**
+ * Local transfers in a row (a release passing the lock to a caller waiting here, one write)
+ * while other processes wait in line; the next release hands the lock to them.
+ */
+export const MAX_LOCAL_TRANSFERS = 4;
+
+/** What a release needs to pass the lock to a caller waiting here (exclusive locks only). */
+export interface TransferTarget {
+  /** The caller's owner token. */
+  owner: string;
+  ttlMs: number;
+  scope: string | null;
+  /** The release got no reply: the caller may hold the lock; its call must give it back if it fails. */
+  uncertain(): void;
+}
+
+/** The head of a key's queue, offered to a release (see {@link KeyQueue.takeSuccessor}). */
+export interface OfferedSuccessor {
+  target: TransferTarget;
+  /** False after {@link MAX_LOCAL_TRANSFERS} in a row. */
+  mayOvertake: boolean;
+  /** The release passed the lock to it. */
+  transferred(won: AcquireAttemptWon): void;
+  /** It did not (or the outcome is unknown: `uncertain` first). */
+  declined(): void;
+}
+
 /** One caller waiting for a key. */
 export interface KeyWaitRequest {
   /**
@@ -26,6 +53,8 @@ export interface KeyWaitRequest {
   deadline: number;
   timeoutMs: number;
   signal: AbortSignal | undefined;
+  /** Where a release here may pass the lock to this caller directly; absent: never. */
+  transfer?: TransferTarget;
 }
 
 interface Waiter extends KeyWaitRequest {
@@ -64,6 +93,14 @@ export class KeyQueue {
   private heldHere = false;
   /** {@link releases} when the last win was handed out: later releases are the winner's. */
   private releasesAtWin = 0;
+  /** The latest outcome: when the holder's lease ends, for the next wait. */
+  private lastOutcome: AcquireAttemptOutcome | undefined;
+  /** A local transfer on its way: settles when its release's outcome is known. */
+  private transferring: Promise<void> | undefined;
+  /** The last holder here got the lock by a local transfer; its waiters wait for its release. */
+  private wonByTransfer = false;
+  /** Local transfers in a row, for {@link MAX_LOCAL_TRANSFERS}. */
+  private localTransfers = 0;
   /** Why the last attempt got no reply, while MongoDB is unavailable; cleared by a reply. */
   private unavailable: unknown;
   /** This queue's name in the key's reservations (a field name: letters and digits only). */
@@ -141,6 +178,21 @@ export class KeyQueue {
     try {
       for (let head = this.head(); head; head = this.head()) {
         const releasesBefore = this.releases;
+        if (this.transferring) {
+          // A release is passing the lock to the head: no attempt meanwhile. Declined: wait as
+          // before, unless a release was heard.
+          await this.transferring;
+          if (!this.wonByTransfer && this.lastOutcome) {
+            await this.waitForChance(releasesBefore, this.lastOutcome, head);
+            continue;
+          }
+        }
+        if (this.wonByTransfer && this.lastOutcome) {
+          // The next waiter waits for the new holder's release.
+          this.wonByTransfer = false;
+          await this.waitForChance(this.releasesAtWin, this.lastOutcome, this.head());
+          continue;
+        }
         const outcome = await this.attempt(head);
         // Releases heard during a winning attempt happened before it: the next waiter
         // waits for the winner's own release.
@@ -193,6 +245,8 @@ export class KeyQueue {
     head.attempting = false;
     this.unavailable = undefined;
     this.reservationUnknown = false;
+    this.lastOutcome = outcome;
+    if (outcome.won) this.localTransfers = 0;
     this.holder = {
       holderId: outcome.holderId,
       leaseEnd: outcome.sentAt + outcome.remainingMs,
@@ -223,6 +277,51 @@ export class KeyQueue {
     this.watch(outcome);
     if (performance.now() >= head.deadline) this.settle(head, { error: this.deadlineError(head) });
     return outcome;
+  }
+
+  /**
+   * The head, if a release here may pass the lock to it (see `LocalSuccessor`): it sends no
+   * attempt until the release's outcome is known, which the caller reports exactly once.
+   */
+  takeSuccessor(): OfferedSuccessor | undefined {
+    const head = this.head();
+    const target = head?.transfer;
+    if (!head || !target || head.attempting || this.transferring) return undefined;
+    head.attempting = true; // the outcome decides, as for an attempt on its way
+    let settled!: () => void;
+    this.transferring = new Promise((resolve) => (settled = resolve));
+    const done = () => {
+      this.transferring = undefined;
+      settled();
+    };
+    return {
+      target,
+      mayOvertake: this.localTransfers < MAX_LOCAL_TRANSFERS,
+      transferred: (won) => {
+        head.attempting = false;
+        if (head.settled) {
+          head.abandonWin(won); // it left while the release was on its way
+          done();
+          return;
+        }
+        this.localTransfers += 1;
+        this.heldHere = true;
+        this.lastOutcome = won;
+        this.holder = { holderId: won.holderId, leaseEnd: won.sentAt + won.remainingMs };
+        this.releasesAtWin = this.releases;
+        this.wonByTransfer = true;
+        this.settle(head, { won });
+        done();
+      },
+      declined: () => {
+        head.attempting = false;
+        this.localTransfers = 0;
+        if (performance.now() >= head.deadline) {
+          this.settle(head, { error: this.deadlineError(head) });
+        }
+        done();
+      },
+    };
   }
 
   private watch(outcome: AcquireAttemptOutcome): void {

@@ -4,7 +4,7 @@ import { linkAbortSignals } from './linked-abort-signal';
 import type { LockEvent } from '../interfaces/lock-state.interface';
 import type { HoldEnd, LockChangeFeed } from './change-feed';
 import { KeyQueue } from './key-queue';
-import type { KeyWaitRequest } from './key-queue';
+import type { KeyWaitRequest, OfferedSuccessor } from './key-queue';
 import { waitUntilReleased } from './release-watch';
 import type { LeaseProbe } from './release-watch';
 import type { WaitTiming } from './wait-timing';
@@ -84,6 +84,11 @@ export class LockWaiting {
         );
       return () => cancel.abort();
     });
+  }
+
+  /** The head of `key`'s queue, if a release may pass the lock to it (`KeyQueue.takeSuccessor`). */
+  takeSuccessor(key: string): OfferedSuccessor | undefined {
+    return this.queues.get(key)?.takeSuccessor();
   }
 
   /** Tells local waiters at once that this process's hold of `key` ended, and how. */

@@ -90,7 +90,7 @@ describe('direct grant between processes', () => {
     expect((await rawLockOf(kit, 'k'))?.owner).toBeNull();
   });
 
-  it('grants in the order processes started waiting, each process once per round', async () => {
+  it('grants in the order processes started waiting; each passes the lock among its own callers', async () => {
     const a = await kit.service();
     const services = [await kit.service(), await kit.service(), await kit.service()];
     const held = await a.acquire('order');
@@ -110,8 +110,9 @@ describe('direct grant between processes', () => {
     }
     await held.release();
     await Promise.all(waits);
-    // Round robin over the processes, in the order they reserved.
-    expect(order).toEqual(['s0', 's1', 's2', 's0', 's1', 's2']);
+    // The processes in the order they reserved; within each, its callers one after another
+    // (local transfers).
+    expect(order).toEqual(['s0', 's0', 's1', 's1', 's2', 's2']);
   });
 
   it('events$ reports a hand-off as the release and then the acquisition', async () => {
@@ -161,6 +162,61 @@ describe('direct grant between processes', () => {
     expect(handle.fence).toBeGreaterThan(BigInt((granted?.fence as Long).toString()));
     await handle.release();
   }, 30_000);
+});
+
+describe('local transfer between callers of one process', () => {
+  it('passes the lock to the next caller here with the release: one command, no attempt', async () => {
+    const a = await serviceWithCommands();
+    const first = await a.service.acquire('t', { ttlMs: 30_000 });
+    const second = a.service.acquire('t', { ttlMs: 20_000, timeoutMs: 10_000 });
+    await eventually(async () => liveReservations(await rawLockOf(kit, 't')).length === 1);
+    await sleep(100);
+    a.commands.reset();
+    await first.release();
+    const handle = await second;
+    expect(a.commands.names.filter((name) => name === 'findAndModify')).toHaveLength(1);
+    expect(handle.fence).toBe(first.fence + 1n);
+    const doc = await rawLockOf(kit, 't');
+    expect(doc?.holder).toBe(a.service.holderId);
+    const remainingMs = new Date(doc?.expiresAt).getTime() - Date.now();
+    expect(remainingMs).toBeGreaterThan(15_000); // the successor's own ttl, not the first's
+    expect(remainingMs).toBeLessThanOrEqual(20_000);
+    // The first caller's retried release still recognises its own success.
+    await handle.release();
+  });
+
+  it('after four transfers in a row the lock goes to the process waiting elsewhere', async () => {
+    const a = await kit.service();
+    const b = await kit.service();
+    const order: string[] = [];
+    const first = await a.acquire('turns');
+    const local = Array.from({ length: 6 }, (_, index) =>
+      a.withLock('turns', async () => void order.push(`a${index}`), { timeoutMs: 30_000 }),
+    );
+    await eventually(async () => liveReservations(await rawLockOf(kit, 'turns')).length === 1);
+    const remote = b.withLock('turns', async () => void order.push('b'), { timeoutMs: 30_000 });
+    await eventually(async () => liveReservations(await rawLockOf(kit, 'turns')).length === 2);
+    await first.release();
+    await Promise.all([...local, remote]);
+    // The first release and three more pass the lock on here; the fifth hands it to B.
+    expect(order.indexOf('b')).toBe(4);
+  });
+
+  it('a caller that left while the release was on its way gives the lock back', async () => {
+    const a = await kit.service();
+    const other = await kit.service();
+    const first = await a.acquire('left');
+    const controller = new AbortController();
+    const leaving = a.acquire('left', { timeoutMs: 10_000, signal: controller.signal });
+    await eventually(async () => liveReservations(await rawLockOf(kit, 'left')).length === 1);
+    const releasing = first.release();
+    controller.abort(new Error('gone'));
+    await expect(leaving).rejects.toThrow('gone');
+    await releasing;
+    // Whatever the transfer did, nobody holds the key for long: another process gets it.
+    const handle = await other.acquire('left', { timeoutMs: 5_000 });
+    await handle.release();
+  });
 });
 
 describe('direct grant in the store (one command each)', () => {
@@ -273,6 +329,8 @@ describe('direct grant in the store (one command each)', () => {
       fence: Long.fromNumber(base),
       expiresAt: new Date(Date.now() + 30_000),
       gcAt: null,
+      // Someone is in line already: a polling waiter takes its place too (fairness).
+      waiting: { rother: reservation('other', 50) },
     });
     const attempt = (grantable: boolean) =>
       attemptAcquire(locks, client, {
