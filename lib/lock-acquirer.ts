@@ -307,11 +307,7 @@ export class LockAcquirer {
    */
   private async release(store: LockStore, held: HeldKey): Promise<ReleaseLeaseOutcome> {
     const successor = this.deps.waiting.takeSuccessor(held.key);
-    const local = successor && {
-      ...successor.target,
-      holder: this.deps.holderId,
-      mayOvertake: successor.mayOvertake,
-    };
+    const local = successor && { ...successor.target, holder: this.deps.holderId };
     let result: ReleaseResult;
     try {
       result = await store.release(held.key, held.owner, local);

@@ -22,11 +22,6 @@ export interface LocalSuccessor {
   holder: string;
   ttlMs: number;
   scope: string | null;
-  /**
-   * False after several transfers in a row: then only while no other process waits (it has a
-   * reservation), so that local callers do not keep the lock from them.
-   */
-  mayOvertake: boolean;
 }
 
 /**
@@ -58,30 +53,17 @@ interface ReleaseReply {
 /**
  * Whether the release passes the lock to `successor`. Decided on the document alone, not the
  * clock, so that the reply (read from the pre-image) says exactly what the write did: ours,
- * no unreleased holder entry (a shared holder may have come in after our lease ended), and
- * overtaking allowed or nobody else in line, live or not.
+ * and no unreleased holder entry (a shared holder may have come in after our lease ended).
  */
 function transferExpr(owner: string, successor: LocalSuccessor | undefined) {
   if (successor === undefined) return { $literal: false };
-  const others = {
-    $filter: {
-      input: { $objectToArray: { $ifNull: ['$waiting', {}] } },
-      cond: { $ne: [{ $ifNull: ['$$this.v.holder', null] }, successor.holder] },
-    },
-  };
   const unreleased = {
     $filter: {
       input: { $objectToArray: { $ifNull: ['$holders', {}] } },
       cond: isNullExpr('$$this.v.releasedAt'),
     },
   };
-  return {
-    $and: [
-      { $eq: ['$owner', owner] },
-      { $eq: [{ $size: unreleased }, 0] },
-      successor.mayOvertake ? true : { $eq: [{ $size: others }, 0] },
-    ],
-  };
+  return { $and: [{ $eq: ['$owner', owner] }, { $eq: [{ $size: unreleased }, 0] }] };
 }
 
 const NOW = '$$NOW';

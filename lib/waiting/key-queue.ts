@@ -11,8 +11,9 @@ import type { WaitTiming } from './wait-timing';
 import { Wakeup } from './wakeup';
 
 /**
- * Local transfers in a row (a release passing the lock to a caller waiting here, one write)
- * while other processes wait in line; the next release hands the lock to them.
+ * Local transfers in a row (a release passing the lock to a caller waiting here, one write);
+ * the next release goes by the line in the lock document (another process, if one waits), or
+ * frees the key for pollers elsewhere, which keep no place in line.
  */
 export const MAX_LOCAL_TRANSFERS = 4;
 
@@ -29,8 +30,6 @@ export interface TransferTarget {
 /** The head of a key's queue, offered to a release (see {@link KeyQueue.takeSuccessor}). */
 export interface OfferedSuccessor {
   target: TransferTarget;
-  /** False after {@link MAX_LOCAL_TRANSFERS} in a row. */
-  mayOvertake: boolean;
   /** The release passed the lock to it. */
   transferred(won: AcquireAttemptWon): void;
   /** It did not (or the outcome is unknown: `uncertain` first). */
@@ -287,6 +286,10 @@ export class KeyQueue {
     const head = this.head();
     const target = head?.transfer;
     if (!head || !target || head.attempting || this.transferring) return undefined;
+    if (this.localTransfers >= MAX_LOCAL_TRANSFERS) {
+      this.localTransfers = 0;
+      return undefined;
+    }
     head.attempting = true; // the outcome decides, as for an attempt on its way
     let settled!: () => void;
     this.transferring = new Promise((resolve) => (settled = resolve));
@@ -296,7 +299,6 @@ export class KeyQueue {
     };
     return {
       target,
-      mayOvertake: this.localTransfers < MAX_LOCAL_TRANSFERS,
       transferred: (won) => {
         head.attempting = false;
         if (head.settled) {
