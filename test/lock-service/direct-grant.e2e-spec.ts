@@ -56,6 +56,10 @@ describe('direct grant between processes', () => {
     const a = await kit.service();
     const b = await serviceWithCommands();
     const c = await serviceWithCommands();
+    // C reads events$ too: its stream then carries every change, and C itself must tell that
+    // B's grant is not for it.
+    const cEvents = c.service.events$.subscribe(() => undefined);
+    await sleep(200);
     const held = await a.acquire('k', { ttlMs: 30_000 });
     const bWaits = b.service.acquire('k', { timeoutMs: 20_000 });
     await eventually(async () => liveReservations(await rawLockOf(kit, 'k')).length === 1);
@@ -71,6 +75,7 @@ describe('direct grant between processes', () => {
     expect(b.commands.names.filter((name) => name === 'findAndModify')).toHaveLength(1);
     await sleep(100);
     expect(c.commands.names.filter((name) => name === 'findAndModify')).toHaveLength(0);
+    cEvents.unsubscribe();
     expect(bHandle.fence).toBeGreaterThan(held.fence);
 
     const doc = await rawLockOf(kit, 'k');
@@ -177,6 +182,7 @@ describe('local transfer between callers of one process', () => {
     expect(a.commands.names.filter((name) => name === 'findAndModify')).toHaveLength(1);
     expect(handle.fence).toBe(first.fence + 1n);
     const doc = await rawLockOf(kit, 't');
+    expect(BigInt(String(doc?.fence))).toBe(handle.fence);
     expect(doc?.holder).toBe(a.service.holderId);
     const remainingMs = new Date(doc?.expiresAt).getTime() - Date.now();
     expect(remainingMs).toBeGreaterThan(15_000); // the successor's own ttl, not the first's
@@ -351,12 +357,37 @@ describe('direct grant in the store (one command each)', () => {
     expect(doc?.waiting?.rme.holder).toBe('me');
   });
 
-  it('a grant that ran out is not confirmed', async () => {
+  it('a grant that ran out is not confirmed: the head of the line gets the lock', async () => {
+    const state = grantedState(3);
+    const {
+      collection,
+      lockCollection: locks,
+      client,
+    } = await setUp({
+      ...state,
+      expiresAt: new Date(Date.now() - 1),
+      // The grant moved us to the back: the other process is first in line now.
+      waiting: { rother: reservation('other', 50), rme: reservation('me', 10) },
+    });
+    const outcome = await attemptAcquire(locks, client, {
+      key,
+      owner: 'token-4',
+      holder: 'me',
+      ttlMs,
+      reservation: 'rme',
+      reservationUse: { keep: false, grantable: true },
+    });
+    expect(outcome.won).toBe(false);
+    const doc = await collection.findOne({ _id: key });
+    expect(doc).toMatchObject({ owner: 'grant:rother', grantee: 'other' });
+    expect(Number(doc?.fence)).toBe(base + 4);
+  });
+
+  it('a grant that ran out, with nobody else in line, is taken afresh with a new fence', async () => {
     const state = grantedState(3);
     const { lockCollection: locks, client } = await setUp({
       ...state,
       expiresAt: new Date(Date.now() - 1),
-      // Only our reservation is left, so the free key would be ours anyway: a new grant.
       waiting: { rme: reservation('me', 10) },
     });
     const outcome = await attemptAcquire(locks, client, {
@@ -366,7 +397,6 @@ describe('direct grant in the store (one command each)', () => {
       ttlMs,
       reservation: 'rme',
     });
-    // Taken afresh (the head is us), with a new fence: not the ended grant's.
     expect(outcome).toMatchObject({ won: true, fence: BigInt(base + 4) });
   });
 
