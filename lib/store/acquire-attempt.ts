@@ -192,22 +192,25 @@ const PLAIN_KEY = {
   ],
 };
 
-/** Each field takes its new value when the plain key is free and keeps its old one otherwise. */
+/** The plain key is free: nobody holds it, or the lease ended by the server clock. */
+const PLAIN_AND_FREE = {
+  $and: [
+    PLAIN_KEY,
+    { $or: [{ $eq: [{ $ifNull: ['$owner', null] }, null] }, { $lte: ['$expiresAt', '$$NOW'] }] },
+  ],
+};
+
+/** Each field takes its new value when the plain key is free (`_f`) and keeps its old one otherwise. */
 function whenFree(newValue: unknown, oldValue: string) {
-  const free = {
-    $and: [
-      PLAIN_KEY,
-      { $or: [{ $eq: [{ $ifNull: ['$owner', null] }, null] }, { $lte: ['$expiresAt', '$$NOW'] }] },
-    ],
-  };
-  return { $cond: [free, newValue, oldValue] };
+  return { $cond: ['$_f', newValue, oldValue] };
 }
 
 function plainPipeline({ owner, holder, ttlMs, target }: AcquireAttemptRequest) {
-  // Every `$cond` reads the document as it was before this stage, so they agree on `free`.
-  // When the key is held, each field is set to itself: the server sees a no-op, writes
-  // nothing to the oplog, and no change event wakes anyone.
+  // `free` is decided once, in its own stage; every field then reads it and the document as it
+  // was. When the key is held, each field is set to itself and `_f` goes again: the server
+  // sees a no-op, writes nothing to the oplog, and no change event wakes anyone.
   return [
+    { $set: { _f: PLAIN_AND_FREE } },
     {
       $set: {
         owner: whenFree(owner, '$owner'),
@@ -229,6 +232,7 @@ function plainPipeline({ owner, holder, ttlMs, target }: AcquireAttemptRequest) 
         grantee: whenFree(cleared('$grantee'), '$grantee'),
       },
     },
+    { $unset: '_f' },
   ];
 }
 

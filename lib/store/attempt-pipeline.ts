@@ -1,8 +1,14 @@
-import { GRANT_LEASE_MS, NEXT_FENCE, cleared, grantOwner, toBackOfLine } from './direct-grant';
+import {
+  GRANT_LEASE_MS,
+  LIVE_RESERVATIONS_BUT_LAPSED,
+  NEXT_FENCE,
+  cleared,
+  grantOwner,
+  toBackOfLine,
+} from './direct-grant';
 import {
   EXCLUSIVE_LIVE,
   LIVE_HOLDERS,
-  LIVE_RESERVATIONS,
   MAX_HOLDERS_PER_KEY,
   RECENT_RELEASES,
   RESERVATION_TTL_MS,
@@ -184,13 +190,10 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
   ];
   // A win drops our reservation (or, with more waiting here, puts it at the back) and the
   // expired ones; a reservation write refreshes ours; a hand-over moves the grantee back.
-  const afterWin = {
-    $cond: [
-      { $not: [isNullExpr('$waiting')] },
-      { $arrayToObject: keep ? { $concatArrays: [othersQueued, ours(NOW)] } : othersQueued },
-      '$waiting',
-    ],
-  };
+  // (A key without reservations gets none written, unless ours stays.)
+  const afterWin = keep
+    ? { $arrayToObject: { $concatArrays: [othersQueued, ours(NOW)] } }
+    : { $cond: [{ $not: [isNullExpr('$waiting')] }, { $arrayToObject: othersQueued }, '$waiting'] };
   const reserved = {
     $arrayToObject: {
       $concatArrays: [othersQueued, ours({ $ifNull: ['$_m.mine.v.since', NOW] })],
@@ -271,7 +274,7 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
           excl: EXCLUSIVE_LIVE,
           live: LIVE_HOLDERS,
           recent: RECENT_RELEASES,
-          queue: LIVE_RESERVATIONS,
+          queue: LIVE_RESERVATIONS_BUT_LAPSED,
           granted: grantedToUs,
         },
       },

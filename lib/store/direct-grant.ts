@@ -1,5 +1,5 @@
 import { LONG_ONE, LONG_ZERO } from './bson-values';
-import { LIVE_HOLDERS, LIVE_RESERVATIONS, isNullExpr, oldest } from './lock-modes';
+import { EXCLUSIVE_LIVE, LIVE_HOLDERS, LIVE_RESERVATIONS, isNullExpr, oldest } from './lock-modes';
 
 /**
  * Direct grant: a write that frees an exclusive lock (a release, a withdrawal of an unconfirmed
@@ -64,6 +64,29 @@ export function grantableHead(except?: unknown) {
 export function cleared(field: '$grantedTo' | '$grantee') {
   return { $cond: [isNullExpr(field), field, null] };
 }
+
+/**
+ * The grant whose reservation `grantedTo` names ran out unconfirmed: its process died or
+ * stalled. (The placeholder owner is still in place, so nobody took the lock since.)
+ */
+const LAPSED_GRANT = {
+  $and: [
+    { $not: [EXCLUSIVE_LIVE] },
+    { $eq: ['$owner', { $concat: ['grant:', { $ifNull: ['$grantedTo', ''] }] }] },
+  ],
+};
+
+/**
+ * Live reservations, less the one whose grant lapsed: it leaves the line, rather than take
+ * the lock again (a dead process would cost another grant lease). If its process is alive, its
+ * next attempt takes a new place at the back.
+ */
+export const LIVE_RESERVATIONS_BUT_LAPSED = {
+  $filter: {
+    input: LIVE_RESERVATIONS,
+    cond: { $not: [{ $and: [LAPSED_GRANT, { $eq: ['$$this.k', '$grantedTo'] }] }] },
+  },
+};
 
 /** Fence of a new grant: never below the server's clock in ms (see the attempt pipelines). */
 export const NEXT_FENCE = {

@@ -342,9 +342,11 @@ export class KeyQueue {
         this.heldHere = false;
         break;
       case 'granted-elsewhere':
-        // Our release handed the key to another process: we wait for our turn (our grant).
+        // Our release handed the key to another process: we wait for our turn (our grant),
+        // once we have a place in line; without one, the head tries now, which takes one.
         this.heldHere = false;
-        return;
+        if (this.inLine()) return;
+        break;
       default:
         // While this process holds the key, an event is stale (or our own release's, ahead of
         // its reply) and attempting could only fail. The local release, or the lease end,
@@ -353,6 +355,11 @@ export class KeyQueue {
     }
     this.releases += 1;
     this.wakeup.wake();
+  }
+
+  /** The store keeps a reservation of ours, as far as we know: a release may grant to us. */
+  private inLine(): boolean {
+    return this.reservedUntil !== undefined && this.reservedUntil > performance.now();
   }
 
   /** Sleeps until a release, the lease end, a poll, or the head's deadline. */

@@ -9,6 +9,7 @@ import { attemptAcquire } from '../../lib/store/acquire-attempt';
 import { GRANT_LEASE_MS } from '../../lib/store/direct-grant';
 import { withdrawReservation } from '../../lib/store/holder-entries';
 import type { LockCollection } from '../../lib/store/lock-document';
+import { MAX_LOCAL_TRANSFERS } from '../../lib/waiting/key-queue';
 import { LockTestKit, countCommands } from './lock-test-kit';
 import { rawLockOf, liveReservations } from './adversarial/modes-kit';
 import type { RawLock } from './adversarial/modes-kit';
@@ -208,6 +209,40 @@ describe('local transfer between callers of one process', () => {
     expect(order.indexOf('b')).toBe(4);
   });
 
+  it('two busy processes take turns: neither keeps the lock for long runs', async () => {
+    const services = [await kit.service(), await kit.service()];
+    const holders: number[] = [];
+    let longestWaitMs = 0;
+    const end = Date.now() + 3_000;
+    const worker = async (index: number) => {
+      while (Date.now() < end) {
+        const asked = Date.now();
+        await services[index].withLock(
+          'busy',
+          async () => {
+            longestWaitMs = Math.max(longestWaitMs, Date.now() - asked);
+            holders.push(index);
+            await sleep(5 + Math.random() * 20);
+          },
+          { timeoutMs: 20_000 },
+        );
+      }
+    };
+    await Promise.all([0, 0, 0, 1, 1, 1].map(worker));
+    let run = 1;
+    let longestRun = 1;
+    for (let i = 1; i < holders.length; i += 1) {
+      run = holders[i] === holders[i - 1] ? run + 1 : 1;
+      longestRun = Math.max(longestRun, run);
+    }
+    // A turn is one grant and at most four transfers; allow a turn and a bit more.
+    expect(longestRun).toBeLessThanOrEqual(MAX_LOCAL_TRANSFERS + 3);
+    const share = holders.filter((index) => index === 0).length / holders.length;
+    expect(share).toBeGreaterThan(0.25);
+    expect(share).toBeLessThan(0.75);
+    expect(longestWaitMs).toBeLessThan(2_000);
+  }, 20_000);
+
   it('a caller that left while the release was on its way gives the lock back', async () => {
     const a = await kit.service();
     const other = await kit.service();
@@ -381,6 +416,32 @@ describe('direct grant in the store (one command each)', () => {
     const doc = await collection.findOne({ _id: key });
     expect(doc).toMatchObject({ owner: 'grant:rother', grantee: 'other' });
     expect(Number(doc?.fence)).toBe(base + 4);
+  });
+
+  it('a process whose grant ran out leaves the line: the next waiter gets the lock', async () => {
+    const state = grantedState(3);
+    const {
+      collection,
+      lockCollection: locks,
+      client,
+    } = await setUp({
+      ...state,
+      expiresAt: new Date(Date.now() - 1),
+      // The dead grantee is the only one in line besides the late waiter.
+      waiting: { rme: reservation('me', 10) },
+    });
+    const outcome = await attemptAcquire(locks, client, {
+      key,
+      owner: 'token-8',
+      holder: 'late',
+      ttlMs,
+      reservation: 'rlate',
+      reservationUse: { keep: false, grantable: true },
+    });
+    // Not handed to the lapsed grantee again: the late waiter, now first in line, takes it.
+    expect(outcome).toMatchObject({ won: true, owner: 'token-8' });
+    const doc = await collection.findOne({ _id: key });
+    expect(Object.keys(doc?.waiting ?? {})).toEqual([]);
   });
 
   it('a grant that ran out, with nobody else in line, is taken afresh with a new fence', async () => {
