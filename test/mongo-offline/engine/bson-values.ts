@@ -1,9 +1,16 @@
 /* eslint-disable @typescript-eslint/no-base-to-string -- BSON classes (Long, Timestamp, Decimal128) define toString */
 import { BSON, type Document } from 'bson';
+import { decodeBson } from '../wire/bson-decoder';
 
-/** A deep copy that keeps BSON classes (structuredClone would drop ObjectId's prototype). */
+/**
+ * A deep copy that keeps BSON classes (structuredClone would drop ObjectId's prototype):
+ * `BSON.deserialize(BSON.serialize(document), { promoteLongs: true })`, decoded by the
+ * server's decoder (the same values; without UTF-8 validation, which bytes just encoded from
+ * JavaScript strings always pass).
+ */
 export function cloneDocument<T extends Document>(document: T): T {
-  return BSON.deserialize(BSON.serialize(document), { promoteLongs: true }) as T;
+  const bytes = BSON.serialize(document);
+  return decodeBson(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)) as T;
 }
 
 /** MongoDB's "same document" test for no-op detection: identical BSON bytes, field order included. */

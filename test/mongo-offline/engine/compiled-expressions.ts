@@ -38,6 +38,12 @@ export interface Bindings {
   readonly variables: Document;
   /** The command's mingo options, for subtrees mingo evaluates. */
   readonly options: Partial<Options>;
+  /**
+   * Subtrees mingo evaluates, by slot, once bound to NOW / CLUSTER_TIME: bound at their first
+   * evaluation, not while the shape is written, since most (a `$size` behind an `$or` that
+   * is already true) are never evaluated.
+   */
+  bound?: unknown[];
 }
 
 export type Evaluate = (document: Document, bindings: Bindings) => unknown;
@@ -284,13 +290,23 @@ const NATIVE_OPERATORS: Record<string, NativeOperator> = {
  * change its value, so expressions that mention it stay entirely with mingo.
  */
 function mentionsLazyNow(value: unknown): boolean {
-  if (typeof value === 'string') return value.startsWith('$$NOW') && value !== '$$NOW';
-  if (Array.isArray(value)) return value.some(mentionsLazyNow);
-  if (typeOf(value) !== 'object') return false;
-  for (const key of Object.keys(value as Document)) {
+  if (typeof value === 'string') return isLazyNow(value);
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (mentionsLazyNow(value[i])) return true;
+    return false;
+  }
+  // Walked on every command that hands a subtree to mingo: no key arrays, no closures.
+  if (typeof value !== 'object' || value === null || typeOf(value) !== 'object') return false;
+  for (const key in value as Document) {
+    if (!Object.prototype.hasOwnProperty.call(value, key)) continue;
     if (mentionsLazyNow((value as Document)[key])) return true;
   }
   return false;
+}
+
+/** `$$NOW.x` or `$$NOWx`, not `$$NOW` (checked by its first character first: most are not). */
+function isLazyNow(text: string): boolean {
+  return text.charCodeAt(0) === 0x24 && text.startsWith('$$NOW') && text !== '$$NOW';
 }
 
 /** How one node is evaluated, from its structure only (never from literal values). */
@@ -418,8 +434,9 @@ export function writeShape(expression: unknown, out: ShapeWriter): void {
       out.params.push((expression as Document).$literal);
       return;
     case MINGO:
+      // Unbound: `compileExpression` binds it when it is first evaluated.
       out.mark(SHAPE_MINGO);
-      out.params.push(bindSystemVariables(expression, out.variables));
+      out.params.push(expression);
       return;
     case NOW:
       out.mark(SHAPE_NOW);
@@ -462,6 +479,14 @@ export function writeShape(expression: unknown, out: ShapeWriter): void {
   }
 }
 
+/** The mingo subtree in `slot` with NOW / CLUSTER_TIME bound, bound once per command. */
+function boundParam(bindings: Bindings, slot: number): unknown {
+  const bound = (bindings.bound ??= []);
+  if (!(slot in bound))
+    bound[slot] = bindSystemVariables(bindings.params[slot], bindings.variables);
+  return bound[slot];
+}
+
 /** Parameter slots are taken in the order `writeShape` pushes parameters. */
 export interface SlotCounter {
   next: number;
@@ -478,7 +503,7 @@ export function compileExpression(expression: unknown, slots: SlotCounter): Eval
     case MINGO: {
       const slot = slots.next++;
       return (document, bindings) =>
-        evalExpr(document, bindings.params[slot], bindings.options as Options);
+        evalExpr(document, boundParam(bindings, slot), bindings.options as Options);
     }
     case NOW:
       return (_document, bindings) => bindings.variables.NOW;

@@ -9,6 +9,7 @@ import {
   OP_QUERY,
   OP_REPLY,
 } from './opcodes';
+import { decodeBson } from './bson-decoder';
 
 export class ProtocolError extends Error {}
 
@@ -23,15 +24,9 @@ export interface DecodedRequest {
   moreToCome: boolean;
 }
 
-// Longs stay numbers where they fit: mingo compares JS numbers, not bson Long objects.
-const DESERIALIZE_OPTIONS = {
-  promoteLongs: true,
-  promoteValues: true,
-  validation: { utf8: false },
-};
-
+/** As `BSON.deserialize` with Longs promoted to numbers where they fit (bson-decoder.ts). */
 export function deserializeDocument(bytes: Buffer): Document {
-  return BSON.deserialize(bytes, DESERIALIZE_OPTIONS);
+  return decodeBson(bytes);
 }
 
 function readDocumentAt(buffer: Buffer, offset: number, end: number): [Document, number] {
