@@ -1,0 +1,76 @@
+import { startFaultServer, type FaultServer } from '../support/fault-server';
+import { formatSummaryTable, type ScenarioRow } from './harness/summary-table';
+import { grantGranteeKilled, grantHeadKilled } from './scenarios/grant-killed';
+import { grantMutants } from './scenarios/grant-mutants';
+import { grantGranteePaused } from './scenarios/grant-paused';
+import { grantStreamFaults } from './scenarios/grant-stream-faults';
+import { makeModesMutant, removeModesMutant } from './scenarios/modes-run';
+import type { GrantScenario } from './scenarios/grant-run';
+
+jest.setTimeout(180_000);
+
+const scenarios: GrantScenario[] = [
+  grantHeadKilled,
+  grantGranteeKilled,
+  grantGranteePaused,
+  grantStreamFaults,
+];
+
+describe('direct grant under faults (several OS processes, one server)', () => {
+  let server: FaultServer;
+  /** The library under test, copied when the file starts: edits made meanwhile stay out. */
+  let snapshot: string;
+  const rows: ScenarioRow[] = [];
+
+  beforeAll(async () => {
+    snapshot = makeModesMutant('grant-under-test', []);
+    server = await startFaultServer();
+  });
+
+  afterAll(async () => {
+    process.stdout.write(
+      `\nDirect grant on ${server?.kind ?? 'no'} server\n${formatSummaryTable(rows)}\n\n`,
+    );
+    await server?.stop();
+    if (snapshot) removeModesMutant(snapshot);
+  });
+
+  describe('the library under test', () => {
+    it.each(scenarios.map((s) => [s.name, s] as const))('%s', async (_name, scenario) => {
+      const startedAt = Date.now();
+      const outcome = await scenario.run(server, snapshot);
+      rows.push({
+        scenario: scenario.name,
+        operations: outcome.operations,
+        violations: outcome.violations.length,
+        timeMs: Date.now() - startedAt,
+        notes: outcome.notes,
+      });
+      expect(outcome.violations).toEqual([]);
+    });
+  });
+  describe('mutants: broken copies of the library are caught', () => {
+    it.each(grantMutants.map((m) => [m.name, m] as const))('%s', async (name, mutant) => {
+      const startedAt = Date.now();
+      const libDir = makeModesMutant(`grant-${name.replace(/\W+/g, '-')}`, mutant.patches);
+      try {
+        const outcome = await mutant.run(server, libDir);
+        const caught = outcome.violations.filter(
+          (v) => mutant.caughtAs.includes(v.kind) && (mutant.accept?.(v) ?? true),
+        );
+        rows.push({
+          scenario: `mutant: ${name}`,
+          operations: outcome.operations,
+          violations: outcome.violations.length,
+          timeMs: Date.now() - startedAt,
+          notes: `caught by ${caught.length} ${mutant.caughtAs.join('/')}; e.g. ${
+            caught[0]?.detail.slice(0, 200) ?? '-'
+          }`,
+        });
+        expect(caught.length).toBeGreaterThan(0);
+      } finally {
+        removeModesMutant(libDir);
+      }
+    });
+  });
+});

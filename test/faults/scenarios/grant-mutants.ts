@@ -1,0 +1,87 @@
+import type { FaultServer } from '../../support/fault-server';
+import type { Violation, ViolationKind } from '../history/history';
+import { runGrantKills } from './grant-killed';
+import { runGrantPauses } from './grant-paused';
+import type { MutantPatch } from './modes-run';
+import type { ScenarioOutcome } from './scenario';
+
+/**
+ * Broken builds of the direct grant the grant scenarios must catch: each patches a copy of
+ * `lib/` (`makeModesMutant`, the technique of `mutation.fault-spec.ts`), runs a shortened
+ * scenario with every worker on the copy, and expects violations of the given kinds.
+ */
+export interface GrantMutant {
+  name: string;
+  patches: MutantPatch[];
+  run(server: FaultServer, libDir: string): Promise<ScenarioOutcome>;
+  /** The run must report at least one violation of these kinds (and `accept` it, if given). */
+  caughtAs: ViolationKind[];
+  accept?: (violation: Violation) => boolean;
+}
+
+/** The confirmation of a grant in the attempt pipeline (`grantedToUs`). */
+const confirmation = {
+  file: 'store/attempt-pipeline.ts',
+  anchor:
+    ": { $and: [{ $eq: ['$owner', { $literal: grantOwner(reservation) }] }, EXCLUSIVE_LIVE] };",
+};
+
+export const grantMutants: GrantMutant[] = [
+  {
+    name: 'a release hands the lock over without a new fence',
+    patches: [
+      {
+        file: 'store/direct-grant.ts',
+        anchor: '    fence: choose(NEXT_FENCE, otherwise.fence),',
+        replacement: "    fence: otherwise.fence, // mutant: the grantee gets the releaser's fence",
+      },
+    ],
+    run: (server, libDir) =>
+      runGrantKills(server, { libDir, victims: [], durationMs: 4000, name: 'gm_fence' }),
+    caughtAs: ['fence-order'],
+  },
+  {
+    name: 'a grant is confirmed by the holder id it names instead of its placeholder owner',
+    patches: [
+      {
+        ...confirmation,
+        // The grant names the grantee's process in `holder` (and `grantee`): matching that
+        // instead of the placeholder lets a waiter take the key from its own process's holder.
+        replacement:
+          ": { $and: [{ $eq: ['$holder', { $literal: holder }] }, EXCLUSIVE_LIVE] }; // mutant",
+      },
+    ],
+    // Holds renewed past the lease, so a process's waiting head tries while its holder holds.
+    run: (server, libDir) =>
+      runGrantKills(server, {
+        libDir,
+        victims: [],
+        durationMs: 5000,
+        renewShare: 0.8,
+        hold: { shortMaxMs: 200, longShare: 0.4, longMinMs: 1100, longMaxMs: 1600 },
+        name: 'gm_holder',
+      }),
+    caughtAs: ['overlap'],
+  },
+  {
+    name: 'a grant that ran out is still confirmed by its process',
+    patches: [
+      {
+        ...confirmation,
+        replacement:
+          ": { $eq: ['$owner', { $literal: grantOwner(reservation) }] }; // mutant: ended grants too",
+      },
+    ],
+    // Scenario 3's probe: a grantee frozen past its grant lease is thawed while the head of the
+    // line (the quiet waiter) sleeps; two keys, one freeze.
+    run: (server, libDir) =>
+      runGrantPauses(server, {
+        libDir,
+        rounds: [['before-grant-quiet', 'before-grant-quiet']],
+        name: 'gm_ended',
+      }),
+    caughtAs: ['scenario'],
+    accept: (v) =>
+      v.detail.includes('took the key first') || v.detail.includes('fence of the grant'),
+  },
+];
