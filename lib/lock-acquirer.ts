@@ -310,7 +310,10 @@ export class LockAcquirer {
     const local = successor && { ...successor.target, holder: this.deps.holderId };
     let result: ReleaseResult;
     try {
-      result = await store.release(held.key, held.owner, local);
+      // A transfer that lands after we stopped waiting sends no event: look again then.
+      result = await store.release(held.key, held.owner, local, () =>
+        this.notifyEnded(held.key, undefined),
+      );
     } catch (error) {
       // Perhaps applied: the successor may hold the key, and local waiters must not keep
       // assuming we do.

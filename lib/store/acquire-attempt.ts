@@ -2,7 +2,7 @@ import type { Timestamp } from 'mongodb';
 import { LONG_ONE, LONG_ZERO, REMAINING_LEASE_MS, toBigInt, toRemainingMs } from './bson-values';
 import type { BsonInteger } from './bson-values';
 import { attemptPipeline, conflictExpr } from './attempt-pipeline';
-import { cleared } from './direct-grant';
+import { cleared, isGrantOwner } from './direct-grant';
 import type { LockCollection, SessionSource } from './lock-document';
 import { holderCapError, modeConflictError } from './lock-mode-errors';
 import {
@@ -71,6 +71,11 @@ export interface AcquireAttemptWon extends AttemptOutcomeBase {
 
 export interface AcquireAttemptLost extends AttemptOutcomeBase {
   won: false;
+  /**
+   * The key is granted to a waiting process and not yet confirmed (see `direct-grant.ts`):
+   * `holderId` names that process, which does not hold it yet.
+   */
+  grantPending?: boolean;
 }
 
 export type AcquireAttemptOutcome = AcquireAttemptWon | AcquireAttemptLost;
@@ -274,7 +279,12 @@ async function attemptPlain(
       return { ...base, won: true, holderId: request.holder, owner: request.owner, fence };
     }
     if (!reply.plain) return undefined;
-    return { ...base, won: false, holderId: reply.holder ?? null };
+    return {
+      ...base,
+      won: false,
+      holderId: reply.holder ?? null,
+      ...(isGrantOwner(reply.owner) ? { grantPending: true } : {}),
+    };
   } finally {
     await session.endSession();
   }
@@ -368,6 +378,7 @@ function toOutcome(
     operationTime,
     won: false,
     holderId: reply.exclusiveLive ? (reply.holder ?? null) : null,
+    ...(reply.exclusiveLive && isGrantOwner(reply.owner) ? { grantPending: true } : {}),
     ...reserved,
   };
 }

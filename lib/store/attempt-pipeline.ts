@@ -67,10 +67,14 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
   const { owner, holder, ttlMs, mode, scope, reservation } = request;
   const entry = isEntryMode(mode);
   // An exclusive waiter confirms a grant to its process (see `direct-grant.ts`) by taking it.
-  const grantedToUs =
-    entry || reservation === undefined
+  const ourGrant =
+    reservation === undefined
       ? { $literal: false }
       : { $and: [{ $eq: ['$owner', { $literal: grantOwner(reservation) }] }, EXCLUSIVE_LIVE] };
+  const grantedToUs = entry ? { $literal: false } : ourGrant;
+  // A shared or permit waiter cannot take a grant to its process (one made while an exclusive
+  // caller was its head): it drops it, and decides as on a free key.
+  const dropsOurGrant = entry ? ourGrant : { $literal: false };
   const takes = entry ? false : { $or: ['$_m.grant', '$_m.granted'] };
   const keep = !entry && request.reservationUse?.keep === true;
   const grantable = !entry && request.reservationUse?.grantable === true;
@@ -213,8 +217,17 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
   const ifGranted = (value: unknown, field: string) => ({ $cond: ['$_m.grant', value, field] });
   // The exclusive lease: ours when we take it (or confirm a grant to us); the head's when we
   // find it free and hand it over; else as it was.
-  const lease = (ourValue: unknown, handedValue: unknown, field: string) => ({
-    $cond: [takes, ourValue, { $cond: [handing, handedValue, field] }],
+  const lease = (
+    ourValue: unknown,
+    handedValue: unknown,
+    field: string,
+    dropped: unknown = field,
+  ) => ({
+    $cond: [
+      takes,
+      ourValue,
+      { $cond: [handing, handedValue, { $cond: ['$_m.dropped', dropped, field] }] },
+    ],
   });
   const exclusiveFields = {
     // Released and expired holder entries go with an exclusive grant.
@@ -229,13 +242,13 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
             ],
           },
         }),
-    owner: lease(owner, grantOwner('$_m.handTo.k'), '$owner'),
+    owner: lease(owner, grantOwner('$_m.handTo.k'), '$owner', null),
     holder: lease(holder, '$_m.handTo.v.holder', '$holder'),
     acquiredAt: lease({ $cond: ['$_m.grant', NOW, '$acquiredAt'] }, NOW, '$acquiredAt'),
-    expiresAt: lease({ $add: [NOW, ttlMs] }, { $add: [NOW, GRANT_LEASE_MS] }, '$expiresAt'),
+    expiresAt: lease({ $add: [NOW, ttlMs] }, { $add: [NOW, GRANT_LEASE_MS] }, '$expiresAt', NOW),
     scope: lease({ $literal: scope ?? null }, null, '$scope'),
-    grantedTo: lease(cleared('$grantedTo'), '$_m.handTo.k', '$grantedTo'),
-    grantee: lease(cleared('$grantee'), '$_m.handTo.v.holder', '$grantee'),
+    grantedTo: lease(cleared('$grantedTo'), '$_m.handTo.k', '$grantedTo', null),
+    grantee: lease(cleared('$grantee'), '$_m.handTo.v.holder', '$grantee', null),
   };
   const entryFields = entry
     ? {
@@ -271,11 +284,12 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
     {
       $set: {
         _m: {
-          excl: EXCLUSIVE_LIVE,
+          excl: { $and: [EXCLUSIVE_LIVE, { $not: [dropsOurGrant] }] },
           live: LIVE_HOLDERS,
           recent: RECENT_RELEASES,
           queue: LIVE_RESERVATIONS_BUT_LAPSED,
           granted: grantedToUs,
+          dropped: dropsOurGrant,
         },
       },
     },

@@ -16,6 +16,11 @@ export const GRANT_LEASE_MS = 5_000;
 
 const NOW = '$$NOW';
 
+/** The owner is an unconfirmed grant's placeholder. */
+export function isGrantOwner(owner: string | null | undefined): boolean {
+  return owner?.startsWith('grant:') ?? false;
+}
+
 /**
  * The placeholder owner of an unconfirmed grant to `reservation` (a field path, or an id): no
  * caller holds this token. It, not `grantedTo`, says that the grant is still the lock's.

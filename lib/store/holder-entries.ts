@@ -9,6 +9,7 @@ import {
   LIVE_RESERVATIONS,
   entrySlot,
   isNullExpr,
+  oldest,
 } from './lock-modes';
 import type { ReleaseLeaseOutcome } from './release-lease';
 import type { RenewLeaseOutcome } from './renew-lease';
@@ -213,7 +214,15 @@ export async function withdrawReservation(
       $or: [{ [`waiting.${reservation}`]: { $exists: true } }, { owner: grantOwner(reservation) }],
     },
     [
-      { $set: { _h: grantableHead(reservation), _g: grantedToUs } },
+      { $set: { _o: oldest(LIVE_RESERVATIONS) } },
+      {
+        $set: {
+          _h: grantableHead(reservation),
+          _g: grantedToUs,
+          // Only the head of the line holds others back (see `attemptPipeline`).
+          _w: { $eq: [{ $ifNull: ['$_o.k', null] }, reservation] },
+        },
+      },
       {
         $set: {
           ...grantFields(
@@ -239,10 +248,14 @@ export async function withdrawReservation(
             },
             others,
           ),
-          frees: { $add: [{ $ifNull: ['$frees', 0] }, 1] },
+          // Others may get in now: the head left, or its grant went on or was freed. Only
+          // then do waiters elsewhere hear of it.
+          frees: {
+            $cond: [{ $or: ['$_g', '$_w'] }, { $add: [{ $ifNull: ['$frees', 0] }, 1] }, '$frees'],
+          },
         },
       },
-      { $unset: ['_h', '_g'] },
+      { $unset: ['_h', '_g', '_w', '_o'] },
     ],
   );
 }

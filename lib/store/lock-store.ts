@@ -151,10 +151,21 @@ export class LockStore {
    * Releases by owner token; says where the lock went in the same write: to `successor` (a
    * caller waiting here, which then holds it), or to another waiting process.
    */
-  async release(key: string, owner: string, successor?: LocalSuccessor): Promise<ReleaseResult> {
-    const result = await this.send('release', this.options.operationTimeoutMs, () =>
+  async release(
+    key: string,
+    owner: string,
+    successor?: LocalSuccessor,
+    /** The release timed out, and has now settled on the server after all (or failed). */
+    onLateOutcome?: () => void,
+  ): Promise<ReleaseResult> {
+    const command = this.send('release', this.options.operationTimeoutMs, () =>
       this.commands.release(key, owner, successor),
-    ).result;
+    );
+    void command.sent.then(
+      () => command.timedOut() && onLateOutcome?.(),
+      () => command.timedOut() && onLateOutcome?.(),
+    );
+    const result = await command.result;
     this.claimed.delete(idOf(key, owner));
     if (result.transferred && successor) this.claimed.add(idOf(key, successor.owner));
     return result;

@@ -93,7 +93,12 @@ export class InMemoryLockStore implements LockStoreContract {
   }
 
   /** Releases by owner token; makes no local transfers (the successor tries as usual). */
-  release(key: string, owner: string, _successor?: LocalSuccessor): Promise<ReleaseResult> {
+  release(
+    key: string,
+    owner: string,
+    _successor?: LocalSuccessor,
+    _onLateOutcome?: () => void,
+  ): Promise<ReleaseResult> {
     return this.send(() => {
       const outcome = this.collection.release({
         key,

@@ -294,8 +294,7 @@ export class LockChangeFeed {
   }
 
   private dispatch(change: ChangeStreamDocument<LockDocument>): void {
-    const { events, signal } = this.readChange(change);
-    const key = events[0]?.key;
+    const { key, events, signal } = this.readChange(change);
     const at = 'clusterTime' in change ? change.clusterTime : undefined;
     if (signal && key !== undefined) {
       // A grant to us counts as a release for a watcher that comes late: it must look.

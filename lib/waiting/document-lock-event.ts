@@ -22,5 +22,7 @@ export function toDocumentLockEvent(change: LockChange): LockEvent | undefined {
 /** Every change a document-lock stream passes may free a lock: each one wakes its waiters. */
 export function readDocumentLockChange(change: LockChange): ReadChange {
   const event = toDocumentLockEvent(change);
-  return event ? { events: [event], signal: 'released' } : { events: [], signal: undefined };
+  return event
+    ? { key: event.key, events: [event], signal: 'released' }
+    : { key: undefined, events: [], signal: undefined };
 }

@@ -14,6 +14,8 @@ class FakeLock {
   inFlight = 0;
   maxInFlight = 0;
   delayMs = 0;
+  /** The store's reservation of this process after a lost attempt (its place in line), if any. */
+  reservedMs: number | undefined;
   private seq = 0;
 
   attempt = async (): Promise<AcquireAttemptOutcome> => {
@@ -24,7 +26,10 @@ class FakeLock {
     await new Promise((resolve) => setTimeout(resolve, this.delayMs));
     this.inFlight -= 1;
     const base = { key: 'k', sentAt, operationTime: undefined };
-    if (this.held) return { ...base, won: false, remainingMs: 60_000, holderId: this.holder };
+    const reserved = this.reservedMs === undefined ? {} : { reservedMs: this.reservedMs };
+    if (this.held) {
+      return { ...base, won: false, remainingMs: 60_000, holderId: this.holder, ...reserved };
+    }
     this.held = true;
     this.holder = 'me';
     this.seq += 1;
@@ -35,6 +40,7 @@ class FakeLock {
       holderId: 'me',
       owner: `o${this.seq}`,
       fence: BigInt(this.seq),
+      ...reserved,
     };
   };
 }
@@ -56,6 +62,7 @@ function setUp() {
     holderId: 'me',
     timing: { ...timing, pollIntervalMs: 600_000, maxPollIntervalMs: 600_000 },
     onEmpty: () => undefined,
+    transfersInARow: { count: () => 0, add: () => undefined, reset: () => undefined },
   });
   const lock = new FakeLock();
   const request = (timeoutMs = 10_000, signal?: AbortSignal) => ({
@@ -184,6 +191,7 @@ describe('KeyQueue', () => {
         holderId: 'me',
         timing,
         onEmpty: () => undefined,
+        transfersInARow: { count: () => 0, add: () => undefined, reset: () => undefined },
       });
       const request = () => ({
         attempt: lock.attempt,
@@ -210,6 +218,7 @@ describe('KeyQueue', () => {
 
     it('waits for its own grant when a local release hands the key to another process', async () => {
       const { feed, lock, queue, request, streamGrant } = streamingSetUp();
+      lock.reservedMs = 10_000; // the process keeps its place in line (more callers wait)
       const first = queue.enqueue(request());
       const second = queue.enqueue(request());
       await first;
@@ -227,6 +236,18 @@ describe('KeyQueue', () => {
       streamGrant('me');
       await second;
       expect(lock.attempts).toBe(attemptsBefore + 1);
+      await feed.close();
+    });
+
+    it('without a place in line, the head tries when a local release went to another process', async () => {
+      const { feed, lock, queue, request } = streamingSetUp();
+      const first = queue.enqueue(request());
+      const second = queue.enqueue(request());
+      await first;
+      await tick(30);
+      lock.held = false; // as if the other process had been quick: the head takes its place
+      feed.notifyHoldEnded('k', 'granted-elsewhere');
+      await second;
       await feed.close();
     });
 

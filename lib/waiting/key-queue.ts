@@ -71,6 +71,11 @@ export interface KeyQueueDeps {
   timing: WaitTiming;
   /** The queue has no waiters left and forgets itself. */
   onEmpty(): void;
+  /**
+   * Local transfers of the key in a row, for {@link MAX_LOCAL_TRANSFERS}: kept outside the
+   * queue, which empties whenever each transfer serves its only caller.
+   */
+  transfersInARow: { count(): number; add(): void; reset(): void };
 }
 
 /**
@@ -98,8 +103,6 @@ export class KeyQueue {
   private transferring: Promise<void> | undefined;
   /** The last holder here got the lock by a local transfer; its waiters wait for its release. */
   private wonByTransfer = false;
-  /** Local transfers in a row, for {@link MAX_LOCAL_TRANSFERS}. */
-  private localTransfers = 0;
   /** Why the last attempt got no reply, while MongoDB is unavailable; cleared by a reply. */
   private unavailable: unknown;
   /** This queue's name in the key's reservations (a field name: letters and digits only). */
@@ -245,7 +248,7 @@ export class KeyQueue {
     this.unavailable = undefined;
     this.reservationUnknown = false;
     this.lastOutcome = outcome;
-    if (outcome.won) this.localTransfers = 0;
+    if (outcome.won) this.deps.transfersInARow.reset();
     this.holder = {
       holderId: outcome.holderId,
       leaseEnd: outcome.sentAt + outcome.remainingMs,
@@ -254,7 +257,10 @@ export class KeyQueue {
     this.reservedUntil = outcome.reservedMs ? outcome.sentAt + outcome.reservedMs : undefined;
     // A shared holder or permit holder here does not keep the key from others.
     const entryWin = outcome.won && isEntryOwner(outcome.owner);
-    this.heldHere = outcome.won ? !entryWin : outcome.holderId === this.deps.holderId;
+    // A grant to this process not yet confirmed is not a hold: its confirmation is up to us.
+    this.heldHere = outcome.won
+      ? !entryWin
+      : outcome.holderId === this.deps.holderId && !outcome.grantPending;
     if (outcome.won) {
       if (head.settled) {
         head.abandonWin(outcome);
@@ -286,8 +292,8 @@ export class KeyQueue {
     const head = this.head();
     const target = head?.transfer;
     if (!head || !target || head.attempting || this.transferring) return undefined;
-    if (this.localTransfers >= MAX_LOCAL_TRANSFERS) {
-      this.localTransfers = 0;
+    if (this.deps.transfersInARow.count() >= MAX_LOCAL_TRANSFERS) {
+      this.deps.transfersInARow.reset();
       return undefined;
     }
     head.attempting = true; // the outcome decides, as for an attempt on its way
@@ -306,7 +312,7 @@ export class KeyQueue {
           done();
           return;
         }
-        this.localTransfers += 1;
+        this.deps.transfersInARow.add();
         this.heldHere = true;
         this.lastOutcome = won;
         this.holder = { holderId: won.holderId, leaseEnd: won.sentAt + won.remainingMs };
@@ -317,7 +323,7 @@ export class KeyQueue {
       },
       declined: () => {
         head.attempting = false;
-        this.localTransfers = 0;
+        this.deps.transfersInARow.reset();
         if (performance.now() >= head.deadline) {
           this.settle(head, { error: this.deadlineError(head) });
         }

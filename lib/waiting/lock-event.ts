@@ -32,7 +32,8 @@ function holderEntryEvent(
   if ('fence' in updated) {
     return { type: 'acquired', key, holderId: null, fence: fenceOf(updated.fence), at };
   }
-  if ('frees' in updated) {
+  // `frees` alone (a waiting process left the line) is no release.
+  if ('frees' in updated && 'releasedFence' in updated) {
     const fence = fenceOf(updated.releasedFence);
     return { type: 'released', key, holderId: updated.releasedHolder ?? null, fence, at };
   }
@@ -139,6 +140,8 @@ export function toLockEvent(change: LockChange): LockEvent | undefined {
 
 /** What the change feed takes from one change: events for `events$`, a signal for waiters. */
 export interface ReadChange {
+  /** The lock key the change is about. */
+  key: string | undefined;
   events: LockEvent[];
   signal: 'released' | 'granted' | undefined;
 }
@@ -151,18 +154,30 @@ export function readLockChange(grantee: string | undefined) {
   return (change: LockChange): ReadChange => {
     const event = toLockEvent(change);
     const signal = waiterSignal(change, grantee);
+    // Some changes wake waiters without being an event (a waiting process left the line).
+    const key =
+      'documentKey' in change && typeof change.documentKey?._id === 'string'
+        ? change.documentKey._id
+        : undefined;
     const updated =
       change.operationType === 'update' ? change.updateDescription?.updatedFields : undefined;
     if (event?.type === 'acquired' && updated && 'releasedFence' in updated) {
+      // Unchanged (a transfer within one process): from the looked-up document, if it is
+      // still this release's.
+      const fence = fenceOf(updated.releasedFence);
+      const full = change.operationType === 'update' ? change.fullDocument : undefined;
+      const releasedHolder =
+        updated.releasedHolder ??
+        (sameFence(full?.releasedFence, fence) ? (full?.releasedHolder ?? null) : null);
       const released: LockEvent = {
         type: 'released',
         key: event.key,
-        holderId: updated.releasedHolder ?? null,
-        fence: fenceOf(updated.releasedFence),
+        holderId: releasedHolder,
+        fence,
         at: event.at,
       };
-      return { events: [released, event], signal };
+      return { key, events: [released, event], signal };
     }
-    return { events: event ? [event] : [], signal };
+    return { key, events: event ? [event] : [], signal };
   };
 }

@@ -17,6 +17,8 @@ import type { WaitTiming } from './wait-timing';
  */
 export class LockWaiting {
   private readonly queues = new Map<string, KeyQueue>();
+  /** Local transfers in a row per key (only keys with some). */
+  private readonly transfers = new Map<string, number>();
 
   constructor(
     private readonly feed: LockChangeFeed,
@@ -42,6 +44,11 @@ export class LockWaiting {
         timing: this.timing,
         onEmpty: () => {
           if (this.queues.get(key) === created) this.queues.delete(key);
+        },
+        transfersInARow: {
+          count: () => this.transfers.get(key) ?? 0,
+          add: () => this.transfers.set(key, (this.transfers.get(key) ?? 0) + 1),
+          reset: () => this.transfers.delete(key),
         },
       });
       this.queues.set(key, (queue = created));
