@@ -16,14 +16,14 @@ const waitTimeoutMs = 40_000;
 /** The grantee stays frozen this long past its last grant: past the grant lease. */
 const frozenPastGrantMs = GRANT_LEASE_MS + 600;
 /** A thawed holder whose lease ran out meanwhile is told this soon after SIGCONT. */
-const thawNoticeMs = 100;
+const thawNoticeMs = 250;
 /**
  * The other waiter (5 s safety poll, told nothing of a grant to another process) takes the key
  * once the frozen grantee's grant has run out: by the grant lease plus this.
  */
-const takeoverSlackMs = 1500;
+const takeoverSlackMs = 2500;
 /** After a thawed grantee handed its ended grant on, the head confirms within this. */
-const handOnBoundMs = 1500;
+const handOnBoundMs = 2500;
 /** The quiet waiter's safety poll: nothing but the thawed grantee's hand-over may wake it. */
 const quietPollMs = 30_000;
 
@@ -37,12 +37,12 @@ const quietPollMs = 30_000;
  *   higher fence.
  * - `before-grant-quiet`: the same, but the other waiter wakes only on its change stream (30 s
  *   safety poll): the thawed grantee's own attempt finds its grant ended and must hand the key
- *   to the head (the other waiter, which confirms within 1.5 s), not take it.
+ *   to the head (the other waiter, which confirms within 2.5 s), not take it.
  * - `at-grant` (the round's trigger): released first; the grantee is frozen as soon as the
  *   parent's change stream reports the grant, racing its confirmation: either outcome.
  * - `after-confirm` (the round's trigger): released first; the grantee is frozen as soon as its
  *   `acquire` resolved (1.5 s renewed lease): thawed past the grant lease, it must be told
- *   within 100 ms, and the other waiter has taken the key after its lease, before the thaw.
+ *   within 250 ms, and the other waiter has taken the key after its lease, before the thaw.
  */
 export type KeyPlan = 'before-grant' | 'before-grant-quiet' | 'at-grant' | 'after-confirm';
 
