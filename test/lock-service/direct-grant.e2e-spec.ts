@@ -9,6 +9,7 @@ import { attemptAcquire } from '../../lib/store/acquire-attempt';
 import { GRANT_LEASE_MS } from '../../lib/store/direct-grant';
 import { withdrawReservation } from '../../lib/store/holder-entries';
 import type { LockCollection } from '../../lib/store/lock-document';
+import type { ReservationUse } from '../../lib/store/lock-modes';
 import { MAX_LOCAL_TRANSFERS } from '../../lib/waiting/key-queue';
 import { LockTestKit, countCommands } from './lock-test-kit';
 import { rawLockOf, liveReservations } from './adversarial/modes-kit';
@@ -264,11 +265,19 @@ describe('direct grant in the store (one command each)', () => {
   const key = 'store';
   const ttlMs = 30_000;
 
+  /** The key's document as given; `attempt` sends one attempt on it as process `holder`. */
   async function setUp(doc: RawLock) {
     const client = await kit.client();
     const collection = client.db(kit.mongo.dbName).collection<KeyedLock>(kit.collectionName);
     await collection.insertOne({ ...doc, _id: key });
-    return { collection, lockCollection: collection as unknown as LockCollection, client };
+    const locks = collection as unknown as LockCollection;
+    const attempt = (
+      holder: string,
+      owner: string,
+      reservation: string,
+      reservationUse: ReservationUse = { keep: false, grantable: true },
+    ) => attemptAcquire(locks, client, { key, owner, holder, ttlMs, reservation, reservationUse });
+    return { collection, lockCollection: locks, attempt };
   }
 
   // Fences are never below the server's clock in ms: start above it to see each step.
@@ -289,15 +298,8 @@ describe('direct grant in the store (one command each)', () => {
   }
 
   it('the grantee confirms with its own token and full lease; the fence stays', async () => {
-    const { collection, lockCollection: locks, client } = await setUp(grantedState(41));
-    const outcome = await attemptAcquire(locks, client, {
-      key,
-      owner: 'token-1',
-      holder: 'me',
-      ttlMs,
-      reservation: 'rme',
-      reservationUse: { keep: false, grantable: true },
-    });
+    const { collection, attempt } = await setUp(grantedState(41));
+    const outcome = await attempt('me', 'token-1', 'rme');
     expect(outcome).toMatchObject({ won: true, owner: 'token-1', fence: BigInt(base + 41) });
     expect(outcome.remainingMs).toBeGreaterThan(GRANT_LEASE_MS);
     const doc = await collection.findOne({ _id: key });
@@ -306,15 +308,8 @@ describe('direct grant in the store (one command each)', () => {
   });
 
   it('a confirmation with more waiting here keeps the reservation, at the back of the line', async () => {
-    const { collection, lockCollection: locks, client } = await setUp(grantedState(7));
-    const outcome = await attemptAcquire(locks, client, {
-      key,
-      owner: 'token-2',
-      holder: 'me',
-      ttlMs,
-      reservation: 'rme',
-      reservationUse: { keep: true, grantable: true },
-    });
+    const { collection, attempt } = await setUp(grantedState(7));
+    const outcome = await attempt('me', 'token-2', 'rme', { keep: true, grantable: true });
     expect(outcome).toMatchObject({ won: true, owner: 'token-2' });
     expect(outcome.reservedMs).toBeGreaterThan(0);
     const doc = await collection.findOne({ _id: key });
@@ -324,47 +319,26 @@ describe('direct grant in the store (one command each)', () => {
   });
 
   it('another process cannot confirm a grant that is not its own', async () => {
-    const { lockCollection: locks, client } = await setUp(grantedState(3));
-    const outcome = await attemptAcquire(locks, client, {
-      key,
-      owner: 'token-3',
-      holder: 'other',
-      ttlMs,
-      reservation: 'rother',
-    });
+    const { attempt } = await setUp(grantedState(3));
+    const outcome = await attempt('other', 'token-3', 'rother');
     expect(outcome.won).toBe(false);
   });
 
   it('a stale grantedTo never lets a process take a lock someone else holds', async () => {
     // The grant ran out and someone took the key afresh, leaving the grant's marks behind.
-    const {
-      collection,
-      lockCollection: locks,
-      client,
-    } = await setUp({
+    const { collection, attempt } = await setUp({
       ...grantedState(5),
       owner: 'someone',
       holder: 'other',
       expiresAt: new Date(Date.now() + 30_000),
     });
-    const outcome = await attemptAcquire(locks, client, {
-      key,
-      owner: 'token-6',
-      holder: 'me',
-      ttlMs,
-      reservation: 'rme',
-      reservationUse: { keep: false, grantable: true },
-    });
+    const outcome = await attempt('me', 'token-6', 'rme');
     expect(outcome.won).toBe(false);
     expect(await collection.findOne({ _id: key })).toMatchObject({ owner: 'someone' });
   });
 
   it('a polling waiter is never granted the lock: its reservation does not name its process', async () => {
-    const {
-      collection,
-      lockCollection: locks,
-      client,
-    } = await setUp({
+    const { collection, attempt } = await setUp({
       owner: 'someone',
       holder: 'other',
       fence: Long.fromNumber(base),
@@ -373,45 +347,27 @@ describe('direct grant in the store (one command each)', () => {
       // Someone is in line already: a polling waiter takes its place too (fairness).
       waiting: { rother: reservation('other', 50) },
     });
-    const attempt = (grantable: boolean) =>
-      attemptAcquire(locks, client, {
-        key,
-        owner: 'token-7',
-        holder: 'me',
-        ttlMs,
-        reservation: 'rme',
-        reservationUse: { keep: false, grantable },
-      });
-    expect((await attempt(false)).won).toBe(false);
+    const attemptAs = (grantable: boolean) =>
+      attempt('me', 'token-7', 'rme', { keep: false, grantable });
+    expect((await attemptAs(false)).won).toBe(false);
     let doc = await collection.findOne({ _id: key });
     expect(doc?.waiting?.rme).toBeDefined();
     expect(doc?.waiting?.rme.holder).toBeUndefined();
     // Once its stream runs, its next attempt names it.
-    expect((await attempt(true)).won).toBe(false);
+    expect((await attemptAs(true)).won).toBe(false);
     doc = await collection.findOne({ _id: key });
     expect(doc?.waiting?.rme.holder).toBe('me');
   });
 
   it('a grant that ran out is not confirmed: the head of the line gets the lock', async () => {
     const state = grantedState(3);
-    const {
-      collection,
-      lockCollection: locks,
-      client,
-    } = await setUp({
+    const { collection, attempt } = await setUp({
       ...state,
       expiresAt: new Date(Date.now() - 1),
       // The grant moved us to the back: the other process is first in line now.
       waiting: { rother: reservation('other', 50), rme: reservation('me', 10) },
     });
-    const outcome = await attemptAcquire(locks, client, {
-      key,
-      owner: 'token-4',
-      holder: 'me',
-      ttlMs,
-      reservation: 'rme',
-      reservationUse: { keep: false, grantable: true },
-    });
+    const outcome = await attempt('me', 'token-4', 'rme');
     expect(outcome.won).toBe(false);
     const doc = await collection.findOne({ _id: key });
     expect(doc).toMatchObject({ owner: 'grant:rother', grantee: 'other' });
@@ -420,24 +376,13 @@ describe('direct grant in the store (one command each)', () => {
 
   it('a process whose grant ran out leaves the line: the next waiter gets the lock', async () => {
     const state = grantedState(3);
-    const {
-      collection,
-      lockCollection: locks,
-      client,
-    } = await setUp({
+    const { collection, attempt } = await setUp({
       ...state,
       expiresAt: new Date(Date.now() - 1),
       // The dead grantee is the only one in line besides the late waiter.
       waiting: { rme: reservation('me', 10) },
     });
-    const outcome = await attemptAcquire(locks, client, {
-      key,
-      owner: 'token-8',
-      holder: 'late',
-      ttlMs,
-      reservation: 'rlate',
-      reservationUse: { keep: false, grantable: true },
-    });
+    const outcome = await attempt('late', 'token-8', 'rlate');
     // Not handed to the lapsed grantee again: the late waiter, now first in line, takes it.
     expect(outcome).toMatchObject({ won: true, owner: 'token-8' });
     const doc = await collection.findOne({ _id: key });
@@ -446,27 +391,17 @@ describe('direct grant in the store (one command each)', () => {
 
   it('a grant that ran out, with nobody else in line, is taken afresh with a new fence', async () => {
     const state = grantedState(3);
-    const { lockCollection: locks, client } = await setUp({
+    const { attempt } = await setUp({
       ...state,
       expiresAt: new Date(Date.now() - 1),
       waiting: { rme: reservation('me', 10) },
     });
-    const outcome = await attemptAcquire(locks, client, {
-      key,
-      owner: 'token-4',
-      holder: 'me',
-      ttlMs,
-      reservation: 'rme',
-    });
+    const outcome = await attempt('me', 'token-4', 'rme');
     expect(outcome).toMatchObject({ won: true, fence: BigInt(base + 4) });
   });
 
   it('an attempt that finds the lease ended hands the lock to the oldest waiting process', async () => {
-    const {
-      collection,
-      lockCollection: locks,
-      client,
-    } = await setUp({
+    const { collection, attempt } = await setUp({
       owner: 'dead-holder',
       holder: 'dead',
       fence: Long.fromNumber(base + 9),
@@ -474,13 +409,7 @@ describe('direct grant in the store (one command each)', () => {
       gcAt: null,
       waiting: { rhead: reservation('head', 100) },
     });
-    const outcome = await attemptAcquire(locks, client, {
-      key,
-      owner: 'token-5',
-      holder: 'late',
-      ttlMs,
-      reservation: 'rlate',
-    });
+    const outcome = await attempt('late', 'token-5', 'rlate');
     expect(outcome.won).toBe(false);
     const doc = await collection.findOne({ _id: key });
     expect(doc).toMatchObject({ owner: 'grant:rhead', holder: 'head', grantedTo: 'rhead' });
