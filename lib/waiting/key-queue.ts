@@ -79,10 +79,12 @@ export interface KeyQueueDeps {
 }
 
 /**
- * The local FIFO queue of one key. Only its head sends attempts, so one release costs one
- * attempt per process however many callers wait. Between attempts the head sleeps until
- * the change feed reports a release, the holder's lease runs out, a slow safety poll (or,
- * without change streams, a backoff) fires, or its own deadline passes.
+ * The local FIFO queue of one key. Only its head sends attempts, however many callers wait;
+ * the queue holds this process's place in the key's line (its reservation). Between attempts
+ * the head sleeps until the change feed reports a grant to this process or a release, the
+ * holder's lease runs out, a slow safety poll (or, without change streams, a backoff) fires,
+ * or its own deadline passes. A release here may pass the lock to the head directly
+ * ({@link takeSuccessor}).
  */
 export class KeyQueue {
   private readonly waiters: Waiter[] = [];

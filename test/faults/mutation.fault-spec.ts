@@ -21,9 +21,18 @@ const patchedFile = 'store/acquire-attempt.ts';
 const anchor = "{ $lte: ['$expiresAt', '$$NOW'] }";
 const earlyGrant = "{ $lte: ['$expiresAt', { $add: ['$$NOW', 300] }] }";
 
-/** Copies the library to `target`, with leases counted as ended 300 ms before they do. */
+/**
+ * Copies the library to `target`, with leases counted as ended 300 ms before they do: in the
+ * mutex's own update (first attempts) and in the full one (every attempt of a waiting call).
+ */
 function makeEarlyGrantMutant(target: string): void {
   makeMutant(target, patchedFile, anchor, earlyGrant);
+  patchCopy(
+    target,
+    'store/lock-modes.ts',
+    "{ $gt: ['$expiresAt', NOW] }",
+    "{ $gt: ['$expiresAt', { $add: [NOW, 300] }] }",
+  );
 }
 
 /** Copies the library to `target`, with `anchor` in `file` replaced by `replacement` (exactly once). */
@@ -39,6 +48,11 @@ function makeMutant(
     recursive: true,
     filter: (file) => !file.endsWith('.spec.ts'),
   });
+  patchCopy(target, patchedFile, anchor, replacement);
+}
+
+/** In the copy at `target`, `anchor` in `patchedFile` replaced by `replacement` (exactly once). */
+function patchCopy(target: string, patchedFile: string, anchor: string, replacement: string): void {
   const file = path.join(target, patchedFile);
   const source = readFileSync(file, 'utf8');
   const found = source.split(anchor).length - 1;
