@@ -18,7 +18,8 @@ import type { WaitLogger } from './wait-logger';
  */
 export type KeySignal =
   'released' | 'granted' | 'released-here' | 'granted-elsewhere' | 'ended-here' | 'recheck';
-export type KeyWatcher = (signal: KeySignal) => void;
+/** `fence`: with `granted`, the grant's fence (when the change said). */
+export type KeyWatcher = (signal: KeySignal, fence?: bigint) => void;
 
 /**
  * How this process's hold ended: its release freed the key (or handed it to this process
@@ -294,12 +295,12 @@ export class LockChangeFeed {
   }
 
   private dispatch(change: ChangeStreamDocument<LockDocument>): void {
-    const { key, events, signal } = this.readChange(change);
+    const { key, events, signal, fence } = this.readChange(change);
     const at = 'clusterTime' in change ? change.clusterTime : undefined;
     if (signal && key !== undefined) {
       // A grant to us counts as a release for a watcher that comes late: it must look.
       if (at) this.rememberRelease(key, at);
-      this.signalKey(key, signal, at);
+      this.signalKey(key, signal, at, fence);
     }
     for (const event of events) for (const listener of [...this.eventListeners]) listener(event);
   }
@@ -314,10 +315,15 @@ export class LockChangeFeed {
   }
 
   /** Calls the key's watchers; a streamed event no newer than what a watcher saw is stale. */
-  private signalKey(key: string, signal: KeySignal, at: Timestamp | undefined): void {
+  private signalKey(
+    key: string,
+    signal: KeySignal,
+    at: Timestamp | undefined,
+    fence?: bigint,
+  ): void {
     for (const [watcher, seenUpTo] of [...(this.keyWatchers.get(key) ?? [])]) {
       if (at && seenUpTo && at.compare(seenUpTo) <= 0) continue;
-      watcher(signal);
+      watcher(signal, fence);
     }
   }
 

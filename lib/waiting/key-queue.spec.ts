@@ -203,8 +203,8 @@ describe('KeyQueue', () => {
       });
       const streamRelease = () => push({ owner: null });
       /** A release that hands the key to process `grantee` (see `direct-grant.ts`). */
-      const streamGrant = (grantee: string) =>
-        push({ owner: 'grant:r', holder: grantee, grantee, fence: 7, releasedFence: 6 });
+      const streamGrant = (grantee: string, fence = 7) =>
+        push({ owner: 'grant:r', holder: grantee, grantee, fence, releasedFence: fence - 1 });
       const push = (updatedFields: Record<string, unknown>) => {
         pushed.push({
           operationType: 'update',
@@ -248,6 +248,24 @@ describe('KeyQueue', () => {
       lock.held = false; // as if the other process had been quick: the head takes its place
       feed.notifyHoldEnded('k', 'granted-elsewhere');
       await second;
+      await feed.close();
+    });
+
+    it('a grant to this process wakes its head even while it believes it holds the key', async () => {
+      const { feed, lock, queue, request, streamGrant } = streamingSetUp();
+      const first = queue.enqueue(request());
+      const second = queue.enqueue(request());
+      await first; // fence 1: held here, as far as this queue knows
+      await tick(30);
+      const attemptsBefore = lock.attempts;
+      streamGrant('me', 1); // the news of the grant it holds by: old, ignored
+      await tick(50);
+      expect(lock.attempts).toBe(attemptsBefore);
+      // A newer grant: the hold ended without this queue hearing of it. The head takes it.
+      lock.held = false;
+      streamGrant('me', 9);
+      await second;
+      expect(lock.attempts).toBe(attemptsBefore + 1);
       await feed.close();
     });
 

@@ -99,6 +99,8 @@ export class KeyQueue {
   private heldHere = false;
   /** {@link releases} when the last win was handed out: later releases are the winner's. */
   private releasesAtWin = 0;
+  /** The fence of the last win here (by attempt or transfer). */
+  private heldFence: bigint | undefined;
   /** The latest outcome: when the holder's lease ends, for the next wait. */
   private lastOutcome: AcquireAttemptOutcome | undefined;
   /** A local transfer on its way: settles when its release's outcome is known. */
@@ -250,7 +252,10 @@ export class KeyQueue {
     this.unavailable = undefined;
     this.reservationUnknown = false;
     this.lastOutcome = outcome;
-    if (outcome.won) this.deps.transfersInARow.reset();
+    if (outcome.won) {
+      this.deps.transfersInARow.reset();
+      this.heldFence = outcome.fence;
+    }
     this.holder = {
       holderId: outcome.holderId,
       leaseEnd: outcome.sentAt + outcome.remainingMs,
@@ -316,6 +321,7 @@ export class KeyQueue {
         }
         this.deps.transfersInARow.add();
         this.heldHere = true;
+        this.heldFence = won.fence;
         this.lastOutcome = won;
         this.holder = { holderId: won.holderId, leaseEnd: won.sentAt + won.remainingMs };
         this.releasesAtWin = this.releases;
@@ -337,14 +343,20 @@ export class KeyQueue {
   private watch(outcome: AcquireAttemptOutcome): void {
     this.unwatch ??= this.deps.feed.watchKey(
       this.key,
-      (signal) => this.onKeySignal(signal),
+      (signal, fence) => this.onKeySignal(signal, fence),
       outcome.operationTime,
     );
   }
 
-  private onKeySignal(signal: KeySignal): void {
+  private onKeySignal(signal: KeySignal, fence?: bigint): void {
     this.pollRound = 0;
     switch (signal) {
+      case 'granted':
+        // Our hold, if we think we have one, is over: the key was granted anew (unless this is
+        // the news of the very grant we confirmed, which came after our confirmation).
+        if (this.heldHere && fence !== undefined && fence <= (this.heldFence ?? -1n)) return;
+        this.heldHere = false;
+        break;
       case 'ended-here': // Our hold ended without our write freeing the key (it was lost).
       case 'released-here': // Our release freed the key, or handed it to us.
         this.heldHere = false;

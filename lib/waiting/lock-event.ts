@@ -144,6 +144,8 @@ export interface ReadChange {
   key: string | undefined;
   events: LockEvent[];
   signal: 'released' | 'granted' | undefined;
+  /** A grant's fence: a process that already holds the key by it knows the news is old. */
+  fence?: bigint;
 }
 
 /**
@@ -176,8 +178,15 @@ export function readLockChange(grantee: string | undefined) {
         fence,
         at: event.at,
       };
-      return { key, events: [released, event], signal };
+      return { key, events: [released, event], signal, ...grantFence(signal, updated) };
     }
-    return { key, events: event ? [event] : [], signal };
+    return { key, events: event ? [event] : [], signal, ...grantFence(signal, updated) };
   };
+}
+
+function grantFence(
+  signal: ReadChange['signal'],
+  updated: Partial<LockDocument> | undefined,
+): { fence?: bigint } {
+  return signal === 'granted' && updated?.fence != null ? { fence: toBigInt(updated.fence) } : {};
 }
