@@ -1,4 +1,5 @@
 import { startFaultServer, type FaultServer } from '../support/fault-server';
+import { runLibraryMutant } from './harness/library-mutant';
 import { formatSummaryTable, type ScenarioRow } from './harness/summary-table';
 import { grantGranteeKilled, grantHeadKilled } from './scenarios/grant-killed';
 import { grantMutants } from './scenarios/grant-mutants';
@@ -50,27 +51,9 @@ describe('direct grant under faults (several OS processes, one server)', () => {
     });
   });
   describe('mutants: broken copies of the library are caught', () => {
-    it.each(grantMutants.map((m) => [m.name, m] as const))('%s', async (name, mutant) => {
-      const startedAt = Date.now();
-      const libDir = makeModesMutant(`grant-${name.replace(/\W+/g, '-')}`, mutant.patches);
-      try {
-        const outcome = await mutant.run(server, libDir);
-        const caught = outcome.violations.filter(
-          (v) => mutant.caughtAs.includes(v.kind) && (mutant.accept?.(v) ?? true),
-        );
-        rows.push({
-          scenario: `mutant: ${name}`,
-          operations: outcome.operations,
-          violations: outcome.violations.length,
-          timeMs: Date.now() - startedAt,
-          notes: `caught by ${caught.length} ${mutant.caughtAs.join('/')}; e.g. ${
-            caught[0]?.detail.slice(0, 200) ?? '-'
-          }`,
-        });
-        expect(caught.length).toBeGreaterThan(0);
-      } finally {
-        removeModesMutant(libDir);
-      }
+    it.each(grantMutants.map((m) => [m.name, m] as const))('%s', async (_name, mutant) => {
+      const caught = await runLibraryMutant(server, 'grant', mutant, rows);
+      expect(caught.length).toBeGreaterThan(0);
     });
   });
 });

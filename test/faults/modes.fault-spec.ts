@@ -1,9 +1,9 @@
 import { startFaultServer, type FaultServer } from '../support/fault-server';
+import { runLibraryMutant } from './harness/library-mutant';
 import { formatSummaryTable, type ScenarioRow } from './harness/summary-table';
 import { modesMutants } from './scenarios/modes-mutants';
 import { modesReadersWriters } from './scenarios/modes-readers-writers';
 import { modesReleaseScope } from './scenarios/modes-release-scope';
-import { makeModesMutant, removeModesMutant } from './scenarios/modes-run';
 import { modesSemaphore } from './scenarios/modes-semaphore';
 import { modesTransaction } from './scenarios/modes-transaction';
 import type { Scenario } from './scenarios/scenario';
@@ -53,27 +53,9 @@ describe('lock modes under faults (several OS processes, one server)', () => {
   });
 
   describe('mutants: broken copies of the library are caught', () => {
-    it.each(modesMutants.map((m) => [m.name, m] as const))('%s', async (name, mutant) => {
-      const startedAt = Date.now();
-      const libDir = makeModesMutant(`modes-${name.replace(/\W+/g, '-')}`, mutant.patches);
-      try {
-        const outcome = await mutant.run(server, libDir);
-        const caught = outcome.violations.filter(
-          (v) => mutant.caughtAs.includes(v.kind) && (mutant.accept?.(v) ?? true),
-        );
-        rows.push({
-          scenario: `mutant: ${name}`,
-          operations: outcome.operations,
-          violations: outcome.violations.length,
-          timeMs: Date.now() - startedAt,
-          notes: `caught by ${caught.length} ${mutant.caughtAs.join('/')}; e.g. ${
-            caught[0]?.detail.slice(0, 160) ?? '-'
-          }`,
-        });
-        expect(caught.length).toBeGreaterThan(0);
-      } finally {
-        removeModesMutant(libDir);
-      }
+    it.each(modesMutants.map((m) => [m.name, m] as const))('%s', async (_name, mutant) => {
+      const caught = await runLibraryMutant(server, 'modes', mutant, rows);
+      expect(caught.length).toBeGreaterThan(0);
     });
   });
 });

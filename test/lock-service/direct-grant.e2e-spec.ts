@@ -8,6 +8,7 @@ import { filter, take, toArray } from 'rxjs/operators';
 import { attemptAcquire } from '../../lib/store/acquire-attempt';
 import { GRANT_LEASE_MS } from '../../lib/store/direct-grant';
 import { withdrawReservation } from '../../lib/store/holder-entries';
+import { releaseLease } from '../../lib/store/release-lease';
 import type { LockCollection } from '../../lib/store/lock-document';
 import type { ReservationUse } from '../../lib/store/lock-modes';
 import { MAX_LOCAL_TRANSFERS } from '../../lib/waiting/key-queue';
@@ -416,6 +417,27 @@ describe('direct grant in the store (one command each)', () => {
     expect(Number(doc?.fence)).toBe(base + 10);
     // The late waiter took its place behind, the grantee went to the back.
     expect(Object.keys(doc?.waiting ?? {}).sort()).toEqual(['rhead', 'rlate']);
+  });
+
+  it('a retried release never passes on a lock someone else holds now', async () => {
+    const { collection } = await setUp({
+      owner: 'other-token',
+      holder: 'other',
+      fence: Long.fromNumber(base + 7),
+      expiresAt: new Date(Date.now() + 30_000),
+      gcAt: null,
+      // Our earlier release of 'token-9' succeeded; its reply was lost.
+      releasedOwners: [{ owner: 'token-9', until: new Date(Date.now() + 30_000) }],
+    });
+    const locks = collection as unknown as LockCollection;
+    const result = await releaseLease(locks, {
+      key,
+      owner: 'token-9',
+      idleRetentionMs: 60_000,
+      successor: { owner: 'token-10', holder: 'me', ttlMs, scope: null },
+    });
+    expect(result).toEqual({ outcome: 'released' });
+    expect(await collection.findOne({ _id: key })).toMatchObject({ owner: 'other-token' });
   });
 
   it('a process that leaves with an unconfirmed grant passes it on', async () => {

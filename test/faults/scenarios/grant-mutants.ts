@@ -1,23 +1,6 @@
-import type { FaultServer } from '../../support/fault-server';
-import type { Violation, ViolationKind } from '../history/history';
+import type { LibraryMutant } from '../harness/library-mutant';
 import { runGrantKills } from './grant-killed';
 import { runGrantPauses } from './grant-paused';
-import type { MutantPatch } from './modes-run';
-import type { ScenarioOutcome } from './scenario';
-
-/**
- * Broken builds of the direct grant the grant scenarios must catch: each patches a copy of
- * `lib/` (`makeModesMutant`, the technique of `mutation.fault-spec.ts`), runs a shortened
- * scenario with every worker on the copy, and expects violations of the given kinds.
- */
-export interface GrantMutant {
-  name: string;
-  patches: MutantPatch[];
-  run(server: FaultServer, libDir: string): Promise<ScenarioOutcome>;
-  /** The run must report at least one violation of these kinds (and `accept` it, if given). */
-  caughtAs: ViolationKind[];
-  accept?: (violation: Violation) => boolean;
-}
 
 /** The confirmation of a grant in the attempt pipeline (`grantedToUs`). */
 const confirmation = {
@@ -26,7 +9,7 @@ const confirmation = {
     ": { $and: [{ $eq: ['$owner', { $literal: grantOwner(reservation) }] }, EXCLUSIVE_LIVE] };",
 };
 
-export const grantMutants: GrantMutant[] = [
+export const grantMutants: LibraryMutant[] = [
   {
     name: 'a release hands the lock over without a new fence',
     patches: [

@@ -1,29 +1,12 @@
-import type { FaultServer } from '../../support/fault-server';
-import type { Violation, ViolationKind } from '../history/history';
+import type { LibraryMutant } from '../harness/library-mutant';
 import { runReadersWriters } from './modes-readers-writers';
 import { runReleaseScope } from './modes-release-scope';
-import type { MutantPatch } from './modes-run';
 import { runSemaphore } from './modes-semaphore';
 import { runTransaction } from './modes-transaction';
-import type { ScenarioOutcome } from './scenario';
-
-/**
- * Broken builds of the library the mode scenarios must catch: each patches a copy of `lib/`
- * (`makeModesMutant`, the technique of `mutation.fault-spec.ts`), runs a shortened scenario
- * with every worker on the copy, and expects violations of the given kinds.
- */
-export interface ModesMutant {
-  name: string;
-  patches: MutantPatch[];
-  run(server: FaultServer, libDir: string): Promise<ScenarioOutcome>;
-  /** The run must report at least one violation of these kinds (and `accept` it, if given). */
-  caughtAs: ViolationKind[];
-  accept?: (violation: Violation) => boolean;
-}
 
 const attemptPipeline = 'store/attempt-pipeline.ts';
 
-export const modesMutants: ModesMutant[] = [
+export const modesMutants: LibraryMutant[] = [
   {
     name: 'a shared grant ignores a live exclusive holder',
     // The entry modes' grant (`entry ? {…}`) loses its first condition; the exclusive grant
