@@ -115,6 +115,11 @@ export class KeyQueue {
   private reservedUntil: number | undefined;
   /** The last attempt got no outcome (an error): it may have left a reservation. */
   private reservationUnknown = false;
+  /**
+   * Some attempt got no outcome: it may still land after a later reply said we have no
+   * reservation, and write ours again. The queue then withdraws when it empties, whatever.
+   */
+  private anyAttemptUnanswered = false;
   /** How to withdraw the reservation when the queue empties (the last head's store). */
   private withdraw: ((reservation: string) => void) | undefined;
 
@@ -216,7 +221,9 @@ export class KeyQueue {
     } finally {
       this.running = false;
       const reserved = this.reservedUntil !== undefined && this.reservedUntil > performance.now();
-      if (reserved || this.reservationUnknown) this.withdraw?.(this.reservation);
+      if (reserved || this.reservationUnknown || this.anyAttemptUnanswered) {
+        this.withdraw?.(this.reservation);
+      }
       this.reservedUntil = undefined;
       this.unwatch?.();
       this.unwatch = undefined;
@@ -239,6 +246,7 @@ export class KeyQueue {
       });
     } catch (error) {
       head.attempting = false;
+      this.anyAttemptUnanswered = true;
       if (head.settled) return undefined;
       if (isStoreUnavailableError(error) && performance.now() < head.deadline) {
         this.unavailable = error;
