@@ -175,11 +175,20 @@ export class LockAcquirer {
     );
     const won: AcquireAttemptWon[] = [];
     try {
-      for (const key of keys) {
-        won.push(await this.acquireKey(acquisition, key, options, deadline, signal));
+      for (;;) {
+        for (const key of keys.slice(won.length)) {
+          won.push(await this.acquireKey(acquisition, key, options, deadline, signal));
+        }
+        signal.throwIfAborted();
+        const lost = await this.refreshEarlierLeases(store, won, options, commandBudgetMs);
+        if (lost === undefined) break;
+        // A stall (a long pause, a frozen process) outlived a lease before the lock was handed
+        // out, so nothing was protected yet: wait for that key again while time remains, and
+        // for the later ones after it, to keep taking keys in order.
+        if (performance.now() >= deadline) throw leaseRanOut(won[lost].key, options.timeoutMs);
+        const later = won.splice(lost);
+        await Promise.all(later.map((taken) => this.giveBack(store, taken.key, taken.owner)));
       }
-      signal.throwIfAborted();
-      await this.refreshEarlierLeases(store, won, options, commandBudgetMs);
       // Shutdown may have begun meanwhile: it hands out no new lock.
       signal.throwIfAborted();
     } catch (error) {
@@ -251,28 +260,24 @@ export class LockAcquirer {
   }
 
   /**
-   * Keys taken early in a multi-key acquisition aged while the later ones were awaited.
-   * Renew those with less than half a lease left before handing the lock out, so the
-   * caller never starts work under a lease that is about to end (or already has).
+   * Keys taken early in a multi-key acquisition aged while the later ones were awaited (and
+   * any key does across a stall before the hand-out). Renew those with less than half a lease
+   * left before handing the lock out, so the caller never starts work under a lease that is
+   * about to end. Returns the index of the first whose lease has already ended, if any.
    */
   private async refreshEarlierLeases(
     store: LockStore,
     won: AcquireAttemptWon[],
     options: ResolvedAcquireOptions,
     commandBudgetMs: () => number,
-  ): Promise<void> {
+  ): Promise<number | undefined> {
     for (const [index, taken] of won.entries()) {
       if (taken.sentAt + taken.remainingMs - performance.now() >= options.ttlMs / 2) continue;
       const renewal = await store.renew(taken.key, taken.owner, options.ttlMs, commandBudgetMs());
-      if (!renewal.renewed) {
-        throw new LockNotAcquiredError(
-          `${notAcquiredMessage([taken.key], options.timeoutMs, undefined, undefined)}: its ` +
-            'lease ran out while the other keys were awaited',
-          { keys: [taken.key] },
-        );
-      }
+      if (!renewal.renewed) return index;
       won[index] = { ...taken, sentAt: renewal.sentAt, remainingMs: renewal.remainingMs };
     }
+    return undefined;
   }
 
   private createHandle(
@@ -371,5 +376,13 @@ function withAllKeys(error: unknown, keys: string[], timeoutMs: number): unknown
   return new LockNotAcquiredError(
     notAcquiredMessage(keys, timeoutMs, error.holderId, error.retryAfterMs),
     { keys, retryAfterMs: error.retryAfterMs, holderId: error.holderId, cause: error },
+  );
+}
+
+function leaseRanOut(key: string, timeoutMs: number): LockNotAcquiredError {
+  return new LockNotAcquiredError(
+    `${notAcquiredMessage([key], timeoutMs, undefined, undefined)}: its lease ran out before ` +
+      'the lock was handed out',
+    { keys: [key] },
   );
 }

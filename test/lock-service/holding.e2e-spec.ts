@@ -143,7 +143,9 @@ describe('LockService holding', () => {
     expect([...handle.fences.keys()]).toEqual(['m1', 'm2', 'm3']);
     expect(handle.fence).toBe(handle.fences.get('m1'));
     await handle.release();
-    expect(await other.tryAcquire(['m1', 'm2', 'm3'])).not.toBeNull();
+    const afterwards = await other.tryAcquire(['m1', 'm2', 'm3']);
+    expect(afterwards).not.toBeNull();
+    await afterwards?.release();
   });
 
   it('renews keys that aged while a multi-key acquisition waited for the others', async () => {
@@ -156,6 +158,24 @@ describe('LockService holding', () => {
     await sleep(1_500);
     expect(handle.lost).toBe(false);
     expect((await other.inspect('r1'))?.held).toBe(true);
+    await handle.release();
+  });
+
+  it('a key whose lease ended before a multi-key acquisition finished is awaited again, not failed', async () => {
+    const locks = await kit.service();
+    const other = await kit.service();
+    const third = await kit.service();
+    const blocker = await other.acquire('lr2', { ttlMs: 20_000 });
+    const acquiring = locks.acquire(['lr1', 'lr2'], { ttlMs: 1_000, timeoutMs: 15_000 });
+    // lr1 is taken at once; its 1 s lease ends while lr2 is awaited, and a third caller takes it.
+    const taker = await third.acquire('lr1', { ttlMs: 20_000, timeoutMs: 5_000 });
+    await blocker.release();
+    await sleep(500);
+    await taker.release();
+    const handle = await acquiring;
+    expect(handle.fences.get('lr1')).toBeGreaterThan(taker.fence);
+    expect(handle.lost).toBe(false);
+    expect((await other.inspect('lr1'))?.holderId).toBe(locks.holderId);
     await handle.release();
   });
 
