@@ -2,6 +2,21 @@ import type { Document } from 'bson';
 import { evalExpr } from 'mingo/core';
 import type { Options } from 'mingo/types';
 import * as mingoUtil from 'mingo/util';
+import { ARRAY_OPERATORS } from './compiled-array-operators';
+import {
+  type Bindings,
+  type Evaluate,
+  type NativeOperator,
+  type Scope,
+  type Split,
+  OBJECT_FORM,
+  SINGLE_FORM,
+  arrayOf,
+  evaluateAll,
+  isNil,
+  single,
+  truthy,
+} from './compiled-operator-support';
 import { isDecimal128 } from './decimal128-arithmetic';
 import { compareValues } from './decimal128-operators';
 import { bindSystemVariables } from './system-variables';
@@ -27,69 +42,15 @@ import { bindSystemVariables } from './system-variables';
  *   mingo evaluates, so a cached closure never holds a value of an earlier command.
  */
 
+export type { Bindings, Evaluate } from './compiled-operator-support';
+
 // Plain references: mingo's CommonJS exports are getters, which cost a call each time.
 const { compare, isEqual, isOperator, isRegExp, resolve, typeOf } = mingoUtil;
-
-/** What one evaluation needs besides the document. */
-export interface Bindings {
-  /** Literals and mingo-evaluated subtrees of the current command, in walk order. */
-  readonly params: unknown[];
-  /** The command's variables: NOW, CLUSTER_TIME and `let` values. */
-  readonly variables: Document;
-  /** The command's mingo options, for subtrees mingo evaluates. */
-  readonly options: Partial<Options>;
-  /**
-   * Subtrees mingo evaluates, by slot, once bound to NOW / CLUSTER_TIME: bound at their first
-   * evaluation, not while the shape is written, since most (a `$size` behind an `$or` that
-   * is already true) are never evaluated.
-   */
-  bound?: unknown[];
-}
-
-export type Evaluate = (document: Document, bindings: Bindings) => unknown;
-
-interface Split {
-  /** Structure of the argument, part of the shape: an array's length, OBJECT_FORM or SINGLE_FORM. */
-  form: number;
-  items: unknown[];
-}
-
-const OBJECT_FORM = -1;
-const SINGLE_FORM = -2;
-
-interface NativeOperator {
-  /** The argument's sub-expressions when its structure is one compiled here. */
-  split(argument: unknown): Split | undefined;
-  /** `viaMingo` evaluates the whole operator with mingo (for values the mirror leaves to it). */
-  build(items: Evaluate[], viaMingo: Evaluate): Evaluate;
-}
-
-const isNil = (value: unknown): value is null | undefined => value === null || value === undefined;
-/** mingo's `truthy` in strict mode (the server's mode): '' is true. */
-const truthy = (value: unknown): boolean => !!value || value === '';
 
 const MAX_INT = 2147483647;
 const MIN_INT = -2147483648;
 const MAX_LONG = 9007199254740991;
 const MIN_LONG = -9007199254740991;
-
-function arrayOf(length?: number): NativeOperator['split'] {
-  return (argument) =>
-    Array.isArray(argument) && (length === undefined || argument.length === length)
-      ? { form: argument.length, items: argument }
-      : undefined;
-}
-
-/** A single (non-array) argument. */
-function single(argument: unknown): Split | undefined {
-  return Array.isArray(argument) ? undefined : { form: SINGLE_FORM, items: [argument] };
-}
-
-function evaluateAll(items: Evaluate[], document: Document, bindings: Bindings): unknown[] {
-  const values = new Array<unknown>(items.length);
-  for (let i = 0; i < items.length; i++) values[i] = items[i](document, bindings);
-  return values;
-}
 
 /**
  * mingo's comparison predicate (`_predicates.compare`) for `$lt`, `$lte`, `$gt`, `$gte`;
@@ -132,6 +93,22 @@ function equality(negate: boolean): NativeOperator {
         }
         return negate;
       },
+  };
+}
+
+/** An accumulator used as an expression; `accumulate` may reorder the array it is given. */
+function accumulator(accumulate: (values: unknown[]) => unknown): NativeOperator {
+  return {
+    split: (argument) => (Array.isArray(argument) ? arrayOf()(argument) : single(argument)),
+    build: (items, viaMingo, split) => {
+      if (split.form !== SINGLE_FORM) {
+        return (document, bindings) => accumulate(evaluateAll(items, document, bindings));
+      }
+      return (document, bindings) => {
+        const values = items[0](document, bindings);
+        return Array.isArray(values) ? accumulate(values.slice()) : viaMingo(document, bindings);
+      };
+    },
   };
 }
 
@@ -230,25 +207,24 @@ const NATIVE_OPERATORS: Record<string, NativeOperator> = {
         return viaMingo(document, bindings);
       },
   },
-  // `$max` / `$min` with an array are accumulators applied to the evaluated array (the
-  // server's, which order Decimal128 by value: decimal128-operators.ts).
-  $max: {
-    split: arrayOf(),
-    build: (items) => (document, bindings) => {
-      const sorted = evaluateAll(items, document, bindings).sort(compareValues);
-      const last = sorted[sorted.length - 1];
-      return isNil(last) ? null : last;
-    },
-  },
-  $min: {
-    split: arrayOf(),
-    build: (items) => (document, bindings) => {
-      const sorted = evaluateAll(items, document, bindings)
-        .filter((value) => !isNil(value))
-        .sort(compareValues);
-      return isNil(sorted[0]) ? null : sorted[0];
-    },
-  },
+  // Accumulators, as expressions: over the argument list, or over the array one argument
+  // evaluates to (mingo's error when it is not an array). `$max` / `$min` are the server's,
+  // which order Decimal128 by value (decimal128-operators.ts).
+  $max: accumulator((values) => {
+    const sorted = values.sort(compareValues);
+    const last = sorted[sorted.length - 1];
+    return isNil(last) ? null : last;
+  }),
+  $min: accumulator((values) => {
+    const sorted = values.filter((value) => !isNil(value)).sort(compareValues);
+    return isNil(sorted[0]) ? null : sorted[0];
+  }),
+  $sum: accumulator((values) => {
+    let total = 0;
+    for (const value of values)
+      if (typeof value === 'number' && !Number.isNaN(value)) total += value;
+    return total;
+  }),
   $toLong: {
     split: single,
     build:
@@ -265,6 +241,7 @@ const NATIVE_OPERATORS: Record<string, NativeOperator> = {
         return viaMingo(document, bindings);
       },
   },
+  ...ARRAY_OPERATORS,
   $type: {
     split: single,
     build:
@@ -289,19 +266,33 @@ const NATIVE_OPERATORS: Record<string, NativeOperator> = {
  * shared within one evaluation; splitting an expression into several mingo evaluations could
  * change its value, so expressions that mention it stay entirely with mingo.
  */
-function mentionsLazyNow(value: unknown): boolean {
-  if (typeof value === 'string') return isLazyNow(value);
+function mentionsLazyNow(value: unknown, inScope: boolean): boolean {
+  if (typeof value === 'string') return isLazyNow(value) || (inScope && isCurrent(value));
   if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) if (mentionsLazyNow(value[i])) return true;
+    for (let i = 0; i < value.length; i++) if (mentionsLazyNow(value[i], inScope)) return true;
     return false;
   }
   // Walked on every command that hands a subtree to mingo: no key arrays, no closures.
   if (typeof value !== 'object' || value === null || typeOf(value) !== 'object') return false;
   for (const key in value as Document) {
     if (!Object.prototype.hasOwnProperty.call(value, key)) continue;
-    if (mentionsLazyNow((value as Document)[key])) return true;
+    if (mentionsLazyNow((value as Document)[key], inScope)) return true;
   }
   return false;
+}
+
+/**
+ * `$$CURRENT`: inside mingo's `$reduce` it is the element, not the document the compiled
+ * closures are given, so within a compiled scope it stays with mingo as a whole.
+ */
+function isCurrent(text: string): boolean {
+  return text === '$$CURRENT' || text.startsWith('$$CURRENT.');
+}
+
+/** The name of a `$$name` / `$$name.path` variable reference. */
+function variableName(text: string): string {
+  const dot = text.indexOf('.');
+  return dot === -1 ? text.slice(2) : text.slice(2, dot);
 }
 
 /** `$$NOW.x` or `$$NOWx`, not `$$NOW` (checked by its first character first: most are not). */
@@ -320,18 +311,23 @@ const PATH = 6;
 const ARRAY = 7;
 const OBJECT = 8;
 const OPERATOR = 9;
+const VARIABLE = 10; // `$$name` bound by a compiled operator around it
 
 /** Set by `classify` for OPERATOR: read before classifying anything else. */
 let classifiedName = '';
 let classifiedOperator: NativeOperator | undefined;
 let classifiedSplit: Split | undefined;
 
-function classify(expression: unknown): number {
+function classify(expression: unknown, scope: Scope): number {
   if (typeof expression === 'string') {
     if (expression.length === 0 || expression[0] !== '$') return PARAM;
     if (expression === '$$NOW') return NOW;
     if (expression === '$$CLUSTER_TIME') return CLUSTER_TIME;
     if (expression.startsWith('$$NOW')) return UNSUPPORTED;
+    if (scope.length > 0 && expression[1] === '$') {
+      if (scope.includes(variableName(expression))) return VARIABLE;
+      if (isCurrent(expression)) return UNSUPPORTED;
+    }
     // `$$ROOT`, `$$CURRENT`, user variables, and the bare `$` (the whole document).
     if (expression.length === 1 || expression[1] === '$') return MINGO;
     return PATH;
@@ -356,7 +352,7 @@ function classify(expression: unknown): number {
     if (count === 1) {
       if (first === '$literal') return LITERAL;
       const operator = native ? NATIVE_OPERATORS[first] : undefined;
-      const split = operator?.split(object[first]);
+      const split = operator?.split(object[first], scope);
       if (split) {
         classifiedName = first;
         classifiedOperator = operator;
@@ -364,9 +360,9 @@ function classify(expression: unknown): number {
         return OPERATOR;
       }
     }
-    return mentionsLazyNow(object) ? UNSUPPORTED : MINGO;
+    return mentionsLazyNow(object, scope.length > 0) ? UNSUPPORTED : MINGO;
   }
-  if (dollar) return mentionsLazyNow(object) ? UNSUPPORTED : MINGO;
+  if (dollar) return mentionsLazyNow(object, scope.length > 0) ? UNSUPPORTED : MINGO;
   return OBJECT;
 }
 
@@ -380,6 +376,8 @@ const SHAPE_ARRAY = -15;
 const SHAPE_OBJECT = -16;
 const SHAPE_OPERATOR = -17;
 export const SHAPE_END = -18;
+const SHAPE_VARIABLE = -19;
+const SHAPE_BINDS = -20;
 
 /**
  * The shape of one command's expressions and their parameters, written by `writeShape`:
@@ -422,8 +420,8 @@ export class ShapeWriter {
 }
 
 /** Appends the shape of `expression` to `out` and its parameters to `out.params`. */
-export function writeShape(expression: unknown, out: ShapeWriter): void {
-  switch (classify(expression)) {
+export function writeShape(expression: unknown, out: ShapeWriter, scope: Scope = []): void {
+  switch (classify(expression, scope)) {
     case PARAM:
       out.mark(SHAPE_PARAM);
       out.params.push(expression);
@@ -451,16 +449,20 @@ export function writeShape(expression: unknown, out: ShapeWriter): void {
       out.mark(SHAPE_PATH);
       out.text(expression as string);
       return;
+    case VARIABLE:
+      out.mark(SHAPE_VARIABLE);
+      out.text(expression as string);
+      return;
     case ARRAY:
       out.mark(SHAPE_ARRAY);
-      for (const item of expression as unknown[]) writeShape(item, out);
+      for (const item of expression as unknown[]) writeShape(item, out, scope);
       out.mark(SHAPE_END);
       return;
     case OBJECT:
       out.mark(SHAPE_OBJECT);
       for (const key of Object.keys(expression as Document)) {
         out.text(key);
-        writeShape((expression as Document)[key], out);
+        writeShape((expression as Document)[key], out, scope);
       }
       out.mark(SHAPE_END);
       return;
@@ -470,13 +472,34 @@ export function writeShape(expression: unknown, out: ShapeWriter): void {
       out.mark(SHAPE_OPERATOR);
       out.text(name);
       out.mark(split.form);
+      // Bound names come from literals (`as`, `$let`'s keys): the compiled form depends on them.
+      for (const binds of split.binds ?? []) {
+        out.mark(SHAPE_BINDS);
+        for (const bound of binds) out.text(bound);
+      }
       // The operator itself, unbound, for handing it to mingo (bound only if that happens).
       out.params.push(expression);
-      for (const item of split.items) writeShape(item, out);
+      split.items.forEach((item, i) => writeShape(item, out, itemScope(scope, split, i)));
       out.mark(SHAPE_END);
       return;
     }
   }
+}
+
+function itemScope(scope: Scope, split: Split, index: number): Scope {
+  const binds = split.binds?.[index];
+  return binds && binds.length > 0 ? [...scope, ...binds] : scope;
+}
+
+/**
+ * `expression` for mingo where compiled operators have bound `scope`'s variables: inside a
+ * `$let` giving them their current values, which is how mingo's own operators pass them on.
+ */
+function withLocals(expression: unknown, scope: Scope, bindings: Bindings): unknown {
+  if (scope.length === 0) return expression;
+  const vars: Document = {};
+  for (const name of scope) vars[name] = { $literal: bindings.locals?.get(name) };
+  return { $let: { vars, in: expression } };
 }
 
 /** The mingo subtree in `slot` with NOW / CLUSTER_TIME bound, bound once per command. */
@@ -493,8 +516,12 @@ export interface SlotCounter {
 }
 
 /** Compiles `expression`; its parameters are read from the slots `writeShape` filled. */
-export function compileExpression(expression: unknown, slots: SlotCounter): Evaluate {
-  switch (classify(expression)) {
+export function compileExpression(
+  expression: unknown,
+  slots: SlotCounter,
+  scope: Scope = [],
+): Evaluate {
+  switch (classify(expression, scope)) {
     case PARAM:
     case LITERAL: {
       const slot = slots.next++;
@@ -502,8 +529,26 @@ export function compileExpression(expression: unknown, slots: SlotCounter): Eval
     }
     case MINGO: {
       const slot = slots.next++;
+      if (scope.length > 0) {
+        return (document, bindings) =>
+          evalExpr(
+            document,
+            withLocals(boundParam(bindings, slot), scope, bindings),
+            bindings.options as Options,
+          );
+      }
       return (document, bindings) =>
         evalExpr(document, boundParam(bindings, slot), bindings.options as Options);
+    }
+    case VARIABLE: {
+      const reference = expression as string;
+      const name = variableName(reference);
+      if (reference.length === name.length + 2) {
+        return (_document, bindings) => bindings.locals?.get(name);
+      }
+      // mingo resolves `name.path` in an object of the variables.
+      const path = reference.slice(2);
+      return (_document, bindings) => resolve({ [name]: bindings.locals?.get(name) }, path);
     }
     case NOW:
       return (_document, bindings) => bindings.variables.NOW;
@@ -514,12 +559,14 @@ export function compileExpression(expression: unknown, slots: SlotCounter): Eval
       return (document) => resolve(document, path);
     }
     case ARRAY: {
-      const items = (expression as unknown[]).map((item) => compileExpression(item, slots));
+      const items = (expression as unknown[]).map((item) => compileExpression(item, slots, scope));
       return (document, bindings) => evaluateAll(items, document, bindings);
     }
     case OBJECT: {
       const keys = Object.keys(expression as Document);
-      const values = keys.map((key) => compileExpression((expression as Document)[key], slots));
+      const values = keys.map((key) =>
+        compileExpression((expression as Document)[key], slots, scope),
+      );
       return (document, bindings) => {
         const result: Document = {};
         for (let i = 0; i < keys.length; i++) result[keys[i]] = values[i](document, bindings);
@@ -533,11 +580,17 @@ export function compileExpression(expression: unknown, slots: SlotCounter): Eval
       const viaMingo: Evaluate = (document, bindings) =>
         evalExpr(
           document,
-          bindSystemVariables(bindings.params[slot], bindings.variables),
+          withLocals(
+            bindSystemVariables(bindings.params[slot], bindings.variables),
+            scope,
+            bindings,
+          ),
           bindings.options as Options,
         );
-      const items = split.items.map((item) => compileExpression(item, slots));
-      return operator.build(items, viaMingo);
+      const items = split.items.map((item, i) =>
+        compileExpression(item, slots, itemScope(scope, split, i)),
+      );
+      return operator.build(items, viaMingo, split);
     }
     default:
       throw new Error('compileExpression: not compilable (writeShape reported it unsupported)');
