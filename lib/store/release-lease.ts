@@ -103,7 +103,11 @@ function ourPlaceToBack(holder: string | undefined) {
   };
 }
 
-function releasePipeline(owner: string, idleRetentionMs: number, successor?: LocalSuccessor) {
+export function releasePipeline(
+  owner: string,
+  idleRetentionMs: number,
+  successor?: LocalSuccessor,
+) {
   const live = { $gt: ['$expiresAt', '$$NOW'] };
   // A retry after the lease's end could not have been protected anyway: forget it then.
   const previous = {

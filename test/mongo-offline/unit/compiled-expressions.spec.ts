@@ -1,5 +1,10 @@
-import { Decimal128, type Document, Long, ObjectId, Timestamp } from 'bson';
+import { Decimal128, type Document, Long, ObjectId, Timestamp, serialize } from 'bson';
 import { Aggregator } from 'mingo/aggregator';
+import { attemptPipeline } from '../../../lib/store/attempt-pipeline';
+import { EXCLUSIVE, type LockModeRequest, newOwnerToken } from '../../../lib/store/lock-modes';
+import { releasePipeline } from '../../../lib/store/release-lease';
+import { prepareUpdatePipeline } from '../engine/compiled-pipeline';
+import { decodeBson } from '../wire/bson-decoder';
 import { evalExpr } from 'mingo/core';
 import { Query } from 'mingo/query';
 import type { Options } from 'mingo/types';
@@ -497,6 +502,90 @@ describe('compiled update pipelines (differential against mingo)', () => {
       return idFirst(result);
     });
   }
+
+  it('run the lock’s own attempt and release pipelines compiled, as mingo’s Aggregator does', () => {
+    const at = (ms: number) => new Date(NOW.getTime() + ms);
+    const line = {
+      r1: { weight: 1000, since: at(-900), expiresAt: at(9000), holder: 'h1' },
+      r2: { weight: 1, since: at(-500), expiresAt: at(9000) },
+      r3: { weight: 1000, since: at(-100), expiresAt: at(-1), holder: 'h3' },
+    };
+    const holders = {
+      s1: { weight: 1, expiresAt: at(4000), holder: 'h2', fence: 3 },
+      s2: { weight: 2, expiresAt: at(-10), holder: 'h4', fence: 4 },
+    };
+    const lockDocuments: Document[] = [
+      { _id: 'k' },
+      { _id: 'k', owner: null, fence: 5, expiresAt: at(-1000), waiting: line, gcAt: at(1) },
+      { _id: 'k', owner: 'o1', holder: 'h1', fence: 6, expiresAt: at(3000), waiting: line },
+      { _id: 'k', owner: 'o2', holder: 'h2', fence: 6, expiresAt: at(3000), waiting: line },
+      { _id: 'k', owner: 'o1', fence: 6, expiresAt: at(-5), waiting: { r3: line.r3 } },
+      {
+        _id: 'k',
+        owner: 'grant:r1',
+        holder: 'h1',
+        grantedTo: 'r1',
+        grantee: 'h1',
+        fence: 7,
+        expiresAt: at(2000),
+        waiting: line,
+        releasedOwners: [{ owner: 'o2', until: at(100) }],
+      },
+      { _id: 'k', owner: 'grant:r1', grantedTo: 'r1', fence: 7, expiresAt: at(-3), waiting: line },
+      { _id: 'k', owner: null, fence: 8, expiresAt: at(-1), holders, waiting: line },
+      { _id: 'k', owner: null, fence: 9, expiresAt: at(-1), holders, permits: 3, waiting: {} },
+    ];
+    const shared: LockModeRequest = { mode: 'shared', permits: undefined, weight: 1 };
+    const permits: LockModeRequest = { mode: 'shared', permits: 3, weight: 2 };
+    const pipelines: Document[][] = [];
+    for (const mode of [EXCLUSIVE, shared, permits]) {
+      const request = {
+        owner: mode === EXCLUSIVE ? 'o1' : newOwnerToken(mode),
+        holder: 'h1',
+        ttlMs: 30_000,
+        mode,
+        scope: undefined,
+        reservation: undefined,
+      };
+      pipelines.push(attemptPipeline(request) as Document[]);
+      // Waiting attempts: a reservation and how it is used (the library always gives both).
+      for (const reservation of ['r1', 'r2', 'r4']) {
+        for (const keep of [false, true]) {
+          const reservationUse = { keep, grantable: !keep || reservation === 'r1' };
+          const scope = keep ? 'tenant' : undefined;
+          pipelines.push(
+            attemptPipeline({ ...request, scope, reservation, reservationUse }) as Document[],
+          );
+        }
+      }
+    }
+    const successor = { owner: 'o3', holder: 'h1', ttlMs: 20_000, scope: null };
+    pipelines.push(
+      releasePipeline('o1', 60_000) as Document[],
+      releasePipeline('o1', 60_000, successor) as Document[],
+      releasePipeline('grant:r1', 0, successor) as Document[],
+    );
+    let succeeded = 0;
+    for (const built of pipelines) {
+      // As the server receives it: over BSON (its fences are Longs, promoted to numbers).
+      const pipeline = decodeBson(Buffer.from(serialize({ pipeline: built })))
+        .pipeline as Document[];
+      expect(prepareUpdatePipeline(pipeline, options)).toBeDefined();
+      for (const document of lockDocuments) {
+        const expected = viaAggregator(document, pipeline);
+        const actual = outcome(() => applyUpdate(document, pipeline, context));
+        if ('value' in expected) succeeded += 1;
+        if (!sameOutcome(actual, expected)) {
+          throw new Error(
+            `${JSON.stringify(pipeline)} on ${JSON.stringify(document)}: ` +
+              `${JSON.stringify(actual)} but mingo gives ${JSON.stringify(expected)}`,
+          );
+        }
+      }
+    }
+    // Every attempt and release runs on every state (none is compared by its error alone).
+    expect(succeeded).toBe(pipelines.length * lockDocuments.length);
+  });
 
   it('update like mingo’s Aggregator and reuse the compiled form across literal values', () => {
     updatePipelineCache.clear();
