@@ -547,23 +547,23 @@ describe('compiled update pipelines (differential against mingo)', () => {
         scope: undefined,
         reservation: undefined,
       };
-      pipelines.push(attemptPipeline(request) as Document[]);
+      pipelines.push(attemptPipeline(request));
       // Waiting attempts: a reservation and how it is used (the library always gives both).
       for (const reservation of ['r1', 'r2', 'r4']) {
         for (const keep of [false, true]) {
           const reservationUse = { keep, grantable: !keep || reservation === 'r1' };
           const scope = keep ? 'tenant' : undefined;
           pipelines.push(
-            attemptPipeline({ ...request, scope, reservation, reservationUse }) as Document[],
+            attemptPipeline({ ...request, scope, reservation, reservationUse }),
           );
         }
       }
     }
     const successor = { owner: 'o3', holder: 'h1', ttlMs: 20_000, scope: null };
     pipelines.push(
-      releasePipeline('o1', 60_000) as Document[],
-      releasePipeline('o1', 60_000, successor) as Document[],
-      releasePipeline('grant:r1', 0, successor) as Document[],
+      releasePipeline('o1', 60_000),
+      releasePipeline('o1', 60_000, successor),
+      releasePipeline('grant:r1', 0, successor),
     );
     let succeeded = 0;
     for (const built of pipelines) {
