@@ -553,9 +553,7 @@ describe('compiled update pipelines (differential against mingo)', () => {
         for (const keep of [false, true]) {
           const reservationUse = { keep, grantable: !keep || reservation === 'r1' };
           const scope = keep ? 'tenant' : undefined;
-          pipelines.push(
-            attemptPipeline({ ...request, scope, reservation, reservationUse }),
-          );
+          pipelines.push(attemptPipeline({ ...request, scope, reservation, reservationUse }));
         }
       }
     }
