@@ -35,6 +35,8 @@ describe('LockService waiting', () => {
     await eventually(() => locks.diagnostics.waiters === 1 && locks.diagnostics.streamOpen);
     subscription.unsubscribe();
     await eventually(() => locks.diagnostics.waiters === 0 && !locks.diagnostics.streamOpen);
+    // Its place in the key's line is withdrawn too (one write, sent when it left).
+    await eventually(async () => (await locks.inspect('cancel-me'))?.waiting === 0, 3_000);
     await held.release();
     await sleep(200);
     expect((await locks.inspect('cancel-me'))?.holderId).toBe(holder.holderId);
