@@ -33,9 +33,48 @@ export function describeUpdate(before: Document, after: Document): UpdateDescrip
   return description;
 }
 
+/** Equal canonical keys (bson-values.ts) and the same JavaScript type at the top. */
 export function same(a: unknown, b: unknown): boolean {
-  return canonicalKey(a) === canonicalKey(b) && typeOfValue(a) === typeOfValue(b);
+  return typeOfValue(a) === typeOfValue(b) && canonicallyEqual(a, b);
 }
+
+/**
+ * `canonicalKey(a) === canonicalKey(b)` without building the keys for the values a lock
+ * document holds (numbers, strings, dates, arrays and plain objects of them): a change event's
+ * delta compares every field of the document before and after on every update. Any other pair
+ * (BSON classes, a number against a Long...) is compared by its keys.
+ */
+function canonicallyEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  const typeA = typeof a;
+  const typeB = typeof b;
+  if (typeA === 'number' && typeB === 'number') return Number.isNaN(a) && Number.isNaN(b);
+  if (typeA === 'string' && typeB === 'string') return false;
+  if (typeA === 'boolean' && typeB === 'boolean') return false;
+  if (isNullish(a) && isNullish(b)) return true;
+  if (a instanceof Date && b instanceof Date) {
+    const timeA = a.getTime();
+    const timeB = b.getTime();
+    return timeA === timeB || (Number.isNaN(timeA) && Number.isNaN(timeB));
+  }
+  if (Array.isArray(a) && Array.isArray(b)) {
+    if (a.length !== b.length) return false;
+    for (let i = 0; i < a.length; i++) if (!canonicallyEqual(a[i], b[i])) return false;
+    return true;
+  }
+  if (isPlainObject(a) && isPlainObject(b)) {
+    const keysA = Object.keys(a);
+    const keysB = Object.keys(b);
+    if (keysA.length !== keysB.length) return false;
+    for (let i = 0; i < keysA.length; i++) {
+      if (keysA[i] !== keysB[i] || !canonicallyEqual(a[keysA[i]], b[keysB[i]])) return false;
+    }
+    return true;
+  }
+  return canonicalKey(a) === canonicalKey(b);
+}
+
+const isNullish = (value: unknown): boolean => value === null || value === undefined;
 
 function typeOfValue(value: unknown): string {
   if (value === null) return 'null';
