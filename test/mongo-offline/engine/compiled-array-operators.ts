@@ -107,6 +107,22 @@ function iterating(
   };
 }
 
+/**
+ * A one-argument operator that gives null for a null or missing value; `otherwise` leaves the
+ * whole operator to mingo.
+ */
+function ofValue(compute: (value: unknown, otherwise: () => unknown) => unknown): NativeOperator {
+  return {
+    split: single,
+    build:
+      ([item], viaMingo) =>
+      (document, bindings) => {
+        const value = item(document, bindings);
+        return isNil(value) ? null : compute(value, () => viaMingo(document, bindings));
+      },
+  };
+}
+
 export const ARRAY_OPERATORS: Record<string, NativeOperator> = {
   $filter: iterating('cond', (values, each) => {
     const kept: unknown[] = [];
@@ -189,16 +205,7 @@ export const ARRAY_OPERATORS: Record<string, NativeOperator> = {
       };
     },
   },
-  $size: {
-    split: single,
-    build:
-      ([item], viaMingo) =>
-      (document, bindings) => {
-        const value = item(document, bindings);
-        if (isNil(value)) return null;
-        return Array.isArray(value) ? value.length : viaMingo(document, bindings);
-      },
-  },
+  $size: ofValue((value, otherwise) => (Array.isArray(value) ? value.length : otherwise())),
   $in: {
     split: arrayOf(2),
     build:
@@ -262,42 +269,24 @@ export const ARRAY_OPERATORS: Record<string, NativeOperator> = {
       return undefined;
     },
   },
-  $objectToArray: {
-    split: single,
-    build:
-      ([item], viaMingo) =>
-      (document, bindings) => {
-        const value = item(document, bindings);
-        if (isNil(value)) return null;
-        if (!isObject(value)) return viaMingo(document, bindings);
-        const keys = Object.keys(value);
-        const pairs = new Array<Document>(keys.length);
-        for (let i = 0; i < keys.length; i++) {
-          pairs[i] = { k: keys[i], v: value[keys[i]] };
-        }
-        return pairs;
-      },
-  },
+  $objectToArray: ofValue((value, otherwise) => {
+    if (!isObject(value)) return otherwise();
+    const keys = Object.keys(value);
+    const pairs = new Array<Document>(keys.length);
+    for (let i = 0; i < keys.length; i++) pairs[i] = { k: keys[i], v: value[keys[i]] };
+    return pairs;
+  }),
   // `{k, v}` pairs only; `[k, v]` pairs (which mingo flattens) are left to it.
-  $arrayToObject: {
-    split: single,
-    build:
-      ([item], viaMingo) =>
-      (document, bindings) => {
-        const pairs = item(document, bindings);
-        if (isNil(pairs)) return null;
-        if (!Array.isArray(pairs)) return viaMingo(document, bindings);
-        const result: Document = {};
-        for (const pair of pairs) {
-          if (!isObject(pair) || !has(pair, 'k', 'v')) {
-            return viaMingo(document, bindings);
-          }
-          const { k, v } = pair;
-          result[k as string] = v;
-        }
-        return result;
-      },
-  },
+  $arrayToObject: ofValue((pairs, otherwise) => {
+    if (!Array.isArray(pairs)) return otherwise();
+    const result: Document = {};
+    for (const pair of pairs) {
+      if (!isObject(pair) || !has(pair, 'k', 'v')) return otherwise();
+      const { k, v } = pair;
+      result[k as string] = v;
+    }
+    return result;
+  }),
   $mergeObjects: {
     split: arrayOf(),
     build: (items) => (document, bindings) => {
