@@ -170,7 +170,11 @@ describe('LockService holding', () => {
     // lr1 is taken at once; its 1 s lease ends while lr2 is awaited, and a third caller takes it.
     const taker = await third.acquire('lr1', { ttlMs: 20_000, timeoutMs: 5_000 });
     await blocker.release();
-    await sleep(500);
+    // Waiting for lr1 again, the call gives lr2 back at once (keys are taken in order), well
+    // before lr2's own 1 s lease would end.
+    const lr2Free = async () => (await other.inspect('lr2'))?.held === false;
+    for (let tries = 0; tries < 8 && !(await lr2Free()); tries++) await sleep(50);
+    expect(await lr2Free()).toBe(true);
     await taker.release();
     const handle = await acquiring;
     expect(handle.fences.get('lr1')).toBeGreaterThan(taker.fence);
