@@ -34,8 +34,12 @@ export interface LockDocument {
   frees?: number;
   /** Set on release; a TTL index deletes the idle document at this time. */
   gcAt: Date | null;
-  /** Recent releases of live leases, so a retried release knows it succeeded. */
+  /**
+   * Recent releases of live leases, so a retried release knows it succeeded: a ring of
+   * `RELEASED_OWNERS_KEPT` entries, the next one written at `releasedNext`.
+   */
   releasedOwners?: { owner: string; until: Date }[];
+  releasedNext?: number;
   /** `holder` and `fence` of the last released acquisition, for release events. */
   releasedHolder?: string | null;
   releasedFence?: Long;

@@ -74,10 +74,36 @@ function whenOurs(owner: string, newValue: unknown, field: string) {
 }
 
 /**
- * Most releases of live leases remembered per key (each until its lease would have ended), so
- * that a retried release recognises its own.
+ * Most releases of live leases remembered per key, so that a retried release recognises its
+ * own.
  */
 export const RELEASED_OWNERS_KEPT = 32;
+
+/**
+ * `releasedOwners` with our release written in the slot `$_ri` (see `releaseSlot`): the last
+ * {@link RELEASED_OWNERS_KEPT} releases as a ring, so that a release changes one entry, not
+ * the whole list (the write, and the change event every waiting process may read, stay small
+ * however many releases came before).
+ */
+function withOurRelease(owner: string) {
+  const ring = { $ifNull: ['$releasedOwners', []] };
+  return {
+    $concatArrays: [
+      { $cond: [{ $eq: ['$_ri', 0] }, [], { $slice: [ring, '$_ri'] }] },
+      [{ owner, until: '$expiresAt' }],
+      { $slice: [ring, { $add: ['$_ri', 1] }, RELEASED_OWNERS_KEPT] },
+    ],
+  };
+}
+
+/**
+ * The ring's slot for the next release: `releasedNext`, or, in a list written before the ring
+ * (oldest first), the end of the list, or its start once it is full.
+ */
+function releaseSlot() {
+  const next = { $ifNull: ['$releasedNext', { $size: { $ifNull: ['$releasedOwners', []] } }] };
+  return { $cond: [{ $gte: [next, RELEASED_OWNERS_KEPT] }, 0, next] };
+}
 
 /** The key's reservations with this process's own (`holder`) moved to the back of the line. */
 function ourPlaceToBack(holder: string | undefined) {
@@ -109,16 +135,10 @@ export function releasePipeline(
   successor?: LocalSuccessor,
 ) {
   const live = { $gt: ['$expiresAt', '$$NOW'] };
-  // A retry after the lease's end could not have been protected anyway: forget it then.
-  const previous = {
-    $filter: {
-      input: { $ifNull: ['$releasedOwners', []] },
-      cond: { $gt: ['$$this.until', '$$NOW'] },
-    },
-  };
-  const ourRelease = [{ owner, until: '$expiresAt' }];
-  const withOurs = { $slice: [{ $concatArrays: [previous, ourRelease] }, -RELEASED_OWNERS_KEPT] };
   const ours = { $eq: ['$owner', owner] };
+  // Remembered only for a live lease: a retry after the lease's end could not have been
+  // protected anyway.
+  const remembered = { $and: [ours, live] };
   // Not before the lease would have ended: a retried release must still find the document.
   // Never while shared holders live: an ended exclusive lease may be given back after readers
   // came in.
@@ -132,7 +152,7 @@ export function releasePipeline(
   const transfer = (toSuccessor: unknown, field: unknown) =>
     successor === undefined ? field : { $cond: ['$_t', toSuccessor, field] };
   return [
-    { $set: { _h: grantableHead(), _t: transferExpr(owner, successor) } },
+    { $set: { _h: grantableHead(), _t: transferExpr(owner, successor), _ri: releaseSlot() } },
     {
       $set: {
         // Ours: passed to the local successor, or handed to the oldest waiting process, or
@@ -153,13 +173,20 @@ export function releasePipeline(
         // Lets a retried release recognise its own earlier success (a lost reply, a
         // write-concern error after the write), even after others took and released the key
         // meanwhile; kept only for a release of a live lease.
-        releasedOwners: whenOurs(owner, { $cond: [live, withOurs, previous] }, '$releasedOwners'),
+        releasedOwners: { $cond: [remembered, withOurRelease(owner), '$releasedOwners'] },
+        releasedNext: {
+          $cond: [
+            remembered,
+            { $cond: [{ $gte: ['$_ri', RELEASED_OWNERS_KEPT - 1] }, 0, { $add: ['$_ri', 1] }] },
+            '$releasedNext',
+          ],
+        },
         // Who released which acquisition, for `events$` (the change event carries them).
         releasedHolder: whenOurs(owner, '$holder', '$releasedHolder'),
         releasedFence: whenOurs(owner, '$fence', '$releasedFence'),
       },
     },
-    { $unset: ['_h', '_t'] },
+    { $unset: ['_h', '_t', '_ri'] },
   ];
 }
 

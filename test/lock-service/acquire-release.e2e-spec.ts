@@ -4,6 +4,9 @@ import {
   LockNotAcquiredError,
 } from '../../lib/errors';
 import { LockService } from '../../lib/lock.service';
+import { attemptAcquire } from '../../lib/store/acquire-attempt';
+import type { LockCollection } from '../../lib/store/lock-document';
+import { RELEASED_OWNERS_KEPT, releaseLease } from '../../lib/store/release-lease';
 import { countCommands, LockTestKit } from './lock-test-kit';
 
 jest.setTimeout(60_000);
@@ -190,5 +193,46 @@ describe('LockService acquire and release', () => {
     const observer = await kit.service();
     expect((await observer.inspect('shutdown'))?.held).toBe(false);
     await expect(own.acquire('x')).rejects.toThrow('LockService is closed');
+  });
+
+  it("a retried release recognises itself after the key's next releases, kept as a ring that each release changes in one entry", async () => {
+    const client = await kit.client();
+    const collection = client
+      .db(kit.mongo.dbName)
+      .collection(kit.collectionName) as unknown as LockCollection;
+    const key = 'ring:k';
+    const cycle = async (owner: string) => {
+      const won = await attemptAcquire(collection, client, {
+        key,
+        owner,
+        holder: 'h',
+        ttlMs: 30_000,
+      });
+      expect(won.won).toBe(true);
+      return releaseLease(collection, { key, owner, idleRetentionMs: 60_000 });
+    };
+    const releases = RELEASED_OWNERS_KEPT + 8;
+    for (let i = 0; i < releases; i++) expect((await cycle(`t${i}`)).outcome).toBe('released');
+    const ring = async () =>
+      ((
+        await client
+          .db(kit.mongo.dbName)
+          .collection(kit.collectionName)
+          .findOne({ _id: key as never })
+      )?.releasedOwners ?? []) as { owner: string }[];
+    const before = await ring();
+    expect(before).toHaveLength(RELEASED_OWNERS_KEPT);
+    // One more release overwrites the oldest entry only.
+    await cycle('last');
+    const after = await ring();
+    const changed = after.flatMap((entry, i) => (entry.owner === before[i].owner ? [] : [i]));
+    expect(changed).toEqual([(releases - RELEASED_OWNERS_KEPT) % RELEASED_OWNERS_KEPT]);
+    // The last RELEASED_OWNERS_KEPT releases are recognised when retried; older ones are not.
+    const retried = async (owner: string) =>
+      (await releaseLease(collection, { key, owner, idleRetentionMs: 60_000 })).outcome;
+    expect(await retried('last')).toBe('released');
+    expect(await retried(`t${releases - RELEASED_OWNERS_KEPT + 1}`)).toBe('released');
+    expect(await retried(`t${releases - RELEASED_OWNERS_KEPT}`)).toBe('lost');
+    expect(await retried('t0')).toBe('lost');
   });
 });
