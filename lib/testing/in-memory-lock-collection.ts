@@ -55,8 +55,9 @@ interface StoredLock {
   holders?: Record<string, StoredEntry>;
   waiting?: Record<string, StoredReservation>;
   frees?: number;
-  /** Recent releases of live leases, each remembered until its lease would have ended. */
+  /** Recent releases of live leases: a ring written at `releasedNext`. */
   releasedOwners?: { owner: string; until: number | null }[];
+  releasedNext?: number;
   releasedHolder?: string | null;
   releasedFence?: bigint;
 }
@@ -172,9 +173,6 @@ export class InMemoryLockCollection {
     if (!before || (before.owner !== request.owner && !recognised)) return 'lost';
     if (before.owner !== request.owner) return 'released'; // released by an earlier try, while live
     const live = (before.expiresAt ?? now) - now > 0;
-    // A retry after a lease's end could not have been protected anyway: forget it then.
-    const previous = remembered.filter((release) => (release.until ?? -Infinity) > now);
-    const withOurs = [...previous, { owner: request.owner, until: before.expiresAt ?? null }];
     this.write(request.key, before, {
       ...before,
       owner: null,
@@ -184,7 +182,8 @@ export class InMemoryLockCollection {
         liveEntries(before, now).length > 0
           ? before.gcAt
           : Math.max(now + request.idleRetentionMs, before.expiresAt ?? -Infinity),
-      releasedOwners: live ? withOurs.slice(-RELEASED_OWNERS_KEPT) : previous,
+      // A retry after a lease's end could not have been protected anyway: not remembered.
+      ...(live ? withOurRelease(before, request.owner) : {}),
       releasedHolder: before.holder,
       releasedFence: before.fence,
     });
@@ -682,6 +681,7 @@ function toLockDocument(stored: StoredLock): LockDocument {
     'releasedOwners',
     stored.releasedOwners?.map(({ owner, until }) => ({ owner, until: toDate(until) as Date })),
   );
+  set('releasedNext', stored.releasedNext);
   set('releasedHolder', stored.releasedHolder);
   set(
     'releasedFence',
@@ -691,11 +691,27 @@ function toLockDocument(stored: StoredLock): LockDocument {
 }
 
 /**
+ * `release-lease.ts` (`withOurRelease`, `releaseSlot`): our release written into the ring of
+ * the last {@link RELEASED_OWNERS_KEPT} at `releasedNext` (a list from before the ring is
+ * continued at its end, or at its start once full).
+ */
+function withOurRelease(
+  before: StoredLock,
+  owner: string,
+): Pick<StoredLock, 'releasedOwners' | 'releasedNext'> {
+  const ring = [...(before.releasedOwners ?? [])];
+  const next = before.releasedNext ?? ring.length;
+  const slot = next >= RELEASED_OWNERS_KEPT ? 0 : next;
+  ring[slot] = { owner, until: before.expiresAt ?? null };
+  return { releasedOwners: ring, releasedNext: (slot + 1) % RELEASED_OWNERS_KEPT };
+}
+
+/**
  * What an update event's description holds, as MongoDB reports the delta of a pipeline
  * update: the fields whose value changed, embedded documents descended into (`holders.h1f…`,
  * `holders.h1f….releasedAt`) unless their fields were reordered (then reported whole), an
- * array that only grew reported by its new elements (`releasedOwners.2`), and the embedded
- * fields that went (`waiting.r2c…`) as removed.
+ * array that did not shrink reported by its changed and new elements (`releasedOwners.2`,
+ * `releasedOwners.0.owner`), and the embedded fields that went (`waiting.r2c…`) as removed.
  */
 function describeChange(
   before: LockDocument,
@@ -730,10 +746,8 @@ function diffObjects(
     if (sameValue(was, is)) continue;
     if (isPlainObject(was) && isPlainObject(is) && sameOrder(was, is)) {
       diffObjects(was, is, `${path}.`, delta);
-    } else if (Array.isArray(was) && Array.isArray(is) && grewFrom(was, is)) {
-      for (let index = was.length; index < is.length; index += 1) {
-        delta.updatedFields[`${path}.${index}`] = is[index];
-      }
+    } else if (Array.isArray(was) && Array.isArray(is) && is.length >= was.length) {
+      diffArrays(was, is, path, delta);
     } else {
       delta.updatedFields[path] = is;
     }
@@ -747,8 +761,22 @@ function sameOrder(before: Record<string, unknown>, after: Record<string, unknow
   return kept.every((field, index) => order[index] === field);
 }
 
-function grewFrom(was: unknown[], is: unknown[]): boolean {
-  return is.length > was.length && was.every((item, index) => sameValue(item, is[index]));
+/** An array that did not shrink: its changed and new elements by index. */
+function diffArrays(
+  was: unknown[],
+  is: unknown[],
+  path: string,
+  delta: { updatedFields: Record<string, unknown>; removedFields: string[] },
+): void {
+  is.forEach((item, index) => {
+    const old = was[index];
+    if (index < was.length && sameValue(old, item)) return;
+    if (index < was.length && isPlainObject(old) && isPlainObject(item) && sameOrder(old, item)) {
+      diffObjects(old, item, `${path}.${index}.`, delta);
+    } else {
+      delta.updatedFields[`${path}.${index}`] = item;
+    }
+  });
 }
 
 function sameValue(a: unknown, b: unknown): boolean {

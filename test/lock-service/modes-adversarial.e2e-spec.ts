@@ -178,7 +178,7 @@ describeWithFailPoints(
     // entry is still in `holders`, and the next grant on the key (any other reader) drops it,
     // so the retry finds nothing and reports LockLostError for a lock that was released while
     // live (f9544a0 made every exclusive grant drop released entries too). The exclusive lease
-    // keeps `releasedOwners` (32, until their lease would have ended) for exactly this.
+    // keeps `releasedOwners` (the last 32 releases of live leases) for exactly this.
     it('a retried release of a shared holder recognises its success after another reader came', async () => {
       const client = await appClient('retry-shared');
       const a = await kit.service({ client });

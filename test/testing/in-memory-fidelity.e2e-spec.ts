@@ -5,6 +5,7 @@ import type { LockDocument } from '../../lib/store/lock-document';
 import type { LockChangeScope } from '../../lib/store/lock-change-stream';
 import { LockStore } from '../../lib/store/lock-store';
 import { EXCLUSIVE, type LockModeRequest } from '../../lib/store/lock-modes';
+import { RELEASED_OWNERS_KEPT } from '../../lib/store/release-lease';
 import { LockTestingStore } from '../../lib/testing';
 import { toLockEvent } from '../../lib/waiting/lock-event';
 import { startTestMongo, type TestMongo } from '../support/mongo';
@@ -60,6 +61,24 @@ async function runScript(first: Store, second: Store): Promise<unknown[]> {
   await attempt(second, 'o4'); // another holder takes it: `holder` changes
   replies.push(['renew', (await second.renew('k', 'o3', 30_000)).renewed]);
   await release(second, 'o4');
+  return replies;
+}
+
+/**
+ * More releases of one key than it remembers: the ring of released owners wraps, and a
+ * retried release is recognised only while its entry is kept.
+ */
+async function runRingScript(store: Store): Promise<unknown[]> {
+  const replies: unknown[] = [];
+  const releases = RELEASED_OWNERS_KEPT + 3;
+  for (let i = 0; i < releases; i++) {
+    const outcome = await store.attempt('ring', `t${i}`, 30_000, noLateWin);
+    replies.push(['attempt', i, outcome.won]);
+    replies.push(['release', i, (await store.release('ring', `t${i}`)).outcome]);
+  }
+  for (const i of [0, 2, 3, releases - 1]) {
+    replies.push(['retried', i, (await store.release('ring', `t${i}`)).outcome]);
+  }
   return replies;
 }
 
@@ -279,6 +298,38 @@ describe('the in-memory store against the MongoDB store', () => {
       }
     },
   );
+
+  it('remembers released owners in a ring, writing and streaming one entry per release', async () => {
+    const [mongoStore, mongoUnused] = await mongoStores('locks_ring');
+    const [memoryStore, memoryUnused] = memoryStores();
+    try {
+      let mongoReplies: unknown[] = [];
+      let memoryReplies: unknown[] = [];
+      const mongoChanges = await drain(mongoStore, 'releases', async () => {
+        mongoReplies = await runRingScript(mongoStore);
+      });
+      const memoryChanges = await drain(memoryStore, 'releases', async () => {
+        memoryReplies = await runRingScript(memoryStore);
+      });
+      expect(memoryReplies).toEqual(mongoReplies);
+      expect(memoryChanges).toEqual(mongoChanges);
+      // The first two entries were overwritten; the third and later are recognised.
+      expect(memoryReplies.slice(-4).map((reply) => (reply as unknown[])[2])).toEqual([
+        'lost',
+        'lost',
+        'released',
+        'released',
+      ]);
+      // Past the wrap, a release's event names one entry of the ring.
+      const last = memoryChanges.at(-1) as { updatedFields: string[] };
+      expect(last.updatedFields.filter((field) => field.startsWith('releasedOwners'))).toEqual([
+        'releasedOwners.2.owner',
+        'releasedOwners.2.until',
+      ]);
+    } finally {
+      await Promise.all([mongoStore, mongoUnused, memoryStore, memoryUnused].map((s) => s.close()));
+    }
+  });
 
   it.each(['ownership', 'releases'] as const)(
     'gives the same replies and %s change events for shared locks and semaphores',
