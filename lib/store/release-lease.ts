@@ -44,6 +44,7 @@ export interface ReleaseResult {
 
 interface ReleaseReply {
   ours: boolean;
+  recognised: boolean;
   remainingMs: BsonInteger;
   grantee: string | null;
   transfer: boolean;
@@ -97,12 +98,35 @@ function withOurRelease(owner: string) {
 }
 
 /**
- * The ring's slot for the next release: `releasedNext`, or, in a list written before the ring
- * (oldest first), the end of the list, or its start once it is full.
+ * The ring's slot for the next release: the end of a list not yet full, else `releasedNext`
+ * (a full list written before the ring, oldest first, starts at 0). Appending while the list
+ * is short also keeps the newest entries when an earlier version shortened the list.
  */
 function releaseSlot() {
-  const next = { $ifNull: ['$releasedNext', { $size: { $ifNull: ['$releasedOwners', []] } }] };
-  return { $cond: [{ $gte: [next, RELEASED_OWNERS_KEPT] }, 0, next] };
+  const size = { $size: { $ifNull: ['$releasedOwners', []] } };
+  const next = { $ifNull: ['$releasedNext', 0] };
+  return {
+    $cond: [
+      { $lt: [size, RELEASED_OWNERS_KEPT] },
+      size,
+      { $cond: [{ $gte: [next, RELEASED_OWNERS_KEPT] }, 0, next] },
+    ],
+  };
+}
+
+/**
+ * Whether the ring remembers a release of `owner` whose lease has not ended yet. Only then is
+ * a retry told `released`: the same token may have taken the key again since (a multi-key call
+ * gives back and re-takes later keys), and that later lease may have been lost.
+ */
+function recognisedRelease(owner: string) {
+  const ours = {
+    $filter: {
+      input: { $ifNull: ['$releasedOwners', []] },
+      cond: { $and: [{ $eq: ['$$this.owner', owner] }, { $gt: ['$$this.until', NOW] }] },
+    },
+  };
+  return { $gt: [{ $size: ours }, 0] };
 }
 
 /** The key's reservations with this process's own (`holder`) moved to the back of the line. */
@@ -215,6 +239,7 @@ export async function releaseLease(
       projection: {
         _id: 0,
         ours: { $eq: ['$owner', owner] },
+        recognised: recognisedRelease(owner),
         remainingMs: { $subtract: ['$expiresAt', '$$NOW'] },
         // Who the write handed the lock to, read from the same pre-image (a hint for local
         // waiters: they need not try when it went elsewhere).
@@ -227,7 +252,8 @@ export async function releaseLease(
     },
   )) as ReleaseReply | null;
   if (before === null) return { outcome: 'lost' };
-  if (!before.ours) return { outcome: 'released' }; // released by an earlier try, while live
+  // Released by an earlier try, while live.
+  if (!before.ours) return { outcome: before.recognised ? 'released' : 'lost' };
   const outcome = toRemainingMs(before.remainingMs) > 0 ? 'released' : 'expired';
   if (before.transfer) {
     return { outcome, transferred: { fence: toBigInt(before.fence) + 1n, sentAt } };

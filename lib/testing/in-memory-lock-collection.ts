@@ -169,7 +169,9 @@ export class InMemoryLockCollection {
     const now = this.clock();
     const before = this.documents.get(request.key);
     const remembered = before?.releasedOwners ?? [];
-    const recognised = remembered.some((release) => release.owner === request.owner);
+    const recognised = remembered.some(
+      (release) => release.owner === request.owner && (release.until ?? -Infinity) > now,
+    );
     if (!before || (before.owner !== request.owner && !recognised)) return 'lost';
     if (before.owner !== request.owner) return 'released'; // released by an earlier try, while live
     const live = (before.expiresAt ?? now) - now > 0;
@@ -692,16 +694,17 @@ function toLockDocument(stored: StoredLock): LockDocument {
 
 /**
  * `release-lease.ts` (`withOurRelease`, `releaseSlot`): our release written into the ring of
- * the last {@link RELEASED_OWNERS_KEPT} at `releasedNext` (a list from before the ring is
- * continued at its end, or at its start once full).
+ * the last {@link RELEASED_OWNERS_KEPT}: at the end of a list not yet full, else at
+ * `releasedNext`.
  */
 function withOurRelease(
   before: StoredLock,
   owner: string,
 ): Pick<StoredLock, 'releasedOwners' | 'releasedNext'> {
   const ring = [...(before.releasedOwners ?? [])];
-  const next = before.releasedNext ?? ring.length;
-  const slot = next >= RELEASED_OWNERS_KEPT ? 0 : next;
+  const next = before.releasedNext ?? 0;
+  const slot =
+    ring.length < RELEASED_OWNERS_KEPT ? ring.length : next >= RELEASED_OWNERS_KEPT ? 0 : next;
   ring[slot] = { owner, until: before.expiresAt ?? null };
   return { releasedOwners: ring, releasedNext: (slot + 1) % RELEASED_OWNERS_KEPT };
 }

@@ -79,6 +79,15 @@ async function runRingScript(store: Store): Promise<unknown[]> {
   for (const i of [0, 2, 3, releases - 1]) {
     replies.push(['retried', i, (await store.release('ring', `t${i}`)).outcome]);
   }
+  // A token takes the key, releases it, takes it again and loses it: its remembered release
+  // does not count once that first lease would have ended.
+  const last = 'again';
+  replies.push(['first', (await store.attempt('ring', last, 40, noLateWin)).won]);
+  replies.push(['released', (await store.release('ring', last)).outcome]);
+  replies.push(['again', (await store.attempt('ring', last, 40, noLateWin)).won]);
+  await sleep(80);
+  replies.push(['taken', (await store.attempt('ring', 'other', 30_000, noLateWin)).won]);
+  replies.push(['lost', (await store.release('ring', last)).outcome]);
   return replies;
 }
 
@@ -313,8 +322,15 @@ describe('the in-memory store against the MongoDB store', () => {
       });
       expect(memoryReplies).toEqual(mongoReplies);
       expect(memoryChanges).toEqual(mongoChanges);
-      // The first two entries were overwritten; the third and later are recognised.
-      expect(memoryReplies.slice(-4).map((reply) => (reply as unknown[])[2])).toEqual([
+      // t0 to t2 were overwritten (t1 is not retried); t3 and later are recognised.
+      expect(memoryReplies.slice(-5)).toEqual([
+        ['first', true],
+        ['released', 'released'],
+        ['again', true],
+        ['taken', true],
+        ['lost', 'lost'],
+      ]);
+      expect(memoryReplies.slice(-9, -5).map((reply) => (reply as unknown[])[2])).toEqual([
         'lost',
         'lost',
         'released',
@@ -323,8 +339,8 @@ describe('the in-memory store against the MongoDB store', () => {
       // Past the wrap, a release's event names one entry of the ring.
       const last = memoryChanges.at(-1) as { updatedFields: string[] };
       expect(last.updatedFields.filter((field) => field.startsWith('releasedOwners'))).toEqual([
-        'releasedOwners.2.owner',
-        'releasedOwners.2.until',
+        'releasedOwners.3.owner',
+        'releasedOwners.3.until',
       ]);
     } finally {
       await Promise.all([mongoStore, mongoUnused, memoryStore, memoryUnused].map((s) => s.close()));
