@@ -75,8 +75,8 @@ function whenOurs(owner: string, newValue: unknown, field: string) {
 }
 
 /**
- * Most releases of live leases remembered per key, so that a retried release recognises its
- * own.
+ * Most releases of live leases remembered per key (each counting until its lease would have
+ * ended), so that a retried release recognises its own.
  */
 export const RELEASED_OWNERS_KEPT = 32;
 

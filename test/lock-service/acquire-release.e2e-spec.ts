@@ -236,6 +236,35 @@ describe('LockService acquire and release', () => {
     expect(await retried('t0')).toBe('lost');
   });
 
+  it('a full list of released owners written before the ring is continued at its oldest entry', async () => {
+    const client = await kit.client();
+    const raw = client.db(kit.mongo.dbName).collection(kit.collectionName);
+    const collection = raw as unknown as LockCollection;
+    const key = 'ring:legacy';
+    expect(
+      (await attemptAcquire(collection, client, { key, owner: 'x', holder: 'h', ttlMs: 30_000 }))
+        .won,
+    ).toBe(true);
+    const until = new Date(Date.now() + 30_000);
+    const legacy = Array.from({ length: RELEASED_OWNERS_KEPT }, (_, i) => ({
+      owner: `old${i}`,
+      until,
+    }));
+    // Oldest first, no `releasedNext`: as earlier versions left it.
+    await raw.updateOne({ _id: key as never }, { $set: { releasedOwners: legacy } });
+    const release = async (owner: string) =>
+      (await releaseLease(collection, { key, owner, idleRetentionMs: 60_000 })).outcome;
+    expect(await release('x')).toBe('released');
+    const after = await raw.findOne({ _id: key as never });
+    expect((after?.releasedOwners as { owner: string }[]).map((entry) => entry.owner)).toEqual([
+      'x',
+      ...legacy.slice(1).map((entry) => entry.owner),
+    ]);
+    expect(after?.releasedNext).toBe(1);
+    expect(await release('old1')).toBe('released');
+    expect(await release('old0')).toBe('lost');
+  });
+
   /**
    * Token `t` takes `key` (a first lease of `firstTtlMs`), releases it, takes it again on a
    * short lease and loses it to another owner: what its release is told then.
