@@ -15,11 +15,14 @@ interface KeyAndOwner {
   owner: string;
 }
 
+/** A fence of its own for each key, so that a release can be checked to carry its key's. */
+const fenceOf = (key: string) => BigInt(key.charCodeAt(0));
+
 const won = (key: string, owner: string): AcquireAttemptOutcome => ({
   key,
   won: true,
   owner,
-  fence: 7n,
+  fence: fenceOf(key),
   sentAt: performance.now(),
   remainingMs: 10_000,
   holderId: 'me',
@@ -43,7 +46,7 @@ const unavailable = () => new LockStoreUnavailableError('MongoDB is unavailable 
  */
 class FakeStore {
   readonly attempts: KeyAndOwner[] = [];
-  readonly releases: KeyAndOwner[] = [];
+  readonly releases: (KeyAndOwner & { fence?: bigint })[] = [];
   readonly giveBacks: KeyAndOwner[] = [];
   onAttempt: (key: string, owner: string, tries: number) => Promise<AcquireAttemptOutcome> = async (
     key,
@@ -62,8 +65,12 @@ class FakeStore {
     remainingMs: ttlMs,
   });
 
-  release = async (key: string, owner: string): Promise<ReleaseResult> => {
-    this.releases.push({ key, owner });
+  release = async (
+    key: string,
+    owner: string,
+    { fence }: { fence?: bigint } = {},
+  ): Promise<ReleaseResult> => {
+    this.releases.push({ key, owner, fence });
     return { outcome: 'released' };
   };
 
@@ -159,7 +166,7 @@ describe('LockAcquirer', () => {
   });
 
   describe('owner token', () => {
-    it('is one token for every key of a call, used for its release too, and new for each call', async () => {
+    it("is one token for every key of a call, used for its release too (with each key's fence), and new for each call", async () => {
       const { store, acquire } = setUp();
       const { value: handle } = await after(0, acquire(['a', 'b', 'c']));
       expect(store.attempts.map((attempt) => attempt.key)).toEqual(['a', 'b', 'c']);
@@ -167,9 +174,9 @@ describe('LockAcquirer', () => {
       const [token] = store.owners;
       await handle!.release();
       expect(store.releases).toEqual([
-        { key: 'c', owner: token },
-        { key: 'b', owner: token },
-        { key: 'a', owner: token },
+        { key: 'c', owner: token, fence: fenceOf('c') },
+        { key: 'b', owner: token, fence: fenceOf('b') },
+        { key: 'a', owner: token, fence: fenceOf('a') },
       ]);
       await after(0, acquire(['a']));
       expect(store.owners).toHaveLength(2);

@@ -316,9 +316,11 @@ export class LockAcquirer {
     let result: ReleaseResult;
     try {
       // A transfer that lands after we stopped waiting sends no event: look again then.
-      result = await store.release(held.key, held.owner, local, () =>
-        this.notifyEnded(held.key, undefined),
-      );
+      result = await store.release(held.key, held.owner, {
+        fence: held.fence,
+        successor: local,
+        onLateOutcome: () => this.notifyEnded(held.key, undefined),
+      });
     } catch (error) {
       // Perhaps applied: the successor may hold the key, and local waiters must not keep
       // assuming we do.

@@ -18,7 +18,7 @@ import {
 import { isEntryOwner } from './lock-modes';
 import { releaseLease } from './release-lease';
 import { releaseScope } from './release-scope';
-import type { LocalSuccessor, ReleaseResult } from './release-lease';
+import type { ReleaseOptions, ReleaseResult } from './release-lease';
 import { renewLease } from './renew-lease';
 import type { RenewLeaseOutcome, RenewLeaseRequest } from './renew-lease';
 
@@ -30,8 +30,12 @@ import type { RenewLeaseOutcome, RenewLeaseRequest } from './renew-lease';
 export interface LeaseCommands {
   attempt(request: AcquireAttemptRequest): Promise<AcquireAttemptOutcome>;
   renew(request: RenewLeaseRequest): Promise<RenewLeaseOutcome>;
-  /** `successor`: where supported (the lock collection), the release may pass the lock to it. */
-  release(key: string, owner: string, successor?: LocalSuccessor): Promise<ReleaseResult>;
+  /**
+   * `fence`: the released lease's, when known (a retry then recognises that lease's release
+   * only). `successor`: where supported (the lock collection), the release may pass the lock
+   * to it.
+   */
+  release(key: string, owner: string, options?: ReleaseOptions): Promise<ReleaseResult>;
   inspect(key: string): Promise<LockState | null>;
   probe(key: string): Promise<LockProbe>;
   openChangeStream(options: OpenLockChangeStreamOptions): LockChangeStream;
@@ -59,10 +63,10 @@ export function lockCollectionCommands(
       isEntryOwner(request.owner)
         ? renewEntry(collection, request.key, request.owner, request.ttlMs)
         : renewLease(collection, request),
-    release: async (key, owner, successor) =>
+    release: async (key, owner, options) =>
       isEntryOwner(owner)
         ? { outcome: await releaseEntry(collection, key, owner, idleRetentionMs) }
-        : releaseLease(collection, { key, owner, idleRetentionMs, successor }),
+        : releaseLease(collection, { key, owner, idleRetentionMs, ...options }),
     inspect: (key) => inspectLock(collection, key),
     probe: (key) => probeLock(collection, sessions, key),
     openChangeStream: (options) => openLockChangeStream(collection, options),

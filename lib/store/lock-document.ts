@@ -36,9 +36,10 @@ export interface LockDocument {
   gcAt: Date | null;
   /**
    * Recent releases of live leases, so a retried release knows it succeeded: a ring of
-   * `RELEASED_OWNERS_KEPT` entries, the next one written at `releasedNext`.
+   * `RELEASED_OWNERS_KEPT` entries, the next one written at `releasedNext`. Entries written
+   * by earlier versions have no `fence`.
    */
-  releasedOwners?: { owner: string; until: Date }[];
+  releasedOwners?: { owner: string; fence?: Long; until: Date }[];
   releasedNext?: number;
   /** `holder` and `fence` of the last released acquisition, for release events. */
   releasedHolder?: string | null;

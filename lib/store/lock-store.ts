@@ -12,7 +12,7 @@ import type { OpenLockChangeStreamOptions } from './lock-change-stream';
 import type { LockChangeStream } from './lock-document';
 import { isStoreUnavailableError, isUnreachableError, toStoreError } from './mongo-error-codes';
 import type { ReservationUse } from './lock-modes';
-import type { LocalSuccessor, ReleaseLeaseOutcome, ReleaseResult } from './release-lease';
+import type { ReleaseLeaseOutcome, ReleaseOptions, ReleaseResult } from './release-lease';
 import type { RenewLeaseOutcome } from './renew-lease';
 
 /** A key's liveness with the timing a waiter needs. */
@@ -21,6 +21,11 @@ export interface KeyLeaseProbe {
   remainingMs: number;
   sentAt: number;
   operationTime: Timestamp | undefined;
+}
+
+export interface StoreReleaseOptions extends ReleaseOptions {
+  /** The release timed out, and has now settled on the server after all (or failed). */
+  onLateOutcome?: () => void;
 }
 
 /** Tries of one give-back while MongoDB is unavailable, before the lease is left to run out. */
@@ -148,18 +153,17 @@ export class LockStore {
   }
 
   /**
-   * Releases by owner token; says where the lock went in the same write: to `successor` (a
-   * caller waiting here, which then holds it), or to another waiting process.
+   * Releases by owner token (and the lease's `fence`, when known); says where the lock went in
+   * the same write: to `successor` (a caller waiting here, which then holds it), or to another
+   * waiting process.
    */
   async release(
     key: string,
     owner: string,
-    successor?: LocalSuccessor,
-    /** The release timed out, and has now settled on the server after all (or failed). */
-    onLateOutcome?: () => void,
+    { fence, successor, onLateOutcome }: StoreReleaseOptions = {},
   ): Promise<ReleaseResult> {
     const command = this.send('release', this.options.operationTimeoutMs, () =>
-      this.commands.release(key, owner, successor),
+      this.commands.release(key, owner, { fence, successor }),
     );
     void command.sent.then(
       () => command.timedOut() && onLateOutcome?.(),

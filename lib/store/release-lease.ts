@@ -1,3 +1,4 @@
+import { Long } from 'mongodb';
 import { LONG_ONE, toBigInt, toRemainingMs } from './bson-values';
 import type { BsonInteger } from './bson-values';
 import type { LockCollection } from './lock-document';
@@ -7,10 +8,18 @@ import { LIVE_HOLDERS, isNullExpr } from './lock-modes';
 export interface ReleaseLeaseRequest {
   key: string;
   owner: string;
+  /**
+   * The fence of the lease being released, when known: a retry is then recognised only by the
+   * release of that lease, not by an earlier one of the same token (see `recognisedRelease`).
+   */
+  fence?: bigint;
   idleRetentionMs: number;
   /** A caller waiting in this process, to which the release may pass the lock. */
   successor?: LocalSuccessor;
 }
+
+/** What a release knows beyond its key and owner token. */
+export type ReleaseOptions = Pick<ReleaseLeaseRequest, 'fence' | 'successor'>;
 
 /**
  * A local transfer: the release passes the lock to a caller waiting in the same process, in
@@ -91,7 +100,7 @@ function withOurRelease(owner: string) {
   return {
     $concatArrays: [
       { $cond: [{ $eq: ['$_ri', 0] }, [], { $slice: [ring, '$_ri'] }] },
-      [{ owner, until: '$expiresAt' }],
+      [{ owner, fence: '$fence', until: '$expiresAt' }],
       { $slice: [ring, { $add: ['$_ri', 1] }, RELEASED_OWNERS_KEPT] },
     ],
   };
@@ -115,16 +124,24 @@ function releaseSlot() {
 }
 
 /**
- * Whether the ring remembers a release of `owner` whose lease has not ended yet. Only then is
- * a retry told `released`: the same token may have taken the key again since (a multi-key call
- * gives back and re-takes later keys), and that later lease may have been lost.
+ * Whether the ring remembers a release of `owner`'s lease with `fence` (any of its leases when
+ * the fence is not known) that has not ended yet. Only then is a retry told `released`: one
+ * token serves every attempt of an acquisition call, which may give a key back and take it
+ * again (a late win, a lease that ran out before the hand-out), and that later lease may have
+ * been lost.
  */
-function recognisedRelease(owner: string) {
+export function recognisedRelease(
+  owner: string,
+  fence: bigint | undefined,
+  releasedOwners: unknown = '$releasedOwners',
+) {
+  const sameLease = [
+    { $eq: ['$$this.owner', owner] },
+    ...(fence === undefined ? [] : [{ $eq: ['$$this.fence', Long.fromBigInt(fence)] }]),
+    { $gt: ['$$this.until', NOW] },
+  ];
   const ours = {
-    $filter: {
-      input: { $ifNull: ['$releasedOwners', []] },
-      cond: { $and: [{ $eq: ['$$this.owner', owner] }, { $gt: ['$$this.until', NOW] }] },
-    },
+    $filter: { input: { $ifNull: [releasedOwners, []] }, cond: { $and: sameLease } },
   };
   return { $gt: [{ $size: ours }, 0] };
 }
@@ -228,7 +245,7 @@ export function releasePipeline(
  */
 export async function releaseLease(
   collection: LockCollection,
-  { key, owner, idleRetentionMs, successor }: ReleaseLeaseRequest,
+  { key, owner, fence, idleRetentionMs, successor }: ReleaseLeaseRequest,
 ): Promise<ReleaseResult> {
   const sentAt = performance.now();
   const before = (await collection.findOneAndUpdate(
@@ -239,7 +256,7 @@ export async function releaseLease(
       projection: {
         _id: 0,
         ours: { $eq: ['$owner', owner] },
-        recognised: recognisedRelease(owner),
+        recognised: recognisedRelease(owner, fence),
         remainingMs: { $subtract: ['$expiresAt', '$$NOW'] },
         // Who the write handed the lock to, read from the same pre-image (a hint for local
         // waiters: they need not try when it went elsewhere).

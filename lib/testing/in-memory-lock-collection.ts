@@ -13,7 +13,7 @@ import {
 } from '../store/lock-modes';
 import type { LockModeRequest } from '../store/lock-modes';
 import { RELEASED_OWNERS_KEPT } from '../store/release-lease';
-import type { ReleaseLeaseOutcome } from '../store/release-lease';
+import type { ReleaseLeaseOutcome, ReleaseLeaseRequest } from '../store/release-lease';
 import { InMemoryChangeLog } from './in-memory-change-log';
 import type { LockChangeDraft } from './in-memory-change-log';
 
@@ -56,7 +56,7 @@ interface StoredLock {
   waiting?: Record<string, StoredReservation>;
   frees?: number;
   /** Recent releases of live leases: a ring written at `releasedNext`. */
-  releasedOwners?: { owner: string; until: number | null }[];
+  releasedOwners?: { owner: string; fence: bigint; until: number | null }[];
   releasedNext?: number;
   releasedHolder?: string | null;
   releasedFence?: bigint;
@@ -161,16 +161,20 @@ export class InMemoryLockCollection {
 
   /**
    * `release-lease.ts`: frees the key if `owner` holds it; a retry of a release that freed a
-   * live lease is recognised by `releasedOwners` and reports `released` again. An entry's
-   * owner token releases its entry (`holder-entries.ts`, `releaseEntry`).
+   * live lease is recognised by `releasedOwners` (by its fence, when given) and reports
+   * `released` again. An entry's owner token releases its entry (`holder-entries.ts`,
+   * `releaseEntry`).
    */
-  release(request: { key: string; owner: string; idleRetentionMs: number }): ReleaseLeaseOutcome {
+  release(request: ReleaseLeaseRequest): ReleaseLeaseOutcome {
     if (isEntryOwner(request.owner)) return this.releaseEntry(request);
     const now = this.clock();
     const before = this.documents.get(request.key);
     const remembered = before?.releasedOwners ?? [];
     const recognised = remembered.some(
-      (release) => release.owner === request.owner && (release.until ?? -Infinity) > now,
+      (release) =>
+        release.owner === request.owner &&
+        (request.fence === undefined || release.fence === request.fence) &&
+        (release.until ?? -Infinity) > now,
     );
     if (!before || (before.owner !== request.owner && !recognised)) return 'lost';
     if (before.owner !== request.owner) return 'released'; // released by an earlier try, while live
@@ -681,7 +685,11 @@ function toLockDocument(stored: StoredLock): LockDocument {
   set('frees', stored.frees);
   set(
     'releasedOwners',
-    stored.releasedOwners?.map(({ owner, until }) => ({ owner, until: toDate(until) as Date })),
+    stored.releasedOwners?.map(({ owner, fence, until }) => ({
+      owner,
+      fence: Long.fromBigInt(fence),
+      until: toDate(until) as Date,
+    })),
   );
   set('releasedNext', stored.releasedNext);
   set('releasedHolder', stored.releasedHolder);
@@ -705,7 +713,7 @@ function withOurRelease(
   const next = before.releasedNext ?? 0;
   const slot =
     ring.length < RELEASED_OWNERS_KEPT ? ring.length : next >= RELEASED_OWNERS_KEPT ? 0 : next;
-  ring[slot] = { owner, until: before.expiresAt ?? null };
+  ring[slot] = { owner, fence: before.fence ?? 0n, until: before.expiresAt ?? null };
   return { releasedOwners: ring, releasedNext: (slot + 1) % RELEASED_OWNERS_KEPT };
 }
 

@@ -6,8 +6,8 @@ import type { LockModeRequest, ReservationUse } from '../store/lock-modes';
 import { holderCapError, modeConflictError } from '../store/lock-mode-errors';
 import type { OpenLockChangeStreamOptions } from '../store/lock-change-stream';
 import type { LockChangeStream } from '../store/lock-document';
-import type { KeyLeaseProbe, LockStore } from '../store/lock-store';
-import type { LocalSuccessor, ReleaseLeaseOutcome, ReleaseResult } from '../store/release-lease';
+import type { KeyLeaseProbe, LockStore, StoreReleaseOptions } from '../store/lock-store';
+import type { ReleaseLeaseOutcome, ReleaseResult } from '../store/release-lease';
 import type { RenewLeaseOutcome } from '../store/renew-lease';
 import { InMemoryChangeStream } from './in-memory-change-stream';
 import type { InMemoryChangeLog } from './in-memory-change-log';
@@ -92,17 +92,13 @@ export class InMemoryLockStore implements LockStoreContract {
     });
   }
 
-  /** Releases by owner token; makes no local transfers (the successor tries as usual). */
-  release(
-    key: string,
-    owner: string,
-    _successor?: LocalSuccessor,
-    _onLateOutcome?: () => void,
-  ): Promise<ReleaseResult> {
+  /** Releases by owner token and fence; makes no local transfers (the successor tries as usual). */
+  release(key: string, owner: string, { fence }: StoreReleaseOptions = {}): Promise<ReleaseResult> {
     return this.send(() => {
       const outcome = this.collection.release({
         key,
         owner,
+        fence,
         idleRetentionMs: this.options.idleRetentionMs,
       });
       this.claimed.delete(idOf(key, owner));

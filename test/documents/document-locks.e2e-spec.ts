@@ -10,6 +10,9 @@ import {
   LockNotAcquiredError,
   VersionConflictError,
 } from '../../lib/errors';
+import { documentLeaseCommands } from '../../lib/store/documents/document-lease-commands';
+import { keyOfDocumentId } from '../../lib/store/documents/document-key';
+import { DocumentLockFields } from '../../lib/store/documents/document-lock-fields';
 import { LockTestKit } from '../lock-service/lock-test-kit';
 
 jest.setTimeout(60_000);
@@ -279,5 +282,29 @@ describe('Document locks', () => {
       { where: { tenant: 't1' } },
     );
     expect(inner).toBe(true);
+  });
+
+  // FINDINGS L8: one token serves every attempt of a call, which may give a document back and
+  // take it again; a retried release is recognised by its own lease's fence only.
+  it('recognises a retried release by its fence, not by an earlier lease of the same token', async () => {
+    const client = await kit.client();
+    const raw = client.db(kit.mongo.dbName).collection(collectionName);
+    const commands = documentLeaseCommands(raw, client, new DocumentLockFields('_lock'));
+    const key = keyOfDocumentId('a');
+    const take = async (owner: string, ttlMs: number) => {
+      const outcome = await commands.attempt({ key, owner, holder: 'h', ttlMs });
+      if (!outcome.won) throw new Error(`${owner} did not take the document`);
+      return outcome.fence;
+    };
+    const release = async (owner: string, fence: bigint) =>
+      (await commands.release(key, owner, { fence })).outcome;
+    const first = await take('t', 30_000);
+    expect(await release('t', first)).toBe('released');
+    expect(await release('t', first)).toBe('released'); // a retry of that release
+    const again = await take('t', 150);
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    const other = await take('other', 30_000);
+    expect(await release('t', again)).toBe('lost');
+    expect(await release('other', other)).toBe('released');
   });
 });

@@ -88,6 +88,19 @@ async function runRingScript(store: Store): Promise<unknown[]> {
   await sleep(80);
   replies.push(['taken', (await store.attempt('ring', 'other', 30_000, noLateWin)).won]);
   replies.push(['lost', (await store.release('ring', last)).outcome]);
+  // The same within the first lease: a release by fence is recognised for that lease only.
+  const token = 'by-fence';
+  await store.release('ring', 'other');
+  const first = await store.attempt('ring', token, 30_000, noLateWin);
+  const fence = first.won ? first.fence : -1n;
+  for (const retry of [false, true]) {
+    replies.push(['by fence', retry, (await store.release('ring', token, { fence })).outcome]);
+  }
+  const second = await store.attempt('ring', token, 40, noLateWin);
+  await sleep(80);
+  replies.push(['taken', (await store.attempt('ring', 'another', 30_000, noLateWin)).won]);
+  const lost = await store.release('ring', token, { fence: second.won ? second.fence : -1n });
+  replies.push(['lost by fence', lost.outcome]);
   return replies;
 }
 
@@ -323,14 +336,18 @@ describe('the in-memory store against the MongoDB store', () => {
       expect(memoryReplies).toEqual(mongoReplies);
       expect(memoryChanges).toEqual(mongoChanges);
       // t0 to t2 were overwritten (t1 is not retried); t3 and later are recognised.
-      expect(memoryReplies.slice(-5)).toEqual([
+      expect(memoryReplies.slice(-9)).toEqual([
         ['first', true],
         ['released', 'released'],
         ['again', true],
         ['taken', true],
         ['lost', 'lost'],
+        ['by fence', false, 'released'],
+        ['by fence', true, 'released'],
+        ['taken', true],
+        ['lost by fence', 'lost'],
       ]);
-      expect(memoryReplies.slice(-9, -5).map((reply) => (reply as unknown[])[2])).toEqual([
+      expect(memoryReplies.slice(-13, -9).map((reply) => (reply as unknown[])[2])).toEqual([
         'lost',
         'lost',
         'released',
@@ -339,8 +356,9 @@ describe('the in-memory store against the MongoDB store', () => {
       // Past the wrap, a release's event names one entry of the ring.
       const last = memoryChanges.at(-1) as { updatedFields: string[] };
       expect(last.updatedFields.filter((field) => field.startsWith('releasedOwners'))).toEqual([
-        'releasedOwners.3.owner',
-        'releasedOwners.3.until',
+        'releasedOwners.5.fence',
+        'releasedOwners.5.owner',
+        'releasedOwners.5.until',
       ]);
     } finally {
       await Promise.all([mongoStore, mongoUnused, memoryStore, memoryUnused].map((s) => s.close()));

@@ -13,7 +13,7 @@ import type { LeaseCommands } from '../lease-commands';
 import type { LockProbe } from '../inspect-lock';
 import type { LockChangeStream, SessionSource } from '../lock-document';
 import { isDuplicateKeyError } from '../mongo-error-codes';
-import { RELEASED_OWNERS_KEPT } from '../release-lease';
+import { RELEASED_OWNERS_KEPT, recognisedRelease } from '../release-lease';
 import type { ReleaseLeaseOutcome } from '../release-lease';
 import { openDocumentLockChangeStream } from './document-lock-change-stream';
 import { byKey, documentIdOfKey } from './document-key';
@@ -88,7 +88,12 @@ function releasePipeline(fields: DocumentLockFields, owner: string): Document[] 
   };
   const withOurs = {
     $slice: [
-      { $concatArrays: [previous, [{ owner, until: fields.value('expiresAt') }]] },
+      {
+        $concatArrays: [
+          previous,
+          [{ owner, fence: fields.value('fence'), until: fields.value('expiresAt') }],
+        ],
+      },
       -RELEASED_OWNERS_KEPT,
     ],
   };
@@ -134,8 +139,8 @@ export function documentLeaseCommands(
         remainingMs: toRemainingMs(reply.remainingMs as BsonInteger),
       };
     },
-    release: async (key, owner) => ({
-      outcome: await releaseDocumentLock(collection, fields, key, owner),
+    release: async (key, owner, options) => ({
+      outcome: await releaseDocumentLock(collection, fields, key, owner, options?.fence),
     }),
     inspect: async (key) => (await probeDocumentLock(collection, undefined, fields, key)).state,
     probe: (key) => probeDocumentLock(collection, sessions, fields, key),
@@ -238,6 +243,7 @@ async function releaseDocumentLock(
   fields: DocumentLockFields,
   key: string,
   owner: string,
+  fence: bigint | undefined,
 ): Promise<ReleaseLeaseOutcome> {
   const before = await collection.findOneAndUpdate(
     {
@@ -250,12 +256,14 @@ async function releaseDocumentLock(
       projection: {
         _id: 0,
         ours: { $eq: [fields.value('owner'), owner] },
+        recognised: recognisedRelease(owner, fence, fields.value('releasedOwners')),
         remainingMs: { $subtract: [fields.value('expiresAt'), '$$NOW'] },
       },
     },
   );
   if (before === null) return 'lost';
-  if (before.ours !== true) return 'released'; // released by an earlier try, while live
+  // Released by an earlier try, while live (as the lock collection's `releaseLease`).
+  if (before.ours !== true) return before.recognised === true ? 'released' : 'lost';
   return toRemainingMs(before.remainingMs as BsonInteger) > 0 ? 'released' : 'expired';
 }
 

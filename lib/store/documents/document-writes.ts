@@ -74,7 +74,12 @@ function unlockStage(fields: DocumentLockFields, owner: string): Document {
       [fields.path('releasedFence')]: fields.value('fence'),
       [fields.path('releasedOwners')]: {
         $slice: [
-          { $concatArrays: [previous, [{ owner, until: fields.value('expiresAt') }]] },
+          {
+            $concatArrays: [
+              previous,
+              [{ owner, fence: fields.value('fence'), until: fields.value('expiresAt') }],
+            ],
+          },
           -RELEASED_OWNERS_KEPT,
         ],
       },
@@ -95,7 +100,7 @@ function unlockOperators(
     },
     $push: {
       [fields.path('releasedOwners')]: {
-        $each: [{ owner, until: unlock.leaseEnd }],
+        $each: [{ owner, fence: Long.fromBigInt(unlock.fence), until: unlock.leaseEnd }],
         $slice: -RELEASED_OWNERS_KEPT,
       },
     },
