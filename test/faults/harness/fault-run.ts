@@ -187,6 +187,9 @@ export class FaultRun {
         {
           $project: {
             holder: 1,
+            fence: { $toString: '$fence' },
+            heldForMs: { $subtract: ['$$NOW', '$acquiredAt'] },
+            remainingMs: { $subtract: ['$expiresAt', '$$NOW'] },
             held: {
               $and: [
                 { $ne: [{ $ifNull: ['$owner', null] }, null] },
@@ -203,6 +206,11 @@ export class FaultRun {
       holder: (doc.holder as string | null) ?? null,
       held: doc.held === true,
       observedAt,
+      lease: {
+        fence: String(doc.fence),
+        heldForMs: Number(doc.heldForMs),
+        remainingMs: Number(doc.remainingMs),
+      },
     }));
   }
 

@@ -1,4 +1,11 @@
-import type { DeadInstance, History, PauseRecord, SectionRecord, Violation } from './history';
+import type {
+  DeadInstance,
+  FinalLockState,
+  History,
+  PauseRecord,
+  SectionRecord,
+  Violation,
+} from './history';
 
 /** Default of {@link CheckerOptions.signalLatenessToleranceMs}. */
 export const DEFAULT_SIGNAL_LATENESS_TOLERANCE_MS = 50;
@@ -227,7 +234,9 @@ export function findStuckLocks(
       violations.push({
         kind: 'leaked-lock',
         key: lock.key,
-        detail: `still held by live instance ${lock.holder} after all work ended`,
+        detail:
+          `still held by live instance ${lock.holder} after all work ended` +
+          describeLeakedLease(lock, history.sections),
       });
     } else if (lock.observedAt > dead.diedAt + options.leaseMs + margin) {
       violations.push({
@@ -240,6 +249,15 @@ export function findStuckLocks(
     }
   }
   return violations;
+}
+
+/** The leaked lease, and the sections recorded with its fence (none: no call handed it out). */
+function describeLeakedLease(lock: FinalLockState, sections: SectionRecord[]): string {
+  if (!lock.lease) return '';
+  const { fence, heldForMs, remainingMs } = lock.lease;
+  const same = sections.filter((s) => s.key === lock.key && s.fence === fence);
+  const recorded = same.length === 0 ? 'no section has it' : same.map(describe).join(', ');
+  return ` (fence ${fence}, taken ${formatMs(heldForMs)} before, ${formatMs(remainingMs)} left; ${recorded})`;
 }
 
 export function describe(section: SectionRecord): string {
