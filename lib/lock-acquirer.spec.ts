@@ -47,7 +47,7 @@ const unavailable = () => new LockStoreUnavailableError('MongoDB is unavailable 
 class FakeStore {
   readonly attempts: KeyAndOwner[] = [];
   readonly releases: (KeyAndOwner & { fence?: bigint })[] = [];
-  readonly giveBacks: KeyAndOwner[] = [];
+  readonly giveBacks: (KeyAndOwner & { fence?: bigint })[] = [];
   onAttempt: (key: string, owner: string, tries: number) => Promise<AcquireAttemptOutcome> = async (
     key,
     owner,
@@ -80,8 +80,12 @@ class FakeStore {
     this.withdrawn.push(key);
   };
 
-  giveBack = async (key: string, owner: string): Promise<ReleaseLeaseOutcome | undefined> => {
-    this.giveBacks.push({ key, owner });
+  giveBack = async (
+    key: string,
+    owner: string,
+    fence?: bigint,
+  ): Promise<ReleaseLeaseOutcome | undefined> => {
+    this.giveBacks.push(fence === undefined ? { key, owner } : { key, owner, fence });
     return 'released';
   };
 
@@ -182,6 +186,17 @@ describe('LockAcquirer', () => {
       expect(store.owners).toHaveLength(2);
     });
 
+    it("is given back with each key's fence when the handle is revoked", async () => {
+      const { store, acquire } = setUp();
+      const { value: handle } = await after(0, acquire(['a', 'b']));
+      const [token] = store.owners;
+      await handle!.revoke('released by the application');
+      expect(store.giveBacks).toEqual([
+        { key: 'a', owner: token, fence: fenceOf('a') },
+        { key: 'b', owner: token, fence: fenceOf('b') },
+      ]);
+    });
+
     it('is kept by a retry after an attempt that got no reply', async () => {
       const { store, acquire } = setUp();
       store.onAttempt = async (key, owner, tries) => {
@@ -272,7 +287,7 @@ describe('LockAcquirer', () => {
       expect(store.giveBacks).toEqual([]);
       reply.resolve(won('a', store.owners[0]));
       await jest.advanceTimersByTimeAsync(0);
-      expect(store.giveBacks).toEqual([{ key: 'a', owner: store.owners[0] }]);
+      expect(store.giveBacks).toEqual([{ key: 'a', owner: store.owners[0], fence: fenceOf('a') }]);
       expect(held.size).toBe(0);
     });
   });

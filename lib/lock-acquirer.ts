@@ -164,7 +164,7 @@ export class LockAcquirer {
     const acquisition = new Acquisition(
       store,
       options.ttlMs,
-      (key, owner, unlessClaimed) => this.giveBack(store, key, owner, unlessClaimed),
+      (key, owner, unlessClaimed) => this.giveBack(store, key, owner, { unlessClaimed }),
       this.deps.operationTimeoutMs,
       commandBudgetMs,
       {
@@ -187,7 +187,11 @@ export class LockAcquirer {
         // for the later ones after it, to keep taking keys in order.
         if (performance.now() >= deadline) throw leaseRanOut(won[lost].key, options.timeoutMs);
         const later = won.splice(lost);
-        await Promise.all(later.map((taken) => this.giveBack(store, taken.key, taken.owner)));
+        await Promise.all(
+          later.map((taken) =>
+            this.giveBack(store, taken.key, taken.owner, { fence: taken.fence }),
+          ),
+        );
       }
       // Shutdown may have begun meanwhile: it hands out no new lock.
       signal.throwIfAborted();
@@ -203,17 +207,18 @@ export class LockAcquirer {
 
   /**
    * Gives back a lock nobody will use (its waiter left, or its call failed); `unlessClaimed`:
-   * a late win, given back only if no attempt of its call handed it out meanwhile.
+   * a late win, given back only if no attempt of its call handed it out meanwhile. `fence`:
+   * the lease's, when known (see `recognisedRelease`).
    */
   giveBack(
     store: LockStore,
     key: string,
     owner: string,
-    unlessClaimed = false,
+    { unlessClaimed = false, fence }: { unlessClaimed?: boolean; fence?: bigint } = {},
   ): Promise<ReleaseLeaseOutcome | undefined> {
     const releasing = unlessClaimed
       ? store.giveBackUnclaimed(key, owner)
-      : store.giveBack(key, owner);
+      : store.giveBack(key, owner, fence);
     return releasing.then((outcome) => {
       this.notifyEnded(key, outcome);
       return outcome;
@@ -231,7 +236,8 @@ export class LockAcquirer {
       return this.deps.waiting.acquireKey(key, {
         attempt: (reservation, use) => acquisition.attempt(key, reservation, use),
         withdraw: (reservation) => acquisition.store.withdraw(key, reservation),
-        abandonWin: (won) => void this.giveBack(acquisition.store, won.key, won.owner),
+        abandonWin: (won) =>
+          void this.giveBack(acquisition.store, won.key, won.owner, { fence: won.fence }),
         deadline,
         timeoutMs: options.timeoutMs,
         signal,
@@ -299,7 +305,7 @@ export class LockAcquirer {
       operations: {
         renew: (held, ttlMs) => store.renew(held.key, held.owner, ttlMs),
         release: (held) => this.release(store, held),
-        giveBack: (held) => this.giveBack(store, held.key, held.owner),
+        giveBack: (held) => this.giveBack(store, held.key, held.owner, { fence: held.fence }),
       },
     });
     this.deps.held.add(handle);

@@ -125,8 +125,8 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
     try {
       written = await this.writer.commit(this.lock, update);
     } catch (error) {
-      // Unknown outcome: a release by token either finds the commit's own release (done) or
-      // frees the lock, and then the late commit, which needs the lock, cannot land.
+      // Unknown outcome: a release by token and fence either finds the commit's own release
+      // (done) or frees the lock, and then the late commit, which needs the lock, cannot land.
       await this.lock.release().catch(() => undefined);
       throw error;
     }

@@ -177,16 +177,16 @@ export class LockStore {
 
   /**
    * Releases, in the background, whatever `owner` may hold on `key`: after the attempts still
-   * on their way have settled, by owner token, a few times while MongoDB is unavailable.
-   * Resolves to the release's outcome, or `undefined` if it could not be sent (the lease then
+   * on their way have settled, by owner token (and the lease's `fence`, when the caller knows
+   * it), a few times while MongoDB is unavailable. Resolves to the release's outcome, or `undefined` if it could not be sent (the lease then
    * runs out by itself); never rejects. `close()` waits for these, within its bound.
    */
-  giveBack(key: string, owner: string): Promise<ReleaseLeaseOutcome | undefined> {
+  giveBack(key: string, owner: string, fence?: bigint): Promise<ReleaseLeaseOutcome | undefined> {
     const id = idOf(key, owner);
     this.claimed.delete(id);
     const running = this.givingBack.get(id);
     if (running) return running;
-    const task = this.giveBackOnce(key, owner, id).finally(() => this.givingBack.delete(id));
+    const task = this.giveBackOnce(key, owner, id, fence).finally(() => this.givingBack.delete(id));
     this.givingBack.set(id, task);
     return task;
   }
@@ -361,12 +361,13 @@ export class LockStore {
     key: string,
     owner: string,
     id: string,
+    fence: bigint | undefined,
   ): Promise<ReleaseLeaseOutcome | undefined> {
     // A release sent before an attempt still on its way would miss that attempt's win.
     await this.inFlightSettled(id);
     for (let tries = 1; ; tries += 1) {
       try {
-        return (await this.release(key, owner)).outcome;
+        return (await this.release(key, owner, { fence })).outcome;
       } catch (error) {
         if (!isStoreUnavailableError(error) || tries >= GIVE_BACK_TRIES) return undefined;
         await sleep(100 * 2 ** tries);

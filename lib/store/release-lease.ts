@@ -124,11 +124,12 @@ function releaseSlot() {
 }
 
 /**
- * Whether the ring remembers a release of `owner`'s lease with `fence` (any of its leases when
- * the fence is not known) that has not ended yet. Only then is a retry told `released`: one
- * token serves every attempt of an acquisition call, which may give a key back and take it
- * again (a late win, a lease that ran out before the hand-out), and that later lease may have
- * been lost.
+ * Whether the ring remembers the release this retry repeats. One token serves every attempt of
+ * an acquisition call, which may give a key back and take it again (a late win, a lease that
+ * ran out before the hand-out), and that later lease may have been lost. So a release that
+ * knows its lease's fence is recognised by that fence alone (only releases of live leases are
+ * kept); one that does not (a give-back of a win nobody heard of) by its token, and only until
+ * that lease would have ended.
  */
 export function recognisedRelease(
   owner: string,
@@ -137,8 +138,9 @@ export function recognisedRelease(
 ) {
   const sameLease = [
     { $eq: ['$$this.owner', owner] },
-    ...(fence === undefined ? [] : [{ $eq: ['$$this.fence', Long.fromBigInt(fence)] }]),
-    { $gt: ['$$this.until', NOW] },
+    fence === undefined
+      ? { $gt: ['$$this.until', NOW] }
+      : { $eq: ['$$this.fence', Long.fromBigInt(fence)] },
   ];
   const ours = {
     $filter: { input: { $ifNull: [releasedOwners, []] }, cond: { $and: sameLease } },

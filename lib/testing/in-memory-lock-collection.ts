@@ -161,9 +161,9 @@ export class InMemoryLockCollection {
 
   /**
    * `release-lease.ts`: frees the key if `owner` holds it; a retry of a release that freed a
-   * live lease is recognised by `releasedOwners` (by its fence, when given) and reports
-   * `released` again. An entry's owner token releases its entry (`holder-entries.ts`,
-   * `releaseEntry`).
+   * live lease is recognised by `releasedOwners` (by its fence, else by token while that lease
+   * would last) and reports `released` again. An entry's owner token releases its entry
+   * (`holder-entries.ts`, `releaseEntry`).
    */
   release(request: ReleaseLeaseRequest): ReleaseLeaseOutcome {
     if (isEntryOwner(request.owner)) return this.releaseEntry(request);
@@ -173,8 +173,9 @@ export class InMemoryLockCollection {
     const recognised = remembered.some(
       (release) =>
         release.owner === request.owner &&
-        (request.fence === undefined || release.fence === request.fence) &&
-        (release.until ?? -Infinity) > now,
+        (request.fence === undefined
+          ? (release.until ?? -Infinity) > now
+          : release.fence === request.fence),
     );
     if (!before || (before.owner !== request.owner && !recognised)) return 'lost';
     if (before.owner !== request.owner) return 'released'; // released by an earlier try, while live

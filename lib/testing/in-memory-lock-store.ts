@@ -106,12 +106,12 @@ export class InMemoryLockStore implements LockStoreContract {
     });
   }
 
-  giveBack(key: string, owner: string): Promise<ReleaseLeaseOutcome | undefined> {
+  giveBack(key: string, owner: string, fence?: bigint): Promise<ReleaseLeaseOutcome | undefined> {
     const id = idOf(key, owner);
     this.claimed.delete(id);
     const running = this.givingBack.get(id);
     if (running) return running;
-    const task = this.release(key, owner)
+    const task = this.release(key, owner, { fence })
       .then(({ outcome }) => outcome)
       .finally(() => this.givingBack.delete(id));
     this.givingBack.set(id, task);

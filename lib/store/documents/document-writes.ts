@@ -28,7 +28,10 @@ export interface DocumentWriteTarget {
 export interface CommitUnlock {
   holder: string;
   fence: bigint;
-  /** Wall-clock estimate of the lease's end: how long a retried release may recognise it. */
+  /**
+   * The handle's local deadline (this process's clock): how long a release by token alone may
+   * recognise the commit's release. A release by fence (the handle's) recognises it anyway.
+   */
   leaseEnd: Date;
 }
 
