@@ -259,4 +259,28 @@ describe('checkHistory', () => {
     });
     expect(kinds(h)).toEqual(['leaked-lock']);
   });
+
+  it('names a leaked lease and the sections recorded with its fence', () => {
+    const leaked = (fence: string) =>
+      checkHistory(
+        history([section({ fence: '7', outcome: 'released' })], {
+          finalLocks: [
+            {
+              key: 'k',
+              holder: 'h1',
+              held: true,
+              observedAt: 20,
+              lease: { fence, heldForMs: 40, remainingMs: 960 },
+            },
+          ],
+        }),
+        options,
+      )[0].detail;
+    expect(leaked('7')).toContain(
+      '(fence 7, taken 40.00 ms before, 960.00 ms left; p1:w0 (fence 7, released))',
+    );
+    expect(leaked('8')).toContain(
+      '(fence 8, taken 40.00 ms before, 960.00 ms left; no section has it)',
+    );
+  });
 });
