@@ -14,6 +14,13 @@ jest.setTimeout(60_000);
 describe('LockService acquire and release', () => {
   const kit = LockTestKit.forSuite();
 
+  /** The suite's lock collection, for the store's commands. */
+  async function lockCollection() {
+    const client = await kit.client();
+    const db = client.db(kit.mongo.dbName);
+    return { client, collection: db.collection(kit.collectionName) as unknown as LockCollection };
+  }
+
   it('grants a free key, refuses it while held, and grants it again with a larger fence', async () => {
     const a = await kit.service();
     const b = await kit.service();
@@ -196,10 +203,7 @@ describe('LockService acquire and release', () => {
   });
 
   it("a retried release recognises itself after the key's next releases, kept as a ring that each release changes in one entry", async () => {
-    const client = await kit.client();
-    const collection = client
-      .db(kit.mongo.dbName)
-      .collection(kit.collectionName) as unknown as LockCollection;
+    const { client, collection } = await lockCollection();
     const key = 'ring:k';
     const cycle = async (owner: string) => {
       const won = await attemptAcquire(collection, client, {
@@ -271,10 +275,7 @@ describe('LockService acquire and release', () => {
    * by its fence as a handle releases, or by token alone as a give-back of an unheard win does.
    */
   async function releaseAfterRetakenAndLost(key: string, firstTtlMs: number, byFence: boolean) {
-    const client = await kit.client();
-    const collection = client
-      .db(kit.mongo.dbName)
-      .collection(kit.collectionName) as unknown as LockCollection;
+    const { client, collection } = await lockCollection();
     const take = async (owner: string, ttlMs: number) => {
       const outcome = await attemptAcquire(collection, client, { key, owner, holder: 'h', ttlMs });
       if (!outcome.won) throw new Error(`${owner} did not take ${key}`);
@@ -299,10 +300,7 @@ describe('LockService acquire and release', () => {
   });
 
   it('a retried release is recognised by its fence, even after its lease would have ended', async () => {
-    const client = await kit.client();
-    const collection = client
-      .db(kit.mongo.dbName)
-      .collection(kit.collectionName) as unknown as LockCollection;
+    const { client, collection } = await lockCollection();
     const key = 'ring:retry-by-fence';
     const taken = await attemptAcquire(collection, client, {
       key,
