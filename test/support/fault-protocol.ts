@@ -83,6 +83,8 @@ export interface HeldLock {
   key: string;
   fence: string;
   start: number;
+  /** The handle's local lease deadline when `start` was taken, on the shared clock. */
+  deadline: number;
 }
 
 export interface FencedWriteArgs {

@@ -10,6 +10,7 @@ import {
   deadlineToRecord,
   isLockLostError,
   runContention,
+  sharedDeadline,
   watchSignal,
   type SignalWatch,
 } from './fault-contention';
@@ -112,7 +113,12 @@ const ipc = serveIpc<WorkerOps & ModesWorkerOps>({
     const entry: HeldEntry = { handle, start: sharedClockMs(), watch, lostAt: null };
     handle.lost$.subscribe(() => (entry.lostAt ??= sharedClockMs()));
     held.set(args.key, entry);
-    return { key: args.key, fence: handle.fence.toString(), start: entry.start };
+    return {
+      key: args.key,
+      fence: handle.fence.toString(),
+      start: entry.start,
+      deadline: sharedDeadline(handle),
+    };
   },
 
   async release({ key }) {

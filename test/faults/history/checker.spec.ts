@@ -260,6 +260,21 @@ describe('checkHistory', () => {
     expect(kinds(h)).toEqual(['leaked-lock']);
   });
 
+  it('places a section frozen between its hand-out and its record at its deadline', () => {
+    // Granted at about 0 with a 1000 ms lease, the worker froze before recording its start;
+    // the next holder came after that lease, and the thawed worker recorded 2000.
+    const frozen = section({ fence: '1', start: 2000, deadline: 1000, end: 2010, outcome: 'lost' });
+    const next = section({ fence: '2', start: 1500, end: 2500, holder: 'h2', pid: 2 });
+    expect(kinds(history([frozen, next], { pauses: [{ pid: 1, from: 100, to: 1990 }] }))).toEqual(
+      [],
+    );
+    // A deadline inside the next holder's interval is still an overlap.
+    const late = section({ fence: '1', start: 2000, deadline: 1600, end: 2010, outcome: 'lost' });
+    expect(kinds(history([late, next], { pauses: [{ pid: 1, from: 100, to: 1990 }] }))).toContain(
+      'overlap',
+    );
+  });
+
   it('names a leaked lease and the sections recorded with its fence', () => {
     const leaked = (fence: string) =>
       checkHistory(

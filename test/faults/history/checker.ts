@@ -47,7 +47,7 @@ export function checkHistory(history: History, options: CheckerOptions): Violati
   const byKey = groupByKey(history.sections);
   const violations: Violation[] = [];
   for (const [key, sections] of byKey) {
-    const inGrantOrder = [...sections].sort((a, b) => a.start - b.start);
+    const inGrantOrder = [...sections].sort((a, b) => grantTime(a) - grantTime(b));
     violations.push(...findOverlaps(key, inGrantOrder, deaths, options));
     violations.push(...findLateNotices(key, inGrantOrder, deaths, history.pauses, options));
     violations.push(...findFenceDisorder(key, inGrantOrder));
@@ -77,6 +77,15 @@ export function workEnd(section: SectionRecord, deaths: Map<string, DeadInstance
  * End of the protected interval: the holder's work, cut at its own local deadline. Without a
  * deadline (an open record its worker never completed) the whole of its work counts.
  */
+/**
+ * When the section's lock was granted, at the latest. `start` is taken when the worker resumes
+ * after `acquire` resolved, which a freeze of its process can put after the lease's deadline:
+ * the grant then came before the deadline, and the section protected nothing after it.
+ */
+export function grantTime(section: Pick<SectionRecord, 'start' | 'deadline'>): number {
+  return Math.min(section.start, section.deadline ?? Number.POSITIVE_INFINITY);
+}
+
 export function protectedEnd(section: SectionRecord, deaths: Map<string, DeadInstance>): number {
   return Math.min(workEnd(section, deaths), section.deadline ?? Number.POSITIVE_INFINITY);
 }
@@ -105,7 +114,7 @@ function findOverlaps(
   let furthest: SectionRecord | undefined;
   for (const section of inGrantOrder) {
     if (furthest) {
-      const overlapMs = protectedEnd(furthest, deaths) - section.start;
+      const overlapMs = protectedEnd(furthest, deaths) - grantTime(section);
       if (overlapMs > crossProcessSlack(furthest, section, options)) {
         violations.push({
           kind: 'overlap',
@@ -140,10 +149,10 @@ function findLateNotices(
   for (let i = 0; i + 1 < inGrantOrder.length; i++) {
     const holder = inGrantOrder[i];
     const successor = inGrantOrder[i + 1];
-    const overlapMs = protectedEnd(holder, deaths) - successor.start;
+    const overlapMs = protectedEnd(holder, deaths) - grantTime(successor);
     if (overlapMs > crossProcessSlack(holder, successor, options)) continue;
     const untold = untoldUntil(holder, deaths);
-    const lateMs = untold - successor.start;
+    const lateMs = untold - grantTime(successor);
     if (lateMs <= tolerance) continue;
     if (pausedOverDeadline(holder, untold, pauses, tolerance)) continue;
     const told =

@@ -4,6 +4,7 @@ import type { FaultServer } from '../../support/fault-server';
 import { countByKind } from '../harness/contend-checks';
 import { FaultRun, type StartedWorker } from '../harness/fault-run';
 import { orphanBoundMs } from '../history/orphans';
+import { grantTime } from '../history/checker';
 import { GRANT_LEASE_MS, GrantSampler, GrantWatcher, poll, type GrantScenario } from './grant-run';
 import { dumpHistory } from './modes-run';
 import { Expectations, sleep, type ScenarioOutcome } from './scenario';
@@ -305,7 +306,9 @@ async function pauseRound(
       }
       if (granteeHeld && otherHeld) {
         const [a, b] =
-          granteeHeld.start < otherHeld.start ? [granteeHeld, otherHeld] : [otherHeld, granteeHeld];
+          grantTime(granteeHeld) < grantTime(otherHeld)
+            ? [granteeHeld, otherHeld]
+            : [otherHeld, granteeHeld];
         expect.that(BigInt(b.fence) > BigInt(a.fence), r.key, `fences ${a.fence}, then ${b.fence}`);
       }
     }
