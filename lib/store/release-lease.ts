@@ -84,8 +84,8 @@ function whenOurs(owner: string, newValue: unknown, field: string) {
 }
 
 /**
- * Most releases of live leases remembered per key (each counting until its lease would have
- * ended), so that a retried release recognises its own.
+ * Most releases of live leases remembered per key, so that a retried release recognises its
+ * own (see `recognisedRelease`).
  */
 export const RELEASED_OWNERS_KEPT = 32;
 
@@ -237,9 +237,10 @@ export function releasePipeline(
  * Owner-checked release in one round trip: hands the lock to the oldest waiting process (see
  * `direct-grant.ts`), or sets `owner` to null and schedules the idle document for deletion.
  * The pre-image says whether the lease was still live by the server clock. Idempotent:
- * repeating a release that already succeeded, before its lease would have ended, reports
- * `released` again (unless more than {@link RELEASED_OWNERS_KEPT} other releases of the key
- * came in between) and writes nothing.
+ * repeating a release that already succeeded reports `released` again and writes nothing, as
+ * long as the key remembers it: by `fence`, while fewer than {@link RELEASED_OWNERS_KEPT} other
+ * releases of the key came in between; by token alone, also only before its lease would have
+ * ended.
  *
  * @example
  * const { outcome } = await releaseLease(collection, { key, owner, idleRetentionMs });

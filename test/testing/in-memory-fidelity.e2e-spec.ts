@@ -101,6 +101,14 @@ async function runRingScript(store: Store): Promise<unknown[]> {
   replies.push(['taken', (await store.attempt('ring', 'another', 30_000, noLateWin)).won]);
   const lost = await store.release('ring', token, { fence: second.won ? second.fence : -1n });
   replies.push(['lost by fence', lost.outcome]);
+  // Recognised by its fence even after its lease would have ended.
+  await store.release('ring', 'another');
+  const short = await store.attempt('ring', 'short', 40, noLateWin);
+  const shortFence = short.won ? short.fence : -1n;
+  replies.push(['short', (await store.release('ring', 'short', { fence: shortFence })).outcome]);
+  await sleep(80);
+  const retried = await store.release('ring', 'short', { fence: shortFence });
+  replies.push(['retried after its lease', retried.outcome]);
   return replies;
 }
 
@@ -336,7 +344,7 @@ describe('the in-memory store against the MongoDB store', () => {
       expect(memoryReplies).toEqual(mongoReplies);
       expect(memoryChanges).toEqual(mongoChanges);
       // t0 to t2 were overwritten (t1 is not retried); t3 and later are recognised.
-      expect(memoryReplies.slice(-9)).toEqual([
+      expect(memoryReplies.slice(-11)).toEqual([
         ['first', true],
         ['released', 'released'],
         ['again', true],
@@ -346,8 +354,10 @@ describe('the in-memory store against the MongoDB store', () => {
         ['by fence', true, 'released'],
         ['taken', true],
         ['lost by fence', 'lost'],
+        ['short', 'released'],
+        ['retried after its lease', 'released'],
       ]);
-      expect(memoryReplies.slice(-13, -9).map((reply) => (reply as unknown[])[2])).toEqual([
+      expect(memoryReplies.slice(-15, -11).map((reply) => (reply as unknown[])[2])).toEqual([
         'lost',
         'lost',
         'released',
@@ -356,9 +366,9 @@ describe('the in-memory store against the MongoDB store', () => {
       // Past the wrap, a release's event names one entry of the ring.
       const last = memoryChanges.at(-1) as { updatedFields: string[] };
       expect(last.updatedFields.filter((field) => field.startsWith('releasedOwners'))).toEqual([
-        'releasedOwners.5.fence',
-        'releasedOwners.5.owner',
-        'releasedOwners.5.until',
+        'releasedOwners.7.fence',
+        'releasedOwners.7.owner',
+        'releasedOwners.7.until',
       ]);
     } finally {
       await Promise.all([mongoStore, mongoUnused, memoryStore, memoryUnused].map((s) => s.close()));
