@@ -8,12 +8,18 @@ export interface HeldKey {
   /** The acquisition's owner token: the only proof of ownership, never shown to users. */
   owner: string;
   fence: bigint;
+  /**
+   * The last fence of the block its lease reserved (see `FENCES_PER_LEASE`): fences up to it
+   * may go to callers in this process handed the lock without a write. Absent: none may.
+   */
+  fenceBlockEnd?: bigint;
 }
 
 /** The store operations a held lock needs, bound to the lock collection. */
 export interface LeaseOperations {
   renew(held: HeldKey, ttlMs: number): Promise<RenewLeaseOutcome>;
-  release(held: HeldKey): Promise<ReleaseLeaseOutcome>;
+  /** `leaseEnd`: the holder's local deadline (monotonic) as the keeper knows it. */
+  release(held: HeldKey, leaseEnd: number): Promise<ReleaseLeaseOutcome>;
   /** Releases in the background, retrying a little; `undefined` if it could not be sent. */
   giveBack(held: HeldKey): Promise<ReleaseLeaseOutcome | undefined>;
 }
@@ -146,7 +152,7 @@ export class LeaseKeeper {
     let failure: { error: unknown } | undefined;
     for (const held of [...this.remaining].reverse()) {
       try {
-        const outcome = await this.init.operations.release(held);
+        const outcome = await this.init.operations.release(held, this.leaseEnd);
         if (outcome !== 'released') lostKeys.push(held.key);
         this.remaining = this.remaining.filter((kept) => kept !== held);
       } catch (error) {

@@ -3,7 +3,7 @@ import { LockNotAcquiredError, LockStoreUnavailableError } from './errors';
 import { HeldLocks } from './held-locks';
 import { LockAcquirer } from './lock-acquirer';
 import type { ResolvedAcquireOptions } from './options';
-import type { AcquireAttemptOutcome } from './store/acquire-attempt';
+import type { AcquireAttemptOutcome, AcquireAttemptWon } from './store/acquire-attempt';
 import type { LockStore } from './store/lock-store';
 import type { ReleaseLeaseOutcome, ReleaseResult } from './store/release-lease';
 import type { RenewLeaseOutcome } from './store/renew-lease';
@@ -212,7 +212,7 @@ describe('LockAcquirer', () => {
   });
 
   describe('a failed call gives back', () => {
-    it('on timeout: the keys won and the keys whose attempt threw, by its token', async () => {
+    it('on timeout: the keys won (with their fence) and the keys whose attempt threw, by its token', async () => {
       const { store, acquire } = setUp();
       store.onAttempt = async (key, owner, tries) => {
         if (key === 'a') return won(key, owner);
@@ -224,7 +224,7 @@ describe('LockAcquirer', () => {
       expect(error).toMatchObject({ keys: ['a', 'b'], holderId: 'other' });
       const [token] = store.owners;
       expect(byKey(store.giveBacks)).toEqual([
-        { key: 'a', owner: token },
+        { key: 'a', owner: token, fence: fenceOf('a') },
         { key: 'b', owner: token },
       ]);
     });
@@ -240,7 +240,7 @@ describe('LockAcquirer', () => {
       controller.abort(reason);
       const { error } = await after(0, acquiring);
       expect(error).toBe(reason);
-      expect(store.giveBacks).toEqual([{ key: 'a', owner: store.owners[0] }]);
+      expect(store.giveBacks).toEqual([{ key: 'a', owner: store.owners[0], fence: fenceOf('a') }]);
     });
 
     it('when MongoDB is unavailable: the keys won and the key whose attempt threw', async () => {
@@ -253,7 +253,7 @@ describe('LockAcquirer', () => {
       expect(error).toBeInstanceOf(LockStoreUnavailableError);
       const [token] = store.owners;
       expect(byKey(store.giveBacks)).toEqual([
-        { key: 'a', owner: token },
+        { key: 'a', owner: token, fence: fenceOf('a') },
         { key: 'b', owner: token },
       ]);
     });
@@ -300,6 +300,59 @@ describe('LockAcquirer', () => {
     await jest.advanceTimersByTimeAsync(0);
     expect(held.size).toBe(0);
     expect(store.giveBacks).toEqual([]);
+  });
+
+  describe('a release with a caller waiting here', () => {
+    /** `first` holds `k`; a second call of `options` waits for it until the test releases. */
+    async function secondWaiting(
+      options: Partial<ResolvedAcquireOptions> = {},
+      firstOptions: Partial<ResolvedAcquireOptions> = {},
+      firstWon: Partial<AcquireAttemptWon> = {},
+    ) {
+      const setup = setUp();
+      const { store, acquire } = setup;
+      store.onAttempt = async (key, owner, tries) =>
+        tries === 0 ? { ...(won(key, owner) as AcquireAttemptWon), ...firstWon } : heldByOther(key);
+      const { value: first } = await after(0, acquire(['k'], firstOptions));
+      const second = acquire(['k'], { timeoutMs: 5_000, ...options });
+      await jest.advanceTimersByTimeAsync(20);
+      return { ...setup, first: first!, second };
+    }
+
+    it('hands the key over within the lease, without a command: the next fence, same token and deadline', async () => {
+      const { store, first, second } = await secondWaiting({ ttlMs: 8_000 });
+      const [token] = store.owners;
+      await first.release();
+      const { value: handle } = await after(0, second);
+      expect(store.releases).toEqual([]);
+      expect(handle!.fence).toBe(fenceOf('k') + 1n);
+      expect(handle!.expiresAt).toEqual(first.expiresAt);
+      await handle!.release();
+      expect(store.releases).toEqual([{ key: 'k', owner: token, fence: fenceOf('k') + 1n }]);
+    });
+
+    it('releases by a write when no fence of the lease is left to hand on', async () => {
+      const last = { fenceBlockEnd: fenceOf('k') };
+      const { store, first, second } = await secondWaiting({}, {}, last);
+      await first.release();
+      expect(store.releases).toEqual([{ key: 'k', owner: store.owners[0], fence: fenceOf('k') }]);
+      await jest.advanceTimersByTimeAsync(20);
+      void second.catch(() => undefined);
+    });
+
+    it("releases by a write when less than half the next caller's ttlMs is left", async () => {
+      const { store, first, second } = await secondWaiting({ ttlMs: 20_001 });
+      await first.release();
+      expect(store.releases).toHaveLength(1);
+      void second.catch(() => undefined);
+    });
+
+    it('releases by a write to a caller of another scope', async () => {
+      const { store, first, second } = await secondWaiting({ scope: 'b' }, { scope: 'a' });
+      await first.release();
+      expect(store.releases).toHaveLength(1);
+      void second.catch(() => undefined);
+    });
   });
 
   describe('with timeoutMs: 0', () => {

@@ -2,7 +2,7 @@ import { DocumentNotFoundError } from './errors/document-not-found.error';
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
 import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
 import type { HeldLocks } from './held-locks';
-import { localLeaseEnd } from './lease-keeper';
+import { leaseSafetyMarginMs, localLeaseEnd } from './lease-keeper';
 import type { HeldKey } from './lease-keeper';
 import { MongoLockHandle } from './lock-handle';
 import { notAcquiredMessage } from './lock.messages';
@@ -13,9 +13,11 @@ import type {
   AttemptTarget,
 } from './store/acquire-attempt';
 import type { LockStore } from './store/lock-store';
+import { lastReservedFence } from './store/direct-grant';
 import { EXCLUSIVE, newOwnerToken } from './store/lock-modes';
 import type { ReservationUse } from './store/lock-modes';
 import type { ReleaseLeaseOutcome, ReleaseResult } from './store/release-lease';
+import type { OfferedSuccessor } from './waiting/key-queue';
 import type { LockWaiting } from './waiting/lock-waiting';
 
 export interface LockAcquirerDeps {
@@ -48,7 +50,12 @@ class Acquisition {
   constructor(
     readonly store: LockStore,
     private readonly ttlMs: number,
-    private readonly giveBack: (key: string, owner: string, unlessClaimed?: boolean) => unknown,
+    private readonly giveBack: (
+      key: string,
+      owner: string,
+      unlessClaimed?: boolean,
+      fence?: bigint,
+    ) => unknown,
     /** When to send the second release of an attempt with no reply: one command's time. */
     private readonly laterMs: number,
     /** How long the next command may take: what is left of the call's time, at most one command's. */
@@ -107,11 +114,18 @@ class Acquisition {
     this.ended = true;
   }
 
-  /** The call failed: gives back what it took, and what it may have taken. */
-  abandon(won: readonly string[]): Promise<unknown> {
+  /**
+   * The call failed: gives back what it took, each by the token it was won with (a caller
+   * handed the lock without a write holds it by its predecessor's), and what it may have taken.
+   */
+  abandon(won: readonly AcquireAttemptWon[]): Promise<unknown> {
     this.ended = true;
-    for (const key of this.uncertain) if (!won.includes(key)) this.giveBackUncertain(key);
-    return Promise.all([...won].reverse().map((key) => this.giveBack(key, this.owner)));
+    for (const key of this.uncertain) {
+      if (!won.some((taken) => taken.key === key)) this.giveBackUncertain(key);
+    }
+    return Promise.all(
+      [...won].reverse().map((taken) => this.giveBack(taken.key, taken.owner, false, taken.fence)),
+    );
   }
 
   /**
@@ -164,7 +178,8 @@ export class LockAcquirer {
     const acquisition = new Acquisition(
       store,
       options.ttlMs,
-      (key, owner, unlessClaimed) => this.giveBack(store, key, owner, { unlessClaimed }),
+      (key, owner, unlessClaimed, fence) =>
+        this.giveBack(store, key, owner, { unlessClaimed, fence }),
       this.deps.operationTimeoutMs,
       commandBudgetMs,
       {
@@ -196,7 +211,7 @@ export class LockAcquirer {
       // Shutdown may have begun meanwhile: it hands out no new lock.
       signal.throwIfAborted();
     } catch (error) {
-      const givingBack = acquisition.abandon(won.map((taken) => taken.key));
+      const givingBack = acquisition.abandon(won);
       // Usually quick; what is not done by the call's end goes on in the background.
       await withinMs(givingBack, callEnd - performance.now());
       throw withAllKeys(error, keys, options.timeoutMs);
@@ -241,7 +256,7 @@ export class LockAcquirer {
         deadline,
         timeoutMs: options.timeoutMs,
         signal,
-        ...(this.deps.localTransfers && options.mode.mode === 'exclusive' && !options.mode.permits
+        ...(this.deps.localTransfers && isTransferable(options)
           ? {
               transfer: {
                 owner: acquisition.owner,
@@ -291,10 +306,19 @@ export class LockAcquirer {
     won: AcquireAttemptWon[],
     options: ResolvedAcquireOptions,
   ): MongoLockHandle {
+    // Only an exclusive lease of the lock collection (or its in-memory stand-in) reserves a
+    // block of fences to hand on.
+    const handsOver = this.deps.localTransfers && isTransferable(options);
+    const scope = options.scope ?? null;
     const handle = new MongoLockHandle({
       scope: options.scope,
       mode: options.mode,
-      held: won.map(({ key, owner, fence }) => ({ key, owner, fence })),
+      held: won.map(({ key, owner, fence, fenceBlockEnd }) => ({
+        key,
+        owner,
+        fence,
+        ...(handsOver ? { fenceBlockEnd: fenceBlockEnd ?? lastReservedFence(fence) } : {}),
+      })),
       leaseEnd: Math.min(
         ...won.map((taken) => localLeaseEnd(taken.sentAt, taken.remainingMs, options.ttlMs)),
       ),
@@ -304,7 +328,7 @@ export class LockAcquirer {
       maxHoldMs: this.deps.maxHoldMs,
       operations: {
         renew: (held, ttlMs) => store.renew(held.key, held.owner, ttlMs),
-        release: (held) => this.release(store, held),
+        release: (held, leaseEnd) => this.release(store, held, leaseEnd, scope),
         giveBack: (held) => this.giveBack(store, held.key, held.owner, { fence: held.fence }),
       },
     });
@@ -313,11 +337,18 @@ export class LockAcquirer {
   }
 
   /**
-   * Releases a held key, passing it to the caller first in line here when there is one (a
-   * local transfer, one write); tells the local waiters how the hold ended.
+   * Releases a held key, passing it to the caller first in line here when there is one: within
+   * the lease, without a write, when it allows (see {@link handOverInLease}); else by a local
+   * transfer (one write). Tells the local waiters how the hold ended.
    */
-  private async release(store: LockStore, held: HeldKey): Promise<ReleaseLeaseOutcome> {
+  private async release(
+    store: LockStore,
+    held: HeldKey,
+    leaseEnd: number,
+    scope: string | null,
+  ): Promise<ReleaseLeaseOutcome> {
     const successor = this.deps.waiting.takeSuccessor(held.key);
+    if (successor && this.handOverInLease(held, leaseEnd, scope, successor)) return 'released';
     const local = successor && { ...successor.target, holder: this.deps.holderId };
     let result: ReleaseResult;
     try {
@@ -357,6 +388,37 @@ export class LockAcquirer {
    * Our hold of `key` ended: local waiters look again at once, without waiting for the stream,
    * unless our release handed the lock to another process (`grantedTo`).
    */
+  /**
+   * Hands the key to `successor` without a write, if the lease allows: a fence of the lease's
+   * block is left, the scope is the same, and at least half the successor's `ttlMs` remains
+   * before the local deadline. The successor then holds it by the same owner token, lease and
+   * local deadline, and renews it from then on.
+   */
+  private handOverInLease(
+    held: HeldKey,
+    leaseEnd: number,
+    scope: string | null,
+    successor: OfferedSuccessor,
+  ): boolean {
+    const { target } = successor;
+    const now = performance.now();
+    const fenceLeft = held.fenceBlockEnd !== undefined && held.fence < held.fenceBlockEnd;
+    if (!fenceLeft || target.scope !== scope || leaseEnd - now < target.ttlMs / 2) return false;
+    successor.transferred({
+      key: held.key,
+      owner: held.owner,
+      fence: held.fence + 1n,
+      fenceBlockEnd: held.fenceBlockEnd,
+      holderId: this.deps.holderId,
+      sentAt: now,
+      // So that its local deadline (see `localLeaseEnd`) is ours.
+      remainingMs: leaseEnd - now + leaseSafetyMarginMs(target.ttlMs),
+      operationTime: undefined,
+      won: true,
+    });
+    return true;
+  }
+
   private notifyEnded(
     key: string,
     outcome: ReleaseLeaseOutcome | undefined,
@@ -369,6 +431,11 @@ export class LockAcquirer {
       this.deps.waiting.notifyHoldEnded(key, freed ? 'freed' : 'lost');
     }
   }
+}
+
+/** A lock a release may pass to a caller waiting here: exclusive, one holder. */
+function isTransferable(options: ResolvedAcquireOptions): boolean {
+  return options.mode.mode === 'exclusive' && !options.mode.permits;
 }
 
 function withinMs(task: Promise<unknown>, ms: number): Promise<unknown> {

@@ -1,8 +1,8 @@
 import type { Timestamp } from 'mongodb';
-import { LONG_ONE, LONG_ZERO, REMAINING_LEASE_MS, toBigInt, toRemainingMs } from './bson-values';
+import { REMAINING_LEASE_MS, toBigInt, toRemainingMs } from './bson-values';
 import type { BsonInteger } from './bson-values';
 import { attemptPipeline, conflictExpr } from './attempt-pipeline';
-import { cleared, isGrantOwner } from './direct-grant';
+import { NEXT_FENCE, cleared, isGrantOwner } from './direct-grant';
 import type { LockCollection, SessionSource } from './lock-document';
 import { holderCapError, modeConflictError } from './lock-mode-errors';
 import {
@@ -65,6 +65,11 @@ export interface AcquireAttemptWon extends AttemptOutcomeBase {
   won: true;
   owner: string;
   fence: bigint;
+  /**
+   * Handed over without a write (see `HeldKey.fenceBlockEnd`): the last fence of the block the
+   * lease reserved. Absent for a lease the store wrote: its block starts at `fence`.
+   */
+  fenceBlockEnd?: bigint;
   /** Document locks only: the document as locked (without its lock field). */
   document?: { doc: Record<string, unknown>; created: boolean };
 }
@@ -220,14 +225,7 @@ function plainPipeline({ owner, holder, ttlMs, target }: AcquireAttemptRequest) 
       $set: {
         owner: whenFree(owner, '$owner'),
         holder: whenFree(holder, '$holder'),
-        // Never below the server's clock in ms, so a key whose idle document was
-        // garbage-collected still gets a larger fence than any it had before.
-        fence: whenFree(
-          {
-            $max: [{ $add: [{ $ifNull: ['$fence', LONG_ZERO] }, LONG_ONE] }, { $toLong: '$$NOW' }],
-          },
-          '$fence',
-        ),
+        fence: whenFree(NEXT_FENCE, '$fence'),
         acquiredAt: whenFree('$$NOW', '$acquiredAt'),
         expiresAt: whenFree({ $add: ['$$NOW', ttlMs] }, '$expiresAt'),
         gcAt: whenFree(null, '$gcAt'),

@@ -1,4 +1,5 @@
-import { LONG_ONE, LONG_ZERO } from './bson-values';
+import { Long } from 'mongodb';
+import { LONG_ZERO } from './bson-values';
 import { EXCLUSIVE_LIVE, LIVE_HOLDERS, LIVE_RESERVATIONS, isNullExpr, oldest } from './lock-modes';
 
 /**
@@ -33,15 +34,13 @@ export function grantOwner(reservation: string) {
 
 /**
  * The reservation a freed exclusive lock goes to, as `{ k, v }`, or null: the oldest live
- * reservation (other than `except`), if it waits for the exclusive lock (only those carry their
+ * reservation of `line` (other than `except`), if it waits for the exclusive lock (only those carry their
  * process's holder id) and no shared or permit holder lives. Otherwise the lock is freed and
  * the waiters decide by their own attempts.
  */
-export function grantableHead(except?: unknown) {
+export function grantableHead(except?: unknown, line: unknown = LIVE_RESERVATIONS) {
   const queue =
-    except === undefined
-      ? LIVE_RESERVATIONS
-      : { $filter: { input: LIVE_RESERVATIONS, cond: { $ne: ['$$this.k', except] } } };
+    except === undefined ? line : { $filter: { input: line, cond: { $ne: ['$$this.k', except] } } };
   return {
     $let: {
       vars: { head: oldest(queue) },
@@ -93,9 +92,27 @@ export const LIVE_RESERVATIONS_BUT_LAPSED = {
   },
 };
 
-/** Fence of a new grant: never below the server's clock in ms (see the attempt pipelines). */
+/**
+ * Fences each new lease reserves: its own and the next ones, which its process may hand to its
+ * own waiting callers without a write (see `LockAcquirer`). The next lease written starts past
+ * the block, so every holder's fence is still larger than all before it.
+ */
+export const FENCES_PER_LEASE = 5;
+
+/** The last fence of the block a lease starting at `fence` reserved. */
+export function lastReservedFence(fence: bigint): bigint {
+  return fence + BigInt(FENCES_PER_LEASE) - 1n;
+}
+
+/** {@link FENCES_PER_LEASE} as the int64 it is added to. */
+export const FENCE_BLOCK = Long.fromInt(FENCES_PER_LEASE);
+
+/**
+ * Fence of a new lease: past the block the last one reserved, and never below the server's
+ * clock in ms (a key whose idle document was deleted still gets a larger fence than before).
+ */
 export const NEXT_FENCE = {
-  $max: [{ $add: [{ $ifNull: ['$fence', LONG_ZERO] }, LONG_ONE] }, { $toLong: NOW }],
+  $max: [{ $add: [{ $ifNull: ['$fence', LONG_ZERO] }, FENCE_BLOCK] }, { $toLong: NOW }],
 };
 
 /**

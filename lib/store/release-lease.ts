@@ -1,9 +1,15 @@
 import { Long } from 'mongodb';
-import { LONG_ONE, toBigInt, toRemainingMs } from './bson-values';
+import { toBigInt, toRemainingMs } from './bson-values';
 import type { BsonInteger } from './bson-values';
 import type { LockCollection } from './lock-document';
-import { cleared, grantFields, grantableHead } from './direct-grant';
-import { LIVE_HOLDERS, isNullExpr } from './lock-modes';
+import {
+  FENCE_BLOCK,
+  cleared,
+  grantFields,
+  grantableHead,
+  lastReservedFence,
+} from './direct-grant';
+import { LIVE_HOLDERS, LIVE_RESERVATIONS, isNullExpr } from './lock-modes';
 
 export interface ReleaseLeaseRequest {
   key: string;
@@ -22,8 +28,9 @@ export interface ReleaseLeaseRequest {
 export type ReleaseOptions = Pick<ReleaseLeaseRequest, 'fence' | 'successor'>;
 
 /**
- * A local transfer: the release passes the lock to a caller waiting in the same process, in
- * the same write (its token, a fence one higher, its lease). No change event wakes anyone.
+ * A local transfer by write: the release passes the lock to a caller waiting in the same
+ * process, in the same write (its token, a new lease and block of fences). No change event
+ * wakes anyone. (A transfer within a lease's block of fences needs no write at all.)
  */
 export interface LocalSuccessor {
   owner: string;
@@ -95,12 +102,12 @@ export const RELEASED_OWNERS_KEPT = 32;
  * the whole list (the write, and the change event every waiting process may read, stay small
  * however many releases came before).
  */
-function withOurRelease(owner: string) {
+function withOurRelease(owner: string, fence: unknown) {
   const ring = { $ifNull: ['$releasedOwners', []] };
   return {
     $concatArrays: [
       { $cond: [{ $eq: ['$_ri', 0] }, [], { $slice: [ring, '$_ri'] }] },
-      [{ owner, fence: '$fence', until: '$expiresAt' }],
+      [{ owner, fence, until: '$expiresAt' }],
       { $slice: [ring, { $add: ['$_ri', 1] }, RELEASED_OWNERS_KEPT] },
     ],
   };
@@ -148,34 +155,45 @@ export function recognisedRelease(
   return { $gt: [{ $size: ours }, 0] };
 }
 
-/** The key's reservations with this process's own (`holder`) moved to the back of the line. */
-function ourPlaceToBack(holder: string | undefined) {
+/**
+ * The live reservations (as `[{ k, v }]`) with the place of process `holder` moved to the back
+ * of the line (`since` now): it has had its turn.
+ */
+function withPlaceAtBack(holder: unknown) {
   return {
-    $cond: [
-      isNullExpr('$waiting'),
-      '$waiting',
-      {
-        $arrayToObject: {
-          $map: {
-            input: { $objectToArray: '$waiting' },
-            in: {
-              $cond: [
-                { $eq: [{ $ifNull: ['$$this.v.holder', null] }, holder ?? null] },
-                { k: '$$this.k', v: { $mergeObjects: ['$$this.v', { since: NOW }] } },
-                '$$this',
-              ],
-            },
-          },
-        },
+    $map: {
+      input: LIVE_RESERVATIONS,
+      in: {
+        $cond: [
+          { $eq: [{ $ifNull: ['$$this.v.holder', null] }, holder] },
+          { k: '$$this.k', v: { $mergeObjects: ['$$this.v', { since: NOW }] } },
+          '$$this',
+        ],
       },
-    ],
+    },
   };
+}
+
+/**
+ * The line a release by the holder hands the lock along: the releasing process's own place at
+ * the back, since its callers have just had its turn (several of them, perhaps, passed the lock
+ * on without a write).
+ */
+const LINE_AFTER_OUR_TURN = withPlaceAtBack('$holder');
+
+/**
+ * The fence the release ends: the document's, or, for a caller handed the lock without a write
+ * (a later fence of the same lease's block, see `FENCES_PER_LEASE`), the caller's own.
+ */
+function releasedFence(fence: bigint | undefined) {
+  return fence === undefined ? '$fence' : { $max: ['$fence', Long.fromBigInt(fence)] };
 }
 
 export function releasePipeline(
   owner: string,
   idleRetentionMs: number,
   successor?: LocalSuccessor,
+  fence?: bigint,
 ) {
   const live = { $gt: ['$expiresAt', '$$NOW'] };
   const ours = { $eq: ['$owner', owner] };
@@ -195,28 +213,50 @@ export function releasePipeline(
   const transfer = (toSuccessor: unknown, field: unknown) =>
     successor === undefined ? field : { $cond: ['$_t', toSuccessor, field] };
   return [
-    { $set: { _h: grantableHead(), _t: transferExpr(owner, successor), _ri: releaseSlot() } },
+    {
+      $set: {
+        _h: grantableHead(undefined, LINE_AFTER_OUR_TURN),
+        _t: transferExpr(owner, successor),
+        _ri: releaseSlot(),
+      },
+    },
     {
       $set: {
         // Ours: passed to the local successor, or handed to the oldest waiting process, or
         // freed; otherwise left as it is.
-        ...grantFields({ $and: [ours, { $not: ['$_t'] }] }, '$_h', {
-          owner: transfer(successor?.owner, whenOurs(owner, null, '$owner')),
-          holder: '$holder',
-          fence: transfer({ $add: ['$fence', LONG_ONE] }, '$fence'),
-          acquiredAt: transfer(NOW, '$acquiredAt'),
-          expiresAt: transfer({ $add: [NOW, successor?.ttlMs ?? 0] }, '$expiresAt'),
-          scope: transfer({ $literal: successor?.scope ?? null }, '$scope'),
-          gcAt: transfer('$gcAt', whenOurs(owner, idleGcAt, '$gcAt')),
-          // A transfer is this process's turn: its place goes to the back of the line.
-          waiting: transfer(ourPlaceToBack(successor?.holder), '$waiting'),
-          grantedTo: whenOurs(owner, cleared('$grantedTo'), '$grantedTo'),
-          grantee: whenOurs(owner, cleared('$grantee'), '$grantee'),
-        }),
+        ...grantFields(
+          { $and: [ours, { $not: ['$_t'] }] },
+          '$_h',
+          {
+            owner: transfer(successor?.owner, whenOurs(owner, null, '$owner')),
+            holder: '$holder',
+            fence: transfer({ $add: ['$fence', FENCE_BLOCK] }, '$fence'),
+            acquiredAt: transfer(NOW, '$acquiredAt'),
+            expiresAt: transfer({ $add: [NOW, successor?.ttlMs ?? 0] }, '$expiresAt'),
+            scope: transfer({ $literal: successor?.scope ?? null }, '$scope'),
+            gcAt: transfer('$gcAt', whenOurs(owner, idleGcAt, '$gcAt')),
+            // A transfer is this process's turn: its place goes to the back of the line.
+            waiting: transfer(
+              {
+                $cond: [
+                  isNullExpr('$waiting'),
+                  '$waiting',
+                  { $arrayToObject: LINE_AFTER_OUR_TURN },
+                ],
+              },
+              '$waiting',
+            ),
+            grantedTo: whenOurs(owner, cleared('$grantedTo'), '$grantedTo'),
+            grantee: whenOurs(owner, cleared('$grantee'), '$grantee'),
+          },
+          LINE_AFTER_OUR_TURN,
+        ),
         // Lets a retried release recognise its own earlier success (a lost reply, a
         // write-concern error after the write), even after others took and released the key
         // meanwhile; kept only for a release of a live lease.
-        releasedOwners: { $cond: [remembered, withOurRelease(owner), '$releasedOwners'] },
+        releasedOwners: {
+          $cond: [remembered, withOurRelease(owner, releasedFence(fence)), '$releasedOwners'],
+        },
         releasedNext: {
           $cond: [
             remembered,
@@ -226,7 +266,7 @@ export function releasePipeline(
         },
         // Who released which acquisition, for `events$` (the change event carries them).
         releasedHolder: whenOurs(owner, '$holder', '$releasedHolder'),
-        releasedFence: whenOurs(owner, '$fence', '$releasedFence'),
+        releasedFence: whenOurs(owner, releasedFence(fence), '$releasedFence'),
       },
     },
     { $unset: ['_h', '_t', '_ri'] },
@@ -253,7 +293,7 @@ export async function releaseLease(
   const sentAt = performance.now();
   const before = (await collection.findOneAndUpdate(
     { _id: key, $or: [{ owner }, { 'releasedOwners.owner': owner }] },
-    releasePipeline(owner, idleRetentionMs, successor),
+    releasePipeline(owner, idleRetentionMs, successor, fence),
     {
       returnDocument: 'before',
       projection: {
@@ -264,7 +304,10 @@ export async function releaseLease(
         // Who the write handed the lock to, read from the same pre-image (a hint for local
         // waiters: they need not try when it went elsewhere).
         grantee: {
-          $let: { vars: { head: grantableHead() }, in: { $ifNull: ['$$head.v.holder', null] } },
+          $let: {
+            vars: { head: grantableHead(undefined, LINE_AFTER_OUR_TURN) },
+            in: { $ifNull: ['$$head.v.holder', null] },
+          },
         },
         transfer: transferExpr(owner, successor),
         fence: 1,
@@ -276,7 +319,10 @@ export async function releaseLease(
   if (!before.ours) return { outcome: before.recognised ? 'released' : 'lost' };
   const outcome = toRemainingMs(before.remainingMs) > 0 ? 'released' : 'expired';
   if (before.transfer) {
-    return { outcome, transferred: { fence: toBigInt(before.fence) + 1n, sentAt } };
+    return {
+      outcome,
+      transferred: { fence: lastReservedFence(toBigInt(before.fence)) + 1n, sentAt },
+    };
   }
   return before.grantee === null ? { outcome } : { outcome, grantedTo: before.grantee };
 }

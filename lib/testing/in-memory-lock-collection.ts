@@ -1,5 +1,6 @@
 import { Long, Timestamp } from 'mongodb';
 import type { LockState } from '../interfaces/lock-state.interface';
+import { lastReservedFence } from '../store/direct-grant';
 import { exclusiveLockState } from '../store/inspect-lock';
 import type { LockDocument } from '../store/lock-document';
 import {
@@ -180,6 +181,11 @@ export class InMemoryLockCollection {
     if (!before || (before.owner !== request.owner && !recognised)) return 'lost';
     if (before.owner !== request.owner) return 'released'; // released by an earlier try, while live
     const live = (before.expiresAt ?? now) - now > 0;
+    // A caller handed the lock without a write ends a later fence of the lease's block.
+    const fence =
+      request.fence !== undefined && request.fence > (before.fence ?? 0n)
+        ? request.fence
+        : before.fence;
     this.write(request.key, before, {
       ...before,
       owner: null,
@@ -190,9 +196,9 @@ export class InMemoryLockCollection {
           ? before.gcAt
           : Math.max(now + request.idleRetentionMs, before.expiresAt ?? -Infinity),
       // A retry after a lease's end could not have been protected anyway: not remembered.
-      ...(live ? withOurRelease(before, request.owner) : {}),
+      ...(live ? withOurRelease(before, request.owner, fence) : {}),
       releasedHolder: before.holder,
-      releasedFence: before.fence,
+      releasedFence: fence,
     });
     return live ? 'released' : 'expired';
   }
@@ -591,9 +597,12 @@ function attemptReply(
   };
 }
 
-/** Strictly increasing per key across every grant, never below the clock in ms. */
+/**
+ * `direct-grant.ts` (`NEXT_FENCE`): past the block of fences the last lease reserved, never
+ * below the clock in ms.
+ */
 function nextFence(fence: bigint | undefined, now: number): bigint {
-  const next = (fence ?? 0n) + 1n;
+  const next = lastReservedFence(fence ?? 0n) + 1n;
   // Never below the clock in ms, so a key whose document was deleted still gets a larger fence.
   const clockFence = BigInt(Math.trunc(now));
   return next > clockFence ? next : clockFence;
@@ -709,12 +718,13 @@ function toLockDocument(stored: StoredLock): LockDocument {
 function withOurRelease(
   before: StoredLock,
   owner: string,
+  fence: bigint | undefined,
 ): Pick<StoredLock, 'releasedOwners' | 'releasedNext'> {
   const ring = [...(before.releasedOwners ?? [])];
   const next = before.releasedNext ?? 0;
   const slot =
     ring.length < RELEASED_OWNERS_KEPT ? ring.length : next >= RELEASED_OWNERS_KEPT ? 0 : next;
-  ring[slot] = { owner, fence: before.fence ?? 0n, until: before.expiresAt ?? null };
+  ring[slot] = { owner, fence: fence ?? 0n, until: before.expiresAt ?? null };
   return { releasedOwners: ring, releasedNext: (slot + 1) % RELEASED_OWNERS_KEPT };
 }
 

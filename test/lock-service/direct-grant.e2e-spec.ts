@@ -6,12 +6,13 @@ import type { Collection } from 'mongodb';
 import { firstValueFrom } from 'rxjs';
 import { filter, take, toArray } from 'rxjs/operators';
 import { attemptAcquire } from '../../lib/store/acquire-attempt';
-import { GRANT_LEASE_MS } from '../../lib/store/direct-grant';
+import { FENCES_PER_LEASE, GRANT_LEASE_MS } from '../../lib/store/direct-grant';
 import { withdrawReservation } from '../../lib/store/holder-entries';
 import { releaseLease } from '../../lib/store/release-lease';
 import type { LockCollection } from '../../lib/store/lock-document';
 import type { ReservationUse } from '../../lib/store/lock-modes';
 import { MAX_LOCAL_TRANSFERS } from '../../lib/waiting/key-queue';
+import { LockNotAcquiredError } from '../../lib/errors';
 import { LockTestKit, countCommands } from './lock-test-kit';
 import { rawLockOf, liveReservations } from './adversarial/modes-kit';
 import type { RawLock } from './adversarial/modes-kit';
@@ -173,26 +174,117 @@ describe('direct grant between processes', () => {
 });
 
 describe('local transfer between callers of one process', () => {
-  it('passes the lock to the next caller here with the release: one command, no attempt', async () => {
+  it('within the lease, hands the lock to the next caller here with no command: next fence, same lease', async () => {
     const a = await serviceWithCommands();
     const first = await a.service.acquire('t', { ttlMs: 30_000 });
     const second = a.service.acquire('t', { ttlMs: 20_000, timeoutMs: 10_000 });
     await eventually(async () => liveReservations(await rawLockOf(kit, 't')).length === 1);
     await sleep(100);
+    const before = await rawLockOf(kit, 't');
+    a.commands.reset();
+    await first.release();
+    const handle = await second;
+    expect(a.commands.names.filter((name) => name === 'findAndModify')).toHaveLength(0);
+    expect(handle.fence).toBe(first.fence + 1n);
+    // The document is as the first lease left it: its owner token, fence and lease.
+    expect(await rawLockOf(kit, 't')).toMatchObject({
+      owner: before?.owner,
+      fence: before?.fence,
+      expiresAt: before?.expiresAt,
+    });
+    // The new holder renews and releases it; the release remembers its own fence.
+    await handle.extend();
+    const renewed = await rawLockOf(kit, 't');
+    expect(new Date(renewed?.expiresAt).getTime()).toBeGreaterThan(Date.now() + 15_000);
+    await handle.release();
+    const released = await rawLockOf(kit, 't');
+    expect(released?.owner).toBeNull();
+    expect(String(released?.releasedFence)).toBe(String(handle.fence));
+    const ring = (released?.releasedOwners ?? []) as { fence: Long }[];
+    expect(ring.map((entry) => String(entry.fence))).toContain(String(handle.fence));
+  });
+
+  it('passes the lock by a write when the lease has less left than half the next caller wants', async () => {
+    const a = await serviceWithCommands();
+    const first = await a.service.acquire('t-long', { ttlMs: 30_000 });
+    const second = a.service.acquire('t-long', { ttlMs: 80_000, timeoutMs: 10_000 });
+    await eventually(async () => liveReservations(await rawLockOf(kit, 't-long')).length === 1);
+    await sleep(100);
     a.commands.reset();
     await first.release();
     const handle = await second;
     expect(a.commands.names.filter((name) => name === 'findAndModify')).toHaveLength(1);
-    expect(handle.fence).toBe(first.fence + 1n);
-    const doc = await rawLockOf(kit, 't');
+    // A new lease, with a block of fences of its own.
+    expect(handle.fence).toBe(first.fence + BigInt(FENCES_PER_LEASE));
+    const doc = await rawLockOf(kit, 't-long');
     expect(BigInt(String(doc?.fence))).toBe(handle.fence);
     expect(doc?.holder).toBe(a.service.holderId);
     const remainingMs = new Date(doc?.expiresAt).getTime() - Date.now();
-    expect(remainingMs).toBeGreaterThan(15_000); // the successor's own ttl, not the first's
-    expect(remainingMs).toBeLessThanOrEqual(20_000);
-    // The first caller's retried release still recognises its own success.
+    expect(remainingMs).toBeGreaterThan(60_000); // the successor's own ttl, not the first's
     await handle.release();
   });
+
+  it('passes the lock by a write to a caller of another scope', async () => {
+    const a = await serviceWithCommands();
+    const first = await a.service.acquire('t-scope', { scope: 'one' });
+    const second = a.service.acquire('t-scope', { scope: 'two', timeoutMs: 10_000 });
+    await eventually(async () => liveReservations(await rawLockOf(kit, 't-scope')).length === 1);
+    await sleep(100);
+    a.commands.reset();
+    await first.release();
+    const handle = await second;
+    expect(a.commands.names.filter((name) => name === 'findAndModify')).toHaveLength(1);
+    expect(await rawLockOf(kit, 't-scope')).toMatchObject({ scope: 'two' });
+    // Releasing the first scope's locks leaves the second's alone.
+    expect(await a.service.releaseScope('one')).toBe(0);
+    await handle.release();
+  });
+
+  it('a run of hand-offs within one lease stays below the fence of the next holder elsewhere', async () => {
+    // A fence far above the clock, so that only the reserved block keeps the next grant's
+    // fence above those handed on here.
+    const collection = await lockCollection();
+    await collection.insertOne({
+      _id: 'run',
+      owner: null,
+      fence: Long.fromString('9000000000000000'),
+    });
+    const a = await kit.service();
+    const b = await kit.service();
+    const fences: bigint[] = [];
+    const first = await a.acquire('run');
+    const local = Array.from({ length: 4 }, () =>
+      a.withLock('run', async (lock) => void fences.push(lock.fence), { timeoutMs: 30_000 }),
+    );
+    await eventually(async () => liveReservations(await rawLockOf(kit, 'run')).length === 1);
+    const remote = b.withLock('run', async (lock) => void fences.push(lock.fence), {
+      timeoutMs: 30_000,
+    });
+    await eventually(async () => liveReservations(await rawLockOf(kit, 'run')).length === 2);
+    fences.push(first.fence);
+    await first.release();
+    await Promise.all([...local, remote]);
+    // Four hand-offs within the first lease, then the grant to B.
+    expect(fences.slice(1, 5)).toEqual([1n, 2n, 3n, 4n].map((step) => first.fence + step));
+    expect(fences[5]).toBeGreaterThan(fences[4]);
+  });
+
+  it('a call that fails after being handed a key gives that key back', async () => {
+    const a = await kit.service();
+    const b = await kit.service();
+    const first = await a.acquire('a-given');
+    const blocker = await b.acquire('z-blocked');
+    // This call gets `a-given` from `first` without a write, then waits for `z-blocked` in vain.
+    const failing = a.acquire(['a-given', 'z-blocked'], { timeoutMs: 1_500 });
+    await eventually(async () => liveReservations(await rawLockOf(kit, 'a-given')).length === 1);
+    await first.release();
+    await expect(failing).rejects.toThrow(LockNotAcquiredError);
+    // It held `a-given` by the first caller's token: that is what its give-back must use.
+    await eventually(async () => (await rawLockOf(kit, 'a-given'))?.owner === null);
+    const handle = await b.acquire('a-given', { timeoutMs: 0 });
+    await handle.release();
+    await blocker.release();
+  }, 20_000);
 
   it('after four transfers in a row the lock goes to the process waiting elsewhere', async () => {
     const a = await kit.service();
@@ -281,7 +373,8 @@ describe('direct grant in the store (one command each)', () => {
     return { collection, lockCollection: locks, attempt };
   }
 
-  // Fences are never below the server's clock in ms: start above it to see each step.
+  // Fences are never below the server's clock in ms: start above it to see each step. Each new
+  // lease reserves FENCES_PER_LEASE of them.
   const base = 2 * Date.now();
 
   function grantedState(fence: number) {
@@ -372,7 +465,7 @@ describe('direct grant in the store (one command each)', () => {
     expect(outcome.won).toBe(false);
     const doc = await collection.findOne({ _id: key });
     expect(doc).toMatchObject({ owner: 'grant:rother', grantee: 'other' });
-    expect(Number(doc?.fence)).toBe(base + 4);
+    expect(Number(doc?.fence)).toBe(base + 3 + FENCES_PER_LEASE);
   });
 
   it('a process whose grant ran out leaves the line: the next waiter gets the lock', async () => {
@@ -398,7 +491,7 @@ describe('direct grant in the store (one command each)', () => {
       waiting: { rme: reservation('me', 10) },
     });
     const outcome = await attempt('me', 'token-4', 'rme');
-    expect(outcome).toMatchObject({ won: true, fence: BigInt(base + 4) });
+    expect(outcome).toMatchObject({ won: true, fence: BigInt(base + 3 + FENCES_PER_LEASE) });
   });
 
   it('an attempt that finds the lease ended hands the lock to the oldest waiting process', async () => {
@@ -414,7 +507,7 @@ describe('direct grant in the store (one command each)', () => {
     expect(outcome.won).toBe(false);
     const doc = await collection.findOne({ _id: key });
     expect(doc).toMatchObject({ owner: 'grant:rhead', holder: 'head', grantedTo: 'rhead' });
-    expect(Number(doc?.fence)).toBe(base + 10);
+    expect(Number(doc?.fence)).toBe(base + 9 + FENCES_PER_LEASE);
     // The late waiter took its place behind, the grantee went to the back.
     expect(Object.keys(doc?.waiting ?? {}).sort()).toEqual(['rhead', 'rlate']);
   });
@@ -445,7 +538,7 @@ describe('direct grant in the store (one command each)', () => {
     await withdrawReservation(locks, key, 'rme', 60_000);
     const doc = await collection.findOne({ _id: key });
     expect(doc).toMatchObject({ owner: 'grant:rother', holder: 'other', grantee: 'other' });
-    expect(Number(doc?.fence)).toBe(base + 21);
+    expect(Number(doc?.fence)).toBe(base + 20 + FENCES_PER_LEASE);
     expect(Object.keys(doc?.waiting ?? {})).toEqual(['rother']);
   });
 

@@ -21,6 +21,7 @@ import type { LockEvent } from '../../lib/interfaces';
 import type { LockHandle } from '../../lib/lock-handle';
 import { LockService } from '../../lib/lock.service';
 import { LOCK_OPTION_DEFAULTS } from '../../lib/options';
+import { FENCES_PER_LEASE } from '../../lib/store/direct-grant';
 import { startOfflineMongo } from '../mongo-offline';
 import { lockModule, startAppContext, startHttpApp } from '../nest/support/nest-apps';
 import { ReplyDelayProxy } from '../support/reply-delay-proxy';
@@ -186,7 +187,8 @@ describeWithFailPoints('LockService under faults', () => {
     });
 
     it('a retry recognises the win of an earlier attempt whose reply was lost', async () => {
-      // A fence above the clock, so the next acquisition's fence is exactly this plus one.
+      // A fence above the clock, so the next acquisition's fence is exactly this plus the block
+      // a lease reserves.
       const fence = Long.fromString('1000000000000000');
       const seeder = await kit.client();
       await seeder
@@ -205,9 +207,10 @@ describeWithFailPoints('LockService under faults', () => {
       );
       expect(acquired.status).toBe('resolved');
       const handle = acquired.value!;
-      expect(handle.fence).toBe(1_000_000_000_000_001n);
+      const expected = 1_000_000_000_000_000n + BigInt(FENCES_PER_LEASE);
+      expect(handle.fence).toBe(expected);
       const doc = await rawLock('unknown:retry');
-      expect(String(doc?.fence)).toBe('1000000000000001');
+      expect(String(doc?.fence)).toBe(String(expected));
       expect(doc?.holder).toBe(locks.holderId);
       await handle.release();
       expect(await rawLock('unknown:retry')).toMatchObject({ owner: null });

@@ -109,6 +109,15 @@ async function runRingScript(store: Store): Promise<unknown[]> {
   await sleep(80);
   const retried = await store.release('ring', 'short', { fence: shortFence });
   replies.push(['retried after its lease', retried.outcome]);
+  // A caller handed the lock within a lease releases with a later fence of its block: the
+  // ring remembers that fence, not the lease's first.
+  const handed = await store.attempt('ring', 'handed', 30_000, noLateWin);
+  const firstFence = handed.won ? handed.fence : -1n;
+  const own = { fence: firstFence + 2n };
+  replies.push(['handed', (await store.release('ring', 'handed', own)).outcome]);
+  replies.push(['handed retried', (await store.release('ring', 'handed', own)).outcome]);
+  const byFirst = await store.release('ring', 'handed', { fence: firstFence });
+  replies.push(['by the first fence', byFirst.outcome]);
   return replies;
 }
 
@@ -344,7 +353,7 @@ describe('the in-memory store against the MongoDB store', () => {
       expect(memoryReplies).toEqual(mongoReplies);
       expect(memoryChanges).toEqual(mongoChanges);
       // t0 to t2 were overwritten (t1 is not retried); t3 and later are recognised.
-      expect(memoryReplies.slice(-11)).toEqual([
+      expect(memoryReplies.slice(-14)).toEqual([
         ['first', true],
         ['released', 'released'],
         ['again', true],
@@ -356,8 +365,11 @@ describe('the in-memory store against the MongoDB store', () => {
         ['lost by fence', 'lost'],
         ['short', 'released'],
         ['retried after its lease', 'released'],
+        ['handed', 'released'],
+        ['handed retried', 'released'],
+        ['by the first fence', 'lost'],
       ]);
-      expect(memoryReplies.slice(-15, -11).map((reply) => (reply as unknown[])[2])).toEqual([
+      expect(memoryReplies.slice(-18, -14).map((reply) => (reply as unknown[])[2])).toEqual([
         'lost',
         'lost',
         'released',
@@ -366,9 +378,9 @@ describe('the in-memory store against the MongoDB store', () => {
       // Past the wrap, a release's event names one entry of the ring.
       const last = memoryChanges.at(-1) as { updatedFields: string[] };
       expect(last.updatedFields.filter((field) => field.startsWith('releasedOwners'))).toEqual([
-        'releasedOwners.7.fence',
-        'releasedOwners.7.owner',
-        'releasedOwners.7.until',
+        'releasedOwners.8.fence',
+        'releasedOwners.8.owner',
+        'releasedOwners.8.until',
       ]);
     } finally {
       await Promise.all([mongoStore, mongoUnused, memoryStore, memoryUnused].map((s) => s.close()));

@@ -318,6 +318,31 @@ describe('LockTestingStore', () => {
     }
   });
 
+  it("hands a lock between the app's callers within one lease, below the next holder's fence", async () => {
+    const store = new LockTestingStore({ clock: () => Date.parse('2030-01-01T00:00:00Z') });
+    const moduleRef = await startTestingModule({
+      imports: [MongoLockTestingModule.forRoot({ store })],
+    });
+    try {
+      const locks = moduleRef.get(LockService);
+      const first = await locks.acquire('run');
+      const fences: bigint[] = [first.fence];
+      const callers = [1, 2, 3].map(() =>
+        locks.withLock('run', async (lock) => void fences.push(lock.fence), { timeoutMs: 2_000 }),
+      );
+      await eventually(() => locks.diagnostics.waiters === 3);
+      await first.release();
+      await Promise.all(callers);
+      // The clock stands still: only the block the lease reserved keeps the fences apart.
+      expect(fences).toEqual([0n, 1n, 2n, 3n].map((step) => first.fence + step));
+      const other = await store.holdAs('run', 'other-instance');
+      expect(other.fence).toBeGreaterThan(fences[3] + 1n);
+      await other.release();
+    } finally {
+      await moduleRef.close();
+    }
+  });
+
   it('is shared by applications given the same store, as instances of one service', async () => {
     const store = new LockTestingStore();
     const [appA, appB] = await Promise.all(

@@ -84,7 +84,11 @@ describeWithFailPoints('adversarial review: broken promises', () => {
       const other = await kit.service();
       const held = await locks.acquire('here:k', { ttlMs: 20_000 });
       // A second caller of the same service waits (it finds the key held by its own process).
-      const waiting = settleWithin(locks.acquire('here:k', { timeoutMs: 4_000 }), 6_000);
+      // Its lease is longer than what is left of the first's, so the release is a write.
+      const waiting = settleWithin(
+        locks.acquire('here:k', { ttlMs: 60_000, timeoutMs: 4_000 }),
+        6_000,
+      );
       await eventually(
         () => locks.diagnostics.waiters === 1 && locks.diagnostics.streamEstablished,
         3_000,

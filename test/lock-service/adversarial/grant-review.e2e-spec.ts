@@ -354,8 +354,12 @@ describeWithFailPoints('adversarial review: direct grant and local transfer', ()
       const key = 'handoff-events';
       const events = record(observer, key, new Map([[p.holderId, 'P']]));
       await sleep(300);
-      const first = await p.acquire(key, { ttlMs: 30_000 });
-      const waiting = [1, 2, 3].map(() => p.acquire(key, { ttlMs: 30_000, timeoutMs: 20_000 }));
+      const first = await p.acquire(key, { ttlMs: 30_000, scope: 's0' });
+      // Each caller in a scope of its own: every hand-off is a write (a transfer), not one
+      // within the first lease.
+      const waiting = [1, 2, 3].map((index) =>
+        p.acquire(key, { ttlMs: 30_000, timeoutMs: 20_000, scope: `s${index}` }),
+      );
       await eventually(() => p.diagnostics.waiters === 3);
       await sleep(300); // the first waiter's attempt has come back
       let handle = first;
@@ -405,7 +409,8 @@ describeWithFailPoints('adversarial review: direct grant and local transfer', ()
       const p = await kit.service({ client, operationTimeoutMs: 500 });
       const key = 'late-transfer';
       const first = await p.acquire(key, { ttlMs: 30_000 });
-      const next = settleWithin(p.acquire(key, { ttlMs: 30_000, timeoutMs: 20_000 }), 25_000);
+      // A lease longer than what is left of the first's: the hand-off is a transfer by write.
+      const next = settleWithin(p.acquire(key, { ttlMs: 80_000, timeoutMs: 20_000 }), 25_000);
       await eventually(async () => (await reservations(key)).length === 1);
       await sleep(200); // its first attempt has come back
       const firstOwner = (await rawLockOf(kit, key))?.owner;
@@ -464,7 +469,8 @@ describeWithFailPoints('adversarial review: direct grant and local transfer', ()
       const p = await kit.service({ client });
       const key = 'transfer-wce';
       const first = await p.acquire(key, { ttlMs: 30_000 });
-      const next = p.acquire(key, { ttlMs: 30_000, timeoutMs: 15_000 });
+      // A lease longer than what is left of the first's: the hand-off is a transfer by write.
+      const next = p.acquire(key, { ttlMs: 80_000, timeoutMs: 15_000 });
       await eventually(async () => (await reservations(key)).length === 1);
       await sleep(200);
       await failPoint({ times: 1 }, writeConcernTimeout('transfer-wce'));
