@@ -80,6 +80,7 @@ export function isResumePointLostError(error: unknown): boolean {
 export function isStoreUnavailableError(error: unknown): boolean {
   if (error instanceof LockStoreUnavailableError) return true;
   if (error instanceof MongoNetworkError || error instanceof MongoServerSelectionError) return true;
+  if (isSocketError(error)) return true;
   // The command may have been applied, but its durability is unknown: retry by token.
   if (error instanceof MongoWriteConcernError) return true;
   if (!(error instanceof MongoError)) return false;
@@ -88,9 +89,29 @@ export function isStoreUnavailableError(error: unknown): boolean {
   return /not (writable )?primary|node is recovering/i.test(error.message);
 }
 
+/**
+ * Socket failures that the driver may pass on unwrapped, as Node's own errors: a connection
+ * reset while it waits to write a large command (`write ECONNRESET`) is one.
+ */
+const SOCKET_ERROR_CODES = new Set([
+  'ECONNRESET',
+  'ECONNREFUSED',
+  'ECONNABORTED',
+  'EPIPE',
+  'ETIMEDOUT',
+  'ENOTCONN',
+  'ENETUNREACH',
+  'EHOSTUNREACH',
+]);
+
+function isSocketError(error: unknown): boolean {
+  return error instanceof Error && SOCKET_ERROR_CODES.has(String(codeOf(error)));
+}
+
 /** The driver could not reach MongoDB at all (as opposed to a slow or refusing server). */
 export function isUnreachableError(error: unknown): boolean {
   return (
+    isSocketError(error) ||
     error instanceof MongoNetworkError ||
     error instanceof MongoServerSelectionError ||
     error instanceof MongoTopologyClosedError

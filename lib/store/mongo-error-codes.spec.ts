@@ -1,0 +1,32 @@
+import { MongoNetworkError, MongoServerError } from 'mongodb';
+import { LockStoreUnavailableError } from '../errors';
+import { isStoreUnavailableError, isUnreachableError, toStoreError } from './mongo-error-codes';
+
+/** A Node socket error as the driver may pass it on, unwrapped (see SOCKET_ERROR_CODES). */
+function socketError(code: string): Error {
+  return Object.assign(new Error(`write ${code}`), { code, errno: -104, syscall: 'write' });
+}
+
+describe('store error classification', () => {
+  it.each(['ECONNRESET', 'EPIPE', 'ECONNREFUSED', 'ETIMEDOUT'])(
+    'counts an unwrapped socket error (%s) as MongoDB being unavailable',
+    (code) => {
+      const error = socketError(code);
+      expect(isStoreUnavailableError(error)).toBe(true);
+      expect(isUnreachableError(error)).toBe(true);
+      const thrown = toStoreError(error, 'acquire');
+      expect(thrown).toBeInstanceOf(LockStoreUnavailableError);
+      expect(thrown.cause).toBe(error);
+    },
+  );
+
+  it('keeps the driver network error unavailable and other errors final', () => {
+    expect(isStoreUnavailableError(new MongoNetworkError('reset'))).toBe(true);
+    const refused = new MongoServerError({ message: 'not authorized', code: 13 });
+    expect(isStoreUnavailableError(refused)).toBe(false);
+    expect(toStoreError(refused, 'acquire')).not.toBeInstanceOf(LockStoreUnavailableError);
+    expect(isStoreUnavailableError(Object.assign(new Error('odd'), { code: 'ENOENT' }))).toBe(
+      false,
+    );
+  });
+});
