@@ -172,10 +172,10 @@ function contentionNote(r: BenchResults): string[] {
   return [
     'A release hands the lock to the next process in line (direct grant: only its change stream',
     'hears of it, and its head confirms with one attempt) or, at most four times in a row, to the',
-    'next caller in the same process within the release itself, so a section costs about the same',
-    'number of commands whatever the number of processes. Read throughput with the CPU per',
-    'section: the offline server interprets the array operators of our update pipelines on every',
-    'command (see "Direct grant and local transfer" in BENCHMARKS.md).',
+    'next caller in the same process, without a command while the lease lasts, so a section costs',
+    'about the same number of commands whatever the number of processes. What is left is the',
+    'serial chain of a hand-off between processes: the release, its change event and the',
+    'confirming attempt (see "Direct grant and local transfer" in BENCHMARKS.md).',
     '',
   ];
 }
