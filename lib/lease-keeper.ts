@@ -18,10 +18,19 @@ export interface HeldKey {
 /** The store operations a held lock needs, bound to the lock collection. */
 export interface LeaseOperations {
   renew(held: HeldKey, ttlMs: number): Promise<RenewLeaseOutcome>;
-  /** `leaseEnd`: the holder's local deadline (monotonic) as the keeper knows it. */
-  release(held: HeldKey, leaseEnd: number): Promise<ReleaseLeaseOutcome>;
+  /**
+   * `lease`: the lease as the keeper knows it (local deadline, `ttlMs`), given only when it may
+   * be handed to another caller without a write (see {@link LeaseKeeper.releaseAll}).
+   */
+  release(held: HeldKey, lease?: HandableLease): Promise<ReleaseLeaseOutcome>;
   /** Releases in the background, retrying a little; `undefined` if it could not be sent. */
   giveBack(held: HeldKey): Promise<ReleaseLeaseOutcome | undefined>;
+}
+
+/** A lease a release may pass on without a write: its local deadline and its `ttlMs`. */
+export interface HandableLease {
+  end: number;
+  ttlMs: number;
 }
 
 export interface LeaseKeeperInit {
@@ -82,6 +91,11 @@ export class LeaseKeeper {
   private renewInFlight = false;
   private renewing: Promise<void> | undefined;
   private remaining: HeldKey[];
+  /**
+   * Only a write can tell this lease from one that ended behind our back: set once a release
+   * was tried, a renewal's outcome was unknown, or a transaction wrote the lock.
+   */
+  private onlyByWrite = false;
 
   constructor(private readonly init: LeaseKeeperInit) {
     this.leaseEnd = init.leaseEnd;
@@ -115,6 +129,8 @@ export class LeaseKeeper {
    * the loss. A locked transaction needs this: a renewal writes the lock it checks.
    */
   pauseRenewal(): () => void {
+    // A transaction whose commit outcome is unknown may still land: its release must write.
+    this.onlyByWrite = true;
     this.renewalPaused = true;
     clearTimeout(this.renewTimer);
     return () => {
@@ -150,9 +166,13 @@ export class LeaseKeeper {
     await this.renewing?.catch(() => undefined);
     const lostKeys: string[] = [];
     let failure: { error: unknown } | undefined;
+    // Handed on without a write only on a first try, with the lease known to be ours.
+    const lease =
+      this.stopped || this.onlyByWrite ? undefined : { end: this.leaseEnd, ttlMs: this.ttlMs };
+    this.onlyByWrite = true;
     for (const held of [...this.remaining].reverse()) {
       try {
-        const outcome = await this.init.operations.release(held, this.leaseEnd);
+        const outcome = await this.init.operations.release(held, lease);
         if (outcome !== 'released') lostKeys.push(held.key);
         this.remaining = this.remaining.filter((kept) => kept !== held);
       } catch (error) {
@@ -238,6 +258,8 @@ export class LeaseKeeper {
     try {
       outcomes = await Promise.all(keys.map((held) => this.init.operations.renew(held, ttlMs)));
     } catch (error) {
+      // It may yet land, with its own lease length.
+      this.onlyByWrite = true;
       if (this.stopped) return;
       if (scheduled && isStoreUnavailableError(error) && performance.now() < this.leaseEnd) {
         this.scheduleRenewal(Math.min(RENEW_RETRY_MS, (this.leaseEnd - performance.now()) / 4));

@@ -45,6 +45,7 @@ const unavailable = () => new LockStoreUnavailableError('MongoDB is unavailable 
  * says otherwise through `onAttempt` (`tries`: earlier attempts on that key).
  */
 class FakeStore {
+  readonly handsOverInLease = true;
   readonly attempts: KeyAndOwner[] = [];
   readonly releases: (KeyAndOwner & { fence?: bigint })[] = [];
   readonly giveBacks: (KeyAndOwner & { fence?: bigint })[] = [];
@@ -59,11 +60,17 @@ class FakeStore {
     return this.onAttempt(key, owner, tries);
   };
 
-  renew = async (_key: string, _owner: string, ttlMs: number): Promise<RenewLeaseOutcome> => ({
+  onRenew: (ttlMs: number) => Promise<RenewLeaseOutcome> = async (ttlMs) => ({
     renewed: true,
     sentAt: performance.now(),
     remainingMs: ttlMs,
   });
+
+  renew = (_key: string, _owner: string, ttlMs: number): Promise<RenewLeaseOutcome> =>
+    this.onRenew(ttlMs);
+
+  /** Releases that reject (their outcome unknown) before the next ones answer. */
+  failingReleases = 0;
 
   release = async (
     key: string,
@@ -71,6 +78,10 @@ class FakeStore {
     { fence }: { fence?: bigint } = {},
   ): Promise<ReleaseResult> => {
     this.releases.push({ key, owner, fence });
+    if (this.failingReleases > 0) {
+      this.failingReleases -= 1;
+      throw unavailable();
+    }
     return { outcome: 'released' };
   };
 
@@ -341,15 +352,90 @@ describe('LockAcquirer', () => {
     });
 
     it("releases by a write when less than half the next caller's ttlMs is left", async () => {
-      const { store, first, second } = await secondWaiting({ ttlMs: 20_001 });
+      const { store, first, second } = await secondWaiting({ ttlMs: 8_000, timeoutMs: 20_000 });
+      await jest.advanceTimersByTimeAsync(6_000); // 3.5 s of the first lease left
       await first.release();
       expect(store.releases).toHaveLength(1);
       void second.catch(() => undefined);
     });
 
-    it('releases by a write to a caller of another scope', async () => {
-      const { store, first, second } = await secondWaiting({ scope: 'b' }, { scope: 'a' });
+    it('releases by a write to a caller asking for a longer lease than ours', async () => {
+      const { store, first, second } = await secondWaiting({ ttlMs: 10_001 });
       await first.release();
+      expect(store.releases).toHaveLength(1);
+      void second.catch(() => undefined);
+    });
+
+    it('releases a scoped lock by a write, even to a caller of the same scope', async () => {
+      const { store, first, second } = await secondWaiting({ scope: 'a' }, { scope: 'a' });
+      await first.release();
+      expect(store.releases).toHaveLength(1);
+      void second.catch(() => undefined);
+    });
+
+    it('releases a scoped lock by a write, also to an unscoped caller', async () => {
+      const { store, first, second } = await secondWaiting({}, { scope: 'a' });
+      await first.release();
+      expect(store.releases).toHaveLength(1);
+      void second.catch(() => undefined);
+    });
+
+    it('releases by a write to a scoped caller', async () => {
+      const { store, first, second } = await secondWaiting({ scope: 'b' });
+      await first.release();
+      expect(store.releases).toHaveLength(1);
+      void second.catch(() => undefined);
+    });
+
+    it('retries a release whose outcome was unknown by a write, never handing the key over', async () => {
+      const { store, acquire } = setUp();
+      store.onAttempt = async (key, owner, tries) =>
+        tries === 0 ? won(key, owner) : heldByOther(key);
+      const { value: first } = await after(0, acquire(['k']));
+      store.failingReleases = 1;
+      await expect(first!.release()).rejects.toBeInstanceOf(LockStoreUnavailableError);
+      // The release may have been applied: a caller here waits now, and the retry comes.
+      const second = acquire(['k'], { timeoutMs: 5_000 });
+      await jest.advanceTimersByTimeAsync(20);
+      await first!.release();
+      expect(store.releases).toHaveLength(2);
+      void second.catch(() => undefined);
+    });
+
+    it('releases by a write after a transaction ran under the lock', async () => {
+      const { store, first, second } = await secondWaiting();
+      first.pauseRenewal()(); // what a locked transaction does around its commit
+      await first.release();
+      expect(store.releases).toHaveLength(1);
+      void second.catch(() => undefined);
+    });
+
+    it('releases by a write after a renewal whose outcome was unknown', async () => {
+      const { store, first, second } = await secondWaiting(
+        { ttlMs: 4_000, timeoutMs: 20_000 },
+        { renew: true },
+      );
+      store.onRenew = async () => {
+        throw unavailable();
+      };
+      await jest.advanceTimersByTimeAsync(5_000); // the first renewal fails, to be retried
+      await first.release();
+      expect(store.releases).toHaveLength(1);
+      void second.catch(() => undefined);
+    });
+
+    it('does not hand on a lock found lost while the release waited for a renewal', async () => {
+      const { store, first, second } = await secondWaiting(
+        { ttlMs: 4_000, timeoutMs: 20_000 },
+        { renew: true },
+      );
+      const renewal = deferred<RenewLeaseOutcome>();
+      store.onRenew = () => renewal.promise;
+      await jest.advanceTimersByTimeAsync(5_000); // a renewal is on its way
+      const releasing = first.release();
+      renewal.resolve({ renewed: false, sentAt: performance.now() });
+      await after(0, releasing);
+      expect(first.lost).toBe(true);
       expect(store.releases).toHaveLength(1);
       void second.catch(() => undefined);
     });

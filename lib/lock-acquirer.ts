@@ -3,7 +3,7 @@ import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
 import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
 import type { HeldLocks } from './held-locks';
 import { leaseSafetyMarginMs, localLeaseEnd } from './lease-keeper';
-import type { HeldKey } from './lease-keeper';
+import type { HandableLease, HeldKey } from './lease-keeper';
 import { MongoLockHandle } from './lock-handle';
 import { notAcquiredMessage } from './lock.messages';
 import type { ResolvedAcquireOptions } from './options';
@@ -120,8 +120,11 @@ class Acquisition {
    */
   abandon(won: readonly AcquireAttemptWon[]): Promise<unknown> {
     this.ended = true;
+    // A key won by another token (handed over within a lease) may also hold a win of ours.
     for (const key of this.uncertain) {
-      if (!won.some((taken) => taken.key === key)) this.giveBackUncertain(key);
+      if (!won.some((taken) => taken.key === key && taken.owner === this.owner)) {
+        this.giveBackUncertain(key);
+      }
     }
     return Promise.all(
       [...won].reverse().map((taken) => this.giveBack(taken.key, taken.owner, false, taken.fence)),
@@ -308,8 +311,10 @@ export class LockAcquirer {
   ): MongoLockHandle {
     // Only an exclusive lease of the lock collection (or its in-memory stand-in) reserves a
     // block of fences to hand on.
-    const handsOver = this.deps.localTransfers && isTransferable(options);
-    const scope = options.scope ?? null;
+    // Unscoped only: `releaseScope` may free a scoped lease behind its holder's back, which
+    // only a release write would notice.
+    const handsOver =
+      this.deps.localTransfers && isTransferable(options) && options.scope === undefined;
     const handle = new MongoLockHandle({
       scope: options.scope,
       mode: options.mode,
@@ -328,7 +333,7 @@ export class LockAcquirer {
       maxHoldMs: this.deps.maxHoldMs,
       operations: {
         renew: (held, ttlMs) => store.renew(held.key, held.owner, ttlMs),
-        release: (held, leaseEnd) => this.release(store, held, leaseEnd, scope),
+        release: (held, lease) => this.release(store, held, lease),
         giveBack: (held) => this.giveBack(store, held.key, held.owner, { fence: held.fence }),
       },
     });
@@ -344,11 +349,11 @@ export class LockAcquirer {
   private async release(
     store: LockStore,
     held: HeldKey,
-    leaseEnd: number,
-    scope: string | null,
+    lease: HandableLease | undefined,
   ): Promise<ReleaseLeaseOutcome> {
     const successor = this.deps.waiting.takeSuccessor(held.key);
-    if (successor && this.handOverInLease(held, leaseEnd, scope, successor)) return 'released';
+    const inLease = successor && lease && store.handsOverInLease;
+    if (inLease && this.handOverInLease(held, lease, successor)) return 'released';
     const local = successor && { ...successor.target, holder: this.deps.holderId };
     let result: ReleaseResult;
     try {
@@ -385,25 +390,22 @@ export class LockAcquirer {
   }
 
   /**
-   * Our hold of `key` ended: local waiters look again at once, without waiting for the stream,
-   * unless our release handed the lock to another process (`grantedTo`).
-   */
-  /**
-   * Hands the key to `successor` without a write, if the lease allows: a fence of the lease's
-   * block is left, the scope is the same, and at least half the successor's `ttlMs` remains
-   * before the local deadline. The successor then holds it by the same owner token, lease and
-   * local deadline, and renews it from then on.
+   * Hands an unscoped key to `successor` without a write, if the lease allows: a fence of the
+   * lease's block is left, the successor is unscoped too, asks for no longer a lease (so that a
+   * late renewal of ours cannot shorten its own), and has at least half its `ttlMs` left before
+   * the local deadline. It then holds the key by the same owner token, lease and local
+   * deadline, and renews it from then on. Only an unscoped lease has a block of fences.
    */
   private handOverInLease(
     held: HeldKey,
-    leaseEnd: number,
-    scope: string | null,
+    lease: HandableLease,
     successor: OfferedSuccessor,
   ): boolean {
     const { target } = successor;
     const now = performance.now();
     const fenceLeft = held.fenceBlockEnd !== undefined && held.fence < held.fenceBlockEnd;
-    if (!fenceLeft || target.scope !== scope || leaseEnd - now < target.ttlMs / 2) return false;
+    const fits = target.ttlMs <= lease.ttlMs && lease.end - now >= target.ttlMs / 2;
+    if (!fenceLeft || target.scope !== null || !fits) return false;
     successor.transferred({
       key: held.key,
       owner: held.owner,
@@ -412,13 +414,17 @@ export class LockAcquirer {
       holderId: this.deps.holderId,
       sentAt: now,
       // So that its local deadline (see `localLeaseEnd`) is ours.
-      remainingMs: leaseEnd - now + leaseSafetyMarginMs(target.ttlMs),
+      remainingMs: lease.end - now + leaseSafetyMarginMs(target.ttlMs),
       operationTime: undefined,
       won: true,
     });
     return true;
   }
 
+  /**
+   * Our hold of `key` ended: local waiters look again at once, without waiting for the stream,
+   * unless our release handed the lock to another process (`grantedTo`).
+   */
   private notifyEnded(
     key: string,
     outcome: ReleaseLeaseOutcome | undefined,

@@ -220,12 +220,12 @@ export class MongoLockHandle implements LockHandle {
     return this.transactionSession;
   }
 
-  /** Sets (or clears) the session of the transaction the protected work runs in. @internal */
   /** Pauses renewals until the returned function is called (see `LeaseKeeper.pauseRenewal`). */
   pauseRenewal(): () => void {
     return this.keeper.pauseRenewal();
   }
 
+  /** Sets (or clears) the session of the transaction the protected work runs in. @internal */
   useSession(session: ClientSession | undefined): void {
     this.transactionSession = session;
   }

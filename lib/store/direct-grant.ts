@@ -108,6 +108,17 @@ export function lastReservedFence(fence: bigint): bigint {
 export const FENCE_BLOCK = Long.fromInt(FENCES_PER_LEASE);
 
 /**
+ * When an idle document may be deleted: at `gcAt`, and not before the clock in ms has passed
+ * the key's next fence. Fences run ahead of the clock on a busy key, and a deleted document's
+ * next fence is the clock (see {@link NEXT_FENCE}), which must still be above every fence the
+ * key had.
+ */
+export function gcNotBeforeNextFence(gcAt: unknown) {
+  const nextFence = { $add: [{ $ifNull: ['$fence', LONG_ZERO] }, FENCE_BLOCK] };
+  return { $max: [gcAt, { $add: [new Date(0), nextFence] }] };
+}
+
+/**
  * Fence of a new lease: past the block the last one reserved, and never below the server's
  * clock in ms (a key whose idle document was deleted still gets a larger fence than before).
  */

@@ -1,7 +1,13 @@
 import type { ClientSession } from 'mongodb';
 import { toRemainingMs } from './bson-values';
 import type { BsonInteger } from './bson-values';
-import { cleared, grantFields, grantOwner, grantableHead } from './direct-grant';
+import {
+  cleared,
+  gcNotBeforeNextFence,
+  grantFields,
+  grantOwner,
+  grantableHead,
+} from './direct-grant';
 import type { LockCollection } from './lock-document';
 import {
   EXCLUSIVE_LIVE,
@@ -89,7 +95,7 @@ export async function releaseEntry(
               { $or: [alreadyReleased, othersLive, EXCLUSIVE_LIVE] },
               '$gcAt',
               // Not before any entry's lease would have ended: a retried release must find it.
-              { $max: [{ $add: [NOW, idleRetentionMs] }, latestEntryEnd] },
+              gcNotBeforeNextFence({ $max: [{ $add: [NOW, idleRetentionMs] }, latestEntryEnd] }),
             ],
           },
         },
@@ -178,7 +184,7 @@ export async function releaseScopeEntries(
                     { $not: [EXCLUSIVE_LIVE] },
                   ],
                 },
-                { $max: [{ $add: [NOW, idleRetentionMs] }, latestEntryEnd] },
+                gcNotBeforeNextFence({ $max: [{ $add: [NOW, idleRetentionMs] }, latestEntryEnd] }),
                 '$gcAt',
               ],
             },
@@ -238,7 +244,7 @@ export async function withdrawReservation(
               gcAt: {
                 $cond: [
                   { $and: ['$_g', { $eq: [{ $size: LIVE_HOLDERS }, 0] }] },
-                  { $add: [NOW, idleRetentionMs] },
+                  gcNotBeforeNextFence({ $add: [NOW, idleRetentionMs] }),
                   '$gcAt',
                 ],
               },

@@ -49,6 +49,11 @@ export class LockStore {
   /** Wins handed to a caller, who now releases them; never given back behind its back. */
   private readonly claimed = new Set<string>();
   private readonly givingBack = new Map<string, Promise<ReleaseLeaseOutcome | undefined>>();
+  /**
+   * A release may hand an exclusive lease to another caller here without a write: leases end
+   * behind their holder's back only by time (or `releaseScope`, which scoped leases heed).
+   */
+  readonly handsOverInLease: boolean = true;
   /** False from a command that found MongoDB unavailable until one gets through again. */
   private reachable = true;
   private transactional: Promise<boolean> | undefined;

@@ -5,6 +5,7 @@ import type { LockCollection } from './lock-document';
 import {
   FENCE_BLOCK,
   cleared,
+  gcNotBeforeNextFence,
   grantFields,
   grantableHead,
   lastReservedFence,
@@ -207,7 +208,7 @@ export function releasePipeline(
     $cond: [
       { $gt: [{ $size: LIVE_HOLDERS }, 0] },
       '$gcAt',
-      { $max: [{ $add: ['$$NOW', idleRetentionMs] }, '$expiresAt'] },
+      gcNotBeforeNextFence({ $max: [{ $add: ['$$NOW', idleRetentionMs] }, '$expiresAt'] }),
     ],
   };
   const transfer = (toSuccessor: unknown, field: unknown) =>

@@ -1,3 +1,4 @@
+import { gcNotBeforeNextFence } from './direct-grant';
 import type { LockCollection } from './lock-document';
 
 /**
@@ -19,7 +20,9 @@ export async function releaseScope(
       {
         $set: {
           owner: null,
-          gcAt: { $max: [{ $add: ['$$NOW', idleRetentionMs] }, '$expiresAt'] },
+          gcAt: gcNotBeforeNextFence({
+            $max: [{ $add: ['$$NOW', idleRetentionMs] }, '$expiresAt'],
+          }),
           releasedHolder: '$holder',
           releasedFence: '$fence',
         },

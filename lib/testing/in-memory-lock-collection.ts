@@ -194,7 +194,10 @@ export class InMemoryLockCollection {
       gcAt:
         liveEntries(before, now).length > 0
           ? before.gcAt
-          : Math.max(now + request.idleRetentionMs, before.expiresAt ?? -Infinity),
+          : gcNotBeforeNextFence(
+              before,
+              Math.max(now + request.idleRetentionMs, before.expiresAt ?? -Infinity),
+            ),
       // A retry after a lease's end could not have been protected anyway: not remembered.
       ...(live ? withOurRelease(before, request.owner, fence) : {}),
       releasedHolder: before.holder,
@@ -308,7 +311,10 @@ export class InMemoryLockCollection {
       this.write(key, before, {
         ...before,
         owner: null,
-        gcAt: Math.max(now + idleRetentionMs, before.expiresAt ?? -Infinity),
+        gcAt: gcNotBeforeNextFence(
+          before,
+          Math.max(now + idleRetentionMs, before.expiresAt ?? -Infinity),
+        ),
         releasedHolder: before.holder,
         releasedFence: before.fence,
       });
@@ -326,7 +332,9 @@ export class InMemoryLockCollection {
       const latestEntryEnd = Math.max(
         ...Object.values(before.holders ?? {}).map((other) => other.expiresAt),
       );
-      const gcAt = lastGone ? Math.max(now + idleRetentionMs, latestEntryEnd) : before.gcAt;
+      const gcAt = lastGone
+        ? gcNotBeforeNextFence(before, Math.max(now + idleRetentionMs, latestEntryEnd))
+        : before.gcAt;
       this.write(key, before, { ...before, holders, frees: (before.frees ?? 0) + 1, gcAt });
       freed += ofScope.length;
     }
@@ -364,7 +372,7 @@ export class InMemoryLockCollection {
         othersLive || isExclusiveLive(before, now)
           ? before.gcAt
           : // Not before any entry's lease would have ended: a retried release must find it.
-            Math.max(now + request.idleRetentionMs, latestEntryEnd),
+            gcNotBeforeNextFence(before, Math.max(now + request.idleRetentionMs, latestEntryEnd)),
     });
     return entry.expiresAt - now > 0 ? 'released' : 'expired';
   }
@@ -595,6 +603,11 @@ function attemptReply(
     reservedMs: reserved ? reserved.expiresAt - now : null,
     operationTime,
   };
+}
+
+/** `direct-grant.ts` (`gcNotBeforeNextFence`): not before the clock passes the next fence. */
+function gcNotBeforeNextFence(before: StoredLock, gcAt: number): number {
+  return Math.max(gcAt, Number(lastReservedFence(before.fence ?? 0n) + 1n));
 }
 
 /**

@@ -33,6 +33,11 @@ export class InMemoryLockStore implements LockStoreContract {
   private readonly claimed = new Set<string>();
   private readonly givingBack = new Map<string, Promise<ReleaseLeaseOutcome | undefined>>();
   private readonly streams = new Set<InMemoryChangeStream>();
+  /**
+   * Never without a write: the testing store's `expire()` ends a lease behind its holder's
+   * back, which the holder must find out at its `release()`, as documented.
+   */
+  readonly handsOverInLease: boolean = false;
 
   constructor(
     private readonly collection: InMemoryLockCollection,

@@ -11,7 +11,8 @@ import type { WaitTiming } from './wait-timing';
 import { Wakeup } from './wakeup';
 
 /**
- * Local transfers in a row (a release passing the lock to a caller waiting here, one write);
+ * Local transfers in a row (a release passing the lock to a caller waiting here: within the
+ * lease without a write, else in the release's write; see `LockAcquirer.release`);
  * the next release goes by the line in the lock document (another process, if one waits), or
  * frees the key for pollers elsewhere, which keep no place in line.
  */

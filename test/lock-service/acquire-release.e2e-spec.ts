@@ -3,7 +3,10 @@ import {
   InvalidLockOptionsError,
   LockNotAcquiredError,
 } from '../../lib/errors';
+import { Long } from 'mongodb';
+import type { Collection, Document } from 'mongodb';
 import { LockService } from '../../lib/lock.service';
+import { FENCES_PER_LEASE } from '../../lib/store/direct-grant';
 import { attemptAcquire } from '../../lib/store/acquire-attempt';
 import type { LockCollection } from '../../lib/store/lock-document';
 import { RELEASED_OWNERS_KEPT, releaseLease } from '../../lib/store/release-lease';
@@ -321,5 +324,19 @@ describe('LockService acquire and release', () => {
     expect(await release()).toBe('released');
     await new Promise((resolve) => setTimeout(resolve, 600));
     expect(await release()).toBe('released');
+  });
+
+  it('keeps an idle document until the clock has passed its next fence, so fences never go back', async () => {
+    const { collection } = await lockCollection();
+    // A busy key's fences run ahead of the clock (each lease reserves a block of them).
+    const ahead = Date.now() + 86_400_000;
+    const raw = collection as unknown as Collection<{ _id: string } & Document>;
+    await raw.insertOne({ _id: 'gc:ahead', owner: null, fence: Long.fromNumber(ahead) });
+    const locks = await kit.service({ idleRetentionMs: 0 });
+    const handle = await locks.acquire('gc:ahead');
+    await handle.release();
+    const doc = await raw.findOne({ _id: 'gc:ahead' });
+    const nextFence = Number(handle.fence) + FENCES_PER_LEASE;
+    expect((doc?.gcAt as Date).getTime()).toBeGreaterThanOrEqual(nextFence);
   });
 });

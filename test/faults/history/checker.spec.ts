@@ -275,7 +275,7 @@ describe('checkHistory', () => {
     );
   });
 
-  it('names a leaked lease and the sections recorded with its fence', () => {
+  it('names a leaked lease and the sections recorded with a fence of its block', () => {
     const leaked = (fence: string) =>
       checkHistory(
         history([section({ fence: '7', outcome: 'released' })], {
@@ -297,5 +297,8 @@ describe('checkHistory', () => {
     expect(leaked('8')).toContain(
       '(fence 8, taken 40.00 ms before, 960.00 ms left; no section has it)',
     );
+    // A lease whose block holds the section's fence: handed to it within the lease.
+    expect(leaked('5')).toContain('960.00 ms left; p1:w0 (fence 7, released))');
+    expect(leaked('2')).toContain('no section has it');
   });
 });

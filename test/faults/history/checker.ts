@@ -1,3 +1,4 @@
+import { lastReservedFence } from '../../../lib/store/direct-grant';
 import type {
   DeadInstance,
   FinalLockState,
@@ -260,11 +261,19 @@ export function findStuckLocks(
   return violations;
 }
 
-/** The leaked lease, and the sections recorded with its fence (none: no call handed it out). */
+/**
+ * The leaked lease, and the sections recorded with a fence of its block (none: no call handed
+ * it out; the callers it was handed to within the lease hold the block's later fences).
+ */
 function describeLeakedLease(lock: FinalLockState, sections: SectionRecord[]): string {
   if (!lock.lease) return '';
   const { fence, heldForMs, remainingMs } = lock.lease;
-  const same = sections.filter((s) => s.key === lock.key && s.fence === fence);
+  const first = BigInt(fence);
+  const inBlock = (other: string) => {
+    const value = BigInt(other);
+    return value >= first && value <= lastReservedFence(first);
+  };
+  const same = sections.filter((s) => s.key === lock.key && inBlock(s.fence));
   const recorded = same.length === 0 ? 'no section has it' : same.map(describe).join(', ');
   return ` (fence ${fence}, taken ${formatMs(heldForMs)} before, ${formatMs(remainingMs)} left; ${recorded})`;
 }
