@@ -330,6 +330,10 @@ describe('LockAcquirer', () => {
       return { ...setup, first: first!, second };
     }
 
+    /** {@link secondWaiting}, the first lease renewed (a 10 s lease, renewed at 5 s). */
+    const secondWaitingWhileRenewing = () =>
+      secondWaiting({ ttlMs: 4_000, timeoutMs: 20_000 }, { renew: true });
+
     it('hands the key over within the lease, without a command: the next fence, same token and deadline', async () => {
       const { store, first, second } = await secondWaiting({ ttlMs: 8_000 });
       const [token] = store.owners;
@@ -411,10 +415,7 @@ describe('LockAcquirer', () => {
     });
 
     it('releases by a write after a renewal whose outcome was unknown', async () => {
-      const { store, first, second } = await secondWaiting(
-        { ttlMs: 4_000, timeoutMs: 20_000 },
-        { renew: true },
-      );
+      const { store, first, second } = await secondWaitingWhileRenewing();
       store.onRenew = async () => {
         throw unavailable();
       };
@@ -425,10 +426,7 @@ describe('LockAcquirer', () => {
     });
 
     it('does not hand on a lock found lost while the release waited for a renewal', async () => {
-      const { store, first, second } = await secondWaiting(
-        { ttlMs: 4_000, timeoutMs: 20_000 },
-        { renew: true },
-      );
+      const { store, first, second } = await secondWaitingWhileRenewing();
       const renewal = deferred<RenewLeaseOutcome>();
       store.onRenew = () => renewal.promise;
       await jest.advanceTimersByTimeAsync(5_000); // a renewal is on its way

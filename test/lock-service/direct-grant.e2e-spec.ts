@@ -13,6 +13,7 @@ import type { LockCollection } from '../../lib/store/lock-document';
 import type { ReservationUse } from '../../lib/store/lock-modes';
 import { MAX_LOCAL_TRANSFERS } from '../../lib/waiting/key-queue';
 import { LockNotAcquiredError } from '../../lib/errors';
+import type { AcquireOptions } from '../../lib/interfaces/lock-options.interface';
 import { LockTestKit, countCommands } from './lock-test-kit';
 import { rawLockOf, liveReservations } from './adversarial/modes-kit';
 import type { RawLock } from './adversarial/modes-kit';
@@ -174,17 +175,31 @@ describe('direct grant between processes', () => {
 });
 
 describe('local transfer between callers of one process', () => {
-  it('within the lease, hands the lock to the next caller here with no command: next fence, same lease', async () => {
+  /**
+   * A caller of one service holds `key` while a second waits; the first releases. Returns the
+   * second's handle and the lock commands sent from the release on.
+   */
+  async function handOff(key: string, firstOptions: AcquireOptions, secondOptions: AcquireOptions) {
     const a = await serviceWithCommands();
-    const first = await a.service.acquire('t', { ttlMs: 30_000 });
-    const second = a.service.acquire('t', { ttlMs: 20_000, timeoutMs: 10_000 });
-    await eventually(async () => liveReservations(await rawLockOf(kit, 't')).length === 1);
+    const first = await a.service.acquire(key, firstOptions);
+    const second = a.service.acquire(key, { timeoutMs: 10_000, ...secondOptions });
+    await eventually(async () => liveReservations(await rawLockOf(kit, key)).length === 1);
     await sleep(100);
-    const before = await rawLockOf(kit, 't');
+    const before = await rawLockOf(kit, key);
     a.commands.reset();
     await first.release();
     const handle = await second;
-    expect(a.commands.names.filter((name) => name === 'findAndModify')).toHaveLength(0);
+    const writes = a.commands.names.filter((name) => name === 'findAndModify').length;
+    return { service: a.service, first, handle, before, writes };
+  }
+
+  it('within the lease, hands the lock to the next caller here with no command: next fence, same lease', async () => {
+    const { first, handle, before, writes } = await handOff(
+      't',
+      { ttlMs: 30_000 },
+      { ttlMs: 20_000 },
+    );
+    expect(writes).toBe(0);
     expect(handle.fence).toBe(first.fence + 1n);
     // The document is as the first lease left it: its owner token, fence and lease.
     expect(await rawLockOf(kit, 't')).toMatchObject({
@@ -204,39 +219,33 @@ describe('local transfer between callers of one process', () => {
     expect(ring.map((entry) => String(entry.fence))).toContain(String(handle.fence));
   });
 
-  it('passes the lock by a write when the lease has less left than half the next caller wants', async () => {
-    const a = await serviceWithCommands();
-    const first = await a.service.acquire('t-long', { ttlMs: 30_000 });
-    const second = a.service.acquire('t-long', { ttlMs: 80_000, timeoutMs: 10_000 });
-    await eventually(async () => liveReservations(await rawLockOf(kit, 't-long')).length === 1);
-    await sleep(100);
-    a.commands.reset();
-    await first.release();
-    const handle = await second;
-    expect(a.commands.names.filter((name) => name === 'findAndModify')).toHaveLength(1);
+  it('passes the lock by a write to a caller asking for a longer lease than the holder', async () => {
+    const { service, first, handle, writes } = await handOff(
+      't-long',
+      { ttlMs: 30_000 },
+      { ttlMs: 80_000 },
+    );
+    expect(writes).toBe(1);
     // A new lease, with a block of fences of its own.
     expect(handle.fence).toBe(first.fence + BigInt(FENCES_PER_LEASE));
     const doc = await rawLockOf(kit, 't-long');
     expect(BigInt(String(doc?.fence))).toBe(handle.fence);
-    expect(doc?.holder).toBe(a.service.holderId);
+    expect(doc?.holder).toBe(service.holderId);
     const remainingMs = new Date(doc?.expiresAt).getTime() - Date.now();
     expect(remainingMs).toBeGreaterThan(60_000); // the successor's own ttl, not the first's
     await handle.release();
   });
 
   it('passes the lock by a write to a caller of another scope', async () => {
-    const a = await serviceWithCommands();
-    const first = await a.service.acquire('t-scope', { scope: 'one' });
-    const second = a.service.acquire('t-scope', { scope: 'two', timeoutMs: 10_000 });
-    await eventually(async () => liveReservations(await rawLockOf(kit, 't-scope')).length === 1);
-    await sleep(100);
-    a.commands.reset();
-    await first.release();
-    const handle = await second;
-    expect(a.commands.names.filter((name) => name === 'findAndModify')).toHaveLength(1);
+    const { service, handle, writes } = await handOff(
+      't-scope',
+      { scope: 'one' },
+      { scope: 'two' },
+    );
+    expect(writes).toBe(1);
     expect(await rawLockOf(kit, 't-scope')).toMatchObject({ scope: 'two' });
     // Releasing the first scope's locks leaves the second's alone.
-    expect(await a.service.releaseScope('one')).toBe(0);
+    expect(await service.releaseScope('one')).toBe(0);
     await handle.release();
   });
 
