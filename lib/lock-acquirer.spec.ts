@@ -406,6 +406,28 @@ describe('LockAcquirer', () => {
       void second.catch(() => undefined);
     });
 
+    it('a call that fails after a key was handed over gives back what both tokens may hold there', async () => {
+      const { store, acquire } = setUp();
+      store.onAttempt = async (key, owner, tries) => {
+        if (key === 'k' && tries === 0) return won(key, owner);
+        if (key === 'k' && tries === 1) throw unavailable(); // the second call's first try
+        return heldByOther(key);
+      };
+      const { value: first } = await after(0, acquire(['k']));
+      const second = acquire(['k', 'z'], { timeoutMs: 300 });
+      await jest.advanceTimersByTimeAsync(50);
+      await first!.release(); // handed over: the second call holds `k` by the first's token
+      const { error } = await after(300, second);
+      expect(error).toBeInstanceOf(LockNotAcquiredError);
+      const [firstToken, secondToken] = store.owners;
+      expect(store.giveBacks).toEqual(
+        expect.arrayContaining([
+          { key: 'k', owner: firstToken, fence: fenceOf('k') + 1n },
+          { key: 'k', owner: secondToken },
+        ]),
+      );
+    });
+
     it('releases by a write after a transaction ran under the lock', async () => {
       const { store, first, second } = await secondWaiting();
       first.pauseRenewal()(); // what a locked transaction does around its commit
