@@ -309,10 +309,8 @@ export class LockAcquirer {
     won: AcquireAttemptWon[],
     options: ResolvedAcquireOptions,
   ): MongoLockHandle {
-    // Only an exclusive lease of the lock collection (or its in-memory stand-in) reserves a
-    // block of fences to hand on.
-    // Unscoped only: `releaseScope` may free a scoped lease behind its holder's back, which
-    // only a release write would notice.
+    // Only an unscoped exclusive lease has a block of fences to hand on: `releaseScope` may
+    // free a scoped lease behind its holder's back, which only a release write would notice.
     const handsOver =
       this.deps.localTransfers && isTransferable(options) && options.scope === undefined;
     const handle = new MongoLockHandle({
