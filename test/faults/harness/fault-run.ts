@@ -246,11 +246,24 @@ export class FaultRun {
     );
   }
 
-  /** Records the final lock states and runs the checker over the whole history. */
+  /**
+   * Closes the live workers' services, then records the final lock states and runs the checker
+   * over the whole history. All work has ended only once the library's own clean-up has: a win
+   * nobody was told of, or a lost lease, is given back in the background, and close() waits for
+   * that (FINDINGS L7). A live lease left after that is a leaked lock.
+   */
   async check(options: CheckerOptions, extra: Violation[] = []): Promise<Violation[]> {
+    await this.closeLiveWorkers();
     const orphans = await this.checkSampledLeases(options);
     this.history.finalLocks = await this.readFinalLocks();
     return [...checkHistory(this.history, options), ...orphans, ...extra];
+  }
+
+  /** Closes every worker that still answers: not killed, not frozen (a frozen one cannot). */
+  async closeLiveWorkers(): Promise<void> {
+    const frozen = new Set(this.history.pauses.filter((p) => p.to === null).map((p) => p.pid));
+    const live = this.workers.filter((w) => w.process.alive && !frozen.has(w.process.pid));
+    await Promise.all(live.map((w) => w.process.call('close', {}).catch(() => undefined)));
   }
 
   /** Stops the lease sampler (if it ran) and looks for orphaned leases in what it saw. */

@@ -108,11 +108,8 @@ export const networkFaults: Scenario = {
           `${sections} sections counted, ${run.history.sections.length} reported`,
         );
       }
-      // All work has ended only once the library's own clean-up has: a win nobody was told of,
-      // or a lost lease, is given back in the background, and close() waits for that (FINDINGS
-      // L7). Then a live lease left in the collection is an orphan, which the checker reports as
-      // a leaked lock. Its details go into the notes.
-      await Promise.all(workers.map((w) => w.process.call('close', {}).catch(() => undefined)));
+      // As check() does, before describing what is left: a live lease then is a leaked lock.
+      await run.closeLiveWorkers();
       const orphans = await describeLiveLeases(run);
       const violations = await run.check({ leaseMs: longestTtlMs }, expect.violations);
       return {
