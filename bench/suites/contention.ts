@@ -58,7 +58,8 @@ export async function measureContention(
         log(
           `contention P=${processes} ${variant}: ${throughput.sectionsPerSecond} sections/s, ` +
             `${throughput.commandsPerSection} commands/section, ` +
-            `${throughput.cpuPerSection.total} CPU µs/section, failures ${throughput.failures}`,
+            `${throughput.cpuPerSection.total} CPU µs/section, failures ${throughput.failures}, ` +
+            `share max/min ${shareSpread(throughput.sectionsByProcess)}`,
         );
       }
     } finally {
@@ -66,4 +67,10 @@ export async function measureContention(
     }
   }
   return rows;
+}
+
+/** The busiest process's sections over the least busy one's: 1 is perfectly fair. */
+function shareSpread(sectionsByProcess: number[]): string {
+  const least = Math.min(...sectionsByProcess);
+  return least === 0 ? 'unbounded' : (Math.max(...sectionsByProcess) / least).toFixed(2);
 }

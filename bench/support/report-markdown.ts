@@ -171,8 +171,8 @@ function contentionNote(r: BenchResults): string[] {
   }
   return [
     'A release hands the lock to the next process in line (direct grant: only its change stream',
-    'hears of it, and its head confirms with one attempt) or, at most four times in a row, to the',
-    'next caller in the same process, without a command while the lease lasts, so a section costs',
+    'hears of it, and its head confirms with one attempt) or, for a bounded run, to the next',
+    'caller in the same process, without a command while the lease lasts, so a section costs',
     'about the same number of commands whatever the number of processes. What is left is the',
     'serial chain of a hand-off between processes: the release, its change event and the',
     'confirming attempt (see "Direct grant and local transfer" in BENCHMARKS.md).',

@@ -94,10 +94,11 @@ export const LIVE_RESERVATIONS_BUT_LAPSED = {
 
 /**
  * Fences each new lease reserves: its own and the next ones, which its process may hand to its
- * own waiting callers without a write (see `LockAcquirer`). The next lease written starts past
- * the block, so every holder's fence is still larger than all before it.
+ * own waiting callers without a write (see `LockAcquirer`; `MAX_LOCAL_TRANSFERS` is one less).
+ * The next lease written starts past the block, so every holder's fence is still larger than
+ * all before it.
  */
-export const FENCES_PER_LEASE = 5;
+export const FENCES_PER_LEASE = 17;
 
 /** The last fence of the block a lease starting at `fence` reserved. */
 export function lastReservedFence(fence: bigint): bigint {

@@ -62,7 +62,7 @@ function setUp() {
     holderId: 'me',
     timing: { ...timing, pollIntervalMs: 600_000, maxPollIntervalMs: 600_000 },
     onEmpty: () => undefined,
-    transfersInARow: { count: () => 0, add: () => undefined, reset: () => undefined },
+    localRun: { current: () => undefined, add: () => undefined, reset: () => undefined },
   });
   const lock = new FakeLock();
   const request = (timeoutMs = 10_000, signal?: AbortSignal) => ({
@@ -191,7 +191,7 @@ describe('KeyQueue', () => {
         holderId: 'me',
         timing,
         onEmpty: () => undefined,
-        transfersInARow: { count: () => 0, add: () => undefined, reset: () => undefined },
+        localRun: { current: () => undefined, add: () => undefined, reset: () => undefined },
       });
       const request = () => ({
         attempt: lock.attempt,

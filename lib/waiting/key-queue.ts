@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
 import { notAcquiredMessage } from '../lock.messages';
 import type { AcquireAttemptOutcome, AcquireAttemptWon } from '../store/acquire-attempt';
+import { FENCES_PER_LEASE } from '../store/direct-grant';
 import { RESERVATION_TTL_MS, isEntryOwner } from '../store/lock-modes';
 import type { ReservationUse } from '../store/lock-modes';
 import { isStoreUnavailableError } from '../store/mongo-error-codes';
@@ -11,12 +12,30 @@ import type { WaitTiming } from './wait-timing';
 import { Wakeup } from './wakeup';
 
 /**
- * Local transfers in a row (a release passing the lock to a caller waiting here: within the
- * lease without a write, else in the release's write; see `LockAcquirer.release`);
- * the next release goes by the line in the lock document (another process, if one waits), or
- * frees the key for pollers elsewhere, which keep no place in line.
+ * A local run: transfers of a key in a row between callers of this process (a release passing
+ * the lock to a caller waiting here: within the lease without a write, else in the release's
+ * write; see `LockAcquirer.release`). A run ends after {@link MAX_LOCAL_TRANSFERS} transfers, or
+ * once it has lasted {@link LOCAL_RUN_MS}; the next release then goes by the line in the lock
+ * document (another process, if one waits), or frees the key for pollers elsewhere, which keep
+ * no place in line. Short sections share one cross-process hand-off among many; long ones
+ * gain nothing from a run, and the time bound keeps other processes from waiting for it.
  */
-export const MAX_LOCAL_TRANSFERS = 4;
+export const MAX_LOCAL_TRANSFERS = FENCES_PER_LEASE - 1;
+
+/** How long a local run may last (from its first transfer) before it ends: a few hand-offs' cost. */
+export const LOCAL_RUN_MS = 50;
+
+/** A local run of transfers of one key (see {@link MAX_LOCAL_TRANSFERS}). */
+export interface LocalRun {
+  transfers: number;
+  /** When its first transfer happened (`performance.now()`). */
+  startedAt: number;
+}
+
+/** Whether `run` may go on with one more transfer at `now`. */
+export function localRunMayGoOn(run: LocalRun, now: number): boolean {
+  return run.transfers < MAX_LOCAL_TRANSFERS && now - run.startedAt < LOCAL_RUN_MS;
+}
 
 /** What a release needs to pass the lock to a caller waiting here (exclusive locks only). */
 export interface TransferTarget {
@@ -73,10 +92,10 @@ export interface KeyQueueDeps {
   /** The queue has no waiters left and forgets itself. */
   onEmpty(): void;
   /**
-   * Local transfers of the key in a row, for {@link MAX_LOCAL_TRANSFERS}: kept outside the
+   * The key's local run, if one is going on (see {@link MAX_LOCAL_TRANSFERS}): kept outside the
    * queue, which empties whenever each transfer serves its only caller.
    */
-  transfersInARow: { count(): number; add(): void; reset(): void };
+  localRun: { current(): LocalRun | undefined; add(): void; reset(): void };
 }
 
 /**
@@ -262,7 +281,7 @@ export class KeyQueue {
     this.reservationUnknown = false;
     this.lastOutcome = outcome;
     if (outcome.won) {
-      this.deps.transfersInARow.reset();
+      this.deps.localRun.reset();
       this.heldFence = outcome.fence;
     }
     this.holder = {
@@ -308,8 +327,9 @@ export class KeyQueue {
     const head = this.head();
     const target = head?.transfer;
     if (!head || !target || head.attempting || this.transferring) return undefined;
-    if (this.deps.transfersInARow.count() >= MAX_LOCAL_TRANSFERS) {
-      this.deps.transfersInARow.reset();
+    const run = this.deps.localRun.current();
+    if (run && !localRunMayGoOn(run, performance.now())) {
+      this.deps.localRun.reset();
       return undefined;
     }
     head.attempting = true; // the outcome decides, as for an attempt on its way
@@ -328,7 +348,7 @@ export class KeyQueue {
           done();
           return;
         }
-        this.deps.transfersInARow.add();
+        this.deps.localRun.add();
         this.heldHere = true;
         this.heldFence = won.fence;
         this.lastOutcome = won;
@@ -340,7 +360,7 @@ export class KeyQueue {
       },
       declined: () => {
         head.attempting = false;
-        this.deps.transfersInARow.reset();
+        this.deps.localRun.reset();
         if (performance.now() >= head.deadline) {
           this.settle(head, { error: this.deadlineError(head) });
         }

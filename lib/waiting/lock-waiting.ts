@@ -4,7 +4,7 @@ import { linkAbortSignals } from './linked-abort-signal';
 import type { LockEvent } from '../interfaces/lock-state.interface';
 import type { HoldEnd, LockChangeFeed } from './change-feed';
 import { KeyQueue } from './key-queue';
-import type { KeyWaitRequest, OfferedSuccessor } from './key-queue';
+import type { KeyWaitRequest, LocalRun, OfferedSuccessor } from './key-queue';
 import { waitUntilReleased } from './release-watch';
 import type { LeaseProbe } from './release-watch';
 import type { WaitTiming } from './wait-timing';
@@ -17,8 +17,8 @@ import type { WaitTiming } from './wait-timing';
  */
 export class LockWaiting {
   private readonly queues = new Map<string, KeyQueue>();
-  /** Local transfers in a row per key (only keys with some). */
-  private readonly transfers = new Map<string, number>();
+  /** Local runs going on, by key (see `MAX_LOCAL_TRANSFERS`). */
+  private readonly localRuns = new Map<string, LocalRun>();
 
   constructor(
     private readonly feed: LockChangeFeed,
@@ -45,10 +45,14 @@ export class LockWaiting {
         onEmpty: () => {
           if (this.queues.get(key) === created) this.queues.delete(key);
         },
-        transfersInARow: {
-          count: () => this.transfers.get(key) ?? 0,
-          add: () => this.transfers.set(key, (this.transfers.get(key) ?? 0) + 1),
-          reset: () => this.transfers.delete(key),
+        localRun: {
+          current: () => this.localRuns.get(key),
+          add: () => {
+            const run = this.localRuns.get(key);
+            if (run) run.transfers += 1;
+            else this.localRuns.set(key, { transfers: 1, startedAt: performance.now() });
+          },
+          reset: () => this.localRuns.delete(key),
         },
       });
       this.queues.set(key, (queue = created));
@@ -93,9 +97,14 @@ export class LockWaiting {
     });
   }
 
-  /** The head of `key`'s queue, if a release may pass the lock to it (`KeyQueue.takeSuccessor`). */
+  /**
+   * The head of `key`'s queue, if a release may pass the lock to it (`KeyQueue.takeSuccessor`).
+   * A release that passes it to nobody here ends the key's local run.
+   */
   takeSuccessor(key: string): OfferedSuccessor | undefined {
-    return this.queues.get(key)?.takeSuccessor();
+    const offered = this.queues.get(key)?.takeSuccessor();
+    if (!offered) this.localRuns.delete(key);
+    return offered;
   }
 
   /** Tells local waiters at once that this process's hold of `key` ended, and how. */

@@ -6,12 +6,12 @@ import type { Collection } from 'mongodb';
 import { firstValueFrom } from 'rxjs';
 import { filter, take, toArray } from 'rxjs/operators';
 import { attemptAcquire } from '../../lib/store/acquire-attempt';
-import { FENCES_PER_LEASE, GRANT_LEASE_MS } from '../../lib/store/direct-grant';
+import { FENCES_PER_LEASE, GRANT_LEASE_MS, lastReservedFence } from '../../lib/store/direct-grant';
 import { withdrawReservation } from '../../lib/store/holder-entries';
 import { releaseLease } from '../../lib/store/release-lease';
 import type { LockCollection } from '../../lib/store/lock-document';
 import type { ReservationUse } from '../../lib/store/lock-modes';
-import { MAX_LOCAL_TRANSFERS } from '../../lib/waiting/key-queue';
+import { LOCAL_RUN_MS, MAX_LOCAL_TRANSFERS } from '../../lib/waiting/key-queue';
 import { LockNotAcquiredError } from '../../lib/errors';
 import type { AcquireOptions } from '../../lib/interfaces/lock-options.interface';
 import { LockTestKit, countCommands } from './lock-test-kit';
@@ -260,22 +260,32 @@ describe('local transfer between callers of one process', () => {
     });
     const a = await kit.service();
     const b = await kit.service();
-    const fences: bigint[] = [];
+    const holds: { who: 'a' | 'b'; fence: bigint }[] = [];
     const first = await a.acquire('run');
-    const local = Array.from({ length: 4 }, () =>
-      a.withLock('run', async (lock) => void fences.push(lock.fence), { timeoutMs: 30_000 }),
+    const local = Array.from({ length: MAX_LOCAL_TRANSFERS + 2 }, () =>
+      a.withLock('run', async (lock) => void holds.push({ who: 'a', fence: lock.fence }), {
+        timeoutMs: 30_000,
+      }),
     );
     await eventually(async () => liveReservations(await rawLockOf(kit, 'run')).length === 1);
-    const remote = b.withLock('run', async (lock) => void fences.push(lock.fence), {
-      timeoutMs: 30_000,
-    });
+    const remote = b.withLock(
+      'run',
+      async (lock) => void holds.push({ who: 'b', fence: lock.fence }),
+      {
+        timeoutMs: 30_000,
+      },
+    );
     await eventually(async () => liveReservations(await rawLockOf(kit, 'run')).length === 2);
-    fences.push(first.fence);
     await first.release();
     await Promise.all([...local, remote]);
-    // Four hand-offs within the first lease, then the grant to B.
-    expect(fences.slice(1, 5)).toEqual([1n, 2n, 3n, 4n].map((step) => first.fence + step));
-    expect(fences[5]).toBeGreaterThan(fences[4]);
+    // Hand-offs within the first lease take its block's next fences; B's grant starts past it.
+    const turn = holds.findIndex((hold) => hold.who === 'b');
+    expect(turn).toBeGreaterThan(0);
+    const run = holds.slice(0, turn).map((hold) => hold.fence);
+    expect(run).toEqual(run.map((_, index) => first.fence + BigInt(index + 1)));
+    expect(holds[turn].fence).toBeGreaterThan(lastReservedFence(first.fence));
+    for (const later of holds.slice(turn + 1))
+      expect(later.fence).toBeGreaterThan(holds[turn].fence);
   });
 
   it('a call that fails after being handed a key gives that key back', async () => {
@@ -295,21 +305,62 @@ describe('local transfer between callers of one process', () => {
     await blocker.release();
   }, 20_000);
 
-  it('after four transfers in a row the lock goes to the process waiting elsewhere', async () => {
+  /**
+   * Callers of A waiting behind A's holder, then B waiting in another process: the first
+   * release starts a local run, and the run ends (the lock going to B) after `sectionMs`-long
+   * sections of A, within MAX_LOCAL_TRANSFERS transfers and after LOCAL_RUN_MS.
+   */
+  async function turnOfB(
+    localCallers: number,
+    sectionMs: number,
+  ): Promise<{ turn: number; runMs: number }> {
     const a = await kit.service();
     const b = await kit.service();
     const order: string[] = [];
+    const at: number[] = [];
     const first = await a.acquire('turns');
-    const local = Array.from({ length: 6 }, (_, index) =>
-      a.withLock('turns', async () => void order.push(`a${index}`), { timeoutMs: 30_000 }),
+    const local = Array.from({ length: localCallers }, (_, index) =>
+      a.withLock(
+        'turns',
+        async () => {
+          order.push(`a${index}`);
+          at.push(performance.now());
+          await sleep(sectionMs);
+        },
+        { timeoutMs: 30_000 },
+      ),
     );
     await eventually(async () => liveReservations(await rawLockOf(kit, 'turns')).length === 1);
-    const remote = b.withLock('turns', async () => void order.push('b'), { timeoutMs: 30_000 });
+    const remote = b.withLock(
+      'turns',
+      async () => {
+        order.push('b');
+        at.push(performance.now());
+      },
+      { timeoutMs: 30_000 },
+    );
     await eventually(async () => liveReservations(await rawLockOf(kit, 'turns')).length === 2);
     await first.release();
     await Promise.all([...local, remote]);
-    // The first release and three more pass the lock on here; the fifth hands it to B.
-    expect(order.indexOf('b')).toBe(4);
+    const turn = order.indexOf('b');
+    // From the run's first transfer (the first local section) to B's turn.
+    return { turn, runMs: at[turn] - at[0] };
+  }
+
+  it('a local run of quick sections ends after MAX_LOCAL_TRANSFERS transfers', async () => {
+    const { turn, runMs } = await turnOfB(MAX_LOCAL_TRANSFERS + 2, 0);
+    // Quick sections: the count ends the run, unless a slow machine made it outlast LOCAL_RUN_MS.
+    expect(turn).toBeGreaterThan(0);
+    if (runMs < LOCAL_RUN_MS) expect(turn).toBe(MAX_LOCAL_TRANSFERS);
+    else expect(turn).toBeLessThanOrEqual(MAX_LOCAL_TRANSFERS);
+  });
+
+  it('a local run ends once it has lasted LOCAL_RUN_MS from its first transfer', async () => {
+    // Each section is shorter than LOCAL_RUN_MS, two are longer: the run that starts at the
+    // first release ends at the second release after it (sooner, if sections run late).
+    const { turn } = await turnOfB(4, LOCAL_RUN_MS * 0.6);
+    expect(turn).toBeGreaterThan(0);
+    expect(turn).toBeLessThanOrEqual(2);
   });
 
   it('two busy processes take turns: neither keeps the lock for long runs', async () => {
@@ -338,7 +389,7 @@ describe('local transfer between callers of one process', () => {
       run = holders[i] === holders[i - 1] ? run + 1 : 1;
       longestRun = Math.max(longestRun, run);
     }
-    // A turn is one grant and at most four transfers; allow a turn and a bit more.
+    // A turn is one grant and a local run; allow a turn and a bit more.
     expect(longestRun).toBeLessThanOrEqual(MAX_LOCAL_TRANSFERS + 3);
     const share = holders.filter((index) => index === 0).length / holders.length;
     expect(share).toBeGreaterThan(0.25);

@@ -12,6 +12,7 @@ import {
   LockNotAcquiredError,
   LockStoreUnavailableError,
 } from '../../lib/errors';
+import { FENCES_PER_LEASE } from '../../lib/store/direct-grant';
 import { ReplyDelayProxy } from '../support/reply-delay-proxy';
 import { eventually, LockTestKit, sleep } from './lock-test-kit';
 import {
@@ -422,9 +423,14 @@ describe('modes, adversarial: holds', () => {
       seen.push(r1.fence, r2.fence);
       await Promise.all([r1.release(), r2.release()]);
     }
-    // The document is deleted when idle (here by hand, as the TTL monitor would): still larger.
+    // The document is deleted when idle (here by hand, as the TTL monitor would: not before the
+    // clock passes its next fence, see `gcNotBeforeNextFence`): still larger.
     const client = await kit.client();
-    await client.db(kit.mongo.dbName).collection<RawLock>(kit.collectionName).deleteMany({});
+    const locks = client.db(kit.mongo.dbName).collection<RawLock>(kit.collectionName);
+    const idle = await rawLockOf(kit, 'fence:k');
+    const nextFenceMs = Number(idle?.fence) + FENCES_PER_LEASE;
+    await sleep(Math.max(0, nextFenceMs - Date.now() + 5));
+    await locks.deleteMany({});
     const after = await b.acquire('fence:k', { permits: 2 });
     seen.push(after.fence);
     await after.release();

@@ -1,4 +1,5 @@
 import { checkHistory, DEFAULT_SIGNAL_LATENESS_TOLERANCE_MS } from './checker';
+import { FENCES_PER_LEASE } from '../../../lib/store/direct-grant';
 import type { History, SectionRecord } from './history';
 
 // The checker is the suite's judge: each test feeds it a history with one known defect and
@@ -278,7 +279,7 @@ describe('checkHistory', () => {
   it('names a leaked lease and the sections recorded with a fence of its block', () => {
     const leaked = (fence: string) =>
       checkHistory(
-        history([section({ fence: '7', outcome: 'released' })], {
+        history([section({ fence: '40', outcome: 'released' })], {
           finalLocks: [
             {
               key: 'k',
@@ -291,14 +292,15 @@ describe('checkHistory', () => {
         }),
         options,
       )[0].detail;
-    expect(leaked('7')).toContain(
-      '(fence 7, taken 40.00 ms before, 960.00 ms left; p1:w0 (fence 7, released))',
+    expect(leaked('40')).toContain(
+      '(fence 40, taken 40.00 ms before, 960.00 ms left; p1:w0 (fence 40, released))',
     );
-    expect(leaked('8')).toContain(
-      '(fence 8, taken 40.00 ms before, 960.00 ms left; no section has it)',
+    expect(leaked('41')).toContain(
+      '(fence 41, taken 40.00 ms before, 960.00 ms left; no section has it)',
     );
-    // A lease whose block holds the section's fence: handed to it within the lease.
-    expect(leaked('5')).toContain('960.00 ms left; p1:w0 (fence 7, released))');
-    expect(leaked('2')).toContain('no section has it');
+    // A lease whose block holds the section's fence (its last): handed to it within the lease.
+    const blockStart = 40 - FENCES_PER_LEASE + 1;
+    expect(leaked(String(blockStart))).toContain('960.00 ms left; p1:w0 (fence 40, released))');
+    expect(leaked(String(blockStart - 1))).toContain('no section has it');
   });
 });

@@ -23,8 +23,9 @@ describeWithFailPoints('adversarial review: direct grant and local transfer', ()
     //
     // Two callers of process P loop: acquire, hold 250 ms, release, pause 30 ms. While one
     // holds, the other waits, so every release of P passes the lock to P's other caller (a
-    // local transfer). The README promises: "After four such transfers in a row, the next
-    // release goes by the line in the lock document ..., so other processes get their turn".
+    // local transfer). The README promises that a local run ends (after MAX_LOCAL_TRANSFERS
+    // transfers, or once it lasted LOCAL_RUN_MS) and the next release goes by the line in the
+    // lock document, so other processes get their turn.
     // Q, waiting in line all along, never gets the lock and times out.
     //
     // Root cause: the bound lives in the KeyQueue (`localTransfers`; lib/waiting/key-queue.ts
@@ -71,7 +72,8 @@ describeWithFailPoints('adversarial review: direct grant and local transfer', ()
       if (qWaits.status === 'resolved') await qWaits.value!.release();
       await settleWithin(Promise.all([a, b]), 15_000);
 
-      // Q is first in line after at most ~5 of P's holds (4 transfers, then the hand-off).
+      // Q is first in line after a few of P's holds: 250 ms sections end a local run at its
+      // second transfer (LOCAL_RUN_MS), then the hand-off.
       expect(qWaits.status).toBe('resolved');
       expect(pHoldsWhileQWaited).toBeLessThanOrEqual(7);
     });
