@@ -147,6 +147,11 @@ export type WorkerOps = {
   waitForLoss: [{ key: string; timeoutMs: number }, LossReport];
   fencedWrite: [FencedWriteArgs, { accepted: boolean; fence: string }];
   close: [Record<string, never>, { closed: true }];
+  /**
+   * Locks the worker's `LockService` still holds (`diagnostics.held`), and how many of them the
+   * worker holds by `hold` and has not released: any others are held by nobody.
+   */
+  heldCount: [Record<string, never>, { library: number; open: number }];
   /** `service.releaseAllHeld()`: how many keys it released while their lease was live. */
   releaseAll: [Record<string, never>, { released: number; calledAt: number; settledAt: number }];
   /** How the lock commands ended so far (`StartArgs.monitorCommands`), by `<kind>:<outcome>`. */

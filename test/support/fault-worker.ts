@@ -163,6 +163,10 @@ const ipc = serveIpc<WorkerOps & ModesWorkerOps>({
     return { closed: true };
   },
 
+  async heldCount() {
+    return { library: requireService().diagnostics.held, open: held.size };
+  },
+
   async releaseAll() {
     const calledAt = sharedClockMs();
     const released = await requireService().releaseAllHeld();

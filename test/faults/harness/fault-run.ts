@@ -61,6 +61,8 @@ export class FaultRun {
   private readonly workers: StartedWorker[] = [];
   private sampler: { sampler: LeaseSampler; boundMs: number } | undefined;
   private readonly failedCalls: FailedAcquireCall[] = [];
+  /** What ending the workers found (see `endWork`), once it ran. */
+  private ending: Promise<Violation[]> | undefined;
 
   constructor(
     readonly server: FaultServer,
@@ -247,23 +249,64 @@ export class FaultRun {
   }
 
   /**
-   * Closes the live workers' services, then records the final lock states and runs the checker
-   * over the whole history. All work has ended only once the library's own clean-up has: a win
-   * nobody was told of, or a lost lease, is given back in the background, and close() waits for
-   * that (FINDINGS L7). A live lease left after that is a leaked lock.
+   * Ends the live workers' services, then records the final lock states and runs the checker
+   * over the whole history (see {@link endWork}).
    */
   async check(options: CheckerOptions, extra: Violation[] = []): Promise<Violation[]> {
-    await this.closeLiveWorkers();
+    const ending = await this.endWork();
     const orphans = await this.checkSampledLeases(options);
     this.history.finalLocks = await this.readFinalLocks();
-    return [...checkHistory(this.history, options), ...orphans, ...extra];
+    return [...checkHistory(this.history, options), ...orphans, ...ending, ...extra];
   }
 
-  /** Closes every worker that still answers: not killed, not frozen (a frozen one cannot). */
-  async closeLiveWorkers(): Promise<void> {
+  /**
+   * All work has ended only once the library's own clean-up has: a win nobody was told of, or
+   * a lost lease, is given back in the background, and `close()` waits for that (FINDINGS L7).
+   * So every worker that still answers (not killed, not frozen) is closed before the final
+   * read, and a live lease left after it is a leaked lock. Closing gives back what a service
+   * still holds, so that is checked first: a lock held by a service but by none of its callers
+   * is leaked too. Returns those leaks, and closes that did not finish in time (once: later
+   * calls return the same).
+   */
+  endWork(): Promise<Violation[]> {
+    this.ending ??= this.endLiveWorkers();
+    return this.ending;
+  }
+
+  private async endLiveWorkers(): Promise<Violation[]> {
     const frozen = new Set(this.history.pauses.filter((p) => p.to === null).map((p) => p.pid));
     const live = this.workers.filter((w) => w.process.alive && !frozen.has(w.process.pid));
-    await Promise.all(live.map((w) => w.process.call('close', {}).catch(() => undefined)));
+    const found = await Promise.all(live.map((w) => this.endWorker(w)));
+    return found.flat();
+  }
+
+  private async endWorker(worker: StartedWorker): Promise<Violation[]> {
+    const violations: Violation[] = [];
+    const held = await withinMs(
+      worker.process.call('heldCount', {}).catch(() => undefined),
+      CLOSE_LIMIT_MS,
+    );
+    if (held !== undefined && held.library > held.open) {
+      violations.push({
+        kind: 'leaked-lock',
+        key: '*',
+        detail:
+          `${worker.label}'s service still held ${held.library} lock(s) after all work ` +
+          `ended, ${held.open} of them by a caller`,
+      });
+    }
+    const closed = await withinMs(
+      worker.process.call('close', {}).catch(() => 'gone' as const),
+      CLOSE_LIMIT_MS,
+    );
+    if (closed === undefined && worker.process.alive) {
+      violations.push({
+        kind: 'scenario',
+        key: '*',
+        detail: `${worker.label}'s close() did not finish within ${CLOSE_LIMIT_MS} ms`,
+      });
+    }
+    return violations;
   }
 
   /** Stops the lease sampler (if it ran) and looks for orphaned leases in what it saw. */
@@ -289,5 +332,21 @@ export class FaultRun {
       .dropDatabase()
       .catch(() => undefined);
     await this.admin.close();
+  }
+}
+
+/** Longest a live worker may take to answer, or to close: its grace, give-backs and client. */
+const CLOSE_LIMIT_MS = 20_000;
+
+/** `task`'s value, or undefined if it takes longer than `ms`. */
+async function withinMs<T>(task: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>(
+    (resolve) => (timer = setTimeout(() => resolve(undefined), ms)),
+  );
+  try {
+    return await Promise.race([task, late]);
+  } finally {
+    clearTimeout(timer);
   }
 }

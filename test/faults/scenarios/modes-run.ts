@@ -104,8 +104,9 @@ export async function checkModes(
   options: ModesCheckerOptions,
   extra: Violation[] = [],
 ): Promise<Violation[]> {
+  const ending = await run.endWork();
   run.history.finalLocks = await readFinalModeLocks(run);
-  return [...checkModesHistory(run.history, options), ...extra];
+  return [...checkModesHistory(run.history, options), ...ending, ...extra];
 }
 
 /**

@@ -108,8 +108,9 @@ export const networkFaults: Scenario = {
           `${sections} sections counted, ${run.history.sections.length} reported`,
         );
       }
-      // As check() does, before describing what is left: a live lease then is a leaked lock.
-      await run.closeLiveWorkers();
+      // Before describing what is left: a live lease then is a leaked lock (check() reports
+      // what endWork found).
+      await run.endWork();
       const orphans = await describeLiveLeases(run);
       const violations = await run.check({ leaseMs: longestTtlMs }, expect.violations);
       return {
