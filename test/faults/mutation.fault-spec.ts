@@ -1,6 +1,7 @@
 import { cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { startFaultServer, type FaultServer } from '../support/fault-server';
+import { runContentionScenario } from './scenarios/contention';
 import { runDocumentCommit } from './scenarios/document-commit';
 import { runEarlyGrantProbe } from './scenarios/early-grant-probe';
 
@@ -166,3 +167,51 @@ describe.each(documentMutants)(
     });
   },
 );
+
+/**
+ * A library that keeps a lock for nobody: `release()` answers every twentieth call without
+ * releasing, so the handle stays held (and renewed, for the holds that renew) while its caller
+ * has moved on. Closing the service at the end would give such a lock back unseen, so the
+ * harness asks each service first how many locks it holds beyond its callers' (`endWork`): the
+ * contention scenario must report a leaked lock.
+ */
+describe('mutation test: a release that keeps the lock for nobody', () => {
+  let server: FaultServer;
+  const mutantDir = path.join(copiesRoot, `forgotten-release-${process.pid}`, 'lib');
+
+  beforeAll(async () => {
+    server = await startFaultServer();
+  });
+
+  afterAll(async () => {
+    await server?.stop();
+    if (!process.env.FAULT_KEEP_MUTANT) {
+      rmSync(path.dirname(mutantDir), { recursive: true, force: true });
+    }
+  });
+
+  it('is caught by the contention scenario (leaked-lock)', async () => {
+    makeMutant(
+      mutantDir,
+      'lock-handle.ts',
+      '  release(): Promise<void> {\n',
+      '  release(): Promise<void> {\n' +
+        '    // mutant: every twentieth release is forgotten\n' +
+        '    const calls = globalThis as { releaseCalls?: number };\n' +
+        '    calls.releaseCalls = (calls.releaseCalls ?? 0) + 1;\n' +
+        '    if (calls.releaseCalls % 20 === 0) return Promise.resolve();\n',
+    );
+    const outcome = await runContentionScenario(server, { libDir: mutantDir, durationMs: 6_000 });
+    const leaked = outcome.violations.filter((v) => v.kind === 'leaked-lock');
+    process.stdout.write(
+      `\nMutation test (a release kept for nobody, ${server.kind} server): ` +
+        `${outcome.operations} sections, ${outcome.notes ?? ''}\n` +
+        leaked
+          .slice(0, 4)
+          .map((v) => `  ${v.kind}: ${v.detail}\n`)
+          .join('') +
+        '\n',
+    );
+    expect(leaked.length).toBeGreaterThan(0);
+  });
+});

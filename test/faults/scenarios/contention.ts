@@ -2,7 +2,8 @@ import { sharedClockMs } from '../../support/fault-clock';
 import type { SectionRecord } from '../history/history';
 import type { ContendStats } from '../../support/fault-protocol';
 import { FaultRun } from '../harness/fault-run';
-import { Expectations, type Scenario } from './scenario';
+import type { FaultServer } from '../../support/fault-server';
+import { Expectations, type Scenario, type ScenarioOutcome } from './scenario';
 
 const processes = 4;
 const workersPerProcess = 8;
@@ -15,62 +16,72 @@ const ttlMs = 1000;
  */
 export const contention: Scenario = {
   name: '1. contention: 4 processes x 8 workers, 3 keys',
-  async run(server) {
-    const run = new FaultRun(server, 'contention');
-    const expect = new Expectations();
-    try {
-      const workers = await run.spawn(
-        Array.from({ length: processes }, (_, i) => ({ label: `p${i}` })),
-      );
-      const stopAt = sharedClockMs() + Number(process.env.FAULT_CONTENTION_MS ?? 25_000);
-      const stats: ContendStats[] = await Promise.all(
-        workers.map((w) =>
-          w.process.call('contend', {
-            keys: ['contention:a', 'contention:b', 'contention:c'],
-            workers: workersPerProcess,
-            ttlMs,
-            timeoutMs: 20_000,
-            hold: {
-              shortMaxMs: 8,
-              longShare: 0.02,
-              longMinMs: ttlMs * 1.2,
-              longMaxMs: ttlMs * 1.6,
-            },
-            renewShare: 0.5,
-            stopAt,
-            maxSections: 2000,
-          }),
-        ),
-      );
-      const total = stats.reduce(
-        (sum, s) => ({
-          sections: sum.sections + s.sections,
-          lost: sum.lost + s.lost,
-          timeouts: sum.timeouts + s.timeouts,
-          errors: [...sum.errors, ...s.errors],
-        }),
-        { sections: 0, lost: 0, timeouts: 0, errors: [] as string[] },
-      );
-      expect.that(total.errors.length === 0, '*', `workers failed: ${total.errors.join('; ')}`);
-      expect.that(
-        run.history.sections.length === total.sections,
-        '*',
-        `${total.sections} sections counted, ${run.history.sections.length} reported`,
-      );
-      const violations = await run.check({ leaseMs: ttlMs }, expect.violations);
-      const late = lateLossNotices(run.history.sections);
-      return {
-        operations: total.sections,
-        violations,
-        notes:
-          `${total.lost} reported lost (${late} of them after the next holder began), ` +
-          `${total.timeouts} waits timed out`,
-      };
-    } finally {
-      await run.stop();
-    }
-  },
+  run: (server) => runContentionScenario(server),
 };
+
+/**
+ * The contention scenario; `libDir` (the mutation test's broken copies) and `durationMs`
+ * (default `FAULT_CONTENTION_MS`, else 25 s) for shorter runs.
+ */
+export async function runContentionScenario(
+  server: FaultServer,
+  options: { libDir?: string; durationMs?: number } = {},
+): Promise<ScenarioOutcome> {
+  const run = new FaultRun(server, 'contention');
+  const expect = new Expectations();
+  try {
+    const workers = await run.spawn(
+      Array.from({ length: processes }, (_, i) => ({ label: `p${i}`, libDir: options.libDir })),
+    );
+    const durationMs = options.durationMs ?? Number(process.env.FAULT_CONTENTION_MS ?? 25_000);
+    const stopAt = sharedClockMs() + durationMs;
+    const stats: ContendStats[] = await Promise.all(
+      workers.map((w) =>
+        w.process.call('contend', {
+          keys: ['contention:a', 'contention:b', 'contention:c'],
+          workers: workersPerProcess,
+          ttlMs,
+          timeoutMs: 20_000,
+          hold: {
+            shortMaxMs: 8,
+            longShare: 0.02,
+            longMinMs: ttlMs * 1.2,
+            longMaxMs: ttlMs * 1.6,
+          },
+          renewShare: 0.5,
+          stopAt,
+          maxSections: 2000,
+        }),
+      ),
+    );
+    const total = stats.reduce(
+      (sum, s) => ({
+        sections: sum.sections + s.sections,
+        lost: sum.lost + s.lost,
+        timeouts: sum.timeouts + s.timeouts,
+        errors: [...sum.errors, ...s.errors],
+      }),
+      { sections: 0, lost: 0, timeouts: 0, errors: [] as string[] },
+    );
+    expect.that(total.errors.length === 0, '*', `workers failed: ${total.errors.join('; ')}`);
+    expect.that(
+      run.history.sections.length === total.sections,
+      '*',
+      `${total.sections} sections counted, ${run.history.sections.length} reported`,
+    );
+    const violations = await run.check({ leaseMs: ttlMs }, expect.violations);
+    const late = lateLossNotices(run.history.sections);
+    return {
+      operations: total.sections,
+      violations,
+      notes:
+        `${total.lost} reported lost (${late} of them after the next holder began), ` +
+        `${total.timeouts} waits timed out`,
+    };
+  } finally {
+    await run.stop();
+  }
+}
 
 /**
  * Lost holders that stopped working only after the next holder of the key had started. Allowed
