@@ -69,22 +69,35 @@ function patchCopy(target: string, patchedFile: string, anchor: string, replacem
   writeFileSync(file, mutated);
 }
 
-describe('mutation test: a library granting locks 300 ms before the lease ends', () => {
-  let server: FaultServer;
-  const mutantDir = path.join(copiesRoot, `early-grant-${process.pid}`, 'lib');
-
+/**
+ * In the enclosing `describe`: a fault server for its tests (`server()`), and where its mutant
+ * copy of the library goes (`dir`, removed afterwards unless FAULT_KEEP_MUTANT is set).
+ */
+function mutantFixture(name: string): { server: () => FaultServer; dir: string } {
+  let server: FaultServer | undefined;
+  const dir = path.join(copiesRoot, `${name}-${process.pid}`, 'lib');
   beforeAll(async () => {
     server = await startFaultServer();
   });
-
   afterAll(async () => {
     await server?.stop();
-    if (!process.env.FAULT_KEEP_MUTANT) {
-      rmSync(path.dirname(mutantDir), { recursive: true, force: true });
-    }
+    if (!process.env.FAULT_KEEP_MUTANT) rmSync(path.dirname(dir), { recursive: true, force: true });
   });
+  return {
+    server: () => {
+      if (!server) throw new Error('the fault server did not start');
+      return server;
+    },
+    dir,
+  };
+}
+
+describe('mutation test: a library granting locks 300 ms before the lease ends', () => {
+  const fixture = mutantFixture('early-grant');
 
   it('is caught by the history checker (overlap or told-late)', async () => {
+    const server = fixture.server();
+    const mutantDir = fixture.dir;
     makeEarlyGrantMutant(mutantDir);
     const outcome = await runEarlyGrantProbe(server, mutantDir);
     const caught = outcome.violations.filter((v) => v.kind === 'overlap' || v.kind === 'told-late');
@@ -129,25 +142,11 @@ const documentMutants = [
 describe.each(documentMutants)(
   'mutation test: document commit with $name in its filter',
   ({ name, anchor: documentAnchor, replacement }) => {
-    let server: FaultServer;
-    const mutantDir = path.join(
-      copiesRoot,
-      `document-${name.replace(/\W+/g, '-')}-${process.pid}`,
-      'lib',
-    );
-
-    beforeAll(async () => {
-      server = await startFaultServer();
-    });
-
-    afterAll(async () => {
-      await server?.stop();
-      if (!process.env.FAULT_KEEP_MUTANT) {
-        rmSync(path.dirname(mutantDir), { recursive: true, force: true });
-      }
-    });
+    const fixture = mutantFixture(`document-${name.replace(/\W+/g, '-')}`);
 
     it('is caught by the document-commit scenario', async () => {
+      const server = fixture.server();
+      const mutantDir = fixture.dir;
       makeMutant(mutantDir, documentWrites, documentAnchor, replacement);
       const outcome = await runDocumentCommit(server, { libDir: mutantDir, durationMs: 10_000 });
       process.stdout.write(
@@ -176,21 +175,11 @@ describe.each(documentMutants)(
  * contention scenario must report a leaked lock.
  */
 describe('mutation test: a release that keeps the lock for nobody', () => {
-  let server: FaultServer;
-  const mutantDir = path.join(copiesRoot, `forgotten-release-${process.pid}`, 'lib');
-
-  beforeAll(async () => {
-    server = await startFaultServer();
-  });
-
-  afterAll(async () => {
-    await server?.stop();
-    if (!process.env.FAULT_KEEP_MUTANT) {
-      rmSync(path.dirname(mutantDir), { recursive: true, force: true });
-    }
-  });
+  const fixture = mutantFixture('forgotten-release');
 
   it('is caught by the contention scenario (leaked-lock)', async () => {
+    const server = fixture.server();
+    const mutantDir = fixture.dir;
     makeMutant(
       mutantDir,
       'lock-handle.ts',
