@@ -17,7 +17,7 @@ import { lastReservedFence } from './store/direct-grant';
 import { EXCLUSIVE, newOwnerToken } from './store/lock-modes';
 import type { ReservationUse } from './store/lock-modes';
 import type { ReleaseLeaseOutcome, ReleaseResult } from './store/release-lease';
-import type { OfferedSuccessor } from './waiting/key-queue';
+import type { KeyAttempts, OfferedSuccessor } from './waiting/key-queue';
 import type { LockWaiting } from './waiting/lock-waiting';
 
 export interface LockAcquirerDeps {
@@ -41,10 +41,11 @@ export interface LockAcquirerDeps {
  * so a retry recognises a win whose reply was lost, and a call that gives up can release, by
  * token, whatever an attempt of unknown outcome may have taken.
  */
-class Acquisition {
+class Acquisition implements KeyAttempts {
   /** Its form says where the lease lives: the document's own, or a holder entry. */
   readonly owner: string;
-  private readonly uncertain = new Set<string>();
+  /** Keys an attempt with no reply may have taken; made on the first (most calls have none). */
+  private uncertain: Set<string> | undefined;
   private ended = false;
 
   constructor(
@@ -73,7 +74,7 @@ class Acquisition {
     const onLateWin = () => {
       // While the call goes on, its next attempt recognises the win (same token).
       if (this.ended) void this.giveBack(key, this.owner, true);
-      else this.uncertain.add(key);
+      else (this.uncertain ??= new Set()).add(key);
     };
     const attempt = this.store.attempt(
       key,
@@ -94,10 +95,19 @@ class Acquisition {
         error instanceof LockNotAcquiredError;
       if (answered) throw error;
       // No reply: the write may have happened.
-      if (this.ended) this.giveBackUncertain(key);
-      else this.uncertain.add(key);
+      this.markUncertain(key);
       throw error;
     });
+  }
+
+  /** The queue for `key` left this process's place in the key's line. */
+  withdraw(key: string, reservation: string): void {
+    this.store.withdraw(key, reservation);
+  }
+
+  /** An attempt won after its caller had left (cancelled mid-attempt): give it back. */
+  abandonWin(won: AcquireAttemptWon): void {
+    void this.giveBack(won.key, won.owner, false, won.fence);
   }
 
   /**
@@ -106,7 +116,7 @@ class Acquisition {
    */
   markUncertain(key: string): void {
     if (this.ended) this.giveBackUncertain(key);
-    else this.uncertain.add(key);
+    else (this.uncertain ??= new Set()).add(key);
   }
 
   /** The call succeeded: its attempts are over, every key is held. */
@@ -121,7 +131,7 @@ class Acquisition {
   abandon(won: readonly AcquireAttemptWon[]): Promise<unknown> {
     this.ended = true;
     // A key won by another token (handed over within a lease) may also hold a win of ours.
-    for (const key of this.uncertain) {
+    for (const key of this.uncertain ?? []) {
       if (!won.some((taken) => taken.key === key && taken.owner === this.owner)) {
         this.giveBackUncertain(key);
       }
@@ -165,7 +175,7 @@ export class LockAcquirer {
    * {@link acquire}, with what the winning attempts returned (a document lock's document),
    * for attempts that must also meet `target`.
    */
-  async acquireWon(
+  acquireWon(
     store: LockStore,
     keys: string[],
     options: ResolvedAcquireOptions,
@@ -192,35 +202,48 @@ export class LockAcquirer {
       },
     );
     const won: AcquireAttemptWon[] = [];
-    try {
-      for (;;) {
-        for (const key of keys.slice(won.length)) {
-          won.push(await this.acquireKey(acquisition, key, options, deadline, signal));
-        }
-        signal.throwIfAborted();
-        const lost = await this.refreshEarlierLeases(store, won, options, commandBudgetMs);
-        if (lost === undefined) break;
-        // A stall (a long pause, a frozen process) outlived a lease before the lock was handed
-        // out, so nothing was protected yet: wait for that key again while time remains, and
-        // for the later ones after it, to keep taking keys in order.
-        if (performance.now() >= deadline) throw leaseRanOut(won[lost].key, options.timeoutMs);
-        const later = won.splice(lost);
-        await Promise.all(
-          later.map((taken) =>
-            this.giveBack(store, taken.key, taken.owner, { fence: taken.fence }),
-          ),
-        );
-      }
-      // Shutdown may have begun meanwhile: it hands out no new lock.
-      signal.throwIfAborted();
-    } catch (error) {
+    const fail = async (error: unknown): Promise<never> => {
       const givingBack = acquisition.abandon(won);
       // Usually quick; what is not done by the call's end goes on in the background.
       await withinMs(givingBack, callEnd - performance.now());
       throw withAllKeys(error, keys, options.timeoutMs);
+    };
+    // Only `takeKeys` stays suspended while the call waits: a small frame per waiter.
+    return this.takeKeys(acquisition, keys, won, options, deadline, signal).then(() => {
+      // Shutdown may have begun meanwhile: it hands out no new lock.
+      if (signal.aborted) return fail(signal.reason);
+      acquisition.succeed();
+      return { handle: this.createHandle(store, won, options), won };
+    }, fail);
+  }
+
+  /** Takes `keys` in order into `won`; on failure `won` holds what was taken so far. */
+  private async takeKeys(
+    acquisition: Acquisition,
+    keys: string[],
+    won: AcquireAttemptWon[],
+    options: ResolvedAcquireOptions,
+    deadline: number,
+    signal: AbortSignal,
+  ): Promise<void> {
+    for (;;) {
+      for (let next = won.length; next < keys.length; next++) {
+        won.push(await this.acquireKey(acquisition, keys[next], options, deadline, signal));
+      }
+      signal.throwIfAborted();
+      const lost = await this.refreshEarlierLeases(acquisition, won, options);
+      if (lost === undefined) break;
+      // A stall (a long pause, a frozen process) outlived a lease before the lock was handed
+      // out, so nothing was protected yet: wait for that key again while time remains, and
+      // for the later ones after it, to keep taking keys in order.
+      if (performance.now() >= deadline) throw leaseRanOut(won[lost].key, options.timeoutMs);
+      const later = won.splice(lost);
+      await Promise.all(
+        later.map((taken) =>
+          this.giveBack(acquisition.store, taken.key, taken.owner, { fence: taken.fence }),
+        ),
+      );
     }
-    acquisition.succeed();
-    return { handle: this.createHandle(store, won, options), won };
   }
 
   /**
@@ -252,10 +275,7 @@ export class LockAcquirer {
   ): Promise<AcquireAttemptWon> {
     if (options.timeoutMs > 0) {
       return this.deps.waiting.acquireKey(key, {
-        attempt: (reservation, use) => acquisition.attempt(key, reservation, use),
-        withdraw: (reservation) => acquisition.store.withdraw(key, reservation),
-        abandonWin: (won) =>
-          void this.giveBack(acquisition.store, won.key, won.owner, { fence: won.fence }),
+        attempts: acquisition,
         deadline,
         timeoutMs: options.timeoutMs,
         signal,
@@ -290,14 +310,18 @@ export class LockAcquirer {
    * about to end. Returns the index of the first whose lease has already ended, if any.
    */
   private async refreshEarlierLeases(
-    store: LockStore,
+    acquisition: Acquisition,
     won: AcquireAttemptWon[],
     options: ResolvedAcquireOptions,
-    commandBudgetMs: () => number,
   ): Promise<number | undefined> {
     for (const [index, taken] of won.entries()) {
       if (taken.sentAt + taken.remainingMs - performance.now() >= options.ttlMs / 2) continue;
-      const renewal = await store.renew(taken.key, taken.owner, options.ttlMs, commandBudgetMs());
+      const renewal = await acquisition.store.renew(
+        taken.key,
+        taken.owner,
+        options.ttlMs,
+        acquisition.commandBudgetMs(),
+      );
       if (!renewal.renewed) return index;
       won[index] = { ...taken, sentAt: renewal.sentAt, remainingMs: renewal.remainingMs };
     }

@@ -506,28 +506,31 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     return undefined;
   }
 
-  private async acquireKeys(
-    keys: string[],
-    options: ResolvedAcquireOptions,
-  ): Promise<MongoLockHandle> {
+  /** Called from async methods only, so that whatever throws here rejects their promise. */
+  private acquireKeys(keys: string[], options: ResolvedAcquireOptions): Promise<MongoLockHandle> {
     const startedAt = performance.now();
     return this.telemetry.acquisition(options.metricsLabel, keys.length, startedAt, async () => {
       const linked = linkAbortSignals([options.signal, this.closing.signal]);
+      let store: LockStore;
       try {
         linked.signal.throwIfAborted();
-        const store = await this.ensureStarted();
+        store = await this.ensureStarted();
         linked.signal.throwIfAborted();
-        const { handle } = await this.acquirer.acquireWon(
-          store,
-          keys,
-          options,
-          linked.signal,
-          startedAt,
-        );
-        return handle;
-      } finally {
+      } catch (error) {
         linked.unlink();
+        throw error;
       }
+      // Returned, not awaited: a suspended async function would keep its frame for the wait.
+      return this.acquirer.acquireWon(store, keys, options, linked.signal, startedAt).then(
+        ({ handle }) => {
+          linked.unlink();
+          return handle;
+        },
+        (error: unknown) => {
+          linked.unlink();
+          throw error;
+        },
+      );
     });
   }
 

@@ -66,9 +66,11 @@ function setUp() {
   });
   const lock = new FakeLock();
   const request = (timeoutMs = 10_000, signal?: AbortSignal) => ({
-    attempt: lock.attempt,
-    withdraw: () => undefined,
-    abandonWin: (won: AcquireAttemptWon) => void abandoned.push(won),
+    attempts: {
+      attempt: lock.attempt,
+      withdraw: () => undefined,
+      abandonWin: (won: AcquireAttemptWon) => void abandoned.push(won),
+    },
     deadline: performance.now() + timeoutMs,
     timeoutMs,
     signal,
@@ -194,9 +196,7 @@ describe('KeyQueue', () => {
         localRun: { current: () => undefined, add: () => undefined, reset: () => undefined },
       });
       const request = () => ({
-        attempt: lock.attempt,
-        withdraw: () => undefined,
-        abandonWin: () => undefined,
+        attempts: { attempt: lock.attempt, withdraw: () => undefined, abandonWin: () => undefined },
         deadline: performance.now() + 10_000,
         timeoutMs: 10_000,
         signal: undefined,

@@ -56,18 +56,26 @@ export interface OfferedSuccessor {
   declined(): void;
 }
 
-/** One caller waiting for a key. */
-export interface KeyWaitRequest {
+/**
+ * What a waiting caller's acquisition call does for the queue: methods of one object per call
+ * (its owner token, its store), not closures per caller (heap per waiter, BENCHMARKS.md).
+ */
+export interface KeyAttempts {
   /**
    * One acquisition attempt (the call's owner token, so a retry recognises an earlier win),
    * made for this process's queue: `reservation` names the queue's place in the key's own
    * queue, where the store keeps it (fairness between processes).
    */
-  attempt: (reservation: string, use: ReservationUse) => Promise<AcquireAttemptOutcome>;
+  attempt(key: string, reservation: string, use: ReservationUse): Promise<AcquireAttemptOutcome>;
   /** This process's queue has left: its reservation, if the store made one, goes. */
-  withdraw(reservation: string): void;
+  withdraw(key: string, reservation: string): void;
   /** An attempt won after the caller had left (cancelled mid-attempt): give it back. */
   abandonWin(won: AcquireAttemptWon): void;
+}
+
+/** One caller waiting for a key. */
+export interface KeyWaitRequest {
+  attempts: KeyAttempts;
   /** Monotonic time (`performance.now()`) after which the caller gives up. */
   deadline: number;
   timeoutMs: number;
@@ -140,8 +148,8 @@ export class KeyQueue {
    * reservation, and write ours again. The queue then withdraws when it empties, whatever.
    */
   private anyAttemptUnanswered = false;
-  /** How to withdraw the reservation when the queue empties (the last head's store). */
-  private withdraw: ((reservation: string) => void) | undefined;
+  /** Withdraws the reservation when the queue empties: the last head's (its store). */
+  private lastAttempts: KeyAttempts | undefined;
 
   constructor(
     private readonly key: string,
@@ -161,8 +169,13 @@ export class KeyQueue {
         reject(request.signal.reason);
         return;
       }
+      // Written out, not spread: one hidden class for every waiter (a spread gave each its own).
       const waiter: Waiter = {
-        ...request,
+        attempts: request.attempts,
+        deadline: request.deadline,
+        timeoutMs: request.timeoutMs,
+        signal: request.signal,
+        transfer: request.transfer,
         settled: false,
         attempting: false,
         resolve,
@@ -242,7 +255,7 @@ export class KeyQueue {
       this.running = false;
       const reserved = this.reservedUntil !== undefined && this.reservedUntil > performance.now();
       if (reserved || this.reservationUnknown || this.anyAttemptUnanswered) {
-        this.withdraw?.(this.reservation);
+        this.lastAttempts?.withdraw(this.key, this.reservation);
       }
       this.reservedUntil = undefined;
       this.unwatch?.();
@@ -254,13 +267,13 @@ export class KeyQueue {
   /** Runs one attempt for the head; returns the outcome if the queue must wait afterwards. */
   private async attempt(head: Waiter): Promise<AcquireAttemptOutcome | undefined> {
     head.attempting = true;
-    this.withdraw = (reservation) => head.withdraw(reservation);
+    this.lastAttempts = head.attempts;
     // Until its outcome is known, the attempt may have left a reservation.
     this.reservationUnknown = true;
     let outcome: AcquireAttemptOutcome;
     try {
       // With more callers waiting here, a win keeps our place in the key's line (at its back).
-      outcome = await head.attempt(this.reservation, {
+      outcome = await head.attempts.attempt(this.key, this.reservation, {
         keep: this.size > 1,
         grantable: this.deps.feed.streaming,
       });
@@ -298,7 +311,7 @@ export class KeyQueue {
       : outcome.holderId === this.deps.holderId && !outcome.grantPending;
     if (outcome.won) {
       if (head.settled) {
-        head.abandonWin(outcome);
+        head.attempts.abandonWin(outcome);
         return undefined;
       }
       if (entryWin) {
@@ -344,7 +357,7 @@ export class KeyQueue {
       transferred: (won) => {
         head.attempting = false;
         if (head.settled) {
-          head.abandonWin(won); // it left while the release was on its way
+          head.attempts.abandonWin(won); // it left while the release was on its way
           done();
           return;
         }
