@@ -271,28 +271,34 @@ export class DocumentLocks<T extends Document = Document> {
     const label = options?.metricsLabel ?? `${this.settings.collection}/{id}`;
     return this.host.telemetry.acquisition(label, 1, startedAt, async () => {
       const linked = linkAbortSignals([resolved.signal, this.host.closing]);
+      let store: LockStore;
       try {
         linked.signal.throwIfAborted();
-        const store = await this.started();
+        store = await this.started();
         linked.signal.throwIfAborted();
-        const { handle, won } = await this.acquirer.acquireWon(
-          store,
-          [key],
-          resolved,
-          linked.signal,
-          startedAt,
-          target,
-        );
-        const document = won[0].document ?? { doc: {}, created: false };
-        return new MongoDocumentLockHandle<T>(
-          handle,
-          document.doc as WithId<T>,
-          document.created,
-          this.writer(store),
-        );
-      } finally {
+      } catch (error) {
         linked.unlink();
+        throw error;
       }
+      // Returned, not awaited: a suspended async function would keep its frame for the wait.
+      return this.acquirer
+        .acquireWon(store, [key], resolved, linked.signal, startedAt, target)
+        .then(
+          ({ handle, won }) => {
+            linked.unlink();
+            const document = won[0].document ?? { doc: {}, created: false };
+            return new MongoDocumentLockHandle<T>(
+              handle,
+              document.doc as WithId<T>,
+              document.created,
+              this.writer(store),
+            );
+          },
+          (error: unknown) => {
+            linked.unlink();
+            throw error;
+          },
+        );
     });
   }
 
