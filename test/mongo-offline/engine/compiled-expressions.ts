@@ -381,8 +381,9 @@ const SHAPE_BINDS = -20;
 
 /**
  * The shape of one command's expressions and their parameters, written by `writeShape`:
- * numbers for structure and the expression's own strings (operator names, paths, keys) as
- * they are, so writing allocates nothing but the token array. Every node starts with a number
+ * numbers for structure and the expression's own names (operators, keys, variables) as they
+ * are. Literals and field paths are parameters: a path is read the same way whatever it names,
+ * so commands that differ only in the key or owner they touch share a form. Every node starts with a number
  * and strings stand only where the grammar expects a name, so equal token sequences mean equal
  * shapes. `hash` is updated as tokens are added (FNV-1a).
  */
@@ -446,8 +447,10 @@ export function writeShape(expression: unknown, out: ShapeWriter, scope: Scope =
       out.unsupported = true;
       return;
     case PATH:
+      // A parameter, not a name: paths that differ per key or owner (`$holders.<slot>`) share
+      // one compiled form.
       out.mark(SHAPE_PATH);
-      out.text(expression as string);
+      out.params.push((expression as string).slice(1));
       return;
     case VARIABLE:
       out.mark(SHAPE_VARIABLE);
@@ -555,8 +558,8 @@ export function compileExpression(
     case CLUSTER_TIME:
       return (_document, bindings) => bindings.variables.CLUSTER_TIME;
     case PATH: {
-      const path = (expression as string).slice(1);
-      return (document) => resolve(document, path);
+      const slot = slots.next++;
+      return (document, bindings) => resolve(document, bindings.params[slot] as string);
     }
     case ARRAY: {
       const items = (expression as unknown[]).map((item) => compileExpression(item, slots, scope));

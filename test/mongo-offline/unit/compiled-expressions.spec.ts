@@ -239,7 +239,7 @@ describe('compiled expressions (differential against mingo)', () => {
     expect(compiled).toBeLessThan(expressions().length);
   });
 
-  it('keeps literal values out of the shape and field paths in it', () => {
+  it('keeps literal values and field paths out of the shape', () => {
     const shapeOf = (expression: unknown): string => {
       const shape = new ShapeWriter(variables);
       writeShape(expression, shape);
@@ -247,11 +247,26 @@ describe('compiled expressions (differential against mingo)', () => {
     };
     expect(shapeOf({ $eq: ['$owner', 'token-1'] })).toBe(shapeOf({ $eq: ['$owner', 'token-2'] }));
     expect(shapeOf({ $add: ['$$NOW', 1000] })).toBe(shapeOf({ $add: ['$$NOW', 30_000] }));
-    expect(shapeOf({ $eq: ['$owner', 'x'] })).not.toBe(shapeOf({ $eq: ['$holder', 'x'] }));
+    expect(shapeOf({ $eq: ['$owner', 'x'] })).toBe(shapeOf({ $eq: ['$holders.h1.owner', 'x'] }));
+    // A path is still not a literal, nor a variable.
     expect(shapeOf({ $eq: ['$owner', 'x'] })).not.toBe(shapeOf({ $eq: ['$owner', '$x'] }));
+    expect(shapeOf({ $eq: ['$owner', 'x'] })).not.toBe(shapeOf({ $eq: ['$$ROOT', 'x'] }));
     expect(shapeOf({ $cond: [true, 1, 2] })).not.toBe(
       shapeOf({ $cond: { if: true, then: 1, else: 2 } }),
     );
+  });
+
+  it('reads the path of the command it runs for, not of the one it was compiled from', () => {
+    const compiledFrom = { $eq: ['$a.b', 1] };
+    const evaluate = compileExpression(compiledFrom, { next: 0 });
+    const runFor = (expression: unknown): unknown => {
+      const shape = new ShapeWriter(variables);
+      writeShape(expression, shape);
+      return evaluate({ a: { b: 1, c: 2 } }, { params: shape.params, variables, options });
+    };
+    expect(runFor(compiledFrom)).toBe(true);
+    expect(runFor({ $eq: ['$a.c', 1] })).toBe(false);
+    expect(runFor({ $eq: ['$a.c', 2] })).toBe(true);
   });
 
   it('leaves `$$NOW.<path>` to mingo as a whole', () => {
