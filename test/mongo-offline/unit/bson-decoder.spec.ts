@@ -18,6 +18,7 @@ import {
   UUID,
 } from 'bson';
 import { DESERIALIZE_OPTIONS, decodeBson, decoderStats } from '../wire/bson-decoder';
+import { factoryCompileCount } from '../wire/object-builder';
 
 /** What js-bson returns or throws, as text that shows classes, key order and values. */
 function outcome(decode: () => Document): string {
@@ -233,5 +234,26 @@ describe('decodeBson', () => {
     const decoded = decodeBson(bytes);
     expect(Object.getPrototypeOf(decoded)).toBe(Object.prototype);
     expect(Object.keys(decoded)).toEqual(['a', '__proto__', 'b']);
+  });
+
+  it('compiles a repeated key list once, even beside another list of the same slot', () => {
+    // Two key lists of the library's commands that share a slot of the factory table: each
+    // evicted the other's compiled function, and every command compiled both again.
+    const letOperator = BSON.serialize({ $let: { vars: { a: 1 }, in: '$$a' } });
+    const reservation = BSON.serialize({
+      w: { weight: 1, since: new Date(0), expiresAt: new Date(1), holder: 'h' },
+    });
+    const decodeEachTwice = () => {
+      decodeBson(letOperator);
+      decodeBson(letOperator);
+      decodeBson(reservation);
+      decodeBson(reservation);
+    };
+    decodeEachTwice();
+    const compiledBefore = factoryCompileCount();
+    for (let i = 0; i < 20; i++) decodeEachTwice();
+    expect(factoryCompileCount()).toBe(compiledBefore);
+    expectSameAsJsBson(letOperator);
+    expectSameAsJsBson(reservation);
   });
 });

@@ -5,9 +5,9 @@ import type { Document } from 'bson';
  * goes through V8's generic keyed stores and map transitions for every field; an object
  * literal of known keys is created in one step. A command repeats the same few key lists
  * (`{$cond: ...}`, `{input, cond}`, `{_id}`...) thousands of times a second, so each list seen
- * twice gets a function returning such a literal. Both tables below are direct-mapped (a
- * fixed number of slots, a newcomer replaces the slot's entry), so memory stays bounded
- * whatever keys clients send.
+ * twice gets a function returning such a literal. Both tables below have a fixed number of
+ * slots, so memory stays bounded whatever keys clients send: the key table is direct-mapped
+ * (a newcomer replaces the slot's entry), the factory table two-way (see `buildDocument`).
  */
 
 const KEY_SLOTS = 4096;
@@ -88,6 +88,13 @@ function literalFits(keys: string[]): boolean {
   );
 }
 
+let factoryCompiles = 0;
+
+/** Functions compiled so far (for tests: a key list seen again is not compiled again). */
+export function factoryCompileCount(): number {
+  return factoryCompiles;
+}
+
 function compileFactory(keys: string[]): Factory {
   // JSON.stringify quotes any string as a valid JavaScript string literal: keys come from
   // the network but can only ever be property names here.
@@ -107,16 +114,25 @@ export function buildDocument(
   top: number,
   hash: number,
 ): Document {
-  const slot = hash & (FACTORY_SLOTS - 1);
-  const entry = factorySlots[slot];
+  // Two places per key list: two lists that share one (a lock command's `{vars, in}` and
+  // `{weight, since, expiresAt, holder}` did) each keep their compiled function instead of
+  // evicting each other's and compiling anew on every command.
+  const first = hash & (FACTORY_SLOTS - 1);
+  const second = (hash >>> 10) & (FACTORY_SLOTS - 1);
+  let entry = factorySlots[first];
+  if (entry === undefined || !sameKeys(entry.keys, keys, base, top)) entry = factorySlots[second];
   if (entry !== undefined && sameKeys(entry.keys, keys, base, top)) {
     if (entry.create) return entry.create(values, base);
     if (literalFits(entry.keys)) {
       entry.create = compileFactory(entry.keys);
+      factoryCompiles += 1;
       return entry.create(values, base);
     }
   } else {
-    factorySlots[slot] = { keys: keys.slice(base, top), create: undefined };
+    // A newcomer takes a place that is empty or not compiled yet, else the first.
+    const secondFree = factorySlots[second]?.create === undefined;
+    const place = factorySlots[first]?.create !== undefined && secondFree ? second : first;
+    factorySlots[place] = { keys: keys.slice(base, top), create: undefined };
   }
   return assignOneByOne(keys, values, base, top);
 }
