@@ -239,10 +239,10 @@ describe('decodeBson', () => {
   it('compiles a repeated key list once, even beside another list of the same slot', () => {
     // Two key lists of the library's commands that share a slot of the factory table: each
     // evicted the other's compiled function, and every command compiled both again.
-    const letOperator = BSON.serialize({ $let: { vars: { a: 1 }, in: '$$a' } });
-    const reservation = BSON.serialize({
-      w: { weight: 1, since: new Date(0), expiresAt: new Date(1), holder: 'h' },
-    });
+    const letOperator = Buffer.from(BSON.serialize({ $let: { vars: { a: 1 }, in: '$$a' } }));
+    const reservation = Buffer.from(
+      BSON.serialize({ w: { weight: 1, since: new Date(0), expiresAt: new Date(1), holder: 'h' } }),
+    );
     const decodeEachTwice = () => {
       decodeBson(letOperator);
       decodeBson(letOperator);
