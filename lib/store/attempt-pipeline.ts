@@ -75,7 +75,6 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
   // A shared or permit waiter cannot take a grant to its process (one made while an exclusive
   // caller was its head): it drops it, and decides as on a free key.
   const dropsOurGrant = entry ? ourGrant : { $literal: false };
-  const takes = entry ? false : { $or: ['$_m.grant', '$_m.granted'] };
   const keep = !entry && request.reservationUse?.keep === true;
   const grantable = !entry && request.reservationUse?.grantable === true;
   const slot = entrySlot(owner);
@@ -166,14 +165,13 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
             },
           ],
         };
-  const handing = { $ne: ['$_m.handTo', null] };
   // The others' reservations, the one we hand the lock to moved to the back of the line.
   const othersQueued = {
     $map: {
       input: { $filter: { input: '$_m.queue', cond: { $ne: ['$$this.k', reservation ?? null] } } },
       in: {
         $cond: [
-          { $and: [handing, { $eq: ['$$this.k', '$_m.handTo.k'] }] },
+          { $and: ['$_m.handing', { $eq: ['$$this.k', '$_m.handTo.k'] }] },
           { k: '$$this.k', v: { $mergeObjects: ['$$this.v', { since: NOW }] } },
           '$$this',
         ],
@@ -196,18 +194,18 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
   // expired ones; a reservation write refreshes ours; a hand-over moves the grantee back.
   // (A key without reservations gets none written, unless ours stays.)
   const afterWin = keep
-    ? { $arrayToObject: { $concatArrays: [othersQueued, ours(NOW)] } }
-    : { $cond: [{ $not: [isNullExpr('$waiting')] }, { $arrayToObject: othersQueued }, '$waiting'] };
+    ? { $arrayToObject: { $concatArrays: ['$_m.others', ours(NOW)] } }
+    : { $cond: [{ $not: [isNullExpr('$waiting')] }, { $arrayToObject: '$_m.others' }, '$waiting'] };
   const reserved = {
     $arrayToObject: {
-      $concatArrays: [othersQueued, ours({ $ifNull: ['$_m.mine.v.since', NOW] })],
+      $concatArrays: ['$_m.others', ours({ $ifNull: ['$_m.mine.v.since', NOW] })],
     },
   };
   const afterHandOver = toBackOfLine('$_m.queue', '$_m.handTo');
   // What our place in line holds back after this attempt: what we hold, or what we wait for.
   const taken = {
     $cond: [
-      { $or: ['$_m.grant', '$_m.granted'] },
+      '$_m.won',
       entry ? mode.weight : MAX_HOLDERS_PER_KEY,
       reservation === undefined
         ? MAX_HOLDERS_PER_KEY
@@ -216,19 +214,23 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
   };
   const ifGranted = (value: unknown, field: string) => ({ $cond: ['$_m.grant', value, field] });
   // The exclusive lease: ours when we take it (or confirm a grant to us); the head's when we
-  // find it free and hand it over; else as it was.
+  // find it free and hand it over; else as it was (or, when a shared or permit waiter drops a
+  // grant to its process, `dropped`). Each attempt carries only its own mode's branches.
   const lease = (
     ourValue: unknown,
     handedValue: unknown,
     field: string,
     dropped: unknown = field,
-  ) => ({
-    $cond: [
-      takes,
-      ourValue,
-      { $cond: [handing, handedValue, { $cond: ['$_m.dropped', dropped, field] }] },
-    ],
-  });
+  ) => {
+    const notOurs = {
+      $cond: [
+        '$_m.handing',
+        handedValue,
+        entry ? { $cond: ['$_m.dropped', dropped, field] } : field,
+      ],
+    };
+    return entry ? notOurs : { $cond: ['$_m.won', ourValue, notOurs] };
+  };
   const exclusiveFields = {
     // Released and expired holder entries go with an exclusive grant.
     ...(entry
@@ -302,14 +304,21 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
       },
     },
     { $set: { '_m.grant': grant, '_m.handTo': handTo } },
-    { $set: { '_m.reserve': reserve } },
+    {
+      $set: {
+        '_m.reserve': reserve,
+        '_m.won': { $or: ['$_m.grant', '$_m.granted'] },
+        '_m.handing': { $ne: ['$_m.handTo', null] },
+      },
+    },
+    { $set: { '_m.others': othersQueued } },
     {
       $set: {
         ...exclusiveFields,
         ...entryFields,
         // Never below the server's clock in ms, so a key whose idle document was
         // garbage-collected still gets a larger fence than any it had before.
-        fence: { $cond: [{ $or: ['$_m.grant', handing] }, NEXT_FENCE, '$fence'] },
+        fence: { $cond: [{ $or: ['$_m.grant', '$_m.handing'] }, NEXT_FENCE, '$fence'] },
         // Our reservation held back more than we now take (granted, or rewritten for a
         // narrower local waiter): the others hear of the room as of a release.
         frees: {
@@ -324,12 +333,18 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
             '$frees',
           ],
         },
-        gcAt: { $cond: [{ $or: ['$_m.grant', handing] }, null, '$gcAt'] },
+        gcAt: { $cond: [{ $or: ['$_m.grant', '$_m.handing'] }, null, '$gcAt'] },
         waiting: {
           $cond: [
-            { $or: ['$_m.grant', '$_m.granted'] },
+            '$_m.won',
             afterWin,
-            { $cond: ['$_m.reserve', reserved, { $cond: [handing, afterHandOver, '$waiting'] }] },
+            {
+              $cond: [
+                '$_m.reserve',
+                reserved,
+                { $cond: ['$_m.handing', afterHandOver, '$waiting'] },
+              ],
+            },
           ],
         },
       },

@@ -148,12 +148,18 @@ export function toBackOfLine(queue: unknown, head: string) {
   };
 }
 
+/** A write that frees the lock (`freeing`) hands it to `head`: there is a head to hand it to. */
+export function grantingExpr(freeing: unknown, head: string) {
+  return { $and: [freeing, { $ne: [{ $ifNull: [head, null] }, null] }] };
+}
+
 /**
- * The lock's fields when a write that frees it (`freeing`) hands it to `head` (a field path
- * holding `grantableHead()`'s value) instead; each keeps `otherwise` when it does not.
+ * The lock's fields when `granting` (see `grantingExpr`; a field path where a pipeline computed
+ * it once) hands it to `head` (a field path holding `grantableHead()`'s value); each keeps
+ * `otherwise` when it does not.
  */
 export function grantFields(
-  freeing: unknown,
+  granting: unknown,
   head: string,
   otherwise: {
     owner: unknown;
@@ -170,7 +176,6 @@ export function grantFields(
   /** The live reservations the grantee is among (as `[{ k, v }]`). */
   queue: unknown = LIVE_RESERVATIONS,
 ) {
-  const granting = { $and: [freeing, { $ne: [{ $ifNull: [head, null] }, null] }] };
   const choose = (granted: unknown, other: unknown) => ({ $cond: [granting, granted, other] });
   return {
     owner: choose(grantOwner(`${head}.k`), otherwise.owner),

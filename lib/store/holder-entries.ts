@@ -5,6 +5,7 @@ import {
   cleared,
   gcNotBeforeNextFence,
   grantFields,
+  grantingExpr,
   grantOwner,
   grantableHead,
 } from './direct-grant';
@@ -232,7 +233,7 @@ export async function withdrawReservation(
       {
         $set: {
           ...grantFields(
-            '$_g',
+            grantingExpr('$_g', '$_h'),
             '$_h',
             {
               owner: { $cond: ['$_g', null, '$owner'] },

@@ -7,6 +7,7 @@ import {
   cleared,
   gcNotBeforeNextFence,
   grantFields,
+  grantingExpr,
   grantableHead,
   lastReservedFence,
 } from './direct-grant';
@@ -221,12 +222,14 @@ export function releasePipeline(
         _ri: releaseSlot(),
       },
     },
+    // Decided once, read by every field of the grant.
+    { $set: { _g: grantingExpr({ $and: [ours, { $not: ['$_t'] }] }, '$_h') } },
     {
       $set: {
         // Ours: passed to the local successor, or handed to the oldest waiting process, or
         // freed; otherwise left as it is.
         ...grantFields(
-          { $and: [ours, { $not: ['$_t'] }] },
+          '$_g',
           '$_h',
           {
             owner: transfer(successor?.owner, whenOurs(owner, null, '$owner')),
@@ -270,7 +273,7 @@ export function releasePipeline(
         releasedFence: whenOurs(owner, releasedFence(fence), '$releasedFence'),
       },
     },
-    { $unset: ['_h', '_t', '_ri'] },
+    { $unset: ['_h', '_t', '_ri', '_g'] },
   ];
 }
 
