@@ -2,7 +2,7 @@ import type { Timestamp } from 'mongodb';
 import { REMAINING_LEASE_MS, toBigInt, toRemainingMs } from './bson-values';
 import type { BsonInteger } from './bson-values';
 import { attemptPipeline, conflictExpr } from './attempt-pipeline';
-import { NEXT_FENCE, cleared, isGrantOwner } from './direct-grant';
+import { NEXT_FENCE, cleared, grantOwner, isGrantOwner } from './direct-grant';
 import type { LockCollection, SessionSource } from './lock-document';
 import { holderCapError, modeConflictError } from './lock-mode-errors';
 import {
@@ -11,6 +11,7 @@ import {
   LIVE_HOLDERS,
   LIVE_RESERVATIONS,
   MAX_HOLDERS_PER_KEY,
+  RESERVATION_TTL_MS,
   entrySlot,
   isEntryMode,
   isNullExpr,
@@ -186,7 +187,11 @@ async function attemptOnce(
   const mode = request.target?.mode ?? EXCLUSIVE;
   // A waiting attempt may have to record its place in line, or confirm a grant to it.
   if (isEntryMode(mode) || request.reservation !== undefined) {
-    return attemptInAnyMode(collection, sessions, request, mode);
+    const confirmed =
+      !isEntryMode(mode) && request.reservationUse?.confirmsGrant
+        ? await confirmGrant(collection, sessions, request, request.reservation!)
+        : undefined;
+    return confirmed ?? attemptInAnyMode(collection, sessions, request, mode);
   }
   // Most keys are plain mutexes: the small pipeline decides those, and leaves a key with
   // holder entries or reservations to the full one (a second round trip).
@@ -282,6 +287,80 @@ async function attemptPlain(
       won: false,
       holderId: reply.holder ?? null,
       ...(isGrantOwner(reply.owner) ? { grantPending: true } : {}),
+    };
+  } finally {
+    await session.endSession();
+  }
+}
+
+/**
+ * Takes a live grant to `reservation` (see `direct-grant.ts`) as the full attempt would: our
+ * token and full lease in place of the placeholder, the grant's fence, its marks cleared, our
+ * place in line dropped (or moved to the back while more wait here), expired places dropped.
+ * A small command instead of the attempt's pipeline for every case: this is the second write
+ * of every hand-off between processes. `undefined` when the key is not granted to us (nothing
+ * was written); the full attempt then decides.
+ */
+async function confirmGrant(
+  collection: LockCollection,
+  sessions: SessionSource,
+  request: AcquireAttemptRequest,
+  reservation: string,
+): Promise<AcquireAttemptWon | undefined> {
+  const { owner, holder, ttlMs, reservationUse } = request;
+  const others = {
+    $filter: { input: LIVE_RESERVATIONS, cond: { $ne: ['$$this.k', reservation] } },
+  };
+  const ours = {
+    k: reservation,
+    v: {
+      weight: MAX_HOLDERS_PER_KEY,
+      since: '$$NOW',
+      expiresAt: { $add: ['$$NOW', RESERVATION_TTL_MS] },
+      ...(reservationUse?.grantable ? { holder } : {}),
+    },
+  };
+  const session = sessions.startSession({ causalConsistency: true });
+  try {
+    const sentAt = performance.now();
+    const reply = (await collection.findOneAndUpdate(
+      { _id: request.key, owner: grantOwner(reservation), $expr: EXCLUSIVE_LIVE },
+      [
+        {
+          $set: {
+            owner,
+            holder,
+            expiresAt: { $add: ['$$NOW', ttlMs] },
+            scope: { $literal: request.target?.scope ?? null },
+            grantedTo: null,
+            grantee: null,
+            waiting: {
+              $arrayToObject: reservationUse?.keep ? { $concatArrays: [others, [ours]] } : others,
+            },
+          },
+        },
+      ],
+      {
+        returnDocument: 'after',
+        projection: {
+          fence: 1,
+          remainingMs: REMAINING_LEASE_MS,
+          reservedMs: { $subtract: [`$waiting.${reservation}.expiresAt`, '$$NOW'] },
+        },
+        session,
+      },
+    )) as { fence: BsonInteger; remainingMs: BsonInteger; reservedMs?: BsonInteger | null } | null;
+    if (reply === null) return undefined;
+    return {
+      key: request.key,
+      sentAt,
+      remainingMs: toRemainingMs(reply.remainingMs),
+      operationTime: session.operationTime,
+      won: true,
+      holderId: holder,
+      owner,
+      fence: toBigInt(reply.fence),
+      reservedMs: toRemainingMs(reply.reservedMs),
     };
   } finally {
     await session.endSession();

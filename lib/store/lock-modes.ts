@@ -40,6 +40,12 @@ export interface ReservationUse {
    * A polling process takes the lock by its own attempts.
    */
   grantable: boolean;
+  /**
+   * The process heard of a grant to it: the attempt first sends the small command that takes
+   * a grant to its reservation (`confirmGrant` in `acquire-attempt.ts`), and the full attempt
+   * only if the key is not granted to it any more.
+   */
+  confirmsGrant?: boolean;
 }
 
 /**

@@ -137,6 +137,8 @@ export class KeyQueue {
   private wonByTransfer = false;
   /** Why the last attempt got no reply, while MongoDB is unavailable; cleared by a reply. */
   private unavailable: unknown;
+  /** A grant to this process was heard since the last attempt: the next one confirms it. */
+  private grantHeard = false;
   /** This queue's name in the key's reservations (a field name: letters and digits only). */
   private readonly reservation = `r${randomBytes(9).toString('hex')}`;
   /** Until when the store keeps our reservation (monotonic), if it made one; else undefined. */
@@ -271,11 +273,14 @@ export class KeyQueue {
     // Until its outcome is known, the attempt may have left a reservation.
     this.reservationUnknown = true;
     let outcome: AcquireAttemptOutcome;
+    const confirmsGrant = this.grantHeard;
+    this.grantHeard = false;
     try {
       // With more callers waiting here, a win keeps our place in the key's line (at its back).
       outcome = await head.attempts.attempt(this.key, this.reservation, {
         keep: this.size > 1,
         grantable: this.deps.feed.streaming,
+        ...(confirmsGrant ? { confirmsGrant } : {}),
       });
     } catch (error) {
       head.attempting = false;
@@ -398,6 +403,7 @@ export class KeyQueue {
         // the news of the very grant we confirmed, which came after our confirmation).
         if (this.heldHere && fence !== undefined && fence <= (this.heldFence ?? -1n)) return;
         this.heldHere = false;
+        this.grantHeard = true;
         break;
       case 'ended-here': // Our hold ended without our write freeing the key (it was lost).
       case 'released-here': // Our release freed the key, or handed it to us.

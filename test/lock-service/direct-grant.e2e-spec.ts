@@ -1,7 +1,7 @@
 // Direct grant (lib/store/direct-grant.ts): a release hands an exclusive lock to the oldest
-// waiting process in the same write; that process confirms it with one attempt, and nobody
-// else hears of it.
-import { Long } from 'mongodb';
+// waiting process in the same write; that process confirms it with one small command, and
+// nobody else hears of it.
+import { BSON, Long } from 'mongodb';
 import type { Collection } from 'mongodb';
 import { firstValueFrom } from 'rxjs';
 import { filter, take, toArray } from 'rxjs/operators';
@@ -76,8 +76,10 @@ describe('direct grant between processes', () => {
 
     await held.release();
     const bHandle = await bWaits;
-    // B confirmed the grant with one attempt; C, behind B, was not even woken.
+    // B took the grant with one small command (not the full attempt); C, behind B, was not
+    // even woken.
     expect(b.commands.names.filter((name) => name === 'findAndModify')).toHaveLength(1);
+    expect(b.commands.sizes[b.commands.names.indexOf('findAndModify')]).toBeLessThan(2_000);
     await sleep(100);
     expect(c.commands.names.filter((name) => name === 'findAndModify')).toHaveLength(0);
     cEvents.unsubscribe();
@@ -612,5 +614,98 @@ describe('direct grant in the store (one command each)', () => {
     const doc = await collection.findOne({ _id: key });
     expect(doc).toMatchObject({ owner: null, grantedTo: null, waiting: {} });
     expect(doc?.gcAt).toBeInstanceOf(Date);
+  });
+
+  describe('a heard grant is taken by one small command', () => {
+    /** As `setUp`, attempting as a process that heard of its grant; records each command's size. */
+    async function setUpHeard(doc: RawLock) {
+      const client = await kit.client({ monitorCommands: true });
+      const sizes: number[] = [];
+      client.on('commandStarted', (event) => {
+        if (event.commandName === 'findAndModify')
+          sizes.push(BSON.calculateObjectSize(event.command));
+      });
+      const collection = client.db(kit.mongo.dbName).collection<KeyedLock>(kit.collectionName);
+      await collection.insertOne({ ...doc, _id: key });
+      const locks = collection as unknown as LockCollection;
+      const attempt = (
+        holder: string,
+        owner: string,
+        reservation: string,
+        keep = false,
+        scope?: string,
+      ) =>
+        attemptAcquire(locks, client, {
+          key,
+          owner,
+          holder,
+          ttlMs,
+          reservation,
+          reservationUse: { keep, grantable: true, confirmsGrant: true },
+          ...(scope === undefined ? {} : { target: { scope } }),
+        });
+      return { collection, attempt, sizes };
+    }
+
+    it('our token, full lease and scope in place of the placeholder; the fence stays', async () => {
+      const { collection, attempt, sizes } = await setUpHeard(grantedState(41));
+      const outcome = await attempt('me', 'token-1', 'rme', false, 'scope-1');
+      expect(outcome).toMatchObject({ won: true, owner: 'token-1', fence: BigInt(base + 41) });
+      expect(outcome.remainingMs).toBeGreaterThan(GRANT_LEASE_MS);
+      expect(outcome.reservedMs).toBe(0);
+      const doc = await collection.findOne({ _id: key });
+      expect(doc).toMatchObject({ owner: 'token-1', holder: 'me', scope: 'scope-1' });
+      expect(doc).toMatchObject({ grantedTo: null, grantee: null });
+      expect(Object.keys(doc?.waiting ?? {})).toEqual(['rother']);
+      // One command, a fraction of the full attempt's.
+      expect(sizes).toHaveLength(1);
+      expect(sizes[0]).toBeLessThan(2_000);
+    });
+
+    it('with more waiting here, our place stays, at the back of the line', async () => {
+      const { collection, attempt, sizes } = await setUpHeard(grantedState(7));
+      const outcome = await attempt('me', 'token-2', 'rme', true);
+      expect(outcome).toMatchObject({ won: true, owner: 'token-2' });
+      expect(outcome.reservedMs).toBeGreaterThan(0);
+      const waiting = (await collection.findOne({ _id: key }))?.waiting as Record<
+        string,
+        { since: Date; holder?: string }
+      >;
+      expect(Object.keys(waiting).sort()).toEqual(['rme', 'rother']);
+      expect(waiting.rme.since.getTime()).toBeGreaterThan(waiting.rother.since.getTime());
+      expect(waiting.rme.holder).toBe('me');
+      expect(sizes).toHaveLength(1);
+    });
+
+    it('a grant that is not ours is left alone, and the full attempt decides', async () => {
+      const { collection, attempt, sizes } = await setUpHeard(grantedState(3));
+      const outcome = await attempt('other', 'token-3', 'rother');
+      expect(outcome.won).toBe(false);
+      expect(await collection.findOne({ _id: key })).toMatchObject({ owner: 'grant:rme' });
+      expect(sizes).toHaveLength(2);
+    });
+
+    it('a grant that ran out is not taken: the full attempt hands it to the head', async () => {
+      const { collection, attempt } = await setUpHeard({
+        ...grantedState(3),
+        expiresAt: new Date(Date.now() - 1),
+        waiting: { rother: reservation('other', 50), rme: reservation('me', 10) },
+      });
+      const outcome = await attempt('me', 'token-4', 'rme');
+      expect(outcome.won).toBe(false);
+      const doc = await collection.findOne({ _id: key });
+      expect(doc).toMatchObject({ owner: 'grant:rother', grantee: 'other' });
+    });
+
+    it('marks of an old grant never let a process take a lock someone else holds', async () => {
+      const { collection, attempt } = await setUpHeard({
+        ...grantedState(5),
+        owner: 'someone',
+        holder: 'other',
+        expiresAt: new Date(Date.now() + 30_000),
+      });
+      expect((await attempt('me', 'token-6', 'rme')).won).toBe(false);
+      expect(await collection.findOne({ _id: key })).toMatchObject({ owner: 'someone' });
+    });
   });
 });

@@ -1,7 +1,7 @@
 import { fork } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
-import { MongoClient } from 'mongodb';
+import { BSON, MongoClient } from 'mongodb';
 import type { CommandStartedEvent } from 'mongodb';
 import { LockService } from '../../lib/lock.service';
 import type { MongoLockModuleOptions } from '../../lib/interfaces';
@@ -149,14 +149,21 @@ export class LockWorker {
 }
 
 /** Counts commands sent by a monitored client, by name. */
-export function countCommands(client: MongoClient): { names: string[]; reset(): void } {
+export function countCommands(client: MongoClient): {
+  names: string[];
+  /** Each command's size in BSON bytes, in the order of `names`. */
+  sizes: number[];
+  reset(): void;
+} {
   const names: string[] = [];
+  const sizes: number[] = [];
   client.on('commandStarted', (event: CommandStartedEvent) => {
     if (!['hello', 'isMaster', 'ismaster', 'ping'].includes(event.commandName)) {
       names.push(event.commandName);
+      sizes.push(BSON.calculateObjectSize(event.command));
     }
   });
-  return { names, reset: () => void names.splice(0) };
+  return { names, sizes, reset: () => void (names.splice(0), sizes.splice(0)) };
 }
 
 export async function eventually(check: () => boolean | Promise<boolean>, timeoutMs = 10_000) {
