@@ -80,6 +80,7 @@ describe('resolveModuleOptions', () => {
     ['collectionName', 'system.locks', 'collectionName must be a name without'],
     ['dbName', 'a.b', 'dbName must be a name without'],
     ['holderId', 42, 'holderId must be a non-empty string of at most 200 characters, got 42'],
+    ['holderId', '$host', 'holderId must be an id that does not start with $, got "$host"'],
   ])('rejects %s = %p, naming the option and its range', (option, value, message) => {
     const error = capture(() => resolveModuleOptions({ uri, [option]: value }));
     expect(error).toBeInstanceOf(InvalidLockOptionsError);

@@ -120,6 +120,13 @@ function name(option: string, value: unknown, forbidden: RegExp, maxLength: numb
   return value;
 }
 
+/** A holder id goes into the lock's update pipelines as a value: `$` would make it a path. */
+function holderIdOption(value: unknown): string | undefined {
+  const id = name('holderId', value, /\0/, 200);
+  if (id?.startsWith('$')) fail('holderId', 'an id that does not start with $', id);
+  return id;
+}
+
 function connection(
   options: MongoLockModuleOptions,
 ): Pick<ResolvedLockModuleOptions, 'uri' | 'client'> {
@@ -199,7 +206,7 @@ export function resolveModuleOptions(options: MongoLockModuleOptions): ResolvedL
       d.renewalIntervalRatio,
     ),
     maxHoldMs: integer('maxHoldMs', options.maxHoldMs, MIN_TTL_MS, MAX_TIMER_MS, d.maxHoldMs),
-    holderId: name('holderId', options.holderId, /\0/, 200) ?? defaultHolderId(),
+    holderId: holderIdOption(options.holderId) ?? defaultHolderId(),
     idleRetentionMs: integer(
       'idleRetentionMs',
       options.idleRetentionMs,

@@ -8,7 +8,8 @@ import { EXCLUSIVE_LIVE, LIVE_HOLDERS, LIVE_RESERVATIONS, isNullExpr, oldest } f
  * reservation when that reservation waits for the exclusive lock. The grant names no caller: it
  * goes to the waiting process (`grantedTo`, its reservation; `grantee`, its holder id), whose
  * change stream reports it, and whose queue head confirms it with one small command (see
- * `confirmGrant` in `acquire-attempt.ts`; any attempt of that process takes it as well). The
+ * `confirmGrant` in `acquire-attempt.ts`; an exclusive attempt of that process that carries
+ * the reservation takes it as well). The
  * confirmation puts the head's owner token and full lease in place.
  *
  * A grant lease is short: a process that died after its last renewal of the reservation costs

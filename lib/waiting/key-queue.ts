@@ -301,6 +301,8 @@ export class KeyQueue {
     if (outcome.won) {
       this.deps.localRun.reset();
       this.heldFence = outcome.fence;
+      // A grant heard while this attempt was on its way is the one it took.
+      this.grantHeard = false;
     }
     this.holder = {
       holderId: outcome.holderId,
@@ -368,6 +370,7 @@ export class KeyQueue {
         }
         this.deps.localRun.add();
         this.heldHere = true;
+        this.grantHeard = false;
         this.heldFence = won.fence;
         this.lastOutcome = won;
         this.holder = { holderId: won.holderId, leaseEnd: won.sentAt + won.remainingMs };
