@@ -2,7 +2,7 @@
 // waiting process in the same write; that process confirms it with one small command, and
 // nobody else hears of it.
 import { BSON, Long } from 'mongodb';
-import type { Collection } from 'mongodb';
+import type { Collection, MongoClient } from 'mongodb';
 import { firstValueFrom } from 'rxjs';
 import { filter, take, toArray } from 'rxjs/operators';
 import { attemptAcquire } from '../../lib/store/acquire-attempt';
@@ -421,8 +421,8 @@ describe('direct grant in the store (one command each)', () => {
   const ttlMs = 30_000;
 
   /** The key's document as given; `attempt` sends one attempt on it as process `holder`. */
-  async function setUp(doc: RawLock) {
-    const client = await kit.client();
+  async function setUp(doc: RawLock, client?: MongoClient) {
+    client ??= await kit.client();
     const collection = client.db(kit.mongo.dbName).collection<KeyedLock>(kit.collectionName);
     await collection.insertOne({ ...doc, _id: key });
     const locks = collection as unknown as LockCollection;
@@ -515,14 +515,17 @@ describe('direct grant in the store (one command each)', () => {
     expect(doc?.waiting?.rme.holder).toBe('me');
   });
 
-  it('a grant that ran out is not confirmed: the head of the line gets the lock', async () => {
-    const state = grantedState(3);
-    const { collection, attempt } = await setUp({
-      ...state,
+  /** Our grant ran out; it had moved us to the back, so the other process is first in line. */
+  function lapsedGrant(fence: number) {
+    return {
+      ...grantedState(fence),
       expiresAt: new Date(Date.now() - 1),
-      // The grant moved us to the back: the other process is first in line now.
       waiting: { rother: reservation('other', 50), rme: reservation('me', 10) },
-    });
+    };
+  }
+
+  it('a grant that ran out is not confirmed: the head of the line gets the lock', async () => {
+    const { collection, attempt } = await setUp(lapsedGrant(3));
     const outcome = await attempt('me', 'token-4', 'rme');
     expect(outcome.won).toBe(false);
     const doc = await collection.findOne({ _id: key });
@@ -625,9 +628,7 @@ describe('direct grant in the store (one command each)', () => {
         if (event.commandName === 'findAndModify')
           sizes.push(BSON.calculateObjectSize(event.command));
       });
-      const collection = client.db(kit.mongo.dbName).collection<KeyedLock>(kit.collectionName);
-      await collection.insertOne({ ...doc, _id: key });
-      const locks = collection as unknown as LockCollection;
+      const { collection, lockCollection: locks } = await setUp(doc, client);
       const attempt = (
         holder: string,
         owner: string,
@@ -686,11 +687,7 @@ describe('direct grant in the store (one command each)', () => {
     });
 
     it('a grant that ran out is not taken: the full attempt hands it to the head', async () => {
-      const { collection, attempt } = await setUpHeard({
-        ...grantedState(3),
-        expiresAt: new Date(Date.now() - 1),
-        waiting: { rother: reservation('other', 50), rme: reservation('me', 10) },
-      });
+      const { collection, attempt } = await setUpHeard(lapsedGrant(3));
       const outcome = await attempt('me', 'token-4', 'rme');
       expect(outcome.won).toBe(false);
       const doc = await collection.findOne({ _id: key });
