@@ -445,7 +445,8 @@ export class LockAcquirer {
 
   /**
    * Our hold of `key` ended: local waiters look again at once, without waiting for the stream,
-   * unless our release handed the lock to another process (`grantedTo`).
+   * unless our release handed the lock to another process (`grantedTo`). A grant to this
+   * process is taken by the small confirming command, as one heard on the stream.
    */
   private notifyEnded(
     key: string,
@@ -453,8 +454,9 @@ export class LockAcquirer {
     grantedTo?: string,
   ): void {
     const freed = outcome === 'released' || outcome === 'expired';
-    if (freed && grantedTo !== undefined && grantedTo !== this.deps.holderId) {
-      this.deps.waiting.notifyHoldEnded(key, 'granted-elsewhere');
+    if (freed && grantedTo !== undefined) {
+      const here = grantedTo === this.deps.holderId;
+      this.deps.waiting.notifyHoldEnded(key, here ? 'granted-here' : 'granted-elsewhere');
     } else {
       this.deps.waiting.notifyHoldEnded(key, freed ? 'freed' : 'lost');
     }

@@ -10,11 +10,11 @@ import type { WaitLogger } from './wait-logger';
 
 /**
  * Why a key watcher is called: the key was released (seen on the change stream), handed to
- * this process (`granted`, see `direct-grant.ts`), this process's own release freed it or
- * handed it to this process (`released-here`, told at once, before the stream says so), or
- * handed it to another (`granted-elsewhere`), this process's hold ended without freeing it
- * (`ended-here`: it had been lost), or an event may have been missed and the caller must look
- * again.
+ * this process (`granted`, see `direct-grant.ts`; also told at once when this process's own
+ * release granted it here), this process's own release freed it (`released-here`, told at
+ * once, before the stream says so) or handed it to another process (`granted-elsewhere`), this
+ * process's hold ended without freeing it (`ended-here`: it had been lost), or an event may
+ * have been missed and the caller must look again.
  */
 export type KeySignal =
   'released' | 'granted' | 'released-here' | 'granted-elsewhere' | 'ended-here' | 'recheck';
@@ -22,10 +22,10 @@ export type KeySignal =
 export type KeyWatcher = (signal: KeySignal, fence?: bigint) => void;
 
 /**
- * How this process's hold ended: its release freed the key (or handed it to this process
- * itself), handed it to another process, or it was lost.
+ * How this process's hold ended: its release freed the key, granted it to this process's own
+ * place in line, handed it to another process, or it was lost.
  */
-export type HoldEnd = 'freed' | 'granted-elsewhere' | 'lost';
+export type HoldEnd = 'freed' | 'granted-here' | 'granted-elsewhere' | 'lost';
 
 /** How many keys' latest release times the feed remembers for watchers that come late. */
 const RECENT_RELEASES_KEPT = 10_000;
@@ -151,6 +151,7 @@ export class LockChangeFeed {
   notifyHoldEnded(key: string, how: HoldEnd): void {
     const signal = {
       freed: 'released-here',
+      'granted-here': 'granted',
       lost: 'ended-here',
       'granted-elsewhere': 'granted-elsewhere',
     } as const;

@@ -409,7 +409,7 @@ export class KeyQueue {
         this.grantHeard = true;
         break;
       case 'ended-here': // Our hold ended without our write freeing the key (it was lost).
-      case 'released-here': // Our release freed the key, or handed it to us.
+      case 'released-here': // Our release freed the key.
         this.heldHere = false;
         break;
       case 'granted-elsewhere':

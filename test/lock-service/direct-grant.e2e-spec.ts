@@ -414,6 +414,34 @@ describe('local transfer between callers of one process', () => {
     const handle = await other.acquire('left', { timeoutMs: 5_000 });
     await handle.release();
   });
+
+  it('a release that ends the local run grants to this process, whose next caller takes it with one small command', async () => {
+    const a = await serviceWithCommands();
+    const first = await a.service.acquire('own-grant', { ttlMs: 30_000 });
+    const second = a.service.acquire('own-grant', { ttlMs: 30_000, timeoutMs: 10_000 });
+    const third = a.service.acquire('own-grant', { ttlMs: 30_000, timeoutMs: 10_000 });
+    await eventually(async () => liveReservations(await rawLockOf(kit, 'own-grant')).length === 1);
+    await eventually(async () => a.service.diagnostics.waiters === 2);
+    await sleep(100); // both parked, no attempt on its way
+    await first.release(); // to `second`, within the lease: the local run begins
+    const secondHandle = await second;
+    await sleep(LOCAL_RUN_MS + 20);
+    a.commands.reset();
+
+    // The run has lasted too long: the release goes by the line, where this process is first.
+    await secondHandle.release();
+    const thirdHandle = await third;
+    const writes = a.commands.names.flatMap((name, index) =>
+      name === 'findAndModify' ? [a.commands.sizes[index]] : [],
+    );
+    // The release, then the confirming command (not the full attempt of about 9 KB).
+    expect(writes).toHaveLength(2);
+    expect(writes[1]).toBeLessThan(2_000);
+    expect(thirdHandle.fence).toBeGreaterThan(secondHandle.fence);
+    const doc = await rawLockOf(kit, 'own-grant');
+    expect(doc?.owner).not.toMatch(/^grant:/);
+    await thirdHandle.release();
+  });
 });
 
 describe('direct grant in the store (one command each)', () => {

@@ -87,7 +87,7 @@ describeWithFailPoints('adversarial review: direct grant and local transfer', ()
     // h0's release passes the lock to W1 (local transfer; P's reservation keeps `holder`).
     // W1 releases: W2 is shared, so `takeSuccessor` offers nothing, and releasePipeline's
     // `grantableHead()` picks P's own reservation, which still names P as an exclusive waiter:
-    // the lock is granted to P (`owner: 'grant:<rid>'`, 5 s). The 'released-here' signal wakes
+    // the lock is granted to P (`owner: 'grant:<rid>'`, 5 s). The 'granted' signal wakes
     // W2, but a shared attempt can never confirm a grant (attempt-pipeline.ts: `grantedToUs`
     // is `$literal: false` for entry modes) and finds the exclusive lease live: W2 waits for
     // the grant lease to end, ~5 s, though nobody holds or wants the key.
