@@ -1,5 +1,6 @@
 import { LockNotAcquiredError } from '../errors';
 import type { AcquireAttemptOutcome, AcquireAttemptWon } from '../store/acquire-attempt';
+import type { ReservationUse } from '../store/lock-modes';
 import { LockChangeFeed } from './change-feed';
 import { KeyQueue } from './key-queue';
 import { readLockChange } from './lock-event';
@@ -16,10 +17,17 @@ class FakeLock {
   delayMs = 0;
   /** The store's reservation of this process after a lost attempt (its place in line), if any. */
   reservedMs: number | undefined;
+  /** Whether each attempt was sent to confirm a grant heard before it. */
+  confirming: boolean[] = [];
   private seq = 0;
 
-  attempt = async (): Promise<AcquireAttemptOutcome> => {
+  attempt = async (
+    _key?: string,
+    _reservation?: string,
+    use?: ReservationUse,
+  ): Promise<AcquireAttemptOutcome> => {
     this.attempts += 1;
+    this.confirming.push(use?.confirmsGrant ?? false);
     this.inFlight += 1;
     this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
     const sentAt = performance.now();
@@ -266,6 +274,35 @@ describe('KeyQueue', () => {
       streamGrant('me', 9);
       await second;
       expect(lock.attempts).toBe(attemptsBefore + 1);
+      await feed.close();
+    });
+
+    it('a grant heard makes the next attempt a confirmation, unless an attempt on its way took it', async () => {
+      const { feed, lock, queue, request, streamRelease } = streamingSetUp();
+      lock.held = true; // another process holds the key
+      const first = queue.enqueue(request());
+      const second = queue.enqueue(request());
+      await tick(30); // the first attempt lost; the queue watches the key
+      const before = lock.attempts;
+      lock.delayMs = 40;
+      lock.held = false;
+      streamRelease();
+      await tick(15); // the head's attempt is on its way...
+      feed.notifyHoldEnded('k', 'granted-here'); // ...when a grant to this process is heard
+      await first; // that attempt took it
+      await tick(30);
+      lock.held = false;
+      feed.notifyHoldEnded('k', 'freed');
+      await second;
+      // The grant was the winning attempt's: the next one is no confirmation.
+      expect(lock.confirming.slice(before)).toEqual([false, false]);
+
+      const third = queue.enqueue(request()); // waits for the second's release
+      await tick(60);
+      lock.held = false;
+      feed.notifyHoldEnded('k', 'granted-here');
+      await third;
+      expect(lock.confirming.slice(before)).toEqual([false, false, true]);
       await feed.close();
     });
 
