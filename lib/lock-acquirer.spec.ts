@@ -5,7 +5,7 @@ import { LockAcquirer } from './lock-acquirer';
 import type { ResolvedAcquireOptions } from './options';
 import type { AcquireAttemptOutcome, AcquireAttemptWon } from './store/acquire-attempt';
 import type { LockStore } from './store/lock-store';
-import type { ReleaseLeaseOutcome, ReleaseResult } from './store/release-lease';
+import type { ReleaseResult } from './store/release-lease';
 import type { RenewLeaseOutcome } from './store/renew-lease';
 import { LockChangeFeed } from './waiting/change-feed';
 import { LockWaiting } from './waiting/lock-waiting';
@@ -91,13 +91,16 @@ class FakeStore {
     this.withdrawn.push(key);
   };
 
+  /** What each give-back answers: where the lock went. */
+  giveBackResult: ReleaseResult = { outcome: 'released' };
+
   giveBack = async (
     key: string,
     owner: string,
     fence?: bigint,
-  ): Promise<ReleaseLeaseOutcome | undefined> => {
+  ): Promise<ReleaseResult | undefined> => {
     this.giveBacks.push(fence === undefined ? { key, owner } : { key, owner, fence });
-    return 'released';
+    return this.giveBackResult;
   };
 
   /** The owner tokens the store has seen in attempts. */
@@ -146,7 +149,7 @@ function setUp() {
     options: Partial<ResolvedAcquireOptions> = {},
     signal = new AbortController().signal,
   ) => acquirer.acquire(store as unknown as LockStore, keys, { ...defaults, ...options }, signal);
-  return { store, held, acquire };
+  return { store, held, acquire, waiting };
 }
 
 /** Runs fake time for `ms`; the call must have settled by then. */
@@ -206,6 +209,23 @@ describe('LockAcquirer', () => {
         { key: 'a', owner: token, fence: fenceOf('a') },
         { key: 'b', owner: token, fence: fenceOf('b') },
       ]);
+    });
+
+    it('tells local waiters where a give-back sent the lock: granted here, with its fence bound', async () => {
+      const { store, acquire, waiting } = setUp();
+      const told = jest.spyOn(waiting, 'notifyHoldEnded');
+      const { value: handle } = await after(0, acquire(['a', 'b']));
+      store.giveBackResult = { outcome: 'released', grantedTo: 'me', grantFence: 40n };
+      await handle!.revoke('released by the application');
+      expect(told.mock.calls).toEqual([
+        ['a', 'granted-here', 40n],
+        ['b', 'granted-here', 40n],
+      ]);
+      told.mockClear();
+      const { value: other } = await after(0, acquire(['c']));
+      store.giveBackResult = { outcome: 'released', grantedTo: 'elsewhere', grantFence: 41n };
+      await other!.revoke('released by the application');
+      expect(told.mock.calls).toEqual([['c', 'granted-elsewhere', 41n]]);
     });
 
     it('is kept by a retry after an attempt that got no reply', async () => {

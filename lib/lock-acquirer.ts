@@ -260,9 +260,9 @@ export class LockAcquirer {
     const releasing = unlessClaimed
       ? store.giveBackUnclaimed(key, owner)
       : store.giveBack(key, owner, fence);
-    return releasing.then((outcome) => {
-      this.notifyEnded(key, outcome);
-      return outcome;
+    return releasing.then((result) => {
+      this.notifyEnded(key, result);
+      return result?.outcome;
     });
   }
 
@@ -406,7 +406,7 @@ export class LockAcquirer {
       });
     } else {
       successor?.declined();
-      this.notifyEnded(held.key, result.outcome, result.grantedTo);
+      this.notifyEnded(held.key, result);
     }
     return result.outcome;
   }
@@ -444,19 +444,17 @@ export class LockAcquirer {
   }
 
   /**
-   * Our hold of `key` ended: local waiters look again at once, without waiting for the stream,
-   * unless our release handed the lock to another process (`grantedTo`). A grant to this
-   * process is taken by the small confirming command, as one heard on the stream.
+   * Our hold of `key` ended (by a release or a give-back, whose `result` says where the lock
+   * went; undefined when unknown): local waiters look again at once, without waiting for the
+   * stream, unless the write handed the lock to another process. A grant to this process is
+   * taken by the small confirming command, as one heard on the stream.
    */
-  private notifyEnded(
-    key: string,
-    outcome: ReleaseLeaseOutcome | undefined,
-    grantedTo?: string,
-  ): void {
-    const freed = outcome === 'released' || outcome === 'expired';
-    if (freed && grantedTo !== undefined) {
-      const here = grantedTo === this.deps.holderId;
-      this.deps.waiting.notifyHoldEnded(key, here ? 'granted-here' : 'granted-elsewhere');
+  private notifyEnded(key: string, result: ReleaseResult | undefined): void {
+    const freed = result?.outcome === 'released' || result?.outcome === 'expired';
+    if (freed && result.grantedTo !== undefined) {
+      const here = result.grantedTo === this.deps.holderId;
+      const how = here ? 'granted-here' : 'granted-elsewhere';
+      this.deps.waiting.notifyHoldEnded(key, how, result.grantFence);
     } else {
       this.deps.waiting.notifyHoldEnded(key, freed ? 'freed' : 'lost');
     }

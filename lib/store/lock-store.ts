@@ -12,7 +12,7 @@ import type { OpenLockChangeStreamOptions } from './lock-change-stream';
 import type { LockChangeStream } from './lock-document';
 import { isStoreUnavailableError, isUnreachableError, toStoreError } from './mongo-error-codes';
 import type { ReservationUse } from './lock-modes';
-import type { ReleaseLeaseOutcome, ReleaseOptions, ReleaseResult } from './release-lease';
+import type { ReleaseOptions, ReleaseResult } from './release-lease';
 import type { RenewLeaseOutcome } from './renew-lease';
 
 /** A key's liveness with the timing a waiter needs. */
@@ -48,7 +48,7 @@ export class LockStore {
   private readonly inFlight = new Map<string, Set<Promise<unknown>>>();
   /** Wins handed to a caller, who now releases them; never given back behind its back. */
   private readonly claimed = new Set<string>();
-  private readonly givingBack = new Map<string, Promise<ReleaseLeaseOutcome | undefined>>();
+  private readonly givingBack = new Map<string, Promise<ReleaseResult | undefined>>();
   /**
    * A release may hand an exclusive lease to another caller here without a write: leases end
    * behind their holder's back only by time (or `releaseScope`, which scoped leases heed).
@@ -183,10 +183,11 @@ export class LockStore {
   /**
    * Releases, in the background, whatever `owner` may hold on `key`: after the attempts still
    * on their way have settled, by owner token (and the lease's `fence`, when the caller knows
-   * it), a few times while MongoDB is unavailable. Resolves to the release's outcome, or `undefined` if it could not be sent (the lease then
+   * it), a few times while MongoDB is unavailable. Resolves to the release's result (where the
+   * lock went, as for {@link release}), or `undefined` if it could not be sent (the lease then
    * runs out by itself); never rejects. `close()` waits for these, within its bound.
    */
-  giveBack(key: string, owner: string, fence?: bigint): Promise<ReleaseLeaseOutcome | undefined> {
+  giveBack(key: string, owner: string, fence?: bigint): Promise<ReleaseResult | undefined> {
     const id = idOf(key, owner);
     this.claimed.delete(id);
     const running = this.givingBack.get(id);
@@ -201,7 +202,7 @@ export class LockStore {
    * settled, unless one of them was handed out meanwhile (claimed). Only for a call that
    * sends no more attempts: a later attempt could recognise the win after the release.
    */
-  async giveBackUnclaimed(key: string, owner: string): Promise<ReleaseLeaseOutcome | undefined> {
+  async giveBackUnclaimed(key: string, owner: string): Promise<ReleaseResult | undefined> {
     const id = idOf(key, owner);
     await this.givingBack.get(id); // it may have been sent before this win
     await this.inFlightSettled(id);
@@ -367,12 +368,12 @@ export class LockStore {
     owner: string,
     id: string,
     fence: bigint | undefined,
-  ): Promise<ReleaseLeaseOutcome | undefined> {
+  ): Promise<ReleaseResult | undefined> {
     // A release sent before an attempt still on its way would miss that attempt's win.
     await this.inFlightSettled(id);
     for (let tries = 1; ; tries += 1) {
       try {
-        return (await this.release(key, owner, { fence })).outcome;
+        return await this.release(key, owner, { fence });
       } catch (error) {
         if (!isStoreUnavailableError(error) || tries >= GIVE_BACK_TRIES) return undefined;
         await sleep(100 * 2 ** tries);

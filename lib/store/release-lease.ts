@@ -56,6 +56,11 @@ export interface ReleaseResult {
   outcome: ReleaseLeaseOutcome;
   /** Holder id of the waiting process the lock was granted to (see `direct-grant.ts`). */
   grantedTo?: string;
+  /**
+   * With `grantedTo`: a lower bound of the grant's fence (past the released lease's block), so
+   * that a process which already took this grant can tell its news is old.
+   */
+  grantFence?: bigint;
   /** The successor holds the lock now, with this fence, its lease counted from `sentAt`. */
   transferred?: { fence: bigint; sentAt: number };
 }
@@ -328,5 +333,7 @@ export async function releaseLease(
       transferred: { fence: lastReservedFence(toBigInt(before.fence)) + 1n, sentAt },
     };
   }
-  return before.grantee === null ? { outcome } : { outcome, grantedTo: before.grantee };
+  if (before.grantee === null) return { outcome };
+  const grantFence = lastReservedFence(toBigInt(before.fence)) + 1n;
+  return { outcome, grantedTo: before.grantee, grantFence };
 }

@@ -7,7 +7,7 @@ import { holderCapError, modeConflictError } from '../store/lock-mode-errors';
 import type { OpenLockChangeStreamOptions } from '../store/lock-change-stream';
 import type { LockChangeStream } from '../store/lock-document';
 import type { KeyLeaseProbe, LockStore, StoreReleaseOptions } from '../store/lock-store';
-import type { ReleaseLeaseOutcome, ReleaseResult } from '../store/release-lease';
+import type { ReleaseResult } from '../store/release-lease';
 import type { RenewLeaseOutcome } from '../store/renew-lease';
 import { InMemoryChangeStream } from './in-memory-change-stream';
 import type { InMemoryChangeLog } from './in-memory-change-log';
@@ -31,7 +31,7 @@ const idOf = (key: string, owner: string) => `${owner}\0${key}`;
 export class InMemoryLockStore implements LockStoreContract {
   /** Wins handed to a caller, who now releases them; never given back behind its back. */
   private readonly claimed = new Set<string>();
-  private readonly givingBack = new Map<string, Promise<ReleaseLeaseOutcome | undefined>>();
+  private readonly givingBack = new Map<string, Promise<ReleaseResult | undefined>>();
   private readonly streams = new Set<InMemoryChangeStream>();
   /**
    * Never without a write: the testing store's `expire()` ends a lease behind its holder's
@@ -111,19 +111,17 @@ export class InMemoryLockStore implements LockStoreContract {
     });
   }
 
-  giveBack(key: string, owner: string, fence?: bigint): Promise<ReleaseLeaseOutcome | undefined> {
+  giveBack(key: string, owner: string, fence?: bigint): Promise<ReleaseResult | undefined> {
     const id = idOf(key, owner);
     this.claimed.delete(id);
     const running = this.givingBack.get(id);
     if (running) return running;
-    const task = this.release(key, owner, { fence })
-      .then(({ outcome }) => outcome)
-      .finally(() => this.givingBack.delete(id));
+    const task = this.release(key, owner, { fence }).finally(() => this.givingBack.delete(id));
     this.givingBack.set(id, task);
     return task;
   }
 
-  async giveBackUnclaimed(key: string, owner: string): Promise<ReleaseLeaseOutcome | undefined> {
+  async giveBackUnclaimed(key: string, owner: string): Promise<ReleaseResult | undefined> {
     const id = idOf(key, owner);
     // Commands run in call order, so every attempt sent before this call has been decided.
     await this.givingBack.get(id);

@@ -147,15 +147,18 @@ export class LockChangeFeed {
     };
   }
 
-  /** A hold of this process ended: wake local waiters without waiting for the stream. */
-  notifyHoldEnded(key: string, how: HoldEnd): void {
+  /**
+   * A hold of this process ended: wake local waiters without waiting for the stream. With a
+   * grant, `grantFence` (a lower bound of its fence) lets a watcher that took it already tell.
+   */
+  notifyHoldEnded(key: string, how: HoldEnd, grantFence?: bigint): void {
     const signal = {
       freed: 'released-here',
       'granted-here': 'granted',
       lost: 'ended-here',
       'granted-elsewhere': 'granted-elsewhere',
     } as const;
-    this.signalKey(key, signal[how], undefined);
+    this.signalKey(key, signal[how], undefined, grantFence);
   }
 
   async close(): Promise<void> {

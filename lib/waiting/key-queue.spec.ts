@@ -306,6 +306,25 @@ describe('KeyQueue', () => {
       await feed.close();
     });
 
+    it("a local grant's news is old to a queue that already took that grant", async () => {
+      const { feed, lock, queue, request } = streamingSetUp();
+      const first = queue.enqueue(request());
+      const second = queue.enqueue(request());
+      await first; // fence 1: held here
+      await tick(30);
+      const before = lock.attempts;
+      // Our release granted the key here (its fence at least 1), and the head took it already.
+      feed.notifyHoldEnded('k', 'granted-here', 1n);
+      await tick(50);
+      expect(lock.attempts).toBe(before);
+      // A grant past our hold: the head takes it, by the confirming command.
+      lock.held = false;
+      feed.notifyHoldEnded('k', 'granted-here', 2n);
+      await second;
+      expect(lock.confirming.slice(before)).toEqual([true]);
+      await feed.close();
+    });
+
     it('lets the head try at once when a local release freed the key', async () => {
       const { feed, lock, queue, request } = streamingSetUp();
       const first = queue.enqueue(request());

@@ -107,9 +107,12 @@ export class LockWaiting {
     return offered;
   }
 
-  /** Tells local waiters at once that this process's hold of `key` ended, and how. */
-  notifyHoldEnded(key: string, how: HoldEnd): void {
-    this.feed.notifyHoldEnded(key, how);
+  /**
+   * Tells local waiters at once that this process's hold of `key` ended, and how (with a grant,
+   * a lower bound of its fence, if known).
+   */
+  notifyHoldEnded(key: string, how: HoldEnd, grantFence?: bigint): void {
+    this.feed.notifyHoldEnded(key, how, grantFence);
   }
 
   /** Every acquisition and release seen on the lock collection (see `LockService.events$`). */

@@ -605,6 +605,24 @@ describe('direct grant in the store (one command each)', () => {
     expect(Object.keys(doc?.waiting ?? {}).sort()).toEqual(['rhead', 'rlate']);
   });
 
+  it('a release that grants says to whom, with a bound of the fence: past the released block, not past the grant', async () => {
+    const { collection } = await setUp({
+      owner: 'token-5',
+      holder: 'me',
+      fence: Long.fromNumber(base + 5),
+      expiresAt: new Date(Date.now() + 30_000),
+      gcAt: null,
+      waiting: { rother: reservation('other', 5) },
+    });
+    const locks = collection as unknown as LockCollection;
+    const result = await releaseLease(locks, { key, owner: 'token-5', idleRetentionMs: 60_000 });
+    const doc = await collection.findOne({ _id: key });
+    expect(doc?.grantedTo).toBe('rother');
+    expect(result).toMatchObject({ outcome: 'released', grantedTo: 'other' });
+    expect(result.grantFence).toBe(lastReservedFence(BigInt(base + 5)) + 1n);
+    expect(result.grantFence).toBeLessThanOrEqual(BigInt(Number(doc?.fence)));
+  });
+
   it('a retried release never passes on a lock someone else holds now', async () => {
     const { collection } = await setUp({
       owner: 'other-token',

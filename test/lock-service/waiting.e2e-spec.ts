@@ -1,5 +1,6 @@
 import { firstValueFrom, toArray } from 'rxjs';
 import type { LockEvent } from '../../lib/interfaces';
+import { LOCAL_RUN_MS } from '../../lib/waiting/key-queue';
 import { countCommands, eventually, LockTestKit, sleep } from './lock-test-kit';
 
 jest.setTimeout(60_000);
@@ -76,6 +77,29 @@ describe('LockService waiting', () => {
     await sleep(300);
     expect(released).toBe(false);
     await held.release();
+    await freed;
+    expect(released).toBe(true);
+  });
+
+  it('waitForRelease does not emit when our release grants the key to a caller waiting here', async () => {
+    const locks = await kit.service({ safetyPollIntervalMs: 600_000 });
+    const first = await locks.acquire('handed', { ttlMs: 30_000 });
+    const second = locks.acquire('handed', { ttlMs: 30_000, timeoutMs: 10_000 });
+    const third = locks.acquire('handed', { ttlMs: 30_000, timeoutMs: 10_000 });
+    await eventually(async () => (await locks.inspect('handed'))?.waiting === 1);
+    await eventually(() => locks.diagnostics.waiters === 2);
+    await sleep(100);
+    await first.release(); // to the second caller, within the lease
+    const secondHandle = await second;
+    await sleep(LOCAL_RUN_MS + 20); // the local run is over: the next release grants by the line
+    let released = false;
+    const freed = firstValueFrom(locks.waitForRelease('handed')).then(() => (released = true));
+    await sleep(100);
+    await secondHandle.release(); // granted to this process's place in line; the third takes it
+    const thirdHandle = await third;
+    await sleep(200);
+    expect(released).toBe(false);
+    await thirdHandle.release();
     await freed;
     expect(released).toBe(true);
   });
