@@ -143,7 +143,7 @@ describe('cloneDocument', () => {
     expect(copy).toEqual(roundTrip(lock));
     expect(Object.keys(copy)).not.toContain('gone');
     expect(copy.missing).toEqual([null, 1]);
-    (copy.waiting.r1.since as Date).setTime(0);
+    copy.waiting.r1.since.setTime(0);
     copy.waiting.r1.weight = 1;
     copy.holders.push(1);
     expect(lock.waiting.r1).toEqual({
