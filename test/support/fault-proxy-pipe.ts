@@ -42,6 +42,13 @@ interface Pending {
   resetAfter: boolean;
 }
 
+/** Timers of all pipes still pending: a stopped proxy leaves none (its tests count them). */
+let pendingTimers = 0;
+
+export function pendingPipeTimers(): number {
+  return pendingTimers;
+}
+
 /**
  * One direction of one proxied connection. Chunks leave in arrival order: each waits for its
  * due time (latency), for the end of a black hole, and for its turn in a drip. At most one
@@ -87,6 +94,7 @@ export class Pipe {
   close(): void {
     this.closed = true;
     this.queue.length = 0;
+    if (this.timer) pendingTimers -= 1;
     clearTimeout(this.timer);
     this.timer = undefined;
   }
@@ -136,8 +144,7 @@ export class Pipe {
     this.context.forwarded(piece.length);
     this.to.write(piece, () => {
       if (this.to.destroyed) return;
-      this.timer = setTimeout(() => {
-        this.timer = undefined;
+      this.timer = this.startTimer(() => {
         this.context.reset();
       }, 0);
     });
@@ -149,9 +156,18 @@ export class Pipe {
     this.to.write(piece);
   }
 
-  private wakeIn(ms: number): void {
-    this.timer = setTimeout(() => {
+  /** A pipe's one timer; counted while pending. */
+  private startTimer(callback: () => void, ms: number): NodeJS.Timeout {
+    pendingTimers += 1;
+    return setTimeout(() => {
+      pendingTimers -= 1;
       this.timer = undefined;
+      callback();
+    }, ms);
+  }
+
+  private wakeIn(ms: number): void {
+    this.timer = this.startTimer(() => {
       this.pump();
     }, ms);
   }
