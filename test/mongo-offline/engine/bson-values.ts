@@ -27,6 +27,9 @@ export function sameDocument(a: Document, b: Document): boolean {
 /** A value {@link copyPlain} and {@link samePlain} leave to BSON itself. */
 const NOT_PLAIN = Symbol('not plain');
 
+/** A lone surrogate, which UTF-8 encoding turns into U+FFFD: such a string is left to BSON. */
+const LONE_SURROGATE = /\p{Cs}/u;
+
 /** A key js-bson treats specially (`_bsontype`, a NUL it refuses) or JS does (the prototype). */
 function ordinaryKey(key: string): boolean {
   return key !== '_bsontype' && key !== '__proto__' && !key.includes('\0');
@@ -39,12 +42,13 @@ function plainKey(key: string): boolean {
 
 /**
  * What the BSON round trip makes of a plain value: the same primitives (a number keeps its
- * value, -0 and NaN included), a new Date, copies of plain objects without their undefined
+ * value, -0 and NaN included; a string without lone surrogates), a new Date, copies of plain objects without their undefined
  * fields, and of arrays with undefined (or holes) as null. {@link NOT_PLAIN} for anything else.
  */
 function copyPlain(value: unknown): unknown {
   switch (typeof value) {
     case 'string':
+      return LONE_SURROGATE.test(value) ? NOT_PLAIN : value;
     case 'number':
     case 'boolean':
       return value;
@@ -88,7 +92,7 @@ type PlainKind = 'string' | 'number' | 'boolean' | 'null' | 'date' | 'array' | '
 function plainKind(value: unknown): PlainKind | undefined {
   switch (typeof value) {
     case 'string':
-      return 'string';
+      return LONE_SURROGATE.test(value) ? undefined : 'string';
     case 'number':
       return 'number';
     case 'boolean':

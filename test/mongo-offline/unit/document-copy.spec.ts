@@ -51,6 +51,7 @@ const PLAIN_LEAVES: readonly (() => unknown)[] = [
   () => '',
   () => 'grant:r1',
   () => 'ü€𝄞',
+  () => 'lone \uD800 surrogate',
   () => true,
   () => false,
   () => null,
@@ -179,5 +180,11 @@ describe('sameDocument', () => {
     expect(sameDocument({ n: 1 }, { n: Long.fromNumber(1) })).toBe(false);
     expect(sameDocument({ a: 1, b: 2 }, { b: 2, a: 1 })).toBe(false);
     expect(sameDocument({ a: 1, b: undefined }, { a: 1 })).toBe(true);
+  });
+
+  it('sees strings as UTF-8 does: a lone surrogate is U+FFFD', () => {
+    expect(sameDocument({ s: 'a\uD800' }, { s: 'a\uFFFD' })).toBe(true);
+    expect(cloneDocument({ s: 'a\uD800' }).s).toBe('a\uFFFD');
+    expect(sameDocument({ s: 'a😀' }, { s: 'a\uFFFD' })).toBe(false);
   });
 });
