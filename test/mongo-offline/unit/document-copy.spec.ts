@@ -72,7 +72,11 @@ const OTHER_LEAVES: readonly (() => unknown)[] = [
 
 const KEYS = ['a', 'b', 'owner', 'fence', '1', '0', '$ref', '$id', 'x.y', 'expiresAt'];
 
-function randomValue(random: ReturnType<typeof generator>, depth: number, plainOnly: boolean): unknown {
+function randomValue(
+  random: ReturnType<typeof generator>,
+  depth: number,
+  plainOnly: boolean,
+): unknown {
   const roll = random.next();
   if (depth < 3 && roll < 0.2) return randomDocument(random, depth + 1, plainOnly);
   if (depth < 3 && roll < 0.3) {
