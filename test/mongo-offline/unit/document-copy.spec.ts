@@ -186,9 +186,31 @@ describe('sameDocument', () => {
     expect(sameDocument({ a: 1, b: undefined }, { a: 1 })).toBe(true);
   });
 
-  it('sees strings as UTF-8 does: a lone surrogate is U+FFFD', () => {
+  it('sees strings as UTF-8 does: a lone surrogate is U+FFFD, in values and in keys', () => {
     expect(sameDocument({ s: 'a\uD800' }, { s: 'a\uFFFD' })).toBe(true);
     expect(cloneDocument({ s: 'a\uD800' }).s).toBe('a\uFFFD');
     expect(sameDocument({ s: 'a😀' }, { s: 'a\uFFFD' })).toBe(false);
+    expect(sameDocument({ 'k\uD800': 1 }, { 'k\uFFFD': 1 })).toBe(true);
+    expect(Object.keys(cloneDocument({ 'k\uD800': 1 }))).toEqual(['k\uFFFD']);
+  });
+
+  it('leaves to BSON what BSON drops, refuses or serializes its own way', () => {
+    const withFunction = { x: 1, f: () => 1, y: 2 };
+    expect(sameDocument(withFunction, { x: 1, y: 2 })).toBe(
+      sameBytes(withFunction, { x: 1, y: 2 }),
+    );
+    expect(sameDocument({ x: 1 }, { x: 1, f: () => 1 })).toBe(true);
+    // A difference first, then something BSON refuses: BSON's error, not `false`.
+    expect(() => sameDocument({ x: 1, 'k\0': 1 }, { x: 2, 'k\0': 1 })).toThrow();
+    const cyclic: Document = { x: 1 };
+    cyclic.self = cyclic;
+    expect(() => sameDocument({ x: 0, c: cyclic }, { x: 1, c: cyclic })).toThrow();
+    expect(() => cloneDocument(cyclic)).toThrow();
+    const hidden = { a: 1 };
+    Object.defineProperty(hidden, 'toBSON', { value: () => ({ b: 2 }), enumerable: false });
+    expect(cloneDocument({ h: hidden })).toEqual(roundTrip({ h: hidden }));
+    let deep: Document = { leaf: 1 };
+    for (let i = 0; i < 150; i++) deep = { d: deep };
+    expect(cloneDocument(deep)).toEqual(roundTrip(deep));
   });
 });
