@@ -605,16 +605,22 @@ describe('direct grant in the store (one command each)', () => {
     expect(Object.keys(doc?.waiting ?? {}).sort()).toEqual(['rhead', 'rlate']);
   });
 
-  it('a release that grants says to whom, with a bound of the fence: past the released block, not past the grant', async () => {
-    const { collection } = await setUp({
-      owner: 'token-5',
-      holder: 'me',
-      fence: Long.fromNumber(base + 5),
+  /** `holder` holds the key by `owner`'s live lease, at `fence`. */
+  function heldState(owner: string, holder: string, fence: number) {
+    return {
+      owner,
+      holder,
+      fence: Long.fromNumber(base + fence),
       expiresAt: new Date(Date.now() + 30_000),
       gcAt: null,
+    };
+  }
+
+  it('a release that grants says to whom, with a bound of the fence: past the released block, not past the grant', async () => {
+    const { collection, lockCollection: locks } = await setUp({
+      ...heldState('token-5', 'me', 5),
       waiting: { rother: reservation('other', 5) },
     });
-    const locks = collection as unknown as LockCollection;
     const result = await releaseLease(locks, { key, owner: 'token-5', idleRetentionMs: 60_000 });
     const doc = await collection.findOne({ _id: key });
     expect(doc?.grantedTo).toBe('rother');
@@ -624,16 +630,11 @@ describe('direct grant in the store (one command each)', () => {
   });
 
   it('a retried release never passes on a lock someone else holds now', async () => {
-    const { collection } = await setUp({
-      owner: 'other-token',
-      holder: 'other',
-      fence: Long.fromNumber(base + 7),
-      expiresAt: new Date(Date.now() + 30_000),
-      gcAt: null,
+    const { collection, lockCollection: locks } = await setUp({
+      ...heldState('other-token', 'other', 7),
       // Our earlier release of 'token-9' succeeded; its reply was lost.
       releasedOwners: [{ owner: 'token-9', until: new Date(Date.now() + 30_000) }],
     });
-    const locks = collection as unknown as LockCollection;
     const result = await releaseLease(locks, {
       key,
       owner: 'token-9',

@@ -19,6 +19,7 @@ import {
 } from 'bson';
 import { DESERIALIZE_OPTIONS, decodeBson, decoderStats } from '../wire/bson-decoder';
 import { factoryCompileCount } from '../wire/object-builder';
+import { seededRandom } from './seeded-random';
 
 /** What js-bson returns or throws, as text that shows classes, key order and values. */
 function outcome(decode: () => Document): string {
@@ -62,17 +63,6 @@ function sameValue(a: unknown, b: unknown): boolean {
         (b as Record<string | symbol, unknown>)[key],
       ),
   );
-}
-
-/** A deterministic pseudo-random generator (mulberry32), so failures reproduce. */
-function random(seed: number): () => number {
-  let state = seed;
-  return () => {
-    state = (state + 0x6d2b79f5) | 0;
-    let t = Math.imul(state ^ (state >>> 15), 1 | state);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const KEYS = [
@@ -188,7 +178,7 @@ describe('decodeBson', () => {
   });
 
   it('matches js-bson on 3000 random documents of every BSON type', () => {
-    const next = random(1);
+    const next = seededRandom(1);
     for (let i = 0; i < 3000; i++) {
       expectSameAsJsBson(
         Buffer.from(BSON.serialize(document(next, 0), { ignoreUndefined: false })),
@@ -197,7 +187,7 @@ describe('decodeBson', () => {
   });
 
   it('matches js-bson (value or error) on corrupted documents', () => {
-    const next = random(2);
+    const next = seededRandom(2);
     for (let i = 0; i < 3000; i++) {
       const bytes = Buffer.from(BSON.serialize(document(next, 0), { ignoreUndefined: false }));
       const corrupt = Buffer.from(bytes);

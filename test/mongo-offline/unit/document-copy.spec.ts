@@ -2,6 +2,7 @@ import { BSON, Binary, Decimal128, Long, ObjectId, Timestamp } from 'bson';
 import type { Document } from 'bson';
 import { cloneDocument, sameDocument } from '../engine/bson-values';
 import { decodeBson } from '../wire/bson-decoder';
+import { seededRandom } from './seeded-random';
 
 // cloneDocument and sameDocument decide plain documents without BSON: each must give exactly
 // what the BSON round trip (or the byte comparison) gives, on plain documents and on others.
@@ -25,15 +26,9 @@ function outcome<T>(run: () => T): { value: T } | { error: string } {
   }
 }
 
-/** A small seeded generator (mulberry32), so that a failure can be replayed. */
+/** Seeded draws, so that a failure can be replayed (`SEED=<n>` tries other documents). */
 function generator(seed: number) {
-  let state = seed;
-  const next = () => {
-    state = (state + 0x6d2b79f5) | 0;
-    let t = Math.imul(state ^ (state >>> 15), 1 | state);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
+  const next = seededRandom(seed);
   const pick = <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)];
   return { next, pick };
 }
