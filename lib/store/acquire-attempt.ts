@@ -2,7 +2,7 @@ import type { Timestamp } from 'mongodb';
 import { REMAINING_LEASE_MS, toBigInt, toRemainingMs } from './bson-values';
 import type { BsonInteger } from './bson-values';
 import { attemptPipeline, conflictExpr } from './attempt-pipeline';
-import { NEXT_FENCE, cleared, grantOwner, isGrantOwner } from './direct-grant';
+import { NEXT_FENCE, cleared, isGrantPending, pendingGrantTo } from './direct-grant';
 import type { LockCollection, SessionSource } from './lock-document';
 import { holderCapError, modeConflictError } from './lock-mode-errors';
 import {
@@ -73,6 +73,11 @@ export interface AcquireAttemptWon extends AttemptOutcomeBase {
   fenceBlockEnd?: bigint;
   /** Document locks only: the document as locked (without its lock field). */
   document?: { doc: Record<string, unknown>; created: boolean };
+  /**
+   * A grant handed out on its change event, without a write (see `KeyQueue`): `owner` is the
+   * grant's placeholder and the lease the short grant lease, until a renewal confirms it.
+   */
+  grantUnconfirmed?: boolean;
 }
 
 export interface AcquireAttemptLost extends AttemptOutcomeBase {
@@ -90,6 +95,7 @@ interface AttemptReply {
   owner: string | null;
   holder: string | null;
   fence: BsonInteger;
+  grantedTo?: string | null;
   remainingMs: BsonInteger;
   exclusiveLive: boolean;
   /** Entry modes: our entry, if the key holds it. */
@@ -143,6 +149,7 @@ function replyProjection(
     owner: 1,
     holder: 1,
     fence: 1,
+    grantedTo: 1,
     permits: 1,
     remainingMs: REMAINING_LEASE_MS,
     exclusiveLive: EXCLUSIVE_LIVE,
@@ -263,6 +270,7 @@ async function attemptPlain(
         owner: 1,
         holder: 1,
         fence: 1,
+        grantedTo: 1,
         remainingMs: REMAINING_LEASE_MS,
         plain: PLAIN_KEY,
       },
@@ -286,7 +294,7 @@ async function attemptPlain(
       ...base,
       won: false,
       holderId: reply.holder ?? null,
-      ...(isGrantOwner(reply.owner) ? { grantPending: true } : {}),
+      ...(isGrantPending(reply) ? { grantPending: true } : {}),
     };
   } finally {
     await session.endSession();
@@ -324,7 +332,11 @@ async function confirmGrant(
   try {
     const sentAt = performance.now();
     const reply = (await collection.findOneAndUpdate(
-      { _id: request.key, owner: grantOwner(reservation), $expr: EXCLUSIVE_LIVE },
+      {
+        _id: request.key,
+        grantedTo: reservation,
+        $expr: pendingGrantTo(reservation, reservationUse?.exceptGrant),
+      },
       [
         {
           $set: {
@@ -371,6 +383,7 @@ interface PlainReply {
   owner: string | null;
   holder: string | null;
   fence: BsonInteger;
+  grantedTo?: string | null;
   remainingMs: BsonInteger;
 }
 
@@ -455,7 +468,7 @@ function toOutcome(
     operationTime,
     won: false,
     holderId: reply.exclusiveLive ? (reply.holder ?? null) : null,
-    ...(reply.exclusiveLive && isGrantOwner(reply.owner) ? { grantPending: true } : {}),
+    ...(reply.exclusiveLive && isGrantPending(reply) ? { grantPending: true } : {}),
     ...reserved,
   };
 }

@@ -3,7 +3,8 @@ import {
   LIVE_RESERVATIONS_BUT_LAPSED,
   NEXT_FENCE,
   cleared,
-  grantOwner,
+  grantOwnerExpr,
+  pendingGrantTo,
   toBackOfLine,
 } from './direct-grant';
 import {
@@ -66,11 +67,12 @@ function reservationWeight(mode: LockModeRequest): number {
 export function attemptPipeline(request: AttemptPipelineRequest) {
   const { owner, holder, ttlMs, mode, scope, reservation } = request;
   const entry = isEntryMode(mode);
-  // An exclusive waiter confirms a grant to its process (see `direct-grant.ts`) by taking it.
+  // An exclusive waiter confirms a grant to its process (see `direct-grant.ts`) by taking it;
+  // never one its process handed out already.
   const ourGrant =
     reservation === undefined
       ? { $literal: false }
-      : { $and: [{ $eq: ['$owner', { $literal: grantOwner(reservation) }] }, EXCLUSIVE_LIVE] };
+      : pendingGrantTo(reservation, request.reservationUse?.exceptGrant);
   const grantedToUs = entry ? { $literal: false } : ourGrant;
   // A shared or permit waiter cannot take a grant to its process (one made while an exclusive
   // caller was its head): it drops it, and decides as on a free key.
@@ -244,7 +246,7 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
             ],
           },
         }),
-    owner: lease(owner, grantOwner('$_m.handTo.k'), '$owner', null),
+    owner: lease(owner, grantOwnerExpr('$_m.handTo.k'), '$owner', null),
     holder: lease(holder, '$_m.handTo.v.holder', '$holder'),
     acquiredAt: lease({ $cond: ['$_m.grant', NOW, '$acquiredAt'] }, NOW, '$acquiredAt'),
     expiresAt: lease({ $add: [NOW, ttlMs] }, { $add: [NOW, GRANT_LEASE_MS] }, '$expiresAt', NOW),

@@ -1,16 +1,18 @@
 import { Long } from 'mongodb';
-import { LONG_ZERO } from './bson-values';
+import { LONG_ZERO, toBigInt } from './bson-values';
+import type { BsonInteger } from './bson-values';
 import { EXCLUSIVE_LIVE, LIVE_HOLDERS, LIVE_RESERVATIONS, isNullExpr, oldest } from './lock-modes';
 
 /**
  * Direct grant: a write that frees an exclusive lock (a release, a withdrawal of an unconfirmed
  * grant, an attempt that finds the lease ended) hands it, in the same write, to the oldest live
  * reservation when that reservation waits for the exclusive lock. The grant names no caller: it
- * goes to the waiting process (`grantedTo`, its reservation; `grantee`, its holder id), whose
- * change stream reports it, and whose queue head confirms it with one small command (see
- * `confirmGrant` in `acquire-attempt.ts`; an exclusive attempt of that process that carries
- * the reservation takes it as well). The
- * confirmation puts the head's owner token and full lease in place.
+ * goes to the waiting process (`grantedTo`, its reservation; `grantee`, its holder id) under a
+ * placeholder owner ({@link grantToken}), and that process's change stream reports it. Its queue
+ * head takes the lock on the event under the placeholder, the first renewal confirming it (see
+ * `KeyQueue`), or, where that is not safe, with one small command that writes its own token
+ * (`confirmGrant` in `acquire-attempt.ts`; an exclusive attempt of that process that carries the
+ * reservation takes it as well).
  *
  * A grant lease is short: a process that died after its last renewal of the reservation costs
  * the key at most this long.
@@ -19,19 +21,59 @@ export const GRANT_LEASE_MS = 5_000;
 
 const NOW = '$$NOW';
 
-/** The owner is an unconfirmed grant's placeholder. */
-export function isGrantOwner(owner: string | null | undefined): boolean {
-  return owner?.startsWith('grant:') ?? false;
+/**
+ * The placeholder owner of a grant to `reservation` with `fence`: no caller holds it until its
+ * process takes the grant, either by writing its own token in its place (`confirmGrant` in
+ * `acquire-attempt.ts`) or, told of the grant by its change stream, by holding the lock under
+ * this very token (see `KeyQueue`), which its first renewal confirms. The fence makes each
+ * grant's token unique: a token handed out never names a later grant.
+ */
+export function grantToken(reservation: string, fence: bigint): string {
+  return `grant:${reservation}:${fence}`;
+}
+
+/** The owner token is a grant's placeholder (see {@link grantToken}). */
+export function isGrantToken(owner: string): boolean {
+  return owner.startsWith('grant:');
+}
+
+/** {@link grantToken} in a pipeline: the reservation's field path, the fence expression. */
+function grantTokenExpr(reservation: unknown, fence: unknown) {
+  return { $concat: ['grant:', reservation, ':', { $toString: fence }] };
 }
 
 /**
- * The placeholder owner of an unconfirmed grant to `reservation` (a field path, or an id): no
- * caller holds this token. It, not `grantedTo`, says that the grant is still the lock's.
+ * The lock is granted and not yet taken: `grantedTo` names the reservation and the owner is
+ * still the grant's placeholder. (Taking the grant clears `grantedTo`; a lease held under a
+ * handed-out placeholder keeps it as its owner token.)
  */
-export function grantOwner(reservation: string) {
-  return reservation.startsWith('$')
-    ? { $concat: ['grant:', reservation] }
-    : `grant:${reservation}`;
+const GRANT_PENDING = {
+  $eq: ['$owner', grantTokenExpr({ $ifNull: ['$grantedTo', ''] }, '$fence')],
+};
+
+/**
+ * A live grant to `reservation`, not yet taken, other than `except` (the grant this process
+ * handed out already, whose confirmation may not have landed: see `ReservationUse`).
+ */
+export function pendingGrantTo(reservation: string, except?: string) {
+  return {
+    $and: [
+      { $eq: ['$grantedTo', reservation] },
+      GRANT_PENDING,
+      EXCLUSIVE_LIVE,
+      ...(except === undefined ? [] : [{ $ne: ['$owner', except] }]),
+    ],
+  };
+}
+
+/** A reply's view of a grant: pending iff its placeholder is still the owner. */
+export function isGrantPending(reply: {
+  owner?: string | null;
+  grantedTo?: string | null;
+  fence?: BsonInteger | null;
+}): boolean {
+  const { owner, grantedTo, fence } = reply;
+  return grantedTo != null && fence != null && owner === grantToken(grantedTo, toBigInt(fence));
 }
 
 /**
@@ -75,12 +117,7 @@ export function cleared(field: '$grantedTo' | '$grantee') {
  * The grant whose reservation `grantedTo` names ran out unconfirmed: its process died or
  * stalled. (The placeholder owner is still in place, so nobody took the lock since.)
  */
-const LAPSED_GRANT = {
-  $and: [
-    { $not: [EXCLUSIVE_LIVE] },
-    { $eq: ['$owner', { $concat: ['grant:', { $ifNull: ['$grantedTo', ''] }] }] },
-  ],
-};
+const LAPSED_GRANT = { $and: [{ $not: [EXCLUSIVE_LIVE] }, GRANT_PENDING] };
 
 /**
  * Live reservations, less the one whose grant lapsed: it leaves the line, rather than take
@@ -128,6 +165,14 @@ export function gcNotBeforeNextFence(gcAt: unknown) {
 export const NEXT_FENCE = {
   $max: [{ $add: [{ $ifNull: ['$fence', LONG_ZERO] }, FENCE_BLOCK] }, { $toLong: NOW }],
 };
+
+/**
+ * The placeholder owner a grant to `head` (a field path of a `{ k, v }` reservation) writes,
+ * with the grant's fence: only valid in the stage that sets `fence` to {@link NEXT_FENCE}.
+ */
+export function grantOwnerExpr(head: string) {
+  return grantTokenExpr(head, NEXT_FENCE);
+}
 
 /**
  * Live reservations after a grant to `head`: the grantee goes to the back of the line (`since`
@@ -180,7 +225,7 @@ export function grantFields(
 ) {
   const choose = (granted: unknown, other: unknown) => ({ $cond: [granting, granted, other] });
   return {
-    owner: choose(grantOwner(`${head}.k`), otherwise.owner),
+    owner: choose(grantOwnerExpr(`${head}.k`), otherwise.owner),
     holder: choose(`${head}.v.holder`, otherwise.holder),
     fence: choose(NEXT_FENCE, otherwise.fence),
     acquiredAt: choose(NOW, otherwise.acquiredAt),

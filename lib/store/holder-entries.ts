@@ -6,8 +6,8 @@ import {
   gcNotBeforeNextFence,
   grantFields,
   grantingExpr,
-  grantOwner,
   grantableHead,
+  pendingGrantTo,
 } from './direct-grant';
 import type { LockCollection } from './lock-document';
 import {
@@ -210,15 +210,17 @@ export async function withdrawReservation(
   key: string,
   reservation: string,
   idleRetentionMs: number,
+  /** A grant to the reservation this process handed out already: it is held, not pending. */
+  exceptGrant?: string,
 ): Promise<void> {
-  const grantedToUs = { $and: [{ $eq: ['$owner', grantOwner(reservation)] }, EXCLUSIVE_LIVE] };
+  const grantedToUs = pendingGrantTo(reservation, exceptGrant);
   const others = {
     $filter: { input: LIVE_RESERVATIONS, cond: { $ne: ['$$this.k', reservation] } },
   };
   await collection.updateOne(
     {
       _id: key,
-      $or: [{ [`waiting.${reservation}`]: { $exists: true } }, { owner: grantOwner(reservation) }],
+      $or: [{ [`waiting.${reservation}`]: { $exists: true } }, { grantedTo: reservation }],
     },
     [
       { $set: { _o: oldest(LIVE_RESERVATIONS) } },

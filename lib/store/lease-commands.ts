@@ -41,7 +41,7 @@ export interface LeaseCommands {
   openChangeStream(options: OpenLockChangeStreamOptions): LockChangeStream;
   ensureIndexes(): Promise<void>;
   /** A waiting process's reservation goes (see `attemptPipeline`); only where attempts reserve. */
-  withdraw?(key: string, reservation: string): Promise<void>;
+  withdraw?(key: string, reservation: string, exceptGrant?: string): Promise<void>;
   /** Frees every live lease of an owner scope; only where leases can carry one. */
   releaseScope?(scope: string): Promise<number>;
   /**
@@ -71,8 +71,8 @@ export function lockCollectionCommands(
     probe: (key) => probeLock(collection, sessions, key),
     openChangeStream: (options) => openLockChangeStream(collection, options),
     ensureIndexes: () => ensureLockIndexes(collection),
-    withdraw: (key, reservation) =>
-      withdrawReservation(collection, key, reservation, idleRetentionMs),
+    withdraw: (key, reservation, exceptGrant) =>
+      withdrawReservation(collection, key, reservation, idleRetentionMs, exceptGrant),
     releaseScope: async (scope) =>
       (await releaseScope(collection, scope, idleRetentionMs)) +
       (await releaseScopeEntries(collection, scope, idleRetentionMs)),

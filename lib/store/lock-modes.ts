@@ -46,6 +46,12 @@ export interface ReservationUse {
    * only if the key is not granted to it any more.
    */
   confirmsGrant?: boolean;
+  /**
+   * The placeholder token of the grant this process last handed to a caller without a write
+   * (see `KeyQueue`): until that caller's first renewal lands the grant still looks pending,
+   * and no attempt (nor the withdrawal) may take or drop it.
+   */
+  exceptGrant?: string;
 }
 
 /**

@@ -247,7 +247,7 @@ export class LockStore {
    * A waiting process leaves `key`'s queue: its reservation goes, in the background. If that
    * fails, the reservation runs out by itself (`RESERVATION_TTL_MS`).
    */
-  withdraw(key: string, reservation: string): void {
+  withdraw(key: string, reservation: string, exceptGrant?: string): void {
     const { commands } = this;
     if (!commands.withdraw) return;
     const withdraw = commands.withdraw.bind(commands);
@@ -258,7 +258,7 @@ export class LockStore {
       .flatMap(([, settled]) => [...settled]);
     void Promise.all(attempts).then(() =>
       this.send('withdraw', this.options.operationTimeoutMs, () =>
-        withdraw(key, reservation),
+        withdraw(key, reservation, exceptGrant),
       ).result.catch(() => undefined),
     );
   }

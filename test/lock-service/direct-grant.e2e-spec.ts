@@ -6,9 +6,15 @@ import type { Collection, MongoClient } from 'mongodb';
 import { firstValueFrom } from 'rxjs';
 import { filter, take, toArray } from 'rxjs/operators';
 import { attemptAcquire } from '../../lib/store/acquire-attempt';
-import { FENCES_PER_LEASE, GRANT_LEASE_MS, lastReservedFence } from '../../lib/store/direct-grant';
+import {
+  FENCES_PER_LEASE,
+  GRANT_LEASE_MS,
+  grantToken,
+  lastReservedFence,
+} from '../../lib/store/direct-grant';
 import { withdrawReservation } from '../../lib/store/holder-entries';
 import { releaseLease } from '../../lib/store/release-lease';
+import { renewLease } from '../../lib/store/renew-lease';
 import type { LockCollection } from '../../lib/store/lock-document';
 import type { ReservationUse } from '../../lib/store/lock-modes';
 import { LOCAL_RUN_MS, MAX_LOCAL_TRANSFERS } from '../../lib/waiting/key-queue';
@@ -469,7 +475,7 @@ describe('direct grant in the store (one command each)', () => {
 
   function grantedState(fence: number) {
     return {
-      owner: 'grant:rme',
+      owner: grantToken('rme', BigInt(base + fence)),
       holder: 'me',
       fence: Long.fromNumber(base + fence),
       acquiredAt: new Date(),
@@ -557,8 +563,9 @@ describe('direct grant in the store (one command each)', () => {
     const outcome = await attempt('me', 'token-4', 'rme');
     expect(outcome.won).toBe(false);
     const doc = await collection.findOne({ _id: key });
-    expect(doc).toMatchObject({ owner: 'grant:rother', grantee: 'other' });
-    expect(Number(doc?.fence)).toBe(base + 3 + FENCES_PER_LEASE);
+    const fence = base + 3 + FENCES_PER_LEASE;
+    expect(doc).toMatchObject({ owner: grantToken('rother', BigInt(fence)), grantee: 'other' });
+    expect(Number(doc?.fence)).toBe(fence);
   });
 
   it('a process whose grant ran out leaves the line: the next waiter gets the lock', async () => {
@@ -599,8 +606,13 @@ describe('direct grant in the store (one command each)', () => {
     const outcome = await attempt('late', 'token-5', 'rlate');
     expect(outcome.won).toBe(false);
     const doc = await collection.findOne({ _id: key });
-    expect(doc).toMatchObject({ owner: 'grant:rhead', holder: 'head', grantedTo: 'rhead' });
-    expect(Number(doc?.fence)).toBe(base + 9 + FENCES_PER_LEASE);
+    const fence = BigInt(base + 9 + FENCES_PER_LEASE);
+    expect(doc).toMatchObject({
+      owner: grantToken('rhead', fence),
+      holder: 'head',
+      grantedTo: 'rhead',
+    });
+    expect(Number(doc?.fence)).toBe(Number(fence));
     // The late waiter took its place behind, the grantee went to the back.
     expect(Object.keys(doc?.waiting ?? {}).sort()).toEqual(['rhead', 'rlate']);
   });
@@ -649,8 +661,13 @@ describe('direct grant in the store (one command each)', () => {
     const { collection, lockCollection: locks } = await setUp(grantedState(20));
     await withdrawReservation(locks, key, 'rme', 60_000);
     const doc = await collection.findOne({ _id: key });
-    expect(doc).toMatchObject({ owner: 'grant:rother', holder: 'other', grantee: 'other' });
-    expect(Number(doc?.fence)).toBe(base + 20 + FENCES_PER_LEASE);
+    const fence = BigInt(base + 20 + FENCES_PER_LEASE);
+    expect(doc).toMatchObject({
+      owner: grantToken('rother', fence),
+      holder: 'other',
+      grantee: 'other',
+    });
+    expect(Number(doc?.fence)).toBe(Number(fence));
     expect(Object.keys(doc?.waiting ?? {})).toEqual(['rother']);
   });
 
@@ -664,6 +681,49 @@ describe('direct grant in the store (one command each)', () => {
     const doc = await collection.findOne({ _id: key });
     expect(doc).toMatchObject({ owner: null, grantedTo: null, waiting: {} });
     expect(doc?.gcAt).toBeInstanceOf(Date);
+  });
+
+  describe('a grant handed out on its change event (held under its placeholder)', () => {
+    const token = () => grantToken('rme', BigInt(base + 5));
+
+    it("a renewal under the grant's token confirms it: the marks go, the lease is the caller's", async () => {
+      const { collection, lockCollection: locks } = await setUp(grantedState(5));
+      const renewal = await renewLease(locks, { key, owner: token(), ttlMs });
+      expect(renewal.renewed).toBe(true);
+      const doc = await collection.findOne({ _id: key });
+      expect(doc).toMatchObject({ owner: token(), holder: 'me', grantedTo: null, grantee: null });
+      expect(Number(doc?.fence)).toBe(base + 5);
+      expect(doc!.expiresAt.getTime() - Date.now()).toBeGreaterThan(GRANT_LEASE_MS);
+    });
+
+    it('our later attempts, in either form, and our withdrawal leave it alone', async () => {
+      const { collection, lockCollection: locks, attempt } = await setUp(grantedState(5));
+      for (const confirmsGrant of [false, true]) {
+        const outcome = await attempt('me', `token-${confirmsGrant}`, 'rme', {
+          keep: true,
+          grantable: true,
+          confirmsGrant,
+          exceptGrant: token(),
+        });
+        expect(outcome.won).toBe(false);
+        expect((await collection.findOne({ _id: key }))?.owner).toBe(token());
+      }
+      await withdrawReservation(locks, key, 'rme', 60_000, token());
+      const doc = await collection.findOne({ _id: key });
+      expect(doc).toMatchObject({ owner: token(), grantedTo: 'rme' });
+      expect(Object.keys(doc?.waiting ?? {})).toEqual(['rother']);
+    });
+
+    it('a later grant to the same reservation is not the one handed out: it is taken', async () => {
+      const { attempt } = await setUp(grantedState(5 + FENCES_PER_LEASE));
+      const outcome = await attempt('me', 'token-2', 'rme', {
+        keep: false,
+        grantable: true,
+        confirmsGrant: true,
+        exceptGrant: token(),
+      });
+      expect(outcome).toMatchObject({ won: true, owner: 'token-2' });
+    });
   });
 
   describe('a heard grant is taken by one small command', () => {
@@ -729,7 +789,9 @@ describe('direct grant in the store (one command each)', () => {
       const { collection, attempt, sizes } = await setUpHeard(grantedState(3));
       const outcome = await attempt('other', 'token-3', 'rother');
       expect(outcome.won).toBe(false);
-      expect(await collection.findOne({ _id: key })).toMatchObject({ owner: 'grant:rme' });
+      expect(await collection.findOne({ _id: key })).toMatchObject({
+        owner: grantToken('rme', BigInt(base + 3)),
+      });
       expect(sizes).toHaveLength(2);
     });
 
@@ -738,7 +800,8 @@ describe('direct grant in the store (one command each)', () => {
       const outcome = await attempt('me', 'token-4', 'rme');
       expect(outcome.won).toBe(false);
       const doc = await collection.findOne({ _id: key });
-      expect(doc).toMatchObject({ owner: 'grant:rother', grantee: 'other' });
+      const fence = BigInt(base + 3 + FENCES_PER_LEASE);
+      expect(doc).toMatchObject({ owner: grantToken('rother', fence), grantee: 'other' });
     });
 
     it('marks of an old grant never let a process take a lock someone else holds', async () => {

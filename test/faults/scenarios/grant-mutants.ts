@@ -5,8 +5,7 @@ import { runGrantPauses } from './grant-paused';
 /** The confirmation of a grant in the attempt pipeline (`grantedToUs`). */
 const confirmation = {
   file: 'store/attempt-pipeline.ts',
-  anchor:
-    ": { $and: [{ $eq: ['$owner', { $literal: grantOwner(reservation) }] }, EXCLUSIVE_LIVE] };",
+  anchor: '      : pendingGrantTo(reservation, request.reservationUse?.exceptGrant);',
 };
 
 export const grantMutants: LibraryMutant[] = [
@@ -17,6 +16,13 @@ export const grantMutants: LibraryMutant[] = [
         file: 'store/direct-grant.ts',
         anchor: '    fence: choose(NEXT_FENCE, otherwise.fence),',
         replacement: "    fence: otherwise.fence, // mutant: the grantee gets the releaser's fence",
+      },
+      {
+        // Its placeholder names that fence too, as a grant's placeholder always names its own.
+        file: 'store/direct-grant.ts',
+        anchor: '    owner: choose(grantOwnerExpr(`${head}.k`), otherwise.owner),',
+        replacement:
+          "    owner: choose(grantTokenExpr(`${head}.k`, '$fence'), otherwise.owner), // mutant",
       },
     ],
     run: (server, libDir) =>
@@ -31,7 +37,7 @@ export const grantMutants: LibraryMutant[] = [
         // The grant names the grantee's process in `holder` (and `grantee`): matching that
         // instead of the placeholder lets a waiter take the key from its own process's holder.
         replacement:
-          ": { $and: [{ $eq: ['$holder', { $literal: holder }] }, EXCLUSIVE_LIVE] }; // mutant",
+          "      : { $and: [{ $eq: ['$holder', { $literal: holder }] }, EXCLUSIVE_LIVE] }; // mutant",
       },
     ],
     // Holds renewed past the lease, so a process's waiting head tries while its holder holds.
@@ -51,8 +57,9 @@ export const grantMutants: LibraryMutant[] = [
     patches: [
       {
         ...confirmation,
+        // mutant: ended grants too
         replacement:
-          ": { $eq: ['$owner', { $literal: grantOwner(reservation) }] }; // mutant: ended grants too",
+          '      : { $and: pendingGrantTo(reservation).$and.filter((c) => c !== EXCLUSIVE_LIVE) };',
       },
     ],
     // Scenario 3's probe: a grantee frozen past its grant lease is thawed while the head of the

@@ -23,7 +23,7 @@ export interface GrantScenario {
   run(server: FaultServer, libDir?: string): Promise<ScenarioOutcome>;
 }
 
-/** Owner token of an unconfirmed grant (`direct-grant.ts`'s `grantOwner`). */
+/** Owner token of a grant (`direct-grant.ts`'s `grantToken`): unconfirmed while `grantedTo` is set. */
 export const GRANT_OWNER_PREFIX = 'grant:';
 
 /**
@@ -49,7 +49,7 @@ export interface GrantSample {
   remainingMs: number;
   /** An owner and a lease not yet ended. */
   live: boolean;
-  /** Live, and the owner is a grant's placeholder: granted, not confirmed yet. */
+  /** Live, the owner a grant's placeholder and `grantedTo` set: granted, not confirmed yet. */
   grant: boolean;
   grantee: string | null;
   /** Live reservations, oldest first (the head first). */
@@ -105,6 +105,7 @@ export class GrantSampler {
               holder: 1,
               fence: 1,
               grantee: 1,
+              grantedTo: 1,
               remainingMs: { $subtract: ['$expiresAt', '$$NOW'] },
               waiting: {
                 $map: {
@@ -149,7 +150,9 @@ export class GrantSampler {
       fence: doc.fence == null ? null : String(doc.fence),
       remainingMs,
       live,
-      grant: live && owner.startsWith(GRANT_OWNER_PREFIX),
+      // A grant handed out on its event keeps the placeholder as its owner; its confirmation
+      // clears `grantedTo`.
+      grant: live && owner.startsWith(GRANT_OWNER_PREFIX) && doc.grantedTo != null,
       grantee: (doc.grantee as string | null | undefined) ?? null,
       reservations,
     };
@@ -189,7 +192,7 @@ export interface SeenGrant {
   firstSeen: number;
   /** Last sample still showing it unconfirmed. */
   lastUnconfirmed: number;
-  /** First sample with the same fence and a caller's own token: confirmed. */
+  /** First live sample with the same fence and no grant marks: confirmed. */
   confirmedAt: number | null;
 }
 
