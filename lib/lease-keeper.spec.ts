@@ -33,8 +33,13 @@ class FakeLeases implements LeaseOperations {
   giveBack = async (): Promise<ReleaseLeaseOutcome | undefined> => 'released';
 }
 
-function setUp(init: Partial<Omit<LeaseKeeperInit, 'operations' | 'onLost'>> = {}) {
+function setUp(
+  init: Partial<Omit<LeaseKeeperInit, 'operations' | 'onLost'>> = {},
+  /** The first renewals' replies, when they must differ from the start. */
+  renewReply?: FakeLeases['renewReply'],
+) {
   const leases = new FakeLeases();
+  if (renewReply) leases.renewReply = renewReply;
   const lost: { key: string; reason: string; cause: unknown; at: number }[] = [];
   const start = performance.now();
   const keeper = new LeaseKeeper({
@@ -68,8 +73,8 @@ describe('LeaseKeeper', () => {
   });
 
   /** setUp, remembering the keeper so it is stopped after the test. */
-  function keep(init?: Parameters<typeof setUp>[0]) {
-    const parts = setUp(init);
+  function keep(init?: Parameters<typeof setUp>[0], renewReply?: FakeLeases['renewReply']) {
+    const parts = setUp(init, renewReply);
     keeper = parts.keeper;
     return parts;
   }
@@ -335,6 +340,71 @@ describe('LeaseKeeper', () => {
       keeper.stop();
       await advance(60_000);
       expect(leases.renewed).toEqual([]);
+      expect(lost).toEqual([]);
+    });
+  });
+  describe('a lease taken without a write (renewAtOnce)', () => {
+    it('is renewed at once, even when the caller does not renew, and not again', async () => {
+      const { leases, keeper: k } = keep({
+        renew: false,
+        renewAtOnce: true,
+        leaseEnd: performance.now() + 5_000,
+      });
+      expect(leases.renewed).toHaveLength(1);
+      await advance(0);
+      // The renewal's lease (TTL_MS from its sending) is the lease now.
+      expect(k.leaseEnd).toBeGreaterThan(performance.now() + 5_000);
+      await advance(TTL_MS * 3);
+      expect(leases.renewed).toHaveLength(1);
+    });
+
+    it('a refused first renewal is a loss', async () => {
+      const { lost } = keep(
+        { renewAtOnce: true, leaseEnd: performance.now() + 5_000 },
+        async () => ({
+          renewed: false,
+          sentAt: performance.now(),
+        }),
+      );
+      await advance(0);
+      expect(lost.map((loss) => loss.key)).toEqual(['a']);
+    });
+
+    it("a release right away waits for the first renewal's outcome", async () => {
+      const { leases, keeper: k } = keep({ renewAtOnce: true }, async (_held, ttlMs) => {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        return { renewed: true, sentAt: performance.now(), remainingMs: ttlMs };
+      });
+      const releasing = k.releaseAll();
+      await advance(50);
+      expect(leases.released).toEqual([]);
+      await advance(100);
+      await releasing;
+      expect(leases.released).toEqual(['a']);
+    });
+
+    it('a failed first renewal is retried until one gets a reply; a release waits for it', async () => {
+      const {
+        leases,
+        keeper: k,
+        lost,
+      } = keep({ renew: false, renewAtOnce: true }, async () => {
+        throw new LockStoreUnavailableError('no reply');
+      });
+      await advance(0);
+      leases.renewReply = async (_held, ttlMs) => {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        return { renewed: true, sentAt: performance.now(), remainingMs: ttlMs };
+      };
+      await advance(300); // retried; its reply is 100 ms away
+      const renewals = leases.renewed.length;
+      expect(renewals).toBeGreaterThan(1);
+      const releasing = k.releaseAll();
+      await advance(0);
+      expect(leases.released).toEqual([]);
+      await advance(200);
+      await releasing;
+      expect(leases.released).toEqual(['a']);
       expect(lost).toEqual([]);
     });
   });

@@ -39,6 +39,12 @@ export interface LeaseKeeperInit {
   leaseEnd: number;
   ttlMs: number;
   renew: boolean;
+  /**
+   * Renew once at once, whether or not `renew` is set: a lease taken without a write (a grant
+   * handed out on its change event) is short, and its first renewal confirms it. Until that
+   * renewal's outcome is known, a release waits for it, so no lease is handed on unconfirmed.
+   */
+  renewAtOnce?: boolean;
   renewalIntervalRatio: number;
   maxHoldMs: number;
   operations: LeaseOperations;
@@ -102,8 +108,10 @@ export class LeaseKeeper {
     this.ttlMs = init.ttlMs;
     this.remaining = [...init.held];
     this.armDeadline();
+    // A refusal is a loss; an error is retried until the deadline (see `renewAll`).
+    if (init.renewAtOnce) this.renewing = this.renewAll(true).catch(() => undefined);
     if (init.renew) {
-      this.scheduleRenewal();
+      if (!init.renewAtOnce) this.scheduleRenewal();
       this.maxHoldTimer = unrefTimer(
         () =>
           this.lose(init.held[0].key, `it was held longer than maxHoldMs (${init.maxHoldMs} ms)`),

@@ -1,3 +1,4 @@
+import { GRANT_LEASE_MS } from './store/direct-grant';
 import { EXCLUSIVE } from './store/lock-modes';
 import { LockNotAcquiredError, LockStoreUnavailableError } from './errors';
 import { HeldLocks } from './held-locks';
@@ -60,14 +61,17 @@ class FakeStore {
     return this.onAttempt(key, owner, tries);
   };
 
+  readonly renewals: string[] = [];
   onRenew: (ttlMs: number) => Promise<RenewLeaseOutcome> = async (ttlMs) => ({
     renewed: true,
     sentAt: performance.now(),
     remainingMs: ttlMs,
   });
 
-  renew = (_key: string, _owner: string, ttlMs: number): Promise<RenewLeaseOutcome> =>
-    this.onRenew(ttlMs);
+  renew = (key: string, _owner: string, ttlMs: number): Promise<RenewLeaseOutcome> => {
+    this.renewals.push(key);
+    return this.onRenew(ttlMs);
+  };
 
   /** Releases that reject (their outcome unknown) before the next ones answer. */
   failingReleases = 0;
@@ -478,6 +482,45 @@ describe('LockAcquirer', () => {
       expect(first.lost).toBe(true);
       expect(store.releases).toHaveLength(1);
       void second.catch(() => undefined);
+    });
+  });
+
+  describe('a grant handed out without a write (its lease the short grant lease)', () => {
+    /** A win as a grant handed out on its change event, its last attempt sent `ageMs` ago. */
+    const handedOut = (key: string, ageMs: number): AcquireAttemptOutcome => ({
+      key,
+      won: true,
+      owner: `grant:r1:${fenceOf(key)}`,
+      fence: fenceOf(key),
+      sentAt: performance.now() - ageMs,
+      remainingMs: GRANT_LEASE_MS,
+      holderId: 'me',
+      operationTime: undefined,
+      grantUnconfirmed: true,
+    });
+
+    it('is left to the handle, which renews it at once (the caller does not renew)', async () => {
+      const { store, acquire } = setUp();
+      store.onAttempt = async (key, owner) =>
+        key === 'a' ? handedOut(key, 1_000) : won(key, owner);
+      const { value: handle } = await after(0, acquire(['a', 'b']));
+      // Less than half the 10 s lease is left, but more than a quarter of the grant lease.
+      expect(store.renewals).toEqual(['a', 'b']);
+      await jest.advanceTimersByTimeAsync(5_000);
+      expect(store.renewals).toEqual(['a', 'b']);
+      await handle!.release();
+    });
+
+    it('is renewed before the hand-out when less than a quarter of the grant lease is left', async () => {
+      const { store, acquire } = setUp();
+      store.onAttempt = async (key, owner) =>
+        key === 'a' ? handedOut(key, GRANT_LEASE_MS - 1_000) : won(key, owner);
+      const acquiring = acquire(['a', 'b']);
+      await jest.advanceTimersByTimeAsync(0);
+      // Before the hand-out, which confirms it: the handle need not renew at once.
+      expect(store.renewals).toEqual(['a']);
+      const { value: handle } = await after(0, acquiring);
+      await handle!.release();
     });
   });
 

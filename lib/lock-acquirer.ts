@@ -13,7 +13,7 @@ import type {
   AttemptTarget,
 } from './store/acquire-attempt';
 import type { LockStore } from './store/lock-store';
-import { lastReservedFence } from './store/direct-grant';
+import { GRANT_LEASE_MS, lastReservedFence } from './store/direct-grant';
 import { EXCLUSIVE, newOwnerToken } from './store/lock-modes';
 import type { ReservationUse } from './store/lock-modes';
 import type { ReleaseLeaseOutcome, ReleaseResult } from './store/release-lease';
@@ -101,8 +101,8 @@ class Acquisition implements KeyAttempts {
   }
 
   /** The queue for `key` left this process's place in the key's line. */
-  withdraw(key: string, reservation: string): void {
-    this.store.withdraw(key, reservation);
+  withdraw(key: string, reservation: string, exceptGrant?: string): void {
+    this.store.withdraw(key, reservation, exceptGrant);
   }
 
   /** An attempt won after its caller had left (cancelled mid-attempt): give it back. */
@@ -315,7 +315,10 @@ export class LockAcquirer {
     options: ResolvedAcquireOptions,
   ): Promise<number | undefined> {
     for (const [index, taken] of won.entries()) {
-      if (taken.sentAt + taken.remainingMs - performance.now() >= options.ttlMs / 2) continue;
+      // A grant handed out without a write is confirmed by the handle's first renewal, sent
+      // at once; only one about to run out is renewed before the hand-out.
+      const enough = taken.grantUnconfirmed ? GRANT_LEASE_MS / 4 : options.ttlMs / 2;
+      if (taken.sentAt + taken.remainingMs - performance.now() >= enough) continue;
       const renewal = await acquisition.store.renew(
         taken.key,
         taken.owner,
@@ -323,7 +326,8 @@ export class LockAcquirer {
         acquisition.commandBudgetMs(),
       );
       if (!renewal.renewed) return index;
-      won[index] = { ...taken, sentAt: renewal.sentAt, remainingMs: renewal.remainingMs };
+      const { grantUnconfirmed: _confirmed, ...renewed } = taken;
+      won[index] = { ...renewed, sentAt: renewal.sentAt, remainingMs: renewal.remainingMs };
     }
     return undefined;
   }
@@ -351,6 +355,7 @@ export class LockAcquirer {
       ),
       ttlMs: options.ttlMs,
       renew: options.renew,
+      renewAtOnce: won.some((taken) => taken.grantUnconfirmed),
       renewalIntervalRatio: options.renewalIntervalRatio,
       maxHoldMs: this.deps.maxHoldMs,
       operations: {

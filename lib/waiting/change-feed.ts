@@ -5,7 +5,7 @@ import type { LockChangeStream, LockDocument } from '../store/lock-document';
 import type { LockChangeScope, OpenLockChangeStreamOptions } from '../store/lock-change-stream';
 import { isChangeStreamUnsupportedError, isResumePointLostError } from '../store/mongo-error-codes';
 import { readLockChange } from './lock-event';
-import type { LockChange, ReadChange } from './lock-event';
+import type { GrantNews, LockChange, ReadChange } from './lock-event';
 import type { WaitLogger } from './wait-logger';
 
 /**
@@ -18,8 +18,8 @@ import type { WaitLogger } from './wait-logger';
  */
 export type KeySignal =
   'released' | 'granted' | 'released-here' | 'granted-elsewhere' | 'ended-here' | 'recheck';
-/** `fence`: with `granted`, the grant's fence (when the change said). */
-export type KeyWatcher = (signal: KeySignal, fence?: bigint) => void;
+/** `grant`: with `granted`, what was heard of the grant (when the change said). */
+export type KeyWatcher = (signal: KeySignal, grant?: GrantNews) => void;
 
 /**
  * How this process's hold ended: its release freed the key, granted it to this process's own
@@ -158,7 +158,12 @@ export class LockChangeFeed {
       lost: 'ended-here',
       'granted-elsewhere': 'granted-elsewhere',
     } as const;
-    this.signalKey(key, signal[how], undefined, grantFence);
+    this.signalKey(
+      key,
+      signal[how],
+      undefined,
+      grantFence === undefined ? undefined : { fence: grantFence },
+    );
   }
 
   async close(): Promise<void> {
@@ -299,12 +304,12 @@ export class LockChangeFeed {
   }
 
   private dispatch(change: ChangeStreamDocument<LockDocument>): void {
-    const { key, events, signal, fence } = this.readChange(change);
+    const { key, events, signal, grant } = this.readChange(change);
     const at = 'clusterTime' in change ? change.clusterTime : undefined;
     if (signal && key !== undefined) {
       // A grant to us counts as a release for a watcher that comes late: it must look.
       if (at) this.rememberRelease(key, at);
-      this.signalKey(key, signal, at, fence);
+      this.signalKey(key, signal, at, grant && at ? { ...grant, at } : grant);
     }
     for (const event of events) for (const listener of [...this.eventListeners]) listener(event);
   }
@@ -323,11 +328,11 @@ export class LockChangeFeed {
     key: string,
     signal: KeySignal,
     at: Timestamp | undefined,
-    fence?: bigint,
+    grant?: GrantNews,
   ): void {
     for (const [watcher, seenUpTo] of [...(this.keyWatchers.get(key) ?? [])]) {
       if (at && seenUpTo && at.compare(seenUpTo) <= 0) continue;
-      watcher(signal, fence);
+      watcher(signal, grant);
     }
   }
 

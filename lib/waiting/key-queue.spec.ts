@@ -1,4 +1,6 @@
+import { Timestamp } from 'mongodb';
 import { LockNotAcquiredError } from '../errors';
+import { GRANT_LEASE_MS, grantToken } from '../store/direct-grant';
 import type { AcquireAttemptOutcome, AcquireAttemptWon } from '../store/acquire-attempt';
 import type { ReservationUse } from '../store/lock-modes';
 import { LockChangeFeed } from './change-feed';
@@ -19,21 +21,34 @@ class FakeLock {
   reservedMs: number | undefined;
   /** Whether each attempt was sent to confirm a grant heard before it. */
   confirming: boolean[] = [];
+  /** What each attempt was sent with. */
+  uses: (ReservationUse | undefined)[] = [];
+  /** The queue's reservation, as its attempts name it. */
+  reservation: string | undefined;
+  /** The server time of each reply, when set (`Timestamp` seconds). */
+  operationTime: number | undefined;
+  /** How long before its reply each attempt counts as sent (an old attempt). */
+  ageMs = 0;
+  lastSentAt: number | undefined;
   private seq = 0;
 
   attempt = async (
     _key?: string,
-    _reservation?: string,
+    reservation?: string,
     use?: ReservationUse,
   ): Promise<AcquireAttemptOutcome> => {
     this.attempts += 1;
     this.confirming.push(use?.confirmsGrant ?? false);
+    this.uses.push(use);
+    this.reservation = reservation;
     this.inFlight += 1;
     this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
-    const sentAt = performance.now();
+    const sentAt = performance.now() - this.ageMs;
+    this.lastSentAt = sentAt;
     await new Promise((resolve) => setTimeout(resolve, this.delayMs));
     this.inFlight -= 1;
-    const base = { key: 'k', sentAt, operationTime: undefined };
+    const operationTime = this.operationTime === undefined ? undefined : ts(this.operationTime);
+    const base = { key: 'k', sentAt, operationTime };
     const reserved = this.reservedMs === undefined ? {} : { reservedMs: this.reservedMs };
     if (this.held) {
       return { ...base, won: false, remainingMs: 60_000, holderId: this.holder, ...reserved };
@@ -52,6 +67,8 @@ class FakeLock {
     };
   };
 }
+
+const ts = (seconds: number) => new Timestamp({ t: seconds, i: 1 });
 
 const timing = { safetyPollIntervalMs: 600_000, pollIntervalMs: 10, maxPollIntervalMs: 20 };
 
@@ -203,25 +220,54 @@ describe('KeyQueue', () => {
         onEmpty: () => undefined,
         localRun: { current: () => undefined, add: () => undefined, reset: () => undefined },
       });
-      const request = () => ({
-        attempts: { attempt: lock.attempt, withdraw: () => undefined, abandonWin: () => undefined },
+      const withdrawals: (string | undefined)[] = [];
+      const request = (transfer?: { scope: string | null }) => ({
+        attempts: {
+          attempt: lock.attempt,
+          withdraw: (_key: string, _reservation: string, exceptGrant?: string) =>
+            void withdrawals.push(exceptGrant),
+          abandonWin: () => undefined,
+        },
         deadline: performance.now() + 10_000,
         timeoutMs: 10_000,
         signal: undefined,
+        ...(transfer
+          ? {
+              transfer: { owner: 'caller', ttlMs: 30_000, uncertain: () => undefined, ...transfer },
+            }
+          : {}),
       });
-      const streamRelease = () => push({ owner: null });
+      const streamRelease = (at?: number) => push({ owner: null }, at);
       /** A release that hands the key to process `grantee` (see `direct-grant.ts`). */
       const streamGrant = (grantee: string, fence = 7) =>
         push({ owner: 'grant:r', holder: grantee, grantee, fence, releasedFence: fence - 1 });
-      const push = (updatedFields: Record<string, unknown>) => {
+      /** A release that grants the key to this queue's reservation (or another), as streamed. */
+      const streamOurGrant = (fence: number, at: number, grantedTo = lock.reservation!) => {
+        const owner = grantToken(grantedTo, BigInt(fence));
+        push(
+          { owner, holder: 'me', grantee: 'me', grantedTo, fence, releasedFence: fence - 1 },
+          at,
+        );
+      };
+      const push = (updatedFields: Record<string, unknown>, at?: number) => {
         pushed.push({
           operationType: 'update',
           documentKey: { _id: 'k' },
           updateDescription: { updatedFields },
+          ...(at === undefined ? {} : { clusterTime: ts(at) }),
         });
         wake?.();
       };
-      return { feed, lock, queue, request, streamRelease, streamGrant };
+      return {
+        feed,
+        lock,
+        queue,
+        request,
+        streamRelease,
+        streamGrant,
+        streamOurGrant,
+        withdrawals,
+      };
     }
 
     it('waits for its own grant when a local release hands the key to another process', async () => {
@@ -335,6 +381,111 @@ describe('KeyQueue', () => {
       feed.notifyHoldEnded('k', 'freed');
       await second;
       await feed.close();
+    });
+
+    describe('a grant heard on the stream, handed to the head without a write', () => {
+      /** The key is held elsewhere; the head's attempt lost at server time 10; the queue watches. */
+      async function waitingHead(transfer: { scope: string | null } | null = { scope: null }) {
+        const setUp = streamingSetUp();
+        setUp.lock.held = true;
+        setUp.lock.operationTime = 10;
+        const waits = setUp.queue.enqueue(setUp.request(transfer ?? undefined));
+        await tick(30);
+        return { ...setUp, waits };
+      }
+
+      it("the head holds the lock at once under the grant's token, its lease counted from its last attempt", async () => {
+        const { feed, lock, waits, streamOurGrant } = await waitingHead();
+        const attempts = lock.attempts;
+        streamOurGrant(40, 11);
+        const won = await waits;
+        expect(lock.attempts).toBe(attempts);
+        expect(won).toMatchObject({
+          won: true,
+          owner: grantToken(lock.reservation!, 40n),
+          fence: 40n,
+          holderId: 'me',
+          sentAt: lock.lastSentAt,
+          remainingMs: GRANT_LEASE_MS,
+          grantUnconfirmed: true,
+        });
+        await feed.close();
+      });
+
+      /** The grant is not handed out: the next attempt takes it by the confirming command. */
+      async function takenByConfirmation(setUp: Awaited<ReturnType<typeof waitingHead>>) {
+        const { feed, lock, waits } = setUp;
+        const won = await waits;
+        expect(won.grantUnconfirmed).toBeUndefined();
+        expect(lock.confirming.at(-1)).toBe(true);
+        await feed.close();
+      }
+
+      it('not on news no newer than its last attempt: that attempt may have seen the grant', async () => {
+        const setUp = await waitingHead();
+        const { lock, streamRelease, streamOurGrant } = setUp;
+        lock.operationTime = 20;
+        streamRelease(11); // the head tries again and loses, at server time 20
+        await tick(30);
+        lock.held = false;
+        streamOurGrant(40, 15); // newer than the watch's start, older than the last attempt
+        await takenByConfirmation(setUp);
+      });
+
+      it('not when its last attempt is older than half a grant lease', async () => {
+        const setUp = await waitingHead();
+        setUp.lock.ageMs = GRANT_LEASE_MS / 2 + 100;
+        setUp.streamRelease(11);
+        await tick(30);
+        setUp.lock.held = false;
+        setUp.streamOurGrant(40, 12);
+        await takenByConfirmation(setUp);
+      });
+
+      it('not to a scoped head, nor to one a release may not pass the lock to', async () => {
+        for (const transfer of [{ scope: 'tenant-1' }, null]) {
+          const setUp = await waitingHead(transfer);
+          setUp.lock.held = false;
+          setUp.streamOurGrant(40, 11);
+          await takenByConfirmation(setUp);
+        }
+      });
+
+      it("not a grant to another reservation (an earlier queue's)", async () => {
+        const setUp = await waitingHead();
+        setUp.lock.held = false;
+        setUp.streamOurGrant(40, 11, 'rolder');
+        await takenByConfirmation(setUp);
+      });
+
+      it('not while an attempt is on its way: that attempt may take it', async () => {
+        const { feed, lock, waits, streamRelease, streamOurGrant } = await waitingHead();
+        lock.delayMs = 40;
+        lock.held = false;
+        streamRelease(11);
+        await tick(15); // the head's attempt is on its way
+        streamOurGrant(40, 12);
+        const won = await waits;
+        expect(won.owner).toBe('o1'); // the attempt's own win
+        expect(won.grantUnconfirmed).toBeUndefined();
+        await feed.close();
+      });
+
+      it('later attempts and the withdrawal leave the handed-out grant alone', async () => {
+        const { feed, lock, queue, request, waits, streamOurGrant, withdrawals } =
+          await waitingHead();
+        lock.reservedMs = 10_000; // our place in line is kept
+        const second = queue.enqueue(request({ scope: null }));
+        streamOurGrant(40, 11);
+        const first = await waits;
+        lock.held = false;
+        feed.notifyHoldEnded('k', 'freed'); // the first caller released
+        await second;
+        expect(lock.uses.at(-1)?.exceptGrant).toBe(first.owner);
+        await tick(10);
+        expect(withdrawals).toEqual([first.owner]);
+        await feed.close();
+      });
     });
   });
 });

@@ -2,11 +2,12 @@ import { randomBytes } from 'node:crypto';
 import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
 import { notAcquiredMessage } from '../lock.messages';
 import type { AcquireAttemptOutcome, AcquireAttemptWon } from '../store/acquire-attempt';
-import { FENCES_PER_LEASE } from '../store/direct-grant';
+import { FENCES_PER_LEASE, GRANT_LEASE_MS, grantToken } from '../store/direct-grant';
 import { RESERVATION_TTL_MS, isEntryOwner } from '../store/lock-modes';
 import type { ReservationUse } from '../store/lock-modes';
 import { isStoreUnavailableError } from '../store/mongo-error-codes';
 import type { KeySignal, LockChangeFeed } from './change-feed';
+import type { GrantNews } from './lock-event';
 import { LEASE_END_MARGIN_MS, pollDelayMs } from './wait-timing';
 import type { WaitTiming } from './wait-timing';
 import { Wakeup } from './wakeup';
@@ -67,8 +68,11 @@ export interface KeyAttempts {
    * queue, where the store keeps it (fairness between processes).
    */
   attempt(key: string, reservation: string, use: ReservationUse): Promise<AcquireAttemptOutcome>;
-  /** This process's queue has left: its reservation, if the store made one, goes. */
-  withdraw(key: string, reservation: string): void;
+  /**
+   * This process's queue has left: its reservation, if the store made one, goes; a grant to it
+   * goes on, unless it is `exceptGrant` (handed out already).
+   */
+  withdraw(key: string, reservation: string, exceptGrant?: string): void;
   /** An attempt won after the caller had left (cancelled mid-attempt): give it back. */
   abandonWin(won: AcquireAttemptWon): void;
 }
@@ -139,6 +143,12 @@ export class KeyQueue {
   private unavailable: unknown;
   /** A grant to this process was heard since the last attempt: the next one confirms it. */
   private grantHeard = false;
+  /**
+   * The placeholder token of the last grant handed out here without a write (see
+   * {@link handOutGrant}): until its holder's first renewal lands it looks pending, and our
+   * later attempts and our withdrawal must leave it alone. Unique per grant, so kept.
+   */
+  private handedOutGrant: string | undefined;
   /** This queue's name in the key's reservations (a field name: letters and digits only). */
   private readonly reservation = `r${randomBytes(9).toString('hex')}`;
   /** Until when the store keeps our reservation (monotonic), if it made one; else undefined. */
@@ -257,7 +267,7 @@ export class KeyQueue {
       this.running = false;
       const reserved = this.reservedUntil !== undefined && this.reservedUntil > performance.now();
       if (reserved || this.reservationUnknown || this.anyAttemptUnanswered) {
-        this.lastAttempts?.withdraw(this.key, this.reservation);
+        this.lastAttempts?.withdraw(this.key, this.reservation, this.handedOutGrant);
       }
       this.reservedUntil = undefined;
       this.unwatch?.();
@@ -281,6 +291,7 @@ export class KeyQueue {
         keep: this.size > 1,
         grantable: this.deps.feed.streaming,
         ...(confirmsGrant ? { confirmsGrant } : {}),
+        ...(this.handedOutGrant === undefined ? {} : { exceptGrant: this.handedOutGrant }),
       });
     } catch (error) {
       head.attempting = false;
@@ -393,19 +404,20 @@ export class KeyQueue {
   private watch(outcome: AcquireAttemptOutcome): void {
     this.unwatch ??= this.deps.feed.watchKey(
       this.key,
-      (signal, fence) => this.onKeySignal(signal, fence),
+      (signal, grant) => this.onKeySignal(signal, grant),
       outcome.operationTime,
     );
   }
 
-  private onKeySignal(signal: KeySignal, fence?: bigint): void {
+  private onKeySignal(signal: KeySignal, grant?: GrantNews): void {
     this.pollRound = 0;
     switch (signal) {
       case 'granted':
         // Our hold, if we think we have one, is over: the key was granted anew (unless this is
-        // the news of the very grant we confirmed, which came after our confirmation).
-        if (this.heldHere && fence !== undefined && fence <= (this.heldFence ?? -1n)) return;
+        // the news of the very grant we took, which came after we took it).
+        if (this.heldHere && grant && grant.fence <= (this.heldFence ?? -1n)) return;
         this.heldHere = false;
+        if (grant && this.handOutGrant(grant)) return;
         this.grantHeard = true;
         break;
       case 'ended-here': // Our hold ended without our write freeing the key (it was lost).
@@ -426,6 +438,55 @@ export class KeyQueue {
     }
     this.releases += 1;
     this.wakeup.wake();
+  }
+
+  /**
+   * Hands a grant heard on the change stream to the head at once, without a write: the head
+   * holds the lock under the grant's placeholder token, and its first renewal, sent at once,
+   * confirms it (see `LeaseKeeper`). Only when that is safe and the deadline is known:
+   * - the grant is to our reservation, and the event carries its token and cluster time;
+   * - the head asks for an exclusive, unscoped lock a release may pass on (`transfer`), and
+   *   no attempt, local transfer or unanswered attempt of ours could take the grant as well;
+   * - the event comes after our last answered attempt, so the grant was written after that
+   *   attempt was sent, and its lease, counted from the attempt's `sentAt`, ends no sooner
+   *   than the head's local deadline; that attempt is recent enough to leave at least half a
+   *   grant lease.
+   * Otherwise the next attempt takes the grant with the small confirming command. Returns
+   * whether the head took it.
+   */
+  private handOutGrant({ fence, reservation, owner, at }: GrantNews): boolean {
+    const head = this.head();
+    const last = this.lastOutcome;
+    if (!head?.transfer || head.transfer.scope !== null || head.attempting) return false;
+    if (performance.now() >= head.deadline) return false;
+    if (this.transferring || this.anyAttemptUnanswered) return false;
+    if (reservation !== this.reservation || owner !== grantToken(reservation, fence)) return false;
+    if (!at || !last?.operationTime || at.compare(last.operationTime) <= 0) return false;
+    if (performance.now() - last.sentAt > GRANT_LEASE_MS / 2) return false;
+    const won: AcquireAttemptWon = {
+      key: this.key,
+      owner,
+      fence,
+      holderId: this.deps.holderId,
+      sentAt: last.sentAt,
+      remainingMs: GRANT_LEASE_MS,
+      operationTime: at,
+      won: true,
+      grantUnconfirmed: true,
+    };
+    // As after a win: the next waiter waits for this holder's release.
+    this.deps.localRun.reset();
+    this.heldHere = true;
+    this.grantHeard = false;
+    this.heldFence = fence;
+    this.handedOutGrant = owner;
+    this.lastOutcome = won;
+    this.holder = { holderId: won.holderId, leaseEnd: won.sentAt + won.remainingMs };
+    this.releasesAtWin = this.releases;
+    this.wonByTransfer = true;
+    this.pollRound = 0;
+    this.settle(head, { won });
+    return true;
   }
 
   /** The store keeps a reservation of ours, as far as we know: a release may grant to us. */

@@ -1,4 +1,4 @@
-import type { ChangeStreamDocument, Long } from 'mongodb';
+import type { ChangeStreamDocument, Long, Timestamp } from 'mongodb';
 import type { LockEvent } from '../interfaces/lock-state.interface';
 import type { LockDocument } from '../store/lock-document';
 import { toBigInt } from '../store/bson-values';
@@ -144,8 +144,25 @@ export interface ReadChange {
   key: string | undefined;
   events: LockEvent[];
   signal: 'released' | 'granted' | undefined;
-  /** A grant's fence: a process that already holds the key by it knows the news is old. */
-  fence?: bigint;
+  /** With `granted`: what the change says of the grant (see {@link GrantNews}). */
+  grant?: GrantNews;
+}
+
+/** What a process hears of a grant to it. */
+export interface GrantNews {
+  /**
+   * The grant's fence (a process that already holds the key by it knows the news is old); told
+   * by this process's own release, a lower bound of it.
+   */
+  fence: bigint;
+  /**
+   * From a change event: the reservation granted and the grant's placeholder owner, under
+   * which the grantee may hold the lock at once (see `KeyQueue`).
+   */
+  reservation?: string;
+  owner?: string;
+  /** The change's cluster time (added by the change feed). */
+  at?: Timestamp;
 }
 
 /**
@@ -178,15 +195,24 @@ export function readLockChange(grantee: string | undefined) {
         fence,
         at: event.at,
       };
-      return { key, events: [released, event], signal, ...grantFence(signal, updated) };
+      return { key, events: [released, event], signal, ...grantNews(signal, updated) };
     }
-    return { key, events: event ? [event] : [], signal, ...grantFence(signal, updated) };
+    return { key, events: event ? [event] : [], signal, ...grantNews(signal, updated) };
   };
 }
 
-function grantFence(
+function grantNews(
   signal: ReadChange['signal'],
   updated: Partial<LockDocument> | undefined,
-): { fence?: bigint } {
-  return signal === 'granted' && updated?.fence != null ? { fence: toBigInt(updated.fence) } : {};
+): { grant?: GrantNews } {
+  if (signal !== 'granted' || updated?.fence == null) return {};
+  const { grantedTo, owner } = updated;
+  return {
+    grant: {
+      fence: toBigInt(updated.fence),
+      ...(typeof grantedTo === 'string' && typeof owner === 'string'
+        ? { reservation: grantedTo, owner }
+        : {}),
+    },
+  };
 }

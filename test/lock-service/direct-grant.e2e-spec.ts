@@ -82,22 +82,30 @@ describe('direct grant between processes', () => {
 
     await held.release();
     const bHandle = await bWaits;
-    // B took the grant with one small command (not the full attempt); C, behind B, was not
+    // The grant's change event handed B the lock: B wrote nothing before its call resolved
+    // (it only read its change stream).
+    expect(b.commands.names.filter((name) => name !== 'getMore')).toEqual([]);
+    // B holds it under the grant's placeholder token.
+    const granted = await rawLockOf(kit, 'k');
+    expect(granted?.owner).toMatch(new RegExp(`^grant:r[0-9a-f]+:${bHandle.fence}$`));
+    // Its first renewal, sent at once and small, confirms the grant; C, behind B, was not
     // even woken.
+    await eventually(async () => (await rawLockOf(kit, 'k'))?.grantedTo === null);
     expect(b.commands.names.filter((name) => name === 'findAndModify')).toHaveLength(1);
-    expect(b.commands.sizes[b.commands.names.indexOf('findAndModify')]).toBeLessThan(2_000);
+    expect(b.commands.sizes[b.commands.names.indexOf('findAndModify')]).toBeLessThan(1_000);
     await sleep(100);
     expect(c.commands.names.filter((name) => name === 'findAndModify')).toHaveLength(0);
     cEvents.unsubscribe();
     expect(bHandle.fence).toBeGreaterThan(held.fence);
 
     const doc = await rawLockOf(kit, 'k');
-    // B's own token replaced the grant's placeholder.
+    // B holds the lock under the grant's placeholder, now confirmed: no longer a pending grant.
     expect(doc?.holder).toBe(b.service.holderId);
-    expect(doc?.owner).not.toMatch(/^grant:/);
-    expect(doc?.grantedTo).toBeNull();
+    expect(doc?.owner).toBe(granted?.owner);
+    expect(doc?.grantee).toBeNull();
     // Full lease after the confirmation, not the short grant lease.
     expect(new Date(doc?.expiresAt).getTime() - Date.now()).toBeGreaterThan(GRANT_LEASE_MS);
+    expect(bHandle.lost).toBe(false);
 
     await bHandle.release();
     const cHandle = await cWaits;
@@ -106,6 +114,46 @@ describe('direct grant between processes', () => {
     // The last release frees the key: nobody waits.
     expect(liveReservations(await rawLockOf(kit, 'k'))).toEqual([]);
     expect((await rawLockOf(kit, 'k'))?.owner).toBeNull();
+  });
+
+  it('a caller that does not renew still has its handed-out grant confirmed, with its full lease', async () => {
+    const a = await kit.service();
+    const b = await kit.service();
+    const held = await a.acquire('no-renew', { ttlMs: 30_000 });
+    const bWaits = b.acquire('no-renew', { ttlMs: 30_000, timeoutMs: 20_000, renew: false });
+    await eventually(async () => liveReservations(await rawLockOf(kit, 'no-renew')).length === 1);
+    await sleep(100);
+    await held.release();
+    const bHandle = await bWaits;
+    await eventually(async () => (await rawLockOf(kit, 'no-renew'))?.grantedTo === null);
+    const doc = await rawLockOf(kit, 'no-renew');
+    expect(new Date(doc?.expiresAt).getTime() - Date.now()).toBeGreaterThan(GRANT_LEASE_MS);
+    expect(bHandle.lost).toBe(false);
+    await bHandle.release();
+    expect((await rawLockOf(kit, 'no-renew'))?.owner).toBeNull();
+  });
+
+  it('a call that fails after a grant was handed to it gives that key back to the line at once', async () => {
+    const a = await kit.service();
+    const b = await kit.service();
+    const c = await kit.service();
+    const d = await kit.service();
+    const first = await a.acquire('gb:1', { ttlMs: 30_000 });
+    const second = await c.acquire('gb:2', { ttlMs: 30_000 });
+    const bFails = b
+      .acquire(['gb:1', 'gb:2'], { ttlMs: 30_000, timeoutMs: 1_500 })
+      .catch((error: unknown) => error);
+    await eventually(async () => liveReservations(await rawLockOf(kit, 'gb:1')).length === 1);
+    const dWaits = d.acquire('gb:1', { ttlMs: 30_000, timeoutMs: 20_000 });
+    await eventually(async () => liveReservations(await rawLockOf(kit, 'gb:1')).length === 2);
+    await first.release(); // handed to b, which then waits for gb:2 in vain
+    await eventually(async () => (await rawLockOf(kit, 'gb:1'))?.holder === b.holderId);
+    expect(await bFails).toBeInstanceOf(LockNotAcquiredError);
+    const failedAt = performance.now();
+    const dHandle = await dWaits;
+    expect(performance.now() - failedAt).toBeLessThan(1_000);
+    await dHandle.release();
+    await second.release();
   });
 
   it('grants in the order processes started waiting; each passes the lock among its own callers', async () => {

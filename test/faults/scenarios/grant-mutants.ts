@@ -74,4 +74,35 @@ export const grantMutants: LibraryMutant[] = [
     accept: (v) =>
       v.detail.includes('took the key first') || v.detail.includes('fence of the grant'),
   },
+  {
+    name: 'a grant heard on the stream is handed out whatever the queue does, its lease counted from the event',
+    patches: [
+      {
+        file: 'waiting/key-queue.ts',
+        anchor:
+          '    if (!head?.transfer || head.transfer.scope !== null || head.attempting) return false;',
+        replacement:
+          '    if (!head?.transfer || head.transfer.scope !== null) return false; // mutant: attempting',
+      },
+      {
+        file: 'waiting/key-queue.ts',
+        anchor: '    if (performance.now() - last.sentAt > GRANT_LEASE_MS / 2) return false;',
+        replacement: '    // mutant: no bound on the age of the last attempt',
+      },
+      {
+        file: 'waiting/key-queue.ts',
+        anchor: '      sentAt: last.sentAt,',
+        replacement: '      sentAt: performance.now(), // mutant: counted from the event',
+      },
+    ],
+    // A grantee frozen past its grant lease hears the grant only when thawed (its timers,
+    // fired first, have sent an attempt), when another process holds the key.
+    run: (server, libDir) =>
+      runGrantPauses(server, {
+        libDir,
+        rounds: [['before-grant', 'before-grant']],
+        name: 'gm_handout',
+      }),
+    caughtAs: ['overlap', 'scenario'],
+  },
 ];

@@ -434,7 +434,8 @@ describeWithFailPoints('adversarial review: direct grant and local transfer', ()
   describe('unknown outcomes (regression guards)', () => {
     // Holds up: the grantee's confirming attempt is applied but its reply fails (write
     // concern), and its caller's deadline passes meanwhile: the call fails, gives the
-    // confirmed lock back, and the next process in line gets it.
+    // confirmed lock back, and the next process in line gets it. (The grantees here are
+    // scoped, so they take a grant by an attempt rather than on its change event.)
     it('a confirmation with a failed reply at the deadline is given back', async () => {
       const holder = await kit.service();
       const client = await appClient('confirm-wce');
@@ -443,7 +444,7 @@ describeWithFailPoints('adversarial review: direct grant and local transfer', ()
       const key = 'confirm-wce';
       const held = await holder.acquire(key, { ttlMs: 30_000 });
       const granteeWaits = settleWithin(
-        grantee.acquire(key, { ttlMs: 30_000, timeoutMs: 1_500 }),
+        grantee.acquire(key, { ttlMs: 30_000, timeoutMs: 1_500, scope: 'confirming' }),
         20_000,
       );
       await eventually(async () => (await reservations(key)).length === 1);
@@ -499,6 +500,31 @@ describeWithFailPoints('adversarial review: direct grant and local transfer', ()
 
     // Holds up: a grantee whose caller is aborted while its confirming attempt is held up on
     // the server gives the confirmed lock back (abandonWin), and the next process gets it.
+    // A grant handed out on its change event is confirmed by the holder's first renewal. That
+    // renewal is applied but its reply fails (write concern), again and again for a while: the
+    // holder keeps the lock, retries, and the retry that gets a reply confirms the grant.
+    it('a handed-out grant whose confirming renewal keeps failing its reply is kept and confirmed', async () => {
+      const holder = await kit.service();
+      const client = await appClient('handout-wce');
+      const grantee = await kit.service({ client });
+      const key = 'handout-wce';
+      const held = await holder.acquire(key, { ttlMs: 30_000 });
+      const granteeWaits = grantee.acquire(key, { ttlMs: 30_000, timeoutMs: 20_000 });
+      await eventually(async () => (await reservations(key)).length === 1);
+      await sleep(100);
+      await failPoint('alwaysOn', writeConcernTimeout('handout-wce'));
+      await held.release();
+      const handle = await granteeWaits;
+      await sleep(800); // renewals sent and failed meanwhile
+      await failPoint('off');
+      await eventually(async () => (await rawLockOf(kit, key))?.grantedTo === null, 3_000);
+      expect(handle.lost).toBe(false);
+      const doc = await rawLockOf(kit, key);
+      expect(new Date(doc?.expiresAt).getTime() - Date.now()).toBeGreaterThan(20_000);
+      await handle.release();
+      expect((await rawLockOf(kit, key))?.owner).toBeNull();
+    });
+
     it('a grantee aborted during its confirming attempt gives the lock back to the line', async () => {
       const client = await appClient('slow-confirm');
       const holder = await kit.service();
@@ -508,7 +534,7 @@ describeWithFailPoints('adversarial review: direct grant and local transfer', ()
       const held = await holder.acquire(key, { ttlMs: 30_000 });
       const cancel = new AbortController();
       const granteeWaits = grantee
-        .acquire(key, { ttlMs: 30_000, timeoutMs: 20_000, signal: cancel.signal })
+        .acquire(key, { ttlMs: 30_000, timeoutMs: 20_000, signal: cancel.signal, scope: 'slow' })
         .catch((error: unknown) => error);
       await eventually(async () => (await reservations(key)).length === 1);
       const thirdWaits = third.acquire(key, { ttlMs: 30_000, timeoutMs: 20_000 });

@@ -75,8 +75,9 @@ describeWithFailPoints('adversarial review: holding and releasing', () => {
     const other = await kit.service();
     const blocker = await other.acquire('hang:b', { ttlMs: 10_000 });
     const started = performance.now();
+    // Scoped: a grant is taken by an attempt, not handed out on its change event.
     const acquiring = settleWithin(
-      locks.acquire(['hang:a', 'hang:b'], { timeoutMs: 1_000, ttlMs: 10_000 }),
+      locks.acquire(['hang:a', 'hang:b'], { timeoutMs: 1_000, ttlMs: 10_000, scope: 'hang' }),
       8_000,
     );
     // 'hang:a' is taken; the wait for 'hang:b' ends just before the deadline, when MongoDB
@@ -103,9 +104,10 @@ describeWithFailPoints('adversarial review: holding and releasing', () => {
     const other = await kit.service();
     const blocker = await other.acquire('refresh:b', { ttlMs: 10_000 });
     // 'refresh:a' is taken at once; 'refresh:b' 2.1 s later, when 'refresh:a' has less than
-    // half its lease left, so it is renewed before the handle is handed out.
+    // half its lease left, so it is renewed before the handle is handed out. (Scoped: the
+    // grant of 'refresh:b' is taken by an attempt, not handed out on its change event.)
     const acquiring = locks
-      .acquire(['refresh:a', 'refresh:b'], { ttlMs: 4_000, timeoutMs: 5_000 })
+      .acquire(['refresh:a', 'refresh:b'], { ttlMs: 4_000, timeoutMs: 5_000, scope: 'refresh' })
       .then(
         (handle) => handle,
         (error: unknown) => error,
