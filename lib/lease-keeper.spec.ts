@@ -370,11 +370,14 @@ describe('LeaseKeeper', () => {
       expect(lost.map((loss) => loss.key)).toEqual(['a']);
     });
 
+    /** A renewal whose reply comes 100 ms after it was sent. */
+    const slowRenewal: FakeLeases['renewReply'] = async (_held, ttlMs) => {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      return { renewed: true, sentAt: performance.now(), remainingMs: ttlMs };
+    };
+
     it("a release right away waits for the first renewal's outcome", async () => {
-      const { leases, keeper: k } = keep({ renewAtOnce: true }, async (_held, ttlMs) => {
-        await new Promise((resolve) => setTimeout(resolve, 100));
-        return { renewed: true, sentAt: performance.now(), remainingMs: ttlMs };
-      });
+      const { leases, keeper: k } = keep({ renewAtOnce: true }, slowRenewal);
       const releasing = k.releaseAll();
       await advance(50);
       expect(leases.released).toEqual([]);
@@ -392,10 +395,7 @@ describe('LeaseKeeper', () => {
         throw new LockStoreUnavailableError('no reply');
       });
       await advance(0);
-      leases.renewReply = async (_held, ttlMs) => {
-        await new Promise((resolve) => setTimeout(resolve, 100));
-        return { renewed: true, sentAt: performance.now(), remainingMs: ttlMs };
-      };
+      leases.renewReply = slowRenewal;
       await advance(300); // retried; its reply is 100 ms away
       const renewals = leases.renewed.length;
       expect(renewals).toBeGreaterThan(1);

@@ -521,6 +521,18 @@ describe('direct grant in the store (one command each)', () => {
   // lease reserves FENCES_PER_LEASE of them.
   const base = 2 * Date.now();
 
+  /** `doc` shows a pending grant to process `holder` (its reservation `r<holder>`) at `fence`. */
+  function expectGranted(doc: RawLock | null, holder: string, fence: number) {
+    const grantFence = BigInt(base + fence);
+    expect(doc).toMatchObject({
+      owner: grantToken(`r${holder}`, grantFence),
+      holder,
+      grantee: holder,
+      grantedTo: `r${holder}`,
+    });
+    expect(Number(doc?.fence)).toBe(base + fence);
+  }
+
   function grantedState(fence: number) {
     return {
       owner: grantToken('rme', BigInt(base + fence)),
@@ -610,10 +622,7 @@ describe('direct grant in the store (one command each)', () => {
     const { collection, attempt } = await setUp(lapsedGrant(3));
     const outcome = await attempt('me', 'token-4', 'rme');
     expect(outcome.won).toBe(false);
-    const doc = await collection.findOne({ _id: key });
-    const fence = base + 3 + FENCES_PER_LEASE;
-    expect(doc).toMatchObject({ owner: grantToken('rother', BigInt(fence)), grantee: 'other' });
-    expect(Number(doc?.fence)).toBe(fence);
+    expectGranted(await collection.findOne({ _id: key }), 'other', 3 + FENCES_PER_LEASE);
   });
 
   it('a process whose grant ran out leaves the line: the next waiter gets the lock', async () => {
@@ -654,13 +663,7 @@ describe('direct grant in the store (one command each)', () => {
     const outcome = await attempt('late', 'token-5', 'rlate');
     expect(outcome.won).toBe(false);
     const doc = await collection.findOne({ _id: key });
-    const fence = BigInt(base + 9 + FENCES_PER_LEASE);
-    expect(doc).toMatchObject({
-      owner: grantToken('rhead', fence),
-      holder: 'head',
-      grantedTo: 'rhead',
-    });
-    expect(Number(doc?.fence)).toBe(Number(fence));
+    expectGranted(doc, 'head', 9 + FENCES_PER_LEASE);
     // The late waiter took its place behind, the grantee went to the back.
     expect(Object.keys(doc?.waiting ?? {}).sort()).toEqual(['rhead', 'rlate']);
   });
@@ -709,13 +712,7 @@ describe('direct grant in the store (one command each)', () => {
     const { collection, lockCollection: locks } = await setUp(grantedState(20));
     await withdrawReservation(locks, key, 'rme', 60_000);
     const doc = await collection.findOne({ _id: key });
-    const fence = BigInt(base + 20 + FENCES_PER_LEASE);
-    expect(doc).toMatchObject({
-      owner: grantToken('rother', fence),
-      holder: 'other',
-      grantee: 'other',
-    });
-    expect(Number(doc?.fence)).toBe(Number(fence));
+    expectGranted(doc, 'other', 20 + FENCES_PER_LEASE);
     expect(Object.keys(doc?.waiting ?? {})).toEqual(['rother']);
   });
 
@@ -847,9 +844,7 @@ describe('direct grant in the store (one command each)', () => {
       const { collection, attempt } = await setUpHeard(lapsedGrant(3));
       const outcome = await attempt('me', 'token-4', 'rme');
       expect(outcome.won).toBe(false);
-      const doc = await collection.findOne({ _id: key });
-      const fence = BigInt(base + 3 + FENCES_PER_LEASE);
-      expect(doc).toMatchObject({ owner: grantToken('rother', fence), grantee: 'other' });
+      expectGranted(await collection.findOne({ _id: key }), 'other', 3 + FENCES_PER_LEASE);
     });
 
     it('marks of an old grant never let a process take a lock someone else holds', async () => {

@@ -498,8 +498,6 @@ describeWithFailPoints('adversarial review: direct grant and local transfer', ()
       await eventually(async () => (await rawLockOf(kit, key))?.owner === null);
     });
 
-    // Holds up: a grantee whose caller is aborted while its confirming attempt is held up on
-    // the server gives the confirmed lock back (abandonWin), and the next process gets it.
     // A grant handed out on its change event is confirmed by the holder's first renewal. That
     // renewal is applied but its reply fails (write concern), again and again for a while: the
     // holder keeps the lock, retries, and the retry that gets a reply confirms the grant.
@@ -525,6 +523,8 @@ describeWithFailPoints('adversarial review: direct grant and local transfer', ()
       expect((await rawLockOf(kit, key))?.owner).toBeNull();
     });
 
+    // Holds up: a grantee whose caller is aborted while its confirming attempt is held up on
+    // the server gives the confirmed lock back (abandonWin), and the next process gets it.
     it('a grantee aborted during its confirming attempt gives the lock back to the line', async () => {
       const client = await appClient('slow-confirm');
       const holder = await kit.service();
