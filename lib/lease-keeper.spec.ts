@@ -386,6 +386,17 @@ describe('LeaseKeeper', () => {
       expect(leases.released).toEqual(['a']);
     });
 
+    it('a first renewal with a shorter lease than the grant brings the deadline in when sent', async () => {
+      // A 1 s lease confirming a 5 s grant: applied but unanswered, it leaves 1 s from its sending.
+      const { lost, start } = keep(
+        { ttlMs: 1_000, renewAtOnce: true, leaseEnd: performance.now() + 4_500 },
+        () => new Promise<never>(() => undefined),
+      );
+      await advance(2_000);
+      expect(lost).toHaveLength(1);
+      expect(lost[0].at - start).toBeLessThanOrEqual(1_000 - leaseSafetyMarginMs(1_000));
+    });
+
     it('a failed first renewal is retried until one gets a reply; a release waits for it', async () => {
       const {
         leases,

@@ -259,6 +259,14 @@ export class LeaseKeeper {
   /** Renews all keys in parallel. `scheduled` renewals retry transient errors until the deadline. */
   private async renewAll(scheduled: boolean): Promise<void> {
     const ttlMs = this.ttlMs;
+    // Once it lands, the lease ends `ttlMs` after it: maybe sooner than the deadline we keep (a
+    // grant's lease, confirmed by a longer or shorter one; an extend() to a shorter `ttlMs`).
+    // It lands after it is sent, and its reply may never come: the deadline moves in now.
+    const sentBy = localLeaseEnd(performance.now(), ttlMs, ttlMs);
+    if (sentBy < this.leaseEnd) {
+      this.leaseEnd = sentBy;
+      this.armDeadline();
+    }
     // A release may shrink `remaining` while we wait: match the replies to what was sent.
     const keys = [...this.remaining];
     let outcomes: RenewLeaseOutcome[];

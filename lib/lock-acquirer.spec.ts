@@ -499,10 +499,10 @@ describe('LockAcquirer', () => {
       grantUnconfirmed: true,
     });
 
-    it('is left to the handle, which renews it at once (the caller does not renew)', async () => {
+    it('as the last key, is left to the handle, which renews it at once (the caller does not renew)', async () => {
       const { store, acquire } = setUp();
       store.onAttempt = async (key, owner) =>
-        key === 'a' ? handedOut(key, 1_000) : won(key, owner);
+        key === 'b' ? handedOut(key, 1_000) : won(key, owner);
       const { value: handle } = await after(0, acquire(['a', 'b']));
       // Less than half the 10 s lease is left, but more than a quarter of the grant lease.
       expect(store.renewals).toEqual(['a', 'b']);
@@ -511,15 +511,43 @@ describe('LockAcquirer', () => {
       await handle!.release();
     });
 
-    it('is renewed before the hand-out when less than a quarter of the grant lease is left', async () => {
+    it('as the last key, is renewed before the hand-out when less than a quarter of the grant lease is left', async () => {
       const { store, acquire } = setUp();
       store.onAttempt = async (key, owner) =>
-        key === 'a' ? handedOut(key, GRANT_LEASE_MS - 1_000) : won(key, owner);
+        key === 'b' ? handedOut(key, GRANT_LEASE_MS - 1_000) : won(key, owner);
       const acquiring = acquire(['a', 'b']);
       await jest.advanceTimersByTimeAsync(0);
       // Before the hand-out, which confirms it: the handle need not renew at once.
-      expect(store.renewals).toEqual(['a']);
+      expect(store.renewals).toEqual(['b']);
       const { value: handle } = await after(0, acquiring);
+      await handle!.release();
+    });
+
+    it('before a later key, is confirmed at once, not left to lapse while that key is awaited', async () => {
+      const { store, acquire } = setUp();
+      const renewedBeforeB: number[] = [];
+      store.onAttempt = async (key, owner) => {
+        if (key === 'b') renewedBeforeB.push(store.renewals.length);
+        return key === 'a' ? handedOut(key, 100) : won(key, owner);
+      };
+      const { value: handle } = await after(0, acquire(['a', 'b']));
+      expect(renewedBeforeB).toEqual([1]);
+      expect(store.renewals).toEqual(['a']);
+      await handle!.release();
+    });
+
+    it('before a later key, lost before its confirmation: that key is awaited again', async () => {
+      const { store, acquire } = setUp();
+      let refusals = 1;
+      store.onRenew = async (ttlMs) =>
+        refusals-- > 0
+          ? { renewed: false, sentAt: performance.now() }
+          : { renewed: true, sentAt: performance.now(), remainingMs: ttlMs };
+      store.onAttempt = async (key, owner, tries) =>
+        key === 'a' && tries === 0 ? handedOut(key, 100) : won(key, owner);
+      const { value: handle } = await after(0, acquire(['a', 'b']));
+      expect(store.attempts.map((attempt) => attempt.key)).toEqual(['a', 'a', 'b']);
+      expect(handle!.fences.get('a')).toBe(fenceOf('a'));
       await handle!.release();
     });
   });

@@ -228,7 +228,19 @@ export class LockAcquirer {
   ): Promise<void> {
     for (;;) {
       for (let next = won.length; next < keys.length; next++) {
-        won.push(await this.acquireKey(acquisition, keys[next], options, deadline, signal));
+        const taken = await this.acquireKey(acquisition, keys[next], options, deadline, signal);
+        won.push(taken);
+        // A grant handed out without a write has only the short grant lease: confirmed now, not
+        // left to lapse while the later keys are awaited. Lost meanwhile: wait for it again.
+        if (taken.grantUnconfirmed && next < keys.length - 1) {
+          const confirmed = await this.renewWon(acquisition, taken, options);
+          if (confirmed) {
+            won[next] = confirmed;
+          } else {
+            won.pop();
+            next--;
+          }
+        }
       }
       signal.throwIfAborted();
       const lost = await this.refreshEarlierLeases(acquisition, won, options);
@@ -304,6 +316,26 @@ export class LockAcquirer {
   }
 
   /**
+   * Renews a key taken by this call (which confirms a grant handed out without a write);
+   * undefined if its lease was lost.
+   */
+  private async renewWon(
+    acquisition: Acquisition,
+    taken: AcquireAttemptWon,
+    options: ResolvedAcquireOptions,
+  ): Promise<AcquireAttemptWon | undefined> {
+    const renewal = await acquisition.store.renew(
+      taken.key,
+      taken.owner,
+      options.ttlMs,
+      acquisition.commandBudgetMs(),
+    );
+    if (!renewal.renewed) return undefined;
+    const { grantUnconfirmed: _confirmed, ...confirmed } = taken;
+    return { ...confirmed, sentAt: renewal.sentAt, remainingMs: renewal.remainingMs };
+  }
+
+  /**
    * Keys taken early in a multi-key acquisition aged while the later ones were awaited (and
    * any key does across a stall before the hand-out). Renew those with less than half a lease
    * left before handing the lock out, so the caller never starts work under a lease that is
@@ -319,15 +351,9 @@ export class LockAcquirer {
       // at once; only one about to run out is renewed before the hand-out.
       const enough = taken.grantUnconfirmed ? GRANT_LEASE_MS / 4 : options.ttlMs / 2;
       if (taken.sentAt + taken.remainingMs - performance.now() >= enough) continue;
-      const renewal = await acquisition.store.renew(
-        taken.key,
-        taken.owner,
-        options.ttlMs,
-        acquisition.commandBudgetMs(),
-      );
-      if (!renewal.renewed) return index;
-      const { grantUnconfirmed: _confirmed, ...renewed } = taken;
-      won[index] = { ...renewed, sentAt: renewal.sentAt, remainingMs: renewal.remainingMs };
+      const renewed = await this.renewWon(acquisition, taken, options);
+      if (!renewed) return index;
+      won[index] = renewed;
     }
     return undefined;
   }

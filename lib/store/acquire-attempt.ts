@@ -83,10 +83,10 @@ export interface AcquireAttemptWon extends AttemptOutcomeBase {
 export interface AcquireAttemptLost extends AttemptOutcomeBase {
   won: false;
   /**
-   * The key is granted to a waiting process and not yet confirmed (see `direct-grant.ts`):
-   * `holderId` names that process, which does not hold it yet.
+   * The key is granted to this reservation of a waiting process and not yet confirmed (see
+   * `direct-grant.ts`): `holderId` names that process, which may not hold it yet.
    */
-  grantPending?: boolean;
+  grantPendingTo?: string;
 }
 
 export type AcquireAttemptOutcome = AcquireAttemptWon | AcquireAttemptLost;
@@ -294,7 +294,7 @@ async function attemptPlain(
       ...base,
       won: false,
       holderId: reply.holder ?? null,
-      ...(isGrantPending(reply) ? { grantPending: true } : {}),
+      ...(isGrantPending(reply) ? { grantPendingTo: reply.grantedTo! } : {}),
     };
   } finally {
     await session.endSession();
@@ -468,7 +468,7 @@ function toOutcome(
     operationTime,
     won: false,
     holderId: reply.exclusiveLive ? (reply.holder ?? null) : null,
-    ...(reply.exclusiveLive && isGrantPending(reply) ? { grantPending: true } : {}),
+    ...(reply.exclusiveLive && isGrantPending(reply) ? { grantPendingTo: reply.grantedTo! } : {}),
     ...reserved,
   };
 }

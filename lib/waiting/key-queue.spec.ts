@@ -1,5 +1,5 @@
 import { Timestamp } from 'mongodb';
-import { LockNotAcquiredError } from '../errors';
+import { LockNotAcquiredError, LockStoreUnavailableError } from '../errors';
 import { GRANT_LEASE_MS, grantToken } from '../store/direct-grant';
 import type { AcquireAttemptOutcome, AcquireAttemptWon } from '../store/acquire-attempt';
 import type { ReservationUse } from '../store/lock-modes';
@@ -30,6 +30,10 @@ class FakeLock {
   /** How long before its reply each attempt counts as sent (an old attempt). */
   ageMs = 0;
   lastSentAt: number | undefined;
+  /** Lost attempts report a pending grant to this reservation, when set. */
+  grantPendingTo: string | undefined;
+  /** The next attempts fail without a reply (MongoDB unavailable). */
+  failures = 0;
   private seq = 0;
 
   attempt = async (
@@ -47,11 +51,24 @@ class FakeLock {
     this.lastSentAt = sentAt;
     await new Promise((resolve) => setTimeout(resolve, this.delayMs));
     this.inFlight -= 1;
+    if (this.failures > 0) {
+      this.failures -= 1;
+      throw new LockStoreUnavailableError('no reply');
+    }
     const operationTime = this.operationTime === undefined ? undefined : ts(this.operationTime);
     const base = { key: 'k', sentAt, operationTime };
     const reserved = this.reservedMs === undefined ? {} : { reservedMs: this.reservedMs };
     if (this.held) {
-      return { ...base, won: false, remainingMs: 60_000, holderId: this.holder, ...reserved };
+      const pending =
+        this.grantPendingTo === undefined ? {} : { grantPendingTo: this.grantPendingTo };
+      return {
+        ...base,
+        won: false,
+        remainingMs: 60_000,
+        holderId: this.holder,
+        ...reserved,
+        ...pending,
+      };
     }
     this.held = true;
     this.holder = 'me';
@@ -221,7 +238,7 @@ describe('KeyQueue', () => {
         localRun: { current: () => undefined, add: () => undefined, reset: () => undefined },
       });
       const withdrawals: (string | undefined)[] = [];
-      const request = (transfer?: { scope: string | null }) => ({
+      const request = (transfer?: { scope: string | null }, signal?: AbortSignal) => ({
         attempts: {
           attempt: lock.attempt,
           withdraw: (_key: string, _reservation: string, exceptGrant?: string) =>
@@ -230,7 +247,7 @@ describe('KeyQueue', () => {
         },
         deadline: performance.now() + 10_000,
         timeoutMs: 10_000,
-        signal: undefined,
+        signal,
         ...(transfer
           ? {
               transfer: { owner: 'caller', ttlMs: 30_000, uncertain: () => undefined, ...transfer },
@@ -468,6 +485,76 @@ describe('KeyQueue', () => {
         const won = await waits;
         expect(won.owner).toBe('o1'); // the attempt's own win
         expect(won.grantUnconfirmed).toBeUndefined();
+        await feed.close();
+      });
+
+      it('not while an attempt for a caller that left is on its way: that attempt may take it', async () => {
+        const { feed, lock, queue, request, streamRelease, streamOurGrant } = streamingSetUp();
+        lock.held = true;
+        lock.operationTime = 10;
+        const leaving = new AbortController();
+        const first = queue.enqueue(request({ scope: null }, leaving.signal)).catch(() => null);
+        const second = queue.enqueue(request({ scope: null }));
+        await tick(30);
+        lock.delayMs = 60;
+        streamRelease(11); // the first caller's attempt goes out...
+        await tick(15);
+        leaving.abort(); // ...and its caller leaves: the second is the head now
+        streamOurGrant(40, 12);
+        await tick(60); // that attempt lost
+        lock.held = false;
+        const won = await second;
+        expect(won.grantUnconfirmed).toBeUndefined();
+        expect(await first).toBeNull();
+        await feed.close();
+      });
+
+      it('not while a local release is passing the lock to the head', async () => {
+        const setUp = await waitingHead();
+        const offered = setUp.queue.takeSuccessor();
+        expect(offered).toBeDefined();
+        setUp.streamOurGrant(40, 11);
+        await tick(20);
+        setUp.lock.held = false;
+        offered!.declined(); // the release then tells how the hold ended
+        setUp.feed.notifyHoldEnded('k', 'granted-elsewhere');
+        await takenByConfirmation(setUp);
+      });
+
+      it('not after an attempt of the queue got no reply: it may still land and take it', async () => {
+        const setUp = await waitingHead();
+        setUp.lock.failures = 1;
+        setUp.streamRelease(11); // that attempt fails; the next one, after a short poll, loses
+        await tick(60);
+        setUp.lock.held = false;
+        setUp.streamOurGrant(40, 12);
+        await takenByConfirmation(setUp);
+      });
+
+      it('the handed-out grant, still pending, counts as held here: stale releases wake nobody', async () => {
+        const { feed, lock, queue, request, streamRelease, streamOurGrant } = streamingSetUp();
+        lock.held = true;
+        lock.operationTime = 10;
+        lock.reservedMs = 3_400; // refreshed about 70 ms after each attempt
+        const first = queue.enqueue(request({ scope: null }));
+        const second = queue.enqueue(request({ scope: null }));
+        await tick(30);
+        streamOurGrant(40, 11);
+        await first;
+        // The next waiter's refresh finds our handed-out grant, not confirmed yet.
+        lock.holder = 'me';
+        lock.grantPendingTo = lock.reservation;
+        lock.reservedMs = undefined;
+        await tick(150);
+        const attempts = lock.attempts;
+        expect(lock.uses.at(-1)?.exceptGrant).toBeDefined();
+        streamRelease(22); // stale: this process holds the key
+        await tick(30);
+        expect(lock.attempts).toBe(attempts);
+        lock.held = false;
+        lock.grantPendingTo = undefined;
+        feed.notifyHoldEnded('k', 'freed');
+        await second;
         await feed.close();
       });
 

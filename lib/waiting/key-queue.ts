@@ -144,6 +144,11 @@ export class KeyQueue {
   /** A grant to this process was heard since the last attempt: the next one confirms it. */
   private grantHeard = false;
   /**
+   * An attempt of this queue is on its way, whichever caller it is for: one whose caller left
+   * meanwhile (the head is then the next caller) may still take a grant to our reservation.
+   */
+  private attemptOnItsWay = false;
+  /**
    * The placeholder token of the last grant handed out here without a write (see
    * {@link handOutGrant}): until its holder's first renewal lands it looks pending, and our
    * later attempts and our withdrawal must leave it alone. Unique per grant, so kept.
@@ -285,6 +290,7 @@ export class KeyQueue {
     let outcome: AcquireAttemptOutcome;
     const confirmsGrant = this.grantHeard;
     this.grantHeard = false;
+    this.attemptOnItsWay = true;
     try {
       // With more callers waiting here, a win keeps our place in the key's line (at its back).
       outcome = await head.attempts.attempt(this.key, this.reservation, {
@@ -294,6 +300,7 @@ export class KeyQueue {
         ...(this.handedOutGrant === undefined ? {} : { exceptGrant: this.handedOutGrant }),
       });
     } catch (error) {
+      this.attemptOnItsWay = false;
       head.attempting = false;
       this.anyAttemptUnanswered = true;
       if (head.settled) return undefined;
@@ -306,6 +313,7 @@ export class KeyQueue {
       return undefined;
     }
     head.attempting = false;
+    this.attemptOnItsWay = false;
     this.unavailable = undefined;
     this.reservationUnknown = false;
     this.lastOutcome = outcome;
@@ -323,10 +331,13 @@ export class KeyQueue {
     this.reservedUntil = outcome.reservedMs ? outcome.sentAt + outcome.reservedMs : undefined;
     // A shared holder or permit holder here does not keep the key from others.
     const entryWin = outcome.won && isEntryOwner(outcome.owner);
-    // A grant to this process not yet confirmed is not a hold: its confirmation is up to us.
+    // A grant to this process not yet confirmed is not a hold (its confirmation is up to us),
+    // unless it is the one handed out here: a grant to our reservation that this attempt did
+    // not take is that one.
     this.heldHere = outcome.won
       ? !entryWin
-      : outcome.holderId === this.deps.holderId && !outcome.grantPending;
+      : outcome.holderId === this.deps.holderId &&
+        (outcome.grantPendingTo === undefined || outcome.grantPendingTo === this.reservation);
     if (outcome.won) {
       if (head.settled) {
         head.attempts.abandonWin(outcome);
@@ -457,9 +468,9 @@ export class KeyQueue {
   private handOutGrant({ fence, reservation, owner, at }: GrantNews): boolean {
     const head = this.head();
     const last = this.lastOutcome;
-    if (!head?.transfer || head.transfer.scope !== null || head.attempting) return false;
+    if (!head?.transfer || head.transfer.scope !== null) return false;
     if (performance.now() >= head.deadline) return false;
-    if (this.transferring || this.anyAttemptUnanswered) return false;
+    if (this.attemptOnItsWay || this.transferring || this.anyAttemptUnanswered) return false;
     if (reservation !== this.reservation || owner !== grantToken(reservation, fence)) return false;
     if (!at || !last?.operationTime || at.compare(last.operationTime) <= 0) return false;
     if (performance.now() - last.sentAt > GRANT_LEASE_MS / 2) return false;

@@ -80,9 +80,9 @@ export const grantMutants: LibraryMutant[] = [
       {
         file: 'waiting/key-queue.ts',
         anchor:
-          '    if (!head?.transfer || head.transfer.scope !== null || head.attempting) return false;',
+          '    if (this.attemptOnItsWay || this.transferring || this.anyAttemptUnanswered) return false;',
         replacement:
-          '    if (!head?.transfer || head.transfer.scope !== null) return false; // mutant: attempting',
+          '    if (this.transferring || this.anyAttemptUnanswered) return false; // mutant: attempts',
       },
       {
         file: 'waiting/key-queue.ts',

@@ -523,6 +523,44 @@ describeWithFailPoints('adversarial review: direct grant and local transfer', ()
       expect((await rawLockOf(kit, key))?.owner).toBeNull();
     });
 
+    // Found in review: a grant handed out to a caller asking for a 1 s lease is held by the 5 s
+    // grant lease until its confirming renewal answers. That renewal, applied but unanswered,
+    // leaves 1 s; the holder kept its 5 s deadline while another process took the key after
+    // 1 s. The deadline now moves in when a renewal is sent.
+    it('a handed-out grant confirmed by a shorter lease, the reply lost: its holder is told in time', async () => {
+      const holder = await kit.service();
+      const client = await appClient('short-confirm');
+      const grantee = await kit.service({ client });
+      const other = await kit.service();
+      const key = 'short-confirm';
+      const held = await holder.acquire(key, { ttlMs: 30_000 });
+      const granteeWaits = grantee.acquire(key, { ttlMs: 1_000, timeoutMs: 20_000 });
+      await eventually(async () => (await reservations(key)).length === 1);
+      await sleep(100);
+      // The first renewal is applied, its reply fails; no later one reaches the server.
+      await failPoint({ times: 1 }, writeConcernTimeout('short-confirm'));
+      await held.release();
+      const handle = await granteeWaits;
+      await eventually(async () => (await rawLockOf(kit, key))?.grantedTo === null, 2_000);
+      await failPoint('alwaysOn', {
+        failCommands: ['findAndModify'],
+        appName: 'short-confirm',
+        closeConnection: true,
+      });
+      let lostAt: number | undefined;
+      handle.signal.addEventListener('abort', () => (lostAt = performance.now()));
+      let taken: Awaited<ReturnType<typeof other.tryAcquire>> = null;
+      while (!taken) {
+        taken = await other.tryAcquire(key, { ttlMs: 30_000 });
+        if (!taken) await sleep(20);
+      }
+      const takenAt = performance.now();
+      await failPoint('off');
+      expect(lostAt).toBeDefined();
+      expect(lostAt!).toBeLessThanOrEqual(takenAt);
+      await taken.release();
+    });
+
     // Holds up: a grantee whose caller is aborted while its confirming attempt is held up on
     // the server gives the confirmed lock back (abandonWin), and the next process gets it.
     it('a grantee aborted during its confirming attempt gives the lock back to the line', async () => {
