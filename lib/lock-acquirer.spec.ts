@@ -536,6 +536,20 @@ describe('LockAcquirer', () => {
       await handle!.release();
     });
 
+    it('before a later key, a confirmation without a reply leaves it to the handle', async () => {
+      const { store, acquire } = setUp();
+      let failures = 1;
+      store.onRenew = async (ttlMs) => {
+        if (failures-- > 0) throw unavailable();
+        return { renewed: true, sentAt: performance.now(), remainingMs: ttlMs };
+      };
+      store.onAttempt = async (key, owner) => (key === 'a' ? handedOut(key, 100) : won(key, owner));
+      const { value: handle } = await after(0, acquire(['a', 'b']));
+      // The failed confirmation, then the handle's own first renewal of both keys.
+      expect(store.renewals).toEqual(['a', 'a', 'b']);
+      await handle!.release();
+    });
+
     it('before a later key, lost before its confirmation: that key is awaited again', async () => {
       const { store, acquire } = setUp();
       let refusals = 1;

@@ -13,6 +13,7 @@ import type {
   AttemptTarget,
 } from './store/acquire-attempt';
 import type { LockStore } from './store/lock-store';
+import { isStoreUnavailableError } from './store/mongo-error-codes';
 import { GRANT_LEASE_MS, lastReservedFence } from './store/direct-grant';
 import { EXCLUSIVE, newOwnerToken } from './store/lock-modes';
 import type { ReservationUse } from './store/lock-modes';
@@ -232,13 +233,20 @@ export class LockAcquirer {
         won.push(taken);
         // A grant handed out without a write has only the short grant lease: confirmed now, not
         // left to lapse while the later keys are awaited. Lost meanwhile: wait for it again.
+        // No reply: left to `refreshEarlierLeases` and the handle, as the last key's is.
         if (taken.grantUnconfirmed && next < keys.length - 1) {
-          const confirmed = await this.renewWon(acquisition, taken, options);
+          const confirmed = await this.renewWon(acquisition, taken, options).catch(
+            (error: unknown) => {
+              if (isStoreUnavailableError(error)) return taken;
+              throw error;
+            },
+          );
           if (confirmed) {
             won[next] = confirmed;
           } else {
             won.pop();
             next--;
+            this.notifyEnded(taken.key, undefined);
           }
         }
       }
