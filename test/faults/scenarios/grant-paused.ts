@@ -40,7 +40,8 @@ const quietPollMs = 30_000;
  *   safety poll): the thawed grantee's own attempt finds its grant ended and must hand the key
  *   to the head (the other waiter, which confirms within 2.5 s), not take it.
  * - `at-grant` (the round's trigger): released first; the grantee is frozen as soon as the
- *   parent's change stream reports the grant, racing its confirmation: either outcome.
+ *   parent's change stream reports the grant, racing its taking and confirming it: any outcome
+ *   (not taken; taken on its event, from before the freeze; confirmed).
  * - `after-confirm` (the round's trigger): released first; the grantee is frozen as soon as its
  *   `acquire` resolved (1.5 s renewed lease): thawed past the grant lease, it must be told
  *   within 250 ms, and the other waiter has taken the key after its lease, before the thaw.
@@ -263,12 +264,21 @@ async function pauseRound(
     }
     const thawedAt = run.resume(grantee);
     const results = await Promise.all(runs.map((r) => drainKey(run, expect, r, grantee, thawedAt)));
+    const handedOutKeys = new Set<string>();
 
     for (const [i, r] of runs.entries()) {
       const { order } = results[i];
       const granteeHeld = order.find((o) => o.worker === grantee)?.held;
       const otherHeld = order.find((o) => o.worker === r.other)?.held;
-      const confirmed = r.confirmedWhenFrozen || r.plan === 'after-confirm';
+      // Frozen at the grant, the grantee may have taken it on its change event already, its
+      // confirmation not sent or not landed: it then held the lock from before the freeze, like
+      // a confirmed grant, and the checker sees it told on thaw. Never after the thaw.
+      const handedOut =
+        r.plan === 'at-grant' &&
+        granteeHeld?.fence === r.fenceWhenFrozen &&
+        grantTime(granteeHeld) < thawedAt;
+      if (handedOut) handedOutKeys.add(r.key);
+      const confirmed = r.confirmedWhenFrozen || r.plan === 'after-confirm' || handedOut;
       if (!confirmed) {
         // The grant ran out while its process was frozen: it was never confirmed.
         expect.that(
@@ -314,8 +324,11 @@ async function pauseRound(
     }
     return runs
       .map((r, i) => {
-        const state =
-          r.confirmedWhenFrozen || r.plan === 'after-confirm' ? 'confirmed' : 'unconfirmed';
+        const state = handedOutKeys.has(r.key)
+          ? 'taken on its event, unconfirmed'
+          : r.confirmedWhenFrozen || r.plan === 'after-confirm'
+            ? 'confirmed'
+            : 'unconfirmed';
         const order = results[i].order
           .map((o) => `${o.worker.label} ${Math.round(o.held.start - r.releasedAt)} ms`)
           .join(', then ');

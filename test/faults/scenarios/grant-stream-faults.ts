@@ -55,14 +55,26 @@ interface StreamFault {
   data: Record<string, unknown>;
 }
 
+const nonResumable: StreamFault = {
+  name: 'non-resumable',
+  data: { errorCode: 2, errorLabels: [] },
+};
+
+/**
+ * In turn. The non-resumable fault comes every other time: the driver gets past the other two
+ * by resuming (its `aggregate` is not failed), so grants written during them are heard at once,
+ * while the library reopens a failed stream after a growing delay (50 ms to 1 s) and a grant
+ * written late in such a fault is heard only after it ended (the probe below).
+ */
 const faults: StreamFault[] = [
+  // The driver gives up on the stream: the library's change feed reopens it.
+  nonResumable,
   // The driver resumes the stream by itself, again and again, while the fail point is on.
   {
     name: 'resumable',
     data: { errorCode: 91, errorLabels: ['ResumableChangeStreamError'] },
   },
-  // The driver gives up on the stream: the library's change feed reopens it.
-  { name: 'non-resumable', data: { errorCode: 2, errorLabels: [] } },
+  nonResumable,
   // The stream's connection is closed under it.
   { name: 'connection closed', data: { closeConnection: true } },
 ];
