@@ -561,6 +561,41 @@ describeWithFailPoints('adversarial review: direct grant and local transfer', ()
       await taken.release();
     });
 
+    // MongoDB hangs for the grantee right after a grant was handed out on its event: its
+    // confirming renewal never answers. The holder is told by the grant lease's deadline, and
+    // only then does the next process in line get the key.
+    it('a handed-out grant whose confirmation hangs: its holder is told before the next gets the key', async () => {
+      const holder = await kit.service();
+      const client = await appClient('handout-hang');
+      const grantee = await kit.service({ client });
+      const next = await kit.service();
+      const key = 'handout-hang';
+      const held = await holder.acquire(key, { ttlMs: 30_000 });
+      const granteeWaits = grantee.acquire(key, { ttlMs: 30_000, timeoutMs: 20_000 });
+      await eventually(async () => (await reservations(key)).length === 1);
+      const nextWaits = next.acquire(key, { ttlMs: 30_000, timeoutMs: 20_000 });
+      await eventually(async () => (await reservations(key)).length === 2);
+      await sleep(100);
+      await failPoint('alwaysOn', {
+        failCommands: ['findAndModify'],
+        appName: 'handout-hang',
+        blockConnection: true,
+        blockTimeMS: 8_000,
+      });
+      await held.release();
+      const handle = await granteeWaits;
+      let lostAt: number | undefined;
+      handle.signal.addEventListener('abort', () => (lostAt = performance.now()));
+      const taken = await nextWaits;
+      const takenAt = performance.now();
+      await failPoint('off');
+      expect(lostAt).toBeDefined();
+      expect(lostAt!).toBeLessThan(takenAt);
+      expect(taken.fence > handle.fence).toBe(true);
+      await taken.release();
+      await handle.release().catch(() => undefined);
+    });
+
     // Holds up: a grantee whose caller is aborted while its confirming attempt is held up on
     // the server gives the confirmed lock back (abandonWin), and the next process gets it.
     it('a grantee aborted during its confirming attempt gives the lock back to the line', async () => {
