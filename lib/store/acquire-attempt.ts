@@ -194,8 +194,13 @@ async function attemptOnce(
   const mode = request.target?.mode ?? EXCLUSIVE;
   // A waiting attempt may have to record its place in line, or confirm a grant to it.
   if (isEntryMode(mode) || request.reservation !== undefined) {
+    const use = request.reservationUse;
+    if (!isEntryMode(mode) && use?.plainFirst && !use.confirmsGrant) {
+      const plain = await attemptPlain(collection, sessions, request);
+      if (plain?.won) return plain;
+    }
     const confirmed =
-      !isEntryMode(mode) && request.reservationUse?.confirmsGrant
+      !isEntryMode(mode) && use?.confirmsGrant
         ? await confirmGrant(collection, sessions, request, request.reservation!)
         : undefined;
     return confirmed ?? attemptInAnyMode(collection, sessions, request, mode);

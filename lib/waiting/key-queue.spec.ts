@@ -150,6 +150,23 @@ describe('KeyQueue', () => {
     expect(lock.attempts).toBe(4);
   });
 
+  it('sends the small plain command first only on its first attempt, with nothing known of the key', async () => {
+    const { queue, lock, request, release } = setUp();
+    const first = queue.enqueue(request());
+    await tick();
+    const plainFirst = () => lock.uses.map((use) => use?.plainFirst === true);
+    expect(plainFirst()).toEqual([true]);
+    const second = queue.enqueue(request());
+    // After a lost attempt the key is known to be in use: the full attempt, at once.
+    release();
+    const won = await first;
+    expect(won.won).toBe(true);
+    expect(plainFirst()).toEqual([true, false]);
+    release();
+    await second;
+    expect(plainFirst()).toEqual([true, false, false]);
+  });
+
   it('hands over to the next local waiter without an attempt until the winner releases', async () => {
     const { queue, lock, request, release } = setUp();
     lock.held = false;

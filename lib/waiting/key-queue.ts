@@ -290,12 +290,19 @@ export class KeyQueue {
     let outcome: AcquireAttemptOutcome;
     const confirmsGrant = this.grantHeard;
     this.grantHeard = false;
+    // Nothing known of the key yet and nobody else waiting here: most keys are free.
+    const plainFirst =
+      this.lastOutcome === undefined &&
+      !this.anyAttemptUnanswered &&
+      !confirmsGrant &&
+      this.size === 1;
     this.attemptOnItsWay = true;
     try {
       // With more callers waiting here, a win keeps our place in the key's line (at its back).
       outcome = await head.attempts.attempt(this.key, this.reservation, {
         keep: this.size > 1,
         grantable: this.deps.feed.streaming,
+        ...(plainFirst ? { plainFirst } : {}),
         ...(confirmsGrant ? { confirmsGrant } : {}),
         ...(this.handedOutGrant === undefined ? {} : { exceptGrant: this.handedOutGrant }),
       });

@@ -38,7 +38,7 @@ describe('LockService acquire and release', () => {
     await second.release();
   });
 
-  it('sends one command per uncontended acquire and one per release', async () => {
+  it('sends one small command per uncontended acquire and one per release', async () => {
     const client = await kit.client({ monitorCommands: true });
     const commands = countCommands(client);
     const locks = await kit.service({ client, ensureIndexes: false });
@@ -47,6 +47,8 @@ describe('LockService acquire and release', () => {
 
     const handle = await locks.acquire('counted');
     expect(commands.names).toEqual(['findAndModify']);
+    // The plain command, not the full attempt that could take a place in line (about 10 KB).
+    expect(commands.sizes[0]).toBeLessThan(4_000);
     commands.reset();
     await handle.release();
     expect(commands.names).toEqual(['findAndModify']);

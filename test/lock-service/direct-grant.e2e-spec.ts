@@ -771,6 +771,53 @@ describe('direct grant in the store (one command each)', () => {
     });
   });
 
+  describe("a waiting caller's first attempt, with nothing known of the key (plainFirst)", () => {
+    /** As `setUp`, attempting plain first; records each command's size. */
+    async function setUpFirst(doc: RawLock) {
+      const client = await kit.client({ monitorCommands: true });
+      const sizes: number[] = [];
+      client.on('commandStarted', (event) => {
+        if (event.commandName === 'findAndModify')
+          sizes.push(BSON.calculateObjectSize(event.command));
+      });
+      const { collection, attempt } = await setUp(doc, client);
+      const first = (holder: string, owner: string, reservation: string) =>
+        attempt(holder, owner, reservation, { keep: false, grantable: true, plainFirst: true });
+      return { collection, first, sizes };
+    }
+
+    it('takes a free plain key with the small command alone, and writes no place in line', async () => {
+      const { collection, first, sizes } = await setUpFirst({ fence: Long.fromNumber(base) });
+      const outcome = await first('me', 'token-1', 'rme');
+      expect(outcome).toMatchObject({ won: true, owner: 'token-1' });
+      expect(outcome.reservedMs).toBeUndefined();
+      expect(await collection.findOne({ _id: key })).toMatchObject({ owner: 'token-1' });
+      expect((await collection.findOne({ _id: key }))?.waiting).toBeUndefined();
+      expect(sizes).toHaveLength(1);
+      expect(sizes[0]).toBeLessThan(4_000);
+    });
+
+    it('on a held key, the full attempt follows and takes our place in line', async () => {
+      const { collection, first, sizes } = await setUpFirst(heldState('someone', 'other', 3));
+      const outcome = await first('me', 'token-2', 'rme');
+      expect(outcome.won).toBe(false);
+      expect(outcome.reservedMs).toBeGreaterThan(0);
+      const doc = await collection.findOne({ _id: key });
+      expect(liveReservations(doc ?? undefined)).toEqual(['rme']);
+      expect(sizes).toHaveLength(2);
+    });
+
+    it('never takes a free key another process waits for: the full attempt grants it to the head', async () => {
+      const { collection, first } = await setUpFirst({
+        fence: Long.fromNumber(base + 3),
+        waiting: { rother: reservation('other', 50) },
+      });
+      const outcome = await first('me', 'token-3', 'rme');
+      expect(outcome.won).toBe(false);
+      expectGranted(await collection.findOne({ _id: key }), 'other', 3 + FENCES_PER_LEASE);
+    });
+  });
+
   describe('a heard grant is taken by one small command', () => {
     /** As `setUp`, attempting as a process that heard of its grant; records each command's size. */
     async function setUpHeard(doc: RawLock) {
