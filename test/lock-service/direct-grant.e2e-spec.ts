@@ -771,15 +771,21 @@ describe('direct grant in the store (one command each)', () => {
     });
   });
 
+  /** A monitored client, and the BSON size of each findAndModify it sends. */
+  async function sizedClient() {
+    const client = await kit.client({ monitorCommands: true });
+    const sizes: number[] = [];
+    client.on('commandStarted', (event) => {
+      if (event.commandName === 'findAndModify')
+        sizes.push(BSON.calculateObjectSize(event.command));
+    });
+    return { client, sizes };
+  }
+
   describe("a waiting caller's first attempt, with nothing known of the key (plainFirst)", () => {
     /** As `setUp`, attempting plain first; records each command's size. */
     async function setUpFirst(doc: RawLock) {
-      const client = await kit.client({ monitorCommands: true });
-      const sizes: number[] = [];
-      client.on('commandStarted', (event) => {
-        if (event.commandName === 'findAndModify')
-          sizes.push(BSON.calculateObjectSize(event.command));
-      });
+      const { client, sizes } = await sizedClient();
       const { collection, attempt } = await setUp(doc, client);
       const first = (holder: string, owner: string, reservation: string) =>
         attempt(holder, owner, reservation, { keep: false, grantable: true, plainFirst: true });
@@ -821,12 +827,7 @@ describe('direct grant in the store (one command each)', () => {
   describe('a heard grant is taken by one small command', () => {
     /** As `setUp`, attempting as a process that heard of its grant; records each command's size. */
     async function setUpHeard(doc: RawLock) {
-      const client = await kit.client({ monitorCommands: true });
-      const sizes: number[] = [];
-      client.on('commandStarted', (event) => {
-        if (event.commandName === 'findAndModify')
-          sizes.push(BSON.calculateObjectSize(event.command));
-      });
+      const { client, sizes } = await sizedClient();
       const { collection, lockCollection: locks } = await setUp(doc, client);
       const attempt = (
         holder: string,
