@@ -83,6 +83,11 @@ export interface AcquireAttemptWon extends AttemptOutcomeBase {
 export interface AcquireAttemptLost extends AttemptOutcomeBase {
   won: false;
   /**
+   * Decided by the mutex's small command alone: the key is a plain lock, held, and no place in
+   * line was taken (see `ReservationUse.plainFirst`).
+   */
+  plainOnly?: true;
+  /**
    * The key is granted to this reservation of a waiting process and not yet confirmed (see
    * `direct-grant.ts`): `holderId` names that process, which may not hold it yet.
    */
@@ -197,7 +202,7 @@ async function attemptOnce(
     const use = request.reservationUse;
     if (!isEntryMode(mode) && use?.plainFirst && !use.confirmsGrant) {
       const plain = await attemptPlain(collection, sessions, request);
-      if (plain?.won) return plain;
+      if (plain) return plain;
     }
     const confirmed =
       !isEntryMode(mode) && use?.confirmsGrant
@@ -298,6 +303,7 @@ async function attemptPlain(
     return {
       ...base,
       won: false,
+      plainOnly: true,
       holderId: reply.holder ?? null,
       ...(isGrantPending(reply) ? { grantPendingTo: reply.grantedTo! } : {}),
     };

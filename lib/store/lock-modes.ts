@@ -48,9 +48,10 @@ export interface ReservationUse {
   confirmsGrant?: boolean;
   /**
    * Nothing says the key is in use (the queue's first attempt, no other caller waiting here):
-   * the small plain command goes first, and takes a plain key that is free (an uncontended
-   * acquire sends about 3 KB instead of 10). The full attempt, which takes our place in line,
-   * follows only if that does not win: one round trip more when the key is held.
+   * the mutex's small command decides a plain key, free or held (an uncontended acquire sends
+   * about 3 KB instead of 10), and the loss says so (`plainOnly`): the queue then sends the
+   * full attempt, which takes our place in line, as a command of its own. On a key with holder
+   * entries or reservations the full attempt follows in the same call.
    */
   plainFirst?: boolean;
   /**

@@ -365,6 +365,9 @@ export class KeyQueue {
     }
     this.watch(outcome);
     if (performance.now() >= head.deadline) this.settle(head, { error: this.deadlineError(head) });
+    // The small command found the key held: a process that hears grants takes its place in
+    // line at once, by the full attempt (a poller's would take none on a plain lock).
+    if (outcome.plainOnly && this.deps.feed.streaming) return undefined;
     return outcome;
   }
 

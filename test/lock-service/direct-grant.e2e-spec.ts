@@ -133,6 +133,43 @@ describe('direct grant between processes', () => {
     expect((await rawLockOf(kit, 'no-renew'))?.owner).toBeNull();
   });
 
+  it('a caller that finds the key held takes its place in line at once: the small command, then the full attempt', async () => {
+    const a = await kit.service();
+    const held = await a.acquire('line');
+    const { service: b, commands } = await serviceWithCommands();
+    const waiting = b.acquire('line', { timeoutMs: 10_000 });
+    const collection = await lockCollection();
+    await eventually(async () => {
+      const doc = await collection.findOne({ _id: 'line' });
+      return Object.values(doc?.waiting ?? {}).some((entry) => entry.holder === b.holderId);
+    });
+    const sizes = commands.sizes.filter((_, i) => commands.names[i] === 'findAndModify');
+    expect(sizes).toHaveLength(2);
+    expect(sizes[0]).toBeLessThan(4_000);
+    expect(sizes[1]).toBeGreaterThan(4_000);
+    await held.release();
+    await (await waiting).release();
+  });
+
+  it('a polling caller that finds a plain key held sends nothing more until its next poll', async () => {
+    const a = await kit.service();
+    const held = await a.acquire('polled');
+    const client = await kit.client({ monitorCommands: true });
+    const commands = countCommands(client);
+    const b = await kit.service({
+      client,
+      ensureIndexes: false,
+      changeStreams: 'off',
+      pollIntervalMs: 5_000,
+    });
+    await expect(b.acquire('polled', { timeoutMs: 500 })).rejects.toBeInstanceOf(
+      LockNotAcquiredError,
+    );
+    // The full attempt of a poller takes no place in line on a plain lock: it is not sent.
+    expect(commands.names.filter((name) => name === 'findAndModify')).toHaveLength(1);
+    await held.release();
+  });
+
   it('a call that fails after a grant was handed to it gives that key back to the line at once', async () => {
     const a = await kit.service();
     const b = await kit.service();
@@ -803,13 +840,25 @@ describe('direct grant in the store (one command each)', () => {
       expect(sizes[0]).toBeLessThan(4_000);
     });
 
-    it('on a held key, the full attempt follows and takes our place in line', async () => {
+    it('on a held plain key, says so and takes no place in line: the queue sends the full attempt', async () => {
       const { collection, first, sizes } = await setUpFirst(heldState('someone', 'other', 3));
       const outcome = await first('me', 'token-2', 'rme');
+      expect(outcome).toMatchObject({ won: false, plainOnly: true, holderId: 'other' });
+      expect(outcome.reservedMs).toBeUndefined();
+      expect((await collection.findOne({ _id: key }))?.waiting).toBeUndefined();
+      expect(sizes).toHaveLength(1);
+    });
+
+    it('on a key with a line, the full attempt follows in the same call and takes our place', async () => {
+      const { collection, first, sizes } = await setUpFirst({
+        ...heldState('someone', 'other', 3),
+        waiting: { rother: reservation('other', 50) },
+      });
+      const outcome = await first('me', 'token-4', 'rme');
       expect(outcome.won).toBe(false);
       expect(outcome.reservedMs).toBeGreaterThan(0);
       const doc = await collection.findOne({ _id: key });
-      expect(liveReservations(doc ?? undefined)).toEqual(['rme']);
+      expect(liveReservations(doc ?? undefined).sort()).toEqual(['rme', 'rother']);
       expect(sizes).toHaveLength(2);
     });
 
