@@ -19,7 +19,7 @@ export interface ScaleArgs {
 export interface ScaleResult {
   waiters: number;
   keys: number;
-  /** Acquire attempts the waiting service sent until every key's queue had tried once. */
+  /** Acquire attempts the waiting service sent until every key's queue was in line. */
   initialAttempts: number;
   /** Attempts per second while everyone is parked and nothing is released (safety polls). */
   parkedAttemptsPerSecond: number;
@@ -38,22 +38,28 @@ export type ScaleOps = { run: [ScaleArgs, ScaleResult] };
 const counts = { attempts: 0, streamsOpened: 0, cursorsKilled: 0 };
 /** Acquire attempts per key, read from the command itself. */
 const attemptsByKey = new Map<string, number>();
+/** Keys that saw an attempt able to take a place in line (the full one: it writes `waiting`). */
+const fullAttemptKeys = new Set<string>();
 
 function onCommand(event: CommandStartedEvent): void {
   if (event.commandName === 'findAndModify') {
     counts.attempts++;
     const key = String((event.command.query as { _id?: unknown } | undefined)?._id);
     attemptsByKey.set(key, (attemptsByKey.get(key) ?? 0) + 1);
+    if (JSON.stringify(event.command.update).includes('"waiting"')) fullAttemptKeys.add(key);
   }
   const pipeline = event.command.pipeline as Record<string, unknown>[] | undefined;
   if (event.commandName === 'aggregate' && pipeline?.[0]?.$changeStream) counts.streamsOpened++;
   if (event.commandName === 'killCursors') counts.cursorsKilled++;
 }
 
-/** Waits until every key has seen an attempt (each queue's head has tried once). */
-async function everyKeyAttempted(keys: string[], maxMs = 120_000): Promise<void> {
+/**
+ * Waits until every key's queue is in line: its head's first attempt (the mutex's small
+ * command) found the key held, and the full attempt that takes its place followed.
+ */
+async function everyKeyInLine(keys: string[], maxMs = 120_000): Promise<void> {
   const deadline = Date.now() + maxMs;
-  while (Date.now() < deadline && keys.some((key) => !attemptsByKey.has(key))) await sleep(20);
+  while (Date.now() < deadline && keys.some((key) => !fullAttemptKeys.has(key))) await sleep(20);
 }
 
 function memory(): { heap: number; rss: number } {
@@ -102,7 +108,7 @@ async function run(args: ScaleArgs): Promise<ScaleResult> {
         .catch(() => undefined),
     ),
   );
-  await everyKeyAttempted(keys);
+  await everyKeyInLine(keys);
   await sleep(200);
   const initialAttempts = counts.attempts;
   // Parked: nothing is released, so whatever is sent now is the waiting layer's own polling.
