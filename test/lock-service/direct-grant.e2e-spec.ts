@@ -141,7 +141,8 @@ describe('direct grant between processes', () => {
     const collection = await lockCollection();
     await eventually(async () => {
       const doc = await collection.findOne({ _id: 'line' });
-      return Object.values(doc?.waiting ?? {}).some((entry) => entry.holder === b.holderId);
+      const waiting = (doc?.waiting ?? {}) as Record<string, { holder?: string }>;
+      return Object.values(waiting).some((entry) => entry.holder === b.holderId);
     });
     const sizes = commands.sizes.filter((_, i) => commands.names[i] === 'findAndModify');
     expect(sizes).toHaveLength(2);
