@@ -290,12 +290,10 @@ export class KeyQueue {
     let outcome: AcquireAttemptOutcome;
     const confirmsGrant = this.grantHeard;
     this.grantHeard = false;
-    // Nothing known of the key yet and nobody else waiting here: most keys are free.
+    // Nothing known of the key yet: most keys are free. (The first attempt is made inside the
+    // first caller's enqueue, so nobody else waits here then and `keep` is false.)
     const plainFirst =
-      this.lastOutcome === undefined &&
-      !this.anyAttemptUnanswered &&
-      !confirmsGrant &&
-      this.size === 1;
+      this.lastOutcome === undefined && !this.anyAttemptUnanswered && !confirmsGrant;
     this.attemptOnItsWay = true;
     try {
       // With more callers waiting here, a win keeps our place in the key's line (at its back).
