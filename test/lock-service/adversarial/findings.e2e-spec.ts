@@ -1,6 +1,6 @@
 // Adversarial review: each test reproduces one broken promise of the library (see the
 // review report). They are expected to FAIL on the code as reviewed.
-import { LockStoreUnavailableError } from '../../../lib/errors';
+import { LockNotAcquiredError, LockStoreUnavailableError } from '../../../lib/errors';
 import { eventually, LockTestKit, sleep } from '../lock-test-kit';
 import {
   canTake,
@@ -35,6 +35,29 @@ describeWithFailPoints('adversarial review: broken promises', () => {
       if (acquiring.status === 'resolved') await acquiring.value!.release();
       // timeoutMs + operationTimeoutMs, plus scheduling slack.
       expect(acquiring.ms).toBeLessThan(100 + 500 + 250);
+    });
+
+    it("a waiting caller's small command and full attempt are bounded one by one: a held key on a slow server is reported held, not unavailable", async () => {
+      const holder = await kit.service();
+      const held = await holder.acquire('slow:line', { ttlMs: 30_000 });
+      const client = await appClient('slow-line');
+      const locks = await kit.service({ client, operationTimeoutMs: 1_500 });
+      // Each lock write of this caller takes 900 ms: within the bound, but two would not be.
+      await failPoint('alwaysOn', {
+        failCommands: ['findAndModify'],
+        appName: 'slow-line',
+        blockConnection: true,
+        blockTimeMS: 900,
+      });
+      const acquiring = await settleWithin(
+        locks.acquire('slow:line', { timeoutMs: 500, ttlMs: 10_000 }),
+        5_000,
+      );
+      await failPoint('off');
+      await held.release();
+      // The small command answered in time that the key is held, after the call's timeout.
+      expect(acquiring.error).toBeInstanceOf(LockNotAcquiredError);
+      expect((acquiring.error as LockNotAcquiredError).holderId).toBe(holder.holderId);
     });
 
     it('a multi-key tryAcquire against a slow server settles within operationTimeoutMs', async () => {
