@@ -257,10 +257,15 @@ export async function withdrawReservation(
             },
             others,
           ),
-          // Others may get in now: the head left, or its grant went on or was freed. Only
-          // then do waiters elsewhere hear of it.
+          // Others may get in now: the head left while no exclusive lease blocks them (that
+          // lease's own end wakes them), or its grant went on or was freed. Only then do
+          // waiters elsewhere hear of it.
           frees: {
-            $cond: [{ $or: ['$_g', '$_w'] }, { $add: [{ $ifNull: ['$frees', 0] }, 1] }, '$frees'],
+            $cond: [
+              { $or: ['$_g', { $and: ['$_w', { $not: [EXCLUSIVE_LIVE] }] }] },
+              { $add: [{ $ifNull: ['$frees', 0] }, 1] },
+              '$frees',
+            ],
           },
         },
       },

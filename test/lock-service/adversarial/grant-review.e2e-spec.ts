@@ -335,6 +335,41 @@ describeWithFailPoints('adversarial review: direct grant and local transfer', ()
       expect(bAttempts).toBe(0);
     });
 
+    // The same for the head of the line: while an exclusive lease blocks everyone, its
+    // leaving lets nobody in (the lease's own release, or its end, wakes the next). This is
+    // every hand-off between processes whose receiver has no other caller waiting: its queue
+    // empties as the grant is handed out, and withdraws.
+    it('the head of the line leaving does not wake the other waiting processes while the key is held', async () => {
+      const a = await kit.service();
+      const b = await kit.service();
+      const cClient = await kit.client({ monitorCommands: true });
+      const cCommands = countCommands(cClient);
+      const c = await kit.service({ client: cClient, ensureIndexes: false });
+      const key = 'head-withdraws';
+      const held = await a.acquire(key, { ttlMs: 30_000 });
+      const cancel = new AbortController();
+      const bWaits = b
+        .acquire(key, { ttlMs: 30_000, timeoutMs: 20_000, signal: cancel.signal })
+        .catch(() => null);
+      await eventually(async () => (await reservations(key)).length === 1);
+      const cWaits = c.acquire(key, { ttlMs: 30_000, timeoutMs: 20_000 }).catch(() => null);
+      await eventually(async () => (await reservations(key)).length === 2);
+      await sleep(300);
+      cCommands.reset();
+      cancel.abort();
+      await bWaits;
+      await eventually(async () => (await reservations(key)).length === 1);
+      await sleep(500);
+      const cAttempts = cCommands.names.filter((name) => name === 'findAndModify').length;
+      await held.release();
+      // The release grants the key to C, now the head.
+      const cHandle = await cWaits;
+      await cHandle?.release();
+
+      expect(cAttempts).toBe(0);
+      expect(cHandle?.fence).toBeGreaterThan(held.fence);
+    });
+
     // Found in review: a hand-off's release event loses its holder id when the same process released
     // the key before.
     //
