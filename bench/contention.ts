@@ -1,7 +1,8 @@
 // `npm run bench:contention`: the contention scan of `npm run bench` alone, for quick
 // comparisons between commits: P processes × 4 callers on one key, the variants taking turns
 // slice by slice, with commands and CPU (callers' processes and server) per section.
-// BENCH_CONTENTION_PROCESSES (default 4), BENCH_CONTENTION_ROUNDS (2),
+// BENCH_CONTENTION_PROCESSES (default 4), BENCH_CONTENTION_WORKERS (callers per process, 4),
+// BENCH_CONTENTION_ROUNDS (2),
 // BENCH_CONTENTION_SLICE_MS (3000), BENCH_CONTENTION_VARIANTS (ours,mongodash).
 import { variantNames, type VariantName } from './adapters/bench-lock';
 import { startBenchServer } from './support/bench-process';
@@ -19,7 +20,7 @@ async function main(): Promise<void> {
         variants: list('BENCH_CONTENTION_VARIANTS', 'ours,mongodash').filter(
           (v): v is VariantName => (variantNames as readonly string[]).includes(v),
         ),
-        workersPerProcess: 4,
+        workersPerProcess: Number(process.env.BENCH_CONTENTION_WORKERS ?? 4),
         criticalSectionMs: 1,
         rounds: Number(process.env.BENCH_CONTENTION_ROUNDS ?? 2),
         sliceMs: Number(process.env.BENCH_CONTENTION_SLICE_MS ?? 3000),

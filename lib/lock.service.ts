@@ -133,6 +133,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
       this.options.changeStreams,
       STREAM_AWAIT_MS + this.options.operationTimeoutMs,
       readLockChange(this.holderId),
+      this.options.streamIdleMs,
     );
     this.waiting = new LockWaiting(feed, this.holderId, this.options);
     this.acquirer = new LockAcquirer({

@@ -26,6 +26,7 @@ export const LOCK_OPTION_DEFAULTS = {
   idleRetentionMs: 24 * 60 * 60 * 1000,
   ensureIndexes: true,
   changeStreams: 'auto',
+  streamIdleMs: 5_000,
   pollIntervalMs: 50,
   maxPollIntervalMs: 1_000,
   safetyPollIntervalMs: 5_000,
@@ -50,6 +51,7 @@ export interface ResolvedLockModuleOptions {
   idleRetentionMs: number;
   ensureIndexes: boolean;
   changeStreams: 'auto' | 'off';
+  streamIdleMs: number;
   pollIntervalMs: number;
   maxPollIntervalMs: number;
   safetyPollIntervalMs: number;
@@ -216,6 +218,7 @@ export function resolveModuleOptions(options: MongoLockModuleOptions): ResolvedL
     ),
     ensureIndexes: boolean('ensureIndexes', options.ensureIndexes, d.ensureIndexes),
     changeStreams,
+    streamIdleMs: integer('streamIdleMs', options.streamIdleMs, 0, MAX_TIMER_MS, d.streamIdleMs),
     pollIntervalMs,
     maxPollIntervalMs: integer(
       'maxPollIntervalMs',

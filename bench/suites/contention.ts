@@ -59,7 +59,8 @@ export async function measureContention(
           `contention P=${processes} ${variant}: ${throughput.sectionsPerSecond} sections/s, ` +
             `${throughput.commandsPerSection} commands/section, ` +
             `${throughput.cpuPerSection.total} CPU µs/section, failures ${throughput.failures}, ` +
-            `share max/min ${shareSpread(throughput.sectionsByProcess)}`,
+            `share max/min ${shareSpread(throughput.sectionsByProcess)}; per section: ` +
+            commandsPerSection(throughput),
         );
       }
     } finally {
@@ -67,6 +68,14 @@ export async function measureContention(
     }
   }
   return rows;
+}
+
+/** Each command's count per section, most frequent first: `findAndModify 1.02, getMore 0.5`. */
+function commandsPerSection({ commands, sections }: ThroughputResult): string {
+  return Object.entries(commands)
+    .sort(([, a], [, b]) => b - a)
+    .map(([name, n]) => `${name} ${(n / Math.max(1, sections)).toFixed(2)}`)
+    .join(', ');
 }
 
 /** The busiest process's sections over the least busy one's: 1 is perfectly fair. */

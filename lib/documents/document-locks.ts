@@ -86,6 +86,7 @@ export class DocumentLocks<T extends Document = Document> {
       options.changeStreams,
       STREAM_AWAIT_MS + options.operationTimeoutMs,
       readDocumentLockChange,
+      options.streamIdleMs,
     );
     this.waiting = new LockWaiting(feed, options.holderId, options);
     this.acquirer = new LockAcquirer({

@@ -36,6 +36,7 @@ class FakeStream {
 }
 
 const ts = (t: number) => new Timestamp({ t, i: 0 });
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const flush = () => new Promise((resolve) => setTimeout(resolve, 20));
 const released = (key: string) => ({
   operationType: 'update',
@@ -53,7 +54,7 @@ afterEach(async () => {
   await Promise.all(feeds.splice(0).map((feed) => feed.close()));
 });
 
-function setUp(changeStreams: 'auto' | 'off' = 'auto') {
+function setUp(changeStreams: 'auto' | 'off' = 'auto', idleMs = 0) {
   const streams: FakeStream[] = [];
   const logger = { warn: jest.fn(), error: jest.fn() };
   const feed = new LockChangeFeed(
@@ -64,6 +65,9 @@ function setUp(changeStreams: 'auto' | 'off' = 'auto') {
     },
     logger,
     changeStreams,
+    10_000,
+    undefined,
+    idleMs,
   );
   feeds.push(feed);
   return { feed, streams, logger };
@@ -118,6 +122,59 @@ describe('LockChangeFeed', () => {
     stopA();
     expect(streams[0].closed).toBe(true);
     expect(feed.streamOpen).toBe(false);
+  });
+
+  describe('with idleMs (streamIdleMs)', () => {
+    it('keeps the stream idleMs after the last watcher leaves; a watcher meanwhile takes it over', async () => {
+      const { feed, streams } = setUp('auto', 600);
+      feed.watchKey('a', () => undefined, ts(1))();
+      await sleep(300);
+      expect(streams[0].closed).toBe(false);
+      // A later attempt than the stream's start is covered by it: no new stream, no recheck.
+      const b = recorder();
+      feed.watchKey('b', b.watcher, ts(2))();
+      await flush();
+      expect(streams).toHaveLength(1);
+      expect(b.signals).toEqual([]);
+      // idleMs counts from the last watcher's leaving, not the first's.
+      await sleep(400);
+      expect(streams[0].closed).toBe(false);
+      await sleep(500);
+      expect(streams[0].closed).toBe(true);
+      expect(feed.streamOpen).toBe(false);
+    });
+
+    it('tells a watcher that comes later of a release the idle stream heard after its attempt', async () => {
+      const { feed, streams } = setUp('auto', 1_000);
+      feed.watchKey('a', () => undefined, ts(1))();
+      streams[0].push({ change: { ...released('k'), clusterTime: ts(5) } });
+      await flush();
+      const late = recorder();
+      feed.watchKey('k', late.watcher, ts(4));
+      await flush();
+      expect(late.signals).toEqual(['released']);
+    });
+
+    it('closes at once when the feed closes', async () => {
+      const { feed, streams } = setUp('auto', 60_000);
+      feed.watchKey('a', () => undefined, ts(1))();
+      await feed.close();
+      expect(streams[0].closed).toBe(true);
+    });
+
+    it('drops an idle stream that fails without reopening it or warning', async () => {
+      const { feed, streams, logger } = setUp('auto', 60_000);
+      feed.watchKey('a', () => undefined, ts(1))();
+      streams[0].push({ error: new Error('connection reset') });
+      await sleep(300);
+      expect(streams).toHaveLength(1);
+      expect(feed.streamOpen).toBe(false);
+      expect(logger.warn).not.toHaveBeenCalled();
+      // The next watcher opens a new one from its own attempt.
+      feed.watchKey('b', () => undefined, ts(7));
+      expect(streams).toHaveLength(2);
+      expect(streams[1].options.startAtOperationTime).toEqual(ts(7));
+    });
   });
 
   it('switches to polling on error 40573, tells every watcher, and warns once', async () => {

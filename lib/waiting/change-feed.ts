@@ -52,8 +52,8 @@ function later(a: Timestamp, b: Timestamp | undefined): boolean {
 
 /**
  * ONE change stream per `LockService`, shared by every waiter and `events$` subscriber.
- * Opened when the first watcher appears, closed when the last one goes, filtered on the
- * server, fanned out by key. Where change streams are unavailable it switches to polling
+ * Opened when the first watcher appears, closed `idleMs` after the last one goes (a process
+ * that waits again meanwhile finds it running), filtered on the server, fanned out by key. Where change streams are unavailable it switches to polling
  * mode once (and says so once); watchers then only hear local releases and must poll.
  */
 export class LockChangeFeed {
@@ -71,6 +71,8 @@ export class LockChangeFeed {
   private pollingAnnounced = false;
   private failuresInARow = 0;
   private reopenTimer: NodeJS.Timeout | undefined;
+  /** Closes the stream nobody watches any more, unless a watcher comes first. */
+  private idleTimer: NodeJS.Timeout | undefined;
   /**
    * Where a reopened stream continues, across any number of failures in a row: after the
    * last event seen, or where the failed stream started. Dropped only when the server says it
@@ -89,6 +91,8 @@ export class LockChangeFeed {
     private readonly stallTimeoutMs = 10_000,
     /** Reads a change: the lock collection's (for this process), or a document lock field's. */
     private readonly readChange: (change: LockChange) => ReadChange = readLockChange(undefined),
+    /** How long a stream nobody watches stays open (`streamIdleMs`). */
+    private readonly idleMs = 0,
   ) {
     if (changeStreams === 'off') this.pollingReason = "option changeStreams is 'off'";
   }
@@ -169,7 +173,7 @@ export class LockChangeFeed {
   async close(): Promise<void> {
     this.keyWatchers.clear();
     this.eventListeners.clear();
-    this.stopIfUnused();
+    this.stopIfUnused(0);
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
       Promise.all([...this.closing]),
@@ -356,6 +360,11 @@ export class LockChangeFeed {
     }
     this.active = undefined;
     if (active) this.closeQuietly(active.stream);
+    if (!this.hasWatchers() && !isChangeStreamUnsupportedError(error)) {
+      // An idle stream (see `idleMs`) failed: the next watcher opens a new one.
+      this.resumePoint = undefined;
+      return;
+    }
     if (isChangeStreamUnsupportedError(error)) {
       this.pollingReason = 'the server does not support change streams (a standalone mongod?)';
       this.announcePolling();
@@ -382,14 +391,31 @@ export class LockChangeFeed {
     }, delay);
   }
 
-  private stopIfUnused(): void {
+  /** With nobody watching: closes the stream after `idleMs`, if still nobody watches then. */
+  private stopIfUnused(idleMs = this.idleMs): void {
     if (this.hasWatchers()) return;
     if (this.reopenTimer) clearTimeout(this.reopenTimer);
     this.reopenTimer = undefined;
+    this.cancelIdleClose();
     const active = this.active;
+    if (active && idleMs > 0) {
+      // Still read meanwhile: releases it reports stay known to watchers that come later. A
+      // watcher that comes first keeps it (the timer finds it watched).
+      this.idleTimer = setTimeout(() => {
+        this.idleTimer = undefined;
+        if (this.active === active) this.stopIfUnused(0);
+      }, idleMs);
+      this.idleTimer.unref();
+      return;
+    }
     this.active = undefined;
     this.resumePoint = undefined;
     if (active) this.closeQuietly(active.stream);
+  }
+
+  private cancelIdleClose(): void {
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+    this.idleTimer = undefined;
   }
 
   private closeQuietly(stream: LockChangeStream): void {

@@ -12,7 +12,7 @@ describe('LockService waiting', () => {
     const holder = await kit.service();
     const client = await kit.client({ monitorCommands: true });
     const commands = countCommands(client);
-    const locks = await kit.service({ client, safetyPollIntervalMs: 600_000 });
+    const locks = await kit.service({ client, safetyPollIntervalMs: 600_000, streamIdleMs: 0 });
     const first = await holder.acquire('queue', { ttlMs: 60_000 });
     const order: number[] = [];
     const waiters = [0, 1, 2, 3, 4].map((index) =>
@@ -28,9 +28,49 @@ describe('LockService waiting', () => {
     await eventually(() => !locks.diagnostics.streamOpen);
   });
 
+  it('a process that waits again within streamIdleMs finds the stream running: it opens and closes none', async () => {
+    const holder = await kit.service();
+    const client = await kit.client({ monitorCommands: true });
+    const commands = countCommands(client);
+    const locks = await kit.service({ client });
+    for (const key of ['idle:a', 'idle:b', 'idle:a']) {
+      const held = await holder.acquire(key);
+      const waiting = locks.acquire(key, { timeoutMs: 10_000 });
+      await eventually(
+        () => locks.diagnostics.waiters === 1 && locks.diagnostics.streamEstablished,
+      );
+      await held.release();
+      await (await waiting).release();
+      await eventually(() => locks.diagnostics.waiters === 0);
+    }
+    expect(locks.diagnostics).toMatchObject({ streamsOpened: 1, streamOpen: true });
+    expect(commands.names.filter((name) => name === 'aggregate')).toHaveLength(1);
+    expect(commands.names.filter((name) => name === 'killCursors')).toHaveLength(0);
+  });
+
+  it('closes the stream streamIdleMs after the last waiter leaves; 0 closes it at once', async () => {
+    const holder = await kit.service();
+    for (const streamIdleMs of [1_500, 0]) {
+      const locks = await kit.service({ streamIdleMs });
+      const key = `idle-close:${streamIdleMs}`;
+      const held = await holder.acquire(key);
+      const waiting = locks.acquire(key, { timeoutMs: 10_000 });
+      await eventually(
+        () => locks.diagnostics.waiters === 1 && locks.diagnostics.streamEstablished,
+      );
+      await held.release();
+      await (await waiting).release();
+      await eventually(() => locks.diagnostics.waiters === 0);
+      const left = Date.now();
+      if (streamIdleMs > 0) expect(locks.diagnostics.streamOpen).toBe(true);
+      await eventually(() => !locks.diagnostics.streamOpen, 5_000);
+      expect(Date.now() - left).toBeLessThan(streamIdleMs + 1_000);
+    }
+  });
+
   it('acquire$ unsubscribed before the grant leaves no waiter, stream or lock behind', async () => {
     const holder = await kit.service();
-    const locks = await kit.service();
+    const locks = await kit.service({ streamIdleMs: 0 });
     const held = await holder.acquire('cancel-me');
     const subscription = locks.acquire$('cancel-me', { timeoutMs: 30_000 }).subscribe();
     await eventually(() => locks.diagnostics.waiters === 1 && locks.diagnostics.streamOpen);
@@ -115,7 +155,7 @@ describe('LockService waiting', () => {
   });
 
   it('events$ reports acquisitions and releases with holder and fence', async () => {
-    const observer = await kit.service();
+    const observer = await kit.service({ streamIdleMs: 0 });
     const locks = await kit.service();
     const seen: LockEvent[] = [];
     const subscription = observer.events$.subscribe((event) => seen.push(event));
