@@ -57,6 +57,7 @@ class Acquisition implements KeyAttempts {
       owner: string,
       unlessClaimed?: boolean,
       fence?: bigint,
+      leaveLine?: boolean,
     ) => unknown,
     /** When to send the second release of an attempt with no reply: one command's time. */
     private readonly laterMs: number,
@@ -138,7 +139,11 @@ class Acquisition implements KeyAttempts {
       }
     }
     return Promise.all(
-      [...won].reverse().map((taken) => this.giveBack(taken.key, taken.owner, false, taken.fence)),
+      [...won]
+        .reverse()
+        .map((taken) =>
+          this.giveBack(taken.key, taken.owner, false, taken.fence, taken.leavesLine),
+        ),
     );
   }
 
@@ -192,8 +197,8 @@ export class LockAcquirer {
     const acquisition = new Acquisition(
       store,
       options.ttlMs,
-      (key, owner, unlessClaimed, fence) =>
-        this.giveBack(store, key, owner, { unlessClaimed, fence }),
+      (key, owner, unlessClaimed, fence, leaveLine) =>
+        this.giveBack(store, key, owner, { unlessClaimed, fence, leaveLine }),
       this.deps.operationTimeoutMs,
       commandBudgetMs,
       {
@@ -260,7 +265,10 @@ export class LockAcquirer {
       const later = won.splice(lost);
       await Promise.all(
         later.map((taken) =>
-          this.giveBack(acquisition.store, taken.key, taken.owner, { fence: taken.fence }),
+          this.giveBack(acquisition.store, taken.key, taken.owner, {
+            fence: taken.fence,
+            leaveLine: taken.leavesLine,
+          }),
         ),
       );
     }
@@ -269,17 +277,22 @@ export class LockAcquirer {
   /**
    * Gives back a lock nobody will use (its waiter left, or its call failed); `unlessClaimed`:
    * a late win, given back only if no attempt of its call handed it out meanwhile. `fence`:
-   * the lease's, when known (see `recognisedRelease`).
+   * the lease's, when known (see `recognisedRelease`). `leaveLine`: a grant handed out with
+   * our place in line, never confirmed (`AcquireAttemptWon.leavesLine`).
    */
   giveBack(
     store: LockStore,
     key: string,
     owner: string,
-    { unlessClaimed = false, fence }: { unlessClaimed?: boolean; fence?: bigint } = {},
+    {
+      unlessClaimed = false,
+      fence,
+      leaveLine,
+    }: { unlessClaimed?: boolean; fence?: bigint; leaveLine?: boolean } = {},
   ): Promise<ReleaseLeaseOutcome | undefined> {
     const releasing = unlessClaimed
       ? store.giveBackUnclaimed(key, owner)
-      : store.giveBack(key, owner, fence);
+      : store.giveBack(key, owner, fence, leaveLine);
     return releasing.then((result) => {
       this.notifyEnded(key, result);
       return result?.outcome;
@@ -337,9 +350,10 @@ export class LockAcquirer {
       taken.owner,
       options.ttlMs,
       acquisition.commandBudgetMs(),
+      taken.leavesLine,
     );
     if (!renewal.renewed) return undefined;
-    const { grantUnconfirmed: _confirmed, ...confirmed } = taken;
+    const { grantUnconfirmed: _confirmed, leavesLine: _left, ...confirmed } = taken;
     return { ...confirmed, sentAt: renewal.sentAt, remainingMs: renewal.remainingMs };
   }
 
@@ -375,6 +389,7 @@ export class LockAcquirer {
     // free a scoped lease behind its holder's back, which only a release write would notice.
     const handsOver =
       this.deps.localTransfers && isTransferable(options) && options.scope === undefined;
+    const leavingLine = new Set(won.filter((taken) => taken.leavesLine).map(({ key }) => key));
     const handle = new MongoLockHandle({
       scope: options.scope,
       mode: options.mode,
@@ -393,7 +408,9 @@ export class LockAcquirer {
       renewalIntervalRatio: options.renewalIntervalRatio,
       maxHoldMs: this.deps.maxHoldMs,
       operations: {
-        renew: (held, ttlMs) => store.renew(held.key, held.owner, ttlMs),
+        // Only the confirming renewal of a grant can drop its place (see `renewLease`).
+        renew: (held, ttlMs) =>
+          store.renew(held.key, held.owner, ttlMs, undefined, leavingLine.has(held.key)),
         release: (held, lease) => this.release(store, held, lease),
         giveBack: (held) => this.giveBack(store, held.key, held.owner, { fence: held.fence }),
       },

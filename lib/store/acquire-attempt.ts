@@ -78,6 +78,11 @@ export interface AcquireAttemptWon extends AttemptOutcomeBase {
    * grant's placeholder and the lease the short grant lease, until a renewal confirms it.
    */
   grantUnconfirmed?: boolean;
+  /**
+   * With `grantUnconfirmed`: nobody else waited for the key in this process, so the renewal
+   * that confirms the grant also drops its place in line (`RenewLeaseRequest.leaveLine`).
+   */
+  leavesLine?: boolean;
 }
 
 export interface AcquireAttemptLost extends AttemptOutcomeBase {

@@ -37,6 +37,11 @@ export function isGrantToken(owner: string): boolean {
   return owner.startsWith('grant:');
 }
 
+/** The reservation a grant's placeholder token names. */
+export function grantedReservation(token: string): string {
+  return token.slice('grant:'.length, token.lastIndexOf(':'));
+}
+
 /** {@link grantToken} in a pipeline: the reservation's field path, the fence expression. */
 function grantTokenExpr(reservation: unknown, fence: unknown) {
   return { $concat: ['grant:', reservation, ':', { $toString: fence }] };

@@ -204,6 +204,10 @@ export async function releaseScopeEntries(
  * A waiting process leaves: its reservation goes, and the write counts in `frees`, since
  * attempts it held back may now win. A grant it had not confirmed yet goes on to the next
  * waiting process, or frees the lock.
+ *
+ * While the key is still owned under the grant handed out here (`exceptGrant`: the common
+ * case, a queue that empties as its last caller takes a grant), only the reservation goes,
+ * by a small command: nothing is granted or freed then, since we hold the key.
  */
 export async function withdrawReservation(
   collection: LockCollection,
@@ -213,6 +217,14 @@ export async function withdrawReservation(
   /** A grant to the reservation this process handed out already: it is held, not pending. */
   exceptGrant?: string,
 ): Promise<void> {
+  if (exceptGrant !== undefined) {
+    const place = `waiting.${reservation}`;
+    const { matchedCount } = await collection.updateOne(
+      { _id: key, owner: exceptGrant, [place]: { $exists: true } },
+      { $unset: { [place]: '' } },
+    );
+    if (matchedCount === 1) return;
+  }
   const grantedToUs = pendingGrantTo(reservation, exceptGrant);
   const others = {
     $filter: { input: LIVE_RESERVATIONS, cond: { $ne: ['$$this.k', reservation] } },

@@ -4,6 +4,7 @@ import type { LockState } from '../interfaces/lock-state.interface';
 import type { ResolvedLockModuleOptions } from '../options';
 import type { AcquireAttemptOutcome, AttemptTarget } from './acquire-attempt';
 import { boundedCommand } from './bounded-command';
+import { grantedReservation } from './direct-grant';
 import type { BoundedCommand } from './bounded-command';
 import { lockCollectionCommands } from './lease-commands';
 import type { LeaseCommands } from './lease-commands';
@@ -148,13 +149,17 @@ export class LockStore {
     return command.result;
   }
 
+  /** `leaveLine`: see `RenewLeaseRequest`. */
   renew(
     key: string,
     owner: string,
     ttlMs: number,
     timeoutMs = this.options.operationTimeoutMs,
+    leaveLine = false,
   ): Promise<RenewLeaseOutcome> {
-    return this.send('renew', timeoutMs, () => this.commands.renew({ key, owner, ttlMs })).result;
+    return this.send('renew', timeoutMs, () =>
+      this.commands.renew({ key, owner, ttlMs, ...(leaveLine ? { leaveLine } : {}) }),
+    ).result;
   }
 
   /**
@@ -187,12 +192,20 @@ export class LockStore {
    * lock went, as for {@link release}), or `undefined` if it could not be sent (the lease then
    * runs out by itself); never rejects. `close()` waits for these, within its bound.
    */
-  giveBack(key: string, owner: string, fence?: bigint): Promise<ReleaseResult | undefined> {
+  giveBack(
+    key: string,
+    owner: string,
+    fence?: bigint,
+    /** A grant handed out with our place in line (`AcquireAttemptWon.leavesLine`): drop it first. */
+    leaveLine = false,
+  ): Promise<ReleaseResult | undefined> {
     const id = idOf(key, owner);
     this.claimed.delete(id);
     const running = this.givingBack.get(id);
     if (running) return running;
-    const task = this.giveBackOnce(key, owner, id, fence).finally(() => this.givingBack.delete(id));
+    const task = this.giveBackOnce(key, owner, id, fence, leaveLine).finally(() =>
+      this.givingBack.delete(id),
+    );
     this.givingBack.set(id, task);
     return task;
   }
@@ -368,9 +381,18 @@ export class LockStore {
     owner: string,
     id: string,
     fence: bigint | undefined,
+    leaveLine: boolean,
   ): Promise<ReleaseResult | undefined> {
     // A release sent before an attempt still on its way would miss that attempt's win.
     await this.inFlightSettled(id);
+    const { commands } = this;
+    if (leaveLine && commands.withdraw) {
+      // Else the release would grant the key to that place: to us, who no longer want it.
+      const withdraw = commands.withdraw.bind(commands);
+      await this.send('withdraw', this.options.operationTimeoutMs, () =>
+        withdraw(key, grantedReservation(owner), owner),
+      ).result.catch(() => undefined);
+    }
     for (let tries = 1; ; tries += 1) {
       try {
         return await this.release(key, owner, { fence });

@@ -482,6 +482,9 @@ export class KeyQueue {
     if (reservation !== this.reservation || owner !== grantToken(reservation, fence)) return false;
     if (!at || !last?.operationTime || at.compare(last.operationTime) <= 0) return false;
     if (performance.now() - last.sentAt > GRANT_LEASE_MS / 2) return false;
+    // The last caller waiting here: the confirming renewal drops our place in line, and the
+    // queue has none from now on (a caller that comes meanwhile takes a new one).
+    const leavesLine = this.waiters.every((waiter) => waiter === head || waiter.settled);
     const won: AcquireAttemptWon = {
       key: this.key,
       owner,
@@ -492,7 +495,9 @@ export class KeyQueue {
       operationTime: at,
       won: true,
       grantUnconfirmed: true,
+      ...(leavesLine ? { leavesLine } : {}),
     };
+    if (leavesLine) this.reservedUntil = undefined;
     // As after a win: the next waiter waits for this holder's release.
     this.deps.localRun.reset();
     this.heldHere = true;

@@ -116,6 +116,44 @@ describe('direct grant between processes', () => {
     expect((await rawLockOf(kit, 'k'))?.owner).toBeNull();
   });
 
+  it("the last caller waiting in a process is handed the grant: its confirmation also takes the process's place out of line, and nothing is withdrawn", async () => {
+    const a = await kit.service();
+    const b = await serviceWithCommands();
+    const held = await a.acquire('leaves-line', { ttlMs: 30_000 });
+    const bWaits = b.service.acquire('leaves-line', { ttlMs: 30_000, timeoutMs: 20_000 });
+    await eventually(
+      async () => liveReservations(await rawLockOf(kit, 'leaves-line')).length === 1,
+    );
+    await sleep(100);
+    b.commands.reset();
+    await held.release();
+    const bHandle = await bWaits;
+    await eventually(async () => (await rawLockOf(kit, 'leaves-line'))?.grantedTo === null);
+    expect(liveReservations(await rawLockOf(kit, 'leaves-line'))).toEqual([]);
+    await sleep(200);
+    const writes = b.commands.names.filter((name) => !['getMore', 'find'].includes(name));
+    expect(writes).toEqual(['findAndModify']);
+    // Released at once, nothing left in line: the release frees the key (no grant to itself).
+    await bHandle.release();
+    expect(await rawLockOf(kit, 'leaves-line')).toMatchObject({ owner: null, grantedTo: null });
+  });
+
+  it('with more callers waiting in the process, the one handed the grant keeps its place in line', async () => {
+    const a = await kit.service();
+    const b = await kit.service();
+    const held = await a.acquire('keeps-line', { ttlMs: 30_000 });
+    const first = b.acquire('keeps-line', { ttlMs: 30_000, timeoutMs: 20_000 });
+    const second = b.acquire('keeps-line', { ttlMs: 30_000, timeoutMs: 20_000 });
+    await eventually(async () => liveReservations(await rawLockOf(kit, 'keeps-line')).length === 1);
+    await sleep(100);
+    await held.release();
+    const firstHandle = await first;
+    await eventually(async () => (await rawLockOf(kit, 'keeps-line'))?.grantedTo === null);
+    expect(liveReservations(await rawLockOf(kit, 'keeps-line'))).toHaveLength(1);
+    await firstHandle.release();
+    await (await second).release();
+  });
+
   it('a caller that does not renew still has its handed-out grant confirmed, with its full lease', async () => {
     const a = await kit.service();
     const b = await kit.service();
@@ -779,6 +817,27 @@ describe('direct grant in the store (one command each)', () => {
       expect(doc!.expiresAt.getTime() - Date.now()).toBeGreaterThan(GRANT_LEASE_MS);
     });
 
+    it("with leaveLine, the confirming renewal also drops the grant's place in line; a later renewal leaves a place written since", async () => {
+      const { collection, lockCollection: locks } = await setUp(grantedState(5));
+      const places = async () =>
+        Object.keys((await collection.findOne({ _id: key }))?.waiting ?? {});
+      expect(
+        (await renewLease(locks, { key, owner: token(), ttlMs, leaveLine: true })).renewed,
+      ).toBe(true);
+      expect(await places()).toEqual(['rother']);
+      await collection.updateOne({ _id: key }, { $set: { 'waiting.rme': reservation('me', 0) } });
+      await renewLease(locks, { key, owner: token(), ttlMs, leaveLine: true });
+      expect((await places()).sort()).toEqual(['rme', 'rother']);
+    });
+
+    it('without leaveLine, the confirming renewal keeps the place', async () => {
+      const { collection, lockCollection: locks } = await setUp(grantedState(5));
+      await renewLease(locks, { key, owner: token(), ttlMs });
+      const doc = await collection.findOne({ _id: key });
+      expect(doc).toMatchObject({ grantedTo: null });
+      expect(Object.keys(doc?.waiting ?? {}).sort()).toEqual(['rme', 'rother']);
+    });
+
     it('our later attempts, in either form, and our withdrawal leave it alone', async () => {
       const { collection, lockCollection: locks, attempt } = await setUp(grantedState(5));
       for (const confirmsGrant of [false, true]) {
@@ -795,6 +854,51 @@ describe('direct grant in the store (one command each)', () => {
       const doc = await collection.findOne({ _id: key });
       expect(doc).toMatchObject({ owner: token(), grantedTo: 'rme' });
       expect(Object.keys(doc?.waiting ?? {})).toEqual(['rother']);
+    });
+
+    /** A monitored client, and the BSON size of each update it sends. */
+    async function updateSizes() {
+      const client = await kit.client({ monitorCommands: true });
+      const sizes: number[] = [];
+      client.on('commandStarted', (event) => {
+        if (event.commandName === 'update') sizes.push(BSON.calculateObjectSize(event.command));
+      });
+      return { client, sizes };
+    }
+
+    it('our withdrawal while we hold under it is one small command: only our place goes, nothing is freed', async () => {
+      const { client, sizes } = await updateSizes();
+      const { collection, lockCollection: locks } = await setUp(
+        { ...grantedState(5), frees: 3 },
+        client,
+      );
+      await withdrawReservation(locks, key, 'rme', 60_000, token());
+      const doc = await collection.findOne({ _id: key });
+      expect(doc).toMatchObject({ owner: token(), grantedTo: 'rme', frees: 3 });
+      expect(Object.keys(doc?.waiting ?? {})).toEqual(['rother']);
+      expect(sizes).toHaveLength(1);
+      expect(sizes[0]).toBeLessThan(1_000);
+    });
+
+    it('once the key has moved on from the grant handed out, the full withdrawal decides', async () => {
+      const { client, sizes } = await updateSizes();
+      const { collection, lockCollection: locks } = await setUp(
+        {
+          ...grantedState(5),
+          owner: 'later-owner',
+          holder: 'other',
+          grantedTo: null,
+          grantee: null,
+          expiresAt: new Date(Date.now() + ttlMs),
+        },
+        client,
+      );
+      await withdrawReservation(locks, key, 'rme', 60_000, token());
+      const doc = await collection.findOne({ _id: key });
+      expect(doc).toMatchObject({ owner: 'later-owner' });
+      expect(Object.keys(doc?.waiting ?? {})).toEqual(['rother']);
+      expect(sizes).toHaveLength(2);
+      expect(sizes[1]).toBeGreaterThan(1_000);
     });
 
     it('a later grant to the same reservation is not the one handed out: it is taken', async () => {
