@@ -108,6 +108,11 @@ export interface KeyQueueDeps {
    * queue, which empties whenever each transfer serves its only caller.
    */
   localRun: { current(): LocalRun | undefined; add(): void; reset(): void };
+  /**
+   * A release of this process handed the key to another one moments ago: it is held, so the
+   * first attempt is the full one at once (see `ReservationUse.plainFirst`).
+   */
+  heldElsewhere?: boolean;
 }
 
 /**
@@ -293,7 +298,10 @@ export class KeyQueue {
     // Nothing known of the key yet: most keys are free. (The first attempt is made inside the
     // first caller's enqueue, so nobody else waits here then and `keep` is false.)
     const plainFirst =
-      this.lastOutcome === undefined && !this.anyAttemptUnanswered && !confirmsGrant;
+      this.lastOutcome === undefined &&
+      !this.anyAttemptUnanswered &&
+      !confirmsGrant &&
+      !this.deps.heldElsewhere;
     this.attemptOnItsWay = true;
     try {
       // With more callers waiting here, a win keeps our place in the key's line (at its back).

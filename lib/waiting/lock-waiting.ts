@@ -1,5 +1,6 @@
 import { Observable } from 'rxjs';
 import type { AcquireAttemptWon } from '../store/acquire-attempt';
+import { GRANT_LEASE_MS } from '../store/direct-grant';
 import { linkAbortSignals } from './linked-abort-signal';
 import type { LockEvent } from '../interfaces/lock-state.interface';
 import type { HoldEnd, LockChangeFeed } from './change-feed';
@@ -8,6 +9,9 @@ import type { KeyWaitRequest, LocalRun, OfferedSuccessor } from './key-queue';
 import { waitUntilReleased } from './release-watch';
 import type { LeaseProbe } from './release-watch';
 import type { WaitTiming } from './wait-timing';
+
+/** Keys whose latest hand-off to another process is remembered (oldest forgotten first). */
+const GRANTED_ELSEWHERE_KEPT = 1_000;
 
 /**
  * The waiting layer of one `LockService`: a FIFO queue per key, all fed by one change feed.
@@ -19,6 +23,8 @@ export class LockWaiting {
   private readonly queues = new Map<string, KeyQueue>();
   /** Local runs going on, by key (see `MAX_LOCAL_TRANSFERS`). */
   private readonly localRuns = new Map<string, LocalRun>();
+  /** When this process's releases last handed each key to another process (monotonic ms). */
+  private readonly grantedElsewhere = new Map<string, number>();
 
   constructor(
     private readonly feed: LockChangeFeed,
@@ -45,6 +51,7 @@ export class LockWaiting {
         onEmpty: () => {
           if (this.queues.get(key) === created) this.queues.delete(key);
         },
+        heldElsewhere: this.takeGrantedElsewhere(key),
         localRun: {
           current: () => this.localRuns.get(key),
           add: () => {
@@ -112,7 +119,21 @@ export class LockWaiting {
    * a lower bound of its fence, if known).
    */
   notifyHoldEnded(key: string, how: HoldEnd, grantFence?: bigint): void {
+    this.grantedElsewhere.delete(key);
+    if (how === 'granted-elsewhere') {
+      this.grantedElsewhere.set(key, performance.now());
+      if (this.grantedElsewhere.size > GRANTED_ELSEWHERE_KEPT) {
+        this.grantedElsewhere.delete(this.grantedElsewhere.keys().next().value as string);
+      }
+    }
     this.feed.notifyHoldEnded(key, how, grantFence);
+  }
+
+  /** Whether this process handed `key` to another one within a grant lease (and forgets it). */
+  private takeGrantedElsewhere(key: string): boolean {
+    const at = this.grantedElsewhere.get(key);
+    this.grantedElsewhere.delete(key);
+    return at !== undefined && performance.now() - at < GRANT_LEASE_MS;
   }
 
   /** Every acquisition and release seen on the lock collection (see `LockService.events$`). */

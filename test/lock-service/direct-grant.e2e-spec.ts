@@ -190,6 +190,26 @@ describe('direct grant between processes', () => {
     await (await waiting).release();
   });
 
+  it('a process whose release just handed the key to another waits again with the full attempt alone', async () => {
+    const a = await serviceWithCommands();
+    const b = await kit.service();
+    const held = await a.service.acquire('again', { ttlMs: 30_000 });
+    const bWaits = b.acquire('again', { ttlMs: 30_000, timeoutMs: 10_000 });
+    await eventually(async () => liveReservations(await rawLockOf(kit, 'again')).length === 1);
+    await held.release();
+    a.commands.reset();
+    const aWaits = a.service.acquire('again', { ttlMs: 30_000, timeoutMs: 10_000 });
+    await eventually(async () => {
+      const waiting = ((await rawLockOf(kit, 'again'))?.waiting ?? {}) as Record<string, RawLock>;
+      return Object.values(waiting).some((place) => place.holder === a.service.holderId);
+    });
+    const sizes = a.commands.sizes.filter((_, i) => a.commands.names[i] === 'findAndModify');
+    expect(sizes).toHaveLength(1);
+    expect(sizes[0]).toBeGreaterThan(4_000);
+    await (await bWaits).release();
+    await (await aWaits).release();
+  });
+
   it('a polling caller that finds a plain key held sends nothing more until its next poll', async () => {
     const a = await kit.service();
     const held = await a.acquire('polled');
