@@ -41,6 +41,10 @@ const settings = {
 const contentionProcessCounts = (process.env.BENCH_CONTENTION_PROCESSES ?? '1,2,4,8')
   .split(',')
   .map(Number);
+/** The contention scan again with one caller per process (BENCH_SINGLE_CALLER_PROCESSES). */
+const singleCallerProcessCounts = (process.env.BENCH_SINGLE_CALLER_PROCESSES ?? '2,4')
+  .split(',')
+  .map(Number);
 const contentionVariants = (process.env.BENCH_CONTENTION_VARIANTS ?? 'ours,mongodash')
   .split(',')
   .filter((v): v is VariantName => (variantNames as readonly string[]).includes(v));
@@ -160,6 +164,22 @@ async function main(): Promise<void> {
       ),
     ).catch((error: unknown) => ({ error: String(error) }));
 
+    const contentionSingleCaller = await timed('contention scan, one caller per process', () =>
+      measureContention(
+        server.uri,
+        {
+          processCounts: singleCallerProcessCounts,
+          variants: contentionVariants,
+          workersPerProcess: 1,
+          criticalSectionMs: settings.criticalSectionMs,
+          rounds: settings.contentionRounds,
+          sliceMs: settings.contentionSliceMs,
+          serverPid: server.pid,
+        },
+        log,
+      ),
+    ).catch((error: unknown) => ({ error: String(error) }));
+
     const scale = await timed('scale', () =>
       measureScale(server.uri, settings.scaleKeys, settings.waitersPerKey),
     ).catch((error: unknown) => ({ error: String(error) }));
@@ -184,6 +204,7 @@ async function main(): Promise<void> {
       pingAtEnd: summarize(pingAtEnd),
       variants: variantResults,
       contention,
+      contentionSingleCaller,
       scale,
       httpOverhead,
     };

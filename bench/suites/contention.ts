@@ -1,6 +1,6 @@
 import type { VariantName } from '../adapters/bench-lock';
 import { spawnBenchWorkers, stopBenchWorkers, useVariant } from '../support/bench-workers';
-import { rotated } from '../support/stats';
+import { commandsPerSection, rotated } from '../support/stats';
 import { combineThroughput, measureThroughput, type ThroughputResult } from './throughput';
 
 export interface ContentionOptions {
@@ -60,7 +60,7 @@ export async function measureContention(
             `${throughput.commandsPerSection} commands/section, ` +
             `${throughput.cpuPerSection.total} CPU µs/section, failures ${throughput.failures}, ` +
             `share max/min ${shareSpread(throughput.sectionsByProcess)}; per section: ` +
-            commandsPerSection(throughput),
+            commandsPerSection(throughput.commands, throughput.sections),
         );
       }
     } finally {
@@ -68,14 +68,6 @@ export async function measureContention(
     }
   }
   return rows;
-}
-
-/** Each command's count per section, most frequent first: `findAndModify 1.02, getMore 0.5`. */
-function commandsPerSection({ commands, sections }: ThroughputResult): string {
-  return Object.entries(commands)
-    .sort(([, a], [, b]) => b - a)
-    .map(([name, n]) => `${name} ${(n / Math.max(1, sections)).toFixed(2)}`)
-    .join(', ');
 }
 
 /** The busiest process's sections over the least busy one's: 1 is perfectly fair. */

@@ -1,6 +1,7 @@
 import type { BenchResults } from './report';
 import { variantLabels } from './report';
 import type { ThroughputResult } from '../suites/throughput';
+import { commandsPerSection } from './stats';
 import { checkTargets } from './targets';
 
 const ms = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : '—');
@@ -149,7 +150,16 @@ export function renderMarkdown(r: BenchResults): string {
     ...contentionNote(r),
     '## Contention: cost per section against the number of processes',
     '',
-    contentionSection(r),
+    contentionSection(r.contention, r),
+    '',
+    '### One caller per process',
+    '',
+    'The same with one caller in each process: every section is a hand-off between processes',
+    '(nothing to pass within a process), and a process that has just released waits again at once.',
+    '',
+    r.contentionSingleCaller
+      ? contentionSection(r.contentionSingleCaller, r)
+      : 'Not measured in this run.',
     '',
     '## Scale of waiting (one process)',
     '',
@@ -189,9 +199,9 @@ function cpuPerSection(t: ThroughputResult): string {
     : `${c.total.toFixed(0)} (${c.workers.toFixed(0)} + ${c.server.toFixed(0)})`;
 }
 
-function contentionSection(r: BenchResults): string {
-  if ('error' in r.contention) return `Not measured: ${r.contention.error}`;
-  const rows = r.contention;
+function contentionSection(scan: BenchResults['contention'], r: BenchResults): string {
+  if ('error' in scan) return `Not measured: ${scan.error}`;
+  const rows = scan;
   if (rows.length === 0) return 'Not measured.';
   return [
     `P processes × ${rows[0].throughput.workersPerProcess} workers on one key (fresh processes for each P, nothing else connected), ${r.settings.contentionRounds} interleaved slices of ${r.settings.contentionSliceMs / 1000} s per variant.`,
@@ -217,15 +227,6 @@ function contentionSection(r: BenchResults): string {
       ]),
     ),
   ].join('\n');
-}
-
-function commandsPerSection(commands: Record<string, number>, sections: number): string {
-  if (sections === 0) return '—';
-  const total = Object.values(commands).reduce((sum, n) => sum + n, 0);
-  const parts = Object.entries(commands)
-    .sort((a, b) => b[1] - a[1])
-    .map(([name, n]) => `${name} ${(n / sections).toFixed(1)}`);
-  return `${(total / sections).toFixed(1)} (${parts.join(', ')})`;
 }
 
 function scaleSection(r: BenchResults): string {

@@ -42,6 +42,8 @@ export interface BenchResults {
   variants: VariantResult[];
   /** Contention scan: cost per section as the number of processes on one key grows. */
   contention: ContentionRow[] | { error: string };
+  /** The same with one caller per process: every section a hand-off between processes. */
+  contentionSingleCaller?: ContentionRow[] | { error: string };
   scale: ScaleResult | { error: string };
   httpOverhead: HttpOverheadResult | { error: string };
 }

@@ -54,3 +54,13 @@ export function rotated<T>(items: readonly T[], round: number): T[] {
   const shift = round % Math.max(1, items.length);
   return [...items.slice(shift), ...items.slice(0, shift)];
 }
+
+/** Commands per section, in all and by name, most frequent first: `4.1 (findAndModify 3.1, getMore 1.0)`. */
+export function commandsPerSection(commands: Record<string, number>, sections: number): string {
+  if (sections === 0) return '—';
+  const total = Object.values(commands).reduce((sum, n) => sum + n, 0);
+  const parts = Object.entries(commands)
+    .sort((a, b) => b[1] - a[1])
+    .map(([name, n]) => `${name} ${(n / sections).toFixed(1)}`);
+  return `${(total / sections).toFixed(1)} (${parts.join(', ')})`;
+}
