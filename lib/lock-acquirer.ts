@@ -389,7 +389,13 @@ export class LockAcquirer {
     // free a scoped lease behind its holder's back, which only a release write would notice.
     const handsOver =
       this.deps.localTransfers && isTransferable(options) && options.scope === undefined;
+    // Keys whose place in line goes with the grant's confirmation: until that is known to have
+    // landed, a release or give-back drops the place first (else it would grant the key back
+    // to it, where nobody waits any more).
     const leavingLine = new Set(won.filter((taken) => taken.leavesLine).map(({ key }) => key));
+    const placeLeft = async (held: HeldKey) => {
+      if (leavingLine.delete(held.key)) await store.withdrawGrantedPlace(held.key, held.owner);
+    };
     const handle = new MongoLockHandle({
       scope: options.scope,
       mode: options.mode,
@@ -409,10 +415,25 @@ export class LockAcquirer {
       maxHoldMs: this.deps.maxHoldMs,
       operations: {
         // Only the confirming renewal of a grant can drop its place (see `renewLease`).
-        renew: (held, ttlMs) =>
-          store.renew(held.key, held.owner, ttlMs, undefined, leavingLine.has(held.key)),
-        release: (held, lease) => this.release(store, held, lease),
-        giveBack: (held) => this.giveBack(store, held.key, held.owner, { fence: held.fence }),
+        renew: async (held, ttlMs) => {
+          const renewal = await store.renew(
+            held.key,
+            held.owner,
+            ttlMs,
+            undefined,
+            leavingLine.has(held.key),
+          );
+          if (renewal.renewed) leavingLine.delete(held.key);
+          return renewal;
+        },
+        release: async (held, lease) => {
+          await placeLeft(held);
+          return this.release(store, held, lease);
+        },
+        giveBack: async (held) => {
+          await placeLeft(held);
+          return this.giveBack(store, held.key, held.owner, { fence: held.fence });
+        },
       },
     });
     this.deps.held.add(handle);

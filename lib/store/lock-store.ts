@@ -276,6 +276,20 @@ export class LockStore {
     );
   }
 
+  /**
+   * Drops the place in line a grant handed out here went to (`owner`: the grant's token),
+   * before that grant is released unconfirmed: else the release would grant the key back to
+   * it, where nobody waits any more. Never rejects: at worst the grant lapses.
+   */
+  async withdrawGrantedPlace(key: string, owner: string): Promise<void> {
+    const { commands } = this;
+    if (!commands.withdraw) return;
+    const withdraw = commands.withdraw.bind(commands);
+    await this.send('withdraw', this.options.operationTimeoutMs, () =>
+      withdraw(key, grantedReservation(owner), owner),
+    ).result.catch(() => undefined);
+  }
+
   /** Frees every live lease of `scope` in the collection (see `releaseScope`). */
   releaseScope(scope: string): Promise<number> {
     const { commands } = this;
@@ -385,14 +399,7 @@ export class LockStore {
   ): Promise<ReleaseResult | undefined> {
     // A release sent before an attempt still on its way would miss that attempt's win.
     await this.inFlightSettled(id);
-    const { commands } = this;
-    if (leaveLine && commands.withdraw) {
-      // Else the release would grant the key to that place: to us, who no longer want it.
-      const withdraw = commands.withdraw.bind(commands);
-      await this.send('withdraw', this.options.operationTimeoutMs, () =>
-        withdraw(key, grantedReservation(owner), owner),
-      ).result.catch(() => undefined);
-    }
+    if (leaveLine) await this.withdrawGrantedPlace(key, owner);
     for (let tries = 1; ; tries += 1) {
       try {
         return await this.release(key, owner, { fence });

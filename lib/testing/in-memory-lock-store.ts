@@ -52,6 +52,9 @@ export class InMemoryLockStore implements LockStoreContract {
     return send();
   }
 
+  /** Grants across processes are MongoDB's alone: no place here goes with one. */
+  async withdrawGrantedPlace(): Promise<void> {}
+
   /** A waiting process's reservation goes (`LockStore.withdraw`), a promise turn later. */
   withdraw(key: string, reservation: string): void {
     void this.send(() => this.collection.withdraw(key, reservation));

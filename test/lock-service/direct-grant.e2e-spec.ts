@@ -133,9 +133,12 @@ describe('direct grant between processes', () => {
     await sleep(200);
     const writes = b.commands.names.filter((name) => !['getMore', 'find'].includes(name));
     expect(writes).toEqual(['findAndModify']);
-    // Released at once, nothing left in line: the release frees the key (no grant to itself).
+    // Nothing left in line: the release frees the key (no grant to itself), and, the grant
+    // being confirmed, it is the only write (no withdrawal first).
     await bHandle.release();
     expect(await rawLockOf(kit, 'leaves-line')).toMatchObject({ owner: null, grantedTo: null });
+    const allWrites = b.commands.names.filter((name) => !['getMore', 'find'].includes(name));
+    expect(allWrites).toEqual(['findAndModify', 'findAndModify']);
   });
 
   it('with more callers waiting in the process, the one handed the grant keeps its place in line', async () => {

@@ -1,0 +1,80 @@
+// A grant handed out to the last caller waiting in a process keeps the process's place in line
+// until the confirming renewal lands. Found in review: paths that gave such a grant back before
+// that (releaseAllHeld, a release after the renewal failed) handed the key straight back to
+// that place, where nobody waits: the key blocked for a grant lease.
+import { eventually, LockTestKit, sleep } from '../lock-test-kit';
+import { describeWithFailPoints, faultTools, settleWithin } from './kit';
+
+jest.setTimeout(30_000);
+
+describeWithFailPoints(
+  'review: a handed-out grant given back before its confirmation lands',
+  () => {
+    const kit = LockTestKit.forSuite();
+    const { failPoint, appClient, rawLock } = faultTools(kit);
+
+    /** B waits alone for `key`, held by A; A releases; B is handed the grant on the event. */
+    async function handedOut(key: string, appName: string, failPointData: Record<string, unknown>) {
+      const a = await kit.service();
+      const client = await appClient(appName);
+      const b = await kit.service({ client });
+      const c = await kit.service();
+      const held = await a.acquire(key, { ttlMs: 30_000 });
+      const bWaits = b.acquire(key, { ttlMs: 30_000, timeoutMs: 20_000 });
+      await eventually(() => b.diagnostics.waiters === 1 && b.diagnostics.streamEstablished, 5_000);
+      await eventually(async () => Object.keys((await rawLock(key))?.waiting ?? {}).length === 1);
+      await sleep(100);
+      // B's next lock write is its confirming renewal.
+      await failPoint({ times: 1 }, { failCommands: ['findAndModify'], appName, ...failPointData });
+      await held.release();
+      const bHandle = await bWaits;
+      return { b, c, bHandle };
+    }
+
+    it('releaseAllHeld() right after the hand-out frees the key (it does not grant it back to our own stale place)', async () => {
+      const { b, c, bHandle } = await handedOut('revoke:k', 'revoke-b', {
+        blockConnection: true,
+        blockTimeMS: 1_000,
+      });
+      expect(bHandle.lost).toBe(false);
+      // Shutdown / releaseAllHeld while the confirming renewal is still on its way.
+      await b.releaseAllHeld();
+      const doc = await rawLock('revoke:k');
+      // Nobody in B waits any more: the key must be free, not granted back to B's place.
+      expect(doc).toMatchObject({ owner: null, grantedTo: null });
+      // Another process gets it at once (not after the 5 s grant lease).
+      const taking = await settleWithin(
+        c.acquire('revoke:k', { ttlMs: 5_000, timeoutMs: 3_000 }),
+        4_000,
+      );
+      if (taking.status === 'resolved') await taking.value!.release();
+      expect(taking.status).toBe('resolved');
+      expect(taking.ms).toBeLessThan(1_000);
+    });
+
+    it('a confirming renewal that failed (not applied), then release(): the key is freed, not granted back to our own stale place', async () => {
+      const { c, bHandle } = await handedOut('renewfail:k', 'renewfail-b', {
+        // Fails the renewal and the driver's retry of it: not applied, store unavailable.
+        closeConnection: true,
+      });
+      // The fail point fires once; make the retry fail too.
+      await failPoint(
+        { times: 1 },
+        { failCommands: ['findAndModify'], appName: 'renewfail-b', closeConnection: true },
+      );
+      await sleep(50);
+      // The renewal is retried in 250 ms; the caller is done before that and releases.
+      const released = await settleWithin(bHandle.release(), 3_000);
+      const doc = await rawLock('renewfail:k');
+      expect(released.status).toBe('resolved');
+      expect(doc).toMatchObject({ owner: null, grantedTo: null });
+      const taking = await settleWithin(
+        c.acquire('renewfail:k', { ttlMs: 5_000, timeoutMs: 3_000 }),
+        4_000,
+      );
+      if (taking.status === 'resolved') await taking.value!.release();
+      expect(taking.status).toBe('resolved');
+      expect(taking.ms).toBeLessThan(1_000);
+    });
+  },
+);
