@@ -82,7 +82,12 @@ async function run(args: ScaleArgs): Promise<ScaleResult> {
   const waiterClient = new MongoClient(args.uri, { monitorCommands: true });
   waiterClient.on('commandStarted', onCommand);
   const holderService = new LockService({ uri: args.uri, dbName: args.dbName });
-  const waiterService = new LockService({ client: waiterClient, dbName: args.dbName });
+  // The stream closes this soon after the last waiter leaves (checked 500 ms after cancelling).
+  const waiterService = new LockService({
+    client: waiterClient,
+    dbName: args.dbName,
+    streamIdleMs: 200,
+  });
   await Promise.all([holderService.start(), waiterService.start()]);
   const keys = Array.from({ length: args.keys }, (_, i) => `scale:${i}`);
   const held = new Map<string, LockHandle>();

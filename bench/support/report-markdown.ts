@@ -258,7 +258,11 @@ function scaleSection(r: BenchResults): string {
         ['heap per waiter', `${s.heapBytesPerWaiter} B`, '—'],
         ['RSS per waiter', `${s.rssBytesPerWaiter} B`, '—'],
         ['cancelling every remaining waiter', `${s.cancelMs} ms`, '—'],
-        ['change streams open after cancelling', s.changeStreamsOpenAfterCancel, 0],
+        [
+          'change streams open 500 ms after cancelling (`streamIdleMs` 200)',
+          s.changeStreamsOpenAfterCancel,
+          0,
+        ],
       ],
     ),
   ].join('\n');
