@@ -82,7 +82,7 @@ async function run(args: ScaleArgs): Promise<ScaleResult> {
   const waiterClient = new MongoClient(args.uri, { monitorCommands: true });
   waiterClient.on('commandStarted', onCommand);
   const holderService = new LockService({ uri: args.uri, dbName: args.dbName });
-  // The stream closes this soon after the last waiter leaves (checked 500 ms after cancelling).
+  // The stream closes this soon after the last waiter leaves (checked after cancelling).
   const waiterService = new LockService({
     client: waiterClient,
     dbName: args.dbName,
@@ -140,7 +140,10 @@ async function run(args: ScaleArgs): Promise<ScaleResult> {
   cancel.abort();
   await Promise.all(waits);
   const cancelMs = Date.now() - cancelStart;
-  await sleep(500);
+  // The queues' withdrawals (one per key) go out first; the stream's close follows its
+  // `streamIdleMs` behind them.
+  for (let waited = 0; waited < 3_000 && counts.streamsOpened > counts.cursorsKilled; waited += 50)
+    await sleep(50);
   const changeStreamsOpenAfterCancel = counts.streamsOpened - counts.cursorsKilled;
 
   const waiters = args.keys * args.waitersPerKey;
