@@ -140,9 +140,9 @@ async function run(args: ScaleArgs): Promise<ScaleResult> {
   cancel.abort();
   await Promise.all(waits);
   const cancelMs = Date.now() - cancelStart;
-  // The queues' withdrawals (one per key) go out first; the stream's close follows its
-  // `streamIdleMs` behind them.
-  for (let waited = 0; waited < 3_000 && counts.streamsOpened > counts.cursorsKilled; waited += 50)
+  // The queues' withdrawals (one per key) are sent first; the stream's close, `streamIdleMs`
+  // later, waits behind them for a connection.
+  for (let waited = 0; waited < 10_000 && counts.streamsOpened > counts.cursorsKilled; waited += 50)
     await sleep(50);
   const changeStreamsOpenAfterCancel = counts.streamsOpened - counts.cursorsKilled;
 

@@ -259,7 +259,7 @@ function scaleSection(r: BenchResults): string {
         ['RSS per waiter', `${s.rssBytesPerWaiter} B`, '—'],
         ['cancelling every remaining waiter', `${s.cancelMs} ms`, '—'],
         [
-          'change streams open 3 s after cancelling (`streamIdleMs` 200)',
+          'change streams open 10 s after cancelling (`streamIdleMs` 200)',
           s.changeStreamsOpenAfterCancel,
           0,
         ],
