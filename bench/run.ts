@@ -148,37 +148,32 @@ async function main(): Promise<void> {
       };
     });
 
-    const contention = await timed('contention scan', () =>
-      measureContention(
-        server.uri,
-        {
-          processCounts: contentionProcessCounts,
-          variants: contentionVariants,
-          workersPerProcess: settings.workersPerProcess,
-          criticalSectionMs: settings.criticalSectionMs,
-          rounds: settings.contentionRounds,
-          sliceMs: settings.contentionSliceMs,
-          serverPid: server.pid,
-        },
-        log,
-      ),
-    ).catch((error: unknown) => ({ error: String(error) }));
-
-    const contentionSingleCaller = await timed('contention scan, one caller per process', () =>
-      measureContention(
-        server.uri,
-        {
-          processCounts: singleCallerProcessCounts,
-          variants: contentionVariants,
-          workersPerProcess: 1,
-          criticalSectionMs: settings.criticalSectionMs,
-          rounds: settings.contentionRounds,
-          sliceMs: settings.contentionSliceMs,
-          serverPid: server.pid,
-        },
-        log,
-      ),
-    ).catch((error: unknown) => ({ error: String(error) }));
+    const scan = (what: string, processCounts: number[], workersPerProcess: number) =>
+      timed(what, () =>
+        measureContention(
+          server.uri,
+          {
+            processCounts,
+            variants: contentionVariants,
+            workersPerProcess,
+            criticalSectionMs: settings.criticalSectionMs,
+            rounds: settings.contentionRounds,
+            sliceMs: settings.contentionSliceMs,
+            serverPid: server.pid,
+          },
+          log,
+        ),
+      ).catch((error: unknown) => ({ error: String(error) }));
+    const contention = await scan(
+      'contention scan',
+      contentionProcessCounts,
+      settings.workersPerProcess,
+    );
+    const contentionSingleCaller = await scan(
+      'contention scan, one caller per process',
+      singleCallerProcessCounts,
+      1,
+    );
 
     const scale = await timed('scale', () =>
       measureScale(server.uri, settings.scaleKeys, settings.waitersPerKey),

@@ -1,5 +1,6 @@
 import { firstValueFrom, toArray } from 'rxjs';
 import type { LockEvent } from '../../lib/interfaces';
+import type { LockService } from '../../lib/lock.service';
 import { LOCAL_RUN_MS } from '../../lib/waiting/key-queue';
 import { countCommands, eventually, LockTestKit, sleep } from './lock-test-kit';
 
@@ -7,6 +8,16 @@ jest.setTimeout(60_000);
 
 describe('LockService waiting', () => {
   const kit = LockTestKit.forSuite();
+
+  /** `locks` waits for `key`, held by `holder`, until the release hands it over; then gives it up. */
+  async function waitOnce(holder: LockService, locks: LockService, key: string) {
+    const held = await holder.acquire(key);
+    const waiting = locks.acquire(key, { timeoutMs: 10_000 });
+    await eventually(() => locks.diagnostics.waiters === 1 && locks.diagnostics.streamEstablished);
+    await held.release();
+    await (await waiting).release();
+    await eventually(() => locks.diagnostics.waiters === 0);
+  }
 
   it('serves many local waiters in FIFO order through one change stream', async () => {
     const holder = await kit.service();
@@ -33,16 +44,7 @@ describe('LockService waiting', () => {
     const client = await kit.client({ monitorCommands: true });
     const commands = countCommands(client);
     const locks = await kit.service({ client });
-    for (const key of ['idle:a', 'idle:b', 'idle:a']) {
-      const held = await holder.acquire(key);
-      const waiting = locks.acquire(key, { timeoutMs: 10_000 });
-      await eventually(
-        () => locks.diagnostics.waiters === 1 && locks.diagnostics.streamEstablished,
-      );
-      await held.release();
-      await (await waiting).release();
-      await eventually(() => locks.diagnostics.waiters === 0);
-    }
+    for (const key of ['idle:a', 'idle:b', 'idle:a']) await waitOnce(holder, locks, key);
     expect(locks.diagnostics).toMatchObject({ streamsOpened: 1, streamOpen: true });
     expect(commands.names.filter((name) => name === 'aggregate')).toHaveLength(1);
     expect(commands.names.filter((name) => name === 'killCursors')).toHaveLength(0);
@@ -52,15 +54,7 @@ describe('LockService waiting', () => {
     const holder = await kit.service();
     for (const streamIdleMs of [1_500, 0]) {
       const locks = await kit.service({ streamIdleMs });
-      const key = `idle-close:${streamIdleMs}`;
-      const held = await holder.acquire(key);
-      const waiting = locks.acquire(key, { timeoutMs: 10_000 });
-      await eventually(
-        () => locks.diagnostics.waiters === 1 && locks.diagnostics.streamEstablished,
-      );
-      await held.release();
-      await (await waiting).release();
-      await eventually(() => locks.diagnostics.waiters === 0);
+      await waitOnce(holder, locks, `idle-close:${streamIdleMs}`);
       const left = Date.now();
       if (streamIdleMs > 0) expect(locks.diagnostics.streamOpen).toBe(true);
       await eventually(() => !locks.diagnostics.streamOpen, 5_000);
