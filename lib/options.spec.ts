@@ -21,6 +21,7 @@ describe('resolveModuleOptions', () => {
       idleRetentionMs: 86_400_000,
       ensureIndexes: true,
       changeStreams: 'auto',
+      streamIdleMs: 5_000,
       pollIntervalMs: 50,
       maxPollIntervalMs: 1_000,
       safetyPollIntervalMs: 5_000,
@@ -65,6 +66,7 @@ describe('resolveModuleOptions', () => {
     ['maxHoldMs', '60000', 'maxHoldMs must be an integer from 1000 to 2147483647, got "60000"'],
     ['idleRetentionMs', -1, 'idleRetentionMs must be an integer from 0 to 31536000000, got -1'],
     ['pollIntervalMs', 0, 'pollIntervalMs must be an integer from 1 to 60000, got 0'],
+    ['streamIdleMs', -1, 'streamIdleMs must be an integer from 0 to 2147483647, got -1'],
     [
       'safetyPollIntervalMs',
       10,

@@ -53,8 +53,9 @@ function later(a: Timestamp, b: Timestamp | undefined): boolean {
 /**
  * ONE change stream per `LockService`, shared by every waiter and `events$` subscriber.
  * Opened when the first watcher appears, closed `idleMs` after the last one goes (a process
- * that waits again meanwhile finds it running), filtered on the server, fanned out by key. Where change streams are unavailable it switches to polling
- * mode once (and says so once); watchers then only hear local releases and must poll.
+ * that waits again meanwhile finds it running), filtered on the server, fanned out by key.
+ * Where change streams are unavailable it switches to polling mode once (and says so once);
+ * watchers then only hear local releases and must poll.
  */
 export class LockChangeFeed {
   /** Per key, each watcher with the server time it has seen up to (older events are stale). */
@@ -396,7 +397,8 @@ export class LockChangeFeed {
     if (this.hasWatchers()) return;
     if (this.reopenTimer) clearTimeout(this.reopenTimer);
     this.reopenTimer = undefined;
-    this.cancelIdleClose();
+    clearTimeout(this.idleTimer);
+    this.idleTimer = undefined;
     const active = this.active;
     if (active && idleMs > 0) {
       // Still read meanwhile: releases it reports stay known to watchers that come later. A
@@ -411,11 +413,6 @@ export class LockChangeFeed {
     this.active = undefined;
     this.resumePoint = undefined;
     if (active) this.closeQuietly(active.stream);
-  }
-
-  private cancelIdleClose(): void {
-    if (this.idleTimer) clearTimeout(this.idleTimer);
-    this.idleTimer = undefined;
   }
 
   private closeQuietly(stream: LockChangeStream): void {
