@@ -54,13 +54,18 @@ afterEach(async () => {
   await Promise.all(feeds.splice(0).map((feed) => feed.close()));
 });
 
-function setUp(changeStreams: 'auto' | 'off' = 'auto', idleMs = 0) {
+function setUp(
+  changeStreams: 'auto' | 'off' = 'auto',
+  idleMs = 0,
+  onOpen: (stream: FakeStream) => void = () => undefined,
+) {
   const streams: FakeStream[] = [];
   const logger = { warn: jest.fn(), error: jest.fn() };
   const feed = new LockChangeFeed(
     (options) => {
       const stream = new FakeStream(options);
       streams.push(stream);
+      onOpen(stream);
       return stream as unknown as LockChangeStream;
     },
     logger,
@@ -282,6 +287,19 @@ describe('LockChangeFeed', () => {
       await new Promise((resolve) => setTimeout(resolve, 350));
       expect(streams).toHaveLength(3);
       expect(streams[2].options).toMatchObject({ resumeAfter: { _data: 'token-1' } });
+    });
+
+    it('waits longer after each failure when the stream opens but never reads', async () => {
+      // Each open answers (an empty first batch) and its first getMore fails.
+      const { feed, streams } = setUp('auto', 0, (stream) => {
+        stream.push({});
+        stream.push(fail(8000));
+      });
+      feed.watchKey('a', () => undefined, ts(1));
+      await new Promise((resolve) => setTimeout(resolve, 900));
+      // Opened at 0, 50, 250 and 750 ms (timers may run late); 50 ms apart it would be 18.
+      expect(streams.length).toBeGreaterThanOrEqual(3);
+      expect(streams.length).toBeLessThanOrEqual(4);
     });
 
     it('starts afresh, and warns events$ listeners, when the server cannot resume', async () => {

@@ -274,7 +274,10 @@ export class LockChangeFeed {
       while (this.active === active) {
         const change = await this.nextOrStall(active.stream);
         if (this.active !== active) return;
+        // The first answer is the open's; a later one proves the stream reads (a server whose
+        // getMore fails after every successful open gets the growing delay, not a fast loop).
         if (!active.established) this.markEstablished(active);
+        else this.failuresInARow = 0;
         if (change) this.dispatch(change);
       }
     } catch (error) {
@@ -284,7 +287,6 @@ export class LockChangeFeed {
 
   private markEstablished(active: ActiveStream): void {
     active.established = true;
-    this.failuresInARow = 0;
     const watchers = [...active.onEstablished];
     active.onEstablished.clear();
     for (const watcher of watchers) watcher('recheck');
