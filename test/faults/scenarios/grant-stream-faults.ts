@@ -52,6 +52,8 @@ const stallBoundMs = 1000;
 
 interface StreamFault {
   name: string;
+  /** The commands failed; `getMore` unless said otherwise. */
+  commands?: string[];
   data: Record<string, unknown>;
 }
 
@@ -61,19 +63,22 @@ const nonResumable: StreamFault = {
 };
 
 /**
- * In turn. The non-resumable fault comes every other time: the driver gets past the other two
- * by resuming (its `aggregate` is not failed), so grants written during them are heard at once,
- * while the library reopens a failed stream after a growing delay (50 ms to 1 s) and a grant
- * written late in such a fault is heard only after it ended (the probe below).
+ * In turn. The non-resumable faults come every other time: the driver gets past the other two
+ * by resuming (its `aggregate` is not failed), so grants written during them are heard at once.
+ * The library reopens a failed stream after a growing delay (50 ms to 1 s): a grant written late
+ * in a non-resumable fault is heard only after it ended, and with the reopening failed too, any
+ * grant written in it (the probe below; without it, whether a grant falls late in a fault was
+ * chance, and a CI run once had none).
  */
 const faults: StreamFault[] = [
-  // The driver gives up on the stream: the library's change feed reopens it.
-  nonResumable,
+  // The driver gives up on the stream, and the library's change feed cannot reopen it.
+  { ...nonResumable, name: 'non-resumable, reopening failing', commands: ['getMore', 'aggregate'] },
   // The driver resumes the stream by itself, again and again, while the fail point is on.
   {
     name: 'resumable',
     data: { errorCode: 91, errorLabels: ['ResumableChangeStreamError'] },
   },
+  // The driver gives up on the stream: the library's change feed reopens it.
   nonResumable,
   // The stream's connection is closed under it.
   { name: 'connection closed', data: { closeConnection: true } },
@@ -86,12 +91,13 @@ interface Window {
 }
 
 /**
- * Change-stream faults during grants: 2 processes (1 worker each: no local transfers, every hand-over between them is a grant)
- * wait on their change streams and
- * a third polls (1 worker: its reservation names no process, so a release with it at the head
- * frees the key instead of granting it), all on one key with 5 s leases and short holds. Every
- * 0.6 to 1.2 s every process's getMore fails for 1.5 s (resumable error, non-resumable error,
- * connection closed, in turn), so that releases grant the key to processes that cannot hear it.
+ * Change-stream faults during grants: 2 processes (1 worker each: no local transfers, every
+ * hand-over between them is a grant) wait on their change streams and a third polls (1 worker:
+ * its reservation names no process, so a release with it at the head frees the key instead of
+ * granting it), all on one key with 5 s leases and short holds. Every 0.6 to 1.2 s every
+ * process's getMore fails for 1.5 s (a non-resumable error with the stream's reopening failing
+ * too, a resumable error, a non-resumable error, the connection closed, in turn), so that
+ * releases grant the key to processes that cannot hear it.
  * Checked: the checker; every grant is confirmed within 2.5 s of being written, or of the end of
  * the fault it was written in (none runs out unconfirmed); away from faults the key is never
  * free for more than 1 s while callers wait; no worker error, every acquisition settled within
@@ -137,7 +143,11 @@ export async function runGrantStreamFaults(
       await sleep(randomBetween(600, 1200));
       const fault = faults[i % faults.length];
       const from = sharedClockMs();
-      await run.failPoint('alwaysOn', { failCommands: ['getMore'], appName, ...fault.data });
+      await run.failPoint('alwaysOn', {
+        failCommands: fault.commands ?? ['getMore'],
+        appName,
+        ...fault.data,
+      });
       try {
         await sleep(faultMs);
       } finally {
