@@ -1,7 +1,7 @@
 // A grant handed out to the last caller waiting in a process keeps the process's place in line
 // until the confirming renewal lands. Found in review: paths that gave such a grant back before
-// that (releaseAllHeld, a release after the renewal failed) handed the key straight back to
-// that place, where nobody waits: the key blocked for a grant lease.
+// that (releaseAllHeld, a release after the renewal failed, a failed multi-key call) handed the
+// key straight back to that place, where nobody waits: the key blocked for a grant lease.
 import { eventually, LockTestKit, sleep } from '../lock-test-kit';
 import { describeWithFailPoints, faultTools, settleWithin } from './kit';
 
@@ -73,6 +73,44 @@ describeWithFailPoints(
         4_000,
       );
       if (taking.status === 'resolved') await taking.value!.release();
+      expect(taking.status).toBe('resolved');
+      expect(taking.ms).toBeLessThan(1_000);
+    });
+
+    it('a multi-key call that fails after its first key was handed out and its confirmation failed: that key is freed, not granted back to our own stale place', async () => {
+      const appName = 'abandon-b';
+      const a = await kit.service();
+      const x = await kit.service();
+      const b = await kit.service({ client: await appClient(appName) });
+      const c = await kit.service();
+      const first = await a.acquire('abandon:a', { ttlMs: 30_000 });
+      const second = await x.acquire('abandon:b', { ttlMs: 30_000 });
+      const bWaits = settleWithin(
+        b.acquire(['abandon:a', 'abandon:b'], { ttlMs: 30_000, timeoutMs: 1_500 }),
+        10_000,
+      );
+      await eventually(() => b.diagnostics.waiters === 1 && b.diagnostics.streamEstablished, 5_000);
+      await eventually(
+        async () => Object.keys((await rawLock('abandon:a'))?.waiting ?? {}).length === 1,
+      );
+      await sleep(100);
+      // B's next lock write confirms 'abandon:a': it and the driver's retry fail unapplied.
+      await failPoint(
+        { times: 2 },
+        { failCommands: ['findAndModify'], appName, closeConnection: true },
+      );
+      await first.release();
+      // 'abandon:b' stays held: the call times out and gives back what it took.
+      const outcome = await bWaits;
+      expect(outcome.status).toBe('rejected');
+      const doc = await rawLock('abandon:a');
+      expect(doc).toMatchObject({ owner: null, grantedTo: null });
+      const taking = await settleWithin(
+        c.acquire('abandon:a', { ttlMs: 5_000, timeoutMs: 3_000 }),
+        4_000,
+      );
+      if (taking.status === 'resolved') await taking.value!.release();
+      await second.release();
       expect(taking.status).toBe('resolved');
       expect(taking.ms).toBeLessThan(1_000);
     });
