@@ -169,10 +169,10 @@ async function changeEventLatency(collection: Collection<any>): Promise<number[]
  * The library's two change streams (waiters' `releases`, `events$`' `ownership` with
  * updateLookup), read continuously while the library's acquires hammer one document.
  */
-function openLibraryStreams(collection: LockCollection): () => Promise<void> {
+function openLibraryStreams(collection: LockCollection, client: MongoClient): () => Promise<void> {
   const scopes: LockChangeScope[] = ['releases', 'ownership'];
   const streams: LockChangeStream[] = scopes.map((scope) =>
-    openLockChangeStream(collection, { scope, maxAwaitTimeMS: 1000 }),
+    openLockChangeStream(collection, client, { scope, maxAwaitTimeMS: 1000 }),
   );
   let stopped = false;
   const readers = streams.map(async (stream) => {
@@ -203,7 +203,7 @@ async function libraryAcquireVsPing(
     await attemptAcquire(collection, client, { key, owner: 'holder', holder: 'h', ttlMs: 60_000 });
   }
   const admin = client.db('admin');
-  const stopStreams = openLibraryStreams(collection);
+  const stopStreams = openLibraryStreams(collection, client);
   try {
     return await interleaved(
       concurrency,

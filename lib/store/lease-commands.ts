@@ -69,7 +69,7 @@ export function lockCollectionCommands(
         : releaseLease(collection, { key, owner, idleRetentionMs, ...options }),
     inspect: (key) => inspectLock(collection, key),
     probe: (key) => probeLock(collection, sessions, key),
-    openChangeStream: (options) => openLockChangeStream(collection, options),
+    openChangeStream: (options) => openLockChangeStream(collection, sessions, options),
     ensureIndexes: () => ensureLockIndexes(collection),
     withdraw: (key, reservation, exceptGrant) =>
       withdrawReservation(collection, key, reservation, idleRetentionMs, exceptGrant),

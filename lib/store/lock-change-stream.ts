@@ -1,5 +1,5 @@
-import type { ResumeToken, Timestamp } from 'mongodb';
-import type { LockChangeStream, LockCollection } from './lock-document';
+import type { ClientSession, ResumeToken, Timestamp } from 'mongodb';
+import type { LockChangeStream, LockCollection, SessionSource } from './lock-document';
 
 export interface OpenLockChangeStreamOptions {
   /** Start at this server time, so nothing after the attempt that made us wait is missed. */
@@ -66,11 +66,12 @@ export const LOCK_OWNERSHIP_PIPELINE = [
  * resumable errors; the caller decides what to do with the others.
  *
  * @example
- * const stream = openLockChangeStream(collection, { startAtOperationTime: outcome.operationTime });
+ * const stream = openLockChangeStream(collection, sessions, { startAtOperationTime: outcome.operationTime });
  * const change = await stream.tryNext();
  */
 export function openLockChangeStream(
   collection: LockCollection,
+  sessions: SessionSource,
   {
     startAtOperationTime,
     resumeAfter,
@@ -80,9 +81,36 @@ export function openLockChangeStream(
   }: OpenLockChangeStreamOptions,
 ): LockChangeStream {
   const releasesOnly = scope === 'releases';
-  return collection.watch(releasesOnly ? lockReleasePipeline(grantee) : LOCK_OWNERSHIP_PIPELINE, {
-    fullDocument: releasesOnly ? 'default' : 'updateLookup',
-    maxAwaitTimeMS,
-    ...(resumeAfter ? { resumeAfter } : startAtOperationTime ? { startAtOperationTime } : {}),
-  });
+  return watchInOwnSession(sessions, (session) =>
+    collection.watch(releasesOnly ? lockReleasePipeline(grantee) : LOCK_OWNERSHIP_PIPELINE, {
+      fullDocument: releasesOnly ? 'default' : 'updateLookup',
+      maxAwaitTimeMS,
+      ...(resumeAfter ? { resumeAfter } : startAtOperationTime ? { startAtOperationTime } : {}),
+      session,
+    }),
+  );
+}
+
+/**
+ * Opens a stream with `watch` in a session of its own, ended once the stream has closed. In
+ * the driver's implicit session, a close while a `getMore` is on its way can leave the cursor
+ * open on the server: the `getMore`'s reply ends the session, and the `killCursors` still
+ * waiting for a connection (a busy pool) then fails, silently.
+ */
+export function watchInOwnSession(
+  sessions: SessionSource,
+  watch: (session: ClientSession) => LockChangeStream,
+): LockChangeStream {
+  const session = sessions.startSession({ causalConsistency: false });
+  const stream = watch(session);
+  return {
+    tryNext: () => stream.tryNext(),
+    get resumeToken() {
+      return stream.resumeToken;
+    },
+    get closed() {
+      return stream.closed;
+    },
+    close: () => stream.close().finally(() => session.endSession()),
+  };
 }

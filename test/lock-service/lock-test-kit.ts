@@ -56,7 +56,9 @@ export class LockTestKit {
     return service;
   }
 
-  async client(options: { monitorCommands?: boolean } = {}): Promise<MongoClient> {
+  async client(
+    options: { monitorCommands?: boolean; maxPoolSize?: number } = {},
+  ): Promise<MongoClient> {
     const client = new MongoClient(this.mongo.uri, options);
     this.clients.push(client);
     await client.connect();

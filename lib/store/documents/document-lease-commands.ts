@@ -145,7 +145,7 @@ export function documentLeaseCommands(
     inspect: async (key) => (await probeDocumentLock(collection, undefined, fields, key)).state,
     probe: (key) => probeDocumentLock(collection, sessions, fields, key),
     openChangeStream: (options): LockChangeStream =>
-      openDocumentLockChangeStream(collection, fields, options),
+      openDocumentLockChangeStream(collection, sessions, fields, options),
     // The application owns its collection's indexes; `_id` is all a document lock needs.
     ensureIndexes: async () => undefined,
   };

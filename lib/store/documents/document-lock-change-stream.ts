@@ -1,6 +1,7 @@
 import type { Document } from 'mongodb';
+import { watchInOwnSession } from '../lock-change-stream';
 import type { OpenLockChangeStreamOptions } from '../lock-change-stream';
-import type { LockChangeStream } from '../lock-document';
+import type { LockChangeStream, SessionSource } from '../lock-document';
 import type { DocumentCollection } from './document-lease-commands';
 import type { DocumentLockFields } from './document-lock-fields';
 
@@ -50,11 +51,17 @@ export function documentReleasePipeline(fields: DocumentLockFields): Document[] 
 /** One change stream over the collection for a service's waiters on its document locks. */
 export function openDocumentLockChangeStream(
   collection: DocumentCollection,
+  sessions: SessionSource,
   fields: DocumentLockFields,
   { startAtOperationTime, resumeAfter, maxAwaitTimeMS = 1_000 }: OpenLockChangeStreamOptions,
 ): LockChangeStream {
-  return collection.watch(documentReleasePipeline(fields), {
-    maxAwaitTimeMS,
-    ...(resumeAfter ? { resumeAfter } : startAtOperationTime ? { startAtOperationTime } : {}),
-  }) as unknown as LockChangeStream;
+  return watchInOwnSession(
+    sessions,
+    (session) =>
+      collection.watch(documentReleasePipeline(fields), {
+        maxAwaitTimeMS,
+        ...(resumeAfter ? { resumeAfter } : startAtOperationTime ? { startAtOperationTime } : {}),
+        session,
+      }) as unknown as LockChangeStream,
+  );
 }
