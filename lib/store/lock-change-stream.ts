@@ -102,7 +102,13 @@ export function watchInOwnSession(
   watch: (session: ClientSession) => LockChangeStream,
 ): LockChangeStream {
   const session = sessions.startSession({ causalConsistency: false });
-  const stream = watch(session);
+  let stream: LockChangeStream;
+  try {
+    stream = watch(session);
+  } catch (error) {
+    void session.endSession().catch(() => undefined);
+    throw error;
+  }
   return {
     tryNext: () => stream.tryNext(),
     get resumeToken() {
