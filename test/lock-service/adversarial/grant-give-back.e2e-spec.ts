@@ -2,6 +2,7 @@
 // until the confirming renewal lands. Found in review: paths that gave such a grant back before
 // that (releaseAllHeld, a release after the renewal failed, a failed multi-key call) handed the
 // key straight back to that place, where nobody waits: the key blocked for a grant lease.
+import type { LockService } from '../../../lib/lock.service';
 import { eventually, LockTestKit, sleep } from '../lock-test-kit';
 import { describeWithFailPoints, faultTools, settleWithin } from './kit';
 
@@ -31,6 +32,14 @@ describeWithFailPoints(
       return { b, c, bHandle };
     }
 
+    /** Another process takes `key` at once (not after the 5 s grant lease), and releases it. */
+    async function takenAtOnce(c: LockService, key: string) {
+      const taking = await settleWithin(c.acquire(key, { ttlMs: 5_000, timeoutMs: 3_000 }), 4_000);
+      if (taking.status === 'resolved') await taking.value!.release();
+      expect(taking.status).toBe('resolved');
+      expect(taking.ms).toBeLessThan(1_000);
+    }
+
     it('releaseAllHeld() right after the hand-out frees the key (it does not grant it back to our own stale place)', async () => {
       const { b, c, bHandle } = await handedOut('revoke:k', 'revoke-b', {
         blockConnection: true,
@@ -42,14 +51,7 @@ describeWithFailPoints(
       const doc = await rawLock('revoke:k');
       // Nobody in B waits any more: the key must be free, not granted back to B's place.
       expect(doc).toMatchObject({ owner: null, grantedTo: null });
-      // Another process gets it at once (not after the 5 s grant lease).
-      const taking = await settleWithin(
-        c.acquire('revoke:k', { ttlMs: 5_000, timeoutMs: 3_000 }),
-        4_000,
-      );
-      if (taking.status === 'resolved') await taking.value!.release();
-      expect(taking.status).toBe('resolved');
-      expect(taking.ms).toBeLessThan(1_000);
+      await takenAtOnce(c, 'revoke:k');
     });
 
     it('a confirming renewal that failed (not applied), then release(): the key is freed, not granted back to our own stale place', async () => {
@@ -68,13 +70,7 @@ describeWithFailPoints(
       const doc = await rawLock('renewfail:k');
       expect(released.status).toBe('resolved');
       expect(doc).toMatchObject({ owner: null, grantedTo: null });
-      const taking = await settleWithin(
-        c.acquire('renewfail:k', { ttlMs: 5_000, timeoutMs: 3_000 }),
-        4_000,
-      );
-      if (taking.status === 'resolved') await taking.value!.release();
-      expect(taking.status).toBe('resolved');
-      expect(taking.ms).toBeLessThan(1_000);
+      await takenAtOnce(c, 'renewfail:k');
     });
 
     it('a multi-key call that fails after its first key was handed out and its confirmation failed: that key is freed, not granted back to our own stale place', async () => {
@@ -105,14 +101,8 @@ describeWithFailPoints(
       expect(outcome.status).toBe('rejected');
       const doc = await rawLock('abandon:a');
       expect(doc).toMatchObject({ owner: null, grantedTo: null });
-      const taking = await settleWithin(
-        c.acquire('abandon:a', { ttlMs: 5_000, timeoutMs: 3_000 }),
-        4_000,
-      );
-      if (taking.status === 'resolved') await taking.value!.release();
+      await takenAtOnce(c, 'abandon:a');
       await second.release();
-      expect(taking.status).toBe('resolved');
-      expect(taking.ms).toBeLessThan(1_000);
     });
   },
 );
