@@ -91,11 +91,16 @@ export function openLockChangeStream(
   );
 }
 
+/** How long a close waits for the stream's read on its way before ending its session. */
+const READ_SETTLE_WAIT_MS = 5_000;
+
 /**
- * Opens a stream with `watch` in a session of its own, ended once the stream has closed. In
- * the driver's implicit session, a close while a `getMore` is on its way can leave the cursor
- * open on the server: the `getMore`'s reply ends the session, and the `killCursors` still
- * waiting for a connection (a busy pool) then fails, silently.
+ * Opens a stream with `watch` in a session of its own, ended once the stream has closed and
+ * its read on the way has settled. In the driver's implicit session, a close while a command
+ * of the stream is on its way can leave the cursor open on the server: a `getMore`'s reply
+ * ends the session, and the `killCursors` still waiting for a connection (a busy pool) then
+ * fails, silently; an opening `aggregate` answered after the close kills its new cursor only
+ * while the session lives.
  */
 export function watchInOwnSession(
   sessions: SessionSource,
@@ -109,14 +114,37 @@ export function watchInOwnSession(
     void session.endSession().catch(() => undefined);
     throw error;
   }
+  let reading: Promise<unknown> | undefined;
   return {
-    tryNext: () => stream.tryNext(),
+    tryNext: () => {
+      const read = stream.tryNext();
+      reading = read;
+      return read;
+    },
+    bufferedCount: () => stream.bufferedCount(),
     get resumeToken() {
       return stream.resumeToken;
     },
     get closed() {
       return stream.closed;
     },
-    close: () => stream.close().finally(() => session.endSession()),
+    close: async () => {
+      try {
+        await stream.close();
+      } finally {
+        const settled = reading?.then(
+          () => undefined,
+          () => undefined,
+        );
+        let timer: NodeJS.Timeout | undefined;
+        const bound = new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, READ_SETTLE_WAIT_MS);
+          timer.unref();
+        });
+        await Promise.race([settled, bound]);
+        clearTimeout(timer);
+        await session.endSession();
+      }
+    },
   };
 }

@@ -18,6 +18,12 @@ class FakeStream {
     this.wake?.();
   }
 
+  /** Changes at the front count as fetched already (an opening batch, say). */
+  bufferedCount(): number {
+    const firstError = this.pending.findIndex((item) => item.error);
+    return firstError === -1 ? this.pending.length : firstError;
+  }
+
   async tryNext(): Promise<unknown> {
     if (this.pending.length === 0) {
       await new Promise<void>((resolve) => {
@@ -290,9 +296,10 @@ describe('LockChangeFeed', () => {
     });
 
     it('waits longer after each failure when the stream opens but never reads', async () => {
-      // Each open answers (an empty first batch) and its first getMore fails.
+      // Each open answers with a batch of two changes fetched at once; its first getMore fails.
       const { feed, streams } = setUp('auto', 0, (stream) => {
-        stream.push({});
+        stream.push({ change: acquired('x') });
+        stream.push({ change: acquired('y') });
         stream.push(fail(8000));
       });
       feed.watchKey('a', () => undefined, ts(1));
@@ -300,6 +307,24 @@ describe('LockChangeFeed', () => {
       // Opened at 0, 50, 250 and 750 ms (timers may run late); 50 ms apart it would be 18.
       expect(streams.length).toBeGreaterThanOrEqual(3);
       expect(streams.length).toBeLessThanOrEqual(4);
+    });
+
+    it('after failures in a row, a stream that served its watchers until they left ends the run', async () => {
+      let failing = 2;
+      const { feed, streams } = setUp('auto', 0, (stream) => {
+        if (failing-- > 0) stream.push(fail(8000));
+        else stream.push({ change: released('a') });
+      });
+      // Opened at 0, failed; 50 ms later, failed; 200 ms later, the release: the watcher leaves.
+      const unwatch = feed.watchKey('a', () => unwatch(), ts(1));
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      expect(streams).toHaveLength(3);
+      expect(feed.streamOpen).toBe(false);
+      // The next stream fails once: reopened after 50 ms, not after the third failure's 500.
+      failing = 1;
+      feed.watchKey('b', () => undefined, ts(2));
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      expect(streams).toHaveLength(5);
     });
 
     it('starts afresh, and warns events$ listeners, when the server cannot resume', async () => {

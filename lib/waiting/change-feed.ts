@@ -272,12 +272,14 @@ export class LockChangeFeed {
   private async pump(active: ActiveStream): Promise<void> {
     try {
       while (this.active === active) {
+        const buffered = active.stream.bufferedCount();
         const change = await this.nextOrStall(active.stream);
         if (this.active !== active) return;
-        // The first answer is the open's; a later one proves the stream reads (a server whose
-        // getMore fails after every successful open gets the growing delay, not a fast loop).
+        // Only a getMore that answered shows the stream reads: a server whose getMore fails
+        // after every successful open gets the growing delay, not a fast loop. The open's
+        // first answer had one unless it brought changes; changes fetched before are no proof.
+        if (buffered === 0 && (active.established || !change)) this.failuresInARow = 0;
         if (!active.established) this.markEstablished(active);
-        else this.failuresInARow = 0;
         if (change) this.dispatch(change);
       }
     } catch (error) {
@@ -414,6 +416,8 @@ export class LockChangeFeed {
     }
     this.active = undefined;
     this.resumePoint = undefined;
+    // A stream that ran until nobody needed it ends any run of failures.
+    if (active?.established) this.failuresInARow = 0;
     if (active) this.closeQuietly(active.stream);
   }
 

@@ -1,0 +1,74 @@
+// Closing a change stream while one of its commands is on its way must still end the
+// server's cursor. With the driver's implicit session it did not: a getMore's reply ended the
+// session before the close's killCursors got a connection (a busy pool), and an opening
+// aggregate answered after the close found the session ended. Each stream has a session of
+// its own now, ended once the stream has closed and its read has settled.
+import type { LockService } from '../../../lib/lock.service';
+import { eventually, LockTestKit, sleep } from '../lock-test-kit';
+import { describeWithFailPoints, faultTools } from './kit';
+
+jest.setTimeout(30_000);
+
+describeWithFailPoints('a change stream closed with a command on its way', () => {
+  const kit = LockTestKit.forSuite();
+  const { failPoint, appClient } = faultTools(kit);
+
+  async function serverCursors(): Promise<() => Promise<number>> {
+    const admin = await kit.client();
+    return async () => {
+      const status = await admin.db('admin').command({ serverStatus: 1 });
+      return Number(status.metrics.cursor.open.total);
+    };
+  }
+
+  /** `locks` waits for `key` (held by another service) until `leave` aborts it. */
+  async function waitUntilAborted(locks: LockService, key: string) {
+    const holder = await kit.service();
+    const held = await holder.acquire(key, { ttlMs: 30_000 });
+    const leave = new AbortController();
+    const waiting = locks
+      .acquire(key, { timeoutMs: 30_000, signal: leave.signal })
+      .catch(() => undefined);
+    return { held, leave, waiting };
+  }
+
+  it("its getMore, with the pool busy: the server's cursor ends", async () => {
+    const cursorsOpen = await serverCursors();
+    const before = await cursorsOpen();
+    // One connection: the stream's awaiting getMore holds it, and the close queues behind.
+    const client = await kit.client({ maxPoolSize: 1 });
+    const locks = await kit.service({ client, streamIdleMs: 0 });
+    const { held, leave, waiting } = await waitUntilAborted(locks, 'busy-close');
+    await eventually(() => locks.diagnostics.waiters === 1 && locks.diagnostics.streamEstablished);
+    await sleep(100);
+    expect(await cursorsOpen()).toBe(before + 1);
+    const busy = Array.from({ length: 20 }, () => locks.inspect('busy-close'));
+    leave.abort();
+    await Promise.all([waiting, ...busy]);
+    await eventually(() => !locks.diagnostics.streamOpen);
+    await eventually(async () => (await cursorsOpen()) === before, 5_000);
+    await held.release();
+  });
+
+  it("its opening aggregate, answered after the close: the server's cursor ends", async () => {
+    const cursorsOpen = await serverCursors();
+    const before = await cursorsOpen();
+    const appName = 'open-close';
+    const locks = await kit.service({ client: await appClient(appName), streamIdleMs: 0 });
+    // The stream's aggregate is answered 500 ms late: the waiter leaves meanwhile.
+    await failPoint(
+      { times: 1 },
+      { failCommands: ['aggregate'], appName, blockConnection: true, blockTimeMS: 500 },
+    );
+    const { held, leave, waiting } = await waitUntilAborted(locks, 'open-close');
+    await eventually(() => locks.diagnostics.waiters === 1 && locks.diagnostics.streamOpen);
+    await sleep(100);
+    leave.abort();
+    await waiting;
+    await eventually(() => !locks.diagnostics.streamOpen);
+    // The aggregate has been answered by now; its cursor must not stay open.
+    await sleep(1_000);
+    await eventually(async () => (await cursorsOpen()) === before, 3_000);
+    await held.release();
+  });
+});
