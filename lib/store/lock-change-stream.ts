@@ -121,7 +121,6 @@ export function watchInOwnSession(
       reading = read;
       return read;
     },
-    bufferedCount: () => stream.bufferedCount(),
     get resumeToken() {
       return stream.resumeToken;
     },

@@ -83,5 +83,5 @@ export interface SessionSource {
 /** A change stream over the lock collection, as the waiting layer consumes it. */
 export type LockChangeStream = Pick<
   ChangeStream<LockDocument>,
-  'tryNext' | 'close' | 'resumeToken' | 'closed' | 'bufferedCount'
+  'tryNext' | 'close' | 'resumeToken' | 'closed'
 >;

@@ -100,11 +100,6 @@ export class InMemoryChangeStream implements LockChangeStream {
     return this.isClosed;
   }
 
-  /** Nothing is fetched ahead: every read asks the log. */
-  bufferedCount(): number {
-    return 0;
-  }
-
   async tryNext(): Promise<ChangeStreamDocument<LockDocument> | null> {
     if (this.isClosed) throw new Error('ChangeStream is closed');
     if (this.position === undefined) throw historyLost();

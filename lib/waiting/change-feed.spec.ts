@@ -18,12 +18,6 @@ class FakeStream {
     this.wake?.();
   }
 
-  /** Changes at the front count as fetched already (an opening batch, say). */
-  bufferedCount(): number {
-    const firstError = this.pending.findIndex((item) => item.error);
-    return firstError === -1 ? this.pending.length : firstError;
-  }
-
   async tryNext(): Promise<unknown> {
     if (this.pending.length === 0) {
       await new Promise<void>((resolve) => {
@@ -325,6 +319,21 @@ describe('LockChangeFeed', () => {
       feed.watchKey('b', () => undefined, ts(2));
       await new Promise((resolve) => setTimeout(resolve, 150));
       expect(streams).toHaveLength(5);
+    });
+
+    it('a stream that ran a while before failing starts a new run of failures', async () => {
+      let failing = 2;
+      const { feed, streams } = setUp('auto', 0, (stream) => {
+        if (failing-- > 0) stream.push(fail(8000));
+      });
+      feed.watchKey('a', () => undefined, ts(1));
+      // Opened at 0, failed; 50 ms later, failed; 200 ms later, a stream that keeps answering.
+      await new Promise((resolve) => setTimeout(resolve, 1_400));
+      expect(streams).toHaveLength(3);
+      streams[2].push(fail(8000));
+      // Reopened after 50 ms, not after the third failure's 500.
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      expect(streams).toHaveLength(4);
     });
 
     it('starts afresh, and warns events$ listeners, when the server cannot resume', async () => {

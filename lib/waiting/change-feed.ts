@@ -38,10 +38,17 @@ interface ActiveStream {
   established: boolean;
   /** Called once the stream runs, for watchers whose coverage could not be proven before. */
   readonly onEstablished: Set<KeyWatcher>;
+  readonly openedAt: number;
 }
 
 /** Kept short: waiters have no stream until it reopens (their safety poll is slower still). */
 const REOPEN_DELAY_MS = [50, 200, 500, 1_000];
+/**
+ * A stream that failed after running this long starts a new run of failures. One that fails
+ * sooner continues the run, even if it answered: a server whose getMore fails after every
+ * successful open (whose first batch may bring changes) gets the growing delay, not a loop.
+ */
+const STREAM_PROVEN_MS = 1_000;
 
 /** Stops waiting for a close that does not answer (a server that is gone). */
 const CLOSE_WAIT_MS = 1_000;
@@ -263,6 +270,7 @@ export class LockChangeFeed {
       startAt,
       established: false,
       onEstablished: new Set(),
+      openedAt: performance.now(),
     };
     this.active = active;
     void this.pump(active);
@@ -272,13 +280,8 @@ export class LockChangeFeed {
   private async pump(active: ActiveStream): Promise<void> {
     try {
       while (this.active === active) {
-        const buffered = active.stream.bufferedCount();
         const change = await this.nextOrStall(active.stream);
         if (this.active !== active) return;
-        // Only a getMore that answered shows the stream reads: a server whose getMore fails
-        // after every successful open gets the growing delay, not a fast loop. The open's
-        // first answer had one unless it brought changes; changes fetched before are no proof.
-        if (buffered === 0 && (active.established || !change)) this.failuresInARow = 0;
         if (!active.established) this.markEstablished(active);
         if (change) this.dispatch(change);
       }
@@ -375,6 +378,9 @@ export class LockChangeFeed {
       this.announcePolling();
       this.recheckAll();
       return;
+    }
+    if (active && performance.now() - active.openedAt >= STREAM_PROVEN_MS) {
+      this.failuresInARow = 0;
     }
     this.failuresInARow += 1;
     const message = error instanceof Error ? error.message : String(error);

@@ -237,7 +237,6 @@ describe('KeyQueue', () => {
           return pushed.shift() ?? null;
         },
         close: async () => undefined,
-        bufferedCount: () => 0,
       };
       const feed = new LockChangeFeed(
         () => stream as unknown as LockChangeStream,
