@@ -50,6 +50,26 @@ describeWithFailPoints('a change stream closed with a command on its way', () =>
     await held.release();
   });
 
+  it('the session of each stream ends with it', async () => {
+    const client = await kit.client();
+    // The driver's own count of explicit sessions not yet ended.
+    const sessionsOpen = () =>
+      (client as unknown as { s: { activeSessions: Set<unknown> } }).s.activeSessions.size;
+    const locks = await kit.service({ client, streamIdleMs: 0 });
+    for (const key of ['session:a', 'session:b']) {
+      const { held, waiting } = await waitUntilAborted(locks, key);
+      await eventually(
+        () => locks.diagnostics.waiters === 1 && locks.diagnostics.streamEstablished,
+      );
+      expect(sessionsOpen()).toBe(1);
+      await held.release();
+      await (await waiting)?.release();
+      await eventually(() => !locks.diagnostics.streamOpen);
+      await eventually(() => sessionsOpen() === 0, 3_000);
+    }
+    expect(locks.diagnostics.streamsOpened).toBe(2);
+  });
+
   it("its opening aggregate, answered after the close: the server's cursor ends", async () => {
     const cursorsOpen = await serverCursors();
     const before = await cursorsOpen();
