@@ -3,6 +3,7 @@
 // session before the close's killCursors got a connection (a busy pool), and an opening
 // aggregate answered after the close found the session ended. Each stream has a session of
 // its own now, ended once the stream has closed and its read has settled.
+import type { ClientSession, MongoClient } from 'mongodb';
 import type { LockService } from '../../../lib/lock.service';
 import { eventually, LockTestKit, sleep } from '../lock-test-kit';
 import { describeWithFailPoints, faultTools } from './kit';
@@ -19,6 +20,13 @@ describeWithFailPoints('a change stream closed with a command on its way', () =>
       const status = await admin.db('admin').command({ serverStatus: 1 });
       return Number(status.metrics.cursor.open.total);
     };
+  }
+
+  /** The driver's own count of the client's explicit sessions not yet ended. */
+  function explicitSessionsOf(client: MongoClient): () => number {
+    const { activeSessions } = (client as unknown as { s: { activeSessions: Set<ClientSession> } })
+      .s;
+    return () => [...activeSessions].filter((session) => session.explicit).length;
   }
 
   /** `locks` waits for `key` (held by another service) until `leave` aborts it. */
@@ -52,9 +60,7 @@ describeWithFailPoints('a change stream closed with a command on its way', () =>
 
   it('the session of each stream ends with it', async () => {
     const client = await kit.client();
-    // The driver's own count of explicit sessions not yet ended.
-    const sessionsOpen = () =>
-      (client as unknown as { s: { activeSessions: Set<unknown> } }).s.activeSessions.size;
+    const sessionsOpen = explicitSessionsOf(client);
     const locks = await kit.service({ client, streamIdleMs: 0 });
     for (const key of ['session:a', 'session:b']) {
       const { held, waiting } = await waitUntilAborted(locks, key);
@@ -68,6 +74,29 @@ describeWithFailPoints('a change stream closed with a command on its way', () =>
       await eventually(() => sessionsOpen() === 0, 3_000);
     }
     expect(locks.diagnostics.streamsOpened).toBe(2);
+  });
+
+  it("a document lock's stream has a session of its own too, which ends with it", async () => {
+    const client = await kit.client();
+    const sessionsOpen = explicitSessionsOf(client);
+    const collection = 'session_docs';
+    await client
+      .db(kit.mongo.dbName)
+      .collection(collection)
+      .insertMany([{ _id: 'a' }, { _id: 'b' }] as never[]);
+    const holder = (await kit.service()).documents(collection);
+    const waiter = (await kit.service({ client, streamIdleMs: 0 })).documents(collection);
+    for (const id of ['a', 'b']) {
+      const held = await holder.acquire(id);
+      const waiting = waiter.acquire(id, { timeoutMs: 10_000 });
+      // The waiter's stream holds the only explicit session open while it waits.
+      await eventually(() => sessionsOpen() === 1);
+      await sleep(100);
+      expect(sessionsOpen()).toBe(1);
+      await held.release();
+      await (await waiting).release();
+      await eventually(() => sessionsOpen() === 0, 3_000);
+    }
   });
 
   it("its opening aggregate, answered after the close: the server's cursor ends", async () => {
