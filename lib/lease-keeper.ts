@@ -1,6 +1,7 @@
 import type { ReleaseLeaseOutcome } from './store/release-lease';
 import type { RenewLeaseOutcome } from './store/renew-lease';
 import { isStoreUnavailableError } from './store/mongo-error-codes';
+import { nextTurn } from './next-turn';
 
 /** One key of a held lock. */
 export interface HeldKey {
@@ -108,8 +109,13 @@ export class LeaseKeeper {
     this.ttlMs = init.ttlMs;
     this.remaining = [...init.held];
     this.armDeadline();
-    // A refusal is a loss; an error is retried until the deadline (see `renewAll`).
-    if (init.renewAtOnce) this.renewing = this.renewAll(true).catch(() => undefined);
+    // A refusal is a loss; an error is retried until the deadline (see `renewAll`). Sent on the
+    // next turn of the event loop: the caller starts its work first, under the lease it has.
+    if (init.renewAtOnce) {
+      this.renewing = nextTurn()
+        .then(() => this.renewAll(true))
+        .catch(() => undefined);
+    }
     if (init.renew) {
       if (!init.renewAtOnce) this.scheduleRenewal();
       this.maxHoldTimer = unrefTimer(

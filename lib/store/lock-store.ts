@@ -15,6 +15,7 @@ import { isStoreUnavailableError, isUnreachableError, toStoreError } from './mon
 import type { ReservationUse } from './lock-modes';
 import type { ReleaseOptions, ReleaseResult } from './release-lease';
 import type { RenewLeaseOutcome } from './renew-lease';
+import { nextTurn } from '../next-turn';
 
 /** A key's liveness with the timing a waiter needs. */
 export interface KeyLeaseProbe {
@@ -340,7 +341,7 @@ export class LockStore {
     const attempts = [...this.inFlight.values()].flatMap((set) => [...set]);
     await Promise.race([Promise.all(attempts), outOfTime]);
     // Their callers give back what they took a few promise turns later.
-    await new Promise((resolve) => setImmediate(resolve));
+    await nextTurn();
     await Promise.race([Promise.all([...this.givingBack.values()]), outOfTime]);
     clearTimeout(timer);
   }

@@ -7,6 +7,7 @@ import { isChangeStreamUnsupportedError, isResumePointLostError } from '../store
 import { readLockChange } from './lock-event';
 import type { GrantNews, LockChange, ReadChange } from './lock-event';
 import type { WaitLogger } from './wait-logger';
+import { nextTurn } from '../next-turn';
 
 /**
  * Why a key watcher is called: the key was released (seen on the change stream), handed to
@@ -283,7 +284,10 @@ export class LockChangeFeed {
         const change = await this.nextOrStall(active.stream);
         if (this.active !== active) return;
         if (!active.established) this.markEstablished(active);
-        if (change) this.dispatch(change);
+        if (!change) continue;
+        this.dispatch(change);
+        // The watchers it woke (a caller handed a lock) go on before the next read is sent.
+        await nextTurn();
       }
     } catch (error) {
       if (this.active === active) this.onStreamError(error, active);

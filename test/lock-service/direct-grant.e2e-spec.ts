@@ -116,6 +116,27 @@ describe('direct grant between processes', () => {
     expect((await rawLockOf(kit, 'k'))?.owner).toBeNull();
   });
 
+  it('the caller handed a grant runs before its process sends anything more', async () => {
+    const a = await kit.service();
+    const b = await serviceWithCommands();
+    const held = await a.acquire('caller-first', { ttlMs: 30_000 });
+    const bWaits = b.service.acquire('caller-first', { ttlMs: 30_000, timeoutMs: 20_000 });
+    await eventually(
+      async () => liveReservations(await rawLockOf(kit, 'caller-first')).length === 1,
+    );
+    await sleep(100);
+    // B's stream is awaiting the change (its getMore was sent before this).
+    b.commands.reset();
+    await held.release();
+    await bWaits;
+    // The confirming renewal and the stream's next read wait for the event loop's next turn.
+    const sentBeforeCaller = [...b.commands.names];
+    expect(sentBeforeCaller).toEqual([]);
+    await eventually(async () => (await rawLockOf(kit, 'caller-first'))?.grantedTo === null);
+    expect(b.commands.names).toEqual(expect.arrayContaining(['findAndModify', 'getMore']));
+    await (await bWaits).release();
+  });
+
   it("the last caller waiting in a process is handed the grant: its confirmation also takes the process's place out of line, and nothing is withdrawn", async () => {
     const a = await kit.service();
     const b = await serviceWithCommands();
