@@ -9,7 +9,7 @@ import { describeMachine } from './support/machine';
 import { writeReports, type BenchResults, type VariantResult } from './support/report';
 import { countAbove, rotated, round, summarize } from './support/stats';
 import { measureContention } from './suites/contention';
-import { measureHandoff, measurePing } from './suites/handoff';
+import { measureHandoff, measurePing, measurePingAfterIdle } from './suites/handoff';
 import { measureHttpOverhead } from './suites/http-overhead';
 import { countRoundTrips, type RoundTripResult } from './suites/round-trips';
 import { measureScale } from './suites/scale';
@@ -25,6 +25,8 @@ const settings = {
   rounds: env('BENCH_ROUNDS', 10),
   /** Pings per round, interleaved with the hand-offs: the reference round trip. */
   pingsPerRound: 50,
+  /** Pings per round after an idle wait as long as a hand-off's, from each of the two workers. */
+  idlePingsPerRound: 15,
   /** A hand-off slower than this counts as a stall. */
   stallMs: 50,
   /** Contended time per variant in total, split into interleaved slices. */
@@ -76,6 +78,7 @@ async function main(): Promise<void> {
     const handoffSamples = new Map<VariantName, number[]>(variants.map((v) => [v, []]));
     const throughputSlices = new Map<VariantName, ThroughputResult[]>(variants.map((v) => [v, []]));
     const pingSamples: number[] = [];
+    const idlePingSamples: number[] = [];
     let pingAtStart: number[];
     let pingAtEnd: number[];
     try {
@@ -88,6 +91,11 @@ async function main(): Promise<void> {
       await timed('hand-off, interleaved', async () => {
         for (let r = 0; r < settings.rounds; r++) {
           pingSamples.push(...(await measurePing(workers[1], settings.pingsPerRound)));
+          for (const worker of workers.slice(0, 2)) {
+            idlePingSamples.push(
+              ...(await measurePingAfterIdle(worker, settings.idlePingsPerRound)),
+            );
+          }
           for (const variant of rotated(variants, r)) {
             await useVariant(workers, variant);
             const samples = await measureHandoff(workers[0], workers[1], {
@@ -121,13 +129,18 @@ async function main(): Promise<void> {
     }
 
     const ping = summarize(pingSamples);
-    log(`ping p50 ${round(ping.p50, 3)} ms (${ping.count} samples, interleaved)`);
+    const pingAfterIdle = summarize(idlePingSamples);
+    log(
+      `ping p50 ${round(ping.p50, 3)} ms (${ping.count} samples, interleaved); ` +
+        `after an idle wait ${round(pingAfterIdle.p50, 3)} ms (${pingAfterIdle.count})`,
+    );
     const variantResults: VariantResult[] = variants.map((variant) => {
       const samples = handoffSamples.get(variant)!;
       const handoff = summarize(samples);
       const throughput = combineThroughput(throughputSlices.get(variant)!);
       log(
-        `${variant}: hand-off p50 ${round(handoff.p50)} ms (${round(handoff.p50 / ping.p50)} pings), ` +
+        `${variant}: hand-off p50 ${round(handoff.p50)} ms (${round(handoff.p50 / ping.p50)} pings, ` +
+          `${round(handoff.p50 / pingAfterIdle.p50)} pings after idle), ` +
           `p95 ${round(handoff.p95)}, p99 ${round(handoff.p99)}, ` +
           `stalls > ${settings.stallMs} ms ${countAbove(samples, settings.stallMs)}; ` +
           `${throughput.sectionsPerSecond} sections/s, ${throughput.commandsPerSection} commands/section, ` +
@@ -140,6 +153,7 @@ async function main(): Promise<void> {
           ...handoff,
           ratioP50ToPing: round(handoff.p50 / ping.p50),
           ratioP99ToPing: round(handoff.p99 / ping.p50),
+          ratioP50ToPingAfterIdle: round(handoff.p50 / pingAfterIdle.p50),
           stallsOverMs: settings.stallMs,
           stalls: countAbove(samples, settings.stallMs),
         },
@@ -195,6 +209,7 @@ async function main(): Promise<void> {
       },
       settings,
       ping,
+      pingAfterIdle,
       pingAtStart: summarize(pingAtStart),
       pingAtEnd: summarize(pingAtEnd),
       variants: variantResults,

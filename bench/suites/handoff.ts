@@ -13,6 +13,9 @@ export interface HandoffOptions {
  * moment the waiter's acquire resolved (waiter's clock, same shared clock). The waiter waits
  * a random 20–120 ms first, so pollers are caught at a random point of their interval.
  */
+/** The waiter's random wait before each release, in ms: `idleMs()` gives one draw. */
+const idleMs = () => 20 + Math.random() * 100;
+
 export async function measureHandoff(
   holder: BenchWorker,
   waiter: BenchWorker,
@@ -23,7 +26,7 @@ export async function measureHandoff(
     const key = 'handoff';
     await holder.call('hold', { key, timeoutMs: 10_000 });
     await waiter.call('startWaiting', { key, timeoutMs: 10_000 });
-    await sleep(20 + Math.random() * 100);
+    await sleep(idleMs());
     const released = await holder.call('release', { key });
     const acquired = await waiter.call('awaitAcquired', { key });
     await waiter.call('release', { key });
@@ -36,4 +39,19 @@ export async function measureHandoff(
 export async function measurePing(worker: BenchWorker, count: number): Promise<number[]> {
   await worker.call('ping', { count: 20 });
   return (await worker.call('ping', { count })).samples;
+}
+
+/**
+ * One `ping` after each of `count` idle waits drawn as the hand-off's: the reference for a
+ * latency that starts on an idle machine. On a VM, a process woken after tens of milliseconds
+ * asleep answers several times slower than one kept busy by back-to-back pings, and every
+ * hand-off starts that way.
+ */
+export async function measurePingAfterIdle(worker: BenchWorker, count: number): Promise<number[]> {
+  const samples: number[] = [];
+  for (let i = 0; i < count; i++) {
+    await sleep(idleMs());
+    samples.push(...(await worker.call('ping', { count: 1 })).samples);
+  }
+  return samples;
 }

@@ -26,6 +26,7 @@ export function renderMarkdown(r: BenchResults): string {
     `- Node.js ${m.node}; every process runs compiled JS (\`.bench-build/\`, tsconfig.bench.json), not ts-node`,
     `- Server: ${r.server.description}${r.server.cpuCounted ? '; its CPU time is counted' : ''}`,
     `- Reference round trip (\`ping\`, from a worker process, ${r.ping.count} samples taken between the hand-off rounds): p50 ${ms(r.ping.p50)} ms, p99 ${ms(r.ping.p99)} ms; p50 ${ms(r.pingAtStart.p50)} ms before the variants and ${ms(r.pingAtEnd.p50)} ms after`,
+    `- The same after an idle wait drawn as a hand-off's (20–120 ms; ${r.pingAfterIdle.count} samples, half from each of the two hand-off processes): p50 ${ms(r.pingAfterIdle.p50)} ms, p99 ${ms(r.pingAfterIdle.p99)} ms. Every hand-off starts on processes that sat idle that long, so this is the round trip it compares with; back-to-back pings keep the processes awake`,
     '',
     'Every variant runs in the same run, on the same server, in the same worker processes. The',
     `variants take turns: ${r.settings.rounds} hand-off rounds and ${r.settings.throughputSlices} throughput slices, each`,
@@ -101,6 +102,7 @@ export function renderMarkdown(r: BenchResults): string {
         'max ms',
         'p50 / ping',
         'p99 / ping',
+        'p50 / ping after idle',
         `stalls > ${r.settings.stallMs} ms`,
       ],
       r.variants.map((v) => [
@@ -112,6 +114,7 @@ export function renderMarkdown(r: BenchResults): string {
         ms(v.handoff.max),
         v.handoff.ratioP50ToPing,
         v.handoff.ratioP99ToPing,
+        v.handoff.ratioP50ToPingAfterIdle,
         v.handoff.stalls,
       ]),
     ),

@@ -18,6 +18,8 @@ export interface VariantResult {
   handoff: LatencySummary & {
     ratioP50ToPing: number;
     ratioP99ToPing: number;
+    /** p50 over the p50 of pings sent after the same idle wait (`pingAfterIdle`). */
+    ratioP50ToPingAfterIdle: number;
     /** Hand-offs slower than `stallsOverMs`. */
     stalls: number;
     stallsOverMs: number;
@@ -36,6 +38,8 @@ export interface BenchResults {
   settings: Record<string, number>;
   /** The reference round trip every latency is divided by, measured between the hand-off rounds. */
   ping: LatencySummary;
+  /** Pings each sent after an idle wait drawn as a hand-off's: the reference matched to it. */
+  pingAfterIdle: LatencySummary;
   /** The same, before and after the variants: a check that the machine stayed steady. */
   pingAtStart: LatencySummary;
   pingAtEnd: LatencySummary;
