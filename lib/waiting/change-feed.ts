@@ -284,10 +284,8 @@ export class LockChangeFeed {
         const change = await this.nextOrStall(active.stream);
         if (this.active !== active) return;
         if (!active.established) this.markEstablished(active);
-        if (!change) continue;
-        this.dispatch(change);
-        // The watchers it woke (a caller handed a lock) go on before the next read is sent.
-        await nextTurn();
+        // The watchers a change woke (a caller handed a lock) go on before the next read is sent.
+        if (change && this.dispatch(change)) await nextTurn();
       }
     } catch (error) {
       if (this.active === active) this.onStreamError(error, active);
@@ -319,15 +317,18 @@ export class LockChangeFeed {
     }
   }
 
-  private dispatch(change: ChangeStreamDocument<LockDocument>): void {
+  /** Tells the change to the key's watchers and to events$; true if a watcher was woken. */
+  private dispatch(change: ChangeStreamDocument<LockDocument>): boolean {
     const { key, events, signal, grant } = this.readChange(change);
     const at = 'clusterTime' in change ? change.clusterTime : undefined;
+    let woken = false;
     if (signal && key !== undefined) {
       // A grant to us counts as a release for a watcher that comes late: it must look.
       if (at) this.rememberRelease(key, at);
-      this.signalKey(key, signal, at, grant && at ? { ...grant, at } : grant);
+      woken = this.signalKey(key, signal, at, grant && at ? { ...grant, at } : grant);
     }
     for (const event of events) for (const listener of [...this.eventListeners]) listener(event);
+    return woken;
   }
 
   private rememberRelease(key: string, at: Timestamp): void {
@@ -345,11 +346,14 @@ export class LockChangeFeed {
     signal: KeySignal,
     at: Timestamp | undefined,
     grant?: GrantNews,
-  ): void {
+  ): boolean {
+    let woken = false;
     for (const [watcher, seenUpTo] of [...(this.keyWatchers.get(key) ?? [])]) {
       if (at && seenUpTo && at.compare(seenUpTo) <= 0) continue;
       watcher(signal, grant);
+      woken = true;
     }
+    return woken;
   }
 
   private recheckAll(): void {
