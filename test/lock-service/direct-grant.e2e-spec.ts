@@ -116,17 +116,21 @@ describe('direct grant between processes', () => {
     expect((await rawLockOf(kit, 'k'))?.owner).toBeNull();
   });
 
-  it('the caller handed a grant runs before its process sends anything more', async () => {
+  /** A holds `key` while B, its commands counted from now, waits in line for it. */
+  async function waitingInLine(key: string) {
     const a = await kit.service();
     const b = await serviceWithCommands();
-    const held = await a.acquire('caller-first', { ttlMs: 30_000 });
-    const bWaits = b.service.acquire('caller-first', { ttlMs: 30_000, timeoutMs: 20_000 });
-    await eventually(
-      async () => liveReservations(await rawLockOf(kit, 'caller-first')).length === 1,
-    );
-    await sleep(100);
+    const held = await a.acquire(key, { ttlMs: 30_000 });
+    const bWaits = b.service.acquire(key, { ttlMs: 30_000, timeoutMs: 20_000 });
+    await eventually(async () => liveReservations(await rawLockOf(kit, key)).length === 1);
     // B's stream is awaiting the change (its getMore was sent before this).
+    await sleep(100);
     b.commands.reset();
+    return { held, b, bWaits };
+  }
+
+  it('the caller handed a grant runs before its process sends anything more', async () => {
+    const { held, b, bWaits } = await waitingInLine('caller-first');
     await held.release();
     await bWaits;
     // The confirming renewal and the stream's next read wait for the event loop's next turn.
@@ -138,15 +142,7 @@ describe('direct grant between processes', () => {
   });
 
   it("the last caller waiting in a process is handed the grant: its confirmation also takes the process's place out of line, and nothing is withdrawn", async () => {
-    const a = await kit.service();
-    const b = await serviceWithCommands();
-    const held = await a.acquire('leaves-line', { ttlMs: 30_000 });
-    const bWaits = b.service.acquire('leaves-line', { ttlMs: 30_000, timeoutMs: 20_000 });
-    await eventually(
-      async () => liveReservations(await rawLockOf(kit, 'leaves-line')).length === 1,
-    );
-    await sleep(100);
-    b.commands.reset();
+    const { held, b, bWaits } = await waitingInLine('leaves-line');
     await held.release();
     const bHandle = await bWaits;
     await eventually(async () => (await rawLockOf(kit, 'leaves-line'))?.grantedTo === null);
