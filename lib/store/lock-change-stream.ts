@@ -1,5 +1,6 @@
 import type { ClientSession, ResumeToken, Timestamp } from 'mongodb';
 import type { LockChangeStream, LockCollection, SessionSource } from './lock-document';
+import { nextTurn } from '../next-turn';
 
 export interface OpenLockChangeStreamOptions {
   /** Start at this server time, so nothing after the attempt that made us wait is missed. */
@@ -115,11 +116,19 @@ export function watchInOwnSession(
     throw error;
   }
   let reading: Promise<unknown> | undefined;
+  let afterChange = false;
+  let closing = false;
   return {
-    tryNext: () => {
+    tryNext: async () => {
+      // Whoever the last change woke (a caller handed a lock) goes on before the next read
+      // is sent: the driver's work and the socket write would otherwise come first.
+      if (afterChange) await nextTurn();
+      if (closing) return null;
       const read = stream.tryNext();
       reading = read;
-      return read;
+      const change = await read;
+      afterChange = change !== null;
+      return change;
     },
     get resumeToken() {
       return stream.resumeToken;
@@ -128,6 +137,7 @@ export function watchInOwnSession(
       return stream.closed;
     },
     close: async () => {
+      closing = true;
       try {
         await stream.close();
       } finally {

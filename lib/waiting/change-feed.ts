@@ -7,7 +7,6 @@ import { isChangeStreamUnsupportedError, isResumePointLostError } from '../store
 import { readLockChange } from './lock-event';
 import type { GrantNews, LockChange, ReadChange } from './lock-event';
 import type { WaitLogger } from './wait-logger';
-import { nextTurn } from '../next-turn';
 
 /**
  * Why a key watcher is called: the key was released (seen on the change stream), handed to
@@ -284,8 +283,7 @@ export class LockChangeFeed {
         const change = await this.nextOrStall(active.stream);
         if (this.active !== active) return;
         if (!active.established) this.markEstablished(active);
-        // The watchers a change woke (a caller handed a lock) go on before the next read is sent.
-        if (change && this.dispatch(change)) await nextTurn();
+        if (change) this.dispatch(change);
       }
     } catch (error) {
       if (this.active === active) this.onStreamError(error, active);
@@ -317,18 +315,15 @@ export class LockChangeFeed {
     }
   }
 
-  /** Tells the change to the key's watchers and to events$; true if a watcher was woken. */
-  private dispatch(change: ChangeStreamDocument<LockDocument>): boolean {
+  private dispatch(change: ChangeStreamDocument<LockDocument>): void {
     const { key, events, signal, grant } = this.readChange(change);
     const at = 'clusterTime' in change ? change.clusterTime : undefined;
-    let woken = false;
     if (signal && key !== undefined) {
       // A grant to us counts as a release for a watcher that comes late: it must look.
       if (at) this.rememberRelease(key, at);
-      woken = this.signalKey(key, signal, at, grant && at ? { ...grant, at } : grant);
+      this.signalKey(key, signal, at, grant && at ? { ...grant, at } : grant);
     }
     for (const event of events) for (const listener of [...this.eventListeners]) listener(event);
-    return woken;
   }
 
   private rememberRelease(key: string, at: Timestamp): void {
@@ -346,14 +341,11 @@ export class LockChangeFeed {
     signal: KeySignal,
     at: Timestamp | undefined,
     grant?: GrantNews,
-  ): boolean {
-    let woken = false;
+  ): void {
     for (const [watcher, seenUpTo] of [...(this.keyWatchers.get(key) ?? [])]) {
       if (at && seenUpTo && at.compare(seenUpTo) <= 0) continue;
       watcher(signal, grant);
-      woken = true;
     }
-    return woken;
   }
 
   private recheckAll(): void {
