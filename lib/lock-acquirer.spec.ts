@@ -10,6 +10,7 @@ import type { ReleaseResult } from './store/release-lease';
 import type { RenewLeaseOutcome } from './store/renew-lease';
 import { LockChangeFeed } from './waiting/change-feed';
 import { LockWaiting } from './waiting/lock-waiting';
+import { nextTurn } from './next-turn';
 
 interface KeyAndOwner {
   key: string;
@@ -504,6 +505,9 @@ describe('LockAcquirer', () => {
       store.onAttempt = async (key, owner) =>
         key === 'b' ? handedOut(key, 1_000) : won(key, owner);
       const { value: handle } = await after(0, acquire(['a', 'b']));
+      // On the event loop's next turn, after the caller's continuations.
+      expect(store.renewals).toEqual([]);
+      await nextTurn();
       // Less than half the 10 s lease is left, but more than a quarter of the grant lease.
       expect(store.renewals).toEqual(['a', 'b']);
       await jest.advanceTimersByTimeAsync(5_000);
@@ -545,6 +549,7 @@ describe('LockAcquirer', () => {
       };
       store.onAttempt = async (key, owner) => (key === 'a' ? handedOut(key, 100) : won(key, owner));
       const { value: handle } = await after(0, acquire(['a', 'b']));
+      await nextTurn();
       // The failed confirmation, then the handle's own first renewal of both keys.
       expect(store.renewals).toEqual(['a', 'a', 'b']);
       await handle!.release();

@@ -118,6 +118,20 @@ describe('LockChangeFeed', () => {
     expect(late.signals).toEqual(['recheck']);
   });
 
+  it('tells a watcher on its coming with promise continuations alone, as under fake timers', async () => {
+    const { feed } = setUp();
+    feed.watchKey('a', () => undefined, ts(20));
+    jest.useFakeTimers();
+    try {
+      const late = recorder();
+      feed.watchKey('b', late.watcher, ts(19));
+      for (let turn = 0; turn < 10; turn++) await Promise.resolve();
+      expect(late.signals).toEqual(['recheck']);
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+
   it('closes the stream when the last watcher leaves', async () => {
     const { feed, streams } = setUp();
     const stopEvents = feed.watchEvents(() => undefined);
