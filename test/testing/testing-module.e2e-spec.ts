@@ -104,6 +104,36 @@ describe('MongoLockTestingModule', () => {
     expect(ledger.maxConcurrent).toBe(1);
   });
 
+  it('under fake timers, each release lets its waiting call go on, with no timer advanced', async () => {
+    const a = await store.holdAs('a', 'other');
+    const b = await store.holdAs('b', 'other');
+    const taken: string[] = [];
+    const acquireNoted = (key: string) =>
+      locks.acquire(key, { timeoutMs: 20_000 }).then((handle) => {
+        taken.push(key);
+        return handle;
+      });
+    const [waitA, waitB] = [acquireNoted('a'), acquireNoted('b')];
+    await eventually(() => locks.diagnostics.streamEstablished && locks.diagnostics.waiters === 2);
+    // Promise continuations only: no timer, real or fake, runs in between.
+    const settlePromises = async () => {
+      for (let turn = 0; turn < 2_000; turn++) await Promise.resolve();
+    };
+    jest.useFakeTimers();
+    try {
+      await a.release();
+      await settlePromises();
+      expect(taken).toEqual(['a']);
+      await b.release();
+      await settlePromises();
+      expect(taken).toEqual(['a', 'b']);
+    } finally {
+      jest.useRealTimers();
+    }
+    await (await waitA).release();
+    await (await waitB).release();
+  });
+
   it('times out with LockNotAcquiredError naming the holder', async () => {
     const held = gate();
     holds.set('acc-1', held.opened);
