@@ -117,13 +117,11 @@ export function watchInOwnSession(
   }
   let reading: Promise<unknown> | undefined;
   let afterChange = false;
-  let closing = false;
   return {
     tryNext: async () => {
       // Whoever the last change woke (a caller handed a lock) goes on before the next read
       // is sent: the driver's work and the socket write would otherwise come first.
       if (afterChange) await nextTurn();
-      if (closing) return null;
       const read = stream.tryNext();
       reading = read;
       const change = await read;
@@ -137,7 +135,6 @@ export function watchInOwnSession(
       return stream.closed;
     },
     close: async () => {
-      closing = true;
       try {
         await stream.close();
       } finally {
