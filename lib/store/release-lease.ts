@@ -92,9 +92,20 @@ function transferExpr(owner: string, successor: LocalSuccessor | undefined) {
 
 const NOW = '$$NOW';
 
+/**
+ * Temporary fields of the release pipeline, each computed once in its own stage and read by the
+ * later ones (then unset): the command, which every hand-off sends, stays small.
+ */
+const OURS = '$_o';
+const LINE = '$_w';
+const HEAD = '$_h';
+const TRANSFER = '$_t';
+const SLOT = '$_ri';
+const GRANTING = '$_g';
+
 /** Each field takes its new value when we own the document and keeps its old one otherwise. */
-function whenOurs(owner: string, newValue: unknown, field: string) {
-  return { $cond: [{ $eq: ['$owner', owner] }, newValue, field] };
+function whenOurs(newValue: unknown, field: string) {
+  return { $cond: [OURS, newValue, field] };
 }
 
 /**
@@ -104,7 +115,7 @@ function whenOurs(owner: string, newValue: unknown, field: string) {
 export const RELEASED_OWNERS_KEPT = 32;
 
 /**
- * `releasedOwners` with our release written in the slot `$_ri` (see `releaseSlot`): the last
+ * `releasedOwners` with our release written in the slot `_ri` (see `releaseSlot`): the last
  * {@link RELEASED_OWNERS_KEPT} releases as a ring, so that a release changes one entry, not
  * the whole list (the write, and the change event every waiting process may read, stay small
  * however many releases came before).
@@ -113,9 +124,9 @@ function withOurRelease(owner: string, fence: unknown) {
   const ring = { $ifNull: ['$releasedOwners', []] };
   return {
     $concatArrays: [
-      { $cond: [{ $eq: ['$_ri', 0] }, [], { $slice: [ring, '$_ri'] }] },
+      { $cond: [{ $eq: [SLOT, 0] }, [], { $slice: [ring, SLOT] }] },
       [{ owner, fence, until: '$expiresAt' }],
-      { $slice: [ring, { $add: ['$_ri', 1] }, RELEASED_OWNERS_KEPT] },
+      { $slice: [ring, { $add: [SLOT, 1] }, RELEASED_OWNERS_KEPT] },
     ],
   };
 }
@@ -203,10 +214,9 @@ export function releasePipeline(
   fence?: bigint,
 ) {
   const live = { $gt: ['$expiresAt', '$$NOW'] };
-  const ours = { $eq: ['$owner', owner] };
   // Remembered only for a live lease: a retry after the lease's end could not have been
   // protected anyway.
-  const remembered = { $and: [ours, live] };
+  const remembered = { $and: [OURS, live] };
   // Not before the lease would have ended: a retried release must still find the document.
   // Never while shared holders live: an ended exclusive lease may be given back after readers
   // came in.
@@ -218,47 +228,43 @@ export function releasePipeline(
     ],
   };
   const transfer = (toSuccessor: unknown, field: unknown) =>
-    successor === undefined ? field : { $cond: ['$_t', toSuccessor, field] };
+    successor === undefined ? field : { $cond: [TRANSFER, toSuccessor, field] };
   return [
     {
       $set: {
-        _h: grantableHead(undefined, LINE_AFTER_OUR_TURN),
+        _o: { $eq: ['$owner', owner] },
+        _w: LINE_AFTER_OUR_TURN,
         _t: transferExpr(owner, successor),
         _ri: releaseSlot(),
       },
     },
+    { $set: { _h: grantableHead(undefined, LINE) } },
     // Decided once, read by every field of the grant.
-    { $set: { _g: grantingExpr({ $and: [ours, { $not: ['$_t'] }] }, '$_h') } },
+    { $set: { _g: grantingExpr({ $and: [OURS, { $not: [TRANSFER] }] }, HEAD) } },
     {
       $set: {
         // Ours: passed to the local successor, or handed to the oldest waiting process, or
         // freed; otherwise left as it is.
         ...grantFields(
-          '$_g',
-          '$_h',
+          GRANTING,
+          HEAD,
           {
-            owner: transfer(successor?.owner, whenOurs(owner, null, '$owner')),
+            owner: transfer(successor?.owner, whenOurs(null, '$owner')),
             holder: '$holder',
             fence: transfer({ $add: ['$fence', FENCE_BLOCK] }, '$fence'),
             acquiredAt: transfer(NOW, '$acquiredAt'),
             expiresAt: transfer({ $add: [NOW, successor?.ttlMs ?? 0] }, '$expiresAt'),
             scope: transfer({ $literal: successor?.scope ?? null }, '$scope'),
-            gcAt: transfer('$gcAt', whenOurs(owner, idleGcAt, '$gcAt')),
+            gcAt: transfer('$gcAt', whenOurs(idleGcAt, '$gcAt')),
             // A transfer is this process's turn: its place goes to the back of the line.
             waiting: transfer(
-              {
-                $cond: [
-                  isNullExpr('$waiting'),
-                  '$waiting',
-                  { $arrayToObject: LINE_AFTER_OUR_TURN },
-                ],
-              },
+              { $cond: [isNullExpr('$waiting'), '$waiting', { $arrayToObject: LINE }] },
               '$waiting',
             ),
-            grantedTo: whenOurs(owner, cleared('$grantedTo'), '$grantedTo'),
-            grantee: whenOurs(owner, cleared('$grantee'), '$grantee'),
+            grantedTo: whenOurs(cleared('$grantedTo'), '$grantedTo'),
+            grantee: whenOurs(cleared('$grantee'), '$grantee'),
           },
-          LINE_AFTER_OUR_TURN,
+          LINE,
         ),
         // Lets a retried release recognise its own earlier success (a lost reply, a
         // write-concern error after the write), even after others took and released the key
@@ -269,16 +275,16 @@ export function releasePipeline(
         releasedNext: {
           $cond: [
             remembered,
-            { $cond: [{ $gte: ['$_ri', RELEASED_OWNERS_KEPT - 1] }, 0, { $add: ['$_ri', 1] }] },
+            { $cond: [{ $gte: [SLOT, RELEASED_OWNERS_KEPT - 1] }, 0, { $add: [SLOT, 1] }] },
             '$releasedNext',
           ],
         },
         // Who released which acquisition, for `events$` (the change event carries them).
-        releasedHolder: whenOurs(owner, '$holder', '$releasedHolder'),
-        releasedFence: whenOurs(owner, releasedFence(fence), '$releasedFence'),
+        releasedHolder: whenOurs('$holder', '$releasedHolder'),
+        releasedFence: whenOurs(releasedFence(fence), '$releasedFence'),
       },
     },
-    { $unset: ['_h', '_t', '_ri', '_g'] },
+    { $unset: ['_o', '_w', '_h', '_t', '_ri', '_g'] },
   ];
 }
 
