@@ -93,8 +93,8 @@ function transferExpr(owner: string, successor: LocalSuccessor | undefined) {
 const NOW = '$$NOW';
 
 /**
- * Temporary fields of the release pipeline, each computed once in its own stage and read by the
- * later ones (then unset): the command, which every hand-off sends, stays small.
+ * Working fields of the release pipeline: each is computed once, in a stage before the ones
+ * that read it, and unset at the end, so that the command every hand-off sends stays small.
  */
 const OURS = '$_o';
 const LINE = '$_w';

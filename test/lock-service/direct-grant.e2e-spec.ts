@@ -795,6 +795,11 @@ describe('direct grant in the store (one command each)', () => {
     };
   }
 
+  /** The pipeline's working fields (`_w`, the line it computed, and the rest) are gone. */
+  function expectOnlyLockFields(doc: KeyedLock | null) {
+    expect(Object.keys(doc ?? {}).filter((field) => field.startsWith('_'))).toEqual(['_id']);
+  }
+
   it('a release that grants says to whom, with a bound of the fence: past the released block, not past the grant', async () => {
     const { collection, lockCollection: locks } = await setUp({
       ...heldState('token-5', 'me', 5),
@@ -806,6 +811,7 @@ describe('direct grant in the store (one command each)', () => {
     expect(result).toMatchObject({ outcome: 'released', grantedTo: 'other' });
     expect(result.grantFence).toBe(lastReservedFence(BigInt(base + 5)) + 1n);
     expect(result.grantFence).toBeLessThanOrEqual(BigInt(Number(doc?.fence)));
+    expectOnlyLockFields(doc);
   });
 
   it('a retried release never passes on a lock someone else holds now', async () => {
@@ -821,7 +827,9 @@ describe('direct grant in the store (one command each)', () => {
       successor: { owner: 'token-10', holder: 'me', ttlMs, scope: null },
     });
     expect(result).toEqual({ outcome: 'released' });
-    expect(await collection.findOne({ _id: key })).toMatchObject({ owner: 'other-token' });
+    const doc = await collection.findOne({ _id: key });
+    expect(doc).toMatchObject({ owner: 'other-token' });
+    expectOnlyLockFields(doc);
   });
 
   it('a process that leaves with an unconfirmed grant passes it on', async () => {
