@@ -19,6 +19,7 @@ import {
   type Violation,
 } from '../history/history';
 import { LeaseSampler } from './lease-sampler';
+import { LockEventRecorder } from './lock-event-recorder';
 
 export interface WorkerSetup {
   label: string;
@@ -59,7 +60,8 @@ export class FaultRun {
   readonly dbName: string;
   readonly admin: MongoClient;
   private readonly workers: StartedWorker[] = [];
-  private sampler: { sampler: LeaseSampler; boundMs: number } | undefined;
+  private sampler:
+    { sampler: LeaseSampler; recorder: LockEventRecorder; boundMs: number } | undefined;
   private readonly failedCalls: FailedAcquireCall[] = [];
   /** What ending the workers found (see `endWork`), once it ran. */
   private ending: Promise<Violation[]> | undefined;
@@ -220,13 +222,16 @@ export class FaultRun {
    * Opt-in leak check: samples the lock collection every `intervalMs` (default 150) from now
    * on; {@link check} then also reports every lease live for longer than `boundMs` that no
    * section accounts for (`orphaned-lease`, see `history/orphans.ts`). Use
-   * `orphanBoundMs(operationTimeoutMs)` for the bound.
+   * `orphanBoundMs(operationTimeoutMs)` for the bound. The lock collection's changes are
+   * recorded meanwhile, and an orphaned lease's violation shows its key's changes around the
+   * write of its fence.
    */
   sampleLeases(options: { boundMs: number; intervalMs?: number }): void {
     if (this.sampler) throw new Error('the lease sampler is already running');
     const collection = this.admin.db(this.dbName).collection(lockCollection);
     const sampler = new LeaseSampler(collection, options.intervalMs ?? 150);
-    this.sampler = { sampler, boundMs: options.boundMs };
+    const recorder = new LockEventRecorder(collection);
+    this.sampler = { sampler, recorder, boundMs: options.boundMs };
   }
 
   /** A worker's failed acquire calls (`ContendStats.failedCalls`), for the orphan check. */
@@ -312,19 +317,22 @@ export class FaultRun {
   /** Stops the lease sampler (if it ran) and looks for orphaned leases in what it saw. */
   private async checkSampledLeases(options: CheckerOptions): Promise<Violation[]> {
     if (!this.sampler) return [];
-    const { sampler, boundMs } = this.sampler;
+    const { sampler, recorder, boundMs } = this.sampler;
     await sampler.stop();
+    await recorder.stop();
     return findOrphanedLeases(this.history, sampler.observations, {
       boundMs,
       leaseMs: options.leaseMs,
       expiryMarginMs: options.expiryMarginMs,
       holderPids: new Map(this.workers.map((w) => [w.holderId, w.process.pid])),
       failedCalls: this.failedCalls,
+      explain: (key, fence) => recorder.around(key, fence),
     });
   }
 
   async stop(): Promise<void> {
     await this.sampler?.sampler.stop();
+    await this.sampler?.recorder.stop();
     await this.failPoint('off').catch(() => undefined);
     await Promise.all(this.workers.map((w) => w.process.stop('close')));
     await this.admin

@@ -139,6 +139,22 @@ describe('findOrphanedLeases', () => {
     expect(check(seen(1000, 4400, '8'), [{ ...call, settledAt: 400 }])).toEqual(['orphaned-lease']);
   });
 
+  it("adds what is known of an orphaned lease's key to its violation, and only to it", () => {
+    const asked: string[] = [];
+    const explain = (key: string, fence: string) => {
+      asked.push(`${key}/${fence}`);
+      return `history of ${key} at fence ${fence}`;
+    };
+    const violations = findOrphanedLeases(
+      history([section()]),
+      [...seen(0, 90), ...seen(0, 2700, '8')],
+      { ...options, explain },
+    );
+    expect(violations).toHaveLength(1);
+    expect(violations[0].detail).toMatch(/fence 8 held by h1[^\n]*\nhistory of k at fence 8$/);
+    expect(asked).toEqual(['k/8']);
+  });
+
   it('summarizes what was seen', () => {
     const summary = summarizeLeaseSampling(history([section()]), [
       ...seen(0, 300),

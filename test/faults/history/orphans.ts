@@ -28,6 +28,8 @@ export interface OrphanCheckOptions {
   holderPids?: ReadonlyMap<string, number>;
   /** Acquisition calls that failed: a lease won by one of them counts from the call's end. */
   failedCalls?: readonly FailedAcquireCall[];
+  /** What else is known of an orphaned lease (its key's history), added to its violation. */
+  explain?: (key: string, fence: string) => string;
 }
 
 /**
@@ -121,6 +123,10 @@ export function findOrphanedLeases(
           `(seen ${lease.observations} times) and no worker reported a section with that ` +
           `fence; bound ${boundMs} ms`,
     });
+    if (options.explain) {
+      const violation = violations[violations.length - 1];
+      violation.detail += `\n${options.explain(lease.key, lease.fence)}`;
+    }
   }
   return violations;
 }
