@@ -32,14 +32,29 @@ describe('LockEventRecorder', () => {
 
     const [heading, ...lines] = recorder.around('k', '2').split('\n');
     expect(heading).toBe('  changes of k around the write of fence 2:');
-    expect(lines[0]).toMatch(/^ {4}-\d+ ms insert \{"_id":"k","fence":1,"owner":"a"\}$/);
-    expect(lines[1]).toBe(
-      '    +0 ms update {"set":{"fence":2,"owner":"b","grantedTo":"h2"},"unset":[]}',
+    const time = String.raw` {4}@\d+\.\d \([-+]\d+\.\d ms\)`;
+    expect(lines[0]).toMatch(new RegExp(`^${time} insert set _id="k" fence=1 owner="a"$`));
+    expect(lines[1]).toMatch(
+      /^ {4}@\d+\.\d \(\+0\.0 ms\) update set fence=2 owner="b" grantedTo="h2"$/,
     );
-    expect(lines[2]).toMatch(
-      /^ {4}\+\d+ ms update \{"set":\{"waiting":\{\}\},"unset":\["grantedTo"\]\}$/,
+    expect(lines[2]).toMatch(new RegExp(`^${time} update unset grantedTo set waiting=\\{\\}$`));
+    expect(recorder.around('k', '9').split('\n')[0]).toBe(
+      '  changes of k (no recorded change wrote fence 9):',
     );
-    expect(recorder.around('k', '9').split('\n')[0]).toBe('  changes of k (none wrote fence 9):');
+  });
+
+  it('records what was written before stop(), and cuts long values but keeps every field', async () => {
+    const db = client.db(mongo.dbName);
+    const locks = db.collection<{ _id: string; [field: string]: unknown }>('drained');
+    const recorder = new LockEventRecorder(db.collection('drained'));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await locks.insertOne({ _id: 'k', fence: 1 });
+    await locks.updateOne({ _id: 'k' }, { $set: { waiting: 'x'.repeat(1000), fence: 2 } });
+    await recorder.stop();
+
+    const lines = recorder.around('k', '2').split('\n');
+    expect(lines).toHaveLength(3);
+    expect(lines[2]).toMatch(/ update set waiting="x{159}… fence=2$/);
   });
 });
 

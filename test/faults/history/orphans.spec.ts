@@ -151,7 +151,9 @@ describe('findOrphanedLeases', () => {
       { ...options, explain },
     );
     expect(violations).toHaveLength(1);
-    expect(violations[0].detail).toMatch(/fence 8 held by h1[^\n]*\nhistory of k at fence 8$/);
+    expect(violations[0].detail).toMatch(
+      /fence 8 held by h1[^\n]*\n {2}seen live @5\.0 to @2700\.0\nhistory of k at fence 8$/,
+    );
     expect(asked).toEqual(['k/8']);
   });
 

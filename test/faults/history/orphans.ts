@@ -124,8 +124,14 @@ export function findOrphanedLeases(
           `fence; bound ${boundMs} ms`,
     });
     if (options.explain) {
-      const violation = violations[violations.length - 1];
-      violation.detail += `\n${options.explain(lease.key, lease.fence)}`;
+      // On the shared clock, as the explanation's times are.
+      const settled =
+        accountableFrom > lease.firstSeen
+          ? `, its failed call settled @${accountableFrom.toFixed(1)}`
+          : '';
+      violations[violations.length - 1].detail +=
+        `\n  seen live @${lease.firstSeen.toFixed(1)} to @${lease.lastSeen.toFixed(1)}${settled}` +
+        `\n${options.explain(lease.key, lease.fence)}`;
     }
   }
   return violations;
