@@ -20,6 +20,7 @@ import {
 } from '../history/history';
 import { LeaseSampler } from './lease-sampler';
 import { LockEventRecorder } from './lock-event-recorder';
+import { withinMs } from './within-ms';
 
 export interface WorkerSetup {
   label: string;
@@ -345,16 +346,3 @@ export class FaultRun {
 
 /** Longest a live worker may take to answer, or to close: its grace, give-backs and client. */
 const CLOSE_LIMIT_MS = 20_000;
-
-/** `task`'s value, or undefined if it takes longer than `ms`. */
-async function withinMs<T>(task: Promise<T>, ms: number): Promise<T | undefined> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<undefined>(
-    (resolve) => (timer = setTimeout(() => resolve(undefined), ms)),
-  );
-  try {
-    return await Promise.race([task, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}

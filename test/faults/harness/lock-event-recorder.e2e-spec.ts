@@ -1,4 +1,5 @@
 import { MongoClient } from 'mongodb';
+import { eventually, sleep } from '../../lock-service/lock-test-kit';
 import { startTestMongo, type TestMongo } from '../../support/mongo';
 import { LockEventRecorder } from './lock-event-recorder';
 
@@ -22,12 +23,12 @@ describe('LockEventRecorder', () => {
     await locks.insertOne({ _id: 'other' });
     const recorder = new LockEventRecorder(db.collection('locks'));
     // Let the stream open before the first write.
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await sleep(300);
     await locks.insertOne({ _id: 'k', fence: 1, owner: 'a' });
     await locks.updateOne({ _id: 'k' }, { $set: { fence: 2, owner: 'b', grantedTo: 'h2' } });
     await locks.updateOne({ _id: 'other' }, { $set: { fence: 2 } });
     await locks.updateOne({ _id: 'k' }, { $set: { waiting: {} }, $unset: { grantedTo: '' } });
-    await waitFor(() => recorder.around('k', '2').split('\n').length === 4);
+    await eventually(() => recorder.around('k', '2').split('\n').length === 4);
     await recorder.stop();
 
     const [heading, ...lines] = recorder.around('k', '2').split('\n');
@@ -47,7 +48,7 @@ describe('LockEventRecorder', () => {
     const db = client.db(mongo.dbName);
     const locks = db.collection<{ _id: string; [field: string]: unknown }>('drained');
     const recorder = new LockEventRecorder(db.collection('drained'));
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await sleep(300);
     await locks.insertOne({ _id: 'k', fence: 1 });
     await locks.updateOne({ _id: 'k' }, { $set: { waiting: 'x'.repeat(1000), fence: 2 } });
     await recorder.stop();
@@ -56,11 +57,32 @@ describe('LockEventRecorder', () => {
     expect(lines).toHaveLength(3);
     expect(lines[2]).toMatch(/ update set waiting="x{159}… fence=2$/);
   });
-});
 
-async function waitFor(condition: () => boolean): Promise<void> {
-  for (let i = 0; i < 100 && !condition(); i++) {
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  expect(condition()).toBe(true);
-}
+  it('resumes after a stream error where it was: a change written meanwhile is kept', async () => {
+    const locks = client
+      .db(mongo.dbName)
+      .collection<{ _id: string; [field: string]: unknown }>('resumed');
+    const recorder = new LockEventRecorder(client.db(mongo.dbName).collection('resumed'));
+    try {
+      await sleep(300);
+      await locks.insertOne({ _id: 'k', fence: 1 });
+      await eventually(() => recorder.around('k', '1').includes('insert'));
+      // The recorder's is the only change stream on this server (its own, offline).
+      await client.db('admin').command({
+        configureFailPoint: 'failCommand',
+        mode: { times: 1 },
+        data: { failCommands: ['getMore'], errorCode: 2, errorLabels: [] },
+      });
+      await eventually(() => recorder.around('k', '1').includes('1 stream error(s)'));
+      // A non-resumable error (no label): the driver gives it to the recorder, which reopens
+      // its stream 100 ms later. This is written before that.
+      await locks.updateOne({ _id: 'k' }, { $set: { fence: 2 } });
+      await eventually(() => recorder.around('k', '2').includes('around the write of fence 2'));
+      expect(recorder.around('k', '2').split('\n')[0]).toBe(
+        '  changes of k around the write of fence 2, 1 stream error(s), resumed:',
+      );
+    } finally {
+      await recorder.stop();
+    }
+  }, 20_000);
+});

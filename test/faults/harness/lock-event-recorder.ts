@@ -6,6 +6,7 @@ import type {
   ResumeToken,
 } from 'mongodb';
 import { sharedClockMs } from '../../support/fault-clock';
+import { withinMs } from './within-ms';
 
 /** One change of a lock document, as received (shared clock) and in short. */
 interface RecordedChange {
@@ -54,12 +55,7 @@ export class LockEventRecorder {
    */
   async stop(): Promise<void> {
     this.stopAskedAt = sharedClockMs();
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      this.loop,
-      new Promise((resolve) => (timer = setTimeout(resolve, DRAIN_LIMIT_MS))),
-    ]);
-    clearTimeout(timer);
+    await withinMs(this.loop, DRAIN_LIMIT_MS);
     this.closed = true;
     await this.stream?.close().catch(() => undefined);
     await this.loop;
