@@ -1,3 +1,4 @@
+import * as os from 'node:os';
 import { MongoClient } from 'mongodb';
 import { eventually, sleep } from '../../lock-service/lock-test-kit';
 import { startTestMongo, type TestMongo } from '../../support/mongo';
@@ -62,16 +63,21 @@ describe('LockEventRecorder', () => {
     const locks = client
       .db(mongo.dbName)
       .collection<{ _id: string; [field: string]: unknown }>('resumed');
-    const recorder = new LockEventRecorder(client.db(mongo.dbName).collection('resumed'));
+    // The fail point is aimed at the recorder's own client by appName (the `os` adapter lets
+    // Jest's VM send it), so no other connection to a shared server can take the failure.
+    const recorderClient = await MongoClient.connect(mongo.uri, {
+      appName: 'recorder',
+      runtimeAdapters: { os },
+    });
+    const recorder = new LockEventRecorder(recorderClient.db(mongo.dbName).collection('resumed'));
     try {
       await sleep(300);
       await locks.insertOne({ _id: 'k', fence: 1 });
       await eventually(() => recorder.around('k', '1').includes('insert'));
-      // The recorder's is the only change stream on this server (its own, offline).
       await client.db('admin').command({
         configureFailPoint: 'failCommand',
         mode: { times: 1 },
-        data: { failCommands: ['getMore'], errorCode: 2, errorLabels: [] },
+        data: { failCommands: ['getMore'], errorCode: 2, errorLabels: [], appName: 'recorder' },
       });
       await eventually(() => recorder.around('k', '1').includes('1 stream error(s)'));
       // A non-resumable error (no label): the driver gives it to the recorder, which reopens
@@ -83,6 +89,7 @@ describe('LockEventRecorder', () => {
       );
     } finally {
       await recorder.stop();
+      await recorderClient.close();
     }
   }, 20_000);
 });
