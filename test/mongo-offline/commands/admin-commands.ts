@@ -14,8 +14,23 @@ const configureFailPoint: CommandHandler = (context) => {
   if (!SUPPORTED_FAIL_POINTS.has(name)) throw new CommandError(2, `Unknown fail point: ${name}`);
   const mode = context.command.mode as FailPointMode | undefined;
   if (mode === undefined) throw new CommandError(2, 'mode is required');
-  context.server.failPoints.configure(name, mode, (context.command.data as Document) ?? {});
-  return { count: 0, ok: 1 };
+  const data = (context.command.data as Document) ?? {};
+  return { count: context.server.failPoints.configure(name, mode, data), ok: 1 };
+};
+
+/** Waits until a fail point has fired `timesEntered` times since the server started. */
+const waitForFailPoint: CommandHandler = async (context) => {
+  const { command } = context;
+  const name = String(command.waitForFailPoint);
+  if (!SUPPORTED_FAIL_POINTS.has(name)) throw new CommandError(2, `Unknown fail point: ${name}`);
+  const times = Number(command.timesEntered);
+  const maxTimeMS = Number(command.maxTimeMS);
+  if (!Number.isFinite(times)) throw new CommandError(40414, 'timesEntered is required');
+  if (!(maxTimeMS > 0)) throw new CommandError(40414, 'maxTimeMS is required');
+  if (!(await context.server.failPoints.waitFor(name, times, maxTimeMS))) {
+    throw new CommandError(50, 'operation exceeded time limit');
+  }
+  return { ok: 1 };
 };
 
 /**
@@ -66,6 +81,7 @@ const killAllSessions: CommandHandler = (context) => {
 
 export const adminCommands: Record<string, CommandHandler> = {
   configurefailpoint: configureFailPoint,
+  waitforfailpoint: waitForFailPoint,
   replsetstepdown: replSetStepDown,
   replsetfreeze: replSetFreeze,
   endsessions: endSessions,

@@ -179,6 +179,42 @@ describe('offline mongo: transactions and retryable writes', () => {
     expect(Date.now() - started).toBeGreaterThanOrEqual(190);
   });
 
+  it('answers configureFailPoint with the times the fail point has fired so far', async () => {
+    const configure = async (mode: unknown, data: object = {}) =>
+      (await client().db('admin').command({ configureFailPoint: 'failCommand', mode, data }))
+        .count as number;
+    const count = () => client().db('sessions').command({ count: 'fired' });
+    const failing = { failCommands: ['count'], errorCode: 91 };
+    const before = await configure({ times: 2 }, failing);
+    await expect(count()).rejects.toMatchObject({ code: 91 });
+    await expect(count()).rejects.toMatchObject({ code: 91 });
+    await count(); // the two times are spent
+    // Counted across configurations; a command it does not aim at is not counted.
+    expect(await configure('alwaysOn', { ...failing, appName: 'someone-else' })).toBe(before + 2);
+    await count();
+    expect(await configure({ skip: 1 }, failing)).toBe(before + 2);
+    await count(); // skipped: not counted
+    await expect(count()).rejects.toMatchObject({ code: 91 });
+    expect(await configure('off')).toBe(before + 3);
+  });
+
+  it('waits in waitForFailPoint until the fail point has fired that many times', async () => {
+    const admin = client().db('admin');
+    const count = () => client().db('sessions').command({ count: 'waited' });
+    const { count: before } = await admin.command({
+      configureFailPoint: 'failCommand',
+      mode: { times: 1 },
+      data: { failCommands: ['count'], errorCode: 91 },
+    });
+    const waitFor = (maxTimeMS: number) =>
+      admin.command({ waitForFailPoint: 'failCommand', timesEntered: before + 1, maxTimeMS });
+    await expect(waitFor(100)).rejects.toMatchObject({ code: 50 });
+    const waiting = waitFor(5000);
+    await expect(count()).rejects.toMatchObject({ code: 91 });
+    await expect(waiting).resolves.toMatchObject({ ok: 1 });
+    await expect(waitFor(100)).resolves.toMatchObject({ ok: 1 }); // already reached
+  });
+
   it('adds a writeConcernError to a write that still applies', async () => {
     await client()
       .db('admin')
