@@ -174,8 +174,30 @@ export class FaultRun {
     return pause.to;
   }
 
-  async failPoint(mode: Document | 'alwaysOn' | 'off', data: Document = {}): Promise<void> {
-    await this.admin.db('admin').command({ configureFailPoint: 'failCommand', mode, data });
+  /**
+   * Configures `failCommand` and returns how many times it has fired since the server started
+   * (the server's `count`): the difference between two calls is what the first configuration did.
+   */
+  async failPoint(mode: Document | 'alwaysOn' | 'off', data: Document = {}): Promise<number> {
+    const reply = await this.admin
+      .db('admin')
+      .command({ configureFailPoint: 'failCommand', mode, data });
+    return Number(reply.count);
+  }
+
+  /** Whether `failCommand` has fired `times` times since the server started, waiting up to `ms`. */
+  async failPointFired(times: number, ms: number): Promise<boolean> {
+    const wait = { waitForFailPoint: 'failCommand', timesEntered: times, maxTimeMS: ms };
+    return this.admin
+      .db('admin')
+      .command(wait)
+      .then(
+        () => true,
+        (error: unknown) => {
+          if ((error as { code?: unknown }).code === 50) return false;
+          throw error;
+        },
+      );
   }
 
   /** The fenced resource as the workers wrote it. */

@@ -6,6 +6,8 @@ import { Expectations, sleep, type Scenario } from './scenario';
 const ttlMs = 1000;
 /** Client-side timeout of the "reply lost after the write" worker (see `replyLostAfterWrite`). */
 const socketTimeoutMs = 1500;
+/** How long a single fault of the storm may wait for its target's next command. */
+const firesWithinMs = 3000;
 /** Generous bound for a wake-up after a release: well under the 5 s safety poll. */
 const wakeUpBoundMs = 4000;
 
@@ -48,7 +50,7 @@ export const connectionFaults: Scenario = {
         { label: 'faultB', uriOptions: `socketTimeoutMS=${socketTimeoutMs}` },
       ]);
       const storm = await faultStorm(run, a, b, expect);
-      notes.push(`${storm.injected} single faults`);
+      notes.push(`single faults fired/armed: ${storm}`);
       notes.push(await renewFailing(run, a, b, expect));
       for (const resumable of [true, false]) {
         notes.push(await getMoreFailing(run, a, b, resumable, expect));
@@ -68,7 +70,7 @@ async function faultStorm(
   a: StartedWorker,
   b: StartedWorker,
   expect: Expectations,
-): Promise<{ injected: number }> {
+): Promise<string> {
   const stopAt = sharedClockMs() + 8000;
   const contention = [a, b].map((w) =>
     w.process.call('contend', {
@@ -82,14 +84,17 @@ async function faultStorm(
       maxSections: 1000,
     }),
   );
-  let injected = 0;
   const kinds = Object.keys(faults);
-  while (sharedClockMs() < stopAt - 500) {
+  const fired = new Map<string, number>(kinds.map((kind) => [kind, 0]));
+  const armed = new Map<string, number>(kinds.map((kind) => [kind, 0]));
+  for (let injected = 0; sharedClockMs() < stopAt - 1500; injected++) {
     const kind = kinds[injected % kinds.length];
     // Only B has the short socket timeout that turns a held command into a lost reply.
     const target = kind === 'replyLostAfterWrite' || injected % 2 === 1 ? b : a;
-    await run.failPoint({ times: 1 }, faults[kind](target.label));
-    injected++;
+    const before = await run.failPoint({ times: 1 }, faults[kind](target.label));
+    armed.set(kind, armed.get(kind)! + 1);
+    // Armed until the target's next findAndModify takes it, then given time to play out.
+    if (await run.failPointFired(before + 1, firesWithinMs)) fired.set(kind, fired.get(kind)! + 1);
     await sleep(kind === 'replyLostAfterWrite' ? socketTimeoutMs + 1500 : 300);
   }
   await run.failPoint('off');
@@ -97,7 +102,15 @@ async function faultStorm(
   for (const s of stats) {
     expect.that(s.errors.length === 0, 'storm', `worker errors: ${s.errors.join('; ')}`);
   }
-  return { injected };
+  for (const kind of kinds) {
+    const missed = armed.get(kind)! - fired.get(kind)!;
+    expect.that(
+      missed === 0,
+      'storm',
+      `${missed} ${kind} fault(s) found no command in ${firesWithinMs} ms`,
+    );
+  }
+  return kinds.map((kind) => `${kind} ${fired.get(kind)}/${armed.get(kind)}`).join(', ');
 }
 
 /** A's renewals fail for good: A must hear of the loss; B takes over after the lease. */
@@ -136,8 +149,9 @@ async function getMoreFailing(
   await run.hold(a, { key, ttlMs: 60_000, timeoutMs: 5000, renew: false });
   const waiting = run.hold(b, { key, ttlMs: 5000, timeoutMs: 20_000, renew: false });
   await sleep(300);
-  await run.failPoint(
-    { times: resumable ? 3 : 1 },
+  const times = resumable ? 3 : 1;
+  const before = await run.failPoint(
+    { times },
     resumable
       ? {
           failCommands: ['getMore'],
@@ -149,6 +163,8 @@ async function getMoreFailing(
   );
   // Let the failing getMores happen (each waits up to maxAwaitTimeMS for events first).
   await sleep(2500);
+  const fired = (await run.failPoint('off')) - before;
+  expect.that(fired === times, key, `${fired} of ${times} getMore faults fired before the release`);
   const releasedAt = sharedClockMs();
   await a.process.call('release', { key });
   const woke = await waiting.catch((error: unknown) => ({ start: Number.NaN, error }));
@@ -159,6 +175,5 @@ async function getMoreFailing(
     `B woke ${Math.round(latency)} ms after the release (lost wake-up?)`,
   );
   if (Number.isFinite(woke.start)) await b.process.call('release', { key });
-  await run.failPoint('off');
   return `getMore ${resumable ? 'resumable' : 'non-resumable'} error: woke in ${Math.round(latency)} ms`;
 }
