@@ -160,8 +160,9 @@ export class ChangeStreamCursor implements ServerCursor {
         this.storage.oplog.on('entry', done);
         this.wake = done;
       });
-      // Let the writing command finish its synchronous batch before reading the oplog.
-      await new Promise<void>((resolve) => setImmediate(resolve));
+      // Read at once, as mongod wakes an awaiting getMore when the entry becomes visible: this
+      // runs after the writer's synchronous code (its whole batch: storage writes are
+      // synchronous), never behind the I/O of other connections.
       this.collect(1);
     }
   }
