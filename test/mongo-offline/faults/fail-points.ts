@@ -11,7 +11,7 @@ interface ActiveFailPoint {
   skipLeft: number;
 }
 
-/** The fail points the offline server implements: `failCommand` and `onPrimaryTransactionalWrite`. */
+/** The offline server's fail points (`failCommand` and the others `configureFailPoint` accepts). */
 export class FailPoints {
   private readonly active = new Map<string, ActiveFailPoint>();
   /** Times each fail point has fired since the server started, across configurations. */
@@ -77,7 +77,9 @@ export class FailPoints {
         resolve(reached);
       };
       const waiter = { name, times, wake: () => settle(true) };
-      const timer = setTimeout(() => settle(false), ms);
+      // Node runs a longer timeout at once; a waiting command must not keep the process alive.
+      const timer = setTimeout(() => settle(false), Math.min(ms, 2 ** 31 - 1));
+      timer.unref();
       this.waiters.add(waiter);
     });
   }
