@@ -199,7 +199,7 @@ describeWithFailPoints('LockService under faults', () => {
       // library's next attempt comes 500-1000 ms later, after the first write landed.
       const client = await appClient('lost-reply', { socketTimeoutMS: 300, retryWrites: false });
       const locks = await kit.service({ client, pollIntervalMs: 1_000, maxPollIntervalMs: 1_000 });
-      await failPoint({ times: 1 }, blockFindAndModify('lost-reply', 600));
+      const before = await failPoint({ times: 1 }, blockFindAndModify('lost-reply', 600));
 
       const acquired = await settleWithin(
         locks.acquire('unknown:retry', { ttlMs: 10_000, timeoutMs: 2_500 }),
@@ -214,6 +214,7 @@ describeWithFailPoints('LockService under faults', () => {
       expect(doc?.holder).toBe(locks.holderId);
       await handle.release();
       expect(await rawLock('unknown:retry')).toMatchObject({ owner: null });
+      expect(await failPoint('off')).toBe(before + 1); // the first attempt's reply was held back
     });
 
     it('a release that met a write concern error after the write, retried, resolves', async () => {
@@ -378,7 +379,7 @@ describeWithFailPoints('LockService under faults', () => {
       expect(failing.error).toBeInstanceOf(LockStoreUnavailableError);
 
       // A few resets, then the key is free: the waiter gets it.
-      await failPoint(
+      const resetsBefore = await failPoint(
         { times: 3 },
         { failCommands: ['findAndModify'], appName: 'resets-b', closeConnection: true },
       );
@@ -389,6 +390,7 @@ describeWithFailPoints('LockService under faults', () => {
       if (result.status === 'rejected') expect(result.error).toBeInstanceOf(MongoLockError);
       else expect(result.status).toBe('resolved');
       await result.value?.release();
+      expect(await failPoint('off')).toBe(resetsBefore + 3); // all three resets happened
     });
   });
 
@@ -583,7 +585,7 @@ describeWithFailPoints('LockService under faults', () => {
         await eventually(() => b.diagnostics.streamEstablished, 3_000);
         // The next getMore runs 500 ms late: by then the next holder has the key, and the
         // document looked up for the release is already theirs.
-        await failPoint(
+        const before = await failPoint(
           { times: 1 },
           {
             failCommands: ['getMore'],
@@ -609,6 +611,7 @@ describeWithFailPoints('LockService under faults', () => {
         expect([a.holderId, null]).toContain(released[0].holderId);
         expect(released[0].fence).toBe(first.fence);
         await next.release();
+        expect(await failPoint('off')).toBe(before + 1); // the getMore was late
       } finally {
         subscription.unsubscribe();
       }

@@ -53,7 +53,7 @@ describeWithFailPoints(
       const reader = settleWithin(b.acquire('mid:k', { mode: 'shared', timeoutMs: 3_000 }), 4_000);
       await eventually(() => b.diagnostics.waiters === 2);
       // r2's release wakes the writer; its attempt (both round trips) is held on the server.
-      await failPoint({ times: 2 }, slowAttempts('slow-head', 500));
+      const before = await failPoint({ times: 2 }, slowAttempts('slow-head', 500));
       await r2.release();
       await sleep(200);
       const leftAt = performance.now();
@@ -67,6 +67,7 @@ describeWithFailPoints(
       expect(got.status).toBe('resolved');
       // The writer's held attempt ends ~800 ms after the abort; the reader then gets in.
       expect(waited).toBeLessThan(800 + 700);
+      expect(await failPoint('off')).toBe(before + 2);
     });
 
     // WAS A DEFECT, fixed (unknown-outcome handling, lib/store/acquire-attempt.ts attemptPlain
@@ -134,7 +135,7 @@ describeWithFailPoints(
       const reader = await a.acquire('wd:k', { mode: 'shared', ttlMs: 20_000 });
       const client = await appClient('slow-attempt');
       const w = await kit.service({ client, operationTimeoutMs: 400 });
-      await failPoint({ times: 2 }, slowAttempts('slow-attempt', 700));
+      const before = await failPoint({ times: 2 }, slowAttempts('slow-attempt', 700));
       const failed = await w.acquire('wd:k', { timeoutMs: 300 }).catch((e: unknown) => e);
       expect(failed).toBeInstanceOf(Error);
       // The held attempt lands ~1 s after the call ended (and withdrew).
@@ -149,6 +150,7 @@ describeWithFailPoints(
       expect(leaked).toEqual([]);
       expect(other).not.toBeNull();
       expect(writer).not.toBeNull();
+      expect(await failPoint('off')).toBe(before + 2);
     });
   },
 );
@@ -250,7 +252,7 @@ describeWithFailPoints('modes, adversarial 2: holds', () => {
     const client = await appClient('lost-win');
     const w = await kit.service({ client });
     const other = await kit.service();
-    await failPoint({ times: 1 }, writeConcernTimeout('lost-win'));
+    const before = await failPoint({ times: 1 }, writeConcernTimeout('lost-win'));
     const got = await settleWithin(w.acquire('lw:k', { timeoutMs: 3_000 }), 4_000);
     expect(got.status).toBe('resolved');
     const handle = got.value as LockHandle;
@@ -263,6 +265,7 @@ describeWithFailPoints('modes, adversarial 2: holds', () => {
     expect(reader).not.toBeNull();
     expect(reader!.fence).toBeGreaterThan(handle.fence);
     await reader!.release();
+    expect(await failPoint('off')).toBe(before + 1); // the win's reply was lost
   });
 
   it('the plain path never grants past a live reservation; an expired one does not block', async () => {

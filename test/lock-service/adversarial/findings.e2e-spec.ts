@@ -1,5 +1,5 @@
-// Adversarial review: each test reproduces one broken promise of the library (see the
-// review report). They are expected to FAIL on the code as reviewed.
+// Adversarial review: each test reproduces one promise of the library that the review found
+// broken (fixed since); each now passes, and proves that its fault fired.
 import { LockNotAcquiredError, LockStoreUnavailableError } from '../../../lib/errors';
 import { eventually, LockTestKit, sleep } from '../lock-test-kit';
 import {
@@ -21,7 +21,7 @@ describeWithFailPoints('adversarial review: broken promises', () => {
       const client = await appClient('slow-multi');
       const locks = await kit.service({ client, operationTimeoutMs: 500 });
       // Every lock write takes 350 ms on the server: slow, but each one answers in time.
-      await failPoint('alwaysOn', {
+      const before = await failPoint('alwaysOn', {
         failCommands: ['findAndModify'],
         appName: 'slow-multi',
         blockConnection: true,
@@ -31,10 +31,11 @@ describeWithFailPoints('adversarial review: broken promises', () => {
         locks.acquire(['slow:a', 'slow:b', 'slow:c'], { timeoutMs: 100, ttlMs: 10_000 }),
         5_000,
       );
-      await failPoint('off');
+      const slowWrites = (await failPoint('off')) - before;
       if (acquiring.status === 'resolved') await acquiring.value!.release();
       // timeoutMs + operationTimeoutMs, plus scheduling slack.
       expect(acquiring.ms).toBeLessThan(100 + 500 + 250);
+      expect(slowWrites).toBeGreaterThan(0);
     });
 
     it("a waiting caller's small command and full attempt are bounded one by one: a held key on a slow server is reported held, not unavailable", async () => {
@@ -43,7 +44,7 @@ describeWithFailPoints('adversarial review: broken promises', () => {
       const client = await appClient('slow-line');
       const locks = await kit.service({ client, operationTimeoutMs: 1_500 });
       // Each lock write of this caller takes 900 ms: within the bound, but two would not be.
-      await failPoint('alwaysOn', {
+      const before = await failPoint('alwaysOn', {
         failCommands: ['findAndModify'],
         appName: 'slow-line',
         blockConnection: true,
@@ -53,26 +54,28 @@ describeWithFailPoints('adversarial review: broken promises', () => {
         locks.acquire('slow:line', { timeoutMs: 500, ttlMs: 10_000 }),
         5_000,
       );
-      await failPoint('off');
+      const slowWrites = (await failPoint('off')) - before;
       await held.release();
       // The small command answered in time that the key is held, after the call's timeout.
       expect(acquiring.error).toBeInstanceOf(LockNotAcquiredError);
       expect((acquiring.error as LockNotAcquiredError).holderId).toBe(holder.holderId);
+      expect(slowWrites).toBeGreaterThan(0);
     });
 
     it('a multi-key tryAcquire against a slow server settles within operationTimeoutMs', async () => {
       const client = await appClient('slow-try');
       const locks = await kit.service({ client, operationTimeoutMs: 500 });
-      await failPoint('alwaysOn', {
+      const before = await failPoint('alwaysOn', {
         failCommands: ['findAndModify'],
         appName: 'slow-try',
         blockConnection: true,
         blockTimeMS: 350,
       });
       const trying = await settleWithin(locks.tryAcquire(['try:a', 'try:b', 'try:c']), 5_000);
-      await failPoint('off');
+      const slowWrites = (await failPoint('off')) - before;
       if (trying.status === 'resolved') await trying.value?.release();
       expect(trying.ms).toBeLessThan(0 + 500 + 250);
+      expect(slowWrites).toBeGreaterThan(0);
     });
   });
 
@@ -81,7 +84,7 @@ describeWithFailPoints('adversarial review: broken promises', () => {
       const client = await appClient('release-race');
       const locks = await kit.service({ client });
       const handle = await locks.acquire('race:k', { ttlMs: 10_000 });
-      await failPoint(
+      const before = await failPoint(
         { times: 1 },
         {
           failCommands: ['findAndModify'],
@@ -97,6 +100,7 @@ describeWithFailPoints('adversarial review: broken promises', () => {
       expect(await rawLock('race:k')).toMatchObject({ owner: null });
       expect(released.error).toBeUndefined();
       expect(released.status).toBe('resolved');
+      expect(await failPoint('off')).toBe(before + 1); // the release was held up
     });
   });
 
@@ -176,7 +180,7 @@ describeWithFailPoints('adversarial review: waiting and shutdown', () => {
     const waiting = settleWithin(b.acquire('widen:k', { timeoutMs: 5_000 }), 6_000);
     await eventually(() => b.diagnostics.streamsOpened >= 3 && !b.diagnostics.streamOpen, 3_000);
     // The next reopen answers its aggregate, and its first getMore is slow (800 ms).
-    await failPoint(
+    const slowBefore = await failPoint(
       { times: 1 },
       { failCommands: ['getMore'], appName: 'widen-b', blockConnection: true, blockTimeMS: 800 },
     );
@@ -192,6 +196,7 @@ describeWithFailPoints('adversarial review: waiting and shutdown', () => {
       if (result.status === 'resolved') await result.value!.release();
       expect(result.error).toBeUndefined();
       expect(result.status).toBe('resolved');
+      expect(await failPoint('off')).toBe(slowBefore + 1); // that getMore was slow
     } finally {
       subscription.unsubscribe();
     }

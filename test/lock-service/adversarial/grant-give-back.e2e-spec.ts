@@ -15,7 +15,12 @@ describeWithFailPoints(
     const { failPoint, appClient, rawLock } = faultTools(kit);
 
     /** B waits alone for `key`, held by A; A releases; B is handed the grant on the event. */
-    async function handedOut(key: string, appName: string, failPointData: Record<string, unknown>) {
+    async function handedOut(
+      key: string,
+      appName: string,
+      failPointData: Record<string, unknown>,
+      times = 1,
+    ) {
       const a = await kit.service();
       const client = await appClient(appName);
       const b = await kit.service({ client });
@@ -25,11 +30,14 @@ describeWithFailPoints(
       await eventually(() => b.diagnostics.waiters === 1 && b.diagnostics.streamEstablished, 5_000);
       await eventually(async () => Object.keys((await rawLock(key))?.waiting ?? {}).length === 1);
       await sleep(100);
-      // B's next lock write is its confirming renewal.
-      await failPoint({ times: 1 }, { failCommands: ['findAndModify'], appName, ...failPointData });
+      // B's next lock write is its confirming renewal (the next `times` ones: its retries too).
+      const firedBefore = await failPoint(
+        { times },
+        { failCommands: ['findAndModify'], appName, ...failPointData },
+      );
       await held.release();
       const bHandle = await bWaits;
-      return { b, c, bHandle };
+      return { b, c, bHandle, firedBefore };
     }
 
     /** Another process takes `key` at once (not after the 5 s grant lease), and releases it. */
@@ -41,7 +49,7 @@ describeWithFailPoints(
     }
 
     it('releaseAllHeld() right after the hand-out frees the key (it does not grant it back to our own stale place)', async () => {
-      const { b, c, bHandle } = await handedOut('revoke:k', 'revoke-b', {
+      const { b, c, bHandle, firedBefore } = await handedOut('revoke:k', 'revoke-b', {
         blockConnection: true,
         blockTimeMS: 1_000,
       });
@@ -52,17 +60,18 @@ describeWithFailPoints(
       // Nobody in B waits any more: the key must be free, not granted back to B's place.
       expect(doc).toMatchObject({ owner: null, grantedTo: null });
       await takenAtOnce(c, 'revoke:k');
+      expect(await failPoint('off')).toBe(firedBefore + 1); // the renewal was held up
     });
 
     it('a confirming renewal that failed (not applied), then release(): the key is freed, not granted back to our own stale place', async () => {
-      const { c, bHandle } = await handedOut('renewfail:k', 'renewfail-b', {
-        // Fails the renewal and the driver's retry of it: not applied, store unavailable.
-        closeConnection: true,
-      });
-      // The fail point fires once; make the retry fail too.
-      await failPoint(
-        { times: 1 },
-        { failCommands: ['findAndModify'], appName: 'renewfail-b', closeConnection: true },
+      // Fails the renewal and the driver's retry of it: not applied, store unavailable. One fail
+      // point for both: the renewal is sent after the hand-out, so a second one armed then
+      // replaced the first before it fired.
+      const { c, bHandle, firedBefore } = await handedOut(
+        'renewfail:k',
+        'renewfail-b',
+        { closeConnection: true },
+        2,
       );
       await sleep(50);
       // The renewal is retried in 250 ms; the caller is done before that and releases.
@@ -71,6 +80,7 @@ describeWithFailPoints(
       expect(released.status).toBe('resolved');
       expect(doc).toMatchObject({ owner: null, grantedTo: null });
       await takenAtOnce(c, 'renewfail:k');
+      expect(await failPoint('off')).toBe(firedBefore + 2);
     });
 
     it('a multi-key call that fails after its first key was handed out and its confirmation failed: that key is freed, not granted back to our own stale place', async () => {
@@ -91,7 +101,7 @@ describeWithFailPoints(
       );
       await sleep(100);
       // B's next lock write confirms 'abandon:a': it and the driver's retry fail unapplied.
-      await failPoint(
+      const before = await failPoint(
         { times: 2 },
         { failCommands: ['findAndModify'], appName, closeConnection: true },
       );
@@ -103,6 +113,7 @@ describeWithFailPoints(
       expect(doc).toMatchObject({ owner: null, grantedTo: null });
       await takenAtOnce(c, 'abandon:a');
       await second.release();
+      expect(await failPoint('off')).toBe(before + 2);
     });
   },
 );

@@ -511,11 +511,12 @@ describeWithFailPoints('adversarial review: direct grant and local transfer', ()
       const next = p.acquire(key, { ttlMs: 80_000, timeoutMs: 15_000 });
       await eventually(async () => (await reservations(key)).length === 1);
       await sleep(200);
-      await failPoint({ times: 1 }, writeConcernTimeout('transfer-wce'));
+      const before = await failPoint({ times: 1 }, writeConcernTimeout('transfer-wce'));
       const released = await settleWithin(first.release(), 10_000);
       const successor = await settleWithin(next, 10_000);
-      await failPoint('off');
+      const failedReplies = (await failPoint('off')) - before;
 
+      expect(failedReplies).toBe(1);
       expect(released.status).not.toBe('pending');
       expect(successor.status).toBe('resolved');
       expect(successor.ms).toBeLessThan(3_000);
@@ -545,11 +546,12 @@ describeWithFailPoints('adversarial review: direct grant and local transfer', ()
       const granteeWaits = grantee.acquire(key, { ttlMs: 30_000, timeoutMs: 20_000 });
       await eventually(async () => (await reservations(key)).length === 1);
       await sleep(100);
-      await failPoint('alwaysOn', writeConcernTimeout('handout-wce'));
+      const before = await failPoint('alwaysOn', writeConcernTimeout('handout-wce'));
       await held.release();
       const handle = await granteeWaits;
       await sleep(800); // renewals sent and failed meanwhile
-      await failPoint('off');
+      const failedRenewals = (await failPoint('off')) - before;
+      expect(failedRenewals).toBeGreaterThan(1);
       await eventually(async () => (await rawLockOf(kit, key))?.grantedTo === null, 3_000);
       expect(handle.lost).toBe(false);
       const doc = await rawLockOf(kit, key);
@@ -573,15 +575,16 @@ describeWithFailPoints('adversarial review: direct grant and local transfer', ()
       await eventually(async () => (await reservations(key)).length === 1);
       await sleep(100);
       // The first renewal is applied, its reply fails; no later one reaches the server.
-      await failPoint({ times: 1 }, writeConcernTimeout('short-confirm'));
+      const before = await failPoint({ times: 1 }, writeConcernTimeout('short-confirm'));
       await held.release();
       const handle = await granteeWaits;
       await eventually(async () => (await rawLockOf(kit, key))?.grantedTo === null, 2_000);
-      await failPoint('alwaysOn', {
+      const cutOffBefore = await failPoint('alwaysOn', {
         failCommands: ['findAndModify'],
         appName: 'short-confirm',
         closeConnection: true,
       });
+      expect(cutOffBefore).toBe(before + 1); // the first renewal's reply failed
       let lostAt: number | undefined;
       handle.signal.addEventListener('abort', () => (lostAt = performance.now()));
       let taken: Awaited<ReturnType<typeof other.tryAcquire>> = null;
@@ -590,7 +593,7 @@ describeWithFailPoints('adversarial review: direct grant and local transfer', ()
         if (!taken) await sleep(20);
       }
       const takenAt = performance.now();
-      await failPoint('off');
+      expect(await failPoint('off')).toBeGreaterThan(cutOffBefore); // later renewals were cut off
       expect(lostAt).toBeDefined();
       expect(lostAt!).toBeLessThanOrEqual(takenAt);
       await taken.release();

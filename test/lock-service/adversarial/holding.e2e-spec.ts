@@ -1,5 +1,5 @@
-// Adversarial review, part 2: holding and releasing. Each test reproduces one broken promise
-// (see the review report) and is expected to FAIL on the code as reviewed.
+// Adversarial review, part 2: holding and releasing. Each test reproduces one promise that the
+// review found broken (fixed since) and now passes.
 import { LockLostError, LockStoreUnavailableError } from '../../../lib/errors';
 import { eventually, LockTestKit, sleep } from '../lock-test-kit';
 import { ReplyDelayProxy } from '../../support/reply-delay-proxy';

@@ -50,8 +50,15 @@ export function faultTools(kit: LockTestKit) {
     await admin?.close();
   });
 
-  async function failPoint(mode: FailPointMode, data: Document = {}): Promise<void> {
-    await admin!.db('admin').command({ configureFailPoint: 'failCommand', mode, data });
+  /**
+   * Configures `failCommand` and returns how many times it has fired so far (the server's
+   * `count`, never reset): compared with a later call's, it shows whether the fault fired.
+   */
+  async function failPoint(mode: FailPointMode, data: Document = {}): Promise<number> {
+    const reply = await admin!
+      .db('admin')
+      .command({ configureFailPoint: 'failCommand', mode, data });
+    return Number(reply.count);
   }
 
   async function appClient(appName: string, options: MongoClientOptions = {}) {

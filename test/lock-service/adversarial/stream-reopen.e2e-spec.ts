@@ -19,7 +19,7 @@ describeWithFailPoints('a change stream whose getMore keeps failing', () => {
       client: await appClient(appName),
       safetyPollIntervalMs: 60_000,
     });
-    await failPoint('alwaysOn', {
+    const before = await failPoint('alwaysOn', {
       failCommands: ['getMore'],
       appName,
       errorCode: 2,
@@ -36,10 +36,11 @@ describeWithFailPoints('a change stream whose getMore keeps failing', () => {
     const opened = locks.diagnostics.streamsOpened;
     churning = false;
     await churn;
-    await failPoint('off');
+    const failedReads = (await failPoint('off')) - before;
     await held.release();
     await (await waiting)?.release();
     // Opened at 0, 50, 250, 750 and 1750 ms (and up to 1 s more each, behind failing reads).
     expect(opened).toBeLessThanOrEqual(6);
+    expect(failedReads).toBeGreaterThanOrEqual(3); // it did fail, again and again
   });
 });

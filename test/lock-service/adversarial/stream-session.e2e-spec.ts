@@ -105,7 +105,7 @@ describeWithFailPoints('a change stream closed with a command on its way', () =>
     const appName = 'open-close';
     const locks = await kit.service({ client: await appClient(appName), streamIdleMs: 0 });
     // The stream's aggregate is answered 500 ms late: the waiter leaves meanwhile.
-    await failPoint(
+    const firedBefore = await failPoint(
       { times: 1 },
       { failCommands: ['aggregate'], appName, blockConnection: true, blockTimeMS: 500 },
     );
@@ -119,5 +119,6 @@ describeWithFailPoints('a change stream closed with a command on its way', () =>
     await sleep(1_000);
     await eventually(async () => (await cursorsOpen()) === before, 3_000);
     await held.release();
+    expect(await failPoint('off')).toBe(firedBefore + 1); // the aggregate was answered late
   });
 });
