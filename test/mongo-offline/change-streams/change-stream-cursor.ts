@@ -9,6 +9,7 @@ import { MINGO_OPTIONS } from '../engine/mingo-options';
 import type { OplogEntry } from '../engine/oplog';
 import type { Storage } from '../engine/storage';
 import { type StreamScope, eventsForEntry } from './change-events';
+import { compileEventFilter } from './event-filter';
 import { type ResumePoint, highWaterMark, isAfter } from './resume-token';
 
 export interface ChangeStreamSettings {
@@ -69,7 +70,9 @@ function hasStatefulRegExp(value: unknown): boolean {
  * The user stages of one cursor. mingo's `$match` compiles its Query every time the pipeline
  * runs, i.e. for every event on every cursor; here it is compiled once, at the cursor's first
  * event (so that a bad filter still fails when the first event arrives, as before) and then
- * reused: a compiled Query keeps no state between documents. A `$match` with a `g` or `y`
+ * reused: a compiled Query keeps no state between documents. Filters that watch for kinds of
+ * change are decided in plain JavaScript where they can be (event-filter.ts), by the Query
+ * where they cannot. A `$match` with a `g` or `y`
  * regular expression (stateful `lastIndex`) is still compiled per event. Other stages run
  * through mingo as they did, one Aggregator per stage built once.
  */
@@ -78,11 +81,12 @@ function prepareUserStages(stages: Document[]): UserStage[] {
     const keys = Object.keys(stage ?? {});
     if (keys.length === 1 && keys[0] === '$match' && !hasStatefulRegExp(stage.$match)) {
       const condition = stage.$match as Document;
+      const fast = compileEventFilter(condition);
       let query: Query | undefined;
       return (events) => {
         query ??= new Query(condition, MINGO_OPTIONS);
         const compiled = query;
-        return events.filter((event) => compiled.test(event));
+        return events.filter((event) => fast?.(event) ?? compiled.test(event));
       };
     }
     const aggregator = new Aggregator([stage], MINGO_OPTIONS);
