@@ -14,7 +14,6 @@ import {
   RESERVATION_TTL_MS,
   entrySlot,
   isEntryMode,
-  isNullExpr,
 } from './lock-modes';
 import type { LockModeRequest, ReservationUse } from './lock-modes';
 import { isDuplicateKeyError } from './mongo-error-codes';
@@ -223,10 +222,7 @@ async function attemptOnce(
 
 /** No live holder entry and no live reservation: the key is a plain exclusive lock now. */
 const PLAIN_KEY = {
-  $and: [
-    { $or: [isNullExpr('$holders'), { $eq: [{ $size: LIVE_HOLDERS }, 0] }] },
-    { $or: [isNullExpr('$waiting'), { $eq: [{ $size: LIVE_RESERVATIONS }, 0] }] },
-  ],
+  $and: [{ $eq: [{ $size: LIVE_HOLDERS }, 0] }, { $eq: [{ $size: LIVE_RESERVATIONS }, 0] }],
 };
 
 /** The plain key is free: nobody holds it, or the lease ended by the server clock. */
