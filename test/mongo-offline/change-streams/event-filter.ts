@@ -27,7 +27,7 @@ export function compileEventFilter(filter: unknown): EventTest | undefined {
     if (!test) return undefined;
     tests.push(test);
   }
-  return tests.length === 1 ? tests[0] : allOf(tests);
+  return tests.length === 1 ? tests[0] : combine(tests, false);
 }
 
 function compileLogical(operator: '$or' | '$and', branches: unknown): EventTest | undefined {
@@ -38,32 +38,22 @@ function compileLogical(operator: '$or' | '$and', branches: unknown): EventTest 
     if (!test) return undefined;
     tests.push(test);
   }
-  return operator === '$or' ? anyOf(tests) : allOf(tests);
+  return combine(tests, operator === '$or');
 }
 
-/** True if any test is; else undecided if any test is; else false. */
-function anyOf(tests: EventTest[]): EventTest {
+/**
+ * `decisive` if any test answers it ($or: true, $and: false); else undecided if any test is;
+ * else the other answer.
+ */
+function combine(tests: EventTest[], decisive: boolean): EventTest {
   return (event) => {
     let undecided = false;
     for (const test of tests) {
       const result = test(event);
-      if (result === true) return true;
+      if (result === decisive) return decisive;
       if (result === undefined) undecided = true;
     }
-    return undecided ? undefined : false;
-  };
-}
-
-/** False if any test is; else undecided if any test is; else true. */
-function allOf(tests: EventTest[]): EventTest {
-  return (event) => {
-    let undecided = false;
-    for (const test of tests) {
-      const result = test(event);
-      if (result === false) return false;
-      if (result === undefined) undecided = true;
-    }
-    return undecided ? undefined : true;
+    return undecided ? undefined : !decisive;
   };
 }
 
