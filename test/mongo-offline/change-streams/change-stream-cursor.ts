@@ -50,6 +50,9 @@ function storedImage(
   return null;
 }
 
+/** How many events a change stream's `$match` left to mingo's Query (for tests). */
+export const filterStats = { byQuery: 0 };
+
 /** One user stage after `$changeStream`, prepared once per cursor and run on every event. */
 type UserStage = (events: Document[]) => Document[];
 
@@ -86,7 +89,12 @@ function prepareUserStages(stages: Document[]): UserStage[] {
       return (events) => {
         query ??= new Query(condition, MINGO_OPTIONS);
         const compiled = query;
-        return events.filter((event) => fast?.(event) ?? compiled.test(event));
+        return events.filter((event) => {
+          const decided = fast?.(event);
+          if (decided !== undefined) return decided;
+          filterStats.byQuery += 1;
+          return compiled.test(event);
+        });
       };
     }
     const aggregator = new Aggregator([stage], MINGO_OPTIONS);

@@ -1,3 +1,5 @@
+import { lockReleasePipeline } from '../../../lib/store/lock-change-stream';
+import { filterStats } from '../change-streams/change-stream-cursor';
 import { openStream, useOfflineMongo } from './with-offline-mongo';
 
 describe('offline mongo: change streams', () => {
@@ -161,6 +163,29 @@ describe('offline mongo: change streams', () => {
     expect(event.fullDocument).toEqual({ keep: true });
     expect(Object.keys(event).sort()).toEqual(['_id', 'fullDocument', 'operationType']);
     await stream.close();
+  });
+
+  it("decides the lock library's filter without mingo, and a path through an array with it", async () => {
+    const locks = db().collection<any>('filter-locks');
+    await locks.insertOne({ _id: 'k', owner: 'a' });
+    const stream = locks.watch<any, any>(lockReleasePipeline('g1'));
+    const { next: first } = await openStream(client(), stream);
+    const before = filterStats.byQuery;
+    await locks.updateOne({ _id: 'k' }, { $set: { owner: 'b' } }); // filtered out
+    await locks.updateOne({ _id: 'k' }, { $set: { owner: null } });
+    await locks.updateOne({ _id: 'k' }, { $set: { grantee: 'g1' } });
+    expect((await first).updateDescription.updatedFields).toEqual({ owner: null });
+    expect((await stream.next()).updateDescription.updatedFields).toEqual({ grantee: 'g1' });
+    expect(filterStats.byQuery).toBe(before);
+    await stream.close();
+
+    const items = db().collection<any>('filter-arrays');
+    const arrays = items.watch<any, any>([{ $match: { 'fullDocument.tags.name': 'x' } }]);
+    const { next: tagged } = await openStream(client(), arrays);
+    await items.insertMany([{ tags: [{ name: 'y' }] }, { tags: [{ name: 'x' }] }]);
+    expect((await tagged).fullDocument.tags).toEqual([{ name: 'x' }]);
+    expect(filterStats.byQuery).toBe(before + 2);
+    await arrays.close();
   });
 
   it('fails with ChangeStreamFatalError when the pipeline removes _id', async () => {
