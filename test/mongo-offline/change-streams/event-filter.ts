@@ -1,4 +1,7 @@
 import type { Document } from 'bson';
+import * as mingoUtil from 'mingo/util';
+
+const { typeOf } = mingoUtil;
 
 /**
  * A change stream's `$match` as plain JavaScript, for the filters that watch for kinds of
@@ -111,10 +114,9 @@ function isScalarLiteral(value: unknown): value is string | boolean {
   return typeof value === 'string' || typeof value === 'boolean';
 }
 
+/** mingo's test, as the rest of the engine uses it: an object of no class but Object's. */
 function isPlainObject(value: unknown): value is Document {
-  if (value === null || typeof value !== 'object') return false;
-  const prototype: unknown = Object.getPrototypeOf(value);
-  return prototype === Object.prototype || prototype === null;
+  return typeOf(value) === 'object';
 }
 
 const UNDECIDED = Symbol('undecided');
@@ -126,11 +128,8 @@ const UNDECIDED = Symbol('undecided');
 function resolve(event: Document, segments: string[]): unknown {
   let current: unknown = event;
   for (const segment of segments) {
-    if (current === undefined || current === null) return undefined;
-    if (typeof current !== 'object') {
-      // A string, number or boolean has no fields.
-      return typeof current === 'function' || typeof current === 'symbol' ? UNDECIDED : undefined;
-    }
+    // Nothing, a string, a number or a boolean has no fields.
+    if (current === undefined || current === null || typeof current !== 'object') return undefined;
     if (!isPlainObject(current)) return UNDECIDED;
     current = Object.prototype.hasOwnProperty.call(current, segment) ? current[segment] : undefined;
   }
