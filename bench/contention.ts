@@ -24,6 +24,7 @@ async function main(): Promise<void> {
         criticalSectionMs: 1,
         rounds: Number(process.env.BENCH_CONTENTION_ROUNDS ?? 2),
         sliceMs: Number(process.env.BENCH_CONTENTION_SLICE_MS ?? 3000),
+        warmupMs: Number(process.env.BENCH_WARMUP_MS ?? 250),
         serverPid: server.pid,
       },
       (message) => process.stdout.write(`${message}\n`),

@@ -33,6 +33,8 @@ const settings = {
   throughputMs: env('BENCH_THROUGHPUT_MS', 8000),
   throughputSlices: env('BENCH_THROUGHPUT_SLICES', 4),
   criticalSectionMs: 1,
+  /** Run at the start of every contended slice and not counted (`ContendArgs.warmupMs`). */
+  warmupMs: env('BENCH_WARMUP_MS', 250),
   /** Contention scan: rounds × slice per variant and process count. */
   contentionRounds: env('BENCH_CONTENTION_ROUNDS', 2),
   contentionSliceMs: env('BENCH_CONTENTION_SLICE_MS', 1500),
@@ -115,6 +117,7 @@ async function main(): Promise<void> {
             throughputSlices.get(variant)!.push(
               await measureThroughput(workers, {
                 workersPerProcess: settings.workersPerProcess,
+                warmupMs: settings.warmupMs,
                 durationMs: sliceMs,
                 criticalSectionMs: settings.criticalSectionMs,
                 serverPid: server.pid,
@@ -173,6 +176,7 @@ async function main(): Promise<void> {
             criticalSectionMs: settings.criticalSectionMs,
             rounds: settings.contentionRounds,
             sliceMs: settings.contentionSliceMs,
+            warmupMs: settings.warmupMs,
             serverPid: server.pid,
           },
           log,

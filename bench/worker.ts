@@ -21,6 +21,12 @@ function requireLock(): BenchLock {
   return lock;
 }
 
+/** Runs `action` at shared-clock time `at` (at once if it has passed). */
+async function atSharedClock(at: number, action: () => void): Promise<void> {
+  await sleep(Math.max(0, at - sharedClockMs()));
+  action();
+}
+
 function countCommand(event: CommandStartedEvent): void {
   commandsSent[event.commandName] = (commandsSent[event.commandName] ?? 0) + 1;
 }
@@ -101,26 +107,38 @@ serveIpc<BenchOps>({
       cpuMicros: 0,
     };
     await sleep(Math.max(0, args.startAt - sharedClockMs()));
-    commandsSent = {};
-    const cpuBefore = process.cpuUsage();
-    const endAt = args.startAt + args.durationMs;
+    const countFrom = args.startAt + args.warmupMs;
+    const endAt = countFrom + args.durationMs;
+    // Sections, commands and CPU all counted in the same window: the warm-up before it and
+    // the drain after it (every worker finishes the acquire it is in) are run but not counted.
+    let cpuBefore = process.cpuUsage();
+    const windowOpened = atSharedClock(countFrom, () => {
+      commandsSent = {};
+      cpuBefore = process.cpuUsage();
+    });
+    const windowClosed = windowOpened.then(() =>
+      atSharedClock(endAt, () => {
+        const cpu = process.cpuUsage(cpuBefore);
+        result.cpuMicros = cpu.user + cpu.system;
+        // A copy: the drain's commands still go into `commandsSent`.
+        result.commands = { ...commandsSent };
+      }),
+    );
     const worker = async () => {
       while (sharedClockMs() < endAt) {
         try {
           const handle = await requireLock().acquire(args.key, args.timeoutMs);
           await sleep(args.criticalSectionMs);
           await handle.release();
-          // Sections that end after the window are drained but not counted.
-          if (sharedClockMs() <= endAt) result.sections++;
+          const endedAt = sharedClockMs();
+          if (endedAt >= countFrom && endedAt <= endAt) result.sections++;
         } catch {
           result.failures++;
         }
       }
     };
     await Promise.all(Array.from({ length: args.workers }, worker));
-    const cpu = process.cpuUsage(cpuBefore);
-    result.cpuMicros = cpu.user + cpu.system;
-    result.commands = commandsSent;
+    await windowClosed;
     return result;
   },
 

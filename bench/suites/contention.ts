@@ -10,7 +10,9 @@ export interface ContentionOptions {
   criticalSectionMs: number;
   /** Interleaved rounds per process count; each variant runs one slice per round. */
   rounds: number;
+  /** Each slice's counted time, after `warmupMs` not counted. */
   sliceMs: number;
+  warmupMs: number;
   serverPid?: number;
 }
 
@@ -45,6 +47,7 @@ export async function measureContention(
             await measureThroughput(workers, {
               key: 'contention',
               workersPerProcess: options.workersPerProcess,
+              warmupMs: options.warmupMs,
               durationMs: options.sliceMs,
               criticalSectionMs: options.criticalSectionMs,
               serverPid: options.serverPid,

@@ -5,6 +5,9 @@ import { sleep } from '../support/stats';
 
 export interface ThroughputOptions {
   workersPerProcess: number;
+  /** Run before the counted window and not counted (`ContendArgs.warmupMs`). */
+  warmupMs: number;
+  /** The counted window. */
   durationMs: number;
   criticalSectionMs: number;
   /** The server's pid when it runs on this machine as our process: its CPU is counted too. */
@@ -40,12 +43,14 @@ export async function measureThroughput(
 ): Promise<ThroughputResult> {
   // A common start time in the near future, so no process gets a head start alone.
   const startAt = sharedClockMs() + 500;
+  const countFrom = startAt + options.warmupMs;
   const running = Promise.all(
     processes.map((worker) =>
       worker.call('contend', {
         key: options.key ?? 'throughput',
         workers: options.workersPerProcess,
         startAt,
+        warmupMs: options.warmupMs,
         durationMs: options.durationMs,
         criticalSectionMs: options.criticalSectionMs,
         // mongodash's default wait; the same for every variant.
@@ -53,10 +58,12 @@ export async function measureThroughput(
       }),
     ),
   );
-  await sleep(Math.max(0, startAt - sharedClockMs()));
+  // The server's CPU over the workers' counted window.
+  await sleep(Math.max(0, countFrom - sharedClockMs()));
   const serverBefore = processCpuMicros(options.serverPid);
-  const results = await running;
+  await sleep(Math.max(0, countFrom + options.durationMs - sharedClockMs()));
   const serverAfter = processCpuMicros(options.serverPid);
+  const results = await running;
   const sections = results.reduce((total, r) => total + r.sections, 0);
   const commands: Record<string, number> = {};
   for (const r of results) {

@@ -3,8 +3,14 @@ import type { VariantName } from '../adapters/bench-lock';
 export interface ContendArgs {
   key: string;
   workers: number;
-  /** Shared-clock time at which every process starts, and how long they run. */
+  /** Shared-clock time at which every process starts. */
   startAt: number;
+  /**
+   * Run first and not counted: each process's stream opening and first place in line, and
+   * more of them with more processes, would otherwise weigh on a short slice.
+   */
+  warmupMs: number;
+  /** The counted window after the warm-up. */
   durationMs: number;
   criticalSectionMs: number;
   timeoutMs: number;
@@ -13,9 +19,9 @@ export interface ContendArgs {
 export interface ContendResult {
   sections: number;
   failures: number;
-  /** Commands this process sent during the run, by name. */
+  /** Commands this process sent during the counted window, by name. */
   commands: Record<string, number>;
-  /** CPU time (user + system, `process.cpuUsage()`) this process used during the run, in µs. */
+  /** CPU time (user + system, `process.cpuUsage()`) this process used in the window, in µs. */
   cpuMicros: number;
 }
 

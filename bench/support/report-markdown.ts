@@ -123,7 +123,7 @@ export function renderMarkdown(r: BenchResults): string {
     '',
     '## Contended throughput',
     '',
-    `${r.settings.processes} processes × ${r.settings.workersPerProcess} workers loop on one key: acquire, a ${r.settings.criticalSectionMs} ms critical section, release, for ${r.settings.throughputMs / 1000} s per variant in ${r.settings.throughputSlices} interleaved slices.`,
+    `${r.settings.processes} processes × ${r.settings.workersPerProcess} workers loop on one key: acquire, a ${r.settings.criticalSectionMs} ms critical section, release, for ${r.settings.throughputMs / 1000} s per variant in ${r.settings.throughputSlices} interleaved slices, each after a warm-up of ${r.settings.warmupMs} ms that is not counted.`,
     'CPU per section is the user + system time of the worker processes (`process.cpuUsage()`)',
     `${r.server.cpuCounted ? 'plus that of the server process (/proc)' : '(the server is not ours, so not counted)'} over the sections counted.`,
     'Throughput alone rewards a lock that stays in one process while others back off: read it',
@@ -207,7 +207,7 @@ function contentionSection(scan: BenchResults['contention'], r: BenchResults): s
   const rows = scan;
   if (rows.length === 0) return 'Not measured.';
   return [
-    `P processes × ${rows[0].throughput.workersPerProcess} workers on one key (fresh processes for each P, nothing else connected), ${r.settings.contentionRounds} interleaved slices of ${r.settings.contentionSliceMs / 1000} s per variant.`,
+    `P processes × ${rows[0].throughput.workersPerProcess} workers on one key (fresh processes for each P, nothing else connected), ${r.settings.contentionRounds} interleaved slices of ${r.settings.contentionSliceMs / 1000} s per variant, each after a warm-up of ${r.settings.warmupMs} ms that is not counted.`,
     '',
     table(
       [
