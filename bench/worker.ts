@@ -109,15 +109,19 @@ serveIpc<BenchOps>({
     await sleep(Math.max(0, args.startAt - sharedClockMs()));
     const countFrom = args.startAt + args.warmupMs;
     const endAt = countFrom + args.durationMs;
-    // Sections, commands and CPU all counted in the same window: the warm-up before it and
-    // the drain after it (every worker finishes the acquire it is in) are run but not counted.
+    // Sections, commands and CPU all counted in the same window, opened and closed by the
+    // same two callbacks: the warm-up before it and the drain after it (every worker
+    // finishes the acquire it is in) are run but not counted.
+    let counting = false;
     let cpuBefore = process.cpuUsage();
     const windowOpened = atSharedClock(countFrom, () => {
+      counting = true;
       commandsSent = {};
       cpuBefore = process.cpuUsage();
     });
     const windowClosed = windowOpened.then(() =>
       atSharedClock(endAt, () => {
+        counting = false;
         const cpu = process.cpuUsage(cpuBefore);
         result.cpuMicros = cpu.user + cpu.system;
         // A copy: the drain's commands still go into `commandsSent`.
@@ -130,8 +134,7 @@ serveIpc<BenchOps>({
           const handle = await requireLock().acquire(args.key, args.timeoutMs);
           await sleep(args.criticalSectionMs);
           await handle.release();
-          const endedAt = sharedClockMs();
-          if (endedAt >= countFrom && endedAt <= endAt) result.sections++;
+          if (counting) result.sections++;
         } catch {
           result.failures++;
         }
