@@ -161,8 +161,3 @@ export function oldest(reservations: unknown) {
     },
   };
 }
-
-/** Milliseconds until the earliest of these dates, by the server clock; null for none. */
-export function earliestRemainingMs(dates: unknown[]) {
-  return { $subtract: [{ $min: dates }, NOW] };
-}

@@ -2,7 +2,7 @@ import type { ChangeStream, Document } from 'mongodb';
 import { GRANT_LEASE_MS } from '../../../lib/store/direct-grant';
 import { RESERVATION_TTL_MS } from '../../../lib/store/lock-modes';
 import { sharedClockMs } from '../../support/fault-clock';
-import { lockCollection, type FaultRun, type StartedWorker } from '../harness/fault-run';
+import { lockCollection, type FaultRun } from '../harness/fault-run';
 import type { FaultServer } from '../../support/fault-server';
 import type { DeadInstance, Violation } from '../history/history';
 import type { KeyStateSample } from './modes-run';
@@ -376,14 +376,6 @@ export class GrantWatcher {
       heardAt: sharedClockMs(),
     });
   }
-}
-
-/** The worker whose `LockService` has `holderId`. */
-export function workerOf(
-  workers: StartedWorker[],
-  holderId: string | null,
-): StartedWorker | undefined {
-  return workers.find((w) => w.holderId === holderId);
 }
 
 /** Waits until `probe` gives a value, looking every `everyMs`; `null` after `timeoutMs`. */

@@ -72,7 +72,3 @@ export class CommandError extends Error {
 export function badValue(message: string): CommandError {
   return new CommandError(2, message);
 }
-
-export function typeMismatch(message: string): CommandError {
-  return new CommandError(14, message);
-}

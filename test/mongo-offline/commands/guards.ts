@@ -6,13 +6,6 @@ export function assertWritablePrimary(context: CommandContext): void {
   if (!context.server.isWritablePrimary) throw new CommandError(10107, 'not primary');
 }
 
-export function requireString(value: unknown, field: string): string {
-  if (typeof value !== 'string' || value.length === 0) {
-    throw new CommandError(73, `Invalid namespace specified for ${field}`);
-  }
-  return value;
-}
-
 export function requireArray(value: unknown, field: string): unknown[] {
   if (!Array.isArray(value)) {
     throw new CommandError(

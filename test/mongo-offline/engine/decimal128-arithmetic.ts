@@ -270,11 +270,6 @@ export function isNaNValue(value: Numeric): boolean {
   return typeof value === 'number' ? Number.isNaN(value) : fromDecimal128(value).kind === 'nan';
 }
 
-/** The nearest double. */
-export function decimalToNumber(value: Decimal128): number {
-  return Number(value.toString());
-}
-
 /** The nearest integer (half to even), as a number: a decimal's milliseconds for a date. */
 export function decimalToInteger(value: Decimal128): number {
   const exact = fromDecimal128(value);

@@ -27,7 +27,3 @@ export class LogicalClock {
     return new Timestamp({ t: this.seconds, i: this.increment });
   }
 }
-
-export function compareTimestamps(a: Timestamp, b: Timestamp): number {
-  return a.compare(b);
-}
