@@ -9,11 +9,12 @@ import { uriWithDatabase, type BenchOps, type CommandCounts } from './support/be
 import { sleep } from './support/stats';
 
 let lock: BenchLock | undefined;
+let activeVariant: VariantName | undefined;
 const locks = new Map<VariantName, { lock: BenchLock; client: MongoClient }>();
 let client: MongoClient | undefined;
 const held = new Map<string, HeldBenchLock>();
 const waiting = new Map<string, Promise<number>>();
-/** Commands this process sent, by name, since the last reset (monitorCommands). */
+/** Commands the variant in use sent, by name, since the last reset (monitorCommands). */
 let commandsSent: Record<string, number> = {};
 
 function requireLock(): BenchLock {
@@ -21,14 +22,19 @@ function requireLock(): BenchLock {
   return lock;
 }
 
-/** Runs `action` at shared-clock time `at` (at once if it has passed). */
+/** Runs `action` at shared-clock time `at`; synchronously if that has passed. */
 async function atSharedClock(at: number, action: () => void): Promise<void> {
-  await sleep(Math.max(0, at - sharedClockMs()));
+  const wait = at - sharedClockMs();
+  if (wait > 0) await sleep(wait);
   action();
 }
 
-function countCommand(event: CommandStartedEvent): void {
-  commandsSent[event.commandName] = (commandsSent[event.commandName] ?? 0) + 1;
+/** Counts the commands of `variant`'s client while it is the one in use. */
+function commandCounter(variant: VariantName) {
+  return (event: CommandStartedEvent): void => {
+    if (variant !== activeVariant) return;
+    commandsSent[event.commandName] = (commandsSent[event.commandName] ?? 0) + 1;
+  };
 }
 
 async function acquireAndRecord(key: string, timeoutMs: number): Promise<number> {
@@ -47,7 +53,7 @@ serveIpc<BenchOps>({
       const variantClient = new MongoClient(uriWithDatabase(uri, variantDb), {
         monitorCommands: true,
       });
-      variantClient.on('commandStarted', countCommand);
+      variantClient.on('commandStarted', commandCounter(variant));
       await variantClient.connect();
       const variantLock =
         variant === 'mongodash'
@@ -69,6 +75,7 @@ serveIpc<BenchOps>({
     const chosen = locks.get(variant);
     if (!chosen) throw new Error(`variant ${variant} not started`);
     lock = chosen.lock;
+    activeVariant = variant;
     return { variant };
   },
 
@@ -136,6 +143,8 @@ serveIpc<BenchOps>({
           await handle.release();
           if (counting) result.sections++;
         } catch {
+          // Over the whole slice, warm-up and drain included: a wait that gave up is reported
+          // whenever it happened.
           result.failures++;
         }
       }

@@ -13,9 +13,3 @@ export interface BenchLock {
 /** The variants compared side by side. */
 export const variantNames = ['ours', 'ours-poll-10ms', 'ours-poll-100ms', 'mongodash'] as const;
 export type VariantName = (typeof variantNames)[number];
-
-export interface VariantConfig {
-  variant: VariantName;
-  uri: string;
-  dbName: string;
-}

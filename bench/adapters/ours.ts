@@ -5,7 +5,10 @@ import type { BenchLock, VariantName } from './bench-lock';
 
 /** How each of our variants waits: the change stream, or polling at a fixed interval. */
 const waitingOptions: Partial<Record<VariantName, Partial<MongoLockModuleOptions>>> = {
-  ours: { changeStreams: 'auto' },
+  // The stream closes 300 ms after a slice's last wait, before the next variant's counted
+  // window opens (500 ms start + the warm-up): an idle stream's reads, and the server waking
+  // it for every write, would otherwise fall into another variant's slice.
+  ours: { changeStreams: 'auto', streamIdleMs: 300 },
   'ours-poll-10ms': { changeStreams: 'off', pollIntervalMs: 10, maxPollIntervalMs: 10 },
   'ours-poll-100ms': { changeStreams: 'off', pollIntervalMs: 100, maxPollIntervalMs: 100 },
 };

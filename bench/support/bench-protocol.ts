@@ -17,9 +17,11 @@ export interface ContendArgs {
 }
 
 export interface ContendResult {
+  /** Sections completed while the window was open. */
   sections: number;
+  /** Waits that gave up, over the whole slice (warm-up and drain included). */
   failures: number;
-  /** Commands this process sent during the counted window, by name. */
+  /** Commands the variant in use sent from this process in the window, by name. */
   commands: Record<string, number>;
   /** CPU time (user + system, `process.cpuUsage()`) this process used in the window, in µs. */
   cpuMicros: number;
