@@ -63,7 +63,9 @@ export function renderMarkdown(r: BenchResults): string {
     '  timer, a queue entry, abort listeners, its owner token; 6 KiB is the ceiling that catches',
     '  a regression. It caught one: 7.0–7.5 KB in every run from the compiled harness on, until',
     '  owner tokens became flat strings and a wait kept fewer async frames and closures.',
-    '- **`@Locked` ≤ 6 pings**: one acquire and one release write, each about 2–3 pings.',
+    '- **`@Locked` ≤ 6 pings**: one acquire and one release write, each about 2–3 pings, counted',
+    '  in pings from the process the app runs in, taken between its requests (until 25 November',
+    "  2026, 17:15 UTC, in a worker process's pings, on a less busy event loop).",
     '',
     '## Round trips (commands on the wire, counted with `monitorCommands`)',
     '',
@@ -275,7 +277,7 @@ function httpSection(r: BenchResults): string {
   if ('error' in r.httpOverhead) return `Not measured: ${r.httpOverhead.error}`;
   const h = r.httpOverhead;
   return [
-    `The same Express handler with and without \`@Locked('bench-http:{params.id}')\`, ${h.requests} sequential keep-alive requests each, interleaved.`,
+    `The same Express handler with and without \`@Locked('bench-http:{params.id}')\`, ${h.requests} sequential keep-alive requests each, interleaved with as many \`ping\`s from the same process (the reference the added latency is counted in).`,
     '',
     table(
       ['endpoint', 'p50 ms', 'p90 ms', 'p99 ms'],
@@ -283,6 +285,7 @@ function httpSection(r: BenchResults): string {
         ['without `@Locked`', ms(h.plain.p50), ms(h.plain.p90), ms(h.plain.p99)],
         ['with `@Locked`', ms(h.locked.p50), ms(h.locked.p90), ms(h.locked.p99)],
         ['added', ms(h.addedP50Ms), '', ms(h.addedP99Ms)],
+        ['`ping` (reference)', ms(h.ping.p50), ms(h.ping.p90), ms(h.ping.p99)],
       ],
     ),
   ].join('\n');
