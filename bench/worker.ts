@@ -8,7 +8,7 @@ import { createOurLock } from './adapters/ours';
 import { uriWithDatabase, type BenchOps, type CommandCounts } from './support/bench-protocol';
 import { sleep } from './support/stats';
 
-let lock: BenchLock | undefined;
+/** The variant later calls drive (`use`): its lock, and the only client whose commands count. */
 let activeVariant: VariantName | undefined;
 const locks = new Map<VariantName, { lock: BenchLock; client: MongoClient }>();
 let client: MongoClient | undefined;
@@ -18,8 +18,9 @@ const waiting = new Map<string, Promise<number>>();
 let commandsSent: Record<string, number> = {};
 
 function requireLock(): BenchLock {
-  if (!lock) throw new Error('worker not started');
-  return lock;
+  const active = activeVariant && locks.get(activeVariant);
+  if (!active) throw new Error('worker not started');
+  return active.lock;
 }
 
 /** Runs `action` at shared-clock time `at`; synchronously if that has passed. */
@@ -72,9 +73,7 @@ serveIpc<BenchOps>({
   },
 
   async use({ variant }) {
-    const chosen = locks.get(variant);
-    if (!chosen) throw new Error(`variant ${variant} not started`);
-    lock = chosen.lock;
+    if (!locks.has(variant)) throw new Error(`variant ${variant} not started`);
     activeVariant = variant;
     return { variant };
   },

@@ -58,9 +58,9 @@ export async function measureThroughput(
       }),
     ),
   );
-  // The server's CPU over the workers' counted window.
   // Awaited below: a worker that dies meanwhile must fail the slice, not the process.
   running.catch(() => undefined);
+  // The server's CPU over the workers' counted window.
   await sleep(Math.max(0, countFrom - sharedClockMs()));
   const serverBefore = processCpuMicros(options.serverPid);
   await sleep(Math.max(0, countFrom + options.durationMs - sharedClockMs()));
