@@ -1,12 +1,15 @@
 // `npm run bench:mongo`: throughput and change-stream latency of the offline MongoDB test
 // server over loopback, with the server in its own process. With MONGODB_URI set, measures
-// that server instead (for comparison).
-import { readFileSync } from 'node:fs';
+// that server instead (for comparison). Prints the table and writes it, with the run's time
+// and machine, to bench/results/mongo-latest.md.
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import * as path from 'node:path';
 import { type Collection, MongoClient } from 'mongodb';
 import { attemptAcquire } from '../lib/store/acquire-attempt';
 import type { LockChangeStream, LockCollection } from '../lib/store/lock-document';
 import { type LockChangeScope, openLockChangeStream } from '../lib/store/lock-change-stream';
-import { startBenchServer } from './support/bench-process';
+import { repoRoot, startBenchServer } from './support/bench-process';
+import { describeMachine } from './support/machine';
 
 const DURATION_MS = Number(process.env.BENCH_MONGO_MS ?? 3000);
 const LATENCY_SAMPLES = Number(process.env.BENCH_MONGO_SAMPLES ?? 500);
@@ -227,6 +230,8 @@ async function libraryAcquireVsPing(
 }
 
 async function main(): Promise<void> {
+  const startedAt = new Date();
+  const loadAtStart = describeMachine().loadAverage;
   const server = process.env.MONGODB_URI ? undefined : await startBenchServer();
   if (server) serverPid = server.pid;
   const uri = process.env.MONGODB_URI ?? server!.uri;
@@ -307,13 +312,24 @@ async function main(): Promise<void> {
     await server?.stop();
   }
   const target = server ? 'offline test server (own process)' : 'MONGODB_URI';
+  const machine = describeMachine();
   const width = Math.max(...rows.map((row) => row.name.length));
-  console.log(
-    `MongoDB bench against ${target}, node ${process.version}, ${DURATION_MS} ms per throughput row`,
-  );
-  console.log(`| ${'measure'.padEnd(width)} | result |`);
-  console.log(`| ${'-'.repeat(width)} | ------ |`);
-  for (const row of rows) console.log(`| ${row.name.padEnd(width)} | ${row.value} |`);
+  const markdown = [
+    '# The MongoDB server under the library (`npm run bench:mongo`)',
+    '',
+    `Run ${startedAt.toISOString()}, ${Math.round((Date.now() - startedAt.getTime()) / 1000)} s, against the ${target}. ` +
+      `${machine.cpuCount} × ${machine.cpuModel}, load average ${loadAtStart.join(' / ')} at the start, ` +
+      `${machine.loadAverage.join(' / ')} at the end; Node.js ${machine.node}; ${DURATION_MS} ms per throughput row.`,
+    '',
+    `| ${'measure'.padEnd(width)} | result |`,
+    `| ${'-'.repeat(width)} | ------ |`,
+    ...rows.map((row) => `| ${row.name.padEnd(width)} | ${row.value} |`),
+    '',
+  ].join('\n');
+  const dir = path.join(repoRoot, 'bench/results');
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(path.join(dir, 'mongo-latest.md'), markdown);
+  process.stdout.write(markdown);
 }
 
 main().catch((error: unknown) => {
