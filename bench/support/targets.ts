@@ -15,7 +15,7 @@ export interface TargetCheck {
 export const targets = {
   commandsPerAcquire: 1,
   commandsPerRelease: 1,
-  handoffP50InPings: 8,
+  handoffP50InPings: 5,
   handoffP99InPings: 40,
   changeStreamsPerProcess: 1,
   attemptsPerRelease: 1,
