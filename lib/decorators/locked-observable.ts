@@ -1,11 +1,14 @@
-import { Observable, type Subscription } from 'rxjs';
+import { Observable, defer, tap, type Subscription } from 'rxjs';
 import type { LockService } from '../lock.service';
 import type { LockedMetadata } from './locked-metadata';
 import { runLocked, SKIPPED } from './locked-run';
 
 export interface LockedObservableHooks<T> {
-  /** Maps errors that happen before `source` is called (acquisition); default: unchanged. */
-  mapAcquireError?: (error: unknown) => unknown;
+  /**
+   * Maps errors of the lock itself: taking it, and finishing it after `source` (a locked
+   * transaction's commit, a lease found lost); never `source`'s own. Default: unchanged.
+   */
+  mapLockError?: (error: unknown) => unknown;
   /**
    * With `onBusy: 'skip'`, what the Observable emits when the lock was busy and `source` did
    * not run; without it, the Observable completes without a value.
@@ -20,8 +23,9 @@ export interface LockedObservableHooks<T> {
  * release, so a caller that sees the end also sees the lock free.
  *
  * `source` is called inside `withLock`, so whatever it starts runs in the lock's async context
- * (`LockService.current()`, re-entrant `@Locked` calls). Errors that happen before `source` is
- * called (acquisition) go through `mapAcquireError`; the source's own errors pass unchanged.
+ * (`LockService.current()`, re-entrant `@Locked` calls). The lock's own errors go through
+ * `mapLockError`; the source's errors pass unchanged, even when they are lock errors (a
+ * handler's own `acquire` that failed is the handler's failure).
  */
 export function lockedObservable<T>(
   lockService: LockService,
@@ -31,23 +35,28 @@ export function lockedObservable<T>(
   hooks: LockedObservableHooks<T> = {},
   scope?: string,
 ): Observable<T> {
-  const { mapAcquireError = (error: unknown) => error, skippedValue } = hooks;
+  const { mapLockError = (error: unknown) => error, skippedValue } = hooks;
   return new Observable<T>((subscriber) => {
     const cancelWait = new AbortController();
     let started = false;
     let inner: Subscription | undefined;
     let finish: (() => void) | undefined;
+    // What `source` failed with, if it did: `withLock` rethrows that very value.
+    let sourceFailure: { error: unknown } | undefined;
 
     const run = () =>
       new Promise<void>((resolve, reject) => {
         started = true;
         if (subscriber.closed) return resolve();
         finish = resolve;
-        inner = source().subscribe({
-          next: (value) => subscriber.next(value),
-          error: reject,
-          complete: resolve,
-        });
+        // `defer`: a source that throws instead of returning fails like one that errors.
+        inner = defer(source)
+          .pipe(tap({ error: (error: unknown) => (sourceFailure = { error }) }))
+          .subscribe({
+            next: (value) => subscriber.next(value),
+            error: reject,
+            complete: resolve,
+          });
       });
 
     runLocked(lockService, keys, metadata, run, cancelWait.signal, scope).then(
@@ -64,7 +73,10 @@ export function lockedObservable<T>(
         }
         subscriber.complete();
       },
-      (error: unknown) => subscriber.error(started ? error : mapAcquireError(error)),
+      (error: unknown) => {
+        const ownError = sourceFailure !== undefined && sourceFailure.error === error;
+        subscriber.error(ownError ? error : mapLockError(error));
+      },
     );
 
     return () => {

@@ -99,7 +99,7 @@ export class LockedInterceptor implements NestInterceptor {
       metadata,
       handle,
       {
-        mapAcquireError: (error) => this.mapLockError(error, context),
+        mapLockError: (error) => this.mapLockError(error, context),
         skippedValue: () => this.skippedResult(context, metadata),
       },
       scope,
@@ -130,9 +130,11 @@ export class LockedInterceptor implements NestInterceptor {
   }
 
   /**
-   * Maps an error of taking the lock (never one of the handler). HTTP: `LockNotAcquiredError`
-   * is 423 with `Retry-After`, `InvalidLockKeyError` and `InvalidLockOptionsError` are 400,
-   * `DocumentNotFoundError` (`@LockedDocument`) is 404, `LockStoreUnavailableError` and
+   * Maps an error of the lock itself: of taking it, or of finishing it after the handler (a
+   * locked transaction's commit of unknown outcome), never one of the handler. HTTP:
+   * `LockNotAcquiredError` is 423 with `Retry-After`, `InvalidLockKeyError` and
+   * `InvalidLockOptionsError` are 400, `DocumentNotFoundError` (`@LockedDocument`) is 404,
+   * `LockStoreUnavailableError` (`TransactionOutcomeUnknownError` too) and
    * `LockServiceClosedError` are 503 with `Retry-After`; other transports: unchanged.
    */
   protected mapLockError(error: unknown, context: ExecutionContext): unknown {

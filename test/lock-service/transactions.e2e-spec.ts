@@ -212,4 +212,56 @@ describe('withLock in a transaction: a commit of unknown outcome', () => {
     expect(error).toBeInstanceOf(LockStoreUnavailableError);
     expect((await locks.inspect('tx:unknown'))?.held).toBe(false);
   });
+
+  it('answers 503 on a @Locked route, while a handler failing with a lock error is a 500', async () => {
+    const client = await kit.client();
+    const outcomeUnknown = {
+      failCommands: ['commitTransaction'],
+      errorCode: 50,
+      errorLabels: ['UnknownTransactionCommitResult'],
+    };
+
+    @Controller('tx')
+    class PaymentsController {
+      @Post(':id/pay')
+      @Locked('tx-http:{params.id}', { transaction: true })
+      pay() {
+        return { paid: true };
+      }
+
+      // The handler's own failure, though a lock error, is the handler's: not mapped.
+      @Post(':id/own')
+      @Locked('tx-http:{params.id}', { transaction: true })
+      own() {
+        throw new LockStoreUnavailableError('the handler gave up');
+      }
+    }
+    @Module({
+      imports: [
+        MongoLockModule.forRoot({
+          client,
+          dbName: kit.mongo.dbName,
+          collectionName: kit.collectionName,
+        }),
+      ],
+      controllers: [PaymentsController],
+    })
+    class AppModule {}
+    const app = await NestFactory.create(AppModule, { logger: false });
+    await app.listen(0);
+    try {
+      const url = await app.getUrl();
+      const firedBefore = await failPoint({ times: 1 }, outcomeUnknown);
+      const unknown = await fetch(`${url}/tx/1/pay`, { method: 'POST' });
+      expect(await failPoint('off')).toBe(firedBefore + 1);
+      expect(unknown.status).toBe(503);
+      expect(unknown.headers.get('retry-after')).toBe('1');
+      const own = await fetch(`${url}/tx/1/own`, { method: 'POST' });
+      expect(own.status).toBe(500);
+      const locks = app.get(LockService);
+      expect((await locks.inspect('tx-http:1'))?.held).toBe(false);
+    } finally {
+      await app.close();
+    }
+  });
 });
