@@ -9,7 +9,12 @@ import { describeMachine } from './support/machine';
 import { writeReports, type BenchResults, type VariantResult } from './support/report';
 import { countAbove, rotated, round, summarize } from './support/stats';
 import { measureContention } from './suites/contention';
-import { measureHandoff, measurePing, measurePingAfterIdle } from './suites/handoff';
+import {
+  measureEventFloor,
+  measureHandoff,
+  measurePing,
+  measurePingAfterIdle,
+} from './suites/handoff';
 import { measureHttpOverhead } from './suites/http-overhead';
 import { countRoundTrips, type RoundTripResult } from './suites/round-trips';
 import { measureScale } from './suites/scale';
@@ -27,6 +32,8 @@ const settings = {
   pingsPerRound: 50,
   /** Pings per round after an idle wait as long as a hand-off's, from each of the two workers. */
   idlePingsPerRound: 15,
+  /** Change events per round between the two hand-off processes (`measureEventFloor`). */
+  eventFloorPerRound: 20,
   /** A hand-off slower than this counts as a stall. */
   stallMs: 50,
   /** Contended time per variant in total, split into interleaved slices. */
@@ -81,6 +88,7 @@ async function main(): Promise<void> {
     const throughputSlices = new Map<VariantName, ThroughputResult[]>(variants.map((v) => [v, []]));
     const pingSamples: number[] = [];
     const idlePingSamples: number[] = [];
+    const eventFloorSamples: number[] = [];
     let pingAtStart: number[];
     let pingAtEnd: number[];
     try {
@@ -98,6 +106,9 @@ async function main(): Promise<void> {
               ...(await measurePingAfterIdle(worker, settings.idlePingsPerRound)),
             );
           }
+          eventFloorSamples.push(
+            ...(await measureEventFloor(workers[0], workers[1], settings.eventFloorPerRound)),
+          );
           for (const variant of rotated(variants, r)) {
             await useVariant(workers, variant);
             const samples = await measureHandoff(workers[0], workers[1], {
@@ -133,9 +144,11 @@ async function main(): Promise<void> {
 
     const ping = summarize(pingSamples);
     const pingAfterIdle = summarize(idlePingSamples);
+    const eventFloor = summarize(eventFloorSamples);
     log(
       `ping p50 ${round(ping.p50, 3)} ms (${ping.count} samples, interleaved); ` +
-        `after an idle wait ${round(pingAfterIdle.p50, 3)} ms (${pingAfterIdle.count})`,
+        `after an idle wait ${round(pingAfterIdle.p50, 3)} ms (${pingAfterIdle.count}); ` +
+        `change-event floor ${round(eventFloor.p50, 3)} ms (${eventFloor.count})`,
     );
     const variantResults: VariantResult[] = variants.map((variant) => {
       const samples = handoffSamples.get(variant)!;
@@ -157,6 +170,7 @@ async function main(): Promise<void> {
           ratioP50ToPing: round(handoff.p50 / ping.p50),
           ratioP99ToPing: round(handoff.p99 / ping.p50),
           ratioP50ToPingAfterIdle: round(handoff.p50 / pingAfterIdle.p50),
+          ratioP50ToEventFloor: round(handoff.p50 / eventFloor.p50),
           stallsOverMs: settings.stallMs,
           stalls: countAbove(samples, settings.stallMs),
         },
@@ -214,6 +228,7 @@ async function main(): Promise<void> {
       settings,
       ping,
       pingAfterIdle,
+      eventFloor,
       pingAtStart: summarize(pingAtStart),
       pingAtEnd: summarize(pingAtEnd),
       variants: variantResults,

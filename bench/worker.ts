@@ -1,5 +1,5 @@
 // A benchmark worker process: one lock library variant, driven by bench/run.ts over IPC.
-import { MongoClient, type CommandStartedEvent } from 'mongodb';
+import { MongoClient, type ChangeStream, type CommandStartedEvent } from 'mongodb';
 import { sharedClockMs } from '../test/support/fault-clock';
 import { serveIpc } from '../test/support/fault-ipc';
 import type { BenchLock, HeldBenchLock, VariantName } from './adapters/bench-lock';
@@ -16,6 +16,14 @@ const held = new Map<string, HeldBenchLock>();
 const waiting = new Map<string, Promise<number>>();
 /** Commands the variant in use sent, by name, since the last reset (monitorCommands). */
 let commandsSent: Record<string, number> = {};
+/** The change-event floor's stream (watcher side), and when its awaited event arrived. */
+let relayStream: ChangeStream | undefined;
+let relayArrived: Promise<number> | undefined;
+
+/** One document the floor's writer updates and its watcher hears of, outside every variant's database. */
+function relayCollection() {
+  return client!.db('bench_event_floor').collection<{ _id: string; n: number }>('relay');
+}
 
 function requireLock(): BenchLock {
   const active = activeVariant && locks.get(activeVariant);
@@ -164,6 +172,34 @@ serveIpc<BenchOps>({
     return { samples };
   },
 
+  async watchRelay() {
+    if (!relayStream) {
+      relayStream = relayCollection().watch([], { maxAwaitTimeMS: 1_000 });
+      // Opens the server's cursor: every write from here on is an event on it.
+      await relayStream.tryNext();
+    }
+    relayArrived = relayStream.next().then(() => sharedClockMs());
+    relayArrived.catch(() => undefined);
+    return { at: sharedClockMs() };
+  },
+
+  async relayWrite() {
+    const at = sharedClockMs();
+    await relayCollection().updateOne(
+      { _id: 'relay' },
+      { $inc: { n: 1 } },
+      { upsert: true, writeConcern: { w: 'majority' } },
+    );
+    return { at };
+  },
+
+  async awaitRelay() {
+    if (!relayArrived) throw new Error('not watching the relay');
+    const at = await relayArrived;
+    relayArrived = undefined;
+    return { at };
+  },
+
   async countCommands({ key }): Promise<CommandCounts> {
     commandsSent = {};
     const handle = await requireLock().acquire(key, 1000);
@@ -180,6 +216,7 @@ serveIpc<BenchOps>({
       await each.close().catch(() => undefined);
       await eachClient.close().catch(() => undefined);
     }
+    await relayStream?.close().catch(() => undefined);
     await client?.close();
     return { closed: true };
   },

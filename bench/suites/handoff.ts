@@ -55,3 +55,26 @@ export async function measurePingAfterIdle(worker: BenchWorker, count: number): 
   }
   return samples;
 }
+
+/**
+ * The floor of any hand-off that travels by a change stream, on this machine and server: one
+ * small majority update by `writer`, from just before it is sent to the moment `watcher`'s
+ * change stream delivers its event, after the same idle wait as a hand-off's. No lock, no
+ * pipeline, no library: what is left of a hand-off once the locking is taken out.
+ */
+export async function measureEventFloor(
+  writer: BenchWorker,
+  watcher: BenchWorker,
+  count: number,
+): Promise<number[]> {
+  const samples: number[] = [];
+  for (let i = 0; i < count + 1; i++) {
+    await watcher.call('watchRelay', {});
+    await sleep(idleMs());
+    const written = await writer.call('relayWrite', {});
+    const heard = await watcher.call('awaitRelay', {});
+    // The first one opens the stream: a warm-up.
+    if (i > 0) samples.push(heard.at - written.at);
+  }
+  return samples;
+}

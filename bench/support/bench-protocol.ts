@@ -43,6 +43,10 @@ export type BenchOps = {
   release: [{ key: string }, { at: number }];
   contend: [ContendArgs, ContendResult];
   ping: [{ count: number }, { samples: number[] }];
+  /** The change-event floor (`measureEventFloor`): the watcher's next event is awaited. */
+  watchRelay: [Record<string, never>, { at: number }];
+  relayWrite: [Record<string, never>, { at: number }];
+  awaitRelay: [Record<string, never>, { at: number }];
   countCommands: [{ key: string }, CommandCounts];
   close: [Record<string, never>, { closed: true }];
 };

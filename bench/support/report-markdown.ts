@@ -27,6 +27,11 @@ export function renderMarkdown(r: BenchResults): string {
     `- Server: ${r.server.description}${r.server.cpuCounted ? '; its CPU time is counted' : ''}`,
     `- Reference round trip (\`ping\`, from a worker process, ${r.ping.count} samples taken between the hand-off rounds): p50 ${ms(r.ping.p50)} ms, p99 ${ms(r.ping.p99)} ms; p50 ${ms(r.pingAtStart.p50)} ms before the variants and ${ms(r.pingAtEnd.p50)} ms after`,
     `- The same after an idle wait drawn as a hand-off's (20–120 ms; ${r.pingAfterIdle.count} samples, half from each of the two hand-off processes): p50 ${ms(r.pingAfterIdle.p50)} ms, p99 ${ms(r.pingAfterIdle.p99)} ms. Every hand-off starts on processes that sat idle that long, so this is the round trip it compares with; back-to-back pings keep the processes awake`,
+    ...(r.eventFloor
+      ? [
+          `- The change-event floor: one small majority update in one hand-off process, from just before it is sent to its change event in the other, after the same idle wait (${r.eventFloor.count} samples): p50 ${ms(r.eventFloor.p50)} ms (${(r.eventFloor.p50 / r.ping.p50).toFixed(1)} back-to-back pings), p99 ${ms(r.eventFloor.p99)} ms. No hand-off that travels by a change stream can be faster on this machine and server`,
+        ]
+      : []),
     '',
     'Every variant runs in the same run, on the same server, in the same worker processes. The',
     `variants take turns: ${r.settings.rounds} hand-off rounds and ${r.settings.throughputSlices} throughput slices, each`,
@@ -49,7 +54,10 @@ export function renderMarkdown(r: BenchResults): string {
     '- **Hand-off p50 ≤ 5 pings, p99 ≤ 40 pings**: with the direct grant a hand-off is one write',
     '  (the release, which grants the lock to the head of the line) and the change event that',
     "  tells the waiter. 5 pings is the hand-off issue's target; it was 8 while a hand-off also",
-    "  needed the waiter's own acquire write. The tail allows for garbage collection",
+    "  needed the waiter's own acquire write. Where the change-event floor (above) is itself",
+    '  over 5 back-to-back pings, no hand-off by a change stream can meet the target against that',
+    '  ping: the floor and the ping after an idle wait are then the references that say how much',
+    '  the lock adds. The tail allows for garbage collection',
     '  and the machine being shared, but not for a waiter missing the event and sleeping on a',
     '  timer (the 1 s `maxAwaitTimeMS` or the 5 s safety poll), which is what a p99 near 1 000 ms',
     '  shows.',
@@ -105,6 +113,7 @@ export function renderMarkdown(r: BenchResults): string {
         'p50 / ping',
         'p99 / ping',
         'p50 / ping after idle',
+        'p50 / change-event floor',
         `stalls > ${r.settings.stallMs} ms`,
       ],
       r.variants.map((v) => [
@@ -117,6 +126,7 @@ export function renderMarkdown(r: BenchResults): string {
         v.handoff.ratioP50ToPing,
         v.handoff.ratioP99ToPing,
         v.handoff.ratioP50ToPingAfterIdle,
+        v.handoff.ratioP50ToEventFloor ?? '—',
         v.handoff.stalls,
       ]),
     ),

@@ -20,6 +20,8 @@ export interface VariantResult {
     ratioP99ToPing: number;
     /** p50 over the p50 of pings sent after the same idle wait (`pingAfterIdle`). */
     ratioP50ToPingAfterIdle: number;
+    /** p50 over the p50 of the change-event floor (`eventFloor`). */
+    ratioP50ToEventFloor?: number;
     /** Hand-offs slower than `stallsOverMs`. */
     stalls: number;
     stallsOverMs: number;
@@ -40,6 +42,11 @@ export interface BenchResults {
   ping: LatencySummary;
   /** Pings each sent after an idle wait drawn as a hand-off's: the reference matched to it. */
   pingAfterIdle: LatencySummary;
+  /**
+   * One small majority update and its change event between the two hand-off processes, after
+   * the same idle wait: the floor of any hand-off that travels by a change stream here.
+   */
+  eventFloor?: LatencySummary;
   /** The same, before and after the variants: a check that the machine stayed steady. */
   pingAtStart: LatencySummary;
   pingAtEnd: LatencySummary;
