@@ -25,6 +25,12 @@ export const MESSAGES = {
     'other than a letter, a digit or % (for example ":"), or different values could build the same key',
   templateInvalidKey: (template: string) =>
     `Lock key template ${quote(template)} gave an invalid key`,
+  transactionUnsubscribed: (className: string, methodName: string) =>
+    `${className}.${methodName} was unsubscribed before it completed: its transaction was aborted, not committed`,
+  documentIdPlaceholders: (where: string) =>
+    `@LockedDocument on ${where}: an id template may hold one placeholder (the id is the ` +
+    "document's _id as rendered, so two values could name another's document); compose ids " +
+    'in an id function instead',
   keyFunctionInvalidKey: (where: string) => `The lock key function of ${where} gave an invalid key`,
   keyFunctionBadResult: (where: string) =>
     `The lock key function of ${where} must return a non-empty string or a non-empty array of them`,

@@ -3,7 +3,8 @@ import type { Document, Filter } from 'mongodb';
 import { InvalidLockKeyError, InvalidLockOptionsError } from '../errors';
 import { DocumentHttpInterceptor } from '../http/document-http.interceptor';
 import { LockedInterceptor } from '../interceptors/locked.interceptor';
-import { compileLockKeys, type LockKeyContext } from '../keys/key-template';
+import { compileLockKeys, type LockKeyContext, parseKeyTemplate } from '../keys/key-template';
+import { MESSAGES } from '../mongo-lock.messages';
 import { lockedDocParams } from './document-lock-context';
 import type { LockedOptions } from './locked-metadata';
 import { checkOptions, decorateLockedMethod } from './locked.decorator';
@@ -67,6 +68,11 @@ function compileDocumentId(
       `@LockedDocument on ${where}: the id template must not contain %`,
     );
   }
+  // Two values could split one _id two ways ('{user.tenant}-{params.id}': tenant 'acme' with
+  // id 'x-1' and tenant 'acme-x' with id '1'), so that a caller names another's document.
+  const placeholders = parseKeyTemplate(spec).parts.filter((part) => part.kind === 'value');
+  if (placeholders.length > 1)
+    throw new InvalidLockKeyError(MESSAGES.documentIdPlaceholders(where));
   const resolve = compileLockKeys(spec, where);
   return (context) => resolve(context).map((rendered) => decodeURIComponent(rendered));
 }

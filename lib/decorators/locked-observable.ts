@@ -1,5 +1,7 @@
 import { Observable, defer, tap, type Subscription } from 'rxjs';
+import { MongoLockError } from '../errors';
 import type { LockService } from '../lock.service';
+import { MESSAGES } from '../mongo-lock.messages';
 import type { LockedMetadata } from './locked-metadata';
 import { runLocked, SKIPPED } from './locked-run';
 
@@ -40,7 +42,8 @@ export function lockedObservable<T>(
     const cancelWait = new AbortController();
     let started = false;
     let inner: Subscription | undefined;
-    let finish: (() => void) | undefined;
+    /** Ends the locked work early, on unsubscription (see the teardown below). */
+    let stop: (() => void) | undefined;
     // What `source` failed with, if it did: `withLock` rethrows that very value.
     let sourceFailure: { error: unknown } | undefined;
 
@@ -48,7 +51,16 @@ export function lockedObservable<T>(
       new Promise<void>((resolve, reject) => {
         started = true;
         if (subscriber.closed) return resolve();
-        finish = resolve;
+        // A transaction left by its subscriber is aborted, never committed half done; any
+        // other work just ends, and the lock is released.
+        stop = metadata.options.transaction
+          ? () =>
+              reject(
+                new MongoLockError(
+                  MESSAGES.transactionUnsubscribed(metadata.className, metadata.methodName),
+                ),
+              )
+          : resolve;
         // `defer`: a source that throws instead of returning fails like one that errors.
         inner = defer(source)
           .pipe(tap({ error: (error: unknown) => (sourceFailure = { error }) }))
@@ -74,15 +86,26 @@ export function lockedObservable<T>(
         subscriber.complete();
       },
       (error: unknown) => {
+        // Nobody listens any more (an unsubscription ended the work): nothing to map or send.
+        if (subscriber.closed) return;
         const ownError = sourceFailure !== undefined && sourceFailure.error === error;
-        subscriber.error(ownError ? error : mapLockError(error));
+        subscriber.error(ownError ? error : mapSafely(mapLockError, error));
       },
     );
 
     return () => {
       if (!started) cancelWait.abort();
       inner?.unsubscribe();
-      finish?.();
+      stop?.();
     };
   });
+}
+
+/** `map(error)`, or `error` itself if the mapping throws: an error is never lost to a mapper. */
+function mapSafely(map: (error: unknown) => unknown, error: unknown): unknown {
+  try {
+    return map(error);
+  } catch {
+    return error;
+  }
 }

@@ -4,8 +4,10 @@ import {
   DocumentNotFoundError,
   InvalidLockKeyError,
   InvalidLockOptionsError,
+  LockStoreUnavailableError,
   VersionConflictError,
 } from '../errors';
+import { MESSAGES } from '../mongo-lock.messages';
 import { versionTag } from '../store/documents/document-version';
 
 // Literals: some of these `HttpStatus` members do not exist in @nestjs/common 10.
@@ -15,6 +17,7 @@ export const HTTP_CONFLICT = 409;
 export const HTTP_PRECONDITION_FAILED = 412;
 export const HTTP_LOCKED = 423;
 export const HTTP_PRECONDITION_REQUIRED = 428;
+export const HTTP_SERVICE_UNAVAILABLE = 503;
 
 const REASONS: Record<number, string> = {
   [HTTP_BAD_REQUEST]: 'Bad Request',
@@ -23,6 +26,7 @@ const REASONS: Record<number, string> = {
   [HTTP_PRECONDITION_FAILED]: 'Precondition Failed',
   [HTTP_LOCKED]: 'Locked',
   [HTTP_PRECONDITION_REQUIRED]: 'Precondition Required',
+  [HTTP_SERVICE_UNAVAILABLE]: 'Service Unavailable',
 };
 
 /** An `HttpException` with Nest's `{ statusCode, message, error }` body, on every Nest version. */
@@ -45,8 +49,9 @@ export interface DocumentHttpError {
 /**
  * Maps the errors of document locks and versions to HTTP: held → 423 (with `Retry-After`),
  * missing (or `where` not met) → 404, version conflict → 409, or 412 when the expected
- * version is the one `If-Match` carried (`ifMatchVersion`), bad input → 400. `undefined` for
- * anything else.
+ * version is the one `If-Match` carried (`ifMatchVersion`), bad input → 400, MongoDB out of
+ * reach in time (a `commit` or `updateIfCurrent` whose outcome is not known) → 503 with
+ * `Retry-After: 1`. `undefined` for anything else.
  */
 export function documentHttpError(
   error: unknown,
@@ -72,6 +77,10 @@ export function documentHttpError(
   }
   if (error instanceof InvalidLockKeyError || error instanceof InvalidLockOptionsError) {
     return { exception: httpError(HTTP_BAD_REQUEST, error.message, error) };
+  }
+  if (error instanceof LockStoreUnavailableError) {
+    const exception = httpError(HTTP_SERVICE_UNAVAILABLE, MESSAGES.unavailable(1), error);
+    return { exception, retryAfterSeconds: 1 };
   }
   return undefined;
 }

@@ -6,9 +6,10 @@ import {
   Optional,
 } from '@nestjs/common';
 import { HttpAdapterHost, Reflector } from '@nestjs/core';
-import { catchError, map, type Observable, throwError } from 'rxjs';
+import { catchError, type Observable, tap, throwError } from 'rxjs';
 import { versionTag } from '../store/documents/document-version';
 import { documentHttpError } from './document-http-errors';
+import { setHeaderIfUnsent } from './response-headers';
 import {
   IF_MATCH_METADATA,
   type IfMatchMetadata,
@@ -33,8 +34,10 @@ function readPath(value: unknown, path: string): unknown {
  * - errors of document locks and versions, the handler's included, become HTTP errors:
  *   `DocumentLockedError` 423 with `Retry-After`, `DocumentNotFoundError` 404,
  *   `VersionConflictError` 409 (412 when its expected version came from `If-Match`),
- *   `InvalidLockKeyError`/`InvalidLockOptionsError` 400; bodies are `{ statusCode, message, error }`;
- * - with `@VersionETag(field)`, the returned document's version is the response's `ETag`.
+ *   `InvalidLockKeyError`/`InvalidLockOptionsError` 400, `LockStoreUnavailableError` 503 with
+ *   `Retry-After: 1`; bodies are `{ statusCode, message, error }`;
+ * - with `@VersionETag(field)`, the returned document's version is the response's `ETag`, once
+ *   the handler has completed (not on a response that then fails).
  * Other transports: unchanged.
  */
 @Injectable()
@@ -57,10 +60,15 @@ export class DocumentHttpInterceptor implements NestInterceptor {
         return throwError(() => error);
       }
     }
+    // The ETag is set when the handler has completed: a locked transaction may still fail to
+    // commit after its value, and that answer must not carry the version it never wrote.
+    let last: { result: unknown } | undefined;
     return next.handle().pipe(
-      map((result: unknown) => {
-        if (etagField !== undefined) this.setETag(context, result, etagField);
-        return result;
+      tap({
+        next: (result: unknown) => (last = { result }),
+        complete: () => {
+          if (etagField !== undefined && last) this.setETag(context, last.result, etagField);
+        },
       }),
       catchError((error: unknown) => {
         const mapped = documentHttpError(error, ifMatchVersionOf(request));
@@ -79,8 +87,6 @@ export class DocumentHttpInterceptor implements NestInterceptor {
   }
 
   private setHeader(context: ExecutionContext, name: string, value: string): void {
-    const adapter = this.adapterHost?.httpAdapter;
-    if (!adapter) return;
-    adapter.setHeader(context.switchToHttp().getResponse(), name, value);
+    setHeaderIfUnsent(this.adapterHost, context, name, value);
   }
 }

@@ -21,7 +21,8 @@ import {
   LockStoreUnavailableError,
   MongoLockError,
 } from '../errors';
-import { documentHttpError } from '../http/document-http-errors';
+import { documentHttpError, HTTP_SERVICE_UNAVAILABLE } from '../http/document-http-errors';
+import { removeHeaderIfUnsent, setHeaderIfUnsent } from '../http/response-headers';
 import type { LockKeyContext } from '../keys/key-template';
 import type { MongoLockModuleOptions } from '../interfaces/mongo-lock-options.interface';
 import { LockService } from '../lock.service';
@@ -32,7 +33,6 @@ import { MESSAGES } from '../mongo-lock.messages';
 // Literals: `HttpStatus.LOCKED` does not exist in @nestjs/common 10 (it is undefined there).
 const HTTP_BAD_REQUEST = 400;
 const HTTP_LOCKED = 423;
-const HTTP_SERVICE_UNAVAILABLE = 503;
 
 interface HttpRequestLike {
   params?: unknown;
@@ -135,10 +135,13 @@ export class LockedInterceptor implements NestInterceptor {
    * `LockNotAcquiredError` is 423 with `Retry-After`, `InvalidLockKeyError` and
    * `InvalidLockOptionsError` are 400, `DocumentNotFoundError` (`@LockedDocument`) is 404,
    * `LockStoreUnavailableError` (`TransactionOutcomeUnknownError` too) and
-   * `LockServiceClosedError` are 503 with `Retry-After`; other transports: unchanged.
+   * `LockServiceClosedError` are 503 with `Retry-After`; other transports: unchanged. The
+   * response loses any `ETag` that `@VersionETag` inside the lock set: the work it names did
+   * not commit.
    */
   protected mapLockError(error: unknown, context: ExecutionContext): unknown {
     if (context.getType() !== 'http') return error;
+    removeHeaderIfUnsent(this.adapterHost, context, 'ETag');
     if (error instanceof LockNotAcquiredError) {
       const seconds = this.retryAfterSeconds(error);
       this.setResponseHeader(context, 'Retry-After', String(seconds));
@@ -193,11 +196,12 @@ export class LockedInterceptor implements NestInterceptor {
     return new BadRequestException(body, { cause: error });
   }
 
-  /** Sets a header through the HTTP adapter, so Express and Fastify alike. */
+  /**
+   * Sets a header through the HTTP adapter, so Express and Fastify alike; not once the response
+   * has gone out (a handler that answered through `@Res()`, or a stream), where it would throw.
+   */
   protected setResponseHeader(context: ExecutionContext, name: string, value: string): void {
-    const adapter = this.adapterHost?.httpAdapter;
-    if (!adapter) return;
-    adapter.setHeader(context.switchToHttp().getResponse(), name, value);
+    setHeaderIfUnsent(this.adapterHost, context, name, value);
   }
 
   /** The application's LockService, found across modules so feature modules need no import. */
