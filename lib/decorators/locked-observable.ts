@@ -16,6 +16,12 @@ export interface LockedObservableHooks<T> {
    * not run; without it, the Observable completes without a value.
    */
   skippedValue?: () => T;
+  /**
+   * An unsubscription before `source` completed aborts a locked transaction instead of
+   * committing what was done: for a client that left an HTTP stream. Off by default, since a
+   * caller's `firstValueFrom` or `take(1)` also unsubscribes once it has what it wanted.
+   */
+  abortTransactionOnUnsubscribe?: boolean;
 }
 
 /**
@@ -38,6 +44,7 @@ export function lockedObservable<T>(
   scope?: string,
 ): Observable<T> {
   const { mapLockError = (error: unknown) => error, skippedValue } = hooks;
+  const abortOnUnsubscribe = hooks.abortTransactionOnUnsubscribe === true;
   return new Observable<T>((subscriber) => {
     const cancelWait = new AbortController();
     let started = false;
@@ -51,16 +58,17 @@ export function lockedObservable<T>(
       new Promise<void>((resolve, reject) => {
         started = true;
         if (subscriber.closed) return resolve();
-        // A transaction left by its subscriber is aborted, never committed half done; any
-        // other work just ends, and the lock is released.
-        stop = metadata.options.transaction
-          ? () =>
-              reject(
-                new MongoLockError(
-                  MESSAGES.transactionUnsubscribed(metadata.className, metadata.methodName),
-                ),
-              )
-          : resolve;
+        // A transaction whose client left is aborted, never committed half done; any other
+        // work just ends, and the lock is released.
+        stop =
+          abortOnUnsubscribe && metadata.options.transaction
+            ? () =>
+                reject(
+                  new MongoLockError(
+                    MESSAGES.transactionUnsubscribed(metadata.className, metadata.methodName),
+                  ),
+                )
+            : resolve;
         // `defer`: a source that throws instead of returning fails like one that errors.
         inner = defer(source)
           .pipe(tap({ error: (error: unknown) => (sourceFailure = { error }) }))

@@ -101,6 +101,8 @@ export class LockedInterceptor implements NestInterceptor {
       {
         mapLockError: (error) => this.mapLockError(error, context),
         skippedValue: () => this.skippedResult(context, metadata),
+        // Nest unsubscribes from a handler's Observable when its client goes away.
+        abortTransactionOnUnsubscribe: true,
       },
       scope,
     );
@@ -136,8 +138,8 @@ export class LockedInterceptor implements NestInterceptor {
    * `InvalidLockOptionsError` are 400, `DocumentNotFoundError` (`@LockedDocument`) is 404,
    * `LockStoreUnavailableError` (`TransactionOutcomeUnknownError` too) and
    * `LockServiceClosedError` are 503 with `Retry-After`; other transports: unchanged. The
-   * response loses any `ETag` that `@VersionETag` inside the lock set: the work it names did
-   * not commit.
+   * response loses any `ETag` that `@VersionETag` inside the lock set: an error response names
+   * no version (a locked transaction's may never have been written).
    */
   protected mapLockError(error: unknown, context: ExecutionContext): unknown {
     if (context.getType() !== 'http') return error;

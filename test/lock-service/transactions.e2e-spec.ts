@@ -1,6 +1,7 @@
-import { Controller, Module, Param, Post } from '@nestjs/common';
+import { Controller, Injectable, Module, Param, Post } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { ClientSession } from 'mongodb';
+import { defer, firstValueFrom, Observable } from 'rxjs';
 import { LockService, Locked, LockSession, MongoLockModule } from '../../lib';
 import {
   InvalidLockOptionsError,
@@ -163,6 +164,50 @@ describe('withLock in a transaction', () => {
     });
   },
 );
+
+describe('@Locked provider Observables in a transaction', () => {
+  const kit = LockTestKit.forSuite();
+
+  it('commit when the caller takes the value and leaves (firstValueFrom)', async () => {
+    const client = await kit.client();
+    const receipts = client.db(kit.mongo.dbName).collection<{ _id: string }>('tx_receipts');
+
+    @Injectable()
+    class Payments {
+      @Locked('receipt:{args.0}', { transaction: true })
+      pay$(id: string): Observable<string> {
+        return defer(async () => {
+          await receipts.insertOne({ _id: id }, { session: LockService.current()!.session });
+          return id;
+        });
+      }
+    }
+    @Module({
+      imports: [
+        MongoLockModule.forRoot({
+          client,
+          dbName: kit.mongo.dbName,
+          collectionName: kit.collectionName,
+        }),
+      ],
+      providers: [Payments],
+    })
+    class AppModule {}
+    const app = await NestFactory.createApplicationContext(AppModule, { logger: false });
+    await app.init();
+    try {
+      expect(await firstValueFrom(app.get(Payments).pay$('r1'))).toBe('r1');
+      const locks = app.get(LockService);
+      for (let i = 0; i < 100 && (await locks.inspect('receipt:r1'))?.held; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect((await locks.inspect('receipt:r1'))?.held).toBe(false);
+      expect(await receipts.findOne({ _id: 'r1' })).toEqual({ _id: 'r1' });
+    } finally {
+      await app.close();
+    }
+  });
+});
 
 describe('withLock in a transaction: work longer than a renewal interval', () => {
   const kit = LockTestKit.forSuite();
