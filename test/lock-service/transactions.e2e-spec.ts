@@ -123,13 +123,7 @@ describe('withLock in a transaction', () => {
       }
     }
     @Module({
-      imports: [
-        MongoLockModule.forRoot({
-          client,
-          dbName: kit.mongo.dbName,
-          collectionName: kit.collectionName,
-        }),
-      ],
+      imports: [MongoLockModule.forRoot(kit.options({ client }))],
       controllers: [OrdersController],
     })
     class AppModule {}
@@ -183,13 +177,7 @@ describe('@Locked provider Observables in a transaction', () => {
       }
     }
     @Module({
-      imports: [
-        MongoLockModule.forRoot({
-          client,
-          dbName: kit.mongo.dbName,
-          collectionName: kit.collectionName,
-        }),
-      ],
+      imports: [MongoLockModule.forRoot(kit.options({ client }))],
       providers: [Payments],
     })
     class AppModule {}
@@ -282,13 +270,7 @@ describe('withLock in a transaction: a commit of unknown outcome', () => {
       }
     }
     @Module({
-      imports: [
-        MongoLockModule.forRoot({
-          client,
-          dbName: kit.mongo.dbName,
-          collectionName: kit.collectionName,
-        }),
-      ],
+      imports: [MongoLockModule.forRoot(kit.options({ client }))],
       controllers: [PaymentsController],
     })
     class AppModule {}

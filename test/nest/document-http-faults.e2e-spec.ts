@@ -42,12 +42,7 @@ describe('document locks over HTTP with MongoDB out of reach', () => {
       .insertOne({ _id: 'a', balance: 100 });
     @Module({
       imports: [
-        MongoLockModule.forRoot({
-          isGlobal: true,
-          client,
-          dbName: kit.mongo.dbName,
-          collectionName: kit.collectionName,
-        }),
+        MongoLockModule.forRoot({ ...kit.options({ client }), isGlobal: true }),
         MongoLockModule.forFeature([{ name: 'accounts', collection: 'accounts' }]),
       ],
       controllers: [AccountsController],

@@ -94,13 +94,7 @@ describe.each(['express', 'fastify'] as const)('locked transactions over HTTP (%
     const client = await kit.client();
     data = () => client.db(kit.mongo.dbName);
     @Module({
-      imports: [
-        MongoLockModule.forRoot({
-          client,
-          dbName: kit.mongo.dbName,
-          collectionName: kit.collectionName,
-        }),
-      ],
+      imports: [MongoLockModule.forRoot(kit.options({ client }))],
       controllers: [TransactionsController],
     })
     class AppModule {}
