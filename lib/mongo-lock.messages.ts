@@ -25,8 +25,8 @@ export const MESSAGES = {
     'other than a letter, a digit or % (for example ":"), or different values could build the same key',
   templateInvalidKey: (template: string) =>
     `Lock key template ${quote(template)} gave an invalid key`,
-  transactionUnsubscribed: (className: string, methodName: string) =>
-    `${className}.${methodName} was unsubscribed before it completed: its transaction was aborted, not committed`,
+  transactionUnsubscribed: (where: string) =>
+    `${where} was unsubscribed before it completed: its transaction was aborted, not committed`,
   documentIdPlaceholders: (where: string) =>
     `@LockedDocument on ${where}: an id template may hold one placeholder (the id is the ` +
     "document's _id as rendered, so two values could name another's document); compose ids " +

@@ -62,12 +62,7 @@ export function lockedObservable<T>(
         // work just ends, and the lock is released.
         stop =
           abortOnUnsubscribe && metadata.options.transaction
-            ? () =>
-                reject(
-                  new MongoLockError(
-                    MESSAGES.transactionUnsubscribed(metadata.className, metadata.methodName),
-                  ),
-                )
+            ? () => reject(new MongoLockError(MESSAGES.transactionUnsubscribed(metadata.where)))
             : resolve;
         // `defer`: a source that throws instead of returning fails like one that errors.
         inner = defer(source)

@@ -6,7 +6,7 @@ import {
   Optional,
 } from '@nestjs/common';
 import { HttpAdapterHost, Reflector } from '@nestjs/core';
-import { catchError, type Observable, tap, throwError } from 'rxjs';
+import { catchError, defer, type Observable, tap, throwError } from 'rxjs';
 import { versionTag } from '../store/documents/document-version';
 import { documentHttpError } from './document-http-errors';
 import { setHeaderIfUnsent } from './response-headers';
@@ -61,15 +61,19 @@ export class DocumentHttpInterceptor implements NestInterceptor {
       }
     }
     // The ETag is set when the handler has completed: a locked transaction may still fail to
-    // commit after its value, and that answer must not carry the version it never wrote.
-    let last: { result: unknown } | undefined;
-    return next.handle().pipe(
-      tap({
-        next: (result: unknown) => (last = { result }),
-        complete: () => {
-          if (etagField !== undefined && last) this.setETag(context, last.result, etagField);
-        },
-      }),
+    // commit after its value, and that answer must not carry the version it never wrote. The
+    // last value is each subscription's own (`defer`), so a resubscription starts afresh.
+    return defer(() => {
+      let last: { result: unknown } | undefined;
+      return next.handle().pipe(
+        tap({
+          next: (result: unknown) => (last = { result }),
+          complete: () => {
+            if (etagField !== undefined && last) this.setETag(context, last.result, etagField);
+          },
+        }),
+      );
+    }).pipe(
       catchError((error: unknown) => {
         const mapped = documentHttpError(error, ifMatchVersionOf(request));
         if (!mapped) return throwError(() => error);
