@@ -90,6 +90,30 @@ describe('resolveModuleOptions', () => {
     expect((error as InvalidLockOptionsError).option).toBe(option);
   });
 
+  it.each([
+    ['defaultTTLMs', 'defaultTTLMs is not an option (did you mean defaultTtlMs?)'],
+    ['ttlMs', 'ttlMs is not an option'],
+    ['isGlobal', 'isGlobal is not an option'],
+    ['colectionName', 'colectionName is not an option (did you mean collectionName?)'],
+  ])('refuses the unknown option %s, naming it and the closest known name', (option, message) => {
+    const error = capture(() => resolveModuleOptions({ uri, [option]: 60_000 } as never));
+    expect(error).toBeInstanceOf(InvalidLockOptionsError);
+    expect(error.message).toContain(message);
+    expect(error.message).toContain('the options are uri, client, dbName');
+    expect((error as InvalidLockOptionsError).option).toBe(option);
+  });
+
+  it('refuses an unknown renewal option, naming it', () => {
+    const error = capture(() => resolveModuleOptions({ uri, renewal: { ratio: 0.5 } as never }));
+    expect(error).toBeInstanceOf(InvalidLockOptionsError);
+    expect(error.message).toContain('renewal.ratio is not an option');
+    expect((error as InvalidLockOptionsError).option).toBe('renewal.ratio');
+    expect(
+      capture(() => resolveModuleOptions({ uri, renewal: { intervalratio: 0.5 } as never }))
+        .message,
+    ).toContain('(did you mean renewal.intervalRatio?)');
+  });
+
   it('checks the renewal options', () => {
     expect(() => resolveModuleOptions({ uri, renewal: { intervalRatio: 0 } })).toThrow(
       'renewal.intervalRatio must be a number greater than 0 and less than 1, got 0',

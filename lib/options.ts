@@ -152,7 +152,79 @@ function connection(
 function renewal(value: unknown): LockRenewalOptions {
   if (value === undefined) return {};
   if (typeof value !== 'object' || value === null) fail('renewal', 'an object', value);
+  refuseUnknownOptions(value, RENEWAL_OPTION_NAMES, 'renewal.');
   return value;
+}
+
+// Every option name, checked against the interfaces by the compiler: a name added there must be added here.
+const MODULE_OPTION_NAMES = Object.keys({
+  uri: true,
+  client: true,
+  dbName: true,
+  collectionName: true,
+  defaultTtlMs: true,
+  defaultTimeoutMs: true,
+  renewal: true,
+  maxHoldMs: true,
+  holderId: true,
+  idleRetentionMs: true,
+  ensureIndexes: true,
+  changeStreams: true,
+  streamIdleMs: true,
+  pollIntervalMs: true,
+  maxPollIntervalMs: true,
+  safetyPollIntervalMs: true,
+  operationTimeoutMs: true,
+  shutdownGraceMs: true,
+  enabled: true,
+} satisfies Record<keyof MongoLockModuleOptions, true>);
+
+const RENEWAL_OPTION_NAMES = Object.keys({
+  enabled: true,
+  intervalRatio: true,
+} satisfies Record<keyof LockRenewalOptions, true>);
+
+/** Edit distance of two names, case ignored (a misspelt option is usually a letter or a case off). */
+function distance(a: string, b: string): number {
+  const x = a.toLowerCase();
+  const y = b.toLowerCase();
+  let previous = Array.from({ length: y.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= x.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= y.length; j++) {
+      row[j] = Math.min(
+        previous[j] + 1,
+        row[j - 1] + 1,
+        previous[j - 1] + (x[i - 1] === y[j - 1] ? 0 : 1),
+      );
+    }
+    previous = row;
+  }
+  return previous[y.length];
+}
+
+/** The known name closest to `option`, if it is close enough to be a slip. */
+function closestName(option: string, names: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Math.max(2, Math.floor(option.length / 3)) + 1;
+  for (const candidate of names) {
+    const d = distance(option, candidate);
+    if (d < bestDistance) [best, bestDistance] = [candidate, d];
+  }
+  return best;
+}
+
+/** Refuses option names the module does not know: a misspelt one would be ignored silently. */
+function refuseUnknownOptions(options: object, names: readonly string[], prefix = ''): void {
+  for (const option of Object.keys(options)) {
+    if (names.includes(option)) continue;
+    const closest = closestName(option, names);
+    const hint = closest === undefined ? '' : ` (did you mean ${prefix}${closest}?)`;
+    throw new InvalidLockOptionsError(
+      `${prefix}${option} is not an option${hint}; the options are ${names.map((name) => prefix + name).join(', ')}`,
+      { option: prefix + option },
+    );
+  }
 }
 
 /** A holder id that says which host and process holds a lock, plus a random part per instance. */
@@ -169,6 +241,7 @@ export function defaultHolderId(): string {
  */
 export function resolveModuleOptions(options: MongoLockModuleOptions): ResolvedLockModuleOptions {
   if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
+  refuseUnknownOptions(options, MODULE_OPTION_NAMES);
   const d = LOCK_OPTION_DEFAULTS;
   const renew = renewal(options.renewal);
   const pollIntervalMs = integer(

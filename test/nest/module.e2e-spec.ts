@@ -128,6 +128,40 @@ describe('MongoLockModule configuration', () => {
     expect((error as InvalidLockOptionsError).option).toBe(option);
     expect((error as Error).message).toMatch(message);
   });
+
+  it('forRoot refuses a misspelt option at start-up, naming it and the right name', async () => {
+    const start = async () => {
+      const moduleRef = await Test.createTestingModule({
+        imports: [lockModule(mongo, { defaultTTLMs: 60_000 } as never)],
+      }).compile();
+      await moduleRef.init();
+      await moduleRef.close();
+    };
+    const error = await start().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidLockOptionsError);
+    expect((error as InvalidLockOptionsError).option).toBe('defaultTTLMs');
+    expect((error as Error).message).toMatch(
+      /defaultTTLMs is not an option \(did you mean defaultTtlMs\?\)/,
+    );
+  });
+
+  it('forRootAsync refuses a misspelt option from the factory', async () => {
+    const start = async () => {
+      const moduleRef = await Test.createTestingModule({
+        imports: [
+          MongoLockModule.forRootAsync({
+            useFactory: () => ({ uri: mongo.uri, dbName: mongo.dbName, defaultTimeoutMS: 500 }),
+          }),
+        ],
+      }).compile();
+      await moduleRef.init();
+      await moduleRef.close();
+    };
+    const error = await start().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidLockOptionsError);
+    expect((error as InvalidLockOptionsError).option).toBe('defaultTimeoutMS');
+    expect((error as Error).message).toMatch(/did you mean defaultTimeoutMs\?/);
+  });
 });
 
 describe('MongoLockModule shutdown', () => {
