@@ -4,9 +4,11 @@ import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper.js'
 import { bindLockService } from './decorators/lock-bindings';
 import { getLockedMetadata, type LockedMetadata } from './decorators/locked-metadata';
 import { hasDocumentLocks } from './documents/document-locks-registry';
+import { InvalidLockKeyError } from './errors/invalid-lock-key.error';
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
 import { MongoLockError } from './errors/mongo-lock.error';
 import type { MongoLockModuleOptions } from './interfaces/mongo-lock-options.interface';
+import { httpOnlyPlaceholders } from './keys/key-template';
 import { LockService } from './lock.service';
 import { MONGO_LOCK_OPTIONS } from './mongo-lock.module-definition';
 import { MESSAGES } from './mongo-lock.messages';
@@ -83,6 +85,7 @@ export class LockedMethodsExplorer implements OnModuleInit {
     if (lockedMethods.length === 0) return;
     for (const name of lockedMethods) {
       this.refuseSynchronous((instance as Record<string, unknown>)[name]);
+      this.refuseHttpPlaceholders((instance as Record<string, unknown>)[name]);
     }
     if (!wrapper.isDependencyTreeStatic()) {
       for (const method of lockedMethods) {
@@ -101,6 +104,23 @@ export class LockedMethodsExplorer implements OnModuleInit {
       if (!bindLockService(each, binding)) {
         this.logger.warn(MESSAGES.sharedInstance(String(wrapper.name)));
       }
+    }
+  }
+
+  /**
+   * A provider method called directly has its arguments, not a request: a template that reads
+   * `{params.id}` (or query, body, user, headers) would fail on every call, so the start-up
+   * fails instead. Handlers that Nest calls through interceptors (gateways, resolvers) are left
+   * to their interceptor, which may fill those values.
+   */
+  private refuseHttpPlaceholders(method: unknown): void {
+    const metadata: LockedMetadata | undefined = getLockedMetadata(method);
+    if (!metadata || isFrameworkHandler(method)) return;
+    const [first] = httpOnlyPlaceholders(metadata.templates ?? []);
+    if (first) {
+      throw new InvalidLockKeyError(
+        MESSAGES.httpPlaceholderInProvider(metadata.where, first.template, first.placeholder),
+      );
     }
   }
 

@@ -53,6 +53,10 @@ export const MESSAGES = {
   minHoldNotKept: (where: string, key: string, error: unknown) =>
     `${where}: could not set the lease of ${quote(key)} to end minHoldMs after it was taken ` +
     `(${String(error)}); it is left to run out by itself`,
+  httpPlaceholderInProvider: (where: string, template: string, placeholder: string) =>
+    `${where} is a provider method, but its lock template ${quote(template)} uses ${placeholder}, ` +
+    'which only an HTTP handler (a controller method) has, so every call would fail; a provider ' +
+    "method's keys come from its arguments: {args.0}, {args.1.id}, ... (or use a key function)",
   unboundInstance: (where: string) =>
     `${where} is @Locked, but this instance is not managed by an application that imports ` +
     'MongoLockModule (it was created with `new`, is request-scoped, or was called before the ' +

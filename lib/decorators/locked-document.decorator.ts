@@ -112,6 +112,7 @@ export function createLockedDocumentDecorator(
           return {
             resolveKeys: compileDocumentId(id, where),
             metricsLabel: typeof id === 'string' ? `${name}/${id}` : `${name}/${where}`,
+            templates: typeof id === 'string' ? [id] : [],
             options: lockOptions,
             document: {
               name,

@@ -68,6 +68,8 @@ export interface LockedMetadata {
    * written (joined by `,`), or `Class.method` when the keys come from a function.
    */
   readonly metricsLabel: string;
+  /** The key, id and scope templates as written (not key functions), for start-up checks. */
+  readonly templates?: readonly string[];
   readonly options: LockedOptions;
   readonly returns: LockedMethodReturn;
   /**

@@ -169,6 +169,10 @@ export function createLockedDecorator(interceptor: Type<LockedInterceptor> = Loc
           resolveKeys: compileLockKeys(keys, where),
           resolveScope: compileScope(options.scope, where),
           metricsLabel: metricsLabelOf(keys, where),
+          templates: [
+            ...(typeof keys === 'string' ? [keys] : typeof keys === 'function' ? [] : keys),
+            ...(typeof options.scope === 'string' ? [options.scope] : []),
+          ],
           options: { ...options },
         };
       });
@@ -178,7 +182,7 @@ export function createLockedDecorator(interceptor: Type<LockedInterceptor> = Loc
 /** What a locking decorator decides about a method besides its identity and return shape. */
 export type LockedMethodSpec = Pick<
   LockedMetadata,
-  'resolveKeys' | 'resolveScope' | 'metricsLabel' | 'options' | 'document'
+  'resolveKeys' | 'resolveScope' | 'metricsLabel' | 'templates' | 'options' | 'document'
 >;
 
 /**

@@ -145,6 +145,22 @@ function describeKind(value: unknown): string {
   return `of type ${typeof value}`;
 }
 
+/**
+ * The `{params...}`, `{query...}`, `{body...}`, `{user...}` and `{headers...}` placeholders of
+ * `templates`: values only an HTTP handler's call has (a provider method's has `{args...}`).
+ */
+export function httpOnlyPlaceholders(
+  templates: readonly string[],
+): { template: string; placeholder: string }[] {
+  return templates.flatMap((template) =>
+    parseKeyTemplate(template).parts.flatMap((part) =>
+      part.kind === 'value' && part.source !== 'args'
+        ? [{ template, placeholder: part.placeholder }]
+        : [],
+    ),
+  );
+}
+
 /** Strings (non-empty), finite numbers, bigints and booleans; nothing else becomes part of a key. */
 function scalarToKeyPart(value: unknown): string | undefined {
   switch (typeof value) {
