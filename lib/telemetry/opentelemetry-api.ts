@@ -1,9 +1,71 @@
-/** The `@opentelemetry/api` module, as a type only: loading it is optional. @internal */
-export type OpenTelemetryApi = typeof import('@opentelemetry/api');
+// The parts of `@opentelemetry/api` the library uses, declared here as structural types: the
+// declarations the package publishes must not mention an optional peer (an app without it that
+// type-checks with `skipLibCheck: false` would fail with TS2307). The real module is checked
+// against them in opentelemetry-api.spec.ts.
+
+/** Attribute values the library sets: strings and numbers, never a key. @internal */
+export type OtelAttributes = Record<string, string | number>;
+
+/** `MetricOptions`, as far as the library sets them. @internal */
+export interface OtelMetricOptions {
+  description?: string;
+  unit?: string;
+}
+
+/** `Counter`. @internal */
+export interface OtelCounter {
+  add(value: number, attributes?: OtelAttributes): void;
+}
+
+/** `Histogram`. @internal */
+export interface OtelHistogram {
+  record(value: number, attributes?: OtelAttributes): void;
+}
+
+/** `ObservableResult`. @internal */
+export interface OtelObservableResult {
+  observe(value: number, attributes?: OtelAttributes): void;
+}
+
+/** `ObservableUpDownCounter`. @internal */
+export interface OtelObservable {
+  addCallback(callback: (result: OtelObservableResult) => void): void;
+}
+
+/** `Meter`. @internal */
+export interface OtelMeter {
+  createCounter(name: string, options?: OtelMetricOptions): OtelCounter;
+  createHistogram(name: string, options?: OtelMetricOptions): OtelHistogram;
+  createObservableUpDownCounter(name: string, options?: OtelMetricOptions): OtelObservable;
+}
+
+/** `Span`. @internal */
+export interface OtelSpan {
+  setAttribute(key: string, value: string | number): unknown;
+  setStatus(status: { code: number; message?: string }): unknown;
+  end(): void;
+}
+
+/** `Tracer`. @internal */
+export interface OtelTracer {
+  startActiveSpan<F extends (span: OtelSpan) => unknown>(
+    name: string,
+    options: { attributes?: OtelAttributes },
+    fn: F,
+  ): ReturnType<F>;
+}
+
+/** The `@opentelemetry/api` module, as far as the library uses it. @internal */
+export interface OpenTelemetryApi {
+  metrics: { getMeter(name: string): OtelMeter };
+  trace: { getTracer(name: string): OtelTracer };
+  SpanStatusCode: { readonly ERROR: number };
+}
 
 /** Loads `@opentelemetry/api`; throws as `require` does when it is absent. @internal */
 export type OpenTelemetryLoader = () => OpenTelemetryApi;
 
+// Only when a LockService is created, never when the entry is imported.
 const requireOpenTelemetry: OpenTelemetryLoader = () =>
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   require('@opentelemetry/api') as OpenTelemetryApi;

@@ -1,13 +1,13 @@
 import type {
-  Attributes,
-  Counter,
-  Histogram,
-  Meter,
-  ObservableResult,
-  Span,
-  Tracer,
-} from '@opentelemetry/api';
-import type { OpenTelemetryApi } from './opentelemetry-api';
+  OpenTelemetryApi,
+  OtelAttributes as Attributes,
+  OtelCounter as Counter,
+  OtelHistogram as Histogram,
+  OtelMeter as Meter,
+  OtelObservableResult as ObservableResult,
+  OtelSpan as Span,
+  OtelTracer as Tracer,
+} from './opentelemetry-api';
 import {
   acquireOutcomeOf,
   ATTR_ERROR_TYPE,
