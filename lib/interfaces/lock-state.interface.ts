@@ -4,8 +4,8 @@ export interface LockState {
   /** Whether a live (unexpired) lease holds the key now, by the server clock. */
   held: boolean;
   /**
-   * Id of the `LockService` instance that holds (or last held) it; with shared holders or
-   * permit holders, the latest one's.
+   * Id of the `LockService` instance that holds it; with shared holders or permit holders, the
+   * latest one's. `null` when free (released, or its lease ran out).
    */
   holderId: string | null;
   /** Fencing token of the latest acquisition, in any mode. */
@@ -15,7 +15,9 @@ export interface LockState {
    * of their leases ends. 0 when free.
    */
   remainingMs: number;
+  /** When the current (latest) holder got it; `null` when free. */
   acquiredAt: Date | null;
+  /** When the lease ends (with several holders, the last one's); `null` when free. */
   expiresAt: Date | null;
   /**
    * How the key is held now: `exclusive`, `shared`, or `semaphore` (see `permits`); `null`

@@ -25,14 +25,30 @@ interface InspectReply {
   waiting: BsonInteger;
 }
 
-/** A key held by one exclusive holder (or free), as every store without holder entries reports it. */
+/**
+ * A key held by one exclusive holder (or free), as every store without holder entries reports
+ * it. A free key (released, or its lease run out by the server clock) names no holder and no
+ * lease: the document keeps the last holder's fields, which must not read as a live lease.
+ */
 export function exclusiveLockState(
   state: Omit<LockState, 'mode' | 'holders' | 'waiting' | 'permits'>,
 ): LockState {
-  const holders = state.held
-    ? [{ holderId: state.holderId, fence: state.fence, weight: 1, remainingMs: state.remainingMs }]
-    : [];
-  return { ...state, mode: state.held ? 'exclusive' : null, holders, waiting: 0 };
+  if (!state.held) {
+    return {
+      ...state,
+      holderId: null,
+      acquiredAt: null,
+      expiresAt: null,
+      remainingMs: 0,
+      mode: null,
+      holders: [],
+      waiting: 0,
+    };
+  }
+  const holders = [
+    { holderId: state.holderId, fence: state.fence, weight: 1, remainingMs: state.remainingMs },
+  ];
+  return { ...state, mode: 'exclusive', holders, waiting: 0 };
 }
 
 export interface LockProbe {

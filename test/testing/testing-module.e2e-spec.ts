@@ -82,7 +82,7 @@ describe('MongoLockTestingModule', () => {
     expect(typeof fence).toBe('bigint');
     expect(await ledger.postNow('acc-1')).toBe('ledger:acc-1');
     const state = await locks.inspect('ledger:acc-1');
-    expect(state).toMatchObject({ key: 'ledger:acc-1', held: false, holderId: 'app' });
+    expect(state).toMatchObject({ key: 'ledger:acc-1', held: false, holderId: null });
     expect(state?.fence).toBeGreaterThan(fence);
   });
 
