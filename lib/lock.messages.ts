@@ -17,6 +17,21 @@ export function notAcquiredMessage(
   return `Lock ${keyList(keys)} not acquired ${within}${holder}${lease}`;
 }
 
+/**
+ * `notAcquiredMessage` for a document lock: its key is the `_id` in canonical Extended JSON,
+ * shown as it is (`Document "a"`, `Document {"$oid":"…"}`), not quoted a second time.
+ */
+export function documentNotAcquiredMessage(
+  collection: string,
+  key: string,
+  timeoutMs: number,
+  holderId: string | undefined,
+  retryAfterMs: number | undefined,
+): string {
+  const lockMessage = notAcquiredMessage([key], timeoutMs, holderId, retryAfterMs);
+  return `Document ${key} of ${JSON.stringify(collection)}${lockMessage.slice(`Lock ${keyList([key])}`.length)}`;
+}
+
 export function lostMessage(key: string, reason: string): string {
   return `Lock ${quoteLockKey(key)} was lost: ${reason}`;
 }

@@ -1,4 +1,4 @@
-import { Decimal128, ObjectId } from 'mongodb';
+import { Decimal128, Int32, Long, ObjectId } from 'mongodb';
 import type { Document } from 'mongodb';
 import { InvalidLockKeyError } from '../errors/invalid-lock-key.error';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
@@ -172,8 +172,51 @@ export function resolveAttemptTarget(
     }
     const { _id: _ignored, ...fields } = create;
     createIfMissing = mergeDeep(initialVersion(settings.version), fields);
+    if (settings.version) checkCreatedVersion(createIfMissing, settings.version);
   }
   return { where: where, createIfMissing };
+}
+
+/**
+ * The version a created document starts at must be of the field's type (`versionTyped`): a
+ * document created with `version: '1'` could never be written by `commit` or `updateIfCurrent`.
+ */
+function checkCreatedVersion(created: Document, version: DocumentVersion): void {
+  const value = version.field
+    .split('.')
+    .reduce<unknown>((inner, name) => (isPlainObject(inner) ? inner[name] : undefined), created);
+  const typed =
+    version.type === 'int'
+      ? (typeof value === 'number' && Number.isSafeInteger(value)) ||
+        typeof value === 'bigint' ||
+        value instanceof Long ||
+        value instanceof Int32
+      : version.type === 'decimal128'
+        ? value instanceof Decimal128
+        : value instanceof Date && !Number.isNaN(value.getTime());
+  if (!typed) {
+    const accepted = {
+      int: 'an integer (a number, a bigint, a Long or an Int32)',
+      decimal128: 'a Decimal128',
+      date: 'a valid Date',
+    }[version.type];
+    const shown =
+      value === undefined
+        ? 'nothing'
+        : typeof value === 'string'
+          ? JSON.stringify(value.slice(0, 64))
+          : value === null
+            ? 'null'
+            : typeof value === 'object'
+              ? 'an object'
+              : typeof value === 'number'
+                ? `the number ${value}`
+                : `a ${typeof value}`;
+    bad(
+      'createIfMissing',
+      `must give the version field ${JSON.stringify(version.field)} ${accepted} (it is a ${version.type} version) or leave it out, got ${shown}`,
+    );
+  }
 }
 
 function sameId(a: unknown, b: unknown): boolean {
@@ -247,6 +290,17 @@ export function resolveDocumentUpdate(
     );
   };
   const checkPaths = (paths: string[]) => {
+    // MongoDB refuses `$` field names in updates with a server error, after the lock was
+    // read: name the field here, before anything is written. `$[]` (every element) is the
+    // one positional form usable without the query or arrayFilters the library does not pass.
+    const dollar = paths.find((path) =>
+      path.split('.').some((part) => part.startsWith('$') && part !== '$[]'),
+    );
+    if (dollar !== undefined)
+      bad(
+        'update',
+        `must not name the field ${JSON.stringify(dollar)}: field names in an update may not start with $`,
+      );
     const touched = paths.find(reserved);
     if (touched)
       bad(
@@ -275,6 +329,9 @@ export function resolveDocumentUpdate(
   }
   if (!isPlainObject(update)) bad('update', 'must be an update document or a pipeline');
   for (const [operator, fields] of Object.entries(update)) {
+    if (!UPDATE_OPERATORS.has(operator) && operator.startsWith('$')) {
+      bad('update', `must not have ${JSON.stringify(operator)}: it is not an update operator`);
+    }
     if (!UPDATE_OPERATORS.has(operator)) {
       bad(
         'update',

@@ -36,6 +36,8 @@ export interface DocumentLockHandle<T extends Document = Document> extends LockH
 export interface DocumentLockWriter {
   update(handle: MongoLockHandle, update: unknown): Promise<Document | null>;
   commit(handle: MongoLockHandle, update: unknown): Promise<Document | null>;
+  /** Throws `InvalidLockOptionsError` for an update `commit` would refuse, before anything is sent. */
+  checkCommit(update: unknown): void;
   /** Tells local waiters at once that the lock was given up by a commit. */
   committed(key: string): void;
 }
@@ -116,6 +118,8 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
     // Checked and claimed before the first await: a second commit is refused.
     if (this.committing) throw this.notWritable('commit');
     this.checkWritable('commit');
+    // An update refused before anything is sent leaves the lock held and the handle usable.
+    this.writer.checkCommit(update);
     this.committing = this.commitOnce(update);
     return this.committing;
   }
@@ -127,7 +131,9 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
     } catch (error) {
       // Unknown outcome: a release by token and fence either finds the commit's own release
       // (done) or frees the lock, and then the late commit, which needs the lock, cannot land.
-      await this.lock.release().catch(() => undefined);
+      // Sent, not awaited: the caller hears within one command's bound, and until the release
+      // is confirmed the handle keeps its local deadline.
+      void this.lock.release().catch(() => undefined);
       throw error;
     }
     if (written === null) return this.afterWrite(null);

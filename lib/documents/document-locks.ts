@@ -5,6 +5,7 @@ import { MongoLockError } from '../errors/mongo-lock.error';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
 import { LockLostError } from '../errors/lock-lost.error';
 import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
+import { documentNotAcquiredMessage, notAcquiredMessage } from '../lock.messages';
 import type { HeldLocks } from '../held-locks';
 import type { LockState } from '../interfaces/lock-state.interface';
 import { heldLocksOf, runWithHeldLock } from '../lock-context';
@@ -297,10 +298,23 @@ export class DocumentLocks<T extends Document = Document> {
           },
           (error: unknown) => {
             linked.unlink();
-            throw error;
+            throw this.documentNotAcquired(error, key, resolved.timeoutMs);
           },
         );
     });
+  }
+
+  /** A lock's not-acquired error in a document's words (the key is the id's Extended JSON). */
+  private documentNotAcquired(error: unknown, key: string, timeoutMs: number): unknown {
+    if (!(error instanceof LockNotAcquiredError)) return error;
+    const { holderId, retryAfterMs } = error;
+    const standard = notAcquiredMessage([key], timeoutMs, holderId, retryAfterMs);
+    const detail = error.message.startsWith(standard) ? error.message.slice(standard.length) : '';
+    return new LockNotAcquiredError(
+      documentNotAcquiredMessage(this.settings.collection, key, timeoutMs, holderId, retryAfterMs) +
+        detail,
+      { keys: error.keys, retryAfterMs, holderId },
+    );
   }
 
   private writer(store: LockStore): DocumentLockWriter {
@@ -323,6 +337,7 @@ export class DocumentLocks<T extends Document = Document> {
           }),
         );
       },
+      checkCommit: (update) => void resolveDocumentUpdate(update, this.settings, true),
       committed: (key) => this.waiting.notifyHoldEnded(key, 'freed'),
     };
   }

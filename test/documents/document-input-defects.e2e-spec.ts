@@ -1,0 +1,151 @@
+// Reported defects of document locks: `$` field names in updates, the type of a created
+// version, and the busy message. Each test failed before its fix.
+import { Decimal128 } from 'mongodb';
+import type { Collection, Document } from 'mongodb';
+import { InvalidLockOptionsError, LockNotAcquiredError } from '../../lib/errors';
+import { LockTestKit } from '../lock-service/lock-test-kit';
+
+jest.setTimeout(60_000);
+
+interface Raw {
+  _id: string;
+  [field: string]: unknown;
+}
+
+const settle = (promise: Promise<unknown>): Promise<unknown> =>
+  promise.then(
+    (value) => value,
+    (error: unknown) => error,
+  );
+
+describe('Document locks: reported input defects', () => {
+  const kit = LockTestKit.forSuite();
+  let seq = 0;
+  let accounts: Collection<Raw>;
+  let collectionName: string;
+
+  beforeEach(async () => {
+    seq += 1;
+    collectionName = `input_defects_${seq}`;
+    const client = await kit.client();
+    accounts = client.db(kit.mongo.dbName).collection<Raw>(collectionName);
+    await accounts.insertOne({ _id: 'a', balance: 100, version: 1 });
+  });
+
+  const documents = async () =>
+    (await kit.service()).documents<Document>(collectionName, { version: { field: 'version' } });
+
+  describe('an update with a $-prefixed field name is InvalidLockOptionsError, nothing written', () => {
+    const updates: [string, Document | Document[], string][] = [
+      ['$where in $set', { $set: { $where: 'sleep(1000)' } }, '$where'],
+      ['a $ field in $inc', { $inc: { $balance: 1 } }, '$balance'],
+      ['a $ part of a dotted path', { $set: { 'meta.$x': 1 } }, 'meta.$x'],
+      ['a $ target of $rename', { $rename: { balance: '$money' } }, '$money'],
+      ['a $ field in a pipeline $set', [{ $set: { $where: 1 } }], '$where'],
+      ['$where as the operator', { $where: 'true' }, '$where'],
+    ];
+
+    it.each(updates)('commit: %s', async (_label, update, field) => {
+      const docs = await documents();
+      const lock = await docs.acquire('a');
+      const result = await settle(lock.commit(update));
+      expect(result).toBeInstanceOf(InvalidLockOptionsError);
+      expect((result as Error).message).toContain(JSON.stringify(field));
+      // Not half-written: the document is as it was, and still locked by us.
+      const stored = await accounts.findOne({ _id: 'a' });
+      expect(stored).toMatchObject({ balance: 100, version: 1 });
+      expect(stored?._lock).toMatchObject({ owner: expect.any(String) });
+      expect(Object.keys(stored ?? {}).filter((name) => name.startsWith('$'))).toEqual([]);
+      // The handle is still usable: a corrected commit lands.
+      await lock.commit({ $inc: { balance: 1 } });
+      expect(await accounts.findOne({ _id: 'a' })).toMatchObject({ balance: 101, version: 2 });
+    });
+
+    it.each(updates)('updateIfCurrent: %s', async (_label, update, field) => {
+      const docs = await documents();
+      const result = await settle(docs.updateIfCurrent('a', 1, update));
+      expect(result).toBeInstanceOf(InvalidLockOptionsError);
+      expect((result as Error).message).toContain(JSON.stringify(field));
+      expect(await accounts.findOne({ _id: 'a' })).toEqual({
+        _id: 'a',
+        balance: 100,
+        version: 1,
+      });
+    });
+
+    it('$[] (every array element) is still accepted', async () => {
+      await accounts.updateOne({ _id: 'a' }, { $set: { tags: [1, 2] } });
+      const docs = await documents();
+      await docs.updateIfCurrent('a', 1, { $inc: { 'tags.$[]': 1 } });
+      expect(await accounts.findOne({ _id: 'a' })).toMatchObject({ tags: [2, 3], version: 2 });
+    });
+  });
+
+  describe('createIfMissing refuses a version of the wrong type', () => {
+    it.each<[string, unknown]>([
+      ['a numeric string', '1'],
+      ['a string', 'abc'],
+      ['a fraction', 1.5],
+      ['null', null],
+      ['an object', { n: 1 }],
+      ['a Date', new Date()],
+    ])('an int version given as %s', async (_label, value) => {
+      const docs = await documents();
+      const result = await settle(docs.acquire('new', { createIfMissing: { version: value } }));
+      expect(result).toBeInstanceOf(InvalidLockOptionsError);
+      expect((result as Error).message).toContain('"version"');
+      expect(await accounts.findOne({ _id: 'new' })).toBeNull();
+    });
+
+    it('a decimal128 version given as a number', async () => {
+      const docs = (await kit.service()).documents<Document>(collectionName, {
+        version: { field: 'meta.v', type: 'decimal128' },
+      });
+      const result = await settle(docs.acquire('new', { createIfMissing: { meta: { v: 3 } } }));
+      expect(result).toBeInstanceOf(InvalidLockOptionsError);
+      expect(await accounts.findOne({ _id: 'new' })).toBeNull();
+    });
+
+    it('versions of the right type, or none, are accepted', async () => {
+      const docs = await documents();
+      const given = await docs.acquire('n1', { createIfMissing: { version: 7 } });
+      await given.commit({ $set: { done: true } });
+      const started = await docs.acquire('n2', { createIfMissing: { balance: 0 } });
+      await started.commit();
+      const decimals = (await kit.service()).documents<Document>(collectionName, {
+        version: { field: 'meta.v', type: 'decimal128' },
+      });
+      const decimal = await decimals.acquire('n3', {
+        createIfMissing: { meta: { v: Decimal128.fromString('2') } },
+      });
+      await decimal.commit({ $set: { done: true } });
+      expect(await accounts.findOne({ _id: 'n1' })).toMatchObject({ version: 8, done: true });
+      expect(await accounts.findOne({ _id: 'n2' })).toMatchObject({ version: 0 });
+      expect((await accounts.findOne({ _id: 'n3' }))?.meta).toEqual({
+        v: Decimal128.fromString('3'),
+      });
+    });
+  });
+
+  describe('the busy message', () => {
+    it('quotes the id once and names the collection', async () => {
+      const docs = await documents();
+      const lock = await docs.acquire('a');
+      const other = (await kit.service()).documents<Document>(collectionName);
+      const waited = await settle(other.acquire('a', { timeoutMs: 50 }));
+      const atOnce = await settle(other.acquire('a', { timeoutMs: 0 }));
+      for (const error of [waited, atOnce]) {
+        expect(error).toBeInstanceOf(LockNotAcquiredError);
+        const { message } = error as Error;
+        expect(message).not.toContain('\\"');
+        expect(message).toMatch(
+          new RegExp(
+            `^Document "a" of "${collectionName}" not acquired (within 50 ms|at once); held by `,
+          ),
+        );
+      }
+      expect((waited as LockNotAcquiredError).keys).toEqual(['"a"']);
+      await lock.release();
+    });
+  });
+});
