@@ -6,16 +6,27 @@
 // minimal Nest apps generated from compat/template (one per row of APPS, which together cover
 // every supported major), then in each app: `tsc` with `strict` and `skipLibCheck: false`,
 // boot against the offline MongoDB test server (or MONGODB_URI), and the checks of
-// compat/template/src/checks.ts, then those of compat/template/src/testing-checks.ts (the
-// `nestjs-mongo-lock/testing` entry point, without MongoDB). Exits 1 if any app fails.
+// compat/template/src/checks.ts, then those of its src/peers.ts (below), then those of
+// compat/template/src/testing-checks.ts (the `nestjs-mongo-lock/testing` entry point, without
+// MongoDB). Exits 1 if any app fails.
 //
-// Everything generated goes to compat/.work/ (git-ignored): the tarball, the apps (removed after
-// a run where all passed, unless --keep) and, unless COMPAT_NPM_CACHE names another folder, the
-// npm cache that keeps later runs off the network.
+// Optional peers: each app installs only the peers its stack declares. Those without `peers`
+// have neither `@opentelemetry/api` nor `@nestjs/terminus` (src/peers.ts is
+// template/peers/without.ts: the main entry's declarations must type-check, and the app run,
+// without them); the one with `peers` installs both (template/peers/with.ts: the
+// `nestjs-mongo-lock/health` entry, and the library reporting to the app's OpenTelemetry
+// providers). So that nothing else supplies a package, the apps live OUTSIDE the repository
+// (whose node_modules has every peer): in a fresh folder under the system's temporary folder, or
+// in COMPAT_APPS_DIR; the run refuses a folder inside the repository or under any node_modules.
+//
+// The tarball and, unless COMPAT_NPM_CACHE names another folder, the npm cache that keeps later
+// runs off the network go to compat/.work/ (git-ignored). The apps are removed after a run where
+// all passed, unless --keep.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { cp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { availableParallelism } from 'node:os';
+import { existsSync } from 'node:fs';
+import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
@@ -24,7 +35,6 @@ import { fileURLToPath } from 'node:url';
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '..');
 const work = path.join(here, '.work');
-const appsDir = path.join(work, 'apps');
 const cacheDir = process.env.COMPAT_NPM_CACHE
   ? path.resolve(process.env.COMPAT_NPM_CACHE)
   : path.join(work, 'npm-cache');
@@ -74,13 +84,16 @@ const APPS = [
     devDeps: { '@types/express': '^4.17.17' }, // as the Nest 10 starter
   },
   {
-    name: 'nest11-fastify-esm-ts5.x-mongodb7',
+    name: 'nest11-fastify-esm-ts5.x-mongodb7-otel-terminus',
     nest: '^11.0.0',
     platform: 'fastify',
     flavour: 'esm',
     typescript: '^5.9.0',
     typesNode: '^20.19.0',
     deps: { mongodb: '^7.0.0', rxjs: '^7.8.0', 'reflect-metadata': '^0.2.0' },
+    // The one app with the optional peers (the others prove the library needs neither); terminus
+    // 11, the oldest major the peer range admits.
+    peers: { '@opentelemetry/api': '^1.3.0', '@nestjs/terminus': '^11.0.0' },
   },
   {
     name: 'nest12-express-esm-ts6-mongodb6',
@@ -111,6 +124,8 @@ const SHOWN_PACKAGES = [
   'rxjs',
   'reflect-metadata',
   '@types/node',
+  '@opentelemetry/api',
+  '@nestjs/terminus',
   'express',
   'fastify',
 ];
@@ -218,7 +233,36 @@ async function startOfflineMongo() {
   };
 }
 
-async function generateApp(app, tarball) {
+/**
+ * The folder the apps go in: COMPAT_APPS_DIR (emptied) or a fresh one under the temporary
+ * folder. Refused inside the repository or below a node_modules folder: Node and tsc look for
+ * packages in every ancestor's node_modules, so an app there could see a package (an optional
+ * peer above all) it does not install.
+ */
+async function makeAppsDir() {
+  let dir;
+  if (process.env.COMPAT_APPS_DIR) {
+    dir = path.resolve(process.env.COMPAT_APPS_DIR);
+  } else {
+    await mkdir(tmpdir(), { recursive: true });
+    dir = await mkdtemp(path.join(tmpdir(), 'nestjs-mongo-lock-compat-'));
+  }
+  const inRepository = path.relative(root, dir);
+  if (!inRepository.startsWith('..') && !path.isAbsolute(inRepository)) {
+    throw new Error(`the apps folder ${dir} is inside the repository; see compat/run.mjs`);
+  }
+  for (let parent = path.dirname(dir); ; parent = path.dirname(parent)) {
+    if (path.basename(parent) === 'node_modules' || existsSync(path.join(parent, 'node_modules'))) {
+      throw new Error(`the apps folder ${dir} is below ${parent}, which has node_modules`);
+    }
+    if (path.dirname(parent) === parent) break;
+  }
+  if (process.env.COMPAT_APPS_DIR) await rm(dir, { recursive: true, force: true });
+  await mkdir(dir, { recursive: true });
+  return dir;
+}
+
+async function generateApp(app, tarball, appsDir) {
   const dir = path.join(appsDir, app.name);
   const flavour = FLAVOURS[app.flavour];
   const platformPackage = `@nestjs/platform-${app.platform}`;
@@ -231,8 +275,9 @@ async function generateApp(app, tarball) {
       '@nestjs/common': app.nest,
       '@nestjs/core': app.nest,
       [platformPackage]: app.nest,
-      'nestjs-mongo-lock': `file:${path.relative(dir, tarball)}`,
+      'nestjs-mongo-lock': `file:${tarball}`,
       ...app.deps,
+      ...app.peers,
     },
     devDependencies: {
       '@types/node': app.typesNode,
@@ -262,6 +307,10 @@ async function generateApp(app, tarball) {
   await cp(
     path.join(here, 'template', 'platform', `${app.platform}.ts`),
     path.join(dir, 'src', 'platform.ts'),
+  );
+  await cp(
+    path.join(here, 'template', 'peers', app.peers ? 'with.ts' : 'without.ts'),
+    path.join(dir, 'src', 'peers.ts'),
   );
   await writeFile(path.join(dir, 'package.json'), `${JSON.stringify(packageJson, null, 2)}\n`);
   await writeFile(path.join(dir, 'tsconfig.json'), `${JSON.stringify(tsconfig, null, 2)}\n`);
@@ -323,7 +372,8 @@ async function testApp(app, index, dir, { mongo, io, cpu }) {
   const run = await cpu(() =>
     exec(process.execPath, ['dist/main.js'], {
       cwd: dir,
-      env: { ...process.env, MONGODB_URI: uri, COMPAT_DB: `compat_${index}` },
+      // Without NODE_PATH, which Node would search for packages the app does not install.
+      env: { ...withoutNodePath(process.env), MONGODB_URI: uri, COMPAT_DB: `compat_${index}` },
       logFile: logFile('run'),
       timeoutMs: RUN_TIMEOUT_MS,
     }),
@@ -334,6 +384,11 @@ async function testApp(app, index, dir, { mongo, io, cpu }) {
   }
   stepDone('run', run);
   return result;
+}
+
+function withoutNodePath(env) {
+  const { NODE_PATH: _ignored, ...rest } = env;
+  return rest;
 }
 
 function parseArguments(argv) {
@@ -353,8 +408,7 @@ async function main() {
   const started = performance.now();
   const apps = APPS.filter((app) => !options.only || app.name.includes(options.only));
   if (apps.length === 0) throw new Error(`no app matches ${options.only}`);
-  await rm(appsDir, { recursive: true, force: true });
-  await mkdir(appsDir, { recursive: true });
+  const appsDir = await makeAppsDir();
 
   const mongo = process.env.MONGODB_URI
     ? Promise.resolve({ uri: process.env.MONGODB_URI, stop: async () => {} })
@@ -363,12 +417,12 @@ async function main() {
 
   try {
     const tarball = options.tarball ?? (await packLibrary(options.build));
-    log(`npm cache ${path.relative(root, cacheDir) || cacheDir}`);
+    log(`npm cache ${path.relative(root, cacheDir) || cacheDir}, apps in ${appsDir}`);
     const cpu = limiter(availableParallelism());
     // Fewer installs at once than apps, so that the first apps type-check while the last install.
     const io = limiter(Number(process.env.COMPAT_INSTALL_JOBS) || 2);
     const dirs = [];
-    for (const app of apps) dirs.push(await generateApp(app, tarball));
+    for (const app of apps) dirs.push(await generateApp(app, tarball, appsDir));
     const results = await Promise.all(
       apps.map((app, index) => testApp(app, index, dirs[index], { mongo, io, cpu })),
     );
@@ -376,7 +430,7 @@ async function main() {
     const passed = results.every((result) => !result.failed);
     // Kept when something failed (each app has its install.log, tsc.log and run.log), or asked.
     if (passed && !options.keep) await rm(appsDir, { recursive: true, force: true });
-    else log(`apps kept in ${path.relative(root, appsDir)}`);
+    else log(`apps kept in ${appsDir}`);
     return passed;
   } finally {
     await mongo.then(

@@ -1,4 +1,5 @@
 import { runChecks } from './checks.js';
+import { runPeerChecks } from './peers.js';
 import { createApp, platform } from './platform.js';
 import { runTestingChecks } from './testing-checks.js';
 
@@ -9,6 +10,8 @@ async function main(): Promise<void> {
   console.log(`listening on ${url} (${platform})`);
   try {
     await runChecks(app, url);
+    // src/peers.ts is compat/template/peers/with.ts or without.ts, by the app's optional peers.
+    await runPeerChecks(app, url);
   } finally {
     await app.close();
   }
