@@ -1,6 +1,7 @@
 import type { ReleaseLeaseOutcome } from './store/release-lease';
 import type { RenewLeaseOutcome } from './store/renew-lease';
 import { isStoreUnavailableError } from './store/mongo-error-codes';
+import { formatMs } from './durations';
 import { nextTurn } from './next-turn';
 
 /** One key of a held lock. */
@@ -120,7 +121,10 @@ export class LeaseKeeper {
       if (!init.renewAtOnce) this.scheduleRenewal();
       this.maxHoldTimer = unrefTimer(
         () =>
-          this.lose(init.held[0].key, `it was held longer than maxHoldMs (${init.maxHoldMs} ms)`),
+          this.lose(
+            init.held[0].key,
+            `it was held longer than maxHoldMs (${formatMs(init.maxHoldMs)})`,
+          ),
         init.maxHoldMs,
       );
     }

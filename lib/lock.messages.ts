@@ -1,3 +1,4 @@
+import { formatMs } from './durations';
 import { quoteLockKey } from './keys/lock-key';
 
 /** Messages of the library core, as functions so the wording lives in one place. */
@@ -11,9 +12,9 @@ export function notAcquiredMessage(
   holderId: string | undefined,
   retryAfterMs: number | undefined,
 ): string {
-  const within = timeoutMs === 0 ? 'at once' : `within ${timeoutMs} ms`;
+  const within = timeoutMs === 0 ? 'at once' : `within ${formatMs(timeoutMs)}`;
   const holder = holderId ? `; held by ${holderId}` : '';
-  const lease = retryAfterMs !== undefined ? ` for ${retryAfterMs} ms more` : '';
+  const lease = retryAfterMs !== undefined ? ` for ${formatMs(retryAfterMs)} more` : '';
   return `Lock ${keyList(keys)} not acquired ${within}${holder}${lease}`;
 }
 

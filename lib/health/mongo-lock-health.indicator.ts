@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { HealthIndicatorService, type HealthIndicatorResult } from '@nestjs/terminus';
 import { LockService } from '../lock.service';
+import { formatMs } from '../durations';
 
 /** The key the probe inspects. Inspecting reads one document by `_id` and takes nothing. */
 export const HEALTH_PROBE_KEY = 'nestjs-mongo-lock:health-probe';
@@ -72,7 +73,10 @@ export class MongoLockHealthIndicator {
 function withinMs<T>(task: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer from MongoDB within ${ms} ms`)), ms);
+    timer = setTimeout(
+      () => reject(new Error(`no answer from MongoDB within ${formatMs(ms)}`)),
+      ms,
+    );
   });
   // A probe that answers after the timeout must not surface as an unhandled rejection.
   task.catch(() => undefined);

@@ -1,3 +1,4 @@
+import { formatMs } from '../durations';
 import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
 import { toStoreError } from './mongo-error-codes';
 
@@ -15,7 +16,8 @@ export interface BoundedCommand<T> {
  * Sends one command and stops waiting for it after `timeoutMs`, failing with
  * {@link LockStoreUnavailableError}. Driver errors become the library's (see `toStoreError`).
  * The outcome of a command that timed out is unknown: callers that may have written must
- * look at `sent` to clean up after it.
+ * look at `sent` to clean up after it. `timeoutMessage` words the timeout for what is not a
+ * lock command (the start); by default it says that the command's outcome is unknown.
  *
  * @example
  * const { result } = boundedCommand('renew', 5_000, () => renewLease(collection, request));
@@ -24,6 +26,8 @@ export function boundedCommand<T>(
   command: string,
   timeoutMs: number,
   send: () => Promise<T>,
+  timeoutMessage: (timeoutMs: number) => string = (ms) =>
+    `MongoDB did not answer ${command} within ${formatMs(ms)}; its outcome is unknown`,
 ): BoundedCommand<T> {
   const sent = Promise.resolve().then(send);
   let timedOut = false;
@@ -31,11 +35,7 @@ export function boundedCommand<T>(
   const deadline = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
       timedOut = true;
-      reject(
-        new LockStoreUnavailableError(
-          `MongoDB did not answer ${command} within ${timeoutMs} ms; its outcome is unknown`,
-        ),
-      );
+      reject(new LockStoreUnavailableError(timeoutMessage(timeoutMs)));
     }, timeoutMs);
   });
   const result = Promise.race([sent, deadline])

@@ -2,6 +2,9 @@ import { MongoClient, MongoError } from 'mongodb';
 import type { ClientSession, Timestamp } from 'mongodb';
 import type { LockState } from '../interfaces/lock-state.interface';
 import type { ResolvedLockModuleOptions } from '../options';
+import { formatMs } from '../durations';
+import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
+import { MongoLockError } from '../errors/mongo-lock.error';
 import type { AcquireAttemptOutcome, AttemptTarget } from './acquire-attempt';
 import { boundedCommand } from './bounded-command';
 import { grantedReservation } from './direct-grant';
@@ -16,6 +19,18 @@ import type { ReservationUse } from './lock-modes';
 import type { ReleaseOptions, ReleaseResult } from './release-lease';
 import type { RenewLeaseOutcome } from './renew-lease';
 import { nextTurn } from '../next-turn';
+
+/**
+ * Why the start (connect, create the indexes) failed. Not a lock command's failure: nothing
+ * was locked, so there is no outcome to be unsure of. Unavailable stays retryable.
+ */
+function startError(error: unknown): MongoLockError {
+  const reason = error instanceof Error ? error.message : String(error);
+  const message = `LockService could not start: ${reason}`;
+  return toStoreError(error, 'start') instanceof LockStoreUnavailableError
+    ? new LockStoreUnavailableError(message, { cause: error })
+    : new MongoLockError(message, { cause: error });
+}
 
 /** A key's liveness with the timing a waiter needs. */
 export interface KeyLeaseProbe {
@@ -67,12 +82,23 @@ export class LockStore {
   static async open(options: ResolvedLockModuleOptions): Promise<LockStore> {
     const ownsClient = options.client === undefined;
     const client = options.client ?? new MongoClient(options.uri as string);
-    const connecting = boundedCommand('connect', options.operationTimeoutMs, async () => {
-      if (ownsClient) await client.connect();
-      const store = new LockStore(client, ownsClient, options);
-      if (options.ensureIndexes) await store.ensureIndexes();
-      return store;
-    });
+    const connecting = boundedCommand(
+      'start',
+      options.operationTimeoutMs,
+      async () => {
+        try {
+          if (ownsClient) await client.connect();
+          const store = new LockStore(client, ownsClient, options);
+          if (options.ensureIndexes) await store.ensureIndexes();
+          return store;
+        } catch (error) {
+          throw startError(error);
+        }
+      },
+      (ms) =>
+        `LockService could not start: MongoDB did not answer within ${formatMs(ms)} ` +
+        "(connecting, then creating the lock collection's indexes)",
+    );
     try {
       return await connecting.result;
     } catch (error) {

@@ -5,6 +5,7 @@ import { DocumentNotFoundError } from '../../errors/document-not-found.error';
 import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error';
 import { MongoLockError } from '../../errors/mongo-lock.error';
 import { VersionConflictError } from '../../errors/version-conflict.error';
+import { formatMs } from '../../durations';
 import { toRemainingMs } from '../bson-values';
 import type { BsonInteger } from '../bson-values';
 import { RELEASED_OWNERS_KEPT } from '../release-lease';
@@ -224,7 +225,7 @@ export async function updateIfCurrent(
     if (state.held === true) {
       const retryAfterMs = toRemainingMs(state.remainingMs as BsonInteger);
       throw new DocumentLockedError(
-        `Document ${key} is locked by ${String(state.holder)} for another ${retryAfterMs} ms`,
+        `Document ${key} is locked by ${String(state.holder)} for another ${formatMs(retryAfterMs)}`,
         { id, retryAfterMs, holderId: (state.holder as string | undefined) ?? undefined },
       );
     }

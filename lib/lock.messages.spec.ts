@@ -1,0 +1,19 @@
+import { formatMs } from './durations';
+import { notAcquiredMessage } from './lock.messages';
+
+describe('durations in messages', () => {
+  it('are printed in whole milliseconds', () => {
+    expect(formatMs(4999.029018000001)).toBe('4999 ms');
+    expect(formatMs(0.4)).toBe('0 ms');
+    expect(formatMs(1_000)).toBe('1000 ms');
+  });
+
+  it('notAcquiredMessage rounds the wait and the remaining lease', () => {
+    expect(notAcquiredMessage(['k'], 4999.029018000001, 'h1', 1234.5678)).toBe(
+      'Lock "k" not acquired within 4999 ms; held by h1 for 1235 ms more',
+    );
+    expect(notAcquiredMessage(['k'], 0, undefined, undefined)).toBe(
+      'Lock "k" not acquired at once',
+    );
+  });
+});
