@@ -38,9 +38,12 @@ export class HeldLocks {
     return emptied;
   }
 
-  /** Tells every holder its lock is gone, then releases them; resolves to how many were live. */
-  async revokeAll(reason: string): Promise<number> {
-    return this.revoke([...this.handles], reason);
+  /**
+   * Tells every holder its lock is gone, then releases them; resolves to how many were live.
+   * `cause`: the `cause` of the `LockLostError` they are told.
+   */
+  async revokeAll(reason: string, cause?: unknown): Promise<number> {
+    return this.revoke([...this.handles], reason, cause);
   }
 
   /** {@link revokeAll} for the handles of one owner scope. */
@@ -51,8 +54,12 @@ export class HeldLocks {
     );
   }
 
-  private async revoke(handles: MongoLockHandle[], reason: string): Promise<number> {
-    const counts = await Promise.all(handles.map((handle) => handle.revoke(reason)));
+  private async revoke(
+    handles: MongoLockHandle[],
+    reason: string,
+    cause?: unknown,
+  ): Promise<number> {
+    const counts = await Promise.all(handles.map((handle) => handle.revoke(reason, cause)));
     return counts.reduce((sum, count) => sum + count, 0);
   }
 }

@@ -194,14 +194,14 @@ export class MongoLockHandle implements LockHandle {
    * for `releaseAllHeld()` and the end of the shutdown grace period. Resolves to how many
    * keys were released while their lease was live.
    */
-  async revoke(reason: string): Promise<number> {
+  async revoke(reason: string, cause?: unknown): Promise<number> {
     if (this.releasing) {
       // The holder is already letting go: its release decides, unless it is not confirmed.
       await this.releasing.catch(() => undefined);
     }
     // Let go already (by its holder, or by another revoke, which counts its own give-back).
     if (this.isReleased) return 0;
-    this.markLost(this.key, reason);
+    this.markLost(this.key, reason, cause);
     return this.giveBackUnreleased();
   }
 

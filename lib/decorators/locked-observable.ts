@@ -22,6 +22,13 @@ export interface LockedObservableHooks<T> {
    * caller's `firstValueFrom` or `take(1)` also unsubscribes once it has what it wanted.
    */
   abortTransactionOnUnsubscribe?: boolean;
+  /**
+   * When the lock is lost while `source` runs (the shutdown grace period ended, the lease could
+   * not be renewed, `releaseScope`), stop waiting for it: unsubscribe and fail at once with the
+   * `LockLostError`, through `mapLockError`. For a request handler, so that its client is
+   * answered and the server can close. Off by default: a caller's own Observable runs to its end.
+   */
+  endOnLockLoss?: boolean;
 }
 
 /**
@@ -54,10 +61,14 @@ export function lockedObservable<T>(
     // What `source` failed with, if it did: `withLock` rethrows that very value.
     let sourceFailure: { error: unknown } | undefined;
 
-    const run = () =>
+    const run = (lockSignal: AbortSignal) =>
       new Promise<void>((resolve, reject) => {
         started = true;
         if (subscriber.closed) return resolve();
+        if (hooks.endOnLockLoss) {
+          if (lockSignal.aborted) return reject(lockSignal.reason);
+          endOnLoss(lockSignal, reject);
+        }
         // A transaction whose client left is aborted, never committed half done; any other
         // work just ends, and the lock is released.
         stop =
@@ -73,6 +84,16 @@ export function lockedObservable<T>(
             complete: resolve,
           });
       });
+
+    /** Ends the work when the lock is lost: rejects with the `LockLostError` of the signal. */
+    const endOnLoss = (lockSignal: AbortSignal, reject: (reason: unknown) => void) => {
+      const onLoss = () => {
+        inner?.unsubscribe();
+        reject(lockSignal.reason);
+      };
+      lockSignal.addEventListener('abort', onLoss, { once: true });
+      subscriber.add(() => lockSignal.removeEventListener('abort', onLoss));
+    };
 
     runLocked(lockService, keys, metadata, run, cancelWait.signal, scope).then(
       (outcome) => {

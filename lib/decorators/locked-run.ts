@@ -53,7 +53,8 @@ export async function runLocked<T>(
   lockService: LockService,
   keys: string[],
   metadata: LockedMetadata,
-  work: () => Promise<T>,
+  /** Called under the lock with the lock's signal (it aborts when the lock is lost). */
+  work: (lockSignal: AbortSignal) => Promise<T>,
   signal?: AbortSignal,
   /** The call's owner scope, rendered from `LockedOptions.scope`. */
   scope?: string,
@@ -61,7 +62,8 @@ export async function runLocked<T>(
   const { options, where } = metadata;
   // A LockService replaced in tests (overrideProvider) may have no telemetry.
   const telemetry = (lockService.telemetry as LockTelemetry | undefined) ?? NOOP_LOCK_TELEMETRY;
-  const traced = () => telemetry.lockedMethod(metadata.metricsLabel, where, work);
+  const traced = (lockSignal: AbortSignal) =>
+    telemetry.lockedMethod(metadata.metricsLabel, where, () => work(lockSignal));
   let started = false;
   try {
     if (metadata.document) {
@@ -71,7 +73,7 @@ export async function runLocked<T>(
         keys[0],
         (handle) => {
           started = true;
-          return runWithDocumentLock(handle, traced);
+          return runWithDocumentLock(handle, () => traced(handle.signal));
         },
         { ...acquireOptions(metadata, signal, undefined), where: filter, createIfMissing },
       );
@@ -81,8 +83,9 @@ export async function runLocked<T>(
       keys,
       (handle) => {
         started = true;
-        if (!options.minHoldMs || enclosing.has(handle)) return traced();
-        return holdAtLeast(handle, options.minHoldMs, where, traced);
+        const run = () => traced(handle.signal);
+        if (!options.minHoldMs || enclosing.has(handle)) return run();
+        return holdAtLeast(handle, options.minHoldMs, where, run);
       },
       acquireOptions(metadata, signal, scope),
     );

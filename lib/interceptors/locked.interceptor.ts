@@ -16,6 +16,7 @@ import {
   DocumentNotFoundError,
   InvalidLockKeyError,
   InvalidLockOptionsError,
+  LockLostError,
   LockNotAcquiredError,
   LockServiceClosedError,
   LockStoreUnavailableError,
@@ -103,6 +104,9 @@ export class LockedInterceptor implements NestInterceptor {
         skippedValue: () => this.skippedResult(context, metadata),
         // Nest unsubscribes from a handler's Observable when its client goes away.
         abortTransactionOnUnsubscribe: true,
+        // A handler that outlives its lock (the shutdown grace period ended, say) is answered
+        // at once: the HTTP server can close, the app can exit.
+        endOnLockLoss: true,
       },
       scope,
     );
@@ -136,8 +140,10 @@ export class LockedInterceptor implements NestInterceptor {
    * locked transaction's commit of unknown outcome), never one of the handler. HTTP:
    * `LockNotAcquiredError` is 423 with `Retry-After`, `InvalidLockKeyError` and
    * `InvalidLockOptionsError` are 400, `DocumentNotFoundError` (`@LockedDocument`) is 404,
-   * `LockStoreUnavailableError` (`TransactionOutcomeUnknownError` too) and
-   * `LockServiceClosedError` are 503 with `Retry-After`; other transports: unchanged. The
+   * `LockStoreUnavailableError` (`TransactionOutcomeUnknownError` too),
+   * `LockServiceClosedError` and `LockLostError` (the lock was lost while the handler ran: the
+   * handler's signal aborted and the response is not the handler's) are 503 with
+   * `Retry-After`; other transports: unchanged. The
    * response loses any `ETag` that `@VersionETag` inside the lock set: an error response names
    * no version (a locked transaction's may never have been written).
    */
@@ -154,7 +160,11 @@ export class LockedInterceptor implements NestInterceptor {
     if (error instanceof DocumentNotFoundError || error instanceof InvalidLockOptionsError) {
       return documentHttpError(error, undefined)?.exception ?? error;
     }
-    if (error instanceof LockStoreUnavailableError || error instanceof LockServiceClosedError) {
+    if (
+      error instanceof LockStoreUnavailableError ||
+      error instanceof LockServiceClosedError ||
+      error instanceof LockLostError
+    ) {
       const seconds = this.unavailableRetryAfterSeconds(error);
       this.setResponseHeader(context, 'Retry-After', String(seconds));
       return this.toUnavailableException(error, seconds);
