@@ -3,7 +3,7 @@ import { LeaseKeeper, leaseSafetyMarginMs, localLeaseEnd } from './lease-keeper'
 import type { HeldKey, LeaseKeeperInit, LeaseOperations } from './lease-keeper';
 import type { ReleaseLeaseOutcome } from './store/release-lease';
 import type { RenewLeaseOutcome } from './store/renew-lease';
-import { nextTurn } from './next-turn';
+import { nextTurn } from './util/timers';
 
 const TTL_MS = 10_000;
 /** 5 % of TTL_MS. */

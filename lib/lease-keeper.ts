@@ -2,7 +2,7 @@ import type { ReleaseLeaseOutcome } from './store/release-lease';
 import type { RenewLeaseOutcome } from './store/renew-lease';
 import { isStoreUnavailableError } from './store/mongo-error-codes';
 import { formatMs } from './durations';
-import { nextTurn } from './next-turn';
+import { nextTurn } from './util/timers';
 
 /** One key of a held lock. */
 export interface HeldKey {

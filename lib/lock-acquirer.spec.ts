@@ -10,7 +10,7 @@ import type { ReleaseResult } from './store/release-lease';
 import type { RenewLeaseOutcome } from './store/renew-lease';
 import { LockChangeFeed } from './waiting/change-feed';
 import { LockWaiting } from './waiting/lock-waiting';
-import { nextTurn } from './next-turn';
+import { nextTurn } from './util/timers';
 
 interface KeyAndOwner {
   key: string;

@@ -41,6 +41,31 @@ export function serviceClosedMessage(): string {
   return 'LockService is closed';
 }
 
+/** Why holders still running at the end of the shutdown grace period lost their locks. */
+export const SHUTDOWN_REVOKE_REASON = 'the LockService shut down before the work under it ended';
+
+export function shutdownGraceEndedMessage(running: number, shutdownGraceMs: number): string {
+  return (
+    `${running} locked operation(s) still running after shutdownGraceMs (${shutdownGraceMs} ms): ` +
+    'their signals abort and their locks are released now'
+  );
+}
+
+export function startTooSlowMessage(): string {
+  return (
+    'LockService had not started (connected to MongoDB) within the time of the call ' +
+    '(timeoutMs, plus up to 1 s); the start goes on'
+  );
+}
+
+export function clientCloseUnfinishedMessage(marginMs: number): string {
+  return (
+    `MongoDB did not answer within ${marginMs} ms of the shutdown grace period's end: ` +
+    'close() returns, and the MongoDB client it created finishes closing once MongoDB answers ' +
+    'or the connection drops'
+  );
+}
+
 export function duplicateHolderIdMessage(holderId: string): string {
   return (
     `holderId ${JSON.stringify(holderId)} is already used by another LockService of this ` +

@@ -21,13 +21,19 @@ import { heldLocksOf, innermostHeldLock, runWithHeldLock } from './lock-context'
 import type { LockHandle } from './lock-handle';
 import type { MongoLockHandle } from './lock-handle';
 import { LockLostError } from './errors/lock-lost.error';
+import { LockStoreUnavailableError } from './errors/lock-store-unavailable.error';
 import {
+  clientCloseUnfinishedMessage,
   duplicateHolderIdMessage,
+  startTooSlowMessage,
   serviceClosedMessage,
+  SHUTDOWN_REVOKE_REASON,
+  shutdownGraceEndedMessage,
   wouldDeadlockMessage,
 } from './lock.messages';
 import { MONGO_LOCK_OPTIONS } from './mongo-lock.module-definition';
 import {
+  acquireOverrunMs,
   resolveAcquireOptions,
   resolveModuleOptions,
   resolveTransactionOption,
@@ -46,9 +52,15 @@ import type { DocumentLocksHost } from './documents/document-locks';
 import { resolveDocumentLocksOptions } from './documents/document-input';
 import type { DocumentLocksOptions } from './documents/document-locks-options.interface';
 import type { Document } from 'mongodb';
+import { settlesWithin } from './util/timers';
 
 /** How long one getMore of the change stream waits for events on the server. */
 const STREAM_AWAIT_MS = 1_000;
+/**
+ * What `close()` may take past the shutdown grace period: releases, the change stream and the
+ * client's close, whatever MongoDB does (README, Outages: within `shutdownGraceMs` + 2 s).
+ */
+const CLOSE_MARGIN_MS = 1_500;
 
 /** Holder ids of the services started in this process and not yet closed. */
 const liveHolderIds = new Set<string>();
@@ -102,6 +114,8 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   private starting: Promise<LockStore> | undefined;
   private draining: Promise<void> | undefined;
   private closed: Promise<void> | undefined;
+  /** The releases of the holders still running when the shutdown grace period ended. */
+  private revoking: Promise<number> | undefined;
   private holderIdRegistered = false;
   private stopObservingLoad: (() => void) | undefined;
   /** One per collection and settings: each has its own change stream, opened while someone waits. */
@@ -343,11 +357,17 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   async releaseScope(scope: string): Promise<number> {
     const valid = scopeName(scope) as string;
     const store = await this.ensureStarted();
-    const here = await this.held.revokeScope(
-      valid,
-      `releaseScope(${JSON.stringify(valid)}) released it`,
-    );
-    return here + (await store.releaseScope(valid));
+    const endsAt = performance.now() + this.options.operationTimeoutMs;
+    // Holders here are told at once. The one command frees every lease of the scope, theirs
+    // included, so the call waits for their give-backs only within the command's bound; one
+    // still retrying then goes on in the background (and is not counted).
+    let here = 0;
+    const revoking = this.held
+      .revokeScope(valid, `releaseScope(${JSON.stringify(valid)}) released it`)
+      .then((count) => (here = count));
+    const there = await store.releaseScope(valid);
+    await settlesWithin(revoking, endsAt - performance.now());
+    return here + there;
   }
 
   /**
@@ -488,6 +508,13 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     });
   }
 
+  /** A lazy start counts in the call's time: {@link ensureStarted}, given up on at `endsAt`. */
+  private async startedWithin(endsAt: number): Promise<LockStore> {
+    const starting = this.ensureStarted();
+    if (this.store || (await settlesWithin(starting, endsAt - performance.now()))) return starting;
+    throw new LockStoreUnavailableError(startTooSlowMessage());
+  }
+
   private requireStore(): LockStore {
     if (!this.store) throw new MongoLockError('LockService is not started: call start()');
     return this.store;
@@ -515,7 +542,9 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
       let store: LockStore;
       try {
         linked.signal.throwIfAborted();
-        store = await this.ensureStarted();
+        store = await this.startedWithin(
+          startedAt + options.timeoutMs + acquireOverrunMs(this.options.operationTimeoutMs),
+        );
         linked.signal.throwIfAborted();
       } catch (error) {
         linked.unlink();
@@ -536,27 +565,38 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   }
 
   private async drain(): Promise<void> {
-    this.closing.abort(new LockServiceClosedError(serviceClosedMessage()));
+    const closedError = new LockServiceClosedError(serviceClosedMessage());
+    this.closing.abort(closedError);
     await this.starting?.catch(() => undefined);
     const drained = await this.held.drain(this.options.shutdownGraceMs);
-    if (!drained) {
-      this.logger.warn(
-        `${this.held.size} locked operation(s) still running after shutdownGraceMs ` +
-          `(${this.options.shutdownGraceMs} ms); their locks are released when the app closes`,
-      );
-    }
+    if (drained) return;
+    this.logger.warn(shutdownGraceEndedMessage(this.held.size, this.options.shutdownGraceMs));
+    // Told now, before Nest closes the HTTP server (which waits for the requests in flight): a
+    // locked handler's signal aborts and its response is answered, so the app can finish.
+    this.revoking = this.held.revokeAll(SHUTDOWN_REVOKE_REASON, closedError);
   }
 
   private async finish(): Promise<void> {
-    // The holders are told at once; the store's close waits for their releases, within its
-    // bound and not at all while MongoDB is unreachable.
-    void this.held.revokeAll('the LockService shut down before the work under it ended');
+    const endsAt = performance.now() + CLOSE_MARGIN_MS;
+    const remainingMs = () => endsAt - performance.now();
+    // Holders still running are told at once (if the grace period did not already).
+    const revoking =
+      this.revoking ??
+      this.held.revokeAll(
+        SHUTDOWN_REVOKE_REASON,
+        new LockServiceClosedError(serviceClosedMessage()),
+      );
     await Promise.all([
       this.waiting.close(),
       ...[...this.documentLocks.values()].map((locks) => locks.close()),
     ]);
     this.stopObservingLoad?.();
-    await this.store?.close();
+    // Their releases, and attempts still on their way, within the margin: a MongoDB that does
+    // not answer must not hold the app's shutdown. The store's close is bounded the same way.
+    await settlesWithin(revoking, remainingMs());
+    if (this.store && !(await settlesWithin(this.store.close(remainingMs()), remainingMs()))) {
+      this.logger.warn(clientCloseUnfinishedMessage(CLOSE_MARGIN_MS));
+    }
     this.unregisterHolderId();
   }
 

@@ -15,6 +15,16 @@ import type {
 export const MAX_TIMER_MS = 2_147_483_647;
 /** Shortest lease: shorter ones cannot survive one renewal round trip under load. */
 export const MIN_TTL_MS = 1_000;
+
+/**
+ * How long past its `timeoutMs` an acquisition may take, for the reply of an attempt still on
+ * its way: 1 s, or `operationTimeoutMs` if shorter. What is still in flight then is settled in
+ * the background (a late win is given back).
+ */
+export function acquireOverrunMs(operationTimeoutMs: number): number {
+  return Math.min(operationTimeoutMs, 1_000);
+}
+
 const MAX_IDLE_RETENTION_MS = 365 * 24 * 60 * 60 * 1000;
 
 export const LOCK_OPTION_DEFAULTS = {

@@ -1,6 +1,6 @@
 import type { ClientSession, ResumeToken, Timestamp } from 'mongodb';
 import type { LockChangeStream, LockCollection, SessionSource } from './lock-document';
-import { nextTurn } from '../next-turn';
+import { nextTurn } from '../util/timers';
 
 export interface OpenLockChangeStreamOptions {
   /** Start at this server time, so nothing after the attempt that made us wait is missed. */

@@ -18,7 +18,7 @@ import { isStoreUnavailableError, isUnreachableError, toStoreError } from './mon
 import type { ReservationUse } from './lock-modes';
 import type { ReleaseOptions, ReleaseResult } from './release-lease';
 import type { RenewLeaseOutcome } from './renew-lease';
-import { nextTurn } from '../next-turn';
+import { nextTurn, settlesWithin } from '../util/timers';
 
 /**
  * Why the start (connect, create the indexes) failed. Not a lock command's failure: nothing
@@ -350,26 +350,22 @@ export class LockStore {
   }
 
   /**
-   * Waits (at most `operationTimeoutMs` in all, and not at all while MongoDB is known to be
-   * unreachable) for attempts still on their way and for the give-backs they lead to, then
-   * closes the client if the store created it; a client the user gave stays open.
+   * Waits (at most `withinMs` or `operationTimeoutMs`, the shorter, and not at all while MongoDB is
+   * known to be unreachable) for attempts still on their way and for the give-backs they lead
+   * to, then closes the client if the store created it; a client the user gave stays open.
    */
-  async close(): Promise<void> {
-    if (this.reachable) await this.settleBeforeClose();
+  async close(withinMs = this.options.operationTimeoutMs): Promise<void> {
+    const endsAt = performance.now() + Math.min(withinMs, this.options.operationTimeoutMs);
+    if (this.reachable) await this.settleBeforeClose(endsAt);
     if (this.ownsClient) await this.client.close();
   }
 
-  private async settleBeforeClose(): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    const outOfTime = new Promise((resolve) => {
-      timer = setTimeout(resolve, this.options.operationTimeoutMs);
-    });
+  private async settleBeforeClose(endsAt: number): Promise<void> {
     const attempts = [...this.inFlight.values()].flatMap((set) => [...set]);
-    await Promise.race([Promise.all(attempts), outOfTime]);
+    await settlesWithin(Promise.all(attempts), endsAt - performance.now());
     // Their callers give back what they took a few promise turns later.
     await nextTurn();
-    await Promise.race([Promise.all([...this.givingBack.values()]), outOfTime]);
-    clearTimeout(timer);
+    await settlesWithin(Promise.all([...this.givingBack.values()]), endsAt - performance.now());
   }
 
   /**
