@@ -1,5 +1,9 @@
 import { formatMs } from './durations';
-import { notAcquiredMessage } from './lock.messages';
+import {
+  clientCloseUnfinishedMessage,
+  notAcquiredMessage,
+  shutdownGraceEndedMessage,
+} from './lock.messages';
 
 describe('durations in messages', () => {
   it('are printed in whole milliseconds', () => {
@@ -15,5 +19,10 @@ describe('durations in messages', () => {
     expect(notAcquiredMessage(['k'], 0, undefined, undefined)).toBe(
       'Lock "k" not acquired at once',
     );
+  });
+
+  it('the shutdown messages round their durations', () => {
+    expect(shutdownGraceEndedMessage(2, 1999.6)).toContain('shutdownGraceMs (2000 ms)');
+    expect(clientCloseUnfinishedMessage(250.25)).toContain('within 250 ms of the shutdown');
   });
 });

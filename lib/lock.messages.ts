@@ -46,7 +46,7 @@ export const SHUTDOWN_REVOKE_REASON = 'the LockService shut down before the work
 
 export function shutdownGraceEndedMessage(running: number, shutdownGraceMs: number): string {
   return (
-    `${running} locked operation(s) still running after shutdownGraceMs (${shutdownGraceMs} ms): ` +
+    `${running} locked operation(s) still running after shutdownGraceMs (${formatMs(shutdownGraceMs)}): ` +
     'their signals abort and their locks are released now'
   );
 }
@@ -60,7 +60,7 @@ export function startTooSlowMessage(): string {
 
 export function clientCloseUnfinishedMessage(marginMs: number): string {
   return (
-    `MongoDB did not answer within ${marginMs} ms of the shutdown grace period's end: ` +
+    `MongoDB did not answer within ${formatMs(marginMs)} of the shutdown grace period's end: ` +
     'close() returns, and the MongoDB client it created finishes closing once MongoDB answers ' +
     'or the connection drops'
   );
