@@ -19,6 +19,11 @@ export const SET_NAME = 'rs0';
 export const MAX_WIRE_VERSION = 21;
 export const SERVER_VERSION = '7.0.14';
 
+/** A mongod's electionId for `term`: 0x7fffffff, then the term (int64, big-endian). */
+export function electionIdOf(term: number): ObjectId {
+  return new ObjectId(`7fffffff${term.toString(16).padStart(16, '0')}`);
+}
+
 /** Everything that outlives one connection. */
 export class ServerState extends EventEmitter {
   readonly storage = new Storage();
@@ -28,8 +33,17 @@ export class ServerState extends EventEmitter {
   readonly transactions = new Transactions(this.storage);
   /** Sessions seen on any command, for `$listLocalSessions`. */
   readonly sessions = new Map<string, Document>();
-  readonly electionId = new ObjectId('7fffffff0000000000000001');
   readonly startedAt = new Date();
+  /**
+   * The replica-set term (`t` of every opTime). A restarted mongod keeps its data and wins a
+   * new election, so its term grows; this server keeps nothing across restarts, so its term is
+   * its start time in ms, which grows from one run to the next on the same port. A client that
+   * has seen a higher (electionId, setVersion) treats a primary reporting a lower one as
+   * stale (SDAM), for as long as it does.
+   */
+  readonly term = Date.now();
+  /** As a mongod builds it from the term: `7fffffff` then the term as 8 big-endian bytes. */
+  readonly electionId = electionIdOf(this.term);
   /** While in the future, the node is a secondary (simulated replSetStepDown). */
   steppedDownUntil = 0;
   private lastConnectionId = 0;

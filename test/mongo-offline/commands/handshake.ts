@@ -14,7 +14,7 @@ export function helloReply(server: ServerState, connectionId: number, legacy: bo
     [legacy ? 'ismaster' : 'isWritablePrimary']: writable,
   };
   if (server.options.replicaSet) {
-    const lastOpTime = { ts: server.storage.clock.now(), t: Long.fromNumber(1) };
+    const lastOpTime = { ts: server.storage.clock.now(), t: Long.fromNumber(server.term) };
     const now = new Date();
     Object.assign(reply, {
       topologyVersion: undefined,
