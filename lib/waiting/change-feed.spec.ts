@@ -350,6 +350,20 @@ describe('LockChangeFeed', () => {
       expect(streams).toHaveLength(4);
     });
 
+    it('a stream that never answered continues the run however long it waited (an outage)', async () => {
+      // Each stream's first read waits 1.05 s for a server that is gone, then fails (a stall).
+      const { feed, streams, logger } = setUp('auto', 0, (stream) => {
+        stream.tryNext = () =>
+          new Promise((_, reject) => setTimeout(() => reject(new Error('stalled')), 1_050));
+      });
+      feed.watchKey('a', () => undefined, ts(1));
+      const deadline = performance.now() + 6_000;
+      while (streams.length < 3 && performance.now() < deadline) await sleep(20);
+      expect(streams).toHaveLength(3);
+      // One warning for the run, not one per stall.
+      expect(logger.warn).toHaveBeenCalledTimes(1);
+    });
+
     it('starts afresh, and warns events$ listeners, when the server cannot resume', async () => {
       const { feed, streams, logger } = setUp();
       feed.watchEvents(() => undefined);

@@ -52,8 +52,8 @@ interface ActiveStream {
 /** Kept short: waiters have no stream until it reopens (their safety poll is slower still). */
 const REOPEN_DELAY_MS = [50, 200, 500, 1_000];
 /**
- * A stream that failed after running this long starts a new run of failures. One that fails
- * sooner continues the run, even if it answered: a server whose getMore fails after every
+ * A stream that answered and failed after running this long starts a new run of failures. One
+ * that fails sooner continues the run, even if it answered: a server whose getMore fails after every
  * successful open (whose first batch may bring changes) gets the growing delay, not a loop.
  */
 const STREAM_PROVEN_MS = 1_000;
@@ -387,7 +387,10 @@ export class LockChangeFeed {
       this.recheckAll();
       return;
     }
-    if (active && performance.now() - active.openedAt >= STREAM_PROVEN_MS) {
+    // Only a stream that answered counts: one that waited for an unreachable server all along
+    // (its first read stalled) continues the run, or an outage would warn at every stall and
+    // reopen after the shortest delay each time.
+    if (active?.established && performance.now() - active.openedAt >= STREAM_PROVEN_MS) {
       this.failuresInARow = 0;
     }
     this.failuresInARow += 1;
