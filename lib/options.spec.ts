@@ -96,7 +96,7 @@ describe('resolveModuleOptions', () => {
     ['isGlobal', 'isGlobal is not an option'],
     ['colectionName', 'colectionName is not an option (did you mean collectionName?)'],
   ])('refuses the unknown option %s, naming it and the closest known name', (option, message) => {
-    const error = capture(() => resolveModuleOptions({ uri, [option]: 60_000 } as never));
+    const error = capture(() => resolveModuleOptions({ uri, [option]: 60_000 }));
     expect(error).toBeInstanceOf(InvalidLockOptionsError);
     expect(error.message).toContain(message);
     expect(error.message).toContain('the options are uri, client, dbName');

@@ -48,7 +48,7 @@ class HeaderAndQuery {
 @Injectable()
 class ArgsProvider {
   @Locked('orders:{args.0.id}', { scope: 'tenant:{args.1}' })
-  async pay(order: { id: string }, _tenant: string): Promise<string | undefined> {
+  async pay(_order: { id: string }, _tenant: string): Promise<string | undefined> {
     return LockService.current()?.key;
   }
 
