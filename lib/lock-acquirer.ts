@@ -1,6 +1,7 @@
 import { DocumentNotFoundError } from './errors/document-not-found.error';
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
 import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
+import { holderCapError } from './store/lock-mode-errors';
 import type { HeldLocks } from './held-locks';
 import { leaseSafetyMarginMs, localLeaseEnd } from './lease-keeper';
 import type { HandableLease, HeldKey } from './lease-keeper';
@@ -327,6 +328,7 @@ export class LockAcquirer {
     return acquisition.attempt(key).then((outcome) => {
       if (outcome.won) return outcome;
       const retryAfterMs = outcome.remainingMs;
+      if (outcome.atHolderCap) throw holderCapError(key, retryAfterMs);
       const holderId = outcome.holderId ?? undefined;
       throw new LockNotAcquiredError(notAcquiredMessage([key], 0, holderId, retryAfterMs), {
         keys: [key],

@@ -4,7 +4,7 @@ import type { BsonInteger } from './bson-values';
 import { attemptPipeline, conflictExpr } from './attempt-pipeline';
 import { NEXT_FENCE, cleared, isGrantPending, pendingGrantTo } from './direct-grant';
 import type { LockCollection, SessionSource } from './lock-document';
-import { holderCapError, modeConflictError } from './lock-mode-errors';
+import { modeConflictError } from './lock-mode-errors';
 import {
   EXCLUSIVE,
   EXCLUSIVE_LIVE,
@@ -96,6 +96,8 @@ export interface AcquireAttemptLost extends AttemptOutcomeBase {
    * `direct-grant.ts`): `holderId` names that process, which may not hold it yet.
    */
   grantPendingTo?: string;
+  /** The key has `MAX_HOLDERS_PER_KEY` live holders: the most it can have (entry modes). */
+  atHolderCap?: true;
 }
 
 export type AcquireAttemptOutcome = AcquireAttemptWon | AcquireAttemptLost;
@@ -470,9 +472,10 @@ function toOutcome(
   if (!isEntryMode(mode) && reply.owner === owner && reply.exclusiveLive) {
     return won(toRemainingMs(reply.remainingMs), reply.fence);
   }
-  if (isEntryMode(mode) && toBigInt(reply.liveHolders) >= BigInt(MAX_HOLDERS_PER_KEY)) {
-    throw holderCapError(key);
-  }
+  // At the cap the key is busy like any other: the caller waits (for the earliest lease to
+  // end, or a holder to leave) until its timeout, and is told why if that passes.
+  const atHolderCap =
+    isEntryMode(mode) && toBigInt(reply.liveHolders) >= BigInt(MAX_HOLDERS_PER_KEY);
   return {
     key,
     sentAt,
@@ -480,6 +483,7 @@ function toOutcome(
     operationTime,
     won: false,
     holderId: reply.exclusiveLive ? (reply.holder ?? null) : null,
+    ...(atHolderCap ? { atHolderCap } : {}),
     ...(reply.exclusiveLive && isGrantPending(reply) ? { grantPendingTo: reply.grantedTo! } : {}),
     ...reserved,
   };

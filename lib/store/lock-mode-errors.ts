@@ -33,10 +33,18 @@ export function modeConflictError(
   );
 }
 
-/** The key has as many live holders as a key can have: nothing was written. */
-export function holderCapError(key: string): LockNotAcquiredError {
-  return new LockNotAcquiredError(
-    `Lock ${JSON.stringify(key)} not acquired: it has ${MAX_HOLDERS_PER_KEY} holders, the most one key can have`,
-    { keys: [key] },
-  );
+/** Why a key at the holder cap was not acquired, appended to the not-acquired message. */
+export function holderCapDetail(): string {
+  return `: it has ${MAX_HOLDERS_PER_KEY} holders, the most one key can have`;
+}
+
+/**
+ * The key has as many live holders as a key can have, and the caller would not wait
+ * (`timeoutMs: 0`); a caller that waits does so until a holder leaves or its timeout passes.
+ */
+export function holderCapError(key: string, retryAfterMs?: number): LockNotAcquiredError {
+  return new LockNotAcquiredError(`Lock ${JSON.stringify(key)} not acquired${holderCapDetail()}`, {
+    keys: [key],
+    ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+  });
 }

@@ -3,7 +3,7 @@ import type { ResolvedLockModuleOptions } from '../options';
 import type { AcquireAttemptOutcome, AttemptTarget } from '../store/acquire-attempt';
 import { EXCLUSIVE, MAX_HOLDERS_PER_KEY, isEntryMode } from '../store/lock-modes';
 import type { LockModeRequest, ReservationUse } from '../store/lock-modes';
-import { holderCapError, modeConflictError } from '../store/lock-mode-errors';
+import { modeConflictError } from '../store/lock-mode-errors';
 import type { OpenLockChangeStreamOptions } from '../store/lock-change-stream';
 import type { LockChangeStream } from '../store/lock-document';
 import type { KeyLeaseProbe, LockStore, StoreReleaseOptions } from '../store/lock-store';
@@ -218,12 +218,14 @@ export function attemptOutcome(
     const remainingMs = reply.remainingMs;
     return { ...base, remainingMs, won: true, holderId: holder, owner, fence: reply.fence };
   }
-  if (isEntryMode(mode) && reply.liveHolders >= MAX_HOLDERS_PER_KEY) throw holderCapError(key);
+  // At the cap the key is busy: a caller that waits does so until a holder leaves or it times out.
+  const atHolderCap = isEntryMode(mode) && reply.liveHolders >= MAX_HOLDERS_PER_KEY;
   return {
     ...base,
     remainingMs: Math.max(0, reply.waitMs ?? 0),
     won: false,
     holderId: reply.exclusiveLive ? reply.holder : null,
+    ...(atHolderCap ? { atHolderCap } : {}),
     ...(request.reservation === undefined
       ? {}
       : { reservedMs: Math.max(0, reply.reservedMs ?? 0) }),

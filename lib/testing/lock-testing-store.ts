@@ -5,6 +5,7 @@ import { validateLockKey } from '../keys/lock-key';
 import { notAcquiredMessage } from '../lock.messages';
 import { resolveAcquireOptions, resolveModuleOptions } from '../options';
 import type { ResolvedLockModuleOptions } from '../options';
+import { holderCapError } from '../store/lock-mode-errors';
 import { newOwnerToken } from '../store/lock-modes';
 import type { LockModeRequest } from '../store/lock-modes';
 import type { LockStore } from '../store/lock-store';
@@ -145,6 +146,7 @@ export class LockTestingStore {
       performance.now(),
     );
     if (!outcome.won) {
+      if (outcome.atHolderCap) throw holderCapError(validKey, outcome.remainingMs);
       const holder = outcome.holderId ?? undefined;
       throw new LockNotAcquiredError(
         notAcquiredMessage([validKey], 0, holder, outcome.remainingMs),

@@ -5,6 +5,7 @@ import type { AcquireAttemptOutcome, AcquireAttemptWon } from '../store/acquire-
 import { FENCES_PER_LEASE, GRANT_LEASE_MS, grantToken } from '../store/direct-grant';
 import { RESERVATION_TTL_MS, isEntryOwner } from '../store/lock-modes';
 import type { ReservationUse } from '../store/lock-modes';
+import { holderCapDetail } from '../store/lock-mode-errors';
 import { isStoreUnavailableError } from '../store/mongo-error-codes';
 import type { KeySignal, LockChangeFeed } from './change-feed';
 import type { GrantNews } from './lock-event';
@@ -569,8 +570,11 @@ export class KeyQueue {
       ? Math.max(0, Math.ceil(this.holder.leaseEnd - performance.now()))
       : undefined;
     const holderId = this.holder?.holderId ?? undefined;
+    const last = this.lastOutcome;
+    const atHolderCap = last !== undefined && !last.won && last.atHolderCap === true;
     return new LockNotAcquiredError(
-      notAcquiredMessage([this.key], waiter.timeoutMs, holderId, retryAfterMs),
+      notAcquiredMessage([this.key], waiter.timeoutMs, holderId, retryAfterMs) +
+        (atHolderCap ? holderCapDetail() : ''),
       { keys: [this.key], retryAfterMs, holderId },
     );
   }
