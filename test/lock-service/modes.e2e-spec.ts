@@ -3,7 +3,7 @@ import { attemptAcquire } from '../../lib/store/acquire-attempt';
 import type { LockCollection, LockDocument } from '../../lib/store/lock-document';
 import { releaseEntry, renewEntry } from '../../lib/store/holder-entries';
 import { newOwnerToken } from '../../lib/store/lock-modes';
-import { LockTestKit } from './lock-test-kit';
+import { eventually, LockTestKit } from './lock-test-kit';
 
 jest.setTimeout(60_000);
 
@@ -49,6 +49,9 @@ describe('Lock modes: shared/exclusive locks and semaphores', () => {
     expect(two.permits).toEqual({ of: 3, held: 2 });
     await expect(a.tryAcquire('exports', { permits: 3 })).resolves.toBeNull();
     const waiting = a.acquire('exports', { permits: 3, weight: 2, timeoutMs: 10_000 });
+    // Its reservation is written by its first attempt: wait for it (an order, not a time; on a
+    // loaded machine the release below could otherwise run first).
+    await eventually(async () => (await b.inspect('exports'))?.waiting === 1);
     await one.release();
     await expect(a.tryAcquire('exports', { permits: 3 })).resolves.toBeNull(); // room is reserved
     await two.release();
