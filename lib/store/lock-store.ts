@@ -45,6 +45,9 @@ export interface StoreReleaseOptions extends ReleaseOptions {
   onLateOutcome?: () => void;
 }
 
+/** Pauses between tries of the start (connect, indexes) while MongoDB is unavailable. */
+const START_RETRY_DELAYS_MS = [50, 100, 200, 400, 500];
+
 /** Tries of one give-back while MongoDB is unavailable, before the lease is left to run out. */
 const GIVE_BACK_TRIES = 3;
 
@@ -82,22 +85,35 @@ export class LockStore {
   static async open(options: ResolvedLockModuleOptions): Promise<LockStore> {
     const ownsClient = options.client === undefined;
     const client = options.client ?? new MongoClient(options.uri as string);
+    const endsAt = performance.now() + options.operationTimeoutMs;
+    let lastError: unknown;
     const connecting = boundedCommand(
       'start',
       options.operationTimeoutMs,
       async () => {
-        try {
-          if (ownsClient) await client.connect();
-          const store = new LockStore(client, ownsClient, options);
-          if (options.ensureIndexes) await store.ensureIndexes();
-          return store;
-        } catch (error) {
-          throw startError(error);
+        // An election (a step-down), a network blip: try again until operationTimeoutMs, as
+        // lock commands do. Connecting again is a no-op once connected; so is an existing index.
+        for (let tries = 0; ; tries += 1) {
+          try {
+            if (ownsClient) await client.connect();
+            const store = new LockStore(client, ownsClient, options);
+            if (options.ensureIndexes) await store.ensureIndexes();
+            return store;
+          } catch (error) {
+            lastError = error;
+            const delayMs =
+              START_RETRY_DELAYS_MS[Math.min(tries, START_RETRY_DELAYS_MS.length - 1)];
+            if (!isStoreUnavailableError(error) || performance.now() + delayMs >= endsAt) {
+              throw startError(error);
+            }
+            await sleep(delayMs);
+          }
         }
       },
       (ms) =>
         `LockService could not start: MongoDB did not answer within ${formatMs(ms)} ` +
-        "(connecting, then creating the lock collection's indexes)",
+        "(connecting, then creating the lock collection's indexes)" +
+        (lastError instanceof Error ? `; the last try failed: ${lastError.message}` : ''),
     );
     try {
       return await connecting.result;
