@@ -7,7 +7,7 @@ import { leaseSafetyMarginMs, localLeaseEnd } from './lease-keeper';
 import type { HandableLease, HeldKey } from './lease-keeper';
 import { MongoLockHandle } from './lock-handle';
 import { notAcquiredMessage } from './lock.messages';
-import type { ResolvedAcquireOptions } from './options';
+import { acquireOverrunMs, type ResolvedAcquireOptions } from './options';
 import type {
   AcquireAttemptOutcome,
   AcquireAttemptWon,
@@ -21,6 +21,7 @@ import type { ReservationUse } from './store/lock-modes';
 import type { ReleaseLeaseOutcome, ReleaseResult } from './store/release-lease';
 import type { KeyAttempts, OfferedSuccessor } from './waiting/key-queue';
 import type { LockWaiting } from './waiting/lock-waiting';
+import { settlesWithin } from './util/timers';
 
 export interface LockAcquirerDeps {
   waiting: LockWaiting;
@@ -191,8 +192,9 @@ export class LockAcquirer {
     target?: AttemptTarget,
   ): Promise<{ handle: MongoLockHandle; won: readonly AcquireAttemptWon[] }> {
     const deadline = startedAt + options.timeoutMs;
-    // The whole call, every key and command included, settles by then.
-    const callEnd = deadline + this.deps.operationTimeoutMs;
+    // The whole call, every key and command included, settles by then: what it waits for is
+    // `timeoutMs`, plus a short while for the reply of an attempt still on its way.
+    const callEnd = deadline + acquireOverrunMs(this.deps.operationTimeoutMs);
     const commandBudgetMs = () =>
       Math.max(1, Math.min(this.deps.operationTimeoutMs, callEnd - performance.now()));
     const acquisition = new Acquisition(
@@ -212,7 +214,7 @@ export class LockAcquirer {
     const fail = async (error: unknown): Promise<never> => {
       const givingBack = acquisition.abandon(won);
       // Usually quick; what is not done by the call's end goes on in the background.
-      await withinMs(givingBack, callEnd - performance.now());
+      await settlesWithin(givingBack, callEnd - performance.now());
       throw withAllKeys(error, keys, options.timeoutMs);
     };
     // Only `takeKeys` stays suspended while the call waits: a small frame per waiter.
@@ -543,13 +545,6 @@ export class LockAcquirer {
 /** A lock a release may pass to a caller waiting here: exclusive, one holder. */
 function isTransferable(options: ResolvedAcquireOptions): boolean {
   return options.mode.mode === 'exclusive' && !options.mode.permits;
-}
-
-function withinMs(task: Promise<unknown>, ms: number): Promise<unknown> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([task, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]).finally(
-    () => clearTimeout(timer),
-  );
 }
 
 /** A multi-key acquisition reports all its keys, with the blocking key's holder. */
