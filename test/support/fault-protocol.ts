@@ -15,6 +15,11 @@ export interface StartArgs {
    * each lock command ended (`commandTally`); commands of `slowMs` or more count as `slow`.
    */
   monitorCommands?: { slowMs: number };
+  /**
+   * The worker gives the service its own application client (the one it also uses for its
+   * own queries, e.g. `ping`) instead of a `uri`: the app and the module share one client.
+   */
+  sharedClient?: boolean;
 }
 
 export interface StartedInfo {
@@ -138,6 +143,31 @@ export type WithLockOutcome = { calledAt?: number; settledAt: number } & (
   { ok: true; result: string } | { ok: false; errorName: string; message: string }
 );
 
+/**
+ * `recover`: until every probe passes in one round, or `untilShared` (shared clock): an
+ * `acquire` + `release` of `key` through the service, a `ping` on the worker's application
+ * client (the service's own with `sharedClient`), and the library's health indicator
+ * (`MongoLockHealthIndicator.isHealthy`). Each is bounded by `probeTimeoutMs`.
+ */
+export interface RecoverArgs {
+  key: string;
+  untilShared: number;
+  probeTimeoutMs: number;
+}
+
+/** When (shared clock) each probe first passed, and when all passed in one round (or null). */
+export interface RecoverReport {
+  lockAt: number | null;
+  pingAt: number | null;
+  healthAt: number | null;
+  allAt: number | null;
+  rounds: number;
+  /** The last failure of each probe, as `name: message`. */
+  lastErrors: string[];
+  /** The service's client is the one `ping` used. */
+  shared: boolean;
+}
+
 /** Each operation's argument and result types. */
 export type WorkerOps = {
   start: [StartArgs, StartedInfo];
@@ -161,6 +191,7 @@ export type WorkerOps = {
   /** What `watchEvents` recorded so far; `unsubscribe` ends the subscription. */
   takeEvents: [{ unsubscribe?: boolean }, RecordedEvents];
   withLock: [WithLockArgs, WithLockOutcome];
+  recover: [RecoverArgs, RecoverReport];
 };
 
 /** What a worker pushes to the parent unasked. */

@@ -1,4 +1,9 @@
-import { spawnOfflineMongo } from './offline-mongo-process';
+import {
+  prepareOfflineMongo,
+  spawnOfflineMongo,
+  type OfflineMongoProcess,
+  type PreparedOfflineMongo,
+} from './offline-mongo-process';
 
 export interface FaultServer {
   uri: string;
@@ -9,20 +14,60 @@ export interface FaultServer {
    * open; SIGCONT: it goes on). Only the offline server has one; with MONGODB_URI it is absent.
    */
   signal?: (signal: NodeJS.Signals) => void;
+  /**
+   * Only a `restartable` offline server: `kill` ends its process with SIGKILL (a crash) and
+   * resolves once it is gone; `restart` (killing it first if need be) starts a new one on the
+   * same port and resolves once it accepts connections. The new one starts afresh: every
+   * document is lost.
+   */
+  kill?: () => Promise<void>;
+  restart?: () => Promise<void>;
+  /** Resolves once the next `restart` can start its server at once (it is loaded). */
+  restartReady?: () => Promise<void>;
   stop(): Promise<void>;
 }
 
 /**
  * One server that every process of a scenario shares. The offline server runs in its own
  * process so that pausing or killing a worker, or the test process's own load, never stops it.
+ * A `restartable` one keeps its replacement loaded ahead of time, so that a restart takes
+ * milliseconds, not the seconds ts-node needs to load a server.
  */
 export async function startFaultServer(
-  options: { standalone?: boolean } = {},
+  options: { standalone?: boolean; restartable?: boolean } = {},
 ): Promise<FaultServer> {
   const fromEnv = process.env.MONGODB_URI;
   if (fromEnv && !options.standalone) {
     return { uri: fromEnv, kind: 'uri', stop: async () => undefined };
   }
-  const server = await spawnOfflineMongo({ standalone: options.standalone });
-  return { uri: server.uri, kind: 'offline', signal: server.signal, stop: server.stop };
+  const { standalone, restartable } = options;
+  let server: OfflineMongoProcess = await spawnOfflineMongo({ standalone });
+  const signal = (name: NodeJS.Signals) => server.signal(name);
+  if (!restartable) return { uri: server.uri, kind: 'offline', signal, stop: () => server.stop() };
+  const port = Number(new URL(server.uri).port);
+  const prepare = () => {
+    const prepared = prepareOfflineMongo({ standalone, port });
+    prepared.catch(() => undefined);
+    return prepared;
+  };
+  let next: Promise<PreparedOfflineMongo> = prepare();
+  return {
+    uri: server.uri,
+    kind: 'offline',
+    signal,
+    kill: () => server.kill(),
+    restart: async () => {
+      await server.kill();
+      const replacement = await next;
+      server = await replacement.listen();
+      next = prepare();
+    },
+    restartReady: async () => {
+      await next;
+    },
+    stop: async () => {
+      await server.stop();
+      await (await next.catch(() => undefined))?.discard();
+    },
+  };
 }

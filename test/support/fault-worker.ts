@@ -4,6 +4,7 @@ import './fault-clock-skew';
 import * as path from 'node:path';
 import { MongoClient } from 'mongodb';
 import type * as Library from '../../lib';
+import type * as HealthLibrary from '../../lib/health';
 import type { LockHandle, LockService } from '../../lib';
 import { sharedClockMs } from './fault-clock';
 import {
@@ -19,6 +20,7 @@ import { EventRecorder } from './fault-events';
 import { FencedResource } from './fault-fenced-resource';
 import { serveIpc } from './fault-ipc';
 import { runWithLock } from './fault-with-lock';
+import { probeUntilRecovered } from './fault-recover';
 import type {
   HoldArgs,
   HeldLock,
@@ -41,6 +43,9 @@ const libDir = process.env.FAULT_LIB_DIR
   : path.resolve(__dirname, '../../lib');
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const library = require(libDir) as typeof Library;
+/** The library's health indicator, built lazily (it loads `@nestjs/terminus`). */
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const health = () => require(path.join(libDir, 'health')) as typeof HealthLibrary;
 
 interface HeldEntry {
   handle: LockHandle;
@@ -84,6 +89,7 @@ const ipc = serveIpc<WorkerOps & ModesWorkerOps>({
       lockClient = new MongoClient(args.uri, { monitorCommands: true });
       tally = new CommandTally(lockClient, args.monitorCommands.slowMs);
     }
+    if (args.sharedClient) lockClient ??= new MongoClient(args.uri);
     service = new library.LockService({
       ...(lockClient ? { client: lockClient } : { uri: args.uri }),
       dbName: args.dbName,
@@ -92,8 +98,9 @@ const ipc = serveIpc<WorkerOps & ModesWorkerOps>({
       ...args.options,
     });
     await service.start();
-    client = new MongoClient(args.uri);
-    resource = new FencedResource(client.db(args.dbName));
+    const appClient = args.sharedClient && lockClient ? lockClient : new MongoClient(args.uri);
+    client = appClient;
+    resource = new FencedResource(appClient.db(args.dbName));
     return { holderId: service.holderId, pid: process.pid, libDir };
   },
 
@@ -159,7 +166,7 @@ const ipc = serveIpc<WorkerOps & ModesWorkerOps>({
   async close() {
     await service?.close();
     await lockClient?.close();
-    await client?.close();
+    if (client !== lockClient) await client?.close();
     return { closed: true };
   },
 
@@ -187,6 +194,11 @@ const ipc = serveIpc<WorkerOps & ModesWorkerOps>({
 
   async withLock(args) {
     return runWithLock(requireService(), args, label, report);
+  },
+
+  async recover(args) {
+    if (!client) throw new Error('worker not started');
+    return probeUntilRecovered(requireService(), client, client === lockClient, args, health);
   },
 
   ...modesHandlers({

@@ -38,6 +38,8 @@ export interface WorkerSetup {
   libDir?: string;
   /** The worker tallies how its lock commands end (`commandTally`); see `StartArgs`. */
   monitorCommands?: { slowMs: number };
+  /** The service gets the worker's application client (see `StartArgs.sharedClient`). */
+  sharedClient?: boolean;
 }
 
 export type FaultWorkerProcess = IpcChild<WorkerOps, WorkerEvent>;
@@ -103,6 +105,7 @@ export class FaultRun {
       options: setup.options,
       label: setup.label,
       monitorCommands: setup.monitorCommands,
+      sharedClient: setup.sharedClient,
     });
     if (setup.libDir !== undefined && libDir !== path.resolve(setup.libDir)) {
       await process.stop();
