@@ -31,6 +31,7 @@ class FakeLeases implements LeaseOperations {
     return this.releaseReply(held);
   };
 
+  ended = (): void => undefined;
   giveBack = async (): Promise<ReleaseLeaseOutcome | undefined> => 'released';
 }
 

@@ -27,6 +27,11 @@ export interface LeaseOperations {
   release(held: HeldKey, lease?: HandableLease): Promise<ReleaseLeaseOutcome>;
   /** Releases in the background, retrying a little; `undefined` if it could not be sent. */
   giveBack(held: HeldKey): Promise<ReleaseLeaseOutcome | undefined>;
+  /**
+   * The lease ended without a release command (a write that also released it, or it ran out
+   * after `expireIn`): a late win of the same token is nobody's from now on.
+   */
+  ended(held: HeldKey): void;
 }
 
 /** A lease a release may pass on without a write: its local deadline and its `ttlMs`. */

@@ -438,6 +438,7 @@ export class LockAcquirer {
           await placeLeft(held);
           return this.giveBack(store, held.key, held.owner, { fence: held.fence });
         },
+        ended: (held) => store.forget(held.key, held.owner),
       },
     });
     this.deps.held.add(handle);

@@ -24,6 +24,7 @@ class FakeLeases implements LeaseOperations {
     return 'released' as const;
   };
 
+  ended = (): void => undefined;
   giveBack = async (held: HeldKey) => {
     this.log.push(`giveBack ${held.key}`);
     return 'released' as const;

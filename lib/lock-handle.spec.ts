@@ -28,6 +28,7 @@ class FakeLeases implements LeaseOperations {
     return this.releaseReply(held);
   };
 
+  ended = (): void => undefined;
   giveBack = (held: HeldKey): Promise<ReleaseLeaseOutcome | undefined> => {
     this.log.push(`giveBack ${held.key}`);
     return this.giveBackReply(held);

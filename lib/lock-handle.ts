@@ -211,6 +211,7 @@ export class MongoLockHandle implements LockHandle {
    */
   releasedByWrite(): void {
     if (this.isReleased) return;
+    for (const held of this.keeper.unreleased) this.init.operations.ended(held);
     this.releaseSent = true;
     this.releaseConfirmed = true;
     this.settle();
@@ -268,8 +269,13 @@ export class MongoLockHandle implements LockHandle {
   }
 
   private async expireOnce(ttlMs: number): Promise<void> {
+    const keys = [...this.keeper.unreleased];
     try {
       const lostKeys = await this.keeper.expireIn(ttlMs);
+      // Ours until the lease runs out; from then on a late win of this token is nobody's.
+      setTimeout(() => {
+        for (const held of keys) this.init.operations.ended(held);
+      }, ttlMs).unref();
       if (lostKeys.length > 0) {
         this.markLost(
           lostKeys[0],

@@ -254,6 +254,14 @@ export class LockStore {
   }
 
   /**
+   * `owner`'s lease on `key` ended without a release command (a write released it, or it was
+   * left to run out): it is no longer claimed, so a late win of that token is given back.
+   */
+  forget(key: string, owner: string): void {
+    this.claimed.delete(idOf(key, owner));
+  }
+
+  /**
    * Gives back a win nobody was told of, once the token's attempts still on their way have
    * settled, unless one of them was handed out meanwhile (claimed). Only for a call that
    * sends no more attempts: a later attempt could recognise the win after the release.

@@ -124,6 +124,10 @@ export class InMemoryLockStore implements LockStoreContract {
     return task;
   }
 
+  forget(key: string, owner: string): void {
+    this.claimed.delete(idOf(key, owner));
+  }
+
   async giveBackUnclaimed(key: string, owner: string): Promise<ReleaseResult | undefined> {
     const id = idOf(key, owner);
     // Commands run in call order, so every attempt sent before this call has been decided.

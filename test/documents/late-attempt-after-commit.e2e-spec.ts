@@ -1,0 +1,67 @@
+// A lock that ends without a release command (a document lock's commit, a lease left to run
+// out by minHoldMs) must still let the library give back a late win of the same call: an
+// earlier attempt whose reply the caller stopped waiting for, and which reaches MongoDB after
+// the commit, takes the free document again. That win is nobody's and must not keep the
+// document locked for a whole lease.
+import type { MongoLockHandle } from '../../lib/lock-handle';
+import { LockTestKit, eventually, sleep } from '../lock-service/lock-test-kit';
+import { describeWithFailPoints, faultTools } from '../lock-service/adversarial/kit';
+
+jest.setTimeout(30_000);
+
+interface Account {
+  _id: string;
+  balance: number;
+}
+
+describeWithFailPoints('a late attempt after the lock ended by a write', () => {
+  const kit = LockTestKit.forSuite();
+  const { failPoint, appClient } = faultTools(kit);
+
+  it('a late win after commit() is given back, not left locked for its lease', async () => {
+    const client = await appClient('late-commit');
+    const locks = await kit.service({ client, operationTimeoutMs: 400 });
+    const other = await kit.service();
+    const seed = await kit.client();
+    const collectionName = `${kit.collectionName}_accounts`;
+    await seed
+      .db(kit.mongo.dbName)
+      .collection<Account>(collectionName)
+      .insertOne({ _id: 'a1', balance: 10 });
+    const accounts = locks.documents<Account>(collectionName);
+
+    // The first attempt lands 1.2 s after it was sent, long after the call stopped waiting for
+    // it (400 ms) and retried with the same token on another connection, and after the commit.
+    await failPoint(
+      { times: 1 },
+      {
+        failCommands: ['findAndModify'],
+        appName: 'late-commit',
+        blockConnection: true,
+        blockTimeMS: 1_200,
+      },
+    );
+    const lock = await accounts.acquire('a1', { timeoutMs: 5_000, ttlMs: 20_000 });
+    await lock.commit({ $inc: { balance: 1 } });
+    await sleep(1_200); // the late attempt has landed (and won the free document)
+
+    // Given back within a few commands, not after the 20 s lease.
+    await eventually(async () => {
+      const probe = await other.documents<Account>(collectionName).tryAcquire('a1');
+      await probe?.release();
+      return probe !== null;
+    }, 3_000);
+  });
+
+  it('a lease left to run out (minHoldMs) is forgotten by the store once it has run out', async () => {
+    const locks = await kit.service();
+    // White-box: the store's set of claimed wins grew by one entry per such lease, for ever.
+    const claimed = (locks as unknown as { store: { claimed: Set<string> } }).store.claimed;
+    for (const key of ['left:a', 'left:b', 'left:c']) {
+      const handle = (await locks.acquire(key, { ttlMs: 10_000 })) as MongoLockHandle;
+      await handle.expireIn(1_000);
+    }
+    expect(claimed.size).toBe(3); // still ours while the leases run
+    await eventually(() => claimed.size === 0, 5_000);
+  });
+});
