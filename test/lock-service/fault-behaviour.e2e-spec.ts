@@ -32,6 +32,7 @@ import {
   settleWithin,
   writeConcernTimeout,
 } from './adversarial/kit';
+import { LOAD_SLACK_MS } from '../support/load-slack';
 import { eventually, LockTestKit, sleep } from './lock-test-kit';
 
 jest.setTimeout(30_000);
@@ -96,15 +97,16 @@ describeWithFailPoints('LockService under faults', () => {
     it('acquire against a blocked connection settles within timeoutMs + operationTimeoutMs', async () => {
       const client = await appClient('slow-a');
       const locks = await kit.service({ client, operationTimeoutMs: 500 });
-      await failPoint({ times: 4 }, blockFindAndModify('slow-a', 2_500));
+      // Each blocked write answers after 5 s: a call that waits for one is over the bound below.
+      await failPoint({ times: 4 }, blockFindAndModify('slow-a', 5_000));
 
       const acquiring = await settleWithin(
         locks.acquire('slow:k', { timeoutMs: 1_000, ttlMs: 5_000 }),
-        3_000,
+        6_000,
       );
       expect(acquiring.status).toBe('rejected');
       expect(acquiring.error).toBeInstanceOf(LockStoreUnavailableError);
-      expect(acquiring.ms).toBeLessThan(1_000 + 500 + 300);
+      expect(acquiring.ms).toBeLessThan(1_000 + 500 + LOAD_SLACK_MS);
     });
 
     it('with MongoDB unreachable, every call settles within its bound with LockStoreUnavailableError', async () => {
@@ -117,10 +119,11 @@ describeWithFailPoints('LockService under faults', () => {
       await mongo.stop();
 
       const [tried, acquired, inspected] = await Promise.all([
-        settleWithin(locks.tryAcquire('gone:a'), 2_500),
-        settleWithin(locks.acquire('gone:b', { timeoutMs: 1_000 }), 2_500),
-        settleWithin(locks.inspect('gone:c'), 2_500),
+        settleWithin(locks.tryAcquire('gone:a'), 5_000),
+        settleWithin(locks.acquire('gone:b', { timeoutMs: 1_000 }), 5_000),
+        settleWithin(locks.inspect('gone:c'), 5_000),
       ]);
+      // Unbounded, each would wait for server selection (30 s): still pending at 5 s.
       for (const [settled, boundMs] of [
         [tried, 500],
         [acquired, 1_000 + 500],
@@ -128,18 +131,19 @@ describeWithFailPoints('LockService under faults', () => {
       ] as const) {
         expect(settled.status).toBe('rejected');
         expect(settled.error).toBeInstanceOf(LockStoreUnavailableError);
-        expect(settled.ms).toBeLessThan(boundMs + 400);
+        expect(settled.ms).toBeLessThan(boundMs + LOAD_SLACK_MS);
       }
 
       // The handle's lease ran out meanwhile; its loss needs no answer from MongoDB.
-      await eventually(() => held.lost, 1_000);
-      const releasing = await settleWithin(held.release(), 2_000);
+      await eventually(() => held.lost, 5_000);
+      // Asking MongoDB would wait for server selection (30 s): pending at the 5 s limit.
+      const releasing = await settleWithin(held.release(), 5_000);
       expect(releasing.status).toBe('rejected');
       expect(releasing.error).toBeInstanceOf(LockLostError);
-      expect(releasing.ms).toBeLessThan(200);
-      const closing = await settleWithin(locks.close(), 2_000);
+      expect(releasing.ms).toBeLessThan(LOAD_SLACK_MS);
+      const closing = await settleWithin(locks.close(), 5_000);
       expect(closing.status).toBe('resolved');
-      expect(closing.ms).toBeLessThan(1_000);
+      expect(closing.ms).toBeLessThan(1_000 + LOAD_SLACK_MS);
 
       // A driver error that arrives first is the cause.
       const port = await closedPort();
@@ -165,14 +169,15 @@ describeWithFailPoints('LockService under faults', () => {
       const locks = await kit.service({ client, operationTimeoutMs: 400 });
       const other = await kit.service();
 
-      // The write lands 1 s after the call, long after the call gave up.
-      await failPoint({ times: 1 }, blockFindAndModify('late-win', 1_000));
-      const late = await settleWithin(locks.tryAcquire('unknown:late', { ttlMs: 10_000 }), 3_000);
+      // The write lands 2.5 s after the call, long after the call gave up (a call that waited
+      // for its reply would take 2.5 s, over the bound below).
+      await failPoint({ times: 1 }, blockFindAndModify('late-win', 2_500));
+      const late = await settleWithin(locks.tryAcquire('unknown:late', { ttlMs: 10_000 }), 4_000);
       expect(late.status).toBe('rejected');
       expect(late.error).toBeInstanceOf(LockStoreUnavailableError);
-      expect(late.ms).toBeLessThan(400 + 300);
-      await sleep(700); // the write has landed
-      await eventually(() => canTake(other, 'unknown:late'), 1_000);
+      expect(late.ms).toBeLessThan(400 + LOAD_SLACK_MS);
+      await sleep(Math.max(0, 2_700 - late.ms)); // the write has landed
+      await eventually(() => canTake(other, 'unknown:late'), 5_000); // not given back: 10 s
 
       // The write is applied, its reply says the majority did not confirm it in time.
       await failPoint({ times: 1 }, writeConcernTimeout('late-win'));
@@ -181,7 +186,7 @@ describeWithFailPoints('LockService under faults', () => {
         3_000,
       );
       expect(unconfirmed.status).toBe('rejected');
-      await eventually(() => canTake(other, 'unknown:wce'), 1_000);
+      await eventually(() => canTake(other, 'unknown:wce'), 5_000); // not given back: 10 s
       expect(unconfirmed.error).toBeInstanceOf(LockStoreUnavailableError);
       expect((unconfirmed.error as Error).cause).toBeInstanceOf(MongoWriteConcernError);
     });
@@ -312,7 +317,8 @@ describeWithFailPoints('LockService under faults', () => {
 
         const result = await waiting;
         expect(result.status).toBe('resolved');
-        expect(result.ms).toBeLessThan(700 + 800);
+        // A missed wake-up waits out timeoutMs (4 s, rejected) or the 60 s safety poll.
+        expect(result.ms).toBeLessThan(700 + LOAD_SLACK_MS);
         await result.value!.release();
         await otherHeld.release();
         await (await otherWait).release();
@@ -333,7 +339,7 @@ describeWithFailPoints('LockService under faults', () => {
         errorCode: 89,
         errorLabels: [],
       });
-      const waiting = settleWithin(b.acquire('outage:k', { timeoutMs: 5_000 }), 6_000);
+      const waiting = settleWithin(b.acquire('outage:k', { timeoutMs: 8_000 }), 9_000);
       // Opened and failed; reopened after 50 ms and failed; after 200 ms and failed: the
       // next try is 1 s away.
       await eventually(() => b.diagnostics.streamsOpened >= 3 && !b.diagnostics.streamOpen, 3_000);
@@ -345,8 +351,9 @@ describeWithFailPoints('LockService under faults', () => {
       try {
         const result = await waiting;
         expect(result.status).toBe('resolved');
-        // The reopen (<= 1 s), its first answer (<= 1 s), one attempt.
-        expect(performance.now() - releasedAt).toBeLessThan(2_600);
+        // The reopen (<= 1 s), its first answer (<= 1 s), one attempt. A waiter the reopened
+        // stream does not wake waits out timeoutMs (8 s, rejected) or the 60 s safety poll.
+        expect(performance.now() - releasedAt).toBeLessThan(2_000 + LOAD_SLACK_MS);
         await result.value!.release();
         await eventually(
           () => events.some((event) => event.type === 'released' && event.key === 'outage:k'),
@@ -401,7 +408,9 @@ describeWithFailPoints('LockService under faults', () => {
       @HttpCode(200)
       @Locked('drain:{params.id}', { timeoutMs: 0 })
       async run(@LockHandleParam() lock: LockHandle) {
-        await sleep(600);
+        // Long enough that the test's look at the lock, after close() began, falls within it
+        // on a loaded machine too.
+        await sleep(2_000);
         return { aborted: lock.signal.aborted };
       }
     }
@@ -414,7 +423,7 @@ describeWithFailPoints('LockService under faults', () => {
       async run(): Promise<boolean> {
         const signal = LockService.current()!.signal;
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, 3_000);
+          const timer = setTimeout(resolve, 10_000);
           signal.addEventListener('abort', () => {
             this.abortedAt = Date.now();
             clearTimeout(timer);
@@ -455,7 +464,8 @@ describeWithFailPoints('LockService under faults', () => {
     });
 
     it("past shutdownGraceMs, the holder's signal aborts first, then its lock is released", async () => {
-      const graceMs = 400;
+      // Long enough that the look 200 ms into the grace period falls within it under load.
+      const graceMs = 1_500;
       const context = await startAppContext({
         imports: [
           lockModule(kit.mongo, { collectionName: kit.collectionName, shutdownGraceMs: graceMs }),
@@ -507,8 +517,10 @@ describeWithFailPoints('LockService under faults', () => {
       );
       await sleep(100);
       await b.close();
-      await sleep(Math.max(0, 900 - (performance.now() - started))); // the write has landed
-      expect(await canTake(c, 'close:k')).toBe(true);
+      // The write has landed (600 ms after it reached the server; 2 s leaves room for load),
+      // then it is given back: not given back, the key stays held for its 10 s lease.
+      await sleep(Math.max(0, 2_000 - (performance.now() - started)));
+      await eventually(() => canTake(c, 'close:k'), 3_000);
       expect(await acquiring).toBeInstanceOf(LockServiceClosedError);
     });
 
@@ -568,7 +580,7 @@ describeWithFailPoints('LockService under faults', () => {
         await sleep(400);
         expect(emitted).toBe(false);
         await bHandle.release();
-        await eventually(() => emitted, 1_000);
+        await eventually(() => emitted, 5_000);
       } finally {
         subscription.unsubscribe();
       }
