@@ -10,12 +10,16 @@ import {
   type LockHandle,
 } from '../../lib';
 import { LockTestingStore, MongoLockTestingModule } from '../../lib/testing';
+import { LOAD_SLACK_MS } from '../support/load-slack';
 import { eventually, settleTime, startTestingModule } from './testing-kit';
 
 jest.setTimeout(30_000);
 
-/** Settles within this when woken by a change event (the safety poll is 5 s, the leases 30 s). */
-const WOKEN_WITHIN_MS = 1_000;
+/**
+ * Settles within this when woken by a change event, with slack for a loaded machine: the
+ * safety poll is 5 s and the leases 30 s, so a waiter the event does not wake is over it.
+ */
+const WOKEN_WITHIN_MS = 1_000 + LOAD_SLACK_MS;
 
 /** Whether `promise` has settled after a few turns and a short pause. */
 async function settledSoon(promise: Promise<unknown>, pauseMs = 100): Promise<boolean> {
