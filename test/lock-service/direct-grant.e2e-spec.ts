@@ -6,6 +6,7 @@ import type { Collection, MongoClient } from 'mongodb';
 import { firstValueFrom } from 'rxjs';
 import { filter, take, toArray } from 'rxjs/operators';
 import { attemptAcquire } from '../../lib/store/acquire-attempt';
+import { LOAD_SLACK_MS } from '../support/load-slack';
 import {
   FENCES_PER_LEASE,
   GRANT_LEASE_MS,
@@ -267,7 +268,8 @@ describe('direct grant between processes', () => {
     expect(await bFails).toBeInstanceOf(LockNotAcquiredError);
     const failedAt = performance.now();
     const dHandle = await dWaits;
-    expect(performance.now() - failedAt).toBeLessThan(1_000);
+    // Not given back, gb:1 stays b's until its grant lease ends (GRANT_LEASE_MS, 5 s).
+    expect(performance.now() - failedAt).toBeLessThan(1_000 + LOAD_SLACK_MS);
     await dHandle.release();
     await second.release();
   });
@@ -538,15 +540,16 @@ describe('local transfer between callers of one process', () => {
   it('two busy processes take turns: neither keeps the lock for long runs', async () => {
     const services = [await kit.service(), await kit.service()];
     const holders: number[] = [];
-    let longestWaitMs = 0;
-    const end = Date.now() + 3_000;
+    // A wait is counted in the holds that came before it (not in ms: on a loaded machine
+    // each hold takes longer, not more of them come first).
+    let longestWaitHolds = 0;
     const worker = async (index: number) => {
-      while (Date.now() < end) {
-        const asked = Date.now();
+      while (holders.length < 150) {
+        const asked = holders.length;
         await services[index].withLock(
           'busy',
           async () => {
-            longestWaitMs = Math.max(longestWaitMs, Date.now() - asked);
+            longestWaitHolds = Math.max(longestWaitHolds, holders.length - asked);
             holders.push(index);
             await sleep(5 + Math.random() * 20);
           },
@@ -566,8 +569,10 @@ describe('local transfer between callers of one process', () => {
     const share = holders.filter((index) => index === 0).length / holders.length;
     expect(share).toBeGreaterThan(0.25);
     expect(share).toBeLessThan(0.75);
-    expect(longestWaitMs).toBeLessThan(2_000);
-  }, 20_000);
+    // Ahead of a waiter: its two local peers and the other process's turn, twice over at most.
+    // A waiter passed over for the whole run sees most of the run's holds go by.
+    expect(longestWaitHolds).toBeLessThanOrEqual(2 * (2 + MAX_LOCAL_TRANSFERS + 3));
+  }, 60_000);
 
   it('a caller that left while the release was on its way gives the lock back', async () => {
     const a = await kit.service();
