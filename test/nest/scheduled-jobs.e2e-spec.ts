@@ -2,6 +2,7 @@ import { Injectable, type INestApplicationContext, Logger } from '@nestjs/common
 import { Cron, Interval, ScheduleModule } from '@nestjs/schedule';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Locked, LockLostError, LockService } from '../../lib';
+import { LOAD_SLACK_MS } from '../support/load-slack';
 import { startTestMongo, type TestMongo } from '../support/mongo';
 import { gate, lockModule, openLockCollection, startAppContext } from './support/nest-apps';
 
@@ -94,8 +95,8 @@ describe('@Locked for scheduled jobs: onBusy and minHoldMs', () => {
       await waitUntilHeld(appA.get(LockService), 'job:busy');
       const started = performance.now();
       await expect(appB.get(ReportJob).held('busy')).resolves.toBeUndefined();
-      // One attempt, no wait for the holder.
-      expect(performance.now() - started).toBeLessThan(2_000);
+      // One attempt, no wait for the holder (a wait lasts until the gate opens, after this).
+      expect(performance.now() - started).toBeLessThan(2 * LOAD_SLACK_MS);
       expect(debug).toHaveBeenCalledWith(expect.stringMatching(/ReportJob\.held did not run/));
       expect(debug).toHaveBeenCalledWith(expect.stringContaining('"job:busy"'));
       hold.open();
@@ -130,13 +131,16 @@ describe('@Locked for scheduled jobs: onBusy and minHoldMs', () => {
     // Not released: still owned, by A, with a lease cut from ttlMs (30 s) to about 1.2 s.
     const state = await locks.inspect('job:min-hold:ok');
     expect(state).toMatchObject({ held: true, holderId: 'A' });
-    expect(state!.remainingMs).toBeGreaterThan(500);
+    // What is left depends on how long the call took (on a loaded machine, most of it); the
+    // lease itself is checked below. A lease not cut has about 30 s left.
+    expect(state!.remainingMs).toBeGreaterThan(0);
     expect(state!.remainingMs).toBeLessThanOrEqual(1_200);
     const document = await collection.locks.findOne({ _id: 'job:min-hold:ok' });
     expect(document?.owner).not.toBeNull();
     const leaseMs = document!.expiresAt!.getTime() - before;
     expect(leaseMs).toBeGreaterThanOrEqual(1_100);
-    expect(leaseMs).toBeLessThan(2_000);
+    // From before the call: the call's own time counts in it. Not cut, it would be 30 s.
+    expect(leaseMs).toBeLessThan(1_200 + LOAD_SLACK_MS);
     // The handle is done: nothing of this instance counts as held, shutdown would not wait.
     expect(locks.diagnostics.held).toBe(0);
     await expect(appB.get(ReportJob).quick('ok')).resolves.toBeUndefined();

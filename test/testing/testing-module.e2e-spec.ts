@@ -207,7 +207,10 @@ describe('MongoLockTestingModule', () => {
 
   it('expire makes the signal of a running holder abort with LockLostError', async () => {
     // Renewed every 100 ms; its local deadline (what a holder not told would wait for) is ~10 s.
-    const handle = await locks.acquire('nightly', { ttlMs: 10_000, renew: { intervalRatio: 0.01 } });
+    const handle = await locks.acquire('nightly', {
+      ttlMs: 10_000,
+      renew: { intervalRatio: 0.01 },
+    });
     const aborted = new Promise<unknown>((resolve) =>
       handle.signal.addEventListener('abort', () => resolve(handle.signal.reason)),
     );
