@@ -97,7 +97,7 @@ describeWithFailPoints(
       await failPoint({ times: 1 }, writeConcernTimeout('stale-owner'));
       const writer = w.acquire('stale:k', { ttlMs: 1_000, timeoutMs: 10_000 });
       // The first attempt's write is applied; its reply carries the error: W does not know.
-      await eventually(async () => (await rawLockOf(kit, 'stale:k'))?.owner != null, 2_000);
+      await eventually(async () => (await rawLockOf(kit, 'stale:k'))?.owner != null, 5_000);
       // W's retries reach nothing while its (unheard) lease runs out.
       await failPoint('alwaysOn', {
         failCommands: ['findAndModify'],

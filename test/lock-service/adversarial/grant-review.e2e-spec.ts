@@ -578,7 +578,7 @@ describeWithFailPoints('adversarial review: direct grant and local transfer', ()
       const before = await failPoint({ times: 1 }, writeConcernTimeout('short-confirm'));
       await held.release();
       const handle = await granteeWaits;
-      await eventually(async () => (await rawLockOf(kit, key))?.grantedTo === null, 2_000);
+      await eventually(async () => (await rawLockOf(kit, key))?.grantedTo === null, 5_000);
       const cutOffBefore = await failPoint('alwaysOn', {
         failCommands: ['findAndModify'],
         appName: 'short-confirm',
