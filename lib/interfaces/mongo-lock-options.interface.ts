@@ -55,12 +55,14 @@ export interface MongoLockModuleOptions {
   /**
    * The longest one lock command may take, server selection included, before it counts as
    * failed with `LockStoreUnavailableError` (its outcome unknown; anything it may have taken
-   * is given back). `acquire` settles within `timeoutMs` plus this. Default 5 000 ms.
+   * is given back). `acquire` settles within `timeoutMs` plus 1 s, or plus this if shorter.
+   * Default 5 000 ms.
    */
   operationTimeoutMs?: number;
   /**
    * On shutdown, how long locked work still running may finish (its locks renewed) before
-   * its holders are told of the loss and the locks are released. Default 10 000 ms.
+   * its holders are told of the loss and the locks are released (a locked HTTP handler still
+   * running is then answered 503). `close()` returns at most 2 s after it. Default 10 000 ms.
    */
   shutdownGraceMs?: number;
   /**
