@@ -28,6 +28,9 @@ import type { RawLock } from './adversarial/modes-kit';
 /** A lock document with its key as `_id`. */
 type KeyedLock = RawLock & { _id: string };
 
+// Jest's default 5 s is what several tests here take on a loaded machine (up to 5.1 s measured).
+jest.setTimeout(30_000);
+
 const kit = LockTestKit.forSuite();
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -3,6 +3,9 @@ import { FaultProxy, passThrough, proxiedUri, proxyTarget } from '../support/fau
 import { LOAD_SLACK_MS } from '../support/load-slack';
 import { LockTestKit } from './lock-test-kit';
 
+// Jest's default 5 s is what several tests here take on a loaded machine (up to 5.1 s measured).
+jest.setTimeout(30_000);
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // Faults below the driver (a TCP proxy between the service and the server): replies that
