@@ -36,7 +36,6 @@ class FakeStream {
 }
 
 const ts = (t: number) => new Timestamp({ t, i: 0 });
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const flush = () => new Promise((resolve) => setTimeout(resolve, 20));
 const released = (key: string) => ({
   operationType: 'update',
@@ -144,21 +143,30 @@ describe('LockChangeFeed', () => {
   });
 
   describe('with idleMs (streamIdleMs)', () => {
+    // On fake time: the test looks at the stream 300 ms before and after idleMs ends, which
+    // real timers on a loaded machine can overshoot.
+    beforeEach(() => jest.useFakeTimers());
+    afterEach(async () => {
+      await Promise.all(feeds.splice(0).map((feed) => feed.close()));
+      jest.useRealTimers();
+    });
+    /** Advances fake time, running the timers and the promise callbacks they lead to. */
+    const advance = (ms: number) => jest.advanceTimersByTimeAsync(ms);
     it('keeps the stream idleMs after the last watcher leaves; a watcher meanwhile takes it over', async () => {
       const { feed, streams } = setUp('auto', 600);
       feed.watchKey('a', () => undefined, ts(1))();
-      await sleep(300);
+      await advance(300);
       expect(streams[0].closed).toBe(false);
       // A later attempt than the stream's start is covered by it: no new stream, no recheck.
       const b = recorder();
       feed.watchKey('b', b.watcher, ts(2))();
-      await flush();
+      await advance(20);
       expect(streams).toHaveLength(1);
       expect(b.signals).toEqual([]);
       // idleMs counts from the last watcher's leaving, not the first's.
-      await sleep(400);
+      await advance(400);
       expect(streams[0].closed).toBe(false);
-      await sleep(500);
+      await advance(500);
       expect(streams[0].closed).toBe(true);
       expect(feed.streamOpen).toBe(false);
     });
@@ -167,10 +175,10 @@ describe('LockChangeFeed', () => {
       const { feed, streams } = setUp('auto', 1_000);
       feed.watchKey('a', () => undefined, ts(1))();
       streams[0].push({ change: { ...released('k'), clusterTime: ts(5) } });
-      await flush();
+      await advance(20);
       const late = recorder();
       feed.watchKey('k', late.watcher, ts(4));
-      await flush();
+      await advance(20);
       expect(late.signals).toEqual(['released']);
     });
 
@@ -185,7 +193,7 @@ describe('LockChangeFeed', () => {
       const { feed, streams, logger } = setUp('auto', 60_000);
       feed.watchKey('a', () => undefined, ts(1))();
       streams[0].push({ error: new Error('connection reset') });
-      await sleep(300);
+      await advance(300);
       expect(streams).toHaveLength(1);
       expect(feed.streamOpen).toBe(false);
       expect(logger.warn).not.toHaveBeenCalled();
@@ -287,18 +295,27 @@ describe('LockChangeFeed', () => {
   });
 
   describe('reopening', () => {
+    // The backoff runs (50, 200, 500 ms...) on fake time: real timers run late on a loaded
+    // machine, and these tests count the streams opened within a time.
+    beforeEach(() => jest.useFakeTimers());
+    afterEach(async () => {
+      await Promise.all(feeds.splice(0).map((feed) => feed.close()));
+      jest.useRealTimers();
+    });
+    /** Advances fake time, running the timers and the promise callbacks they lead to. */
+    const advance = (ms: number) => jest.advanceTimersByTimeAsync(ms);
     const fail = (code: number) => ({ error: Object.assign(new Error('boom'), { code }) });
-    const reopened = () => new Promise((resolve) => setTimeout(resolve, 120));
+    const reopened = () => advance(120);
 
     it('keeps resuming after the last event seen through several failures in a row', async () => {
       const { feed, streams } = setUp();
       feed.watchEvents(() => undefined);
-      await flush();
+      await advance(20);
       streams[0].resumeToken = { _data: 'token-1' };
       streams[0].push(fail(8000));
       await reopened();
       streams[1].push(fail(8000)); // fails before any event: no token of its own
-      await new Promise((resolve) => setTimeout(resolve, 350));
+      await advance(350);
       expect(streams).toHaveLength(3);
       expect(streams[2].options).toMatchObject({ resumeAfter: { _data: 'token-1' } });
     });
@@ -311,8 +328,8 @@ describe('LockChangeFeed', () => {
         stream.push(fail(8000));
       });
       feed.watchKey('a', () => undefined, ts(1));
-      await new Promise((resolve) => setTimeout(resolve, 900));
-      // Opened at 0, 50, 250 and 750 ms (timers may run late); 50 ms apart it would be 18.
+      await advance(900);
+      // Opened at 0, 50, 250 and 750 ms; 50 ms apart it would be 18.
       expect(streams.length).toBeGreaterThanOrEqual(3);
       expect(streams.length).toBeLessThanOrEqual(4);
     });
@@ -325,13 +342,13 @@ describe('LockChangeFeed', () => {
       });
       // Opened at 0, failed; 50 ms later, failed; 200 ms later, the release: the watcher leaves.
       const unwatch = feed.watchKey('a', () => unwatch(), ts(1));
-      await new Promise((resolve) => setTimeout(resolve, 400));
+      await advance(400);
       expect(streams).toHaveLength(3);
       expect(feed.streamOpen).toBe(false);
       // The next stream fails once: reopened after 50 ms, not after the third failure's 500.
       failing = 1;
       feed.watchKey('b', () => undefined, ts(2));
-      await new Promise((resolve) => setTimeout(resolve, 150));
+      await advance(150);
       expect(streams).toHaveLength(5);
     });
 
@@ -342,11 +359,11 @@ describe('LockChangeFeed', () => {
       });
       feed.watchKey('a', () => undefined, ts(1));
       // Opened at 0, failed; 50 ms later, failed; 200 ms later, a stream that keeps answering.
-      await new Promise((resolve) => setTimeout(resolve, 1_400));
+      await advance(1_400);
       expect(streams).toHaveLength(3);
       streams[2].push(fail(8000));
       // Reopened after 50 ms, not after the third failure's 500.
-      await new Promise((resolve) => setTimeout(resolve, 150));
+      await advance(150);
       expect(streams).toHaveLength(4);
     });
 
@@ -357,8 +374,7 @@ describe('LockChangeFeed', () => {
           new Promise((_, reject) => setTimeout(() => reject(new Error('stalled')), 1_050));
       });
       feed.watchKey('a', () => undefined, ts(1));
-      const deadline = performance.now() + 6_000;
-      while (streams.length < 3 && performance.now() < deadline) await sleep(20);
+      for (let waited = 0; streams.length < 3 && waited < 6_000; waited += 20) await advance(20);
       expect(streams).toHaveLength(3);
       // One warning for the run, not one per stall.
       expect(logger.warn).toHaveBeenCalledTimes(1);
@@ -367,7 +383,7 @@ describe('LockChangeFeed', () => {
     it('starts afresh, and warns events$ listeners, when the server cannot resume', async () => {
       const { feed, streams, logger } = setUp();
       feed.watchEvents(() => undefined);
-      await flush();
+      await advance(20);
       streams[0].resumeToken = { _data: 'token-1' };
       streams[0].push(fail(286)); // ChangeStreamHistoryLost
       await reopened();
@@ -380,10 +396,10 @@ describe('LockChangeFeed', () => {
     it('does not open a second stream for events$ while a failed one waits to reopen', async () => {
       const { feed, streams } = setUp();
       feed.watchKey('a', () => undefined, ts(1));
-      await flush();
+      await advance(20);
       streams[0].resumeToken = { _data: 'token-1' };
       streams[0].push(fail(8000));
-      await flush();
+      await advance(20);
       feed.watchEvents(() => undefined);
       expect(streams).toHaveLength(1);
       await reopened();
