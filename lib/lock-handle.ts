@@ -270,12 +270,12 @@ export class MongoLockHandle implements LockHandle {
 
   private async expireOnce(ttlMs: number): Promise<void> {
     const keys = [...this.keeper.unreleased];
+    // Ours until the lease runs out (at `ttlMs` from now, or, unconfirmed, when it would have
+    // anyway); from then on a late win of this token is nobody's.
+    let endsInMs = Math.max(ttlMs, this.keeper.leaseEnd - performance.now());
     try {
       const lostKeys = await this.keeper.expireIn(ttlMs);
-      // Ours until the lease runs out; from then on a late win of this token is nobody's.
-      setTimeout(() => {
-        for (const held of keys) this.init.operations.ended(held);
-      }, ttlMs).unref();
+      endsInMs = ttlMs;
       if (lostKeys.length > 0) {
         this.markLost(
           lostKeys[0],
@@ -284,6 +284,9 @@ export class MongoLockHandle implements LockHandle {
       }
     } finally {
       this.settle();
+      setTimeout(() => {
+        for (const held of keys) this.init.operations.ended(held);
+      }, endsInMs).unref();
     }
     this.throwIfLost();
   }
