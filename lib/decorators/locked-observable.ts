@@ -65,10 +65,7 @@ export function lockedObservable<T>(
       new Promise<void>((resolve, reject) => {
         started = true;
         if (subscriber.closed) return resolve();
-        if (hooks.endOnLockLoss) {
-          if (lockSignal.aborted) return reject(lockSignal.reason);
-          endOnLoss(lockSignal, reject);
-        }
+        if (hooks.endOnLockLoss && endOnLoss(lockSignal, reject)) return;
         // A transaction whose client left is aborted, never committed half done; any other
         // work just ends, and the lock is released.
         stop =
@@ -85,14 +82,22 @@ export function lockedObservable<T>(
           });
       });
 
-    /** Ends the work when the lock is lost: rejects with the `LockLostError` of the signal. */
-    const endOnLoss = (lockSignal: AbortSignal, reject: (reason: unknown) => void) => {
+    /**
+     * Ends the work when the lock is lost: rejects with the `LockLostError` of the signal.
+     * True if it was lost already (then the work must not start).
+     */
+    const endOnLoss = (lockSignal: AbortSignal, reject: (reason: unknown) => void): boolean => {
       const onLoss = () => {
         inner?.unsubscribe();
         reject(lockSignal.reason);
       };
+      if (lockSignal.aborted) {
+        onLoss();
+        return true;
+      }
       lockSignal.addEventListener('abort', onLoss, { once: true });
       subscriber.add(() => lockSignal.removeEventListener('abort', onLoss));
+      return false;
     };
 
     runLocked(lockService, keys, metadata, run, cancelWait.signal, scope).then(
