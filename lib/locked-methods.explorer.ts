@@ -44,7 +44,12 @@ export class LockedMethodsExplorer implements OnModuleInit {
   ) {}
 
   onModuleInit(): void {
-    for (const wrapper of this.discoveryService.getProviders()) this.bindProvider(wrapper);
+    // A controller may also be listed as a provider (to inject it elsewhere): its handlers
+    // are still routes, with a request to read.
+    const controllers = new Set(this.discoveryService.getControllers().map((w) => w.metatype));
+    for (const wrapper of this.discoveryService.getProviders()) {
+      this.bindProvider(wrapper, controllers.has(wrapper.metatype));
+    }
     for (const wrapper of [
       ...this.discoveryService.getProviders(),
       ...this.discoveryService.getControllers(),
@@ -73,7 +78,7 @@ export class LockedMethodsExplorer implements OnModuleInit {
     }
   }
 
-  private bindProvider(wrapper: InstanceWrapper): void {
+  private bindProvider(wrapper: InstanceWrapper, isController: boolean): void {
     const instance: unknown = wrapper.instance;
     // Aliases (useExisting) point at an instance that is visited under its own token.
     if (wrapper.isAlias || typeof instance !== 'object' || instance === null) return;
@@ -83,7 +88,7 @@ export class LockedMethodsExplorer implements OnModuleInit {
       .getAllMethodNames(prototype)
       .filter((name) => getLockedMetadata((instance as Record<string, unknown>)[name]));
     if (lockedMethods.length === 0) return;
-    for (const name of lockedMethods) {
+    for (const name of isController ? [] : lockedMethods) {
       this.refuseSynchronous((instance as Record<string, unknown>)[name]);
       this.refuseHttpPlaceholders((instance as Record<string, unknown>)[name]);
     }

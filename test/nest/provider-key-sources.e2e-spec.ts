@@ -130,4 +130,13 @@ describe('@Locked templates a provider method cannot fill are refused at start-u
       await app.close();
     }
   });
+
+  it('starts with a controller that is also listed as a provider (to be injected elsewhere)', async () => {
+    const app = await startAppContext({
+      imports: [lockModule(mongo)],
+      controllers: [OrdersController],
+      providers: [OrdersController],
+    });
+    await app.close();
+  });
 });
