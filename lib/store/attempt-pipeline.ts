@@ -147,15 +147,14 @@ export function attemptPipeline(request: AttemptPipelineRequest) {
             { $not: [conflict] },
             // A retry of an attempt that won already holds: it must not queue behind itself.
             { $not: [alreadyOurs] },
-            // Refused at the holder cap: the attempt fails, and must leave nothing behind.
             // A waiter that can be granted the lock always takes its place in line; a polling
             // one only where fairness is at stake (shared holders, or someone already in
-            // line), so that pollers of a plain mutex take it as they find it free.
-            entry
-              ? { $lt: ['$_m.count', MAX_HOLDERS_PER_KEY] }
-              : grantable || {
-                  $or: [{ $gt: ['$_m.count', 0] }, { $gt: [{ $size: '$_m.queue' }, 0] }],
-                },
+            // line), so that pollers of a plain mutex take it as they find it free. A shared
+            // or semaphore waiter does so at the holder cap too: it waits there like anywhere.
+            entry ||
+              grantable || {
+                $or: [{ $gt: ['$_m.count', 0] }, { $gt: [{ $size: '$_m.queue' }, 0] }],
+              },
             {
               $or: [
                 { $eq: [{ $ifNull: ['$_m.mine', null] }, null] },

@@ -85,6 +85,22 @@ describe('a request at the holder cap', () => {
     await last.release();
   });
 
+  it("takes its place in line there: the freed slot is its, not a later poller's", async () => {
+    const last = await fill('cap:line');
+    const waiter = await kit.service();
+    const poller = await kit.service();
+    const waiting = waiter.acquire('cap:line', { mode: 'shared', timeoutMs: 10_000 });
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    // Its place is recorded: the key's line shows one waiter.
+    expect((await waiter.inspect('cap:line'))?.waiting).toBe(1);
+    await last.release();
+    // A poller that comes right after the release finds the slot held back for the waiter.
+    expect(await poller.tryAcquire('cap:line', { mode: 'shared' })).toBeNull();
+    const handle = await waiting;
+    expect(handle.mode).toBe('shared');
+    await handle.release();
+  });
+
   it('at once (timeoutMs 0) it is refused at once, saying why', async () => {
     const last = await fill('cap:once');
     const waiter = await kit.service();
