@@ -447,6 +447,8 @@ async function packLibrary(shouldBuild) {
     if (build.code !== 0) throw new Error(`npm run build failed:\n${build.output}`);
     log(`build in ${seconds(build.ms)}`);
   }
+  // compat/.work is git-ignored: a fresh clone has none.
+  await mkdir(work, { recursive: true });
   const pack = await npm(['pack', '--json', '--pack-destination', work], {
     cwd: root,
     timeoutMs: 60_000,
