@@ -51,6 +51,13 @@ export function shutdownGraceEndedMessage(running: number, shutdownGraceMs: numb
   );
 }
 
+export function releasesUnconfirmedMessage(call: string, operationTimeoutMs: number): string {
+  return (
+    `MongoDB did not confirm the releases of ${call} within ${operationTimeoutMs} ms: the ` +
+    'holders were told; a release still on its way lands when MongoDB answers, or the lease runs out'
+  );
+}
+
 export function startTooSlowMessage(): string {
   return (
     'LockService had not started (connected to MongoDB) within the time of the call ' +

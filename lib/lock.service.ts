@@ -25,6 +25,7 @@ import { LockStoreUnavailableError } from './errors/lock-store-unavailable.error
 import {
   clientCloseUnfinishedMessage,
   duplicateHolderIdMessage,
+  releasesUnconfirmedMessage,
   startTooSlowMessage,
   serviceClosedMessage,
   SHUTDOWN_REVOKE_REASON,
@@ -396,10 +397,15 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    * Releases every lock this instance holds now, by owner token. Each holder is told first
    * (its `signal` aborts, `lost$` emits): work still running under it is no longer protected.
    * Resolves to how many keys were released while their lease was live; locks acquired after
-   * the call began are not touched.
+   * the call began are not touched. Rejects with `LockStoreUnavailableError` if MongoDB did not
+   * confirm the releases within `operationTimeoutMs` (they go on; a lease not released runs out).
    */
   async releaseAllHeld(): Promise<number> {
-    return this.held.revokeAll('releaseAllHeld() released it');
+    const revoking = this.held.revokeAll('releaseAllHeld() released it');
+    if (await settlesWithin(revoking, this.options.operationTimeoutMs)) return revoking;
+    throw new LockStoreUnavailableError(
+      releasesUnconfirmedMessage('releaseAllHeld()', this.options.operationTimeoutMs),
+    );
   }
 
   /**

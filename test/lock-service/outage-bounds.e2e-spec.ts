@@ -97,6 +97,7 @@ describeWithProcess.each(['frozen', 'dead'] as const)(
       const updated = await accounts.acquire('a3', { ttlMs: 30_000 });
       // A waiter is parked on a held key: its change stream is open when the server goes.
       const other = await service();
+      await other.acquire('bound:other', { ttlMs: 30_000 });
       const waiting = settleWithin(other.acquire('bound:held', { timeoutMs }), 20_000);
 
       breakServer();
@@ -107,6 +108,7 @@ describeWithProcess.each(['frozen', 'dead'] as const)(
         ['extend', operationTimeoutMs + commandMarginMs, extended.extend()],
         ['inspect', operationTimeoutMs + commandMarginMs, locks.inspect('bound:held')],
         ['releaseScope', operationTimeoutMs + commandMarginMs, locks.releaseScope('session:1')],
+        ['releaseAllHeld', operationTimeoutMs + commandMarginMs, other.releaseAllHeld()],
         ['commit', operationTimeoutMs + commandMarginMs, document.commit({ $inc: { balance: 1 } })],
         ['update', operationTimeoutMs + commandMarginMs, updated.update({ $inc: { balance: 1 } })],
         [
