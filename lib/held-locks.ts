@@ -1,4 +1,5 @@
 import type { MongoLockHandle } from './lock-handle';
+import { settlesWithin } from './util/timers';
 
 /**
  * The handles of one `LockService` that still hold their keys: the only owner of that set.
@@ -24,18 +25,12 @@ export class HeldLocks {
   /** Resolves `true` once no handle holds anything, or `false` after `timeoutMs`. */
   async drain(timeoutMs: number): Promise<boolean> {
     if (this.handles.size === 0) return true;
-    let wake: (() => void) | undefined;
-    let timer: NodeJS.Timeout | undefined;
-    const emptied = await Promise.race([
-      new Promise<boolean>((resolve) => {
-        wake = () => resolve(true);
-        this.emptyWaiters.add(wake);
-      }),
-      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs))),
-    ]);
-    clearTimeout(timer);
-    if (wake) this.emptyWaiters.delete(wake);
-    return emptied;
+    let wake!: () => void;
+    const emptied = new Promise<void>((resolve) => (wake = resolve));
+    this.emptyWaiters.add(wake);
+    const drained = await settlesWithin(emptied, timeoutMs);
+    this.emptyWaiters.delete(wake);
+    return drained;
   }
 
   /**

@@ -1,7 +1,7 @@
 import type { ReleaseLeaseOutcome } from './store/release-lease';
 import type { RenewLeaseOutcome } from './store/renew-lease';
 import { isStoreUnavailableError } from './store/mongo-error-codes';
-import { formatMs } from './durations';
+import { formatMs } from './util/durations';
 import { nextTurn } from './util/timers';
 
 /** One key of a held lock. */

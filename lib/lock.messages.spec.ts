@@ -1,4 +1,4 @@
-import { formatMs } from './durations';
+import { formatMs } from './util/durations';
 import {
   clientCloseUnfinishedMessage,
   notAcquiredMessage,

@@ -1,4 +1,4 @@
-import { formatMs } from './durations';
+import { formatMs } from './util/durations';
 import { quoteLockKey } from './keys/lock-key';
 
 /** Messages of the library core, as functions so the wording lives in one place. */

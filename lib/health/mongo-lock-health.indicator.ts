@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { HealthIndicatorService, type HealthIndicatorResult } from '@nestjs/terminus';
 import { LockService } from '../lock.service';
-import { formatMs } from '../durations';
+import { formatMs } from '../util/durations';
 
 /** The key the probe inspects. Inspecting reads one document by `_id` and takes nothing. */
 export const HEALTH_PROBE_KEY = 'nestjs-mongo-lock:health-probe';

@@ -1,4 +1,4 @@
-import { formatMs } from '../durations';
+import { formatMs } from '../util/durations';
 import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
 import { toStoreError } from './mongo-error-codes';
 

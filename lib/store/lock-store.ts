@@ -2,7 +2,7 @@ import { MongoClient, MongoError } from 'mongodb';
 import type { ClientSession, Timestamp } from 'mongodb';
 import type { LockState } from '../interfaces/lock-state.interface';
 import type { ResolvedLockModuleOptions } from '../options';
-import { formatMs } from '../durations';
+import { formatMs } from '../util/durations';
 import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
 import { MongoLockError } from '../errors/mongo-lock.error';
 import type { AcquireAttemptOutcome, AttemptTarget } from './acquire-attempt';

@@ -7,6 +7,7 @@ import { isChangeStreamUnsupportedError, isResumePointLostError } from '../store
 import { readLockChange } from './lock-event';
 import type { GrantNews, LockChange, ReadChange } from './lock-event';
 import type { WaitLogger } from './wait-logger';
+import { settlesWithin } from '../util/timers';
 
 /**
  * Why a key watcher is called: the key was released (seen on the change stream), handed to
@@ -190,12 +191,7 @@ export class LockChangeFeed {
     this.keyWatchers.clear();
     this.eventListeners.clear();
     this.stopIfUnused(0);
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      Promise.all([...this.closing]),
-      new Promise((resolve) => (timer = setTimeout(resolve, CLOSE_WAIT_MS))),
-    ]);
-    clearTimeout(timer);
+    await settlesWithin(Promise.all([...this.closing]), CLOSE_WAIT_MS);
   }
 
   private cover(key: string, watcher: KeyWatcher, attemptTime: Timestamp | undefined): void {

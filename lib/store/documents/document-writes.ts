@@ -5,7 +5,7 @@ import { DocumentNotFoundError } from '../../errors/document-not-found.error';
 import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error';
 import { MongoLockError } from '../../errors/mongo-lock.error';
 import { VersionConflictError } from '../../errors/version-conflict.error';
-import { formatMs } from '../../durations';
+import { formatMs } from '../../util/durations';
 import { toRemainingMs } from '../bson-values';
 import type { BsonInteger } from '../bson-values';
 import { RELEASED_OWNERS_KEPT } from '../release-lease';
