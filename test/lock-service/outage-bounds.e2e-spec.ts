@@ -21,9 +21,10 @@ const commandMarginMs = 250;
 const closeMarginMs = 2_000;
 /**
  * What a loaded 2-core machine adds to any of these (timers firing late, a busy event loop).
- * Well under the margins the bugs showed: before the bounds were enforced, acquire took
- * `timeoutMs + operationTimeoutMs` and more, releaseScope four times `operationTimeoutMs`,
- * close() over a minute.
+ * Less than the suite's `LOAD_SLACK_MS`: the broken outcomes are close to the bounds (tryAcquire
+ * waiting `operationTimeoutMs`: 2 s against 1 s; a commit waiting for its release: 4 s against
+ * 2.25 s), and each must still fail here; the bigger ones too (releaseScope and releaseAllHeld
+ * retrying give-backs: 6 s and more; close() over a minute).
  */
 const loadSlackMs = 700;
 
