@@ -15,6 +15,7 @@ import { openLockCollection } from './lock-collection';
 import type { OpenLockChangeStreamOptions } from './lock-change-stream';
 import type { LockChangeStream } from './lock-document';
 import { isStoreUnavailableError, isUnreachableError, toStoreError } from './mongo-error-codes';
+import { RESERVATION_TTL_MS } from './lock-modes';
 import type { ReservationUse } from './lock-modes';
 import type { ReleaseOptions, ReleaseResult } from './release-lease';
 import type { RenewLeaseOutcome } from './renew-lease';
@@ -45,16 +46,22 @@ export interface StoreReleaseOptions extends ReleaseOptions {
   onLateOutcome?: () => void;
 }
 
-/** Pauses between tries of the start (connect, indexes) while MongoDB is unavailable. */
-const START_RETRY_DELAYS_MS = [50, 100, 200, 400, 500];
+/** Pauses between tries of the start or of a withdrawal while MongoDB is unavailable. */
+const RETRY_DELAYS_MS = [50, 100, 200, 400, 500];
+const retryDelayMs = (tries: number) =>
+  RETRY_DELAYS_MS[Math.min(tries, RETRY_DELAYS_MS.length - 1)];
 
 /** Tries of one give-back while MongoDB is unavailable, before the lease is left to run out. */
 const GIVE_BACK_TRIES = 3;
 
 const idOf = (key: string, owner: string) => `${owner}\0${key}`;
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+/** A background task's pause (`keepsAlive` false) does not keep the process running. */
+function sleep(ms: number, keepsAlive = true): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    if (!keepsAlive) timer.unref();
+  });
 }
 
 /**
@@ -76,6 +83,10 @@ export class LockStore {
   readonly handsOverInLease: boolean = true;
   /** False from a command that found MongoDB unavailable until one gets through again. */
   private reachable = true;
+  /** Withdrawals on their way or waiting to be tried again; close() waits for them, bounded. */
+  private readonly withdrawing = new Set<Promise<void>>();
+  /** close() has begun: withdrawals are not tried again. */
+  private closing = false;
   private transactional: Promise<boolean> | undefined;
 
   /**
@@ -101,8 +112,7 @@ export class LockStore {
             return store;
           } catch (error) {
             lastError = error;
-            const delayMs =
-              START_RETRY_DELAYS_MS[Math.min(tries, START_RETRY_DELAYS_MS.length - 1)];
+            const delayMs = retryDelayMs(tries);
             if (!isStoreUnavailableError(error) || performance.now() + delayMs >= endsAt) {
               throw startError(error);
             }
@@ -308,8 +318,10 @@ export class LockStore {
   }
 
   /**
-   * A waiting process leaves `key`'s queue: its reservation goes, in the background. If that
-   * fails, the reservation runs out by itself (`RESERVATION_TTL_MS`).
+   * A waiting process leaves `key`'s queue: its reservation goes, in the background. While
+   * MongoDB is unavailable the withdrawal is tried again until it is confirmed or the
+   * reservation has run out by itself (`RESERVATION_TTL_MS`): a stale place in line would be
+   * granted the key, and the next waiter kept waiting for that grant's lease.
    */
   withdraw(key: string, reservation: string, exceptGrant?: string): void {
     const { commands } = this;
@@ -320,11 +332,25 @@ export class LockStore {
     const attempts = [...this.inFlight]
       .filter(([id]) => id.endsWith(`\0${key}`))
       .flatMap(([, settled]) => [...settled]);
-    void Promise.all(attempts).then(() =>
-      this.send('withdraw', this.options.operationTimeoutMs, () =>
-        withdraw(key, reservation, exceptGrant),
-      ).result.catch(() => undefined),
-    );
+    const task = Promise.all(attempts).then(async () => {
+      // The reservation's lease runs from the last attempt, which has settled by now.
+      const endsAt = performance.now() + RESERVATION_TTL_MS;
+      for (let tries = 0; ; tries += 1) {
+        try {
+          await this.send('withdraw', this.options.operationTimeoutMs, () =>
+            withdraw(key, reservation, exceptGrant),
+          ).result;
+          return;
+        } catch (error) {
+          const delayMs = retryDelayMs(tries);
+          const worthIt = isStoreUnavailableError(error) && performance.now() + delayMs < endsAt;
+          if (this.closing || !worthIt) return;
+          await sleep(delayMs, false);
+        }
+      }
+    });
+    this.withdrawing.add(task);
+    void task.finally(() => this.withdrawing.delete(task));
   }
 
   /**
@@ -380,6 +406,7 @@ export class LockStore {
    */
   async close(withinMs = this.options.operationTimeoutMs): Promise<void> {
     const endsAt = performance.now() + Math.min(withinMs, this.options.operationTimeoutMs);
+    this.closing = true;
     if (this.reachable) await this.settleBeforeClose(endsAt);
     if (this.ownsClient) await this.client.close();
   }
@@ -389,7 +416,8 @@ export class LockStore {
     await settlesWithin(Promise.all(attempts), endsAt - performance.now());
     // Their callers give back what they took a few promise turns later.
     await nextTurn();
-    await settlesWithin(Promise.all([...this.givingBack.values()]), endsAt - performance.now());
+    const leaving = [...this.givingBack.values(), ...this.withdrawing];
+    await settlesWithin(Promise.all(leaving), endsAt - performance.now());
   }
 
   /**
