@@ -171,6 +171,7 @@ async function main(): Promise<void> {
           ratioP99ToPing: round(handoff.p99 / ping.p50),
           ratioP50ToPingAfterIdle: round(handoff.p50 / pingAfterIdle.p50),
           ratioP50ToEventFloor: round(handoff.p50 / eventFloor.p50),
+          ratioP99ToEventFloor: round(handoff.p99 / eventFloor.p99),
           stallsOverMs: settings.stallMs,
           stalls: countAbove(samples, settings.stallMs),
         },

@@ -113,7 +113,8 @@ export function renderMarkdown(r: BenchResults): string {
         'p50 / ping',
         'p99 / ping',
         'p50 / ping after idle',
-        'p50 / change-event floor',
+        'p50 / change-event floor p50',
+        'p99 / change-event floor p99',
         `stalls > ${r.settings.stallMs} ms`,
       ],
       r.variants.map((v) => [
@@ -127,6 +128,7 @@ export function renderMarkdown(r: BenchResults): string {
         v.handoff.ratioP99ToPing,
         v.handoff.ratioP50ToPingAfterIdle,
         v.handoff.ratioP50ToEventFloor ?? '—',
+        v.handoff.ratioP99ToEventFloor ?? '—',
         v.handoff.stalls,
       ]),
     ),

@@ -22,6 +22,8 @@ export interface VariantResult {
     ratioP50ToPingAfterIdle: number;
     /** p50 over the p50 of the change-event floor (`eventFloor`). */
     ratioP50ToEventFloor?: number;
+    /** p99 over the p99 of the change-event floor. */
+    ratioP99ToEventFloor?: number;
     /** Hand-offs slower than `stallsOverMs`. */
     stalls: number;
     stallsOverMs: number;

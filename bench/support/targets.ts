@@ -23,6 +23,9 @@ export const targets = {
   /** The change-stream median may be this much slower than polling every 10 ms, no more. */
   handoffVsPoll10msRatio: 1.2,
   httpAddedP50InPings: 6,
+  /** The hand-off over the change-event floor: what the lock adds to the event carrying it. */
+  handoffP50ToEventFloor: 1.2,
+  handoffP99ToEventFloor: 1.5,
 };
 
 function variant(results: BenchResults, name: VariantResult['variant']): VariantResult | undefined {
@@ -66,6 +69,23 @@ export function checkTargets(results: BenchResults): TargetCheck[] {
         met: ours.handoff.ratioP99ToPing <= targets.handoffP99InPings,
       },
     );
+    if (results.eventFloor && ours.handoff.ratioP50ToEventFloor !== undefined) {
+      const floor = results.eventFloor;
+      checks.push({
+        what: 'hand-off p50 / change-event floor p50',
+        target: `≤ ${targets.handoffP50ToEventFloor}`,
+        measured: `${ours.handoff.ratioP50ToEventFloor} (${ours.handoff.p50.toFixed(2)} against ${floor.p50.toFixed(2)} ms)`,
+        met: ours.handoff.ratioP50ToEventFloor <= targets.handoffP50ToEventFloor,
+      });
+      if (ours.handoff.ratioP99ToEventFloor !== undefined) {
+        checks.push({
+          what: 'hand-off p99 / change-event floor p99',
+          target: `≤ ${targets.handoffP99ToEventFloor}`,
+          measured: `${ours.handoff.ratioP99ToEventFloor} (${ours.handoff.p99.toFixed(2)} against ${floor.p99.toFixed(2)} ms)`,
+          met: ours.handoff.ratioP99ToEventFloor <= targets.handoffP99ToEventFloor,
+        });
+      }
+    }
     for (const peer of results.variants.filter((v) => v.variant !== 'ours')) {
       // Polling every 10 ms is the latency floor of polling; matching it is the goal there.
       const limit = peer.variant === 'ours-poll-10ms' ? targets.handoffVsPoll10msRatio : 1;
