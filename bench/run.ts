@@ -8,7 +8,7 @@ import { spawnBenchWorkers, stopBenchWorkers, useVariant } from './support/bench
 import { describeMachine } from './support/machine';
 import { writeReports, type BenchResults, type VariantResult } from './support/report';
 import { countAbove, rotated, round, summarize } from './support/stats';
-import { measureContention } from './suites/contention';
+import { measureContention, parseShapes } from './suites/contention';
 import {
   measureEventFloor,
   measureHandoff,
@@ -42,20 +42,15 @@ const settings = {
   criticalSectionMs: 1,
   /** Run at the start of every contended slice and not counted (`ContendArgs.warmupMs`). */
   warmupMs: env('BENCH_WARMUP_MS', 250),
-  /** Contention scan: rounds × slice per variant and process count. */
+  /** Shape matrix: rounds × slice per variant and shape (named as the scan it replaced). */
   contentionRounds: env('BENCH_CONTENTION_ROUNDS', 2),
   contentionSliceMs: env('BENCH_CONTENTION_SLICE_MS', 1500),
   scaleKeys: 1000,
   waitersPerKey: 10,
 };
 
-const contentionProcessCounts = (process.env.BENCH_CONTENTION_PROCESSES ?? '1,2,4,8')
-  .split(',')
-  .map(Number);
-/** The contention scan again with one caller per process (BENCH_SINGLE_CALLER_PROCESSES). */
-const singleCallerProcessCounts = (process.env.BENCH_SINGLE_CALLER_PROCESSES ?? '2,4')
-  .split(',')
-  .map(Number);
+/** The shape matrix: P processes × W callers per process on one key (BENCH_SHAPES). */
+const shapes = parseShapes(process.env.BENCH_SHAPES ?? '2x1,1x2,2x2,4x1,4x4,8x1');
 const contentionVariants = (process.env.BENCH_CONTENTION_VARIANTS ?? 'ours,mongodash')
   .split(',')
   .filter((v): v is VariantName => (variantNames as readonly string[]).includes(v));
@@ -180,33 +175,21 @@ async function main(): Promise<void> {
       };
     });
 
-    const scan = (what: string, processCounts: number[], workersPerProcess: number) =>
-      timed(what, () =>
-        measureContention(
-          server.uri,
-          {
-            processCounts,
-            variants: contentionVariants,
-            workersPerProcess,
-            criticalSectionMs: settings.criticalSectionMs,
-            rounds: settings.contentionRounds,
-            sliceMs: settings.contentionSliceMs,
-            warmupMs: settings.warmupMs,
-            serverPid: server.pid,
-          },
-          log,
-        ),
-      ).catch((error: unknown) => ({ error: String(error) }));
-    const contention = await scan(
-      'contention scan',
-      contentionProcessCounts,
-      settings.workersPerProcess,
-    );
-    const contentionSingleCaller = await scan(
-      'contention scan, one caller per process',
-      singleCallerProcessCounts,
-      1,
-    );
+    const contention = await timed('shape matrix', () =>
+      measureContention(
+        server.uri,
+        {
+          shapes,
+          variants: contentionVariants,
+          criticalSectionMs: settings.criticalSectionMs,
+          rounds: settings.contentionRounds,
+          sliceMs: settings.contentionSliceMs,
+          warmupMs: settings.warmupMs,
+          serverPid: server.pid,
+        },
+        log,
+      ),
+    ).catch((error: unknown) => ({ error: String(error) }));
 
     const scale = await timed('scale', () =>
       measureScale(server.uri, settings.scaleKeys, settings.waitersPerKey),
@@ -234,7 +217,6 @@ async function main(): Promise<void> {
       pingAtEnd: summarize(pingAtEnd),
       variants: variantResults,
       contention,
-      contentionSingleCaller,
       scale,
       httpOverhead,
     };

@@ -3,12 +3,30 @@ import { spawnBenchWorkers, stopBenchWorkers, useVariant } from '../support/benc
 import { commandsPerSection, rotated } from '../support/stats';
 import { combineThroughput, measureThroughput, type ThroughputResult } from './throughput';
 
-export interface ContentionOptions {
-  processCounts: number[];
-  variants: VariantName[];
+/** P processes × W callers per process, all on one key. */
+export interface Shape {
+  processes: number;
   workersPerProcess: number;
+}
+
+/** `'2x1,4x4'` → shapes (P × W); throws on anything else. */
+export function parseShapes(text: string): Shape[] {
+  return text.split(',').map((part) => {
+    const match = /^\s*(\d+)\s*[x×]\s*(\d+)\s*$/.exec(part);
+    if (!match || Number(match[1]) < 1 || Number(match[2]) < 1) {
+      throw new Error(`a shape is P x W, such as 2x1: got ${JSON.stringify(part)}`);
+    }
+    return { processes: Number(match[1]), workersPerProcess: Number(match[2]) };
+  });
+}
+
+export const shapeLabel = (s: Shape) => `${s.processes} × ${s.workersPerProcess}`;
+
+export interface ContentionOptions {
+  shapes: Shape[];
+  variants: VariantName[];
   criticalSectionMs: number;
-  /** Interleaved rounds per process count; each variant runs one slice per round. */
+  /** Interleaved rounds per shape; each variant runs one slice per round. */
   rounds: number;
   /** Each slice's counted time, after `warmupMs` not counted. */
   sliceMs: number;
@@ -16,16 +34,15 @@ export interface ContentionOptions {
   serverPid?: number;
 }
 
-export interface ContentionRow {
-  processes: number;
+export interface ContentionRow extends Shape {
   variant: VariantName;
   throughput: ThroughputResult;
 }
 
 /**
- * How the cost of a critical section grows with the number of processes contending for one
- * key: for each P, P fresh worker processes (nothing else connected), the variants taking
- * turns slice by slice, commands counted on the wire and CPU per section.
+ * How the cost of a critical section changes with the shape of the contention on one key:
+ * for each P × W, P fresh worker processes (nothing else connected) of W callers each, the
+ * variants taking turns slice by slice, commands counted on the wire and CPU per section.
  */
 export async function measureContention(
   uri: string,
@@ -33,10 +50,11 @@ export async function measureContention(
   log: (message: string) => void,
 ): Promise<ContentionRow[]> {
   const rows: ContentionRow[] = [];
-  for (const processes of options.processCounts) {
+  for (const shape of options.shapes) {
+    const { processes, workersPerProcess } = shape;
     const workers = await spawnBenchWorkers(options.variants, processes, {
       uri,
-      dbName: `bench_p${processes}`,
+      dbName: `bench_${processes}x${workersPerProcess}`,
     });
     try {
       const slices = new Map<VariantName, ThroughputResult[]>(options.variants.map((v) => [v, []]));
@@ -46,7 +64,7 @@ export async function measureContention(
           slices.get(variant)!.push(
             await measureThroughput(workers, {
               key: 'contention',
-              workersPerProcess: options.workersPerProcess,
+              workersPerProcess,
               warmupMs: options.warmupMs,
               durationMs: options.sliceMs,
               criticalSectionMs: options.criticalSectionMs,
@@ -57,12 +75,12 @@ export async function measureContention(
       }
       for (const variant of options.variants) {
         const throughput = combineThroughput(slices.get(variant)!);
-        rows.push({ processes, variant, throughput });
+        rows.push({ processes, workersPerProcess, variant, throughput });
         log(
-          `contention P=${processes} ${variant}: ${throughput.sectionsPerSecond} sections/s, ` +
+          `contention ${shapeLabel(shape)} ${variant}: ${throughput.sectionsPerSecond} sections/s, ` +
             `${throughput.commandsPerSection} commands/section, ` +
             `${throughput.cpuPerSection.total} CPU µs/section, failures ${throughput.failures}, ` +
-            `share max/min ${shareSpread(throughput.sectionsByProcess)}; per section: ` +
+            `share max/min ${throughput.shareMaxOverMin ?? 'unbounded'}; per section: ` +
             commandsPerSection(throughput.commands, throughput.sections),
         );
       }
@@ -71,10 +89,4 @@ export async function measureContention(
     }
   }
   return rows;
-}
-
-/** The busiest process's sections over the least busy one's: 1 is perfectly fair. */
-function shareSpread(sectionsByProcess: number[]): string {
-  const least = Math.min(...sectionsByProcess);
-  return least === 0 ? 'unbounded' : (Math.max(...sectionsByProcess) / least).toFixed(2);
 }

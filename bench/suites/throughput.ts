@@ -27,6 +27,8 @@ export interface ThroughputResult {
   sectionsPerSecond: number;
   /** Sections completed by each process: a lock that stays in one process is fast but unfair. */
   sectionsByProcess: number[];
+  /** The busiest process's sections over the least busy one's: 1 is fair; null if one did none. */
+  shareMaxOverMin: number | null;
   /** Commands all processes sent during the run, by name. */
   commands: Record<string, number>;
   commandsPerSection: number;
@@ -145,6 +147,10 @@ function summarizeThroughput(
     failures: slices.reduce((total, s) => total + s.failures, 0),
     sectionsPerSecond: Math.round((sections / durationMs) * 1000 * 10) / 10,
     sectionsByProcess,
+    shareMaxOverMin:
+      Math.min(...sectionsByProcess) > 0
+        ? Math.round((Math.max(...sectionsByProcess) / Math.min(...sectionsByProcess)) * 100) / 100
+        : null,
     commands,
     commandsPerSection: sections > 0 ? Math.round((totalCommands / sections) * 100) / 100 : NaN,
     cpu: { workersMicros, serverMicros },

@@ -2,9 +2,11 @@ import type { BenchResults } from './report';
 import { variantLabels } from './report';
 import type { ThroughputResult } from '../suites/throughput';
 import { commandsPerSection } from './stats';
-import { checkTargets } from './targets';
+import { shapeLabel } from '../suites/contention';
+import { checkTargets, compareShapes, targets } from './targets';
 
 const ms = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : '—');
+const verdict = (met: boolean) => (met ? 'met' : '**not met**');
 
 function table(header: string[], rows: (string | number)[][]): string {
   const line = (cells: (string | number)[]) => `| ${cells.join(' | ')} |`;
@@ -44,7 +46,7 @@ export function renderMarkdown(r: BenchResults): string {
     '',
     table(
       ['measure', 'target', 'measured', ''],
-      checkTargets(r).map((c) => [c.what, c.target, c.measured, c.met ? 'met' : '**not met**']),
+      checkTargets(r).map((c) => [c.what, c.target, c.measured, verdict(c.met)]),
     ),
     '',
     '### How the targets were set',
@@ -66,6 +68,13 @@ export function renderMarkdown(r: BenchResults): string {
     '  10 ms while sending far fewer commands per waiter.',
     '- **Contended throughput ≥ mongodash**: with one attempt per release per process, a',
     '  hand-off costs about one hand-off latency, so ours should lead, not trail.',
+    '- **Shape matrix, command sizes, the lock document, the change-event floor** (the',
+    "  issue's targets): at every shape, 1.5× mongodash's sections/s, at most 2.5 commands per",
+    '  section, the busiest process at most 1.5× the least busy one, no failed wait, and 8 × 1',
+    '  within 1.3× of 2 × 1 in commands per section; every command of a mutex at most 1 KiB, of',
+    '  a shared lock or semaphore 2 KiB (each attempt sends one); at most 8 top-level fields in a',
+    '  mutex document after a hand-off; a hand-off at most 1.2× the change-event floor at p50',
+    '  and 1.5× at p99: what the lock adds to the event that carries it.',
     '- **Scale**: one change stream per process and one attempt per release per process are',
     "  the design (ARCHITECTURE.md §4). Heap per parked waiter: the call's promises, a deadline",
     '  timer, a queue entry, abort listeners, its owner token; 6 KiB is the ceiling that catches',
@@ -165,18 +174,9 @@ export function renderMarkdown(r: BenchResults): string {
     ),
     '',
     ...contentionNote(r),
-    '## Contention: cost per section against the number of processes',
+    '## Shape matrix: P processes × W callers on one key',
     '',
     contentionSection(r.contention, r),
-    '',
-    '### One caller per process',
-    '',
-    'The same with one caller in each process: every section is a hand-off between processes',
-    '(nothing to pass within a process), and a process that has just released waits again at once.',
-    '',
-    r.contentionSingleCaller
-      ? contentionSection(r.contentionSingleCaller, r)
-      : 'Not measured in this run.',
     '',
     '## Scale of waiting (one process)',
     '',
@@ -220,24 +220,64 @@ function contentionSection(scan: BenchResults['contention'], r: BenchResults): s
   if ('error' in scan) return `Not measured: ${scan.error}`;
   const rows = scan;
   if (rows.length === 0) return 'Not measured.';
+  const shapes = compareShapes(rows);
+  const mark = (value: string | number, met: boolean) => (met ? value : `**${value}**`);
+  const flat = checkTargets(r).find((c) => c.what.startsWith('commands per section flat in P'));
   return [
-    `P processes × ${rows[0].throughput.workersPerProcess} workers on one key (fresh processes for each P, nothing else connected), ${r.settings.contentionRounds} interleaved slices of ${r.settings.contentionSliceMs / 1000} s per variant, each after a warm-up of ${r.settings.warmupMs} ms that is not counted.`,
+    `P processes × W callers per process loop on one key: acquire, a ${r.settings.criticalSectionMs} ms critical section, release (fresh processes for each shape, nothing else connected), ${r.settings.contentionRounds} interleaved slices of ${r.settings.contentionSliceMs / 1000} s per variant, each after a warm-up of ${r.settings.warmupMs} ms that is not counted. W = 1 makes every section a hand-off between processes; 4 × 4 is the contended throughput above in fresh processes. Ours against the targets (in bold where missed):`,
     '',
     table(
       [
-        'P',
+        'P × W',
+        'ours sections / s',
+        'mongodash sections / s',
+        `ours / mongodash (≥ ${targets.shapeVsMongodash}×)`,
+        `commands / section (≤ ${targets.shapeCommandsPerSection})`,
+        `busiest / least busy process (≤ ${targets.shapeShareMaxOverMin})`,
+        'failed waits (0)',
+      ],
+      shapes.map((s) => [
+        s.shape,
+        s.ours.sectionsPerSecond,
+        s.mongodash?.sectionsPerSecond ?? '—',
+        s.ratio === undefined
+          ? '—'
+          : mark(`${s.ratio.toFixed(2)}×`, s.ratio >= targets.shapeVsMongodash),
+        mark(
+          s.ours.commandsPerSection,
+          s.ours.commandsPerSection <= targets.shapeCommandsPerSection,
+        ),
+        mark(
+          s.ours.shareMaxOverMin ?? 'one did none',
+          s.ours.shareMaxOverMin !== null && s.ours.shareMaxOverMin <= targets.shapeShareMaxOverMin,
+        ),
+        mark(s.ours.failures, s.ours.failures === 0),
+      ]),
+    ),
+    '',
+    flat
+      ? `Commands per section at 8 × 1 against 2 × 1 (within ${targets.commandsAt8x1Over2x1}×): ${flat.measured}, ${verdict(flat.met)}.`
+      : `Commands per section at 8 × 1 against 2 × 1: not both measured.`,
+    '',
+    'Every variant:',
+    '',
+    table(
+      [
+        'P × W',
         'variant',
         'sections / s',
         'sections per process',
+        'busiest / least busy',
         'failed waits',
         'commands / section',
         'CPU µs / section (workers + server)',
       ],
       rows.map((row) => [
-        row.processes,
+        shapeLabel(row),
         variantLabels[row.variant],
         row.throughput.sectionsPerSecond,
         row.throughput.sectionsByProcess.join(' / '),
+        row.throughput.shareMaxOverMin ?? 'one did none',
         row.throughput.failures,
         commandsPerSection(row.throughput.commands, row.throughput.sections),
         cpuPerSection(row.throughput),

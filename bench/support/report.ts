@@ -53,10 +53,8 @@ export interface BenchResults {
   pingAtStart: LatencySummary;
   pingAtEnd: LatencySummary;
   variants: VariantResult[];
-  /** Contention scan: cost per section as the number of processes on one key grows. */
+  /** Shape matrix: P processes × W callers on one key, each variant per shape. */
   contention: ContentionRow[] | { error: string };
-  /** The same with one caller per process: every section a hand-off between processes. */
-  contentionSingleCaller?: ContentionRow[] | { error: string };
   scale: ScaleResult | { error: string };
   httpOverhead: HttpOverheadResult | { error: string };
 }

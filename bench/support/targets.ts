@@ -1,3 +1,5 @@
+import { shapeLabel, type ContentionRow } from '../suites/contention';
+import type { ThroughputResult } from '../suites/throughput';
 import type { BenchResults, VariantResult } from './report';
 
 export interface TargetCheck {
@@ -26,7 +28,39 @@ export const targets = {
   /** The hand-off over the change-event floor: what the lock adds to the event carrying it. */
   handoffP50ToEventFloor: 1.2,
   handoffP99ToEventFloor: 1.5,
+  /** The shape matrix, ours at every P × W shape: sections/s over mongodash's, at least. */
+  shapeVsMongodash: 1.5,
+  shapeCommandsPerSection: 2.5,
+  /** The busiest process's sections over the least busy one's. */
+  shapeShareMaxOverMin: 1.5,
+  /** Commands per section at 8 × 1 over those at 2 × 1, at most. */
+  commandsAt8x1Over2x1: 1.3,
 };
+
+/** One shape of the matrix: ours, mongodash if measured, and ours over it in sections/s. */
+export interface ShapeComparison {
+  shape: string;
+  ours: ThroughputResult;
+  mongodash?: ThroughputResult;
+  ratio?: number;
+}
+
+export function compareShapes(rows: ContentionRow[]): ShapeComparison[] {
+  return rows
+    .filter((row) => row.variant === 'ours')
+    .map((row) => {
+      const shape = shapeLabel(row);
+      const peer = rows.find((r) => r.variant === 'mongodash' && shapeLabel(r) === shape);
+      return {
+        shape,
+        ours: row.throughput,
+        mongodash: peer?.throughput,
+        ratio: peer
+          ? row.throughput.sectionsPerSecond / Math.max(peer.throughput.sectionsPerSecond, 0.1)
+          : undefined,
+      };
+    });
+}
 
 function variant(results: BenchResults, name: VariantResult['variant']): VariantResult | undefined {
   return results.variants.find((v) => v.variant === name);
@@ -106,6 +140,7 @@ export function checkTargets(results: BenchResults): TargetCheck[] {
       });
     }
   }
+  if (!('error' in results.contention)) checks.push(...shapeChecks(results.contention));
   if (!('error' in results.scale)) {
     const scale = results.scale;
     checks.push(
@@ -137,6 +172,57 @@ export function checkTargets(results: BenchResults): TargetCheck[] {
       target: `≤ ${targets.httpAddedP50InPings} pings`,
       measured: `${added.toFixed(1)} pings (${results.httpOverhead.addedP50Ms.toFixed(2)} ms)`,
       met: added <= targets.httpAddedP50InPings,
+    });
+  }
+  return checks;
+}
+
+/** The shape matrix against the issue's targets, each over every shape measured. */
+function shapeChecks(rows: ContentionRow[]): TargetCheck[] {
+  const shapes = compareShapes(rows);
+  if (shapes.length === 0) return [];
+  const each = (value: (s: ShapeComparison) => string) =>
+    shapes.map((s) => `${s.shape}: ${value(s)}`).join('; ');
+  const checks: TargetCheck[] = [];
+  if (shapes.every((s) => s.ratio !== undefined)) {
+    checks.push({
+      what: 'shape matrix: sections/s vs mongodash',
+      target: `≥ ${targets.shapeVsMongodash}× at every P × W`,
+      measured: each((s) => `${s.ratio!.toFixed(2)}×`),
+      met: shapes.every((s) => s.ratio! >= targets.shapeVsMongodash),
+    });
+  }
+  checks.push(
+    {
+      what: 'shape matrix: commands per section',
+      target: `≤ ${targets.shapeCommandsPerSection} at every P × W`,
+      measured: each((s) => String(s.ours.commandsPerSection)),
+      met: shapes.every((s) => s.ours.commandsPerSection <= targets.shapeCommandsPerSection),
+    },
+    {
+      what: 'shape matrix: sections of the busiest process / the least busy',
+      target: `≤ ${targets.shapeShareMaxOverMin} at every P × W`,
+      measured: each((s) => String(s.ours.shareMaxOverMin ?? 'one did none')),
+      met: shapes.every(
+        (s) =>
+          s.ours.shareMaxOverMin !== null && s.ours.shareMaxOverMin <= targets.shapeShareMaxOverMin,
+      ),
+    },
+    {
+      what: 'shape matrix: failed waits (timeouts, errors)',
+      target: '0',
+      measured: String(shapes.reduce((total, s) => total + s.ours.failures, 0)),
+      met: shapes.every((s) => s.ours.failures === 0),
+    },
+  );
+  const at = (shape: string) => shapes.find((s) => s.shape === shape)?.ours.commandsPerSection;
+  const [wide, narrow] = [at('8 × 1'), at('2 × 1')];
+  if (wide !== undefined && narrow !== undefined) {
+    checks.push({
+      what: 'commands per section flat in P: 8 × 1 against 2 × 1',
+      target: `within ${targets.commandsAt8x1Over2x1}×`,
+      measured: `${wide} against ${narrow} (${(wide / narrow).toFixed(2)}×)`,
+      met: wide <= narrow * targets.commandsAt8x1Over2x1,
     });
   }
   return checks;
