@@ -8,6 +8,7 @@ import { spawnBenchWorkers, stopBenchWorkers, useVariant } from './support/bench
 import { describeMachine } from './support/machine';
 import { writeReports, type BenchResults, type VariantResult } from './support/report';
 import { countAbove, rotated, round, summarize } from './support/stats';
+import { measureCommandSizes } from './suites/command-sizes';
 import { measureContention, parseShapes } from './suites/contention';
 import {
   measureEventFloor,
@@ -190,6 +191,9 @@ async function main(): Promise<void> {
         log,
       ),
     ).catch((error: unknown) => ({ error: String(error) }));
+    const commandSizes = await timed('command sizes', () => measureCommandSizes(server.uri)).catch(
+      (error: unknown) => ({ error: String(error) }),
+    );
 
     const scale = await timed('scale', () =>
       measureScale(server.uri, settings.scaleKeys, settings.waitersPerKey),
@@ -217,6 +221,7 @@ async function main(): Promise<void> {
       pingAtEnd: summarize(pingAtEnd),
       variants: variantResults,
       contention,
+      commandSizes,
       scale,
       httpOverhead,
     };

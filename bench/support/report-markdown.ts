@@ -2,8 +2,9 @@ import type { BenchResults } from './report';
 import { variantLabels } from './report';
 import type { ThroughputResult } from '../suites/throughput';
 import { commandsPerSection } from './stats';
+import { commandKinds } from '../suites/command-sizes';
 import { shapeLabel } from '../suites/contention';
-import { checkTargets, compareShapes, targets } from './targets';
+import { checkTargets, compareShapes, largestCommands, targets } from './targets';
 
 const ms = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : '—');
 const verdict = (met: boolean) => (met ? 'met' : '**not met**');
@@ -178,6 +179,10 @@ export function renderMarkdown(r: BenchResults): string {
     '',
     contentionSection(r.contention, r),
     '',
+    '## Command sizes and the lock document',
+    '',
+    commandSizesSection(r),
+    '',
     '## Scale of waiting (one process)',
     '',
     scaleSection(r),
@@ -283,6 +288,46 @@ function contentionSection(scan: BenchResults['contention'], r: BenchResults): s
         cpuPerSection(row.throughput),
       ]),
     ),
+  ].join('\n');
+}
+
+function commandSizesSection(r: BenchResults): string {
+  const sizes = r.commandSizes;
+  if (!sizes) return 'Not measured in this run.';
+  if ('error' in sizes) return `Not measured: ${sizes.error}`;
+  const largest = largestCommands(sizes);
+  const cell = (lockType: string, kind: string) => {
+    const row = sizes.rows.find((x) => x.lockType === lockType && x.kind === kind);
+    return row?.bytes == null ? '—' : `${row.bytes} B (${row.command}, ${row.commands} seen)`;
+  };
+  const doc = sizes.documentAfterHandoff;
+  return [
+    'The largest command of each kind our library sent (BSON size of the command document, from',
+    "the driver's `commandStarted` events), two `LockService`s in one process standing for two",
+    'processes: B acquires a free key (new, then known), renews it (`extend`) and releases it;',
+    'then, while A holds the key, B waits 300 ms and times out (its contended attempts, and',
+    'its withdrawal from the line), and waits again while A renews and releases, so that the',
+    "key is handed to B. A shared lock's B asks for `mode: 'shared'` against an exclusive A",
+    "(A's commands, a mutex's, not counted there); a semaphore's (`permits: 3`) takes 1 permit",
+    'against an A holding all 3. Change-stream traffic is left out.',
+    '',
+    table(
+      ['kind', 'mutex', 'shared lock', 'semaphore'],
+      [
+        ...commandKinds.map((kind) => [
+          kind,
+          ...largest.map(({ lockType }) => cell(lockType, kind)),
+        ]),
+        [
+          'largest, against the target',
+          ...largest.map(({ largest: top, limit }) =>
+            top ? `${top.bytes} B of ≤ ${limit} B: ${verdict(top.bytes! <= limit)}` : '—',
+          ),
+        ],
+      ],
+    ),
+    '',
+    `The mutex key's document after A handed it to B and B released: ${doc.fields.length} top-level fields (target ≤ ${targets.lockDocumentFields}: ${verdict(doc.fields.length <= targets.lockDocumentFields)}), ${doc.bytes} B: ${doc.fields.map((f) => `\`${f}\``).join(', ')}.`,
   ].join('\n');
 }
 

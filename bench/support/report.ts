@@ -2,6 +2,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import * as path from 'node:path';
 import type { VariantName } from '../adapters/bench-lock';
 import type { ScaleResult } from '../scale-worker';
+import type { CommandSizesResult } from '../suites/command-sizes';
 import type { ContentionRow } from '../suites/contention';
 import type { HttpOverheadResult } from '../suites/http-overhead';
 import type { RoundTripResult } from '../suites/round-trips';
@@ -55,6 +56,8 @@ export interface BenchResults {
   variants: VariantResult[];
   /** Shape matrix: P processes × W callers on one key, each variant per shape. */
   contention: ContentionRow[] | { error: string };
+  /** The largest command of each kind, per lock type, and the lock document after a hand-off. */
+  commandSizes?: CommandSizesResult | { error: string };
   scale: ScaleResult | { error: string };
   httpOverhead: HttpOverheadResult | { error: string };
 }

@@ -1,3 +1,4 @@
+import type { CommandSizesResult, LockType } from '../suites/command-sizes';
 import { shapeLabel, type ContentionRow } from '../suites/contention';
 import type { ThroughputResult } from '../suites/throughput';
 import type { BenchResults, VariantResult } from './report';
@@ -35,6 +36,10 @@ export const targets = {
   shapeShareMaxOverMin: 1.5,
   /** Commands per section at 8 × 1 over those at 2 × 1, at most. */
   commandsAt8x1Over2x1: 1.3,
+  /** The largest command of each lock type, in bytes (BSON size of the command document). */
+  commandBytes: { mutex: 1024, shared: 2048, semaphore: 2048 } satisfies Record<LockType, number>,
+  /** Top-level fields of a mutex's document after a hand-off. */
+  lockDocumentFields: 8,
 };
 
 /** One shape of the matrix: ours, mongodash if measured, and ours over it in sections/s. */
@@ -60,6 +65,16 @@ export function compareShapes(rows: ContentionRow[]): ShapeComparison[] {
           : undefined,
       };
     });
+}
+
+/** Each lock type's largest command of any kind. */
+export function largestCommands(sizes: CommandSizesResult) {
+  return (Object.keys(targets.commandBytes) as LockType[]).map((lockType) => {
+    const largest = sizes.rows
+      .filter((row) => row.lockType === lockType && row.bytes !== null)
+      .sort((x, y) => y.bytes! - x.bytes!)[0];
+    return { lockType, largest, limit: targets.commandBytes[lockType] };
+  });
 }
 
 function variant(results: BenchResults, name: VariantResult['variant']): VariantResult | undefined {
@@ -141,6 +156,24 @@ export function checkTargets(results: BenchResults): TargetCheck[] {
     }
   }
   if (!('error' in results.contention)) checks.push(...shapeChecks(results.contention));
+  if (results.commandSizes && !('error' in results.commandSizes)) {
+    for (const { lockType, largest, limit } of largestCommands(results.commandSizes)) {
+      if (!largest) continue;
+      checks.push({
+        what: `largest ${lockType} command`,
+        target: `≤ ${limit} B`,
+        measured: `${largest.bytes} B (${largest.kind}: ${largest.command})`,
+        met: largest.bytes! <= limit,
+      });
+    }
+    const fields = results.commandSizes.documentAfterHandoff.fields.length;
+    checks.push({
+      what: 'top-level fields of a mutex document after a hand-off',
+      target: `≤ ${targets.lockDocumentFields}`,
+      measured: String(fields),
+      met: fields <= targets.lockDocumentFields,
+    });
+  }
   if (!('error' in results.scale)) {
     const scale = results.scale;
     checks.push(
