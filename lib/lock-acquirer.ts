@@ -109,6 +109,11 @@ class Acquisition implements KeyAttempts {
     this.store.withdraw(key, reservation, exceptGrant);
   }
 
+  /** The queue for `key` keeps its place in the key's line (see `KeyAttempts.keepPlace`). */
+  keepPlace(key: string, reservation: string): Promise<number | undefined> {
+    return this.store.keepPlace(key, reservation);
+  }
+
   /** An attempt won after its caller had left (cancelled mid-attempt): give it back. */
   abandonWin(won: AcquireAttemptWon): void {
     void this.giveBack(won.key, won.owner, false, won.fence);

@@ -14,6 +14,7 @@ import {
   EXCLUSIVE_LIVE,
   LIVE_HOLDERS,
   LIVE_RESERVATIONS,
+  RESERVATION_TTL_MS,
   entrySlot,
   isNullExpr,
   oldest,
@@ -198,6 +199,29 @@ export async function releaseScopeEntries(
     freed += before?.count ?? 0;
   }
   return freed;
+}
+
+/**
+ * A parked waiting process keeps its place in line: one small write that renews its
+ * reservation's lease (`RESERVATION_TTL_MS`) if it is still live, instead of a full attempt.
+ * It changes no field a change stream passes on, so nobody wakes. Returns the place's
+ * remaining lease, or `undefined` when the key keeps no live place of ours (nothing written).
+ */
+export async function keepReservation(
+  collection: LockCollection,
+  key: string,
+  reservation: string,
+): Promise<number | undefined> {
+  const expiresAt = `waiting.${reservation}.expiresAt`;
+  const reply = (await collection.findOneAndUpdate(
+    { _id: key, $expr: { $gt: [`$${expiresAt}`, NOW] } },
+    [{ $set: { [expiresAt]: { $add: [NOW, RESERVATION_TTL_MS] } } }],
+    {
+      returnDocument: 'after',
+      projection: { _id: 0, reservedMs: { $subtract: [`$${expiresAt}`, NOW] } },
+    },
+  )) as { reservedMs: BsonInteger } | null;
+  return reply ? toRemainingMs(reply.reservedMs) : undefined;
 }
 
 /**

@@ -10,6 +10,7 @@ import type { OpenLockChangeStreamOptions } from './lock-change-stream';
 import type { LockChangeStream, LockCollection, SessionSource } from './lock-document';
 import {
   confirmEntryIn,
+  keepReservation,
   releaseEntry,
   releaseScopeEntries,
   renewEntry,
@@ -42,6 +43,8 @@ export interface LeaseCommands {
   ensureIndexes(): Promise<void>;
   /** A waiting process's reservation goes (see `attemptPipeline`); only where attempts reserve. */
   withdraw?(key: string, reservation: string, exceptGrant?: string): Promise<void>;
+  /** A parked waiting process renews its reservation; its remaining lease, if it was live. */
+  keepPlace?(key: string, reservation: string): Promise<number | undefined>;
   /** Frees every live lease of an owner scope; only where leases can carry one. */
   releaseScope?(scope: string): Promise<number>;
   /**
@@ -73,6 +76,7 @@ export function lockCollectionCommands(
     ensureIndexes: () => ensureLockIndexes(collection),
     withdraw: (key, reservation, exceptGrant) =>
       withdrawReservation(collection, key, reservation, idleRetentionMs, exceptGrant),
+    keepPlace: (key, reservation) => keepReservation(collection, key, reservation),
     releaseScope: async (scope) =>
       (await releaseScope(collection, scope, idleRetentionMs)) +
       (await releaseScopeEntries(collection, scope, idleRetentionMs)),

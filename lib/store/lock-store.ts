@@ -354,6 +354,20 @@ export class LockStore {
   }
 
   /**
+   * A parked waiting process keeps its place in `key`'s line by a small write (see
+   * `keepReservation`): its remaining lease, or `undefined` if the place is gone (an attempt
+   * then takes one again).
+   */
+  keepPlace(key: string, reservation: string): Promise<number | undefined> {
+    const { commands } = this;
+    if (!commands.keepPlace) return Promise.resolve(undefined);
+    const keepPlace = commands.keepPlace.bind(commands);
+    return this.send('keepPlace', this.options.operationTimeoutMs, () =>
+      keepPlace(key, reservation),
+    ).result;
+  }
+
+  /**
    * Drops the place in line a grant handed out here went to (`owner`: the grant's token),
    * before that grant is released unconfirmed: else the release would grant the key back to
    * it, where nobody waits any more. Never rejects: at worst the grant lapses.

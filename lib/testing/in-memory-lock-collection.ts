@@ -218,6 +218,24 @@ export class InMemoryLockCollection {
     this.write(key, before, { ...before, waiting, frees: (before.frees ?? 0) + 1 });
   }
 
+  /**
+   * `holder-entries.ts` (`keepReservation`): a parked waiting process renews its live place;
+   * its remaining lease, or `undefined` if the key keeps no live place of ours.
+   */
+  keepPlace(key: string, reservation: string): number | undefined {
+    const now = this.clock();
+    const before = this.documents.get(key);
+    const place = before?.waiting?.[reservation];
+    if (!before || !place || place.expiresAt <= now) return undefined;
+    const waiting = {
+      ...before.waiting,
+      [reservation]: { ...place, expiresAt: now + RESERVATION_TTL_MS },
+    };
+    // An update as MongoDB's, which the stream's filters (as the store's) pass on to nobody.
+    this.write(key, before, { ...before, waiting });
+    return RESERVATION_TTL_MS;
+  }
+
   /** `inspect-lock.ts`: the key's state by the clock, never the owner token. */
   read(key: string): InMemoryReadReply {
     const now = this.clock();

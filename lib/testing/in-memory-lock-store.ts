@@ -60,6 +60,11 @@ export class InMemoryLockStore implements LockStoreContract {
     void this.send(() => this.collection.withdraw(key, reservation));
   }
 
+  /** A parked waiting process keeps its place (`LockStore.keepPlace`), a promise turn later. */
+  keepPlace(key: string, reservation: string): Promise<number | undefined> {
+    return this.send(() => this.collection.keepPlace(key, reservation));
+  }
+
   attempt(
     key: string,
     owner: string,

@@ -34,7 +34,15 @@ class FakeLock {
   grantPendingTo: string | undefined;
   /** The next attempts fail without a reply (MongoDB unavailable). */
   failures = 0;
+  /** Places kept by the small write; what it answers (the place's lease, or gone). */
+  keeps = 0;
+  keptMs: number | undefined;
   private seq = 0;
+
+  keepPlace = (): Promise<number | undefined> => {
+    this.keeps += 1;
+    return Promise.resolve(this.keptMs);
+  };
 
   attempt = async (
     _key?: string,
@@ -111,6 +119,7 @@ function setUp() {
     attempts: {
       attempt: lock.attempt,
       withdraw: () => undefined,
+      keepPlace: lock.keepPlace,
       abandonWin: (won: AcquireAttemptWon) => void abandoned.push(won),
     },
     deadline: performance.now() + timeoutMs,
@@ -260,6 +269,7 @@ describe('KeyQueue', () => {
           attempt: lock.attempt,
           withdraw: (_key: string, _reservation: string, exceptGrant?: string) =>
             void withdrawals.push(exceptGrant),
+          keepPlace: lock.keepPlace,
           abandonWin: () => undefined,
         },
         deadline: performance.now() + 10_000,
@@ -324,6 +334,40 @@ describe('KeyQueue', () => {
       streamGrant('me');
       await second;
       expect(lock.attempts).toBe(attemptsBefore + 1);
+      await feed.close();
+    });
+
+    it('a parked queue keeps its place by the small write, not by attempts', async () => {
+      const { feed, lock, queue, request, streamRelease } = streamingSetUp();
+      lock.held = true; // by another process
+      // A place with 3.4 s left is renewed 3.33 s before its end: at once, and after each keep.
+      lock.reservedMs = 3_400;
+      lock.keptMs = 3_400;
+      const waiting = queue.enqueue(request());
+      await tick(150); // the stream's start wakes the queue once: an attempt
+      const attempts = lock.attempts;
+      const keeps = lock.keeps;
+      await tick(300);
+      expect(lock.attempts).toBe(attempts);
+      expect(lock.keeps).toBeGreaterThanOrEqual(keeps + 2);
+      lock.held = false;
+      streamRelease();
+      await waiting;
+      expect(lock.attempts).toBe(attempts + 1);
+      await feed.close();
+    });
+
+    it('a place the key no longer keeps is taken again by an attempt', async () => {
+      const { feed, lock, queue, request } = streamingSetUp();
+      lock.held = true; // by another process
+      lock.reservedMs = 3_400;
+      lock.keptMs = undefined; // the small write found no live place of ours
+      const waiting = queue.enqueue(request());
+      await tick(100);
+      expect(lock.keeps).toBeGreaterThanOrEqual(1);
+      expect(lock.attempts).toBeGreaterThanOrEqual(2);
+      lock.held = false;
+      await waiting;
       await feed.close();
     });
 

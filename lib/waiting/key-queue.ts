@@ -74,6 +74,11 @@ export interface KeyAttempts {
    * goes on, unless it is `exceptGrant` (handed out already).
    */
   withdraw(key: string, reservation: string, exceptGrant?: string): void;
+  /**
+   * A parked queue keeps its place in the key's line by a small write, not a full attempt: the
+   * place's remaining lease, or `undefined` if the key keeps no live place of ours.
+   */
+  keepPlace(key: string, reservation: string): Promise<number | undefined>;
   /** An attempt won after the caller had left (cancelled mid-attempt): give it back. */
   abandonWin(won: AcquireAttemptWon): void;
 }
@@ -540,10 +545,7 @@ export class KeyQueue {
     const pollDelay = this.deps.feed.streaming
       ? this.deps.timing.safetyPollIntervalMs * 2 ** Math.min(this.pollRound++, 3)
       : pollDelayMs(this.pollRound++, this.deps.timing);
-    // A kept reservation is refreshed (by an attempt) before it runs out.
-    const refreshAt =
-      this.reservedUntil === undefined ? Infinity : this.reservedUntil - RESERVATION_TTL_MS / 3;
-    const nextAttemptAt = Math.min(leaseEnd, performance.now() + pollDelay, refreshAt);
+    const nextAttemptAt = Math.min(leaseEnd, performance.now() + pollDelay);
     for (let head = this.head(); head; head = this.head()) {
       if (this.releases !== releasesBefore) return;
       // The waiter that attempted left (perhaps while its attempt was on its way): the next
@@ -556,7 +558,27 @@ export class KeyQueue {
         this.settle(head, { error: this.deadlineError(head) });
         continue;
       }
-      await this.wakeup.sleep(Math.min(nextAttemptAt, head.deadline) - now);
+      // A kept place is renewed before it runs out: by a small write while the stream tells
+      // us of releases, else by the attempt (a poller attempts often anyway).
+      const refreshAt =
+        this.reservedUntil === undefined ? Infinity : this.reservedUntil - RESERVATION_TTL_MS / 3;
+      if (now >= refreshAt) {
+        if (!this.deps.feed.streaming || !(await this.keepPlace(head))) return;
+        continue;
+      }
+      await this.wakeup.sleep(Math.min(nextAttemptAt, head.deadline, refreshAt) - now);
+    }
+  }
+
+  /** Renews our place by the small write; false if an attempt must take one again. */
+  private async keepPlace(head: Waiter): Promise<boolean> {
+    const sentAt = performance.now();
+    try {
+      const reservedMs = await head.attempts.keepPlace(this.key, this.reservation);
+      this.reservedUntil = reservedMs === undefined ? undefined : sentAt + reservedMs;
+      return reservedMs !== undefined;
+    } catch {
+      return false; // The attempt that follows meets the same trouble, and handles it.
     }
   }
 
