@@ -1,7 +1,7 @@
 // Scale of waiting, in its own process started with --expose-gc so memory can be measured:
 // many waiters on many keys in one LockService, every command it sends counted on the wire.
 import { setMaxListeners } from 'node:events';
-import { MongoClient, type CommandStartedEvent } from 'mongodb';
+import { BSON, MongoClient, type CommandStartedEvent } from 'mongodb';
 import { LockService } from '../lib';
 import type { LockHandle } from '../lib';
 import { serveIpc } from '../test/support/fault-ipc';
@@ -23,6 +23,12 @@ export interface ScaleResult {
   initialAttempts: number;
   /** Attempts per second while everyone is parked and nothing is released (safety polls). */
   parkedAttemptsPerSecond: number;
+  /**
+   * Bytes on the wire per second and key while parked, over a window that holds one safety
+   * poll (5 s) and one renewal of every key's place in line (6.7 s).
+   */
+  parkedBytesPerSecondPerKey: number;
+  parkedWindowMs: number;
   changeStreamsOpened: number;
   changeStreamsOpenAtPeak: number;
   serverCursorsOpenAtPeak: number | null;
@@ -35,13 +41,17 @@ export interface ScaleResult {
 
 export type ScaleOps = { run: [ScaleArgs, ScaleResult] };
 
-const counts = { attempts: 0, streamsOpened: 0, cursorsKilled: 0 };
+/** The parked window: past the first safety poll (5 s) and the first renewal of a place (6.7 s). */
+const parkedMs = 8000;
+
+const counts = { attempts: 0, bytes: 0, streamsOpened: 0, cursorsKilled: 0 };
 /** Acquire attempts per key, read from the command itself. */
 const attemptsByKey = new Map<string, number>();
 /** Keys that saw an attempt able to take a place in line (the full one: it writes `waiting`). */
 const fullAttemptKeys = new Set<string>();
 
 function onCommand(event: CommandStartedEvent): void {
+  counts.bytes += BSON.calculateObjectSize(event.command);
   if (event.commandName === 'findAndModify') {
     counts.attempts++;
     const key = String((event.command.query as { _id?: unknown } | undefined)?._id);
@@ -118,8 +128,11 @@ async function run(args: ScaleArgs): Promise<ScaleResult> {
   const initialAttempts = counts.attempts;
   // Parked: nothing is released, so whatever is sent now is the waiting layer's own polling.
   const parkedFrom = counts.attempts;
-  await sleep(6000);
-  const parkedAttemptsPerSecond = (counts.attempts - parkedFrom) / 6;
+  const parkedBytesFrom = counts.bytes;
+  await sleep(parkedMs);
+  const parkedAttemptsPerSecond = (counts.attempts - parkedFrom) / (parkedMs / 1000);
+  const parkedBytesPerSecondPerKey =
+    (counts.bytes - parkedBytesFrom) / (parkedMs / 1000) / args.keys;
   const peak = memory();
   const streamsOpenAtPeak = counts.streamsOpened - counts.cursorsKilled;
   const serverCursorsOpenAtPeak = await serverCursorsOpen(waiterClient);
@@ -155,6 +168,8 @@ async function run(args: ScaleArgs): Promise<ScaleResult> {
     keys: args.keys,
     initialAttempts,
     parkedAttemptsPerSecond: Math.round(parkedAttemptsPerSecond * 10) / 10,
+    parkedBytesPerSecondPerKey: Math.round(parkedBytesPerSecondPerKey),
+    parkedWindowMs: parkedMs,
     changeStreamsOpened: counts.streamsOpened,
     changeStreamsOpenAtPeak: streamsOpenAtPeak,
     serverCursorsOpenAtPeak,

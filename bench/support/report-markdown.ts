@@ -351,6 +351,11 @@ function scaleSection(r: BenchResults): string {
           'keys ÷ safety poll interval',
         ],
         [
+          `bytes per second and key while parked (${s.parkedWindowMs} ms: a safety poll and a renewal of each place)`,
+          `${s.parkedBytesPerSecondPerKey} B`,
+          '≤ 100 B',
+        ],
+        [
           'change streams opened / open at peak',
           `${s.changeStreamsOpened} / ${s.changeStreamsOpenAtPeak}`,
           '1 / 1',
