@@ -130,7 +130,9 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
       written = await this.writer.commit(this.lock, update);
     } catch (error) {
       // Unknown outcome: a release by token and fence either finds the commit's own release
-      // (done) or frees the lock, and then the late commit, which needs the lock, cannot land.
+      // (done), or frees the lock, and then the late commit, which needs the lock, cannot land,
+      // or cannot tell (a later lease ended without a release, see `document-lock-release.ts`)
+      // and marks the handle lost.
       // Sent, not awaited: the caller hears within one command's bound, and until the release
       // is confirmed the handle keeps its local deadline.
       void this.lock.release().catch(() => undefined);

@@ -330,11 +330,7 @@ export class DocumentLocks<T extends Document = Document> {
       commit: (handle, update) => {
         const checked = resolveDocumentUpdate(update, this.settings, true);
         return store.run('commit', () =>
-          writeWhileHeld(target, handle.key, ownerOf(handle), checked, {
-            holder: this.host.options.holderId,
-            fence: handle.fence,
-            leaseEnd: handle.expiresAt,
-          }),
+          writeWhileHeld(target, handle.key, ownerOf(handle), checked, { unlock: true }),
         );
       },
       checkCommit: (update) => void resolveDocumentUpdate(update, this.settings, true),

@@ -10,7 +10,6 @@ import {
   LockNotAcquiredError,
   VersionConflictError,
 } from '../../lib/errors';
-import { toBigInt, type BsonInteger } from '../../lib/store/bson-values';
 import { documentLeaseCommands } from '../../lib/store/documents/document-lease-commands';
 import { keyOfDocumentId } from '../../lib/store/documents/document-key';
 import { DocumentLockFields } from '../../lib/store/documents/document-lock-fields';
@@ -288,21 +287,6 @@ describe('Document locks', () => {
       { where: { tenant: 't1' } },
     );
     expect(inner).toBe(true);
-  });
-
-  it("a commit, in either form, remembers its release with the lease's fence", async () => {
-    const docs = (await kit.service()).documents<Account>(collectionName);
-    const lastRelease = async (id: string) => {
-      const stored = await accounts.findOne({ _id: id });
-      const ring = (stored?._lock as { releasedOwners: { fence?: BsonInteger }[] }).releasedOwners;
-      return toBigInt(ring[ring.length - 1].fence);
-    };
-    const byUpdate = await docs.acquire('a');
-    await byUpdate.commit({ $inc: { balance: 1 } });
-    expect(await lastRelease('a')).toBe(byUpdate.fence);
-    const byPipeline = await docs.acquire('b');
-    await byPipeline.commit([{ $set: { balance: 1 } }]);
-    expect(await lastRelease('b')).toBe(byPipeline.fence);
   });
 
   // FINDINGS L8: one token serves every attempt of a call, which may give a document back and

@@ -1,4 +1,5 @@
 import { exclusiveLockState } from '../inspect-lock';
+import { Long } from 'mongodb';
 import type { ClientSession, Collection, Document } from 'mongodb';
 import { DocumentNotFoundError } from '../../errors/document-not-found.error';
 import type { LockState } from '../../interfaces/lock-state.interface';
@@ -13,11 +14,12 @@ import type { LeaseCommands } from '../lease-commands';
 import type { LockProbe } from '../inspect-lock';
 import type { LockChangeStream, SessionSource } from '../lock-document';
 import { isDuplicateKeyError } from '../mongo-error-codes';
-import { RELEASED_OWNERS_KEPT, recognisedRelease } from '../release-lease';
 import type { ReleaseLeaseOutcome } from '../release-lease';
 import { openDocumentLockChangeStream } from './document-lock-change-stream';
 import { byKey, documentIdOfKey } from './document-key';
 import { DocumentLockFields } from './document-lock-fields';
+import { lostFenceAtLock, releasedByUs, releasedLock } from './document-lock-release';
+import type { StoredDocumentLock } from './document-lock-release';
 
 /** The application collection whose documents carry a lock field. */
 export type DocumentCollection = Pick<
@@ -41,6 +43,8 @@ function acquirePipeline(
       { $lte: [fields.value('expiresAt'), '$$NOW'] },
     ],
   };
+  // The whole lock field: whatever else it held (the ring of released owners that earlier
+  // versions kept) goes. The lease comes last, where a release removes it from.
   const taken = {
     owner: { $literal: owner },
     holder: { $literal: holder },
@@ -52,6 +56,7 @@ function acquirePipeline(
         { $toLong: '$$NOW' },
       ],
     },
+    lostFence: lostFenceAtLock(fields),
     acquiredAt: '$$NOW',
     expiresAt: { $add: ['$$NOW', ttlMs] },
   };
@@ -66,49 +71,18 @@ function acquirePipeline(
   // When held, the lock field is set to itself: a no-op that writes nothing and wakes nobody.
   stages.push({
     $set: {
-      [fields.field]: {
-        $cond: [free, { $mergeObjects: [{ $ifNull: [fields.whole, {}] }, taken] }, fields.whole],
-      },
+      [fields.field]: { $cond: [free, taken, fields.whole] },
     },
   });
   return stages;
 }
 
+/** Gives the lock up if `owner` holds it; otherwise sets the lock field to itself (no write). */
 function releasePipeline(fields: DocumentLockFields, owner: string): Document[] {
   const ours = { $eq: [fields.value('owner'), owner] };
-  const whenOurs = (newValue: unknown, name: string) => ({
-    $cond: [ours, newValue, fields.value(name)],
-  });
   const live = { $gt: [fields.value('expiresAt'), '$$NOW'] };
-  const previous = {
-    $filter: {
-      input: { $ifNull: [fields.value('releasedOwners'), []] },
-      cond: { $gt: ['$$this.until', '$$NOW'] },
-    },
-  };
-  const withOurs = {
-    $slice: [
-      {
-        $concatArrays: [
-          previous,
-          [{ owner, fence: fields.value('fence'), until: fields.value('expiresAt') }],
-        ],
-      },
-      -RELEASED_OWNERS_KEPT,
-    ],
-  };
   return [
-    {
-      $set: {
-        [fields.path('owner')]: whenOurs(null, 'owner'),
-        [fields.path('releasedOwners')]: whenOurs(
-          { $cond: [live, withOurs, previous] },
-          'releasedOwners',
-        ),
-        [fields.path('releasedHolder')]: whenOurs(fields.value('holder'), 'releasedHolder'),
-        [fields.path('releasedFence')]: whenOurs(fields.value('fence'), 'releasedFence'),
-      },
-    },
+    { $set: { [fields.field]: { $cond: [ours, releasedLock(fields, live), fields.whole] } } },
   ];
 }
 
@@ -116,7 +90,9 @@ function releasePipeline(fields: DocumentLockFields, owner: string): Document[] 
  * The lease commands of a lock field in the application's own documents, keyed by
  * `keyOfDocumentId`. Same rules as the lock collection (server clock, owner tokens, fences that
  * only grow, a losing attempt writes nothing), but documents are never created (except by
- * `createIfMissing`) nor removed, and the acquiring round trip also returns the document.
+ * `createIfMissing`) nor removed, the acquiring round trip also returns the document, and no
+ * past owner stays in the document: a retried release recognises its own from the fences alone
+ * (see `document-lock-release.ts`).
  */
 export function documentLeaseCommands(
   collection: DocumentCollection,
@@ -245,25 +221,29 @@ async function releaseDocumentLock(
   owner: string,
   fence: bigint | undefined,
 ): Promise<ReleaseLeaseOutcome> {
+  // Our lease; or, for a release that knows its lease's fence, a lock field that may show that
+  // an earlier try released it (see `releasedByUs`). A release by token alone (the give-back of
+  // an attempt with no reply) is not recognised: it finds the lock ours, or reports it lost.
+  const since =
+    fence === undefined ? [] : [{ [fields.path('fence')]: { $gte: Long.fromBigInt(fence) } }];
   const before = await collection.findOneAndUpdate(
-    {
-      ...byKey(key),
-      $or: [{ [fields.path('owner')]: owner }, { [fields.path('releasedOwners.owner')]: owner }],
-    },
+    { ...byKey(key), $or: [{ [fields.path('owner')]: owner }, ...since] },
     releasePipeline(fields, owner),
     {
       returnDocument: 'before',
       projection: {
         _id: 0,
-        ours: { $eq: [fields.value('owner'), owner] },
-        recognised: recognisedRelease(owner, fence, fields.value('releasedOwners')),
+        lock: fields.whole,
         remainingMs: { $subtract: [fields.value('expiresAt'), '$$NOW'] },
       },
     },
   );
   if (before === null) return 'lost';
-  // Released by an earlier try, while live (as the lock collection's `releaseLease`).
-  if (before.ours !== true) return before.recognised === true ? 'released' : 'lost';
+  const lock = before.lock as StoredDocumentLock | undefined;
+  if (lock?.owner !== owner) {
+    // Released by an earlier try while live; otherwise lost, or not to be told from lost.
+    return fence !== undefined && releasedByUs(lock, fence) ? 'released' : 'lost';
+  }
   return toRemainingMs(before.remainingMs as BsonInteger) > 0 ? 'released' : 'expired';
 }
 

@@ -1,4 +1,4 @@
-import { Decimal128, Long } from 'mongodb';
+import { Decimal128 } from 'mongodb';
 import type { Document } from 'mongodb';
 import { DocumentLockedError } from '../../errors/document-locked.error';
 import { DocumentNotFoundError } from '../../errors/document-not-found.error';
@@ -8,10 +8,10 @@ import { VersionConflictError } from '../../errors/version-conflict.error';
 import { formatMs } from '../../util/durations';
 import { toRemainingMs } from '../bson-values';
 import type { BsonInteger } from '../bson-values';
-import { RELEASED_OWNERS_KEPT } from '../release-lease';
 import type { DocumentCollection } from './document-lease-commands';
 import { byKey, documentIdOfKey } from './document-key';
 import type { DocumentLockFields } from './document-lock-fields';
+import { releaseOperators, releasedLock } from './document-lock-release';
 import { versionBumpOperators, versionBumpStage, versionTyped } from './document-version';
 import type { DocumentVersion } from './document-version';
 
@@ -23,17 +23,6 @@ export interface DocumentWriteTarget {
   collection: DocumentCollection;
   fields: DocumentLockFields;
   version: DocumentVersion | undefined;
-}
-
-/** The lock a commit gives up, as its handle knows it. */
-export interface CommitUnlock {
-  holder: string;
-  fence: bigint;
-  /**
-   * The handle's local deadline (this process's clock): how long a release by token alone may
-   * recognise the commit's release. A release by fence (the handle's) recognises it anyway.
-   */
-  leaseEnd: Date;
 }
 
 /** How often a date version's write is tried again when it met a version from the same ms. */
@@ -64,58 +53,16 @@ function mergeOperators(update: Document, extra: Document): Document {
   return merged;
 }
 
-function unlockStage(fields: DocumentLockFields, owner: string): Document {
-  const previous = {
-    $filter: {
-      input: { $ifNull: [fields.value('releasedOwners'), []] },
-      cond: { $gt: ['$$this.until', '$$NOW'] },
-    },
-  };
-  return {
-    $set: {
-      [fields.path('owner')]: null,
-      [fields.path('releasedHolder')]: fields.value('holder'),
-      [fields.path('releasedFence')]: fields.value('fence'),
-      [fields.path('releasedOwners')]: {
-        $slice: [
-          {
-            $concatArrays: [
-              previous,
-              [{ owner, fence: fields.value('fence'), until: fields.value('expiresAt') }],
-            ],
-          },
-          -RELEASED_OWNERS_KEPT,
-        ],
-      },
-    },
-  };
-}
-
-function unlockOperators(
-  fields: DocumentLockFields,
-  owner: string,
-  unlock: CommitUnlock,
-): Document {
-  return {
-    $set: {
-      [fields.path('owner')]: null,
-      [fields.path('releasedHolder')]: unlock.holder,
-      [fields.path('releasedFence')]: Long.fromBigInt(unlock.fence),
-    },
-    $push: {
-      [fields.path('releasedOwners')]: {
-        $each: [{ owner, fence: Long.fromBigInt(unlock.fence), until: unlock.leaseEnd }],
-        $slice: -RELEASED_OWNERS_KEPT,
-      },
-    },
-  };
+/** The last stage of a commit written as a pipeline: the lock given up (the lease is live). */
+function unlockStage(fields: DocumentLockFields): Document {
+  return { $set: { [fields.field]: releasedLock(fields, true) } };
 }
 
 /** The update and filter additions of one write: the caller's update, the version bump, the unlock. */
 function composeWrite(
   target: DocumentWriteTarget,
   update: DocumentUpdate | undefined,
-  unlock: { owner: string; lock: CommitUnlock } | undefined,
+  unlock: boolean,
   dateAhead?: Date,
 ): { update: DocumentUpdate; filter: Document } {
   const { fields, version } = target;
@@ -123,7 +70,7 @@ function composeWrite(
   if (isPipeline(update) || isEmpty(update)) {
     const stages = isPipeline(update) ? [...update] : [];
     if (bump) stages.push(versionBumpStage(version));
-    if (unlock) stages.push(unlockStage(fields, unlock.owner));
+    if (unlock) stages.push(unlockStage(fields));
     return { update: stages, filter: bump ? versionTyped(version) : {} };
   }
   let operators = update as Document;
@@ -133,8 +80,7 @@ function composeWrite(
     operators = mergeOperators(operators, versionBump.operators);
     filter = and(versionTyped(version), versionBump.filter);
   }
-  if (unlock)
-    operators = mergeOperators(operators, unlockOperators(fields, unlock.owner, unlock.lock));
+  if (unlock) operators = mergeOperators(operators, releaseOperators(fields));
   return { update: operators, filter };
 }
 
@@ -148,9 +94,9 @@ export async function writeWhileHeld(
   key: string,
   owner: string,
   update: DocumentUpdate | undefined,
-  unlock?: CommitUnlock,
+  { unlock = false }: { unlock?: boolean } = {},
 ): Promise<Document | null> {
-  let write = composeWrite(target, update, unlock && { owner, lock: unlock });
+  let write = composeWrite(target, update, unlock);
   for (let tries = 1; ; tries += 1) {
     const written = await target.collection.findOneAndUpdate(
       and(
@@ -168,7 +114,7 @@ export async function writeWhileHeld(
     // Ours, typed, yet not written: a date version not before the server's clock.
     if (tries >= SAME_MILLISECOND_TRIES) throw dateVersionAhead(target, key);
     if (state.version instanceof Date) {
-      write = composeWrite(target, update, unlock && { owner, lock: unlock }, state.version);
+      write = composeWrite(target, update, unlock, state.version);
     } else await new Promise((resolve) => setTimeout(resolve, 1));
     await new Promise((resolve) => setTimeout(resolve, 1)); // a date version from this very ms
   }
@@ -189,7 +135,7 @@ export async function updateIfCurrent(
   const compose = (dateAhead?: Date) =>
     isEmpty(update)
       ? { update: [versionBumpStage(version)], filter: versionTyped(version) }
-      : composeWrite(target, update, undefined, dateAhead);
+      : composeWrite(target, update, false, dateAhead);
   let bumped = compose();
   for (let tries = 1; ; tries += 1) {
     const written = await target.collection.findOneAndUpdate(
