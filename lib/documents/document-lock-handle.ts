@@ -1,6 +1,7 @@
 import type { Document, WithId } from 'mongodb';
 import type { Observable } from 'rxjs';
-import type { LockLostError } from '../errors/lock-lost.error';
+import { LockLostError } from '../errors/lock-lost.error';
+import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
 import { MongoLockError } from '../errors/mongo-lock.error';
 import type { LockHandle, MongoLockHandle } from '../lock-handle';
 import type { DocumentUpdate } from '../store/documents/document-writes';
@@ -42,9 +43,26 @@ export interface DocumentLockWriter {
   committed(key: string): void;
 }
 
+/**
+ * Why a release tried again after an unconfirmed one reports the lock lost: the document keeps
+ * no past owners, only the fence of the newest lease that ended without a release, so a later
+ * such lease hides whether the first try landed (see `document-lock-release.ts`).
+ */
+export function releaseOutcomeUnknownMessage(key: string, lostMessage: string): string {
+  return (
+    `Document ${key}: an earlier release of its lock was not confirmed by MongoDB, and the lock ` +
+    'is not ours any more. Either its lease ended or another holder took it before that release ' +
+    'arrived, or the release landed and the document has been locked since by a holder whose ' +
+    'lease ended without a release (or other code unlocked it), which hides ours: the outcome ' +
+    `cannot be told, so the lock counts as lost (${lostMessage})`
+  );
+}
+
 /** The {@link DocumentLockHandle} that `DocumentLocks` hands out: a lock handle plus the document. */
 export class MongoDocumentLockHandle<T extends Document> implements DocumentLockHandle<T> {
   private committing: Promise<WithId<T>> | undefined;
+  /** A release was sent and MongoDB did not confirm it: it may have landed. */
+  private releaseUnconfirmed = false;
 
   constructor(
     private readonly lock: MongoLockHandle,
@@ -100,8 +118,17 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
     return this.lock.extend(ttlMs);
   }
 
+  /**
+   * Gives the lock back, as {@link LockHandle.release}. A release tried again after one that
+   * MongoDB did not confirm recognises that one's success, unless the document has been locked
+   * since by a holder whose lease ended without a release: it then rejects with a
+   * `LockLostError` that says the outcome cannot be told.
+   */
   release(): Promise<void> {
-    return this.committing ? this.committing.then(() => undefined) : this.lock.release();
+    if (this.committing) return this.committing.then(() => undefined);
+    return this.lock.release().catch((error: unknown) => {
+      throw this.releaseFailed(error);
+    });
   }
 
   [Symbol.asyncDispose](): Promise<void> {
@@ -149,6 +176,16 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
     // The lease was not ours any more when the write arrived: nothing was written.
     await this.lock.revoke('its lease had ended or another holder had taken it before the write');
     throw this.lock.lostReason ?? this.notWritable('write');
+  }
+
+  /** The error of a release: a loss after an unconfirmed release says it may not be one. */
+  private releaseFailed(error: unknown): unknown {
+    if (error instanceof LockStoreUnavailableError) this.releaseUnconfirmed = true;
+    if (!(error instanceof LockLostError) || !this.releaseUnconfirmed) return error;
+    return new LockLostError(releaseOutcomeUnknownMessage(this.key, error.message), {
+      key: error.key,
+      cause: error,
+    });
   }
 
   private checkWritable(what: string): void {

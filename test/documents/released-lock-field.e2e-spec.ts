@@ -313,7 +313,7 @@ describeWithFailPoints('A release or commit tried again after MongoDB did not co
     expect(lock.signal.aborted).toBe(false);
   });
 
-  it('a release tried again after a later lease ran out and was taken over cannot tell: lost', async () => {
+  it('a release tried again after a later lease ran out and was taken over cannot tell, and says so', async () => {
     const lock = await holderWithLostReply('unknown-release');
     const first = await settleWithin(lock.release(), 5_000);
     expect(first.error).toBeInstanceOf(LockStoreUnavailableError);
@@ -323,6 +323,10 @@ describeWithFailPoints('A release or commit tried again after MongoDB did not co
     await (await (await otherDocs()).acquire('a')).release();
     const retried = await settleWithin(lock.release(), 5_000);
     expect(retried.error).toBeInstanceOf(LockLostError);
+    expect((retried.error as LockLostError).message).toMatch(
+      /an earlier release of its lock was not confirmed.*the outcome cannot be told, so the lock counts as lost/,
+    );
+    expect((retried.error as LockLostError).cause).toBeInstanceOf(LockLostError);
     expect(lock.lost).toBe(true);
   });
 });
