@@ -8,16 +8,18 @@ import { RESERVATION_TTL_MS } from '../../lib/store/lock-modes';
 import { lockReleasePipeline } from '../../lib/store/lock-change-stream';
 import { LockTestKit } from './lock-test-kit';
 
+/** A lock document as these tests read it. */
+interface KeyedLock {
+  _id: string;
+  waiting: Record<string, { expiresAt: Date }>;
+}
+
 const kit = LockTestKit.forSuite();
 const key = 'keep:k';
 
 async function setUp(waiting: Record<string, { expiresAt: Date }>) {
   const client = await kit.client({ monitorCommands: true });
-  const collection = client
-    .db(kit.mongo.dbName)
-    .collection<Record<string, unknown>>(kit.collectionName) as unknown as Collection<{
-    _id: string;
-  }>;
+  const collection = client.db(kit.mongo.dbName).collection<KeyedLock>(kit.collectionName);
   const since = new Date(Date.now() - 1_000);
   const places = Object.fromEntries(
     Object.entries(waiting).map(([name, { expiresAt }]) => [
@@ -39,9 +41,8 @@ async function setUp(waiting: Record<string, { expiresAt: Date }>) {
   return { collection, locks: collection as unknown as LockCollection, sizes };
 }
 
-const placeOf = async (collection: Collection<{ _id: string }>, name: string) =>
-  ((await collection.findOne({ _id: key })) as { waiting: Record<string, { expiresAt: Date }> })
-    .waiting[name];
+const placeOf = async (collection: Collection<KeyedLock>, name: string) =>
+  (await collection.findOne({ _id: key }))!.waiting[name];
 
 describe('keeping a place in line', () => {
   it("renews a live place's lease by the server clock, in a command under 1 KB (a full attempt is 9.7 KB)", async () => {
@@ -68,8 +69,8 @@ describe('keeping a place in line', () => {
     expect(await keepReservation(locks, key, 'rme')).toBeUndefined();
     expect(await keepReservation(locks, key, 'rnobody')).toBeUndefined();
     expect(await keepReservation(locks, 'keep:missing', 'rme')).toBeUndefined();
-    const doc = (await collection.findOne({ _id: key })) as { waiting: Record<string, unknown> };
-    expect(Object.keys(doc.waiting)).toEqual(['rme']);
+    const doc = await collection.findOne({ _id: key });
+    expect(Object.keys(doc!.waiting)).toEqual(['rme']);
     expect(await collection.findOne({ _id: 'keep:missing' })).toBeNull();
   });
 
