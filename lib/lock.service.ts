@@ -157,7 +157,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
       held: this.held,
       operationTimeoutMs: this.options.operationTimeoutMs,
       holderId: this.holderId,
-      localTransfers: true,
+      localTransfers: this.options.localHandOff,
     });
     this.events$ = this.createEvents().pipe(share());
   }

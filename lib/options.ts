@@ -36,6 +36,7 @@ export const LOCK_OPTION_DEFAULTS = {
   idleRetentionMs: 24 * 60 * 60 * 1000,
   ensureIndexes: true,
   changeStreams: 'auto',
+  localHandOff: true,
   streamIdleMs: 5_000,
   pollIntervalMs: 50,
   maxPollIntervalMs: 1_000,
@@ -61,6 +62,7 @@ export interface ResolvedLockModuleOptions {
   idleRetentionMs: number;
   ensureIndexes: boolean;
   changeStreams: 'auto' | 'off';
+  localHandOff: boolean;
   streamIdleMs: number;
   pollIntervalMs: number;
   maxPollIntervalMs: number;
@@ -180,6 +182,7 @@ const MODULE_OPTION_NAMES = Object.keys({
   idleRetentionMs: true,
   ensureIndexes: true,
   changeStreams: true,
+  localHandOff: true,
   streamIdleMs: true,
   pollIntervalMs: true,
   maxPollIntervalMs: true,
@@ -300,6 +303,7 @@ export function resolveModuleOptions(options: MongoLockModuleOptions): ResolvedL
       d.idleRetentionMs,
     ),
     ensureIndexes: boolean('ensureIndexes', options.ensureIndexes, d.ensureIndexes),
+    localHandOff: boolean('localHandOff', options.localHandOff, d.localHandOff),
     changeStreams,
     streamIdleMs: integer('streamIdleMs', options.streamIdleMs, 0, MAX_TIMER_MS, d.streamIdleMs),
     pollIntervalMs,

@@ -35,6 +35,14 @@ export interface MongoLockModuleOptions {
   /** `'auto'`: wait on a change stream where the server has them, else poll. `'off'`: always poll. Default `'auto'`. */
   changeStreams?: 'auto' | 'off';
   /**
+   * Pass a released lock straight to a caller waiting in the same process: within the
+   * holder's lease without a write, or in the release's own write; a grant to this process
+   * heard on the change stream goes to its caller at once. `false`: every hand-off goes through
+   * the line in the lock document, as between processes (more commands per section when
+   * several callers of one process share a key; see BENCHMARKS.md). Default `true`.
+   */
+  localHandOff?: boolean;
+  /**
    * How long the lock change stream stays open after the last waiter (or `events$`
    * subscriber) leaves, so that the next wait finds it running: a process that waits again
    * within this time opens and closes no stream for it (two commands less per wait). While

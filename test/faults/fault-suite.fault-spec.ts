@@ -2,7 +2,7 @@ import { startFaultServer, type FaultServer } from '../support/fault-server';
 import { formatSummaryTable, type ScenarioRow } from './harness/summary-table';
 import { clockSkew } from './scenarios/clock-skew';
 import { connectionFaults } from './scenarios/connection-faults';
-import { contention } from './scenarios/contention';
+import { contention, contentionWithoutLocalHandOff } from './scenarios/contention';
 import { earlyGrantProbe } from './scenarios/early-grant-probe';
 import { eventsStreamFailures } from './scenarios/events-stream-failures';
 import { holderKilled } from './scenarios/holder-killed';
@@ -24,6 +24,7 @@ jest.setTimeout(180_000);
 
 const scenarios: Scenario[] = [
   contention,
+  contentionWithoutLocalHandOff,
   holderKilled,
   holderPaused,
   connectionFaults,

@@ -20,18 +20,32 @@ export const contention: Scenario = {
 };
 
 /**
- * The contention scenario; `libDir` (the mutation test's broken copies) and `durationMs`
- * (default `FAULT_CONTENTION_MS`, else 25 s) for shorter runs.
+ * The same with `localHandOff: false`: every hand-off between callers of one process goes
+ * through the lock document, so the history checker sees that path too.
+ */
+export const contentionWithoutLocalHandOff: Scenario = {
+  name: '1b. contention without local hand-off: 4 processes x 8 workers, 3 keys, 10 s',
+  run: (server) =>
+    runContentionScenario(server, { durationMs: 10_000, serviceOptions: { localHandOff: false } }),
+};
+
+/**
+ * The contention scenario; `libDir` (the mutation test's broken copies), `durationMs`
+ * (default `FAULT_CONTENTION_MS`, else 25 s) for shorter runs, and the workers' module options.
  */
 export async function runContentionScenario(
   server: FaultServer,
-  options: { libDir?: string; durationMs?: number } = {},
+  options: { libDir?: string; durationMs?: number; serviceOptions?: Record<string, unknown> } = {},
 ): Promise<ScenarioOutcome> {
   const run = new FaultRun(server, 'contention');
   const expect = new Expectations();
   try {
     const workers = await run.spawn(
-      Array.from({ length: processes }, (_, i) => ({ label: `p${i}`, libDir: options.libDir })),
+      Array.from({ length: processes }, (_, i) => ({
+        label: `p${i}`,
+        libDir: options.libDir,
+        options: options.serviceOptions,
+      })),
     );
     const durationMs = options.durationMs ?? Number(process.env.FAULT_CONTENTION_MS ?? 25_000);
     const stopAt = sharedClockMs() + durationMs;
