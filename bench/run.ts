@@ -2,7 +2,7 @@
 // on a noisy machine. The variants take turns (interleaved, repeated rounds) so that load on
 // the machine falls on all of them alike. Compiled to .bench-build/ first (tsconfig.bench.json)
 // and run with plain node. Writes bench/results/latest.json, latest.md and the SVG chart.
-import { variantNames, type VariantName } from './adapters/bench-lock';
+import { comparedVariants, variantNames, type VariantName } from './adapters/bench-lock';
 import { startBenchServer } from './support/bench-process';
 import { spawnBenchWorkers, stopBenchWorkers, useVariant } from './support/bench-workers';
 import { describeMachine } from './support/machine';
@@ -52,7 +52,9 @@ const settings = {
 
 /** The shape matrix: P processes × W callers per process on one key (BENCH_SHAPES). */
 const shapes = parseShapes(process.env.BENCH_SHAPES ?? '2x1,1x2,2x2,4x1,4x4,8x1');
-const contentionVariants = (process.env.BENCH_CONTENTION_VARIANTS ?? 'ours,mongodash')
+const contentionVariants = (
+  process.env.BENCH_CONTENTION_VARIANTS ?? 'ours,ours-local-off,mongodash'
+)
   .split(',')
   .filter((v): v is VariantName => (variantNames as readonly string[]).includes(v));
 
@@ -74,7 +76,7 @@ async function main(): Promise<void> {
   const loadAtStart = describeMachine().loadAverage;
   const server = await startBenchServer();
   log(`server ${server.kind} at ${server.uri}${server.pid ? ` (pid ${server.pid})` : ''}`);
-  const variants = [...variantNames];
+  const variants = [...comparedVariants];
   try {
     const workers = await timed('starting worker processes', () =>
       spawnBenchWorkers(variants, settings.processes, { uri: server.uri, dbName: 'bench' }),

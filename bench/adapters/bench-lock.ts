@@ -10,6 +10,8 @@ export interface BenchLock {
   close(): Promise<void>;
 }
 
-/** The variants compared side by side. */
-export const variantNames = ['ours', 'ours-poll-10ms', 'ours-poll-100ms', 'mongodash'] as const;
+/** The variants compared side by side in the hand-off and throughput suites. */
+export const comparedVariants = ['ours', 'ours-poll-10ms', 'ours-poll-100ms', 'mongodash'] as const;
+/** Every variant; `ours-local-off` (`localHandOff: false`) runs in the shape matrix only. */
+export const variantNames = [...comparedVariants, 'ours-local-off'] as const;
 export type VariantName = (typeof variantNames)[number];

@@ -69,6 +69,7 @@ export const variantLabels: Record<VariantName, string> = {
   'ours-poll-10ms': 'nestjs-mongo-lock, polling 10 ms',
   'ours-poll-100ms': 'nestjs-mongo-lock, polling 100 ms',
   mongodash: 'mongodash withLock (defaults)',
+  'ours-local-off': 'nestjs-mongo-lock, localHandOff false',
 };
 
 export async function writeReports(results: BenchResults): Promise<void> {
