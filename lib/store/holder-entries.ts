@@ -205,7 +205,8 @@ export async function releaseScopeEntries(
  * A parked waiting process keeps its place in line: one small write that renews its
  * reservation's lease (`RESERVATION_TTL_MS`) if it is still live, instead of a full attempt.
  * It changes no field a change stream passes on, so nobody wakes. Returns the place's
- * remaining lease, or `undefined` when the key keeps no live place of ours (nothing written).
+ * remaining lease, or `undefined` when the key keeps no live place of ours, or the key is
+ * granted to it (nothing written).
  */
 export async function keepReservation(
   collection: LockCollection,
@@ -214,7 +215,8 @@ export async function keepReservation(
 ): Promise<number | undefined> {
   const expiresAt = `waiting.${reservation}.expiresAt`;
   const reply = (await collection.findOneAndUpdate(
-    { _id: key, $expr: { $gt: [`$${expiresAt}`, NOW] } },
+    // A grant to the place, pending or lapsed, is left to the attempt, which settles it.
+    { _id: key, grantedTo: { $ne: reservation }, $expr: { $gt: [`$${expiresAt}`, NOW] } },
     [{ $set: { [expiresAt]: { $add: [NOW, RESERVATION_TTL_MS] } } }],
     {
       returnDocument: 'after',

@@ -333,7 +333,7 @@ export class LockStore {
       .filter(([id]) => id.endsWith(`\0${key}`))
       .flatMap(([, settled]) => [...settled]);
     const task = Promise.all(attempts).then(async () => {
-      // The reservation's lease runs from the last attempt, which has settled by now.
+      // The place's lease runs from its last renewal, sent before now.
       const endsAt = performance.now() + RESERVATION_TTL_MS;
       for (let tries = 0; ; tries += 1) {
         try {
@@ -346,6 +346,7 @@ export class LockStore {
           const worthIt = isStoreUnavailableError(error) && performance.now() + delayMs < endsAt;
           if (this.closing || !worthIt) return;
           await sleep(delayMs, false);
+          if (this.closing) return;
         }
       }
     });

@@ -37,11 +37,16 @@ class FakeLock {
   /** Places kept by the small write; what it answers (the place's lease, or gone). */
   keeps = 0;
   keptMs: number | undefined;
+  /** The small write answers after this long; with `keepFails`, with no reply (a timeout). */
+  keepDelayMs = 0;
+  keepFails = false;
   private seq = 0;
 
-  keepPlace = (): Promise<number | undefined> => {
+  keepPlace = async (): Promise<number | undefined> => {
     this.keeps += 1;
-    return Promise.resolve(this.keptMs);
+    await new Promise((resolve) => setTimeout(resolve, this.keepDelayMs));
+    if (this.keepFails) throw new LockStoreUnavailableError('no reply');
+    return this.keptMs;
   };
 
   attempt = async (
@@ -354,6 +359,23 @@ describe('KeyQueue', () => {
       streamRelease();
       await waiting;
       expect(lock.attempts).toBe(attempts + 1);
+      await feed.close();
+    });
+
+    it('a renewal of the place that got no reply is withdrawn when the queue empties: it may have landed', async () => {
+      const { feed, lock, queue, request, withdrawals } = streamingSetUp();
+      lock.held = true;
+      // The place ends 40 ms from now as this queue counts it: renewed at once, and the
+      // renewal fails (at 150 ms) after that end.
+      lock.reservedMs = 3_340;
+      lock.ageMs = 3_300;
+      lock.keepDelayMs = 150;
+      lock.keepFails = true;
+      const waiting = queue.enqueue({ ...request(), deadline: performance.now() + 100 });
+      await expect(waiting).rejects.toThrow();
+      await tick(200);
+      expect(lock.keeps).toBe(1);
+      expect(withdrawals).toHaveLength(1);
       await feed.close();
     });
 

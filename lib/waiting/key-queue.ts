@@ -169,7 +169,7 @@ export class KeyQueue {
   private readonly reservation = `r${randomBytes(9).toString('hex')}`;
   /** Until when the store keeps our reservation (monotonic), if it made one; else undefined. */
   private reservedUntil: number | undefined;
-  /** The last attempt got no outcome (an error): it may have left a reservation. */
+  /** The last attempt or renewal of our place got no outcome: it may have left a reservation. */
   private reservationUnknown = false;
   /**
    * Some attempt got no outcome: it may still land after a later reply said we have no
@@ -573,12 +573,18 @@ export class KeyQueue {
   /** Renews our place by the small write; false if an attempt must take one again. */
   private async keepPlace(head: Waiter): Promise<boolean> {
     const sentAt = performance.now();
+    const before = this.reservedUntil;
     try {
       const reservedMs = await head.attempts.keepPlace(this.key, this.reservation);
+      // A grant handed out meanwhile decided our place (its renewal drops it): leave that be.
+      if (this.reservedUntil !== before) return true;
       this.reservedUntil = reservedMs === undefined ? undefined : sentAt + reservedMs;
       return reservedMs !== undefined;
     } catch {
-      return false; // The attempt that follows meets the same trouble, and handles it.
+      // It may have landed: if the queue empties now, it withdraws all the same. The attempt
+      // that follows meets the same trouble, and handles it.
+      this.reservationUnknown = true;
+      return false;
     }
   }
 

@@ -17,7 +17,10 @@ interface KeyedLock {
 const kit = LockTestKit.forSuite();
 const key = 'keep:k';
 
-async function setUp(waiting: Record<string, { expiresAt: Date }>) {
+async function setUp(
+  waiting: Record<string, { expiresAt: Date }>,
+  fields: Record<string, unknown> = {},
+) {
   const client = await kit.client({ monitorCommands: true });
   const collection = client.db(kit.mongo.dbName).collection<KeyedLock>(kit.collectionName);
   const since = new Date(Date.now() - 1_000);
@@ -33,6 +36,7 @@ async function setUp(waiting: Record<string, { expiresAt: Date }>) {
     holder: 'other',
     expiresAt: new Date(Date.now() + 30_000),
     waiting: places,
+    ...fields,
   } as never);
   const sizes: number[] = [];
   client.on('commandStarted', (event) => {
@@ -72,6 +76,19 @@ describe('keeping a place in line', () => {
     const doc = await collection.findOne({ _id: key });
     expect(Object.keys(doc!.waiting)).toEqual(['rme']);
     expect(await collection.findOne({ _id: 'keep:missing' })).toBeNull();
+  });
+
+  it('leaves a place the key is granted to, pending or lapsed, to the attempt', async () => {
+    const live = { expiresAt: new Date(Date.now() + 2_000) };
+    for (const expiresAt of [new Date(Date.now() + 5_000), new Date(Date.now() - 1)]) {
+      const { collection, locks } = await setUp(
+        { rme: live },
+        { owner: 'grant:rme:5', grantedTo: 'rme', grantee: 'me', expiresAt },
+      );
+      expect(await keepReservation(locks, key, 'rme')).toBeUndefined();
+      expect((await placeOf(collection, 'rme')).expiresAt).toEqual(live.expiresAt);
+      await collection.deleteOne({ _id: key });
+    }
   });
 
   it("wakes no waiter: the change passes no waiter's stream filter", async () => {
