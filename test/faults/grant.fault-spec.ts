@@ -2,6 +2,7 @@ import { startFaultServer, type FaultServer } from '../support/fault-server';
 import { runLibraryMutant } from './harness/library-mutant';
 import { formatSummaryTable, type ScenarioRow } from './harness/summary-table';
 import { grantGranteeKilled, grantHeadKilled } from './scenarios/grant-killed';
+import { grantLostWithdrawal } from './scenarios/grant-lost-withdrawal';
 import { grantMutants } from './scenarios/grant-mutants';
 import { grantGranteePaused } from './scenarios/grant-paused';
 import { grantStreamFaults } from './scenarios/grant-stream-faults';
@@ -15,6 +16,7 @@ const scenarios: GrantScenario[] = [
   grantGranteeKilled,
   grantGranteePaused,
   grantStreamFaults,
+  grantLostWithdrawal,
 ];
 
 describe('direct grant under faults (several OS processes, one server)', () => {

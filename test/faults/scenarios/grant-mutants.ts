@@ -1,5 +1,6 @@
 import type { LibraryMutant } from '../harness/library-mutant';
 import { runGrantKills } from './grant-killed';
+import { runLostWithdrawals } from './grant-lost-withdrawal';
 import { runGrantPauses } from './grant-paused';
 
 /** The confirmation of a grant in the attempt pipeline (`grantedToUs`). */
@@ -104,5 +105,26 @@ export const grantMutants: LibraryMutant[] = [
         name: 'gm_handout',
       }),
     caughtAs: ['overlap', 'scenario'],
+  },
+  {
+    name: 'a withdrawal that got no reply is not tried again',
+    patches: [
+      {
+        // The retry loop of `LockStore.withdraw` (commit 14768c7): gives up after one try.
+        file: 'store/lock-store.ts',
+        anchor: 'if (this.closing || !worthIt) return;',
+        replacement: 'return; // mutant: a withdrawal MongoDB did not answer is lost',
+      },
+    ],
+    // Scenario 5, one round: the leaver's withdrawal fails twice (the driver's retry too) and
+    // is lost; the holder's release grants the leaver's stale place, the waiter waits it out.
+    run: (server, libDir) =>
+      runLostWithdrawals(server, {
+        libDir,
+        rounds: [{ times: 2, release: 'after-withdrawal' }],
+        name: 'gm_withdraw',
+      }),
+    caughtAs: ['scenario'],
+    accept: (v) => v.detail.startsWith('the waiter'),
   },
 ];
