@@ -19,7 +19,7 @@ import { RESERVATION_TTL_MS } from './lock-modes';
 import type { ReservationUse } from './lock-modes';
 import type { ReleaseOptions, ReleaseResult } from './release-lease';
 import type { RenewLeaseOutcome } from './renew-lease';
-import { nextTurn, settlesWithin } from '../util/timers';
+import { nextTurn, settlesWithin, sleep } from '../util/timers';
 
 /**
  * Why the start (connect, create the indexes) failed. Not a lock command's failure: nothing
@@ -55,14 +55,6 @@ const retryDelayMs = (tries: number) =>
 const GIVE_BACK_TRIES = 3;
 
 const idOf = (key: string, owner: string) => `${owner}\0${key}`;
-
-/** A background task's pause (`keepsAlive` false) does not keep the process running. */
-function sleep(ms: number, keepsAlive = true): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    if (!keepsAlive) timer.unref();
-  });
-}
 
 /**
  * The store's functions bound to one connected client and lock collection. Every command is
