@@ -1,9 +1,9 @@
 import type { Document, WithId } from 'mongodb';
 import type { Observable } from 'rxjs';
 import { LockLostError } from '../errors/lock-lost.error';
-import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
 import { MongoLockError } from '../errors/mongo-lock.error';
 import type { LockHandle, MongoLockHandle } from '../lock-handle';
+import type { LeaseReleaseTries } from '../store/documents/document-release-tries';
 import type { DocumentUpdate } from '../store/documents/document-writes';
 
 /**
@@ -46,7 +46,8 @@ export interface DocumentLockWriter {
 /**
  * Why a release tried again after an unconfirmed one reports the lock lost: the document keeps
  * no past owners, only the fence of the newest lease that ended without a release, so a later
- * such lease hides whether the first try landed (see `document-lock-release.ts`).
+ * such lease hides whether the first try landed (see `document-lock-release.ts`). Not for a
+ * retry that found our token with the lease run out: the first try never landed, a plain loss.
  */
 export function releaseOutcomeUnknownMessage(key: string, lostMessage: string): string {
   return (
@@ -61,14 +62,14 @@ export function releaseOutcomeUnknownMessage(key: string, lostMessage: string): 
 /** The {@link DocumentLockHandle} that `DocumentLocks` hands out: a lock handle plus the document. */
 export class MongoDocumentLockHandle<T extends Document> implements DocumentLockHandle<T> {
   private committing: Promise<WithId<T>> | undefined;
-  /** A release was sent and MongoDB did not confirm it: it may have landed. */
-  private releaseUnconfirmed = false;
 
   constructor(
     private readonly lock: MongoLockHandle,
     readonly doc: WithId<T>,
     readonly created: boolean,
     private readonly writer: DocumentLockWriter,
+    /** The lease's releases and commit, as the store sent them (see `document-release-tries.ts`). */
+    private readonly tries?: LeaseReleaseTries,
   ) {}
 
   get key(): string {
@@ -119,10 +120,10 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
   }
 
   /**
-   * Gives the lock back, as {@link LockHandle.release}. A release tried again after one that
-   * MongoDB did not confirm recognises that one's success, unless the document has been locked
-   * since by a holder whose lease ended without a release: it then rejects with a
-   * `LockLostError` that says the outcome cannot be told.
+   * Gives the lock back, as {@link LockHandle.release}: by owner token. A release tried again
+   * after one that MongoDB did not confirm recognises that one's success, unless the document
+   * has been locked since by a holder whose lease ended without a release: it then rejects with
+   * a `LockLostError` that says the outcome cannot be told.
    */
   release(): Promise<void> {
     if (this.committing) return this.committing.then(() => undefined);
@@ -156,10 +157,11 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
     try {
       written = await this.writer.commit(this.lock, update);
     } catch (error) {
-      // Unknown outcome: a release by token and fence either finds the commit's own release
-      // (done), or frees the lock, and then the late commit, which needs the lock, cannot land,
-      // or cannot tell (a later lease ended without a release, see `document-lock-release.ts`)
-      // and marks the handle lost.
+      // Unknown outcome: the commit may have landed, so the release that follows is a retry
+      // (the store's `LeaseReleaseTries` knows), by token and fence: it either finds the
+      // commit's own release (done), or frees the lock, and then the late commit, which needs
+      // the lock, cannot land, or cannot tell (a later lease ended without a release, see
+      // `document-lock-release.ts`) and marks the handle lost.
       // Sent, not awaited: the caller hears within one command's bound, and until the release
       // is confirmed the handle keeps its local deadline.
       void this.lock.release().catch(() => undefined);
@@ -178,10 +180,12 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
     throw this.lock.lostReason ?? this.notWritable('write');
   }
 
-  /** The error of a release: a loss after an unconfirmed release says it may not be one. */
+  /**
+   * The error of a release: a loss after an unconfirmed release says it may not be one, unless
+   * a reply has told since (our token found with the lease run out: a plain loss).
+   */
   private releaseFailed(error: unknown): unknown {
-    if (error instanceof LockStoreUnavailableError) this.releaseUnconfirmed = true;
-    if (!(error instanceof LockLostError) || !this.releaseUnconfirmed) return error;
+    if (!(error instanceof LockLostError) || this.tries?.lossUntold !== true) return error;
     return new LockLostError(releaseOutcomeUnknownMessage(this.key, error.message), {
       key: error.key,
       cause: error,

@@ -20,6 +20,7 @@ import { documentLeaseCommands } from '../store/documents/document-lease-command
 import { byKey, documentIdOfKey, keyOfDocumentId } from '../store/documents/document-key';
 import { DocumentNotFoundError } from '../errors/document-not-found.error';
 import { DocumentLockFields } from '../store/documents/document-lock-fields';
+import { HeldDocumentLeases } from '../store/documents/document-release-tries';
 import { updateIfCurrent, writeWhileHeld } from '../store/documents/document-writes';
 import type { DocumentUpdate, DocumentWriteTarget } from '../store/documents/document-writes';
 import type { DocumentVersion } from '../store/documents/document-version';
@@ -67,6 +68,8 @@ const STREAM_AWAIT_MS = 1_000;
  */
 export class DocumentLocks<T extends Document = Document> {
   private readonly fields: DocumentLockFields;
+  /** What the releases and commits of the locks held here told (see `document-release-tries.ts`). */
+  private readonly heldLeases = new HeldDocumentLeases();
   private readonly waiting: LockWaiting;
   private readonly acquirer: LockAcquirer;
   private store: LockStore | undefined;
@@ -289,11 +292,15 @@ export class DocumentLocks<T extends Document = Document> {
           ({ handle, won }) => {
             linked.unlink();
             const document = won[0].document ?? { doc: {}, created: false };
+            const owner = handle.ownerOf(key);
+            const tries = this.heldLeases.track(key, owner, handle.fence);
+            void handle.done.then(() => this.heldLeases.forget(key, owner, tries));
             return new MongoDocumentLockHandle<T>(
               handle,
               document.doc as WithId<T>,
               document.created,
               this.writer(store),
+              tries,
             );
           },
           (error: unknown) => {
@@ -329,9 +336,11 @@ export class DocumentLocks<T extends Document = Document> {
       },
       commit: (handle, update) => {
         const checked = resolveDocumentUpdate(update, this.settings, true);
-        return store.run('commit', () =>
-          writeWhileHeld(target, handle.key, ownerOf(handle), checked, { unlock: true }),
-        );
+        const owner = ownerOf(handle);
+        const commit = () => writeWhileHeld(target, handle.key, owner, checked, { unlock: true });
+        // A commit that may have landed makes the release after it a retry (see `commitOnce`).
+        const tries = this.heldLeases.of(handle.key, owner, handle.fence);
+        return store.run('commit', () => (tries ? tries.commit(commit) : commit()));
       },
       checkCommit: (update) => void resolveDocumentUpdate(update, this.settings, true),
       committed: (key) => this.waiting.notifyHoldEnded(key, 'freed'),
@@ -362,7 +371,7 @@ export class DocumentLocks<T extends Document = Document> {
       main.client,
       false,
       options,
-      documentLeaseCommands(this.collection, main.client, this.fields),
+      documentLeaseCommands(this.collection, main.client, this.fields, this.heldLeases),
     );
     return this.store;
   }

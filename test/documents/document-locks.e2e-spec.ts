@@ -11,6 +11,7 @@ import {
   VersionConflictError,
 } from '../../lib/errors';
 import { documentLeaseCommands } from '../../lib/store/documents/document-lease-commands';
+import { HeldDocumentLeases } from '../../lib/store/documents/document-release-tries';
 import { keyOfDocumentId } from '../../lib/store/documents/document-key';
 import { DocumentLockFields } from '../../lib/store/documents/document-lock-fields';
 import { LockTestKit } from '../lock-service/lock-test-kit';
@@ -294,11 +295,13 @@ describe('Document locks', () => {
   it('recognises a retried release by its fence, not by an earlier lease of the same token', async () => {
     const client = await kit.client();
     const raw = client.db(kit.mongo.dbName).collection(collectionName);
-    const commands = documentLeaseCommands(raw, client, new DocumentLockFields('_lock'));
+    const held = new HeldDocumentLeases();
+    const commands = documentLeaseCommands(raw, client, new DocumentLockFields('_lock'), held);
     const key = keyOfDocumentId('a');
     const take = async (owner: string, ttlMs: number) => {
       const outcome = await commands.attempt({ key, owner, holder: 'h', ttlMs });
       if (!outcome.won) throw new Error(`${owner} did not take the document`);
+      held.track(key, owner, outcome.fence);
       return outcome.fence;
     };
     const release = async (owner: string, fence: bigint) =>
@@ -307,9 +310,14 @@ describe('Document locks', () => {
     expect(await release('t', first)).toBe('released');
     expect(await release('t', first)).toBe('released'); // a retry of that release
     const again = await take('t', 150);
+    // A release of this lease that got no reply (it never reached MongoDB): the next is a retry.
+    const tries = held.of(key, 't', again);
+    await tries?.release(() => Promise.reject(new Error('no reply'))).catch(() => undefined);
+    expect(tries?.mayHaveLanded).toBe(true);
     await new Promise((resolve) => setTimeout(resolve, 400));
     const other = await take('other', 30_000);
     expect(await release('t', again)).toBe('lost');
+    expect(tries?.lossUntold).toBe(true);
     expect(await release('other', other)).toBe('released');
   });
 });

@@ -1,10 +1,11 @@
 // A document lock lives in the user's own document, which every plain read returns: once given
 // up it leaves no past owners there, only `{ owner: null, holder, fence, lostFence }`. A release
-// or commit tried again after MongoDB did not confirm it (a write concern error after the write,
-// a lost reply) still recognises its own success from the fences alone, however many locks came
-// since, unless one of those ended without a release: then the outcome cannot be told, and the
-// release says so. Lock fields written by earlier versions (a ring of 32 released owners) heal on
-// the next lock.
+// goes by owner token; one tried again after a release or commit that MongoDB did not confirm (a
+// write concern error after the write, a lost reply) still recognises its own success from the
+// fences alone, however many locks came since, unless one of those ended without a release (or
+// other code unlocked it, in any form): then the outcome cannot be told, and the release says
+// so. Lock fields written by earlier versions (a ring of 32 released owners) heal on the next
+// lock.
 import { BSON, Long } from 'mongodb';
 import type { Collection, Document, MongoClient } from 'mongodb';
 import type { DocumentLocks } from '../../lib/documents/document-locks';
@@ -15,7 +16,9 @@ import type { BsonInteger } from '../../lib/store/bson-values';
 import { documentLeaseCommands } from '../../lib/store/documents/document-lease-commands';
 import { keyOfDocumentId } from '../../lib/store/documents/document-key';
 import { DocumentLockFields } from '../../lib/store/documents/document-lock-fields';
+import { HeldDocumentLeases } from '../../lib/store/documents/document-release-tries';
 import { writeWhileHeld } from '../../lib/store/documents/document-writes';
+import type { DocumentUpdate } from '../../lib/store/documents/document-writes';
 import type { LeaseCommands } from '../../lib/store/lease-commands';
 import { LockTestKit, eventually, sleep } from '../lock-service/lock-test-kit';
 import {
@@ -35,23 +38,34 @@ interface Account extends Document {
 const RELEASED_FIELDS = ['owner', 'holder', 'fence', 'lostFence'];
 const HELD_FIELDS = [...RELEASED_FIELDS, 'acquiredAt', 'expiresAt'];
 
-/** Store-level commands on one collection, with the user's own writes (a commit's). */
+/**
+ * Store-level commands on one collection, with the user's own writes (a commit's). As in
+ * `DocumentLocks`, each lease taken is known (`HeldDocumentLeases`) until the test ends: a
+ * release after a release or commit of the same lease is a retry, and looks at the fences.
+ */
 function storeOf(client: MongoClient, dbName: string, collectionName: string) {
   const collection = client.db(dbName).collection(collectionName);
   const fields = new DocumentLockFields('_lock');
-  const commands: LeaseCommands = documentLeaseCommands(collection, client, fields);
+  const held = new HeldDocumentLeases();
+  const commands: LeaseCommands = documentLeaseCommands(collection, client, fields, held);
   const target = { collection, fields, version: undefined };
   const key = keyOfDocumentId('a');
+  const fences = new Map<string, bigint>();
   return {
     take: async (owner: string, ttlMs = 30_000) => {
       const outcome = await commands.attempt({ key, owner, holder: `h-${owner}`, ttlMs });
       if (!outcome.won) throw new Error(`${owner} did not take the document`);
+      held.track(key, owner, outcome.fence);
+      fences.set(owner, outcome.fence);
       return outcome.fence;
     },
     release: async (owner: string, fence?: bigint) =>
       (await commands.release(key, owner, { fence })).outcome,
-    commit: (owner: string) =>
-      writeWhileHeld(target, key, owner, { $inc: { balance: 1 } }, { unlock: true }),
+    commit: (owner: string, update: DocumentUpdate = { $inc: { balance: 1 } }) => {
+      const commit = () => writeWhileHeld(target, key, owner, update, { unlock: true });
+      const tries = held.of(key, owner, fences.get(owner));
+      return tries ? tries.commit(commit) : commit();
+    },
     lock: async () =>
       ((await collection.findOne({ _id: 'a' as never })) as { _lock?: Document } | null)?._lock,
   };
@@ -109,14 +123,7 @@ describe('The lock field of a document lock', () => {
     expect(Object.keys((await store.lock()) ?? {})).toEqual(RELEASED_FIELDS);
     expect(await store.release('t1', byUpdate)).toBe('released');
     const byPipeline = await store.take('t2');
-    const target = {
-      collection: client.db(kit.mongo.dbName).collection(collectionName),
-      fields: new DocumentLockFields('_lock'),
-      version: undefined,
-    };
-    await writeWhileHeld(target, keyOfDocumentId('a'), 't2', [{ $set: { balance: 7 } }], {
-      unlock: true,
-    });
+    await store.commit('t2', [{ $set: { balance: 7 } }]);
     expect(Object.keys((await store.lock()) ?? {})).toEqual(RELEASED_FIELDS);
     expect(await store.release('t2', byPipeline)).toBe('released');
     // Neither wrote anything: the lock field is as the commit left it.
@@ -157,6 +164,59 @@ describe('The lock field of a document lock', () => {
     expect(await store.release('took-over', tookOver)).toBe('released');
     // Still lost: `lostFence` only grows.
     expect(await store.release('ours', ours)).toBe('lost');
+  });
+
+  // Unlocks by hand that other code may write, none of them the form a release leaves.
+  // `fenceKept`: the lock field keeps the unlocked lease's fence, which the next lock then takes
+  // for `lostFence`; with no lock field left, it takes the fence before the server's clock.
+  it.each<[string, Document, boolean]>([
+    ['owner set to null', { $set: { '_lock.owner': null } }, true],
+    ['owner and expiresAt removed', { $unset: { '_lock.owner': '', '_lock.expiresAt': '' } }, true],
+    [
+      'owner and expiresAt set to null',
+      { $set: { '_lock.owner': null, '_lock.expiresAt': null } },
+      true,
+    ],
+    [
+      'owner, acquiredAt and expiresAt removed',
+      { $unset: { '_lock.owner': '', '_lock.acquiredAt': '', '_lock.expiresAt': '' } },
+      true,
+    ],
+    ['the whole lock field removed', { $unset: { _lock: '' } }, false],
+  ])('the next lock counts a lease unlocked by hand (%s) as lost', async (_, unlock, fenceKept) => {
+    const client = await kit.client();
+    const store = storeOf(client, kit.mongo.dbName, collectionName);
+    const unlocked = await store.take('unlocked');
+    await accounts.updateOne({ _id: 'a' }, unlock);
+    // A release by token: lost.
+    expect(await store.release('unlocked', unlocked)).toBe('lost');
+    await store.take('next');
+    const lostFence = toBigInt((await store.lock())?.lostFence as BsonInteger);
+    if (fenceKept) expect(lostFence).toBe(unlocked);
+    else expect(lostFence).toBeGreaterThanOrEqual(unlocked);
+    await store.commit('next');
+    expect(await store.release('unlocked', unlocked)).toBe('lost');
+  });
+
+  it('the next lock keeps lostFence after a release or a commit (either form), which leave the released form', async () => {
+    const client = await kit.client();
+    const store = storeOf(client, kit.mongo.dbName, collectionName);
+    await store.take('first');
+    const lostFence = (await store.lock())?.lostFence as BsonInteger;
+    const ends: [string, (owner: string) => Promise<unknown>][] = [
+      ['release', async (owner) => store.release(owner)],
+      ['commit', (owner) => store.commit(owner)],
+      ['commit (pipeline)', (owner) => store.commit(owner, [{ $set: { balance: 1 } }])],
+    ];
+    await store.release('first');
+    for (const [name, end] of ends) {
+      await store.take(name);
+      expect(toBigInt((await store.lock())?.lostFence as BsonInteger)).toBe(toBigInt(lostFence));
+      await end(name);
+      expect(Object.keys((await store.lock()) ?? {})).toEqual(RELEASED_FIELDS);
+    }
+    await store.take('last');
+    expect(toBigInt((await store.lock())?.lostFence as BsonInteger)).toBe(toBigInt(lostFence));
   });
 
   it('does not take a lock unlocked by other code, nor a release after the lease ran out, for a release while live', async () => {

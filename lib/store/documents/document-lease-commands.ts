@@ -18,8 +18,9 @@ import type { ReleaseLeaseOutcome } from '../release-lease';
 import { openDocumentLockChangeStream } from './document-lock-change-stream';
 import { byKey, documentIdOfKey } from './document-key';
 import { DocumentLockFields } from './document-lock-fields';
-import { lostFenceAtLock, releasedByUs, releasedLock } from './document-lock-release';
+import { lostFenceAtLock, releasedByUs, releasedForm, releasedLock } from './document-lock-release';
 import type { StoredDocumentLock } from './document-lock-release';
+import type { HeldDocumentLeases } from './document-release-tries';
 
 /** The application collection whose documents carry a lock field. */
 export type DocumentCollection = Pick<
@@ -91,13 +92,15 @@ function releasePipeline(fields: DocumentLockFields, owner: string): Document[] 
  * `keyOfDocumentId`. Same rules as the lock collection (server clock, owner tokens, fences that
  * only grow, a losing attempt writes nothing), but documents are never created (except by
  * `createIfMissing`) nor removed, the acquiring round trip also returns the document, and no
- * past owner stays in the document: a retried release recognises its own from the fences alone
- * (see `document-lock-release.ts`).
+ * past owner stays in the document: a release goes by owner token, and only a release tried
+ * again after one of the same lease that may have landed (as `held` knows it) recognises that
+ * one's success, from the fences alone (see `document-lock-release.ts`).
  */
 export function documentLeaseCommands(
   collection: DocumentCollection,
   sessions: SessionSource,
   fields: DocumentLockFields,
+  held?: HeldDocumentLeases,
 ): LeaseCommands {
   return {
     attempt: (request) => attemptDocumentLock(collection, sessions, fields, request),
@@ -115,9 +118,14 @@ export function documentLeaseCommands(
         remainingMs: toRemainingMs(reply.remainingMs as BsonInteger),
       };
     },
-    release: async (key, owner, options) => ({
-      outcome: await releaseDocumentLock(collection, fields, key, owner, options?.fence),
-    }),
+    release: async (key, owner, options) => {
+      const fence = options?.fence;
+      const tries = held?.of(key, owner, fence);
+      const release = (retryOf: bigint | undefined) =>
+        releaseDocumentLock(collection, fields, key, owner, retryOf);
+      if (!tries) return { outcome: await release(undefined) };
+      return { outcome: await tries.release((retry) => release(retry ? fence : undefined)) };
+    },
     inspect: async (key) => (await probeDocumentLock(collection, undefined, fields, key)).state,
     probe: (key) => probeDocumentLock(collection, sessions, fields, key),
     openChangeStream: (options): LockChangeStream =>
@@ -214,18 +222,21 @@ async function attemptOnce(
   }
 }
 
+/**
+ * Gives the lock up if `owner` holds it. `retryOf`: the fence of our lease, for a release sent
+ * after an earlier release or commit of that lease that may have landed; the lock field may
+ * then show that it did (see `releasedByUs`). A first release goes by token alone: it finds the
+ * lock ours, or reports it lost, whatever other code wrote to the lock field meanwhile.
+ */
 async function releaseDocumentLock(
   collection: DocumentCollection,
   fields: DocumentLockFields,
   key: string,
   owner: string,
-  fence: bigint | undefined,
+  retryOf: bigint | undefined,
 ): Promise<ReleaseLeaseOutcome> {
-  // Our lease; or, for a release that knows its lease's fence, a lock field that may show that
-  // an earlier try released it (see `releasedByUs`). A release by token alone (the give-back of
-  // an attempt with no reply) is not recognised: it finds the lock ours, or reports it lost.
   const since =
-    fence === undefined ? [] : [{ [fields.path('fence')]: { $gte: Long.fromBigInt(fence) } }];
+    retryOf === undefined ? [] : [{ [fields.path('fence')]: { $gte: Long.fromBigInt(retryOf) } }];
   const before = await collection.findOneAndUpdate(
     { ...byKey(key), $or: [{ [fields.path('owner')]: owner }, ...since] },
     releasePipeline(fields, owner),
@@ -234,6 +245,7 @@ async function releaseDocumentLock(
       projection: {
         _id: 0,
         lock: fields.whole,
+        ...(retryOf === undefined ? {} : { releasedForm: releasedForm(fields) }),
         remainingMs: { $subtract: [fields.value('expiresAt'), '$$NOW'] },
       },
     },
@@ -242,7 +254,8 @@ async function releaseDocumentLock(
   const lock = before.lock as StoredDocumentLock | undefined;
   if (lock?.owner !== owner) {
     // Released by an earlier try while live; otherwise lost, or not to be told from lost.
-    return fence !== undefined && releasedByUs(lock, fence) ? 'released' : 'lost';
+    const found = { ...lock, releasedForm: before.releasedForm === true };
+    return retryOf !== undefined && releasedByUs(found, retryOf) ? 'released' : 'lost';
   }
   return toRemainingMs(before.remainingMs as BsonInteger) > 0 ? 'released' : 'expired';
 }

@@ -4,8 +4,15 @@ import type { BsonInteger } from '../bson-values';
 import type { DocumentLockFields } from './document-lock-fields';
 
 /*
- * How a retried release or commit of a document lock recognises its own earlier success (a lost
- * reply, a write concern error after the write) without keeping past owners in the document.
+ * How a release or commit of a document lock tried again after one that MongoDB did not confirm
+ * (a lost reply, a write concern error after the write) recognises that one's success without
+ * keeping past owners in the document.
+ *
+ * A first release goes by owner token alone: the lock is ours, or it is lost. Only a release
+ * sent after an earlier release or commit of the same lease that may have landed looks further
+ * (see `document-release-tries.ts`): the fence check below assumes that every fence between
+ * `lostFence` and the current one was issued to one chain of lock fields, which other code that
+ * writes the lock field can break, and a first release has nothing to gain from it.
  *
  * The lock field keeps `fence` after release, and one more number, `lostFence`: the newest
  * fence whose lease ended WITHOUT its owner's release or commit (taken over after it ran out,
@@ -14,20 +21,32 @@ import type { DocumentLockFields } from './document-lock-fields';
  * finds (see `lostFenceAtLock`); releases and commits of live leases leave it as it is.
  *
  * A lock released or committed by its owner has exactly `{ owner: null, holder, fence,
- * lostFence }`: no lease (`acquiredAt`, `expiresAt`), which other code that sets `owner` to
- * null does not mimic. So lease N, whose owner token is no longer in the document, was released
- * by its owner when N > lostFence, and either N < fence (later locks found each lease before
- * them released by its owner) or N = fence and the lock field has that released form. Fences
- * are never reused, so nobody else's release can pass for ours. Otherwise the outcome cannot
- * be told, and the release reports the lock lost.
+ * lostFence }`: `owner` present and null, no lease (`acquiredAt`, `expiresAt` missing). The
+ * ways other code unlocks by hand do not leave that form: `owner` set to null with the lease
+ * left, `owner` removed, or `expiresAt` set to null (see `releasedForm`); other code that writes
+ * exactly that form releases as we do, and passes for a release (no marker would help against
+ * that, nor against a copy, and one would cost every document ~20 bytes). So lease N, whose
+ * owner token is no longer in the document, was released by its owner when N > lostFence, and
+ * either N < fence (later locks found each lease before them released by its owner) or N =
+ * fence and the lock field has that released form. Fences are never reused, so nobody else's
+ * release can pass for ours. Otherwise the outcome cannot be told, and the release reports the
+ * lock lost.
+ *
+ * What two fences cannot show: a copy of the lock field written back by other code (a read,
+ * then a `replaceOne` of the whole document) after the lock was taken and before the retry.
+ * The copy's fences are older than ours, the next lock keeps its `lostFence`, and a retry may
+ * take that for our release. A first release, by token, reports such a lock lost.
  */
 
 /**
- * True when the lock field has the form a release or commit by its owner leaves: neither an
- * owner nor a lease (owner tokens are non-empty strings, `expiresAt` a date).
+ * True when the lock field has the form a release or commit by its owner leaves: `owner`
+ * present and null, and no lease (`acquiredAt` and `expiresAt` missing). Not by truthiness: an
+ * `owner` removed, or an `expiresAt` set to null, is other code's unlock, not a release. The
+ * aggregation `$type` tells null from missing (the query operator `$type` has no "missing").
  */
-function releasedByOwner(fields: DocumentLockFields) {
-  return { $not: [{ $or: [fields.value('owner'), fields.value('expiresAt')] }] };
+export function releasedForm(fields: DocumentLockFields) {
+  const types = ['owner', 'acquiredAt', 'expiresAt'].map((name) => ({ $type: fields.value(name) }));
+  return { $eq: [types, ['null', 'missing', 'missing']] };
 }
 
 /**
@@ -41,7 +60,7 @@ export function lostFenceAtLock(fields: DocumentLockFields) {
     $ifNull: [fields.value('fence'), { $subtract: [{ $toLong: '$$NOW' }, LONG_ONE] }],
   };
   return {
-    $ifNull: [{ $cond: [releasedByOwner(fields), fields.value('lostFence'), null] }, found],
+    $ifNull: [{ $cond: [releasedForm(fields), fields.value('lostFence'), null] }, found],
   };
 }
 
@@ -80,17 +99,19 @@ export interface StoredDocumentLock {
   owner?: string | null;
   fence?: BsonInteger | null;
   lostFence?: BsonInteger | null;
-  expiresAt?: Date | null;
+  /** {@link releasedForm}, as the server evaluated it on the lock field. */
+  releasedForm?: boolean;
 }
 
 /**
  * Whether lease `fence`, whose owner token is no longer in the lock field, was released or
  * committed by its owner, that is by us (see the comment at the top). The same rule as
- * `releasedByOwner` and `lostFenceAtLock`, read on the client.
+ * `lostFenceAtLock`, read on the client. For a release tried again after one that may have
+ * landed only.
  */
 export function releasedByUs(lock: StoredDocumentLock | null | undefined, fence: bigint): boolean {
   if (!lock || lock.fence == null || lock.lostFence == null) return false;
   const current = toBigInt(lock.fence);
   if (fence <= toBigInt(lock.lostFence) || fence > current) return false;
-  return fence < current || (!lock.owner && !lock.expiresAt);
+  return fence < current || lock.releasedForm === true;
 }

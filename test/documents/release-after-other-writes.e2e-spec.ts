@@ -1,0 +1,201 @@
+// A release of a document lock goes by its owner token: when other code wrote the lock field
+// while the lock was held (a copy of the document written back by `replaceOne`, an unlock by
+// hand in any form), the lock was lost and `release()` says so, whatever locks came after. The
+// fences are looked at only when a release is tried again after one that MongoDB did not
+// confirm, and then the unlocks by hand still do not pass for our release; a retry that finds
+// our token with the lease run out is a plain loss (the first try never landed).
+import type { Collection, Document } from 'mongodb';
+import type { DocumentLocks } from '../../lib/documents/document-locks';
+import type { DocumentLockHandle } from '../../lib/documents/document-lock-handle';
+import { LockLostError, LockStoreUnavailableError } from '../../lib/errors';
+import { LockTestKit } from '../lock-service/lock-test-kit';
+import {
+  describeWithFailPoints,
+  faultTools,
+  settleWithin,
+  writeConcernTimeout,
+} from '../lock-service/adversarial/kit';
+
+jest.setTimeout(60_000);
+
+interface Account extends Document {
+  _id: string;
+  balance: number;
+  _lock?: Document;
+}
+
+const UNKNOWN_OUTCOME = /cannot be told/;
+
+/** Unlocks by hand that other code may write (none of them is the form a release leaves). */
+const forceUnlocks: [string, Document][] = [
+  ['owner set to null', { $set: { '_lock.owner': null } }],
+  ['owner and expiresAt removed', { $unset: { '_lock.owner': '', '_lock.expiresAt': '' } }],
+  ['owner and expiresAt set to null', { $set: { '_lock.owner': null, '_lock.expiresAt': null } }],
+  [
+    'owner, acquiredAt and expiresAt removed',
+    { $unset: { '_lock.owner': '', '_lock.acquiredAt': '', '_lock.expiresAt': '' } },
+  ],
+];
+
+/** What others do after the unlock by hand and before our release. */
+const meanwhiles: [string, (others: DocumentLocks<Account>) => Promise<void>][] = [
+  ['nobody locked it since', async () => undefined],
+  [
+    'another locked and committed it since',
+    async (others) => void (await (await others.acquire('a')).commit({ $inc: { balance: 1 } })),
+  ],
+  ['another locked and released it since', async (others) => (await others.acquire('a')).release()],
+];
+
+const cases = forceUnlocks.flatMap(([form, update]) =>
+  meanwhiles.map(([meanwhile, run]) => [form, meanwhile, update, run] as const),
+);
+
+async function expectLost(lock: DocumentLockHandle<Account>, release = lock.release()) {
+  const released = await settleWithin(release, 5_000);
+  expect(released.status).toBe('rejected');
+  expect(released.error).toBeInstanceOf(LockLostError);
+  expect(lock.lost).toBe(true);
+  expect(lock.signal.aborted).toBe(true);
+  return released.error as LockLostError;
+}
+
+describe('A single release of a document lock whose field other code wrote during the hold', () => {
+  const kit = LockTestKit.forSuite();
+  let accounts: Collection<Account>;
+  let collectionName: string;
+
+  beforeEach(async () => {
+    collectionName = `${kit.collectionName}_accounts`;
+    const client = await kit.client();
+    accounts = client.db(kit.mongo.dbName).collection<Account>(collectionName);
+    await accounts.insertOne({ _id: 'a', balance: 100 });
+  });
+
+  const docs = async () => (await kit.service()).documents<Account>(collectionName);
+
+  it.each([
+    ['then another locked and committed it', true],
+    ['nobody locked it since', false],
+  ])(
+    'a copy of the document written back (read, then replaceOne) wiped the lock, %s: the release reports it lost',
+    async (_, otherCommits) => {
+      const ours = await docs();
+      // An earlier lock, released: the copy carries its released lock field (older fences).
+      await (await ours.acquire('a')).release();
+      const copy = (await accounts.findOne({ _id: 'a' })) as Account;
+      const lock = await ours.acquire('a', { renew: false });
+      await accounts.replaceOne({ _id: 'a' }, { ...copy, balance: copy.balance + 5 });
+      if (otherCommits) {
+        const next = await (await docs()).acquire('a');
+        expect(next.fence).toBeGreaterThan(lock.fence);
+        await next.commit({ $inc: { balance: 1 } });
+      }
+      const error = await expectLost(lock);
+      expect(error.message).not.toMatch(UNKNOWN_OUTCOME);
+    },
+  );
+
+  it.each(cases)(
+    'unlocked by hand (%s), %s: the release reports it lost',
+    async (_, __, unlock, meanwhile) => {
+      const lock = await (await docs()).acquire('a', { renew: false });
+      await accounts.updateOne({ _id: 'a' }, unlock);
+      await meanwhile(await docs());
+      const error = await expectLost(lock);
+      expect(error.message).not.toMatch(UNKNOWN_OUTCOME);
+    },
+  );
+
+  it('unlocked by hand, then another holds it: the release reports it lost and leaves the holder alone', async () => {
+    const lock = await (await docs()).acquire('a', { renew: false });
+    await accounts.updateOne({ _id: 'a' }, forceUnlocks[1][1]);
+    const holder = await (await docs()).acquire('a');
+    try {
+      await expectLost(lock);
+      expect((await accounts.findOne({ _id: 'a' }))?._lock).toMatchObject({
+        owner: expect.any(String),
+      });
+      expect(holder.lost).toBe(false);
+    } finally {
+      await holder.release();
+    }
+  });
+
+  it('keeps what the releases of a lease told only while its handle holds it (released, committed, lost)', async () => {
+    const ours = await docs();
+    const leases = () => (ours as unknown as { heldLeases: { size: number } }).heldLeases.size;
+    const released = await ours.acquire('a');
+    expect(leases()).toBe(1);
+    await released.release();
+    const committed = await ours.acquire('a');
+    await committed.commit({ $inc: { balance: 1 } });
+    const lost = await ours.acquire('a', { renew: false });
+    await accounts.updateOne({ _id: 'a' }, forceUnlocks[0][1]);
+    await expectLost(lost);
+    await ours.withLock('a', () => expect(leases()).toBe(1));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(leases()).toBe(0);
+  });
+});
+
+describeWithFailPoints('A release tried again after one MongoDB did not confirm', () => {
+  const kit = LockTestKit.forSuite();
+  const { failPoint, appClient } = faultTools(kit);
+  let accounts: Collection<Account>;
+  let collectionName: string;
+
+  beforeEach(async () => {
+    collectionName = `${kit.collectionName}_accounts`;
+    const client = await kit.client();
+    accounts = client.db(kit.mongo.dbName).collection<Account>(collectionName);
+    await accounts.insertOne({ _id: 'a', balance: 100 });
+  });
+
+  const docs = async () => (await kit.service()).documents<Account>(collectionName);
+
+  async function holder(appName: string, ttlMs = 20_000) {
+    const client = await appClient(appName);
+    const locks = (await kit.service({ client })).documents<Account>(collectionName);
+    return locks.acquire('a', { ttlMs, renew: false });
+  }
+
+  it.each(cases)(
+    'unlocked by hand (%s) before a release whose reply was lost, %s: the retry does not take it for ours',
+    async (_, __, unlock, meanwhile) => {
+      const lock = await holder('unlocked-then-lost');
+      await accounts.updateOne({ _id: 'a' }, unlock);
+      // Applied (it finds the lock not ours and writes nothing), its reply a write concern error.
+      await failPoint({ times: 1 }, writeConcernTimeout('unlocked-then-lost'));
+      const first = await settleWithin(lock.release(), 5_000);
+      expect(first.error).toBeInstanceOf(LockStoreUnavailableError);
+      await meanwhile(await docs());
+      const error = await expectLost(lock);
+      // Not ours, yet the lost reply leaves it unknown: the retry says the outcome cannot be told.
+      expect(error.message).toMatch(UNKNOWN_OUTCOME);
+    },
+  );
+
+  it('a retry that finds our token with the lease run out is a plain loss: the first try never landed', async () => {
+    const appName = 'never-landed';
+    const lock = await holder(appName);
+    // The first release never arrives (the driver's own retry fails too).
+    await failPoint(
+      { times: 2 },
+      { failCommands: ['findAndModify'], appName, closeConnection: true },
+    );
+    const first = await settleWithin(lock.release(), 5_000);
+    expect(first.error).toBeInstanceOf(LockStoreUnavailableError);
+    expect((await accounts.findOne({ _id: 'a' }))?._lock?.owner).toEqual(expect.any(String));
+    // The lease runs out on the server while the holder still counts on it (here by hand: the
+    // offline test server fixes $$NOW before a blocked command, so a late retry cannot show it).
+    await accounts.updateOne({ _id: 'a' }, { $set: { '_lock.expiresAt': new Date(0) } });
+    const error = await expectLost(lock);
+    expect(error.message).not.toMatch(UNKNOWN_OUTCOME);
+    expect(error.message).toMatch(/its lease had ended or another holder had taken it/);
+    // The retry freed it, as a release after the lease ran out: that lease counts as lost.
+    const field = (await accounts.findOne({ _id: 'a' }))?._lock;
+    expect(field).toMatchObject({ owner: null });
+    expect(field?.lostFence).toEqual(field?.fence);
+  });
+});
