@@ -8,6 +8,7 @@ import type { Collection, Document } from 'mongodb';
 import type { DocumentLocks } from '../../lib/documents/document-locks';
 import type { DocumentLockHandle } from '../../lib/documents/document-lock-handle';
 import { LockLostError, LockStoreUnavailableError } from '../../lib/errors';
+import { withOneAccount, type Account } from './account-fixture';
 import { LockTestKit } from '../lock-service/lock-test-kit';
 import {
   describeWithFailPoints,
@@ -17,12 +18,6 @@ import {
 } from '../lock-service/adversarial/kit';
 
 jest.setTimeout(60_000);
-
-interface Account extends Document {
-  _id: string;
-  balance: number;
-  _lock?: Document;
-}
 
 const UNKNOWN_OUTCOME = /cannot be told/;
 
@@ -66,10 +61,7 @@ describe('A single release of a document lock whose field other code wrote durin
   let collectionName: string;
 
   beforeEach(async () => {
-    collectionName = `${kit.collectionName}_accounts`;
-    const client = await kit.client();
-    accounts = client.db(kit.mongo.dbName).collection<Account>(collectionName);
-    await accounts.insertOne({ _id: 'a', balance: 100 });
+    ({ accounts, collectionName } = await withOneAccount(kit));
   });
 
   const docs = async () => (await kit.service()).documents<Account>(collectionName);
@@ -146,10 +138,7 @@ describeWithFailPoints('A release tried again after one MongoDB did not confirm'
   let collectionName: string;
 
   beforeEach(async () => {
-    collectionName = `${kit.collectionName}_accounts`;
-    const client = await kit.client();
-    accounts = client.db(kit.mongo.dbName).collection<Account>(collectionName);
-    await accounts.insertOne({ _id: 'a', balance: 100 });
+    ({ accounts, collectionName } = await withOneAccount(kit));
   });
 
   const docs = async () => (await kit.service()).documents<Account>(collectionName);

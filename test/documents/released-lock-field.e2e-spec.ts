@@ -20,6 +20,7 @@ import { HeldDocumentLeases } from '../../lib/store/documents/document-release-t
 import { writeWhileHeld } from '../../lib/store/documents/document-writes';
 import type { DocumentUpdate } from '../../lib/store/documents/document-writes';
 import type { LeaseCommands } from '../../lib/store/lease-commands';
+import { withOneAccount, type Account } from './account-fixture';
 import { LockTestKit, eventually, sleep } from '../lock-service/lock-test-kit';
 import {
   describeWithFailPoints,
@@ -29,11 +30,6 @@ import {
 } from '../lock-service/adversarial/kit';
 
 jest.setTimeout(60_000);
-
-interface Account extends Document {
-  _id: string;
-  balance: number;
-}
 
 const RELEASED_FIELDS = ['owner', 'holder', 'fence', 'lostFence'];
 const HELD_FIELDS = [...RELEASED_FIELDS, 'acquiredAt', 'expiresAt'];
@@ -77,10 +73,7 @@ describe('The lock field of a document lock', () => {
   let collectionName: string;
 
   beforeEach(async () => {
-    collectionName = `${kit.collectionName}_accounts`;
-    const client = await kit.client();
-    accounts = client.db(kit.mongo.dbName).collection<Account>(collectionName);
-    await accounts.insertOne({ _id: 'a', balance: 100 });
+    ({ accounts, collectionName } = await withOneAccount(kit));
   });
 
   const lockField = async () => (await accounts.findOne({ _id: 'a' }))?._lock as Document;
@@ -310,10 +303,7 @@ describeWithFailPoints('A release or commit tried again after MongoDB did not co
   let collectionName: string;
 
   beforeEach(async () => {
-    collectionName = `${kit.collectionName}_accounts`;
-    const client = await kit.client();
-    accounts = client.db(kit.mongo.dbName).collection<Account>(collectionName);
-    await accounts.insertOne({ _id: 'a', balance: 100 });
+    ({ accounts, collectionName } = await withOneAccount(kit));
   });
 
   /** Another service's document locks on the collection. */
