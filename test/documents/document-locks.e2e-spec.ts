@@ -8,6 +8,7 @@ import {
   InvalidLockOptionsError,
   LockLostError,
   LockNotAcquiredError,
+  LockStoreUnavailableError,
   VersionConflictError,
 } from '../../lib/errors';
 import { documentLeaseCommands } from '../../lib/store/documents/document-lease-commands';
@@ -312,7 +313,9 @@ describe('Document locks', () => {
     const again = await take('t', 150);
     // A release of this lease that got no reply (it never reached MongoDB): the next is a retry.
     const tries = held.of(key, 't', again);
-    await tries?.release(() => Promise.reject(new Error('no reply'))).catch(() => undefined);
+    await tries
+      ?.release(() => Promise.reject(new LockStoreUnavailableError('no reply')))
+      .catch(() => undefined);
     expect(tries?.mayHaveLanded).toBe(true);
     await new Promise((resolve) => setTimeout(resolve, 400));
     const other = await take('other', 30_000);

@@ -165,6 +165,30 @@ describeWithFailPoints('A release tried again after one MongoDB did not confirm'
     },
   );
 
+  it('a commit MongoDB refused (it wrote nothing) leaves the release that follows it to the owner token', async () => {
+    const appName = 'commit-refused';
+    const ours = await docs();
+    await (await ours.acquire('a')).release();
+    const copy = (await accounts.findOne({ _id: 'a' })) as Account;
+    const lock = await holder(appName);
+    // Other code writes back the copy (older fences, released form); another locks and commits.
+    await accounts.replaceOne({ _id: 'a' }, copy);
+    await (await (await docs()).acquire('a')).commit({ $inc: { balance: 1 } });
+    // The commit is refused: a validation error, after which nothing was written.
+    await failPoint(
+      { times: 1 },
+      { failCommands: ['findAndModify', 'update'], appName, errorCode: 121, errorLabels: [] },
+    );
+    const committed = await settleWithin(lock.commit({ $inc: { balance: 10 } }), 5_000);
+    expect(committed.status).toBe('rejected');
+    expect(committed.error).not.toBeInstanceOf(LockStoreUnavailableError);
+    // The release the library sends after it finds the lock not ours: lost, not taken for an
+    // earlier success.
+    expect(await settleWithin(lock.done, 5_000)).toMatchObject({ status: 'resolved' });
+    expect(lock.lost).toBe(true);
+    expect(lock.signal.aborted).toBe(true);
+  });
+
   it('a retry that finds our token with the lease run out is a plain loss: the first try never landed', async () => {
     const appName = 'never-landed';
     const lock = await holder(appName);

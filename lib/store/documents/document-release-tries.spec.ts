@@ -1,3 +1,5 @@
+import { LockStoreUnavailableError } from '../../errors/lock-store-unavailable.error';
+import { MongoLockError } from '../../errors/mongo-lock.error';
 import { HeldDocumentLeases, LeaseReleaseTries } from './document-release-tries';
 import type { ReleaseLeaseOutcome } from '../release-lease';
 
@@ -17,20 +19,28 @@ describe('LeaseReleaseTries (when a release of a document lock is a retry)', () 
 
   it('a first release goes by token; one after a release that got no reply is a retry', async () => {
     const tries = new LeaseReleaseTries(10n);
-    expect(await release(tries, new Error('reply lost'))).toBe(false);
+    expect(await release(tries, new LockStoreUnavailableError('reply lost'))).toBe(false);
     expect(tries.mayHaveLanded).toBe(true);
     expect(tries.lossUntold).toBe(true);
     expect(await release(tries, 'released')).toBe(true);
     expect(tries.lossUntold).toBe(false);
   });
 
+  it('a release or commit that MongoDB refused wrote nothing: the next release goes by token', async () => {
+    const tries = new LeaseReleaseTries(10n);
+    const refused = new MongoLockError('Lock command commit failed: Document failed validation');
+    await tries.commit(() => Promise.reject(refused)).catch(() => undefined);
+    expect(await release(tries, refused)).toBe(false);
+    expect(await release(tries, 'released')).toBe(false);
+  });
+
   it('a retry that finds the lock lost cannot tell; one that finds the lease run out can', async () => {
     const untold = new LeaseReleaseTries(10n);
-    await release(untold, new Error('reply lost'));
+    await release(untold, new LockStoreUnavailableError('reply lost'));
     await release(untold, 'lost');
     expect(untold.lossUntold).toBe(true);
     const expired = new LeaseReleaseTries(10n);
-    await release(expired, new Error('reply lost'));
+    await release(expired, new LockStoreUnavailableError('reply lost'));
     await release(expired, 'expired');
     expect(expired.lossUntold).toBe(false);
   });
@@ -51,7 +61,9 @@ describe('LeaseReleaseTries (when a release of a document lock is a retry)', () 
 
   it('a release after a commit with no reply is a retry; after a commit that wrote nothing, not', async () => {
     const unknown = new LeaseReleaseTries(10n);
-    await unknown.commit(() => Promise.reject(new Error('reply lost'))).catch(() => undefined);
+    await unknown
+      .commit(() => Promise.reject(new LockStoreUnavailableError('reply lost')))
+      .catch(() => undefined);
     expect(await release(unknown, 'released')).toBe(true);
     const refused = new LeaseReleaseTries(10n);
     expect(await refused.commit(() => Promise.resolve(null))).toBeNull();

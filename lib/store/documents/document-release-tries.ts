@@ -1,3 +1,4 @@
+import { isStoreUnavailableError } from '../mongo-error-codes';
 import type { ReleaseLeaseOutcome } from '../release-lease';
 
 /**
@@ -62,8 +63,9 @@ export class LeaseReleaseTries {
     try {
       return await send();
     } catch (error) {
-      // No reply, or one after the write (a write concern error): it may have landed.
-      this.mayHaveWritten = true;
+      // No reply, or one after the write (a write concern error): it may have landed. A
+      // refusal (a validation error, a duplicate key, a bad version field) wrote nothing.
+      if (isStoreUnavailableError(error)) this.mayHaveWritten = true;
       throw error;
     } finally {
       this.sending -= 1;
