@@ -199,10 +199,9 @@ function npm(args, options) {
 async function startOfflineMongo() {
   const child = spawn(
     process.execPath,
-    ['-r', 'ts-node/register/transpile-only', 'test/mongo-offline/cli.ts', '--port', '0'],
+    ['-r', './test/support/cached-ts-register.js', 'test/mongo-offline/cli.ts', '--port', '0'],
     {
       cwd: root,
-      env: { ...process.env, TS_NODE_PROJECT: path.join(root, 'tsconfig.jest.json') },
       stdio: ['ignore', 'pipe', 'pipe'],
     },
   );

@@ -6,6 +6,7 @@ import type { CommandStartedEvent } from 'mongodb';
 import { LockService } from '../../lib/lock.service';
 import type { MongoLockModuleOptions } from '../../lib/interfaces';
 import { startTestMongo } from '../support/mongo';
+import { TS_CHILD_FLAGS } from '../support/ts-child';
 import type { TestMongo, TestMongoOptions } from '../support/mongo';
 
 /**
@@ -78,10 +79,9 @@ export class LockTestKit {
   /** Starts `test/support/lock-worker.ts` in a child process. */
   worker(args: Record<string, unknown>): LockWorker {
     const child = fork(join(__dirname, '../support/lock-worker.ts'), [], {
-      execArgv: ['-r', 'ts-node/register/transpile-only'],
+      execArgv: TS_CHILD_FLAGS,
       env: {
         ...process.env,
-        TS_NODE_PROJECT: join(__dirname, '../../tsconfig.json'),
         LOCK_WORKER_ARGS: JSON.stringify({
           uri: this.mongo.uri,
           dbName: this.mongo.dbName,

@@ -22,6 +22,7 @@ import {
   MongoLockError,
 } from '../../lib';
 import { startTestMongo, type TestMongo } from '../support/mongo';
+import { TS_CHILD_FLAGS } from '../support/ts-child';
 import { lockModule, startHttpApp } from './support/nest-apps';
 
 jest.setTimeout(60_000);
@@ -89,7 +90,7 @@ describe('@Locked keeps route, Swagger and custom metadata, whatever the order',
     // @nestjs/swagger does not load under Jest's ESM-to-CommonJS transform; Node loads it.
     const { stdout } = await promisify(execFile)(
       process.execPath,
-      ['-r', 'ts-node/register/transpile-only', join(__dirname, 'fixtures/swagger-document.ts')],
+      [...TS_CHILD_FLAGS, join(__dirname, 'fixtures/swagger-document.ts')],
       { cwd: join(__dirname, '../..') },
     );
     const paths = JSON.parse(stdout) as Record<string, Record<string, Record<string, unknown>>>;

@@ -12,6 +12,7 @@ import {
   type MongoLockOptionsFactory,
 } from '../../lib';
 import { startTestMongo, type TestMongo } from '../support/mongo';
+import { TS_CHILD_FLAGS } from '../support/ts-child';
 import { lockModule, openLockCollection, startAppContext } from './support/nest-apps';
 
 jest.setTimeout(90_000);
@@ -199,7 +200,7 @@ describe('MongoLockModule shutdown', () => {
     try {
       const child = spawn(
         process.execPath,
-        ['-r', 'ts-node/register/transpile-only', join(__dirname, 'fixtures/shutdown-child.ts')],
+        [...TS_CHILD_FLAGS, join(__dirname, 'fixtures/shutdown-child.ts')],
         {
           cwd: join(__dirname, '../..'),
           env: { ...process.env, MONGODB_URI: mongo.uri, MONGODB_DB: mongo.dbName },

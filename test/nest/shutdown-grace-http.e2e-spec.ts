@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { LOAD_SLACK_MS } from '../support/load-slack';
 import { startTestMongo, type TestMongo } from '../support/mongo';
+import { TS_CHILD_FLAGS } from '../support/ts-child';
 
 jest.setTimeout(60_000);
 
@@ -36,12 +37,7 @@ describe.each(['express', 'fastify'])('shutdown grace on %s', (platform) => {
   it('a 10 s locked handler is told at the end of shutdownGraceMs, answered 503, and the app exits', async () => {
     const child = spawn(
       process.execPath,
-      [
-        '-r',
-        'ts-node/register/transpile-only',
-        join(__dirname, 'fixtures/http-shutdown-child.ts'),
-        platform,
-      ],
+      [...TS_CHILD_FLAGS, join(__dirname, 'fixtures/http-shutdown-child.ts'), platform],
       {
         cwd: join(__dirname, '../..'),
         env: { ...process.env, MONGODB_URI: mongo.uri, MONGODB_DB: mongo.dbName },

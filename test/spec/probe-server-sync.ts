@@ -5,13 +5,14 @@ import { EJSON } from 'bson';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import type { ServerInfo } from './server-info';
+import { TS_CHILD_FLAGS } from '../support/ts-child';
 
 export type ProbeResult = { info: ServerInfo } | { error: string };
 
 export function probeServerSync(timeoutMs = 120_000): ProbeResult {
   const main = join(__dirname, 'probe-server-main.ts');
   try {
-    const stdout = execFileSync(process.execPath, ['-r', 'ts-node/register/transpile-only', main], {
+    const stdout = execFileSync(process.execPath, [...TS_CHILD_FLAGS, main], {
       encoding: 'utf8',
       timeout: timeoutMs,
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -1,6 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import * as path from 'node:path';
+import { TS_CHILD_FLAGS } from './ts-child';
 
 /** Operation name → [argument, result]. */
 export type OpMap = { [op: string]: [unknown, unknown] };
@@ -65,12 +66,8 @@ export class IpcChild<Ops extends OpMap, Event = never> {
   ): IpcChild<Ops, Event> {
     const child = fork(entry, [], {
       cwd: repoRoot,
-      execArgv: [...(options.nodeFlags ?? []), '-r', 'ts-node/register/transpile-only'],
-      env: {
-        ...process.env,
-        TS_NODE_PROJECT: path.join(repoRoot, 'tsconfig.jest.json'),
-        ...options.env,
-      },
+      execArgv: [...(options.nodeFlags ?? []), ...TS_CHILD_FLAGS],
+      env: { ...process.env, ...options.env },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     return new IpcChild<Ops, Event>(options.label, child, options.onEvent ?? (() => undefined));

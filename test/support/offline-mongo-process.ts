@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import * as path from 'node:path';
 import { createInterface } from 'node:readline';
+import { TS_CHILD_FLAGS } from './ts-child';
 
 export interface OfflineMongoProcess {
   uri: string;
@@ -63,7 +64,7 @@ export async function prepareOfflineMongo(
 }
 
 function spawnServer(options: OfflineMongoProcessOptions, deferred: boolean): ChildProcess {
-  const args = ['-r', 'ts-node/register/transpile-only', 'test/mongo-offline/cli.ts'];
+  const args = [...TS_CHILD_FLAGS, 'test/mongo-offline/cli.ts'];
   args.push('--port', String(options.port ?? 0));
   if (options.standalone) args.push('--standalone');
   if (options.ttlMonitorSleepSecs !== undefined) {
@@ -72,7 +73,6 @@ function spawnServer(options: OfflineMongoProcessOptions, deferred: boolean): Ch
   if (deferred) args.push('--listen-on-stdin');
   const child = spawn(process.execPath, args, {
     cwd: repoRoot,
-    env: { ...process.env, TS_NODE_PROJECT: path.join(repoRoot, 'tsconfig.jest.json') },
     stdio: [deferred ? 'pipe' : 'ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
