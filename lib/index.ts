@@ -1,4 +1,10 @@
 // The public API. Anything not exported here is internal and may change without notice.
+/**
+ * Distributed locks for NestJS on MongoDB: the module, `LockService`, `@Locked`, document
+ * locks, and the errors.
+ *
+ * @module nestjs-mongo-lock
+ */
 export { MongoLockModule } from './mongo-lock.module';
 export {
   MONGO_LOCK_OPTIONS,
@@ -10,7 +16,7 @@ export type { LockHandle } from './lock-handle';
 export * from './errors';
 export * from './interfaces';
 export { Locked, createLockedDecorator, type LockedOptions } from './decorators/locked.decorator';
-export type { LockedMetadata } from './decorators/locked-metadata';
+export type { LockedMetadata, LockedMethodReturn } from './decorators/locked-metadata';
 export { LockHandleParam } from './decorators/lock-handle-param.decorator';
 export { LockSession } from './decorators/lock-session-param.decorator';
 export { LockedInterceptor } from './interceptors/locked.interceptor';
@@ -23,7 +29,7 @@ export type {
   DocumentLockOptions,
 } from './documents/document-locks-options.interface';
 export type { DocumentUpdate } from './store/documents/document-writes';
-export type { DocumentVersionType } from './store/documents/document-version';
+export type { DocumentVersion, DocumentVersionType } from './store/documents/document-version';
 export {
   MongoLockFeatureModule,
   type DocumentLocksFeature,

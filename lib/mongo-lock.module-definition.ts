@@ -22,7 +22,7 @@ export interface MongoLockOptionsFactory {
   createMongoLockOptions(): MongoLockModuleOptions | Promise<MongoLockModuleOptions>;
 }
 
-/** What `forRoot()` and `forRootAsync()` take besides the module options. */
+/** What `forRoot()` and `forRootAsync()` take besides the module options. @inline */
 interface MongoLockExtras {
   isGlobal: boolean;
 }
@@ -60,7 +60,7 @@ export const {
 
 /**
  * What `MongoLockModule.forRootAsync()` takes: `useFactory` (with `inject`, `imports`),
- * `useClass` or `useExisting`, and `isGlobal`.
+ * `useClass` or `useExisting`, and `isGlobal`. @interface
  *
  * @example
  * const lockOptions: MongoLockModuleAsyncOptions = {

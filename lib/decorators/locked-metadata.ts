@@ -60,6 +60,7 @@ export interface LockedMetadata {
   readonly methodName: string;
   /** `Class.method`, for messages. */
   readonly where: string;
+  /** Renders the call's keys (the compiled key templates or function). @internal */
   readonly resolveKeys: LockKeyResolver;
   /** Renders the owner scope (`LockedOptions.scope`) of a call, when the method has one. */
   readonly resolveScope?: (context: LockKeyContext) => string;
@@ -74,7 +75,7 @@ export interface LockedMetadata {
   readonly returns: LockedMethodReturn;
   /**
    * Set by `@LockedDocument`: the method locks one document of a registered collection (the
-   * key resolver renders its id) instead of keys of the lock collection.
+   * key resolver renders its id) instead of keys of the lock collection. @internal
    */
   readonly document?: LockedDocumentTarget;
 }

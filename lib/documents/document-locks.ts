@@ -75,6 +75,7 @@ export class DocumentLocks<T extends Document = Document> {
   private store: LockStore | undefined;
   private collection: DocumentCollection | undefined;
 
+  /** Made by `LockService.documents()` and `forFeature()`; not constructed directly. @internal */
   constructor(
     private readonly host: DocumentLocksHost,
     private readonly settings: ResolvedDocumentLocksOptions,

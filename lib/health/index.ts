@@ -1,4 +1,9 @@
 // `nestjs-mongo-lock/health`: needs `@nestjs/terminus` (v11+), which the main entry never loads.
+/**
+ * A Terminus health indicator for the lock service; needs `@nestjs/terminus` (v11+).
+ *
+ * @module nestjs-mongo-lock/health
+ */
 export {
   HEALTH_PROBE_KEY,
   MongoLockHealthIndicator,

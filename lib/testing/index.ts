@@ -1,4 +1,9 @@
 // The `nestjs-mongo-lock/testing` entry point: test applications without MongoDB.
+/**
+ * Test applications without MongoDB: `MongoLockTestingModule` and its in-memory store.
+ *
+ * @module nestjs-mongo-lock/testing
+ */
 export {
   MongoLockTestingModule,
   type MongoLockTestingModuleOptions,
