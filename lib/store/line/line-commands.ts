@@ -1,0 +1,188 @@
+import type { Collection, Document, Filter } from 'mongodb';
+import { isDuplicateKeyError } from '../mongo-error-codes';
+import type { LineDocument, LineEntry, LineKind, LinePlace } from './line-document';
+import { holdersOf, liveEntries, placeOf } from './line-document';
+import {
+  LEAVE_PIPELINE,
+  LINE_REPLY,
+  LINE_CAPACITY,
+  RENEW_PIPELINE,
+  exclusiveJoinFilter,
+  exclusiveJoinPipeline,
+  exclusiveTryJoinPipeline,
+  joinPipeline,
+} from './line-pipelines';
+
+/**
+ * Engine v2's commands on the lock collection: join, leave and renew, one `findOneAndUpdate`
+ * each, decoded into plain results. Nothing outside `store/line` knows the document's shape.
+ */
+
+export type LineCollection = Collection<LineDocument>;
+
+/** A `let` value: a string is an expression, so one that starts with `$` must be quoted. */
+function literal(value: string): string | { $literal: string } {
+  return value.startsWith('$') ? { $literal: value } : value;
+}
+
+/** A reply's document, with the server time it was read at. */
+type LineReply = LineDocument & { now: Date };
+
+export interface JoinRequest {
+  key: string;
+  /** The call's token: a retry with the same token finds the entry it may have made. */
+  token: string;
+  holderId: string;
+  ttlMs: number;
+  kind: LineKind;
+  /** Join only if the entry holds at once (`tryAcquire`); else join and wait in line. */
+  onlyIfHolds: boolean;
+  scope?: string;
+}
+
+export type JoinResult =
+  | ({ joined: true } & LinePlace)
+  | {
+      joined: false;
+      /** `held`: an entry would not hold at once; `kind`: the key is in use in another form. */
+      reason: 'held' | 'kind' | 'full';
+      /** The first holder's service, and until its lease ends by itself. */
+      holderId: string | undefined;
+      retryAfterMs: number | undefined;
+    };
+
+export async function joinLine(
+  collection: LineCollection,
+  request: JoinRequest,
+): Promise<JoinResult> {
+  const doc =
+    (request.kind.mode === 'exclusive' ? await exclusiveJoin(collection, request) : undefined) ??
+    (await sendJoin(collection, request, { _id: request.key }, fullJoinPipeline(request)));
+  return decodeJoin(doc, request);
+}
+
+function fullJoinPipeline(request: JoinRequest): Document[] {
+  return joinPipeline({
+    kind: request.kind.mode,
+    onlyIfHolds: request.onlyIfHolds,
+    scoped: request.scope !== undefined,
+  });
+}
+
+/**
+ * A mutex's join by its short commands; undefined when the case is left to the full pipeline
+ * (a retry, a full line, a key last used as a semaphore).
+ */
+async function exclusiveJoin(
+  collection: LineCollection,
+  request: JoinRequest,
+): Promise<LineReply | undefined> {
+  const scoped = request.scope !== undefined;
+  if (request.onlyIfHolds) {
+    const doc = await sendJoin(
+      collection,
+      request,
+      { _id: request.key },
+      exclusiveTryJoinPipeline(scoped),
+    );
+    const decisive =
+      placeOf(doc, request.token, doc.now) !== undefined ||
+      liveEntries(doc.line, doc.now).length > 0;
+    return decisive ? doc : undefined;
+  }
+  try {
+    return await sendJoin(
+      collection,
+      request,
+      exclusiveJoinFilter(request.key, request.token),
+      exclusiveJoinPipeline(scoped),
+    );
+  } catch (error) {
+    // The filter refused the usual case: the upsert found the key taken.
+    if (isDuplicateKeyError(error)) return undefined;
+    throw error;
+  }
+}
+
+async function sendJoin(
+  collection: LineCollection,
+  request: JoinRequest,
+  filter: Filter<LineDocument>,
+  pipeline: Document[],
+): Promise<LineReply> {
+  const { kind } = request;
+  const reply = await collection.findOneAndUpdate(filter, pipeline, {
+    upsert: true,
+    returnDocument: 'after',
+    projection: LINE_REPLY,
+    let: {
+      t: literal(request.token),
+      h: literal(request.holderId),
+      d: request.ttlMs,
+      ...(kind.mode === 'permits' ? { n: kind.permits, w: kind.weight } : {}),
+      ...(request.scope === undefined ? {} : { s: literal(request.scope) }),
+    },
+  });
+  // An upsert always returns the document.
+  return reply as LineReply;
+}
+
+function decodeJoin(doc: LineReply, request: JoinRequest): JoinResult {
+  const { kind } = request;
+  const place = placeOf(doc, request.token, doc.now);
+  if (place) return { joined: true, ...place };
+  const live = liveEntries(doc.line, doc.now);
+  const [first] = holdersOf(doc, doc.now);
+  const inOtherForm =
+    live.length > 0 &&
+    (kind.mode === 'permits' ? doc.permits !== kind.permits : doc.permits !== undefined);
+  return {
+    joined: false,
+    reason: inOtherForm ? 'kind' : live.length >= LINE_CAPACITY ? 'full' : 'held',
+    holderId: first?.h,
+    retryAfterMs: first ? first.e.getTime() - doc.now.getTime() : undefined,
+  };
+}
+
+export interface LeaveResult {
+  /** Our entry was in the line and live until this write. */
+  left: boolean;
+  /** The entries that hold after it, in line order (a local successor starts at once). */
+  holders: Pick<LineEntry, 't' | 'h'>[];
+}
+
+/** Leaves the line: a release, or a waiter that gives up. Idempotent by token. */
+export async function leaveLine(
+  collection: LineCollection,
+  key: string,
+  token: string,
+  idleRetentionMs: number,
+): Promise<LeaveResult> {
+  const before = (await collection.findOneAndUpdate({ _id: key, 'line.t': token }, LEAVE_PIPELINE, {
+    returnDocument: 'before',
+    projection: LINE_REPLY,
+    let: { t: literal(token), i: idleRetentionMs },
+  })) as LineReply | null;
+  if (!before) return { left: false, holders: [] };
+  const left = placeOf(before, token, before.now) !== undefined;
+  const after = { ...before, line: before.line?.filter((entry) => entry.t !== token) };
+  return { left, holders: holdersOf(after, before.now).map(({ t, h }) => ({ t, h })) };
+}
+
+export type RenewResult = { renewed: false } | ({ renewed: true } & LinePlace);
+
+/** Renews our entry, holding or waiting; never one whose lease has ended. */
+export async function renewInLine(
+  collection: LineCollection,
+  key: string,
+  token: string,
+  ttlMs: number,
+): Promise<RenewResult> {
+  const after = (await collection.findOneAndUpdate({ _id: key, 'line.t': token }, RENEW_PIPELINE, {
+    returnDocument: 'after',
+    projection: LINE_REPLY,
+    let: { t: literal(token), d: ttlMs },
+  })) as LineReply | null;
+  const place = after && placeOf(after, token, after.now);
+  return place ? { renewed: true, ...place } : { renewed: false };
+}

@@ -1,0 +1,104 @@
+import type { Long } from 'mongodb';
+import { toBigInt } from '../bson-values';
+
+/**
+ * Engine v2's lock document: one per key, a line of entries in arrival order (ownership by
+ * position, as etcd's Mutex). The holders are the longest compatible prefix of live entries;
+ * nothing else records who holds. Every write drops the entries whose lease has ended, so
+ * the entries of a document as written were all live at that write.
+ */
+export interface LineDocument {
+  _id: string;
+  line?: LineEntry[];
+  /** The last fence handed out: never below the server clock in ms, so it survives `gcAt`. */
+  f?: Long;
+  /** A semaphore's permits; absent for a lock (exclusive and shared entries). */
+  permits?: number;
+  /** When the idle document may go (TTL index); null while the line has entries. */
+  gcAt?: Date | null;
+}
+
+/** One acquisition call's place in the line (short field names: every write carries them). */
+export interface LineEntry {
+  /** The call's token: its owner check, and how a retry finds its own entry. */
+  t: string;
+  /** Fence, handed out when the entry joined: line order is fence order. */
+  f: Long;
+  /** Server time at which the entry's lease ends. */
+  e: Date;
+  /** The holder id of the `LockService` whose call this is. */
+  h: string;
+  /** `'s'` for a shared entry; absent for an exclusive one. */
+  m?: 's';
+  /** Permits taken, in a semaphore; absent for 1. */
+  w?: number;
+  /** The call's owner scope (`releaseScope`), if any. */
+  sc?: string;
+}
+
+/** What an acquisition asks of the line: an exclusive or shared lock, or semaphore permits. */
+export type LineKind =
+  | { readonly mode: 'exclusive' | 'shared' }
+  | { readonly mode: 'permits'; readonly permits: number; readonly weight: number };
+
+/**
+ * How many entries at the front of `live` hold: an exclusive entry alone, or a run of shared
+ * ones; in a semaphore, the leading entries whose permits fit.
+ */
+export function holdingCount(live: readonly LineEntry[], permits: number | undefined): number {
+  if (permits !== undefined) {
+    let used = 0;
+    let count = 0;
+    for (const entry of live) {
+      used += entry.w ?? 1;
+      if (used > permits) break;
+      count++;
+    }
+    return count;
+  }
+  if (live.length === 0) return 0;
+  if (live[0].m !== 's') return 1;
+  let count = 0;
+  while (count < live.length && live[count].m === 's') count++;
+  return count;
+}
+
+/** A call's entry as the line stands at server time `now`. */
+export interface LinePlace {
+  holds: boolean;
+  fence: bigint;
+  /** The entry's own remaining lease. */
+  remainingMs: number;
+  /** Live entries ahead of it. */
+  ahead: number;
+  /** Until the first lease ahead ends by itself (no write); 0 when it holds. */
+  aheadEndsInMs: number;
+}
+
+/** The live entries of `line` at server time `now`. */
+export function liveEntries(line: readonly LineEntry[] | undefined, now: Date): LineEntry[] {
+  return (line ?? []).filter((entry) => entry.e.getTime() > now.getTime());
+}
+
+/** Where `token`'s entry stands in `doc` at `now`; undefined if it has no live entry. */
+export function placeOf(doc: LineDocument, token: string, now: Date): LinePlace | undefined {
+  const live = liveEntries(doc.line, now);
+  const index = live.findIndex((entry) => entry.t === token);
+  if (index < 0) return undefined;
+  const entry = live[index];
+  const holds = index < holdingCount(live, doc.permits);
+  const aheadEnds = live.slice(0, index).map((ahead) => ahead.e.getTime());
+  return {
+    holds,
+    fence: toBigInt(entry.f),
+    remainingMs: entry.e.getTime() - now.getTime(),
+    ahead: index,
+    aheadEndsInMs: holds ? 0 : Math.max(0, Math.min(...aheadEnds) - now.getTime()),
+  };
+}
+
+/** The holders of `doc` at `now`, in line order. */
+export function holdersOf(doc: LineDocument, now: Date): LineEntry[] {
+  const live = liveEntries(doc.line, now);
+  return live.slice(0, holdingCount(live, doc.permits));
+}

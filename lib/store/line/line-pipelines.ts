@@ -1,0 +1,198 @@
+import type { Document } from 'mongodb';
+import type { LineKind } from './line-document';
+
+/**
+ * The update pipelines of engine v2 (see `line-document.ts`), one per kind of request, built
+ * once: a call's values travel in the command's `let` (`$$t`, `$$h`, `$$d`, ...), never
+ * in the pipeline, so a mutex's command carries only the mutex's program. A pipeline that
+ * decides to write nothing sets every field to itself: the server sees a no-op, writes nothing
+ * to the oplog and wakes nobody.
+ */
+
+/** At most this many live entries per key (holders and waiters): bounds the document. */
+export const LINE_CAPACITY = 1_000;
+
+const NOW = '$$NOW';
+/** The live entries, dropping those whose lease has ended. */
+const LIVE = { $filter: { input: { $ifNull: ['$line', []] }, cond: { $gt: ['$$this.e', NOW] } } };
+const NOBODY_LIVE = { $eq: ['$_l', []] };
+const NEXT_FENCE = { $max: [{ $add: ['$f', 1] }, { $toLong: NOW }] };
+
+export interface JoinShape {
+  kind: LineKind['mode'];
+  /** Join only if the entry would hold at once (`tryAcquire`); else join to wait. */
+  onlyIfHolds: boolean;
+  scoped: boolean;
+}
+
+/** The key is used as this kind of lock, or is free to become one. */
+function kindFits(kind: JoinShape['kind']) {
+  // `permits` is at least 1 where set.
+  const sameKind = kind === 'permits' ? { $eq: ['$permits', '$$n'] } : { $not: ['$permits'] };
+  return { $or: [sameKind, NOBODY_LIVE] };
+}
+
+/** The new entry, last in line, would hold: the line ahead of it is compatible. */
+function wouldHold(kind: JoinShape['kind']) {
+  if (kind === 'exclusive') return NOBODY_LIVE;
+  if (kind === 'shared') {
+    return { $allElementsTrue: [{ $map: { input: '$_l', in: { $eq: ['$$this.m', 's'] } } }] };
+  }
+  const used = { $sum: { $map: { input: '$_l', in: { $ifNull: ['$$this.w', 1] } } } };
+  return { $lte: [{ $add: [used, '$$w'] }, '$$n'] };
+}
+
+function newEntry({ kind, scoped }: JoinShape) {
+  return {
+    t: '$$t',
+    f: '$f',
+    e: { $add: [NOW, '$$d'] },
+    h: '$$h',
+    ...(kind === 'shared' ? { m: 's' } : {}),
+    ...(kind === 'permits' ? { w: '$$w' } : {}),
+    ...(scoped ? { sc: '$$s' } : {}),
+  };
+}
+
+function buildJoin(shape: JoinShape): Document[] {
+  const joins = {
+    $and: [
+      kindFits(shape.kind),
+      // A retry of a join that landed finds its own entry and writes nothing.
+      { $not: [{ $in: ['$$t', '$_l.t'] }] },
+      { $lt: [{ $size: '$_l' }, LINE_CAPACITY] },
+      ...(shape.onlyIfHolds ? [wouldHold(shape.kind)] : []),
+    ],
+  };
+  const ifJoins = (value: unknown, field: string) => ({ $cond: ['$_j', value, field] });
+  return [
+    { $set: { _l: LIVE } },
+    { $set: { _j: joins } },
+    // `f`: the last fence handed out, never below the server clock in ms (so that it survives
+    // the idle document's removal).
+    { $set: { f: ifJoins(NEXT_FENCE, '$f') } },
+    {
+      $set: {
+        line: ifJoins({ $concatArrays: ['$_l', [newEntry(shape)]] }, '$line'),
+        permits: ifJoins(shape.kind === 'permits' ? '$$n' : '$$REMOVE', '$permits'),
+        gcAt: ifJoins(null, '$gcAt'),
+      },
+    },
+    { $unset: ['_l', '_j'] },
+  ];
+}
+
+const joins = new Map<string, Document[]>();
+
+/**
+ * The join pipeline for `shape`. `let`: t (token), h (holder id), d (lease ms); n and w
+ * (permits, weight) for a semaphore; s (scope) when scoped.
+ */
+export function joinPipeline(shape: JoinShape): Document[] {
+  const id = `${shape.kind}:${shape.onlyIfHolds}:${shape.scoped}`;
+  let pipeline = joins.get(id);
+  if (!pipeline) joins.set(id, (pipeline = buildJoin(shape)));
+  return pipeline;
+}
+
+/**
+ * A mutex's join to wait, in two stages: the filter admits only the usual case (a lock key,
+ * not full, no entry of ours: not a retry), so the pipeline just appends. Anything else fails
+ * the filter, and the upsert then fails with a duplicate key: the caller sends the full
+ * {@link joinPipeline}, which decides every case.
+ */
+export function exclusiveJoinFilter(key: string, token: string) {
+  return {
+    _id: key,
+    'line.t': { $ne: token },
+    permits: { $exists: false },
+    [`line.${LINE_CAPACITY - 1}`]: { $exists: false },
+  };
+}
+
+const exclusiveJoins = new Map<boolean, Document[]>();
+
+export function exclusiveJoinPipeline(scoped: boolean): Document[] {
+  let pipeline = exclusiveJoins.get(scoped);
+  if (!pipeline) {
+    const entry = newEntry({ kind: 'exclusive', onlyIfHolds: false, scoped });
+    pipeline = [
+      { $set: { f: NEXT_FENCE } },
+      { $set: { line: { $concatArrays: [LIVE, [entry]] }, gcAt: null } },
+    ];
+    exclusiveJoins.set(scoped, pipeline);
+  }
+  return pipeline;
+}
+
+const exclusiveTryJoins = new Map<boolean, Document[]>();
+
+/**
+ * A mutex's `tryAcquire`: joins a lock key nobody holds, else writes nothing. A key that
+ * nobody holds but that was last a semaphore is left to the full {@link joinPipeline}.
+ */
+export function exclusiveTryJoinPipeline(scoped: boolean): Document[] {
+  let pipeline = exclusiveTryJoins.get(scoped);
+  if (!pipeline) {
+    const entry = newEntry({ kind: 'exclusive', onlyIfHolds: true, scoped });
+    const ifJoins = (value: unknown, field: string) => ({ $cond: ['$_j', value, field] });
+    const nobodyLive = { $not: [{ $gt: [{ $max: '$line.e' }, NOW] }] };
+    pipeline = [
+      { $set: { _j: { $and: [{ $not: ['$permits'] }, nobodyLive] } } },
+      { $set: { f: ifJoins(NEXT_FENCE, '$f') } },
+      { $set: { line: ifJoins([entry], '$line'), gcAt: ifJoins(null, '$gcAt') } },
+      { $unset: '_j' },
+    ];
+    exclusiveTryJoins.set(scoped, pipeline);
+  }
+  return pipeline;
+}
+
+/**
+ * Leaving the line (release, or a waiter giving up): the entry `$$t` goes with every dead
+ * one; an empty line marks the document idle for `$$i` ms. Whoever now leads holds, with
+ * no further write.
+ */
+export const LEAVE_PIPELINE: Document[] = [
+  {
+    $set: {
+      line: {
+        $filter: {
+          input: '$line',
+          cond: { $and: [{ $gt: ['$$this.e', NOW] }, { $ne: ['$$this.t', '$$t'] }] },
+        },
+      },
+    },
+  },
+  {
+    $set: {
+      gcAt: { $cond: [{ $eq: [{ $size: '$line' }, 0] }, { $add: [NOW, '$$i'] }, null] },
+    },
+  },
+];
+
+/**
+ * Renewing the entry `$$t` for `$$d` ms. Dead entries go first, ours too if its lease
+ * has ended: a dead entry is never brought back, since others may already hold past it.
+ */
+export const RENEW_PIPELINE: Document[] = [
+  {
+    $set: {
+      line: {
+        $map: {
+          input: LIVE,
+          in: {
+            $cond: [
+              { $eq: ['$$this.t', '$$t'] },
+              { $mergeObjects: ['$$this', { e: { $add: [NOW, '$$d'] } }] },
+              '$$this',
+            ],
+          },
+        },
+      },
+    },
+  },
+];
+
+/** Every reply returns the line with the server time it was read at, to decode it by. */
+export const LINE_REPLY = { line: 1, permits: 1, now: NOW };
