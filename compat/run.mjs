@@ -5,10 +5,11 @@
 // Packs the library as it would be published (`npm pack`), installs the tarball into fresh
 // minimal Nest apps generated from compat/template (one per row of APPS, which together cover
 // every supported major), then in each app: `tsc` with `strict` and `skipLibCheck: false`,
-// boot against the offline MongoDB test server (or MONGODB_URI), and the checks of
-// compat/template/src/checks.ts, then those of its src/peers.ts (below), then those of
-// compat/template/src/testing-checks.ts (the `nestjs-mongo-lock/testing` entry point, without
-// MongoDB). Exits 1 if any app fails.
+// for the app with classic `node` resolution where its TypeScript finds each entry point's
+// types (`typesVersions`), boot against the offline MongoDB test server (or MONGODB_URI), and
+// the checks of compat/template/src/checks.ts, then those of its src/peers.ts (below), then
+// those of compat/template/src/testing-checks.ts (the `nestjs-mongo-lock/testing` entry point,
+// without MongoDB). Exits 1 if any app fails.
 //
 // Optional peers: each app installs only the peers its stack declares. Those without `peers`
 // have neither `@opentelemetry/api` nor `@nestjs/terminus` (src/peers.ts is
@@ -24,8 +25,9 @@
 // all passed, unless --keep.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync } from 'node:fs';
+import { existsSync, realpathSync } from 'node:fs';
 import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -45,11 +47,13 @@ const RUN_TIMEOUT_MS = 60_000;
 
 /** compilerOptions by module flavour; every app adds strict, skipLibCheck: false and decorators. */
 const FLAVOURS = {
-  // What the Nest 10 starter generates: CommonJS, classic `node` resolution (reads `types`, and
-  // for `nestjs-mongo-lock/testing` the package's `testing/package.json` stub).
+  // What the Nest 10 starter generates: CommonJS, classic `node` resolution, which ignores
+  // `exports`: it reads `types` for the main entry and the package's `typesVersions` for
+  // `nestjs-mongo-lock/testing` and `/health` (the `entries` step checks every one).
   'cjs-node10': {
     type: 'commonjs',
     compilerOptions: { module: 'commonjs', moduleResolution: 'node', target: 'ES2021' },
+    checkEntryTypes: true,
   },
   // A CommonJS package with Node's resolution (reads `exports`), as the Nest 11 starter.
   'cjs-nodenext': {
@@ -329,6 +333,50 @@ async function installedVersions(dir) {
   return versions;
 }
 
+/**
+ * Where the app's own TypeScript finds the types of each entry point the package's `exports`
+ * lists (`nestjs-mongo-lock`, `/testing`, `/health`), under the app's compilerOptions: each must
+ * be the declaration file `exports` names for it. For classic `node` resolution, which ignores
+ * `exports`, this is the check on `types` and `typesVersions`; the app's tsc covers the entries
+ * it imports, this one `/health` too, which an app without `@nestjs/terminus` cannot import.
+ * Resolves like `exec` (code 0 or 1, output, ms); one `ok - ` line per entry.
+ */
+async function checkEntryTypes(dir, compilerOptions, logFile) {
+  const started = performance.now();
+  const lines = [];
+  let failed = false;
+  try {
+    const ts = createRequire(path.join(dir, 'package.json'))('typescript');
+    const { options, errors } = ts.convertCompilerOptionsFromJson(compilerOptions, dir);
+    if (errors.length > 0) throw new Error(ts.flattenDiagnosticMessageText(errors[0].messageText));
+    const packageDir = path.join(dir, 'node_modules', 'nestjs-mongo-lock');
+    const manifest = JSON.parse(await readFile(path.join(packageDir, 'package.json'), 'utf8'));
+    const importer = path.join(dir, 'src', 'main.ts');
+    for (const [subpath, target] of Object.entries(manifest.exports)) {
+      if (typeof target !== 'object' || target === null || !target.types) continue; // package.json
+      const specifier = `nestjs-mongo-lock${subpath.slice(1)}`;
+      const expected = realpathSync(path.join(packageDir, target.types));
+      const found = ts.resolveModuleName(specifier, importer, options, ts.sys).resolvedModule;
+      const got = found ? realpathSync(found.resolvedFileName) : undefined;
+      const shown = got ? path.relative(packageDir, got) : 'nothing';
+      if (got === expected) {
+        lines.push(
+          `ok - ${specifier}: types ${shown} (moduleResolution ${compilerOptions.moduleResolution})`,
+        );
+      } else {
+        failed = true;
+        lines.push(`FAILED - ${specifier}: types ${shown}, expected ${target.types}`);
+      }
+    }
+  } catch (error) {
+    failed = true;
+    lines.push(`FAILED - ${error instanceof Error ? error.message : String(error)}`);
+  }
+  const output = `${lines.join('\n')}\n`;
+  await writeFile(logFile, output);
+  return { code: failed ? 1 : 0, output, ms: performance.now() - started };
+}
+
 /** install → tsc → run for one app; `io` gates installs, `cpu` the CPU-bound steps. */
 async function testApp(app, index, dir, { mongo, io, cpu }) {
   const result = { app, steps: {}, failed: null, versions: {}, checks: [] };
@@ -367,6 +415,15 @@ async function testApp(app, index, dir, { mongo, io, cpu }) {
   );
   if (!stepDone('tsc', tsc)) return result;
 
+  const flavour = FLAVOURS[app.flavour];
+  if (flavour.checkEntryTypes) {
+    const entries = await cpu(() =>
+      checkEntryTypes(dir, flavour.compilerOptions, logFile('entries')),
+    );
+    result.checks.push(...entries.output.split('\n').filter((line) => line.startsWith('ok - ')));
+    if (!stepDone('entries', entries)) return result;
+  }
+
   const { uri } = await mongo;
   const run = await cpu(() =>
     exec(process.execPath, ['dist/main.js'], {
@@ -377,7 +434,7 @@ async function testApp(app, index, dir, { mongo, io, cpu }) {
       timeoutMs: RUN_TIMEOUT_MS,
     }),
   );
-  result.checks = run.output.split('\n').filter((line) => line.startsWith('ok - '));
+  result.checks.push(...run.output.split('\n').filter((line) => line.startsWith('ok - ')));
   if (run.code === 'timeout' && run.output.includes('all checks passed')) {
     run.output += '\n[compat] the checks passed, but the app did not end after app.close()\n';
   }

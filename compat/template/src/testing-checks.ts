@@ -1,6 +1,6 @@
 // The `nestjs-mongo-lock/testing` entry point, as an app's own tests use it. Type-checking this
 // file proves the entry resolves, code and types, under the app's module resolution (classic
-// `node` reads the `testing/package.json` stub, node16/nodenext/bundler read `exports`); running
+// `node` reads the package's `typesVersions`, node16/nodenext/bundler read `exports`); running
 // it proves Node resolves it too and that it shares its classes with the main entry.
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
