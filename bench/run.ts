@@ -53,7 +53,7 @@ const settings = {
 /** The shape matrix: P processes × W callers per process on one key (BENCH_SHAPES). */
 const shapes = parseShapes(process.env.BENCH_SHAPES ?? '2x1,1x2,2x2,4x1,4x4,8x1');
 const contentionVariants = (
-  process.env.BENCH_CONTENTION_VARIANTS ?? 'ours,ours-local-off,mongodash'
+  process.env.BENCH_CONTENTION_VARIANTS ?? 'ours,ours-local-off,ours-v2,mongodash'
 )
   .split(',')
   .filter((v): v is VariantName => (variantNames as readonly string[]).includes(v));

@@ -5,6 +5,7 @@ import { serveIpc } from '../test/support/fault-ipc';
 import type { BenchLock, HeldBenchLock, VariantName } from './adapters/bench-lock';
 import { createMongodashLock } from './adapters/mongodash';
 import { createOurLock } from './adapters/ours';
+import { createLineLock } from './adapters/ours-v2';
 import { uriWithDatabase, type BenchOps, type CommandCounts } from './support/bench-protocol';
 import { sleep } from './support/stats';
 
@@ -70,7 +71,9 @@ serveIpc<BenchOps>({
               uri: uriWithDatabase(uri, variantDb),
               client: variantClient,
             })
-          : await createOurLock(variant, { uri, dbName: variantDb, client: variantClient });
+          : variant === 'ours-v2'
+            ? await createLineLock({ dbName: variantDb, client: variantClient })
+            : await createOurLock(variant, { uri, dbName: variantDb, client: variantClient });
       locks.set(variant, { lock: variantLock, client: variantClient });
     }
     if (!client) {

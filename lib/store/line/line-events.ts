@@ -1,0 +1,72 @@
+import type { ChangeStreamDocument } from 'mongodb';
+import type { LineDocument } from './line-document';
+import { holdingCount } from './line-document';
+import type { LineCollection } from './line-commands';
+
+/** A key's line changed: the tokens whose entries now hold it, in line order. */
+export interface LineChange {
+  key: string;
+  holders: string[];
+}
+
+/**
+ * Watches the lock collection and reports, for every write to a key, who holds it after the
+ * write. Every write drops the dead entries, so the entries of a written document were all
+ * live at that write: an entry in its holding prefix holds from then on, whatever time the
+ * event arrives at (nobody joins ahead of an entry, and the ones ahead only leave), until its
+ * own lease ends, which its process knows from its own last write.
+ */
+/**
+ * A join appends to the line: whoever held still holds, and the joiner learns from its own
+ * reply. A join is the only write that hands out a fence (`f`), so its events are left out;
+ * leaves and renewals (which drop dead entries) are what can make someone else holder.
+ */
+const CHANGES_BESIDES_JOINS = {
+  $or: [
+    { operationType: 'replace' },
+    { operationType: 'update', 'updateDescription.updatedFields.f': { $exists: false } },
+  ],
+};
+
+export interface LineWatch {
+  /** Resolves once the stream is open: a write after that is heard. */
+  opened: Promise<void>;
+  close(): Promise<void>;
+}
+
+export function watchLines(
+  collection: LineCollection,
+  onChange: (change: LineChange) => void,
+  onFailure: (error: unknown) => void = () => undefined,
+): LineWatch {
+  const stream = collection.watch<LineDocument, ChangeStreamDocument<LineDocument>>(
+    [{ $match: CHANGES_BESIDES_JOINS }],
+    { fullDocument: 'updateLookup', maxAwaitTimeMS: 1_000 },
+  );
+  let closing = false;
+  let markOpened!: () => void;
+  const opened = new Promise<void>((resolve) => (markOpened = resolve));
+  const read = async () => {
+    // The driver resumes after resumable errors by itself; any other ends the watch.
+    while (!closing) {
+      const event = await stream.tryNext();
+      markOpened();
+      if (!event || !('fullDocument' in event) || !event.fullDocument) continue;
+      const doc = event.fullDocument;
+      const line = doc.line ?? [];
+      const holders = line.slice(0, holdingCount(line, doc.permits)).map((entry) => entry.t);
+      onChange({ key: doc._id, holders });
+    }
+  };
+  const reading = read().catch((error: unknown) => {
+    if (!closing) onFailure(error);
+  });
+  return {
+    opened,
+    close: async () => {
+      closing = true;
+      await stream.close();
+      await reading;
+    },
+  };
+}

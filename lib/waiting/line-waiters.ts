@@ -1,0 +1,36 @@
+/**
+ * The callers of this process waiting in keys' lines, by key and entry: woken when a decoded
+ * change event or a release's reply says their entry now holds. Knows nothing of documents
+ * or wire formats: an entry is an opaque id.
+ */
+export class LineWaiters {
+  private readonly byKey = new Map<string, Map<string, () => void>>();
+
+  /** Resolves when `entry` is heard to hold `key`; `stop()` forgets it. */
+  wait(key: string, entry: string): { heard: Promise<void>; stop: () => void } {
+    let wake!: () => void;
+    const heard = new Promise<void>((resolve) => (wake = resolve));
+    let waiters = this.byKey.get(key);
+    if (!waiters) this.byKey.set(key, (waiters = new Map<string, () => void>()));
+    waiters.set(entry, wake);
+    const stop = () => {
+      const current = this.byKey.get(key);
+      if (current?.get(entry) !== wake) return;
+      current.delete(entry);
+      if (current.size === 0) this.byKey.delete(key);
+    };
+    return { heard, stop };
+  }
+
+  /** `holders` hold `key` now: wakes those that wait here. */
+  heard(key: string, holders: readonly string[]): void {
+    const waiters = this.byKey.get(key);
+    if (!waiters) return;
+    for (const entry of holders) waiters.get(entry)?.();
+  }
+
+  /** Keys with callers waiting here. */
+  get keys(): number {
+    return this.byKey.size;
+  }
+}

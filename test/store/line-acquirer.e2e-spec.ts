@@ -1,0 +1,148 @@
+// Engine v2's acquisition (lib/line-acquirer.ts) over the line store: waiting by position,
+// woken by change events across services and by the release's reply within one.
+import type { MongoClient } from 'mongodb';
+import { LockNotAcquiredError } from '../../lib/errors/lock-not-acquired.error';
+import { LineAcquirer } from '../../lib/line-acquirer';
+import type { LineAcquireRequest, LineHold } from '../../lib/line-acquirer';
+import type { LineCollection } from '../../lib/store/line/line-commands';
+import type { LineDocument } from '../../lib/store/line/line-document';
+import { watchLines } from '../../lib/store/line/line-events';
+import type { LineWatch } from '../../lib/store/line/line-events';
+import { LineWaiters } from '../../lib/waiting/line-waiters';
+import { LockTestKit } from '../lock-service/lock-test-kit';
+
+const kit = LockTestKit.forSuite();
+const streams: LineWatch[] = [];
+
+afterEach(async () => {
+  await Promise.all(streams.splice(0).map((stream) => stream.close()));
+});
+
+/** One service's engine: its own client, waiters and (unless `watch` is false) change stream. */
+async function service(name: string, watch = true) {
+  const client: MongoClient = await kit.client();
+  const collection: LineCollection = client
+    .db(kit.mongo.dbName)
+    .collection<LineDocument>(kit.collectionName, { writeConcern: { w: 'majority' } });
+  const waiters = new LineWaiters();
+  if (watch) {
+    const stream = watchLines(collection, (change) => waiters.heard(change.key, change.holders));
+    streams.push(stream);
+    await stream.opened;
+  }
+  const acquirer = new LineAcquirer({
+    collection,
+    waiters,
+    holderId: name,
+    idleRetentionMs: 60_000,
+  });
+  return { acquirer, collection, waiters };
+}
+
+const request = (key: string, extra: Partial<LineAcquireRequest> = {}): LineAcquireRequest => ({
+  key,
+  kind: { mode: 'exclusive' },
+  ttlMs: 30_000,
+  timeoutMs: 10_000,
+  ...extra,
+});
+
+async function lineOf(collection: LineCollection, key: string): Promise<string[]> {
+  return ((await collection.findOne({ _id: key }))?.line ?? []).map((entry) => entry.h);
+}
+
+it('a waiter in another service holds once the holder releases (its change event)', async () => {
+  const a = await service('a');
+  const b = await service('b');
+  const held = await a.acquirer.acquire(request('k'));
+  let bHeld: LineHold | undefined;
+  const waiting = b.acquirer.acquire(request('k')).then((hold) => (bHeld = hold));
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  expect(bHeld).toBeUndefined();
+  await a.acquirer.release(held);
+  const next = await waiting;
+  expect(next.fence).toBeGreaterThan(held.fence);
+});
+
+it('a waiter in the same service is woken by the release reply, with no stream', async () => {
+  const a = await service('a', false);
+  const held = await a.acquirer.acquire(request('local'));
+  const waiting = a.acquirer.acquire(request('local', { timeoutMs: 5_000 }));
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  await a.acquirer.release(held);
+  const startedAt = performance.now();
+  await waiting;
+  // Not by its renewal timer (10 s at this lease) nor its deadline (5 s): by the reply.
+  expect(performance.now() - startedAt).toBeLessThan(1_000);
+});
+
+it('a lease ahead that runs out is confirmed by renewing our own entry', async () => {
+  const a = await service('a', false);
+  const b = await service('b', false);
+  await a.acquirer.acquire(request('dead', { ttlMs: 300 }));
+  const next = await b.acquirer.acquire(request('dead', { timeoutMs: 5_000 }));
+  expect(next.leaseEnd).toBeGreaterThan(performance.now());
+  expect(await lineOf(b.collection, 'dead')).toEqual(['b']);
+});
+
+it('a waiter that times out rejects and leaves the line', async () => {
+  const a = await service('a');
+  const b = await service('b');
+  await a.acquirer.acquire(request('t'));
+  await expect(b.acquirer.acquire(request('t', { timeoutMs: 200 }))).rejects.toBeInstanceOf(
+    LockNotAcquiredError,
+  );
+  for (let i = 0; i < 20 && (await lineOf(a.collection, 't')).length > 1; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  expect(await lineOf(a.collection, 't')).toEqual(['a']);
+});
+
+it('an aborted waiter rejects with its reason and leaves the line', async () => {
+  const a = await service('a');
+  const b = await service('b');
+  await a.acquirer.acquire(request('ab'));
+  const controller = new AbortController();
+  const waiting = b.acquirer.acquire(request('ab', { signal: controller.signal }));
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  controller.abort(new Error('caller left'));
+  await expect(waiting).rejects.toThrow('caller left');
+  for (let i = 0; i < 20 && (await lineOf(a.collection, 'ab')).length > 1; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  expect(await lineOf(a.collection, 'ab')).toEqual(['a']);
+});
+
+it('tryAcquire (timeout 0) on a held key says who holds, and joins nothing', async () => {
+  const a = await service('a');
+  const b = await service('b');
+  await a.acquirer.acquire(request('try'));
+  await expect(b.acquirer.acquire(request('try', { timeoutMs: 0 }))).rejects.toMatchObject({
+    holderId: 'a',
+  });
+  expect(await lineOf(a.collection, 'try')).toEqual(['a']);
+});
+
+it('callers of two services take turns without overlap, in fence order', async () => {
+  const services = [await service('a'), await service('b')];
+  const sections: { fence: bigint; start: number; end: number }[] = [];
+  await Promise.all(
+    services.flatMap(({ acquirer }) =>
+      [0, 1, 2].map(async () => {
+        for (let i = 0; i < 8; i++) {
+          const hold = await acquirer.acquire(request('busy'));
+          const start = performance.now();
+          await new Promise((resolve) => setTimeout(resolve, 2));
+          sections.push({ fence: hold.fence, start, end: performance.now() });
+          await acquirer.release(hold);
+        }
+      }),
+    ),
+  );
+  expect(sections).toHaveLength(48);
+  const byStart = [...sections].sort((x, y) => x.start - y.start);
+  for (let i = 1; i < byStart.length; i++) {
+    expect(byStart[i].start).toBeGreaterThanOrEqual(byStart[i - 1].end);
+    expect(byStart[i].fence).toBeGreaterThan(byStart[i - 1].fence);
+  }
+});
