@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
 import { localLeaseEnd } from './lease-keeper';
 import { notAcquiredMessage } from './lock.messages';
-import type { JoinResult, LineCollection } from './store/line/line-commands';
+import type { JoinRequest, LineCollection } from './store/line/line-commands';
 import { joinLine, leaveLine, renewInLine } from './store/line/line-commands';
 import type { LineKind, LinePlace } from './store/line/line-document';
 import { setTimeout } from 'node:timers';
@@ -68,18 +68,39 @@ async function wakeUp(
   }
 }
 
+function notAcquired(
+  request: LineAcquireRequest,
+  holderId?: string,
+  retryAfterMs?: number,
+): LockNotAcquiredError {
+  return new LockNotAcquiredError(
+    notAcquiredMessage([request.key], request.timeoutMs, holderId, retryAfterMs),
+    { keys: [request.key], holderId, retryAfterMs },
+  );
+}
+
 export class LineAcquirer {
   constructor(private readonly deps: LineAcquirerDeps) {}
 
   async acquire(request: LineAcquireRequest): Promise<LineHold> {
     const { key, ttlMs } = request;
-    const token = randomBytes(16).toString('hex');
+    // 96 random bits, short on the wire: every command carries it.
+    const token = randomBytes(12).toString('base64url');
     const deadline = performance.now() + request.timeoutMs;
+    // Whether the line may hold an entry of ours: a write with no reply may have made one.
+    let entry: 'none' | 'joined' | 'unknown' = 'none';
+    const join = async () => {
+      entry = 'unknown';
+      const joined = await joinLine(this.deps.collection, this.joinRequest(request, token));
+      entry = joined.joined ? 'joined' : 'none';
+      if (!joined.joined) throw notAcquired(request, joined.holderId, joined.retryAfterMs);
+      return joined;
+    };
     // Listening before the join: the event that makes us holder may come before its reply.
     let waiting = this.deps.waiters.wait(key, token);
     try {
       let sentAt = performance.now();
-      let place: LinePlace = await this.join(request, token);
+      let place: LinePlace = await join();
       for (;;) {
         const leaseEnd = localLeaseEnd(sentAt, place.remainingMs, ttlMs);
         if (place.holds) return { key, token, fence: place.fence, leaseEnd };
@@ -91,20 +112,27 @@ export class LineAcquirer {
         if (woke === 'heard' && leaseEnd - performance.now() > ttlMs / 3) {
           return { key, token, fence: place.fence, leaseEnd };
         }
-        if (woke === 'timer' && performance.now() >= deadline) throw this.notAcquired(request);
+        if (woke === 'timer' && performance.now() >= deadline) throw notAcquired(request);
         sentAt = performance.now();
-        const renewed = await renewInLine(this.deps.collection, key, token, ttlMs);
+        const renewed = await renewInLine(
+          this.deps.collection,
+          key,
+          token,
+          ttlMs,
+          this.deps.idleRetentionMs,
+        );
         if (renewed.renewed) {
           place = renewed;
         } else {
           // Our entry ran out (a long stall): join again, at the back.
           waiting.stop();
           waiting = this.deps.waiters.wait(key, token);
-          place = await this.join(request, token);
+          place = await join();
         }
       }
     } catch (error) {
-      this.leaveInBackground(key, token, performance.now() + ttlMs);
+      // Any write of ours was sent before now, so our entry, if any, ends within ttlMs.
+      if (entry !== 'none') this.leaveInBackground(key, token, performance.now() + ttlMs, entry);
       throw error;
     } finally {
       waiting.stop();
@@ -126,42 +154,39 @@ export class LineAcquirer {
     return left.left;
   }
 
-  private async join(request: LineAcquireRequest, token: string) {
-    const joined: JoinResult = await joinLine(this.deps.collection, {
+  private joinRequest(request: LineAcquireRequest, token: string): JoinRequest {
+    return {
       key: request.key,
       token,
       holderId: this.deps.holderId,
       ttlMs: request.ttlMs,
       kind: request.kind,
       onlyIfHolds: request.timeoutMs === 0,
+      idleRetentionMs: this.deps.idleRetentionMs,
       ...(request.scope === undefined ? {} : { scope: request.scope }),
-    });
-    if (joined.joined) return joined;
-    throw new LockNotAcquiredError(
-      notAcquiredMessage([request.key], request.timeoutMs, joined.holderId, joined.retryAfterMs),
-      { keys: [request.key], holderId: joined.holderId, retryAfterMs: joined.retryAfterMs },
-    );
+    };
   }
 
-  private notAcquired(request: LineAcquireRequest): LockNotAcquiredError {
-    return new LockNotAcquiredError(
-      notAcquiredMessage([request.key], request.timeoutMs, undefined, undefined),
-      {
-        keys: [request.key],
-      },
-    );
-  }
-
-  /** A waiter that gives up leaves, retried until confirmed or until its entry's lease ends. */
-  private leaveInBackground(key: string, token: string, until: number): void {
+  /**
+   * A waiter that gives up leaves, retried until confirmed or until its entry's lease ends.
+   * After a join with no reply, a leave that finds no entry may have come first: it is tried
+   * again until the lease a late join would have given has ended.
+   */
+  private leaveInBackground(
+    key: string,
+    token: string,
+    until: number,
+    entry: 'joined' | 'unknown',
+  ): void {
     const leave = async () => {
       for (let delayMs = 50; performance.now() < until; delayMs = Math.min(delayMs * 2, 1_000)) {
         try {
-          await this.release({ key, token, fence: 0n, leaseEnd: until });
-          return;
+          const left = await this.release({ key, token, fence: 0n, leaseEnd: until });
+          if (left || entry === 'joined') return;
         } catch {
-          await sleep(delayMs, false);
+          // No reply: try again.
         }
+        await sleep(delayMs, false);
       }
     };
     void leave();

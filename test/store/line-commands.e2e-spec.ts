@@ -2,7 +2,8 @@
 // against a MongoDB over the wire. The holders are the longest compatible prefix of live
 // entries; these tests pin that rule, the owner checks, fences, retries and command sizes.
 import { randomBytes } from 'node:crypto';
-import { BSON } from 'mongodb';
+import { BSON, Long } from 'mongodb';
+import { InvalidLockOptionsError } from '../../lib/errors/invalid-lock-options.error';
 import type { CommandStartedEvent, MongoClient } from 'mongodb';
 import type { LineDocument, LineKind } from '../../lib/store/line/line-document';
 import { joinLine, leaveLine, renewInLine } from '../../lib/store/line/line-commands';
@@ -27,7 +28,7 @@ beforeEach(async () => {
     .collection<LineDocument>(kit.collectionName, { writeConcern: { w: 'majority' } });
 });
 
-const token = () => randomBytes(16).toString('hex');
+const token = () => randomBytes(12).toString('base64url');
 
 function join(
   key: string,
@@ -42,6 +43,7 @@ function join(
     ttlMs: 30_000,
     kind,
     onlyIfHolds: false,
+    idleRetentionMs: 60_000,
     ...extra,
   });
 }
@@ -69,7 +71,10 @@ describe('exclusive entries (a mutex)', () => {
 
     const left = await leaveLine(locks, 'k', a, 60_000);
     expect(left).toEqual({ left: true, holders: [{ t: b, h: `svc-${b.slice(0, 4)}` }] });
-    expect(await renewInLine(locks, 'k', b, 30_000)).toMatchObject({ renewed: true, holds: true });
+    expect(await renewInLine(locks, 'k', b, 30_000, 60_000)).toMatchObject({
+      renewed: true,
+      holds: true,
+    });
   });
 
   it('hands out strictly increasing fences, even after the idle document is gone', async () => {
@@ -112,7 +117,7 @@ describe('exclusive entries (a mutex)', () => {
     await join('o', holder);
     const before = await locks.findOne({ _id: 'o' });
     expect(await leaveLine(locks, 'o', token(), 60_000)).toEqual({ left: false, holders: [] });
-    expect(await renewInLine(locks, 'o', token(), 30_000)).toEqual({ renewed: false });
+    expect(await renewInLine(locks, 'o', token(), 30_000, 60_000)).toEqual({ renewed: false });
     expect(await locks.findOne({ _id: 'o' })).toEqual(before);
   });
 
@@ -128,8 +133,8 @@ describe('exclusive entries (a mutex)', () => {
     await join('e', dead, EXCLUSIVE, { ttlMs: 200 });
     expect(await join('e', next)).toMatchObject({ joined: true, holds: false });
     await new Promise((resolve) => setTimeout(resolve, 400));
-    expect(await renewInLine(locks, 'e', dead, 30_000)).toEqual({ renewed: false });
-    expect(await renewInLine(locks, 'e', next, 30_000)).toMatchObject({
+    expect(await renewInLine(locks, 'e', dead, 30_000, 60_000)).toEqual({ renewed: false });
+    expect(await renewInLine(locks, 'e', next, 30_000, 60_000)).toMatchObject({
       renewed: true,
       holds: true,
     });
@@ -147,14 +152,16 @@ describe('exclusive entries (a mutex)', () => {
     expect(Object.keys(doc!.line![0]).sort()).toEqual(['e', 'f', 'h', 't']);
   });
 
-  it('an idle line marks the document for collection; a join clears the mark', async () => {
+  it('an idle line lets the document go after the retention; a join keeps it past its lease', async () => {
     const tok = token();
     await join('g', tok);
     await leaveLine(locks, 'g', tok, 60_000);
     const idle = await locks.findOne({ _id: 'g' });
     expect(idle?.gcAt?.getTime()).toBeGreaterThan(Date.now() + 50_000);
-    await join('g', token());
-    expect((await locks.findOne({ _id: 'g' }))?.gcAt).toBeNull();
+    expect(idle?.gcAt?.getTime()).toBeLessThan(Date.now() + 61_000);
+    await join('g', token(), EXCLUSIVE, { ttlMs: 30_000, idleRetentionMs: 60_000 });
+    const busy = await locks.findOne({ _id: 'g' });
+    expect(busy?.gcAt?.getTime()).toBeGreaterThanOrEqual(busy!.line![0].e.getTime() + 60_000);
   });
 
   it('stores hostile strings as they are (values travel as literals)', async () => {
@@ -162,6 +169,77 @@ describe('exclusive entries (a mutex)', () => {
     await join('h', '$line', EXCLUSIVE, { holderId: '$concat', scope });
     const doc = await locks.findOne({ _id: 'h' });
     expect(doc?.line?.[0]).toMatchObject({ t: '$line', h: '$concat', sc: '$$NOW' });
+  });
+});
+
+describe('what the review found', () => {
+  it('decodes the reply of a write the driver retried (its stored image, with no `now`)', async () => {
+    // mongod answers a retried findAndModify with the stored image, without `fields`.
+    const retried = new Proxy(locks, {
+      get(target, property, receiver) {
+        if (property !== 'findOneAndUpdate')
+          return Reflect.get(target, property, receiver) as unknown;
+        return async (...args: Parameters<LineCollection['findOneAndUpdate']>) => {
+          const reply = (await target.findOneAndUpdate(...args)) as Record<string, unknown> | null;
+          if (reply) delete reply.now;
+          return reply;
+        };
+      },
+    });
+    const [a, b] = [token(), token()];
+    const request = { holderId: 'h', ttlMs: 30_000, kind: EXCLUSIVE, idleRetentionMs: 60_000 };
+    const first = await joinLine(retried, { key: 'rt', token: a, onlyIfHolds: false, ...request });
+    expect(first).toMatchObject({ joined: true, holds: true });
+    expect(first.joined && first.remainingMs).toBe(30_000);
+    expect(
+      await joinLine(retried, { key: 'rt', token: b, onlyIfHolds: false, ...request }),
+    ).toMatchObject({
+      joined: true,
+      holds: false,
+    });
+    expect(await renewInLine(retried, 'rt', a, 30_000, 60_000)).toMatchObject({
+      renewed: true,
+      holds: true,
+    });
+    expect(await leaveLine(retried, 'rt', a, 60_000)).toEqual({
+      left: true,
+      holders: [{ t: b, h: 'h' }],
+    });
+  });
+
+  it('keeps an idle document until after its last fence in ms, however far fences ran ahead', async () => {
+    const tok = token();
+    await join('burst', tok);
+    // A burst of joins leaves the fence ahead of the clock.
+    const ahead = Date.now() + 600_000;
+    await locks.updateOne({ _id: 'burst' }, { $set: { f: Long.fromNumber(ahead) } });
+    await leaveLine(locks, 'burst', tok, 1_000);
+    const idle = await locks.findOne({ _id: 'burst' });
+    // The TTL index removes it only after gcAt: the next fence, from the clock, is larger.
+    expect(idle?.gcAt?.getTime()).toBeGreaterThanOrEqual(ahead);
+  });
+
+  it('a holder that never leaves still lets the TTL index remove the document after its lease', async () => {
+    await join('crashed', token(), EXCLUSIVE, { ttlMs: 200, idleRetentionMs: 1_000 });
+    const doc = await locks.findOne({ _id: 'crashed' });
+    const end = doc!.line![0].e.getTime();
+    expect(doc?.gcAt?.getTime()).toBeGreaterThanOrEqual(end + 1_000);
+  });
+
+  it('refuses values no caller should send: no half-written line', async () => {
+    await expect(join('bad', token(), permits(2, 3))).rejects.toBeInstanceOf(
+      InvalidLockOptionsError,
+    );
+    await expect(join('bad', token(), permits(0, 1))).rejects.toBeInstanceOf(
+      InvalidLockOptionsError,
+    );
+    await expect(join('bad', token(), permits(2, -1))).rejects.toBeInstanceOf(
+      InvalidLockOptionsError,
+    );
+    await expect(join('bad', token(), EXCLUSIVE, { ttlMs: 0 })).rejects.toBeInstanceOf(
+      InvalidLockOptionsError,
+    );
+    expect(await locks.findOne({ _id: 'bad' })).toBeNull();
   });
 });
 
@@ -226,12 +304,14 @@ describe('semaphores', () => {
 describe('command sizes (what every call sends)', () => {
   async function largestCommand(kind: LineKind): Promise<number> {
     const [a, b] = [token(), token()];
+    // As long as a LockService's: host name, process id and 8 hex digits.
+    const holderId = 'ip-10-0-12-34.internal:48211:9f3c2a1b';
     commands = [];
-    await join('size', a, kind);
-    await join('size', b, kind);
-    await renewInLine(locks, 'size', a, 30_000);
+    await join('size', a, kind, { holderId });
+    await join('size', b, kind, { holderId });
+    await renewInLine(locks, 'size', a, 30_000, 60_000);
     await leaveLine(locks, 'size', a, 60_000);
-    await tryJoin('size', token(), kind);
+    await tryJoin('size', token(), kind, { holderId });
     await leaveLine(locks, 'size', b, 60_000);
     const sizes = commands
       .filter((event) => event.commandName === 'findAndModify')

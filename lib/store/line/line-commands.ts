@@ -1,11 +1,13 @@
-import type { Collection, Document, Filter } from 'mongodb';
+import type { Collection, Document } from 'mongodb';
+import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error';
 import { isDuplicateKeyError } from '../mongo-error-codes';
 import type { LineDocument, LineEntry, LineKind, LinePlace } from './line-document';
 import { holdersOf, liveEntries, placeOf } from './line-document';
 import {
   LEAVE_PIPELINE,
-  LINE_REPLY,
   LINE_CAPACITY,
+  LINE_REPLY,
+  LOCK_LINE_REPLY,
   RENEW_PIPELINE,
   exclusiveJoinFilter,
   exclusiveJoinPipeline,
@@ -28,6 +30,47 @@ function literal(value: string): string | { $literal: string } {
 /** A reply's document, with the server time it was read at. */
 type LineReply = LineDocument & { now: Date };
 
+/**
+ * The server time to decode a reply by: the command's own `$$NOW`, from the reply. A write
+ * the driver retried after it had landed is answered with its stored image, without the
+ * projection (SERVER-31242): then the time our entry's lease was set from (it ends `ttlMs`
+ * later), or else the server's time now, read afterwards; later is the safe side (fewer
+ * live entries, a shorter lease left).
+ */
+async function timeOf(
+  collection: LineCollection,
+  key: string,
+  doc: LineDocument & { now?: Date },
+  ours?: { token: string; ttlMs: number },
+): Promise<Date> {
+  if (doc.now instanceof Date) return doc.now;
+  const entry = ours && doc.line?.find((candidate) => candidate.t === ours.token);
+  if (entry && ours) return new Date(entry.e.getTime() - ours.ttlMs);
+  const read = (await collection.findOne(
+    { _id: key },
+    { projection: { _id: 1, now: '$$NOW' } },
+  )) as { now?: Date } | null;
+  // The document is gone: nothing of it is live.
+  return read?.now ?? new Date(8.64e15);
+}
+
+/** Values a caller's options have checked already; a store must not trust them. */
+function checkJoin({ ttlMs, kind, idleRetentionMs }: JoinRequest): void {
+  const bad = (option: string, value: unknown, range: string) =>
+    new InvalidLockOptionsError(`${option} must be ${range}, got ${String(value)}`, { option });
+  if (!Number.isInteger(ttlMs) || ttlMs < 1) throw bad('ttlMs', ttlMs, 'a positive integer');
+  if (!Number.isInteger(idleRetentionMs) || idleRetentionMs < 0) {
+    throw bad('idleRetentionMs', idleRetentionMs, 'a non-negative integer');
+  }
+  if (kind.mode !== 'permits') return;
+  if (!Number.isInteger(kind.permits) || kind.permits < 1) {
+    throw bad('permits', kind.permits, 'a positive integer');
+  }
+  if (!Number.isInteger(kind.weight) || kind.weight < 1 || kind.weight > kind.permits) {
+    throw bad('weight', kind.weight, `an integer from 1 to permits (${kind.permits})`);
+  }
+}
+
 export interface JoinRequest {
   key: string;
   /** The call's token: a retry with the same token finds the entry it may have made. */
@@ -38,6 +81,8 @@ export interface JoinRequest {
   /** Join only if the entry holds at once (`tryAcquire`); else join and wait in line. */
   onlyIfHolds: boolean;
   scope?: string;
+  /** How long an idle document stays after the last lease ends (its TTL index removes it). */
+  idleRetentionMs: number;
 }
 
 export type JoinResult =
@@ -55,6 +100,7 @@ export async function joinLine(
   collection: LineCollection,
   request: JoinRequest,
 ): Promise<JoinResult> {
+  checkJoin(request);
   const doc =
     (request.kind.mode === 'exclusive' ? await exclusiveJoin(collection, request) : undefined) ??
     (await sendJoin(collection, request, { _id: request.key }, fullJoinPipeline(request)));
@@ -96,6 +142,7 @@ async function exclusiveJoin(
       request,
       exclusiveJoinFilter(request.key, request.token),
       exclusiveJoinPipeline(scoped),
+      LOCK_LINE_REPLY,
     );
   } catch (error) {
     // The filter refused the usual case: the upsert found the key taken.
@@ -107,24 +154,27 @@ async function exclusiveJoin(
 async function sendJoin(
   collection: LineCollection,
   request: JoinRequest,
-  filter: Filter<LineDocument>,
+  filter: Document,
   pipeline: Document[],
+  projection: Document = LINE_REPLY,
 ): Promise<LineReply> {
   const { kind } = request;
   const reply = await collection.findOneAndUpdate(filter, pipeline, {
     upsert: true,
     returnDocument: 'after',
-    projection: LINE_REPLY,
+    projection,
     let: {
       t: literal(request.token),
       h: literal(request.holderId),
       d: request.ttlMs,
+      g: request.ttlMs + request.idleRetentionMs,
       ...(kind.mode === 'permits' ? { n: kind.permits, w: kind.weight } : {}),
       ...(request.scope === undefined ? {} : { s: literal(request.scope) }),
     },
   });
   // An upsert always returns the document.
-  return reply as LineReply;
+  const doc = reply as LineReply;
+  return { ...doc, now: await timeOf(collection, request.key, doc, request) };
 }
 
 function decodeJoin(doc: LineReply, request: JoinRequest): JoinResult {
@@ -164,9 +214,10 @@ export async function leaveLine(
     let: { t: literal(token), i: idleRetentionMs },
   })) as LineReply | null;
   if (!before) return { left: false, holders: [] };
-  const left = placeOf(before, token, before.now) !== undefined;
+  const now = await timeOf(collection, key, before);
+  const left = placeOf(before, token, now) !== undefined;
   const after = { ...before, line: before.line?.filter((entry) => entry.t !== token) };
-  return { left, holders: holdersOf(after, before.now).map(({ t, h }) => ({ t, h })) };
+  return { left, holders: holdersOf(after, now).map(({ t, h }) => ({ t, h })) };
 }
 
 export type RenewResult = { renewed: false } | ({ renewed: true } & LinePlace);
@@ -177,12 +228,14 @@ export async function renewInLine(
   key: string,
   token: string,
   ttlMs: number,
+  idleRetentionMs: number,
 ): Promise<RenewResult> {
   const after = (await collection.findOneAndUpdate({ _id: key, 'line.t': token }, RENEW_PIPELINE, {
     returnDocument: 'after',
     projection: LINE_REPLY,
-    let: { t: literal(token), d: ttlMs },
+    let: { t: literal(token), d: ttlMs, g: ttlMs + idleRetentionMs },
   })) as LineReply | null;
-  const place = after && placeOf(after, token, after.now);
+  const place =
+    after && placeOf(after, token, await timeOf(collection, key, after, { token, ttlMs }));
   return place ? { renewed: true, ...place } : { renewed: false };
 }

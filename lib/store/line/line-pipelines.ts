@@ -17,6 +17,17 @@ const NOW = '$$NOW';
 const LIVE = { $filter: { input: { $ifNull: ['$line', []] }, cond: { $gt: ['$$this.e', NOW] } } };
 const NOBODY_LIVE = { $eq: ['$_l', []] };
 const NEXT_FENCE = { $max: [{ $add: ['$f', 1] }, { $toLong: NOW }] };
+/**
+ * Not before the last fence in ms: fences may run ahead of the clock on a busy key, and the
+ * TTL index removes a document only once `gcAt` has passed, so the next fence, from the clock,
+ * is larger.
+ */
+const AFTER_LAST_FENCE = { $toDate: '$f' };
+/**
+ * `gcAt` after a write that set an entry's lease (`$$g`: lease plus idle retention): it only
+ * moves later, so it stays after every live entry's end plus the retention.
+ */
+const GC_AFTER_LEASE = { $max: ['$gcAt', { $add: [NOW, '$$g'] }, AFTER_LAST_FENCE] };
 
 export interface JoinShape {
   kind: LineKind['mode'];
@@ -75,7 +86,7 @@ function buildJoin(shape: JoinShape): Document[] {
       $set: {
         line: ifJoins({ $concatArrays: ['$_l', [newEntry(shape)]] }, '$line'),
         permits: ifJoins(shape.kind === 'permits' ? '$$n' : '$$REMOVE', '$permits'),
-        gcAt: ifJoins(null, '$gcAt'),
+        gcAt: ifJoins(GC_AFTER_LEASE, '$gcAt'),
       },
     },
     { $unset: ['_l', '_j'] },
@@ -85,8 +96,8 @@ function buildJoin(shape: JoinShape): Document[] {
 const joins = new Map<string, Document[]>();
 
 /**
- * The join pipeline for `shape`. `let`: t (token), h (holder id), d (lease ms); n and w
- * (permits, weight) for a semaphore; s (scope) when scoped.
+ * The join pipeline for `shape`. `let`: t (token), h (holder id), d (lease ms), g (lease plus
+ * idle retention, ms); n and w (permits, weight) for a semaphore; s (scope) when scoped.
  */
 export function joinPipeline(shape: JoinShape): Document[] {
   const id = `${shape.kind}:${shape.onlyIfHolds}:${shape.scoped}`;
@@ -102,6 +113,7 @@ export function joinPipeline(shape: JoinShape): Document[] {
  * {@link joinPipeline}, which decides every case.
  */
 export function exclusiveJoinFilter(key: string, token: string) {
+  // `$exists`, not an equality to null: an upsert would copy an equality into the new document.
   return {
     _id: key,
     'line.t': { $ne: token },
@@ -118,7 +130,7 @@ export function exclusiveJoinPipeline(scoped: boolean): Document[] {
     const entry = newEntry({ kind: 'exclusive', onlyIfHolds: false, scoped });
     pipeline = [
       { $set: { f: NEXT_FENCE } },
-      { $set: { line: { $concatArrays: [LIVE, [entry]] }, gcAt: null } },
+      { $set: { line: { $concatArrays: [LIVE, [entry]] }, gcAt: GC_AFTER_LEASE } },
     ];
     exclusiveJoins.set(scoped, pipeline);
   }
@@ -134,14 +146,15 @@ const exclusiveTryJoins = new Map<boolean, Document[]>();
 export function exclusiveTryJoinPipeline(scoped: boolean): Document[] {
   let pipeline = exclusiveTryJoins.get(scoped);
   if (!pipeline) {
-    const entry = newEntry({ kind: 'exclusive', onlyIfHolds: true, scoped });
-    const ifJoins = (value: unknown, field: string) => ({ $cond: ['$_j', value, field] });
-    const nobodyLive = { $not: [{ $gt: [{ $max: '$line.e' }, NOW] }] };
+    // One stage: the document as it was, or with the fence `$$n`, our entry and `gcAt`.
+    const entry = { ...newEntry({ kind: 'exclusive', onlyIfHolds: true, scoped }), f: '$$n' };
+    const joins = {
+      $and: [{ $not: ['$permits'] }, { $not: [{ $gt: [{ $max: '$line.e' }, NOW] }] }],
+    };
+    const gcAt = { $max: ['$gcAt', { $add: [NOW, '$$g'] }, { $toDate: '$$n' }] };
+    const joined = { $let: { vars: { n: NEXT_FENCE }, in: { f: '$$n', line: [entry], gcAt } } };
     pipeline = [
-      { $set: { _j: { $and: [{ $not: ['$permits'] }, nobodyLive] } } },
-      { $set: { f: ifJoins(NEXT_FENCE, '$f') } },
-      { $set: { line: ifJoins([entry], '$line'), gcAt: ifJoins(null, '$gcAt') } },
-      { $unset: '_j' },
+      { $replaceWith: { $cond: [joins, { $mergeObjects: ['$$ROOT', joined] }, '$$ROOT'] } },
     ];
     exclusiveTryJoins.set(scoped, pipeline);
   }
@@ -150,7 +163,8 @@ export function exclusiveTryJoinPipeline(scoped: boolean): Document[] {
 
 /**
  * Leaving the line (release, or a waiter giving up): the entry `$$t` goes with every dead
- * one; an empty line marks the document idle for `$$i` ms. Whoever now leads holds, with
+ * one; an empty line lets the TTL index remove the document after `$$i` ms (never before the
+ * last fence in ms, so that the next fence, from the clock, is larger). Whoever now leads holds, with
  * no further write.
  */
 export const LEAVE_PIPELINE: Document[] = [
@@ -166,7 +180,13 @@ export const LEAVE_PIPELINE: Document[] = [
   },
   {
     $set: {
-      gcAt: { $cond: [{ $eq: [{ $size: '$line' }, 0] }, { $add: [NOW, '$$i'] }, null] },
+      gcAt: {
+        $cond: [
+          { $eq: [{ $size: '$line' }, 0] },
+          { $max: [{ $add: [NOW, '$$i'] }, AFTER_LAST_FENCE] },
+          '$gcAt',
+        ],
+      },
     },
   },
 ];
@@ -190,9 +210,13 @@ export const RENEW_PIPELINE: Document[] = [
           },
         },
       },
+      gcAt: GC_AFTER_LEASE,
     },
   },
 ];
 
 /** Every reply returns the line with the server time it was read at, to decode it by. */
 export const LINE_REPLY = { line: 1, permits: 1, now: NOW };
+
+/** The reply of a mutex's join to wait, which lands only on a lock key. */
+export const LOCK_LINE_REPLY = { line: 1, now: NOW };

@@ -210,8 +210,9 @@ const NATIVE_OPERATORS: Record<string, NativeOperator> = {
   // Accumulators, as expressions: over the argument list, or over the array one argument
   // evaluates to (mingo's error when it is not an array). `$max` / `$min` are the server's,
   // which order Decimal128 by value (decimal128-operators.ts).
+  // Both skip null and missing values (MongoDB's `$max` and `$min` ignore them).
   $max: accumulator((values) => {
-    const sorted = values.sort(compareValues);
+    const sorted = values.filter((value) => !isNil(value)).sort(compareValues);
     const last = sorted[sorted.length - 1];
     return isNil(last) ? null : last;
   }),

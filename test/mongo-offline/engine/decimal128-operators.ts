@@ -250,8 +250,12 @@ export const DECIMAL_EXPRESSION_OPERATORS: Record<string, ExpressionOperator> = 
 
 /** mingo's `$max` / `$min` accumulators (also the `$max` / `$min` expressions), decimal-aware. */
 export const DECIMAL_ACCUMULATOR_OPERATORS: Record<string, AccumulatorOperator> = {
+  // Null and missing values are skipped, as by MongoDB (a JavaScript sort would put a missing
+  // one last, above every value).
   $max: (collection, expr, options) => {
-    const items = $push(collection, expr, options).slice().sort(compareValues);
+    const items = $push(collection, expr, options)
+      .filter((item) => !isNil(item))
+      .sort(compareValues);
     const last = items[items.length - 1];
     return isNil(last) ? null : last;
   },

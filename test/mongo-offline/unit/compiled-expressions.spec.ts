@@ -269,6 +269,25 @@ describe('compiled expressions (differential against mingo)', () => {
     expect(runFor({ $eq: ['$a.c', 2] })).toBe(true);
   });
 
+  it('skips null and missing values in `$max` and `$min`, as MongoDB does', () => {
+    const evaluate = (expression: unknown) =>
+      evalExpr({ a: 3 }, bindSystemVariables(expression, variables), options as Options);
+    const compiled = (expression: unknown) => {
+      const shape = new ShapeWriter(variables);
+      writeShape(expression, shape);
+      return compileExpression(expression, { next: 0 })(
+        { a: 3 },
+        { params: shape.params, variables, options },
+      );
+    };
+    for (const run of [evaluate, compiled]) {
+      expect(run({ $max: ['$missing', '$a'] })).toBe(3);
+      expect(run({ $max: ['$a', null, '$missing'] })).toBe(3);
+      expect(run({ $min: ['$missing', '$a'] })).toBe(3);
+      expect(run({ $max: ['$missing', null] })).toBeNull();
+    }
+  });
+
   it('leaves `$$NOW.<path>` to mingo as a whole', () => {
     for (const expression of ['$$NOW.x', { $add: ['$$NOWx', 1] }, { $concat: ['$$NOW.y'] }]) {
       const shape = new ShapeWriter(variables);
