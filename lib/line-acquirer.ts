@@ -1,8 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
 import { localLeaseEnd } from './lease-keeper';
+import { MongoLockHandle } from './lock-handle';
 import { notAcquiredMessage } from './lock.messages';
 import type { JoinRequest, LineCollection } from './store/line/line-commands';
+import type { ReleaseLeaseOutcome } from './store/release-lease';
 import { joinLine, leaveLine, renewInLine } from './store/line/line-commands';
 import type { LineKind, LinePlace } from './store/line/line-document';
 import { setTimeout } from 'node:timers';
@@ -35,6 +37,14 @@ export interface LineHold {
   fence: bigint;
   /** Local monotonic deadline of the lease, as of the last write that set it. */
   leaseEnd: number;
+}
+
+/** How a handle keeps its lease (see `LeaseKeeperInit`). */
+export interface LineLeaseOptions {
+  ttlMs: number;
+  renew: boolean;
+  renewalIntervalRatio: number;
+  maxHoldMs: number;
 }
 
 export interface LineAcquirerDeps {
@@ -137,6 +147,42 @@ export class LineAcquirer {
     } finally {
       waiting.stop();
     }
+  }
+
+  /**
+   * A {@link MongoLockHandle} for a hold: its lease keeper renews our entry and tells of a
+   * loss at the local deadline, its release leaves the line.
+   */
+  handleFor(hold: LineHold, lease: LineLeaseOptions): MongoLockHandle {
+    const leave = async (): Promise<ReleaseLeaseOutcome> =>
+      (await this.release(hold)) ? 'released' : 'lost';
+    return new MongoLockHandle({
+      held: [{ key: hold.key, owner: hold.token, fence: hold.fence }],
+      leaseEnd: hold.leaseEnd,
+      ttlMs: lease.ttlMs,
+      renew: lease.renew,
+      renewalIntervalRatio: lease.renewalIntervalRatio,
+      maxHoldMs: lease.maxHoldMs,
+      operations: {
+        renew: async (held, ttlMs) => {
+          const sentAt = performance.now();
+          const renewed = await renewInLine(
+            this.deps.collection,
+            held.key,
+            held.owner,
+            ttlMs,
+            this.deps.idleRetentionMs,
+          );
+          return renewed.renewed
+            ? { renewed: true, sentAt, remainingMs: renewed.remainingMs }
+            : { renewed: false, sentAt };
+        },
+        release: leave,
+        // In the background: a give-back that gets no reply leaves the entry to its lease.
+        giveBack: () => leave().catch(() => undefined),
+        ended: () => undefined,
+      },
+    });
   }
 
   /** Leaves the line: a release; tells local waiters that now hold. */

@@ -146,3 +146,35 @@ it('callers of two services take turns without overlap, in fence order', async (
     expect(byStart[i].fence).toBeGreaterThan(byStart[i - 1].fence);
   }
 });
+
+describe('holds as LockHandles', () => {
+  const lease = { ttlMs: 1_000, renew: true, renewalIntervalRatio: 1 / 3, maxHoldMs: 60_000 };
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  it('is renewed past its lease, and its release hands the key to the next in line', async () => {
+    const a = await service('a');
+    const b = await service('b');
+    const handle = a.acquirer.handleFor(
+      await a.acquirer.acquire(request('h', { ttlMs: 1_000 })),
+      lease,
+    );
+    await sleep(1_500);
+    expect(handle.signal.aborted).toBe(false);
+    const waiting = b.acquirer.acquire(request('h', { ttlMs: 1_000, timeoutMs: 5_000 }));
+    await sleep(100);
+    await handle.release();
+    expect((await waiting).fence).toBeGreaterThan(handle.fence);
+  });
+
+  it('is told of a loss by its next renewal when its entry is gone', async () => {
+    const a = await service('a', false);
+    const handle = a.acquirer.handleFor(
+      await a.acquirer.acquire(request('gone', { ttlMs: 1_000 })),
+      lease,
+    );
+    await a.collection.updateOne({ _id: 'gone' }, { $set: { line: [] } });
+    const told = new Promise((resolve) => handle.signal.addEventListener('abort', resolve));
+    await expect(Promise.race([told.then(() => 'told'), sleep(1_500)])).resolves.toBe('told');
+    await expect(handle.release()).rejects.toMatchObject({ name: 'LockLostError' });
+  });
+});

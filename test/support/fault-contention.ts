@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import type { LockHandle, LockService } from '../../lib';
+import type { LockHandle } from '../../lib';
 import type { SectionRecord } from '../faults/history/history';
 import { sharedClockMs } from './fault-clock';
 import type { ContendArgs, ContendStats, HoldPlan } from './fault-protocol';
@@ -46,13 +46,22 @@ export function deadlineToRecord(handle: LockHandle, watch: SignalWatch): number
   return watch.deadlineAtSignal ?? sharedDeadline(handle);
 }
 
+/** What the workers take locks from: a `LockService`, or engine v2's acquirer (its handles). */
+export interface Contender {
+  readonly holderId: string;
+  acquire(
+    key: string,
+    options: { ttlMs: number; timeoutMs: number; renew: boolean },
+  ): Promise<LockHandle>;
+}
+
 /**
  * Several logical workers in this process contend for a few keys until the plan's end.
  * Each critical section sleeps for a random hold (some longer than the lease) and stops early
  * when the handle's signal says the lease was lost, as a well-behaved user would.
  */
 export async function runContention(
-  service: LockService,
+  service: Contender,
   args: ContendArgs,
   label: string,
   report: (section: SectionRecord) => void,
@@ -123,7 +132,7 @@ export async function runContention(
 }
 
 async function holdAndRelease(
-  service: LockService,
+  service: Contender,
   plan: HoldPlan,
   handle: LockHandle,
   key: string,

@@ -1,0 +1,73 @@
+import { sharedClockMs } from '../../support/fault-clock';
+import type { ContendStats } from '../../support/fault-protocol';
+import type { FaultServer } from '../../support/fault-server';
+import { FaultRun } from '../harness/fault-run';
+import { Expectations, sleep, type Scenario, type ScenarioOutcome } from './scenario';
+
+const ttlMs = 1000;
+
+/**
+ * Engine v2 (the line store and acquirer, its holds as `LockHandle`s; not yet under
+ * `LockService`) under the history checker: 3 processes × 4 workers on 2 keys, some holds
+ * longer than the lease, half of them renewed; one process is frozen past its lease with
+ * SIGSTOP and thawed, another is killed with SIGKILL. No two protected intervals may overlap,
+ * fences must grow, and the survivors must go on.
+ */
+export const lineContention: Scenario = {
+  name: 'engine v2: 3 processes x 4 workers, 2 keys, SIGSTOP past the lease, SIGKILL',
+  run: (server) => runLineContentionScenario(server),
+};
+
+export async function runLineContentionScenario(
+  server: FaultServer,
+  options: { libDir?: string; durationMs?: number } = {},
+): Promise<ScenarioOutcome> {
+  const run = new FaultRun(server, 'line');
+  const expect = new Expectations();
+  try {
+    const workers = await run.spawn(
+      ['v0', 'v1', 'v2'].map((label) => ({ label, libDir: options.libDir })),
+    );
+    const durationMs = options.durationMs ?? 12_000;
+    const stopAt = sharedClockMs() + durationMs;
+    const contending = workers.map((worker) =>
+      worker.process
+        .call('contendLine', {
+          keys: ['line:a', 'line:b'],
+          workers: 4,
+          ttlMs,
+          timeoutMs: 20_000,
+          hold: { shortMaxMs: 8, longShare: 0.03, longMinMs: ttlMs * 1.2, longMaxMs: ttlMs * 1.6 },
+          renewShare: 0.5,
+          stopAt,
+          maxSections: 2000,
+        })
+        .catch((error: unknown) => String(error)),
+    );
+    await sleep(durationMs * 0.3);
+    run.pause(workers[1]);
+    await sleep(ttlMs * 1.8);
+    run.resume(workers[1]);
+    await sleep(durationMs * 0.2);
+    const diedAt = await run.kill(workers[2]);
+    const results = await Promise.all(contending);
+    const stats = results.filter((r): r is ContendStats => typeof r !== 'string');
+    const errors = stats.flatMap((s) => s.errors);
+    expect.that(errors.length === 0, '*', `workers failed: ${errors.join('; ')}`);
+    expect.that(stats.length === 2, '*', `${stats.length} of the 2 survivors reported`);
+    // The killed process's entries end with their leases: the others go on past them.
+    const after = run.history.sections.filter((s) => s.start > diedAt + ttlMs * 2).length;
+    expect.that(after > 0, '*', `no section began more than 2 leases after the SIGKILL`);
+    const violations = await run.check({ leaseMs: ttlMs }, expect.violations);
+    const sections = run.history.sections.length;
+    const lost = run.history.sections.filter((s) => s.outcome === 'lost').length;
+    const timeouts = stats.reduce((sum, s) => sum + s.timeouts, 0);
+    return {
+      operations: sections,
+      violations,
+      notes: `${sections} sections, ${lost} lost their lease, ${timeouts} timeouts, ${after} after the kill`,
+    };
+  } finally {
+    await run.stop();
+  }
+}
