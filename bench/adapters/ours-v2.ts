@@ -19,12 +19,15 @@ export async function createLineLock(connection: {
     .db(connection.dbName)
     .collection<LineDocument>('locks', { writeConcern: { w: 'majority' } });
   const waiters = new LineWaiters();
-  const watch = watchLines(collection, (change) => waiters.heard(change.key, change.holders));
+  const holderId = `bench-${randomBytes(4).toString('hex')}`;
+  const watch = watchLines(collection, holderId, (change) =>
+    waiters.heard(change.key, change.holders),
+  );
   await watch.opened;
   const acquirer = new LineAcquirer({
     collection,
     waiters,
-    holderId: `bench-${randomBytes(4).toString('hex')}`,
+    holderId,
     idleRetentionMs: 60_000,
   });
   return {

@@ -26,7 +26,9 @@ async function service(name: string, watch = true) {
     .collection<LineDocument>(kit.collectionName, { writeConcern: { w: 'majority' } });
   const waiters = new LineWaiters();
   if (watch) {
-    const stream = watchLines(collection, (change) => waiters.heard(change.key, change.holders));
+    const stream = watchLines(collection, name, (change) =>
+      waiters.heard(change.key, change.holders),
+    );
     streams.push(stream);
     await stream.opened;
   }
@@ -177,4 +179,36 @@ describe('holds as LockHandles', () => {
     await expect(Promise.race([told.then(() => 'told'), sleep(1_500)])).resolves.toBe('told');
     await expect(handle.release()).rejects.toMatchObject({ name: 'LockLostError' });
   });
+});
+
+it("routes a release's event to the process its entry leads to (everyone for shared)", async () => {
+  const a = await service('a');
+  const b = await service('b');
+  const heard: Record<string, string[][]> = { b: [], c: [] };
+  const watches = await Promise.all(
+    (['b', 'c'] as const).map(async (name) => {
+      const watch = watchLines(b.collection, name, (change) => heard[name].push(change.holders));
+      await watch.opened;
+      return watch;
+    }),
+  );
+  streams.push(...watches);
+  const first = await a.acquirer.acquire(request('route'));
+  const next = b.acquirer.acquire(request('route'));
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  await a.acquirer.release(first);
+  const held = await next;
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  expect(heard.b).toEqual([[held.token]]);
+  expect(heard.c).toEqual([]);
+
+  // A shared entry at the front: every process looks.
+  const shared = { mode: 'shared' } as const;
+  const x = await b.acquirer.acquire(request('route-s'));
+  const s1 = a.acquirer.acquire(request('route-s', { kind: shared }));
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  await b.acquirer.release(x);
+  await s1;
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  expect(heard.c).toHaveLength(1);
 });

@@ -142,13 +142,13 @@ describe('exclusive entries (a mutex)', () => {
     expect(doc?.line?.map((entry) => entry.t)).toEqual([next]);
   });
 
-  it('keeps a small document: no past owners, four fields after hand-offs', async () => {
+  it('keeps a small document: no past owners, five fields after hand-offs', async () => {
     const toks = [token(), token(), token()];
     for (const tok of toks) await join('d', tok);
     for (const tok of toks) await leaveLine(locks, 'd', tok, 60_000);
     await join('d', token());
     const doc = await locks.findOne({ _id: 'd' });
-    expect(Object.keys(doc!).sort()).toEqual(['_id', 'f', 'gcAt', 'line']);
+    expect(Object.keys(doc!).sort()).toEqual(['_id', 'f', 'gcAt', 'lead', 'line']);
     expect(Object.keys(doc!.line![0]).sort()).toEqual(['e', 'f', 'h', 't']);
   });
 

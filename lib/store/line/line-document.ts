@@ -14,8 +14,10 @@ export interface LineDocument {
   f?: Long;
   /** A semaphore's permits; absent for a lock (exclusive and shared entries). */
   permits?: number;
-  /** When the idle document may go (TTL index); null while the line has entries. */
+  /** When the idle document may go (TTL index): after every lease plus the idle retention. */
   gcAt?: Date | null;
+  /** Who the last leave may have made holder, for the streams' filters (`LEAD`). */
+  lead?: string | null;
 }
 
 /** One acquisition call's place in the line (short field names: every write carries them). */

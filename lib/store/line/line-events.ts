@@ -17,16 +17,18 @@ export interface LineChange {
  * own lease ends, which its process knows from its own last write.
  */
 /**
- * A join appends to the line: whoever held still holds, and the joiner learns from its own
- * reply. A join is the only write that hands out a fence (`f`), so its events are left out;
- * leaves and renewals (which drop dead entries) are what can make someone else holder.
+ * The events that can make an entry of `holderId`'s process holder: a leave that changed the
+ * front of a line to it (or to a shared entry or a semaphore's, where several may hold; see
+ * `LEAD`). Joins append, and the joiner learns from its reply; an entry ahead that runs out is
+ * confirmed by the waiter's own renewal, on its timer.
  */
-const CHANGES_BESIDES_JOINS = {
-  $or: [
-    { operationType: 'replace' },
-    { operationType: 'update', 'updateDescription.updatedFields.f': { $exists: false } },
-  ],
-};
+function leadsTo(holderId: string) {
+  const escaped = holderId.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  return {
+    operationType: 'update',
+    'updateDescription.updatedFields.lead': { $regex: `^(\\*|${escaped}) ` },
+  };
+}
 
 export interface LineWatch {
   /** Resolves once the stream is open: a write after that is heard. */
@@ -36,11 +38,12 @@ export interface LineWatch {
 
 export function watchLines(
   collection: LineCollection,
+  holderId: string,
   onChange: (change: LineChange) => void,
   onFailure: (error: unknown) => void = () => undefined,
 ): LineWatch {
   const stream = collection.watch<LineDocument, ChangeStreamDocument<LineDocument>>(
-    [{ $match: CHANGES_BESIDES_JOINS }],
+    [{ $match: leadsTo(holderId) }],
     { fullDocument: 'updateLookup', maxAwaitTimeMS: 1_000 },
   );
   let closing = false;

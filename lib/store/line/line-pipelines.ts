@@ -162,6 +162,25 @@ export function exclusiveTryJoinPipeline(scoped: boolean): Document[] {
 }
 
 /**
+ * Who a leave may have made holder, for the change streams' filters (see `line-events.ts`):
+ * `<holder id> <token>` of the entry now first, or `* <token>` when that entry is shared or
+ * the key is a semaphore (several processes may hold: each looks). It changes exactly when
+ * the first entry does; a leave that changes nothing at the front leaves it as it was.
+ */
+const LEAD = {
+  $let: {
+    vars: { x: { $first: '$line' } },
+    in: {
+      $concat: [
+        { $cond: [{ $or: [{ $eq: ['$$x.m', 's'] }, '$permits'] }, '*', '$$x.h'] },
+        ' ',
+        '$$x.t',
+      ],
+    },
+  },
+};
+
+/**
  * Leaving the line (release, or a waiter giving up): the entry `$$t` goes with every dead
  * one; an empty line lets the TTL index remove the document after `$$i` ms (never before the
  * last fence in ms, so that the next fence, from the clock, is larger). Whoever now leads holds, with
@@ -187,6 +206,7 @@ export const LEAVE_PIPELINE: Document[] = [
           '$gcAt',
         ],
       },
+      lead: LEAD,
     },
   },
 ];
