@@ -1,4 +1,5 @@
 import { startFaultServer, type FaultServer } from '../support/fault-server';
+import { runLibraryMutant, type LibraryMutant } from './harness/library-mutant';
 import { formatSummaryTable, type ScenarioRow } from './harness/summary-table';
 import { clockSkew } from './scenarios/clock-skew';
 import { connectionFaults } from './scenarios/connection-faults';
@@ -7,6 +8,7 @@ import { earlyGrantProbe } from './scenarios/early-grant-probe';
 import { eventsStreamFailures } from './scenarios/events-stream-failures';
 import { holderKilled } from './scenarios/holder-killed';
 import { holderPaused } from './scenarios/holder-paused';
+import { lineContention, runLineContentionScenario } from './scenarios/line-contention';
 import { hostileHttp } from './scenarios/hostile-http';
 import { networkFaults } from './scenarios/network-faults';
 import { releaseAllHeld } from './scenarios/release-all-held';
@@ -39,6 +41,35 @@ const scenarios: Scenario[] = [
   repeatedFaults,
   writeConcernErrors,
   releaseAllHeld,
+  lineContention,
+];
+
+/** Broken copies of engine v2 its scenario must catch (see README: Engine v2). */
+const lineEngineMutants: LibraryMutant[] = [
+  {
+    name: 'the second entry of a mutex line is told it holds',
+    patches: [
+      {
+        file: 'store/line/line-document.ts',
+        anchor: "  if (live[0].m !== 's') return 1;",
+        replacement: "  if (live[0].m !== 's') return Math.min(2, live.length); // mutant",
+      },
+    ],
+    run: (server, libDir) => runLineContentionScenario(server, { libDir, durationMs: 5_000 }),
+    caughtAs: ['overlap'],
+  },
+  {
+    name: 'a change of a line wakes every waiter of its key as holder',
+    patches: [
+      {
+        file: 'waiting/line-waiters.ts',
+        anchor: '    for (const entry of holders) waiters.get(entry)?.();',
+        replacement: '    for (const wake of [...waiters.values()]) wake(); // mutant',
+      },
+    ],
+    run: (server, libDir) => runLineContentionScenario(server, { libDir, durationMs: 5_000 }),
+    caughtAs: ['overlap'],
+  },
 ];
 
 describe('fault and correctness suite (several OS processes, one server)', () => {
@@ -68,4 +99,12 @@ describe('fault and correctness suite (several OS processes, one server)', () =>
     });
     expect(outcome.violations).toEqual([]);
   });
+
+  it.each(lineEngineMutants.map((m) => [m.name, m] as const))(
+    'engine v2 mutant: %s',
+    async (_name, mutant) => {
+      const caught = await runLibraryMutant(server, 'line', mutant, rows);
+      expect(caught.length).toBeGreaterThan(0);
+    },
+  );
 });

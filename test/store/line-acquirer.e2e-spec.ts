@@ -49,6 +49,14 @@ const request = (key: string, extra: Partial<LineAcquireRequest> = {}): LineAcqu
   ...extra,
 });
 
+/** The line once the background leave of a waiter that gave up has landed (within 1 s). */
+async function lineSettled(collection: LineCollection, key: string): Promise<string[]> {
+  for (let i = 0; i < 20 && (await lineOf(collection, key)).length > 1; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return lineOf(collection, key);
+}
+
 async function lineOf(collection: LineCollection, key: string): Promise<string[]> {
   return ((await collection.findOne({ _id: key }))?.line ?? []).map((entry) => entry.h);
 }
@@ -94,10 +102,7 @@ it('a waiter that times out rejects and leaves the line', async () => {
   await expect(b.acquirer.acquire(request('t', { timeoutMs: 200 }))).rejects.toBeInstanceOf(
     LockNotAcquiredError,
   );
-  for (let i = 0; i < 20 && (await lineOf(a.collection, 't')).length > 1; i++) {
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  expect(await lineOf(a.collection, 't')).toEqual(['a']);
+  expect(await lineSettled(a.collection, 't')).toEqual(['a']);
 });
 
 it('an aborted waiter rejects with its reason and leaves the line', async () => {
@@ -109,10 +114,7 @@ it('an aborted waiter rejects with its reason and leaves the line', async () => 
   await new Promise((resolve) => setTimeout(resolve, 100));
   controller.abort(new Error('caller left'));
   await expect(waiting).rejects.toThrow('caller left');
-  for (let i = 0; i < 20 && (await lineOf(a.collection, 'ab')).length > 1; i++) {
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  expect(await lineOf(a.collection, 'ab')).toEqual(['a']);
+  expect(await lineSettled(a.collection, 'ab')).toEqual(['a']);
 });
 
 it('tryAcquire (timeout 0) on a held key says who holds, and joins nothing', async () => {

@@ -97,7 +97,9 @@ async function lineEngine(): Promise<{ acquirer: LineAcquirer }> {
       writeConcern: { w: 'majority' },
     });
   const waiters = new LineWaiters();
-  const watch = watchLines(collection, (change) => waiters.heard(change.key, change.holders));
+  const watch = watchLines(collection, requireService().holderId, (change) =>
+    waiters.heard(change.key, change.holders),
+  );
   await watch.opened;
   const acquirer = new Acquirer({
     collection,
