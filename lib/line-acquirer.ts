@@ -5,7 +5,7 @@ import { MongoLockHandle } from './lock-handle';
 import { notAcquiredMessage } from './lock.messages';
 import type { JoinRequest, LineCollection } from './store/line/line-commands';
 import type { ReleaseLeaseOutcome } from './store/release-lease';
-import { joinLine, leaveLine, renewInLine } from './store/line/line-commands';
+import { checkJoin, joinLine, leaveLine, renewInLine } from './store/line/line-commands';
 import type { LineKind, LinePlace } from './store/line/line-document';
 import { setTimeout } from 'node:timers';
 import { sleep } from './util/timers';
@@ -78,6 +78,38 @@ async function wakeUp(
   }
 }
 
+/** 96 random bits, short on the wire: every command carries it. */
+function newToken(): string {
+  return randomBytes(12).toString('base64url');
+}
+
+/** `write`, or the call's end first: its deadline (LockNotAcquiredError) or its abort. */
+async function withinCall<T>(
+  write: Promise<T>,
+  deadline: number,
+  request: LineAcquireRequest,
+): Promise<T> {
+  write.catch(() => undefined);
+  const { signal } = request;
+  if (signal?.aborted) throw signal.reason;
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
+  const ended = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(
+      () => reject(notAcquired(request)),
+      Math.max(0, deadline - performance.now()),
+    );
+    onAbort = () => reject(signal?.reason);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([write, ended]);
+  } finally {
+    clearTimeout(timer);
+    if (onAbort) signal?.removeEventListener('abort', onAbort);
+  }
+}
+
 function notAcquired(
   request: LineAcquireRequest,
   holderId?: string,
@@ -94,23 +126,29 @@ export class LineAcquirer {
 
   async acquire(request: LineAcquireRequest): Promise<LineHold> {
     const { key, ttlMs } = request;
-    // 96 random bits, short on the wire: every command carries it.
-    const token = randomBytes(12).toString('base64url');
     const deadline = performance.now() + request.timeoutMs;
+    // Every join has a token of its own: news about an entry that ended never reaches the
+    // entry that replaced it.
+    let token = newToken();
     // Whether the line may hold an entry of ours: a write with no reply may have made one.
     let entry: 'none' | 'joined' | 'unknown' = 'none';
+    let waiting = this.deps.waiters.wait(key, token);
     const join = async () => {
+      const joinRequest = this.joinRequest(request, token);
+      checkJoin(joinRequest);
       entry = 'unknown';
-      const joined = await joinLine(this.deps.collection, this.joinRequest(request, token));
+      const joined = await joinLine(this.deps.collection, joinRequest);
       entry = joined.joined ? 'joined' : 'none';
       if (!joined.joined) throw notAcquired(request, joined.holderId, joined.retryAfterMs);
       return joined;
     };
-    // Listening before the join: the event that makes us holder may come before its reply.
-    let waiting = this.deps.waiters.wait(key, token);
+    // A wait gives up at its deadline or abort, even with a write on its way.
+    const bounded = <T>(write: Promise<T>) =>
+      request.timeoutMs === 0 ? write : withinCall(write, deadline, request);
     try {
+      // Listening before the join: the event that makes us holder may come before its reply.
       let sentAt = performance.now();
-      let place: LinePlace = await join();
+      let place: LinePlace = await bounded(join());
       for (;;) {
         const leaseEnd = localLeaseEnd(sentAt, place.remainingMs, ttlMs);
         if (place.holds) return { key, token, fence: place.fence, leaseEnd };
@@ -124,20 +162,24 @@ export class LineAcquirer {
         }
         if (woke === 'timer' && performance.now() >= deadline) throw notAcquired(request);
         sentAt = performance.now();
-        const renewed = await renewInLine(
+        const renewal = renewInLine(
           this.deps.collection,
           key,
           token,
           ttlMs,
           this.deps.idleRetentionMs,
         );
+        entry = 'unknown';
+        const renewed = await bounded(renewal);
+        entry = 'joined';
         if (renewed.renewed) {
           place = renewed;
         } else {
-          // Our entry ran out (a long stall): join again, at the back.
+          // Our entry ran out (a long stall; the renewal dropped it): join again, at the back.
           waiting.stop();
+          token = newToken();
           waiting = this.deps.waiters.wait(key, token);
-          place = await join();
+          place = await bounded(join());
         }
       }
     } catch (error) {

@@ -70,6 +70,18 @@ const lineEngineMutants: LibraryMutant[] = [
     run: (server, libDir) => runLineContentionScenario(server, { libDir, durationMs: 5_000 }),
     caughtAs: ['overlap'],
   },
+  {
+    name: 'no change event reaches a waiter (it wakes on its renewal timer only)',
+    patches: [
+      {
+        file: 'store/line/line-events.ts',
+        anchor: "    operationType: 'update',",
+        replacement: "    operationType: 'none', // mutant",
+      },
+    ],
+    run: (server, libDir) => runLineContentionScenario(server, { libDir, durationMs: 5_000 }),
+    caughtAs: ['scenario'],
+  },
 ];
 
 describe('fault and correctness suite (several OS processes, one server)', () => {

@@ -214,3 +214,56 @@ it("routes a release's event to the process its entry leads to (everyone for sha
   await new Promise((resolve) => setTimeout(resolve, 300));
   expect(heard.c).toHaveLength(1);
 });
+
+describe('what the second review found', () => {
+  const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  it('a semaphore released out of order wakes the waiter its release lets in', async () => {
+    const [a, b, c] = [await service('a'), await service('b'), await service('c')];
+    const kind = { mode: 'permits', permits: 2, weight: 1 } as const;
+    const a0 = await a.acquirer.acquire(request('sem', { kind }));
+    const a1 = await a.acquirer.acquire(request('sem', { kind }));
+    const b2 = b.acquirer.acquire(request('sem', { kind }));
+    await pause(100);
+    await a.acquirer.release(a0);
+    const heldByB = await b2;
+    const waiting = c.acquirer.acquire(request('sem', { kind, timeoutMs: 3_000 }));
+    await pause(100);
+    // Out of order: b's permit goes first, a1 still holds; c is let in by b's release.
+    await b.acquirer.release(heldByB);
+    await expect(waiting).resolves.toMatchObject({ key: 'sem' });
+    await a.acquirer.release(a1);
+  });
+
+  it('a shared waiter behind a writer that gives up is woken', async () => {
+    const [a, b, c] = [await service('a'), await service('b'), await service('c')];
+    const shared = { mode: 'shared' } as const;
+    const s0 = await a.acquirer.acquire(request('rw', { kind: shared }));
+    await a.acquirer.acquire(request('rw', { kind: shared }));
+    const writer = c.acquirer.acquire(request('rw', { timeoutMs: 600 }));
+    await pause(100);
+    const reader = b.acquirer.acquire(request('rw', { kind: shared, timeoutMs: 3_000 }));
+    await pause(100);
+    await a.acquirer.release(s0);
+    await expect(writer).rejects.toBeInstanceOf(LockNotAcquiredError);
+    await expect(reader).resolves.toMatchObject({ key: 'rw' });
+  });
+
+  it('news of an entry that ended does not reach the entry that replaced it', async () => {
+    const [a, b] = [await service('a', false), await service('b', false)];
+    const held = await a.acquirer.acquire(request('stale', { ttlMs: 30_000 }));
+    let got: LineHold | undefined;
+    const waiting = b.acquirer.acquire(request('stale', { ttlMs: 600 })).then((h) => (got = h));
+    await pause(50);
+    const ended = (await b.collection.findOne({ _id: 'stale' }))!.line![1];
+    // The waiter's entry ends (as in a long stall); its renewal finds it gone and joins again.
+    await b.collection.updateOne({ _id: 'stale' }, { $set: { 'line.1.e': new Date(0) } });
+    await pause(400);
+    b.waiters.heard('stale', [ended.t]);
+    await pause(100);
+    expect(got).toBeUndefined();
+    await a.acquirer.release(held);
+    await waiting;
+    expect(got!.token).not.toBe(ended.t);
+  });
+});

@@ -55,7 +55,7 @@ async function timeOf(
 }
 
 /** Values a caller's options have checked already; a store must not trust them. */
-function checkJoin({ ttlMs, kind, idleRetentionMs }: JoinRequest): void {
+export function checkJoin({ ttlMs, kind, idleRetentionMs }: JoinRequest): void {
   const bad = (option: string, value: unknown, range: string) =>
     new InvalidLockOptionsError(`${option} must be ${range}, got ${String(value)}`, { option });
   if (!Number.isInteger(ttlMs) || ttlMs < 1) throw bad('ttlMs', ttlMs, 'a positive integer');

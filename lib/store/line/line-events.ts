@@ -1,4 +1,5 @@
-import type { ChangeStreamDocument } from 'mongodb';
+import type { ChangeStream, ChangeStreamDocument } from 'mongodb';
+import { sleep } from '../../util/timers';
 import type { LineDocument } from './line-document';
 import { holdingCount } from './line-document';
 import type { LineCollection } from './line-commands';
@@ -26,7 +27,8 @@ function leadsTo(holderId: string) {
   const escaped = holderId.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
   return {
     operationType: 'update',
-    'updateDescription.updatedFields.lead': { $regex: `^(\\*|${escaped}) ` },
+    // The id whole: `a` must not match the leads of a holder `a b`.
+    'updateDescription.updatedFields.lead': { $regex: `^(\\*|${escaped}) [\\w-]+$` },
   };
 }
 
@@ -42,15 +44,17 @@ export function watchLines(
   onChange: (change: LineChange) => void,
   onFailure: (error: unknown) => void = () => undefined,
 ): LineWatch {
-  const stream = collection.watch<LineDocument, ChangeStreamDocument<LineDocument>>(
-    [{ $match: leadsTo(holderId) }],
-    { fullDocument: 'updateLookup', maxAwaitTimeMS: 1_000 },
-  );
   let closing = false;
+  let stream: ChangeStream<LineDocument, ChangeStreamDocument<LineDocument>> | undefined;
   let markOpened!: () => void;
+  // Settles on the first read, or the first failure: nobody waits on a stream that cannot open.
   const opened = new Promise<void>((resolve) => (markOpened = resolve));
-  const read = async () => {
-    // The driver resumes after resumable errors by itself; any other ends the watch.
+  const readOnce = async () => {
+    stream = collection.watch<LineDocument, ChangeStreamDocument<LineDocument>>(
+      [{ $match: leadsTo(holderId) }],
+      { fullDocument: 'updateLookup', maxAwaitTimeMS: 1_000 },
+    );
+    // The driver resumes after resumable errors by itself; any other ends this stream.
     while (!closing) {
       const event = await stream.tryNext();
       markOpened();
@@ -61,14 +65,25 @@ export function watchLines(
       onChange({ key: doc._id, holders });
     }
   };
-  const reading = read().catch((error: unknown) => {
-    if (!closing) onFailure(error);
-  });
+  const reading = (async () => {
+    // A failed stream is reopened after a pause; waiters meanwhile wake on their own timers.
+    for (let pauseMs = 100; !closing; pauseMs = Math.min(pauseMs * 2, 5_000)) {
+      try {
+        await readOnce();
+      } catch (error) {
+        if (closing) return;
+        markOpened();
+        onFailure(error);
+        await stream?.close().catch(() => undefined);
+        await sleep(pauseMs, false);
+      }
+    }
+  })();
   return {
     opened,
     close: async () => {
       closing = true;
-      await stream.close();
+      await stream?.close();
       await reading;
     },
   };

@@ -163,18 +163,19 @@ export function exclusiveTryJoinPipeline(scoped: boolean): Document[] {
 
 /**
  * Who a leave may have made holder, for the change streams' filters (see `line-events.ts`):
- * `<holder id> <token>` of the entry now first, or `* <token>` when that entry is shared or
- * the key is a semaphore (several processes may hold: each looks). It changes exactly when
- * the first entry does; a leave that changes nothing at the front leaves it as it was.
+ * `<holder id> <token>` of the entry now first when it is exclusive (it alone holds, so this
+ * changes exactly when the holder does); `* <the leaver's token>` when it is shared or the key
+ * is a semaphore, where a leave anywhere may let several hold: every process looks.
  */
 const LEAD = {
   $let: {
     vars: { x: { $first: '$line' } },
     in: {
-      $concat: [
-        { $cond: [{ $or: [{ $eq: ['$$x.m', 's'] }, '$permits'] }, '*', '$$x.h'] },
-        ' ',
-        '$$x.t',
+      $cond: [
+        // `m` is set only on shared entries; `permits` only on semaphores.
+        { $or: ['$$x.m', '$permits'] },
+        { $concat: ['* ', '$$t'] },
+        { $concat: ['$$x.h', ' ', '$$x.t'] },
       ],
     },
   },
@@ -201,7 +202,7 @@ export const LEAVE_PIPELINE: Document[] = [
     $set: {
       gcAt: {
         $cond: [
-          { $eq: [{ $size: '$line' }, 0] },
+          { $eq: ['$line', []] },
           { $max: [{ $add: [NOW, '$$i'] }, AFTER_LAST_FENCE] },
           '$gcAt',
         ],
