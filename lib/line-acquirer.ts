@@ -99,6 +99,8 @@ async function withinCall<T>(
       () => reject(notAcquired(request)),
       Math.max(0, deadline - performance.now()),
     );
+    // The contract is to reject with the caller's own reason, whatever it is.
+    // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
     onAbort = () => reject(signal?.reason);
     signal?.addEventListener('abort', onAbort, { once: true });
   });
