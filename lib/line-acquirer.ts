@@ -54,33 +54,38 @@ export interface LineAcquirerDeps {
   idleRetentionMs: number;
 }
 
+/**
+ * Settles at monotonic time `until` ('timer') or when `signal` aborts ('aborted'), whichever
+ * comes first; `dispose` clears the timer and the listener.
+ */
+function callEnd(until: number, signal: AbortSignal | undefined) {
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
+  const ended = new Promise<'timer' | 'aborted'>((resolve) => {
+    if (signal?.aborted) return resolve('aborted');
+    timer = setTimeout(() => resolve('timer'), Math.max(0, until - performance.now()));
+    onAbort = () => resolve('aborted');
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+  const dispose = () => {
+    clearTimeout(timer);
+    if (onAbort) signal?.removeEventListener('abort', onAbort);
+  };
+  return { ended, dispose };
+}
+
 /** Waits until `heard` resolves, monotonic time `until`, or `signal` aborts. */
 async function wakeUp(
   heard: Promise<void>,
   until: number,
   signal: AbortSignal | undefined,
 ): Promise<'heard' | 'timer' | 'aborted'> {
-  if (signal?.aborted) return 'aborted';
-  let onAbort: (() => void) | undefined;
-  const aborted = new Promise<'aborted'>((resolve) => {
-    onAbort = () => resolve('aborted');
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-  let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<'timer'>((resolve) => {
-    timer = setTimeout(() => resolve('timer'), Math.max(0, until - performance.now()));
-  });
+  const end = callEnd(until, signal);
   try {
-    return await Promise.race([heard.then(() => 'heard' as const), timedOut, aborted]);
+    return await Promise.race([heard.then(() => 'heard' as const), end.ended]);
   } finally {
-    clearTimeout(timer);
-    if (onAbort) signal?.removeEventListener('abort', onAbort);
+    end.dispose();
   }
-}
-
-/** 96 random bits, short on the wire: every command carries it. */
-function newToken(): string {
-  return randomBytes(12).toString('base64url');
 }
 
 /** `write`, or the call's end first: its deadline (LockNotAcquiredError) or its abort. */
@@ -90,26 +95,20 @@ async function withinCall<T>(
   request: LineAcquireRequest,
 ): Promise<T> {
   write.catch(() => undefined);
-  const { signal } = request;
-  if (signal?.aborted) throw signal.reason;
-  let timer: NodeJS.Timeout | undefined;
-  let onAbort: (() => void) | undefined;
-  const ended = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(
-      () => reject(notAcquired(request)),
-      Math.max(0, deadline - performance.now()),
-    );
-    // The contract is to reject with the caller's own reason, whatever it is.
-    // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
-    onAbort = () => reject(signal?.reason);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
+  const end = callEnd(deadline, request.signal);
   try {
-    return await Promise.race([write, ended]);
+    const first = await Promise.race([write.then((value) => ({ value })), end.ended]);
+    if (first === 'timer') throw notAcquired(request);
+    if (first === 'aborted') throw request.signal?.reason;
+    return first.value;
   } finally {
-    clearTimeout(timer);
-    if (onAbort) signal?.removeEventListener('abort', onAbort);
+    end.dispose();
   }
+}
+
+/** 96 random bits, short on the wire: every command carries it. */
+function newToken(): string {
+  return randomBytes(12).toString('base64url');
 }
 
 function notAcquired(
@@ -134,6 +133,7 @@ export class LineAcquirer {
     let token = newToken();
     // Whether the line may hold an entry of ours: a write with no reply may have made one.
     let entry: 'none' | 'joined' | 'unknown' = 'none';
+    // Listening before the join: the event that makes us holder may come before its reply.
     let waiting = this.deps.waiters.wait(key, token);
     const join = async () => {
       const joinRequest = this.joinRequest(request, token);
@@ -148,7 +148,6 @@ export class LineAcquirer {
     const bounded = <T>(write: Promise<T>) =>
       request.timeoutMs === 0 ? write : withinCall(write, deadline, request);
     try {
-      // Listening before the join: the event that makes us holder may come before its reply.
       let sentAt = performance.now();
       let place: LinePlace = await bounded(join());
       for (;;) {
@@ -229,16 +228,16 @@ export class LineAcquirer {
     });
   }
 
-  /** Leaves the line: a release; tells local waiters that now hold. */
-  async release(hold: LineHold): Promise<boolean> {
-    const left = await leaveLine(
-      this.deps.collection,
-      hold.key,
-      hold.token,
-      this.deps.idleRetentionMs,
-    );
+  /** Leaves the line: a release. */
+  release(hold: LineHold): Promise<boolean> {
+    return this.leave(hold.key, hold.token);
+  }
+
+  /** Leaves the line by token; tells local waiters that now hold. */
+  private async leave(key: string, token: string): Promise<boolean> {
+    const left = await leaveLine(this.deps.collection, key, token, this.deps.idleRetentionMs);
     this.deps.waiters.heard(
-      hold.key,
+      key,
       left.holders.map((entry) => entry.t),
     );
     return left.left;
@@ -271,7 +270,7 @@ export class LineAcquirer {
     const leave = async () => {
       for (let delayMs = 50; performance.now() < until; delayMs = Math.min(delayMs * 2, 1_000)) {
         try {
-          const left = await this.release({ key, token, fence: 0n, leaseEnd: until });
+          const left = await this.leave(key, token);
           if (left || entry === 'joined') return;
         } catch {
           // No reply: try again.

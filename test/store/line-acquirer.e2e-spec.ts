@@ -7,6 +7,7 @@ import type { LineAcquireRequest, LineHold } from '../../lib/line-acquirer';
 import type { LineCollection } from '../../lib/store/line/line-commands';
 import type { LineDocument } from '../../lib/store/line/line-document';
 import { watchLines } from '../../lib/store/line/line-events';
+import { RENEW_PIPELINE } from '../../lib/store/line/line-pipelines';
 import type { LineWatch } from '../../lib/store/line/line-events';
 import { LineWaiters } from '../../lib/waiting/line-waiters';
 import { LockTestKit } from '../lock-service/lock-test-kit';
@@ -266,4 +267,32 @@ describe('what the second review found', () => {
     await waiting;
     expect(got!.token).not.toBe(ended.t);
   });
+});
+
+it('a wait ends at its deadline even while its renewal gets no answer', async () => {
+  const a = await service('a', false);
+  const b = await service('b', false);
+  // b's renewals never answer (a store that stopped replying); its join does.
+  const silent = new Proxy(b.collection, {
+    get(target, property, receiver) {
+      if (property !== 'findOneAndUpdate')
+        return Reflect.get(target, property, receiver) as unknown;
+      return (...args: Parameters<LineCollection['findOneAndUpdate']>) =>
+        args[1] === RENEW_PIPELINE
+          ? new Promise(() => undefined)
+          : target.findOneAndUpdate(...args);
+    },
+  });
+  const acquirer = new LineAcquirer({
+    collection: silent,
+    waiters: new LineWaiters(),
+    holderId: 'b',
+    idleRetentionMs: 60_000,
+  });
+  await a.acquirer.acquire(request('silent'));
+  const startedAt = performance.now();
+  await expect(
+    acquirer.acquire(request('silent', { ttlMs: 300, timeoutMs: 400 })),
+  ).rejects.toBeInstanceOf(LockNotAcquiredError);
+  expect(performance.now() - startedAt).toBeLessThan(1_500);
 });
