@@ -1,0 +1,26 @@
+import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
+import { MAX_LOCK_KEY_BYTES, validateLockKey } from '../keys/lock-key';
+
+/** Every leadership is the lock on this prefix plus its name (the lock board lists them as leaders). */
+export const LEADER_KEY_PREFIX = 'nestjs-mongo-lock:leader:';
+
+/** The lock key that leadership `name` holds. Rejects what could not be a lock key. */
+export function leaderKey(name: unknown): string {
+  if (typeof name !== 'string' || name.length === 0) {
+    throw new InvalidLockOptionsError('A leadership name must be a non-empty string', {
+      option: 'name',
+    });
+  }
+  const limit = MAX_LOCK_KEY_BYTES - Buffer.byteLength(LEADER_KEY_PREFIX);
+  if (Buffer.byteLength(name) > limit) {
+    throw new InvalidLockOptionsError(`A leadership name is at most ${limit} UTF-8 bytes`, {
+      option: 'name',
+    });
+  }
+  return validateLockKey(LEADER_KEY_PREFIX + name);
+}
+
+/** The leadership name of a lock key, or `undefined` when the key is no leadership's. */
+export function leaderNameOf(key: string): string | undefined {
+  return key.startsWith(LEADER_KEY_PREFIX) ? key.slice(LEADER_KEY_PREFIX.length) : undefined;
+}
