@@ -49,6 +49,17 @@ export class HeldLocks {
     );
   }
 
+  /**
+   * {@link revokeAll} for the handles that hold `key`: each is told (a handle of several keys
+   * loses them all, since its work is no longer protected) and released. Resolves to the
+   * handles whose release freed a live lease.
+   */
+  async revokeKey(key: string, reason: string): Promise<MongoLockHandle[]> {
+    const holding = [...this.handles].filter((handle) => handle.keys.includes(key));
+    const counts = await Promise.all(holding.map((handle) => handle.revoke(reason)));
+    return holding.filter((_, index) => counts[index] > 0);
+  }
+
   private async revoke(
     handles: MongoLockHandle[],
     reason: string,

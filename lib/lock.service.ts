@@ -14,7 +14,7 @@ import { MongoLockError } from './errors/mongo-lock.error';
 import { HeldLocks } from './held-locks';
 import type { AcquireOptions, WithLockOptions } from './interfaces/lock-options.interface';
 import { requireTransactions, runInTransaction } from './lock-transaction';
-import type { LockEvent, LockState } from './interfaces/lock-state.interface';
+import type { LockEvent, LockHolderState, LockState } from './interfaces/lock-state.interface';
 import type { MongoLockModuleOptions } from './interfaces/mongo-lock-options.interface';
 import { normalizeLockKeys, validateLockKey } from './keys/lock-key';
 import { heldLocksOf, innermostHeldLock, runWithHeldLock } from './lock-context';
@@ -42,6 +42,7 @@ import {
 } from './options';
 import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from './options';
 import { LockStore } from './store/lock-store';
+import { listLocksQuery } from './store/list-locks';
 import { LockAcquirer } from './lock-acquirer';
 import { linkAbortSignals } from './waiting/linked-abort-signal';
 import { LockChangeFeed } from './waiting/change-feed';
@@ -341,6 +342,56 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     const validKey = validateLockKey(key);
     const store = await this.ensureStarted();
     return store.inspect(validKey);
+  }
+
+  /**
+   * The keys of the lock collection in key order, each as {@link inspect} reports it (free keys
+   * whose document is still kept included). `limit` is 1 to 1,000 (default 100); pass the last
+   * key of a page as `after` for the next one. Never the owner tokens.
+   *
+   * @example
+   * const page = await locks.list({ prefix: 'orders:' });
+   * const next = await locks.list({ prefix: 'orders:', after: page.at(-1)?.key });
+   */
+  async list(
+    options: { prefix?: string; after?: string; limit?: number } = {},
+  ): Promise<LockState[]> {
+    const query = listLocksQuery(options);
+    const store = await this.ensureStarted();
+    return store.list(query);
+  }
+
+  /**
+   * Frees `key` whoever holds it, for an operator unsticking a lock: resolves to the holders
+   * released (holder id, fence; never an owner token). Holders in this process are told at
+   * once (their `signal` aborts, `lost$` emits; a handle of several keys loses them all);
+   * holders elsewhere learn it at their next renewal, and waiters everywhere wake. The fence
+   * is never reset: the next holder's is larger.
+   *
+   * @example
+   * const released = await locks.forceRelease('orders:42');
+   * logger.warn(`freed orders:42 from ${released.map((h) => h.holderId).join(', ')}`);
+   */
+  async forceRelease(key: string): Promise<LockHolderState[]> {
+    const validKey = validateLockKey(key);
+    const store = await this.ensureStarted();
+    const endsAt = performance.now() + this.options.operationTimeoutMs;
+    let here: MongoLockHandle[] = [];
+    const revoking = this.held
+      .revokeKey(validKey, `forceRelease(${JSON.stringify(validKey)}) released it`)
+      .then((handles) => (here = handles));
+    const released = await store.forceRelease(validKey);
+    await settlesWithin(revoking, endsAt - performance.now());
+    // A local holder's own release may have freed its lease before the command did.
+    const reported = new Set(released.map((holder) => `${holder.holderId}\0${holder.fence}`));
+    for (const handle of here) {
+      const fence = handle.fences.get(validKey) ?? handle.fence;
+      if (reported.has(`${this.holderId}\0${fence}`)) continue;
+      const scope = handle.scope === undefined ? {} : { scope: handle.scope };
+      const weight = handle.permits?.held ?? 1;
+      released.push({ holderId: this.holderId, fence, weight, remainingMs: 0, ...scope });
+    }
+    return released;
   }
 
   /**

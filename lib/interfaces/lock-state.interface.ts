@@ -39,6 +39,8 @@ export interface LockHolderState {
   /** Permits held (1 for an exclusive or shared holder). */
   weight: number;
   remainingMs: number;
+  /** The acquisition's owner scope (`AcquireOptions.scope`), when it had one. */
+  scope?: string;
 }
 
 /** An acquisition or release seen on the lock collection. */

@@ -25,7 +25,7 @@ import type { RenewLeaseOutcome } from './renew-lease';
 const NOW = '$$NOW';
 
 /** The latest lease end of any entry, released or not: a retried release must find the document. */
-const latestEntryEnd = {
+export const latestEntryEnd = {
   $max: { $map: { input: { $objectToArray: '$holders' }, in: '$$this.v.expiresAt' } },
 };
 

@@ -1,14 +1,16 @@
 import type { ClientSession, Timestamp } from 'mongodb';
-import type { LockState } from '../interfaces/lock-state.interface';
+import type { LockHolderState, LockState } from '../interfaces/lock-state.interface';
 import { REMAINING_LEASE_MS, toBigInt, toRemainingMs } from './bson-values';
 import type { BsonInteger } from './bson-values';
 import type { LockCollection, SessionSource } from './lock-document';
 import { EXCLUSIVE_LIVE, LIVE_HOLDERS, LIVE_RESERVATIONS } from './lock-modes';
 
-interface InspectReply {
+/** A lock document as {@link LOCK_STATE_PROJECTION} reads it: never the owner token. */
+export interface InspectReply {
   _id: string;
   live: boolean;
   holder: string | null;
+  scope?: string | null;
   fence: BsonInteger;
   acquiredAt: Date | null;
   expiresAt: Date | null;
@@ -21,6 +23,7 @@ interface InspectReply {
     acquiredAt: Date;
     expiresAt: Date;
     remainingMs: BsonInteger;
+    scope?: string | null;
   }[];
   waiting: BsonInteger;
 }
@@ -32,6 +35,8 @@ interface InspectReply {
  */
 export function exclusiveLockState(
   state: Omit<LockState, 'mode' | 'holders' | 'waiting' | 'permits'>,
+  /** The live lease's owner scope, when the store records one. */
+  scope?: string | null,
 ): LockState {
   if (!state.held) {
     return {
@@ -46,7 +51,13 @@ export function exclusiveLockState(
     };
   }
   const holders = [
-    { holderId: state.holderId, fence: state.fence, weight: 1, remainingMs: state.remainingMs },
+    {
+      holderId: state.holderId,
+      fence: state.fence,
+      weight: 1,
+      remainingMs: state.remainingMs,
+      ...scopeOf(scope),
+    },
   ];
   return { ...state, mode: 'exclusive', holders, waiting: 0 };
 }
@@ -90,6 +101,36 @@ export async function probeLock(
   }
 }
 
+/**
+ * What a read of lock documents projects: the key's state by the server clock, live holder
+ * entries and waiting count. Leaves out the owner tokens.
+ */
+export const LOCK_STATE_PROJECTION = {
+  holder: 1,
+  fence: 1,
+  acquiredAt: 1,
+  expiresAt: 1,
+  permits: 1,
+  scope: 1,
+  remainingMs: REMAINING_LEASE_MS,
+  live: EXCLUSIVE_LIVE,
+  entries: {
+    $map: {
+      input: LIVE_HOLDERS,
+      in: {
+        holder: '$$this.v.holder',
+        fence: '$$this.v.fence',
+        weight: '$$this.v.weight',
+        acquiredAt: '$$this.v.acquiredAt',
+        expiresAt: '$$this.v.expiresAt',
+        remainingMs: { $subtract: ['$$this.v.expiresAt', '$$NOW'] },
+        scope: '$$this.v.scope',
+      },
+    },
+  },
+  waiting: { $size: LIVE_RESERVATIONS },
+};
+
 async function readState(
   collection: LockCollection,
   key: string,
@@ -97,34 +138,19 @@ async function readState(
 ): Promise<LockState | null> {
   const reply = (await collection.findOne(
     { _id: key },
-    {
-      projection: {
-        holder: 1,
-        fence: 1,
-        acquiredAt: 1,
-        expiresAt: 1,
-        permits: 1,
-        remainingMs: REMAINING_LEASE_MS,
-        live: EXCLUSIVE_LIVE,
-        entries: {
-          $map: {
-            input: LIVE_HOLDERS,
-            in: {
-              holder: '$$this.v.holder',
-              fence: '$$this.v.fence',
-              weight: '$$this.v.weight',
-              acquiredAt: '$$this.v.acquiredAt',
-              expiresAt: '$$this.v.expiresAt',
-              remainingMs: { $subtract: ['$$this.v.expiresAt', '$$NOW'] },
-            },
-          },
-        },
-        waiting: { $size: LIVE_RESERVATIONS },
-      },
-      session,
-    },
+    { projection: LOCK_STATE_PROJECTION, session },
   )) as InspectReply | null;
-  if (reply === null) return null;
+  return reply === null ? null : decodeLockState(reply);
+}
+
+/** `scope` as a holder's field: absent when the lease has none. */
+function scopeOf(scope: string | null | undefined): { scope?: string } {
+  return typeof scope === 'string' ? { scope } : {};
+}
+
+/** A key's state from a document read with {@link LOCK_STATE_PROJECTION}. */
+export function decodeLockState(reply: InspectReply): LockState {
+  const key = reply._id;
   const base = {
     key,
     holderId: reply.holder ?? null,
@@ -136,7 +162,7 @@ async function readState(
   if (reply.live === true || reply.entries.length === 0) {
     const held = reply.live === true;
     const remainingMs = held ? toRemainingMs(reply.remainingMs) : 0;
-    return { ...exclusiveLockState({ ...base, held, remainingMs }), waiting };
+    return { ...exclusiveLockState({ ...base, held, remainingMs }, reply.scope), waiting };
   }
   const entries = [...reply.entries].sort((a, b) => Number(toBigInt(a.fence) - toBigInt(b.fence)));
   const latest = entries[entries.length - 1];
@@ -152,12 +178,24 @@ async function readState(
     expiresAt: lastEnd.expiresAt,
     mode: permits === undefined ? 'shared' : 'semaphore',
     ...(permits === undefined ? {} : { permits }),
-    holders: entries.map((entry) => ({
-      holderId: entry.holder ?? null,
-      fence: toBigInt(entry.fence),
-      weight: Number(entry.weight),
-      remainingMs: toRemainingMs(entry.remainingMs),
-    })),
+    holders: entries.map(decodeHolderEntry),
     waiting,
+  };
+}
+
+/** One live holder entry, as {@link LOCK_STATE_PROJECTION} (or a forced release) reads it. */
+export function decodeHolderEntry(entry: {
+  holder: string | null;
+  fence: BsonInteger;
+  weight: BsonInteger;
+  remainingMs: BsonInteger;
+  scope?: string | null;
+}): LockHolderState {
+  return {
+    holderId: entry.holder ?? null,
+    fence: toBigInt(entry.fence),
+    weight: Number(entry.weight),
+    remainingMs: toRemainingMs(entry.remainingMs),
+    ...scopeOf(entry.scope),
   };
 }

@@ -1,8 +1,11 @@
 import type { ClientSession } from 'mongodb';
-import type { LockState } from '../interfaces/lock-state.interface';
+import type { LockHolderState, LockState } from '../interfaces/lock-state.interface';
 import type { AcquireAttemptOutcome, AcquireAttemptRequest } from './acquire-attempt';
 import { attemptAcquire } from './acquire-attempt';
 import { ensureLockIndexes } from './ensure-indexes';
+import { forceRelease } from './force-release';
+import { listLocks } from './list-locks';
+import type { ListLocksQuery } from './list-locks';
 import { inspectLock, probeLock } from './inspect-lock';
 import type { LockProbe } from './inspect-lock';
 import { openLockChangeStream } from './lock-change-stream';
@@ -45,6 +48,10 @@ export interface LeaseCommands {
   withdraw?(key: string, reservation: string, exceptGrant?: string): Promise<void>;
   /** A parked waiting process renews its reservation; its remaining lease, if it was live. */
   keepPlace?(key: string, reservation: string): Promise<number | undefined>;
+  /** A page of keys in key order (see `listLocks`); only where keys share one collection. */
+  list?(query: ListLocksQuery): Promise<LockState[]>;
+  /** Frees every live lease of a key, whoever holds it (see `forceRelease`). */
+  forceRelease?(key: string): Promise<LockHolderState[]>;
   /** Frees every live lease of an owner scope; only where leases can carry one. */
   releaseScope?(scope: string): Promise<number>;
   /**
@@ -77,6 +84,8 @@ export function lockCollectionCommands(
     withdraw: (key, reservation, exceptGrant) =>
       withdrawReservation(collection, key, reservation, idleRetentionMs, exceptGrant),
     keepPlace: (key, reservation) => keepReservation(collection, key, reservation),
+    list: (query) => listLocks(collection, query),
+    forceRelease: (key) => forceRelease(collection, key, idleRetentionMs),
     releaseScope: async (scope) =>
       (await releaseScope(collection, scope, idleRetentionMs)) +
       (await releaseScopeEntries(collection, scope, idleRetentionMs)),

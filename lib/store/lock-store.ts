@@ -1,6 +1,6 @@
 import { MongoClient, MongoError } from 'mongodb';
 import type { ClientSession, Timestamp } from 'mongodb';
-import type { LockState } from '../interfaces/lock-state.interface';
+import type { LockHolderState, LockState } from '../interfaces/lock-state.interface';
 import type { ResolvedLockModuleOptions } from '../options';
 import { formatMs } from '../util/durations';
 import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
@@ -10,6 +10,7 @@ import { boundedCommand } from './bounded-command';
 import { grantedReservation } from './direct-grant';
 import type { BoundedCommand } from './bounded-command';
 import { lockCollectionCommands } from './lease-commands';
+import type { ListLocksQuery } from './list-locks';
 import type { LeaseCommands } from './lease-commands';
 import { openLockCollection } from './lock-collection';
 import type { OpenLockChangeStreamOptions } from './lock-change-stream';
@@ -386,6 +387,22 @@ export class LockStore {
   inspect(key: string): Promise<LockState | null> {
     return this.send('inspect', this.options.operationTimeoutMs, () => this.commands.inspect(key))
       .result;
+  }
+
+  /** A page of the collection's keys in key order (see `listLocks`); none where unsupported. */
+  list(query: ListLocksQuery): Promise<LockState[]> {
+    const { commands } = this;
+    if (!commands.list) return Promise.resolve([]);
+    const list = commands.list.bind(commands);
+    return this.send('list', this.options.operationTimeoutMs, () => list(query)).result;
+  }
+
+  /** Frees every live lease of `key`, whoever holds it (see `forceRelease`); who was released. */
+  forceRelease(key: string): Promise<LockHolderState[]> {
+    const { commands } = this;
+    if (!commands.forceRelease) return Promise.resolve([]);
+    const release = commands.forceRelease.bind(commands);
+    return this.send('forceRelease', this.options.operationTimeoutMs, () => release(key)).result;
   }
 
   async probe(key: string): Promise<KeyLeaseProbe> {

@@ -1,5 +1,6 @@
 import { Long, Timestamp } from 'mongodb';
-import type { LockState } from '../interfaces/lock-state.interface';
+import type { LockHolderState, LockState } from '../interfaces/lock-state.interface';
+import type { ListLocksQuery } from '../store/list-locks';
 import { lastReservedFence } from '../store/direct-grant';
 import { exclusiveLockState } from '../store/inspect-lock';
 import type { LockDocument } from '../store/lock-document';
@@ -254,7 +255,10 @@ export class InMemoryLockCollection {
     const entries = liveEntries(stored, now).map(([, entry]) => entry);
     if (exclusive || entries.length === 0) {
       const remaining = exclusive ? remainingMs(stored, now) : 0;
-      const state = exclusiveLockState({ ...base, held: exclusive, remainingMs: remaining });
+      const state = exclusiveLockState(
+        { ...base, held: exclusive, remainingMs: remaining },
+        stored.scope,
+      );
       return { state: { ...state, waiting }, operationTime };
     }
     entries.sort((a, b) => (a.fence < b.fence ? -1 : a.fence > b.fence ? 1 : 0));
@@ -277,6 +281,7 @@ export class InMemoryLockCollection {
           fence: entry.fence,
           weight: entry.weight,
           remainingMs: Math.max(0, entry.expiresAt - now),
+          ...(entry.scope ? { scope: entry.scope } : {}),
         })),
         waiting,
       },
@@ -357,6 +362,68 @@ export class InMemoryLockCollection {
       freed += ofScope.length;
     }
     return freed;
+  }
+
+  /** `list-locks.ts`: a page of keys in key order (UTF-8 bytes, as MongoDB sorts), as `read` reports each. */
+  list({ prefix, after, limit }: ListLocksQuery): LockState[] {
+    const byBytes = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
+    return [...this.documents.keys()]
+      .filter((key) => key.startsWith(prefix) && (after === undefined || byBytes(key, after) > 0))
+      .sort(byBytes)
+      .slice(0, limit)
+      .map((key) => this.read(key).state as LockState);
+  }
+
+  /**
+   * `force-release.ts`: frees every live lease of `key` in one write (the exclusive lease as
+   * `releaseScope` does, holder entries removed and counted in `frees`); who was released.
+   */
+  forceRelease(key: string, idleRetentionMs: number): LockHolderState[] {
+    const now = this.clock();
+    const before = this.documents.get(key);
+    if (!before) return [];
+    const released: LockHolderState[] = [];
+    let after: StoredLock = before;
+    if (isExclusiveLive(before, now)) {
+      released.push({
+        holderId: before.holder ?? null,
+        fence: before.fence ?? 0n,
+        weight: 1,
+        remainingMs: remainingMs(before, now),
+        ...(before.scope ? { scope: before.scope } : {}),
+      });
+      after = {
+        ...after,
+        owner: null,
+        gcAt: gcNotBeforeNextFence(
+          before,
+          Math.max(now + idleRetentionMs, before.expiresAt ?? -Infinity),
+        ),
+        releasedHolder: before.holder,
+        releasedFence: before.fence,
+      };
+    }
+    const live = liveEntries(before, now);
+    if (live.length > 0) {
+      const holders = { ...before.holders };
+      for (const [slot, entry] of live) {
+        delete holders[slot];
+        released.push({
+          holderId: entry.holder,
+          fence: entry.fence,
+          weight: entry.weight,
+          remainingMs: Math.max(0, entry.expiresAt - now),
+          ...(entry.scope ? { scope: entry.scope } : {}),
+        });
+      }
+      const latestEntryEnd = Math.max(
+        ...Object.values(before.holders ?? {}).map((other) => other.expiresAt),
+      );
+      const gcAt = gcNotBeforeNextFence(before, Math.max(now + idleRetentionMs, latestEntryEnd));
+      after = { ...after, holders, frees: (before.frees ?? 0) + 1, gcAt };
+    }
+    if (released.length > 0) this.write(key, before, after);
+    return released.sort((a, b) => (a.fence < b.fence ? -1 : a.fence > b.fence ? 1 : 0));
   }
 
   /** The document as MongoDB would store it, or undefined (for change events' `fullDocument`). */

@@ -1,4 +1,5 @@
-import type { LockState } from '../interfaces/lock-state.interface';
+import type { LockHolderState, LockState } from '../interfaces/lock-state.interface';
+import type { ListLocksQuery } from '../store/list-locks';
 import type { ResolvedLockModuleOptions } from '../options';
 import type { AcquireAttemptOutcome, AttemptTarget } from '../store/acquire-attempt';
 import { EXCLUSIVE, MAX_HOLDERS_PER_KEY, isEntryMode } from '../store/lock-modes';
@@ -152,6 +153,14 @@ export class InMemoryLockStore implements LockStoreContract {
 
   releaseScope(scope: string): Promise<number> {
     return this.send(() => this.collection.releaseScope(scope, this.options.idleRetentionMs));
+  }
+
+  list(query: ListLocksQuery): Promise<LockState[]> {
+    return this.send(() => this.collection.list(query));
+  }
+
+  forceRelease(key: string): Promise<LockHolderState[]> {
+    return this.send(() => this.collection.forceRelease(key, this.options.idleRetentionMs));
   }
 
   inspect(key: string): Promise<LockState | null> {

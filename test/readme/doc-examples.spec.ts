@@ -140,6 +140,7 @@ const options: ts.CompilerOptions = (() => {
       'nestjs-mongo-lock': [join(root, 'lib/index.ts')],
       'nestjs-mongo-lock/testing': [join(root, 'lib/testing/index.ts')],
       'nestjs-mongo-lock/health': [join(root, 'lib/health/index.ts')],
+      'nestjs-mongo-lock/board': [join(root, 'lib/board/index.ts')],
     },
   };
 })();

@@ -1,0 +1,176 @@
+/**
+ * The board page's script, inline (its hash is in the page's CSP). Every value from the server
+ * goes into the page as text (`textContent`, `setAttribute`), never as markup.
+ */
+export const BOARD_SCRIPT = `
+(function () {
+  'use strict';
+  var api = location.pathname.replace(/\\/+$/, '') + '/api';
+  var allowRelease = document.body.getAttribute('data-allow-release') === 'true';
+  var rows = document.getElementById('rows');
+  var summary = document.getElementById('summary');
+  var statusLine = document.getElementById('status');
+  var live = document.getElementById('live');
+  var prefixInput = document.getElementById('prefix');
+  var showFree = document.getElementById('show-free');
+  var nextButton = document.getElementById('next');
+  var firstButton = document.getElementById('first');
+  var view = { prefix: new URLSearchParams(location.search).get('prefix') || '', after: null };
+  var page = { locks: [], next: null, loadedAt: 0 };
+  var loading = false, again = false, pending = null;
+
+  function el(tag, className, text) {
+    var node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+  function say(text, isError) {
+    statusLine.textContent = text;
+    statusLine.className = isError ? 'error' : '';
+  }
+  function seconds(ms) {
+    return (ms >= 10000 ? String(Math.round(ms / 1000)) : (ms / 1000).toFixed(1)) + ' s left';
+  }
+  function leftNow(ms) {
+    return Math.max(0, ms - (performance.now() - page.loadedAt));
+  }
+  function failure(response) {
+    return response.json().catch(function () { return {}; }).then(function (body) {
+      throw new Error(response.status + ' ' + String(body.message || response.statusText));
+    });
+  }
+
+  function load() {
+    if (loading) { again = true; return; }
+    loading = true;
+    var query = new URLSearchParams({ limit: '100' });
+    if (view.prefix) query.set('prefix', view.prefix);
+    if (view.after !== null) query.set('after', view.after);
+    fetch(api + '/locks?' + query.toString(), { credentials: 'same-origin' })
+      .then(function (response) { return response.ok ? response.json() : failure(response); })
+      .then(function (body) {
+        page = { locks: body.locks, next: body.next, loadedAt: performance.now() };
+        render();
+      })
+      .catch(function (error) { say('Could not load the locks: ' + error.message, true); })
+      .finally(function () {
+        loading = false;
+        if (again) { again = false; load(); }
+      });
+  }
+  function soon() {
+    if (pending === null) pending = setTimeout(function () { pending = null; load(); }, 30);
+  }
+
+  function holderLine(holder) {
+    var line = el('div', 'holder');
+    line.appendChild(el('span', 'holder-id', holder.holderId === null ? '(unknown)' : holder.holderId));
+    line.appendChild(el('span', 'fence', 'fence ' + holder.fence));
+    var lease = el('span', 'lease', seconds(leftNow(holder.remainingMs)));
+    lease.setAttribute('data-ms', String(holder.remainingMs));
+    line.appendChild(lease);
+    if (holder.weight !== 1) line.appendChild(el('span', 'weight', holder.weight + ' permits'));
+    if (holder.scope !== undefined) line.appendChild(el('span', 'scope', 'scope ' + holder.scope));
+    return line;
+  }
+  function row(lock) {
+    var tr = el('tr', lock.held ? 'held' : 'free');
+    tr.setAttribute('data-key', lock.key);
+    var keyCell = el('td', 'key');
+    if (lock.leaderOf !== null) {
+      keyCell.appendChild(el('span', 'leader', 'leader of ' + lock.leaderOf));
+      keyCell.appendChild(el('code', 'raw', lock.key));
+    } else {
+      keyCell.appendChild(el('code', null, lock.key));
+    }
+    var mode = !lock.held ? 'free' : lock.mode === 'semaphore' ? 'semaphore of ' + lock.permits : lock.mode;
+    var holders = el('td', 'holders');
+    lock.holders.forEach(function (holder) { holders.appendChild(holderLine(holder)); });
+    var actions = el('td', 'actions');
+    if (allowRelease && lock.held) actions.appendChild(releaseButton(lock.key));
+    tr.append(keyCell, el('td', 'mode', mode), holders, el('td', 'waiting', String(lock.waiting)), actions);
+    return tr;
+  }
+  function render() {
+    var shown = page.locks.filter(function (lock) { return lock.held || showFree.checked; });
+    rows.replaceChildren.apply(rows, shown.map(row));
+    var hidden = page.locks.length - shown.length;
+    summary.textContent = shown.length + (shown.length === 1 ? ' key' : ' keys') +
+      (hidden > 0 ? ' (' + hidden + ' free hidden)' : '') +
+      (view.prefix ? ' starting with "' + view.prefix + '"' : '') +
+      (view.after !== null ? ', after "' + view.after + '"' : '');
+    nextButton.disabled = page.next === null;
+    firstButton.disabled = view.after === null;
+  }
+
+  function releaseButton(key) {
+    var button = el('button', 'release', 'Release');
+    var armed = null;
+    button.type = 'button';
+    button.addEventListener('click', function () {
+      if (armed === null) {
+        button.textContent = 'Confirm release';
+        button.classList.add('armed');
+        armed = setTimeout(function () {
+          armed = null;
+          button.textContent = 'Release';
+          button.classList.remove('armed');
+        }, 5000);
+        return;
+      }
+      clearTimeout(armed);
+      button.disabled = true;
+      fetch(api + '/locks/' + encodeURIComponent(key) + '/release', {
+        method: 'POST',
+        credentials: 'same-origin',
+        headers: { 'x-lock-board': 'release' },
+      })
+        .then(function (response) { return response.ok ? response.json() : failure(response); })
+        .then(function (body) {
+          var who = body.released.map(function (h) { return h.holderId + ' (fence ' + h.fence + ')'; });
+          say('Released ' + key + (who.length ? ' from ' + who.join(', ') : ': nobody held it'), false);
+          load();
+        })
+        .catch(function (error) {
+          armed = null;
+          button.disabled = false;
+          button.textContent = 'Release';
+          button.classList.remove('armed');
+          say('Release of ' + key + ' failed: ' + error.message, true);
+        });
+    });
+    return button;
+  }
+
+  function listen() {
+    var source = new EventSource(api + '/events');
+    source.onopen = function () { live.textContent = 'live'; live.className = 'live on'; soon(); };
+    source.onerror = function () { live.textContent = 'reconnecting'; live.className = 'live off'; };
+    source.onmessage = function (message) {
+      var event;
+      try { event = JSON.parse(message.data); } catch (error) { return; }
+      if (typeof event.key === 'string' && event.key.indexOf(view.prefix) === 0) soon();
+    };
+  }
+
+  document.getElementById('filter').addEventListener('submit', function (event) {
+    event.preventDefault();
+    view = { prefix: prefixInput.value, after: null };
+    load();
+  });
+  showFree.addEventListener('change', render);
+  nextButton.addEventListener('click', function () { view.after = page.next; load(); });
+  firstButton.addEventListener('click', function () { view.after = null; load(); });
+  // Leases count down here; a lease that runs out writes nothing, so look again now and then.
+  setInterval(function () {
+    document.querySelectorAll('.lease').forEach(function (lease) {
+      lease.textContent = seconds(leftNow(Number(lease.getAttribute('data-ms'))));
+    });
+  }, 1000);
+  setInterval(soon, 5000);
+  prefixInput.value = view.prefix;
+  listen();
+  load();
+})();
+`;

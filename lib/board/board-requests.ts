@@ -1,0 +1,68 @@
+import { BadRequestException, HttpException, ServiceUnavailableException } from '@nestjs/common';
+import { InvalidLockKeyError } from '../errors/invalid-lock-key.error';
+import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
+import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
+import { BOARD_MESSAGES } from './board.messages';
+
+/** Keys per page of the board, and the most a caller may ask for. */
+export const BOARD_PAGE_SIZE = 100;
+
+/**
+ * A query parameter given at most once, as a string. Query parsers turn `?a=1&a=2` into an
+ * array and `?a[b]=1` into an object: both are refused rather than stringified.
+ */
+export function queryText(value: unknown, name: string): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string') throw new BadRequestException(BOARD_MESSAGES.notAString(name));
+  return value;
+}
+
+/** `limit`: digits only, 1 to {@link BOARD_PAGE_SIZE}; absent or empty means a full page. */
+export function pageLimit(value: unknown): number {
+  const text = queryText(value, 'limit');
+  if (text === undefined || text === '') return BOARD_PAGE_SIZE;
+  const limit = /^\d{1,3}$/.test(text) ? Number(text) : NaN;
+  if (!(limit >= 1 && limit <= BOARD_PAGE_SIZE)) {
+    throw new BadRequestException(BOARD_MESSAGES.badLimit(text));
+  }
+  return limit;
+}
+
+/**
+ * Runs a `LockService` call for a route: a bad key or parameter is the caller's error (400),
+ * MongoDB away is 503; the library's messages quote keys shortened, so echoing them is safe.
+ */
+export async function answer<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (error) {
+    if (error instanceof HttpException) throw error;
+    if (error instanceof InvalidLockKeyError || error instanceof InvalidLockOptionsError) {
+      throw new BadRequestException(error.message);
+    }
+    if (error instanceof LockStoreUnavailableError) {
+      throw new ServiceUnavailableException(error.message);
+    }
+    throw error;
+  }
+}
+
+/** What the board reads of a request: what a guard may have left on it, and the peer. */
+export interface BoardRequest {
+  user?: { id?: unknown; name?: unknown } | null;
+  ip?: string;
+}
+
+/**
+ * Who asked, for the log of a forced release: `request.user.id`, else `request.user.name`
+ * (as an authentication guard leaves them), else the client's IP address as the platform
+ * reports it (behind a proxy, only with the platform's trust-proxy setting).
+ */
+export function requesterOf(request: BoardRequest): string {
+  for (const value of [request.user?.id, request.user?.name]) {
+    if (typeof value === 'string' || typeof value === 'number' || typeof value === 'bigint') {
+      return String(value);
+    }
+  }
+  return `ip ${request.ip ?? 'unknown'}`;
+}

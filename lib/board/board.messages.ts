@@ -1,0 +1,25 @@
+// Messages of the lock board, as functions so that wording lives in one place.
+
+const quote = (text: string) => JSON.stringify(text);
+
+export const BOARD_MESSAGES = {
+  releaseNeedsGuard: () =>
+    'MongoLockBoardModule.forRoot({ allowRelease: true }) needs a guard: anyone who can reach ' +
+    'the board could otherwise free any lock. Pass guard: YourAdminGuard, or leave allowRelease off.',
+  badPath: (path: unknown) =>
+    `MongoLockBoardModule.forRoot: path must be a non-empty string of letters, digits and . _ ~ - /, got ${
+      typeof path === 'string' ? quote(path) : typeof path
+    }`,
+  badGuard: () =>
+    'MongoLockBoardModule.forRoot: guard must be a guard class or an object with canActivate()',
+  noLockService: () =>
+    'MongoLockBoardModule found no LockService: import MongoLockModule.forRoot() in the app too',
+  badLimit: (limit: string) =>
+    `limit must be an integer from 1 to 100, got ${quote(limit.slice(0, 32))}`,
+  notAString: (name: string) => `${name} must be given once, as a string`,
+  noSuchKey: (key: string) => `No lock document for key ${quote(key.slice(0, 64))}`,
+  releaseHeaderMissing: () =>
+    'A release must carry the header X-Lock-Board: release (a plain form on another site cannot send it)',
+  forcedRelease: (key: string, who: string, released: string) =>
+    `Forced release of ${quote(key)} asked by ${quote(who)}: ${released || 'no live holder'}`,
+};

@@ -1,0 +1,122 @@
+import {
+  Controller,
+  ForbiddenException,
+  Get,
+  Header,
+  Headers,
+  HttpCode,
+  Inject,
+  Logger,
+  NotFoundException,
+  Param,
+  Post,
+  Query,
+  Req,
+  Sse,
+  UseGuards,
+  applyDecorators,
+} from '@nestjs/common';
+import type { MessageEvent, Type } from '@nestjs/common';
+import { ModuleRef } from '@nestjs/core';
+import { map, type Observable } from 'rxjs';
+import { LockService } from '../lock.service';
+import { eventJson, holderJson, lockJson } from './board-json';
+import type { BoardLockJson, BoardLockPageJson, BoardReleaseJson } from './board-json';
+import type { ResolvedBoardOptions } from './board-options';
+import { BOARD_PAGE_HEADERS, boardPage } from './board-page';
+import { answer, pageLimit, queryText, requesterOf } from './board-requests';
+import type { BoardRequest } from './board-requests';
+import { BOARD_MESSAGES } from './board.messages';
+
+/** Injection token of the board's resolved options. */
+export const MONGO_LOCK_BOARD_OPTIONS = Symbol('MONGO_LOCK:BOARD_OPTIONS');
+
+const PageHeaders = () =>
+  applyDecorators(
+    ...Object.entries(BOARD_PAGE_HEADERS).map(([name, value]) => Header(name, value)),
+  );
+
+/** `''` for a parameter means "not given", as a cleared filter field sends it. */
+const optionalText = (value: unknown, name: string) => queryText(value, name) || undefined;
+
+/**
+ * The read-only board: the page, the JSON API and the event stream, each a call on the app's
+ * `LockService`. Not a controller by itself: `MongoLockBoardModule.forRoot` mounts a subclass
+ * at the configured path.
+ */
+export class LockBoardController {
+  protected readonly logger = new Logger('MongoLockBoard');
+  private service: LockService | undefined;
+
+  constructor(
+    @Inject(ModuleRef) private readonly moduleRef: ModuleRef,
+    @Inject(MONGO_LOCK_BOARD_OPTIONS) protected readonly options: ResolvedBoardOptions,
+  ) {}
+
+  /** The app's `LockService`, wherever `MongoLockModule` was imported (global or not). */
+  protected get locks(): LockService {
+    this.service ??= this.moduleRef.get(LockService, { strict: false }) ?? undefined;
+    if (!this.service) throw new Error(BOARD_MESSAGES.noLockService());
+    return this.service;
+  }
+
+  @Get()
+  @PageHeaders()
+  page(): string {
+    return boardPage(this.options.allowRelease);
+  }
+
+  @Get('api/locks')
+  async list(
+    @Query('prefix') prefix: unknown,
+    @Query('after') after: unknown,
+    @Query('limit') limit: unknown,
+  ): Promise<BoardLockPageJson> {
+    const query = {
+      prefix: optionalText(prefix, 'prefix'),
+      after: optionalText(after, 'after'),
+      limit: pageLimit(limit),
+    };
+    const locks = await answer(() => this.locks.list(query));
+    const next = locks.length === query.limit ? locks[locks.length - 1].key : null;
+    return { locks: locks.map(lockJson), next };
+  }
+
+  @Get('api/locks/:key')
+  async one(@Param('key') key: string): Promise<BoardLockJson> {
+    const state = await answer(() => this.locks.inspect(key));
+    if (state === null) throw new NotFoundException(BOARD_MESSAGES.noSuchKey(key));
+    return lockJson(state);
+  }
+
+  @Sse('api/events')
+  events(): Observable<MessageEvent> {
+    return this.locks.events$.pipe(map((event) => ({ data: eventJson(event) })));
+  }
+}
+
+/** The board with the forced release (`allowRelease`), which only a guard may let through. */
+export class LockBoardReleaseController extends LockBoardController {
+  @Post('api/locks/:key/release')
+  @HttpCode(200)
+  async release(
+    @Param('key') key: string,
+    @Req() request: BoardRequest,
+    @Headers('x-lock-board') marker: unknown,
+  ): Promise<BoardReleaseJson> {
+    if (marker !== 'release') throw new ForbiddenException(BOARD_MESSAGES.releaseHeaderMissing());
+    const released = await answer(() => this.locks.forceRelease(key));
+    const holders = released.map((holder) => `${holder.holderId} (fence ${holder.fence})`);
+    this.logger.warn(BOARD_MESSAGES.forcedRelease(key, requesterOf(request), holders.join(', ')));
+    return { key, released: released.map(holderJson) };
+  }
+}
+
+/** A fresh controller class mounted at the board's path, behind its guard. */
+export function boardControllerFor(options: ResolvedBoardOptions): Type<LockBoardController> {
+  const Base = options.allowRelease ? LockBoardReleaseController : LockBoardController;
+  class MongoLockBoardController extends Base {}
+  Controller(options.path)(MongoLockBoardController);
+  if (options.guard) UseGuards(options.guard)(MongoLockBoardController);
+  return MongoLockBoardController;
+}

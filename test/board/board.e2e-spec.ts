@@ -1,0 +1,302 @@
+import type { INestApplication } from '@nestjs/common';
+import { MongoClient } from 'mongodb';
+import { LockLostError, LockService } from '../../lib';
+import { MongoLockBoardModule } from '../../lib/board';
+import { InvalidLockOptionsError } from '../../lib/errors/invalid-lock-options.error';
+import { LEADER_KEY_PREFIX } from '../../lib/leadership/leader-key';
+import { startTestMongo, type TestMongo } from '../support/mongo';
+import { HTTP_ADAPTERS, lockModule } from '../nest/support/nest-apps';
+import { listeningApp, OperatorHeaderGuard, watchBoardLog } from './board-app';
+
+jest.setTimeout(60_000);
+
+/** A JSON reply, as the test reads it. */
+const readJson = (response: Response): Promise<any> => response.json();
+
+describe('MongoLockBoardModule.forRoot', () => {
+  it('refuses allowRelease without a guard, saying why', () => {
+    expect(() => MongoLockBoardModule.forRoot({ allowRelease: true })).toThrow(
+      InvalidLockOptionsError,
+    );
+    expect(() => MongoLockBoardModule.forRoot({ allowRelease: true })).toThrow(/needs a guard/);
+  });
+
+  it.each(['', 'locks/:key', 'a b', '../x', '*', 'ops//locks'])('refuses the path %j', (path) => {
+    expect(() => MongoLockBoardModule.forRoot({ path })).toThrow(/path must be/);
+  });
+});
+
+describe.each(HTTP_ADAPTERS)('the lock board over HTTP (%s)', (adapter) => {
+  let mongo: TestMongo;
+  let app: INestApplication;
+  let url: string;
+  let locks: LockService;
+  let other: LockService;
+  let raw: MongoClient;
+  const get = (path: string, init?: RequestInit) => fetch(`${url}${path}`, init);
+  const release = (key: string, headers: Record<string, string> = {}) =>
+    get(`/locks/api/locks/${encodeURIComponent(key)}/release`, {
+      method: 'POST',
+      headers: { 'x-lock-board': 'release', ...headers },
+    });
+  /** Every owner token stored in the key's document (the lease's and every holder entry's). */
+  const ownerTokens = async (key: string): Promise<string[]> => {
+    const doc = await raw
+      .db(mongo.dbName)
+      .collection<{ _id: string; owner?: string; holders?: Record<string, { owner: string }> }>(
+        'locks',
+      )
+      .findOne({ _id: key });
+    const tokens = [doc?.owner, ...Object.values(doc?.holders ?? {}).map((entry) => entry.owner)];
+    return tokens.filter((token): token is string => typeof token === 'string');
+  };
+
+  beforeAll(async () => {
+    mongo = await startTestMongo();
+    ({ app, url } = await listeningApp(
+      {
+        imports: [
+          lockModule(mongo, { holderId: `board-${adapter}` }),
+          MongoLockBoardModule.forRoot({ guard: OperatorHeaderGuard, allowRelease: true }),
+          MongoLockBoardModule.forRoot({ path: 'ops/readonly-locks' }),
+        ],
+      },
+      adapter,
+    ));
+    locks = app.get(LockService);
+    other = new LockService({ uri: mongo.uri, dbName: mongo.dbName, holderId: `other-${adapter}` });
+    await other.start();
+    raw = await MongoClient.connect(mongo.uri);
+  });
+
+  afterAll(async () => {
+    await other?.close();
+    await app?.close();
+    await raw?.close();
+    await mongo?.stop();
+  });
+
+  it('serves the page with its own strict CSP', async () => {
+    const response = await get('/locks');
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toMatch(/^text\/html/);
+    const csp = response.headers.get('content-security-policy') ?? '';
+    expect(csp).toMatch(/default-src 'none'/);
+    expect(csp).toMatch(/script-src 'sha256-[A-Za-z0-9+/]+=*'/);
+    expect(csp).toMatch(/connect-src 'self'/);
+    expect(await response.text()).toMatch(/<script>/);
+  });
+
+  it('lists keys in order with a prefix, in pages (next via after)', async () => {
+    const held = await Promise.all(
+      ['page:c', 'page:a', 'page:b', 'pagex', 'dot.1', 'dotx1'].map((key) => locks.acquire(key)),
+    );
+    const first = await readJson(await get('/locks/api/locks?prefix=page:&limit=2'));
+    expect(first.locks.map((lock: { key: string }) => lock.key)).toEqual(['page:a', 'page:b']);
+    expect(first.next).toBe('page:b');
+    const second = await readJson(await get(`/locks/api/locks?prefix=page:&after=page:b`));
+    expect(second.locks.map((lock: { key: string }) => lock.key)).toEqual(['page:c']);
+    expect(second.next).toBeNull();
+    // The prefix is text, not a pattern: '.' matches a dot only.
+    const dots = await readJson(await get('/locks/api/locks?prefix=dot.'));
+    expect(dots.locks.map((lock: { key: string }) => lock.key)).toEqual(['dot.1']);
+    await Promise.all(held.map((handle) => handle.release()));
+  });
+
+  it('shows one key with mode, holder, fence, lease, scope and leaders', async () => {
+    const handle = await locks.acquire('orders:7', { scope: 'session:42', ttlMs: 30_000 });
+    const response = await get('/locks/api/locks/orders%3A7');
+    expect(response.status).toBe(200);
+    const lock = await readJson(response);
+    expect(lock).toMatchObject({ key: 'orders:7', held: true, mode: 'exclusive', waiting: 0 });
+    expect(lock.leaderOf).toBeNull();
+    expect(lock.holders).toEqual([
+      {
+        holderId: `board-${adapter}`,
+        fence: handle.fence.toString(),
+        weight: 1,
+        remainingMs: expect.any(Number),
+        scope: 'session:42',
+      },
+    ]);
+    expect(lock.holders[0].remainingMs).toBeGreaterThan(20_000);
+    const leader = await locks.acquire(`${LEADER_KEY_PREFIX}billing`);
+    const page = (await readJson(await get('/locks/api/locks?prefix=nestjs-mongo-lock:'))) as {
+      locks: unknown[];
+    };
+    expect(page.locks[0]).toMatchObject({ leaderOf: 'billing', held: true });
+    await Promise.all([handle.release(), leader.release()]);
+  });
+
+  it('answers 404 for a key without a document', async () => {
+    expect((await get('/locks/api/locks/never-seen')).status).toBe(404);
+  });
+
+  it.each([
+    ['limit=0'],
+    ['limit=101'],
+    ['limit=abc'],
+    ['limit=1.5'],
+    ['limit=-1'],
+    ['limit=1&limit=2'],
+    ['prefix=a&prefix=b'],
+    ['after=%00'],
+    [`prefix=${'x'.repeat(600)}`],
+  ])('answers 400 to the query %s', async (query) => {
+    const response = await get(`/locks/api/locks?${query}`);
+    expect(response.status).toBe(400);
+  });
+
+  it.each([['limit[$gt]=1'], ['prefix[$ne]=x'], ['after[$gt]=']])(
+    'never turns %s into an operator: 400, or a parameter of that name, ignored',
+    async (query) => {
+      const response = await get(`/locks/api/locks?${query}`);
+      if (response.status === 400) return; // a parser that nests brackets: an object, refused
+      expect(response.status).toBe(200);
+      expect(await readJson(response)).toEqual(await readJson(await get('/locks/api/locks')));
+    },
+  );
+
+  it('reads a prefix of bad UTF-8 as text that no key starts with', async () => {
+    const response = await get('/locks/api/locks?prefix=%ED%A0%80');
+    expect([200, 400]).toContain(response.status);
+    if (response.status === 200) {
+      expect(((await readJson(response)) as { locks: unknown[] }).locks).toEqual([]);
+    }
+  });
+
+  it.each([
+    ['a NUL', 'a%00b'],
+    ['over 512 bytes', 'k'.repeat(513)],
+    ['a lone surrogate', '%ED%A0%80'],
+    ['an encoded lone surrogate', '%F0%9F'],
+    ['a bad escape', '%E0%A4%A'],
+  ])('answers 4xx, never 5xx, to a key with %s', async (_, key) => {
+    for (const path of [`/locks/api/locks/${key}`, `/locks/api/locks/${key}/release`]) {
+      const response = await get(path, {
+        method: path.endsWith('/release') ? 'POST' : 'GET',
+        headers: { 'x-lock-board': 'release', 'x-operator': 'ops' },
+      });
+      expect(response.status).toBeGreaterThanOrEqual(400);
+      expect(response.status).toBeLessThan(500);
+    }
+  });
+
+  it('never shows an owner token, exclusive or shared', async () => {
+    const exclusive = await locks.acquire('secret:x');
+    const sharedA = await locks.acquire('secret:s', { mode: 'shared' });
+    const sharedB = await other.acquire('secret:s', { mode: 'shared' });
+    const tokens = [...(await ownerTokens('secret:x')), ...(await ownerTokens('secret:s'))];
+    expect(tokens).toHaveLength(3);
+    const texts = await Promise.all(
+      [
+        '/locks/api/locks?prefix=secret:',
+        '/locks/api/locks/secret:x',
+        '/locks/api/locks/secret:s',
+      ].map(async (path) => (await get(path)).text()),
+    );
+    for (const text of texts) for (const token of tokens) expect(text).not.toContain(token);
+    expect(JSON.parse(texts[2]).holders).toHaveLength(2);
+    await Promise.all([exclusive.release(), sharedA.release(), sharedB.release()]);
+  });
+
+  it('refuses a release without the guard (403) or its header (403)', async () => {
+    const handle = await locks.acquire('guarded:1');
+    expect((await release('guarded:1')).status).toBe(403);
+    const unmarked = await get('/locks/api/locks/guarded%3A1/release', {
+      method: 'POST',
+      headers: { 'x-operator': 'ops' },
+    });
+    expect(unmarked.status).toBe(403);
+    expect(handle.signal.aborted).toBe(false);
+    expect((await locks.inspect('guarded:1'))?.held).toBe(true);
+    await handle.release();
+  });
+
+  it('has no release route on a read-only board (404)', async () => {
+    const handle = await locks.acquire('readonly:1');
+    const response = await get('/ops/readonly-locks/api/locks/readonly%3A1/release', {
+      method: 'POST',
+      headers: { 'x-lock-board': 'release', 'x-operator': 'ops' },
+    });
+    expect(response.status).toBe(404);
+    expect((await get('/ops/readonly-locks/api/locks/readonly%3A1')).status).toBe(200);
+    await handle.release();
+  });
+
+  it('frees a key with the guard: local holder told at once, remote at its renewal, logged', async () => {
+    const log = watchBoardLog();
+    try {
+      const local = await locks.acquire('stuck:local');
+      const response = await release('stuck:local', { 'x-operator': 'alice' });
+      expect(response.status).toBe(200);
+      expect(await readJson(response)).toEqual({
+        key: 'stuck:local',
+        released: [
+          {
+            holderId: `board-${adapter}`,
+            fence: local.fence.toString(),
+            weight: 1,
+            remainingMs: expect.any(Number),
+          },
+        ],
+      });
+      expect(local.signal.aborted).toBe(true);
+      expect(local.signal.reason).toBeInstanceOf(LockLostError);
+      expect((await locks.inspect('stuck:local'))?.held).toBe(false);
+
+      const remote = await other.acquire('stuck:remote');
+      const freed = (await readJson(await release('stuck:remote', { 'x-operator': 'alice' }))) as {
+        released: unknown[];
+      };
+      expect(freed.released).toEqual([
+        expect.objectContaining({ holderId: `other-${adapter}`, fence: remote.fence.toString() }),
+      ]);
+      await expect(remote.extend()).rejects.toBeInstanceOf(LockLostError);
+      // The next holder gets a larger fence.
+      const next = await locks.acquire('stuck:remote', { timeoutMs: 5_000 });
+      expect(next.fence).toBeGreaterThan(remote.fence);
+      await next.release();
+
+      expect(log.lines).toEqual([
+        expect.stringMatching(/"stuck:local" asked by "alice": board-\w+ \(fence \d+\)/),
+        expect.stringMatching(/"stuck:remote" asked by "alice": other-\w+ \(fence \d+\)/),
+      ]);
+    } finally {
+      log.restore();
+    }
+  });
+
+  it('streams an event (fences as strings) when a lock is taken', async () => {
+    const abort = new AbortController();
+    try {
+      const response = await get('/locks/api/events', { signal: abort.signal });
+      expect(response.status).toBe(200);
+      expect(response.headers.get('content-type')).toMatch(/^text\/event-stream/);
+      const reader = response.body!.getReader();
+      const decoder = new TextDecoder();
+      let text = '';
+      // The stream opens on subscription; take the lock until the event comes through.
+      const taking = (async () => {
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        return locks.acquire('sse:1');
+      })();
+      while (!/"key":"sse:1"/.test(text)) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += decoder.decode(value, { stream: true });
+      }
+      const handle = await taking;
+      const line = text.split('\n').find((each) => each.includes('"key":"sse:1"'))!;
+      const event = JSON.parse(line.replace(/^data: ?/, ''));
+      expect(event).toMatchObject({
+        type: 'acquired',
+        key: 'sse:1',
+        fence: handle.fence.toString(),
+      });
+      await handle.release();
+    } finally {
+      abort.abort();
+    }
+  });
+});
