@@ -1,0 +1,234 @@
+// The functions given to page.waitForFunction and $$eval run in the browser.
+/// <reference lib="dom" />
+import { fork } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { INestApplication } from '@nestjs/common';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { LockService } from '../../lib';
+import { MongoLockBoardModule } from '../../lib/board';
+import { LEADER_KEY_PREFIX } from '../../lib/leadership/leader-key';
+import { LockWorker } from '../lock-service/lock-test-kit';
+import { startTestMongo, type TestMongo } from '../support/mongo';
+import { TS_CHILD_FLAGS } from '../support/ts-child';
+import { HTTP_ADAPTERS, lockModule } from '../nest/support/nest-apps';
+import { listeningApp, OperatorHeaderGuard } from './board-app';
+
+jest.setTimeout(90_000);
+
+/** Debian's chromium, installed by .ci/run (never downloaded at run time). */
+const CHROMIUM = '/usr/bin/chromium';
+const hasChromium = existsSync(CHROMIUM);
+if (!hasChromium) {
+  console.warn(
+    `[lock board browser tests] SKIPPED: no ${CHROMIUM}. Install Debian's chromium ` +
+      '(apt-get install chromium; .ci/run does) to run them.',
+  );
+}
+const describeInBrowser = hasChromium ? describe : describe.skip;
+
+/** Where the screenshot for docs/images/lock-board.png is written (copied by hand). */
+const SCREENSHOT = join(tmpdir(), 'lock-board.png');
+const HOSTILE_KEYS = ['<img src=x onerror=alert(1)>', '</script><script>alert(2)</script>'];
+
+describeInBrowser.each(HTTP_ADAPTERS)('the lock board in a real browser (%s)', (adapter) => {
+  let mongo: TestMongo;
+  let app: INestApplication;
+  let url: string;
+  let locks: LockService;
+  let context: BrowserContext;
+  let page: Page;
+  let userDataDir: string;
+  const dialogs: string[] = [];
+  const consoleErrors: string[] = [];
+  /** What the browser reports when the CSP blocks a script, a style or a request. */
+  const cspViolations = () =>
+    consoleErrors.filter((message) => /Content Security Policy|Refused to/i.test(message));
+  const workers: LockWorker[] = [];
+
+  /** The keys of the rows the page shows now. */
+  const shownKeys = () =>
+    page.$$eval('#rows tr', (rows) => rows.map((row) => row.getAttribute('data-key')));
+  /** Waits until the page shows (or no longer shows) `key`, at most `timeout` ms. */
+  const untilShown = (key: string, shown: boolean, timeout: number) =>
+    page.waitForFunction(
+      ([wanted, present]) =>
+        [...document.querySelectorAll('#rows tr')].some(
+          (row) => row.getAttribute('data-key') === wanted,
+        ) === present,
+      [key, shown] as const,
+      { timeout },
+    );
+  const rowText = (key: string) =>
+    page.$$eval(
+      '#rows tr',
+      (rows, wanted) => rows.find((row) => row.getAttribute('data-key') === wanted)?.textContent,
+      key,
+    );
+
+  beforeAll(async () => {
+    mongo = await startTestMongo();
+    ({ app, url } = await listeningApp(
+      {
+        imports: [
+          lockModule(mongo, { holderId: `board-browser-${adapter}` }),
+          MongoLockBoardModule.forRoot({ guard: OperatorHeaderGuard, allowRelease: true }),
+        ],
+      },
+      adapter,
+    ));
+    locks = app.get(LockService);
+    userDataDir = mkdtempSync(join(tmpdir(), 'lock-board-chromium-'));
+    context = await chromium.launchPersistentContext(userDataDir, {
+      executablePath: CHROMIUM,
+      headless: true,
+      viewport: { width: 1100, height: 560 },
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
+    });
+    page = context.pages()[0] ?? (await context.newPage());
+    page.on('dialog', (dialog) => {
+      dialogs.push(dialog.message());
+      void dialog.dismiss();
+    });
+    page.on('console', (message) => {
+      if (message.type() === 'error') consoleErrors.push(message.text());
+    });
+    page.on('pageerror', (error) => consoleErrors.push(error.message));
+  });
+
+  afterAll(async () => {
+    for (const worker of workers) if (worker.child.exitCode === null) worker.child.kill('SIGKILL');
+    await context?.close();
+    if (userDataDir) rmSync(userDataDir, { recursive: true, force: true });
+    await app?.close();
+    await mongo?.stop();
+  });
+
+  it('loads under its own CSP and goes live, with no CSP violation', async () => {
+    const response = await page.goto(`${url}/locks`);
+    expect(response?.status()).toBe(200);
+    const csp = response?.headers()['content-security-policy'] ?? '';
+    expect(csp).toMatch(/default-src 'none'; script-src 'sha256-[^']+'; style-src 'sha256-[^']+'/);
+    await page.waitForFunction(
+      () => document.getElementById('live')?.textContent === 'live',
+      null,
+      {
+        timeout: 5_000,
+      },
+    );
+    // The hashed stylesheet applied: the table spans the page.
+    const tableWidth = await page.$eval('table', (table) => getComputedStyle(table).width);
+    expect(parseFloat(tableWidth)).toBeGreaterThan(900);
+    expect(consoleErrors).toEqual([]);
+  });
+
+  it('shows a lock taken in another OS process within 1 s, and drops it on release', async () => {
+    const child = fork(join(__dirname, '../support/lock-worker.ts'), [], {
+      execArgv: TS_CHILD_FLAGS,
+      env: {
+        ...process.env,
+        LOCK_WORKER_ARGS: JSON.stringify({
+          mode: 'hold',
+          uri: mongo.uri,
+          dbName: mongo.dbName,
+          collectionName: 'locks',
+          key: 'remote:report',
+          ttlMs: 30_000,
+        }),
+      },
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    const worker = new LockWorker(child);
+    workers.push(worker);
+    const { fence } = (await worker.next('acquired', 60_000)) as { fence: string };
+    await untilShown('remote:report', true, 1_000);
+    const text = await rowText('remote:report');
+    expect(text).toContain(`fence ${fence}`);
+    expect(text).toMatch(/exclusive/);
+    expect(text).toMatch(/\d+(\.\d)? s left/);
+    worker.send({ type: 'release' });
+    await worker.next('released');
+    await untilShown('remote:report', false, 1_000);
+    await worker.exited;
+  });
+
+  it('shows hostile key names as text: no dialog, no injected node', async () => {
+    const held = await Promise.all(HOSTILE_KEYS.map((key) => locks.acquire(key)));
+    for (const key of HOSTILE_KEYS) await untilShown(key, true, 2_000);
+    for (const key of HOSTILE_KEYS) {
+      const shown = await page.$$eval(
+        '#rows tr',
+        (rows, wanted) =>
+          rows.find((row) => row.getAttribute('data-key') === wanted)?.querySelector('td.key code')
+            ?.textContent,
+        key,
+      );
+      expect(shown).toBe(key);
+    }
+    await page.waitForTimeout(300); // an onerror would have fired by now
+    expect(await page.$$eval('img, #rows script', (nodes) => nodes.length)).toBe(0);
+    expect(dialogs).toEqual([]);
+    await Promise.all(held.map((handle) => handle.release()));
+    for (const key of HOSTILE_KEYS) await untilShown(key, false, 2_000);
+  });
+
+  it('force-releases from the page only when the guard allows (403 otherwise)', async () => {
+    const handle = await locks.acquire('stuck:page', { ttlMs: 60_000 });
+    await untilShown('stuck:page', true, 2_000);
+    const button = () => page.locator('#rows tr[data-key="stuck:page"] button.release');
+    await button().click();
+    await button().click(); // confirm
+    await page.waitForFunction(() =>
+      /failed: 403/.test(document.getElementById('status')!.textContent),
+    );
+    expect(handle.signal.aborted).toBe(false);
+
+    // What a signed-in operator's browser sends (here a header; a session cookie in an app).
+    await context.setExtraHTTPHeaders({ 'x-operator': 'browser-admin' });
+    try {
+      await button().click();
+      await button().click();
+      await page.waitForFunction(() =>
+        /^Released stuck:page from board-browser-\w+ \(fence \d+\)$/.test(
+          document.getElementById('status')!.textContent,
+        ),
+      );
+      expect(handle.signal.aborted).toBe(true);
+      await untilShown('stuck:page', false, 1_000);
+      expect((await locks.inspect('stuck:page'))?.held).toBe(false);
+    } finally {
+      await context.setExtraHTTPHeaders({});
+    }
+  });
+
+  it('filters by prefix, shows leaders, and is screenshotted for the docs', async () => {
+    const held = await Promise.all([
+      locks.acquire('orders:1042', { ttlMs: 30_000 }),
+      locks.acquire('orders:1043', { ttlMs: 45_000, scope: 'session:7f3a' }),
+      locks.acquire('reports:daily', { mode: 'shared', ttlMs: 20_000 }),
+      locks.acquire('reports:daily', { mode: 'shared', ttlMs: 25_000 }),
+      locks.acquire('exports', { permits: 3, weight: 2, ttlMs: 60_000 }),
+      locks.acquire(`${LEADER_KEY_PREFIX}digest`, { ttlMs: 15_000 }),
+    ]);
+    await untilShown(`${LEADER_KEY_PREFIX}digest`, true, 2_000);
+    expect(await rowText(`${LEADER_KEY_PREFIX}digest`)).toContain('leader of digest');
+    if (adapter === 'express') await page.screenshot({ path: SCREENSHOT });
+    await page.fill('#prefix', 'orders:');
+    await page.press('#prefix', 'Enter');
+    await page.waitForFunction(() => document.querySelectorAll('#rows tr').length === 2);
+    expect(await shownKeys()).toEqual(['orders:1042', 'orders:1043']);
+    expect(await rowText('orders:1043')).toContain('scope session:7f3a');
+    await Promise.all(held.map((handle) => handle.release()));
+    expect(cspViolations()).toEqual([]);
+  });
+});
