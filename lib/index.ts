@@ -1,7 +1,7 @@
 // The public API. Anything not exported here is internal and may change without notice.
 /**
  * Distributed locks for NestJS on MongoDB: the module, `LockService`, `@Locked`, document
- * locks, and the errors.
+ * locks, leadership (`@OnlyLeader`), and the errors.
  *
  * @module nestjs-mongo-lock
  */
@@ -13,6 +13,10 @@ export {
 } from './mongo-lock.module-definition';
 export { LockService } from './lock.service';
 export type { LockHandle } from './lock-handle';
+export { OnlyLeader } from './decorators/only-leader.decorator';
+export type { Leadership, LeadershipOptions, CampaignOptions } from './leadership/leadership';
+export type { LeaderTerm } from './leadership/leader-term';
+export type { LeaderInfo } from './leadership/leader-watch';
 export * from './errors';
 export * from './interfaces';
 export { Locked, createLockedDecorator, type LockedOptions } from './decorators/locked.decorator';

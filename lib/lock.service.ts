@@ -55,6 +55,10 @@ import { resolveDocumentLocksOptions } from './documents/document-input';
 import type { DocumentLocksOptions } from './documents/document-locks-options.interface';
 import type { Document } from 'mongodb';
 import { settlesWithin } from './util/timers';
+import { Leaderships } from './leadership/leaderships';
+import type { Leadership, LeadershipOptions } from './leadership/leadership';
+import type { LeaderTerm } from './leadership/leader-term';
+import { currentLeaderTerm } from './leadership/term-context';
 
 /** How long one getMore of the change stream waits for events on the server. */
 const STREAM_AWAIT_MS = 1_000;
@@ -124,6 +128,8 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   private readonly documentLocks = new Map<string, DocumentLocks>();
   /** Metrics and traces: OpenTelemetry if installed, else a no-op. @internal */
   readonly telemetry: LockTelemetry = createLockTelemetry();
+  /** The names this instance stands for; resigned first at shutdown. */
+  private readonly leaderships: Leaderships;
   /** Set by Nest before any hook runs; the constructor's signature stays the public one. */
   @Optional()
   @Inject(LOCK_STORE_FACTORY)
@@ -161,11 +167,28 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
       localTransfers: this.options.localHandOff,
     });
     this.events$ = this.createEvents().pipe(share());
+    this.leaderships = new Leaderships({
+      acquire: (key, acquireOptions) =>
+        this.acquireKeys([key], resolveAcquireOptions(acquireOptions, this.options, false)),
+      inspect: (key) => this.inspect(key),
+      events$: this.events$,
+      eventsFlow: () => this.waiting.streaming,
+      pollIntervalMs: this.options.maxPollIntervalMs,
+      termBegan: (name) => this.telemetry.termBegan(name),
+    });
   }
 
   /** The handle of the innermost lock that the current async context holds. */
   static current(): LockHandle | undefined {
     return innermostHeldLock();
+  }
+
+  /**
+   * The leader term the current call runs under: inside an `@OnlyLeader` method, the term that
+   * let it run (its fence for writes, its signal to stop).
+   */
+  static currentTerm(): LeaderTerm | undefined {
+    return currentLeaderTerm();
   }
 
   /**
@@ -423,6 +446,25 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   }
 
   /**
+   * Leadership of `name`: at most one instance leads at a time, with a fence per term and a
+   * signal that aborts before any other instance can lead. One per name and service; a later
+   * call with another `ttlMs` is refused with `InvalidLockOptionsError`. Shutdown resigns first.
+   *
+   * @example
+   * const term = await locks.leadership('billing').campaign();
+   * await runBilling({ fence: term.fence, signal: term.signal });
+   * await term.resign();
+   */
+  leadership(name: string, options?: LeadershipOptions): Leadership {
+    return this.leaderships.get(name, options);
+  }
+
+  /** Whether this instance leads, per leadership name it stands for (health checks, metrics). */
+  get leading(): ReadonlyMap<string, boolean> {
+    return this.leaderships.leading();
+  }
+
+  /**
    * Locks on the documents of `collection` themselves (a field of each document holds the
    * lock), with a fenced `commit`, `createIfMissing` and optimistic versions. One instance per
    * collection and settings; its change stream is open only while someone waits.
@@ -533,6 +575,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     this.stopObservingLoad = this.telemetry.observeLoad(() => ({
       waiters: this.waiting.waiterCount,
       held: this.held.size,
+      leading: this.leaderships.leading(),
     }));
     return this.store;
   }
@@ -625,6 +668,8 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     const closedError = new LockServiceClosedError(serviceClosedMessage());
     this.closing.abort(closedError);
     await this.starting?.catch(() => undefined);
+    // Leaders resign first, so that another instance takes over at once.
+    await settlesWithin(this.leaderships.closeAll(), this.options.operationTimeoutMs);
     const drained = await this.held.drain(this.options.shutdownGraceMs);
     if (drained) return;
     this.logger.warn(shutdownGraceEndedMessage(this.held.size, this.options.shutdownGraceMs));

@@ -1,8 +1,15 @@
-import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import {
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+  type OnModuleInit,
+} from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper.js';
 import { bindLockService } from './decorators/lock-bindings';
 import { getLockedMetadata, type LockedMetadata } from './decorators/locked-metadata';
+import { getOnlyLeaderMetadata, type OnlyLeaderMetadata } from './decorators/only-leader.decorator';
 import { hasDocumentLocks } from './documents/document-locks-registry';
 import { InvalidLockKeyError } from './errors/invalid-lock-key.error';
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
@@ -28,13 +35,16 @@ function isFrameworkHandler(method: unknown): boolean {
 }
 
 /**
- * Binds every singleton provider that has `@Locked` methods to this application's
- * LockService, when the module initialises. Binding instances (not classes) lets two
- * applications in one process lock with their own services.
+ * Binds every singleton provider that has `@Locked` or `@OnlyLeader` methods to this
+ * application's LockService, when the module initialises, and stands for every `@OnlyLeader`
+ * name from bootstrap (the service resigns them first at shutdown). Binding instances (not
+ * classes) lets two applications in one process lock with their own services.
  */
 @Injectable()
-export class LockedMethodsExplorer implements OnModuleInit {
+export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstrap {
   private readonly logger = new Logger('MongoLockModule');
+  /** The `@OnlyLeader` names of bound providers, campaigned for from bootstrap. */
+  private readonly leaderNames = new Map<string, OnlyLeaderMetadata>();
 
   constructor(
     private readonly discoveryService: DiscoveryService,
@@ -55,6 +65,18 @@ export class LockedMethodsExplorer implements OnModuleInit {
       ...this.discoveryService.getControllers(),
     ]) {
       this.checkDocumentNames(wrapper);
+    }
+    // Created once every method is known, with the one ttlMs they ask.
+    for (const { name, options } of this.leaderNames.values()) {
+      this.lockService.leadership(name, options);
+    }
+  }
+
+  /** Campaigns for every `@OnlyLeader` name until shutdown (`terms$` completes then). */
+  onApplicationBootstrap(): void {
+    if (this.options.enabled === false) return;
+    for (const { name, options } of this.leaderNames.values()) {
+      this.lockService.leadership(name, options).terms$.subscribe();
     }
   }
 
@@ -84,20 +106,24 @@ export class LockedMethodsExplorer implements OnModuleInit {
     if (wrapper.isAlias || typeof instance !== 'object' || instance === null) return;
     const prototype: unknown = Object.getPrototypeOf(instance);
     if (!prototype) return;
-    const lockedMethods = this.metadataScanner
-      .getAllMethodNames(prototype)
-      .filter((name) => getLockedMetadata((instance as Record<string, unknown>)[name]));
-    if (lockedMethods.length === 0) return;
+    const methodNames = this.metadataScanner.getAllMethodNames(prototype);
+    const method = (name: string) => (instance as Record<string, unknown>)[name];
+    const lockedMethods = methodNames.filter((name) => getLockedMetadata(method(name)));
+    const leaderMethods = isController
+      ? []
+      : methodNames.filter((name) => getOnlyLeaderMetadata(method(name)));
+    if (lockedMethods.length === 0 && leaderMethods.length === 0) return;
     for (const name of isController ? [] : lockedMethods) {
       this.refuseSynchronous((instance as Record<string, unknown>)[name]);
       this.refuseHttpPlaceholders((instance as Record<string, unknown>)[name]);
     }
     if (!wrapper.isDependencyTreeStatic()) {
-      for (const method of lockedMethods) {
-        this.logger.warn(MESSAGES.requestScopedProvider(String(wrapper.name), method));
+      for (const name of [...lockedMethods, ...leaderMethods]) {
+        this.logger.warn(MESSAGES.requestScopedProvider(String(wrapper.name), name));
       }
       return;
     }
+    for (const name of leaderMethods) this.standFor(getOnlyLeaderMetadata(method(name))!);
     // A transient provider has one instance per consumer besides the static one.
     const transients = wrapper.isTransient
       ? wrapper.getStaticTransientInstances().map((perContext) => perContext?.instance as unknown)
@@ -110,6 +136,23 @@ export class LockedMethodsExplorer implements OnModuleInit {
         this.logger.warn(MESSAGES.sharedInstance(String(wrapper.name)));
       }
     }
+  }
+
+  /** One ttlMs per name across the application (a method may leave it out); a conflict fails the start-up. */
+  private standFor(metadata: OnlyLeaderMetadata): void {
+    const known = this.leaderNames.get(metadata.name);
+    const ttlMs = metadata.options.ttlMs;
+    if (
+      known?.options.ttlMs !== undefined &&
+      ttlMs !== undefined &&
+      ttlMs !== known.options.ttlMs
+    ) {
+      throw new InvalidLockOptionsError(
+        `@OnlyLeader(${JSON.stringify(metadata.name)}) on ${metadata.where} and ${known.where} asks different ttlMs`,
+        { option: 'ttlMs' },
+      );
+    }
+    if (!known || known.options.ttlMs === undefined) this.leaderNames.set(metadata.name, metadata);
   }
 
   /**

@@ -95,8 +95,8 @@ export function checkOptions(
   }
 }
 
-/** Makes the wrapper look like the method it replaces to Nest, Swagger and anything else. */
-function keepMethodIdentity(original: object, wrapper: object): void {
+/** Makes the wrapper look like the method it replaces to Nest, Swagger and anything else. @internal */
+export function keepMethodIdentity(original: object, wrapper: object): void {
   for (const key of Reflect.getOwnMetadataKeys(original)) {
     Reflect.defineMetadata(key, Reflect.getOwnMetadata(key, original), wrapper);
   }
@@ -136,7 +136,7 @@ const isType = (type: unknown, expected: { name: string }) =>
  * or `Object` (unions, interfaces). No metadata at all means the compiler emitted none
  * (`emitDecoratorMetadata` off, or a compiler without it).
  */
-function methodReturn(
+export function methodReturn(
   target: object,
   propertyKey: string | symbol,
   method: (...args: unknown[]) => unknown,

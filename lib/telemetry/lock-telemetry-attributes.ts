@@ -13,6 +13,7 @@ export const ATTR_OUTCOME = 'lock.outcome';
 export const ATTR_KEY_COUNT = 'lock.key_count';
 export const ATTR_METHOD = 'lock.method';
 export const ATTR_ERROR_TYPE = 'error.type';
+export const ATTR_LEADERSHIP = 'lock.leadership';
 
 /**
  * How an acquisition ended: `timeout` is `LockNotAcquiredError` (a busy lock, whatever the

@@ -34,6 +34,8 @@ describe('telemetry loading', () => {
     await expect(
       NOOP_LOCK_TELEMETRY.lockedMethod('x', 'A.b', () => Promise.reject(failure)),
     ).rejects.toBe(failure);
-    expect(NOOP_LOCK_TELEMETRY.observeLoad(() => ({ waiters: 0, held: 0 }))()).toBeUndefined();
+    expect(
+      NOOP_LOCK_TELEMETRY.observeLoad(() => ({ waiters: 0, held: 0, leading: new Map() }))(),
+    ).toBeUndefined();
   });
 });

@@ -2,6 +2,8 @@
 export interface LockLoad {
   readonly waiters: number;
   readonly held: number;
+  /** Whether the service leads, per leadership name it stands for. */
+  readonly leading: ReadonlyMap<string, boolean>;
 }
 
 /** The part of a handle that telemetry watches: when it ends, and whether it was lost. */
@@ -31,6 +33,8 @@ export interface LockTelemetry {
   lockedMethod<T>(label: string, where: string, run: () => Promise<T>): Promise<T>;
   /** Reports a service's load on the gauges until the returned function is called. */
   observeLoad(read: () => LockLoad): () => void;
+  /** Counts a term won by this service (labelled by leadership name, which users choose few of). */
+  termBegan(name: string): void;
 }
 
 /** What every call does without `@opentelemetry/api`: nothing. */
@@ -38,4 +42,5 @@ export const NOOP_LOCK_TELEMETRY: LockTelemetry = {
   acquisition: (_label, _keyCount, _startedAt, acquire) => acquire(),
   lockedMethod: (_label, _where, run) => run(),
   observeLoad: () => () => undefined,
+  termBegan: () => undefined,
 };

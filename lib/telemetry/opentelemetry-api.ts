@@ -37,6 +37,7 @@ export interface OtelMeter {
   createCounter(name: string, options?: OtelMetricOptions): OtelCounter;
   createHistogram(name: string, options?: OtelMetricOptions): OtelHistogram;
   createObservableUpDownCounter(name: string, options?: OtelMetricOptions): OtelObservable;
+  createObservableGauge(name: string, options?: OtelMetricOptions): OtelObservable;
 }
 
 /** `Span`. @internal */

@@ -12,6 +12,7 @@ import {
   acquireOutcomeOf,
   ATTR_ERROR_TYPE,
   ATTR_KEY_COUNT,
+  ATTR_LEADERSHIP,
   ATTR_METHOD,
   ATTR_OUTCOME,
   ATTR_TEMPLATE,
@@ -30,6 +31,7 @@ interface LockInstruments {
   lost: Counter;
   timeouts: Counter;
   unavailable: Counter;
+  terms: Counter;
   /** The services whose load the gauges sum. */
   loads: Set<() => LockLoad>;
 }
@@ -59,10 +61,14 @@ function instrumentsOf(meter: Meter): LockInstruments {
       'lock.unavailable',
       'Acquisitions that failed with LockStoreUnavailableError',
     ),
+    terms: meter.createCounter('lock.leader.terms', {
+      description: 'Leader terms won by this process',
+      unit: '{term}',
+    }),
     loads,
   };
   // One callback per meter that sums every service: two services must add up, not overwrite.
-  const sum = (field: keyof LockLoad) => (result: ObservableResult) => {
+  const sum = (field: 'waiters' | 'held') => (result: ObservableResult) => {
     let total = 0;
     for (const read of loads) total += read()[field];
     result.observe(total);
@@ -79,6 +85,19 @@ function instrumentsOf(meter: Meter): LockInstruments {
       unit: '{lock}',
     })
     .addCallback(sum('held'));
+  meter
+    .createObservableGauge('lock.leader', {
+      description: 'Whether this process leads (1) or not (0), per leadership name',
+      unit: '{leader}',
+    })
+    .addCallback((result: ObservableResult) => {
+      const leading = new Map<string, boolean>();
+      for (const read of loads) {
+        for (const [name, leads] of read().leading) leading.set(name, leading.get(name) || leads);
+      }
+      for (const [name, leads] of leading)
+        result.observe(leads ? 1 : 0, { [ATTR_LEADERSHIP]: name });
+    });
   instrumentsByMeter.set(meter, instruments);
   return instruments;
 }
@@ -156,6 +175,10 @@ export class OpenTelemetryLockTelemetry implements LockTelemetry {
     const { loads } = this.instruments;
     loads.add(read);
     return () => void loads.delete(read);
+  }
+
+  termBegan(name: string): void {
+    this.instruments.terms.add(1, { [ATTR_LEADERSHIP]: name });
   }
 
   private watchHold(handle: HoldSubject, attributes: Attributes): void {

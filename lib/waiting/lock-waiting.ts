@@ -141,6 +141,11 @@ export class LockWaiting {
     return this.feed.watchEvents(listener);
   }
 
+  /** False once the feed polls instead of watching change events (a standalone server). */
+  get streaming(): boolean {
+    return this.feed.streaming;
+  }
+
   /** The change feed's state, for diagnostics. */
   get streamState(): { open: boolean; established: boolean; opened: number } {
     return {

@@ -1,0 +1,65 @@
+import type { Observable } from 'rxjs';
+import type { LockLostError } from '../errors/lock-lost.error';
+import type { LockHandle } from '../lock-handle';
+
+/** One term of leadership: from election to resignation or loss. */
+export interface LeaderTerm {
+  /** The leadership's name. */
+  readonly name: string;
+  /** Fencing token of the term: strictly greater than every earlier term's of this name. */
+  readonly fence: bigint;
+  /** When this instance was elected (its own clock). */
+  readonly since: Date;
+  /**
+   * Aborts when the term ends for any reason (resignation, a lost or unrenewed lease, shutdown),
+   * and before any other instance can be elected: stop the leader's work when it fires.
+   */
+  readonly signal: AbortSignal;
+  /** Emits the loss once if the term was lost (not resigned), then completes. */
+  readonly lost$: Observable<LockLostError>;
+  /** Whether the term is still on (its signal has not aborted). */
+  readonly active: boolean;
+  /** Ends the term and lets the next candidate lead. Idempotent. */
+  resign(): Promise<void>;
+}
+
+/** A term over the renewed lock handle that won the election. @internal */
+export class HeldLeaderTerm implements LeaderTerm {
+  readonly fence: bigint;
+  readonly since = new Date();
+  readonly lost$: Observable<LockLostError>;
+  /** Resolves when the term is over and its lock no longer held. */
+  readonly ended: Promise<void>;
+  private readonly ending = new AbortController();
+  private resigning: Promise<void> | undefined;
+
+  constructor(
+    readonly name: string,
+    private readonly handle: LockHandle & { readonly done: Promise<void> },
+  ) {
+    this.fence = handle.fence;
+    this.lost$ = handle.lost$;
+    const onLost = () => this.ending.abort(handle.signal.reason);
+    if (handle.signal.aborted) onLost();
+    else handle.signal.addEventListener('abort', onLost, { once: true });
+    this.ended = handle.done.then(() => {
+      handle.signal.removeEventListener('abort', onLost);
+      this.ending.abort(new Error(`Leadership ${JSON.stringify(name)}: the term ended`));
+    });
+  }
+
+  get signal(): AbortSignal {
+    return this.ending.signal;
+  }
+
+  get active(): boolean {
+    return !this.ending.signal.aborted;
+  }
+
+  resign(): Promise<void> {
+    // The signal first: work under the term stops before the next leader can be elected.
+    this.ending.abort(new Error(`Leadership ${JSON.stringify(this.name)}: resigned`));
+    this.resigning ??= this.handle.release().catch(() => undefined);
+    return this.resigning;
+  }
+}

@@ -1,0 +1,96 @@
+import { Observable } from 'rxjs';
+import type { LockEvent, LockState } from '../interfaces/lock-state.interface';
+
+/** Who leads a name now, as any instance sees it. */
+export interface LeaderInfo {
+  /** The leader's `LockService.holderId`. */
+  readonly holderId: string;
+  /** Its term's fencing token. */
+  readonly fence: bigint;
+  /** When its term began, by the server clock. */
+  readonly since: Date;
+}
+
+/** What a leader watch reads. @internal */
+export interface LeaderWatchSource {
+  inspect(key: string): Promise<LockState | null>;
+  readonly events$: Observable<LockEvent>;
+  /** False while the service polls instead of watching change events (a standalone server). */
+  eventsFlow(): boolean;
+  /** How often to re-read while events do not flow. */
+  readonly pollIntervalMs: number;
+}
+
+/** A lease can end without a change event: re-read this long after it should have. */
+const LEASE_END_MARGIN_MS = 50;
+
+function leaderOf(state: LockState | null): LeaderInfo | null {
+  if (!state?.held || state.holderId === null || state.acquiredAt === null) return null;
+  return { holderId: state.holderId, fence: state.fence, since: state.acquiredAt };
+}
+
+function sameLeader(a: LeaderInfo | null, b: LeaderInfo | null): boolean {
+  return a === b || (a !== null && b !== null && a.fence === b.fence && a.holderId === b.holderId);
+}
+
+/**
+ * The leader of `key` now, then at every change: read when watched, again at each change event
+ * of the key and when the leader's lease should have ended (that makes no event), and on a
+ * timer only while events do not flow. Emits only changes; errors of a read are retried.
+ */
+export function watchLeader(source: LeaderWatchSource, key: string): Observable<LeaderInfo | null> {
+  return new Observable<LeaderInfo | null>((subscriber) => {
+    let last: LeaderInfo | null | undefined;
+    let reading = false;
+    let readAgain = false;
+    let timer: NodeJS.Timeout | undefined;
+    let closed = false;
+
+    const schedule = (inMs: number) => {
+      clearTimeout(timer);
+      timer = setTimeout(() => void read(), Math.max(0, inMs));
+      timer.unref();
+    };
+    async function read(): Promise<void> {
+      if (closed) return;
+      if (reading) {
+        readAgain = true;
+        return;
+      }
+      reading = true;
+      let nextInMs = source.eventsFlow() ? Number.POSITIVE_INFINITY : source.pollIntervalMs;
+      try {
+        const state = await source.inspect(key);
+        const leader = leaderOf(state);
+        if (!closed && (last === undefined || !sameLeader(last, leader))) {
+          last = leader;
+          subscriber.next(leader);
+        }
+        if (state?.held) nextInMs = Math.min(nextInMs, state.remainingMs + LEASE_END_MARGIN_MS);
+      } catch {
+        nextInMs = Math.min(nextInMs, source.pollIntervalMs);
+      } finally {
+        reading = false;
+      }
+      if (closed) return;
+      if (readAgain) {
+        readAgain = false;
+        void read();
+      } else if (Number.isFinite(nextInMs)) schedule(nextInMs);
+    }
+
+    const events = source.events$.subscribe({
+      next: (event) => {
+        if (event.key === key) void read();
+      },
+      complete: () => subscriber.complete(),
+      error: (error: unknown) => subscriber.error(error),
+    });
+    void read();
+    return () => {
+      closed = true;
+      clearTimeout(timer);
+      events.unsubscribe();
+    };
+  });
+}

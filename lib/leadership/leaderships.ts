@@ -1,0 +1,43 @@
+import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
+import { validateTtlMs } from '../options';
+import { leaderKey } from './leader-key';
+import { Leadership, type LeadershipHost, type LeadershipOptions } from './leadership';
+
+/** The leaderships of one `LockService`: the only owner of "which names this instance stands for". */
+export class Leaderships {
+  private readonly byName = new Map<
+    string,
+    { leadership: Leadership; ttlMs: number | undefined }
+  >();
+
+  constructor(private readonly host: LeadershipHost) {}
+
+  /** The leadership of `name`, created on first use; later calls must not ask another `ttlMs`. */
+  get(name: string, options: LeadershipOptions = {}): Leadership {
+    const key = leaderKey(name);
+    const ttlMs = options.ttlMs === undefined ? undefined : validateTtlMs('ttlMs', options.ttlMs);
+    const known = this.byName.get(name);
+    if (known) {
+      if (ttlMs !== undefined && ttlMs !== known.ttlMs) {
+        throw new InvalidLockOptionsError(
+          `Leadership ${JSON.stringify(name)} already exists with ttlMs ${String(known.ttlMs ?? 'default')}; got ${ttlMs}`,
+          { option: 'ttlMs' },
+        );
+      }
+      return known.leadership;
+    }
+    const leadership = new Leadership(name, key, ttlMs, this.host);
+    this.byName.set(name, { leadership, ttlMs });
+    return leadership;
+  }
+
+  /** Whether this instance leads, per name (health and metrics). */
+  leading(): Map<string, boolean> {
+    return new Map([...this.byName].map(([name, { leadership }]) => [name, leadership.isLeader]));
+  }
+
+  /** Resigns every leadership for good (shutdown: first, so that another instance takes over at once). */
+  async closeAll(): Promise<void> {
+    await Promise.all([...this.byName.values()].map(({ leadership }) => leadership.close()));
+  }
+}
