@@ -1,6 +1,7 @@
 import { Logger, Module, type OnApplicationShutdown } from '@nestjs/common';
 import { ScheduleModule } from '@nestjs/schedule';
 import { MongoLockModule } from '../lib';
+import { MongoLockBoardModule } from '../lib/board';
 import { AccountsController } from './accounts/accounts.controller';
 import { DigestJob } from './jobs/digest.job';
 import { LocksController } from './locks/locks.controller';
@@ -25,6 +26,8 @@ import { OrdersService } from './orders/orders.service';
       { name: 'accounts', collection: 'accounts', version: { field: 'version' } },
     ]),
     ScheduleModule.forRoot(),
+    // The lock board, read-only, at /board (no release route; put a guard on it in production).
+    MongoLockBoardModule.forRoot({ path: 'board' }),
   ],
   controllers: [OrdersController, LocksController, AccountsController],
   providers: [OrdersService, DigestJob],

@@ -1,15 +1,15 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { Cron } from '@nestjs/schedule';
-import { Locked, LockService } from '../../lib';
+import { LockService, OnlyLeader } from '../../lib';
 
 /** How often the digest is due; every instance of the app schedules it. */
 const DIGEST_CRON = process.env.SAMPLE_DIGEST_CRON ?? '*/10 * * * * *';
 
 /**
- * A scheduled job that must run once per period across every instance of the application:
- * each instance's scheduler fires it, one takes the lock, the others skip. `minHoldMs` keeps
- * the lock for most of the period even though the job takes a moment, so an instance whose
- * clock or timer is a little late cannot run it a second time in the same period.
+ * A scheduled job that only the leader runs: every instance's scheduler fires it, and
+ * `@OnlyLeader` lets it run on the one instance that leads `digest` (the others skip, logged at
+ * debug level). When the leader stops, another instance takes over at once; if it dies, within
+ * the 10 s lease. The term's fence goes with the digest's writes, its signal stops them.
  */
 @Injectable()
 export class DigestJob {
@@ -17,10 +17,11 @@ export class DigestJob {
   private sent = 0;
 
   @Cron(DIGEST_CRON, { name: 'digest' })
-  @Locked('job:digest', { onBusy: 'skip', minHoldMs: 8_000 })
+  @OnlyLeader('digest', { ttlMs: 10_000 })
   async send(): Promise<void> {
+    const term = LockService.currentTerm();
+    if (!term) return;
     this.sent += 1;
-    const lock = LockService.current();
-    this.logger.log(`Digest #${this.sent} sent by this instance (fence ${lock?.fence})`);
+    this.logger.log(`Digest #${this.sent} sent by the leader (term fence ${term.fence})`);
   }
 }

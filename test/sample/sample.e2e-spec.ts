@@ -18,7 +18,13 @@ async function bootSample(env: NodeJS.ProcessEnv): Promise<RunningSample> {
     ['-r', 'ts-node/register/transpile-only', 'sample/main.ts'],
     {
       cwd: join(__dirname, '../..'),
-      env: { ...env, PORT: '0', NO_COLOR: '1', SAMPLE_PAYMENT_MS: '1500' },
+      env: {
+        ...env,
+        PORT: '0',
+        NO_COLOR: '1',
+        SAMPLE_PAYMENT_MS: '1500',
+        SAMPLE_DIGEST_CRON: '* * * * * *',
+      },
     },
   );
   let output = '';
@@ -158,6 +164,25 @@ describe('the sample application on MONGODB_URI', () => {
       paths: Record<string, { post?: { responses?: Record<string, unknown> } }>;
     };
     expect(document.paths['/orders/{id}/pay']?.post?.responses).toHaveProperty('423');
+  });
+
+  it('mounts the lock board read-only, showing who leads the digest', async () => {
+    const page = await fetch(url('/board'));
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-security-policy')).toMatch(/default-src 'none'/);
+    // The only instance stands for `digest` from bootstrap and leads it.
+    const leader = await fetch(url('/board/api/locks/nestjs-mongo-lock%3Aleader%3Adigest'));
+    expect(((await leader.json()) as { held: boolean }).held).toBe(true);
+    const release = await fetch(url('/board/api/locks/order%3A1/release'), { method: 'POST' });
+    expect(release.status).toBe(404);
+  });
+
+  it('sends the digest as the leader, with the term fence', async () => {
+    const endsAt = Date.now() + 15_000;
+    while (!/Digest #1 sent by the leader \(term fence \d+\)/.test(sample.output())) {
+      if (Date.now() > endsAt) throw new Error(`no digest sent:\n${sample.output()}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
   });
 
   it('stops cleanly on SIGTERM', async () => {
