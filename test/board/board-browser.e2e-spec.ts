@@ -17,13 +17,17 @@ import { listeningApp, OperatorHeaderGuard } from './board-app';
 
 jest.setTimeout(90_000);
 
-/** Debian's chromium, installed by .ci/run (never downloaded at run time). */
-const CHROMIUM = '/usr/bin/chromium';
-const hasChromium = existsSync(CHROMIUM);
+/**
+ * A browser the machine has (never downloaded at run time): BOARD_BROWSER, else Debian's
+ * chromium (.ci/run installs it), else the Chrome of GitHub's Ubuntu runners.
+ */
+const CANDIDATES = [process.env.BOARD_BROWSER, '/usr/bin/chromium', '/usr/bin/google-chrome'];
+const CHROMIUM = CANDIDATES.find((path) => path !== undefined && existsSync(path)) ?? '';
+const hasChromium = CHROMIUM !== '';
 if (!hasChromium) {
   console.warn(
-    `[lock board browser tests] SKIPPED: no ${CHROMIUM}. Install Debian's chromium ` +
-      '(apt-get install chromium; .ci/run does) to run them.',
+    '[lock board browser tests] SKIPPED: no browser at BOARD_BROWSER, /usr/bin/chromium or ' +
+      "/usr/bin/google-chrome. Install Debian's chromium (apt-get install chromium; .ci/run does).",
   );
 }
 const describeInBrowser = hasChromium ? describe : describe.skip;
