@@ -19,7 +19,7 @@ export type LockChangeStreamState = 'idle' | 'opening' | 'established';
  * A `@nestjs/terminus` (v11+) health indicator for the lock store: `up` when an `inspect` of
  * a reserved key answers within `timeoutMs`, `down` otherwise. Both report the change
  * stream's state, this instance's waiters and held locks (`LockService.diagnostics`) and,
- * when it stands for any leadership, `leader` or `candidate` per name (`LockService.leading`).
+ * when it stands for any leadership, `leader` or `follower` per name (`LockService.leading`).
  *
  * @example
  * \@Controller('health')
@@ -68,14 +68,14 @@ export class MongoLockHealthIndicator {
     changeStream: LockChangeStreamState;
     waiters: number;
     held: number;
-    leadership?: Record<string, 'leader' | 'candidate'>;
+    leadership?: Record<string, 'leader' | 'follower'>;
   } {
     const { streamOpen, streamEstablished, waiters, held } = this.locks.diagnostics;
     const changeStream = streamEstablished ? 'established' : streamOpen ? 'opening' : 'idle';
     const leading = this.locks.leading;
     if (leading.size === 0) return { changeStream, waiters, held };
     const leadership = Object.fromEntries(
-      [...leading].map(([name, leads]) => [name, leads ? 'leader' : 'candidate'] as const),
+      [...leading].map(([name, leads]) => [name, leads ? 'leader' : 'follower'] as const),
     );
     return { changeStream, waiters, held, leadership };
   }

@@ -1,7 +1,7 @@
 import { Controller, Get, type INestApplication } from '@nestjs/common';
 import { HealthCheck, HealthCheckService, TerminusModule } from '@nestjs/terminus';
 import request from 'supertest';
-import { MongoLockModule } from '../../lib';
+import { LockService, MongoLockModule, type Leadership } from '../../lib';
 import { MongoLockHealthIndicator } from '../../lib/health';
 import { LOAD_SLACK_MS } from '../support/load-slack';
 import { startTestMongo, type TestMongo } from '../support/mongo';
@@ -25,6 +25,16 @@ class HealthController {
 
 describe('MongoLockHealthIndicator', () => {
   let mongo: TestMongo;
+
+  /** Another instance leads the leadership's name, so this one follows. */
+  async function lockedElsewhere(leadership: Leadership): Promise<() => Promise<void>> {
+    const elsewhere = new LockService({ uri: mongo.uri, dbName: mongo.dbName });
+    const term = await elsewhere.leadership(leadership.name).campaign();
+    return async () => {
+      await term.resign();
+      await elsewhere.close();
+    };
+  }
   let app: INestApplication | undefined;
 
   beforeAll(async () => {
@@ -53,6 +63,28 @@ describe('MongoLockHealthIndicator', () => {
       waiters: 0,
       held: 0,
     });
+  });
+
+  it('reports leader or follower per leadership name', async () => {
+    app = await startHttpApp(
+      {
+        imports: [TerminusModule.forRoot({ logger: false }), lockModule(mongo)],
+        controllers: [HealthController],
+        providers: [MongoLockHealthIndicator],
+      },
+      'express',
+    );
+    const locks = app.get(LockService);
+    const term = await locks.leadership('health-leader').campaign();
+    locks.leadership('health-other');
+    const other = await lockedElsewhere(locks.leadership('health-other'));
+    const response = await request(app.getHttpServer()).get('/health').expect(200);
+    expect(response.body.info.locks.leadership).toEqual({
+      'health-leader': 'leader',
+      'health-other': 'follower',
+    });
+    await term.resign();
+    await other();
   });
 
   it('is down within its timeout when MongoDB is unreachable', async () => {

@@ -170,6 +170,27 @@ describe('OpenTelemetry metrics and spans', () => {
     expect(sumFor(gauges.get('lock.held'))).toBe(0);
   });
 
+  it('reports leadership per name: the lock.leader gauge and the lock.leader.terms counter', async () => {
+    const a = await kit.service();
+    const b = await kit.service();
+    const leaderOf = (data: MetricData | undefined, name: string) =>
+      data?.dataPoints.find((point) => point.attributes['lock.leadership'] === name)?.value;
+    const term = await a.leadership('metrics-leader').campaign();
+    b.leadership('metrics-leader');
+    let gauges = await readMetrics();
+    // One service leads, the other stands: the process leads the name.
+    expect(leaderOf(gauges.get('lock.leader'), 'metrics-leader')).toBe(1);
+    expect(leaderOf(gauges.get('lock.leader.terms'), 'metrics-leader')).toBe(1);
+    await term.resign();
+    gauges = await readMetrics();
+    expect(leaderOf(gauges.get('lock.leader'), 'metrics-leader')).toBe(0);
+    const second = await b.leadership('metrics-leader').campaign();
+    gauges = await readMetrics();
+    expect(leaderOf(gauges.get('lock.leader'), 'metrics-leader')).toBe(1);
+    expect(leaderOf(gauges.get('lock.leader.terms'), 'metrics-leader')).toBe(2);
+    await second.resign();
+  });
+
   it('labels @Locked with its templates as written and traces the method', async () => {
     const before = await readMetrics();
     app = await startAppContext({
