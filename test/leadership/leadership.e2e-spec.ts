@@ -104,6 +104,21 @@ describe('Leadership', () => {
     subscription.unsubscribe();
   });
 
+  it('leader$ polls when change events do not flow (changeStreams off, as on a standalone server)', async () => {
+    const observer = await kit.service({ changeStreams: 'off', maxPollIntervalMs: 200 });
+    const a = await kit.service({ holderId: 'A' });
+    const seen: (LeaderInfo | null)[] = [];
+    const subscription = observer.leadership('polled').leader$.subscribe((info) => seen.push(info));
+    await waitFor(() => seen.length === 1);
+    const term = await a.leadership('polled').campaign();
+    await waitFor(() => seen.length === 2, 2_000);
+    expect(seen[1]).toMatchObject({ holderId: 'A', fence: term.fence });
+    await term.resign();
+    await waitFor(() => seen.length === 3, 2_000);
+    expect(seen[2]).toBeNull();
+    subscription.unsubscribe();
+  });
+
   it('terms$ campaigns while subscribed; unsubscribing resigns and the next subscriber leads', async () => {
     const a = await kit.service({ holderId: 'A' });
     const b = await kit.service({ holderId: 'B' });
