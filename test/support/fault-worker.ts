@@ -27,6 +27,7 @@ import { FencedResource } from './fault-fenced-resource';
 import { serveIpc } from './fault-ipc';
 import { runWithLock } from './fault-with-lock';
 import { probeUntilRecovered } from './fault-recover';
+import { leadershipHandlers, type LeadershipWorkerOps } from './fault-leadership';
 import type {
   HoldArgs,
   HeldLock,
@@ -132,8 +133,9 @@ function requireHeld(key: string): HeldEntry {
   return entry;
 }
 
-// The mode scenarios' operations (`ModesWorkerOps`) are served beside the suite's own.
-const ipc = serveIpc<WorkerOps & ModesWorkerOps>({
+// The mode scenarios' operations (`ModesWorkerOps`) and the leadership suite's
+// (`LeadershipWorkerOps`) are served beside the suite's own.
+const ipc = serveIpc<WorkerOps & ModesWorkerOps & LeadershipWorkerOps>({
   async start(args: StartArgs) {
     startArgs = args;
     label = args.label;
@@ -276,6 +278,14 @@ const ipc = serveIpc<WorkerOps & ModesWorkerOps>({
   ...modesHandlers({
     service: requireService,
     label: () => label,
+    dbName: () => dbName,
+    report,
+  }),
+
+  ...leadershipHandlers({
+    service: requireService,
+    label: () => label,
+    uri: () => startArgs?.uri ?? '',
     dbName: () => dbName,
     report,
   }),
