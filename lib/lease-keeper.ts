@@ -162,6 +162,17 @@ export class LeaseKeeper {
     };
   }
 
+  /**
+   * Reports the loss now if the local deadline has passed: its timer may not have run yet in a
+   * process that was paused (timers then fire in order of when they were due, so work that was
+   * due first would run on, unprotected).
+   */
+  checkDeadline(): void {
+    if (!this.stopped && performance.now() >= this.leaseEnd) {
+      this.lose(this.firstUnreleasedKey(), 'its lease ran out before it was renewed');
+    }
+  }
+
   /** Everything stops: the lease was released, or its loss was reported. */
   stop(): void {
     this.stopRenewal();

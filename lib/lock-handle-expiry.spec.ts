@@ -131,3 +131,27 @@ describe('MongoLockHandle.expireIn (minHoldMs)', () => {
     expect([...leases.log, ...other.leases.log]).toEqual(['renew a 1', 'renew b 2147483647']);
   });
 });
+
+describe('MongoLockHandle after a pause', () => {
+  afterEach(() => jest.restoreAllMocks());
+
+  it('reads as lost as soon as its local deadline has passed, before the deadline timer runs', () => {
+    const { handle, leases } = setUp(['a']);
+    expect(handle.signal.aborted).toBe(false);
+    // The process was paused past the deadline: the clock moved, no timer has run yet.
+    const resumedAt = performance.now() + TTL_MS + 1;
+    jest.spyOn(performance, 'now').mockReturnValue(resumedAt);
+    expect(handle.signal.aborted).toBe(true);
+    expect(handle.lost).toBe(true);
+    expect(handle.lostReason).toBeInstanceOf(LockLostError);
+    expect(leases.log).toEqual(['abort']);
+  });
+
+  it('a released handle is not reported lost when read after its deadline', async () => {
+    const { handle } = setUp(['a']);
+    await handle.release();
+    jest.spyOn(performance, 'now').mockReturnValue(performance.now() + TTL_MS + 1);
+    expect(handle.lost).toBe(false);
+    expect(handle.signal.aborted).toBe(false);
+  });
+});

@@ -116,7 +116,9 @@ export class MongoLockHandle implements LockHandle {
     return new Date(Date.now() + (this.keeper.leaseEnd - performance.now()));
   }
 
+  /** Read after a pause, it is already aborted if the local deadline passed meanwhile. */
   get signal(): AbortSignal {
+    this.keeper.checkDeadline();
     return this.abortController.signal;
   }
 
@@ -125,6 +127,7 @@ export class MongoLockHandle implements LockHandle {
   }
 
   get lost(): boolean {
+    this.keeper.checkDeadline();
     return this.lostError !== undefined;
   }
 

@@ -1,6 +1,6 @@
 import type { Observable } from 'rxjs';
 import type { LockLostError } from '../errors/lock-lost.error';
-import type { LockHandle } from '../lock-handle';
+import type { MongoLockHandle } from '../lock-handle';
 
 /** One term of leadership: from election to resignation or loss. */
 export interface LeaderTerm {
@@ -15,6 +15,11 @@ export interface LeaderTerm {
    * and before any other instance can be elected: stop the leader's work when it fires.
    */
   readonly signal: AbortSignal;
+  /**
+   * When the term ends unless renewed: its local lease deadline, when the signal aborts if the
+   * renewals do not get through.
+   */
+  readonly expiresAt: Date;
   /** Emits the loss once if the term was lost (not resigned), then completes. */
   readonly lost$: Observable<LockLostError>;
   /** Whether the term is still on (its signal has not aborted). */
@@ -35,7 +40,7 @@ export class HeldLeaderTerm implements LeaderTerm {
 
   constructor(
     readonly name: string,
-    private readonly handle: LockHandle & { readonly done: Promise<void> },
+    private readonly handle: MongoLockHandle,
   ) {
     this.fence = handle.fence;
     this.lost$ = handle.lost$;
@@ -49,11 +54,17 @@ export class HeldLeaderTerm implements LeaderTerm {
   }
 
   get signal(): AbortSignal {
+    // Reading the handle's signal reports a deadline passed during a pause, which ends the term.
+    void this.handle.signal;
     return this.ending.signal;
   }
 
   get active(): boolean {
-    return !this.ending.signal.aborted;
+    return !this.signal.aborted;
+  }
+
+  get expiresAt(): Date {
+    return this.handle.expiresAt;
   }
 
   resign(): Promise<void> {

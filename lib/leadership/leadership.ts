@@ -5,7 +5,7 @@ import { LockServiceClosedError } from '../errors/lock-service-closed.error';
 import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
 import { MongoLockError } from '../errors/mongo-lock.error';
 import type { AcquireOptions } from '../interfaces/lock-options.interface';
-import type { LockHandle } from '../lock-handle';
+import type { MongoLockHandle } from '../lock-handle';
 import { MAX_TIMER_MS } from '../options';
 import { HeldLeaderTerm, type LeaderTerm } from './leader-term';
 import { watchLeader, type LeaderInfo, type LeaderWatchSource } from './leader-watch';
@@ -26,7 +26,7 @@ export interface CampaignOptions {
 
 /** What a leadership needs of its service. @internal */
 export interface LeadershipHost extends LeaderWatchSource {
-  acquire(key: string, options: AcquireOptions): Promise<LockHandle & { done: Promise<void> }>;
+  acquire(key: string, options: AcquireOptions): Promise<MongoLockHandle>;
   /** Called at the start of every term (metrics). */
   termBegan(name: string): void;
 }
@@ -190,7 +190,7 @@ export class Leadership {
 
   private async win(signal: AbortSignal): Promise<HeldLeaderTerm> {
     for (;;) {
-      let handle: LockHandle & { done: Promise<void> };
+      let handle: MongoLockHandle;
       try {
         handle = await this.host.acquire(this.key, {
           ttlMs: this.ttlMs,
