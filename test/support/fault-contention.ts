@@ -18,7 +18,7 @@ export function isLockLostError(error: unknown): boolean {
  * The handle's local lease deadline on the shared clock. Clock-skew scenarios shift `Date` in
  * some workers; `expiresAt` and `Date.now()` carry the same skew, so it cancels out here.
  */
-export function sharedDeadline(handle: LockHandle): number {
+export function sharedDeadline(handle: Pick<LockHandle, 'expiresAt'>): number {
   return sharedClockMs() + (handle.expiresAt.getTime() - Date.now());
 }
 

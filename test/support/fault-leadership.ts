@@ -85,7 +85,7 @@ type Handlers = {
 
 interface TermState {
   term: LeaderTerm;
-  handle: LockHandle;
+  handle: Pick<LockHandle, 'expiresAt'>;
   report: LeadTermReport;
   /** Set just before this worker resigns: the abort that follows is not a loss. */
   resigning: boolean;
@@ -99,16 +99,9 @@ interface Campaign {
   terms: TermState[];
 }
 
-/**
- * The lock handle under a term: its local lease deadline (`expiresAt`) is what the history
- * checker cuts a protected interval at, and `LeaderTerm` does not expose it.
- */
-function termHandle(term: LeaderTerm): LockHandle {
-  const handle = (term as unknown as { handle?: LockHandle }).handle;
-  if (!handle || typeof handle.expiresAt?.getTime !== 'function') {
-    throw new Error('the term has no lock handle (HeldLeaderTerm changed?)');
-  }
-  return handle;
+/** A term's local lease deadline (`expiresAt`) is what the history checker cuts its interval at. */
+function termHandle(term: LeaderTerm): Pick<LockHandle, 'expiresAt'> {
+  return term;
 }
 
 function sleep(ms: number): Promise<void> {
