@@ -1,11 +1,20 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
 import * as ts from 'typescript';
+import {
+  compile,
+  currentCompiler,
+  declarationErrors,
+  type DocCompiler,
+  emitDeclarations,
+  lowestCompiler,
+  root,
+} from './doc-compilers';
 
-// Type-checks every ```ts block of README.md and docs/*.md against the library's sources, as an
-// app would compile them, and checks that the documents' relative links resolve.
-
-const root = join(__dirname, '../..');
+// Type-checks every ```ts block of README.md and docs/*.md twice, as an app would compile them:
+// with the project's TypeScript against the library's sources, and with TypeScript 5.1 (the
+// README's lowest) against the declaration files `npm run build` emits, except the blocks that
+// say they need 5.2. Also checks that the documents' relative links resolve.
 
 /** README.md, then the guides, as paths relative to the repository. */
 const documents = [
@@ -125,26 +134,6 @@ declare module '@nestjs/config' {
 }
 `;
 
-const options: ts.CompilerOptions = (() => {
-  const { config } = ts.readConfigFile(join(root, 'tsconfig.json'), ts.sys.readFile);
-  const parsed = ts.parseJsonConfigFileContent(config, ts.sys, root);
-  return {
-    ...parsed.options,
-    noEmit: true,
-    noUnusedLocals: false,
-    // ES modules, so that examples may `await` at the top level as in a function body.
-    module: ts.ModuleKind.ESNext,
-    moduleResolution: ts.ModuleResolutionKind.Bundler,
-    // The package's entry points, from its sources.
-    paths: {
-      'nestjs-mongo-lock': [join(root, 'lib/index.ts')],
-      'nestjs-mongo-lock/testing': [join(root, 'lib/testing/index.ts')],
-      'nestjs-mongo-lock/health': [join(root, 'lib/health/index.ts')],
-      'nestjs-mongo-lock/board': [join(root, 'lib/board/index.ts')],
-    },
-  };
-})();
-
 const virtualDir = join(root, 'test/readme/__doc_examples__');
 const preludeFile = join(virtualDir, 'prelude.d.ts');
 const nestConfigFile = join(virtualDir, 'nestjs-config.d.ts');
@@ -154,36 +143,53 @@ function fileOf(block: Block): string {
   return join(virtualDir, `${block.name.replace(/[^\w]/g, '_')}.ts`);
 }
 
-/** Type-checks in-memory `sources` (file name to code) in one program with the prelude. */
-function compile(sources: Map<string, string>): (file: string) => readonly ts.Diagnostic[] {
-  const files = new Map(sources).set(preludeFile, prelude).set(nestConfigFile, nestConfig);
-  const host = ts.createCompilerHost(options);
-  const getSourceFile = host.getSourceFile.bind(host);
-  host.getSourceFile = (name, language, ...rest) =>
-    files.has(name)
-      ? ts.createSourceFile(name, files.get(name)!, language)
-      : getSourceFile(name, language, ...rest);
-  const fileExists = host.fileExists.bind(host);
-  host.fileExists = (name) => files.has(name) || fileExists(name);
-  const readFile = host.readFile.bind(host);
-  host.readFile = (name) => files.get(name) ?? readFile(name);
-  const program = ts.createProgram([...files.keys()], options, host);
-  return (file) => {
-    const sourceFile = program.getSourceFile(file)!;
-    return [
-      ...program.getSyntacticDiagnostics(sourceFile),
-      ...program.getSemanticDiagnostics(sourceFile),
-    ];
-  };
+/** The in-memory files of `sources` (file name to code) with the prelude, type-checked. */
+function check(compiler: DocCompiler, sources: Map<string, string>) {
+  return compile(
+    compiler,
+    new Map(sources).set(preludeFile, prelude).set(nestConfigFile, nestConfig),
+  );
 }
 
-let diagnosticsOf: ((file: string) => readonly ts.Diagnostic[]) | undefined;
+/** The messages of a file's diagnostics. */
+function messagesOf(diagnostics: readonly ts.Diagnostic[]): string {
+  return diagnostics.map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n')).join('\n');
+}
 
-/** The type errors of a block, each as `document:line: message`. */
-function typeErrors(block: Block): string[] {
-  diagnosticsOf ??= compile(
-    new Map(tsBlocks.map((each) => [fileOf(each), `${each.source}\nexport {};\n`])),
-  );
+const current = currentCompiler();
+let declarations: { dir: string; dispose(): void } | undefined;
+let lowest: DocCompiler | Error | undefined;
+/** TypeScript 5.1 against the package's declarations, emitted once per run (or failed once). */
+function lowestCompilerOnce(): DocCompiler {
+  if (lowest === undefined) {
+    try {
+      declarations = emitDeclarations();
+      lowest = lowestCompiler(declarations.dir);
+    } catch (error) {
+      lowest = error as Error;
+    }
+  }
+  if (lowest instanceof Error) throw lowest;
+  return lowest;
+}
+afterAll(() => declarations?.dispose());
+
+/** Blocks that say they need TypeScript 5.2 (`await using`): not for the 5.1 check. */
+const needs52 = (block: Block) => /TypeScript 5\.2 or later/.test(block.source);
+
+const checkers = new Map<DocCompiler, (file: string) => readonly ts.Diagnostic[]>();
+
+/** The type errors of a block under `compiler`, each as `document:line: message`. */
+function typeErrors(compiler: DocCompiler, block: Block): string[] {
+  let diagnosticsOf = checkers.get(compiler);
+  if (diagnosticsOf === undefined) {
+    // Every block in one program: the marked ones too, to show that they need 5.2.
+    diagnosticsOf = check(
+      compiler,
+      new Map(tsBlocks.map((each) => [fileOf(each), `${each.source}\nexport {};\n`])),
+    );
+    checkers.set(compiler, diagnosticsOf);
+  }
   return diagnosticsOf(fileOf(block)).map((diagnostic) => {
     const message = ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n');
     if (diagnostic.file === undefined || diagnostic.start === undefined) return message;
@@ -212,7 +218,25 @@ describe('TypeScript examples of the README and the guides', () => {
   );
 
   it.each(tsBlocks.map((block) => [block.name, block] as const))('%s compiles', (_, block) => {
-    expect(typeErrors(block)).toEqual([]);
+    expect(typeErrors(current, block)).toEqual([]);
+  });
+
+  it.each(tsBlocks.filter((block) => !needs52(block)).map((block) => [block.name, block] as const))(
+    '%s compiles with TypeScript 5.1 against the declarations',
+    (_, block) => {
+      expect(typeErrors(lowestCompilerOnce(), block)).toEqual([]);
+    },
+  );
+
+  it('leaves out of the 5.1 check exactly the blocks that say they need 5.2, which 5.1 fails', () => {
+    const marked = tsBlocks.filter(needs52);
+    expect(marked.length).toBeGreaterThan(0);
+    expect(marked).toEqual(tsBlocks.filter((block) => /\bawait using\b/.test(block.source)));
+    for (const block of marked) expect(typeErrors(lowestCompilerOnce(), block)).not.toEqual([]);
+  });
+
+  it("has the package's declaration files type-check with TypeScript 5.1 and skipLibCheck off", () => {
+    expect(declarationErrors(lowestCompilerOnce(), declarations!.dir)).toEqual([]);
   });
 
   it('names the language of every code block (text for what is not code)', () => {
@@ -221,19 +245,13 @@ describe('TypeScript examples of the README and the guides', () => {
     );
   });
 
-  it('fails a broken example', () => {
-    const broken: Block = {
-      name: 'broken.md:1',
-      document: 'broken.md',
-      firstLine: 2,
-      language: 'ts',
-      source: `await locks.withLock('k', (lock) => lock.fenceToken);`,
-    };
-    const check = compile(new Map([[fileOf(broken), `${broken.source}\nexport {};\n`]]));
-    const messages = check(fileOf(broken)).map((d) =>
-      ts.flattenDiagnosticMessageText(d.messageText, '\n'),
-    );
-    expect(messages.join('\n')).toMatch(
+  it.each([
+    ['TypeScript 6', () => current],
+    ['TypeScript 5.1', lowestCompilerOnce],
+  ] as const)('fails a broken example (%s)', (_, compiler) => {
+    const file = join(virtualDir, 'broken.ts');
+    const broken = `await locks.withLock('k', (lock) => lock.fenceToken);\nexport {};\n`;
+    expect(messagesOf(check(compiler(), new Map([[file, broken]]))(file))).toMatch(
       /Property 'fenceToken' does not exist on type 'LockHandle'/,
     );
   });
@@ -255,7 +273,8 @@ describe('what the documents say', () => {
     for (const document of documents) expect(text.get(document)).not.toMatch(/session\.client/);
     // Why: ClientSession's client is excluded from the mongodb package's public typings.
     const file = join(virtualDir, 'session-client.ts');
-    const check = compile(
+    const diagnosticsOf = check(
+      current,
       new Map([
         [
           file,
@@ -265,8 +284,9 @@ export const client: MongoClient = session.client;`,
         ],
       ]),
     );
-    const messages = check(file).map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n'));
-    expect(messages.join('\n')).toMatch(/Property 'client' does not exist on type 'ClientSession'/);
+    expect(messagesOf(diagnosticsOf(file))).toMatch(
+      /Property 'client' does not exist on type 'ClientSession'/,
+    );
   });
 
   it('links every guide from the README', () => {
