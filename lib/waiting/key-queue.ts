@@ -138,6 +138,8 @@ export class KeyQueue {
   private unwatch: (() => void) | undefined;
   private holder: { holderId: string | null; leaseEnd: number } | undefined;
   private pollRound = 0;
+  /** Looks in a row at a key granted to another process and not yet confirmed (see `waitForChance`). */
+  private pendingGrantRound = 0;
   /** The key is held by this process: only a local release (or the lease end) frees it. */
   private heldHere = false;
   /** {@link releases} when the last win was handed out: later releases are the winner's. */
@@ -539,7 +541,21 @@ export class KeyQueue {
     /** The waiter the wait is for: if it leaves, the next one tries at once. */
     attempted: Waiter | undefined,
   ): Promise<void> {
-    const leaseEnd = outcome.sentAt + outcome.remainingMs + LEASE_END_MARGIN_MS;
+    let leaseEnd = outcome.sentAt + outcome.remainingMs + LEASE_END_MARGIN_MS;
+    // The key is granted to another process's place in line and not yet confirmed: the lease
+    // we were told is the grant's (`GRANT_LEASE_MS`), which the grantee's confirmation (its own
+    // attempt, or the first renewal of a grant handed out on its event) replaces by its own
+    // lease, perhaps much shorter, and tells us nothing. Look again soon, backing off while it
+    // stays unconfirmed: the next reply has the lease that counts (else a grantee that died
+    // after confirming would keep us waiting for the grant's lease end).
+    if (!outcome.won && outcome.grantPendingTo !== undefined) {
+      if (outcome.grantPendingTo !== this.reservation) {
+        const look = pollDelayMs(this.pendingGrantRound++, this.deps.timing);
+        leaseEnd = Math.min(leaseEnd, performance.now() + look);
+      }
+    } else {
+      this.pendingGrantRound = 0;
+    }
     // With a stream, each quiet safety poll in a row doubles the next one (up to 8x), so
     // many parked keys cost few attempts; a release resets it.
     const pollDelay = this.deps.feed.streaming
