@@ -34,7 +34,7 @@ export default tseslint.config(
   },
   {
     // Test infrastructure handles untyped BSON documents and wire data by nature.
-    files: ['test/**/*.ts', 'bench/**/*.ts', 'lib/**/*.spec.ts'],
+    files: ['test/**/*.ts', 'bench/**/*.ts', 'packages/**/*.ts', 'lib/**/*.spec.ts'],
     rules: {
       '@typescript-eslint/no-explicit-any': 'off',
       '@typescript-eslint/no-unsafe-assignment': 'off',

@@ -1,4 +1,5 @@
-// One Jest run, several projects: `npm test` runs them all; `--selectProjects` picks one.
+// One Jest run, several projects: `npm test` runs them all; `--selectProjects` picks one. The
+// workspace packages' tests (packages/*) run in the same projects as the library's.
 const base = {
   testEnvironment: 'node',
   moduleFileExtensions: ['ts', 'js', 'json'],
@@ -18,13 +19,21 @@ module.exports = {
     {
       ...base,
       displayName: 'unit',
-      testMatch: ['<rootDir>/lib/**/*.spec.ts', '<rootDir>/test/**/*.spec.ts'],
+      testMatch: [
+        '<rootDir>/lib/**/*.spec.ts',
+        '<rootDir>/test/**/*.spec.ts',
+        '<rootDir>/packages/*/**/*.spec.ts',
+      ],
     },
-    { ...base, displayName: 'e2e', testMatch: ['<rootDir>/test/**/*.e2e-spec.ts'] },
+    {
+      ...base,
+      displayName: 'e2e',
+      testMatch: ['<rootDir>/test/**/*.e2e-spec.ts', '<rootDir>/packages/*/**/*.e2e-spec.ts'],
+    },
     {
       ...base,
       displayName: 'conformance',
-      testMatch: ['<rootDir>/test/spec/**/*.conformance-spec.ts'],
+      testMatch: ['<rootDir>/packages/mongo-offline/spec/**/*.conformance-spec.ts'],
     },
     { ...base, displayName: 'faults', testMatch: ['<rootDir>/test/faults/**/*.fault-spec.ts'] },
   ],

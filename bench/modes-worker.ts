@@ -4,8 +4,8 @@
 // laid side by side (concurrent holders, overtakes).
 import { MongoClient, type CommandStartedEvent } from 'mongodb';
 import { LockService } from '../lib';
-import { sharedClockMs } from '../test/support/fault-clock';
-import { serveIpc } from '../test/support/fault-ipc';
+import { sharedClockMs } from '../packages/process-harness/clock';
+import { serveIpc } from '../packages/process-harness/ipc';
 import type { ModeLoopArgs, ModeLoopResult, ModeOps, SectionRecord } from './modes-protocol';
 import { sleep } from './support/stats';
 

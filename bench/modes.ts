@@ -15,7 +15,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { MongoClient } from 'mongodb';
 import type { LockDocument } from '../lib/store/lock-document';
-import { sharedClockMs } from '../test/support/fault-clock';
+import { sharedClockMs } from '../packages/process-harness/clock';
 import type { ModeLoopArgs, ModeLoopResult, ModeOps } from './modes-protocol';
 import { BenchChild, repoRoot, startBenchServer } from './support/bench-process';
 import { describeMachine } from './support/machine';
@@ -415,7 +415,7 @@ async function main(): Promise<void> {
       server:
         server.kind === 'uri'
           ? 'MONGODB_URI (a real deployment)'
-          : 'offline MongoDB test server (test/mongo-offline, own process)',
+          : 'offline MongoDB test server (packages/mongo-offline, own process)',
       settings: s,
       ping: { start: pingStart, end: pingEnd },
       sharedVsExclusive,

@@ -237,7 +237,7 @@ async function main(): Promise<void> {
 function serverDescription(kind: string): string {
   return kind === 'uri'
     ? 'MONGODB_URI (a real deployment)'
-    : 'offline MongoDB test server (test/mongo-offline, single-node replica set, own process)';
+    : 'offline MongoDB test server (packages/mongo-offline, single-node replica set, own process)';
 }
 
 main().catch((error: unknown) => {

@@ -4,7 +4,7 @@ import { setMaxListeners } from 'node:events';
 import { BSON, MongoClient, type CommandStartedEvent } from 'mongodb';
 import { LockService } from '../lib';
 import type { LockHandle } from '../lib';
-import { serveIpc } from '../test/support/fault-ipc';
+import { serveIpc } from '../packages/process-harness/ipc';
 import { sleep } from './support/stats';
 
 export interface ScaleArgs {

@@ -1,7 +1,7 @@
 // A benchmark worker process: one lock library variant, driven by bench/run.ts over IPC.
 import { MongoClient, type ChangeStream, type CommandStartedEvent } from 'mongodb';
-import { sharedClockMs } from '../test/support/fault-clock';
-import { serveIpc } from '../test/support/fault-ipc';
+import { sharedClockMs } from '../packages/process-harness/clock';
+import { serveIpc } from '../packages/process-harness/ipc';
 import type { BenchLock, HeldBenchLock, VariantName } from './adapters/bench-lock';
 import { createMongodashLock } from './adapters/mongodash';
 import { createOurLock } from './adapters/ours';

@@ -199,11 +199,17 @@ function npm(args, options) {
     : exec('npm', args, options);
 }
 
-/** The project's offline MongoDB test server in its own process, as test/support does it. */
+/** The project's offline MongoDB test server (packages/mongo-offline) in its own process. */
 async function startOfflineMongo() {
   const child = spawn(
     process.execPath,
-    ['-r', './test/support/cached-ts-register.js', 'test/mongo-offline/cli.ts', '--port', '0'],
+    [
+      '-r',
+      './packages/process-harness/cached-ts-register.js',
+      'packages/mongo-offline/cli.ts',
+      '--port',
+      '0',
+    ],
     {
       cwd: root,
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -2,15 +2,18 @@ import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
-import { startTestMongo } from '../test/support/mongo';
+// The workspace package by path, not by name: `nest start` runs the sample compiled to JS, and
+// the package is TypeScript sources only.
+import { startTestMongo } from '../packages/mongo-offline/test-mongo';
 import { AppModule } from './app.module';
 
 const logger = new Logger('Sample');
 
 /**
- * `MONGODB_URI` when set; else the test fixture's choice: a local `mongod`, or the offline test
- * server. The embedded server lives in this process (offline) or is reaped by
- * mongodb-memory-server when this process ends, so it needs no explicit stop.
+ * `MONGODB_URI` when set; else the tests' choice (packages/mongo-offline/test-mongo.ts): a
+ * local `mongod`, or the offline test server. The embedded server lives in this process
+ * (offline) or is reaped by mongodb-memory-server when this process ends, so it needs no
+ * explicit stop.
  */
 async function chooseMongo(): Promise<string> {
   if (process.env.MONGODB_URI) {

@@ -1,4 +1,4 @@
-import { sharedClockMs } from '../../test/support/fault-clock';
+import { sharedClockMs } from '../../packages/process-harness/clock';
 import { processCpuMicros } from '../support/bench-process';
 import type { BenchWorker } from '../support/bench-workers';
 import { sleep } from '../support/stats';

@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { existsSync, readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { createInterface } from 'node:readline';
-import type { OpMap } from '../../test/support/fault-ipc';
+import type { OpMap } from '../../packages/process-harness/ipc';
 
 /**
  * `npm run bench` compiles the benchmarks to `.bench-build/` (tsconfig.bench.json) and runs
@@ -24,7 +24,7 @@ export const repoRoot = ((): string => {
   return dir;
 })();
 
-/** Where `bench/...` or `test/...` sources run from: the build folder when compiled. */
+/** Where `bench/...` or `packages/...` sources run from: the build folder when compiled. */
 const codeRoot = compiled ? path.resolve(__dirname, '../..') : repoRoot;
 
 /** The runnable file for a source path relative to the repository, e.g. `bench/worker.ts`. */
@@ -47,7 +47,7 @@ type Reply =
 
 /**
  * A benchmark child process answering typed calls over IPC (the child side is
- * `serveIpc` of test/support/fault-ipc), started from compiled JS when the run is compiled.
+ * `serveIpc` of packages/process-harness/ipc.ts), started from compiled JS when the run is compiled.
  */
 export class BenchChild<Ops extends OpMap> {
   readonly exited: Promise<void>;
@@ -128,7 +128,7 @@ export interface BenchServer {
 }
 
 /**
- * MONGODB_URI if set, else the offline MongoDB test server (test/mongo-offline/cli.ts) in its
+ * MONGODB_URI if set, else the offline MongoDB test server (packages/mongo-offline/cli.ts) in its
  * own process, compiled like the rest of the run.
  */
 export async function startBenchServer(): Promise<BenchServer> {
@@ -138,7 +138,7 @@ export async function startBenchServer(): Promise<BenchServer> {
   const { execArgv, env } = nodeArgs();
   const child = spawn(
     process.execPath,
-    [...execArgv, entryFor('test/mongo-offline/cli.ts'), '--port', '0'],
+    [...execArgv, entryFor('packages/mongo-offline/cli.ts'), '--port', '0'],
     { cwd: repoRoot, env, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   const uri = await firstLine(child);

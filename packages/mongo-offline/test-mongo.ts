@@ -1,7 +1,7 @@
 import { accessSync, constants } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { startOfflineMongo } from '../mongo-offline';
+import { startOfflineMongo } from './index';
 
 export type TestMongoKind = 'uri' | 'memory-server' | 'offline';
 

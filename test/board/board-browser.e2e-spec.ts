@@ -11,7 +11,7 @@ import { MongoLockBoardModule } from '../../lib/board';
 import { LEADER_KEY_PREFIX } from '../../lib/leadership/leader-key';
 import { LockWorker } from '../lock-service/lock-test-kit';
 import { startTestMongo, type TestMongo } from '../support/mongo';
-import { TS_CHILD_FLAGS } from '../support/ts-child';
+import { TS_CHILD_FLAGS } from '@nestjs-mongo-lock/process-harness';
 import { HTTP_ADAPTERS, lockModule } from '../nest/support/nest-apps';
 import { listeningApp, OperatorHeaderGuard } from './board-app';
 

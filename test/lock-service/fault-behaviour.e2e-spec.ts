@@ -22,7 +22,7 @@ import type { LockHandle } from '../../lib/lock-handle';
 import { LockService } from '../../lib/lock.service';
 import { LOCK_OPTION_DEFAULTS } from '../../lib/options';
 import { FENCES_PER_LEASE } from '../../lib/store/direct-grant';
-import { startOfflineMongo } from '../mongo-offline';
+import { startOfflineMongo } from '@nestjs-mongo-lock/mongo-offline';
 import { lockModule, startAppContext, startHttpApp } from '../nest/support/nest-apps';
 import { ReplyDelayProxy } from '../support/reply-delay-proxy';
 import {

@@ -6,7 +6,7 @@ import type { CommandStartedEvent } from 'mongodb';
 import { LockService } from '../../lib/lock.service';
 import type { MongoLockModuleOptions } from '../../lib/interfaces';
 import { startTestMongo } from '../support/mongo';
-import { TS_CHILD_FLAGS } from '../support/ts-child';
+import { TS_CHILD_FLAGS } from '@nestjs-mongo-lock/process-harness';
 import type { TestMongo, TestMongoOptions } from '../support/mongo';
 
 /**

@@ -208,7 +208,7 @@ describe('offline test server: update pipeline semantics', () => {
     return client.db(kit.mongo.dbName).collection<{ _id: number } & RawLock>(`engine_${seq}`);
   }
 
-  // WAS A DEFECT, fixed (test/mongo-offline/engine/compiled-pipeline.ts, compiled `$unset` of 7f73fef):
+  // WAS A DEFECT, fixed (packages/mongo-offline/engine/compiled-pipeline.ts, compiled `$unset` of 7f73fef):
   // `$unset` is compiled as "$set to missing" and applied with mingo's removeValue, which
   // does not descend into arrays. MongoDB's `$unset` (an exclusion projection) removes the
   // path from every element of an array along it, and so does the offline server's own

@@ -22,7 +22,7 @@ import {
   MongoLockError,
 } from '../../lib';
 import { startTestMongo, type TestMongo } from '../support/mongo';
-import { TS_CHILD_FLAGS } from '../support/ts-child';
+import { TS_CHILD_FLAGS } from '@nestjs-mongo-lock/process-harness';
 import { lockModule, startHttpApp } from './support/nest-apps';
 
 jest.setTimeout(60_000);

@@ -12,7 +12,7 @@ import {
   type MongoLockOptionsFactory,
 } from '../../lib';
 import { startTestMongo, type TestMongo } from '../support/mongo';
-import { TS_CHILD_FLAGS } from '../support/ts-child';
+import { TS_CHILD_FLAGS } from '@nestjs-mongo-lock/process-harness';
 import { lockModule, openLockCollection, startAppContext } from './support/nest-apps';
 
 jest.setTimeout(90_000);

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { LOAD_SLACK_MS } from '../support/load-slack';
 import { startTestMongo, type TestMongo } from '../support/mongo';
-import { TS_CHILD_FLAGS } from '../support/ts-child';
+import { TS_CHILD_FLAGS } from '@nestjs-mongo-lock/process-harness';
 
 jest.setTimeout(60_000);
 

@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { LockHandle } from '../../lib';
 import type { SectionRecord } from '../faults/history/history';
-import { sharedClockMs } from './fault-clock';
+import { sharedClockMs } from '@nestjs-mongo-lock/process-harness';
 import type { ContendArgs, ContendStats, HoldPlan } from './fault-protocol';
 
 // Errors are told apart by `name`, not `instanceof`: the worker may run a copy of the library

@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type * as Library from '../../lib';
 import type { DocumentLockHandle, DocumentLocks, LockService } from '../../lib';
-import { sharedClockMs } from './fault-clock';
+import { sharedClockMs, serveIpc } from '@nestjs-mongo-lock/process-harness';
 import { deadlineToRecord, isLockLostError, sharedDeadline, watchSignal } from './fault-contention';
 import type {
   CommitLogEntry,
@@ -14,7 +14,6 @@ import type {
   DocumentWorkerOps,
   DocumentWorkerStartArgs,
 } from './fault-document-protocol';
-import { serveIpc } from './fault-ipc';
 
 /**
  * The library under test: the repository's `lib`, or a copy of it in `FAULT_LIB_DIR` (the

@@ -1,6 +1,6 @@
 import type { Subscription } from 'rxjs';
 import type { LockEvent, LockService } from '../../lib';
-import { sharedClockMs } from './fault-clock';
+import { sharedClockMs } from '@nestjs-mongo-lock/process-harness';
 import type { RecordedEvents, RecordedLockEvent } from './fault-protocol';
 
 /**

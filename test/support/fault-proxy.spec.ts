@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import * as net from 'node:net';
 import { MongoClient } from 'mongodb';
-import { startOfflineMongo, type OfflineMongo } from '../mongo-offline';
+import { startOfflineMongo, type OfflineMongo } from '@nestjs-mongo-lock/mongo-offline';
 import { FaultProxy, passThrough, proxiedUri, proxyTarget } from './fault-proxy';
 import { pendingPipeTimers } from './fault-proxy-pipe';
 

@@ -2,7 +2,7 @@ import type * as Terminus from '@nestjs/terminus';
 import type { MongoClient } from 'mongodb';
 import type { LockService } from '../../lib';
 import type * as HealthLibrary from '../../lib/health';
-import { sharedClockMs } from './fault-clock';
+import { sharedClockMs } from '@nestjs-mongo-lock/process-harness';
 import type { RecoverArgs, RecoverReport } from './fault-protocol';
 
 /** Pause between probe rounds that did not all pass. */

@@ -1,6 +1,6 @@
 import type { LockHandle, LockService } from '../../lib';
 import type { SectionRecord } from '../faults/history/history';
-import { sharedClockMs } from './fault-clock';
+import { sharedClockMs } from '@nestjs-mongo-lock/process-harness';
 import { deadlineToRecord, watchSignal, type SignalWatch } from './fault-contention';
 import type { WithLockArgs, WithLockOutcome } from './fault-protocol';
 

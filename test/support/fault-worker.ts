@@ -11,7 +11,7 @@ import type { LineAcquirer } from '../../lib/line-acquirer';
 import type { LineDocument } from '../../lib/store/line/line-document';
 import type * as LineEventsModule from '../../lib/store/line/line-events';
 import type * as LineWaitersModule from '../../lib/waiting/line-waiters';
-import { sharedClockMs } from './fault-clock';
+import { sharedClockMs, serveIpc } from '@nestjs-mongo-lock/process-harness';
 import {
   deadlineToRecord,
   isLockLostError,
@@ -24,7 +24,6 @@ import {
 import { CommandTally } from './fault-command-tally';
 import { EventRecorder } from './fault-events';
 import { FencedResource } from './fault-fenced-resource';
-import { serveIpc } from './fault-ipc';
 import { runWithLock } from './fault-with-lock';
 import { probeUntilRecovered } from './fault-recover';
 import { leadershipHandlers, type LeadershipWorkerOps } from './fault-leadership';

@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import * as path from 'node:path';
 import { createInterface } from 'node:readline';
-import { TS_CHILD_FLAGS } from './ts-child';
+import { TS_CHILD_FLAGS } from '@nestjs-mongo-lock/process-harness';
 
 export interface OfflineMongoProcess {
   uri: string;
@@ -25,7 +25,7 @@ export interface OfflineMongoProcessOptions {
 }
 
 /**
- * The offline MongoDB test server in its own OS process (`test/mongo-offline/cli.ts`), for
+ * The offline MongoDB test server in its own OS process (`packages/mongo-offline/cli.ts`), for
  * benchmarks and multi-process tests where the server must not share an event loop.
  */
 export async function spawnOfflineMongo(
@@ -64,7 +64,7 @@ export async function prepareOfflineMongo(
 }
 
 function spawnServer(options: OfflineMongoProcessOptions, deferred: boolean): ChildProcess {
-  const args = [...TS_CHILD_FLAGS, 'test/mongo-offline/cli.ts'];
+  const args = [...TS_CHILD_FLAGS, 'packages/mongo-offline/cli.ts'];
   args.push('--port', String(options.port ?? 0));
   if (options.standalone) args.push('--standalone');
   if (options.ttlMonitorSleepSecs !== undefined) {

@@ -5,7 +5,7 @@ import { EJSON } from 'bson';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import type { ServerInfo } from './server-info';
-import { TS_CHILD_FLAGS } from '../support/ts-child';
+import { TS_CHILD_FLAGS } from '@nestjs-mongo-lock/process-harness';
 
 export type ProbeResult = { info: ServerInfo } | { error: string };
 

@@ -13,7 +13,7 @@ export interface SpecFile {
   content: any;
 }
 
-const PROJECT_ROOT = resolve(__dirname, '..', '..');
+const PROJECT_ROOT = resolve(__dirname, '..', '..', '..');
 
 /** `MONGO_SPEC_DIR`, else `../shared/mongo-spec` beside the project. */
 export function defaultSpecDir(): string {

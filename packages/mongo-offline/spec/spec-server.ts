@@ -1,6 +1,6 @@
 // Starts the server under test through the project's fixture and connects the internal client.
 import { MongoClient } from 'mongodb';
-import { canEmulate, startTestMongo } from '../support/mongo';
+import { canEmulate, startTestMongo } from '../test-mongo';
 import type { RunContext } from './run-context';
 import { probeServer } from './server-info';
 

@@ -1,7 +1,7 @@
 import { MongoClient } from 'mongodb';
-import { canEmulate, startTestMongo } from '../../support/mongo';
+import { canEmulate, startTestMongo } from '../test-mongo';
 
-describe('test fixture (test/support/mongo.ts)', () => {
+describe('test fixture (test-mongo.ts)', () => {
   it('gives a reachable server and a unique database name per call', async () => {
     const first = await startTestMongo();
     const second = await startTestMongo();

@@ -1,4 +1,4 @@
-import { sharedClockMs } from '../../support/fault-clock';
+import { sharedClockMs } from '@nestjs-mongo-lock/process-harness';
 import type { ContendStats } from '../../support/fault-protocol';
 import type { SectionRecord, Violation } from '../history/history';
 import type { Expectations } from '../scenarios/scenario';

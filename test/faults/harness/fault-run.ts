@@ -1,9 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import * as path from 'node:path';
 import { MongoClient, type Document } from 'mongodb';
-import { sharedClockMs } from '../../support/fault-clock';
+import { sharedClockMs, IpcChild } from '@nestjs-mongo-lock/process-harness';
 import { FencedResource, type FencedDocument } from '../../support/fault-fenced-resource';
-import { IpcChild } from '../../support/fault-ipc';
 import type { HeldLock, HoldArgs, WorkerEvent, WorkerOps } from '../../support/fault-protocol';
 import type { FaultServer } from '../../support/fault-server';
 import { checkHistory, type CheckerOptions } from '../history/checker';

@@ -1,5 +1,5 @@
 import type { Collection } from 'mongodb';
-import { sharedClockMs } from '../../support/fault-clock';
+import { sharedClockMs } from '@nestjs-mongo-lock/process-harness';
 import type { LeaseObservation } from '../history/orphans';
 
 /** Longest one read may take on the server; a stuck server must not stall the sampler's stop. */

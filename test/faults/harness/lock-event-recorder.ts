@@ -5,7 +5,7 @@ import type {
   Document,
   ResumeToken,
 } from 'mongodb';
-import { sharedClockMs } from '../../support/fault-clock';
+import { sharedClockMs } from '@nestjs-mongo-lock/process-harness';
 import { withinMs } from './within-ms';
 
 /** One change of a lock document, as received (shared clock) and in short. */

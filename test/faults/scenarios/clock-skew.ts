@@ -1,4 +1,4 @@
-import { sharedClockMs } from '../../support/fault-clock';
+import { sharedClockMs } from '@nestjs-mongo-lock/process-harness';
 import { FaultRun, lockCollection, type StartedWorker } from '../harness/fault-run';
 import { Expectations, type Scenario } from './scenario';
 

@@ -1,4 +1,4 @@
-import { sharedClockMs } from '../../support/fault-clock';
+import { sharedClockMs } from '@nestjs-mongo-lock/process-harness';
 import type { SectionRecord } from '../history/history';
 import type { ContendStats } from '../../support/fault-protocol';
 import { FaultRun } from '../harness/fault-run';

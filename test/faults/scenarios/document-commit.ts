@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import * as path from 'node:path';
 import { MongoClient } from 'mongodb';
-import { sharedClockMs } from '../../support/fault-clock';
+import { sharedClockMs, IpcChild } from '@nestjs-mongo-lock/process-harness';
 import type {
   CommitLogEntry,
   DocumentAcquiredEvent,
@@ -10,7 +10,6 @@ import type {
   DocumentWorkerEvent,
   DocumentWorkerOps,
 } from '../../support/fault-document-protocol';
-import { IpcChild } from '../../support/fault-ipc';
 import type { FaultServer } from '../../support/fault-server';
 import { checkHistory } from '../history/checker';
 import { emptyHistory, type SectionRecord, type Violation } from '../history/history';

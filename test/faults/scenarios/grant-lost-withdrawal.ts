@@ -1,4 +1,4 @@
-import { sharedClockMs } from '../../support/fault-clock';
+import { sharedClockMs } from '@nestjs-mongo-lock/process-harness';
 import type { HeldLock } from '../../support/fault-protocol';
 import type { FaultServer } from '../../support/fault-server';
 import { countByKind } from '../harness/contend-checks';

@@ -1,7 +1,7 @@
 import type { ChangeStream, Document } from 'mongodb';
 import { GRANT_LEASE_MS } from '../../../lib/store/direct-grant';
 import { RESERVATION_TTL_MS } from '../../../lib/store/lock-modes';
-import { sharedClockMs } from '../../support/fault-clock';
+import { sharedClockMs } from '@nestjs-mongo-lock/process-harness';
 import { lockCollection, type FaultRun } from '../harness/fault-run';
 import type { FaultServer } from '../../support/fault-server';
 import type { DeadInstance, Violation } from '../history/history';

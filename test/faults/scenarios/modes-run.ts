@@ -1,7 +1,6 @@
 import { cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
-import { sharedClockMs } from '../../support/fault-clock';
-import type { IpcChild } from '../../support/fault-ipc';
+import { sharedClockMs, type IpcChild } from '@nestjs-mongo-lock/process-harness';
 import type { WorkerEvent, WorkerOps } from '../../support/fault-protocol';
 import { lockCollection, type FaultRun, type StartedWorker } from '../harness/fault-run';
 import type { FinalLockState, Violation } from '../history/history';

@@ -1,4 +1,4 @@
-import { sharedClockMs } from '../../support/fault-clock';
+import { sharedClockMs } from '@nestjs-mongo-lock/process-harness';
 import type { FaultServer } from '../../support/fault-server';
 import {
   checkContention,

@@ -1,6 +1,6 @@
 import type { FaultServer } from '../../support/fault-server';
 import { countByKind } from '../harness/contend-checks';
-import { sharedClockMs } from '../../support/fault-clock';
+import { sharedClockMs } from '@nestjs-mongo-lock/process-harness';
 import { FaultRun, type StartedWorker } from '../harness/fault-run';
 import type { ModeOptions, ModeSectionOutcome, TxSectionOutcome } from './modes-protocol';
 import {

@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { ClientSession, MongoClient } from 'mongodb';
 import type { AcquireOptions, LockHandle, LockService } from '../../../lib';
-import { sharedClockMs } from '../../support/fault-clock';
+import { sharedClockMs } from '@nestjs-mongo-lock/process-harness';
 import {
   deadlineToRecord,
   isLockLostError,

@@ -1,4 +1,4 @@
-import { sharedClockMs } from '../../support/fault-clock';
+import { sharedClockMs } from '@nestjs-mongo-lock/process-harness';
 import type { ContendArgs } from '../../support/fault-protocol';
 import {
   checkContention,

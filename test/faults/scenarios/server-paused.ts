@@ -1,4 +1,4 @@
-import { sharedClockMs } from '../../support/fault-clock';
+import { sharedClockMs } from '@nestjs-mongo-lock/process-harness';
 import type { ContendStats } from '../../support/fault-protocol';
 import { FaultRun, type StartedWorker } from '../harness/fault-run';
 import type { Violation } from '../history/history';

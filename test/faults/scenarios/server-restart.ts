@@ -1,4 +1,4 @@
-import { sharedClockMs } from '../../support/fault-clock';
+import { sharedClockMs } from '@nestjs-mongo-lock/process-harness';
 import type { ContendArgs, RecoverReport, RecordedEvents } from '../../support/fault-protocol';
 import { checkContention, settleWithin, sumStats, type Settled } from '../harness/contend-checks';
 import { FaultRun, type StartedWorker } from '../harness/fault-run';

@@ -1,5 +1,4 @@
-import { sharedClockMs } from '../../support/fault-clock';
-import { ChildCallError } from '../../support/fault-ipc';
+import { sharedClockMs, ChildCallError } from '@nestjs-mongo-lock/process-harness';
 import type { HeldLock, WithLockOutcome } from '../../support/fault-protocol';
 import { FaultRun, type StartedWorker } from '../harness/fault-run';
 import type { SectionRecord } from '../history/history';

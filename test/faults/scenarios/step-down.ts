@@ -1,4 +1,4 @@
-import { sharedClockMs } from '../../support/fault-clock';
+import { sharedClockMs } from '@nestjs-mongo-lock/process-harness';
 import { FaultRun } from '../harness/fault-run';
 import { Expectations, sleep, type Scenario } from './scenario';
 
