@@ -1,6 +1,5 @@
 import { leaderKey } from '../../lib/leadership/leader-key';
-import { sharedClockMs } from '../support/fault-clock';
-import type { IpcChild } from '../support/fault-ipc';
+import { sharedClockMs, type IpcChild } from '@nestjs-mongo-lock/process-harness';
 import type { LeadMutant, LeadTermReport, LeadershipWorkerOps } from '../support/fault-leadership';
 import type { WorkerEvent, WorkerOps } from '../support/fault-protocol';
 import { startFaultServer, type FaultServer } from '../support/fault-server';

@@ -2,7 +2,7 @@ import { MongoClient } from 'mongodb';
 import type { Subscription } from 'rxjs';
 import type { LeaderTerm, Leadership, LockHandle, LockService } from '../../lib';
 import type { SectionRecord } from '../faults/history/history';
-import { sharedClockMs } from './fault-clock';
+import { sharedClockMs } from '@nestjs-mongo-lock/process-harness';
 import { sharedDeadline } from './fault-contention';
 import { FencedResource } from './fault-fenced-resource';
 
