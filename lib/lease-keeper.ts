@@ -124,14 +124,15 @@ export class LeaseKeeper {
     }
     if (init.renew) {
       if (!init.renewAtOnce) this.scheduleRenewal();
-      this.maxHoldTimer = unrefTimer(
-        () =>
-          this.lose(
-            init.held[0].key,
-            `it was held longer than maxHoldMs (${formatMs(init.maxHoldMs)})`,
-          ),
-        init.maxHoldMs,
-      );
+      if (Number.isFinite(init.maxHoldMs))
+        this.maxHoldTimer = unrefTimer(
+          () =>
+            this.lose(
+              init.held[0].key,
+              `it was held longer than maxHoldMs (${formatMs(init.maxHoldMs)})`,
+            ),
+          init.maxHoldMs,
+        );
     }
   }
 

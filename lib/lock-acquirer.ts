@@ -421,7 +421,7 @@ export class LockAcquirer {
       renew: options.renew,
       renewAtOnce: won.some((taken) => taken.grantUnconfirmed),
       renewalIntervalRatio: options.renewalIntervalRatio,
-      maxHoldMs: this.deps.maxHoldMs,
+      maxHoldMs: options.maxHoldMs ?? this.deps.maxHoldMs,
       operations: {
         // Only the confirming renewal of a grant can drop its place (see `renewLease`).
         renew: async (held, ttlMs) => {

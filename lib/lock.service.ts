@@ -168,11 +168,16 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     });
     this.events$ = this.createEvents().pipe(share());
     this.leaderships = new Leaderships({
+      // A term is held while renewed, for as long as the instance leads: no maxHoldMs.
       acquire: (key, acquireOptions) =>
-        this.acquireKeys([key], resolveAcquireOptions(acquireOptions, this.options, false)),
+        this.acquireKeys([key], {
+          ...resolveAcquireOptions(acquireOptions, this.options, false),
+          maxHoldMs: Number.POSITIVE_INFINITY,
+        }),
       inspect: (key) => this.inspect(key),
       events$: this.events$,
-      eventsFlow: () => this.waiting.streaming,
+      // Until the stream is established a change may pass unseen: read on a timer till then.
+      eventsFlow: () => this.waiting.streaming && this.waiting.streamState.established,
       pollIntervalMs: this.options.maxPollIntervalMs,
       termBegan: (name) => this.telemetry.termBegan(name),
     });

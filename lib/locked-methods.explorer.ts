@@ -66,6 +66,7 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     ]) {
       this.checkDocumentNames(wrapper);
     }
+    for (const wrapper of this.discoveryService.getControllers()) this.refuseLeaderRoutes(wrapper);
     // Created once every method is known, with the one ttlMs they ask.
     for (const { name, options } of this.leaderNames.values()) {
       this.lockService.leadership(name, options);
@@ -134,6 +135,20 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
       if (typeof each !== 'object' || each === null) continue;
       if (!bindLockService(each, binding)) {
         this.logger.warn(MESSAGES.sharedInstance(String(wrapper.name)));
+      }
+    }
+  }
+
+  /** A route is called by requests, which any instance serves: `@OnlyLeader` belongs on providers. */
+  private refuseLeaderRoutes(wrapper: InstanceWrapper): void {
+    const prototype: unknown = (wrapper.metatype as { prototype?: unknown } | null)?.prototype;
+    if (typeof prototype !== 'object' || prototype === null) return;
+    for (const name of this.metadataScanner.getAllMethodNames(prototype)) {
+      const metadata = getOnlyLeaderMetadata((prototype as Record<string, unknown>)[name]);
+      if (metadata) {
+        throw new MongoLockError(
+          `@OnlyLeader on ${metadata.where}: a controller's handler serves requests on every instance; put it on a provider method the handler calls`,
+        );
       }
     }
   }

@@ -84,6 +84,8 @@ export interface ResolvedAcquireOptions {
   scope: string | undefined;
   /** Exclusive, shared, or a semaphore's permits. */
   mode: LockModeRequest;
+  /** Overrides the module's `maxHoldMs` (`Infinity` for a leader's term, held while renewed). */
+  maxHoldMs?: number;
 }
 
 function fail(option: string, expected: string, value: unknown): never {
@@ -439,6 +441,11 @@ export function scopeName(value: unknown): string | undefined {
 }
 
 /** Checks a lease length given outside the option objects (`handle.extend(ttlMs)`). */
+/** A wait in ms: 0 to the timer limit, or `undefined` (no bound) when not given. */
+export function validateWaitMs(option: string, value: unknown): number | undefined {
+  return value === undefined ? undefined : integer(option, value, 0, MAX_TIMER_MS, 0);
+}
+
 export function validateTtlMs(option: string, value: unknown): number {
   return integer(option, value, MIN_TTL_MS, MAX_TIMER_MS, LOCK_OPTION_DEFAULTS.defaultTtlMs);
 }

@@ -1,7 +1,8 @@
 import { Logger } from '@nestjs/common';
-import { EMPTY, throwError } from 'rxjs';
+import { Observable, fromEvent, isObservable, takeUntil, throwError } from 'rxjs';
 import { MongoLockError } from '../errors/mongo-lock.error';
 import { leaderKey } from '../leadership/leader-key';
+import type { LeaderTerm } from '../leadership/leader-term';
 import type { LeadershipOptions } from '../leadership/leadership';
 import { runInTerm } from '../leadership/term-context';
 import { validateTtlMs } from '../options';
@@ -25,14 +26,29 @@ export function getOnlyLeaderMetadata(method: unknown): OnlyLeaderMetadata | und
 
 const logger = new Logger('MongoLockModule');
 
+/** Subscribed under the term (for `currentTerm()`), and completed when the term ends. */
+function underTerm<T>(source: Observable<T>, term: LeaderTerm): Observable<T> {
+  return new Observable<T>((subscriber) => {
+    if (!term.active) {
+      subscriber.complete();
+      return undefined;
+    }
+    return runInTerm(term, () =>
+      source.pipe(takeUntil(fromEvent(term.signal, 'abort'))).subscribe(subscriber),
+    );
+  });
+}
+
 type AnyMethod = (this: unknown, ...args: unknown[]) => unknown;
 
 /**
  * Runs the provider method only while this instance leads `name`; otherwise the call resolves
- * `undefined` (a method returning an Observable completes empty), logged at debug level. The
+ * `undefined` (a synchronous method returns it; a method returning an Observable completes
+ * empty, decided when subscribed, and completes when the term ends), logged at debug level. The
  * module campaigns for every name used, from application bootstrap to shutdown. Inside,
  * `LockService.currentTerm()` gives the term: its fence for writes, its signal to stop.
- * With the module's `enabled: false` the method always runs (there is no MongoDB to elect by).
+ * With the module's `enabled: false` the method always runs (there is no MongoDB to elect by),
+ * and `currentTerm()` is `undefined`. Not on controllers: the start-up fails.
  *
  * @example
  * \@Injectable()
@@ -40,8 +56,8 @@ type AnyMethod = (this: unknown, ...args: unknown[]) => unknown;
  *   \@Cron('0 * * * * *')
  *   \@OnlyLeader('digest', { ttlMs: 15_000 })
  *   async send(): Promise<void> {
- *     const term = LockService.currentTerm()!;
- *     await this.mailer.sendDigest({ fence: term.fence, signal: term.signal });
+ *     const term = LockService.currentTerm();
+ *     if (term) await this.mailer.sendDigest({ fence: term.fence, signal: term.signal });
  *   }
  * }
  */
@@ -54,21 +70,43 @@ export function OnlyLeader(name: string, options: LeadershipOptions = {}): Metho
     if (typeof original !== 'function') {
       throw new MongoLockError(`@OnlyLeader on ${where}: not a method`);
     }
-    const observable = methodReturn(target, propertyKey, original as AnyMethod) === 'observable';
+    const returns = methodReturn(target, propertyKey, original as AnyMethod);
     const notBound = () =>
       new MongoLockError(
         `@OnlyLeader on ${where}: the instance belongs to no application with MongoLockModule (a singleton provider Nest created is needed)`,
       );
+    const skipped = () =>
+      logger.debug(`${where} skipped: this instance does not lead ${JSON.stringify(name)}`);
     const wrapper = function onlyLeader(this: unknown, ...args: unknown[]): unknown {
       const binding = lockBindingOf(this);
-      if (!binding) return observable ? throwError(notBound) : Promise.reject(notBound());
+      if (!binding)
+        return returns === 'observable' ? throwError(notBound) : Promise.reject(notBound());
       if (!binding.enabled) return (original as AnyMethod).apply(this, args);
-      const term = binding.service.leadership(name, options).term;
-      if (!term) {
-        logger.debug(`${where} skipped: this instance does not lead ${JSON.stringify(name)}`);
-        return observable ? EMPTY : Promise.resolve(undefined);
+      const leadership = binding.service.leadership(name, options);
+      if (returns === 'observable') {
+        // Decided at subscription, run under the term, and ended with it.
+        return new Observable<unknown>((subscriber) => {
+          const term = leadership.term;
+          if (!term) {
+            skipped();
+            subscriber.complete();
+            return undefined;
+          }
+          return underTerm(
+            runInTerm(term, () => (original as AnyMethod).apply(this, args) as Observable<unknown>),
+            term,
+          ).subscribe(subscriber);
+        });
       }
-      return runInTerm(term, () => (original as AnyMethod).apply(this, args));
+      const term = leadership.term;
+      if (!term) {
+        skipped();
+        // A synchronous method keeps its shape: `undefined`, not a Promise.
+        return returns === 'value' ? undefined : Promise.resolve(undefined);
+      }
+      const result = runInTerm(term, () => (original as AnyMethod).apply(this, args));
+      // An Observable the metadata did not announce (no declared type) is still kept to the term.
+      return isObservable(result) ? underTerm(result, term) : result;
     };
     keepMethodIdentity(original, wrapper);
     const metadata: OnlyLeaderMetadata = { name, options, where };

@@ -44,7 +44,12 @@ export class HeldLeaderTerm implements LeaderTerm {
   ) {
     this.fence = handle.fence;
     this.lost$ = handle.lost$;
-    const onLost = () => this.ending.abort(handle.signal.reason);
+    const onLost = () => {
+      this.ending.abort(handle.signal.reason);
+      // Gives the key back at once (in the background) if it is still ours, so that the next
+      // candidate need not wait for the lease to run out. After the loss is told (lost$ first).
+      queueMicrotask(() => void handle.release().catch(() => undefined));
+    };
     if (handle.signal.aborted) onLost();
     else handle.signal.addEventListener('abort', onLost, { once: true });
     this.ended = handle.done.then(() => {

@@ -15,7 +15,10 @@ export interface LeaderInfo {
 export interface LeaderWatchSource {
   inspect(key: string): Promise<LockState | null>;
   readonly events$: Observable<LockEvent>;
-  /** False while the service polls instead of watching change events (a standalone server). */
+  /**
+   * False while changes may pass unseen: the service polls instead of watching change events
+   * (a standalone server), or its change stream is not established yet.
+   */
   eventsFlow(): boolean;
   /** How often to re-read while events do not flow. */
   readonly pollIntervalMs: number;
@@ -36,7 +39,7 @@ function sameLeader(a: LeaderInfo | null, b: LeaderInfo | null): boolean {
 /**
  * The leader of `key` now, then at every change: read when watched, again at each change event
  * of the key and when the leader's lease should have ended (that makes no event), and on a
- * timer only while events do not flow. Emits only changes; errors of a read are retried.
+ * timer only while events do not flow (polling, or the stream not established yet). Emits only changes; errors of a read are retried.
  */
 export function watchLeader(source: LeaderWatchSource, key: string): Observable<LeaderInfo | null> {
   return new Observable<LeaderInfo | null>((subscriber) => {

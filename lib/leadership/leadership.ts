@@ -1,12 +1,13 @@
 import { Logger } from '@nestjs/common';
 import { Observable, Subject } from 'rxjs';
+import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
 import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
 import { LockServiceClosedError } from '../errors/lock-service-closed.error';
 import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
 import { MongoLockError } from '../errors/mongo-lock.error';
 import type { AcquireOptions } from '../interfaces/lock-options.interface';
 import type { MongoLockHandle } from '../lock-handle';
-import { MAX_TIMER_MS } from '../options';
+import { MAX_TIMER_MS, validateWaitMs } from '../options';
 import { HeldLeaderTerm, type LeaderTerm } from './leader-term';
 import { watchLeader, type LeaderInfo, type LeaderWatchSource } from './leader-watch';
 
@@ -39,6 +40,8 @@ const RETRY_DELAY_MS = 1_000;
 
 interface Election {
   readonly won: Promise<HeldLeaderTerm>;
+  /** Settles once the election's first attempt is answered: a campaign's timeout runs from then at the earliest. */
+  readonly firstAnswer: Promise<void>;
   readonly abort: AbortController;
   /** Campaign calls and `terms$` still waiting for this election. */
   interested: number;
@@ -63,26 +66,26 @@ export class Leadership {
   private readonly termStarts = new Subject<LeaderTerm>();
   private live: HeldLeaderTerm | undefined;
   private election: Election | undefined;
-  private standing = 0;
+  private standers = 0;
   private standingLoop: Promise<void> | undefined;
-  private closed = false;
+  private readonly closing = new AbortController();
 
   constructor(
     readonly name: string,
     private readonly key: string,
-    private readonly ttlMs: number | undefined,
+    private ttlMs: number | undefined,
     private readonly host: LeadershipHost,
   ) {
     this.leader$ = watchLeader(host, key);
     this.terms$ = new Observable<LeaderTerm>((subscriber) => {
       if (this.live?.active) subscriber.next(this.live);
       const subscription = this.termStarts.subscribe(subscriber);
-      this.standing += 1;
+      this.standers += 1;
       this.standingLoop ??= this.stand();
       return () => {
         subscription.unsubscribe();
-        this.standing -= 1;
-        if (this.standing === 0) void this.resign();
+        this.standers -= 1;
+        if (this.standers === 0) void this.resign();
       };
     });
   }
@@ -90,6 +93,16 @@ export class Leadership {
   /** Whether this instance leads now. */
   get isLeader(): boolean {
     return this.live?.active === true;
+  }
+
+  /** Whether this instance stands for the name now: leading, or in line (a campaign or `terms$`). */
+  get standing(): boolean {
+    return this.standers > 0 || this.election !== undefined || this.isLeader;
+  }
+
+  /** The lease of the terms to come, when the first call that gave it comes after one that did not. @internal */
+  useTtl(ttlMs: number): void {
+    this.ttlMs = ttlMs;
   }
 
   /** This instance's current term, while it leads. */
@@ -102,25 +115,32 @@ export class Leadership {
    * it waits until elected or aborted. Campaigns of one instance share one place in line.
    */
   campaign(options: CampaignOptions = {}): Promise<LeaderTerm> {
-    const { signal, timeoutMs } = options;
-    if (timeoutMs !== undefined && !(Number.isInteger(timeoutMs) && timeoutMs >= 0)) {
+    const { signal } = options;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) {
       return Promise.reject(
-        new MongoLockError(
-          `campaign: timeoutMs must be a whole number of ms >= 0, got ${String(timeoutMs)}`,
-        ),
+        new InvalidLockOptionsError('signal must be an AbortSignal', { option: 'signal' }),
       );
+    }
+    let timeoutMs: number | undefined;
+    try {
+      timeoutMs = validateWaitMs('timeoutMs', options.timeoutMs);
+    } catch (error) {
+      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
     }
     if (this.live?.active) return Promise.resolve(this.live);
     if (signal?.aborted) return Promise.reject(signal.reason as Error);
     const election = this.elect();
-    election.interested += 1;
+    const startedAt = performance.now();
     return new Promise<LeaderTerm>((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
+      let settled = false;
       const done = () => {
+        settled = true;
         clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
       };
       const giveUp = (reason: unknown) => {
+        if (settled) return;
         done();
         election.interested -= 1;
         if (election.interested === 0) this.abandon(election, reason);
@@ -128,23 +148,30 @@ export class Leadership {
       };
       const onAbort = () => giveUp(signal?.reason);
       signal?.addEventListener('abort', onAbort, { once: true });
+      election.interested += 1;
       if (timeoutMs !== undefined) {
-        timer = setTimeout(
-          () =>
-            giveUp(
-              new LockNotAcquiredError(notElectedMessage(this.name, timeoutMs), {
-                keys: [this.key],
-              }),
-            ),
-          timeoutMs,
-        );
+        const waitMs = timeoutMs;
+        // Counted from the call, but not before the first attempt is answered: a short wait (0:
+        // one attempt) still gets the answer of one attempt.
+        void election.firstAnswer.then(() => {
+          if (settled) return;
+          const notElected = new LockNotAcquiredError(notElectedMessage(this.name, waitMs), {
+            keys: [this.key],
+          });
+          const leftMs = Math.max(0, waitMs - (performance.now() - startedAt));
+          timer = setTimeout(() => giveUp(notElected), leftMs);
+        });
       }
       election.won.then(
         (term) => {
+          if (settled) return;
           done();
-          resolve(term);
+          // A terms$ subscriber that left at once resigned it: never hand out an ended term.
+          if (term.active) resolve(term);
+          else reject(new ResignedError(this.name));
         },
         (error: unknown) => {
+          if (settled) return;
           done();
           reject(error); // eslint-disable-line @typescript-eslint/prefer-promise-reject-errors -- passed on as thrown
         },
@@ -163,7 +190,7 @@ export class Leadership {
 
   /** Resigns for good: at shutdown, before the service stops. @internal */
   async close(): Promise<void> {
-    this.closed = true;
+    this.closing.abort();
     this.termStarts.complete();
     await this.resign();
     await this.standingLoop;
@@ -173,7 +200,11 @@ export class Leadership {
   private elect(): Election {
     if (this.election) return this.election;
     const abort = new AbortController();
-    const election: Election = { abort, interested: 0, won: this.win(abort.signal) };
+    let answered!: () => void;
+    const firstAnswer = new Promise<void>((resolve) => (answered = resolve));
+    const won = this.win(abort.signal, answered);
+    const election: Election = { abort, interested: 0, won, firstAnswer };
+    void won.finally(answered).catch(() => undefined);
     this.election = election;
     const forget = () => {
       if (this.election === election) this.election = undefined;
@@ -188,19 +219,23 @@ export class Leadership {
     election.abort.abort(reason);
   }
 
-  private async win(signal: AbortSignal): Promise<HeldLeaderTerm> {
-    for (;;) {
+  /** One attempt first (so that a campaign's short timeout gets its answer), then the wait in line. */
+  private async win(signal: AbortSignal, answered: () => void): Promise<HeldLeaderTerm> {
+    for (let attempt = 0; ; attempt += 1) {
       let handle: MongoLockHandle;
       try {
         handle = await this.host.acquire(this.key, {
           ttlMs: this.ttlMs,
-          timeoutMs: LONGEST_WAIT_MS,
+          timeoutMs: attempt === 0 ? 0 : LONGEST_WAIT_MS,
           renew: true,
           signal,
           metricsLabel: 'leadership',
         });
       } catch (error) {
-        if (signal.aborted || !isWorthRetrying(error)) throw error;
+        answered();
+        // Given up meanwhile: the reason is why, whatever the attempt answered.
+        if (signal.aborted) throw signal.reason;
+        if (!isWorthRetrying(error)) throw error;
         if (error instanceof LockStoreUnavailableError) await delay(RETRY_DELAY_MS, signal);
         continue;
       }
@@ -223,17 +258,17 @@ export class Leadership {
   /** While `terms$` has subscribers: campaign, lead until the term ends, campaign again. */
   private async stand(): Promise<void> {
     try {
-      while (this.standing > 0 && !this.closed) {
+      while (this.standers > 0 && !this.closing.signal.aborted) {
         let term: LeaderTerm;
         try {
           term = await this.campaign();
         } catch (error) {
           if (error instanceof LockServiceClosedError) return;
-          if (this.standing > 0 && !this.closed && !isResignation(error)) {
+          if (this.standers > 0 && !this.closing.signal.aborted && !isResignation(error)) {
             this.logger.warn(
               `Leadership ${JSON.stringify(this.name)}: campaign failed, retrying: ${String(error)}`,
             );
-            await delay(RETRY_DELAY_MS);
+            await delay(RETRY_DELAY_MS, this.closing.signal);
           }
           continue;
         }
@@ -252,7 +287,7 @@ function isWorthRetrying(error: unknown): boolean {
 /** Why a campaign in progress ended when its instance resigned. */
 class ResignedError extends MongoLockError {
   constructor(name: string) {
-    super(`Leadership ${JSON.stringify(name)}: resigned before it was won`);
+    super(`Leadership ${JSON.stringify(name)}: resigned`);
   }
 }
 

@@ -18,9 +18,13 @@ export class Leaderships {
     const ttlMs = options.ttlMs === undefined ? undefined : validateTtlMs('ttlMs', options.ttlMs);
     const known = this.byName.get(name);
     if (known) {
-      if (ttlMs !== undefined && ttlMs !== known.ttlMs) {
+      if (ttlMs !== undefined && known.ttlMs === undefined) {
+        // A call that only watched (leader$) does not decide the lease of the terms to come.
+        known.ttlMs = ttlMs;
+        known.leadership.useTtl(ttlMs);
+      } else if (ttlMs !== undefined && ttlMs !== known.ttlMs) {
         throw new InvalidLockOptionsError(
-          `Leadership ${JSON.stringify(name)} already exists with ttlMs ${String(known.ttlMs ?? 'default')}; got ${ttlMs}`,
+          `Leadership ${JSON.stringify(name)} already exists with ttlMs ${String(known.ttlMs)}; got ${ttlMs}`,
           { option: 'ttlMs' },
         );
       }
@@ -31,9 +35,10 @@ export class Leaderships {
     return leadership;
   }
 
-  /** Whether this instance leads, per name (health and metrics). */
+  /** Whether this instance leads, per name it stands for now (health and metrics). */
   leading(): Map<string, boolean> {
-    return new Map([...this.byName].map(([name, { leadership }]) => [name, leadership.isLeader]));
+    const standing = [...this.byName].filter(([, { leadership }]) => leadership.standing);
+    return new Map(standing.map(([name, { leadership }]) => [name, leadership.isLeader]));
   }
 
   /** Resigns every leadership for good (shutdown: first, so that another instance takes over at once). */

@@ -42,6 +42,7 @@ function instrumentsOf(meter: Meter): LockInstruments {
   let instruments = instrumentsByMeter.get(meter);
   if (instruments) return instruments;
   const loads = new Set<() => LockLoad>();
+  const leadershipsSeen = new Set<string>();
   const counter = (name: string, description: string) =>
     meter.createCounter(name, { description, unit: '{lock}' });
   instruments = {
@@ -91,9 +92,13 @@ function instrumentsOf(meter: Meter): LockInstruments {
       unit: '{leader}',
     })
     .addCallback((result: ObservableResult) => {
-      const leading = new Map<string, boolean>();
+      // A name no service stands for any more reads 0, not its last value.
+      const leading = new Map<string, boolean>([...leadershipsSeen].map((name) => [name, false]));
       for (const read of loads) {
-        for (const [name, leads] of read().leading) leading.set(name, leading.get(name) || leads);
+        for (const [name, leads] of read().leading) {
+          leadershipsSeen.add(name);
+          leading.set(name, leading.get(name) || leads);
+        }
       }
       for (const [name, leads] of leading)
         result.observe(leads ? 1 : 0, { [ATTR_LEADERSHIP]: name });

@@ -177,16 +177,22 @@ describe('Leadership', () => {
     await expect(a.leadership('ttl').campaign({ timeoutMs: -1 })).rejects.toThrow(/timeoutMs/);
   });
 
-  it('reports leadership per name in leading', async () => {
+  it('reports leadership per name it stands for in leading (not names only watched)', async () => {
     const a = await kit.service();
+    const b = await kit.service();
     const term = await a.leadership('reported').campaign();
-    a.leadership('not-campaigned');
+    a.leadership('only-watched');
+    const held = await b.leadership('in-line').campaign();
+    const waiting = a.leadership('in-line').campaign();
+    await sleep(50);
     expect([...a.leading]).toEqual([
       ['reported', true],
-      ['not-campaigned', false],
+      ['in-line', false],
     ]);
     await term.resign();
-    expect(a.leading.get('reported')).toBe(false);
+    await held.resign();
+    await (await waiting).resign();
+    expect([...a.leading]).toEqual([]);
     const leaders = await firstValueFrom(
       a.leadership('reported').leader$.pipe(
         filter((info) => info === null),

@@ -76,8 +76,8 @@ describe('MongoLockHealthIndicator', () => {
     );
     const locks = app.get(LockService);
     const term = await locks.leadership('health-leader').campaign();
-    locks.leadership('health-other');
     const other = await lockedElsewhere(locks.leadership('health-other'));
+    const inLine = locks.leadership('health-other').campaign();
     const response = await request(app.getHttpServer()).get('/health').expect(200);
     expect(response.body.info.locks.leadership).toEqual({
       'health-leader': 'leader',
@@ -85,6 +85,7 @@ describe('MongoLockHealthIndicator', () => {
     });
     await term.resign();
     await other();
+    await (await inLine).resign();
   });
 
   it('is down within its timeout when MongoDB is unreachable', async () => {

@@ -176,7 +176,7 @@ describe('OpenTelemetry metrics and spans', () => {
     const leaderOf = (data: MetricData | undefined, name: string) =>
       data?.dataPoints.find((point) => point.attributes['lock.leadership'] === name)?.value;
     const term = await a.leadership('metrics-leader').campaign();
-    b.leadership('metrics-leader');
+    const next = b.leadership('metrics-leader').campaign();
     let gauges = await readMetrics();
     // One service leads, the other stands: the process leads the name.
     expect(leaderOf(gauges.get('lock.leader'), 'metrics-leader')).toBe(1);
@@ -184,7 +184,7 @@ describe('OpenTelemetry metrics and spans', () => {
     await term.resign();
     gauges = await readMetrics();
     expect(leaderOf(gauges.get('lock.leader'), 'metrics-leader')).toBe(0);
-    const second = await b.leadership('metrics-leader').campaign();
+    const second = await next;
     gauges = await readMetrics();
     expect(leaderOf(gauges.get('lock.leader'), 'metrics-leader')).toBe(1);
     expect(leaderOf(gauges.get('lock.leader.terms'), 'metrics-leader')).toBe(2);

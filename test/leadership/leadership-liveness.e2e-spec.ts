@@ -1,0 +1,143 @@
+import type { Subscription } from 'rxjs';
+import { LEADER_KEY_PREFIX } from '../../lib/leadership/leader-key';
+import type { LeaderTerm } from '../../lib/leadership/leader-term';
+import { FaultProxy, passThrough, proxiedUri, proxyTarget } from '../support/fault-proxy';
+import { eventually, LockTestKit, sleep } from '../lock-service/lock-test-kit';
+
+jest.setTimeout(30_000);
+
+describe('leadership: leadership liveness', () => {
+  const kit = LockTestKit.forSuite();
+  let proxy: FaultProxy | undefined;
+
+  afterEach(async () => {
+    await proxy?.stop();
+    proxy = undefined;
+  });
+
+  async function proxied(extra: Record<string, unknown> = {}) {
+    proxy ??= new FaultProxy(proxyTarget(kit.mongo.uri));
+    await proxy.start();
+    return kit.service({
+      uri: proxiedUri(kit.mongo.uri, proxy.port),
+      operationTimeoutMs: 500,
+      ...extra,
+    });
+  }
+
+  for (const how of ['timeout', 'abort'] as const) {
+    it(`a candidate that gave up (${how}) leaves no stale place: the next one is elected at once`, async () => {
+      const a = await kit.service({ holderId: 'A' });
+      const b = await kit.service({ holderId: 'B' });
+      const c = await kit.service({ holderId: 'C' });
+      const held = await a.leadership(`stale-${how}`, { ttlMs: 10_000 }).campaign();
+      const aborter = new AbortController();
+      const giving = b
+        .leadership(`stale-${how}`, { ttlMs: 10_000 })
+        .campaign(how === 'timeout' ? { timeoutMs: 200 } : { signal: aborter.signal })
+        .catch(() => undefined);
+      if (how === 'abort') setTimeout(() => aborter.abort(new Error('gave up')), 200);
+      await giving;
+      const next = c.leadership(`stale-${how}`, { ttlMs: 10_000 }).campaign();
+      await sleep(100);
+      const resignedAt = performance.now();
+      await held.resign();
+      const term = await next;
+      expect(performance.now() - resignedAt).toBeLessThan(1_000);
+      await term.resign();
+    });
+  }
+
+  it('terms$ unsubscribed while campaigning leaves the line; resubscribed at once, campaigns again', async () => {
+    const a = await kit.service({ holderId: 'A' });
+    const b = await kit.service({ holderId: 'B' });
+    const held = await a.leadership('resub').campaign();
+    const terms: LeaderTerm[] = [];
+    let sub: Subscription = b.leadership('resub').terms$.subscribe((t) => terms.push(t));
+    await sleep(50);
+    sub.unsubscribe();
+    sub = b.leadership('resub').terms$.subscribe((t) => terms.push(t));
+    await sleep(50);
+    await held.resign();
+    await eventually(() => terms.length === 1, 3_000);
+    sub.unsubscribe();
+    await eventually(() => !b.leadership('resub').isLeader);
+    await sleep(200);
+    expect((await a.inspect(`${LEADER_KEY_PREFIX}resub`))?.held).toBe(false);
+  });
+
+  it('resign() while MongoDB is unreachable is bounded, and the next candidate leads within the lease', async () => {
+    const a = await proxied({ holderId: 'A' });
+    const b = await kit.service({ holderId: 'B' });
+    const term = await a.leadership('down', { ttlMs: 2_000 }).campaign();
+    const next = b.leadership('down', { ttlMs: 2_000 }).campaign();
+    await sleep(100);
+    proxy!.setMode({ blackHole: 'drop' });
+    const startedAt = performance.now();
+    await term.resign();
+    expect(term.signal.aborted).toBe(true);
+    expect(performance.now() - startedAt).toBeLessThan(2_000);
+    const elected = await next;
+    expect(performance.now() - startedAt).toBeLessThan(4_000);
+    proxy!.setMode(passThrough);
+    await elected.resign();
+  });
+
+  it('close() of a leader with MongoDB unreachable stays bounded', async () => {
+    const a = await proxied({ holderId: 'A', shutdownGraceMs: 1_000 });
+    const terms: LeaderTerm[] = [];
+    a.leadership('close-down', { ttlMs: 30_000 }).terms$.subscribe((t) => terms.push(t));
+    await eventually(() => terms.length === 1);
+    proxy!.setMode({ blackHole: 'drop' });
+    const startedAt = performance.now();
+    await a.close();
+    // operationTimeoutMs (resign) + shutdownGraceMs + the close margin (1.5 s) + slack
+    expect(performance.now() - startedAt).toBeLessThan(500 + 1_000 + 1_500 + 1_500);
+    expect(terms[0].signal.aborted).toBe(true);
+  });
+
+  it('close() while campaigning (terms$, another leader) resolves promptly and leaves no candidate', async () => {
+    const a = await kit.service({ holderId: 'A' });
+    const b = await kit.service({ holderId: 'B' });
+    const held = await a.leadership('close-campaign').campaign();
+    b.leadership('close-campaign').terms$.subscribe();
+    const pending = b
+      .leadership('close-campaign')
+      .campaign()
+      .catch((e: unknown) => e);
+    await sleep(100);
+    const startedAt = performance.now();
+    await b.close();
+    expect(performance.now() - startedAt).toBeLessThan(1_000);
+    expect(await pending).toBeInstanceOf(Error);
+    await held.resign();
+    await sleep(300);
+    expect((await a.inspect(`${LEADER_KEY_PREFIX}close-campaign`))?.held).toBe(false);
+  });
+
+  it('close() racing an election just won releases the key', async () => {
+    const a = await kit.service({ holderId: 'A' });
+    const b = await kit.service({ holderId: 'B' });
+    const held = await a.leadership('race-close').campaign();
+    b.leadership('race-close').terms$.subscribe();
+    await sleep(100);
+    void held.resign();
+    // b's election is won around now; b closes in the same breath.
+    await b.close();
+    await sleep(500);
+    expect((await a.inspect(`${LEADER_KEY_PREFIX}race-close`))?.held).toBe(false);
+  });
+
+  it('resign() then campaign() of one instance: the terms never overlap and fences increase', async () => {
+    const a = await kit.service({ holderId: 'A' });
+    const leadership = a.leadership('overlap');
+    const first = await leadership.campaign();
+    const resigning = first.resign();
+    const second = await leadership.campaign();
+    expect(first.active).toBe(false);
+    expect(second.fence).toBeGreaterThan(first.fence);
+    await resigning;
+    expect(second.active).toBe(true);
+    await second.resign();
+  });
+});

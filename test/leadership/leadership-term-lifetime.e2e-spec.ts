@@ -1,0 +1,124 @@
+import { firstValueFrom } from 'rxjs';
+import { InvalidLockOptionsError, LockNotAcquiredError } from '../../lib/errors';
+import { LEADER_KEY_PREFIX } from '../../lib/leadership/leader-key';
+import type { LeaderTerm } from '../../lib/leadership/leader-term';
+import { eventually, LockTestKit, sleep } from '../lock-service/lock-test-kit';
+
+jest.setTimeout(30_000);
+
+/** Settles `promise` or says it is still pending after `ms`. */
+async function within<T>(
+  promise: Promise<T>,
+  ms: number,
+): Promise<T | 'pending' | { error: unknown }> {
+  return Promise.race([
+    promise.then(
+      (value) => value,
+      (error: unknown) => ({ error }),
+    ),
+    sleep(ms).then(() => 'pending' as const),
+  ]);
+}
+
+describe('leadership: a term lasts as long as it is renewed', () => {
+  const kit = LockTestKit.forSuite();
+
+  it('a leader is not deposed by maxHoldMs (default 10 min) while its renewals succeed', async () => {
+    // maxHoldMs is the module-wide limit for ordinary locks; 1.5 s here stands for the default 10 min.
+    const a = await kit.service({ holderId: 'A', maxHoldMs: 1_500 });
+    const term = await a.leadership('long-lived', { ttlMs: 1_000 }).campaign();
+    await sleep(2_500);
+    const state = await a.inspect(`${LEADER_KEY_PREFIX}long-lived`);
+    expect(term.signal.aborted ? String(term.signal.reason) : 'still leading').toBe(
+      'still leading',
+    );
+    // And, lost that way, its lease is not given back: nobody can lead until it runs out.
+    expect(state?.held && state.holderId === 'A').toBe(true);
+  });
+
+  it('with terms$ and a second candidate, leadership does not churn every maxHoldMs', async () => {
+    const a = await kit.service({ holderId: 'A', maxHoldMs: 1_500 });
+    const b = await kit.service({ holderId: 'B', maxHoldMs: 1_500 });
+    const aTerms: LeaderTerm[] = [];
+    const bTerms: LeaderTerm[] = [];
+    const subA = a.leadership('churn', { ttlMs: 1_000 }).terms$.subscribe((t) => aTerms.push(t));
+    await eventually(() => aTerms.length === 1);
+    const subB = b.leadership('churn', { ttlMs: 1_000 }).terms$.subscribe((t) => bTerms.push(t));
+    await sleep(4_000);
+    subA.unsubscribe();
+    subB.unsubscribe();
+    expect(aTerms.length + bTerms.length).toBe(1);
+  });
+
+  it('campaign({ timeoutMs: 0 }) wins a free leadership (one attempt, as tryAcquire does)', async () => {
+    const a = await kit.service({ holderId: 'A' });
+    const outcome = await a
+      .leadership('zero-timeout')
+      .campaign({ timeoutMs: 0 })
+      .catch((error: unknown) => error);
+    expect(outcome).not.toBeInstanceOf(LockNotAcquiredError);
+    await sleep(200);
+    // ...and the key is free afterwards either way (nothing leaked).
+    if (outcome instanceof Error) {
+      expect((await a.inspect(`${LEADER_KEY_PREFIX}zero-timeout`))?.held ?? false).toBe(false);
+    }
+  });
+
+  it('a short campaign timeout (10 ms) on a free leadership wins too', async () => {
+    const a = await kit.service({ holderId: 'A' });
+    const outcome = await a
+      .leadership('short-timeout')
+      .campaign({ timeoutMs: 10 })
+      .catch((error: unknown) => error);
+    expect(outcome).not.toBeInstanceOf(LockNotAcquiredError);
+  });
+
+  it('a timeoutMs above the timer limit (2^31 ms) is refused or honoured, not turned into 1 ms', async () => {
+    const a = await kit.service({ holderId: 'A' });
+    const b = await kit.service({ holderId: 'B' });
+    const term = await a.leadership('huge-timeout').campaign();
+    const campaigning = b.leadership('huge-timeout').campaign({ timeoutMs: 2 ** 31 });
+    const outcome = await within(campaigning, 500);
+    if (outcome !== 'pending') {
+      expect((outcome as { error: unknown }).error).toBeInstanceOf(InvalidLockOptionsError);
+    }
+    await term.resign();
+    if (outcome === 'pending') await (await campaigning).resign();
+  });
+
+  it('a bad timeoutMs is an InvalidLockOptionsError, as everywhere else', async () => {
+    const a = await kit.service();
+    for (const timeoutMs of [-1, Number.NaN, 1.5, Number.POSITIVE_INFINITY]) {
+      await expect(a.leadership('bad-timeout').campaign({ timeoutMs })).rejects.toBeInstanceOf(
+        InvalidLockOptionsError,
+      );
+    }
+  });
+
+  it('a campaign with a non-AbortSignal signal leaves no candidate behind (no zombie leader later)', async () => {
+    const a = await kit.service({ holderId: 'A' });
+    const b = await kit.service({ holderId: 'B' });
+    const term = await a.leadership('zombie').campaign();
+    await expect(
+      b.leadership('zombie').campaign({ signal: {} as AbortSignal, timeoutMs: 10_000 }),
+    ).rejects.toThrow();
+    await term.resign();
+    await sleep(500);
+    expect(b.leadership('zombie').isLeader).toBe(false);
+    expect((await a.inspect(`${LEADER_KEY_PREFIX}zombie`))?.held ?? false).toBe(false);
+  });
+
+  it('campaign() never resolves with a term that has already ended', async () => {
+    const a = await kit.service({ holderId: 'A' });
+    const b = await kit.service({ holderId: 'B' });
+    const held = await a.leadership('ended-term').campaign();
+    const campaigning = b.leadership('ended-term').campaign();
+    // Another part of b's app takes one term from terms$ (firstValueFrom unsubscribes at once).
+    const fromTerms = firstValueFrom(b.leadership('ended-term').terms$);
+    await sleep(100);
+    await held.resign();
+    await fromTerms;
+    const outcome = await campaigning.catch((error: unknown) => error);
+    if (!(outcome instanceof Error)) expect((outcome as LeaderTerm).active).toBe(true);
+  });
+});
