@@ -1,28 +1,16 @@
 import type { LeaderInfo } from '../../lib/leadership/leader-watch';
 import { LEADER_KEY_PREFIX } from '../../lib/leadership/leader-key';
-import { FaultProxy, passThrough, proxiedUri, proxyTarget } from '../support/fault-proxy';
+import { passThrough } from '../support/fault-proxy';
+import { proxiedServices } from './proxied-services';
 import { eventually, LockTestKit, sleep } from '../lock-service/lock-test-kit';
 
 jest.setTimeout(60_000);
 
 describe('leadership: leader$', () => {
   const kit = LockTestKit.forSuite();
-  let proxy: FaultProxy | undefined;
 
-  afterEach(async () => {
-    await proxy?.stop();
-    proxy = undefined;
-  });
-
-  async function proxied(extra: Record<string, unknown> = {}) {
-    proxy ??= new FaultProxy(proxyTarget(kit.mongo.uri));
-    await proxy.start();
-    return kit.service({
-      uri: proxiedUri(kit.mongo.uri, proxy.port),
-      operationTimeoutMs: 2_000,
-      ...extra,
-    });
-  }
+  const proxies = proxiedServices(kit, 2_000);
+  const proxied = (extra = {}) => proxies.service(extra);
 
   it("without change streams (changeStreams: 'off') it polls and sees every leader change", async () => {
     const observer = await kit.service({ holderId: 'observer', changeStreams: 'off' });
@@ -54,7 +42,7 @@ describe('leadership: leader$', () => {
     const trials = 12;
     for (let trial = 0; trial < trials; trial += 1) {
       const observer = await proxied({ holderId: `observer-${trial}` });
-      proxy!.setMode({ latency: { baseMs: 0, jitterMs: 400 } });
+      proxies.proxy.setMode({ latency: { baseMs: 0, jitterMs: 400 } });
       const name = `opening-${trial}`;
       const seen: (LeaderInfo | null)[] = [];
       const sub = observer.leadership(name).leader$.subscribe((info) => seen.push(info));
@@ -66,7 +54,7 @@ describe('leadership: leader$', () => {
         missed += 1;
       }
       sub.unsubscribe();
-      proxy!.setMode(passThrough);
+      proxies.proxy.setMode(passThrough);
       await term.resign();
       await observer.close();
     }
@@ -79,10 +67,10 @@ describe('leadership: leader$', () => {
     const seen: (LeaderInfo | null)[] = [];
     const sub = observer.leadership('flaky').leader$.subscribe((info) => seen.push(info));
     await eventually(() => seen.length === 1);
-    proxy!.setMode({ blackHole: 'drop' });
+    proxies.proxy.setMode({ blackHole: 'drop' });
     const term = await a.leadership('flaky', { ttlMs: 30_000 }).campaign();
     await sleep(1_000);
-    proxy!.setMode(passThrough);
+    proxies.proxy.setMode(passThrough);
     await eventually(() => seen.at(-1)?.holderId === 'A', 6_000);
     sub.unsubscribe();
     await term.resign();

@@ -1,29 +1,17 @@
 import type { Subscription } from 'rxjs';
 import { LEADER_KEY_PREFIX } from '../../lib/leadership/leader-key';
 import type { LeaderTerm } from '../../lib/leadership/leader-term';
-import { FaultProxy, passThrough, proxiedUri, proxyTarget } from '../support/fault-proxy';
+import { passThrough } from '../support/fault-proxy';
+import { proxiedServices } from './proxied-services';
 import { eventually, LockTestKit, sleep } from '../lock-service/lock-test-kit';
 
 jest.setTimeout(30_000);
 
 describe('leadership: leadership liveness', () => {
   const kit = LockTestKit.forSuite();
-  let proxy: FaultProxy | undefined;
 
-  afterEach(async () => {
-    await proxy?.stop();
-    proxy = undefined;
-  });
-
-  async function proxied(extra: Record<string, unknown> = {}) {
-    proxy ??= new FaultProxy(proxyTarget(kit.mongo.uri));
-    await proxy.start();
-    return kit.service({
-      uri: proxiedUri(kit.mongo.uri, proxy.port),
-      operationTimeoutMs: 500,
-      ...extra,
-    });
-  }
+  const proxies = proxiedServices(kit, 500);
+  const proxied = (extra = {}) => proxies.service(extra);
 
   for (const how of ['timeout', 'abort'] as const) {
     it(`a candidate that gave up (${how}) leaves no stale place: the next one is elected at once`, async () => {
@@ -72,14 +60,14 @@ describe('leadership: leadership liveness', () => {
     const term = await a.leadership('down', { ttlMs: 2_000 }).campaign();
     const next = b.leadership('down', { ttlMs: 2_000 }).campaign();
     await sleep(100);
-    proxy!.setMode({ blackHole: 'drop' });
+    proxies.proxy.setMode({ blackHole: 'drop' });
     const startedAt = performance.now();
     await term.resign();
     expect(term.signal.aborted).toBe(true);
     expect(performance.now() - startedAt).toBeLessThan(2_000);
     const elected = await next;
     expect(performance.now() - startedAt).toBeLessThan(4_000);
-    proxy!.setMode(passThrough);
+    proxies.proxy.setMode(passThrough);
     await elected.resign();
   });
 
@@ -88,7 +76,7 @@ describe('leadership: leadership liveness', () => {
     const terms: LeaderTerm[] = [];
     a.leadership('close-down', { ttlMs: 30_000 }).terms$.subscribe((t) => terms.push(t));
     await eventually(() => terms.length === 1);
-    proxy!.setMode({ blackHole: 'drop' });
+    proxies.proxy.setMode({ blackHole: 'drop' });
     const startedAt = performance.now();
     await a.close();
     // operationTimeoutMs (resign) + shutdownGraceMs + the close margin (1.5 s) + slack

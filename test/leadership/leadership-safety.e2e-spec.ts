@@ -1,31 +1,20 @@
 import type { LeaderTerm } from '../../lib/leadership/leader-term';
-import { FaultProxy, passThrough, proxiedUri, proxyTarget } from '../support/fault-proxy';
+import { passThrough } from '../support/fault-proxy';
+import { proxiedServices } from './proxied-services';
 import { eventually, LockTestKit, sleep } from '../lock-service/lock-test-kit';
 
 jest.setTimeout(30_000);
 
 describe('leadership: leadership safety', () => {
   const kit = LockTestKit.forSuite();
-  let proxy: FaultProxy | undefined;
   const unhandled: unknown[] = [];
   const onUnhandled = (reason: unknown) => unhandled.push(reason);
 
   beforeAll(() => process.on('unhandledRejection', onUnhandled));
   afterAll(() => process.off('unhandledRejection', onUnhandled));
-  afterEach(async () => {
-    await proxy?.stop();
-    proxy = undefined;
-  });
 
-  async function proxied(extra: Record<string, unknown> = {}) {
-    proxy ??= new FaultProxy(proxyTarget(kit.mongo.uri));
-    await proxy.start();
-    return kit.service({
-      uri: proxiedUri(kit.mongo.uri, proxy.port),
-      operationTimeoutMs: 500,
-      ...extra,
-    });
-  }
+  const proxies = proxiedServices(kit, 500);
+  const proxied = (extra = {}) => proxies.service(extra);
 
   it('a leader cut off from MongoDB sees its signal abort before anyone else is elected', async () => {
     const a = await proxied({ holderId: 'A' });
@@ -35,12 +24,12 @@ describe('leadership: leadership safety', () => {
     first.signal.addEventListener('abort', () => (abortedAt = performance.now()));
     const next = b.leadership('cut-off', { ttlMs: 2_000 }).campaign();
     await sleep(100);
-    proxy!.setMode({ blackHole: 'drop' });
+    proxies.proxy.setMode({ blackHole: 'drop' });
     const second = await next;
     const electedAt = performance.now();
     expect(abortedAt).toBeLessThan(electedAt);
     expect(second.fence).toBeGreaterThan(first.fence);
-    proxy!.setMode(passThrough);
+    proxies.proxy.setMode(passThrough);
     await second.resign();
   });
 
