@@ -436,10 +436,9 @@ describe('leadership under faults (several OS processes, one server)', () => {
     expect(outcome.violations).toEqual([]);
   });
 
-  // FINDING (README, "Leadership"): fails today. A thawed process runs its due timers in the
-  // order they were due, so the leader's work timer (due before the freeze ended) runs before
-  // the lease keeper's deadline timer, and `term.signal` is not yet aborted although the term's
-  // local deadline passed during the freeze; `LeaderTerm` has no `expiresAt` to check instead.
+  // A thawed process runs its due timers in the order they were due, so the leader's work timer
+  // (due before the freeze ended) runs before the lease keeper's deadline timer: reading the
+  // signal must itself check the local deadline (MongoLockHandle.signal).
   it('a thawed leader finds its term.signal aborted before any protected work (SIGSTOP scenario)', () => {
     expect(pausedScenarioRan).toBe(true);
     expect(workAfterThaw).toEqual([]);
