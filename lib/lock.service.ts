@@ -392,7 +392,8 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   /**
    * Frees `key` whoever holds it, for an operator unsticking a lock: resolves to the holders
    * released (holder id, fence; never an owner token). Holders in this process are told at
-   * once (their `signal` aborts, `lost$` emits; a handle of several keys loses them all);
+   * once the command is answered (their `signal` aborts, `lost$` emits; a handle of several
+   * keys loses them all);
    * holders elsewhere learn it at their next renewal, and waiters everywhere wake. The fence
    * is never reset: the next holder's is larger.
    *
@@ -404,11 +405,13 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     const validKey = validateLockKey(key);
     const store = await this.ensureStarted();
     const endsAt = performance.now() + this.options.operationTimeoutMs;
+    // The command first: a local holder's own give-back, sent before it, could hand the key to
+    // a waiting process, whose grant the command would then free under it.
+    const released = await store.forceRelease(validKey);
     let here: MongoLockHandle[] = [];
     const revoking = this.held
       .revokeKey(validKey, `forceRelease(${JSON.stringify(validKey)}) released it`)
       .then((handles) => (here = handles));
-    const released = await store.forceRelease(validKey);
     await settlesWithin(revoking, endsAt - performance.now());
     // A local holder's own release may have freed its lease before the command did.
     const reported = new Set(released.map((holder) => `${holder.holderId}\0${holder.fence}`));

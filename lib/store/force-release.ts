@@ -1,7 +1,7 @@
 import type { LockHolderState } from '../interfaces/lock-state.interface';
 import { REMAINING_LEASE_MS } from './bson-values';
 import type { BsonInteger } from './bson-values';
-import { gcNotBeforeNextFence } from './direct-grant';
+import { cleared, gcNotBeforeNextFence } from './direct-grant';
 import { latestEntryEnd } from './holder-entries';
 import { decodeHolderEntry } from './inspect-lock';
 import type { LockCollection } from './lock-document';
@@ -81,6 +81,9 @@ export async function forceRelease(
       {
         $set: {
           owner: { $cond: ['$_x', null, '$owner'] },
+          // A hand-off not yet confirmed is freed too: nobody is granted it any more.
+          grantedTo: { $cond: ['$_x', cleared('$grantedTo'), '$grantedTo'] },
+          grantee: { $cond: ['$_x', cleared('$grantee'), '$grantee'] },
           releasedHolder: { $cond: ['$_x', '$holder', '$releasedHolder'] },
           releasedFence: { $cond: ['$_x', '$fence', '$releasedFence'] },
           holders: { $cond: [entriesFreed, keptEntries, '$holders'] },
