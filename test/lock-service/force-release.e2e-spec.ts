@@ -18,7 +18,7 @@ describe('LockService.forceRelease', () => {
       const released = await a.forceRelease(key);
       expect(released.map((holder) => holder.holderId)).toEqual(['A']);
       expect(held.lost).toBe(true);
-      expect(held.lostReason).toBeInstanceOf(LockLostError);
+      expect(held.signal.reason).toBeInstanceOf(LockLostError);
       const next = await waiting;
       expect(next.fence).toBeGreaterThan(held.fence);
       await sleep(200);
