@@ -104,22 +104,27 @@ export const BOARD_SCRIPT = `
     firstButton.disabled = view.after === null;
   }
 
+  // The armed key outlives re-renders (events, the 5 s refresh): a confirmation always lands
+  // on the row of the key it names.
+  var armedKey = null;
+  var armedTimer = null;
+  function disarm() {
+    clearTimeout(armedTimer);
+    armedKey = null;
+  }
   function releaseButton(key) {
-    var button = el('button', 'release', 'Release');
-    var armed = null;
+    var armed = key === armedKey;
+    var button = el('button', armed ? 'release armed' : 'release', armed ? 'Confirm release' : 'Release');
     button.type = 'button';
     button.addEventListener('click', function () {
-      if (armed === null) {
-        button.textContent = 'Confirm release';
-        button.classList.add('armed');
-        armed = setTimeout(function () {
-          armed = null;
-          button.textContent = 'Release';
-          button.classList.remove('armed');
-        }, 5000);
+      if (armedKey !== key) {
+        disarm();
+        armedKey = key;
+        armedTimer = setTimeout(function () { disarm(); render(); }, 5000);
+        render();
         return;
       }
-      clearTimeout(armed);
+      disarm();
       button.disabled = true;
       fetch(api + '/locks/' + encodeURIComponent(key) + '/release', {
         method: 'POST',
@@ -133,10 +138,7 @@ export const BOARD_SCRIPT = `
           load();
         })
         .catch(function (error) {
-          armed = null;
-          button.disabled = false;
-          button.textContent = 'Release';
-          button.classList.remove('armed');
+          render();
           say('Release of ' + key + ' failed: ' + error.message, true);
         });
     });

@@ -20,6 +20,8 @@ export const BOARD_MESSAGES = {
   noSuchKey: (key: string) => `No lock document for key ${quote(key.slice(0, 64))}`,
   releaseHeaderMissing: () =>
     'A release must carry the header X-Lock-Board: release (a plain form on another site cannot send it)',
+  releaseFromOtherSite: () =>
+    'A release must come from the board page itself (Sec-Fetch-Site: same-origin)',
   forcedRelease: (key: string, who: string, released: string) =>
     `Forced release of ${quote(key)} asked by ${quote(who)}: ${released || 'no live holder'}`,
 };

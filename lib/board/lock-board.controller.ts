@@ -103,8 +103,14 @@ export class LockBoardReleaseController extends LockBoardController {
     @Param('key') key: string,
     @Req() request: BoardRequest,
     @Headers('x-lock-board') marker: unknown,
+    @Headers('sec-fetch-site') site: unknown,
   ): Promise<BoardReleaseJson> {
     if (marker !== 'release') throw new ForbiddenException(BOARD_MESSAGES.releaseHeaderMissing());
+    // A browser says where the request comes from: only the board's own page may release (an
+    // app whose CORS lets any origin send the header still refuses other sites).
+    if (site !== undefined && site !== 'same-origin') {
+      throw new ForbiddenException(BOARD_MESSAGES.releaseFromOtherSite());
+    }
     const released = await answer(() => this.locks.forceRelease(key));
     const holders = released.map((holder) => `${holder.holderId} (fence ${holder.fence})`);
     this.logger.warn(BOARD_MESSAGES.forcedRelease(key, requesterOf(request), holders.join(', ')));

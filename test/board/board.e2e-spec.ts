@@ -1,4 +1,4 @@
-import type { INestApplication } from '@nestjs/common';
+import type { CanActivate, INestApplication } from '@nestjs/common';
 import { MongoClient } from 'mongodb';
 import { LockLostError, LockService } from '../../lib';
 import { MongoLockBoardModule } from '../../lib/board';
@@ -25,6 +25,13 @@ describe('MongoLockBoardModule.forRoot', () => {
     expect(() => MongoLockBoardModule.forRoot({ path })).toThrow(/path must be/);
   });
 });
+
+/** A guard that lets nothing through. */
+class DenyAllGuard implements CanActivate {
+  canActivate(): boolean {
+    return false;
+  }
+}
 
 describe.each(HTTP_ADAPTERS)('the lock board over HTTP (%s)', (adapter) => {
   let mongo: TestMongo;
@@ -59,6 +66,7 @@ describe.each(HTTP_ADAPTERS)('the lock board over HTTP (%s)', (adapter) => {
           lockModule(mongo, { holderId: `board-${adapter}` }),
           MongoLockBoardModule.forRoot({ guard: OperatorHeaderGuard, allowRelease: true }),
           MongoLockBoardModule.forRoot({ path: 'ops/readonly-locks' }),
+          MongoLockBoardModule.forRoot({ path: 'ops/closed', guard: DenyAllGuard }),
         ],
       },
       adapter,
@@ -210,6 +218,23 @@ describe.each(HTTP_ADAPTERS)('the lock board over HTTP (%s)', (adapter) => {
     expect(unmarked.status).toBe(403);
     expect(handle.signal.aborted).toBe(false);
     expect((await locks.inspect('guarded:1'))?.held).toBe(true);
+    await handle.release();
+  });
+
+  it('guards every route, reads and the event stream included', async () => {
+    for (const path of ['', '/api/locks', '/api/locks/k', '/api/events']) {
+      expect((await get(`/ops/closed${path}`)).status).toBe(403);
+    }
+  });
+
+  it('refuses a release sent from another site, whatever CORS lets through (403)', async () => {
+    const handle = await locks.acquire('cross-site:1');
+    const response = await release('cross-site:1', {
+      'x-operator': 'ops',
+      'sec-fetch-site': 'cross-site',
+    });
+    expect(response.status).toBe(403);
+    expect(handle.signal.aborted).toBe(false);
     await handle.release();
   });
 
