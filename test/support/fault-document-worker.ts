@@ -101,7 +101,9 @@ async function section(
 
   const commitCalledAt = sharedClockMs();
   const deadline = deadlineToRecord(handle, watch);
-  const abortedBeforeCall = handle.signal.aborted;
+  // From the abort listener, not the `signal` getter: reading the getter checks the local
+  // deadline and would refuse the commit locally, leaving the server's check untested.
+  const abortedBeforeCall = watch.signalAt !== null;
   const entry: CommitLogEntry = { worker: label, pid: process.pid, fence, seen };
   let outcome: 'committed' | 'lost' = 'committed';
   let error: string | null = null;
