@@ -39,7 +39,7 @@ describe('leadership: leader$', () => {
     // opens the change stream reach the server at different moments; B is elected in between.
     const b = await kit.service({ holderId: 'B' });
     let missed = 0;
-    const trials = 12;
+    const trials = 5;
     for (let trial = 0; trial < trials; trial += 1) {
       const observer = await proxied({ holderId: `observer-${trial}` });
       proxies.proxy.setMode({ latency: { baseMs: 0, jitterMs: 400 } });
