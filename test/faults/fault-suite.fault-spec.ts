@@ -1,6 +1,6 @@
 import { startFaultServer, type FaultServer } from '../support/fault-server';
 import { runLibraryMutant, type LibraryMutant } from './harness/library-mutant';
-import { formatSummaryTable, type ScenarioRow } from './harness/summary-table';
+import { formatSummaryTable, runScenarioRow, type ScenarioRow } from './harness/summary-table';
 import { clockSkew } from './scenarios/clock-skew';
 import { connectionFaults } from './scenarios/connection-faults';
 import { contention, contentionWithoutLocalHandOff } from './scenarios/contention';
@@ -100,16 +100,7 @@ describe('fault and correctness suite (several OS processes, one server)', () =>
   });
 
   it.each(scenarios.map((s) => [s.name, s] as const))('%s', async (_name, scenario) => {
-    const startedAt = Date.now();
-    const outcome = await scenario.run(server);
-    rows.push({
-      scenario: scenario.name,
-      operations: outcome.operations,
-      violations: outcome.violations.length,
-      timeMs: Date.now() - startedAt,
-      notes: outcome.notes,
-    });
-    expect(outcome.violations).toEqual([]);
+    expect(await runScenarioRow(scenario.name, () => scenario.run(server), rows)).toEqual([]);
   });
 
   it.each(lineEngineMutants.map((m) => [m.name, m] as const))(

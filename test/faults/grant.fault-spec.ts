@@ -1,6 +1,6 @@
 import { startFaultServer, type FaultServer } from '../support/fault-server';
 import { runLibraryMutant } from './harness/library-mutant';
-import { formatSummaryTable, type ScenarioRow } from './harness/summary-table';
+import { formatSummaryTable, runScenarioRow, type ScenarioRow } from './harness/summary-table';
 import { grantGranteeKilled, grantHeadKilled } from './scenarios/grant-killed';
 import { grantLostWithdrawal } from './scenarios/grant-lost-withdrawal';
 import { grantMutants } from './scenarios/grant-mutants';
@@ -40,16 +40,9 @@ describe('direct grant under faults (several OS processes, one server)', () => {
 
   describe('the library under test', () => {
     it.each(scenarios.map((s) => [s.name, s] as const))('%s', async (_name, scenario) => {
-      const startedAt = Date.now();
-      const outcome = await scenario.run(server, snapshot);
-      rows.push({
-        scenario: scenario.name,
-        operations: outcome.operations,
-        violations: outcome.violations.length,
-        timeMs: Date.now() - startedAt,
-        notes: outcome.notes,
-      });
-      expect(outcome.violations).toEqual([]);
+      expect(
+        await runScenarioRow(scenario.name, () => scenario.run(server, snapshot), rows),
+      ).toEqual([]);
     });
   });
   describe('mutants: broken copies of the library are caught', () => {

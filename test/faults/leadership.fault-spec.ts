@@ -4,7 +4,7 @@ import type { LeadMutant, LeadTermReport, LeadershipWorkerOps } from '../support
 import type { WorkerEvent, WorkerOps } from '../support/fault-protocol';
 import { startFaultServer, type FaultServer } from '../support/fault-server';
 import { FaultRun, type StartedWorker } from './harness/fault-run';
-import { formatSummaryTable, type ScenarioRow } from './harness/summary-table';
+import { formatSummaryTable, runScenarioRow, type ScenarioRow } from './harness/summary-table';
 import type { SectionRecord, Violation, ViolationKind } from './history/history';
 import { Expectations, sleep, type Scenario, type ScenarioOutcome } from './scenarios/scenario';
 
@@ -424,16 +424,7 @@ describe('leadership under faults (several OS processes, one server)', () => {
   });
 
   it.each(scenarios.map((s) => [s.name, s] as const))('%s', async (_name, scenario) => {
-    const startedAt = Date.now();
-    const outcome = await scenario.run(server);
-    rows.push({
-      scenario: scenario.name,
-      operations: outcome.operations,
-      violations: outcome.violations.length,
-      timeMs: Date.now() - startedAt,
-      notes: outcome.notes,
-    });
-    expect(outcome.violations).toEqual([]);
+    expect(await runScenarioRow(scenario.name, () => scenario.run(server), rows)).toEqual([]);
   });
 
   // A thawed process runs its due timers in the order they were due, so the leader's work timer

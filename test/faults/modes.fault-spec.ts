@@ -1,6 +1,6 @@
 import { startFaultServer, type FaultServer } from '../support/fault-server';
 import { runLibraryMutant } from './harness/library-mutant';
-import { formatSummaryTable, type ScenarioRow } from './harness/summary-table';
+import { formatSummaryTable, runScenarioRow, type ScenarioRow } from './harness/summary-table';
 import { modesMutants } from './scenarios/modes-mutants';
 import { modesReadersWriters } from './scenarios/modes-readers-writers';
 import { modesReleaseScope } from './scenarios/modes-release-scope';
@@ -39,16 +39,7 @@ describe('lock modes under faults (several OS processes, one server)', () => {
 
   describe('the library under test', () => {
     it.each(scenarios.map((s) => [s.name, s] as const))('%s', async (_name, scenario) => {
-      const startedAt = Date.now();
-      const outcome = await scenario.run(server);
-      rows.push({
-        scenario: scenario.name,
-        operations: outcome.operations,
-        violations: outcome.violations.length,
-        timeMs: Date.now() - startedAt,
-        notes: outcome.notes,
-      });
-      expect(outcome.violations).toEqual([]);
+      expect(await runScenarioRow(scenario.name, () => scenario.run(server), rows)).toEqual([]);
     });
   });
 

@@ -26,3 +26,28 @@ export function formatSummaryTable(rows: ScenarioRow[]): string {
     .map((cells) => `| ${cells.join(' | ')} |`)
     .join('\n');
 }
+
+/** What a scenario's run reports: its operations, violations and notes. */
+export interface ScenarioOutcome<V> {
+  operations: number;
+  violations: V[];
+  notes?: string;
+}
+
+/** Runs one scenario, adds its row to the suite's table, and returns its violations. */
+export async function runScenarioRow<V>(
+  scenario: string,
+  run: () => Promise<ScenarioOutcome<V>>,
+  rows: ScenarioRow[],
+): Promise<V[]> {
+  const startedAt = Date.now();
+  const outcome = await run();
+  rows.push({
+    scenario,
+    operations: outcome.operations,
+    violations: outcome.violations.length,
+    timeMs: Date.now() - startedAt,
+    notes: outcome.notes,
+  });
+  return outcome.violations;
+}
