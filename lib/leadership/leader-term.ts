@@ -44,12 +44,8 @@ export class HeldLeaderTerm implements LeaderTerm {
   ) {
     this.fence = handle.fence;
     this.lost$ = handle.lost$;
-    const onLost = () => {
-      this.ending.abort(handle.signal.reason);
-      // Gives the key back at once (in the background) if it is still ours, so that the next
-      // candidate need not wait for the lease to run out. After the loss is told (lost$ first).
-      queueMicrotask(() => void handle.release().catch(() => undefined));
-    };
+    // At once, with the loss as the reason (the end of the hold below comes a turn later).
+    const onLost = () => this.ending.abort(handle.signal.reason);
     if (handle.signal.aborted) onLost();
     else handle.signal.addEventListener('abort', onLost, { once: true });
     this.ended = handle.done.then(() => {

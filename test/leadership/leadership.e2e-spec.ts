@@ -146,6 +146,8 @@ describe('Leadership', () => {
     await a.releaseAllHeld();
     await expect(lost).resolves.toBeInstanceOf(LockLostError);
     expect(terms[0].signal.aborted).toBe(true);
+    // Aborted with the loss itself, at once (not only once the lock is let go).
+    expect(terms[0].signal.reason).toBeInstanceOf(LockLostError);
     await waitFor(() => terms.length === 2);
     expect(terms[1].fence).toBeGreaterThan(terms[0].fence);
     subscription.unsubscribe();
