@@ -1,0 +1,277 @@
+import { randomBytes } from 'node:crypto';
+import type { ChangeStream, Document } from 'mongodb';
+import type { LockEvent, LockHolderState, LockState } from '../../interfaces/lock-state.interface';
+import { sleep } from '../../util/timers';
+import type { ListLocksQuery } from '../list-locks';
+import type { LineCollection } from './line-commands';
+import type { LineDocument } from './line-document';
+import type { LineWatch } from './line-events';
+import type { LineChangeEvent, LineStateReply } from './line-state';
+import {
+  LINE_STATE_PROJECTION,
+  decodeLineState,
+  holdingCountExpression,
+  lineEvents,
+  lineHolders,
+} from './line-state';
+
+/**
+ * Engine v2's operator commands on the lock collection (`inspect`, `list`, `forceRelease`,
+ * `releaseScope`) and its `events$` stream, with the current engine's results. Decoded by the
+ * server clock of each command's own `$$NOW`; never an owner token.
+ */
+
+const NOW = '$$NOW';
+const LIVE = { $filter: { input: { $ifNull: ['$line', []] }, cond: { $gt: ['$$this.e', NOW] } } };
+
+/**
+ * `gcAt` as a leave sets it: once the line is empty, the idle retention (`$$i`) from now, and
+ * never before the last fence in ms (the next fence, from the clock, is then larger).
+ */
+const GC_WHEN_EMPTY = {
+  $cond: [{ $eq: ['$line', []] }, { $max: [{ $add: [NOW, '$$i'] }, { $toDate: '$f' }] }, '$gcAt'],
+};
+
+/**
+ * A `lead` that every process's waiters hear (`line-events.ts` matches `* <token>`), new on
+ * every write so that it is in the change's `updatedFields`.
+ */
+function wakeEveryone(): string {
+  return `* ${randomBytes(12).toString('base64url')}`;
+}
+
+/** A reply's server time; see `timeOf` in `line-commands.ts` for a write the driver retried. */
+async function replyTime(
+  collection: LineCollection,
+  key: string,
+  reply: LineStateReply,
+): Promise<Date> {
+  if (reply.now instanceof Date) return reply.now;
+  const read = (await collection.findOne({ _id: key }, { projection: { _id: 1, now: NOW } })) as {
+    now?: Date;
+  } | null;
+  // The document is gone: nothing of it is live.
+  return read?.now ?? new Date(8.64e15);
+}
+
+/** The key's state by the server clock, or `null` if it has no document. */
+export async function inspectLine(
+  collection: LineCollection,
+  key: string,
+): Promise<LockState | null> {
+  const reply = (await collection.findOne(
+    { _id: key },
+    { projection: LINE_STATE_PROJECTION },
+  )) as LineStateReply | null;
+  return reply && decodeLineState(reply, await replyTime(collection, key, reply));
+}
+
+/** Escapes every character that means something in a regular expression (as `list-locks.ts`). */
+function escapeRegExp(text: string): string {
+  return text.replace(/[\\^$.*+?()[\]{}|/-]/g, '\\$&');
+}
+
+/**
+ * A page of keys in `_id` order, each as {@link inspectLine} reports it: the current engine's
+ * `listLocks` (`prefix` an anchored regular expression on `_id`, `after` exclusive, `limit`).
+ */
+export async function listLines(
+  collection: LineCollection,
+  { prefix, after, limit }: ListLocksQuery,
+): Promise<LockState[]> {
+  const range: { $gt?: string; $regex?: string } = {};
+  if (after !== undefined) range.$gt = after;
+  if (prefix !== '') range.$regex = `^${escapeRegExp(prefix)}`;
+  const replies = (await collection
+    .find(Object.keys(range).length === 0 ? {} : { _id: range }, {
+      projection: LINE_STATE_PROJECTION,
+      sort: { _id: 1 },
+      limit,
+    })
+    .toArray()) as unknown as LineStateReply[];
+  const states: LockState[] = [];
+  for (const reply of replies) {
+    states.push(decodeLineState(reply, await replyTime(collection, reply._id, reply)));
+  }
+  return states;
+}
+
+/**
+ * Removes the holders (the holding prefix of the live entries, computed by the server) and
+ * every dead entry; the waiters stay, in order, and the first of them now leads.
+ */
+const FORCE_RELEASE_PIPELINE: Document[] = [
+  { $set: { _l: LIVE } },
+  {
+    $set: {
+      line: { $slice: ['$_l', holdingCountExpression('$_l'), { $max: [1, { $size: '$_l' }] }] },
+    },
+  },
+  { $set: { gcAt: GC_WHEN_EMPTY, lead: '$$l' } },
+  { $unset: ['_l'] },
+];
+
+/**
+ * Frees `key` whoever holds it, in one write decided by the server clock: the holders go, and
+ * the entries behind them hold with no further write. Every process's waiters hear it (the
+ * `lead`); holders elsewhere learn it at their next renewal (their entry is gone). The fence
+ * is untouched, so the next join's is larger. A key with no live entry is not written.
+ * Resolves to the holders removed, in line order. `idleRetentionMs`: as a leave's, for `gcAt`
+ * when the line is left empty.
+ */
+export async function forceReleaseLine(
+  collection: LineCollection,
+  key: string,
+  idleRetentionMs: number,
+): Promise<LockHolderState[]> {
+  const before = (await collection.findOneAndUpdate(
+    { _id: key, $expr: { $gt: [{ $max: '$line.e' }, NOW] } },
+    FORCE_RELEASE_PIPELINE,
+    {
+      returnDocument: 'before',
+      projection: LINE_STATE_PROJECTION,
+      let: { i: idleRetentionMs, l: wakeEveryone() },
+    },
+  )) as LineStateReply | null;
+  if (!before) return [];
+  return lineHolders(before, await replyTime(collection, key, before));
+}
+
+/** Removes the entries of scope `$$s` (holders and waiters) and every dead entry. */
+const RELEASE_SCOPE_PIPELINE: Document[] = [
+  {
+    $set: {
+      line: {
+        $filter: {
+          input: { $ifNull: ['$line', []] },
+          cond: { $and: [{ $gt: ['$$this.e', NOW] }, { $ne: ['$$this.sc', '$$s'] }] },
+        },
+      },
+    },
+  },
+  { $set: { gcAt: GC_WHEN_EMPTY, lead: '$$l' } },
+];
+
+/** The document has a live entry of `scope` (the scope inline: a `find` takes no `let`). */
+function liveEntryOf(scope: string): Document {
+  const ofScope = { $eq: ['$$this.sc', { $literal: scope }] };
+  return {
+    'line.sc': scope,
+    $expr: {
+      $anyElementTrue: [
+        {
+          $map: {
+            input: { $ifNull: ['$line', []] },
+            in: { $and: [ofScope, { $gt: ['$$this.e', NOW] }] },
+          },
+        },
+      ],
+    },
+  };
+}
+
+/**
+ * Removes every entry of `scope`, holding or waiting, from every line, and resolves to how
+ * many of them held at their write. One `findOneAndUpdate` per document found: the keys of
+ * one scope are few (a session's or a job's), and each write is decided by the server clock
+ * on its own document. Every process's waiters hear each write (the `lead`); holders
+ * elsewhere learn it at their next renewal. A document whose scope's entries left or ran out
+ * between the read and its write is not written.
+ */
+export async function releaseScopeInLines(
+  collection: LineCollection,
+  scope: string,
+  idleRetentionMs: number,
+): Promise<number> {
+  const filter = liveEntryOf(scope);
+  const keys = await collection.find(filter, { projection: { _id: 1 } }).toArray();
+  const freed = await Promise.all(
+    keys.map(async ({ _id: key }) => {
+      const before = (await collection.findOneAndUpdate(
+        { _id: key, ...filter },
+        RELEASE_SCOPE_PIPELINE,
+        {
+          returnDocument: 'before',
+          projection: LINE_STATE_PROJECTION,
+          let: { s: { $literal: scope }, i: idleRetentionMs, l: wakeEveryone() },
+        },
+      )) as LineStateReply | null;
+      if (!before) return 0;
+      const holders = lineHolders(before, await replyTime(collection, key, before));
+      return holders.filter((holder) => holder.scope === scope).length;
+    }),
+  );
+  return freed.reduce((sum, count) => sum + count, 0);
+}
+
+/**
+ * The changes {@link lineEvents} can make an event of: renewals (only `line.N.e` and `gcAt`)
+ * never leave the server.
+ */
+const EVENT_CHANGES = [
+  {
+    $match: {
+      $or: [
+        { operationType: { $in: ['insert', 'delete'] } },
+        ...['f', 'lead', 'line'].map((field) => ({
+          operationType: 'update',
+          [`updateDescription.updatedFields.${field}`]: { $exists: true },
+        })),
+        { operationType: 'update', 'updateDescription.removedFields': 'line' },
+        {
+          operationType: 'update',
+          'updateDescription.truncatedArrays': { $elemMatch: { field: 'line', newSize: 0 } },
+        },
+      ],
+    },
+  },
+];
+
+/**
+ * Watches the lock collection for `events$`: every acquisition, release and deletion, as
+ * {@link lineEvents} reads them. Like `watchLines`, a failed stream is reopened after a pause
+ * (events meanwhile are missed) and `onFailure` hears why.
+ */
+export function watchLineEvents(
+  collection: LineCollection,
+  onEvent: (event: LockEvent) => void,
+  onFailure: (error: unknown) => void = () => undefined,
+): LineWatch {
+  let closing = false;
+  let stream: ChangeStream<LineDocument, LineChangeEvent> | undefined;
+  let markOpened!: () => void;
+  const opened = new Promise<void>((resolve) => (markOpened = resolve));
+  const readOnce = async () => {
+    stream = collection.watch<LineDocument, LineChangeEvent>(EVENT_CHANGES, {
+      fullDocument: 'updateLookup',
+      maxAwaitTimeMS: 1_000,
+    });
+    // The driver resumes after resumable errors by itself; any other ends this stream.
+    while (!closing) {
+      const change = await stream.tryNext();
+      markOpened();
+      if (change) for (const event of lineEvents(change)) onEvent(event);
+    }
+  };
+  const reading = (async () => {
+    for (let pauseMs = 100; !closing; pauseMs = Math.min(pauseMs * 2, 5_000)) {
+      try {
+        await readOnce();
+      } catch (error) {
+        if (closing) return;
+        markOpened();
+        onFailure(error);
+        await stream?.close().catch(() => undefined);
+        await sleep(pauseMs, false);
+      }
+    }
+  })();
+  return {
+    opened,
+    close: async () => {
+      closing = true;
+      await stream?.close();
+      await reading;
+    },
+  };
+}
