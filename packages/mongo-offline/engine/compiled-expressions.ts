@@ -106,7 +106,8 @@ function accumulator(accumulate: (values: unknown[]) => unknown): NativeOperator
       }
       return (document, bindings) => {
         const values = items[0](document, bindings);
-        return Array.isArray(values) ? accumulate(values.slice()) : viaMingo(document, bindings);
+        // One operand that is not an array: over that one value, as MongoDB.
+        return accumulate(Array.isArray(values) ? values.slice() : [values]);
       };
     },
   };
@@ -207,8 +208,8 @@ const NATIVE_OPERATORS: Record<string, NativeOperator> = {
         return viaMingo(document, bindings);
       },
   },
-  // Accumulators, as expressions: over the argument list, or over the array one argument
-  // evaluates to (mingo's error when it is not an array). `$max` / `$min` are the server's,
+  // Accumulators, as expressions: over the argument list, over the array one argument
+  // evaluates to, or else over that one value (see `mingo-options.ts`). `$max` / `$min` are the server's,
   // which order Decimal128 by value (decimal128-operators.ts).
   // Both skip null and missing values (MongoDB's `$max` and `$min` ignore them).
   $max: accumulator((values) => {

@@ -1,13 +1,13 @@
 import * as path from 'node:path';
 import type { Document } from 'bson';
-import { Context } from 'mingo/core';
+import { Context, evalExpr } from 'mingo/core';
 import * as accumulatorOperators from 'mingo/operators/accumulator';
 import * as expressionOperators from 'mingo/operators/expression';
 import * as pipelineOperators from 'mingo/operators/pipeline';
 import * as projectionOperators from 'mingo/operators/projection';
 import * as queryOperators from 'mingo/operators/query';
 import * as windowOperators from 'mingo/operators/window';
-import type { Options } from 'mingo/types';
+import type { AnyObject, Options } from 'mingo/types';
 import { $addFields } from './add-fields-stage';
 import { normaliseCollation } from './collation';
 import {
@@ -15,6 +15,29 @@ import {
   DECIMAL_EXPRESSION_OPERATORS,
   DECIMAL_QUERY_OPERATORS,
 } from './decimal128-operators';
+
+const ACCUMULATORS = { ...accumulatorOperators, ...DECIMAL_ACCUMULATOR_OPERATORS };
+
+type Accumulator = (collection: AnyObject[], expr: unknown, options: Options) => unknown;
+
+/**
+ * An accumulator used as an expression, as MongoDB evaluates it: over its list of operands,
+ * over the array its one operand resolves to, or else over that one value (`{ $max: '$x' }`
+ * with `x` missing is null; mingo refuses any operand that is not an array).
+ */
+function accumulatorExpression(accumulate: Accumulator) {
+  return (obj: AnyObject, expr: unknown, options: Options): unknown => {
+    const value = evalExpr(obj, expr, options);
+    return accumulate(Array.isArray(value) ? value : [value], null, options);
+  };
+}
+
+const ACCUMULATOR_EXPRESSIONS = Object.fromEntries(
+  (['$avg', '$max', '$min', '$sum'] as const).map((name) => [
+    name,
+    accumulatorExpression(ACCUMULATORS[name]),
+  ]),
+);
 
 /**
  * One operator table for the whole server. mingo's convenience entry points (`mingo`'s
@@ -24,8 +47,12 @@ import {
  * (decimal128-operators.ts); mingo's updater adds its own operators without replacing these.
  */
 const FULL_CONTEXT = Context.init({
-  accumulator: { ...accumulatorOperators, ...DECIMAL_ACCUMULATOR_OPERATORS },
-  expression: { ...expressionOperators, ...DECIMAL_EXPRESSION_OPERATORS },
+  accumulator: ACCUMULATORS,
+  expression: {
+    ...expressionOperators,
+    ...DECIMAL_EXPRESSION_OPERATORS,
+    ...ACCUMULATOR_EXPRESSIONS,
+  },
   pipeline: { ...pipelineOperators, $addFields, $set: $addFields },
   projection: projectionOperators,
   query: { ...queryOperators, ...DECIMAL_QUERY_OPERATORS },

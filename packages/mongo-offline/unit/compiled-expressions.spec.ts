@@ -285,6 +285,12 @@ describe('compiled expressions (differential against mingo)', () => {
       expect(run({ $max: ['$a', null, '$missing'] })).toBe(3);
       expect(run({ $min: ['$missing', '$a'] })).toBe(3);
       expect(run({ $max: ['$missing', null] })).toBeNull();
+      // One operand that is not an array: over that one value (mingo alone refuses it).
+      expect(run({ $max: '$missing' })).toBeNull();
+      expect(run({ $max: '$a' })).toBe(3);
+      expect(run({ $min: { $add: ['$a', 1] } })).toBe(4);
+      expect(run({ $sum: '$a' })).toBe(3);
+      expect(run({ $sum: 'text' })).toBe(0);
     }
   });
 
