@@ -1,13 +1,14 @@
 import { randomBytes } from 'node:crypto';
+import { setTimeout } from 'node:timers';
 import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
 import { localLeaseEnd } from './lease-keeper';
-import { MongoLockHandle } from './lock-handle';
 import { notAcquiredMessage } from './lock.messages';
-import type { JoinRequest, LineCollection } from './store/line/line-commands';
-import type { ReleaseLeaseOutcome } from './store/release-lease';
-import { checkJoin, joinLine, leaveLine, renewInLine } from './store/line/line-commands';
+import type { JoinResult } from './store/line/line-commands';
 import type { LineKind, LinePlace } from './store/line/line-document';
-import { setTimeout } from 'node:timers';
+import type { LineStore } from './store/line/line-store';
+import { modeConflictError } from './store/lock-mode-errors';
+import type { LockModeRequest } from './store/lock-modes';
+import { isStoreUnavailableError } from './store/mongo-error-codes';
 import { sleep } from './util/timers';
 import type { LineWaiters } from './waiting/line-waiters';
 
@@ -16,7 +17,7 @@ import type { LineWaiters } from './waiting/line-waiters';
  * write; hold at once if the reply says so, else wait until a change event or a release here
  * says the entry now holds. A lease ahead that runs out by itself is confirmed by renewing our
  * own entry (the renewal drops dead entries and says where we stand), which also keeps a
- * waiting entry alive. Not yet under `LockService`: the bench drives it directly.
+ * waiting entry alive. Without a change stream, the waiter reads its place on a backoff.
  */
 
 export interface LineAcquireRequest {
@@ -25,6 +26,8 @@ export interface LineAcquireRequest {
   ttlMs: number;
   /** 0: only if free now (`tryAcquire`). */
   timeoutMs: number;
+  /** Monotonic time by which the call gives up; default: `timeoutMs` from now. */
+  deadline?: number;
   signal?: AbortSignal;
   scope?: string;
 }
@@ -39,26 +42,28 @@ export interface LineHold {
   leaseEnd: number;
 }
 
-/** How a handle keeps its lease (see `LeaseKeeperInit`). */
-export interface LineLeaseOptions {
-  ttlMs: number;
-  renew: boolean;
-  renewalIntervalRatio: number;
-  maxHoldMs: number;
-}
-
 export interface LineAcquirerDeps {
-  collection: LineCollection;
+  store: LineStore;
   waiters: LineWaiters;
   holderId: string;
-  idleRetentionMs: number;
+  /**
+   * The poll backoff while no change stream carries the lines' news (`undefined`: one does):
+   * a waiter then reads its place this often, doubling up to the cap.
+   */
+  polling?: () => { firstMs: number; maxMs: number } | undefined;
 }
 
+type WakeReason = 'heard' | 'nudged' | 'timer' | 'aborted';
+
 /**
- * Settles at monotonic time `until` ('timer') or when `signal` aborts ('aborted'), whichever
- * comes first; `dispose` clears the timer and the listener.
+ * Settles at monotonic time `until` ('timer'), when `signal` aborts ('aborted') or when one of
+ * `news` settles first; clears its timer and listener after.
  */
-function callEnd(until: number, signal: AbortSignal | undefined) {
+async function wakeUp(
+  news: Partial<Record<'heard' | 'nudged', Promise<void>>>,
+  until: number,
+  signal: AbortSignal | undefined,
+): Promise<WakeReason> {
   let timer: NodeJS.Timeout | undefined;
   let onAbort: (() => void) | undefined;
   const ended = new Promise<'timer' | 'aborted'>((resolve) => {
@@ -67,43 +72,22 @@ function callEnd(until: number, signal: AbortSignal | undefined) {
     onAbort = () => resolve('aborted');
     signal?.addEventListener('abort', onAbort, { once: true });
   });
-  const dispose = () => {
+  try {
+    return await Promise.race([
+      ended,
+      ...Object.entries(news).map(([reason, promise]) => promise.then(() => reason as WakeReason)),
+    ]);
+  } finally {
     clearTimeout(timer);
     if (onAbort) signal?.removeEventListener('abort', onAbort);
-  };
-  return { ended, dispose };
-}
-
-/** Waits until `heard` resolves, monotonic time `until`, or `signal` aborts. */
-async function wakeUp(
-  heard: Promise<void>,
-  until: number,
-  signal: AbortSignal | undefined,
-): Promise<'heard' | 'timer' | 'aborted'> {
-  const end = callEnd(until, signal);
-  try {
-    return await Promise.race([heard.then(() => 'heard' as const), end.ended]);
-  } finally {
-    end.dispose();
   }
 }
 
-/** `write`, or the call's end first: its deadline (LockNotAcquiredError) or its abort. */
-async function withinCall<T>(
-  write: Promise<T>,
-  deadline: number,
-  request: LineAcquireRequest,
-): Promise<T> {
-  write.catch(() => undefined);
-  const end = callEnd(deadline, request.signal);
-  try {
-    const first = await Promise.race([write.then((value) => ({ value })), end.ended]);
-    if (first === 'timer') throw notAcquired(request);
-    if (first === 'aborted') throw request.signal?.reason;
-    return first.value;
-  } finally {
-    end.dispose();
-  }
+/** The current engine's form of a line kind, for its error messages. */
+function modeRequestOf(kind: LineKind): LockModeRequest {
+  return kind.mode === 'permits'
+    ? { mode: 'exclusive', permits: kind.permits, weight: kind.weight }
+    : { mode: kind.mode, permits: undefined, weight: 1 };
 }
 
 /** 96 random bits, short on the wire: every command carries it. */
@@ -122,138 +106,174 @@ function notAcquired(
   );
 }
 
+/** One call's entry in a key's line: its token, and whether the line may hold it. */
+class LineEntryState {
+  token = newToken();
+  /** `unknown`: a write with no reply may have made or kept it. */
+  state: 'none' | 'joined' | 'unknown' = 'none';
+}
+
 export class LineAcquirer {
   constructor(private readonly deps: LineAcquirerDeps) {}
 
   async acquire(request: LineAcquireRequest): Promise<LineHold> {
     const { key, ttlMs } = request;
-    const deadline = performance.now() + request.timeoutMs;
-    // Every join has a token of its own: news about an entry that ended never reaches the
-    // entry that replaced it.
-    let token = newToken();
-    // Whether the line may hold an entry of ours: a write with no reply may have made one.
-    let entry: 'none' | 'joined' | 'unknown' = 'none';
+    const deadline = request.deadline ?? performance.now() + request.timeoutMs;
+    const entry = new LineEntryState();
     // Listening before the join: the event that makes us holder may come before its reply.
-    let waiting = this.deps.waiters.wait(key, token);
-    const join = async () => {
-      const joinRequest = this.joinRequest(request, token);
-      checkJoin(joinRequest);
-      entry = 'unknown';
-      const joined = await joinLine(this.deps.collection, joinRequest);
-      entry = joined.joined ? 'joined' : 'none';
-      if (!joined.joined) throw notAcquired(request, joined.holderId, joined.retryAfterMs);
-      return joined;
-    };
-    // A wait gives up at its deadline or abort, even with a write on its way.
-    const bounded = <T>(write: Promise<T>) =>
-      request.timeoutMs === 0 ? write : withinCall(write, deadline, request);
+    let waiting = this.deps.waiters.wait(key, entry.token);
+    let place: LinePlace | undefined;
+    // At the deadline: who leads the line, and when its lease ends by itself, as last seen.
+    const timedOut = () => notAcquired(request, place?.leaderId, place?.aheadEndsInMs);
+    // A wait's command is retried while MongoDB is unavailable, and given up on at the deadline
+    // (a command's own bound is the operation timeout: the deadline's error must come first).
+    const send = <T>(command: () => Promise<T>) =>
+      this.bounded(this.tolerant(command, deadline), deadline, request, timedOut);
     try {
       let sentAt = performance.now();
-      let place: LinePlace = await bounded(join());
+      place = await this.join(request, entry, send);
+      let pollMs: number | undefined;
       for (;;) {
         const leaseEnd = localLeaseEnd(sentAt, place.remainingMs, ttlMs);
-        if (place.holds) return { key, token, fence: place.fence, leaseEnd };
+        if (place.holds) return { key, token: entry.token, fence: place.fence, leaseEnd };
         // A waiting entry is renewed at a third of its lease, as a holder's is.
         const renewAt = sentAt + Math.min(place.aheadEndsInMs, ttlMs / 3);
-        const woke = await wakeUp(waiting.heard, Math.min(renewAt, deadline), request.signal);
+        const polling = this.deps.polling?.();
+        pollMs = polling ? Math.min((pollMs ?? polling.firstMs / 2) * 2, polling.maxMs) : undefined;
+        const pollAt = pollMs === undefined ? Infinity : performance.now() + pollMs;
+        const polls = pollAt < Math.min(renewAt, deadline);
+        const woke = await wakeUp(
+          { heard: waiting.heard, nudged: this.deps.waiters.nudged },
+          Math.min(renewAt, deadline, pollAt),
+          request.signal,
+        );
         if (woke === 'aborted') throw request.signal?.reason;
         // Heard to hold: from then on, until our entry's own lease ends.
         if (woke === 'heard' && leaseEnd - performance.now() > ttlMs / 3) {
-          return { key, token, fence: place.fence, leaseEnd };
+          return { key, token: entry.token, fence: place.fence, leaseEnd };
         }
-        if (woke === 'timer' && performance.now() >= deadline) throw notAcquired(request);
-        sentAt = performance.now();
-        const renewal = renewInLine(
-          this.deps.collection,
-          key,
-          token,
-          ttlMs,
-          this.deps.idleRetentionMs,
-        );
-        entry = 'unknown';
-        const renewed = await bounded(renewal);
-        entry = 'joined';
+        const now = performance.now();
+        if (now >= deadline) throw timedOut();
+        sentAt = now;
+        if (woke === 'nudged' || (woke === 'timer' && polls)) {
+          // A look without a write: polling, or the stream was reopened and may have missed news.
+          const seen = await send(() => this.deps.store.place(key, entry.token));
+          if (seen) {
+            place = seen;
+            continue;
+          }
+        }
+        entry.state = 'unknown';
+        const renewed = await send(() => this.deps.store.renew(key, entry.token, ttlMs));
+        entry.state = 'joined';
         if (renewed.renewed) {
           place = renewed;
         } else {
           // Our entry ran out (a long stall; the renewal dropped it): join again, at the back.
           waiting.stop();
-          token = newToken();
-          waiting = this.deps.waiters.wait(key, token);
-          place = await bounded(join());
+          entry.token = newToken();
+          entry.state = 'none';
+          waiting = this.deps.waiters.wait(key, entry.token);
+          place = await this.join(request, entry, send);
         }
       }
     } catch (error) {
       // Any write of ours was sent before now, so our entry, if any, ends within ttlMs.
-      if (entry !== 'none') this.leaveInBackground(key, token, performance.now() + ttlMs, entry);
+      if (entry.state !== 'none') {
+        this.leaveInBackground(key, entry.token, performance.now() + ttlMs, entry.state);
+      }
       throw error;
     } finally {
       waiting.stop();
     }
   }
 
-  /**
-   * A {@link MongoLockHandle} for a hold: its lease keeper renews our entry and tells of a
-   * loss at the local deadline, its release leaves the line.
-   */
-  handleFor(hold: LineHold, lease: LineLeaseOptions): MongoLockHandle {
-    const leave = async (): Promise<ReleaseLeaseOutcome> =>
-      (await this.release(hold)) ? 'released' : 'lost';
-    return new MongoLockHandle({
-      held: [{ key: hold.key, owner: hold.token, fence: hold.fence }],
-      leaseEnd: hold.leaseEnd,
-      ttlMs: lease.ttlMs,
-      renew: lease.renew,
-      renewalIntervalRatio: lease.renewalIntervalRatio,
-      maxHoldMs: lease.maxHoldMs,
-      operations: {
-        renew: async (held, ttlMs) => {
-          const sentAt = performance.now();
-          const renewed = await renewInLine(
-            this.deps.collection,
-            held.key,
-            held.owner,
-            ttlMs,
-            this.deps.idleRetentionMs,
-          );
-          return renewed.renewed
-            ? { renewed: true, sentAt, remainingMs: renewed.remainingMs }
-            : { renewed: false, sentAt };
-        },
-        release: leave,
-        // In the background: a give-back that gets no reply leaves the entry to its lease.
-        giveBack: () => leave().catch(() => undefined),
-        ended: () => undefined,
-      },
-    });
+  /** Leaves the line: a release. False when our entry was no longer there (or dead). */
+  release(hold: Pick<LineHold, 'key' | 'token'>): Promise<boolean> {
+    return this.leave(hold.key, hold.token);
   }
 
-  /** Leaves the line: a release. */
-  release(hold: LineHold): Promise<boolean> {
-    return this.leave(hold.key, hold.token);
+  /** Renews a held entry: its new remaining lease, or undefined when it ended. */
+  async renew(
+    hold: Pick<LineHold, 'key' | 'token'>,
+    ttlMs: number,
+  ): Promise<{ remainingMs: number } | undefined> {
+    const renewed = await this.deps.store.renew(hold.key, hold.token, ttlMs);
+    return renewed.renewed && renewed.holds ? { remainingMs: renewed.remainingMs } : undefined;
+  }
+
+  /** Gives back a hold nobody will use: left in the background, retried till its lease ends. */
+  giveBack(hold: LineHold): void {
+    this.leaveInBackground(hold.key, hold.token, hold.leaseEnd, 'joined');
+  }
+
+  private async join(
+    request: LineAcquireRequest,
+    entry: LineEntryState,
+    send: <T>(command: () => Promise<T>) => Promise<T>,
+  ): Promise<LinePlace> {
+    const joinRequest = {
+      key: request.key,
+      token: entry.token,
+      holderId: this.deps.holderId,
+      ttlMs: request.ttlMs,
+      kind: request.kind,
+      onlyIfHolds: request.timeoutMs === 0,
+      ...(request.scope === undefined ? {} : { scope: request.scope }),
+    };
+    const join = () => {
+      entry.state = 'unknown';
+      return this.deps.store.join(joinRequest);
+    };
+    // A try (timeoutMs 0) is one attempt; a wait retries an unanswered join by its token.
+    const joined: JoinResult = request.timeoutMs === 0 ? await join() : await send(join);
+    entry.state = joined.joined ? 'joined' : 'none';
+    if (joined.joined) return joined;
+    if (joined.reason === 'kind') {
+      throw modeConflictError(request.key, modeRequestOf(request.kind), joined.inUse);
+    }
+    throw notAcquired(request, joined.holderId, joined.retryAfterMs);
+  }
+
+  /**
+   * `command`, sent again after a pause while MongoDB is unavailable and time remains: every
+   * command goes by our token, so a retry of one that landed finds its own work done.
+   */
+  private async tolerant<T>(command: () => Promise<T>, deadline: number): Promise<T> {
+    for (let delayMs = 50; ; delayMs = Math.min(delayMs * 2, 1_000)) {
+      try {
+        return await command();
+      } catch (error) {
+        if (!isStoreUnavailableError(error) || performance.now() + delayMs >= deadline) {
+          throw error;
+        }
+        await sleep(delayMs, false);
+      }
+    }
+  }
+
+  /** `write`, or the call's end first: its deadline (LockNotAcquiredError) or its abort. */
+  private async bounded<T>(
+    write: Promise<T>,
+    deadline: number,
+    request: LineAcquireRequest,
+    timedOut: () => LockNotAcquiredError,
+  ): Promise<T> {
+    write.catch(() => undefined);
+    const woke = await wakeUp({ heard: write.then(() => undefined) }, deadline, request.signal);
+    if (woke === 'timer') throw timedOut();
+    if (woke === 'aborted') throw request.signal?.reason;
+    return write;
   }
 
   /** Leaves the line by token; tells local waiters that now hold. */
   private async leave(key: string, token: string): Promise<boolean> {
-    const left = await leaveLine(this.deps.collection, key, token, this.deps.idleRetentionMs);
+    const left = await this.deps.store.leave(key, token);
     this.deps.waiters.heard(
       key,
       left.holders.map((entry) => entry.t),
     );
     return left.left;
-  }
-
-  private joinRequest(request: LineAcquireRequest, token: string): JoinRequest {
-    return {
-      key: request.key,
-      token,
-      holderId: this.deps.holderId,
-      ttlMs: request.ttlMs,
-      kind: request.kind,
-      onlyIfHolds: request.timeoutMs === 0,
-      idleRetentionMs: this.deps.idleRetentionMs,
-      ...(request.scope === undefined ? {} : { scope: request.scope }),
-    };
   }
 
   /**

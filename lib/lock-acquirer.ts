@@ -554,7 +554,7 @@ function isTransferable(options: ResolvedAcquireOptions): boolean {
 }
 
 /** A multi-key acquisition reports all its keys, with the blocking key's holder. */
-function withAllKeys(error: unknown, keys: string[], timeoutMs: number): unknown {
+export function withAllKeys(error: unknown, keys: string[], timeoutMs: number): unknown {
   if (!(error instanceof LockNotAcquiredError) || keys.length === 1) return error;
   return new LockNotAcquiredError(
     notAcquiredMessage(keys, timeoutMs, error.holderId, error.retryAfterMs),

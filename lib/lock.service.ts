@@ -43,7 +43,9 @@ import {
 import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from './options';
 import { LockStore } from './store/lock-store';
 import { listLocksQuery } from './store/list-locks';
+import type { LineStore } from './store/line/line-store';
 import { LockAcquirer } from './lock-acquirer';
+import { LineLocks } from './line-locks';
 import { linkAbortSignals } from './waiting/linked-abort-signal';
 import { LockChangeFeed } from './waiting/change-feed';
 import { readLockChange } from './waiting/lock-event';
@@ -83,6 +85,9 @@ export type LockStoreFactory = (
 /** Injection token of a {@link LockStoreFactory}. @internal */
 export const LOCK_STORE_FACTORY = Symbol('MONGO_LOCK:STORE_FACTORY');
 
+/** What answers `inspect`, `list`, `forceRelease` and `releaseScope`: either engine's store. */
+type OperatorStore = Pick<LineStore, 'inspect' | 'list' | 'forceRelease' | 'releaseScope'>;
+
 /**
  * Distributed locks on MongoDB: server-clock leases, fencing tokens, waits woken by one
  * change stream. Works inside Nest (inject it) and without (construct it, call `start()`,
@@ -100,6 +105,7 @@ export const LOCK_STORE_FACTORY = Symbol('MONGO_LOCK:STORE_FACTORY');
  * const total = await locks.withLock(`invoices:${month}`, (lock) => closeMonth(month, lock.fence));
  * await locks.close();
  */
+
 @Injectable()
 export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnApplicationShutdown {
   /** Written to the `holder` field of every lock this instance takes. */
@@ -117,6 +123,8 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   /** Aborted when shutdown begins: no new locks, no new waits. */
   private readonly closing = new AbortController();
   private store: LockStore | undefined;
+  /** Engine v2's locks on keys (module option `engine: 'v2'`), made at start. */
+  private lines: LineLocks | undefined;
   private starting: Promise<LockStore> | undefined;
   private draining: Promise<void> | undefined;
   private closed: Promise<void> | undefined;
@@ -299,7 +307,10 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     const enclosing = this.enclosingHandle(keyList, resolved.mode);
     // Re-entered: the outer call's lock, and its transaction if it has one.
     if (enclosing) return await fn(enclosing);
-    if (transaction) await requireTransactions(await this.ensureStarted());
+    if (transaction) {
+      if (this.options.engine === 'v2') throw notOnEngineV2('transaction');
+      await requireTransactions(await this.ensureStarted());
+    }
     const handle = await this.acquireKeys(keyList, resolved);
     const run = () => runWithHeldLock(this, handle, () => fn(handle));
     let result: T;
@@ -358,6 +369,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    * await firstValueFrom(locks.waitForRelease('migrations'));
    */
   waitForRelease(key: string): Observable<void> {
+    if (this.options.engine === 'v2') return this.lineReleased$(key);
     return this.waiting.released$(async () => {
       const validKey = validateLockKey(key);
       const store = await this.ensureStarted();
@@ -368,8 +380,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   /** The key's state by the server clock, or `null` if no document exists. Never the owner token. */
   async inspect(key: string): Promise<LockState | null> {
     const validKey = validateLockKey(key);
-    const store = await this.ensureStarted();
-    return store.inspect(validKey);
+    return (await this.operatorStore()).inspect(validKey);
   }
 
   /**
@@ -385,8 +396,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     options: { prefix?: string; after?: string; limit?: number } = {},
   ): Promise<LockState[]> {
     const query = listLocksQuery(options);
-    const store = await this.ensureStarted();
-    return store.list(query);
+    return (await this.operatorStore()).list(query);
   }
 
   /**
@@ -403,7 +413,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    */
   async forceRelease(key: string): Promise<LockHolderState[]> {
     const validKey = validateLockKey(key);
-    const store = await this.ensureStarted();
+    const store = await this.operatorStore();
     const endsAt = performance.now() + this.options.operationTimeoutMs;
     // The command first: a local holder's own give-back, sent before it, could hand the key to
     // a waiting process, whose grant the command would then free under it.
@@ -439,7 +449,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    */
   async releaseScope(scope: string): Promise<number> {
     const valid = scopeName(scope) as string;
-    const store = await this.ensureStarted();
+    const store = await this.operatorStore();
     const endsAt = performance.now() + this.options.operationTimeoutMs;
     // Holders here are told at once. The one command frees every lease of the scope, theirs
     // included, so the call waits for their give-backs only within the command's bound; one
@@ -525,6 +535,16 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     held: number;
   } {
     const stream = this.waiting.streamState;
+    if (this.lines) {
+      const open = this.lines.streamOpen;
+      return {
+        waiters: this.lines.waiting,
+        streamOpen: open,
+        streamEstablished: open,
+        streamsOpened: open ? 1 : 0,
+        held: this.held.size,
+      };
+    }
     return {
       waiters: this.waiting.waiterCount,
       streamOpen: stream.open,
@@ -545,6 +565,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
         error: (message: string) => this.logger.error(message),
       },
       started: async () => {
+        if (this.options.engine === 'v2') throw notOnEngineV2('Document locks');
         const store = await this.ensureStarted();
         if (!(store instanceof LockStore)) {
           throw new MongoLockError(
@@ -580,8 +601,13 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     this.store = this.storeFactory
       ? await this.storeFactory(this.options)
       : await LockStore.open(this.options);
+    if (this.options.engine === 'v2') {
+      if (!(this.store instanceof LockStore)) throw engineNeedsMongo();
+      this.lines = new LineLocks(this.store.lines(), this.held, this.options);
+      await this.lines.start();
+    }
     this.stopObservingLoad = this.telemetry.observeLoad(() => ({
-      waiters: this.waiting.waiterCount,
+      waiters: this.lines?.waiting ?? this.waiting.waiterCount,
       held: this.held.size,
       leading: this.leaderships.leading(),
     }));
@@ -602,7 +628,8 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
       this.ensureStarted().then(
         () => {
           if (unsubscribed) return;
-          unwatch = this.waiting.watchEvents((event) => subscriber.next(event));
+          const listener = (event: LockEvent) => subscriber.next(event);
+          unwatch = this.lines?.watchEvents(listener) ?? this.waiting.watchEvents(listener);
         },
         (error: unknown) => {
           if (!this.closing.signal.aborted) subscriber.error(error);
@@ -613,6 +640,37 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
         this.closing.signal.removeEventListener('abort', onClose);
         unwatch?.();
       };
+    });
+  }
+
+  /** The store of the operator commands: the engine's own collection. */
+  private async operatorStore(): Promise<OperatorStore> {
+    const store = await this.ensureStarted();
+    return this.lines?.store ?? store;
+  }
+
+  /** {@link waitForRelease} on engine v2's lines. */
+  private lineReleased$(key: string): Observable<void> {
+    return new Observable<void>((subscriber) => {
+      const cancel = new AbortController();
+      const linked = linkAbortSignals([cancel.signal, this.closing.signal]);
+      Promise.resolve()
+        .then(async () => {
+          const validKey = validateLockKey(key);
+          await this.ensureStarted();
+          await (this.lines as LineLocks).waitForRelease(validKey, linked.signal);
+        })
+        .finally(() => linked.unlink())
+        .then(
+          () => {
+            subscriber.next();
+            subscriber.complete();
+          },
+          (error: unknown) => {
+            if (!cancel.signal.aborted) subscriber.error(error);
+          },
+        );
+      return () => cancel.abort();
     });
   }
 
@@ -658,6 +716,11 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
         linked.unlink();
         throw error;
       }
+      if (this.lines) {
+        return this.lines.acquire(keys, options, linked.signal, startedAt).finally(() => {
+          linked.unlink();
+        });
+      }
       // Returned, not awaited: a suspended async function would keep its frame for the wait.
       return this.acquirer.acquireWon(store, keys, options, linked.signal, startedAt).then(
         ({ handle }) => {
@@ -698,6 +761,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
       );
     await Promise.all([
       this.waiting.close(),
+      this.lines?.close(),
       ...[...this.documentLocks.values()].map((locks) => locks.close()),
     ]);
     this.stopObservingLoad?.();
@@ -714,6 +778,22 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     if (this.holderIdRegistered) liveHolderIds.delete(this.holderId);
     this.holderIdRegistered = false;
   }
+}
+
+function engineNeedsMongo(): MongoLockError {
+  return new InvalidLockOptionsError(
+    "engine: 'v2' needs MongoDB: the in-memory store of MongoLockTestingModule runs engine 'v1'",
+    { option: 'engine' },
+  );
+}
+
+function notOnEngineV2(feature: string): MongoLockError {
+  return new InvalidLockOptionsError(
+    `${feature} needs engine 'v1' for now (engine: 'v2' is a preview)`,
+    {
+      option: 'engine',
+    },
+  );
 }
 
 /**

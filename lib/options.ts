@@ -35,6 +35,7 @@ export const LOCK_OPTION_DEFAULTS = {
   maxHoldMs: 10 * 60 * 1000,
   idleRetentionMs: 24 * 60 * 60 * 1000,
   ensureIndexes: true,
+  engine: 'v1',
   changeStreams: 'auto',
   localHandOff: true,
   streamIdleMs: 5_000,
@@ -61,6 +62,7 @@ export interface ResolvedLockModuleOptions {
   holderId: string;
   idleRetentionMs: number;
   ensureIndexes: boolean;
+  engine: 'v1' | 'v2';
   changeStreams: 'auto' | 'off';
   localHandOff: boolean;
   streamIdleMs: number;
@@ -183,6 +185,7 @@ const MODULE_OPTION_NAMES = Object.keys({
   holderId: true,
   idleRetentionMs: true,
   ensureIndexes: true,
+  engine: true,
   changeStreams: true,
   localHandOff: true,
   streamIdleMs: true,
@@ -270,6 +273,8 @@ export function resolveModuleOptions(options: MongoLockModuleOptions): ResolvedL
   if (changeStreams !== 'auto' && changeStreams !== 'off') {
     fail('changeStreams', "'auto' or 'off'", changeStreams);
   }
+  const engine = options.engine ?? d.engine;
+  if (engine !== 'v1' && engine !== 'v2') fail('engine', "'v1' or 'v2'", engine);
   return {
     ...connection(options),
     dbName: name('dbName', options.dbName, /[/\\. "$\0]/, 63),
@@ -306,6 +311,7 @@ export function resolveModuleOptions(options: MongoLockModuleOptions): ResolvedL
     ),
     ensureIndexes: boolean('ensureIndexes', options.ensureIndexes, d.ensureIndexes),
     localHandOff: boolean('localHandOff', options.localHandOff, d.localHandOff),
+    engine,
     changeStreams,
     streamIdleMs: integer('streamIdleMs', options.streamIdleMs, 0, MAX_TIMER_MS, d.streamIdleMs),
     pollIntervalMs,

@@ -3,6 +3,7 @@ import type { MongoClient } from 'mongodb';
 import { LineAcquirer } from '../../lib/line-acquirer';
 import type { LineDocument } from '../../lib/store/line/line-document';
 import { watchLines } from '../../lib/store/line/line-events';
+import { LineStore } from '../../lib/store/line/line-store';
 import { LineWaiters } from '../../lib/waiting/line-waiters';
 import type { BenchLock } from './bench-lock';
 
@@ -25,10 +26,9 @@ export async function createLineLock(connection: {
   );
   await watch.opened;
   const acquirer = new LineAcquirer({
-    collection,
+    store: new LineStore(collection, { operationTimeoutMs: 5_000, idleRetentionMs: 60_000 }),
     waiters,
     holderId,
-    idleRetentionMs: 60_000,
   });
   return {
     async acquire(key, timeoutMs) {

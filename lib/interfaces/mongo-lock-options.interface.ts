@@ -32,6 +32,13 @@ export interface MongoLockModuleOptions {
   idleRetentionMs?: number;
   /** Create the lock collection's indexes at start-up. Default `true`. */
   ensureIndexes?: boolean;
+  /**
+   * The lock protocol. `'v1'` (default): the lock collection as 0.1 writes it. `'v2'` (preview):
+   * ownership by position in each key's line, on the collection `<collectionName>_line`; every
+   * instance sharing locks must use the same engine (a v1 and a v2 instance do not exclude each
+   * other). Document locks and `transaction` need `'v1'` for now.
+   */
+  engine?: 'v1' | 'v2';
   /** `'auto'`: wait on a change stream where the server has them, else poll. `'off'`: always poll. Default `'auto'`. */
   changeStreams?: 'auto' | 'off';
   /**

@@ -12,7 +12,9 @@ import type { BoundedCommand } from './bounded-command';
 import { lockCollectionCommands } from './lease-commands';
 import type { ListLocksQuery } from './list-locks';
 import type { LeaseCommands } from './lease-commands';
-import { openLockCollection } from './lock-collection';
+import { openLeaseCollection, openLockCollection } from './lock-collection';
+import type { LineDocument } from './line/line-document';
+import { LineStore } from './line/line-store';
 import type { OpenLockChangeStreamOptions } from './lock-change-stream';
 import type { LockChangeStream } from './lock-document';
 import { isStoreUnavailableError, isUnreachableError, toStoreError } from './mongo-error-codes';
@@ -127,6 +129,8 @@ export class LockStore {
     }
   }
 
+  private lineStore: LineStore | undefined;
+
   constructor(
     readonly client: MongoClient,
     /** Whether the service created the client (and so must close it). */
@@ -145,8 +149,23 @@ export class LockStore {
     ),
   ) {}
 
-  ensureIndexes(): Promise<void> {
-    return this.commands.ensureIndexes();
+  async ensureIndexes(): Promise<void> {
+    await this.commands.ensureIndexes();
+    if (this.options.engine === 'v2') await this.lines().ensureIndexes();
+  }
+
+  /** Engine v2's lock collection, `<collectionName>_line` (module option `engine: 'v2'`). */
+  lines(): LineStore {
+    this.lineStore ??= new LineStore(
+      openLeaseCollection<LineDocument>(
+        this.client,
+        this.options.dbName,
+        `${this.options.collectionName}_line`,
+        this.options.operationTimeoutMs,
+      ),
+      this.options,
+    );
+    return this.lineStore;
   }
 
   /**

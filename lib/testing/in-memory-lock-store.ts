@@ -15,10 +15,10 @@ import type { InMemoryChangeLog } from './in-memory-change-log';
 import type { InMemoryAttemptReply, InMemoryLockCollection } from './in-memory-lock-collection';
 
 /**
- * Everything `LockStore` offers its service. `client` and `ownsClient` are left out: only
+ * Everything `LockStore` offers its service. `client`, `ownsClient` and engine v2's `lines` are left out: only
  * `LockStore` itself reads them. A change to the store's public contract fails to compile here.
  */
-export type LockStoreContract = Omit<LockStore, 'client' | 'ownsClient'>;
+export type LockStoreContract = Omit<LockStore, 'client' | 'ownsClient' | 'lines'>;
 
 const idOf = (key: string, owner: string) => `${owner}\0${key}`;
 

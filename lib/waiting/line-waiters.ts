@@ -5,6 +5,12 @@
  */
 export class LineWaiters {
   private readonly byKey = new Map<string, Map<string, () => void>>();
+  private nudge!: () => void;
+  /**
+   * Settles when every waiter should look at its place again: news may have been missed (the
+   * change stream failed or was reopened, or gave way to polling).
+   */
+  nudged: Promise<void> = this.nextNudge();
 
   /** Resolves when `entry` is heard to hold `key`; `stop()` forgets it. */
   wait(key: string, entry: string): { heard: Promise<void>; stop: () => void } {
@@ -27,6 +33,24 @@ export class LineWaiters {
     const waiters = this.byKey.get(key);
     if (!waiters) return;
     for (const entry of holders) waiters.get(entry)?.();
+  }
+
+  /** Wakes every waiter to look at its place again (see {@link nudged}). */
+  lookAgain(): void {
+    const nudge = this.nudge;
+    this.nudged = this.nextNudge();
+    nudge();
+  }
+
+  /** Callers waiting here, on every key. */
+  get size(): number {
+    let count = 0;
+    for (const waiters of this.byKey.values()) count += waiters.size;
+    return count;
+  }
+
+  private nextNudge(): Promise<void> {
+    return new Promise<void>((resolve) => (this.nudge = resolve));
   }
 
   /** Keys with callers waiting here. */

@@ -46,6 +46,8 @@ export class LockTestKit {
       ...(extra.client ? {} : { uri: this.mongo.uri }),
       dbName: this.mongo.dbName,
       collectionName: this.collectionName,
+      // LOCK_ENGINE=v2 runs a suite on engine v2 (see docs/engine-v2.md, "Testing").
+      ...(process.env.LOCK_ENGINE === 'v2' ? { engine: 'v2' as const } : {}),
       ...extra,
     };
   }

@@ -9,10 +9,12 @@ import type { LineDocument } from '../../lib/store/line/line-document';
 import { watchLines } from '../../lib/store/line/line-events';
 import { RENEW_PIPELINE } from '../../lib/store/line/line-pipelines';
 import type { LineWatch } from '../../lib/store/line/line-events';
+import { LineStore } from '../../lib/store/line/line-store';
 import { LineWaiters } from '../../lib/waiting/line-waiters';
 import { LockTestKit } from '../lock-service/lock-test-kit';
 
 const kit = LockTestKit.forSuite();
+const settings = { operationTimeoutMs: 5_000, idleRetentionMs: 60_000 };
 const streams: LineWatch[] = [];
 
 afterEach(async () => {
@@ -34,10 +36,9 @@ async function service(name: string, watch = true) {
     await stream.opened;
   }
   const acquirer = new LineAcquirer({
-    collection,
+    store: new LineStore(collection, settings),
     waiters,
     holderId: name,
-    idleRetentionMs: 60_000,
   });
   return { acquirer, collection, waiters };
 }
@@ -152,38 +153,6 @@ it('callers of two services take turns without overlap, in fence order', async (
   }
 });
 
-describe('holds as LockHandles', () => {
-  const lease = { ttlMs: 1_000, renew: true, renewalIntervalRatio: 1 / 3, maxHoldMs: 60_000 };
-  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-  it('is renewed past its lease, and its release hands the key to the next in line', async () => {
-    const a = await service('a');
-    const b = await service('b');
-    const handle = a.acquirer.handleFor(
-      await a.acquirer.acquire(request('h', { ttlMs: 1_000 })),
-      lease,
-    );
-    await sleep(1_500);
-    expect(handle.signal.aborted).toBe(false);
-    const waiting = b.acquirer.acquire(request('h', { ttlMs: 1_000, timeoutMs: 5_000 }));
-    await sleep(100);
-    await handle.release();
-    expect((await waiting).fence).toBeGreaterThan(handle.fence);
-  });
-
-  it('is told of a loss by its next renewal when its entry is gone', async () => {
-    const a = await service('a', false);
-    const handle = a.acquirer.handleFor(
-      await a.acquirer.acquire(request('gone', { ttlMs: 1_000 })),
-      lease,
-    );
-    await a.collection.updateOne({ _id: 'gone' }, { $set: { line: [] } });
-    const told = new Promise((resolve) => handle.signal.addEventListener('abort', resolve));
-    await expect(Promise.race([told.then(() => 'told'), sleep(1_500)])).resolves.toBe('told');
-    await expect(handle.release()).rejects.toMatchObject({ name: 'LockLostError' });
-  });
-});
-
 it("routes a release's event to the process its entry leads to (everyone for shared)", async () => {
   const a = await service('a');
   const b = await service('b');
@@ -284,10 +253,9 @@ it('a wait ends at its deadline even while its renewal gets no answer', async ()
     },
   });
   const acquirer = new LineAcquirer({
-    collection: silent,
+    store: new LineStore(silent, settings),
     waiters: new LineWaiters(),
     holderId: 'b',
-    idleRetentionMs: 60_000,
   });
   await a.acquirer.acquire(request('silent'));
   const startedAt = performance.now();

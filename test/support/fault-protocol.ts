@@ -172,8 +172,6 @@ export interface RecoverReport {
 export type WorkerOps = {
   start: [StartArgs, StartedInfo];
   contend: [ContendArgs, ContendStats];
-  /** `contend` through engine v2's line acquirer, on its own collection. */
-  contendLine: [ContendArgs, ContendStats];
   hold: [HoldArgs, HeldLock];
   release: [{ key: string }, { outcome: 'released' | 'lost' }];
   waitForLoss: [{ key: string; timeoutMs: number }, LossReport];

@@ -6,11 +6,6 @@ import { MongoClient } from 'mongodb';
 import type * as Library from '../../lib';
 import type * as HealthLibrary from '../../lib/health';
 import type { LockHandle, LockService } from '../../lib';
-import type * as LineAcquirerModule from '../../lib/line-acquirer';
-import type { LineAcquirer } from '../../lib/line-acquirer';
-import type { LineDocument } from '../../lib/store/line/line-document';
-import type * as LineEventsModule from '../../lib/store/line/line-events';
-import type * as LineWaitersModule from '../../lib/waiting/line-waiters';
 import { sharedClockMs, serveIpc } from '@nestjs-mongo-lock/process-harness';
 import {
   deadlineToRecord,
@@ -18,7 +13,6 @@ import {
   runContention,
   sharedDeadline,
   watchSignal,
-  type Contender,
   type SignalWatch,
 } from './fault-contention';
 import { CommandTally } from './fault-command-tally';
@@ -68,54 +62,9 @@ let tally: CommandTally | undefined;
 let resource: FencedResource | undefined;
 let label = `pid${process.pid}`;
 let dbName = '';
+let uri = '';
 const recorder = new EventRecorder();
 const held = new Map<string, HeldEntry>();
-
-/** Engine v2 (the line store and acquirer), on `<collection>_line`: built on first use. */
-let line: { acquirer: LineAcquirer; close(): Promise<void> } | undefined;
-let startArgs: StartArgs | undefined;
-
-async function lineEngine(): Promise<{ acquirer: LineAcquirer }> {
-  if (line) return line;
-  if (!startArgs) throw new Error('worker not started');
-  /* eslint-disable @typescript-eslint/no-require-imports -- the library under test: see libDir */
-  const { LineAcquirer: Acquirer } = require(
-    path.join(libDir, 'line-acquirer'),
-  ) as typeof LineAcquirerModule;
-  const { watchLines } = require(
-    path.join(libDir, 'store/line/line-events'),
-  ) as typeof LineEventsModule;
-  const { LineWaiters } = require(
-    path.join(libDir, 'waiting/line-waiters'),
-  ) as typeof LineWaitersModule;
-  /* eslint-enable @typescript-eslint/no-require-imports */
-  const lineClient = new MongoClient(startArgs.uri);
-  await lineClient.connect();
-  const collection = lineClient
-    .db(startArgs.dbName)
-    .collection<LineDocument>(`${startArgs.collectionName}_line`, {
-      writeConcern: { w: 'majority' },
-    });
-  const waiters = new LineWaiters();
-  const watch = watchLines(collection, requireService().holderId, (change) =>
-    waiters.heard(change.key, change.holders),
-  );
-  await watch.opened;
-  const acquirer = new Acquirer({
-    collection,
-    waiters,
-    holderId: requireService().holderId,
-    idleRetentionMs: 60_000,
-  });
-  line = {
-    acquirer,
-    close: async () => {
-      await watch.close();
-      await lineClient.close();
-    },
-  };
-  return line;
-}
 
 function report(section: SectionRecord): void {
   ipc.emit({ type: 'section', section } satisfies WorkerEvent);
@@ -136,9 +85,9 @@ function requireHeld(key: string): HeldEntry {
 // (`LeadershipWorkerOps`) are served beside the suite's own.
 const ipc = serveIpc<WorkerOps & ModesWorkerOps & LeadershipWorkerOps>({
   async start(args: StartArgs) {
-    startArgs = args;
     label = args.label;
     dbName = args.dbName;
+    uri = args.uri;
     if (args.monitorCommands) {
       lockClient = new MongoClient(args.uri, { monitorCommands: true });
       tally = new CommandTally(lockClient, args.monitorCommands.slowMs);
@@ -160,24 +109,6 @@ const ipc = serveIpc<WorkerOps & ModesWorkerOps & LeadershipWorkerOps>({
 
   async contend(args) {
     return runContention(requireService(), args, label, report);
-  },
-
-  async contendLine(args) {
-    const { acquirer } = await lineEngine();
-    const contender: Contender = {
-      holderId: requireService().holderId,
-      acquire: async (key, { ttlMs, timeoutMs, renew }) => {
-        const kind = { mode: 'exclusive' } as const;
-        const hold = await acquirer.acquire({ key, kind, ttlMs, timeoutMs });
-        return acquirer.handleFor(hold, {
-          ttlMs,
-          renew,
-          renewalIntervalRatio: 1 / 3,
-          maxHoldMs: 600_000,
-        });
-      },
-    };
-    return runContention(contender, args, label, report);
   },
 
   // Mode options (`mode`, `permits`, `weight`, `scope`) are passed on when given.
@@ -236,7 +167,6 @@ const ipc = serveIpc<WorkerOps & ModesWorkerOps & LeadershipWorkerOps>({
   },
 
   async close() {
-    await line?.close();
     await service?.close();
     await lockClient?.close();
     if (client !== lockClient) await client?.close();
@@ -284,7 +214,7 @@ const ipc = serveIpc<WorkerOps & ModesWorkerOps & LeadershipWorkerOps>({
   ...leadershipHandlers({
     service: requireService,
     label: () => label,
-    uri: () => startArgs?.uri ?? '',
+    uri: () => uri,
     dbName: () => dbName,
     report,
   }),

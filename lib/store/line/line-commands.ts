@@ -3,6 +3,7 @@ import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error
 import { isDuplicateKeyError } from '../mongo-error-codes';
 import type { LineDocument, LineEntry, LineKind, LinePlace } from './line-document';
 import { holdersOf, liveEntries, placeOf } from './line-document';
+import type { KeyInUse } from '../lock-mode-errors';
 import {
   LEAVE_PIPELINE,
   LINE_CAPACITY,
@@ -94,6 +95,8 @@ export type JoinResult =
       /** The first holder's service, and until its lease ends by itself. */
       holderId: string | undefined;
       retryAfterMs: number | undefined;
+      /** How the key is in use now (for `kind`). */
+      inUse: KeyInUse;
     };
 
 export async function joinLine(
@@ -191,6 +194,10 @@ function decodeJoin(doc: LineReply, request: JoinRequest): JoinResult {
     reason: inOtherForm ? 'kind' : live.length >= LINE_CAPACITY ? 'full' : 'held',
     holderId: first?.h,
     retryAfterMs: first ? first.e.getTime() - doc.now.getTime() : undefined,
+    inUse: {
+      exclusiveLive: first !== undefined && first.m !== 's' && doc.permits === undefined,
+      permits: doc.permits ?? null,
+    },
   };
 }
 
@@ -238,4 +245,20 @@ export async function renewInLine(
   const place =
     after && placeOf(after, token, await timeOf(collection, key, after, { token, ttlMs }));
   return place ? { renewed: true, ...place } : { renewed: false };
+}
+
+/**
+ * Where our entry stands, read without a write: a waiter without change streams polls this.
+ * Undefined when the entry is gone or its lease has ended.
+ */
+export async function readPlace(
+  collection: LineCollection,
+  key: string,
+  token: string,
+): Promise<LinePlace | undefined> {
+  const doc = (await collection.findOne(
+    { _id: key },
+    { projection: LINE_REPLY },
+  )) as LineReply | null;
+  return doc ? placeOf(doc, token, doc.now) : undefined;
 }

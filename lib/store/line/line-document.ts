@@ -75,6 +75,8 @@ export interface LinePlace {
   ahead: number;
   /** Until the first lease ahead ends by itself (no write); 0 when it holds. */
   aheadEndsInMs: number;
+  /** The holder id of the first live entry (ours, when it holds). */
+  leaderId: string;
 }
 
 /** The live entries of `line` at server time `now`. */
@@ -96,6 +98,7 @@ export function placeOf(doc: LineDocument, token: string, now: Date): LinePlace 
     remainingMs: entry.e.getTime() - now.getTime(),
     ahead: index,
     aheadEndsInMs: holds ? 0 : Math.max(0, Math.min(...aheadEnds) - now.getTime()),
+    leaderId: live[0].h,
   };
 }
 

@@ -8,8 +8,7 @@ import { Expectations, sleep, type Scenario, type ScenarioOutcome } from './scen
 const ttlMs = 1000;
 
 /**
- * Engine v2 (the line store and acquirer, its holds as `LockHandle`s; not yet under
- * `LockService`) under the history checker: 3 processes × 4 workers on 2 keys, some holds
+ * Engine v2 (`LockService` with `engine: 'v2'`) under the history checker: 3 processes × 4 workers on 2 keys, some holds
  * longer than the lease, half of them renewed; one process is frozen past its lease with
  * SIGSTOP and thawed, another is killed with SIGKILL. No two protected intervals may overlap,
  * fences must grow, and the survivors must go on.
@@ -27,13 +26,17 @@ export async function runLineContentionScenario(
   const expect = new Expectations();
   try {
     const workers = await run.spawn(
-      ['v0', 'v1', 'v2'].map((label) => ({ label, libDir: options.libDir })),
+      ['v0', 'v1', 'v2'].map((label) => ({
+        label,
+        libDir: options.libDir,
+        options: { engine: 'v2' as const },
+      })),
     );
     const durationMs = options.durationMs ?? 12_000;
     const stopAt = sharedClockMs() + durationMs;
     const contending = workers.map((worker) =>
       worker.process
-        .call('contendLine', {
+        .call('contend', {
           keys: ['line:a', 'line:b'],
           workers: 4,
           ttlMs,

@@ -1,0 +1,243 @@
+import type { HeldLocks } from './held-locks';
+import { localLeaseEnd } from './lease-keeper';
+import { LineAcquirer } from './line-acquirer';
+import type { LineHold } from './line-acquirer';
+import { withAllKeys } from './lock-acquirer';
+import { MongoLockHandle } from './lock-handle';
+import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from './options';
+import type { LineKind } from './store/line/line-document';
+import type { LineWatch } from './store/line/line-events';
+import type { LineStore } from './store/line/line-store';
+import type { LockModeRequest } from './store/lock-modes';
+import { settlesWithin } from './util/timers';
+import { LineWaiters } from './waiting/line-waiters';
+import { LEASE_END_MARGIN_MS, pollDelayMs } from './waiting/wait-timing';
+import { Wakeup } from './waiting/wakeup';
+import type { LockEvent } from './interfaces/lock-state.interface';
+
+/**
+ * Locks on keys with engine v2 (module option `engine: 'v2'`): one entry per key in the key's
+ * line, keys taken one at a time in sorted order, all or nothing. Owns this process's waiters
+ * and the change stream that wakes them; hands out {@link MongoLockHandle}s kept in `held`.
+ */
+export class LineLocks {
+  private readonly waiters = new LineWaiters();
+  private readonly acquirer: LineAcquirer;
+  private watch: LineWatch | undefined;
+  /** Whether the change stream carries the lines' news; false: waiters poll. */
+  private streaming = false;
+  /** The `events$` stream, open while anyone listens. */
+  private eventWatch: LineWatch | undefined;
+  private readonly eventListeners = new Set<(event: LockEvent) => void>();
+
+  constructor(
+    readonly store: LineStore,
+    private readonly held: HeldLocks,
+    private readonly options: ResolvedLockModuleOptions,
+  ) {
+    this.acquirer = new LineAcquirer({
+      store,
+      waiters: this.waiters,
+      holderId: options.holderId,
+      polling: () =>
+        this.streaming
+          ? undefined
+          : { firstMs: options.pollIntervalMs, maxMs: options.maxPollIntervalMs },
+    });
+  }
+
+  /**
+   * Opens the change stream (unless `changeStreams: 'off'`), within one command's time: where
+   * the server has none (a standalone server), waiters poll.
+   */
+  async start(): Promise<void> {
+    if (this.options.changeStreams === 'off' || this.watch) return;
+    const watch = this.store.watch(
+      this.options.holderId,
+      (change) => {
+        if (!this.streaming) {
+          // Reopened: news from while it was down may have been missed.
+          this.streaming = true;
+          this.waiters.lookAgain();
+        }
+        this.waiters.heard(change.key, change.holders);
+      },
+      () => {
+        this.streaming = false;
+        this.waiters.lookAgain();
+      },
+    );
+    this.watch = watch;
+    await settlesWithin(watch.opened, this.options.operationTimeoutMs);
+    this.streaming = true;
+  }
+
+  /** Callers waiting in this process. */
+  get waiting(): number {
+    return this.waiters.size;
+  }
+
+  /** Whether waits are woken by the change stream now (else they poll). */
+  get streamOpen(): boolean {
+    return this.streaming;
+  }
+
+  async acquire(
+    keys: string[],
+    options: ResolvedAcquireOptions,
+    signal: AbortSignal,
+    startedAt: number,
+  ): Promise<MongoLockHandle> {
+    const deadline = startedAt + options.timeoutMs;
+    const holds: LineHold[] = [];
+    try {
+      for (;;) {
+        for (const key of keys.slice(holds.length)) {
+          holds.push(
+            await this.acquirer.acquire({
+              key,
+              kind: lineKind(options.mode),
+              ttlMs: options.ttlMs,
+              timeoutMs: options.timeoutMs,
+              deadline,
+              signal,
+              ...(options.scope === undefined ? {} : { scope: options.scope }),
+            }),
+          );
+        }
+        signal.throwIfAborted();
+        // Waiting for later keys may have run the earlier leases short: renewed before hand-out.
+        const lost = await this.refreshEarlier(holds, options.ttlMs);
+        if (lost === undefined) break;
+        // A stall outlived a lease before the lock was handed out: nothing was protected yet.
+        for (const hold of holds.splice(lost)) this.acquirer.giveBack(hold);
+      }
+    } catch (error) {
+      for (const hold of holds) this.acquirer.giveBack(hold);
+      throw withAllKeys(error, keys, options.timeoutMs);
+    }
+    return this.handleFor(holds, options);
+  }
+
+  /**
+   * Every acquisition, release and deletion on the collection while `listener` listens (one
+   * shared stream; none with `changeStreams: 'off'`).
+   */
+  watchEvents(listener: (event: LockEvent) => void): () => void {
+    this.eventListeners.add(listener);
+    if (!this.eventWatch && this.options.changeStreams !== 'off') {
+      this.eventWatch = this.store.watchEvents((event) => {
+        for (const each of [...this.eventListeners]) each(event);
+      });
+    }
+    return () => {
+      this.eventListeners.delete(listener);
+      if (this.eventListeners.size > 0 || !this.eventWatch) return;
+      this.eventWatch.close().catch(() => undefined);
+      this.eventWatch = undefined;
+    };
+  }
+
+  /**
+   * Resolves once `key` is free: looks again on each event of the key, when the last lease
+   * should end, and at the safety interval (or polls, without change streams). Takes no lock.
+   */
+  async waitForRelease(key: string, signal: AbortSignal): Promise<void> {
+    const wakeup = new Wakeup();
+    let heard = 0;
+    const onAbort = () => wakeup.wake();
+    signal.addEventListener('abort', onAbort, { once: true });
+    const unwatch = this.watchEvents((event) => {
+      if (event.key !== key) return;
+      heard += 1;
+      wakeup.wake();
+    });
+    try {
+      // Opened before the first look, so that no release after it goes unheard.
+      if (this.eventWatch)
+        await settlesWithin(this.eventWatch.opened, this.options.operationTimeoutMs);
+      for (let round = 0; ; round += 1) {
+        signal.throwIfAborted();
+        const heardBefore = heard;
+        const sentAt = performance.now();
+        const state = await this.store.inspect(key);
+        if (!state?.held) return;
+        const pollMs = this.streaming
+          ? this.options.safetyPollIntervalMs
+          : pollDelayMs(round, this.options);
+        const lookAt = Math.min(
+          sentAt + state.remainingMs + LEASE_END_MARGIN_MS,
+          performance.now() + pollMs,
+        );
+        if (heard === heardBefore) await wakeup.sleep(lookAt - performance.now());
+      }
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+      unwatch();
+    }
+  }
+
+  /** Closes the change streams; waits still running end on their own timers. */
+  async close(): Promise<void> {
+    this.streaming = false;
+    const events = this.eventWatch;
+    this.eventWatch = undefined;
+    this.eventListeners.clear();
+    await Promise.all([this.watch?.close(), events?.close()]);
+  }
+
+  /** The index of the first hold whose lease ended, after renewing those that ran short. */
+  private async refreshEarlier(holds: LineHold[], ttlMs: number): Promise<number | undefined> {
+    for (const [index, hold] of holds.entries()) {
+      if (hold.leaseEnd - performance.now() >= ttlMs / 2) continue;
+      const sentAt = performance.now();
+      const renewed = await this.acquirer.renew(hold, ttlMs);
+      if (!renewed) return index;
+      holds[index] = { ...hold, leaseEnd: localLeaseEnd(sentAt, renewed.remainingMs, ttlMs) };
+    }
+    return undefined;
+  }
+
+  private handleFor(holds: LineHold[], options: ResolvedAcquireOptions): MongoLockHandle {
+    const tokens = new Map(holds.map((hold) => [hold.key, hold]));
+    const holdOf = (key: string) => tokens.get(key) as LineHold;
+    const handle = new MongoLockHandle({
+      scope: options.scope,
+      mode: options.mode,
+      held: holds.map(({ key, token, fence }) => ({ key, owner: token, fence })),
+      leaseEnd: Math.min(...holds.map((hold) => hold.leaseEnd)),
+      ttlMs: options.ttlMs,
+      renew: options.renew,
+      renewalIntervalRatio: options.renewalIntervalRatio,
+      maxHoldMs: options.maxHoldMs ?? this.options.maxHoldMs,
+      operations: {
+        renew: async (held, ttlMs) => {
+          const sentAt = performance.now();
+          const renewed = await this.acquirer.renew(holdOf(held.key), ttlMs);
+          return renewed ? { renewed: true, sentAt, ...renewed } : { renewed: false, sentAt };
+        },
+        release: async (held) =>
+          (await this.acquirer.release(holdOf(held.key))) ? 'released' : 'lost',
+        giveBack: async (held) => {
+          try {
+            return (await this.acquirer.release(holdOf(held.key))) ? 'released' : 'lost';
+          } catch {
+            // No reply: left in the background, retried until its lease ends.
+            this.acquirer.giveBack(holdOf(held.key));
+            return undefined;
+          }
+        },
+        ended: () => undefined,
+      },
+    });
+    this.held.add(handle);
+    return handle;
+  }
+}
+
+/** What a request asks of a key's line. */
+function lineKind(mode: LockModeRequest): LineKind {
+  return mode.permits === undefined
+    ? { mode: mode.mode }
+    : { mode: 'permits', permits: mode.permits, weight: mode.weight };
+}

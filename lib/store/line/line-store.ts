@@ -1,0 +1,118 @@
+import { boundedCommand } from '../bounded-command';
+import { ensureLockIndexes } from '../ensure-indexes';
+import type { LockCollection } from '../lock-document';
+import type {
+  JoinRequest,
+  JoinResult,
+  LeaveResult,
+  LineCollection,
+  RenewResult,
+} from './line-commands';
+import { joinLine, leaveLine, readPlace, renewInLine } from './line-commands';
+import type { LockEvent, LockHolderState, LockState } from '../../interfaces/lock-state.interface';
+import type { ListLocksQuery } from '../list-locks';
+import {
+  forceReleaseLine,
+  inspectLine,
+  listLines,
+  releaseScopeInLines,
+  watchLineEvents,
+} from './line-admin';
+import type { LinePlace } from './line-document';
+import type { LineChange, LineWatch } from './line-events';
+import { watchLines } from './line-events';
+
+export interface LineStoreSettings {
+  /** The longest one command may take before the caller stops waiting for it. */
+  operationTimeoutMs: number;
+  /** How long an idle document stays after the last lease ends. */
+  idleRetentionMs: number;
+}
+
+/**
+ * Engine v2's lock collection: its commands, each bounded by the operation timeout (a command
+ * that times out fails with `LockStoreUnavailableError`; its outcome is unknown, and the
+ * caller retries by token), and its change stream. The only code that sends them.
+ */
+export class LineStore {
+  constructor(
+    readonly collection: LineCollection,
+    private readonly settings: LineStoreSettings,
+  ) {}
+
+  /**
+   * The `gcAt` TTL index, as the v1 collection has, and one on the entries' scopes, so that
+   * `releaseScope` reads only the documents of its scope.
+   */
+  async ensureIndexes(): Promise<void> {
+    await ensureLockIndexes(this.collection as unknown as LockCollection);
+    await this.collection.createIndexes([
+      { key: { 'line.sc': 1 }, name: 'line_scope', sparse: true },
+    ]);
+  }
+
+  join(request: Omit<JoinRequest, 'idleRetentionMs'>): Promise<JoinResult> {
+    const full = { ...request, idleRetentionMs: this.settings.idleRetentionMs };
+    return this.send('acquire', () => joinLine(this.collection, full));
+  }
+
+  leave(key: string, token: string): Promise<LeaveResult> {
+    return this.send('release', () =>
+      leaveLine(this.collection, key, token, this.settings.idleRetentionMs),
+    );
+  }
+
+  renew(key: string, token: string, ttlMs: number): Promise<RenewResult> {
+    return this.send('renew', () =>
+      renewInLine(this.collection, key, token, ttlMs, this.settings.idleRetentionMs),
+    );
+  }
+
+  /** Where `token`'s entry stands, by a read (polling without change streams). */
+  place(key: string, token: string): Promise<LinePlace | undefined> {
+    return this.send('poll', () => readPlace(this.collection, key, token));
+  }
+
+  inspect(key: string): Promise<LockState | null> {
+    return this.send('inspect', () => inspectLine(this.collection, key));
+  }
+
+  list(query: ListLocksQuery): Promise<LockState[]> {
+    return this.send('list', () => listLines(this.collection, query));
+  }
+
+  /** Frees `key` whoever holds it; the holders removed (see `forceReleaseLine`). */
+  forceRelease(key: string): Promise<LockHolderState[]> {
+    return this.send('forceRelease', () =>
+      forceReleaseLine(this.collection, key, this.settings.idleRetentionMs),
+    );
+  }
+
+  /** Removes every entry of `scope`; how many of them held (see `releaseScopeInLines`). */
+  releaseScope(scope: string): Promise<number> {
+    return this.send('releaseScope', () =>
+      releaseScopeInLines(this.collection, scope, this.settings.idleRetentionMs),
+    );
+  }
+
+  /** Every acquisition, release and deletion on the collection, for `events$`. */
+  watchEvents(
+    onEvent: (event: LockEvent) => void,
+    onFailure?: (error: unknown) => void,
+  ): LineWatch {
+    return watchLineEvents(this.collection, onEvent, onFailure);
+  }
+
+  /** The changes that may make an entry of `holderId`'s process holder. */
+  watch(
+    holderId: string,
+    onChange: (change: LineChange) => void,
+    onFailure?: (error: unknown) => void,
+  ): LineWatch {
+    return watchLines(this.collection, holderId, onChange, onFailure);
+  }
+
+  private send<T>(command: string, run: () => Promise<T>) {
+    return boundedCommand(command, this.settings.operationTimeoutMs, run).result;
+  }
+}

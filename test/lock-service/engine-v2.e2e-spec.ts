@@ -1,0 +1,167 @@
+import { firstValueFrom } from 'rxjs';
+import { filter, take, toArray } from 'rxjs/operators';
+import { InvalidLockOptionsError, LockLostError, LockNotAcquiredError } from '../../lib/errors';
+import type { LockService } from '../../lib';
+import { LockTestKit, eventually, sleep } from './lock-test-kit';
+
+jest.setTimeout(60_000);
+
+/**
+ * `LockService` on engine v2 (`engine: 'v2'`): the public API over the key's line, in the
+ * collection `<collectionName>_line`. Raw writes here play another instance or an operator.
+ */
+describe('LockService on engine v2', () => {
+  const kit = LockTestKit.forSuite();
+  const v2 = (extra: Parameters<LockTestKit['service']>[0] = {}) =>
+    kit.service({ engine: 'v2', ...extra });
+  const lines = async () =>
+    (await kit.client()).db(kit.mongo.dbName).collection(`${kit.collectionName}_line`);
+
+  it('keeps a held lock past its lease by renewal, and its release hands it to the next in line', async () => {
+    const a = await v2();
+    const b = await v2();
+    const handle = await a.acquire('renewed', { ttlMs: 1_000, renew: true });
+    await sleep(1_500);
+    expect(handle.signal.reason).toBeUndefined();
+    expect((await b.inspect('renewed'))?.holderId).toBe(a.holderId);
+    const next = b.acquire('renewed', { timeoutMs: 10_000 });
+    await eventually(async () => (await b.inspect('renewed'))?.waiting === 1);
+    await handle.release();
+    const taken = await next;
+    expect(taken.fence).toBeGreaterThan(handle.fence);
+    expect((await a.inspect('renewed'))?.holderId).toBe(b.holderId);
+    await taken.release();
+    expect((await a.inspect('renewed'))?.held).toBe(false);
+  });
+
+  it('tells a holder whose entry was removed at its next renewal, and never takes the key back', async () => {
+    const a = await v2();
+    const handle = await a.acquire('removed', { ttlMs: 3_000, renew: true });
+    await (await lines()).updateOne({ _id: 'removed' as never }, { $set: { line: [] } });
+    // Within a renewal interval (1 s), well before the lease would have run out by itself.
+    await eventually(() => handle.signal.aborted, 2_000);
+    expect(handle.signal.reason).toBeInstanceOf(LockLostError);
+    await expect(handle.release()).rejects.toBeInstanceOf(LockLostError);
+    expect((await a.inspect('removed'))?.held).toBe(false);
+  });
+
+  it('takes several keys all or nothing, names the holder on a timeout and leaves no entry', async () => {
+    const a = await v2();
+    const b = await v2();
+    const blocker = await b.acquire('m2');
+    const error = await a.acquire(['m1', 'm2', 'm3'], { timeoutMs: 300 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LockNotAcquiredError);
+    expect((error as LockNotAcquiredError).keys).toEqual(['m1', 'm2', 'm3']);
+    expect((error as LockNotAcquiredError).holderId).toBe(b.holderId);
+    await eventually(async () => (await a.inspect('m1'))?.held === false);
+    expect(await a.inspect('m3')).toBeNull();
+    expect((await a.inspect('m2'))?.waiting).toBe(0);
+    await blocker.release();
+    const all = await a.acquire(['m3', 'm1', 'm2'], { timeoutMs: 2_000 });
+    expect(all.keys).toEqual(['m1', 'm2', 'm3']);
+    await all.release();
+  });
+
+  it('runs readers together, a writer alone, and a semaphore up to its permits', async () => {
+    const a = await v2();
+    const b = await v2();
+    const r1 = await a.acquire('rw', { mode: 'shared' });
+    const r2 = await b.acquire('rw', { mode: 'shared', timeoutMs: 0 });
+    expect((await a.inspect('rw'))?.holders).toHaveLength(2);
+    const writer = b.acquire('rw', { timeoutMs: 10_000 });
+    await eventually(async () => (await a.inspect('rw'))?.waiting === 1);
+    await r1.release();
+    await sleep(200);
+    expect((await a.inspect('rw'))?.holders).toHaveLength(1);
+    await r2.release();
+    await (await writer).release();
+
+    const p1 = await a.acquire('sem', { permits: 2 });
+    const p2 = await b.acquire('sem', { permits: 2, timeoutMs: 0 });
+    await expect(a.tryAcquire('sem', { permits: 2 })).resolves.toBeNull();
+    await expect(a.acquire('sem', { permits: 3 })).rejects.toThrow(/semaphore of 2 permits/);
+    await expect(a.acquire('sem')).rejects.toBeInstanceOf(InvalidLockOptionsError);
+    await Promise.all([p1.release(), p2.release()]);
+  });
+
+  it('answers the operator commands and events$ from the lines', async () => {
+    const a = await v2();
+    const b = await v2();
+    const events = firstValueFrom(
+      a.events$.pipe(
+        filter((event) => event.key.startsWith('op:')),
+        take(2),
+        toArray(),
+      ),
+    );
+    await sleep(300);
+    const scoped = await b.acquire('op:1', { scope: 'job:7', ttlMs: 3_000, renew: true });
+    const local = await a.acquire('op:2');
+    expect((await a.list({ prefix: 'op:' })).map((state) => state.key)).toEqual(['op:1', 'op:2']);
+    expect(await events).toMatchObject([
+      { type: 'acquired', key: 'op:1', holderId: b.holderId, fence: scoped.fence },
+      { type: 'acquired', key: 'op:2', holderId: a.holderId, fence: local.fence },
+    ]);
+
+    // Elsewhere: told at the next renewal. Here: told at once.
+    await expect(a.releaseScope('job:7')).resolves.toBe(1);
+    await eventually(() => scoped.signal.aborted, 2_000);
+    const released = await a.forceRelease('op:2');
+    expect(released).toMatchObject([{ holderId: a.holderId, fence: local.fence }]);
+    expect(local.signal.reason).toBeInstanceOf(LockLostError);
+    expect((await b.inspect('op:2'))?.held).toBe(false);
+  });
+
+  it('waitForRelease emits when the holder releases, or when its lease runs out', async () => {
+    const a = await v2();
+    const b = await v2({ safetyPollIntervalMs: 600_000 });
+    const held = await a.acquire('watched');
+    let freed = false;
+    const released = firstValueFrom(b.waitForRelease('watched')).then(() => (freed = true));
+    await sleep(300);
+    expect(freed).toBe(false);
+    await held.release();
+    await released;
+
+    await a.acquire('expiring', { ttlMs: 1_000, renew: false });
+    const started = performance.now();
+    await firstValueFrom(b.waitForRelease('expiring'));
+    expect(performance.now() - started).toBeGreaterThan(700);
+    expect((await b.inspect('expiring'))?.held).toBe(false);
+  });
+
+  it('polls without change streams, and still serves a waiter', async () => {
+    const a = await v2({ changeStreams: 'off' });
+    const b = await v2({ changeStreams: 'off', pollIntervalMs: 20, maxPollIntervalMs: 100 });
+    const held = await a.acquire('polled');
+    const next = b.acquire('polled', { timeoutMs: 10_000 });
+    await sleep(300);
+    await held.release();
+    await (await next).release();
+    expect(b.diagnostics.streamOpen).toBe(false);
+  });
+
+  it('refuses what needs engine v1 with a clear error, and writes nothing', async () => {
+    const a: LockService = await v2();
+    await expect(a.withLock('tx', () => 1, { transaction: true })).rejects.toThrow(
+      /transaction needs engine 'v1'/,
+    );
+    await expect(a.documents('accounts').acquire('a1')).rejects.toThrow(
+      /Document locks needs engine 'v1'/,
+    );
+    expect(await a.inspect('tx')).toBeNull();
+  });
+
+  it('elects one leader at a time, the next after a resignation with a larger fence', async () => {
+    const a = await v2();
+    const b = await v2();
+    const first = await a.leadership('jobs', { ttlMs: 2_000 }).campaign();
+    const second = b.leadership('jobs', { ttlMs: 2_000 }).campaign();
+    await sleep(300);
+    expect(b.leadership('jobs').isLeader).toBe(false);
+    await first.resign();
+    const term = await second;
+    expect(term.fence).toBeGreaterThan(first.fence);
+    expect(first.signal.aborted).toBe(true);
+  });
+});
