@@ -12,8 +12,7 @@ import { MongoClient } from 'mongodb';
 import type { Collection, CommandStartedEvent } from 'mongodb';
 import type { DocumentLocks } from '../lib/documents/document-locks';
 import { LockService } from '../lib/lock.service';
-import { repoRoot, startBenchServer } from './support/bench-process';
-import { uriWithDatabase } from './support/bench-protocol';
+import { repoRoot, startBenchServer, uriWithDatabase } from './support/bench-process';
 import { describeMachine } from './support/machine';
 import { round, summarize, type LatencySummary } from './support/stats';
 

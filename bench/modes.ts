@@ -5,7 +5,7 @@
 //      reservation a waiting exclusive holder keeps), and what the readers keep doing meanwhile;
 //   3. a semaphore of 4 permits: narrow holders (weight 1), holders at once never above 4, and a
 //      wide request (weight 3) amid them, its waits.
-// Each worker process has one LockService on its own client (bench/modes-worker.ts). Writes
+// Each worker process has one LockService on its own client (bench/workers/mode-loops.ts). Writes
 // bench/results/modes-latest.json and modes-latest.md, and prints the Markdown. Durations and
 // sizes can be changed with BENCH_MODES_* variables (see `modesSettings`); BENCH_MODES_PARKED=1
 // keeps the writer's change stream open between its waits (a parked waiter on another key), to
@@ -16,8 +16,8 @@ import * as path from 'node:path';
 import { MongoClient } from 'mongodb';
 import type { LockDocument } from '../lib/store/lock-document';
 import { sharedClockMs } from '../packages/process-harness/clock';
-import type { ModeLoopArgs, ModeLoopResult, ModeOps } from './modes-protocol';
-import { BenchChild, repoRoot, startBenchServer } from './support/bench-process';
+import { repoRoot, startBenchServer } from './support/bench-process';
+import { startModeWorkers, stopWorkers, type BenchWorker } from './support/bench-worker';
 import { describeMachine } from './support/machine';
 import {
   concurrency,
@@ -32,6 +32,7 @@ import {
 } from './support/modes-analysis';
 import { renderModesMarkdown } from './support/modes-markdown';
 import { summarize, type LatencySummary } from './support/stats';
+import type { ModeLoopArgs, ModeLoopResult } from './worker-protocol';
 
 const env = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
 
@@ -60,8 +61,6 @@ export const modesSettings = {
   /** BENCH_MODES_PARKED=1: the writer's process keeps its change stream open between waits. */
   parkedRequesterStream: process.env.BENCH_MODES_PARKED === '1',
 };
-
-type ModeChild = BenchChild<ModeOps>;
 
 export interface PhaseResult {
   name: string;
@@ -108,25 +107,6 @@ function log(message: string): void {
   process.stderr.write(`[bench:modes] ${message}\n`);
 }
 
-async function startChildren(
-  count: number,
-  label: string,
-  uri: string,
-  dbName: string,
-  parkedWaiter = false,
-) {
-  return Promise.all(
-    Array.from({ length: count }, async (_, index) => {
-      const child: ModeChild = new BenchChild<ModeOps>(
-        'bench/modes-worker.ts',
-        `${label}#${index}`,
-      );
-      await child.call('start', { uri, dbName, parkedWaiter });
-      return child;
-    }),
-  );
-}
-
 type LoopSpec = Omit<ModeLoopArgs, 'startAt' | 'durationMs'>;
 
 /**
@@ -134,12 +114,12 @@ type LoopSpec = Omit<ModeLoopArgs, 'startAt' | 'durationMs'>;
  * children without a spec stay idle.
  */
 async function runTogether(
-  runs: { child: ModeChild; spec: LoopSpec }[],
+  runs: { child: BenchWorker; spec: LoopSpec }[],
   durationMs: number,
 ): Promise<{ window: Window; results: ModeLoopResult[] }> {
   const startAt = sharedClockMs() + 500;
   const results = await Promise.all(
-    runs.map(({ child, spec }) => child.call('loop', { ...spec, startAt, durationMs })),
+    runs.map(({ child, spec }) => child.call('modeLoop', { ...spec, startAt, durationMs })),
   );
   return { window: { startAt, endAt: startAt + durationMs }, results };
 }
@@ -243,14 +223,18 @@ async function main(): Promise<void> {
   log(`server ${server.kind} at ${server.uri}`);
   const dbName = `bench_modes_${Date.now()}`;
   const reference = new MongoClient(server.uri);
-  let stream: ModeChild[] = [];
-  let solo: ModeChild[] = [];
+  let stream: BenchWorker[] = [];
+  let solo: BenchWorker[] = [];
   const problems: string[] = [];
   try {
     await reference.connect();
     [stream, solo] = await Promise.all([
-      startChildren(s.processes, 'stream', server.uri, dbName),
-      startChildren(1, 'solo', server.uri, dbName, s.parkedRequesterStream),
+      startModeWorkers(s.processes, 'stream', { uri: server.uri, dbName }),
+      startModeWorkers(1, 'solo', {
+        uri: server.uri,
+        dbName,
+        parkedWaiter: s.parkedRequesterStream,
+      }),
     ]);
     const pingStart = await measurePing(reference, 200);
     log(`ping p50 ${pingStart.p50} ms`);
@@ -453,7 +437,7 @@ async function main(): Promise<void> {
     }
     log(`done in ${Math.round(results.durationMs / 1000)} s`);
   } finally {
-    await Promise.all([...stream, ...solo].map((child) => child.stop('close')));
+    await stopWorkers([...stream, ...solo]);
     await reference.close();
     await server.stop();
   }

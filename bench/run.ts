@@ -4,7 +4,7 @@
 // and run with plain node. Writes bench/results/latest.json, latest.md and the SVG chart.
 import { comparedVariants, variantNames, type VariantName } from './adapters/bench-lock';
 import { startBenchServer } from './support/bench-process';
-import { spawnBenchWorkers, stopBenchWorkers, useVariant } from './support/bench-workers';
+import { startVariantWorkers, stopWorkers, useVariant } from './support/bench-worker';
 import { describeMachine } from './support/machine';
 import { writeReports, type BenchResults, type VariantResult } from './support/report';
 import { countAbove, rotated, round, summarize } from './support/stats';
@@ -79,7 +79,7 @@ async function main(): Promise<void> {
   const variants = [...comparedVariants];
   try {
     const workers = await timed('starting worker processes', () =>
-      spawnBenchWorkers(variants, settings.processes, { uri: server.uri, dbName: 'bench' }),
+      startVariantWorkers(variants, settings.processes, { uri: server.uri, dbName: 'bench' }),
     );
     const roundTrips = new Map<VariantName, RoundTripResult>();
     const handoffSamples = new Map<VariantName, number[]>(variants.map((v) => [v, []]));
@@ -137,7 +137,7 @@ async function main(): Promise<void> {
       });
       pingAtEnd = await measurePing(workers[1], 300);
     } finally {
-      await stopBenchWorkers(workers);
+      await stopWorkers(workers);
     }
 
     const ping = summarize(pingSamples);

@@ -1,5 +1,5 @@
 import type { VariantName } from '../adapters/bench-lock';
-import { spawnBenchWorkers, stopBenchWorkers, useVariant } from '../support/bench-workers';
+import { startVariantWorkers, stopWorkers, useVariant } from '../support/bench-worker';
 import { commandsPerSection, rotated } from '../support/stats';
 import { combineThroughput, measureThroughput, type ThroughputResult } from './throughput';
 
@@ -52,7 +52,7 @@ export async function measureContention(
   const rows: ContentionRow[] = [];
   for (const shape of options.shapes) {
     const { processes, workersPerProcess } = shape;
-    const workers = await spawnBenchWorkers(options.variants, processes, {
+    const workers = await startVariantWorkers(options.variants, processes, {
       uri,
       dbName: `bench_${processes}x${workersPerProcess}`,
     });
@@ -85,7 +85,7 @@ export async function measureContention(
         );
       }
     } finally {
-      await stopBenchWorkers(workers);
+      await stopWorkers(workers);
     }
   }
   return rows;

@@ -1,6 +1,6 @@
 // Reading the section records of `npm run bench:modes`: throughput in a window, holders at once
 // (laid side by side on the shared clock), waits, and overtakes of a waiting requester.
-import type { ModeLoopResult, SectionRecord } from '../modes-protocol';
+import type { ModeLoopResult, SectionRecord } from '../worker-protocol';
 import { round, summarize, type LatencySummary } from './stats';
 
 export interface Window {
