@@ -1,248 +1,122 @@
-// `npm run bench`: every comparison side by side in one run, on one server, so ratios hold
-// on a noisy machine. The variants take turns (interleaved, repeated rounds) so that load on
-// the machine falls on all of them alike. Compiled to .bench-build/ first (tsconfig.bench.json)
-// and run with plain node. Writes bench/results/latest.json, latest.md and the SVG chart.
-import { comparedVariants, variantNames, type VariantName } from './adapters/bench-lock';
+// `npm run bench`: the one entry point of the benchmarks. npm compiles them to .bench-build/
+// first (tsconfig.bench.json) and runs them with plain node, so that no process pays ts-node's
+// compile time and memory during a measurement.
+//
+//   npm run bench                                the main suite, the one BENCHMARKS.md reports
+//   npm run bench -- --suite=modes               another suite (--suite=modes,contention: both)
+//   BENCH_SUITES=modes,contention npm run bench  the same from the environment (--suite wins)
+//   npm run bench -- --suite=all                 every suite, in the order of `suites` below
+//   npm run bench -- --help                      the suites and what each writes
+//
+// Each suite runs against a server of its own, started for it and stopped after it: MONGODB_URI
+// if set, else the offline MongoDB test server in its own process. Each suite's file names the
+// BENCH_* variables that shorten it. The run exits with 1 if a suite failed or found a problem.
 import { startBenchServer } from './support/bench-process';
-import { spawnBenchWorkers, stopBenchWorkers, useVariant } from './support/bench-workers';
-import { describeMachine } from './support/machine';
-import { writeReports, type BenchResults, type VariantResult } from './support/report';
-import { countAbove, rotated, round, summarize } from './support/stats';
-import { measureCommandSizes } from './suites/command-sizes';
-import { measureContention, parseShapes } from './suites/contention';
-import {
-  measureEventFloor,
-  measureHandoff,
-  measurePing,
-  measurePingAfterIdle,
-} from './suites/handoff';
-import { measureHttpOverhead } from './suites/http-overhead';
-import { countRoundTrips, type RoundTripResult } from './suites/round-trips';
-import { measureScale } from './suites/scale';
-import { combineThroughput, measureThroughput, type ThroughputResult } from './suites/throughput';
+import type { SuiteRun } from './support/suite';
+import { runContentionSuite } from './suites/contention';
+import { runDocumentsSuite } from './suites/documents';
+import { runMainSuite } from './suites/main';
+import { runModesSuite } from './suites/modes';
+import { runMongoSuite } from './suites/mongo';
 
-const env = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
+const suites = {
+  main: {
+    about: 'hand-off, throughput, shape matrix, command sizes, scale, HTTP: latest.md/json, SVG',
+    run: runMainSuite,
+  },
+  contention: { about: "the main suite's shape matrix alone: printed", run: runContentionSuite },
+  modes: {
+    about: 'shared, exclusive and semaphore locks under load: modes-latest.md/json',
+    run: runModesSuite,
+  },
+  documents: {
+    about: 'document locks against the lock collection: document-lock.json',
+    run: runDocumentsSuite,
+  },
+  mongo: { about: 'the MongoDB server under the library: mongo-latest.md', run: runMongoSuite },
+} satisfies Record<string, { about: string; run: SuiteRun }>;
+type SuiteName = keyof typeof suites;
+const suiteNames = Object.keys(suites) as SuiteName[];
 
-const settings = {
-  processes: 4,
-  workersPerProcess: 4,
-  /** Hand-off samples per variant, over `rounds` interleaved rounds. */
-  handoffSamples: env('BENCH_HANDOFF_SAMPLES', 500),
-  rounds: env('BENCH_ROUNDS', 10),
-  /** Pings per round, interleaved with the hand-offs: the reference round trip. */
-  pingsPerRound: 50,
-  /** Pings per round after an idle wait as long as a hand-off's, from each of the two workers. */
-  idlePingsPerRound: 15,
-  /** Change events per round between the two hand-off processes (`measureEventFloor`). */
-  eventFloorPerRound: 20,
-  /** A hand-off slower than this counts as a stall. */
-  stallMs: 50,
-  /** Contended time per variant in total, split into interleaved slices. */
-  throughputMs: env('BENCH_THROUGHPUT_MS', 8000),
-  throughputSlices: env('BENCH_THROUGHPUT_SLICES', 4),
-  criticalSectionMs: 1,
-  /** Run at the start of every contended slice and not counted (`ContendArgs.warmupMs`). */
-  warmupMs: env('BENCH_WARMUP_MS', 250),
-  /** Shape matrix: rounds × slice per variant and shape (named as the scan it replaced). */
-  contentionRounds: env('BENCH_CONTENTION_ROUNDS', 2),
-  contentionSliceMs: env('BENCH_CONTENTION_SLICE_MS', 1500),
-  scaleKeys: 1000,
-  waitersPerKey: 10,
-};
+const usage = [
+  'usage: npm run bench [-- --suite=NAME[,NAME...]]   (or BENCH_SUITES=NAME,...; default main)',
+  ...suiteNames.map((name) => `  ${name.padEnd(11)} ${suites[name].about}`),
+  `  ${'all'.padEnd(11)} every suite above, in this order`,
+  'Results go to bench/results/.',
+].join('\n');
 
-/** The shape matrix: P processes × W callers per process on one key (BENCH_SHAPES). */
-const shapes = parseShapes(process.env.BENCH_SHAPES ?? '2x1,1x2,2x2,4x1,4x4,8x1');
-const contentionVariants = (
-  process.env.BENCH_CONTENTION_VARIANTS ?? 'ours,ours-local-off,ours-v2,mongodash'
-)
-  .split(',')
-  .filter((v): v is VariantName => (variantNames as readonly string[]).includes(v));
+class UsageError extends Error {}
 
-function log(message: string): void {
-  process.stderr.write(`[bench] ${message}\n`);
-}
-
-async function timed<T>(what: string, work: () => Promise<T>): Promise<T> {
-  const startedAt = Date.now();
-  try {
-    return await work();
-  } finally {
-    log(`${what} took ${((Date.now() - startedAt) / 1000).toFixed(1)} s`);
+/** The suites asked for by `--suite` (else BENCH_SUITES, else main), each once, in order. */
+function selectedSuites(args: string[]): SuiteName[] {
+  let selection = process.env.BENCH_SUITES;
+  for (let i = 0; i < args.length; i++) {
+    const match = /^--suite(?:=(.*))?$/.exec(args[i]);
+    if (!match) throw new UsageError(`unknown argument ${JSON.stringify(args[i])}`);
+    selection = match[1] ?? args[++i];
+    if (selection === undefined) throw new UsageError('--suite needs a name');
   }
+  const names = (selection ?? 'main')
+    .split(',')
+    .map((name) => name.trim())
+    .filter(Boolean)
+    .flatMap((name) => (name === 'all' ? suiteNames : [name]));
+  for (const name of names) {
+    if (!(name in suites)) throw new UsageError(`no suite named ${JSON.stringify(name)}`);
+  }
+  return [...new Set(names as SuiteName[])];
 }
+
+/** The command recorded in a suite's results: the shortest one that runs it again. */
+const commandFor = (name: SuiteName) =>
+  name === 'main' ? 'npm run bench' : `npm run bench -- --suite=${name}`;
+
+const describeError = (error: unknown) =>
+  error instanceof Error ? (error.stack ?? error.message) : String(error);
 
 async function main(): Promise<void> {
-  const startedAt = new Date();
-  const loadAtStart = describeMachine().loadAverage;
-  const server = await startBenchServer();
-  log(`server ${server.kind} at ${server.uri}${server.pid ? ` (pid ${server.pid})` : ''}`);
-  const variants = [...comparedVariants];
-  try {
-    const workers = await timed('starting worker processes', () =>
-      spawnBenchWorkers(variants, settings.processes, { uri: server.uri, dbName: 'bench' }),
-    );
-    const roundTrips = new Map<VariantName, RoundTripResult>();
-    const handoffSamples = new Map<VariantName, number[]>(variants.map((v) => [v, []]));
-    const throughputSlices = new Map<VariantName, ThroughputResult[]>(variants.map((v) => [v, []]));
-    const pingSamples: number[] = [];
-    const idlePingSamples: number[] = [];
-    const eventFloorSamples: number[] = [];
-    let pingAtStart: number[];
-    let pingAtEnd: number[];
-    try {
-      pingAtStart = await measurePing(workers[1], 300);
-      for (const variant of variants) {
-        await useVariant(workers, variant);
-        roundTrips.set(variant, await countRoundTrips(workers[0]));
-      }
-      const perRound = Math.ceil(settings.handoffSamples / settings.rounds);
-      await timed('hand-off, interleaved', async () => {
-        for (let r = 0; r < settings.rounds; r++) {
-          pingSamples.push(...(await measurePing(workers[1], settings.pingsPerRound)));
-          for (const worker of workers.slice(0, 2)) {
-            idlePingSamples.push(
-              ...(await measurePingAfterIdle(worker, settings.idlePingsPerRound)),
-            );
-          }
-          eventFloorSamples.push(
-            ...(await measureEventFloor(workers[0], workers[1], settings.eventFloorPerRound)),
-          );
-          for (const variant of rotated(variants, r)) {
-            await useVariant(workers, variant);
-            const samples = await measureHandoff(workers[0], workers[1], {
-              samples: perRound,
-              warmup: r === 0 ? 5 : 2,
-            });
-            handoffSamples.get(variant)!.push(...samples);
-          }
-          log(`hand-off round ${r + 1}/${settings.rounds} done`);
-        }
-      });
-      const sliceMs = settings.throughputMs / settings.throughputSlices;
-      await timed('throughput, interleaved', async () => {
-        for (let r = 0; r < settings.throughputSlices; r++) {
-          for (const variant of rotated(variants, r)) {
-            await useVariant(workers, variant);
-            throughputSlices.get(variant)!.push(
-              await measureThroughput(workers, {
-                workersPerProcess: settings.workersPerProcess,
-                warmupMs: settings.warmupMs,
-                durationMs: sliceMs,
-                criticalSectionMs: settings.criticalSectionMs,
-                serverPid: server.pid,
-              }),
-            );
-          }
-        }
-      });
-      pingAtEnd = await measurePing(workers[1], 300);
-    } finally {
-      await stopBenchWorkers(workers);
-    }
-
-    const ping = summarize(pingSamples);
-    const pingAfterIdle = summarize(idlePingSamples);
-    const eventFloor = summarize(eventFloorSamples);
-    log(
-      `ping p50 ${round(ping.p50, 3)} ms (${ping.count} samples, interleaved); ` +
-        `after an idle wait ${round(pingAfterIdle.p50, 3)} ms (${pingAfterIdle.count}); ` +
-        `change-event floor ${round(eventFloor.p50, 3)} ms (${eventFloor.count})`,
-    );
-    const variantResults: VariantResult[] = variants.map((variant) => {
-      const samples = handoffSamples.get(variant)!;
-      const handoff = summarize(samples);
-      const throughput = combineThroughput(throughputSlices.get(variant)!);
-      log(
-        `${variant}: hand-off p50 ${round(handoff.p50)} ms (${round(handoff.p50 / ping.p50)} pings, ` +
-          `${round(handoff.p50 / pingAfterIdle.p50)} pings after idle), ` +
-          `p95 ${round(handoff.p95)}, p99 ${round(handoff.p99)}, ` +
-          `stalls > ${settings.stallMs} ms ${countAbove(samples, settings.stallMs)}; ` +
-          `${throughput.sectionsPerSecond} sections/s, ${throughput.commandsPerSection} commands/section, ` +
-          `${throughput.cpuPerSection.total} CPU µs/section`,
-      );
-      return {
-        variant,
-        roundTrips: roundTrips.get(variant)!,
-        handoff: {
-          ...handoff,
-          ratioP50ToPing: round(handoff.p50 / ping.p50),
-          ratioP99ToPing: round(handoff.p99 / ping.p50),
-          ratioP50ToPingAfterIdle: round(handoff.p50 / pingAfterIdle.p50),
-          ratioP50ToEventFloor: round(handoff.p50 / eventFloor.p50),
-          ratioP99ToEventFloor: round(handoff.p99 / eventFloor.p99),
-          stallsOverMs: settings.stallMs,
-          stalls: countAbove(samples, settings.stallMs),
-        },
-        handoffSamples: samples.map((x) => round(x, 3)),
-        throughput,
-      };
-    });
-
-    const contention = await timed('shape matrix', () =>
-      measureContention(
-        server.uri,
-        {
-          shapes,
-          variants: contentionVariants,
-          criticalSectionMs: settings.criticalSectionMs,
-          rounds: settings.contentionRounds,
-          sliceMs: settings.contentionSliceMs,
-          warmupMs: settings.warmupMs,
-          serverPid: server.pid,
-        },
-        log,
-      ),
-    ).catch((error: unknown) => ({ error: String(error) }));
-    const commandSizes = await timed('command sizes', () => measureCommandSizes(server.uri)).catch(
-      (error: unknown) => ({ error: String(error) }),
-    );
-
-    const scale = await timed('scale', () =>
-      measureScale(server.uri, settings.scaleKeys, settings.waitersPerKey),
-    ).catch((error: unknown) => ({ error: String(error) }));
-    log(`scale: ${JSON.stringify(scale)}`);
-    const httpOverhead = await timed('http', () => measureHttpOverhead(server.uri)).catch(
-      (error: unknown) => ({ error: String(error) }),
-    );
-
-    const results: BenchResults = {
-      command: 'npm run bench',
-      startedAt: startedAt.toISOString(),
-      durationMs: Date.now() - startedAt.getTime(),
-      machine: { ...describeMachine(), loadAverageAtStart: loadAtStart },
-      server: {
-        kind: server.kind,
-        description: serverDescription(server.kind),
-        cpuCounted: server.pid !== undefined,
-      },
-      settings,
-      ping,
-      pingAfterIdle,
-      eventFloor,
-      pingAtStart: summarize(pingAtStart),
-      pingAtEnd: summarize(pingAtEnd),
-      variants: variantResults,
-      contention,
-      commandSizes,
-      scale,
-      httpOverhead,
-    };
-    await writeReports(results);
-    log(`done in ${Math.round(results.durationMs / 1000)} s`);
-  } finally {
-    await server.stop();
+  const args = process.argv.slice(2);
+  if (args.includes('--help') || args.includes('-h')) {
+    process.stdout.write(`${usage}\n`);
+    return;
   }
-}
-
-function serverDescription(kind: string): string {
-  return kind === 'uri'
-    ? 'MONGODB_URI (a real deployment)'
-    : 'offline MongoDB test server (packages/mongo-offline, single-node replica set, own process)';
+  let names: SuiteName[];
+  try {
+    names = selectedSuites(args);
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    process.stderr.write(`${error.message}\n${usage}\n`);
+    process.exitCode = 2;
+    return;
+  }
+  const failed: string[] = [];
+  for (const name of names) {
+    const log = (message: string) => process.stderr.write(`[bench:${name}] ${message}\n`);
+    const startedAt = new Date();
+    try {
+      const server = await startBenchServer();
+      log(`server ${server.kind} at ${server.uri}${server.pid ? ` (pid ${server.pid})` : ''}`);
+      try {
+        const command = commandFor(name);
+        const problems = await suites[name].run({ server, command, startedAt, log });
+        if (problems.length) failed.push(name);
+      } finally {
+        await server.stop();
+      }
+    } catch (error) {
+      log(describeError(error));
+      failed.push(name);
+    }
+    log(`finished in ${Math.round((Date.now() - startedAt.getTime()) / 1000)} s`);
+  }
+  if (failed.length) {
+    process.stderr.write(`[bench] failed or found problems: ${failed.join(', ')}\n`);
+    // A failed suite may have left clients or processes behind that would keep node running.
+    process.exit(1);
+  }
 }
 
 main().catch((error: unknown) => {
-  process.stderr.write(
-    `${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
-  );
+  process.stderr.write(`${describeError(error)}\n`);
   process.exit(1);
 });

@@ -1,6 +1,9 @@
-import type { VariantName } from '../adapters/bench-lock';
-import { spawnBenchWorkers, stopBenchWorkers, useVariant } from '../support/bench-workers';
+// The shape matrix: measured within the main suite, and alone (`--suite=contention`) for quick
+// comparisons between commits.
+import { variantNames, type VariantName } from '../adapters/bench-lock';
+import { startVariantWorkers, stopWorkers, useVariant } from '../support/bench-worker';
 import { commandsPerSection, rotated } from '../support/stats';
+import type { SuiteContext } from '../support/suite';
 import { combineThroughput, measureThroughput, type ThroughputResult } from './throughput';
 
 /** P processes × W callers per process, all on one key. */
@@ -52,7 +55,7 @@ export async function measureContention(
   const rows: ContentionRow[] = [];
   for (const shape of options.shapes) {
     const { processes, workersPerProcess } = shape;
-    const workers = await spawnBenchWorkers(options.variants, processes, {
+    const workers = await startVariantWorkers(options.variants, processes, {
       uri,
       dbName: `bench_${processes}x${workersPerProcess}`,
     });
@@ -85,8 +88,51 @@ export async function measureContention(
         );
       }
     } finally {
-      await stopBenchWorkers(workers);
+      await stopWorkers(workers);
     }
   }
   return rows;
+}
+
+const list = (name: string, fallback: string) => (process.env[name] ?? fallback).split(',');
+
+/**
+ * The contention suite: the main suite's shape matrix alone, P processes × W callers on one
+ * key, the variants taking turns slice by slice, with commands and CPU (callers' processes and
+ * server) per section. Printed, not written. BENCH_SHAPES (P x W, e.g. 2x1,8x1), else
+ * BENCH_CONTENTION_PROCESSES (default 4) × BENCH_CONTENTION_WORKERS (callers per process, 4);
+ * BENCH_CONTENTION_ROUNDS (2), BENCH_CONTENTION_SLICE_MS (3000), BENCH_CONTENTION_VARIANTS
+ * (ours,mongodash).
+ */
+export async function runContentionSuite({ server }: SuiteContext): Promise<string[]> {
+  const callers = process.env.BENCH_CONTENTION_WORKERS ?? '4';
+  const shapes = parseShapes(
+    process.env.BENCH_SHAPES ??
+      list('BENCH_CONTENTION_PROCESSES', '4')
+        .map((p) => `${p}x${callers}`)
+        .join(','),
+  );
+  const rows = await measureContention(
+    server.uri,
+    {
+      shapes,
+      variants: list('BENCH_CONTENTION_VARIANTS', 'ours,mongodash').filter((v): v is VariantName =>
+        (variantNames as readonly string[]).includes(v),
+      ),
+      criticalSectionMs: 1,
+      rounds: Number(process.env.BENCH_CONTENTION_ROUNDS ?? 2),
+      sliceMs: Number(process.env.BENCH_CONTENTION_SLICE_MS ?? 3000),
+      warmupMs: Number(process.env.BENCH_WARMUP_MS ?? 250),
+      serverPid: server.pid,
+    },
+    (message) => process.stdout.write(`${message}\n`),
+  );
+  for (const row of rows) {
+    const { workers, server: serverCpu } = row.throughput.cpuPerSection;
+    process.stdout.write(
+      `${shapeLabel(row)} ${row.variant}: CPU µs/section in the callers' processes ${workers}, ` +
+        `in the server ${serverCpu ?? 'unknown'}\n`,
+    );
+  }
+  return [];
 }

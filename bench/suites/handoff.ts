@@ -1,4 +1,4 @@
-import type { BenchWorker } from '../support/bench-workers';
+import type { BenchWorker } from '../support/bench-worker';
 import { sleep } from '../support/stats';
 
 export interface HandoffOptions {

@@ -1,5 +1,5 @@
-import type { CommandCounts } from '../support/bench-protocol';
-import type { BenchWorker } from '../support/bench-workers';
+import type { CommandCounts } from '../worker-protocol';
+import type { BenchWorker } from '../support/bench-worker';
 
 export interface RoundTripResult {
   /** Commands sent to acquire a key never seen before (the lock document does not exist). */

@@ -1,5 +1,5 @@
-import type { ScaleOps, ScaleResult } from '../scale-worker';
-import { BenchChild } from '../support/bench-process';
+import { BenchWorker } from '../support/bench-worker';
+import type { ScaleResult } from '../worker-protocol';
 
 /** 10,000 waiters on 1,000 keys in one process: streams, attempts and memory per waiter. */
 export async function measureScale(
@@ -7,9 +7,9 @@ export async function measureScale(
   keys: number,
   waitersPerKey: number,
 ): Promise<ScaleResult> {
-  const worker = new BenchChild<ScaleOps>('bench/scale-worker.ts', 'scale', ['--expose-gc']);
+  const worker = new BenchWorker('scale', ['--expose-gc']);
   try {
-    return await worker.call('run', {
+    return await worker.call('scale', {
       uri,
       dbName: 'bench_scale',
       keys,

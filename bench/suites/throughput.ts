@@ -1,6 +1,6 @@
 import { sharedClockMs } from '../../packages/process-harness/clock';
 import { processCpuMicros } from '../support/bench-process';
-import type { BenchWorker } from '../support/bench-workers';
+import type { BenchWorker } from '../support/bench-worker';
 import { sleep } from '../support/stats';
 
 export interface ThroughputOptions {

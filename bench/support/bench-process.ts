@@ -1,9 +1,8 @@
-import { fork, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { createInterface } from 'node:readline';
-import type { OpMap } from '../../packages/process-harness/ipc';
 
 /**
  * `npm run bench` compiles the benchmarks to `.bench-build/` (tsconfig.bench.json) and runs
@@ -33,89 +32,12 @@ export function entryFor(sourcePath: string): string {
   return compiled ? file.replace(/\.ts$/, '.js') : file;
 }
 
-function nodeArgs(flags: string[] = []): { execArgv: string[]; env: NodeJS.ProcessEnv } {
+export function nodeArgs(flags: string[] = []): { execArgv: string[]; env: NodeJS.ProcessEnv } {
   if (compiled) return { execArgv: flags, env: { ...process.env } };
   return {
     execArgv: [...flags, '-r', 'ts-node/register/transpile-only'],
     env: { ...process.env, TS_NODE_PROJECT: path.join(repoRoot, 'tsconfig.jest.json') },
   };
-}
-
-type Reply =
-  | { type: 'reply'; id: number; ok: true; result: unknown }
-  | { type: 'reply'; id: number; ok: false; error: string; errorName: string };
-
-/**
- * A benchmark child process answering typed calls over IPC (the child side is
- * `serveIpc` of packages/process-harness/ipc.ts), started from compiled JS when the run is compiled.
- */
-export class BenchChild<Ops extends OpMap> {
-  readonly exited: Promise<void>;
-  private readonly pending = new Map<
-    number,
-    { resolve: (v: unknown) => void; reject: (e: Error) => void }
-  >();
-  private nextId = 1;
-  private readonly child: ChildProcess;
-
-  constructor(
-    sourcePath: string,
-    readonly label: string,
-    nodeFlags: string[] = [],
-  ) {
-    const { execArgv, env } = nodeArgs(nodeFlags);
-    this.child = fork(entryFor(sourcePath), [], {
-      cwd: repoRoot,
-      execArgv,
-      env,
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    });
-    this.child.on('message', (message: Reply | { type: 'event' }) => {
-      if (message.type !== 'reply') return;
-      const call = this.pending.get(message.id);
-      this.pending.delete(message.id);
-      if (!call) return;
-      if (message.ok) call.resolve(message.result);
-      else call.reject(new Error(`${label}: ${message.error}`));
-    });
-    this.exited = once(this.child, 'exit').then(() => {
-      for (const call of this.pending.values()) call.reject(new Error(`${label} exited`));
-      this.pending.clear();
-    });
-  }
-
-  get pid(): number {
-    return this.child.pid ?? -1;
-  }
-
-  call<K extends keyof Ops & string>(op: K, args: Ops[K][0]): Promise<Ops[K][1]> {
-    const id = this.nextId++;
-    return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      this.child.send({ id, op, args }, (error) => {
-        if (!error) return;
-        this.pending.delete(id);
-        reject(error);
-      });
-    });
-  }
-
-  /** Runs `closeOp` if the child still answers (5 s at most), then makes sure it is gone. */
-  async stop(closeOp?: keyof Ops & string): Promise<void> {
-    const alive = () => this.child.exitCode === null && this.child.signalCode === null;
-    if (alive() && closeOp) {
-      let giveUp: NodeJS.Timeout | undefined;
-      await Promise.race([
-        this.call(closeOp, {}).catch(() => undefined),
-        new Promise((resolve) => (giveUp = setTimeout(resolve, 5000))),
-      ]);
-      clearTimeout(giveUp);
-    }
-    if (this.child.connected) this.child.disconnect();
-    const timer = setTimeout(() => alive() && this.child.kill('SIGKILL'), 3000);
-    await this.exited;
-    clearTimeout(timer);
-  }
 }
 
 export interface BenchServer {
@@ -188,4 +110,11 @@ export function processCpuMicros(pid: number | undefined): number | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** `uri` with its path set to `dbName` (mongodash takes the database from the URI). */
+export function uriWithDatabase(uri: string, dbName: string): string {
+  const url = new URL(uri);
+  url.pathname = `/${dbName}`;
+  return url.toString();
 }

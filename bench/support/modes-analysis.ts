@@ -1,6 +1,6 @@
-// Reading the section records of `npm run bench:modes`: throughput in a window, holders at once
+// Reading the section records of the modes suite: throughput in a window, holders at once
 // (laid side by side on the shared clock), waits, and overtakes of a waiting requester.
-import type { ModeLoopResult, SectionRecord } from '../modes-protocol';
+import type { ModeLoopResult, SectionRecord } from '../worker-protocol';
 import { round, summarize, type LatencySummary } from './stats';
 
 export interface Window {
@@ -32,6 +32,87 @@ export function roundSummary(summary: LatencySummary): LatencySummary {
   return Object.fromEntries(
     Object.entries(summary).map(([name, value]) => [name, round(value, 2)]),
   ) as unknown as LatencySummary;
+}
+
+/** One run of the stream's loops (or several added up, `mergePhases`): what the report shows. */
+export interface PhaseResult {
+  name: string;
+  window: { durationMs: number };
+  stream: ThroughputSummary;
+  concurrency: Concurrency;
+}
+
+/** A phase of one window, every section taking one permit. */
+export function summarizePhase(
+  name: string,
+  window: Window,
+  results: ModeLoopResult[],
+): PhaseResult {
+  return {
+    name,
+    window: { durationMs: window.endAt - window.startAt },
+    stream: throughput(results, window),
+    concurrency: concurrency([{ results, weight: 1 }]),
+  };
+}
+
+/** Slices of one mode, run apart (interleaved with the other mode's), as one phase. */
+export function mergePhases(
+  name: string,
+  phases: PhaseResult[],
+  parts: ModeLoopResult[][],
+): PhaseResult {
+  // Throughput over the slices' total time.
+  const durationMs = phases.reduce((total, p) => total + p.window.durationMs, 0);
+  const sections = phases.reduce((total, p) => total + p.stream.sections, 0);
+  const byProcess = phases[0].stream.sectionsByProcess.map((_, i) =>
+    phases.reduce((total, p) => total + p.stream.sectionsByProcess[i], 0),
+  );
+  const waitsMs = parts.flat().flatMap((r) => r.sections.map((s) => s[1] - s[0]));
+  const commandNames = new Set(
+    phases.flatMap((p) => Object.keys(p.stream.commandsPerSectionByName)),
+  );
+  const weightedBySections = (pick: (p: PhaseResult) => number) =>
+    Math.round(
+      (phases.reduce((total, p) => total + pick(p) * p.stream.sections, 0) /
+        Math.max(sections, 1)) *
+        100,
+    ) / 100;
+  return {
+    name,
+    window: { durationMs },
+    stream: {
+      sections,
+      sectionsPerSecond: Math.round((sections / durationMs) * 10_000) / 10,
+      sectionsByProcess: byProcess,
+      failures: phases.reduce((total, p) => total + p.stream.failures, 0),
+      errors: phases.flatMap((p) => p.stream.errors),
+      commandsPerSection: weightedBySections((p) => p.stream.commandsPerSection),
+      commandsPerSectionByName: Object.fromEntries(
+        [...commandNames].map((n) => [
+          n,
+          weightedBySections((p) => p.stream.commandsPerSectionByName[n] ?? 0),
+        ]),
+      ),
+      acquireWait: roundSummary(summarize(waitsMs)),
+    },
+    concurrency: {
+      maxHolders: Math.max(...phases.map((p) => p.concurrency.maxHolders)),
+      maxWeight: Math.max(...phases.map((p) => p.concurrency.maxWeight)),
+      sharedTimeShare:
+        Math.round(
+          (phases.reduce((t, p) => t + p.concurrency.sharedTimeShare, 0) / phases.length) * 1000,
+        ) / 1000,
+    },
+  };
+}
+
+/** Commands per section, in all and by name: `9.09 (findAndModify 5.11, getMore 3.96)`. */
+export function commandsText(stream: ThroughputSummary): string {
+  const parts = Object.entries(stream.commandsPerSectionByName)
+    .filter(([, n]) => n >= 0.01)
+    .map(([name, n]) => `${name} ${n}`);
+  return `${stream.commandsPerSection} (${parts.join(', ')})`;
 }
 
 const inWindow = (s: SectionRecord, w: Window) => s[0] >= w.startAt && s[2] <= w.endAt;

@@ -1,5 +1,5 @@
-import type { ModesResults, PhaseResult } from '../modes';
-import type { WaitSummary } from './modes-analysis';
+import type { ModesResults } from '../suites/modes';
+import type { PhaseResult, WaitSummary } from './modes-analysis';
 
 const ms = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : '–');
 
@@ -55,7 +55,7 @@ export function renderModesMarkdown(r: ModesResults): string {
   const m = r.machine;
   const stream = `${s.processes} processes × ${s.workersPerProcess} workers`;
   const lines = [
-    '# Lock modes under load (`npm run bench:modes`)',
+    `# Lock modes under load (\`${r.command}\`)`,
     '',
     `Run ${r.startedAt}, ${Math.round(r.durationMs / 1000)} s. ${m.cpuCount} × ${m.cpuModel}, ` +
       `load average ${r.machine.loadAverageAtStart.join(' / ')} at the start, ` +

@@ -1,12 +1,12 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import * as path from 'node:path';
 import type { VariantName } from '../adapters/bench-lock';
-import type { ScaleResult } from '../scale-worker';
 import type { CommandSizesResult } from '../suites/command-sizes';
 import type { ContentionRow } from '../suites/contention';
 import type { HttpOverheadResult } from '../suites/http-overhead';
 import type { RoundTripResult } from '../suites/round-trips';
 import type { ThroughputResult } from '../suites/throughput';
+import type { ScaleResult } from '../worker-protocol';
 import type { MachineInfo } from './machine';
 import { repoRoot } from './bench-process';
 import { renderMarkdown } from './report-markdown';

@@ -1,45 +1,12 @@
-// Scale of waiting, in its own process started with --expose-gc so memory can be measured:
-// many waiters on many keys in one LockService, every command it sends counted on the wire.
+// A worker's `scale` operation, in a worker of its own started with --expose-gc so memory can
+// be measured: many waiters on many keys in one LockService, every command it sends counted on
+// the wire.
 import { setMaxListeners } from 'node:events';
 import { BSON, MongoClient, type CommandStartedEvent } from 'mongodb';
-import { LockService } from '../lib';
-import type { LockHandle } from '../lib';
-import { serveIpc } from '../packages/process-harness/ipc';
-import { sleep } from './support/stats';
-
-export interface ScaleArgs {
-  uri: string;
-  dbName: string;
-  keys: number;
-  waitersPerKey: number;
-  /** How many held keys are released one by one to count attempts per release. */
-  releases: number;
-}
-
-export interface ScaleResult {
-  waiters: number;
-  keys: number;
-  /** Acquire attempts the waiting service sent until every key's queue was in line. */
-  initialAttempts: number;
-  /** Attempts per second while everyone is parked and nothing is released (safety polls). */
-  parkedAttemptsPerSecond: number;
-  /**
-   * Bytes on the wire per second and key while parked, over a window that holds one safety
-   * poll (5 s) and one renewal of every key's place in line (6.7 s).
-   */
-  parkedBytesPerSecondPerKey: number;
-  parkedWindowMs: number;
-  changeStreamsOpened: number;
-  changeStreamsOpenAtPeak: number;
-  serverCursorsOpenAtPeak: number | null;
-  attemptsPerRelease: number;
-  heapBytesPerWaiter: number;
-  rssBytesPerWaiter: number;
-  changeStreamsOpenAfterCancel: number;
-  cancelMs: number;
-}
-
-export type ScaleOps = { run: [ScaleArgs, ScaleResult] };
+import { LockService } from '../../lib';
+import type { LockHandle } from '../../lib';
+import { sleep } from '../support/stats';
+import type { ScaleArgs, ScaleResult } from '../worker-protocol';
 
 /** The parked window: past the first safety poll (5 s) and the first renewal of a place (6.7 s). */
 const parkedMs = 8000;
@@ -88,7 +55,7 @@ async function serverCursorsOpen(client: MongoClient): Promise<number | null> {
   }
 }
 
-async function run(args: ScaleArgs): Promise<ScaleResult> {
+export async function waitAtScale(args: ScaleArgs): Promise<ScaleResult> {
   const waiterClient = new MongoClient(args.uri, { monitorCommands: true });
   waiterClient.on('commandStarted', onCommand);
   const holderService = new LockService({ uri: args.uri, dbName: args.dbName });
@@ -180,5 +147,3 @@ async function run(args: ScaleArgs): Promise<ScaleResult> {
     cancelMs,
   };
 }
-
-serveIpc<ScaleOps>({ run });

@@ -1,13 +1,17 @@
-// A worker process of `npm run bench:modes`: one LockService on its own monitored client,
-// running loops of acquire (in a lock mode) → hold → release on one key, driven over IPC by
-// bench/modes.ts. Every time is on the shared clock, so sections of different processes can be
-// laid side by side (concurrent holders, overtakes).
+// A worker's operations for the modes suite (`startModes`): one LockService on its own
+// monitored client, running loops of acquire (in a lock mode) → hold → release on one key.
+// Every time is on the shared clock, so sections of different processes can be laid side by
+// side (concurrent holders, overtakes).
 import { MongoClient, type CommandStartedEvent } from 'mongodb';
-import { LockService } from '../lib';
-import { sharedClockMs } from '../packages/process-harness/clock';
-import { serveIpc } from '../packages/process-harness/ipc';
-import type { ModeLoopArgs, ModeLoopResult, ModeOps, SectionRecord } from './modes-protocol';
-import { sleep } from './support/stats';
+import { LockService } from '../../lib';
+import { sharedClockMs } from '../../packages/process-harness/clock';
+import { sleep } from '../support/stats';
+import type {
+  ModeLoopArgs,
+  ModeLoopResult,
+  SectionRecord,
+  WorkerHandlers,
+} from '../worker-protocol';
 
 let client: MongoClient | undefined;
 let service: LockService | undefined;
@@ -84,8 +88,8 @@ async function loop(args: ModeLoopArgs): Promise<ModeLoopResult> {
   return result;
 }
 
-serveIpc<ModeOps>({
-  async start({ uri, dbName, parkedWaiter }) {
+export const modeLoopOps: WorkerHandlers<'startModes' | 'modeLoop'> = {
+  async startModes({ uri, dbName, parkedWaiter }) {
     client = new MongoClient(uri, { monitorCommands: true });
     client.on('commandStarted', countCommand);
     client.on('commandSucceeded', attemptReplied);
@@ -103,13 +107,12 @@ serveIpc<ModeOps>({
     return { pid: process.pid };
   },
 
-  loop,
+  modeLoop: loop,
+};
 
-  async close() {
-    parked.abort();
-    await service?.close().catch(() => undefined);
-    await parkedHolder?.close().catch(() => undefined);
-    await client?.close().catch(() => undefined);
-    return { closed: true };
-  },
-});
+export async function closeModeLoops(): Promise<void> {
+  parked.abort();
+  await service?.close().catch(() => undefined);
+  await parkedHolder?.close().catch(() => undefined);
+  await client?.close().catch(() => undefined);
+}

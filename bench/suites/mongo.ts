@@ -1,15 +1,18 @@
-// `npm run bench:mongo`: throughput and change-stream latency of the offline MongoDB test
-// server over loopback, with the server in its own process. With MONGODB_URI set, measures
-// that server instead (for comparison). Prints the table and writes it, with the run's time
-// and machine, to bench/results/mongo-latest.md.
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+// The mongo suite (`--suite=mongo`): throughput and change-stream latency of the offline
+// MongoDB test server over loopback, with the server in its own process; with MONGODB_URI set,
+// of that server instead (for comparison), and BENCH_MONGO_SERVER_PID lets it read that
+// server's CPU time. Prints the table and writes it, with the run's time and machine, to
+// bench/results/mongo-latest.md. BENCH_MONGO_MS (per throughput row) and BENCH_MONGO_SAMPLES
+// (change events) shorten it.
+import { mkdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { type Collection, MongoClient } from 'mongodb';
-import { attemptAcquire } from '../lib/store/acquire-attempt';
-import type { LockChangeStream, LockCollection } from '../lib/store/lock-document';
-import { type LockChangeScope, openLockChangeStream } from '../lib/store/lock-change-stream';
-import { repoRoot, startBenchServer } from './support/bench-process';
-import { describeMachine } from './support/machine';
+import { attemptAcquire } from '../../lib/store/acquire-attempt';
+import type { LockChangeStream, LockCollection } from '../../lib/store/lock-document';
+import { type LockChangeScope, openLockChangeStream } from '../../lib/store/lock-change-stream';
+import { processCpuMicros, repoRoot } from '../support/bench-process';
+import { describeMachine } from '../support/machine';
+import type { SuiteContext } from '../support/suite';
 
 const DURATION_MS = Number(process.env.BENCH_MONGO_MS ?? 3000);
 const LATENCY_SAMPLES = Number(process.env.BENCH_MONGO_SAMPLES ?? 500);
@@ -28,27 +31,11 @@ interface Tally {
 }
 
 /** The server's pid: ours when we spawn it, else BENCH_MONGO_SERVER_PID if given. */
-let serverPid: number | undefined = process.env.BENCH_MONGO_SERVER_PID
-  ? Number(process.env.BENCH_MONGO_SERVER_PID)
-  : undefined;
-
-/** CPU time (user + system) of a local process in µs, from /proc (Linux; 100 ticks/s). */
-function processCpuMicros(pid: number): number | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * 10_000;
-  } catch {
-    return undefined;
-  }
-}
+let serverPid: number | undefined;
 
 function cpuNow(): { client: number; server: number | undefined } {
   const { user, system } = process.cpuUsage();
-  return {
-    client: user + system,
-    server: serverPid === undefined ? undefined : processCpuMicros(serverPid),
-  };
+  return { client: user + system, server: processCpuMicros(serverPid) };
 }
 
 let serverCpuKnown = true;
@@ -229,13 +216,16 @@ async function libraryAcquireVsPing(
   }
 }
 
-async function main(): Promise<void> {
-  const startedAt = new Date();
+export async function runMongoSuite({
+  server,
+  command,
+  startedAt,
+}: SuiteContext): Promise<string[]> {
   const loadAtStart = describeMachine().loadAverage;
-  const server = process.env.MONGODB_URI ? undefined : await startBenchServer();
-  if (server) serverPid = server.pid;
-  const uri = process.env.MONGODB_URI ?? server!.uri;
-  const client = await MongoClient.connect(uri, { maxPoolSize: 20 });
+  serverPid =
+    server.pid ??
+    (process.env.BENCH_MONGO_SERVER_PID ? Number(process.env.BENCH_MONGO_SERVER_PID) : undefined);
+  const client = await MongoClient.connect(server.uri, { maxPoolSize: 20 });
   const db = client.db(`bench_${Date.now()}`);
   const rows: Row[] = [];
   try {
@@ -309,13 +299,12 @@ async function main(): Promise<void> {
     await db.dropDatabase();
   } finally {
     await client.close();
-    await server?.stop();
   }
-  const target = server ? 'offline test server (own process)' : 'MONGODB_URI';
+  const target = server.kind === 'offline' ? 'offline test server (own process)' : 'MONGODB_URI';
   const machine = describeMachine();
   const width = Math.max(...rows.map((row) => row.name.length));
   const markdown = [
-    '# The MongoDB server under the library (`npm run bench:mongo`)',
+    `# The MongoDB server under the library (\`${command}\`)`,
     '',
     `Run ${startedAt.toISOString()}, ${Math.round((Date.now() - startedAt.getTime()) / 1000)} s, against the ${target}. ` +
       `${machine.cpuCount} × ${machine.cpuModel}, load average ${loadAtStart.join(' / ')} at the start, ` +
@@ -330,9 +319,5 @@ async function main(): Promise<void> {
   mkdirSync(dir, { recursive: true });
   writeFileSync(path.join(dir, 'mongo-latest.md'), markdown);
   process.stdout.write(markdown);
+  return [];
 }
-
-main().catch((error: unknown) => {
-  console.error(error);
-  process.exit(1);
-});

@@ -1,37 +1,40 @@
-// `npm run bench:modes` (compiled to .bench-build/ first): lock modes under load, several OS
-// processes against one server, in one run:
+// The modes suite (`--suite=modes`): lock modes under load, several OS processes against one
+// server, in one run:
 //   1. shared against exclusive sections on one key (interleaved slices);
 //   2. a writer amid a steady stream of readers: the writer's waits (bounded, thanks to the
 //      reservation a waiting exclusive holder keeps), and what the readers keep doing meanwhile;
 //   3. a semaphore of 4 permits: narrow holders (weight 1), holders at once never above 4, and a
 //      wide request (weight 3) amid them, its waits.
-// Each worker process has one LockService on its own client (bench/modes-worker.ts). Writes
-// bench/results/modes-latest.json and modes-latest.md, and prints the Markdown. Durations and
-// sizes can be changed with BENCH_MODES_* variables (see `modesSettings`); BENCH_MODES_PARKED=1
-// keeps the writer's change stream open between its waits (a parked waiter on another key), to
-// tell the cost of reopening it from the hand-off itself. With MONGODB_URI set, measures that
-// server instead of the offline test server.
+// Each worker process has one LockService on its own client (bench/workers/mode-loops.ts).
+// Writes bench/results/modes-latest.json and modes-latest.md, and prints the Markdown.
+// Durations and sizes can be changed with BENCH_MODES_* variables (see `modesSettings`);
+// BENCH_MODES_PARKED=1 keeps the writer's change stream open between its waits (a parked
+// waiter on another key), to tell the cost of reopening it from the hand-off itself.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { MongoClient } from 'mongodb';
-import type { LockDocument } from '../lib/store/lock-document';
-import { sharedClockMs } from '../packages/process-harness/clock';
-import type { ModeLoopArgs, ModeLoopResult, ModeOps } from './modes-protocol';
-import { BenchChild, repoRoot, startBenchServer } from './support/bench-process';
-import { describeMachine } from './support/machine';
+import type { LockDocument } from '../../lib/store/lock-document';
+import { sharedClockMs } from '../../packages/process-harness/clock';
+import { repoRoot } from '../support/bench-process';
+import { startModeWorkers, stopWorkers, type BenchWorker } from '../support/bench-worker';
+import { describeMachine } from '../support/machine';
 import {
+  commandsText,
   concurrency,
   exclusionViolations,
+  mergePhases,
   roundSummary,
+  summarizePhase,
   throughput,
   waits,
-  type Concurrency,
-  type ThroughputSummary,
+  type PhaseResult,
   type WaitSummary,
   type Window,
-} from './support/modes-analysis';
-import { renderModesMarkdown } from './support/modes-markdown';
-import { summarize, type LatencySummary } from './support/stats';
+} from '../support/modes-analysis';
+import { renderModesMarkdown } from '../support/modes-markdown';
+import { summarize, type LatencySummary } from '../support/stats';
+import type { SuiteContext } from '../support/suite';
+import type { ModeLoopArgs, ModeLoopResult } from '../worker-protocol';
 
 const env = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
 
@@ -60,15 +63,6 @@ export const modesSettings = {
   /** BENCH_MODES_PARKED=1: the writer's process keeps its change stream open between waits. */
   parkedRequesterStream: process.env.BENCH_MODES_PARKED === '1',
 };
-
-type ModeChild = BenchChild<ModeOps>;
-
-export interface PhaseResult {
-  name: string;
-  window: { durationMs: number };
-  stream: ThroughputSummary;
-  concurrency: Concurrency;
-}
 
 export interface ModesResults {
   command: string;
@@ -104,29 +98,6 @@ export interface ModesResults {
   problems: string[];
 }
 
-function log(message: string): void {
-  process.stderr.write(`[bench:modes] ${message}\n`);
-}
-
-async function startChildren(
-  count: number,
-  label: string,
-  uri: string,
-  dbName: string,
-  parkedWaiter = false,
-) {
-  return Promise.all(
-    Array.from({ length: count }, async (_, index) => {
-      const child: ModeChild = new BenchChild<ModeOps>(
-        'bench/modes-worker.ts',
-        `${label}#${index}`,
-      );
-      await child.call('start', { uri, dbName, parkedWaiter });
-      return child;
-    }),
-  );
-}
-
 type LoopSpec = Omit<ModeLoopArgs, 'startAt' | 'durationMs'>;
 
 /**
@@ -134,82 +105,14 @@ type LoopSpec = Omit<ModeLoopArgs, 'startAt' | 'durationMs'>;
  * children without a spec stay idle.
  */
 async function runTogether(
-  runs: { child: ModeChild; spec: LoopSpec }[],
+  runs: { child: BenchWorker; spec: LoopSpec }[],
   durationMs: number,
 ): Promise<{ window: Window; results: ModeLoopResult[] }> {
   const startAt = sharedClockMs() + 500;
   const results = await Promise.all(
-    runs.map(({ child, spec }) => child.call('loop', { ...spec, startAt, durationMs })),
+    runs.map(({ child, spec }) => child.call('modeLoop', { ...spec, startAt, durationMs })),
   );
   return { window: { startAt, endAt: startAt + durationMs }, results };
-}
-
-function phase(name: string, window: Window, results: ModeLoopResult[], weight = 1): PhaseResult {
-  const result = {
-    name,
-    window: { durationMs: window.endAt - window.startAt },
-    stream: throughput(results, window),
-    concurrency: concurrency([{ results, weight }]),
-  };
-  log(
-    `${name}: ${result.stream.sectionsPerSecond} sections/s, ${result.stream.failures} failures, ` +
-      `at most ${result.concurrency.maxHolders} holders at once, ` +
-      `wait p50 ${result.stream.acquireWait.p50} ms, max ${result.stream.acquireWait.max} ms`,
-  );
-  return result;
-}
-
-function mergePhases(name: string, phases: PhaseResult[], parts: ModeLoopResult[][]): PhaseResult {
-  // Slices of one mode added up: throughput over their total time.
-  const durationMs = phases.reduce((total, p) => total + p.window.durationMs, 0);
-  const sections = phases.reduce((total, p) => total + p.stream.sections, 0);
-  const byProcess = phases[0].stream.sectionsByProcess.map((_, i) =>
-    phases.reduce((total, p) => total + p.stream.sectionsByProcess[i], 0),
-  );
-  const waitsMs = parts.flat().flatMap((r) => r.sections.map((s) => s[1] - s[0]));
-  const commandNames = new Set(
-    phases.flatMap((p) => Object.keys(p.stream.commandsPerSectionByName)),
-  );
-  const weightedBySections = (pick: (p: PhaseResult) => number) =>
-    Math.round(
-      (phases.reduce((total, p) => total + pick(p) * p.stream.sections, 0) /
-        Math.max(sections, 1)) *
-        100,
-    ) / 100;
-  return {
-    name,
-    window: { durationMs },
-    stream: {
-      sections,
-      sectionsPerSecond: Math.round((sections / durationMs) * 10_000) / 10,
-      sectionsByProcess: byProcess,
-      failures: phases.reduce((total, p) => total + p.stream.failures, 0),
-      errors: phases.flatMap((p) => p.stream.errors),
-      commandsPerSection: weightedBySections((p) => p.stream.commandsPerSection),
-      commandsPerSectionByName: Object.fromEntries(
-        [...commandNames].map((n) => [
-          n,
-          weightedBySections((p) => p.stream.commandsPerSectionByName[n] ?? 0),
-        ]),
-      ),
-      acquireWait: roundSummary(summarize(waitsMs)),
-    },
-    concurrency: {
-      maxHolders: Math.max(...phases.map((p) => p.concurrency.maxHolders)),
-      maxWeight: Math.max(...phases.map((p) => p.concurrency.maxWeight)),
-      sharedTimeShare:
-        Math.round(
-          (phases.reduce((t, p) => t + p.concurrency.sharedTimeShare, 0) / phases.length) * 1000,
-        ) / 1000,
-    },
-  };
-}
-
-function commandsText(stream: ThroughputSummary): string {
-  const parts = Object.entries(stream.commandsPerSectionByName)
-    .filter(([, n]) => n >= 0.01)
-    .map(([name, n]) => `${name} ${n}`);
-  return `${stream.commandsPerSection} (${parts.join(', ')})`;
 }
 
 async function measurePing(client: MongoClient, count: number): Promise<LatencySummary> {
@@ -235,22 +138,37 @@ async function leftoversOf(client: MongoClient, dbName: string, key: string) {
   };
 }
 
-async function main(): Promise<void> {
+export async function runModesSuite({
+  server,
+  command,
+  startedAt,
+  log,
+}: SuiteContext): Promise<string[]> {
   const s = modesSettings;
-  const startedAt = new Date();
   const loadAverageAtStart = describeMachine().loadAverage;
-  const server = await startBenchServer();
-  log(`server ${server.kind} at ${server.uri}`);
+  const phase = (name: string, window: Window, results: ModeLoopResult[]): PhaseResult => {
+    const result = summarizePhase(name, window, results);
+    log(
+      `${name}: ${result.stream.sectionsPerSecond} sections/s, ${result.stream.failures} failures, ` +
+        `at most ${result.concurrency.maxHolders} holders at once, ` +
+        `wait p50 ${result.stream.acquireWait.p50} ms, max ${result.stream.acquireWait.max} ms`,
+    );
+    return result;
+  };
   const dbName = `bench_modes_${Date.now()}`;
   const reference = new MongoClient(server.uri);
-  let stream: ModeChild[] = [];
-  let solo: ModeChild[] = [];
+  let stream: BenchWorker[] = [];
+  let solo: BenchWorker[] = [];
   const problems: string[] = [];
   try {
     await reference.connect();
     [stream, solo] = await Promise.all([
-      startChildren(s.processes, 'stream', server.uri, dbName),
-      startChildren(1, 'solo', server.uri, dbName, s.parkedRequesterStream),
+      startModeWorkers(s.processes, 'stream', { uri: server.uri, dbName }),
+      startModeWorkers(1, 'solo', {
+        uri: server.uri,
+        dbName,
+        parkedWaiter: s.parkedRequesterStream,
+      }),
     ]);
     const pingStart = await measurePing(reference, 200);
     log(`ping p50 ${pingStart.p50} ms`);
@@ -408,7 +326,7 @@ async function main(): Promise<void> {
 
     const pingEnd = await measurePing(reference, 200);
     const results: ModesResults = {
-      command: 'npm run bench:modes',
+      command,
       startedAt: startedAt.toISOString(),
       durationMs: Date.now() - startedAt.getTime(),
       machine: { ...describeMachine(), loadAverageAtStart },
@@ -447,21 +365,10 @@ async function main(): Promise<void> {
     const markdown = renderModesMarkdown(results);
     writeFileSync(path.join(dir, 'modes-latest.md'), markdown);
     console.log(markdown);
-    if (problems.length) {
-      log(`PROBLEMS: ${problems.join('; ')}`);
-      process.exitCode = 1;
-    }
-    log(`done in ${Math.round(results.durationMs / 1000)} s`);
+    if (problems.length) log(`PROBLEMS: ${problems.join('; ')}`);
+    return problems;
   } finally {
-    await Promise.all([...stream, ...solo].map((child) => child.stop('close')));
+    await stopWorkers([...stream, ...solo]);
     await reference.close();
-    await server.stop();
   }
 }
-
-main().catch((error: unknown) => {
-  process.stderr.write(
-    `${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
-  );
-  process.exit(1);
-});

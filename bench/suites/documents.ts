@@ -1,21 +1,21 @@
-// `npm run bench:documents` (compiled to .bench-build/ first): a read-modify-write of one document
+// The documents suite (`--suite=documents`): a read-modify-write of one document
 // under a document lock (`documents().acquire()`, then `commit()`: one lock-and-read round
 // trip, one write-and-unlock round trip) against the same work under a lock-collection lock
 // (`withLock` around a `findOne` and an `updateOne`), in the same run, on the same server:
 // uncontended, P workers on distinct documents, P workers on one document. Commands are
-// counted on the wire (monitorCommands), latencies are per operation. With MONGODB_URI set,
-// measures that server instead of the offline test server. Writes
-// bench/results/document-lock.json and prints a Markdown table.
+// counted on the wire (monitorCommands), latencies are per operation. Writes
+// bench/results/document-lock.json and prints a Markdown table. BENCH_DOC_MS (measured time
+// per variant and scenario) and BENCH_DOC_WORKERS shorten or widen it.
 import { writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { MongoClient } from 'mongodb';
 import type { Collection, CommandStartedEvent } from 'mongodb';
-import type { DocumentLocks } from '../lib/documents/document-locks';
-import { LockService } from '../lib/lock.service';
-import { repoRoot, startBenchServer } from './support/bench-process';
-import { uriWithDatabase } from './support/bench-protocol';
-import { describeMachine } from './support/machine';
-import { round, summarize, type LatencySummary } from './support/stats';
+import type { DocumentLocks } from '../../lib/documents/document-locks';
+import { LockService } from '../../lib/lock.service';
+import { repoRoot, uriWithDatabase } from '../support/bench-process';
+import { describeMachine } from '../support/machine';
+import { round, summarize, type LatencySummary } from '../support/stats';
+import type { SuiteContext } from '../support/suite';
 
 const settings = {
   /** Concurrent workers (each its own LockService and client, as separate processes would be). */
@@ -77,10 +77,6 @@ const counting: { active: VariantName | undefined; commands: Record<string, numb
   active: undefined,
   commands: {},
 };
-
-function log(message: string): void {
-  process.stderr.write(`[bench:document-lock] ${message}\n`);
-}
 
 async function startWorker(uri: string, dbName: string, variant: VariantName): Promise<Worker> {
   const client = new MongoClient(uriWithDatabase(uri, dbName), { monitorCommands: true });
@@ -165,6 +161,7 @@ async function runScenario(
   pool: Record<VariantName, Worker[]>,
   concurrency: number,
   idOf: (index: number) => string,
+  log: (message: string) => void,
 ): Promise<ScenarioResult[]> {
   const variants = Object.keys(pool) as VariantName[];
   const tallies = new Map<VariantName, Tally>(
@@ -282,10 +279,12 @@ function markdown(results: ScenarioResult[], ping: LatencySummary): string {
   return lines.join('\n');
 }
 
-async function main(): Promise<void> {
-  const startedAt = new Date();
-  const server = await startBenchServer();
-  log(`server ${server.kind} at ${server.uri}`);
+export async function runDocumentsSuite({
+  server,
+  command,
+  startedAt,
+  log,
+}: SuiteContext): Promise<string[]> {
   const dbName = `bench_doclock_${Date.now()}`;
   const variants = Object.keys(variantLabels) as VariantName[];
   const pool = {} as Record<VariantName, Worker[]>;
@@ -305,18 +304,20 @@ async function main(): Promise<void> {
     const ping = await measurePing(reference, 300);
     log(`ping p50 ${ping.p50} ms, p99 ${ping.p99} ms`);
     const results = [
-      ...(await runScenario('uncontended (1 worker)', pool, 1, () => 'solo')),
+      ...(await runScenario('uncontended (1 worker)', pool, 1, () => 'solo', log)),
       ...(await runScenario(
         `${settings.workers} workers, distinct documents`,
         pool,
         settings.workers,
         (i) => `own-${i}`,
+        log,
       )),
       ...(await runScenario(
         `${settings.workers} workers, one document`,
         pool,
         settings.workers,
         () => 'hot',
+        log,
       )),
     ];
     const pingAtEnd = await measurePing(reference, 300);
@@ -324,7 +325,7 @@ async function main(): Promise<void> {
     if (problems.length) log(`LOST UPDATES: ${problems.join('; ')}`);
     else log('balances check: every read-modify-write landed, none lost');
     const report = {
-      command: 'npm run bench:documents',
+      command,
       startedAt: startedAt.toISOString(),
       durationMs: Date.now() - startedAt.getTime(),
       machine: describeMachine(),
@@ -345,7 +346,7 @@ async function main(): Promise<void> {
         `${settings.durationMs} ms per variant and scenario in ${settings.slices} alternating slices\n`,
     );
     console.log(markdown(results, ping));
-    if (problems.length) process.exitCode = 1;
+    return problems;
   } finally {
     for (const workers of Object.values(pool)) {
       for (const worker of workers) {
@@ -354,13 +355,5 @@ async function main(): Promise<void> {
       }
     }
     await reference.close();
-    await server.stop();
   }
 }
-
-main().catch((error: unknown) => {
-  process.stderr.write(
-    `${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
-  );
-  process.exit(1);
-});
