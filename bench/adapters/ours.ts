@@ -13,6 +13,8 @@ const waitingOptions: Partial<Record<VariantName, Partial<MongoLockModuleOptions
   'ours-poll-100ms': { changeStreams: 'off', pollIntervalMs: 100, maxPollIntervalMs: 100 },
   // Whether the shortcut between callers of one process pays (issue: ≥ 1.5× in some shape).
   'ours-local-off': { changeStreams: 'auto', streamIdleMs: 300, localHandOff: false },
+  // Engine v2 (one entry per caller in the key's line); its change stream stays open.
+  'ours-v2': { engine: 'v2' },
 };
 
 /** A lease long enough that no benchmark waiter is ever freed by expiry instead of release. */

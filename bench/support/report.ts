@@ -70,7 +70,7 @@ export const variantLabels: Record<VariantName, string> = {
   'ours-poll-100ms': 'nestjs-mongo-lock, polling 100 ms',
   mongodash: 'mongodash withLock (defaults)',
   'ours-local-off': 'nestjs-mongo-lock, localHandOff false',
-  'ours-v2': 'engine v2 (line store, not yet under LockService)',
+  'ours-v2': "engine v2 (LockService with engine: 'v2')",
 };
 
 export async function writeReports(results: BenchResults): Promise<void> {

@@ -5,7 +5,6 @@ import { sharedClockMs } from '../../packages/process-harness/clock';
 import type { BenchLock, HeldBenchLock, VariantName } from '../adapters/bench-lock';
 import { createMongodashLock } from '../adapters/mongodash';
 import { createOurLock } from '../adapters/ours';
-import { createLineLock } from '../adapters/ours-v2';
 import { uriWithDatabase } from '../support/bench-process';
 import { sleep } from '../support/stats';
 import type { CommandCounts, WorkerHandlers } from '../worker-protocol';
@@ -85,9 +84,7 @@ export const variantLockOps: WorkerHandlers<
               uri: uriWithDatabase(uri, variantDb),
               client: variantClient,
             })
-          : variant === 'ours-v2'
-            ? await createLineLock({ dbName: variantDb, client: variantClient })
-            : await createOurLock(variant, { uri, dbName: variantDb, client: variantClient });
+          : await createOurLock(variant, { uri, dbName: variantDb, client: variantClient });
       locks.set(variant, { lock: variantLock, client: variantClient });
     }
     if (!client) {

@@ -71,6 +71,20 @@ const lineEngineMutants: LibraryMutant[] = [
     caughtAs: ['overlap'],
   },
   {
+    name: 'a leave removes the first live entry, not its own (no owner check)',
+    patches: [
+      {
+        file: 'store/line/line-pipelines.ts',
+        anchor:
+          "          cond: { $and: [{ $gt: ['$$this.e', NOW] }, { $ne: ['$$this.t', '$$t'] }] },",
+        replacement:
+          "          cond: { $and: [{ $gt: ['$$this.e', NOW] }, { $ne: ['$$this.t', { $arrayElemAt: [{ $map: { input: { $filter: { input: '$line', as: 'x', cond: { $gt: ['$$x.e', NOW] } } }, as: 'x', in: '$$x.t' } }, 0] }] }] }, // mutant",
+      },
+    ],
+    run: (server, libDir) => runLineContentionScenario(server, { libDir, durationMs: 5_000 }),
+    caughtAs: ['overlap'],
+  },
+  {
     name: 'no change event reaches a waiter (it wakes on its renewal timer only)',
     patches: [
       {

@@ -90,13 +90,14 @@ export async function runContention(
       started++;
       const key = args.keys[Math.floor(Math.random() * args.keys.length)];
       const renew = Math.random() < args.renewShare;
+      const impatient = args.impatient && Math.random() < args.impatient.share;
       const calledAt = performance.now();
       const calledAtShared = sharedClockMs();
       let handle: LockHandle;
       try {
         handle = await service.acquire(key, {
           ttlMs: args.ttlMs,
-          timeoutMs: args.timeoutMs,
+          timeoutMs: impatient ? args.impatient!.timeoutMs : args.timeoutMs,
           renew,
         });
       } catch (error) {

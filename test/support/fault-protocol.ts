@@ -45,6 +45,8 @@ export interface ContendArgs {
   hold: HoldPlan;
   /** Share of acquisitions made with auto-renewal on. */
   renewShare: number;
+  /** A share of acquisitions that wait only `timeoutMs` and give up (their entry leaves). */
+  impatient?: { share: number; timeoutMs: number };
   /**
    * Retry a `release()` that MongoDB did not confirm (`LockStoreUnavailableError`) until it
    * is confirmed or the signal aborts, as the README suggests (a release is idempotent).

@@ -9,7 +9,7 @@ const ttlMs = 1000;
 
 /**
  * Engine v2 (`LockService` with `engine: 'v2'`) under the history checker: 3 processes × 4 workers on 2 keys, some holds
- * longer than the lease, half of them renewed; one process is frozen past its lease with
+ * longer than the lease, half of them renewed, a fifth of the waits given up after 20 ms; one process is frozen past its lease with
  * SIGSTOP and thawed, another is killed with SIGKILL. No two protected intervals may overlap,
  * fences must grow, and the survivors must go on.
  */
@@ -43,6 +43,8 @@ export async function runLineContentionScenario(
           timeoutMs: 20_000,
           hold: { shortMaxMs: 8, longShare: 0.03, longMinMs: ttlMs * 1.2, longMaxMs: ttlMs * 1.6 },
           renewShare: 0.5,
+          // Waiters that give up: their leaves must remove their own entries only.
+          impatient: { share: 0.2, timeoutMs: 20 },
           stopAt,
           maxSections: 2000,
         })
