@@ -9,6 +9,8 @@ import { eventsStreamFailures } from './scenarios/events-stream-failures';
 import { holderKilled } from './scenarios/holder-killed';
 import { holderPaused } from './scenarios/holder-paused';
 import { lineContention, runLineContentionScenario } from './scenarios/line-contention';
+import { lineModes, runLineModesScenario } from './scenarios/line-modes';
+import { lineLostWithdrawal, runLineLostWithdrawal } from './scenarios/line-lost-withdrawal';
 import { hostileHttp } from './scenarios/hostile-http';
 import { networkFaults } from './scenarios/network-faults';
 import { releaseAllHeld } from './scenarios/release-all-held';
@@ -42,6 +44,8 @@ const scenarios: Scenario[] = [
   writeConcernErrors,
   releaseAllHeld,
   lineContention,
+  lineModes,
+  lineLostWithdrawal,
 ];
 
 /** Broken copies of engine v2 its scenario must catch (see README: Engine v2). */
@@ -81,8 +85,33 @@ const lineEngineMutants: LibraryMutant[] = [
           "          cond: { $and: [{ $gt: ['$$this.e', NOW] }, { $ne: ['$$this.t', { $arrayElemAt: [{ $map: { input: { $filter: { input: '$line', as: 'x', cond: { $gt: ['$$x.e', NOW] } } }, as: 'x', in: '$$x.t' } }, 0] }] }] }, // mutant",
       },
     ],
-    run: (server, libDir) => runLineContentionScenario(server, { libDir, durationMs: 5_000 }),
+    // The leaver's leave, behind the holder, removes the holder's entry: its release is lost.
+    run: (server, libDir) => runLineLostWithdrawal(server, libDir),
+    caughtAs: ['scenario'],
+  },
+  {
+    name: 'an exclusive entry behind shared holders holds with them (the prefix ignores modes)',
+    patches: [
+      {
+        file: 'store/line/line-document.ts',
+        anchor: "  while (count < live.length && live[count].m === 's') count++;",
+        replacement: '  while (count < live.length) count++; // mutant',
+      },
+    ],
+    run: (server, libDir) => runLineModesScenario(server, { libDir, durationMs: 6_000 }),
     caughtAs: ['overlap'],
+  },
+  {
+    name: "a semaphore's prefix counts entries, not permits (it ignores weights)",
+    patches: [
+      {
+        file: 'store/line/line-document.ts',
+        anchor: '      used += entry.w ?? 1;',
+        replacement: '      used += 1; // mutant',
+      },
+    ],
+    run: (server, libDir) => runLineModesScenario(server, { libDir, durationMs: 6_000 }),
+    caughtAs: ['over-capacity'],
   },
   {
     name: 'no change event reaches a waiter (it wakes on its renewal timer only)',
