@@ -189,6 +189,9 @@ export async function runMainSuite({
   const commandSizes = await timed(log, 'command sizes', () =>
     measureCommandSizes(server.uri),
   ).catch((error: unknown) => ({ error: String(error) }));
+  const commandSizesV2 = await timed(log, 'command sizes, engine v2', () =>
+    measureCommandSizes(server.uri, 'v2'),
+  ).catch((error: unknown) => ({ error: String(error) }));
 
   const scale = await timed(log, 'scale', () =>
     measureScale(server.uri, settings.scaleKeys, settings.waitersPerKey),
@@ -217,6 +220,7 @@ export async function runMainSuite({
     variants: variantResults,
     contention,
     commandSizes,
+    commandSizesV2,
     scale,
     httpOverhead,
   };

@@ -181,7 +181,11 @@ export function renderMarkdown(r: BenchResults): string {
     '',
     '## Command sizes and the lock document',
     '',
-    commandSizesSection(r),
+    commandSizesSection(r.commandSizes),
+    '',
+    "### Engine v2 (`engine: 'v2'`)",
+    '',
+    commandSizesSection(r.commandSizesV2),
     '',
     '## Scale of waiting (one process)',
     '',
@@ -291,8 +295,7 @@ function contentionSection(scan: BenchResults['contention'], r: BenchResults): s
   ].join('\n');
 }
 
-function commandSizesSection(r: BenchResults): string {
-  const sizes = r.commandSizes;
+function commandSizesSection(sizes: BenchResults['commandSizes']): string {
   if (!sizes) return 'Not measured in this run.';
   if ('error' in sizes) return `Not measured: ${sizes.error}`;
   const largest = largestCommands(sizes);
@@ -301,15 +304,21 @@ function commandSizesSection(r: BenchResults): string {
     return row?.bytes == null ? '—' : `${row.bytes} B (${row.command}, ${row.commands} seen)`;
   };
   const doc = sizes.documentAfterHandoff;
+  const description =
+    sizes.engine === 'v2'
+      ? ["The same steps with `engine: 'v2'`."]
+      : [
+          'The largest command of each kind our library sent (BSON size of the command document, from',
+          "the driver's `commandStarted` events), two `LockService`s in one process standing for two",
+          'processes: B acquires a free key (new, then known), renews it (`extend`) and releases it;',
+          'then, while A holds the key, B waits 300 ms and times out (its contended attempts, and',
+          'its withdrawal from the line), and waits again while A renews and releases, so that the',
+          "key is handed to B. A shared lock's B asks for `mode: 'shared'` against an exclusive A",
+          "(A's commands, a mutex's, not counted there); a semaphore's (`permits: 3`) takes 1 permit",
+          'against an A holding all 3. Change-stream traffic is left out.',
+        ];
   return [
-    'The largest command of each kind our library sent (BSON size of the command document, from',
-    "the driver's `commandStarted` events), two `LockService`s in one process standing for two",
-    'processes: B acquires a free key (new, then known), renews it (`extend`) and releases it;',
-    'then, while A holds the key, B waits 300 ms and times out (its contended attempts, and',
-    'its withdrawal from the line), and waits again while A renews and releases, so that the',
-    "key is handed to B. A shared lock's B asks for `mode: 'shared'` against an exclusive A",
-    "(A's commands, a mutex's, not counted there); a semaphore's (`permits: 3`) takes 1 permit",
-    'against an A holding all 3. Change-stream traffic is left out.',
+    ...description,
     '',
     table(
       ['kind', 'mutex', 'shared lock', 'semaphore'],

@@ -58,6 +58,8 @@ export interface BenchResults {
   contention: ContentionRow[] | { error: string };
   /** The largest command of each kind, per lock type, and the lock document after a hand-off. */
   commandSizes?: CommandSizesResult | { error: string };
+  /** The same with `engine: 'v2'`. */
+  commandSizesV2?: CommandSizesResult | { error: string };
   scale: ScaleResult | { error: string };
   httpOverhead: HttpOverheadResult | { error: string };
 }

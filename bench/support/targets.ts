@@ -50,9 +50,12 @@ export interface ShapeComparison {
   ratio?: number;
 }
 
-export function compareShapes(rows: ContentionRow[]): ShapeComparison[] {
+export function compareShapes(
+  rows: ContentionRow[],
+  ours: VariantResult['variant'] = 'ours',
+): ShapeComparison[] {
   return rows
-    .filter((row) => row.variant === 'ours')
+    .filter((row) => row.variant === ours)
     .map((row) => {
       const shape = shapeLabel(row);
       const peer = rows.find((r) => r.variant === 'mongodash' && shapeLabel(r) === shape);
@@ -79,6 +82,30 @@ export function largestCommands(sizes: CommandSizesResult) {
 
 function variant(results: BenchResults, name: VariantResult['variant']): VariantResult | undefined {
   return results.variants.find((v) => v.variant === name);
+}
+
+/** A variant's hand-off against the change-event floor, at p50 and p99. */
+function eventFloorChecks(results: BenchResults, v: VariantResult, label: string): TargetCheck[] {
+  const floor = results.eventFloor;
+  const { handoff } = v;
+  if (!floor || handoff.ratioP50ToEventFloor === undefined) return [];
+  const checks: TargetCheck[] = [
+    {
+      what: `${label}hand-off p50 / change-event floor p50`,
+      target: `≤ ${targets.handoffP50ToEventFloor}`,
+      measured: `${handoff.ratioP50ToEventFloor} (${handoff.p50.toFixed(2)} against ${floor.p50.toFixed(2)} ms)`,
+      met: handoff.ratioP50ToEventFloor <= targets.handoffP50ToEventFloor,
+    },
+  ];
+  if (handoff.ratioP99ToEventFloor !== undefined) {
+    checks.push({
+      what: `${label}hand-off p99 / change-event floor p99`,
+      target: `≤ ${targets.handoffP99ToEventFloor}`,
+      measured: `${handoff.ratioP99ToEventFloor} (${handoff.p99.toFixed(2)} against ${floor.p99.toFixed(2)} ms)`,
+      met: handoff.ratioP99ToEventFloor <= targets.handoffP99ToEventFloor,
+    });
+  }
+  return checks;
 }
 
 export function checkTargets(results: BenchResults): TargetCheck[] {
@@ -118,24 +145,12 @@ export function checkTargets(results: BenchResults): TargetCheck[] {
         met: ours.handoff.ratioP99ToPing <= targets.handoffP99InPings,
       },
     );
-    if (results.eventFloor && ours.handoff.ratioP50ToEventFloor !== undefined) {
-      const floor = results.eventFloor;
-      checks.push({
-        what: 'hand-off p50 / change-event floor p50',
-        target: `≤ ${targets.handoffP50ToEventFloor}`,
-        measured: `${ours.handoff.ratioP50ToEventFloor} (${ours.handoff.p50.toFixed(2)} against ${floor.p50.toFixed(2)} ms)`,
-        met: ours.handoff.ratioP50ToEventFloor <= targets.handoffP50ToEventFloor,
-      });
-      if (ours.handoff.ratioP99ToEventFloor !== undefined) {
-        checks.push({
-          what: 'hand-off p99 / change-event floor p99',
-          target: `≤ ${targets.handoffP99ToEventFloor}`,
-          measured: `${ours.handoff.ratioP99ToEventFloor} (${ours.handoff.p99.toFixed(2)} against ${floor.p99.toFixed(2)} ms)`,
-          met: ours.handoff.ratioP99ToEventFloor <= targets.handoffP99ToEventFloor,
-        });
-      }
-    }
-    for (const peer of results.variants.filter((v) => v.variant !== 'ours')) {
+    checks.push(...eventFloorChecks(results, ours, ''));
+    const v2 = variant(results, 'ours-v2');
+    if (v2) checks.push(...eventFloorChecks(results, v2, 'engine v2: '));
+    // Engine v2 is ours too: its figures have rows of their own.
+    const peers = results.variants.filter((v) => v.variant !== 'ours' && v.variant !== 'ours-v2');
+    for (const peer of peers) {
       // Polling every 10 ms is the latency floor of polling; matching it is the goal there.
       const limit = peer.variant === 'ours-poll-10ms' ? targets.handoffVsPoll10msRatio : 1;
       checks.push({
@@ -155,20 +170,25 @@ export function checkTargets(results: BenchResults): TargetCheck[] {
       });
     }
   }
-  if (!('error' in results.contention)) checks.push(...shapeChecks(results.contention));
-  if (results.commandSizes && !('error' in results.commandSizes)) {
-    for (const { lockType, largest, limit } of largestCommands(results.commandSizes)) {
+  if (!('error' in results.contention)) {
+    checks.push(...shapeChecks(results.contention));
+    checks.push(...shapeChecks(results.contention, 'ours-v2', 'engine v2: '));
+  }
+  for (const sizes of [results.commandSizes, results.commandSizesV2]) {
+    if (!sizes || 'error' in sizes) continue;
+    const engine = sizes.engine === 'v2' ? 'engine v2: ' : '';
+    for (const { lockType, largest, limit } of largestCommands(sizes)) {
       if (!largest) continue;
       checks.push({
-        what: `largest ${lockType} command`,
+        what: `${engine}largest ${lockType} command`,
         target: `≤ ${limit} B`,
         measured: `${largest.bytes} B (${largest.kind}: ${largest.command})`,
         met: largest.bytes! <= limit,
       });
     }
-    const fields = results.commandSizes.documentAfterHandoff.fields.length;
+    const fields = sizes.documentAfterHandoff.fields.length;
     checks.push({
-      what: 'top-level fields of a mutex document after a hand-off',
+      what: `${engine}top-level fields of a mutex document after a hand-off`,
       target: `≤ ${targets.lockDocumentFields}`,
       measured: String(fields),
       met: fields <= targets.lockDocumentFields,
@@ -211,15 +231,19 @@ export function checkTargets(results: BenchResults): TargetCheck[] {
 }
 
 /** The shape matrix against the issue's targets, each over every shape measured. */
-function shapeChecks(rows: ContentionRow[]): TargetCheck[] {
-  const shapes = compareShapes(rows);
+function shapeChecks(
+  rows: ContentionRow[],
+  ours: VariantResult['variant'] = 'ours',
+  label = '',
+): TargetCheck[] {
+  const shapes = compareShapes(rows, ours);
   if (shapes.length === 0) return [];
   const each = (value: (s: ShapeComparison) => string) =>
     shapes.map((s) => `${s.shape}: ${value(s)}`).join('; ');
   const checks: TargetCheck[] = [];
   if (shapes.every((s) => s.ratio !== undefined)) {
     checks.push({
-      what: 'shape matrix: sections/s vs mongodash',
+      what: `${label}shape matrix: sections/s vs mongodash`,
       target: `≥ ${targets.shapeVsMongodash}× at every P × W`,
       measured: each((s) => `${s.ratio!.toFixed(2)}×`),
       met: shapes.every((s) => s.ratio! >= targets.shapeVsMongodash),
@@ -227,13 +251,13 @@ function shapeChecks(rows: ContentionRow[]): TargetCheck[] {
   }
   checks.push(
     {
-      what: 'shape matrix: commands per section',
+      what: `${label}shape matrix: commands per section`,
       target: `≤ ${targets.shapeCommandsPerSection} at every P × W`,
       measured: each((s) => String(s.ours.commandsPerSection)),
       met: shapes.every((s) => s.ours.commandsPerSection <= targets.shapeCommandsPerSection),
     },
     {
-      what: 'shape matrix: sections of the busiest process / the least busy',
+      what: `${label}shape matrix: sections of the busiest process / the least busy`,
       target: `≤ ${targets.shapeShareMaxOverMin} at every P × W`,
       measured: each((s) => String(s.ours.shareMaxOverMin ?? 'one did none')),
       met: shapes.every(
@@ -242,7 +266,7 @@ function shapeChecks(rows: ContentionRow[]): TargetCheck[] {
       ),
     },
     {
-      what: 'shape matrix: failed waits (timeouts, errors)',
+      what: `${label}shape matrix: failed waits (timeouts, errors)`,
       target: '0',
       measured: String(shapes.reduce((total, s) => total + s.ours.failures, 0)),
       met: shapes.every((s) => s.ours.failures === 0),
@@ -252,7 +276,7 @@ function shapeChecks(rows: ContentionRow[]): TargetCheck[] {
   const [wide, narrow] = [at('8 × 1'), at('2 × 1')];
   if (wide !== undefined && narrow !== undefined) {
     checks.push({
-      what: 'commands per section flat in P: 8 × 1 against 2 × 1',
+      what: `${label}commands per section flat in P: 8 × 1 against 2 × 1`,
       target: `within ${targets.commandsAt8x1Over2x1}×`,
       measured: `${wide} against ${narrow} (${(wide / narrow).toFixed(2)}×)`,
       met: wide <= narrow * targets.commandsAt8x1Over2x1,
