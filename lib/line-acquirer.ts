@@ -6,6 +6,7 @@ import { notAcquiredMessage } from './lock.messages';
 import type { JoinResult } from './store/line/line-commands';
 import type { LineKind, LinePlace } from './store/line/line-document';
 import type { LineStore } from './store/line/line-store';
+import { LINE_CAPACITY } from './store/line/line-pipelines';
 import { modeConflictError } from './store/lock-mode-errors';
 import type { LockModeRequest } from './store/lock-modes';
 import { isStoreUnavailableError } from './store/mongo-error-codes';
@@ -128,7 +129,7 @@ export class LineAcquirer {
     // A wait's command is retried while MongoDB is unavailable, and given up on at the deadline
     // (a command's own bound is the operation timeout: the deadline's error must come first).
     const send = <T>(command: () => Promise<T>) =>
-      this.bounded(this.tolerant(command, deadline), deadline, request, timedOut);
+      this.bounded(this.tolerant(command, deadline, request.signal), deadline, request, timedOut);
     try {
       let sentAt = performance.now();
       place = await this.join(request, entry, send);
@@ -136,17 +137,20 @@ export class LineAcquirer {
       for (;;) {
         const leaseEnd = localLeaseEnd(sentAt, place.remainingMs, ttlMs);
         if (place.holds) return { key, token: entry.token, fence: place.fence, leaseEnd };
-        // A waiting entry is renewed at a third of its lease, as a holder's is.
-        const renewAt = sentAt + Math.min(place.aheadEndsInMs, ttlMs / 3);
+        // A waiting entry is renewed when a third of its lease has run, as a holder's is (by its
+        // own remaining lease: a poll's read does not renew it).
+        const renewAt =
+          sentAt + Math.max(0, Math.min(place.aheadEndsInMs, place.remainingMs - (2 * ttlMs) / 3));
         const polling = this.deps.polling?.();
         pollMs = polling ? Math.min((pollMs ?? polling.firstMs / 2) * 2, polling.maxMs) : undefined;
         const pollAt = pollMs === undefined ? Infinity : performance.now() + pollMs;
         const polls = pollAt < Math.min(renewAt, deadline);
+        const nudge = this.deps.waiters.nudged();
         const woke = await wakeUp(
-          { heard: waiting.heard, nudged: this.deps.waiters.nudged },
+          { heard: waiting.heard, nudged: nudge.nudged },
           Math.min(renewAt, deadline, pollAt),
           request.signal,
-        );
+        ).finally(nudge.cancel);
         if (woke === 'aborted') throw request.signal?.reason;
         // Heard to hold: from then on, until our entry's own lease ends.
         if (woke === 'heard' && leaseEnd - performance.now() > ttlMs / 3) {
@@ -202,9 +206,13 @@ export class LineAcquirer {
     return renewed.renewed && renewed.holds ? { remainingMs: renewed.remainingMs } : undefined;
   }
 
-  /** Gives back a hold nobody will use: left in the background, retried till its lease ends. */
-  giveBack(hold: LineHold): void {
-    this.leaveInBackground(hold.key, hold.token, hold.leaseEnd, 'joined');
+  /**
+   * Gives back a hold nobody will use: left in the background, retried until a lease of
+   * `ttlMs` from now would have ended (a renewal may have moved it past `hold.leaseEnd`).
+   */
+  giveBack(hold: LineHold, ttlMs: number): void {
+    const until = Math.max(hold.leaseEnd, performance.now() + ttlMs);
+    this.leaveInBackground(hold.key, hold.token, until, 'joined');
   }
 
   private async join(
@@ -232,6 +240,14 @@ export class LineAcquirer {
     if (joined.reason === 'kind') {
       throw modeConflictError(request.key, modeRequestOf(request.kind), joined.inUse);
     }
+    if (joined.reason === 'full') {
+      // Not a wait that ran out: the line has no room for one more entry now.
+      throw new LockNotAcquiredError(
+        `Lock ${JSON.stringify(request.key)} not acquired: ${LINE_CAPACITY} calls already ` +
+          'hold or wait for it',
+        { keys: [request.key], holderId: joined.holderId, retryAfterMs: joined.retryAfterMs },
+      );
+    }
     throw notAcquired(request, joined.holderId, joined.retryAfterMs);
   }
 
@@ -239,15 +255,22 @@ export class LineAcquirer {
    * `command`, sent again after a pause while MongoDB is unavailable and time remains: every
    * command goes by our token, so a retry of one that landed finds its own work done.
    */
-  private async tolerant<T>(command: () => Promise<T>, deadline: number): Promise<T> {
+  private async tolerant<T>(
+    command: () => Promise<T>,
+    deadline: number,
+    signal: AbortSignal | undefined,
+  ): Promise<T> {
     for (let delayMs = 50; ; delayMs = Math.min(delayMs * 2, 1_000)) {
       try {
         return await command();
       } catch (error) {
-        if (!isStoreUnavailableError(error) || performance.now() + delayMs >= deadline) {
+        // An aborted call sends nothing more: a join landing later would be nobody's.
+        const givenUp = signal?.aborted || performance.now() + delayMs >= deadline;
+        if (!isStoreUnavailableError(error) || givenUp) {
           throw error;
         }
         await sleep(delayMs, false);
+        signal?.throwIfAborted();
       }
     }
   }

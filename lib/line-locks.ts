@@ -28,6 +28,8 @@ export class LineLocks {
   private streaming = false;
   /** The `events$` stream, open while anyone listens. */
   private eventWatch: LineWatch | undefined;
+  /** Whether `events$` carries every change now (open, and no failure since). */
+  eventsFlowing = false;
   private readonly eventListeners = new Set<(event: LockEvent) => void>();
 
   constructor(
@@ -52,6 +54,7 @@ export class LineLocks {
    */
   async start(): Promise<void> {
     if (this.options.changeStreams === 'off' || this.watch) return;
+    let failed = false;
     const watch = this.store.watch(
       this.options.holderId,
       (change) => {
@@ -63,13 +66,15 @@ export class LineLocks {
         this.waiters.heard(change.key, change.holders);
       },
       () => {
+        failed = true;
         this.streaming = false;
         this.waiters.lookAgain();
       },
     );
     this.watch = watch;
-    await settlesWithin(watch.opened, this.options.operationTimeoutMs);
-    this.streaming = true;
+    // Not open in time, or failed first: waiters poll until the stream carries a change.
+    const opened = await settlesWithin(watch.opened, this.options.operationTimeoutMs);
+    this.streaming = opened && !failed;
   }
 
   /** Callers waiting in this process. */
@@ -110,10 +115,10 @@ export class LineLocks {
         const lost = await this.refreshEarlier(holds, options.ttlMs);
         if (lost === undefined) break;
         // A stall outlived a lease before the lock was handed out: nothing was protected yet.
-        for (const hold of holds.splice(lost)) this.acquirer.giveBack(hold);
+        for (const hold of holds.splice(lost)) this.acquirer.giveBack(hold, options.ttlMs);
       }
     } catch (error) {
-      for (const hold of holds) this.acquirer.giveBack(hold);
+      for (const hold of holds) this.acquirer.giveBack(hold, options.ttlMs);
       throw withAllKeys(error, keys, options.timeoutMs);
     }
     return this.handleFor(holds, options);
@@ -126,8 +131,21 @@ export class LineLocks {
   watchEvents(listener: (event: LockEvent) => void): () => void {
     this.eventListeners.add(listener);
     if (!this.eventWatch && this.options.changeStreams !== 'off') {
-      this.eventWatch = this.store.watchEvents((event) => {
-        for (const each of [...this.eventListeners]) each(event);
+      let failed = false;
+      const watch = this.store.watchEvents(
+        (event) => {
+          for (const each of [...this.eventListeners]) each(event);
+        },
+        () => {
+          failed = true;
+          this.eventsFlowing = false;
+        },
+      );
+      this.eventWatch = watch;
+      this.eventsFlowing = false;
+      // Flowing once open with no failure; after a failure, readers of `eventsFlowing` poll.
+      void watch.opened.then(() => {
+        if (this.eventWatch === watch && !failed) this.eventsFlowing = true;
       });
     }
     return () => {
@@ -135,6 +153,7 @@ export class LineLocks {
       if (this.eventListeners.size > 0 || !this.eventWatch) return;
       this.eventWatch.close().catch(() => undefined);
       this.eventWatch = undefined;
+      this.eventsFlowing = false;
     };
   }
 
@@ -182,6 +201,7 @@ export class LineLocks {
     this.streaming = false;
     const events = this.eventWatch;
     this.eventWatch = undefined;
+    this.eventsFlowing = false;
     this.eventListeners.clear();
     await Promise.all([this.watch?.close(), events?.close()]);
   }
@@ -223,7 +243,7 @@ export class LineLocks {
             return (await this.acquirer.release(holdOf(held.key))) ? 'released' : 'lost';
           } catch {
             // No reply: left in the background, retried until its lease ends.
-            this.acquirer.giveBack(holdOf(held.key));
+            this.acquirer.giveBack(holdOf(held.key), options.ttlMs);
             return undefined;
           }
         },

@@ -185,7 +185,10 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
       inspect: (key) => this.inspect(key),
       events$: this.events$,
       // Until the stream is established a change may pass unseen: read on a timer till then.
-      eventsFlow: () => this.waiting.streaming && this.waiting.streamState.established,
+      eventsFlow: () =>
+        this.lines
+          ? this.lines.eventsFlowing
+          : this.waiting.streaming && this.waiting.streamState.established,
       pollIntervalMs: this.options.maxPollIntervalMs,
       termBegan: (name) => this.telemetry.termBegan(name),
     });
@@ -304,13 +307,11 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     const keyList = normalizeLockKeys(keys);
     const resolved = resolveAcquireOptions(options, this.options, true);
     const transaction = resolveTransactionOption(options?.transaction);
+    if (transaction && this.options.engine === 'v2') throw notOnEngineV2('transaction');
     const enclosing = this.enclosingHandle(keyList, resolved.mode);
     // Re-entered: the outer call's lock, and its transaction if it has one.
     if (enclosing) return await fn(enclosing);
-    if (transaction) {
-      if (this.options.engine === 'v2') throw notOnEngineV2('transaction');
-      await requireTransactions(await this.ensureStarted());
-    }
+    if (transaction) await requireTransactions(await this.ensureStarted());
     const handle = await this.acquireKeys(keyList, resolved);
     const run = () => runWithHeldLock(this, handle, () => fn(handle));
     let result: T;

@@ -5,12 +5,7 @@
  */
 export class LineWaiters {
   private readonly byKey = new Map<string, Map<string, () => void>>();
-  private nudge!: () => void;
-  /**
-   * Settles when every waiter should look at its place again: news may have been missed (the
-   * change stream failed or was reopened, or gave way to polling).
-   */
-  nudged: Promise<void> = this.nextNudge();
+  private readonly nudges = new Set<() => void>();
 
   /** Resolves when `entry` is heard to hold `key`; `stop()` forgets it. */
   wait(key: string, entry: string): { heard: Promise<void>; stop: () => void } {
@@ -35,11 +30,22 @@ export class LineWaiters {
     for (const entry of holders) waiters.get(entry)?.();
   }
 
-  /** Wakes every waiter to look at its place again (see {@link nudged}). */
+  /**
+   * Settles at the next {@link lookAgain}: news may have been missed (the change stream failed
+   * or was reopened, or gave way to polling). `cancel` forgets it (one per wait round).
+   */
+  nudged(): { nudged: Promise<void>; cancel: () => void } {
+    let wake!: () => void;
+    const nudged = new Promise<void>((resolve) => (wake = resolve));
+    this.nudges.add(wake);
+    return { nudged, cancel: () => this.nudges.delete(wake) };
+  }
+
+  /** Wakes every waiter to look at its place again. */
   lookAgain(): void {
-    const nudge = this.nudge;
-    this.nudged = this.nextNudge();
-    nudge();
+    const nudges = [...this.nudges];
+    this.nudges.clear();
+    for (const wake of nudges) wake();
   }
 
   /** Callers waiting here, on every key. */
@@ -47,10 +53,6 @@ export class LineWaiters {
     let count = 0;
     for (const waiters of this.byKey.values()) count += waiters.size;
     return count;
-  }
-
-  private nextNudge(): Promise<void> {
-    return new Promise<void>((resolve) => (this.nudge = resolve));
   }
 
   /** Keys with callers waiting here. */

@@ -141,15 +141,41 @@ describe('LockService on engine v2', () => {
     expect(b.diagnostics.streamOpen).toBe(false);
   });
 
+  it('keeps a polling waiter in its place by renewing its entry, however often it polls', async () => {
+    const a = await v2();
+    const b = await v2({ changeStreams: 'off', pollIntervalMs: 20, maxPollIntervalMs: 100 });
+    const held = await a.acquire('kept', { ttlMs: 10_000 });
+    const next = b.acquire('kept', { ttlMs: 1_000, timeoutMs: 10_000 });
+    const entriesOfB = async () => {
+      const doc = await (await lines()).findOne({ _id: 'kept' as never });
+      return ((doc?.line ?? []) as { h: string; f: unknown }[])
+        .filter((entry) => entry.h === b.holderId)
+        .map((entry) => String(entry.f));
+    };
+    await eventually(async () => (await entriesOfB()).length === 1);
+    const [joinedWith] = await entriesOfB();
+    // Three of its leases: polls alone would have let its entry run out and join again.
+    await sleep(3_000);
+    expect(await entriesOfB()).toEqual([joinedWith]);
+    await held.release();
+    expect(String((await next).fence)).toBe(joinedWith);
+  });
+
   it('refuses what needs engine v1 with a clear error, and writes nothing', async () => {
     const a: LockService = await v2();
     await expect(a.withLock('tx', () => 1, { transaction: true })).rejects.toThrow(
       /transaction needs engine 'v1'/,
     );
+    expect(await a.inspect('tx')).toBeNull();
+    // Re-entered too: never a silent run without the transaction asked for.
+    await a.withLock('tx', async () => {
+      await expect(a.withLock('tx', () => 1, { transaction: true })).rejects.toThrow(
+        /transaction needs engine 'v1'/,
+      );
+    });
     await expect(a.documents('accounts').acquire('a1')).rejects.toThrow(
       /Document locks needs engine 'v1'/,
     );
-    expect(await a.inspect('tx')).toBeNull();
   });
 
   it('elects one leader at a time, the next after a resignation with a larger fence', async () => {

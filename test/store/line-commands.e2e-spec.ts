@@ -201,10 +201,9 @@ describe('what the review found', () => {
       renewed: true,
       holds: true,
     });
-    expect(await leaveLine(retried, 'rt', a, 60_000)).toEqual({
-      left: true,
-      holders: [{ t: b, h: 'h' }],
-    });
+    // No holders named: read later than the write, the time would count entries still live
+    // at the write as dead and name a holder that is not one (the change stream tells them).
+    expect(await leaveLine(retried, 'rt', a, 60_000)).toEqual({ left: true, holders: [] });
   });
 
   it('keeps an idle document until after its last fence in ms, however far fences ran ahead', async () => {

@@ -223,6 +223,10 @@ export async function leaveLine(
   if (!before) return { left: false, holders: [] };
   const now = await timeOf(collection, key, before);
   const left = placeOf(before, token, now) !== undefined;
+  // A retried write's reply has no time of its own (see `timeOf`): a later time would count
+  // entries still live at the write as dead, and name holders that are not. The change
+  // stream tells them instead.
+  if (!(before.now instanceof Date)) return { left, holders: [] };
   const after = { ...before, line: before.line?.filter((entry) => entry.t !== token) };
   return { left, holders: holdersOf(after, now).map(({ t, h }) => ({ t, h })) };
 }

@@ -27,6 +27,8 @@ type Accumulator = (collection: AnyObject[], expr: unknown, options: Options) =>
  */
 function accumulatorExpression(accumulate: Accumulator) {
   return (obj: AnyObject, expr: unknown, options: Options): unknown => {
+    // In `$group` and its kin mingo hands an accumulator the group's documents: as before.
+    if (Array.isArray(obj)) return accumulate(obj as AnyObject[], expr, options);
     const value = evalExpr(obj, expr, options);
     return accumulate(Array.isArray(value) ? value : [value], null, options);
   };
