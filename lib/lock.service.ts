@@ -47,6 +47,7 @@ import type { LineStore } from './store/line/line-store';
 import { LockAcquirer } from './lock-acquirer';
 import { LineLocks } from './line-locks';
 import { linkAbortSignals } from './waiting/linked-abort-signal';
+import { waitObservable } from './waiting/wait-observable';
 import { LockChangeFeed } from './waiting/change-feed';
 import { readLockChange } from './waiting/lock-event';
 import { LockWaiting } from './waiting/lock-waiting';
@@ -652,27 +653,11 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
 
   /** {@link waitForRelease} on engine v2's lines. */
   private lineReleased$(key: string): Observable<void> {
-    return new Observable<void>((subscriber) => {
-      const cancel = new AbortController();
-      const linked = linkAbortSignals([cancel.signal, this.closing.signal]);
-      Promise.resolve()
-        .then(async () => {
-          const validKey = validateLockKey(key);
-          await this.ensureStarted();
-          await (this.lines as LineLocks).waitForRelease(validKey, linked.signal);
-        })
-        .finally(() => linked.unlink())
-        .then(
-          () => {
-            subscriber.next();
-            subscriber.complete();
-          },
-          (error: unknown) => {
-            if (!cancel.signal.aborted) subscriber.error(error);
-          },
-        );
-      return () => cancel.abort();
-    });
+    return waitObservable(async (signal) => {
+      const validKey = validateLockKey(key);
+      await this.ensureStarted();
+      await (this.lines as LineLocks).waitForRelease(validKey, signal);
+    }, this.closing.signal);
   }
 
   /** A lazy start counts in the call's time: {@link ensureStarted}, given up on at `endsAt`. */

@@ -3,6 +3,7 @@ import type { LockState } from '../interfaces/lock-state.interface';
 import { validateLockKey } from '../keys/lock-key';
 import { decodeLockState, LOCK_STATE_PROJECTION } from './inspect-lock';
 import type { InspectReply } from './inspect-lock';
+import type { Document } from 'mongodb';
 import type { LockCollection } from './lock-document';
 
 /** Most keys one listing returns. */
@@ -49,6 +50,17 @@ function escapeRegExp(text: string): string {
 }
 
 /**
+ * The filter of a page's keys: `_id` after `after` (exclusive) and starting with `prefix`, an
+ * anchored regular expression that MongoDB answers from the `_id` index as a range.
+ */
+export function keyRangeFilter({ prefix, after }: Omit<ListLocksQuery, 'limit'>): Document {
+  const range: { $gt?: string; $regex?: string } = {};
+  if (after !== undefined) range.$gt = after;
+  if (prefix !== '') range.$regex = `^${escapeRegExp(prefix)}`;
+  return Object.keys(range).length === 0 ? {} : { _id: range };
+}
+
+/**
  * A page of keys in `_id` order, each decoded as `inspect` decodes it (never an owner token).
  * The prefix is an anchored regular expression on `_id`, which MongoDB answers from the `_id`
  * index as a range.
@@ -61,11 +73,8 @@ export async function listLocks(
   collection: LockCollection,
   { prefix, after, limit }: ListLocksQuery,
 ): Promise<LockState[]> {
-  const range: { $gt?: string; $regex?: string } = {};
-  if (after !== undefined) range.$gt = after;
-  if (prefix !== '') range.$regex = `^${escapeRegExp(prefix)}`;
   const replies = (await collection
-    .find(Object.keys(range).length === 0 ? {} : { _id: range }, {
+    .find(keyRangeFilter({ prefix, after }), {
       projection: LOCK_STATE_PROJECTION,
       sort: { _id: 1 },
       limit,

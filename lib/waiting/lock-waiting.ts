@@ -1,7 +1,6 @@
-import { Observable } from 'rxjs';
+import type { Observable } from 'rxjs';
 import type { AcquireAttemptWon } from '../store/acquire-attempt';
 import { GRANT_LEASE_MS } from '../store/direct-grant';
-import { linkAbortSignals } from './linked-abort-signal';
 import type { LockEvent } from '../interfaces/lock-state.interface';
 import type { HoldEnd, LockChangeFeed } from './change-feed';
 import { KeyQueue } from './key-queue';
@@ -9,6 +8,7 @@ import type { KeyWaitRequest, LocalRun, OfferedSuccessor } from './key-queue';
 import { waitUntilReleased } from './release-watch';
 import type { LeaseProbe } from './release-watch';
 import type { WaitTiming } from './wait-timing';
+import { waitObservable } from './wait-observable';
 
 /** Keys whose latest hand-off to another process is remembered (oldest forgotten first). */
 const GRANTED_ELSEWHERE_KEPT = 1_000;
@@ -84,24 +84,10 @@ export class LockWaiting {
     prepare: () => Promise<{ key: string; probe: () => Promise<LeaseProbe> }>,
     closing: AbortSignal,
   ): Observable<void> {
-    return new Observable<void>((subscriber) => {
-      const cancel = new AbortController();
-      const linked = linkAbortSignals([cancel.signal, closing]);
-      Promise.resolve()
-        .then(prepare)
-        .then(({ key, probe }) => this.waitForRelease(key, probe, linked.signal))
-        .finally(() => linked.unlink())
-        .then(
-          () => {
-            subscriber.next();
-            subscriber.complete();
-          },
-          (error: unknown) => {
-            if (!cancel.signal.aborted) subscriber.error(error);
-          },
-        );
-      return () => cancel.abort();
-    });
+    return waitObservable(async (signal) => {
+      const { key, probe } = await prepare();
+      await this.waitForRelease(key, probe, signal);
+    }, closing);
   }
 
   /**

@@ -59,7 +59,7 @@ const lineEngineMutants: LibraryMutant[] = [
         replacement: "  if (live[0].m !== 's') return Math.min(2, live.length); // mutant",
       },
     ],
-    run: (server, libDir) => runLineContentionScenario(server, { libDir, durationMs: 5_000 }),
+    run: (server, libDir) => runLineContentionScenario(server, { libDir, durationMs: 3_000 }),
     caughtAs: ['overlap'],
   },
   {
@@ -71,7 +71,7 @@ const lineEngineMutants: LibraryMutant[] = [
         replacement: '    for (const wake of [...waiters.values()]) wake(); // mutant',
       },
     ],
-    run: (server, libDir) => runLineContentionScenario(server, { libDir, durationMs: 5_000 }),
+    run: (server, libDir) => runLineContentionScenario(server, { libDir, durationMs: 3_000 }),
     caughtAs: ['overlap'],
   },
   {
@@ -98,7 +98,7 @@ const lineEngineMutants: LibraryMutant[] = [
         replacement: '  while (count < live.length) count++; // mutant',
       },
     ],
-    run: (server, libDir) => runLineModesScenario(server, { libDir, durationMs: 6_000 }),
+    run: (server, libDir) => runLineModesScenario(server, { libDir, durationMs: 3_500 }),
     caughtAs: ['overlap'],
   },
   {
@@ -110,7 +110,7 @@ const lineEngineMutants: LibraryMutant[] = [
         replacement: '      used += 1; // mutant',
       },
     ],
-    run: (server, libDir) => runLineModesScenario(server, { libDir, durationMs: 6_000 }),
+    run: (server, libDir) => runLineModesScenario(server, { libDir, durationMs: 3_500 }),
     caughtAs: ['over-capacity'],
   },
   {
@@ -122,7 +122,7 @@ const lineEngineMutants: LibraryMutant[] = [
         replacement: "    operationType: 'none', // mutant",
       },
     ],
-    run: (server, libDir) => runLineContentionScenario(server, { libDir, durationMs: 5_000 }),
+    run: (server, libDir) => runLineContentionScenario(server, { libDir, durationMs: 3_000 }),
     caughtAs: ['scenario'],
   },
 ];

@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import type { ChangeStream, Document } from 'mongodb';
+import type { Document } from 'mongodb';
 import type { LockEvent, LockHolderState, LockState } from '../../interfaces/lock-state.interface';
-import { sleep } from '../../util/timers';
-import type { ListLocksQuery } from '../list-locks';
+import { keyRangeFilter, type ListLocksQuery } from '../list-locks';
 import type { LineCollection } from './line-commands';
 import type { LineDocument } from './line-document';
 import type { LineWatch } from './line-events';
+import { reopeningStream } from './line-events';
 import type { LineChangeEvent, LineStateReply } from './line-state';
 import {
   LINE_STATE_PROJECTION,
@@ -66,11 +66,6 @@ export async function inspectLine(
   return reply && decodeLineState(reply, await replyTime(collection, key, reply));
 }
 
-/** Escapes every character that means something in a regular expression (as `list-locks.ts`). */
-function escapeRegExp(text: string): string {
-  return text.replace(/[\\^$.*+?()[\]{}|/-]/g, '\\$&');
-}
-
 /**
  * A page of keys in `_id` order, each as {@link inspectLine} reports it: the current engine's
  * `listLocks` (`prefix` an anchored regular expression on `_id`, `after` exclusive, `limit`).
@@ -79,11 +74,8 @@ export async function listLines(
   collection: LineCollection,
   { prefix, after, limit }: ListLocksQuery,
 ): Promise<LockState[]> {
-  const range: { $gt?: string; $regex?: string } = {};
-  if (after !== undefined) range.$gt = after;
-  if (prefix !== '') range.$regex = `^${escapeRegExp(prefix)}`;
   const replies = (await collection
-    .find(Object.keys(range).length === 0 ? {} : { _id: range }, {
+    .find(keyRangeFilter({ prefix, after }), {
       projection: LINE_STATE_PROJECTION,
       sort: { _id: 1 },
       limit,
@@ -237,41 +229,15 @@ export function watchLineEvents(
   onEvent: (event: LockEvent) => void,
   onFailure: (error: unknown) => void = () => undefined,
 ): LineWatch {
-  let closing = false;
-  let stream: ChangeStream<LineDocument, LineChangeEvent> | undefined;
-  let markOpened!: () => void;
-  const opened = new Promise<void>((resolve) => (markOpened = resolve));
-  const readOnce = async () => {
-    stream = collection.watch<LineDocument, LineChangeEvent>(EVENT_CHANGES, {
-      fullDocument: 'updateLookup',
-      maxAwaitTimeMS: 1_000,
-    });
-    // The driver resumes after resumable errors by itself; any other ends this stream.
-    while (!closing) {
-      const change = await stream.tryNext();
-      markOpened();
-      if (change) for (const event of lineEvents(change)) onEvent(event);
-    }
-  };
-  const reading = (async () => {
-    for (let pauseMs = 100; !closing; pauseMs = Math.min(pauseMs * 2, 5_000)) {
-      try {
-        await readOnce();
-      } catch (error) {
-        if (closing) return;
-        markOpened();
-        onFailure(error);
-        await stream?.close().catch(() => undefined);
-        await sleep(pauseMs, false);
-      }
-    }
-  })();
-  return {
-    opened,
-    close: async () => {
-      closing = true;
-      await stream?.close();
-      await reading;
+  return reopeningStream<LineChangeEvent>(
+    () =>
+      collection.watch<LineDocument, LineChangeEvent>(EVENT_CHANGES, {
+        fullDocument: 'updateLookup',
+        maxAwaitTimeMS: 1_000,
+      }),
+    (change) => {
+      for (const event of lineEvents(change)) onEvent(event);
     },
-  };
+    onFailure,
+  );
 }

@@ -1,4 +1,4 @@
-import type { ChangeStream, ChangeStreamDocument } from 'mongodb';
+import type { ChangeStream, ChangeStreamDocument, Document } from 'mongodb';
 import { sleep } from '../../util/timers';
 import type { LineDocument } from './line-document';
 import { holdingCount } from './line-document';
@@ -44,29 +44,48 @@ export function watchLines(
   onChange: (change: LineChange) => void,
   onFailure: (error: unknown) => void = () => undefined,
 ): LineWatch {
-  let closing = false;
-  let stream: ChangeStream<LineDocument, ChangeStreamDocument<LineDocument>> | undefined;
-  let markOpened!: () => void;
-  // Settles on the first read, or the first failure: nobody waits on a stream that cannot open.
-  const opened = new Promise<void>((resolve) => (markOpened = resolve));
-  const readOnce = async () => {
-    stream = collection.watch<LineDocument, ChangeStreamDocument<LineDocument>>(
-      [{ $match: leadsTo(holderId) }],
-      { fullDocument: 'updateLookup', maxAwaitTimeMS: 1_000 },
-    );
-    // The driver resumes after resumable errors by itself; any other ends this stream.
-    while (!closing) {
-      const event = await stream.tryNext();
-      markOpened();
-      if (!event || !('fullDocument' in event) || !event.fullDocument) continue;
+  return reopeningStream<ChangeStreamDocument<LineDocument>>(
+    () =>
+      collection.watch<LineDocument, ChangeStreamDocument<LineDocument>>(
+        [{ $match: leadsTo(holderId) }],
+        { fullDocument: 'updateLookup', maxAwaitTimeMS: 1_000 },
+      ),
+    (event) => {
+      if (!('fullDocument' in event) || !event.fullDocument) return;
       const doc = event.fullDocument;
       const line = doc.line ?? [];
       const holders = line.slice(0, holdingCount(line, doc.permits)).map((entry) => entry.t);
       onChange({ key: doc._id, holders });
+    },
+    onFailure,
+  );
+}
+
+/**
+ * Reads the change stream `open` makes and hands each change to `onChange`. The driver resumes
+ * after resumable errors by itself; a stream that fails otherwise is reopened after a pause
+ * (changes meanwhile are missed: readers wake on their own timers) and `onFailure` hears why.
+ * `opened` settles on the first read or the first failure: nobody waits on a stream that
+ * cannot open.
+ */
+export function reopeningStream<Change extends Document>(
+  open: () => ChangeStream<LineDocument, Change>,
+  onChange: (change: Change) => void,
+  onFailure: (error: unknown) => void,
+): LineWatch {
+  let closing = false;
+  let stream: ChangeStream<LineDocument, Change> | undefined;
+  let markOpened!: () => void;
+  const opened = new Promise<void>((resolve) => (markOpened = resolve));
+  const readOnce = async () => {
+    stream = open();
+    while (!closing) {
+      const change = await stream.tryNext();
+      markOpened();
+      if (change) onChange(change);
     }
   };
   const reading = (async () => {
-    // A failed stream is reopened after a pause; waiters meanwhile wake on their own timers.
     for (let pauseMs = 100; !closing; pauseMs = Math.min(pauseMs * 2, 5_000)) {
       try {
         await readOnce();

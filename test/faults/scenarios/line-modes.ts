@@ -38,7 +38,7 @@ export async function runLineModesScenario(
         options: { engine: 'v2' as const },
       })),
     );
-    const durationMs = options.durationMs ?? 10_000;
+    const durationMs = options.durationMs ?? 8_000;
     const stopAt = sharedClockMs() + durationMs;
     const calls = workers.flatMap((worker) =>
       [
