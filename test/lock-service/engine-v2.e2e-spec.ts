@@ -118,10 +118,15 @@ describe('LockService on engine v2', () => {
     const held = await a.acquire('watched');
     let freed = false;
     const released = firstValueFrom(b.waitForRelease('watched')).then(() => (freed = true));
-    await sleep(300);
+    // Long enough for its stream to open and its first look to find the key held.
+    await sleep(1_500);
     expect(freed).toBe(false);
     await held.release();
-    await released;
+    // Heard on the release: without it, the next look is at the lease's end (30 s) or the
+    // safety poll (10 min).
+    await expect(Promise.race([released, sleep(5_000).then(() => 'not heard')])).resolves.toBe(
+      true,
+    );
 
     await a.acquire('expiring', { ttlMs: 1_000, renew: false });
     const started = performance.now();

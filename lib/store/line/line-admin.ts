@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Document } from 'mongodb';
 import type { LockEvent, LockHolderState, LockState } from '../../interfaces/lock-state.interface';
 import { keyRangeFilter, type ListLocksQuery } from '../list-locks';
-import type { LineCollection } from './line-commands';
+import { timeOf, type LineCollection } from './line-commands';
 import type { LineDocument } from './line-document';
 import type { LineWatch } from './line-events';
 import { reopeningStream } from './line-events';
@@ -40,18 +40,9 @@ function wakeEveryone(): string {
   return `* ${randomBytes(12).toString('base64url')}`;
 }
 
-/** A reply's server time; see `timeOf` in `line-commands.ts` for a write the driver retried. */
-async function replyTime(
-  collection: LineCollection,
-  key: string,
-  reply: LineStateReply,
-): Promise<Date> {
-  if (reply.now instanceof Date) return reply.now;
-  const read = (await collection.findOne({ _id: key }, { projection: { _id: 1, now: NOW } })) as {
-    now?: Date;
-  } | null;
-  // The document is gone: nothing of it is live.
-  return read?.now ?? new Date(8.64e15);
+/** A reply's server time (`timeOf`: a reply the driver retried has none of its own). */
+function replyTime(collection: LineCollection, key: string, reply: LineStateReply): Promise<Date> {
+  return timeOf(collection, key, reply as unknown as LineDocument & { now?: Date });
 }
 
 /** The key's state by the server clock, or `null` if it has no document. */

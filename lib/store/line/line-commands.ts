@@ -38,7 +38,7 @@ type LineReply = LineDocument & { now: Date };
  * later), or else the server's time now, read afterwards; later is the safe side (fewer
  * live entries, a shorter lease left).
  */
-async function timeOf(
+export async function timeOf(
   collection: LineCollection,
   key: string,
   doc: LineDocument & { now?: Date },
@@ -50,7 +50,9 @@ async function timeOf(
   const read = (await collection.findOne(
     { _id: key },
     { projection: { _id: 1, now: '$$NOW' } },
-  )) as { now?: Date } | null;
+  )) as {
+    now?: Date;
+  } | null;
   // The document is gone: nothing of it is live.
   return read?.now ?? new Date(8.64e15);
 }
