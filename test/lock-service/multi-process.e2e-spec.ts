@@ -1,6 +1,7 @@
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { sharedClockMs } from '@nestjs-mongo-lock/process-harness';
 import { canEmulate } from '../support/mongo';
 import { countCommands, LockTestKit } from './lock-test-kit';
 
@@ -50,7 +51,7 @@ describe('LockService across OS processes', () => {
     holder.send({ type: 'release' });
     const { at: releasedAt } = await holder.next('released');
     const handle = await acquired;
-    const acquiredAt = performance.timeOrigin + performance.now();
+    const acquiredAt = sharedClockMs();
 
     // Neither the lease (60 s) nor the safety poll (10 min) could have woken it.
     expect(acquiredAt - releasedAt).toBeLessThan(20_000);

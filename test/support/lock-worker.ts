@@ -12,6 +12,7 @@
  */
 import 'reflect-metadata';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { sharedClockMs } from '@nestjs-mongo-lock/process-harness';
 import { LockService } from '../../lib/lock.service';
 
 interface WorkerArgs {
@@ -29,7 +30,6 @@ interface WorkerArgs {
 
 const args = JSON.parse(process.env.LOCK_WORKER_ARGS ?? '{}') as WorkerArgs;
 const send = (message: Record<string, unknown>) => process.send?.(message);
-const now = () => performance.timeOrigin + performance.now();
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 async function hold(locks: LockService): Promise<void> {
@@ -39,9 +39,9 @@ async function hold(locks: LockService): Promise<void> {
       if (message.type === 'release') resolve();
     }),
   );
-  send({ type: 'acquired', fence: handle.fence.toString(), at: now() });
+  send({ type: 'acquired', fence: handle.fence.toString(), at: sharedClockMs() });
   await released;
-  const releasedAt = now();
+  const releasedAt = sharedClockMs();
   await handle.release();
   send({ type: 'released', at: releasedAt });
 }
@@ -52,12 +52,17 @@ async function contend(locks: LockService): Promise<void> {
     await locks.withLock(
       args.key,
       async (handle) => {
-        const start = now();
+        const start = sharedClockMs();
         // A read-modify-write with a pause: overlapping holders would lose increments.
         const counter = Number(readFileSync(args.counterFile!, 'utf8'));
         await sleep(args.sectionMs ?? 5);
         writeFileSync(args.counterFile!, String(counter + 1));
-        sections.push({ fence: handle.fence.toString(), start, end: now(), pid: process.pid });
+        sections.push({
+          fence: handle.fence.toString(),
+          start,
+          end: sharedClockMs(),
+          pid: process.pid,
+        });
       },
       { timeoutMs: 60_000, ttlMs: args.ttlMs },
     );
