@@ -13,7 +13,12 @@ const base = {
   ],
 };
 
+// At least two workers: Jest's default (one less than the cores) is one on a 2-core machine,
+// where the unit and e2e files, which mostly wait on timers and sockets, run well side by side.
+const { availableParallelism } = require('node:os');
+
 module.exports = {
+  maxWorkers: Math.max(2, availableParallelism() - 1),
   reporters: ['default', '<rootDir>/test/support/summary-reporter.js'],
   projects: [
     {
@@ -35,6 +40,11 @@ module.exports = {
       displayName: 'conformance',
       testMatch: ['<rootDir>/packages/mongo-offline/spec/**/*.conformance-spec.ts'],
     },
-    { ...base, displayName: 'faults', testMatch: ['<rootDir>/test/faults/**/*.fault-spec.ts'] },
+    {
+      ...base,
+      displayName: 'faults',
+      testMatch: ['<rootDir>/test/faults/**/*.fault-spec.ts'],
+      runner: '<rootDir>/test/support/one-at-a-time-runner.js',
+    },
   ],
 };
