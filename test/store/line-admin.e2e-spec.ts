@@ -95,7 +95,7 @@ describe('inspectLine', () => {
   it('a free key: no document is null; after the last leave, free with the last fence', async () => {
     expect(await inspectLine(locks, 'free')).toBeNull();
     const a = await join('free', 'svc-a');
-    await leaveLine(locks, 'free', a.token, RETENTION);
+    await leaveLine(locks, 'free', a.token);
     expect(await inspectLine(locks, 'free')).toEqual({
       key: 'free',
       held: false,
@@ -447,13 +447,13 @@ describe('line events', () => {
     expect(await next(0)).toEqual([]);
 
     // A leave: released, then the next in line acquired.
-    await leaveLine(locks, 'ev', a.token, RETENTION);
+    await leaveLine(locks, 'ev', a.token);
     expect(await next(2)).toEqual([
       { type: 'released', key: 'ev', holderId: null, fence: null },
       { type: 'acquired', key: 'ev', holderId: 'svc-b', fence: b.fence },
     ]);
     // The last leave: released, nobody acquires.
-    await leaveLine(locks, 'ev', b.token, RETENTION);
+    await leaveLine(locks, 'ev', b.token);
     expect(await next(1)).toEqual([{ type: 'released', key: 'ev', holderId: null, fence: null }]);
 
     // A join on the idle document (an update, not an insert).
@@ -461,7 +461,7 @@ describe('line events', () => {
     expect(await next(1)).toEqual([
       { type: 'acquired', key: 'ev', holderId: 'svc-c', fence: c.fence },
     ]);
-    await leaveLine(locks, 'ev', c.token, RETENTION);
+    await leaveLine(locks, 'ev', c.token);
     expect(await next(1)).toEqual([{ type: 'released', key: 'ev', holderId: null, fence: null }]);
     await locks.deleteOne({ _id: 'ev' });
     expect(await next(1)).toEqual([{ type: 'deleted', key: 'ev', holderId: null, fence: null }]);

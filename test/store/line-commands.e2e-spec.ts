@@ -69,7 +69,7 @@ describe('exclusive entries (a mutex)', () => {
     expect(second).toMatchObject({ joined: true, holds: false, ahead: 1 });
     expect(second.joined && second.aheadEndsInMs).toBeGreaterThan(29_000);
 
-    const left = await leaveLine(locks, 'k', a, 60_000);
+    const left = await leaveLine(locks, 'k', a);
     expect(left).toEqual({ left: true, holders: [{ t: b, h: `svc-${b.slice(0, 4)}` }] });
     expect(await renewInLine(locks, 'k', b, 30_000, 60_000)).toMatchObject({
       renewed: true,
@@ -82,7 +82,7 @@ describe('exclusive entries (a mutex)', () => {
     for (let i = 0; i < 5; i++) {
       const tok = token();
       fences.push(fenceOf(await join('f', tok)));
-      await leaveLine(locks, 'f', tok, 60_000);
+      await leaveLine(locks, 'f', tok);
     }
     await locks.deleteOne({ _id: 'f' });
     fences.push(fenceOf(await join('f', token())));
@@ -116,7 +116,7 @@ describe('exclusive entries (a mutex)', () => {
     const holder = token();
     await join('o', holder);
     const before = await locks.findOne({ _id: 'o' });
-    expect(await leaveLine(locks, 'o', token(), 60_000)).toEqual({ left: false, holders: [] });
+    expect(await leaveLine(locks, 'o', token())).toEqual({ left: false, holders: [] });
     expect(await renewInLine(locks, 'o', token(), 30_000, 60_000)).toEqual({ renewed: false });
     expect(await locks.findOne({ _id: 'o' })).toEqual(before);
   });
@@ -124,8 +124,8 @@ describe('exclusive entries (a mutex)', () => {
   it('a second leave reports nothing left (a retried release is idempotent)', async () => {
     const tok = token();
     await join('i', tok);
-    expect((await leaveLine(locks, 'i', tok, 60_000)).left).toBe(true);
-    expect(await leaveLine(locks, 'i', tok, 60_000)).toEqual({ left: false, holders: [] });
+    expect((await leaveLine(locks, 'i', tok)).left).toBe(true);
+    expect(await leaveLine(locks, 'i', tok)).toEqual({ left: false, holders: [] });
   });
 
   it('a lease that ran out frees the line without a write, and is never renewed again', async () => {
@@ -145,23 +145,24 @@ describe('exclusive entries (a mutex)', () => {
   it('keeps a small document: no past owners, five fields after hand-offs', async () => {
     const toks = [token(), token(), token()];
     for (const tok of toks) await join('d', tok);
-    for (const tok of toks) await leaveLine(locks, 'd', tok, 60_000);
+    for (const tok of toks) await leaveLine(locks, 'd', tok);
     await join('d', token());
     const doc = await locks.findOne({ _id: 'd' });
     expect(Object.keys(doc!).sort()).toEqual(['_id', 'f', 'gcAt', 'lead', 'line']);
     expect(Object.keys(doc!.line![0]).sort()).toEqual(['e', 'f', 'h', 't']);
   });
 
-  it('an idle line lets the document go after the retention; a join keeps it past its lease', async () => {
+  it('a join keeps the document past its lease and the retention; a leave leaves that as it is', async () => {
     const tok = token();
     await join('g', tok);
-    await leaveLine(locks, 'g', tok, 60_000);
+    const joined = await locks.findOne({ _id: 'g' });
+    expect(joined?.gcAt?.getTime()).toBeGreaterThanOrEqual(joined!.line![0].e.getTime() + 60_000);
+    await leaveLine(locks, 'g', tok);
     const idle = await locks.findOne({ _id: 'g' });
-    expect(idle?.gcAt?.getTime()).toBeGreaterThan(Date.now() + 50_000);
-    expect(idle?.gcAt?.getTime()).toBeLessThan(Date.now() + 61_000);
-    await join('g', token(), EXCLUSIVE, { ttlMs: 30_000, idleRetentionMs: 60_000 });
-    const busy = await locks.findOne({ _id: 'g' });
-    expect(busy?.gcAt?.getTime()).toBeGreaterThanOrEqual(busy!.line![0].e.getTime() + 60_000);
+    expect(idle?.line).toEqual([]);
+    // The emptied line's document (and its fence) stays at least the retention after the leave.
+    expect(idle?.gcAt).toEqual(joined?.gcAt);
+    expect(idle!.gcAt!.getTime()).toBeGreaterThan(Date.now() + 60_000 - 1_000);
   });
 
   it('stores hostile strings as they are (values travel as literals)', async () => {
@@ -203,16 +204,16 @@ describe('what the review found', () => {
     });
     // No holders named: read later than the write, the time would count entries still live
     // at the write as dead and name a holder that is not one (the change stream tells them).
-    expect(await leaveLine(retried, 'rt', a, 60_000)).toEqual({ left: true, holders: [] });
+    expect(await leaveLine(retried, 'rt', a)).toEqual({ left: true, holders: [] });
   });
 
   it('keeps an idle document until after its last fence in ms, however far fences ran ahead', async () => {
+    // A burst of joins left the fence ahead of the clock.
+    const ahead = Date.now() + 600_000;
+    await locks.insertOne({ _id: 'burst', f: Long.fromNumber(ahead), line: [] });
     const tok = token();
     await join('burst', tok);
-    // A burst of joins leaves the fence ahead of the clock.
-    const ahead = Date.now() + 600_000;
-    await locks.updateOne({ _id: 'burst' }, { $set: { f: Long.fromNumber(ahead) } });
-    await leaveLine(locks, 'burst', tok, 1_000);
+    await leaveLine(locks, 'burst', tok);
     const idle = await locks.findOne({ _id: 'burst' });
     // The TTL index removes it only after gcAt: the next fence, from the clock, is larger.
     expect(idle?.gcAt?.getTime()).toBeGreaterThanOrEqual(ahead);
@@ -251,10 +252,10 @@ describe('shared and exclusive entries on one key', () => {
     expect(await join('rw', s3, SHARED)).toMatchObject({ holds: false, ahead: 3 });
     expect(await tryJoin('rw', token(), SHARED)).toMatchObject({ joined: false, reason: 'held' });
 
-    await leaveLine(locks, 'rw', s1, 60_000);
-    const afterShared = await leaveLine(locks, 'rw', s2, 60_000);
+    await leaveLine(locks, 'rw', s1);
+    const afterShared = await leaveLine(locks, 'rw', s2);
     expect(afterShared.holders.map((entry) => entry.t)).toEqual([x]);
-    const afterExclusive = await leaveLine(locks, 'rw', x, 60_000);
+    const afterExclusive = await leaveLine(locks, 'rw', x);
     expect(afterExclusive.holders.map((entry) => entry.t)).toEqual([s3]);
   });
 
@@ -275,7 +276,7 @@ describe('semaphores', () => {
     expect(await join('s', oneMore, permits(3, 1))).toMatchObject({ holds: false });
     expect(await tryJoin('s', token(), permits(3, 1))).toMatchObject({ reason: 'held' });
 
-    const left = await leaveLine(locks, 's', two, 60_000);
+    const left = await leaveLine(locks, 's', two);
     expect(left.holders.map((entry) => entry.t)).toEqual([one, twoMore]);
   });
 
@@ -287,14 +288,14 @@ describe('semaphores', () => {
       reason: 'kind',
     });
     const sem = token();
-    await leaveLine(locks, 'kind', lock, 60_000);
+    await leaveLine(locks, 'kind', lock);
     expect(await join('kind', sem, permits(3, 1))).toMatchObject({ joined: true, holds: true });
     expect(await join('kind', token(), permits(4, 1))).toMatchObject({
       joined: false,
       reason: 'kind',
     });
     expect(await join('kind', token())).toMatchObject({ joined: false, reason: 'kind' });
-    await leaveLine(locks, 'kind', sem, 60_000);
+    await leaveLine(locks, 'kind', sem);
     expect(await join('kind', token())).toMatchObject({ joined: true, holds: true });
     expect((await locks.findOne({ _id: 'kind' }))?.permits).toBeUndefined();
   });
@@ -309,9 +310,9 @@ describe('command sizes (what every call sends)', () => {
     await join('size', a, kind, { holderId });
     await join('size', b, kind, { holderId });
     await renewInLine(locks, 'size', a, 30_000, 60_000);
-    await leaveLine(locks, 'size', a, 60_000);
+    await leaveLine(locks, 'size', a);
     await tryJoin('size', token(), kind, { holderId });
-    await leaveLine(locks, 'size', b, 60_000);
+    await leaveLine(locks, 'size', b);
     const sizes = commands
       .filter((event) => event.commandName === 'findAndModify')
       .map((event) => BSON.calculateObjectSize(event.command));

@@ -215,12 +215,11 @@ export async function leaveLine(
   collection: LineCollection,
   key: string,
   token: string,
-  idleRetentionMs: number,
 ): Promise<LeaveResult> {
   const before = (await collection.findOneAndUpdate({ _id: key, 'line.t': token }, LEAVE_PIPELINE, {
     returnDocument: 'before',
     projection: LINE_REPLY,
-    let: { t: literal(token), i: idleRetentionMs },
+    let: { t: literal(token) },
   })) as LineReply | null;
   if (!before) return { left: false, holders: [] };
   const now = await timeOf(collection, key, before);

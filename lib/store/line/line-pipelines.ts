@@ -183,9 +183,9 @@ const LEAD = {
 
 /**
  * Leaving the line (release, or a waiter giving up): the entry `$$t` goes with every dead
- * one; an empty line lets the TTL index remove the document after `$$i` ms (never before the
- * last fence in ms, so that the next fence, from the clock, is larger). Whoever now leads holds, with
- * no further write.
+ * one. Whoever now leads holds, with no further write. `gcAt` stays: set by the last join or
+ * renewal past its lease plus the idle retention, it keeps an emptied line's document (and its
+ * fence) at least the retention after this leave.
  */
 export const LEAVE_PIPELINE: Document[] = [
   {
@@ -198,18 +198,7 @@ export const LEAVE_PIPELINE: Document[] = [
       },
     },
   },
-  {
-    $set: {
-      gcAt: {
-        $cond: [
-          { $eq: ['$line', []] },
-          { $max: [{ $add: [NOW, '$$i'] }, AFTER_LAST_FENCE] },
-          '$gcAt',
-        ],
-      },
-      lead: LEAD,
-    },
-  },
+  { $set: { lead: LEAD } },
 ];
 
 /**

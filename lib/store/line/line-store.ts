@@ -57,9 +57,7 @@ export class LineStore {
   }
 
   leave(key: string, token: string): Promise<LeaveResult> {
-    return this.send('release', () =>
-      leaveLine(this.collection, key, token, this.settings.idleRetentionMs),
-    );
+    return this.send('release', () => leaveLine(this.collection, key, token));
   }
 
   renew(key: string, token: string, ttlMs: number): Promise<RenewResult> {
