@@ -97,9 +97,12 @@ export interface ScaleArgs {
   waitersPerKey: number;
   /** How many held keys are released one by one to count attempts per release. */
   releases: number;
+  /** The `engine` module option of both services (default 'v1'). */
+  engine?: 'v1' | 'v2';
 }
 
 export interface ScaleResult {
+  engine: 'v1' | 'v2';
   waiters: number;
   keys: number;
   /** Acquire attempts the waiting service sent until every key's queue was in line. */
@@ -120,6 +123,8 @@ export interface ScaleResult {
   rssBytesPerWaiter: number;
   changeStreamsOpenAfterCancel: number;
   cancelMs: number;
+  /** Waits that failed before they were cancelled (a command past its timeout, say). */
+  failedWaits: number;
 }
 
 type Empty = Record<string, never>;

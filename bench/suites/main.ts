@@ -197,6 +197,10 @@ export async function runMainSuite({
     measureScale(server.uri, settings.scaleKeys, settings.waitersPerKey),
   ).catch((error: unknown) => ({ error: String(error) }));
   log(`scale: ${JSON.stringify(scale)}`);
+  const scaleV2 = await timed(log, 'scale, engine v2', () =>
+    measureScale(server.uri, settings.scaleKeys, settings.waitersPerKey, 'v2'),
+  ).catch((error: unknown) => ({ error: String(error) }));
+  log(`scale, engine v2: ${JSON.stringify(scaleV2)}`);
   const httpOverhead = await timed(log, 'http', () => measureHttpOverhead(server.uri)).catch(
     (error: unknown) => ({ error: String(error) }),
   );
@@ -222,6 +226,7 @@ export async function runMainSuite({
     commandSizes,
     commandSizesV2,
     scale,
+    scaleV2,
     httpOverhead,
   };
   await writeReports(results);

@@ -1,6 +1,7 @@
 import type { BenchResults } from './report';
 import { variantLabels } from './report';
 import type { ThroughputResult } from '../suites/throughput';
+import type { ScaleResult } from '../worker-protocol';
 import { commandsPerSection } from './stats';
 import { commandKinds } from '../suites/command-sizes';
 import { shapeLabel } from '../suites/contention';
@@ -341,44 +342,63 @@ function commandSizesSection(sizes: BenchResults['commandSizes']): string {
 }
 
 function scaleSection(r: BenchResults): string {
-  if ('error' in r.scale) return `Not measured: ${r.scale.error}`;
-  const s = r.scale;
+  const runs = [r.scale, r.scaleV2].filter(
+    (s): s is ScaleResult => s !== undefined && !('error' in s),
+  );
+  const failed = [r.scale, r.scaleV2].flatMap((s) => (s && 'error' in s ? [s.error] : []));
+  if (runs.length === 0) return `Not measured: ${failed.join('; ')}`;
+  const first = runs[0];
+  const row = (
+    measure: string,
+    value: (s: ScaleResult) => string | number,
+    ideal: string | number,
+  ) => [measure, ...runs.map(value), ideal];
   return [
-    `${s.waiters} waiters on ${s.keys} keys in one \`LockService\`, the keys held by another instance.`,
+    `${first.waiters} waiters on ${first.keys} keys in one \`LockService\`, the keys held by another instance, for each engine. An attempt is any \`findAndModify\`: engine v2's waiters join once and then only renew their entries.`,
+    ...failed.map((error) => `Not measured: ${error}`),
     '',
     table(
-      ['measure', 'value', 'ideal'],
       [
-        [
-          'acquire attempts until each key has our place in line (small command, then full)',
-          s.initialAttempts,
-          2 * s.keys,
-        ],
-        [
-          'acquire attempts per second while all are parked (safety polls)',
-          s.parkedAttemptsPerSecond,
-          'keys ÷ safety poll interval',
-        ],
-        [
-          `bytes per second and key while parked (${s.parkedWindowMs} ms: a safety poll and a renewal of each place)`,
-          `${s.parkedBytesPerSecondPerKey} B`,
+        'measure',
+        ...runs.map((s) => (s.engine === 'v2' ? 'engine v2' : 'current engine')),
+        'ideal',
+      ],
+      [
+        row(
+          'attempts until every waiter is in line',
+          (s) => s.initialAttempts,
+          'keys (v1: 2 × keys)',
+        ),
+        row('attempts per second while all are parked', (s) => s.parkedAttemptsPerSecond, '—'),
+        row(
+          `bytes per second and key while parked (${first.parkedWindowMs} ms)`,
+          (s) => `${s.parkedBytesPerSecondPerKey} B`,
           '≤ 100 B',
-        ],
-        [
+        ),
+        row(
           'change streams opened / open at peak',
-          `${s.changeStreamsOpened} / ${s.changeStreamsOpenAtPeak}`,
+          (s) => `${s.changeStreamsOpened} / ${s.changeStreamsOpenAtPeak}`,
           '1 / 1',
-        ],
-        ['server cursors open at peak (serverStatus)', s.serverCursorsOpenAtPeak ?? 'n/a', 1],
-        ['acquire attempts per release', s.attemptsPerRelease.toFixed(2), 1],
-        ['heap per waiter', `${s.heapBytesPerWaiter} B`, '—'],
-        ['RSS per waiter', `${s.rssBytesPerWaiter} B`, '—'],
-        ['cancelling every remaining waiter', `${s.cancelMs} ms`, '—'],
-        [
+        ),
+        row(
+          'server cursors open at peak (serverStatus)',
+          (s) => s.serverCursorsOpenAtPeak ?? 'n/a',
+          1,
+        ),
+        row(
+          'attempts per release (by the waiting service)',
+          (s) => s.attemptsPerRelease.toFixed(2),
+          '≤ 1',
+        ),
+        row('waits that failed before they were cancelled', (s) => s.failedWaits ?? 'n/a', 0),
+        row('heap per waiter', (s) => `${s.heapBytesPerWaiter} B`, '—'),
+        row('RSS per waiter', (s) => `${s.rssBytesPerWaiter} B`, '—'),
+        row('cancelling every remaining waiter', (s) => `${s.cancelMs} ms`, '—'),
+        row(
           'change streams open 10 s after cancelling (`streamIdleMs` 200)',
-          s.changeStreamsOpenAfterCancel,
+          (s) => s.changeStreamsOpenAfterCancel,
           0,
-        ],
+        ),
       ],
     ),
   ].join('\n');

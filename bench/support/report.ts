@@ -61,6 +61,8 @@ export interface BenchResults {
   /** The same with `engine: 'v2'`. */
   commandSizesV2?: CommandSizesResult | { error: string };
   scale: ScaleResult | { error: string };
+  /** The same with engine v2 (absent in reports written before it was measured). */
+  scaleV2?: ScaleResult | { error: string };
   httpOverhead: HttpOverheadResult | { error: string };
 }
 

@@ -23,6 +23,8 @@ export const targets = {
   changeStreamsPerProcess: 1,
   attemptsPerRelease: 1,
   heapBytesPerWaiter: 6144,
+  /** A parked waiter's traffic while nothing happens, per key (one waiter's place each). */
+  parkedBytesPerSecondPerKey: 100,
   /** The change-stream median may be this much slower than polling every 10 ms, no more. */
   handoffVsPoll10msRatio: 1.2,
   httpAddedP50InPings: 6,
@@ -194,26 +196,39 @@ export function checkTargets(results: BenchResults): TargetCheck[] {
       met: fields <= targets.lockDocumentFields,
     });
   }
-  if (!('error' in results.scale)) {
-    const scale = results.scale;
+  for (const scale of [results.scale, results.scaleV2]) {
+    if (!scale || 'error' in scale) continue;
+    const engine = scale.engine === 'v2' ? 'engine v2: ' : '';
     checks.push(
       {
-        what: `change streams open for ${scale.waiters} waiters`,
+        what: `${engine}change streams open for ${scale.waiters} waiters`,
         target: String(targets.changeStreamsPerProcess),
         measured: String(scale.changeStreamsOpenAtPeak),
         met: scale.changeStreamsOpenAtPeak <= targets.changeStreamsPerProcess,
       },
       {
-        what: 'acquire attempts per release (per process)',
+        what: `${engine}acquire attempts per release (per process)`,
         target: String(targets.attemptsPerRelease),
         measured: scale.attemptsPerRelease.toFixed(2),
         met: scale.attemptsPerRelease <= targets.attemptsPerRelease,
       },
       {
-        what: 'heap per waiter',
+        what: `${engine}heap per waiter`,
         target: `≤ ${targets.heapBytesPerWaiter} B`,
         measured: `${scale.heapBytesPerWaiter} B`,
         met: scale.heapBytesPerWaiter <= targets.heapBytesPerWaiter,
+      },
+      {
+        what: `${engine}bytes per second and key while parked`,
+        target: `≤ ${targets.parkedBytesPerSecondPerKey} B`,
+        measured: `${scale.parkedBytesPerSecondPerKey} B`,
+        met: scale.parkedBytesPerSecondPerKey <= targets.parkedBytesPerSecondPerKey,
+      },
+      {
+        what: `${engine}waits failed while ${scale.waiters} waited`,
+        target: '0',
+        measured: String(scale.failedWaits ?? 'n/a'),
+        met: scale.failedWaits === 0,
       },
     );
   }

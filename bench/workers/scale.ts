@@ -31,12 +31,17 @@ function onCommand(event: CommandStartedEvent): void {
 }
 
 /**
- * Waits until every key's queue is in line: its head's first attempt (the mutex's small
- * command) found the key held, and the full attempt that takes its place followed.
+ * Waits until every key's waiters are in line. The current engine: its queue's head's first
+ * attempt (the mutex's small command) found the key held, and the full attempt that takes its
+ * place followed. Engine v2: every waiter's join was sent.
  */
-async function everyKeyInLine(keys: string[], maxMs = 120_000): Promise<void> {
+async function everyKeyInLine(args: ScaleArgs, keys: string[], maxMs = 120_000): Promise<void> {
+  const inLine =
+    args.engine === 'v2'
+      ? (key: string) => (attemptsByKey.get(key) ?? 0) >= args.waitersPerKey
+      : (key: string) => fullAttemptKeys.has(key);
   const deadline = Date.now() + maxMs;
-  while (Date.now() < deadline && keys.some((key) => !fullAttemptKeys.has(key))) await sleep(20);
+  while (Date.now() < deadline && !keys.every(inLine)) await sleep(20);
 }
 
 function memory(): { heap: number; rss: number } {
@@ -58,11 +63,13 @@ async function serverCursorsOpen(client: MongoClient): Promise<number | null> {
 export async function waitAtScale(args: ScaleArgs): Promise<ScaleResult> {
   const waiterClient = new MongoClient(args.uri, { monitorCommands: true });
   waiterClient.on('commandStarted', onCommand);
-  const holderService = new LockService({ uri: args.uri, dbName: args.dbName });
+  const engine = args.engine ?? 'v1';
+  const holderService = new LockService({ uri: args.uri, dbName: args.dbName, engine });
   // The stream closes this soon after the last waiter leaves (checked after cancelling).
   const waiterService = new LockService({
     client: waiterClient,
     dbName: args.dbName,
+    engine,
     streamIdleMs: 200,
   });
   await Promise.all([holderService.start(), waiterService.start()]);
@@ -82,15 +89,18 @@ export async function waitAtScale(args: ScaleArgs): Promise<ScaleResult> {
   // Every waiter listens on this one signal, as a shutdown signal would be shared.
   setMaxListeners(0, cancel.signal);
   const acquiredBy = new Map<string, LockHandle[]>();
+  let failedWaits = 0;
   const waits = keys.flatMap((key) =>
     Array.from({ length: args.waitersPerKey }, () =>
       waiterService
         .acquire(key, { ttlMs: 300_000, timeoutMs: 600_000, signal: cancel.signal })
         .then((handle) => acquiredBy.set(key, [...(acquiredBy.get(key) ?? []), handle]))
-        .catch(() => undefined),
+        .catch(() => {
+          if (!cancel.signal.aborted) failedWaits++;
+        }),
     ),
   );
-  await everyKeyInLine(keys);
+  await everyKeyInLine(args, keys);
   await sleep(200);
   const initialAttempts = counts.attempts;
   // Parked: nothing is released, so whatever is sent now is the waiting layer's own polling.
@@ -131,6 +141,7 @@ export async function waitAtScale(args: ScaleArgs): Promise<ScaleResult> {
   await holderService.close();
   await waiterClient.close();
   return {
+    engine,
     waiters,
     keys: args.keys,
     initialAttempts,
@@ -145,5 +156,6 @@ export async function waitAtScale(args: ScaleArgs): Promise<ScaleResult> {
     rssBytesPerWaiter: Math.round((peak.rss - before.rss) / waiters),
     changeStreamsOpenAfterCancel,
     cancelMs,
+    failedWaits,
   };
 }
