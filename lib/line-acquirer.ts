@@ -115,6 +115,13 @@ class LineEntryState {
 }
 
 export class LineAcquirer {
+  /**
+   * Per key, settles once every join this process sent to it so far was answered or given up:
+   * the next caller's join goes after it, so that the line serves this process's callers in
+   * the order they called.
+   */
+  private readonly joinsAhead = new Map<string, Promise<void>>();
+
   constructor(private readonly deps: LineAcquirerDeps) {}
 
   async acquire(request: LineAcquireRequest): Promise<LineHold> {
@@ -233,8 +240,17 @@ export class LineAcquirer {
       entry.state = 'unknown';
       return this.deps.store.join(joinRequest);
     };
-    // A try (timeoutMs 0) is one attempt; a wait retries an unanswered join by its token.
-    const joined: JoinResult = request.timeoutMs === 0 ? await join() : await send(join);
+    // A try (timeoutMs 0) is one attempt, now; a wait retries an unanswered join by its token,
+    // sent once the joins of earlier callers here were answered.
+    const joined: JoinResult =
+      request.timeoutMs === 0
+        ? await join()
+        : await this.inCallOrder(request.key, (ahead) =>
+            send(async () => {
+              await ahead;
+              return join();
+            }),
+          );
     entry.state = joined.joined ? 'joined' : 'none';
     if (joined.joined) return joined;
     if (joined.reason === 'kind') {
@@ -249,6 +265,30 @@ export class LineAcquirer {
       );
     }
     throw notAcquired(request, joined.holderId, joined.retryAfterMs);
+  }
+
+  /**
+   * Runs `join`, handing it the joins ahead on `key` to wait for first (its `send` bounds that
+   * wait by the call's deadline and abort). A caller that gives up still holds back the ones
+   * behind it until those ahead of it settled.
+   */
+  private async inCallOrder<T>(
+    key: string,
+    join: (ahead: Promise<void>) => Promise<T>,
+  ): Promise<T> {
+    const ahead = this.joinsAhead.get(key) ?? Promise.resolve();
+    let settled!: () => void;
+    const own = new Promise<void>((resolve) => (settled = resolve));
+    const upToMine = Promise.all([ahead, own]).then(() => undefined);
+    this.joinsAhead.set(key, upToMine);
+    try {
+      return await join(ahead);
+    } finally {
+      settled();
+      void upToMine.then(() => {
+        if (this.joinsAhead.get(key) === upToMine) this.joinsAhead.delete(key);
+      });
+    }
   }
 
   /**

@@ -2,6 +2,8 @@ import { firstValueFrom } from 'rxjs';
 import { filter, take, toArray } from 'rxjs/operators';
 import { InvalidLockOptionsError, LockLostError, LockNotAcquiredError } from '../../lib/errors';
 import type { LockService } from '../../lib';
+import { passThrough } from '../support/fault-proxy';
+import { proxiedServices } from '../leadership/proxied-services';
 import { LockTestKit, eventually, sleep } from './lock-test-kit';
 
 jest.setTimeout(60_000);
@@ -14,6 +16,7 @@ describe('LockService on engine v2', () => {
   const kit = LockTestKit.forSuite();
   const v2 = (extra: Parameters<LockTestKit['service']>[0] = {}) =>
     kit.service({ engine: 'v2', ...extra });
+  const proxies = proxiedServices(kit, 5_000);
   const lines = async () =>
     (await kit.client()).db(kit.mongo.dbName).collection(`${kit.collectionName}_line`);
 
@@ -181,6 +184,23 @@ describe('LockService on engine v2', () => {
     await expect(a.documents('accounts').acquire('a1')).rejects.toThrow(
       /Document locks needs engine 'v1'/,
     );
+  });
+
+  it("serves one process's callers in the order they called, whatever order their joins travel in", async () => {
+    const holder = await v2();
+    const callers = await proxies.service({ engine: 'v2' });
+    const first = await holder.acquire('ordered');
+    // Every command of `callers` takes 0-60 ms: joins sent together would land in any order.
+    proxies.proxy.setMode({ latency: { baseMs: 0, jitterMs: 60 } });
+    const served: number[] = [];
+    const calls = Array.from({ length: 6 }, (_, i) =>
+      callers.withLock('ordered', () => void served.push(i), { timeoutMs: 20_000 }),
+    );
+    await eventually(async () => (await holder.inspect('ordered'))?.waiting === 6, 10_000);
+    await first.release();
+    await Promise.all(calls);
+    proxies.proxy.setMode(passThrough);
+    expect(served).toEqual([0, 1, 2, 3, 4, 5]);
   });
 
   it('elects one leader at a time, the next after a resignation with a larger fence', async () => {
