@@ -12,10 +12,15 @@ describe('leadership: leader$', () => {
   const proxies = proxiedServices(kit, 2_000);
   const proxied = (extra = {}) => proxies.service(extra);
 
-  it("without change streams (changeStreams: 'off') it polls and sees every leader change", async () => {
-    const observer = await kit.service({ holderId: 'observer', changeStreams: 'off' });
-    const a = await kit.service({ holderId: 'A' });
-    const b = await kit.service({ holderId: 'B' });
+  // Polling without change streams; engine v2 with them, where its own events carry the changes.
+  it.each([
+    ['v1', 'off'],
+    ['v2', 'off'],
+    ['v2', 'auto'],
+  ] as const)('engine %s, changeStreams %s: sees every leader change', async (engine, streams) => {
+    const observer = await kit.service({ holderId: 'observer', engine, changeStreams: streams });
+    const a = await kit.service({ holderId: 'A', engine });
+    const b = await kit.service({ holderId: 'B', engine });
     const seen: (LeaderInfo | null)[] = [];
     const sub = observer.leadership('polled').leader$.subscribe((info) => seen.push(info));
     await eventually(() => seen.length === 1);
@@ -25,6 +30,7 @@ describe('leadership: leader$', () => {
     await termA.resign();
     const termB = await next;
     await eventually(() => seen.at(-1)?.holderId === 'B', 2_500);
+    expect(seen.at(-1)?.fence).toBe(termB.fence);
     await termB.resign();
     await eventually(() => seen.at(-1) === null, 2_500);
     sub.unsubscribe();
