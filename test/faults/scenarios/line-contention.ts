@@ -50,11 +50,12 @@ export async function runLineContentionScenario(
         })
         .catch((error: unknown) => String(error)),
     );
-    await sleep(durationMs * 0.3);
+    // The kill comes before the end (at 0.9 of a 3 s run): the killed process never reports.
+    await sleep(durationMs * 0.2);
     run.pause(workers[1]);
     await sleep(ttlMs * 1.8);
     run.resume(workers[1]);
-    await sleep(durationMs * 0.2);
+    await sleep(durationMs * 0.1);
     const diedAt = await run.kill(workers[2]);
     const results = await Promise.all(contending);
     const stats = results.filter((r): r is ContendStats => typeof r !== 'string');
@@ -66,12 +67,13 @@ export async function runLineContentionScenario(
     if (durationMs >= 10_000) {
       expect.that(after > 0, '*', `no section began more than 2 leases after the SIGKILL`);
     }
-    // Hand-offs between processes travel by change event: waiters that woke only on their
-    // renewal timers (a third of the lease) would take far longer.
+    // Hand-offs between processes travel by change event (5 ms at the median on CI). Waiters
+    // that woke only on their renewal timers, every third of the lease, would hear a release
+    // after about a sixth of the lease at the median.
     const gaps = handOffGaps(run.history.sections);
     const median = gaps.sort((x, y) => x - y)[Math.floor(gaps.length / 2)] ?? Infinity;
     expect.that(
-      median < ttlMs / 10,
+      gaps.length >= 10 && median < ttlMs / 25,
       '*',
       `hand-offs between processes took ${Math.round(median)} ms at the median (${gaps.length})`,
     );
