@@ -31,7 +31,7 @@ export const contentionWithoutLocalHandOff: Scenario = {
 
 /**
  * The contention scenario; `libDir` (the mutation test's broken copies), `durationMs`
- * (default `FAULT_CONTENTION_MS`, else 25 s) for shorter runs, and the workers' module options.
+ * (default `FAULT_CONTENTION_MS`, else 15 s) for shorter runs, and the workers' module options.
  */
 export async function runContentionScenario(
   server: FaultServer,
@@ -47,7 +47,7 @@ export async function runContentionScenario(
         options: options.serviceOptions,
       })),
     );
-    const durationMs = options.durationMs ?? Number(process.env.FAULT_CONTENTION_MS ?? 25_000);
+    const durationMs = options.durationMs ?? Number(process.env.FAULT_CONTENTION_MS ?? 15_000);
     const stopAt = sharedClockMs() + durationMs;
     const stats: ContendStats[] = await Promise.all(
       workers.map((w) =>
