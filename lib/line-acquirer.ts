@@ -135,11 +135,12 @@ export class LineAcquirer {
     const timedOut = () => notAcquired(request, place?.leaderId, place?.aheadEndsInMs);
     // A wait's command is retried while MongoDB is unavailable, and given up on at the deadline
     // (a command's own bound is the operation timeout: the deadline's error must come first).
+    const bound = <T>(promise: Promise<T>) => this.bounded(promise, deadline, request, timedOut);
     const send = <T>(command: () => Promise<T>) =>
-      this.bounded(this.tolerant(command, deadline, request.signal), deadline, request, timedOut);
+      bound(this.tolerant(command, deadline, request.signal));
     try {
       let sentAt = performance.now();
-      place = await this.join(request, entry, send);
+      place = await this.join(request, entry, send, bound);
       let pollMs: number | undefined;
       for (;;) {
         const leaseEnd = localLeaseEnd(sentAt, place.remainingMs, ttlMs);
@@ -185,7 +186,7 @@ export class LineAcquirer {
           entry.token = newToken();
           entry.state = 'none';
           waiting = this.deps.waiters.wait(key, entry.token);
-          place = await this.join(request, entry, send);
+          place = await this.join(request, entry, send, bound);
         }
       }
     } catch (error) {
@@ -226,6 +227,7 @@ export class LineAcquirer {
     request: LineAcquireRequest,
     entry: LineEntryState,
     send: <T>(command: () => Promise<T>) => Promise<T>,
+    bound: (promise: Promise<void>) => Promise<void>,
   ): Promise<LinePlace> {
     const joinRequest = {
       key: request.key,
@@ -240,17 +242,19 @@ export class LineAcquirer {
       entry.state = 'unknown';
       return this.deps.store.join(joinRequest);
     };
-    // A try (timeoutMs 0) is one attempt, now; a wait retries an unanswered join by its token,
-    // sent once the joins of earlier callers here were answered.
+    // A try (timeoutMs 0) is one attempt, now; a wait retries an unanswered join by its token.
+    // A mutex's waits join in call order: once the joins of earlier callers here were
+    // answered (a caller that gives up meanwhile sends nothing).
+    const inCallOrder = request.timeoutMs > 0 && request.kind.mode === 'exclusive';
     const joined: JoinResult =
       request.timeoutMs === 0
         ? await join()
-        : await this.inCallOrder(request.key, (ahead) =>
-            send(async () => {
-              await ahead;
-              return join();
-            }),
-          );
+        : inCallOrder
+          ? await this.inCallOrder(request.key, async (ahead) => {
+              await bound(ahead);
+              return send(join);
+            })
+          : await send(join);
     entry.state = joined.joined ? 'joined' : 'none';
     if (joined.joined) return joined;
     if (joined.reason === 'kind') {
@@ -268,9 +272,9 @@ export class LineAcquirer {
   }
 
   /**
-   * Runs `join`, handing it the joins ahead on `key` to wait for first (its `send` bounds that
-   * wait by the call's deadline and abort). A caller that gives up still holds back the ones
-   * behind it until those ahead of it settled.
+   * Runs `join`, handing it the joins ahead on `key` to wait for first (bounded by the call's
+   * deadline and abort). A caller that gives up still holds back the ones behind it until those
+   * ahead of it settled.
    */
   private async inCallOrder<T>(
     key: string,

@@ -203,6 +203,23 @@ describe('LockService on engine v2', () => {
     expect(served).toEqual([0, 1, 2, 3, 4, 5]);
   });
 
+  it('a caller that gives up while its join waits behind an earlier one sends no join', async () => {
+    const holder = await v2();
+    const callers = await proxies.service({ engine: 'v2' });
+    const first = await holder.acquire('queued');
+    proxies.proxy.setMode({ latency: { baseMs: 300, jitterMs: 0 } });
+    const patient = callers.acquire('queued', { timeoutMs: 20_000 });
+    const impatient = callers.acquire('queued', { timeoutMs: 50 });
+    await expect(impatient).rejects.toBeInstanceOf(LockNotAcquiredError);
+    await sleep(1_500);
+    proxies.proxy.setMode(passThrough);
+    // Only the patient caller is in line: a late join would wait there until its lease ended.
+    expect((await holder.inspect('queued'))?.waiting).toBe(1);
+    await first.release();
+    await (await patient).release();
+    expect((await holder.inspect('queued'))?.held).toBe(false);
+  });
+
   it('elects one leader at a time, the next after a resignation with a larger fence', async () => {
     const a = await v2();
     const b = await v2();

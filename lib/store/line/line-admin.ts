@@ -25,8 +25,9 @@ const NOW = '$$NOW';
 const LIVE = { $filter: { input: { $ifNull: ['$line', []] }, cond: { $gt: ['$$this.e', NOW] } } };
 
 /**
- * `gcAt` as a leave sets it: once the line is empty, the idle retention (`$$i`) from now, and
- * never before the last fence in ms (the next fence, from the clock, is then larger).
+ * `gcAt` when an operator empties the line: the idle retention (`$$i`) from now, and never
+ * before the last fence in ms (the next fence, from the clock, is then larger). (A leave keeps
+ * the `gcAt` its joins and renewals set, which is later still.)
  */
 const GC_WHEN_EMPTY = {
   $cond: [{ $eq: ['$line', []] }, { $max: [{ $add: [NOW, '$$i'] }, { $toDate: '$f' }] }, '$gcAt'],
@@ -99,8 +100,8 @@ const FORCE_RELEASE_PIPELINE: Document[] = [
  * the entries behind them hold with no further write. Every process's waiters hear it (the
  * `lead`); holders elsewhere learn it at their next renewal (their entry is gone). The fence
  * is untouched, so the next join's is larger. A key with no live entry is not written.
- * Resolves to the holders removed, in line order. `idleRetentionMs`: as a leave's, for `gcAt`
- * when the line is left empty.
+ * Resolves to the holders removed, in line order. `idleRetentionMs`: for `gcAt` when the line
+ * is left empty.
  */
 export async function forceReleaseLine(
   collection: LineCollection,
