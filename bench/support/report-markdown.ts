@@ -367,7 +367,7 @@ function scaleSection(r: BenchResults): string {
         row(
           'attempts until every waiter is in line',
           (s) => s.initialAttempts,
-          'keys (v1: 2 × keys)',
+          'v1: 2 per key; v2: 1 per waiter',
         ),
         row('attempts per second while all are parked', (s) => s.parkedAttemptsPerSecond, '—'),
         row(

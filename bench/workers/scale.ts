@@ -84,7 +84,8 @@ export async function waitAtScale(args: ScaleArgs): Promise<ScaleResult> {
   }
 
   const before = memory();
-  counts.attempts = counts.streamsOpened = counts.cursorsKilled = 0;
+  // Streams are counted from the start: engine v2 opens its stream in start().
+  counts.attempts = 0;
   const cancel = new AbortController();
   // Every waiter listens on this one signal, as a shutdown signal would be shared.
   setMaxListeners(0, cancel.signal);
