@@ -41,11 +41,6 @@ function wakeEveryone(): string {
   return `* ${randomBytes(12).toString('base64url')}`;
 }
 
-/** A reply's server time (`timeOf`: a reply the driver retried has none of its own). */
-function replyTime(collection: LineCollection, key: string, reply: LineStateReply): Promise<Date> {
-  return timeOf(collection, key, reply as unknown as LineDocument & { now?: Date });
-}
-
 /** The key's state by the server clock, or `null` if it has no document. */
 export async function inspectLine(
   collection: LineCollection,
@@ -55,7 +50,7 @@ export async function inspectLine(
     { _id: key },
     { projection: LINE_STATE_PROJECTION },
   )) as LineStateReply | null;
-  return reply && decodeLineState(reply, await replyTime(collection, key, reply));
+  return reply && decodeLineState(reply, await timeOf(collection, key, reply));
 }
 
 /**
@@ -75,7 +70,7 @@ export async function listLines(
     .toArray()) as unknown as LineStateReply[];
   const states: LockState[] = [];
   for (const reply of replies) {
-    states.push(decodeLineState(reply, await replyTime(collection, reply._id, reply)));
+    states.push(decodeLineState(reply, await timeOf(collection, reply._id, reply)));
   }
   return states;
 }
@@ -118,7 +113,7 @@ export async function forceReleaseLine(
     },
   )) as LineStateReply | null;
   if (!before) return [];
-  return lineHolders(before, await replyTime(collection, key, before));
+  return lineHolders(before, await timeOf(collection, key, before));
 }
 
 /** Removes the entries of scope `$$s` (holders and waiters) and every dead entry. */
@@ -181,7 +176,7 @@ export async function releaseScopeInLines(
         },
       )) as LineStateReply | null;
       if (!before) return 0;
-      const holders = lineHolders(before, await replyTime(collection, key, before));
+      const holders = lineHolders(before, await timeOf(collection, key, before));
       return holders.filter((holder) => holder.scope === scope).length;
     }),
   );

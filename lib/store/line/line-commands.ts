@@ -41,7 +41,7 @@ type LineReply = LineDocument & { now: Date };
 export async function timeOf(
   collection: LineCollection,
   key: string,
-  doc: LineDocument & { now?: Date },
+  doc: { line?: readonly { t?: string; e: Date }[]; now?: Date },
   ours?: { token: string; ttlMs: number },
 ): Promise<Date> {
   if (doc.now instanceof Date) return doc.now;
@@ -92,7 +92,10 @@ export type JoinResult =
   | ({ joined: true } & LinePlace)
   | {
       joined: false;
-      /** `held`: an entry would not hold at once; `kind`: the key is in use in another form. */
+      /**
+       * `held`: an entry would not hold at once; `kind`: the key is in use in another form;
+       * `full`: the line has {@link LINE_CAPACITY} live entries.
+       */
       reason: 'held' | 'kind' | 'full';
       /** The first holder's service, and until its lease ends by itself. */
       holderId: string | undefined;
