@@ -148,20 +148,23 @@ describe.each(documentMutants)(
       const server = fixture.server();
       const mutantDir = fixture.dir;
       makeMutant(mutantDir, documentWrites, documentAnchor, replacement);
-      const outcome = await runDocumentCommit(server, { libDir: mutantDir, durationMs: 10_000 });
-      process.stdout.write(
-        `\nMutation test (document commit, ${name}, ${server.kind} server): ` +
-          `${outcome.operations} sections, ${outcome.notes ?? ''}\n` +
-          outcome.violations
-            .slice(0, 6)
-            .map((v) => `  ${v.kind}: ${v.detail}\n`)
-            .join('') +
-          '\n',
-      );
-      // The late commit that landed is what must be caught; the rest follows from it.
-      const lateLanded = outcome.violations.filter((v) =>
-        v.detail.includes('frozen past its lease'),
-      );
+      // The late commit that landed is what must be caught; the rest follows from it. Whether
+      // a run shows it depends on its random freezes (without the owner check, a late commit
+      // lands only if another holder re-locked the document meanwhile): up to 3 runs.
+      let lateLanded: unknown[] = [];
+      for (let run = 1; run <= 3 && lateLanded.length === 0; run++) {
+        const outcome = await runDocumentCommit(server, { libDir: mutantDir, durationMs: 10_000 });
+        process.stdout.write(
+          `\nMutation test (document commit, ${name}, ${server.kind} server, run ${run}): ` +
+            `${outcome.operations} sections, ${outcome.notes ?? ''}\n` +
+            outcome.violations
+              .slice(0, 6)
+              .map((v) => `  ${v.kind}: ${v.detail}\n`)
+              .join('') +
+            '\n',
+        );
+        lateLanded = outcome.violations.filter((v) => v.detail.includes('frozen past its lease'));
+      }
       expect(lateLanded.length).toBeGreaterThan(0);
     });
   },
