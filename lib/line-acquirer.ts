@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout } from 'node:timers';
 import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
 import { localLeaseEnd } from './lease-keeper';
+import type { EntryFollowers, LineHandover } from './line-handover';
 import { notAcquiredMessage } from './lock.messages';
 import type { JoinResult } from './store/line/line-commands';
 import type { LineKind, LinePlace } from './store/line/line-document';
@@ -41,11 +42,14 @@ export interface LineHold {
   fence: bigint;
   /** Local monotonic deadline of the lease, as of the last write that set it. */
   leaseEnd: number;
+  /** Callers here queued to take the entry over at its release (`line-handover.ts`). */
+  followers?: EntryFollowers;
 }
 
 export interface LineAcquirerDeps {
   store: LineStore;
   waiters: LineWaiters;
+  handover: LineHandover;
   holderId: string;
   /**
    * The poll backoff while no change stream carries the lines' news (`undefined`: one does):
@@ -89,6 +93,11 @@ function modeRequestOf(kind: LineKind): LockModeRequest {
   return kind.mode === 'permits'
     ? { mode: 'exclusive', permits: kind.permits, weight: kind.weight }
     : { mode: kind.mode, permits: undefined, weight: 1 };
+}
+
+/** Whether a request waits its turn behind earlier callers here: a mutex's wait. */
+function inCallOrder(request: LineAcquireRequest): boolean {
+  return request.timeoutMs > 0 && request.kind.mode === 'exclusive';
 }
 
 /** 96 random bits, short on the wire: every command carries it. */
@@ -138,13 +147,33 @@ export class LineAcquirer {
     const bound = <T>(promise: Promise<T>) => this.bounded(promise, deadline, request, timedOut);
     const send = <T>(command: () => Promise<T>) =>
       bound(this.tolerant(command, deadline, request.signal));
+    const follow = () =>
+      this.deps.handover.follow({ ...request, deadline, timedOut, signal: request.signal });
+    // Callers here that will take our entry over, while it waits (`line-handover.ts`).
+    let followers: EntryFollowers | undefined;
+    // Joins the line, or takes over an entry of ours queued behind: a place, or a hold.
+    const enter = async (): Promise<LinePlace | LineHold> => {
+      for (;;) {
+        const joined = await this.join(request, entry, send, bound, follow);
+        if (!('following' in joined)) return joined;
+        const handed = await joined.following;
+        if (handed) return handed;
+      }
+    };
     try {
       let sentAt = performance.now();
-      place = await this.join(request, entry, send, bound);
+      const entered = await enter();
+      if ('token' in entered) return entered;
+      place = entered;
+      followers = this.followersOf(request, place);
       let pollMs: number | undefined;
       for (;;) {
         const leaseEnd = localLeaseEnd(sentAt, place.remainingMs, ttlMs);
-        if (place.holds) return { key, token: entry.token, fence: place.fence, leaseEnd };
+        const hold = (): LineHold => {
+          this.deps.handover.closed(followers);
+          return { key, token: entry.token, fence: place!.fence, leaseEnd, followers };
+        };
+        if (place.holds) return hold();
         // A waiting entry is renewed when a third of its lease has run, as a holder's is (by its
         // own remaining lease: a poll's read does not renew it).
         const renewAt =
@@ -161,9 +190,7 @@ export class LineAcquirer {
         ).finally(nudge.cancel);
         if (woke === 'aborted') throw request.signal?.reason;
         // Heard to hold: from then on, until our entry's own lease ends.
-        if (woke === 'heard' && leaseEnd - performance.now() > ttlMs / 3) {
-          return { key, token: entry.token, fence: place.fence, leaseEnd };
-        }
+        if (woke === 'heard' && leaseEnd - performance.now() > ttlMs / 3) return hold();
         const now = performance.now();
         if (now >= deadline) throw timedOut();
         sentAt = now;
@@ -181,15 +208,21 @@ export class LineAcquirer {
         if (renewed.renewed) {
           place = renewed;
         } else {
-          // Our entry ran out (a long stall; the renewal dropped it): join again, at the back.
+          // Our entry ran out (a long stall; the renewal dropped it): join again, at the back,
+          // our followers too.
+          this.deps.handover.dissolved(followers);
           waiting.stop();
           entry.token = newToken();
           entry.state = 'none';
           waiting = this.deps.waiters.wait(key, entry.token);
-          place = await this.join(request, entry, send, bound);
+          const again = await enter();
+          if ('token' in again) return again;
+          place = again;
+          followers = this.followersOf(request, place);
         }
       }
     } catch (error) {
+      this.deps.handover.dissolved(followers);
       // Any write of ours was sent before now, so our entry, if any, ends within ttlMs.
       if (entry.state !== 'none') {
         this.leaveInBackground(key, entry.token, performance.now() + ttlMs, entry.state);
@@ -200,8 +233,13 @@ export class LineAcquirer {
     }
   }
 
-  /** Leaves the line: a release. False when our entry was no longer there (or dead). */
-  release(hold: Pick<LineHold, 'key' | 'token'>): Promise<boolean> {
+  /**
+   * Releases: hands the entry to a caller here queued behind it, within `leaseEnd` (its local
+   * deadline as the holder's keeper knows it; undefined when only a write can tell), or leaves
+   * the line. False when our entry was no longer there (or dead).
+   */
+  async release(hold: LineHold, leaseEnd?: number): Promise<boolean> {
+    if (this.deps.handover.handOn(hold, leaseEnd)) return true;
     return this.leave(hold.key, hold.token);
   }
 
@@ -219,6 +257,7 @@ export class LineAcquirer {
    * `ttlMs` from now would have ended (a renewal may have moved it past `hold.leaseEnd`).
    */
   giveBack(hold: LineHold, ttlMs: number): void {
+    if (this.deps.handover.handOn(hold, hold.leaseEnd)) return;
     const until = Math.max(hold.leaseEnd, performance.now() + ttlMs);
     this.leaveInBackground(hold.key, hold.token, until, 'joined');
   }
@@ -228,7 +267,8 @@ export class LineAcquirer {
     entry: LineEntryState,
     send: <T>(command: () => Promise<T>) => Promise<T>,
     bound: (promise: Promise<void>) => Promise<void>,
-  ): Promise<LinePlace> {
+    follow: () => Promise<LineHold | undefined> | undefined,
+  ): Promise<LinePlace | { following: Promise<LineHold | undefined> }> {
     const joinRequest = {
       key: request.key,
       token: entry.token,
@@ -244,17 +284,19 @@ export class LineAcquirer {
     };
     // A try (timeoutMs 0) is one attempt, now; a wait retries an unanswered join by its token.
     // A mutex's waits join in call order: once the joins of earlier callers here were
-    // answered (a caller that gives up meanwhile sends nothing).
-    const inCallOrder = request.timeoutMs > 0 && request.kind.mode === 'exclusive';
-    const joined: JoinResult =
+    // answered (a caller that gives up meanwhile sends nothing); behind a waiting entry of
+    // ours, they queue to take it over instead.
+    const joined: JoinResult | { following: Promise<LineHold | undefined> } =
       request.timeoutMs === 0
         ? await join()
-        : inCallOrder
+        : inCallOrder(request)
           ? await this.inCallOrder(request.key, async (ahead) => {
               await bound(ahead);
-              return send(join);
+              const following = follow();
+              return following ? { following } : send(join);
             })
           : await send(join);
+    if ('following' in joined) return joined;
     entry.state = joined.joined ? 'joined' : 'none';
     if (joined.joined) return joined;
     if (joined.reason === 'kind') {
@@ -331,6 +373,13 @@ export class LineAcquirer {
     if (woke === 'timer') throw timedOut();
     if (woke === 'aborted') throw request.signal?.reason;
     return write;
+  }
+
+  /** Callers here may queue behind a mutex's entry that waits (`line-handover.ts`). */
+  private followersOf(request: LineAcquireRequest, place: LinePlace): EntryFollowers | undefined {
+    return place.holds || !inCallOrder(request)
+      ? undefined
+      : this.deps.handover.opened(request.key, request.scope);
   }
 
   /** Leaves the line by token; tells local waiters that now hold. */

@@ -1,6 +1,7 @@
 import type { HeldLocks } from './held-locks';
 import { localLeaseEnd } from './lease-keeper';
 import { LineAcquirer } from './line-acquirer';
+import { LineHandover } from './line-handover';
 import type { LineHold } from './line-acquirer';
 import { withAllKeys } from './lock-acquirer';
 import { MongoLockHandle } from './lock-handle';
@@ -22,6 +23,7 @@ import type { LockEvent } from './interfaces/lock-state.interface';
  */
 export class LineLocks {
   private readonly waiters = new LineWaiters();
+  private readonly handover: LineHandover;
   private readonly acquirer: LineAcquirer;
   private watch: LineWatch | undefined;
   /** Whether the change stream carries the lines' news; false: waiters poll. */
@@ -37,9 +39,11 @@ export class LineLocks {
     private readonly held: HeldLocks,
     private readonly options: ResolvedLockModuleOptions,
   ) {
+    this.handover = new LineHandover(options.localHandOff);
     this.acquirer = new LineAcquirer({
       store,
       waiters: this.waiters,
+      handover: this.handover,
       holderId: options.holderId,
       polling: () =>
         this.streaming
@@ -77,9 +81,9 @@ export class LineLocks {
     this.streaming = opened && !failed;
   }
 
-  /** Callers waiting in this process. */
+  /** Callers waiting in this process: in a key's line, or queued behind an entry of ours. */
   get waiting(): number {
-    return this.waiters.size;
+    return this.waiters.size + this.handover.size;
   }
 
   /** Whether waits are woken by the change stream now (else they poll). */
@@ -236,8 +240,9 @@ export class LineLocks {
           const renewed = await this.acquirer.renew(holdOf(held.key), ttlMs);
           return renewed ? { renewed: true, sentAt, ...renewed } : { renewed: false, sentAt };
         },
-        release: async (held) =>
-          (await this.acquirer.release(holdOf(held.key))) ? 'released' : 'lost',
+        // Handed to a caller here queued behind it when the keeper knows the lease is ours.
+        release: async (held, lease) =>
+          (await this.acquirer.release(holdOf(held.key), lease?.end)) ? 'released' : 'lost',
         giveBack: async (held) => {
           try {
             return (await this.acquirer.release(holdOf(held.key))) ? 'released' : 'lost';

@@ -18,6 +18,9 @@ export const comparedVariants = [
   'ours-v2',
   'mongodash',
 ] as const;
-/** Every variant; `ours-local-off` (`localHandOff: false`) runs in the shape matrix only. */
-export const variantNames = [...comparedVariants, 'ours-local-off'] as const;
+/**
+ * Every variant; `ours-local-off` and `ours-v2-local-off` (`localHandOff: false`) run in the
+ * shape matrix only.
+ */
+export const variantNames = [...comparedVariants, 'ours-local-off', 'ours-v2-local-off'] as const;
 export type VariantName = (typeof variantNames)[number];

@@ -13,8 +13,10 @@ const waitingOptions: Partial<Record<VariantName, Partial<MongoLockModuleOptions
   'ours-poll-100ms': { changeStreams: 'off', pollIntervalMs: 100, maxPollIntervalMs: 100 },
   // Whether the shortcut between callers of one process pays (issue: ≥ 1.5× in some shape).
   'ours-local-off': { changeStreams: 'auto', streamIdleMs: 300, localHandOff: false },
-  // Engine v2 (one entry per caller in the key's line); its change stream stays open.
+  // Engine v2; its change stream stays open. Callers of one process queued behind its entry
+  // take it over without a write, or (local-off) each caller joins the line itself.
   'ours-v2': { engine: 'v2' },
+  'ours-v2-local-off': { engine: 'v2', localHandOff: false },
 };
 
 /** A lease long enough that no benchmark waiter is ever freed by expiry instead of release. */

@@ -49,7 +49,10 @@ const settings = {
 
 /** Every variant that runs in the shape matrix (BENCH_CONTENTION_VARIANTS). */
 function contentionVariants(): VariantName[] {
-  return (process.env.BENCH_CONTENTION_VARIANTS ?? 'ours,ours-local-off,ours-v2,mongodash')
+  return (
+    process.env.BENCH_CONTENTION_VARIANTS ??
+    'ours,ours-local-off,ours-v2,ours-v2-local-off,mongodash'
+  )
     .split(',')
     .filter((v): v is VariantName => (variantNames as readonly string[]).includes(v));
 }

@@ -75,6 +75,7 @@ export const variantLabels: Record<VariantName, string> = {
   mongodash: 'mongodash withLock (defaults)',
   'ours-local-off': 'nestjs-mongo-lock, localHandOff false',
   'ours-v2': "engine v2 (LockService with engine: 'v2')",
+  'ours-v2-local-off': 'engine v2, localHandOff false',
 };
 
 export async function writeReports(results: BenchResults): Promise<void> {

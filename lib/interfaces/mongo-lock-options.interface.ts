@@ -44,9 +44,11 @@ export interface MongoLockModuleOptions {
   /**
    * Pass a released lock straight to a caller waiting in the same process: within the
    * holder's lease without a write, or in the release's own write; a grant to this process
-   * heard on the change stream goes to its caller at once. `false`: every hand-off goes through
-   * the line in the lock document, as between processes (more commands per section when
-   * several callers of one process share a key; see BENCHMARKS.md). Default `true`.
+   * heard on the change stream goes to its caller at once. On engine v2: callers of an
+   * exclusive lock queued behind this process's waiting entry take it over one after another,
+   * without a write (see docs/engine-v2.md). `false`: every hand-off goes through the line in
+   * the lock document, as between processes (more commands per section when several callers of
+   * one process share a key; see BENCHMARKS.md). Default `true`.
    */
   localHandOff?: boolean;
   /**

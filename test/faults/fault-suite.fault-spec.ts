@@ -8,7 +8,11 @@ import { earlyGrantProbe } from './scenarios/early-grant-probe';
 import { eventsStreamFailures } from './scenarios/events-stream-failures';
 import { holderKilled } from './scenarios/holder-killed';
 import { holderPaused } from './scenarios/holder-paused';
-import { lineContention, runLineContentionScenario } from './scenarios/line-contention';
+import {
+  lineContention,
+  lineContentionWithoutHandover,
+  runLineContentionScenario,
+} from './scenarios/line-contention';
 import { lineModes, runLineModesScenario } from './scenarios/line-modes';
 import { lineLostWithdrawal, runLineLostWithdrawal } from './scenarios/line-lost-withdrawal';
 import { hostileHttp } from './scenarios/hostile-http';
@@ -44,6 +48,7 @@ const scenarios: Scenario[] = [
   writeConcernErrors,
   releaseAllHeld,
   lineContention,
+  lineContentionWithoutHandover,
   lineModes,
   lineLostWithdrawal,
 ];
@@ -112,6 +117,18 @@ const lineEngineMutants: LibraryMutant[] = [
     ],
     run: (server, libDir) => runLineModesScenario(server, { libDir, durationMs: 3_500 }),
     caughtAs: ['over-capacity'],
+  },
+  {
+    name: 'a caller handed the entry within its process takes its predecessor’s fence',
+    patches: [
+      {
+        file: 'line-handover.ts',
+        anchor: '    next.take({ ...hold, fence: hold.fence + 1n, leaseEnd });',
+        replacement: '    next.take({ ...hold, fence: hold.fence, leaseEnd }); // mutant',
+      },
+    ],
+    run: (server, libDir) => runLineContentionScenario(server, { libDir, durationMs: 3_000 }),
+    caughtAs: ['fence-order'],
   },
   {
     name: 'no change event reaches a waiter (it wakes on its renewal timer only)',

@@ -5,6 +5,7 @@ import type { LockService } from '../../lib';
 import { passThrough } from '../support/fault-proxy';
 import { proxiedServices } from '../leadership/proxied-services';
 import { LockTestKit, eventually, sleep } from './lock-test-kit';
+import { FENCES_PER_ENTRY } from '../../lib/store/line/line-document';
 
 jest.setTimeout(60_000);
 
@@ -166,7 +167,8 @@ describe('LockService on engine v2', () => {
     await sleep(3_000);
     expect(await entriesOfB()).toEqual([joinedWith]);
     await held.release();
-    expect(String((await next).fence)).toBe(joinedWith);
+    // Its entry's first fence: the number it joined with, times FENCES_PER_ENTRY.
+    expect(String((await next).fence / FENCES_PER_ENTRY)).toBe(joinedWith);
   });
 
   it('refuses what needs engine v1 with a clear error, and writes nothing', async () => {
@@ -188,7 +190,8 @@ describe('LockService on engine v2', () => {
 
   it("serves one process's callers in the order they called, whatever order their joins travel in", async () => {
     const holder = await v2();
-    const callers = await proxies.service({ engine: 'v2' });
+    // Each caller its own entry (no hand-over here): the joins' order is what is tested.
+    const callers = await proxies.service({ engine: 'v2', localHandOff: false });
     const first = await holder.acquire('ordered');
     // Every command of `callers` takes 0-60 ms: joins sent together would land in any order.
     proxies.proxy.setMode({ latency: { baseMs: 0, jitterMs: 60 } });
@@ -205,7 +208,7 @@ describe('LockService on engine v2', () => {
 
   it('a caller that gives up while its join waits behind an earlier one sends no join', async () => {
     const holder = await v2();
-    const callers = await proxies.service({ engine: 'v2' });
+    const callers = await proxies.service({ engine: 'v2', localHandOff: false });
     const first = await holder.acquire('queued');
     proxies.proxy.setMode({ latency: { baseMs: 300, jitterMs: 0 } });
     const patient = callers.acquire('queued', { timeoutMs: 20_000 });

@@ -3,6 +3,7 @@
 import type { MongoClient } from 'mongodb';
 import { LockNotAcquiredError } from '../../lib/errors/lock-not-acquired.error';
 import { LineAcquirer } from '../../lib/line-acquirer';
+import { LineHandover } from '../../lib/line-handover';
 import type { LineAcquireRequest, LineHold } from '../../lib/line-acquirer';
 import type { LineCollection } from '../../lib/store/line/line-commands';
 import type { LineDocument } from '../../lib/store/line/line-document';
@@ -38,6 +39,7 @@ async function service(name: string, watch = true) {
   const acquirer = new LineAcquirer({
     store: new LineStore(collection, settings),
     waiters,
+    handover: new LineHandover(false),
     holderId: name,
   });
   return { acquirer, collection, waiters };
@@ -255,6 +257,7 @@ it('a wait ends at its deadline even while its renewal gets no answer', async ()
   const acquirer = new LineAcquirer({
     store: new LineStore(silent, settings),
     waiters: new LineWaiters(),
+    handover: new LineHandover(false),
     holderId: 'b',
   });
   await a.acquirer.acquire(request('silent'));

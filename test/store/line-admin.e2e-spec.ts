@@ -15,7 +15,7 @@ import {
 } from '../../lib/store/line/line-admin';
 import { joinLine, leaveLine, renewInLine } from '../../lib/store/line/line-commands';
 import type { JoinRequest, JoinResult, LineCollection } from '../../lib/store/line/line-commands';
-import { holdersOf, liveEntries } from '../../lib/store/line/line-document';
+import { FENCES_PER_ENTRY, holdersOf, liveEntries } from '../../lib/store/line/line-document';
 import type { LineDocument, LineEntry, LineKind } from '../../lib/store/line/line-document';
 import { watchLines } from '../../lib/store/line/line-events';
 import type { LineChange, LineWatch } from '../../lib/store/line/line-events';
@@ -123,8 +123,9 @@ describe('inspectLine', () => {
     ]);
     expect(state.remainingMs).toBeGreaterThan(29_000);
     expect(state.remainingMs).toBeLessThanOrEqual(30_000);
-    // The join time, from the holder's fence (the server's clock in ms at its join).
-    expect(state.acquiredAt).toEqual(new Date(Number(a.fence)));
+    // The join time, from the holder's fence number (the server's clock in ms at its join; an
+    // entry's first fence is its number times FENCES_PER_ENTRY).
+    expect(state.acquiredAt).toEqual(new Date(Number(a.fence / FENCES_PER_ENTRY)));
     expect(Math.abs(state.acquiredAt!.getTime() - Date.now())).toBeLessThan(5_000);
     expect(state.expiresAt!.getTime() - state.acquiredAt!.getTime()).toBeGreaterThanOrEqual(29_000);
     expect(state.permits).toBeUndefined();
@@ -141,7 +142,7 @@ describe('inspectLine', () => {
       ['svc-1', s1.fence],
       ['svc-2', s2.fence],
     ]);
-    expect(state.acquiredAt).toEqual(new Date(Number(s2.fence)));
+    expect(state.acquiredAt).toEqual(new Date(Number(s2.fence / FENCES_PER_ENTRY)));
     // Until the last of the holders' leases ends: the first one's, here.
     expect(state.remainingMs).toBeGreaterThan(39_000);
     expect(state.expiresAt!.getTime()).toBeGreaterThan(Date.now() + 39_000);
@@ -511,7 +512,8 @@ describe('line events', () => {
         type: 'acquired',
         key: 'k',
         holderId: 'svc-gone',
-        fence: 1_000n,
+        // The entry's first fence: its number times FENCES_PER_ENTRY.
+        fence: 16_000n,
         at: new Date(1_700_000_000_000),
       },
     ]);

@@ -1,5 +1,6 @@
 import type { Long } from 'mongodb';
 import { toBigInt } from '../bson-values';
+import type { BsonInteger } from '../bson-values';
 
 /**
  * Engine v2's lock document: one per key, a line of entries in arrival order (ownership by
@@ -24,7 +25,10 @@ export interface LineDocument {
 export interface LineEntry {
   /** The call's token: its owner check, and how a retry finds its own entry. */
   t: string;
-  /** Fence, handed out when the entry joined: line order is fence order. */
+  /**
+   * The entry's fence number, handed out when it joined: line order is fence order. It stands
+   * for {@link FENCES_PER_ENTRY} fences (see {@link firstFence}).
+   */
   f: Long;
   /** Server time at which the entry's lease ends. */
   e: Date;
@@ -65,6 +69,18 @@ export function holdingCount(live: readonly LineEntry[], permits: number | undef
   return count;
 }
 
+/**
+ * Fences per entry. An entry's number `f` stands for the fences f·16 to f·16 + 15: its first
+ * holder has f·16, and each caller of the same process the entry is handed to without a write
+ * (`line-handover.ts`) the next one. Numbers increase along the line, so fences do too.
+ */
+export const FENCES_PER_ENTRY = 16n;
+
+/** The fence of an entry's first holder, from its fence number (stored, or the document's). */
+export function firstFence(number: BsonInteger | null | undefined): bigint {
+  return toBigInt(number) * FENCES_PER_ENTRY;
+}
+
 /** A call's entry as the line stands at server time `now`. */
 export interface LinePlace {
   holds: boolean;
@@ -94,7 +110,7 @@ export function placeOf(doc: LineDocument, token: string, now: Date): LinePlace 
   const aheadEnds = live.slice(0, index).map((ahead) => ahead.e.getTime());
   return {
     holds,
-    fence: toBigInt(entry.f),
+    fence: firstFence(entry.f),
     remainingMs: entry.e.getTime() - now.getTime(),
     ahead: index,
     aheadEndsInMs: holds ? 0 : Math.max(0, Math.min(...aheadEnds) - now.getTime()),

@@ -2,7 +2,7 @@ import type { ChangeStreamDocument, Document } from 'mongodb';
 import type { LockEvent, LockHolderState, LockState } from '../../interfaces/lock-state.interface';
 import { toBigInt } from '../bson-values';
 import type { LineDocument, LineEntry } from './line-document';
-import { holdingCount } from './line-document';
+import { firstFence, holdingCount } from './line-document';
 
 /**
  * Engine v2's lines as `inspect`, `list`, `forceRelease` and `events$` report them (see
@@ -110,7 +110,7 @@ function holding(entries: readonly LineStateEntry[], permits: number | null | un
 function holderState(entry: LineStateEntry, now: Date): LockHolderState {
   return {
     holderId: entry.h,
-    fence: toBigInt(entry.f),
+    fence: firstFence(entry.f),
     weight: entry.w ?? 1,
     remainingMs: Math.max(0, entry.e.getTime() - now.getTime()),
     ...(typeof entry.sc === 'string' ? { scope: entry.sc } : {}),
@@ -132,7 +132,7 @@ export function lineHolders(doc: LineStateReply, now: Date): LockHolderState[] {
 export function decodeLineState(doc: LineStateReply, now: Date): LockState {
   const entries = live(doc.line, now);
   const count = holding(entries, doc.permits);
-  const base = { key: doc._id, fence: toBigInt(doc.f), waiting: entries.length - count };
+  const base = { key: doc._id, fence: firstFence(doc.f), waiting: entries.length - count };
   if (count === 0) {
     return {
       ...base,
@@ -175,7 +175,7 @@ const acquired = (key: string, entry: LineStateEntry, at: Date): LockEvent => ({
   type: 'acquired',
   key,
   holderId: entry.h,
-  fence: toBigInt(entry.f),
+  fence: firstFence(entry.f),
   at,
 });
 

@@ -8,7 +8,8 @@ import { Expectations, sleep, type Scenario, type ScenarioOutcome } from './scen
 const ttlMs = 1000;
 
 /**
- * Engine v2 (`LockService` with `engine: 'v2'`) under the history checker: 3 processes × 4 workers on 2 keys, some holds
+ * Engine v2 (`LockService` with `engine: 'v2'`) under the history checker, with its hand-over
+ * within a process on (the default) and off: 3 processes × 4 workers on 2 keys, some holds
  * longer than the lease, half of them renewed, a fifth of the waits given up after 20 ms; one process is frozen past its lease with
  * SIGSTOP and thawed, another is killed with SIGKILL. No two protected intervals may overlap,
  * fences must grow, and the survivors must go on.
@@ -18,9 +19,14 @@ export const lineContention: Scenario = {
   run: (server) => runLineContentionScenario(server),
 };
 
+export const lineContentionWithoutHandover: Scenario = {
+  name: 'engine v2, localHandOff off: 3 processes x 4 workers, 2 keys, SIGSTOP, SIGKILL',
+  run: (server) => runLineContentionScenario(server, { localHandOff: false }),
+};
+
 export async function runLineContentionScenario(
   server: FaultServer,
-  options: { libDir?: string; durationMs?: number } = {},
+  options: { libDir?: string; durationMs?: number; localHandOff?: boolean } = {},
 ): Promise<ScenarioOutcome> {
   const run = new FaultRun(server, 'line');
   const expect = new Expectations();
@@ -29,7 +35,7 @@ export async function runLineContentionScenario(
       ['v0', 'v1', 'v2'].map((label) => ({
         label,
         libDir: options.libDir,
-        options: { engine: 'v2' as const },
+        options: { engine: 'v2' as const, localHandOff: options.localHandOff ?? true },
       })),
     );
     const durationMs = options.durationMs ?? 12_000;
