@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout } from 'node:timers';
 import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
 import { localLeaseEnd } from './lease-keeper';
+import type { HandableLease } from './lease-keeper';
 import type { EntryFollowers, LineHandover } from './line-handover';
 import { notAcquiredMessage } from './lock.messages';
 import type { JoinResult } from './store/line/line-commands';
@@ -170,7 +171,7 @@ export class LineAcquirer {
       for (;;) {
         const leaseEnd = localLeaseEnd(sentAt, place.remainingMs, ttlMs);
         const hold = (): LineHold => {
-          this.deps.handover.closed(followers);
+          this.deps.handover.held(followers);
           return { key, token: entry.token, fence: place!.fence, leaseEnd, followers };
         };
         if (place.holds) return hold();
@@ -234,12 +235,12 @@ export class LineAcquirer {
   }
 
   /**
-   * Releases: hands the entry to a caller here queued behind it, within `leaseEnd` (its local
-   * deadline as the holder's keeper knows it; undefined when only a write can tell), or leaves
-   * the line. False when our entry was no longer there (or dead).
+   * Releases: hands the entry to a caller here queued behind it, within `lease` (as the
+   * holder's keeper knows it; undefined when only a write can tell whether it is still ours),
+   * or leaves the line. False when our entry was no longer there (or dead).
    */
-  async release(hold: LineHold, leaseEnd?: number): Promise<boolean> {
-    if (this.deps.handover.handOn(hold, leaseEnd)) return true;
+  async release(hold: LineHold, lease?: HandableLease): Promise<boolean> {
+    if (this.deps.handover.handOn(hold, lease)) return true;
     return this.leave(hold.key, hold.token);
   }
 
@@ -257,7 +258,8 @@ export class LineAcquirer {
    * `ttlMs` from now would have ended (a renewal may have moved it past `hold.leaseEnd`).
    */
   giveBack(hold: LineHold, ttlMs: number): void {
-    if (this.deps.handover.handOn(hold, hold.leaseEnd)) return;
+    // Its lease may be known lost (a renewal before hand-out found it gone): never handed on.
+    this.deps.handover.dissolved(hold.followers);
     const until = Math.max(hold.leaseEnd, performance.now() + ttlMs);
     this.leaveInBackground(hold.key, hold.token, until, 'joined');
   }
@@ -375,11 +377,11 @@ export class LineAcquirer {
     return write;
   }
 
-  /** Callers here may queue behind a mutex's entry that waits (`line-handover.ts`). */
+  /** Callers here may queue behind a mutex's entry (`line-handover.ts`). */
   private followersOf(request: LineAcquireRequest, place: LinePlace): EntryFollowers | undefined {
-    return place.holds || !inCallOrder(request)
+    return !inCallOrder(request) || request.scope !== undefined
       ? undefined
-      : this.deps.handover.opened(request.key, request.scope);
+      : this.deps.handover.opened(request.key, place.holds);
   }
 
   /** Leaves the line by token; tells local waiters that now hold. */

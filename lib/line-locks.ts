@@ -81,9 +81,9 @@ export class LineLocks {
     this.streaming = opened && !failed;
   }
 
-  /** Callers waiting in this process: in a key's line, or queued behind an entry of ours. */
+  /** Callers waiting in this process (those queued behind an entry of ours too). */
   get waiting(): number {
-    return this.waiters.size + this.handover.size;
+    return this.waiters.size;
   }
 
   /** Whether waits are woken by the change stream now (else they poll). */
@@ -242,7 +242,7 @@ export class LineLocks {
         },
         // Handed to a caller here queued behind it when the keeper knows the lease is ours.
         release: async (held, lease) =>
-          (await this.acquirer.release(holdOf(held.key), lease?.end)) ? 'released' : 'lost',
+          (await this.acquirer.release(holdOf(held.key), lease)) ? 'released' : 'lost',
         giveBack: async (held) => {
           try {
             return (await this.acquirer.release(holdOf(held.key))) ? 'released' : 'lost';

@@ -123,8 +123,9 @@ const lineEngineMutants: LibraryMutant[] = [
     patches: [
       {
         file: 'line-handover.ts',
-        anchor: '    next.take({ ...hold, fence: hold.fence + 1n, leaseEnd });',
-        replacement: '    next.take({ ...hold, fence: hold.fence, leaseEnd }); // mutant',
+        anchor: '    next.take({ ...hold, fence: hold.fence + 1n, leaseEnd: lease.end });',
+        replacement:
+          '    next.take({ ...hold, fence: hold.fence, leaseEnd: lease.end }); // mutant',
       },
     ],
     run: (server, libDir) => runLineContentionScenario(server, { libDir, durationMs: 3_000 }),

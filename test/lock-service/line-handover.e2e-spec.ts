@@ -1,5 +1,6 @@
 import { LockLostError, LockNotAcquiredError } from '../../lib/errors';
 import type { LockHandle, LockService } from '../../lib';
+import { RUN_MS } from '../../lib/line-handover';
 import { LockTestKit, eventually, sleep } from './lock-test-kit';
 
 jest.setTimeout(60_000);
@@ -54,7 +55,25 @@ describe('engine v2: hand-over within one process', () => {
     expect((await line('batch')).entries).toEqual([]);
   });
 
-  it('takes no followers once its entry holds: a caller who comes then waits behind the other processes', async () => {
+  it('passes to a caller who comes while it holds, within its run, with no write', async () => {
+    const b = await v2();
+    const first = await b.acquire('run');
+    const before = await line('run');
+    const second = b.acquire('run', { timeoutMs: 20_000 });
+    await sleep(10);
+    await first.release();
+    const next = await second;
+    expect(next.fence).toBe(first.fence + 1n);
+    expect(await line('run')).toEqual(before);
+    await next.release();
+    expect((await line('run')).entries).toEqual([]);
+    // The entry has left: a caller now joins the line (following it, it would wait for ever).
+    const again = await b.acquire('run', { timeoutMs: 2_000 });
+    expect((await line('run')).entries.map((entry) => entry.t)).not.toContain(before.entries[0].t);
+    await again.release();
+  });
+
+  it('passes among its callers only during its run: after it, they wait behind the other processes', async () => {
     const [a, b, c] = [await v2(), await v2(), await v2()];
     const first = await a.acquire('fair');
     const b1 = b.acquire('fair', { timeoutMs: 20_000 });
@@ -63,22 +82,26 @@ describe('engine v2: hand-over within one process', () => {
     await sleep(100);
     await first.release();
     const held1 = await b1;
+    // The run ends RUN_MS after its first holder began.
+    await sleep(RUN_MS * 2);
     const fromC = c.acquire('fair', { timeoutMs: 20_000 });
     await eventually(async () => (await line('fair')).entries.length === 2);
     const b3 = b.acquire('fair', { timeoutMs: 20_000 });
     await eventually(async () => (await line('fair')).entries.length === 3);
+    const [b2Done, b3Done] = [settled(b2), settled(b3)];
     await held1.release();
-    const held2 = await b2;
-    expect(held2.fence).toBe(held1.fence + 1n);
-    const b3Done = settled(b3);
-    await held2.release();
     const heldC = await fromC;
     await sleep(200);
-    expect(b3Done()).toBe(false);
-    expect(heldC.fence).toBeGreaterThan(held2.fence);
+    expect([b2Done(), b3Done()]).toEqual([false, false]);
+    expect(heldC.fence).toBeGreaterThan(held1.fence);
     await heldC.release();
-    const last = await b3;
-    expect(last.fence).toBeGreaterThan(heldC.fence);
+    // b3 joined before b2, whose followed entry ended its run and left.
+    const third = await b3;
+    expect(third.fence).toBeGreaterThan(heldC.fence);
+    expect(b2Done()).toBe(false);
+    await third.release();
+    const last = await b2;
+    expect(last.fence).toBeGreaterThan(third.fence);
     await last.release();
   });
 
