@@ -1,10 +1,19 @@
 import { MongoError } from 'mongodb';
+import type { ClientSession, MongoClient } from 'mongodb';
 import { LockLostError } from './errors/lock-lost.error';
 import { MongoLockError } from './errors/mongo-lock.error';
 import { TransactionOutcomeUnknownError } from './errors/transaction-outcome-unknown.error';
 import type { MongoLockHandle } from './lock-handle';
 import { lostMessage } from './lock.messages';
 import type { LockStore } from './store/lock-store';
+
+/** Where a locked transaction runs and checks its locks: the engine's collection. */
+export interface TransactionLocks {
+  /** The client whose session the transaction runs on. */
+  readonly client: MongoClient;
+  /** Inside `session`'s transaction: `owner` still holds `key`, proven by a write. */
+  confirmHeldIn(key: string, owner: string, session: ClientSession): Promise<boolean>;
+}
 
 /** The `transaction` option of `withLock`, resolved. */
 export interface TransactionOptions {
@@ -29,7 +38,7 @@ export async function requireTransactions(store: LockStore): Promise<void> {
  * of unknown outcome; one still unconfirmed is a {@link TransactionOutcomeUnknownError}.
  */
 export async function runInTransaction<T>(
-  store: LockStore,
+  store: TransactionLocks,
   handle: MongoLockHandle,
   fn: () => T | Promise<T>,
   options: TransactionOptions,

@@ -14,6 +14,7 @@ import { MongoLockError } from './errors/mongo-lock.error';
 import { HeldLocks } from './held-locks';
 import type { AcquireOptions, WithLockOptions } from './interfaces/lock-options.interface';
 import { requireTransactions, runInTransaction } from './lock-transaction';
+import type { TransactionLocks } from './lock-transaction';
 import type { LockEvent, LockHolderState, LockState } from './interfaces/lock-state.interface';
 import type { MongoLockModuleOptions } from './interfaces/mongo-lock-options.interface';
 import { normalizeLockKeys, validateLockKey } from './keys/lock-key';
@@ -308,7 +309,6 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     const keyList = normalizeLockKeys(keys);
     const resolved = resolveAcquireOptions(options, this.options, true);
     const transaction = resolveTransactionOption(options?.transaction);
-    if (transaction && this.options.engine === 'v2') throw notOnEngineV2('transaction');
     const enclosing = this.enclosingHandle(keyList, resolved.mode);
     // Re-entered: the outer call's lock, and its transaction if it has one.
     if (enclosing) return await fn(enclosing);
@@ -318,7 +318,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     let result: T;
     try {
       result = transaction
-        ? await runInTransaction(this.requireStore(), handle, run, transaction)
+        ? await runInTransaction(this.transactionLocks(), handle, run, transaction)
         : await run();
     } catch (error) {
       await handle.release().catch(() => undefined);
@@ -665,6 +665,17 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     const starting = this.ensureStarted();
     if (this.store || (await settlesWithin(starting, endsAt - performance.now()))) return starting;
     throw new LockStoreUnavailableError(startTooSlowMessage());
+  }
+
+  /** Where locked transactions check their locks: the engine's own collection. */
+  private transactionLocks(): TransactionLocks {
+    const store = this.requireStore();
+    const lines = this.lines?.store;
+    if (!lines) return store;
+    return {
+      client: store.client,
+      confirmHeldIn: (key, token, session) => lines.confirmHeldIn(key, token, session),
+    };
   }
 
   private requireStore(): LockStore {

@@ -33,12 +33,13 @@ function onCommand(event: CommandStartedEvent): void {
 /**
  * Waits until every key's waiters are in line. The current engine: its queue's head's first
  * attempt (the mutex's small command) found the key held, and the full attempt that takes its
- * place followed. Engine v2: every waiter's join was sent.
+ * place followed. Engine v2: the first waiter's join was sent (the others queue behind its
+ * entry, in this process: `localHandOff`).
  */
 async function everyKeyInLine(args: ScaleArgs, keys: string[], maxMs = 120_000): Promise<void> {
   const inLine =
     args.engine === 'v2'
-      ? (key: string) => (attemptsByKey.get(key) ?? 0) >= args.waitersPerKey
+      ? (key: string) => (attemptsByKey.get(key) ?? 0) >= 1
       : (key: string) => fullAttemptKeys.has(key);
   const deadline = Date.now() + maxMs;
   while (Date.now() < deadline && !keys.every(inLine)) await sleep(20);

@@ -5,7 +5,7 @@ import { modesMutants } from './scenarios/modes-mutants';
 import { modesReadersWriters } from './scenarios/modes-readers-writers';
 import { modesReleaseScope } from './scenarios/modes-release-scope';
 import { modesSemaphore } from './scenarios/modes-semaphore';
-import { modesTransaction } from './scenarios/modes-transaction';
+import { lineTransaction, modesTransaction } from './scenarios/modes-transaction';
 import type { Scenario } from './scenarios/scenario';
 
 // Shared/exclusive locks and semaphores under faults: several OS processes per scenario
@@ -20,6 +20,7 @@ const scenarios: Scenario[] = [
   modesSemaphore,
   modesReleaseScope,
   modesTransaction,
+  lineTransaction,
 ];
 
 describe('lock modes under faults (several OS processes, one server)', () => {

@@ -1,4 +1,5 @@
-import type { Collection, Document } from 'mongodb';
+import { ObjectId } from 'mongodb';
+import type { ClientSession, Collection, Document } from 'mongodb';
 import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error';
 import { isDuplicateKeyError } from '../mongo-error-codes';
 import type { LineDocument, LineEntry, LineKind, LinePlace } from './line-document';
@@ -269,4 +270,31 @@ export async function readPlace(
     { projection: LINE_REPLY },
   )) as LineReply | null;
   return doc ? placeOf(doc, token, doc.now) : undefined;
+}
+
+/**
+ * Inside `session`'s transaction: true if `token`'s entry is still live (an entry that held
+ * holds until it leaves or its lease ends), proven by a write: any change to the line before
+ * the commit then conflicts with it, and the transaction runs again. The write sets `tx` to a
+ * new id each time, so that it is never a no-op (a no-op writes nothing, and conflicts with
+ * nothing).
+ */
+export async function confirmInLine(
+  collection: LineCollection,
+  key: string,
+  token: string,
+  session: ClientSession,
+): Promise<boolean> {
+  const liveTokens = {
+    $map: {
+      input: { $filter: { input: '$line', cond: { $gt: ['$$this.e', '$$NOW'] } } },
+      in: '$$this.t',
+    },
+  };
+  const result = await collection.updateOne(
+    { _id: key, $expr: { $in: [{ $literal: token }, liveTokens] } },
+    { $set: { tx: new ObjectId() } },
+    { session },
+  );
+  return result.matchedCount === 1;
 }

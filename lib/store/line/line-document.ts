@@ -1,4 +1,4 @@
-import type { Long } from 'mongodb';
+import type { Long, ObjectId } from 'mongodb';
 import { toBigInt } from '../bson-values';
 import type { BsonInteger } from '../bson-values';
 
@@ -19,6 +19,8 @@ export interface LineDocument {
   gcAt?: Date | null;
   /** Who the last leave may have made holder, for the streams' filters (`LEAD`). */
   lead?: string | null;
+  /** Set by a locked transaction's check, so that the check is a write (`confirmInLine`). */
+  tx?: ObjectId;
 }
 
 /** One acquisition call's place in the line (short field names: every write carries them). */

@@ -1,4 +1,7 @@
+import { MongoError } from 'mongodb';
+import type { ClientSession } from 'mongodb';
 import { boundedCommand } from '../bounded-command';
+import { toStoreError } from '../mongo-error-codes';
 import { ensureLockIndexes } from '../ensure-indexes';
 import type { LockCollection } from '../lock-document';
 import type {
@@ -8,7 +11,7 @@ import type {
   LineCollection,
   RenewResult,
 } from './line-commands';
-import { joinLine, leaveLine, readPlace, renewInLine } from './line-commands';
+import { confirmInLine, joinLine, leaveLine, readPlace, renewInLine } from './line-commands';
 import type { LockEvent, LockHolderState, LockState } from '../../interfaces/lock-state.interface';
 import type { ListLocksQuery } from '../list-locks';
 import {
@@ -64,6 +67,22 @@ export class LineStore {
     return this.send('renew', () =>
       renewInLine(this.collection, key, token, ttlMs, this.settings.idleRetentionMs),
     );
+  }
+
+  /**
+   * Inside `session`'s transaction: `token`'s entry still holds `key` (see `confirmInLine`). A
+   * transient transaction error (a write conflict: someone wrote the line meanwhile) passes
+   * through as the driver's, so that `withTransaction` runs the transaction again; others
+   * become the library's.
+   */
+  async confirmHeldIn(key: string, token: string, session: ClientSession): Promise<boolean> {
+    try {
+      return await confirmInLine(this.collection, key, token, session);
+    } catch (error) {
+      if (error instanceof MongoError && error.hasErrorLabel('TransientTransactionError'))
+        throw error;
+      throw toStoreError(error, 'confirmHeld');
+    }
   }
 
   /** Where `token`'s entry stands, by a read (polling without change streams). */

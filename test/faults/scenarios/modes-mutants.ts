@@ -73,4 +73,23 @@ export const modesMutants: LibraryMutant[] = [
     caughtAs: ['scenario'],
     accept: (v) => v.detail.includes('was committed'),
   },
+  {
+    name: 'engine v2: a transaction commits without proving its entry still holds',
+    patches: [
+      {
+        file: 'lock-transaction.ts',
+        anchor: 'if (!(await store.confirmHeldIn(key, owner, session))) {',
+        replacement: 'if (!(await store.confirmHeldIn(key, owner, session)) && false) {',
+      },
+      {
+        file: 'lock-transaction.ts',
+        anchor: 'if (handle.signal.aborted) throw handle.signal.reason;',
+        replacement: '// mutant: no local check before the commit either',
+      },
+    ],
+    run: (server, libDir) =>
+      runTransaction(server, { libDir, rounds: 2, outlastRenewal: false, engine: 'v2' }),
+    caughtAs: ['scenario'],
+    accept: (v) => v.detail.includes('was committed'),
+  },
 ];

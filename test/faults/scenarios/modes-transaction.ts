@@ -56,6 +56,8 @@ export interface TransactionOptions {
   rounds?: number;
   /** Also run a transaction of each mode that outlasts a renewal, unfrozen. Default true. */
   outlastRenewal?: boolean;
+  /** The lock engine (module option `engine`). Default v1. */
+  engine?: 'v1' | 'v2';
 }
 
 /**
@@ -80,7 +82,11 @@ export async function runTransaction(
   const controlRuns: number[] = [];
   try {
     const workers = await run.spawn(
-      Array.from({ length: 3 }, (_, i) => ({ label: `t${i}`, libDir: options.libDir })),
+      Array.from({ length: 3 }, (_, i) => ({
+        label: `t${i}`,
+        libDir: options.libDir,
+        options: { engine: options.engine ?? 'v1' },
+      })),
     );
     const markerDocs = run.admin.db(run.dbName).collection<{ _id: string }>(markers);
     const rounds = options.rounds ?? plan.length;
@@ -287,4 +293,9 @@ function settleTx(call: Promise<TxSectionOutcome>): Promise<TxSectionOutcome> {
 export const modesTransaction: Scenario = {
   name: 'd. withLock transaction (shared and exclusive) frozen past its lease commits nothing',
   run: (server) => runTransaction(server),
+};
+
+export const lineTransaction: Scenario = {
+  name: 'd2. the same on engine v2',
+  run: (server) => runTransaction(server, { engine: 'v2' }),
 };
