@@ -122,6 +122,34 @@ class LineEntryState {
   token = newToken();
   /** `unknown`: a write with no reply may have made or kept it. */
   state: 'none' | 'joined' | 'unknown' = 'none';
+  private listening: { heard: Promise<void>; stop: () => void } | undefined;
+
+  constructor(
+    private readonly waiters: LineWaiters,
+    private readonly key: string,
+  ) {}
+
+  /**
+   * Settles when a change event or a release here says the entry holds. Listening starts
+   * before the join is sent (the event may come before its reply), and not at all for a caller
+   * that takes over an entry of ours instead.
+   */
+  listen(): Promise<void> {
+    this.listening ??= this.waiters.wait(this.key, this.token);
+    return this.listening.heard;
+  }
+
+  stopListening(): void {
+    this.listening?.stop();
+    this.listening = undefined;
+  }
+
+  /** Our entry ran out: a new token, for a new join. */
+  renewToken(): void {
+    this.stopListening();
+    this.token = newToken();
+    this.state = 'none';
+  }
 }
 
 export class LineAcquirer {
@@ -137,9 +165,7 @@ export class LineAcquirer {
   async acquire(request: LineAcquireRequest): Promise<LineHold> {
     const { key, ttlMs } = request;
     const deadline = request.deadline ?? performance.now() + request.timeoutMs;
-    const entry = new LineEntryState();
-    // Listening before the join: the event that makes us holder may come before its reply.
-    let waiting = this.deps.waiters.wait(key, entry.token);
+    const entry = new LineEntryState(this.deps.waiters, key);
     let place: LinePlace | undefined;
     // At the deadline: who leads the line, and when its lease ends by itself, as last seen.
     const timedOut = () => notAcquired(request, place?.leaderId, place?.aheadEndsInMs);
@@ -185,7 +211,7 @@ export class LineAcquirer {
         const polls = pollAt < Math.min(renewAt, deadline);
         const nudge = this.deps.waiters.nudged();
         const woke = await wakeUp(
-          { heard: waiting.heard, nudged: nudge.nudged },
+          { heard: entry.listen(), nudged: nudge.nudged },
           Math.min(renewAt, deadline, pollAt),
           request.signal,
         ).finally(nudge.cancel);
@@ -212,10 +238,7 @@ export class LineAcquirer {
           // Our entry ran out (a long stall; the renewal dropped it): join again, at the back,
           // our followers too.
           this.deps.handover.dissolved(followers);
-          waiting.stop();
-          entry.token = newToken();
-          entry.state = 'none';
-          waiting = this.deps.waiters.wait(key, entry.token);
+          entry.renewToken();
           const again = await enter();
           if ('token' in again) return again;
           place = again;
@@ -230,7 +253,7 @@ export class LineAcquirer {
       }
       throw error;
     } finally {
-      waiting.stop();
+      entry.stopListening();
     }
   }
 
@@ -281,6 +304,8 @@ export class LineAcquirer {
       ...(request.scope === undefined ? {} : { scope: request.scope }),
     };
     const join = () => {
+      // Listening first: the event that makes us holder may come before the reply.
+      void entry.listen();
       entry.state = 'unknown';
       return this.deps.store.join(joinRequest);
     };
