@@ -224,7 +224,10 @@ export class LineAcquirer {
         if (woke === 'nudged' || (woke === 'timer' && polls)) {
           // A look without a write: polling, or the stream was reopened and may have missed news.
           const seen = await send(() => this.deps.store.place(key, entry.token));
-          if (seen) {
+          // A read that finds us holding is confirmed by the renewal's write below: the entries
+          // ahead may have ended by time alone, and a transaction under the last of them may
+          // yet commit (its check's write keeps other writes of that document waiting till then).
+          if (seen && !seen.holds) {
             place = seen;
             continue;
           }

@@ -5,19 +5,19 @@ import { FENCES_PER_ENTRY } from './store/line/line-document';
 
 /**
  * Engine v2's hand-over within one process (module option `localHandOff`), the one shortcut
- * of its protocol. A caller here that asks for a mutex while an entry of this process waits
- * in the key's line queues behind that entry instead of joining (unscoped calls only:
- * `releaseScope` may remove a scoped entry behind its holder's back); when the entry's holder
+ * of its protocol. A caller here that asks for a mutex, unscoped (`releaseScope` may remove a
+ * scoped entry behind its holder's back), while an entry of this process is in the key's line
+ * and in its run, queues behind that entry instead of joining. When the entry's holder
  * releases, the next such caller takes the entry over without a write: the same token and
- * lease, and the next of the entry's fences, if the lease fits it (its `ttlMs` or less, half
- * of it left). Nothing else changes: other processes see one entry, as before, and it leaves
- * the line by the last caller's release.
+ * lease, and the next of the entry's fences, if the lease fits it (it asked for no longer a
+ * lease than the holder's, and half of what it asked for is left). Other processes see one
+ * entry, as before; it leaves the line by its last holder's release.
  *
  * Why it is safe: the entry holds, by position, until it leaves or its lease ends, and every
  * caller it passes to keeps the lease deadline its predecessor knew, which is before the
- * server's end. Why it is fair: an entry passes from caller to caller only until {@link RUN_MS}
- * after its first holder began, and to 16 holders at most; then its followers join the line
- * behind the other processes.
+ * server's end. Why it is fair: an entry's run lasts while it waits and {@link RUN_MS} after
+ * its first holder began, for 16 holders at most; the callers still queued when it ends join
+ * the line then, behind the other processes.
  */
 
 /** How long after its first holder began an entry may still pass to followers. */
@@ -28,12 +28,22 @@ export class EntryFollowers {
   readonly queue: Follower[] = [];
   /** When the entry's first holder began (monotonic); undefined while it waits. */
   heldSince: number | undefined;
+  /** Followers it was handed to so far: each took one of its fences. */
+  handed = 0;
+  /** Ends the run {@link RUN_MS} after the first holder began. */
+  runTimer: NodeJS.Timeout | undefined;
 
   constructor(readonly key: string) {}
 
   /** Whether the entry still passes to followers: it waits, or its run is young. */
   get running(): boolean {
     return this.heldSince === undefined || performance.now() - this.heldSince < RUN_MS;
+  }
+
+  /** Whether one more caller may queue: a fence of the entry's is left for it. */
+  get room(): boolean {
+    // The first holder has the entry's first fence; each follower, one more.
+    return BigInt(1 + this.handed + this.queue.length) < FENCES_PER_ENTRY;
   }
 }
 
@@ -58,8 +68,14 @@ export interface FollowRequest {
 export class LineHandover {
   /** Per key, the entry of this process that callers here may follow. */
   private readonly open = new Map<string, EntryFollowers>();
+  private following = 0;
 
   constructor(private readonly enabled: boolean) {}
+
+  /** Callers queued behind an entry here. */
+  get size(): number {
+    return this.following;
+  }
 
   /**
    * An entry of ours that waits in line, or holds without having waited: callers here may
@@ -70,21 +86,37 @@ export class LineHandover {
     // An entry whose run ended is left to its last holder's release (or its lease's end).
     if (!this.enabled || current?.running) return undefined;
     const followers = new EntryFollowers(key);
-    if (holds) followers.heldSince = performance.now();
     this.open.set(key, followers);
+    if (holds) this.held(followers);
     return followers;
   }
 
-  /** The entry's first holder begins now. */
+  /**
+   * The entry's first holder begins now: its run ends {@link RUN_MS} from now, and the callers
+   * still queued then join the line (whatever became of the entry: released, lost, or left to
+   * run out).
+   */
   held(followers: EntryFollowers | undefined): void {
-    if (followers) followers.heldSince ??= performance.now();
+    if (!followers || followers.heldSince !== undefined) return;
+    followers.heldSince = performance.now();
+    followers.runTimer = setTimeout(() => this.dissolved(followers), RUN_MS);
+    followers.runTimer.unref();
   }
 
   /** The entry is gone or will not be handed on: its followers join the line themselves. */
   dissolved(followers: EntryFollowers | undefined): void {
     if (!followers) return;
+    clearTimeout(followers.runTimer);
     if (this.open.get(followers.key) === followers) this.open.delete(followers.key);
     for (const follower of followers.queue.splice(0)) follower.take(undefined);
+  }
+
+  /**
+   * Before an operator removes `key`'s holders here (`forceRelease`): the entry is handed to
+   * nobody more, so that no caller is handed a removed entry.
+   */
+  closeKey(key: string): void {
+    this.dissolved(this.open.get(key));
   }
 
   /**
@@ -94,9 +126,7 @@ export class LineHandover {
    */
   follow(request: FollowRequest): Promise<LineHold | undefined> | undefined {
     const followers = this.open.get(request.key);
-    // The entry's first holder and each follower take one of its fences.
-    const room = BigInt(followers?.queue.length ?? 0) + 1n < FENCES_PER_ENTRY;
-    if (!followers?.running || request.scope !== undefined || !room) return undefined;
+    if (!followers?.running || !followers.room || request.scope !== undefined) return undefined;
     return new Promise<LineHold | undefined>((resolve, reject) => {
       const { signal } = request;
       const leave = (settle: () => void) => {
@@ -104,6 +134,7 @@ export class LineHandover {
         signal?.removeEventListener('abort', onAbort);
         const index = followers.queue.indexOf(follower);
         if (index >= 0) followers.queue.splice(index, 1);
+        this.following -= 1;
         settle();
       };
       // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- the caller's own abort reason
@@ -118,6 +149,7 @@ export class LineHandover {
       );
       signal?.addEventListener('abort', onAbort, { once: true });
       followers.queue.push(follower);
+      this.following += 1;
       if (signal?.aborted) onAbort();
     });
   }
@@ -136,8 +168,8 @@ export class LineHandover {
       return false;
     }
     const lastFence = hold.fence % FENCES_PER_ENTRY === FENCES_PER_ENTRY - 1n;
-    // The lease fits the follower as if it had just taken it: its own `ttlMs` or less, and at
-    // least half of that left.
+    // The lease fits the follower as if it had just taken it: it asked for no longer a lease
+    // than the holder's, and at least half of what it asked for is left.
     const fits =
       lease !== undefined &&
       next.ttlMs <= lease.ttlMs &&
@@ -146,6 +178,7 @@ export class LineHandover {
       this.dissolved(followers);
       return false;
     }
+    followers.handed += 1;
     next.take({ ...hold, fence: hold.fence + 1n, leaseEnd: lease.end });
     return true;
   }

@@ -81,9 +81,18 @@ export class LineLocks {
     this.streaming = opened && !failed;
   }
 
-  /** Callers waiting in this process (those queued behind an entry of ours too). */
+  /** Callers waiting in this process: in a key's line, or queued behind an entry of ours. */
   get waiting(): number {
-    return this.waiters.size;
+    return this.waiters.size + this.handover.size;
+  }
+
+  /**
+   * Before an operator command removes `key`'s holders: an entry of ours on it is handed to
+   * nobody more (its queued callers join the line), so that no caller here is handed it after
+   * the command removed it.
+   */
+  beforeForceRelease(key: string): void {
+    this.handover.closeKey(key);
   }
 
   /** Whether waits are woken by the change stream now (else they poll). */

@@ -415,6 +415,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    */
   async forceRelease(key: string): Promise<LockHolderState[]> {
     const validKey = validateLockKey(key);
+    this.lines?.beforeForceRelease(validKey);
     const store = await this.operatorStore();
     const endsAt = performance.now() + this.options.operationTimeoutMs;
     // The command first: a local holder's own give-back, sent before it, could hand the key to

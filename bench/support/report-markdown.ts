@@ -354,7 +354,7 @@ function scaleSection(r: BenchResults): string {
     ideal: string | number,
   ) => [measure, ...runs.map(value), ideal];
   return [
-    `${first.waiters} waiters on ${first.keys} keys in one \`LockService\`, the keys held by another instance, for each engine. An attempt is any \`findAndModify\`: engine v2's waiters join once and then only renew their entries.`,
+    `${first.waiters} waiters on ${first.keys} keys in one \`LockService\`, the keys held by another instance, for each engine. An attempt is any \`findAndModify\`: on engine v2 each key's first waiter joins once and then only renews its entry; the other waiters of the key queue behind that entry in the process (\`localHandOff\`).`,
     ...failed.map((error) => `Not measured: ${error}`),
     '',
     table(
@@ -367,7 +367,7 @@ function scaleSection(r: BenchResults): string {
         row(
           'attempts until every waiter is in line',
           (s) => s.initialAttempts,
-          'v1: 2 per key; v2: 1 per waiter',
+          'v1: 2 per key; v2: 1 per key',
         ),
         row('attempts per second while all are parked', (s) => s.parkedAttemptsPerSecond, '—'),
         row(

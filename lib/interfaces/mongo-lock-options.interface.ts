@@ -45,8 +45,9 @@ export interface MongoLockModuleOptions {
    * Pass a released lock straight to a caller waiting in the same process: within the
    * holder's lease without a write, or in the release's own write; a grant to this process
    * heard on the change stream goes to its caller at once. On engine v2: callers of an
-   * exclusive lock queued behind this process's waiting entry take it over one after another,
-   * without a write (see docs/engine-v2.md). `false`: every hand-off goes through the line in
+   * exclusive, unscoped lock queue behind this process's entry in the key's line and take it
+   * over one after another without a write, while it waits and for 50 ms after its first
+   * holder began, 16 holders at most (see docs/engine-v2.md). `false`: every hand-off goes through the line in
    * the lock document, as between processes (more commands per section when several callers of
    * one process share a key; see BENCHMARKS.md). Default `true`.
    */

@@ -95,6 +95,19 @@ const lineEngineMutants: LibraryMutant[] = [
     caughtAs: ['scenario'],
   },
   {
+    name: 'a waiter that gives up sends its leave once: a lost one is not retried',
+    patches: [
+      {
+        file: 'line-acquirer.ts',
+        anchor: '          // No reply: try again.',
+        replacement: '          return; // mutant',
+      },
+    ],
+    // The leave is lost: the leaver's entry stays in line, and the waiter behind it waits.
+    run: (server, libDir) => runLineLostWithdrawal(server, libDir),
+    caughtAs: ['scenario'],
+  },
+  {
     name: 'an exclusive entry behind shared holders holds with them (the prefix ignores modes)',
     patches: [
       {

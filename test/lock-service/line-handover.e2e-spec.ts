@@ -1,6 +1,7 @@
 import { LockLostError, LockNotAcquiredError } from '../../lib/errors';
 import type { LockHandle, LockService } from '../../lib';
 import { RUN_MS } from '../../lib/line-handover';
+import type { MongoLockHandle } from '../../lib/lock-handle';
 import { LockTestKit, eventually, sleep } from './lock-test-kit';
 
 jest.setTimeout(60_000);
@@ -13,22 +14,13 @@ describe('engine v2: hand-over within one process', () => {
   const kit = LockTestKit.forSuite();
   const v2 = (extra: Parameters<LockTestKit['service']>[0] = {}) =>
     kit.service({ engine: 'v2', ...extra });
+  const lines = async () =>
+    (await kit.client()).db(kit.mongo.dbName).collection(`${kit.collectionName}_line`);
   /** The key's line as stored: each entry's holder id, token and fence number. */
   const line = async (key: string) => {
-    const lines = (await kit.client())
-      .db(kit.mongo.dbName)
-      .collection(`${kit.collectionName}_line`);
-    const doc = await lines.findOne({ _id: key as never });
+    const doc = await (await lines()).findOne({ _id: key as never });
     const entries = (doc?.line ?? []) as { h: string; t: string; f: unknown }[];
     return { f: String(doc?.f), entries: entries.map(({ h, t, f }) => ({ h, t, f: String(f) })) };
-  };
-  const settled = (promise: Promise<unknown>) => {
-    let done = false;
-    void promise.then(
-      () => (done = true),
-      () => (done = true),
-    );
-    return () => done;
   };
 
   it('hands the entry to the callers queued behind it in call order, each with the next fence, with no write', async () => {
@@ -75,34 +67,87 @@ describe('engine v2: hand-over within one process', () => {
 
   it('passes among its callers only during its run: after it, they wait behind the other processes', async () => {
     const [a, b, c] = [await v2(), await v2(), await v2()];
+    const served: string[] = [];
     const first = await a.acquire('fair');
     const b1 = b.acquire('fair', { timeoutMs: 20_000 });
     await eventually(async () => (await line('fair')).entries.length === 2);
-    const b2 = b.acquire('fair', { timeoutMs: 20_000 });
+    const fromC = c.withLock('fair', () => void served.push('c'), { timeoutMs: 20_000 });
+    await eventually(async () => (await line('fair')).entries.length === 3);
+    // Queued behind b's waiting entry, ahead of c's.
+    const b2 = b.withLock('fair', () => void served.push('b2'), { timeoutMs: 20_000 });
     await sleep(100);
     await first.release();
     const held1 = await b1;
-    // The run ends RUN_MS after its first holder began.
-    await sleep(RUN_MS * 2);
-    const fromC = c.acquire('fair', { timeoutMs: 20_000 });
-    await eventually(async () => (await line('fair')).entries.length === 2);
-    const b3 = b.acquire('fair', { timeoutMs: 20_000 });
-    await eventually(async () => (await line('fair')).entries.length === 3);
-    const [b2Done, b3Done] = [settled(b2), settled(b3)];
+    served.push('b1');
+    // The run ends RUN_MS after b1 began: b2 then joins the line, behind c.
+    await sleep(RUN_MS * 3);
     await held1.release();
-    const heldC = await fromC;
-    await sleep(200);
-    expect([b2Done(), b3Done()]).toEqual([false, false]);
-    expect(heldC.fence).toBeGreaterThan(held1.fence);
-    await heldC.release();
-    // b3 joined before b2, whose followed entry ended its run and left.
-    const third = await b3;
-    expect(third.fence).toBeGreaterThan(heldC.fence);
-    expect(b2Done()).toBe(false);
-    await third.release();
-    const last = await b2;
-    expect(last.fence).toBeGreaterThan(third.fence);
-    await last.release();
+    await Promise.all([fromC, b2]);
+    expect(served).toEqual(['b1', 'c', 'b2']);
+  });
+
+  it('ends a run RUN_MS after its first holder began: callers still queued then join the line in call order', async () => {
+    const b = await v2();
+    const served: number[] = [];
+    const first = await b.acquire('order');
+    const early = [1, 2].map((i) =>
+      b.withLock('order', () => void served.push(i), { timeoutMs: 20_000 }),
+    );
+    await sleep(RUN_MS * 2);
+    // After the run: a later caller must not pass the earlier ones.
+    const late = b.withLock('order', () => void served.push(3), { timeoutMs: 20_000 });
+    await sleep(100);
+    await first.release();
+    await Promise.all([...early, late]);
+    expect(served).toEqual([1, 2, 3]);
+  });
+
+  it('a caller queued behind an entry left to run out (expireIn) joins the line when the run ends', async () => {
+    const b = await v2();
+    const first = (await b.acquire('expiring')) as MongoLockHandle;
+    const next = b.acquire('expiring', { timeoutMs: 20_000 });
+    await sleep(10);
+    const startedAt = Date.now();
+    await first.expireIn(1_000);
+    const handle = await next;
+    // Once the entry ran out, not at its own timeout; in an entry of its own.
+    expect(Date.now() - startedAt).toBeLessThan(5_000);
+    expect(handle.fence).toBeGreaterThan(first.fence + 1n);
+    await handle.release();
+  });
+
+  it('hands nothing on once forceRelease was called for the key here', async () => {
+    const b = await v2();
+    const first = await b.acquire('forced');
+    const next = b.acquire('forced', { timeoutMs: 20_000 });
+    await sleep(10);
+    const forced = b.forceRelease('forced');
+    await first.release().catch(() => undefined);
+    const handle = await next;
+    await forced;
+    // Not the removed entry's next fence: an entry of its own, joined after the command.
+    expect(handle.fence).toBeGreaterThan(first.fence + 1n);
+    await handle.release();
+  });
+
+  it('reads a hold from a poll only after a write of its own (a renewal)', async () => {
+    const a = await v2();
+    const b = await v2({ changeStreams: 'off', pollIntervalMs: 20, maxPollIntervalMs: 50 });
+    const gone = await a.acquire('polled', { ttlMs: 30_000 });
+    const next = b.acquire('polled', { ttlMs: 20_000, timeoutMs: 20_000 });
+    await eventually(async () => (await line('polled')).entries.length === 2);
+    await sleep(1_500);
+    // The entry ahead goes without a leave (as one ending by time would): a poll finds b first.
+    await (
+      await lines()
+    ).updateOne({ _id: 'polled' as never }, {
+      $pull: { line: { h: a.holderId } },
+    } as never);
+    const handle = await next;
+    // Its lease counts from that write, not from its join 1.5 s earlier (the margin is 1 s).
+    expect(handle.expiresAt.getTime() - Date.now()).toBeGreaterThan(18_500);
+    await handle.release();
+    await gone.release().catch(() => undefined);
   });
 
   it('a queued caller that gives up sends nothing; when the entry it followed gives up, the next joins itself', async () => {

@@ -10,9 +10,12 @@ const engine = { engine: 'v2' as const };
 /** The holder's lease: long, so that nobody is freed by its end (it is released early). */
 const holderTtlMs = 20_000;
 /** The leaver's entry lease (renewed every third of it while it waits). */
-const leaverTtlMs = 3000;
-/** The leaver gives up this soon after calling `acquire`: before its first renewal, so its leave is its only command after the join. */
-const leaverTimeoutMs = 800;
+const leaverTtlMs = 6000;
+/**
+ * The leaver gives up this soon after calling `acquire`: before its first renewal, so its
+ * leave is its only command after the join, and after the fault is in place (checked).
+ */
+const leaverTimeoutMs = 1500;
 /** Slack for a waiter's wake-up and the machine's load. */
 const slackMs = 1000;
 
@@ -51,12 +54,14 @@ export async function runLineLostWithdrawal(
       const lineIs = (...workers: StartedWorker[]) => lineIsWithin(5000, ...workers);
       await run.hold(holder, { key, ttlMs: holderTtlMs, timeoutMs: 5000, renew: false });
       const leaverCalledAt = sharedClockMs();
+      let gaveUpAt = Infinity;
       const left = leaver.process
         .call('hold', { key, ttlMs: leaverTtlMs, timeoutMs: leaverTimeoutMs, renew: false })
         .then(
           () => 'held',
           (error: unknown) => (error as { errorName?: string }).errorName ?? String(error),
-        );
+        )
+        .finally(() => (gaveUpAt = sharedClockMs()));
       expect.that((await lineIs(holder, leaver)) === true, key, 'the leaver never joined');
       const waiting = run.hold(waiter, { key, ttlMs: 5000, timeoutMs: 20_000, renew: false });
       waiting.catch(() => undefined);
@@ -68,8 +73,14 @@ export async function runLineLostWithdrawal(
         appName: leaverApp,
         closeConnection: true,
       });
+      const faultFrom = sharedClockMs();
       const outcome = await left;
-      const gaveUpAt = sharedClockMs();
+      // A leave sent before the fault would test nothing (a slow machine's joins, say).
+      expect.that(
+        gaveUpAt > faultFrom,
+        key,
+        `the leaver gave up ${Math.round(faultFrom - gaveUpAt)} ms before the fault was in place`,
+      );
       run.noteFailedCalls(leaver, [{ key, calledAt: leaverCalledAt, settledAt: gaveUpAt }]);
       expect.that(outcome === 'LockNotAcquiredError', key, `the leaver's call: ${outcome}`);
       if (loss === 'retried') {

@@ -144,6 +144,9 @@ async function runSection(deps: ModesWorkerDeps, plan: SectionPlan): Promise<Sec
   };
   deps.report({
     ...base,
+    // An unrenewed lease's deadline is final at its grant: a process killed while holding it
+    // is then judged by it, not by its death (its report at the end never comes).
+    deadline: plan.renew ? null : sharedDeadline(handle),
     renew: plan.renew,
     plannedHoldMs: plan.holdMs,
     leaseEndAtGrant: sharedDeadline(handle),
