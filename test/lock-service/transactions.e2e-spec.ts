@@ -1,6 +1,6 @@
 import { Controller, Injectable, Module, Param, Post } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import type { ClientSession } from 'mongodb';
+import type { ClientSession, MongoClient } from 'mongodb';
 import { defer, firstValueFrom, Observable } from 'rxjs';
 import { LockService, Locked, LockSession, MongoLockModule } from '../../lib';
 import {
@@ -19,59 +19,80 @@ jest.setTimeout(60_000);
 describe('withLock in a transaction', () => {
   const kit = LockTestKit.forSuite();
 
-  it('commits the work with the lock held, on the session the handle carries', async () => {
-    const client = await kit.client();
-    const locks = await kit.service({ client });
-    const accounts = client
-      .db(kit.mongo.dbName)
-      .collection<{ _id: string; balance: number }>('tx_accounts');
-    await accounts.insertOne({ _id: 'a', balance: 10 });
-    const seen = await locks.withLock(
-      'account:a',
-      async (lock) => {
-        expect(lock.session).toBeDefined();
-        expect(LockService.current()?.session).toBe(lock.session);
-        await accounts.updateOne({ _id: 'a' }, { $inc: { balance: 5 } }, { session: lock.session });
-        // Not visible outside the transaction before it commits.
-        return (await accounts.findOne({ _id: 'a' }))?.balance;
-      },
-      { transaction: true },
-    );
-    expect(seen).toBe(10);
-    expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(15);
-    expect((await locks.inspect('account:a'))?.held).toBe(false);
-  });
-
-  it('never commits work whose lock was taken over before the commit', async () => {
-    const client = await kit.client();
-    const locks = await kit.service({ client });
-    const accounts = client
-      .db(kit.mongo.dbName)
-      .collection<{ _id: string; balance: number }>('tx_lost');
-    await accounts.insertOne({ _id: 'a', balance: 10 });
-    const lockDocs = client
-      .db(kit.mongo.dbName)
-      .collection<{ _id: string; owner: string }>(kit.collectionName);
-    let runs = 0;
-    await expect(
-      locks.withLock(
+  it.each(['v1', 'v2'] as const)(
+    'commits the work with the lock held, on the session the handle carries (engine %s)',
+    async (engine) => {
+      const client = await kit.client();
+      const locks = await kit.service({ client, engine });
+      const accounts = client
+        .db(kit.mongo.dbName)
+        .collection<{ _id: string; balance: number }>(`tx_accounts_${engine}`);
+      await accounts.insertOne({ _id: 'a', balance: 10 });
+      const seen = await locks.withLock(
         'account:a',
         async (lock) => {
-          runs += 1;
+          expect(lock.session).toBeDefined();
+          expect(LockService.current()?.session).toBe(lock.session);
           await accounts.updateOne(
             { _id: 'a' },
             { $inc: { balance: 5 } },
             { session: lock.session },
           );
-          // Another holder takes the lock while the work runs (as after a pause past the lease).
-          await lockDocs.updateOne({ _id: 'account:a' }, { $set: { owner: 'someone-else' } });
+          // Not visible outside the transaction before it commits.
+          return (await accounts.findOne({ _id: 'a' }))?.balance;
         },
         { transaction: true },
-      ),
-    ).rejects.toBeInstanceOf(LockLostError);
-    expect(runs).toBeGreaterThanOrEqual(1);
-    expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(10);
-  });
+      );
+      expect(seen).toBe(10);
+      expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(15);
+      expect((await locks.inspect('account:a'))?.held).toBe(false);
+    },
+  );
+
+  /** Another holder takes the lock (v1), or an operator removes the entry (v2), behind our back. */
+  const takeOver = {
+    v1: async (client: MongoClient) =>
+      client
+        .db(kit.mongo.dbName)
+        .collection<{ _id: string; owner: string }>(kit.collectionName)
+        .updateOne({ _id: 'account:a' }, { $set: { owner: 'someone-else' } }),
+    v2: async (client: MongoClient) =>
+      client
+        .db(kit.mongo.dbName)
+        .collection<{ _id: string; line: unknown[] }>(`${kit.collectionName}_line`)
+        .updateOne({ _id: 'account:a' }, { $set: { line: [] } }),
+  };
+
+  it.each(['v1', 'v2'] as const)(
+    'never commits work whose lock was taken over before the commit (engine %s)',
+    async (engine) => {
+      const client = await kit.client();
+      const locks = await kit.service({ client, engine });
+      const accounts = client
+        .db(kit.mongo.dbName)
+        .collection<{ _id: string; balance: number }>(`tx_lost_${engine}`);
+      await accounts.insertOne({ _id: 'a', balance: 10 });
+      let runs = 0;
+      await expect(
+        locks.withLock(
+          'account:a',
+          async (lock) => {
+            runs += 1;
+            await accounts.updateOne(
+              { _id: 'a' },
+              { $inc: { balance: 5 } },
+              { session: lock.session },
+            );
+            // While the work runs, after the transaction began (as after a pause past the lease).
+            await takeOver[engine](client);
+          },
+          { transaction: true },
+        ),
+      ).rejects.toBeInstanceOf(LockLostError);
+      expect(runs).toBeGreaterThanOrEqual(1);
+      expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(10);
+    },
+  );
 
   it('aborts when the work fails, and releases the lock', async () => {
     const client = await kit.client();
@@ -290,5 +311,42 @@ describe('withLock in a transaction: a commit of unknown outcome', () => {
     } finally {
       await app.close();
     }
+  });
+});
+
+/**
+ * On engine v2, before the commit a write to the key's line inside the transaction proves the
+ * call's entry still holds.
+ */
+describe('withLock in a transaction on engine v2', () => {
+  const kit = LockTestKit.forSuite();
+
+  it('runs again when the line changed during the work, and commits once', async () => {
+    const client = await kit.client();
+    const locks = await kit.service({ client, engine: 'v2' });
+    const other = await kit.service({ engine: 'v2' });
+    const accounts = client
+      .db(kit.mongo.dbName)
+      .collection<{ _id: string; balance: number }>('v2_tx_rerun');
+    await accounts.insertOne({ _id: 'a', balance: 10 });
+    let runs = 0;
+    let waiting: Promise<unknown> | undefined;
+    await locks.withLock(
+      'account:a',
+      async (lock) => {
+        runs += 1;
+        await accounts.updateOne({ _id: 'a' }, { $inc: { balance: 5 } }, { session: lock.session });
+        // Another process joins the line to wait: a write to the document the check writes.
+        if (runs === 1) {
+          waiting = other.acquire('account:a', { timeoutMs: 20_000 });
+          await new Promise((resolve) => setTimeout(resolve, 300));
+        }
+      },
+      { transaction: true },
+    );
+    expect(runs).toBe(2);
+    expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(15);
+    const next = (await waiting) as { release(): Promise<void> };
+    await next.release();
   });
 });
