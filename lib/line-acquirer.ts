@@ -3,7 +3,7 @@ import { setTimeout } from 'node:timers';
 import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
 import { localLeaseEnd } from './lease-keeper';
 import type { HandableLease } from './lease-keeper';
-import type { EntryFollowers, LineHandover } from './line-handover';
+import type { EntryFollowers, LineHandover, LineHold } from './line-handover';
 import { notAcquiredMessage } from './lock.messages';
 import type { JoinResult } from './store/line/line-commands';
 import type { LineKind, LinePlace } from './store/line/line-document';
@@ -33,18 +33,6 @@ export interface LineAcquireRequest {
   deadline?: number;
   signal?: AbortSignal;
   scope?: string;
-}
-
-/** A key held by position in its line. */
-export interface LineHold {
-  key: string;
-  /** The entry's token: its release and renewals go by it. */
-  token: string;
-  fence: bigint;
-  /** Local monotonic deadline of the lease, as of the last write that set it. */
-  leaseEnd: number;
-  /** Callers here queued to take the entry over at its release (`line-handover.ts`). */
-  followers?: EntryFollowers;
 }
 
 export interface LineAcquirerDeps {

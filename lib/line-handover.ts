@@ -1,6 +1,5 @@
 import { setTimeout } from 'node:timers';
 import type { HandableLease } from './lease-keeper';
-import type { LineHold } from './line-acquirer';
 import { FENCES_PER_ENTRY } from './store/line/line-document';
 
 /**
@@ -19,6 +18,20 @@ import { FENCES_PER_ENTRY } from './store/line/line-document';
  * its first holder began, for 16 holders at most; the callers still queued when it ends join
  * the line then, behind the other processes.
  */
+
+/**
+ * A key held by position in its line (the acquirer's result). Its entry may be handed to the
+ * callers of this process queued behind it (`followers`).
+ */
+export interface LineHold {
+  key: string;
+  /** The entry's token: its release and renewals go by it. */
+  token: string;
+  fence: bigint;
+  /** Local monotonic deadline of the lease, as of the last write that set it. */
+  leaseEnd: number;
+  followers?: EntryFollowers;
+}
 
 /** How long after its first holder began an entry may still pass to followers. */
 export const RUN_MS = 50;

@@ -2,7 +2,7 @@ import type { HeldLocks } from './held-locks';
 import { localLeaseEnd } from './lease-keeper';
 import { LineAcquirer } from './line-acquirer';
 import { LineHandover } from './line-handover';
-import type { LineHold } from './line-acquirer';
+import type { LineHold } from './line-handover';
 import { withAllKeys } from './lock-acquirer';
 import { MongoLockHandle } from './lock-handle';
 import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from './options';
