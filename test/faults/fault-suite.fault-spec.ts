@@ -104,7 +104,7 @@ const lineEngineMutants: LibraryMutant[] = [
       },
     ],
     // The leave is lost: the leaver's entry stays in line, and the waiter behind it waits.
-    run: (server, libDir) => runLineLostWithdrawal(server, libDir),
+    run: (server, libDir) => runLineLostWithdrawal(server, libDir, ['retried']),
     caughtAs: ['scenario'],
   },
   {

@@ -21,7 +21,8 @@ export const lineContention: Scenario = {
 
 export const lineContentionWithoutHandover: Scenario = {
   name: 'engine v2, localHandOff off: 3 processes x 4 workers, 2 keys, SIGSTOP, SIGKILL',
-  run: (server) => runLineContentionScenario(server, { localHandOff: false }),
+  // Shorter: the scenario with the hand-over on checks the survivors after the kill.
+  run: (server) => runLineContentionScenario(server, { localHandOff: false, durationMs: 8_000 }),
 };
 
 export async function runLineContentionScenario(

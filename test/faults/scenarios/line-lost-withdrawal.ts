@@ -32,6 +32,7 @@ const slackMs = 1000;
 export async function runLineLostWithdrawal(
   server: FaultServer,
   libDir?: string,
+  losses: readonly ('retried' | 'lost')[] = ['retried', 'lost'],
 ): Promise<ScenarioOutcome> {
   const run = new FaultRun(server, 'line_lw');
   const expect = new Expectations();
@@ -43,7 +44,7 @@ export async function runLineLostWithdrawal(
       { label: 'leaver', libDir, options: engine, uri: run.uriFor(leaverApp) },
       { label: 'waiter', libDir, options: engine },
     ]);
-    for (const loss of ['retried', 'lost'] as const) {
+    for (const loss of losses) {
       const key = `lw:${loss}`;
       const line = () => lineHolders(run, key);
       const lineIsWithin = (timeoutMs: number, ...workers: StartedWorker[]) =>
