@@ -195,6 +195,20 @@ describe('engine v2: hand-over within one process', () => {
     await next.release();
   });
 
+  it('hands on no lease shorter than the next caller asked for: it joins the line itself', async () => {
+    const b = await v2();
+    // Over half of the next caller's 30 s would be left: only the shorter lease declines it.
+    const first = await b.acquire('short', { ttlMs: 20_000 });
+    const next = b.acquire('short', { ttlMs: 30_000, timeoutMs: 20_000 });
+    await sleep(10);
+    await first.release();
+    const handle = await next;
+    // An entry of its own, with the lease it asked for, not the 20 s one's next fence.
+    expect(handle.fence).toBeGreaterThan(first.fence + 1n);
+    expect(handle.expiresAt.getTime() - Date.now()).toBeGreaterThan(25_000);
+    await handle.release();
+  });
+
   it('with localHandOff false, every caller joins the line in its own entry', async () => {
     const a = await v2();
     const b: LockService = await v2({ localHandOff: false });
