@@ -65,8 +65,8 @@ export function watchLines(
  * Reads the change stream `open` makes and hands each change to `onChange`. The driver resumes
  * after resumable errors by itself; a stream that fails otherwise is reopened after a pause
  * (changes meanwhile are missed: readers wake on their own timers) and `onFailure` hears why.
- * `opened` settles on the first read or the first failure: nobody waits on a stream that
- * cannot open.
+ * `opened` settles once the stream has a starting point, or on the first read or failure:
+ * nobody waits on a stream that cannot open.
  */
 export function reopeningStream<Change extends Document>(
   open: () => ChangeStream<LineDocument, Change>,
@@ -79,6 +79,9 @@ export function reopeningStream<Change extends Document>(
   const opened = new Promise<void>((resolve) => (markOpened = resolve));
   const readOnce = async () => {
     stream = open();
+    // Open once its first reply set where it starts (the driver's first resume token): the
+    // first `tryNext` would wait for a change, or for the server's await time, to say so.
+    stream.once('resumeTokenChanged', markOpened);
     while (!closing) {
       const change = await stream.tryNext();
       markOpened();
