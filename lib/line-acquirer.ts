@@ -1,13 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import { setTimeout } from 'node:timers';
+import { DocumentNotFoundError } from './errors/document-not-found.error';
+import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
 import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
 import { localLeaseEnd } from './lease-keeper';
 import type { HandableLease } from './lease-keeper';
 import type { EntryFollowers, LineHandover, LineHold } from './line-handover';
 import { notAcquiredMessage } from './lock.messages';
-import type { JoinResult } from './store/line/line-commands';
+import type { HeldDocument, JoinResult } from './store/line/line-commands';
 import type { LineKind, LinePlace } from './store/line/line-document';
-import type { LineStore } from './store/line/line-store';
+import type { LineStorage } from './store/line/line-store';
+import type { AttemptTarget } from './store/acquire-attempt';
 import { LINE_CAPACITY } from './store/line/line-pipelines';
 import { modeConflictError } from './store/lock-mode-errors';
 import type { LockModeRequest } from './store/lock-modes';
@@ -33,10 +36,12 @@ export interface LineAcquireRequest {
   deadline?: number;
   signal?: AbortSignal;
   scope?: string;
+  /** A document lock's conditions on its document. */
+  target?: AttemptTarget;
 }
 
 export interface LineAcquirerDeps {
-  store: LineStore;
+  store: LineStorage;
   waiters: LineWaiters;
   handover: LineHandover;
   holderId: string;
@@ -87,6 +92,18 @@ function modeRequestOf(kind: LineKind): LockModeRequest {
 /** Whether a request waits its turn behind earlier callers here: a mutex's wait. */
 function inCallOrder(request: LineAcquireRequest): boolean {
   return request.timeoutMs > 0 && request.kind.mode === 'exclusive';
+}
+
+/**
+ * A join's error that the store raised from a reply (a document not found, a lock field held
+ * in the 0.1 form, a bad option): the command wrote nothing.
+ */
+function wroteNothing(error: unknown): boolean {
+  return (
+    error instanceof DocumentNotFoundError ||
+    error instanceof LockNotAcquiredError ||
+    error instanceof InvalidLockOptionsError
+  );
 }
 
 /** 96 random bits, short on the wire: every command carries it. */
@@ -154,7 +171,7 @@ export class LineAcquirer {
     const { key, ttlMs } = request;
     const deadline = request.deadline ?? performance.now() + request.timeoutMs;
     const entry = new LineEntryState(this.deps.waiters, key);
-    let place: LinePlace | undefined;
+    let place: (LinePlace & { document?: HeldDocument }) | undefined;
     // At the deadline: who leads the line, and when its lease ends by itself, as last seen.
     const timedOut = () => notAcquired(request, place?.leaderId, place?.aheadEndsInMs);
     // A wait's command is retried while MongoDB is unavailable, and given up on at the deadline
@@ -186,7 +203,10 @@ export class LineAcquirer {
         const leaseEnd = localLeaseEnd(sentAt, place.remainingMs, ttlMs);
         const hold = (): LineHold => {
           this.deps.handover.held(followers);
-          return { key, token: entry.token, fence: place!.fence, leaseEnd, followers };
+          const { fence, holds, document } = place!;
+          // A document read by a write that found us waiting is not the one we hold.
+          const read = holds && document ? { document } : {};
+          return { key, token: entry.token, fence, leaseEnd, followers, ...read };
         };
         if (place.holds) return hold();
         // A waiting entry is renewed when a third of its lease has run, as a holder's is (by its
@@ -197,7 +217,7 @@ export class LineAcquirer {
         pollMs = polling ? Math.min((pollMs ?? polling.firstMs / 2) * 2, polling.maxMs) : undefined;
         const pollAt = pollMs === undefined ? Infinity : performance.now() + pollMs;
         const polls = pollAt < Math.min(renewAt, deadline);
-        const nudge = this.deps.waiters.nudged();
+        const nudge = this.deps.waiters.nudged(key);
         const woke = await wakeUp(
           { heard: entry.listen(), nudged: nudge.nudged },
           Math.min(renewAt, deadline, pollAt),
@@ -293,12 +313,17 @@ export class LineAcquirer {
       kind: request.kind,
       onlyIfHolds: request.timeoutMs === 0,
       ...(request.scope === undefined ? {} : { scope: request.scope }),
+      ...(request.target === undefined ? {} : { target: request.target }),
     };
     const join = () => {
       // Listening first: the event that makes us holder may come before the reply.
       void entry.listen();
       entry.state = 'unknown';
-      return this.deps.store.join(joinRequest);
+      return this.deps.store.join(joinRequest).catch((error: unknown) => {
+        // Decided and answered, nothing written: no entry of ours to leave.
+        if (wroteNothing(error)) entry.state = 'none';
+        throw error;
+      });
     };
     // A try (timeoutMs 0) is one attempt, now; a wait retries an unanswered join by its token.
     // A mutex's waits join in call order: once the joins of earlier callers here were

@@ -1,6 +1,7 @@
 import { setTimeout } from 'node:timers';
 import type { HandableLease } from './lease-keeper';
 import { FENCES_PER_ENTRY } from './store/line/line-document';
+import type { HeldDocument } from './store/line/line-commands';
 
 /**
  * Engine v2's hand-over within one process (module option `localHandOff`), the one shortcut
@@ -31,6 +32,8 @@ export interface LineHold {
   /** Local monotonic deadline of the lease, as of the last write that set it. */
   leaseEnd: number;
   followers?: EntryFollowers;
+  /** A document lock's document, when the write that made the entry hold read it. */
+  document?: HeldDocument;
 }
 
 /** How long after its first holder began an entry may still pass to followers. */

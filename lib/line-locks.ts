@@ -8,7 +8,8 @@ import { MongoLockHandle } from './lock-handle';
 import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from './options';
 import type { LineKind } from './store/line/line-document';
 import type { LineWatch } from './store/line/line-events';
-import type { LineStore } from './store/line/line-store';
+import type { LineStorage, LineStore } from './store/line/line-store';
+import type { AttemptTarget } from './store/acquire-attempt';
 import type { LockModeRequest } from './store/lock-modes';
 import { settlesWithin } from './util/timers';
 import { LineWaiters } from './waiting/line-waiters';
@@ -21,7 +22,7 @@ import type { LockEvent } from './interfaces/lock-state.interface';
  * line, keys taken one at a time in sorted order, all or nothing. Owns this process's waiters
  * and the change stream that wakes them; hands out {@link MongoLockHandle}s kept in `held`.
  */
-export class LineLocks {
+export class LineLocks<Storage extends LineStorage = LineStore> {
   private readonly waiters = new LineWaiters();
   private readonly handover: LineHandover;
   private readonly acquirer: LineAcquirer;
@@ -35,7 +36,7 @@ export class LineLocks {
   private readonly eventListeners = new Set<(event: LockEvent) => void>();
 
   constructor(
-    readonly store: LineStore,
+    readonly store: Storage,
     private readonly held: HeldLocks,
     private readonly options: ResolvedLockModuleOptions,
   ) {
@@ -68,6 +69,7 @@ export class LineLocks {
           this.waiters.lookAgain();
         }
         this.waiters.heard(change.key, change.holders);
+        if (change.lookAgain) this.waiters.lookAgain(change.key);
       },
       () => {
         failed = true;
@@ -106,6 +108,32 @@ export class LineLocks {
     signal: AbortSignal,
     startedAt: number,
   ): Promise<MongoLockHandle> {
+    return this.handleFor(await this.holdAll(keys, options, signal, startedAt), options);
+  }
+
+  /**
+   * One document's lock (the storage keeps lines in documents, `target` its conditions): the
+   * handle, and the hold, with the document when the write that made it hold read it.
+   */
+  async acquireDocument(
+    key: string,
+    options: ResolvedAcquireOptions,
+    signal: AbortSignal,
+    startedAt: number,
+    target: AttemptTarget | undefined,
+  ): Promise<{ handle: MongoLockHandle; hold: LineHold }> {
+    const [hold] = await this.holdAll([key], options, signal, startedAt, target);
+    return { handle: this.handleFor([hold], options), hold };
+  }
+
+  /** Every key's hold, in order, all or nothing. */
+  private async holdAll(
+    keys: string[],
+    options: ResolvedAcquireOptions,
+    signal: AbortSignal,
+    startedAt: number,
+    target?: AttemptTarget,
+  ): Promise<LineHold[]> {
     const deadline = startedAt + options.timeoutMs;
     const holds: LineHold[] = [];
     try {
@@ -120,6 +148,7 @@ export class LineLocks {
               deadline,
               signal,
               ...(options.scope === undefined ? {} : { scope: options.scope }),
+              ...(target === undefined ? {} : { target }),
             }),
           );
         }
@@ -134,7 +163,7 @@ export class LineLocks {
       for (const hold of holds) this.acquirer.giveBack(hold, options.ttlMs);
       throw withAllKeys(error, keys, options.timeoutMs);
     }
-    return this.handleFor(holds, options);
+    return holds;
   }
 
   /**

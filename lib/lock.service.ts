@@ -568,7 +568,6 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
         error: (message: string) => this.logger.error(message),
       },
       started: async () => {
-        if (this.options.engine === 'v2') throw notOnEngineV2('Document locks');
         const store = await this.ensureStarted();
         if (!(store instanceof LockStore)) {
           throw new MongoLockError(
@@ -782,15 +781,6 @@ function engineNeedsMongo(): MongoLockError {
   return new InvalidLockOptionsError(
     "engine: 'v2' needs MongoDB: the in-memory store of MongoLockTestingModule runs engine 'v1'",
     { option: 'engine' },
-  );
-}
-
-function notOnEngineV2(feature: string): MongoLockError {
-  return new InvalidLockOptionsError(
-    `${feature} needs engine 'v1' for now (engine: 'v2' is a preview)`,
-    {
-      option: 'engine',
-    },
   );
 }
 

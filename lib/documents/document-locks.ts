@@ -12,23 +12,26 @@ import { heldLocksOf, runWithHeldLock } from '../lock-context';
 import { LockAcquirer } from '../lock-acquirer';
 import type { MongoLockHandle } from '../lock-handle';
 import { resolveAcquireOptions } from '../options';
-import type { ResolvedLockModuleOptions } from '../options';
+import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from '../options';
 import { openLeaseCollection } from '../store/lock-collection';
 import { LockStore } from '../store/lock-store';
 import type { DocumentCollection } from '../store/documents/document-lease-commands';
+import type { AttemptTarget } from '../store/acquire-attempt';
 import { documentLeaseCommands } from '../store/documents/document-lease-commands';
 import { byKey, documentIdOfKey, keyOfDocumentId } from '../store/documents/document-key';
 import { DocumentNotFoundError } from '../errors/document-not-found.error';
 import { DocumentLockFields } from '../store/documents/document-lock-fields';
 import { HeldDocumentLeases } from '../store/documents/document-release-tries';
-import { updateIfCurrent, writeWhileHeld } from '../store/documents/document-writes';
+import { leaseLockForm, updateIfCurrent, writeWhileHeld } from '../store/documents/document-writes';
 import type { DocumentUpdate, DocumentWriteTarget } from '../store/documents/document-writes';
 import type { DocumentVersion } from '../store/documents/document-version';
 import type { LockTelemetry } from '../telemetry';
 import { LockChangeFeed } from '../waiting/change-feed';
 import { readDocumentLockChange } from '../waiting/document-lock-event';
 import { linkAbortSignals } from '../waiting/linked-abort-signal';
+import type { LinkedAbortSignal } from '../waiting/linked-abort-signal';
 import { LockWaiting } from '../waiting/lock-waiting';
+import { waitObservable } from '../waiting/wait-observable';
 import type { WaitLogger } from '../waiting/wait-logger';
 import {
   resolveAttemptTarget,
@@ -37,6 +40,7 @@ import {
   resolveExpectedVersion,
 } from './document-input';
 import type { ResolvedDocumentLocksOptions } from './document-input';
+import { DocumentLineLocks } from './document-line-locks';
 import { MongoDocumentLockHandle } from './document-lock-handle';
 import type { DocumentLockHandle, DocumentLockWriter } from './document-lock-handle';
 import type { DocumentLockOptions } from './document-locks-options.interface';
@@ -74,6 +78,8 @@ export class DocumentLocks<T extends Document = Document> {
   private readonly acquirer: LockAcquirer;
   private store: LockStore | undefined;
   private collection: DocumentCollection | undefined;
+  /** Engine v2's locks on this collection (module option `engine: 'v2'`), made on first use. */
+  private lineLocks: DocumentLineLocks | undefined;
 
   /** Made by `LockService.documents()` and `forFeature()`; not constructed directly. @internal */
   constructor(
@@ -175,6 +181,12 @@ export class DocumentLocks<T extends Document = Document> {
 
   /** Emits once and completes when the document is not locked (released, lease ended, or gone). */
   waitForRelease(id: unknown): Observable<void> {
+    if (this.onLines) {
+      return waitObservable(async (signal) => {
+        const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
+        await (await this.lines()).waitForRelease(key, signal);
+      }, this.host.closing);
+    }
     return this.waiting.released$(async () => {
       const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
       const store = await this.started();
@@ -185,6 +197,7 @@ export class DocumentLocks<T extends Document = Document> {
   /** The document's lock by the server clock (`key` is the id in canonical Extended JSON), or `null` if there is no such document. */
   async inspect(id: unknown): Promise<LockState | null> {
     const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
+    if (this.onLines) return (await this.lines()).inspect(key);
     return (await this.started()).inspect(key);
   }
 
@@ -202,6 +215,9 @@ export class DocumentLocks<T extends Document = Document> {
     const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
     const expected = resolveExpectedVersion(expectedVersion, this.settings.version);
     const checked = resolveDocumentUpdate(update, this.settings, false) as DocumentUpdate;
+    if (this.onLines) {
+      return (await (await this.lines()).updateIfCurrent(key, expected, checked)) as WithId<T>;
+    }
     const store = await this.started();
     const target = { ...this.writeTarget(), version: this.settings.version as DocumentVersion };
     return (await store.run('updateIfCurrent', () =>
@@ -215,11 +231,13 @@ export class DocumentLocks<T extends Document = Document> {
    */
   async close(): Promise<void> {
     await this.waiting.close();
+    await this.lineLocks?.close();
     await this.store?.close();
   }
 
   /** The change stream's state and waiters, for diagnostics. @internal */
   get diagnostics(): { waiters: number; streamOpen: boolean; streamsOpened: number } {
+    if (this.lineLocks) return this.lineLocks.diagnostics;
     const stream = this.waiting.streamState;
     return {
       waiters: this.waiting.waiterCount,
@@ -235,12 +253,10 @@ export class DocumentLocks<T extends Document = Document> {
       this.settings,
       documentIdOfKey(key),
     );
-    const store = await this.started();
-    const collection = this.collection as DocumentCollection;
-    const found = await store.run('find', () =>
-      collection.findOne({ ...target?.where, ...byKey(key) }, { projection: { _id: 1 } }),
-    );
-    if (found === null) {
+    const exists = this.onLines
+      ? await (await this.lines()).exists(key, target?.where)
+      : await this.existsInV1(key, target?.where);
+    if (!exists) {
       throw new DocumentNotFoundError(
         `No document with _id ${key} that meets the lock's \`where\``,
         {
@@ -248,6 +264,15 @@ export class DocumentLocks<T extends Document = Document> {
         },
       );
     }
+  }
+
+  private async existsInV1(key: string, where: AttemptTarget['where']): Promise<boolean> {
+    const store = await this.started();
+    const collection = this.collection as DocumentCollection;
+    const found = await store.run('find', () =>
+      collection.findOne({ ...where, ...byKey(key) }, { projection: { _id: 1 } }),
+    );
+    return found !== null;
   }
 
   private async acquireDocument(
@@ -277,6 +302,7 @@ export class DocumentLocks<T extends Document = Document> {
     const label = options?.metricsLabel ?? `${this.settings.collection}/{id}`;
     return this.host.telemetry.acquisition(label, 1, startedAt, async () => {
       const linked = linkAbortSignals([resolved.signal, this.host.closing]);
+      if (this.onLines) return this.acquireOnLines(key, resolved, linked, startedAt, target);
       let store: LockStore;
       try {
         linked.signal.throwIfAborted();
@@ -312,12 +338,42 @@ export class DocumentLocks<T extends Document = Document> {
     });
   }
 
+  /** {@link acquireDocument} on engine v2. */
+  private async acquireOnLines(
+    key: string,
+    resolved: ResolvedAcquireOptions,
+    linked: LinkedAbortSignal,
+    startedAt: number,
+    target: AttemptTarget | undefined,
+  ): Promise<MongoDocumentLockHandle<T>> {
+    try {
+      linked.signal.throwIfAborted();
+      const lines = await this.lines();
+      const { handle, document } = await lines.acquire(
+        key,
+        resolved,
+        linked.signal,
+        startedAt,
+        target,
+      );
+      const doc = document.doc as WithId<T>;
+      return new MongoDocumentLockHandle<T>(handle, doc, document.created, this.lineWriter(lines));
+    } catch (error) {
+      throw this.documentNotAcquired(error, key, resolved.timeoutMs);
+    } finally {
+      linked.unlink();
+    }
+  }
+
   /** A lock's not-acquired error in a document's words (the key is the id's Extended JSON). */
   private documentNotAcquired(error: unknown, key: string, timeoutMs: number): unknown {
     if (!(error instanceof LockNotAcquiredError)) return error;
     const { holderId, retryAfterMs } = error;
     const standard = notAcquiredMessage([key], timeoutMs, holderId, retryAfterMs);
-    const detail = error.message.startsWith(standard) ? error.message.slice(standard.length) : '';
+    // A message of another form (a full line, a lock field in the 0.1 form) says why: kept.
+    const detail = error.message.startsWith(standard)
+      ? error.message.slice(standard.length)
+      : ` (${error.message})`;
     return new LockNotAcquiredError(
       documentNotAcquiredMessage(this.settings.collection, key, timeoutMs, holderId, retryAfterMs) +
         detail,
@@ -348,10 +404,56 @@ export class DocumentLocks<T extends Document = Document> {
     };
   }
 
+  /** Engine v2's writes while held: checked against the line in the lock field. */
+  private lineWriter(lines: DocumentLineLocks): DocumentLockWriter {
+    const ownerOf = (handle: MongoLockHandle) => handle.ownerOf(handle.key);
+    return {
+      update: (handle, update) => {
+        const checked = resolveDocumentUpdate(update, this.settings, false);
+        return lines.writeWhileHeld(handle.key, ownerOf(handle), checked, false);
+      },
+      commit: (handle, update) => {
+        const checked = resolveDocumentUpdate(update, this.settings, true);
+        return lines.writeWhileHeld(handle.key, ownerOf(handle), checked, true);
+      },
+      checkCommit: (update) => void resolveDocumentUpdate(update, this.settings, true),
+      // Waiters, here too, hear of the commit from the change stream.
+      committed: () => undefined,
+    };
+  }
+
+  private get onLines(): boolean {
+    return this.host.options.engine === 'v2';
+  }
+
+  /** Engine v2's locks on the collection, on the service's client, made on first use. */
+  private async lines(): Promise<DocumentLineLocks> {
+    if (this.lineLocks) return this.lineLocks;
+    const main = await this.host.started();
+    this.lineLocks ??= new DocumentLineLocks(
+      this.openCollection(main),
+      this.settings.lockField,
+      this.host.held,
+      this.host.options,
+      this.settings.version,
+    );
+    return this.lineLocks;
+  }
+
+  private openCollection(main: LockStore): DocumentCollection {
+    this.collection ??= openLeaseCollection<Document>(
+      main.client,
+      this.settings.dbName ?? this.host.options.dbName,
+      this.settings.collection,
+      this.host.options.operationTimeoutMs,
+    );
+    return this.collection;
+  }
+
   private writeTarget(): DocumentWriteTarget {
     return {
       collection: this.collection as DocumentCollection,
-      fields: this.fields,
+      lock: leaseLockForm(this.fields),
       version: this.settings.version,
     };
   }
@@ -361,18 +463,12 @@ export class DocumentLocks<T extends Document = Document> {
     if (this.store) return this.store;
     const main = await this.host.started();
     if (this.store) return this.store;
-    const { options } = this.host;
-    this.collection = openLeaseCollection<Document>(
-      main.client,
-      this.settings.dbName ?? options.dbName,
-      this.settings.collection,
-      options.operationTimeoutMs,
-    );
+    const collection = this.openCollection(main);
     this.store = new LockStore(
       main.client,
       false,
-      options,
-      documentLeaseCommands(this.collection, main.client, this.fields, this.heldLeases),
+      this.host.options,
+      documentLeaseCommands(collection, main.client, this.fields, this.heldLeases),
     );
     return this.store;
   }

@@ -5,7 +5,8 @@
  */
 export class LineWaiters {
   private readonly byKey = new Map<string, Map<string, () => void>>();
-  private readonly nudges = new Set<() => void>();
+  /** Per key, the waits to wake when news of it may have been missed. */
+  private readonly nudges = new Map<string, Set<() => void>>();
 
   /** Resolves when `entry` is heard to hold `key`; `stop()` forgets it. */
   wait(key: string, entry: string): { heard: Promise<void>; stop: () => void } {
@@ -31,21 +32,31 @@ export class LineWaiters {
   }
 
   /**
-   * Settles at the next {@link lookAgain}: news may have been missed (the change stream failed
-   * or was reopened, or gave way to polling). `cancel` forgets it (one per wait round).
+   * Settles at the next {@link lookAgain} for `key` or for every key: news may have been
+   * missed (the change stream failed or was reopened, or gave way to polling, or other code
+   * rewrote the line). `cancel` forgets it (one per wait round).
    */
-  nudged(): { nudged: Promise<void>; cancel: () => void } {
+  nudged(key: string): { nudged: Promise<void>; cancel: () => void } {
     let wake!: () => void;
     const nudged = new Promise<void>((resolve) => (wake = resolve));
-    this.nudges.add(wake);
-    return { nudged, cancel: () => this.nudges.delete(wake) };
+    let nudges = this.nudges.get(key);
+    if (!nudges) this.nudges.set(key, (nudges = new Set()));
+    nudges.add(wake);
+    const cancel = () => {
+      nudges.delete(wake);
+      if (nudges.size === 0 && this.nudges.get(key) === nudges) this.nudges.delete(key);
+    };
+    return { nudged, cancel };
   }
 
-  /** Wakes every waiter to look at its place again. */
-  lookAgain(): void {
-    const nudges = [...this.nudges];
-    this.nudges.clear();
-    for (const wake of nudges) wake();
+  /** Wakes the waiters of `key` (default: of every key) to look at their place again. */
+  lookAgain(key?: string): void {
+    const keys = key === undefined ? [...this.nudges.keys()] : [key];
+    for (const each of keys) {
+      const nudges = this.nudges.get(each);
+      this.nudges.delete(each);
+      for (const wake of nudges ?? []) wake();
+    }
   }
 
   /** Callers waiting here, on every key. */

@@ -36,12 +36,27 @@ const settle = (promise: Promise<unknown>): Promise<unknown> =>
     (error: unknown) => error,
   );
 
-describe('Document locks (adversarial review)', () => {
+/** Each engine's lock field: held (a filter, and a stored form), and other code's unlock. */
+const lockField = {
+  v1: {
+    locked: { '_lock.owner': { $type: 'string' } },
+    held: { owner: expect.any(String) },
+    unlockByHand: { $unset: { '_lock.owner': 1 } } as Document,
+  },
+  v2: {
+    locked: { '_lock.line.0': { $exists: true } },
+    held: { line: [{ h: expect.any(String) }] },
+    unlockByHand: { $set: { '_lock.line': [] } } as Document,
+  },
+};
+
+describe.each(['v1', 'v2'] as const)('Document locks (adversarial review, engine %s)', (engine) => {
   const kit = LockTestKit.forSuite();
   let seq = 0;
   let accounts: Collection<Raw>;
   let collectionName: string;
-  const service = () => kit.service({ shutdownGraceMs: 200 });
+  const form = lockField[engine];
+  const service = () => kit.service({ engine, shutdownGraceMs: 200 });
 
   beforeEach(async () => {
     seq += 1;
@@ -55,7 +70,7 @@ describe('Document locks (adversarial review)', () => {
   });
 
   async function unlocked(): Promise<boolean> {
-    const locked = await accounts.countDocuments({ '_lock.owner': { $type: 'string' } });
+    const locked = await accounts.countDocuments(form.locked);
     return locked === 0;
   }
 
@@ -97,7 +112,7 @@ describe('Document locks (adversarial review)', () => {
       expect(result).toBeInstanceOf(InvalidLockOptionsError);
       const stored = await accounts.findOne({ _id: 'a' });
       expect(stored?.version).toBe(1);
-      expect(stored?._lock).toMatchObject({ owner: expect.any(String) });
+      expect(stored?._lock).toMatchObject(form.held);
     });
   });
 
@@ -218,6 +233,7 @@ describe('Document locks (adversarial review)', () => {
       await proxy.start();
       try {
         const locks = await kit.service({
+          engine,
           uri: `mongodb://127.0.0.1:${proxy.port}/?directConnection=true`,
           shutdownGraceMs: 200,
         });
@@ -253,7 +269,7 @@ describe('Document locks (adversarial review)', () => {
       const holder = (await service()).documents<Account>(collectionName);
       // Its safety poll is a minute away: only the change can wake it in time.
       const waiter = (
-        await kit.service({ shutdownGraceMs: 200, safetyPollIntervalMs: 60_000 })
+        await kit.service({ engine, shutdownGraceMs: 200, safetyPollIntervalMs: 60_000 })
       ).documents<Account>(collectionName);
       await holder.acquire('a', { ttlMs: 20_000 });
       const woken = firstValueFrom(waiter.waitForRelease('a'));
@@ -265,17 +281,17 @@ describe('Document locks (adversarial review)', () => {
       expect(performance.now() - freedAt).toBeLessThan(1_000 + LOAD_SLACK_MS);
     });
 
-    it('a $unset of the lock owner by other code wakes waiters at once', async () => {
+    it('an unlock by other code (v1: $unset of the owner; v2: the line emptied) wakes waiters at once', async () => {
       const holder = (await service()).documents<Account>(collectionName);
       // Its safety poll is a minute away: only the change can wake it in time.
       const waiter = (
-        await kit.service({ shutdownGraceMs: 200, safetyPollIntervalMs: 60_000 })
+        await kit.service({ engine, shutdownGraceMs: 200, safetyPollIntervalMs: 60_000 })
       ).documents<Account>(collectionName);
       await holder.acquire('a', { ttlMs: 20_000 });
       const woken = firstValueFrom(waiter.waitForRelease('a'));
       await sleep(300);
       const freedAt = performance.now();
-      await accounts.updateOne({ _id: 'a' }, { $unset: { '_lock.owner': 1 } });
+      await accounts.updateOne({ _id: 'a' }, form.unlockByHand);
       await woken;
       // Not woken by the change, it waits for the poll (60 s) or the lease end (20 s).
       expect(performance.now() - freedAt).toBeLessThan(1_000 + LOAD_SLACK_MS);

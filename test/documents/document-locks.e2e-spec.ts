@@ -15,7 +15,7 @@ import { documentLeaseCommands } from '../../lib/store/documents/document-lease-
 import { HeldDocumentLeases } from '../../lib/store/documents/document-release-tries';
 import { keyOfDocumentId } from '../../lib/store/documents/document-key';
 import { DocumentLockFields } from '../../lib/store/documents/document-lock-fields';
-import { LockTestKit } from '../lock-service/lock-test-kit';
+import { LockTestKit, eventually } from '../lock-service/lock-test-kit';
 import { LOAD_SLACK_MS } from '../support/load-slack';
 
 jest.setTimeout(60_000);
@@ -27,8 +27,26 @@ interface Account extends Document {
   version?: number;
 }
 
-describe('Document locks', () => {
+/** What the lock field holds while `holderId`'s call holds the document, and once it is free. */
+const lockField = {
+  v1: {
+    held: { holder: expect.any(String) },
+    free: { owner: null },
+    /** Other code's writes that end the holder's lock: another owner; a lease in the past. */
+    takenOver: { '_lock.owner': 'someone-else' },
+    expired: { '_lock.expiresAt': new Date(0) },
+  },
+  v2: {
+    held: { line: [{ h: expect.any(String) }] },
+    free: { line: [] },
+    takenOver: { '_lock.line.0.t': 'someone-else' },
+    expired: { '_lock.line.0.e': new Date(0) },
+  },
+};
+
+describe.each(['v1', 'v2'] as const)('Document locks (engine %s)', (engine) => {
   const kit = LockTestKit.forSuite();
+  const form = lockField[engine];
   let seq = 0;
   let accounts: Collection<Account>;
   let collectionName: string;
@@ -45,14 +63,14 @@ describe('Document locks', () => {
   });
 
   it('locks a document, returns it without the lock field, and refuses a second holder', async () => {
-    const one = (await kit.service()).documents<Account>(collectionName);
-    const two = (await kit.service()).documents<Account>(collectionName);
+    const one = (await kit.service({ engine })).documents<Account>(collectionName);
+    const two = (await kit.service({ engine })).documents<Account>(collectionName);
     const lock = await one.acquire('a');
     expect(lock.doc).toEqual({ _id: 'a', balance: 100, tenant: 't1', version: 1 });
     expect(lock.created).toBe(false);
     expect(await two.tryAcquire('a')).toBeNull();
     const stored = await accounts.findOne({ _id: 'a' });
-    expect(stored?._lock).toMatchObject({ holder: expect.any(String) });
+    expect(stored?._lock).toMatchObject(form.held);
     await lock.release();
     const again = await two.acquire('a');
     expect(again.fence).toBeGreaterThan(lock.fence);
@@ -60,7 +78,7 @@ describe('Document locks', () => {
   });
 
   it('commit writes and unlocks in one update; the next holder sees the write', async () => {
-    const docs = (await kit.service()).documents<Account>(collectionName);
+    const docs = (await kit.service({ engine })).documents<Account>(collectionName);
     const lock = await docs.acquire('a');
     const after = await lock.commit({ $inc: { balance: -30 } });
     expect(after).toEqual({ _id: 'a', balance: 70, tenant: 't1', version: 1 });
@@ -72,9 +90,9 @@ describe('Document locks', () => {
   });
 
   it('wakes a waiter when the holder commits, through the change stream', async () => {
-    const holder = (await kit.service()).documents<Account>(collectionName);
+    const holder = (await kit.service({ engine })).documents<Account>(collectionName);
     // Only the change stream can wake it in time: its safety poll is a minute away.
-    const waiter = (await kit.service({ safetyPollIntervalMs: 60_000 })).documents<Account>(
+    const waiter = (await kit.service({ engine, safetyPollIntervalMs: 60_000 })).documents<Account>(
       collectionName,
     );
     const lock = await holder.acquire('a');
@@ -90,8 +108,8 @@ describe('Document locks', () => {
   });
 
   it('a holder whose lease was taken over cannot update nor commit', async () => {
-    const first = (await kit.service()).documents<Account>(collectionName);
-    const second = (await kit.service()).documents<Account>(collectionName);
+    const first = (await kit.service({ engine })).documents<Account>(collectionName);
+    const second = (await kit.service({ engine })).documents<Account>(collectionName);
     const stale = await first.acquire('a', { ttlMs: 1_000, renew: false });
     await new Promise((resolve) => setTimeout(resolve, 1_200));
     const current = await second.acquire('a');
@@ -103,7 +121,7 @@ describe('Document locks', () => {
   });
 
   it('fails at once with DocumentNotFoundError for a missing document or an unmet where', async () => {
-    const docs = (await kit.service()).documents<Account>(collectionName);
+    const docs = (await kit.service({ engine })).documents<Account>(collectionName);
     await expect(docs.acquire('missing', { timeoutMs: 5_000 })).rejects.toBeInstanceOf(
       DocumentNotFoundError,
     );
@@ -115,7 +133,7 @@ describe('Document locks', () => {
   });
 
   it('createIfMissing inserts once when callers race, and locks an existing document untouched', async () => {
-    const services = await Promise.all([1, 2, 3, 4].map(() => kit.service()));
+    const services = await Promise.all([1, 2, 3, 4].map(() => kit.service({ engine })));
     const results = await Promise.all(
       services.map((service) =>
         service
@@ -137,7 +155,7 @@ describe('Document locks', () => {
   });
 
   it('createIfMissing with where: an existing document of another tenant is not found, not overwritten', async () => {
-    const docs = (await kit.service()).documents<Account>(collectionName);
+    const docs = (await kit.service({ engine })).documents<Account>(collectionName);
     await expect(
       docs.acquire('b', { where: { tenant: 't1' }, createIfMissing: { balance: 0, tenant: 't1' } }),
     ).rejects.toBeInstanceOf(DocumentNotFoundError);
@@ -152,7 +170,7 @@ describe('Document locks', () => {
   });
 
   it('updateIfCurrent applies at the expected version, bumps it, and reports conflicts', async () => {
-    const docs = (await kit.service()).documents<Account>(collectionName, {
+    const docs = (await kit.service({ engine })).documents<Account>(collectionName, {
       version: { field: 'version' },
     });
     const updated = await docs.updateIfCurrent('a', 1, { $set: { balance: 50 } });
@@ -179,7 +197,7 @@ describe('Document locks', () => {
       at: new Date(0),
       dec: Decimal128.fromString('1.5'),
     });
-    const dated = (await kit.service()).documents(collectionName, {
+    const dated = (await kit.service({ engine })).documents(collectionName, {
       version: { field: 'at', type: 'date' },
     });
     let previous = 0;
@@ -190,7 +208,7 @@ describe('Document locks', () => {
       expect(at).toBeGreaterThan(previous);
       previous = at;
     }
-    const decimal = (await kit.service()).documents(collectionName, {
+    const decimal = (await kit.service({ engine })).documents(collectionName, {
       version: { field: 'dec', type: 'decimal128' },
     });
     const after = await decimal.updateIfCurrent('d', Decimal128.fromString('1.5'), [
@@ -200,7 +218,7 @@ describe('Document locks', () => {
   });
 
   it('refuses bad input with typed errors and writes nothing', async () => {
-    const service = await kit.service();
+    const service = await kit.service({ engine });
     expect(() => service.documents(collectionName, { lockField: 'a.b' })).toThrow(
       InvalidLockOptionsError,
     );
@@ -228,8 +246,8 @@ describe('Document locks', () => {
   });
 
   it('a replacement by code that ignores the lock wipes it: the holder learns, waiters wake', async () => {
-    const holder = (await kit.service()).documents<Account>(collectionName);
-    const waiter = (await kit.service()).documents<Account>(collectionName);
+    const holder = (await kit.service({ engine })).documents<Account>(collectionName);
+    const waiter = (await kit.service({ engine })).documents<Account>(collectionName);
     const lock = await holder.acquire('a');
     const woken = firstValueFrom(waiter.waitForRelease('a'));
     await new Promise((resolve) => setTimeout(resolve, 200));
@@ -241,8 +259,8 @@ describe('Document locks', () => {
   });
 
   it('times out with LockNotAcquiredError while another holds the document', async () => {
-    const holder = (await kit.service()).documents<Account>(collectionName);
-    const waiter = (await kit.service()).documents<Account>(collectionName);
+    const holder = (await kit.service({ engine })).documents<Account>(collectionName);
+    const waiter = (await kit.service({ engine })).documents<Account>(collectionName);
     const lock = await holder.acquire('a');
     await expect(waiter.acquire('a', { timeoutMs: 300 })).rejects.toBeInstanceOf(
       LockNotAcquiredError,
@@ -254,30 +272,30 @@ describe('Document locks', () => {
   });
 
   it('shutdown tells the holder and releases its document lock', async () => {
-    const service = await kit.service();
+    const service = await kit.service({ engine });
     const lock = await service.documents<Account>(collectionName).acquire('a');
     await service.close();
     expect(lock.lost).toBe(true);
     expect(lock.signal.aborted).toBe(true);
     const stored = await accounts.findOne({ _id: 'a' });
-    expect(stored?._lock).toMatchObject({ owner: null });
+    expect(stored?._lock).toMatchObject(form.free);
   });
 
   it('the server decides: a write by a holder whose lease the server gave away lands nowhere', async () => {
-    const docs = (await kit.service()).documents<Account>(collectionName);
+    const docs = (await kit.service({ engine })).documents<Account>(collectionName);
     // The holder still believes it holds (as a paused process would); the server says otherwise.
     const overtaken = await docs.acquire('a');
-    await accounts.updateOne({ _id: 'a' }, { $set: { '_lock.owner': 'someone-else' } });
+    await accounts.updateOne({ _id: 'a' }, { $set: form.takenOver });
     await expect(overtaken.update({ $inc: { balance: -1 } })).rejects.toBeInstanceOf(LockLostError);
     const expired = await docs.acquire('b');
-    await accounts.updateOne({ _id: 'b' }, { $set: { '_lock.expiresAt': new Date(0) } });
+    await accounts.updateOne({ _id: 'b' }, { $set: form.expired });
     await expect(expired.commit({ $inc: { balance: -1 } })).rejects.toBeInstanceOf(LockLostError);
     expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(100);
     expect((await accounts.findOne({ _id: 'b' }))?.balance).toBe(5);
   });
 
   it("a re-entered document lock still checks the inner call's where", async () => {
-    const docs = (await kit.service()).documents<Account>(collectionName);
+    const docs = (await kit.service({ engine })).documents<Account>(collectionName);
     const inner = await docs.withLock(
       'a',
       async (outer) => {
@@ -290,12 +308,17 @@ describe('Document locks', () => {
     );
     expect(inner).toBe(true);
   });
+});
+
+describe('Document locks, engine v1 store', () => {
+  const kit = LockTestKit.forSuite();
 
   // FINDINGS L8: one token serves every attempt of a call, which may give a document back and
   // take it again; a retried release is recognised by its own lease's fence only.
   it('recognises a retried release by its fence, not by an earlier lease of the same token', async () => {
     const client = await kit.client();
-    const raw = client.db(kit.mongo.dbName).collection(collectionName);
+    const raw = client.db(kit.mongo.dbName).collection('accounts_l8');
+    await raw.insertOne({ _id: 'a' as never, balance: 100 });
     const held = new HeldDocumentLeases();
     const commands = documentLeaseCommands(raw, client, new DocumentLockFields('_lock'), held);
     const key = keyOfDocumentId('a');
@@ -322,5 +345,128 @@ describe('Document locks', () => {
     expect(await release('t', again)).toBe('lost');
     expect(tries?.lossUntold).toBe(true);
     expect(await release('other', other)).toBe('released');
+  });
+});
+
+describe('Document locks on engine v2', () => {
+  const kit = LockTestKit.forSuite();
+  let accounts: Collection<Account>;
+
+  beforeEach(async () => {
+    const client = await kit.client();
+    accounts = client.db(kit.mongo.dbName).collection<Account>(`v2_${kit.collectionName}`);
+    await accounts.insertMany([
+      { _id: 'a', balance: 100 },
+      { _id: 'b', balance: 5 },
+    ]);
+  });
+
+  it('keeps only the line in the lock field: the holder first, waiters after, nothing once free', async () => {
+    const docs = (await kit.service({ engine: 'v2' })).documents<Account>(accounts.collectionName);
+    const other = (await kit.service({ engine: 'v2' })).documents<Account>(accounts.collectionName);
+    const lock = await docs.acquire('a');
+    const waiting = other.acquire('a', { timeoutMs: 10_000 });
+    await eventually(async () => (await docs.inspect('a'))?.waiting === 1, 5_000);
+    const stored = (await accounts.findOne({ _id: 'a' }))?._lock as Document;
+    expect(Object.keys(stored).sort()).toEqual(['f', 'line']);
+    expect(stored.line).toHaveLength(2);
+    await lock.commit({ $inc: { balance: 1 } });
+    const next = await waiting;
+    expect(next.doc.balance).toBe(101);
+    expect(next.fence).toBeGreaterThan(lock.fence);
+    await next.release();
+    const free = (await accounts.findOne({ _id: 'a' }))?._lock as Document;
+    expect(free.line).toEqual([]);
+    expect(Object.keys(free).sort()).toEqual(['f', 'line']);
+  });
+
+  it('a waiter reads the document the last holder committed, whatever form the commit took', async () => {
+    const docs = (await kit.service({ engine: 'v2' })).documents<Account>(accounts.collectionName);
+    const other = (await kit.service({ engine: 'v2' })).documents<Account>(accounts.collectionName);
+    for (const update of [
+      { $inc: { balance: 7 } },
+      [{ $set: { balance: { $add: ['$balance', 7] } } }],
+    ]) {
+      const before = (await accounts.findOne({ _id: 'b' }))?.balance as number;
+      const lock = await docs.acquire('b');
+      const waiting = other.acquire('b', { timeoutMs: 10_000 });
+      await eventually(async () => (await docs.inspect('b'))?.waiting === 1, 5_000);
+      await lock.commit(update);
+      const next = await waiting;
+      expect(next.doc.balance).toBe(before + 7);
+      await next.release();
+    }
+  });
+
+  it('a line emptied by other code (an unlock by hand) wakes a waiting acquire at once', async () => {
+    const holder = (await kit.service({ engine: 'v2' })).documents<Account>(
+      accounts.collectionName,
+    );
+    // Its entry's renewal (a third of 30 s) and safety poll are far: only the change wakes it.
+    const waiter = (
+      await kit.service({ engine: 'v2', safetyPollIntervalMs: 60_000 })
+    ).documents<Account>(accounts.collectionName);
+    const lock = await holder.acquire('a', { ttlMs: 30_000 });
+    const waiting = waiter.acquire('a', { ttlMs: 30_000, timeoutMs: 20_000 });
+    await eventually(async () => (await holder.inspect('a'))?.waiting === 1, 5_000);
+    const freedAt = performance.now();
+    await accounts.updateOne({ _id: 'a' }, { $set: { '_lock.line': [] } });
+    const next = await waiting;
+    expect(performance.now() - freedAt).toBeLessThan(1_000 + LOAD_SLACK_MS);
+    expect(next.fence).toBeGreaterThan(lock.fence);
+    await expect(lock.commit({ $inc: { balance: 1 } })).rejects.toBeInstanceOf(LockLostError);
+    await next.release();
+  });
+
+  it('a missing document costs one command, and leaves nothing to clean up', async () => {
+    const client = await kit.client({ monitorCommands: true });
+    const docs = (await kit.service({ engine: 'v2', client })).documents<Account>(
+      accounts.collectionName,
+    );
+    const sent: string[] = [];
+    client.on('commandStarted', (event) => {
+      // The collection's change stream opens on first use: not counted.
+      if (!['aggregate', 'getMore'].includes(event.commandName)) sent.push(event.commandName);
+    });
+    await expect(docs.acquire('missing', { timeoutMs: 5_000 })).rejects.toBeInstanceOf(
+      DocumentNotFoundError,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(sent).toEqual(['findAndModify']);
+  });
+
+  it('does not pass over a live lease of the 0.1 lock field, and converts a released one', async () => {
+    const docs = (await kit.service({ engine: 'v2' })).documents<Account>(accounts.collectionName);
+    const v1Fence = 5_000_000_000_000;
+    await accounts.updateOne(
+      { _id: 'a' },
+      {
+        $set: {
+          _lock: {
+            owner: 'v1-owner',
+            holder: 'v1-service',
+            fence: v1Fence,
+            lostFence: 0,
+            acquiredAt: new Date(),
+            expiresAt: new Date(Date.now() + 60_000),
+          },
+        },
+      },
+    );
+    await expect(docs.acquire('a', { timeoutMs: 300 })).rejects.toThrow(
+      /held by v1-service .*\(its lock field is in the 0\.1 form, held by engine v1/,
+    );
+    expect(((await accounts.findOne({ _id: 'a' }))?._lock as Document).owner).toBe('v1-owner');
+    await accounts.updateOne(
+      { _id: 'a' },
+      { $set: { '_lock.owner': null }, $unset: { '_lock.expiresAt': '', '_lock.acquiredAt': '' } },
+    );
+    const lock = await docs.acquire('a');
+    expect(lock.fence).toBeGreaterThan(BigInt(v1Fence));
+    expect(Object.keys((await accounts.findOne({ _id: 'a' }))?._lock as Document).sort()).toEqual([
+      'f',
+      'line',
+    ]);
+    await lock.release();
   });
 });

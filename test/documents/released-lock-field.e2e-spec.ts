@@ -17,7 +17,7 @@ import { documentLeaseCommands } from '../../lib/store/documents/document-lease-
 import { keyOfDocumentId } from '../../lib/store/documents/document-key';
 import { DocumentLockFields } from '../../lib/store/documents/document-lock-fields';
 import { HeldDocumentLeases } from '../../lib/store/documents/document-release-tries';
-import { writeWhileHeld } from '../../lib/store/documents/document-writes';
+import { leaseLockForm, writeWhileHeld } from '../../lib/store/documents/document-writes';
 import type { DocumentUpdate } from '../../lib/store/documents/document-writes';
 import type { LeaseCommands } from '../../lib/store/lease-commands';
 import { withOneAccount, type Account } from './account-fixture';
@@ -44,7 +44,7 @@ function storeOf(client: MongoClient, dbName: string, collectionName: string) {
   const fields = new DocumentLockFields('_lock');
   const held = new HeldDocumentLeases();
   const commands: LeaseCommands = documentLeaseCommands(collection, client, fields, held);
-  const target = { collection, fields, version: undefined };
+  const target = { collection, lock: leaseLockForm(fields), version: undefined };
   const key = keyOfDocumentId('a');
   const fences = new Map<string, bigint>();
   return {

@@ -1,6 +1,6 @@
 import { startFaultServer, type FaultServer } from '../support/fault-server';
 import { formatSummaryTable } from './harness/summary-table';
-import { documentCommit } from './scenarios/document-commit';
+import { documentCommit, documentCommitOnLines } from './scenarios/document-commit';
 
 // Document locks under SIGSTOP and SIGKILL: several processes lock one document and commit
 // `$inc` to it, holders are frozen past their lease and some are killed. The counter must
@@ -20,11 +20,11 @@ describe('document commit under faults (several OS processes, one server)', () =
     await server?.stop();
   });
 
-  it(documentCommit.name, async () => {
+  it.each([documentCommit, documentCommitOnLines])('$name', async (scenario) => {
     const startedAt = Date.now();
-    const outcome = await documentCommit.run(server);
+    const outcome = await scenario.run(server);
     const row = {
-      scenario: documentCommit.name,
+      scenario: scenario.name,
       operations: outcome.operations,
       violations: outcome.violations.length,
       timeMs: Date.now() - startedAt,

@@ -119,7 +119,7 @@ describe('mutation test: a library granting locks 300 ms before the lease ends',
 
 /**
  * Document commits that land without proving the lease is still ours: `writeWhileHeld`'s
- * filter loses its lease-liveness check (`$expr` on `$$NOW`), or its owner check. The
+ * filter (engine v1's `leaseLockForm`) loses its lease-liveness check (`$expr` on `$$NOW`), or its owner check. The
  * document-commit scenario (scenarios/document-commit.ts) must catch each: a holder frozen
  * past its lease and thawed while nobody took the lock commits late on its own expired lease
  * (no `$expr`); one thawed after another process took it commits over the new holder's lease
@@ -129,31 +129,47 @@ const documentWrites = 'store/documents/document-writes.ts';
 const documentMutants = [
   {
     name: 'no lease-liveness check',
-    anchor: 'heldExpr(target.fields),',
+    file: documentWrites,
+    anchor: 'heldExpr(fields),',
     replacement: '{}, // mutant: no lease-liveness check',
+    engine: 'v1' as const,
   },
   {
     name: 'no owner check',
-    anchor: "{ ...byKey(key), [target.fields.path('owner')]: owner },",
-    replacement: '{ ...byKey(key) }, // mutant: no owner check',
+    file: documentWrites,
+    anchor: "{ [fields.path('owner')]: owner },",
+    replacement: '{}, // mutant: no owner check',
+    engine: 'v1' as const,
+  },
+  {
+    // Engine v2: the line's first live entry is not checked to be ours (neither owner nor lease).
+    name: 'no check of the line (engine v2)',
+    file: 'store/documents/document-line.ts',
+    anchor: 'return [{ $expr: this.ownedBy(token) }];',
+    replacement: 'return []; // mutant: no check of the line',
+    engine: 'v2' as const,
   },
 ];
 
 describe.each(documentMutants)(
   'mutation test: document commit with $name in its filter',
-  ({ name, anchor: documentAnchor, replacement }) => {
+  ({ name, file, anchor: documentAnchor, replacement, engine }) => {
     const fixture = mutantFixture(`document-${name.replace(/\W+/g, '-')}`);
 
     it('is caught by the document-commit scenario', async () => {
       const server = fixture.server();
       const mutantDir = fixture.dir;
-      makeMutant(mutantDir, documentWrites, documentAnchor, replacement);
+      makeMutant(mutantDir, file, documentAnchor, replacement);
       // The late commit that landed is what must be caught; the rest follows from it. Whether
       // a run shows it depends on its random freezes (without the owner check, a late commit
       // lands only if another holder re-locked the document meanwhile): up to 3 runs.
       let lateLanded: unknown[] = [];
       for (let run = 1; run <= 3 && lateLanded.length === 0; run++) {
-        const outcome = await runDocumentCommit(server, { libDir: mutantDir, durationMs: 10_000 });
+        const outcome = await runDocumentCommit(server, {
+          libDir: mutantDir,
+          durationMs: 10_000,
+          engine,
+        });
         process.stdout.write(
           `\nMutation test (document commit, ${name}, ${server.kind} server, run ${run}): ` +
             `${outcome.operations} sections, ${outcome.notes ?? ''}\n` +

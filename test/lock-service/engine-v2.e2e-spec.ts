@@ -1,7 +1,6 @@
 import { firstValueFrom } from 'rxjs';
 import { filter, take, toArray } from 'rxjs/operators';
 import { InvalidLockOptionsError, LockLostError, LockNotAcquiredError } from '../../lib/errors';
-import type { LockService } from '../../lib';
 import { passThrough } from '../support/fault-proxy';
 import { proxiedServices } from '../leadership/proxied-services';
 import { LockTestKit, eventually, sleep } from './lock-test-kit';
@@ -169,13 +168,6 @@ describe('LockService on engine v2', () => {
     await held.release();
     // Its entry's first fence: the number it joined with, times FENCES_PER_ENTRY.
     expect(String((await next).fence / FENCES_PER_ENTRY)).toBe(joinedWith);
-  });
-
-  it('refuses what needs engine v1 with a clear error', async () => {
-    const a: LockService = await v2();
-    await expect(a.documents('accounts').acquire('a1')).rejects.toThrow(
-      /Document locks needs engine 'v1'/,
-    );
   });
 
   it("serves one process's callers in the order they called, whatever order their joins travel in", async () => {

@@ -1,5 +1,6 @@
 import { BSON, Double, Int32, Long } from 'mongodb';
 import type { Document, Filter } from 'mongodb';
+import { isDuplicateKeyError } from '../mongo-error-codes';
 
 /**
  * A document's `_id` as the lock key the waiting layer and handles use: canonical Extended
@@ -23,4 +24,12 @@ export function documentIdOfKey(key: string): unknown {
 /** The filter that selects the document a key stands for. */
 export function byKey(key: string): Filter<Document> {
   return { _id: documentIdOfKey(key) } as Filter<Document>;
+}
+
+/** A duplicate key on `_id` (not on another unique index of the application's). */
+export function isDuplicateIdError(error: unknown): boolean {
+  if (!isDuplicateKeyError(error)) return false;
+  const { keyPattern, message } = error as { keyPattern?: Document; message?: string };
+  if (keyPattern) return Object.keys(keyPattern).length === 1 && '_id' in keyPattern;
+  return /index: _id_ /.test(message ?? '');
 }

@@ -13,10 +13,9 @@ import type { BsonInteger } from '../bson-values';
 import type { LeaseCommands } from '../lease-commands';
 import type { LockProbe } from '../inspect-lock';
 import type { LockChangeStream, SessionSource } from '../lock-document';
-import { isDuplicateKeyError } from '../mongo-error-codes';
 import type { ReleaseLeaseOutcome } from '../release-lease';
 import { openDocumentLockChangeStream } from './document-lock-change-stream';
-import { byKey, documentIdOfKey } from './document-key';
+import { byKey, documentIdOfKey, isDuplicateIdError } from './document-key';
 import { DocumentLockFields } from './document-lock-fields';
 import { lostFenceAtLock, releasedByUs, releasedForm, releasedLock } from './document-lock-release';
 import type { StoredDocumentLock } from './document-lock-release';
@@ -156,14 +155,6 @@ async function attemptDocumentLock(
   const raced = await attemptOnce(collection, sessions, fields, request, false);
   if (raced) return raced;
   throw notFound(request.key, request.target);
-}
-
-/** A duplicate key on `_id` (not on another unique index of the application's). */
-function isDuplicateIdError(error: unknown): boolean {
-  if (!isDuplicateKeyError(error)) return false;
-  const { keyPattern, message } = error as { keyPattern?: Document; message?: string };
-  if (keyPattern) return Object.keys(keyPattern).length === 1 && '_id' in keyPattern;
-  return /index: _id_ /.test(message ?? '');
 }
 
 function notFound(key: string, target: AttemptTarget | undefined): DocumentNotFoundError {

@@ -18,10 +18,51 @@ import type { DocumentVersion } from './document-version';
 /** An update document (`{ $set: … }`) or an update pipeline (`[{ $set: … }]`). */
 export type DocumentUpdate = Document | Document[];
 
+/**
+ * How an engine keeps a lock in the lock field, as the writes below check and end it: the
+ * 0.1 lease (`leaseLockForm`) or engine v2's line (`DocumentLineFields`).
+ */
+export interface DocumentLockForm {
+  /** The lock field: replies leave it out. */
+  readonly field: string;
+  /** Filter parts: `owner` holds a live lock. */
+  heldBy(owner: string): Document[];
+  /** Expression: `owner` holds a live lock. */
+  ownedBy(owner: string): Document;
+  /** Update operators that end `owner`'s live lock (a commit written as an update document). */
+  unlockOperators(owner: string): Document;
+  /** The pipeline stage that ends `owner`'s live lock (a commit written as a pipeline). */
+  unlockStage(owner: string): Document;
+  /** Expressions: anyone holds the document; the first holder's id; its remaining lease. */
+  readonly held: unknown;
+  readonly holder: unknown;
+  readonly remainingMs: unknown;
+}
+
+/** The lock field of engine v1: one lease, `{ owner, holder, fence, lostFence, ... }`. */
+export function leaseLockForm(fields: DocumentLockFields): DocumentLockForm {
+  return {
+    field: fields.field,
+    heldBy: (owner) => [{ [fields.path('owner')]: owner }, heldExpr(fields)],
+    ownedBy: (owner) => ({
+      $and: [
+        { $eq: [fields.value('owner'), owner] },
+        { $gt: [fields.value('expiresAt'), '$$NOW'] },
+      ],
+    }),
+    unlockOperators: () => releaseOperators(fields),
+    // The lease is live: the filter checked it.
+    unlockStage: () => ({ $set: { [fields.field]: releasedLock(fields, true) } }),
+    held: fields.held,
+    holder: fields.value('holder'),
+    remainingMs: fields.remainingMs,
+  };
+}
+
 /** Where a collection's document writes go, and how they are checked. */
 export interface DocumentWriteTarget {
   collection: DocumentCollection;
-  fields: DocumentLockFields;
+  lock: DocumentLockForm;
   version: DocumentVersion | undefined;
 }
 
@@ -53,24 +94,19 @@ function mergeOperators(update: Document, extra: Document): Document {
   return merged;
 }
 
-/** The last stage of a commit written as a pipeline: the lock given up (the lease is live). */
-function unlockStage(fields: DocumentLockFields): Document {
-  return { $set: { [fields.field]: releasedLock(fields, true) } };
-}
-
 /** The update and filter additions of one write: the caller's update, the version bump, the unlock. */
 function composeWrite(
   target: DocumentWriteTarget,
   update: DocumentUpdate | undefined,
-  unlock: boolean,
+  unlock: string | undefined,
   dateAhead?: Date,
 ): { update: DocumentUpdate; filter: Document } {
-  const { fields, version } = target;
+  const { lock, version } = target;
   const bump = version && !isEmpty(update);
   if (isPipeline(update) || isEmpty(update)) {
     const stages = isPipeline(update) ? [...update] : [];
     if (bump) stages.push(versionBumpStage(version));
-    if (unlock) stages.push(unlockStage(fields));
+    if (unlock !== undefined) stages.push(lock.unlockStage(unlock));
     return { update: stages, filter: bump ? versionTyped(version) : {} };
   }
   let operators = update as Document;
@@ -80,7 +116,7 @@ function composeWrite(
     operators = mergeOperators(operators, versionBump.operators);
     filter = and(versionTyped(version), versionBump.filter);
   }
-  if (unlock) operators = mergeOperators(operators, releaseOperators(fields));
+  if (unlock !== undefined) operators = mergeOperators(operators, lock.unlockOperators(unlock));
   return { update: operators, filter };
 }
 
@@ -96,16 +132,13 @@ export async function writeWhileHeld(
   update: DocumentUpdate | undefined,
   { unlock = false }: { unlock?: boolean } = {},
 ): Promise<Document | null> {
-  let write = composeWrite(target, update, unlock);
+  const unlocking = unlock ? owner : undefined;
+  let write = composeWrite(target, update, unlocking);
   for (let tries = 1; ; tries += 1) {
     const written = await target.collection.findOneAndUpdate(
-      and(
-        { ...byKey(key), [target.fields.path('owner')]: owner },
-        heldExpr(target.fields),
-        write.filter,
-      ),
+      and(byKey(key), ...target.lock.heldBy(owner), write.filter),
       write.update,
-      { returnDocument: 'after', projection: { [target.fields.field]: 0 } },
+      { returnDocument: 'after', projection: { [target.lock.field]: 0 } },
     );
     if (written !== null) return written;
     const state = await readWriteState(target, key, owner);
@@ -114,7 +147,7 @@ export async function writeWhileHeld(
     // Ours, typed, yet not written: a date version not before the server's clock.
     if (tries >= SAME_MILLISECOND_TRIES) throw dateVersionAhead(target, key);
     if (state.version instanceof Date) {
-      write = composeWrite(target, update, unlock, state.version);
+      write = composeWrite(target, update, unlocking, state.version);
     } else await new Promise((resolve) => setTimeout(resolve, 1));
     await new Promise((resolve) => setTimeout(resolve, 1)); // a date version from this very ms
   }
@@ -130,22 +163,22 @@ export async function updateIfCurrent(
   expected: unknown,
   update: DocumentUpdate,
 ): Promise<Document> {
-  const { fields, version } = target;
+  const { lock, version } = target;
   // An empty update still bumps the version: the caller asked for a versioned write.
   const compose = (dateAhead?: Date) =>
     isEmpty(update)
       ? { update: [versionBumpStage(version)], filter: versionTyped(version) }
-      : composeWrite(target, update, false, dateAhead);
+      : composeWrite(target, update, undefined, dateAhead);
   let bumped = compose();
   for (let tries = 1; ; tries += 1) {
     const written = await target.collection.findOneAndUpdate(
       and(
         { ...byKey(key), [version.field]: expected },
-        { $expr: { $not: [fields.held] } },
+        { $expr: { $not: [lock.held] } },
         bumped.filter,
       ),
       bumped.update,
-      { returnDocument: 'after', projection: { [fields.field]: 0 } },
+      { returnDocument: 'after', projection: { [lock.field]: 0 } },
     );
     if (written !== null) return written;
     const state = await target.collection.findOne(byKey(key), {
@@ -153,9 +186,9 @@ export async function updateIfCurrent(
         _id: 0,
         version: `$${version.field}`,
         typed: { $in: [{ $type: `$${version.field}` }, versionTypesOf(version)] },
-        held: fields.held,
-        holder: fields.value('holder'),
-        remainingMs: fields.remainingMs,
+        held: lock.held,
+        holder: lock.holder,
+        remainingMs: lock.remainingMs,
       },
     });
     const id = documentIdOfKey(key);
@@ -203,16 +236,11 @@ async function readWriteState(
   key: string,
   owner: string,
 ): Promise<{ ours: boolean; versionTyped: boolean; version: unknown }> {
-  const { fields, version } = target;
+  const { lock, version } = target;
   const state = await target.collection.findOne(byKey(key), {
     projection: {
       _id: 0,
-      ours: {
-        $and: [
-          { $eq: [fields.value('owner'), owner] },
-          { $gt: [fields.value('expiresAt'), '$$NOW'] },
-        ],
-      },
+      ours: lock.ownedBy(owner),
       ...(version
         ? {
             typed: { $in: [{ $type: `$${version.field}` }, versionTypesOf(version)] },

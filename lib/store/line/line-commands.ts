@@ -5,6 +5,7 @@ import { isDuplicateKeyError } from '../mongo-error-codes';
 import type { LineDocument, LineEntry, LineKind, LinePlace } from './line-document';
 import { holdersOf, liveEntries, placeOf } from './line-document';
 import type { KeyInUse } from '../lock-mode-errors';
+import type { AttemptTarget } from '../acquire-attempt';
 import {
   LEAVE_PIPELINE,
   LINE_CAPACITY,
@@ -87,10 +88,20 @@ export interface JoinRequest {
   scope?: string;
   /** How long an idle document stays after the last lease ends (its TTL index removes it). */
   idleRetentionMs: number;
+  /** A document lock's conditions on its document (`where`, `createIfMissing`). */
+  target?: AttemptTarget;
+}
+
+/** A document lock's document as the write that made its entry hold read it. */
+export interface HeldDocument {
+  /** Without the lock field. */
+  doc: Document;
+  /** True when `createIfMissing` inserted it. */
+  created: boolean;
 }
 
 export type JoinResult =
-  | ({ joined: true } & LinePlace)
+  | ({ joined: true; document?: HeldDocument } & LinePlace)
   | {
       joined: false;
       /**

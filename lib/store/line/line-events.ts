@@ -8,6 +8,8 @@ import type { LineCollection } from './line-commands';
 export interface LineChange {
   key: string;
   holders: string[];
+  /** The change may have ended entries in other ways (a document replaced): the key's waiters look. */
+  lookAgain?: boolean;
 }
 
 /**

@@ -33,11 +33,32 @@ export interface LineStoreSettings {
 }
 
 /**
+ * Where engine v2's lines live, as its acquirer and `LineLocks` use them: the lock collection
+ * ({@link LineStore}), or an application collection's lock fields (`DocumentLineStore`).
+ */
+export interface LineStorage {
+  join(request: Omit<JoinRequest, 'idleRetentionMs'>): Promise<JoinResult>;
+  leave(key: string, token: string): Promise<LeaveResult>;
+  renew(key: string, token: string, ttlMs: number): Promise<RenewResult>;
+  /** Where `token`'s entry stands, by a read (polling without change streams). */
+  place(key: string, token: string): Promise<LinePlace | undefined>;
+  inspect(key: string): Promise<LockState | null>;
+  /** The changes that may make an entry of `holderId`'s process holder. */
+  watch(
+    holderId: string,
+    onChange: (change: LineChange) => void,
+    onFailure?: (error: unknown) => void,
+  ): LineWatch;
+  /** Every change that may take or free a lock, for `events$` and `waitForRelease`. */
+  watchEvents(onEvent: (event: LockEvent) => void, onFailure?: (error: unknown) => void): LineWatch;
+}
+
+/**
  * Engine v2's lock collection: its commands, each bounded by the operation timeout (a command
  * that times out fails with `LockStoreUnavailableError`; its outcome is unknown, and the
  * caller retries by token), and its change stream. The only code that sends them.
  */
-export class LineStore {
+export class LineStore implements LineStorage {
   constructor(
     readonly collection: LineCollection,
     private readonly settings: LineStoreSettings,

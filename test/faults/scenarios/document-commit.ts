@@ -72,6 +72,8 @@ export interface DocumentCommitOptions {
   libDir?: string;
   /** How long processes contend (faults stop {@link quietEndMs} before). Default 17 s. */
   durationMs?: number;
+  /** The engine every worker's service runs (default: the library's). */
+  engine?: 'v1' | 'v2';
 }
 
 function randomBetween(min: number, max: number): number {
@@ -91,7 +93,7 @@ export async function runDocumentCommit(
   server: FaultServer,
   options: DocumentCommitOptions = {},
 ): Promise<ScenarioOutcome> {
-  const run = new DocumentRun(server, options.libDir);
+  const run = new DocumentRun(server, options.libDir, options.engine);
   const expect = new Expectations();
   try {
     await run.prepare();
@@ -127,6 +129,7 @@ class DocumentRun {
   constructor(
     private readonly server: FaultServer,
     private readonly libDir: string | undefined,
+    private readonly engine?: 'v1' | 'v2',
   ) {
     this.admin = new MongoClient(server.uri);
   }
@@ -157,7 +160,10 @@ class DocumentRun {
       collection,
       label,
       // Half the processes poll, half wait on the change stream.
-      options: index % 2 === 1 ? polling : undefined,
+      options: {
+        ...(this.engine === undefined ? {} : { engine: this.engine }),
+        ...(index % 2 === 1 ? polling : {}),
+      },
     });
     if (this.libDir !== undefined && started.libDir !== path.resolve(this.libDir)) {
       await process.stop();
@@ -542,4 +548,9 @@ class DocumentRun {
 export const documentCommit: Scenario = {
   name: 'document commit: 4 processes lock one document and $inc it under SIGSTOP and SIGKILL',
   run: (server) => runDocumentCommit(server),
+};
+
+export const documentCommitOnLines: Scenario = {
+  name: 'the same on engine v2 (the line in the lock field)',
+  run: (server) => runDocumentCommit(server, { engine: 'v2' }),
 };

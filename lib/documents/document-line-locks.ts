@@ -1,0 +1,141 @@
+import type { Document } from 'mongodb';
+import { DocumentNotFoundError } from '../errors/document-not-found.error';
+import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
+import type { LockState } from '../interfaces/lock-state.interface';
+import { LineLocks } from '../line-locks';
+import type { MongoLockHandle } from '../lock-handle';
+import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from '../options';
+import type { HeldLocks } from '../held-locks';
+import type { AttemptTarget } from '../store/acquire-attempt';
+import type { DocumentCollection } from '../store/documents/document-lease-commands';
+import { documentIdOfKey } from '../store/documents/document-key';
+import { DocumentLineFields } from '../store/documents/document-line';
+import { DocumentLineStore } from '../store/documents/document-line-store';
+import { updateIfCurrent, writeWhileHeld } from '../store/documents/document-writes';
+import type { DocumentUpdate, DocumentWriteTarget } from '../store/documents/document-writes';
+import type { DocumentVersion } from '../store/documents/document-version';
+import type { HeldDocument } from '../store/line/line-commands';
+
+/**
+ * Engine v2's document locks on one collection: the key's line in each document's lock field,
+ * taken and left by the same acquirer as keys' lines (`LineLocks`), without the hand-over
+ * within a process (a commit ends the entry by its own write). The writes while held and the
+ * commit are the collection's `document-writes`, checked against the line.
+ */
+export class DocumentLineLocks {
+  private readonly lines: LineLocks<DocumentLineStore>;
+  private started: Promise<void> | undefined;
+
+  constructor(
+    private readonly collection: DocumentCollection,
+    lockField: string,
+    held: HeldLocks,
+    options: ResolvedLockModuleOptions,
+    private readonly version: DocumentVersion | undefined,
+  ) {
+    const store = new DocumentLineStore(
+      collection,
+      new DocumentLineFields(lockField),
+      options.operationTimeoutMs,
+    );
+    this.lines = new LineLocks(store, held, { ...options, localHandOff: false });
+  }
+
+  /**
+   * Locks the document `key`: the handle, and the document as it was when our entry began to
+   * hold (read by the join, or by a read after the change that made it hold).
+   */
+  async acquire(
+    key: string,
+    options: ResolvedAcquireOptions,
+    signal: AbortSignal,
+    startedAt: number,
+    target: AttemptTarget | undefined,
+  ): Promise<{ handle: MongoLockHandle; document: HeldDocument }> {
+    await this.start();
+    const { handle, hold } = await this.lines.acquireDocument(
+      key,
+      options,
+      signal,
+      startedAt,
+      target,
+    );
+    if (hold.document) return { handle, document: hold.document };
+    let doc: Document | null | undefined;
+    try {
+      doc = await this.lines.store.readHeld(key, hold.token, target?.where);
+    } catch (error) {
+      await handle.release().catch(() => undefined);
+      throw error;
+    }
+    if (doc) return { handle, document: { doc, created: false } };
+    await handle.release().catch(() => undefined);
+    if (doc === null) {
+      throw new DocumentNotFoundError(
+        `No document with _id ${key}${target?.where ? " that meets the lock's `where`" : ''}`,
+        { id: documentIdOfKey(key) },
+      );
+    }
+    // Our entry held when we heard it, and its lease had a third left: only other code that
+    // rewrote the lock field meanwhile gets here.
+    throw new LockNotAcquiredError(
+      `Document ${key}: its lock was taken from us before the document could be read`,
+      { keys: [key] },
+    );
+  }
+
+  /** Whether the document `key` exists and meets `where`. */
+  exists(key: string, where: AttemptTarget['where']): Promise<boolean> {
+    return this.lines.store.exists(key, where);
+  }
+
+  /** The document's lock by the server clock, or `null` if there is no such document. */
+  inspect(key: string): Promise<LockState | null> {
+    return this.lines.store.inspect(key);
+  }
+
+  /** Resolves once nobody holds the document `key` (or it is gone). */
+  async waitForRelease(key: string, signal: AbortSignal): Promise<void> {
+    await this.start();
+    await this.lines.waitForRelease(key, signal);
+  }
+
+  /** Writes while `owner`'s entry holds the document; with `unlock`, leaves the line too. */
+  writeWhileHeld(
+    key: string,
+    owner: string,
+    update: DocumentUpdate | undefined,
+    unlock: boolean,
+  ): Promise<Document | null> {
+    const command = unlock ? 'commit' : 'update';
+    return this.lines.store.send(command, () =>
+      writeWhileHeld(this.writeTarget(), key, owner, update, { unlock }),
+    );
+  }
+
+  updateIfCurrent(key: string, expected: unknown, update: DocumentUpdate): Promise<Document> {
+    const target = { ...this.writeTarget(), version: this.version as DocumentVersion };
+    return this.lines.store.send('updateIfCurrent', () =>
+      updateIfCurrent(target, key, expected, update),
+    );
+  }
+
+  get diagnostics(): { waiters: number; streamOpen: boolean; streamsOpened: number } {
+    const open = this.lines.streamOpen;
+    return { waiters: this.lines.waiting, streamOpen: open, streamsOpened: open ? 1 : 0 };
+  }
+
+  close(): Promise<void> {
+    return this.lines.close();
+  }
+
+  /** Opens the collection's change stream, once (see `LineLocks.start`). */
+  private start(): Promise<void> {
+    this.started ??= this.lines.start();
+    return this.started;
+  }
+
+  private writeTarget(): DocumentWriteTarget {
+    return { collection: this.collection, lock: this.lines.store.fields, version: this.version };
+  }
+}

@@ -1,0 +1,371 @@
+import type { ChangeStreamDocument, Document } from 'mongodb';
+import { DocumentNotFoundError } from '../../errors/document-not-found.error';
+import { LockNotAcquiredError } from '../../errors/lock-not-acquired.error';
+import type { LockEvent, LockState } from '../../interfaces/lock-state.interface';
+import { formatMs } from '../../util/durations';
+import type { AttemptTarget } from '../acquire-attempt';
+import { boundedCommand } from '../bounded-command';
+import type { JoinRequest, JoinResult, LeaveResult, RenewResult } from '../line/line-commands';
+import type { LineDocument, LineEntry, LinePlace } from '../line/line-document';
+import { holdersOf, liveEntries, placeOf } from '../line/line-document';
+import type { LineChange, LineWatch } from '../line/line-events';
+import { reopeningStream } from '../line/line-events';
+import { LINE_CAPACITY } from '../line/line-pipelines';
+import { decodeLineState } from '../line/line-state';
+import type { LineStorage } from '../line/line-store';
+import type { DocumentCollection } from './document-lease-commands';
+import { byKey, documentIdOfKey, isDuplicateIdError, keyOfDocumentId } from './document-key';
+import type { DocumentLineFields } from './document-line';
+
+/** A document as a line command's reply holds it: the lock field's line and the server time. */
+interface LineRead {
+  doc: Document;
+  line: LineEntry[];
+  f: LineDocument['f'];
+  now: Date;
+}
+
+/**
+ * Engine v2's document locks on one application collection (see `document-line.ts`): the line
+ * commands the acquirer sends (join, leave, renew, a read of our place), each bounded by the
+ * operation timeout, and the change streams that tell who now holds. A join also returns the
+ * document, and fails at once with `DocumentNotFoundError` when there is none (or it does not
+ * meet `where`), unless `createIfMissing` makes it.
+ */
+export class DocumentLineStore implements LineStorage {
+  constructor(
+    readonly collection: DocumentCollection,
+    readonly fields: DocumentLineFields,
+    private readonly operationTimeoutMs: number,
+  ) {}
+
+  join(request: Omit<JoinRequest, 'idleRetentionMs'>): Promise<JoinResult> {
+    return this.send('acquire', async () => {
+      const { read, created } = await this.joinOrCreate(request);
+      const place = placeOf(
+        { _id: request.key, line: read.line, f: read.f },
+        request.token,
+        read.now,
+      );
+      if (place) {
+        const document = { doc: this.fields.strip(read.doc), created };
+        return { joined: true, ...place, document };
+      }
+      const live = liveEntries(read.line, read.now);
+      if (live.length === 0 && (read.doc[this.fields.field] as Document | undefined)?.owner) {
+        throw lockedInV1Form(request.key, read.doc[this.fields.field] as Document);
+      }
+      const first = live[0] as LineEntry | undefined;
+      return {
+        joined: false,
+        reason: live.length >= LINE_CAPACITY ? 'full' : 'held',
+        holderId: first?.h,
+        retryAfterMs: first ? first.e.getTime() - read.now.getTime() : undefined,
+        inUse: { exclusiveLive: first !== undefined, permits: null },
+      };
+    });
+  }
+
+  leave(key: string, token: string): Promise<LeaveResult> {
+    return this.send('release', async () => {
+      const reply = await this.collection.findOneAndUpdate(
+        { ...byKey(key), [this.fields.path('line') + '.t']: token },
+        [this.fields.leaveStage(token)],
+        { returnDocument: 'before', projection: this.lineProjection },
+      );
+      if (!reply) return { left: false, holders: [] };
+      const before = await this.decode(key, reply);
+      const left = placeOf(asLine(key, before), token, before.now) !== undefined;
+      // A retried write's reply has no time of its own: the change stream tells the holders.
+      if (!(reply.now instanceof Date)) return { left, holders: [] };
+      const after = asLine(key, { ...before, line: before.line.filter((e) => e.t !== token) });
+      return { left, holders: holdersOf(after, before.now).map(({ t, h }) => ({ t, h })) };
+    });
+  }
+
+  renew(key: string, token: string, ttlMs: number): Promise<RenewResult> {
+    return this.send('renew', async () => {
+      const reply = await this.collection.findOneAndUpdate(
+        { ...byKey(key), [this.fields.path('line') + '.t']: token },
+        [this.fields.renewStage(token, ttlMs)],
+        { returnDocument: 'after', projection: this.lineProjection },
+      );
+      if (!reply) return { renewed: false };
+      const read = await this.decode(key, reply, { token, ttlMs });
+      const place = placeOf(asLine(key, read), token, read.now);
+      return place ? { renewed: true, ...place } : { renewed: false };
+    });
+  }
+
+  place(key: string, token: string): Promise<LinePlace | undefined> {
+    return this.send('poll', async () => {
+      const reply = await this.collection.findOne(byKey(key), { projection: this.lineProjection });
+      if (!reply) return undefined;
+      const read = await this.decode(key, reply);
+      return placeOf(asLine(key, read), token, read.now);
+    });
+  }
+
+  /**
+   * The document (without the lock field) when `token`'s entry holds it and it meets `where`;
+   * `null` when there is no such document, `undefined` when our entry does not hold it.
+   */
+  readHeld(key: string, token: string, where?: AttemptTarget['where']) {
+    return this.send('find', async (): Promise<Document | null | undefined> => {
+      const reply = await this.collection.findOne(
+        { ...where, ...byKey(key) },
+        { projection: { _id: 0, doc: '$$ROOT', now: '$$NOW' } },
+      );
+      if (!reply) return null;
+      const read = await this.decode(key, reply);
+      return placeOf(asLine(key, read), token, read.now)?.holds
+        ? this.fields.strip(read.doc)
+        : undefined;
+    });
+  }
+
+  /** Whether the document exists and meets `where`. */
+  exists(key: string, where: AttemptTarget['where']): Promise<boolean> {
+    return this.send('find', async () => {
+      const found = await this.collection.findOne(
+        { ...where, ...byKey(key) },
+        { projection: { _id: 1 } },
+      );
+      return found !== null;
+    });
+  }
+
+  inspect(key: string): Promise<LockState | null> {
+    return this.send('inspect', async () => {
+      const reply = await this.collection.findOne(byKey(key), { projection: this.lineProjection });
+      if (!reply) return null;
+      const read = await this.decode(key, reply);
+      return decodeLineState({ _id: key, line: read.line, f: read.f }, read.now);
+    });
+  }
+
+  /**
+   * Changes that may make an entry of `holderId`'s process holder: a leave or commit that
+   * names it (or every process: `*`) as the new leader. A replaced or deleted document, a line
+   * emptied or a lock field removed (by other code, or a last leave) may end entries in other
+   * ways: those make the key's waiters look.
+   */
+  watch(
+    holderId: string,
+    onChange: (change: LineChange) => void,
+    onFailure: (error: unknown) => void = () => undefined,
+  ): LineWatch {
+    const escaped = holderId.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    const leads = `^(\\*|${escaped}) [\\w-]+$`;
+    return this.watchChanges(
+      this.changeFilter(leads),
+      { fullDocument: 'updateLookup' },
+      (event) => {
+        const key = keyOfDocumentId(event.documentKey._id);
+        if (event.operationType !== 'update' || !event.fullDocument) {
+          onChange({ key, holders: [], lookAgain: true });
+          return;
+        }
+        const lock = event.fullDocument[this.fields.field] as { line?: LineEntry[] } | undefined;
+        // A commit written as an update document leaves dead entries: none of them leads.
+        const at = event.wallTime instanceof Date ? event.wallTime.getTime() : -Infinity;
+        const first = (lock?.line ?? []).find((entry) => entry.e.getTime() > at);
+        // No entry left: other code may have emptied the line, or removed the lock field.
+        onChange({ key, holders: first ? [first.t] : [], lookAgain: !first });
+      },
+      onFailure,
+    );
+  }
+
+  /** Every change that may free a document's lock, as a release (or deletion) event. */
+  watchEvents(
+    onEvent: (event: LockEvent) => void,
+    onFailure?: (error: unknown) => void,
+  ): LineWatch {
+    return this.watchChanges(
+      this.changeFilter(),
+      {},
+      (event) => {
+        onEvent({
+          type: event.operationType === 'delete' ? 'deleted' : 'released',
+          key: keyOfDocumentId(event.documentKey._id),
+          holderId: null,
+          fence: null,
+          at: event.wallTime instanceof Date ? event.wallTime : new Date(),
+        });
+      },
+      onFailure,
+    );
+  }
+
+  private get lineProjection(): Document {
+    return {
+      _id: 0,
+      line: `$${this.fields.path('line')}`,
+      f: `$${this.fields.path('f')}`,
+      now: '$$NOW',
+    };
+  }
+
+  /**
+   * Joins with one update that never creates anything (the document usually exists); with
+   * `createIfMissing`, an upsert after it found none, and a third try when a racing creator
+   * made the document meanwhile (the upsert then collides on `_id`).
+   */
+  private async joinOrCreate(
+    request: Omit<JoinRequest, 'idleRetentionMs'>,
+  ): Promise<{ read: LineRead; created: boolean }> {
+    const found = await this.joinOnce(request, false);
+    if (found) return found;
+    if (request.target?.createIfMissing) {
+      try {
+        const created = await this.joinOnce(request, true);
+        if (created) return created;
+      } catch (error) {
+        if (!isDuplicateIdError(error)) throw error;
+      }
+      const raced = await this.joinOnce(request, false);
+      if (raced) return raced;
+    }
+    throw new DocumentNotFoundError(
+      `No document with _id ${request.key}${request.target?.where ? " that meets the lock's `where`" : ''}`,
+      { id: documentIdOfKey(request.key) },
+    );
+  }
+
+  private async joinOnce(
+    request: Omit<JoinRequest, 'idleRetentionMs'>,
+    upsert: boolean,
+  ): Promise<{ read: LineRead; created: boolean } | undefined> {
+    const { field } = this.fields;
+    const stages: Document[] = [];
+    if (upsert) {
+      // Only the upsert's own document has no lock field (a racing creator's has one).
+      const fresh = { $eq: [{ $type: `$${field}` }, 'missing'] };
+      const created = { $mergeObjects: [{ $literal: request.target?.createIfMissing }, '$$ROOT'] };
+      stages.push({ $replaceWith: { $cond: [fresh, created, '$$ROOT'] } });
+    }
+    stages.push(this.fields.joinStage(request));
+    const result = await this.collection.findOneAndUpdate(
+      { ...request.target?.where, ...byKey(request.key) },
+      stages,
+      {
+        upsert,
+        returnDocument: 'after',
+        projection: { _id: 0, doc: '$$ROOT', now: '$$NOW' },
+        includeResultMetadata: true,
+      },
+    );
+    if (!result.value) return undefined;
+    const read = await this.decode(request.key, result.value, request);
+    return { read, created: result.lastErrorObject?.upserted !== undefined };
+  }
+
+  /**
+   * A reply as the line and the server time to read it by: the command's own `$$NOW`; for a
+   * write the driver retried after it had landed (answered with the stored document, without
+   * the projection: SERVER-31242), the time our entry's lease was set from, or else the time
+   * of a read now (later is the safe side: fewer live entries).
+   */
+  private async decode(
+    key: string,
+    reply: Document,
+    ours?: { token: string; ttlMs: number },
+  ): Promise<LineRead> {
+    const projected = reply.now instanceof Date;
+    const doc = (projected ? reply.doc : reply) as Document | undefined;
+    const lock = (projected && !doc ? reply : doc?.[this.fields.field]) as Document | undefined;
+    const line = (lock?.line ?? []) as LineEntry[];
+    const read = { doc: doc ?? {}, line, f: lock?.f as LineDocument['f'] };
+    if (projected) return { ...read, now: reply.now as Date };
+    const entry = ours && line.find((candidate) => candidate.t === ours.token);
+    if (entry && ours) return { ...read, now: new Date(entry.e.getTime() - ours.ttlMs) };
+    const time = await this.collection.findOne(byKey(key), {
+      projection: { _id: 0, now: '$$NOW' },
+    });
+    return { ...read, now: (time?.now as Date | undefined) ?? new Date(8.64e15) };
+  }
+
+  /**
+   * Updates that set or remove the lead (matching `leads` when given, or that empty the line),
+   * replacements, deletions. An update shows a field of the lock field as a name with a dot
+   * (read with `$getField`) or inside the whole lock field, as the server diffed it.
+   */
+  private changeFilter(leads?: string): Document {
+    const lead = this.fields.path('lead');
+    const line = this.fields.path('line');
+    const updated = (field: string) => ({
+      $getField: { field, input: '$updateDescription.updatedFields' },
+    });
+    const dotted = updated(lead);
+    const emptied = [
+      { [`updateDescription.updatedFields.${line}`]: { $size: 0 } },
+      { $expr: { $eq: [updated(line), []] } },
+    ];
+    const named = leads
+      ? [
+          { [`updateDescription.updatedFields.${lead}`]: { $regex: leads } },
+          { $expr: { $regexMatch: { input: { $ifNull: [dotted, ''] }, regex: leads } } },
+          ...emptied,
+        ]
+      : [
+          ...emptied,
+          { [`updateDescription.updatedFields.${this.fields.field}`]: { $exists: true } },
+          { $expr: { $ne: [{ $type: dotted }, 'missing'] } },
+          { 'updateDescription.removedFields': { $in: [this.fields.field, lead] } },
+        ];
+    return {
+      $or: [
+        { operationType: { $in: ['replace', 'delete'] } },
+        { operationType: 'update', 'updateDescription.removedFields': this.fields.field },
+        ...named.map((condition) => ({ operationType: 'update', ...condition })),
+      ],
+    };
+  }
+
+  private watchChanges(
+    filter: Document,
+    options: { fullDocument?: 'updateLookup' },
+    onChange: (event: DocumentChange) => void,
+    onFailure: (error: unknown) => void = () => undefined,
+  ): LineWatch {
+    return reopeningStream<DocumentChange>(
+      () =>
+        this.collection.watch<Document, DocumentChange>([{ $match: filter }], {
+          ...options,
+          maxAwaitTimeMS: 1_000,
+        }),
+      (event) => {
+        if (event.documentKey?._id !== undefined) onChange(event);
+      },
+      onFailure,
+    );
+  }
+
+  /** `run`'s commands, bounded by the operation timeout, their errors the library's. */
+  send<T>(command: string, run: () => Promise<T>): Promise<T> {
+    return boundedCommand(command, this.operationTimeoutMs, run).result;
+  }
+}
+
+type DocumentChange = Extract<
+  ChangeStreamDocument<Document>,
+  { operationType: 'update' | 'replace' | 'delete' }
+> & { wallTime?: Date };
+
+function asLine(key: string, read: Pick<LineRead, 'line' | 'f'>): LineDocument {
+  return { _id: key, line: read.line, f: read.f };
+}
+
+/** A lock field in the 0.1 form (engine v1) with a live lease: not for engine v2 to pass over. */
+function lockedInV1Form(key: string, lock: Document): LockNotAcquiredError {
+  const holderId = typeof lock.holder === 'string' ? lock.holder : undefined;
+  const endsAt = lock.expiresAt instanceof Date ? lock.expiresAt.getTime() : undefined;
+  const retryAfterMs = endsAt === undefined ? undefined : Math.max(0, endsAt - Date.now());
+  return new LockNotAcquiredError(
+    `its lock field is in the 0.1 form, held by engine v1${holderId ? ` (${holderId})` : ''}` +
+      `${retryAfterMs === undefined ? '' : ` for about ${formatMs(retryAfterMs)}`}; engine v2 ` +
+      'takes the document once that lease has ended, without waiting for it: run one engine per collection',
+    { keys: [key], holderId, retryAfterMs },
+  );
+}

@@ -1,0 +1,182 @@
+import type { Document } from 'mongodb';
+import { LINE_CAPACITY } from '../line/line-pipelines';
+import type { DocumentLockForm } from './document-writes';
+
+/**
+ * Engine v2's document lock: the key's line (see `line-document.ts`) kept in the user's own
+ * document, under the lock field: `{ f, line, lead }`, exclusive entries only, nothing else (no
+ * past owners, no `gcAt`: the application owns its documents). Every pipeline here rewrites
+ * the lock field alone, and writes nothing when it decides nothing changes. Tokens and other
+ * values go in as literals: a commit's stage runs in the caller's own update pipeline.
+ */
+export class DocumentLineFields implements DocumentLockForm {
+  constructor(readonly field: string) {}
+
+  path(name: 'f' | 'line' | 'lead'): string {
+    return `${this.field}.${name}`;
+  }
+
+  private value(name: 'f' | 'line' | 'lead' | 'owner' | 'expiresAt'): string {
+    return `$${this.field}.${name}`;
+  }
+
+  /** The live entries, in line order. */
+  get live(): Document {
+    return {
+      $filter: {
+        input: { $ifNull: [this.value('line'), []] },
+        cond: { $gt: ['$$this.e', '$$NOW'] },
+      },
+    };
+  }
+
+  /** A live lease of the lock field's 0.1 form (engine v1), which v2 must not pass over. */
+  get heldInV1Form(): Document {
+    return {
+      $and: [
+        { $ne: [{ $ifNull: [this.value('owner'), null] }, null] },
+        { $gt: [this.value('expiresAt'), '$$NOW'] },
+      ],
+    };
+  }
+
+  /** Someone holds the document: a live entry leads the line (or a 0.1 lease is live). */
+  get held(): Document {
+    return { $or: [{ $gt: [{ $size: this.live }, 0] }, this.heldInV1Form] };
+  }
+
+  /** `token`'s entry holds: it is the first live one. */
+  ownedBy(token: string): Document {
+    return { $eq: [this.first('t'), { $literal: token }] };
+  }
+
+  heldBy(token: string): Document[] {
+    return [{ $expr: this.ownedBy(token) }];
+  }
+
+  /** The holder id of the first live entry. */
+  get holder(): Document {
+    return this.first('h');
+  }
+
+  /** The first live entry's remaining lease, in ms. */
+  get remainingMs(): Document {
+    return { $max: [0, { $subtract: [{ $ifNull: [this.first('e'), '$$NOW'] }, '$$NOW'] }] };
+  }
+
+  unlockOperators(token: string): Document {
+    return this.leaveOperators(token);
+  }
+
+  unlockStage(token: string): Document {
+    return this.leaveStage(token);
+  }
+
+  private first(name: 't' | 'h' | 'e'): Document {
+    return { $let: { vars: { l: this.live }, in: { $first: `$$l.${name}` } } };
+  }
+
+  /**
+   * Joins the line with a new entry, or writes nothing: when the token is in it already (a
+   * retry), the line is full, a 0.1 lease is live, or (`onlyIfHolds`) anyone is in line. The
+   * fence never goes below the server clock in ms, so a document deleted and made again gets
+   * larger ones; the 0.1 form's fields go with the first join.
+   */
+  joinStage(request: { token: string; holderId: string; ttlMs: number; onlyIfHolds: boolean }) {
+    const token = { $literal: request.token };
+    const joins = {
+      $and: [
+        { $not: [this.heldInV1Form] },
+        { $not: [{ $in: [token, '$$l.t'] }] },
+        { $lt: [{ $size: '$$l' }, LINE_CAPACITY] },
+        ...(request.onlyIfHolds ? [{ $eq: ['$$l', []] }] : []),
+      ],
+    };
+    const entry = {
+      t: token,
+      f: '$$n',
+      e: { $add: ['$$NOW', request.ttlMs] },
+      h: { $literal: request.holderId },
+    };
+    const joined = {
+      f: '$$n',
+      line: { $concatArrays: ['$$l', [entry]] },
+      lead: this.value('lead'),
+    };
+    const next = {
+      $max: [{ $add: [{ $toLong: { $ifNull: [this.value('f'), 0] } }, 1] }, { $toLong: '$$NOW' }],
+    };
+    return {
+      $set: {
+        [this.field]: {
+          $let: {
+            vars: { l: this.live, n: next },
+            in: { $cond: [joins, joined, `$${this.field}`] },
+          },
+        },
+      },
+    };
+  }
+
+  /**
+   * Leaves the line: `token`'s entry goes, with every dead one; `lead` names the entry that
+   * now leads (`<holder id> <token>`, for the change streams' filters), or is removed.
+   */
+  leaveStage(token: string): Document {
+    const rest = {
+      $filter: {
+        input: { $ifNull: [this.value('line'), []] },
+        cond: {
+          $and: [{ $gt: ['$$this.e', '$$NOW'] }, { $ne: ['$$this.t', { $literal: token }] }],
+        },
+      },
+    };
+    const lead = {
+      $let: {
+        vars: { x: { $first: '$$r' } },
+        in: { $cond: ['$$x', { $concat: ['$$x.h', ' ', '$$x.t'] }, '$$REMOVE'] },
+      },
+    };
+    return {
+      $set: {
+        [this.field]: {
+          $let: { vars: { r: rest }, in: { f: this.value('f'), line: '$$r', lead } },
+        },
+      },
+    };
+  }
+
+  /** The update operators of a commit written as an update document (see `commitOperators`). */
+  leaveOperators(token: string): Document {
+    // No pipeline here to drop dead entries or name the next leader: every process looks.
+    return {
+      $pull: { [this.path('line')]: { t: token } },
+      $set: { [this.path('lead')]: `* ${token}` },
+    };
+  }
+
+  /** Renews `token`'s entry for `ttlMs`; dead entries go, ours too if its lease has ended. */
+  renewStage(token: string, ttlMs: number): Document {
+    const renewed = {
+      $map: {
+        input: this.live,
+        in: {
+          $cond: [
+            { $eq: ['$$this.t', { $literal: token }] },
+            { $mergeObjects: ['$$this', { e: { $add: ['$$NOW', ttlMs] } }] },
+            '$$this',
+          ],
+        },
+      },
+    };
+    return {
+      $set: { [this.field]: { f: this.value('f'), line: renewed, lead: this.value('lead') } },
+    };
+  }
+
+  /** The document without its lock field. */
+  strip<T extends Document>(document: T): T {
+    const { [this.field]: _lock, ...rest } = document;
+    return rest as T;
+  }
+}
