@@ -46,7 +46,7 @@ const lockField = {
   v2: {
     locked: { '_lock.line.0': { $exists: true } },
     held: { line: [{ h: expect.any(String) }] },
-    unlockByHand: { $set: { '_lock.line': [] } } as Document,
+    unlockByHand: { $unset: { '_lock.line': '' } } as Document,
   },
 };
 
@@ -281,7 +281,7 @@ describe.each(['v1', 'v2'] as const)('Document locks (adversarial review, engine
       expect(performance.now() - freedAt).toBeLessThan(1_000 + LOAD_SLACK_MS);
     });
 
-    it('an unlock by other code (v1: $unset of the owner; v2: the line emptied) wakes waiters at once', async () => {
+    it('an unlock by other code (v1: $unset of the owner; v2: of the line) wakes waiters at once', async () => {
       const holder = (await service()).documents<Account>(collectionName);
       // Its safety poll is a minute away: only the change can wake it in time.
       const waiter = (

@@ -398,7 +398,7 @@ describe('Document locks on engine v2', () => {
     }
   });
 
-  it('a line emptied by other code (an unlock by hand) wakes a waiting acquire at once', async () => {
+  it('a line removed by other code (an unlock by hand) wakes a waiting acquire at once', async () => {
     const holder = (await kit.service({ engine: 'v2' })).documents<Account>(
       accounts.collectionName,
     );
@@ -410,12 +410,29 @@ describe('Document locks on engine v2', () => {
     const waiting = waiter.acquire('a', { ttlMs: 30_000, timeoutMs: 20_000 });
     await eventually(async () => (await holder.inspect('a'))?.waiting === 1, 5_000);
     const freedAt = performance.now();
-    await accounts.updateOne({ _id: 'a' }, { $set: { '_lock.line': [] } });
+    await accounts.updateOne({ _id: 'a' }, { $unset: { '_lock.line': '' } });
     const next = await waiting;
     expect(performance.now() - freedAt).toBeLessThan(1_000 + LOAD_SLACK_MS);
     expect(next.fence).toBeGreaterThan(lock.fence);
     await expect(lock.commit({ $inc: { balance: 1 } })).rejects.toBeInstanceOf(LockLostError);
     await next.release();
+  });
+
+  it('waitForRelease elsewhere hears a commit of a holder alone in line at once', async () => {
+    const holder = (await kit.service({ engine: 'v2' })).documents<Account>(
+      accounts.collectionName,
+    );
+    const watcher = (
+      await kit.service({ engine: 'v2', safetyPollIntervalMs: 60_000 })
+    ).documents<Account>(accounts.collectionName);
+    const lock = await holder.acquire('a', { ttlMs: 30_000 });
+    const released = firstValueFrom(watcher.waitForRelease('a'));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const committedAt = performance.now();
+    await lock.commit({ $inc: { balance: 1 } });
+    await released;
+    // Not heard, it would wait for its safety poll (60 s) or the lease's end (30 s).
+    expect(performance.now() - committedAt).toBeLessThan(1_000 + LOAD_SLACK_MS);
   });
 
   it('a missing document costs one command, and leaves nothing to clean up', async () => {

@@ -146,9 +146,9 @@ export class DocumentLineStore implements LineStorage {
 
   /**
    * Changes that may make an entry of `holderId`'s process holder: a leave or commit that
-   * names it (or every process: `*`) as the new leader. A replaced or deleted document, a line
-   * emptied or a lock field removed (by other code, or a last leave) may end entries in other
-   * ways: those make the key's waiters look.
+   * names it (or every process: `*`) as the new leader. A replaced or deleted document, or a
+   * lock field or line removed by other code, may end entries in other ways: those make the
+   * key's waiters look.
    */
   watch(
     holderId: string,
@@ -170,7 +170,7 @@ export class DocumentLineStore implements LineStorage {
         // A commit written as an update document leaves dead entries: none of them leads.
         const at = event.wallTime instanceof Date ? event.wallTime.getTime() : -Infinity;
         const first = (lock?.line ?? []).find((entry) => entry.e.getTime() > at);
-        // No entry left: other code may have emptied the line, or removed the lock field.
+        // No entry left: other code may have removed the line.
         onChange({ key, holders: first ? [first.t] : [], lookAgain: !first });
       },
       onFailure,
@@ -287,8 +287,8 @@ export class DocumentLineStore implements LineStorage {
   }
 
   /**
-   * Updates that set or remove the lead (matching `leads` when given, or that empty the line),
-   * replacements, deletions. An update shows a field of the lock field as a name with a dot
+   * Updates that set or remove the lead (matching `leads` when given), that remove the lock
+   * field or its line, replacements, deletions. An update shows a field of the lock field as a name with a dot
    * (read with `$getField`) or inside the whole lock field, as the server diffed it.
    */
   private changeFilter(leads?: string): Document {
@@ -298,26 +298,24 @@ export class DocumentLineStore implements LineStorage {
       $getField: { field, input: '$updateDescription.updatedFields' },
     });
     const dotted = updated(lead);
-    const emptied = [
-      { [`updateDescription.updatedFields.${line}`]: { $size: 0 } },
-      { $expr: { $eq: [updated(line), []] } },
-    ];
     const named = leads
       ? [
           { [`updateDescription.updatedFields.${lead}`]: { $regex: leads } },
           { $expr: { $regexMatch: { input: { $ifNull: [dotted, ''] }, regex: leads } } },
-          ...emptied,
         ]
       : [
-          ...emptied,
           { [`updateDescription.updatedFields.${this.fields.field}`]: { $exists: true } },
           { $expr: { $ne: [{ $type: dotted }, 'missing'] } },
-          { 'updateDescription.removedFields': { $in: [this.fields.field, lead] } },
+          { 'updateDescription.removedFields': lead },
         ];
     return {
       $or: [
         { operationType: { $in: ['replace', 'delete'] } },
-        { operationType: 'update', 'updateDescription.removedFields': this.fields.field },
+        // The lock field or its line removed: by other code (the library never does).
+        {
+          operationType: 'update',
+          'updateDescription.removedFields': { $in: [this.fields.field, line] },
+        },
         ...named.map((condition) => ({ operationType: 'update', ...condition })),
       ],
     };

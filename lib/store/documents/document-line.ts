@@ -68,6 +68,20 @@ export class DocumentLineFields implements DocumentLockForm {
     return this.leaveOperators(token);
   }
 
+  /**
+   * Alone in line, a commit leaves with a lead of `-`: the waiting processes' streams skip it,
+   * the streams of `events$` and `waitForRelease` see it.
+   */
+  unlockAlone(token: string): { filter: Document; operators: Document } {
+    return {
+      filter: { $expr: { $eq: [{ $size: this.live }, 1] } },
+      operators: {
+        $pull: { [this.path('line')]: { t: token } },
+        $set: { [this.path('lead')]: `- ${token}` },
+      },
+    };
+  }
+
   unlockStage(token: string): Document {
     return this.leaveStage(token);
   }

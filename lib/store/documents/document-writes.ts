@@ -31,6 +31,11 @@ export interface DocumentLockForm {
   ownedBy(owner: string): Document;
   /** Update operators that end `owner`'s live lock (a commit written as an update document). */
   unlockOperators(owner: string): Document;
+  /**
+   * A cheaper commit of an update document, tried first, for when `owner` is alone in line:
+   * its filter's extra condition, and its operators (engine v2: one that wakes no process).
+   */
+  unlockAlone?(owner: string): { filter: Document; operators: Document };
   /** The pipeline stage that ends `owner`'s live lock (a commit written as a pipeline). */
   unlockStage(owner: string): Document;
   /** Expressions: anyone holds the document; the first holder's id; its remaining lease. */
@@ -133,6 +138,20 @@ export async function writeWhileHeld(
   { unlock = false }: { unlock?: boolean } = {},
 ): Promise<Document | null> {
   const unlocking = unlock ? owner : undefined;
+  const alone =
+    unlock && !isPipeline(update) && !isEmpty(update)
+      ? target.lock.unlockAlone?.(owner)
+      : undefined;
+  if (alone) {
+    const write = composeWrite(target, update, undefined);
+    const written = await target.collection.findOneAndUpdate(
+      and(byKey(key), ...target.lock.heldBy(owner), alone.filter, write.filter),
+      mergeOperators(write.update as Document, alone.operators),
+      { returnDocument: 'after', projection: { [target.lock.field]: 0 } },
+    );
+    if (written !== null) return written;
+    // Not alone (or not ours, or a date version from this very ms): the general form decides.
+  }
   let write = composeWrite(target, update, unlocking);
   for (let tries = 1; ; tries += 1) {
     const written = await target.collection.findOneAndUpdate(
