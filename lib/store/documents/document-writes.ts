@@ -146,7 +146,7 @@ export async function writeWhileHeld(
     const write = composeWrite(target, update, undefined);
     const written = await target.collection.findOneAndUpdate(
       and(byKey(key), ...target.lock.heldBy(owner), alone.filter, write.filter),
-      mergeOperators(write.update as Document, alone.operators),
+      mergeOperators(write.update, alone.operators),
       { returnDocument: 'after', projection: { [target.lock.field]: 0 } },
     );
     if (written !== null) return written;
