@@ -128,6 +128,8 @@ class LineEntryState {
   /** `unknown`: a write with no reply may have made or kept it. */
   state: 'none' | 'joined' | 'unknown' = 'none';
   private listening: { heard: Promise<void>; stop: () => void } | undefined;
+  /** What the news that woke the entry carried (a document lock's document), if anything. */
+  heardWith: HeldDocument | undefined;
 
   constructor(
     private readonly waiters: LineWaiters,
@@ -140,7 +142,11 @@ class LineEntryState {
    * that takes over an entry of ours instead.
    */
   listen(): Promise<void> {
-    this.listening ??= this.waiters.wait(this.key, this.token);
+    if (!this.listening) {
+      const { heard, stop } = this.waiters.wait(this.key, this.token);
+      const kept = heard.then((news) => void (this.heardWith = news as HeldDocument | undefined));
+      this.listening = { heard: kept, stop };
+    }
     return this.listening.heard;
   }
 
@@ -201,11 +207,12 @@ export class LineAcquirer {
       let pollMs: number | undefined;
       for (;;) {
         const leaseEnd = localLeaseEnd(sentAt, place.remainingMs, ttlMs);
-        const hold = (): LineHold => {
+        const hold = (heard?: HeldDocument): LineHold => {
           this.deps.handover.held(followers);
           const { fence, holds, document } = place!;
           // A document read by a write that found us waiting is not the one we hold.
-          const read = holds && document ? { document } : {};
+          const held = heard ?? (holds ? document : undefined);
+          const read = held ? { document: held } : {};
           return { key, token: entry.token, fence, leaseEnd, followers, ...read };
         };
         if (place.holds) return hold();
@@ -225,7 +232,9 @@ export class LineAcquirer {
         ).finally(nudge.cancel);
         if (woke === 'aborted') throw request.signal?.reason;
         // Heard to hold: from then on, until our entry's own lease ends.
-        if (woke === 'heard' && leaseEnd - performance.now() > ttlMs / 3) return hold();
+        if (woke === 'heard' && leaseEnd - performance.now() > ttlMs / 3) {
+          return hold(entry.heardWith);
+        }
         const now = performance.now();
         if (now >= deadline) throw timedOut();
         sentAt = now;

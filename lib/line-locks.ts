@@ -68,7 +68,7 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
           this.streaming = true;
           this.waiters.lookAgain();
         }
-        this.waiters.heard(change.key, change.holders);
+        this.waiters.heard(change.key, change.holders, change.news);
         if (change.lookAgain) this.waiters.lookAgain(change.key);
       },
       () => {

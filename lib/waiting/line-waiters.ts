@@ -4,16 +4,19 @@
  * or wire formats: an entry is an opaque id.
  */
 export class LineWaiters {
-  private readonly byKey = new Map<string, Map<string, () => void>>();
+  private readonly byKey = new Map<string, Map<string, (news: unknown) => void>>();
   /** Per key, the waits to wake when news of it may have been missed. */
   private readonly nudges = new Map<string, Set<() => void>>();
 
-  /** Resolves when `entry` is heard to hold `key`; `stop()` forgets it. */
-  wait(key: string, entry: string): { heard: Promise<void>; stop: () => void } {
-    let wake!: () => void;
-    const heard = new Promise<void>((resolve) => (wake = resolve));
+  /**
+   * Resolves when `entry` is heard to hold `key`, with what the news carried for it (opaque
+   * here: a document lock's document); `stop()` forgets it.
+   */
+  wait(key: string, entry: string): { heard: Promise<unknown>; stop: () => void } {
+    let wake!: (news: unknown) => void;
+    const heard = new Promise<unknown>((resolve) => (wake = resolve));
     let waiters = this.byKey.get(key);
-    if (!waiters) this.byKey.set(key, (waiters = new Map<string, () => void>()));
+    if (!waiters) this.byKey.set(key, (waiters = new Map<string, (news: unknown) => void>()));
     waiters.set(entry, wake);
     const stop = () => {
       const current = this.byKey.get(key);
@@ -24,11 +27,11 @@ export class LineWaiters {
     return { heard, stop };
   }
 
-  /** `holders` hold `key` now: wakes those that wait here. */
-  heard(key: string, holders: readonly string[]): void {
+  /** `holders` hold `key` now: wakes those that wait here, with `news`. */
+  heard(key: string, holders: readonly string[], news?: unknown): void {
     const waiters = this.byKey.get(key);
     if (!waiters) return;
-    for (const entry of holders) waiters.get(entry)?.();
+    for (const entry of holders) waiters.get(entry)?.(news);
   }
 
   /**

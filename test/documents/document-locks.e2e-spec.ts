@@ -435,6 +435,34 @@ describe('Document locks on engine v2', () => {
     expect(performance.now() - committedAt).toBeLessThan(1_000 + LOAD_SLACK_MS);
   });
 
+  it('a waiter takes the document from the change event that made it holder, unless it has a where', async () => {
+    const client = await kit.client({ monitorCommands: true });
+    const finds: unknown[] = [];
+    client.on('commandStarted', (event) => {
+      if (event.commandName === 'find') finds.push(event.command.filter);
+    });
+    const holder = (await kit.service({ engine: 'v2' })).documents<Account>(
+      accounts.collectionName,
+    );
+    const waiter = (await kit.service({ engine: 'v2', client })).documents<Account>(
+      accounts.collectionName,
+    );
+    const lock = await holder.acquire('a');
+    const waiting = waiter.acquire('a', { timeoutMs: 10_000 });
+    await eventually(async () => (await holder.inspect('a'))?.waiting === 1, 5_000);
+    await lock.commit({ $set: { tenant: 't2' } });
+    const next = await waiting;
+    expect(next.doc).toMatchObject({ _id: 'a', tenant: 't2' });
+    expect(finds).toEqual([]);
+    // With a where, the event's document is not trusted: a read checks it, and it fails.
+    const waitingWhere = waiter.acquire('a', { timeoutMs: 10_000, where: { tenant: 't2' } });
+    await eventually(async () => (await holder.inspect('a'))?.waiting === 1, 5_000);
+    await next.commit({ $set: { tenant: 't3' } });
+    await expect(waitingWhere).rejects.toBeInstanceOf(DocumentNotFoundError);
+    expect(finds).toHaveLength(1);
+    expect((await holder.inspect('a'))?.held).toBe(false);
+  });
+
   it('a missing document costs one command, and leaves nothing to clean up', async () => {
     const client = await kit.client({ monitorCommands: true });
     const docs = (await kit.service({ engine: 'v2', client })).documents<Account>(

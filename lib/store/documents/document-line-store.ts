@@ -171,7 +171,10 @@ export class DocumentLineStore implements LineStorage {
         const at = event.wallTime instanceof Date ? event.wallTime.getTime() : -Infinity;
         const first = (lock?.line ?? []).find((entry) => entry.e.getTime() > at);
         // No entry left: other code may have removed the line.
-        onChange({ key, holders: first ? [first.t] : [], lookAgain: !first });
+        if (!first) return onChange({ key, holders: [], lookAgain: true });
+        // The document as read after the change (`updateLookup`): its holder's, saving a read.
+        const doc = this.fields.strip(event.fullDocument);
+        onChange({ key, holders: [first.t], news: { doc, created: false, fromEvent: true } });
       },
       onFailure,
     );

@@ -135,11 +135,18 @@ export async function writeWhileHeld(
   key: string,
   owner: string,
   update: DocumentUpdate | undefined,
-  { unlock = false }: { unlock?: boolean } = {},
+  {
+    unlock = false,
+    aloneFirst = true,
+  }: {
+    unlock?: boolean;
+    /** Whether a commit tries the form for a holder alone in line first (see `unlockAlone`). */
+    aloneFirst?: boolean;
+  } = {},
 ): Promise<Document | null> {
   const unlocking = unlock ? owner : undefined;
   const alone =
-    unlock && !isPipeline(update) && !isEmpty(update)
+    unlock && aloneFirst && !isPipeline(update) && !isEmpty(update)
       ? target.lock.unlockAlone?.(owner)
       : undefined;
   if (alone) {

@@ -98,6 +98,11 @@ export interface HeldDocument {
   doc: Document;
   /** True when `createIfMissing` inserted it. */
   created: boolean;
+  /**
+   * True when a change event carried it (read after the change that made our entry hold):
+   * not checked against the lock's `where`, unlike a join's.
+   */
+  fromEvent?: boolean;
 }
 
 export type JoinResult =

@@ -10,6 +10,8 @@ export interface LineChange {
   holders: string[];
   /** The change may have ended entries in other ways (a document replaced): the key's waiters look. */
   lookAgain?: boolean;
+  /** What the change carries for its holders (a document lock's document, as read after it). */
+  news?: unknown;
 }
 
 /**
