@@ -14,7 +14,7 @@ import { DocumentLineStore } from '../store/documents/document-line-store';
 import { updateIfCurrent, writeWhileHeld } from '../store/documents/document-writes';
 import type { DocumentUpdate, DocumentWriteTarget } from '../store/documents/document-writes';
 import type { DocumentVersion } from '../store/documents/document-version';
-import type { HeldDocument } from '../store/line/line-commands';
+import type { HeldDocument, Successor } from '../store/line/line-commands';
 
 /**
  * Engine v2's document locks on one collection: the key's line in each document's lock field,
@@ -25,10 +25,10 @@ import type { HeldDocument } from '../store/line/line-commands';
 export class DocumentLineLocks {
   private readonly lines: LineLocks<DocumentLineStore>;
   /**
-   * Owner tokens whose hold came after a wait: others likely wait behind them, so their
-   * commit skips the form for a holder alone in line (one round trip less in a hand-off).
+   * Per held lock (owner token), the entry behind ours when the document was read: its
+   * commit names it the next leader, or, while it is still behind us, nobody else hears.
    */
-  private readonly waited = new Set<string>();
+  private readonly successors = new Map<string, Successor | null>();
   private started: Promise<void> | undefined;
 
   constructor(
@@ -65,21 +65,24 @@ export class DocumentLineLocks {
       startedAt,
       target,
     );
-    const { document } = hold;
-    if (!document || document.fromEvent) {
-      this.waited.add(hold.token);
-      void handle.done.then(() => this.waited.delete(hold.token));
-    }
+    const known = (document: HeldDocument) => {
+      if (document.next !== undefined) {
+        this.successors.set(hold.token, document.next);
+        void handle.done.then(() => this.successors.delete(hold.token));
+      }
+      return { handle, document };
+    };
     // A document a change event carried was not checked against `where`: read it instead.
-    if (document && !(document.fromEvent && target?.where)) return { handle, document };
-    let doc: Document | null | undefined;
+    const { document } = hold;
+    if (document && !(document.fromEvent && target?.where)) return known(document);
+    let doc: HeldDocument | null | undefined;
     try {
       doc = await this.lines.store.readHeld(key, hold.token, target?.where);
     } catch (error) {
       await handle.release().catch(() => undefined);
       throw error;
     }
-    if (doc) return { handle, document: { doc, created: false } };
+    if (doc) return known(doc);
     await handle.release().catch(() => undefined);
     if (doc === null) {
       throw new DocumentNotFoundError(
@@ -122,7 +125,7 @@ export class DocumentLineLocks {
     return this.lines.store.send(command, () =>
       writeWhileHeld(this.writeTarget(), key, owner, update, {
         unlock,
-        aloneFirst: !this.waited.has(owner),
+        next: this.successors.get(owner),
       }),
     );
   }

@@ -5,7 +5,13 @@ import type { LockEvent, LockState } from '../../interfaces/lock-state.interface
 import { formatMs } from '../../util/durations';
 import type { AttemptTarget } from '../acquire-attempt';
 import { boundedCommand } from '../bounded-command';
-import type { JoinRequest, JoinResult, LeaveResult, RenewResult } from '../line/line-commands';
+import type {
+  HeldDocument,
+  JoinRequest,
+  JoinResult,
+  LeaveResult,
+  RenewResult,
+} from '../line/line-commands';
 import type { LineDocument, LineEntry, LinePlace } from '../line/line-document';
 import { holdersOf, liveEntries, placeOf } from '../line/line-document';
 import type { LineChange, LineWatch } from '../line/line-events';
@@ -48,7 +54,8 @@ export class DocumentLineStore implements LineStorage {
         read.now,
       );
       if (place) {
-        const document = { doc: this.fields.strip(read.doc), created };
+        const next = entryBehind(read, request.token);
+        const document = { doc: this.fields.strip(read.doc), created, next };
         return { joined: true, ...place, document };
       }
       const live = liveEntries(read.line, read.now);
@@ -111,16 +118,15 @@ export class DocumentLineStore implements LineStorage {
    * `null` when there is no such document, `undefined` when our entry does not hold it.
    */
   readHeld(key: string, token: string, where?: AttemptTarget['where']) {
-    return this.send('find', async (): Promise<Document | null | undefined> => {
+    return this.send('find', async (): Promise<HeldDocument | null | undefined> => {
       const reply = await this.collection.findOne(
         { ...where, ...byKey(key) },
         { projection: { _id: 0, doc: '$$ROOT', now: '$$NOW' } },
       );
       if (!reply) return null;
       const read = await this.decode(key, reply);
-      return placeOf(asLine(key, read), token, read.now)?.holds
-        ? this.fields.strip(read.doc)
-        : undefined;
+      if (!placeOf(asLine(key, read), token, read.now)?.holds) return undefined;
+      return { doc: this.fields.strip(read.doc), created: false, next: entryBehind(read, token) };
     });
   }
 
@@ -174,7 +180,10 @@ export class DocumentLineStore implements LineStorage {
         if (!first) return onChange({ key, holders: [], lookAgain: true });
         // The document as read after the change (`updateLookup`): its holder's, saving a read.
         const doc = this.fields.strip(event.fullDocument);
-        onChange({ key, holders: [first.t], news: { doc, created: false, fromEvent: true } });
+        const live = (lock?.line ?? []).filter((entry) => entry.e.getTime() > at);
+        const next = live[1] ? { t: live[1].t, h: live[1].h } : null;
+        const news: HeldDocument = { doc, created: false, fromEvent: true, next };
+        onChange({ key, holders: [first.t], news });
       },
       onFailure,
     );
@@ -353,6 +362,13 @@ type DocumentChange = Extract<
   ChangeStreamDocument<Document>,
   { operationType: 'update' | 'replace' | 'delete' }
 > & { wallTime?: Date };
+
+/** The live entry behind `token`'s in `read` (`null`: none), as a commit names it. */
+function entryBehind(read: LineRead, token: string): { t: string; h: string } | null {
+  const live = liveEntries(read.line, read.now);
+  const behind = live[live.findIndex((entry) => entry.t === token) + 1] as LineEntry | undefined;
+  return behind ? { t: behind.t, h: behind.h } : null;
+}
 
 function asLine(key: string, read: Pick<LineRead, 'line' | 'f'>): LineDocument {
   return { _id: key, line: read.line, f: read.f };

@@ -1,6 +1,7 @@
 import type { Document } from 'mongodb';
 import { LINE_CAPACITY } from '../line/line-pipelines';
 import type { DocumentLockForm } from './document-writes';
+import type { Successor } from '../line/line-commands';
 
 /**
  * Engine v2's document lock: the key's line (see `line-document.ts`) kept in the user's own
@@ -69,15 +70,19 @@ export class DocumentLineFields implements DocumentLockForm {
   }
 
   /**
-   * Alone in line, a commit leaves with a lead of `-`: the waiting processes' streams skip it,
-   * the streams of `events$` and `waitForRelease` see it.
+   * While `next` is still the live entry behind ours, a commit names it the leader (only its
+   * process hears); while we are alone in line (`next` null), with a lead of `-`, which the
+   * waiting processes' streams skip and the streams of `events$` and `waitForRelease` see.
    */
-  unlockAlone(token: string): { filter: Document; operators: Document } {
+  unlockBefore(token: string, next: Successor | null): { filter: Document; operators: Document } {
+    const behind = { $let: { vars: { l: this.live }, in: { $arrayElemAt: ['$$l.t', 1] } } };
     return {
-      filter: { $expr: { $eq: [{ $size: this.live }, 1] } },
+      filter: {
+        $expr: next ? { $eq: [behind, { $literal: next.t }] } : { $eq: [{ $size: this.live }, 1] },
+      },
       operators: {
         $pull: { [this.path('line')]: { t: token } },
-        $set: { [this.path('lead')]: `- ${token}` },
+        $set: { [this.path('lead')]: next ? `${next.h} ${next.t}` : `- ${token}` },
       },
     };
   }

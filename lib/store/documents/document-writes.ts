@@ -14,6 +14,7 @@ import type { DocumentLockFields } from './document-lock-fields';
 import { releaseOperators, releasedLock } from './document-lock-release';
 import { versionBumpOperators, versionBumpStage, versionTyped } from './document-version';
 import type { DocumentVersion } from './document-version';
+import type { Successor } from '../line/line-commands';
 
 /** An update document (`{ $set: … }`) or an update pipeline (`[{ $set: … }]`). */
 export type DocumentUpdate = Document | Document[];
@@ -32,10 +33,11 @@ export interface DocumentLockForm {
   /** Update operators that end `owner`'s live lock (a commit written as an update document). */
   unlockOperators(owner: string): Document;
   /**
-   * A cheaper commit of an update document, tried first, for when `owner` is alone in line:
-   * its filter's extra condition, and its operators (engine v2: one that wakes no process).
+   * A commit of an update document tried first, for when the entry behind `owner`'s is still
+   * `next` (`null`: none): its filter's extra condition, and its operators, which name that
+   * entry the new leader (engine v2: only its process hears of it; nobody's, for none).
    */
-  unlockAlone?(owner: string): { filter: Document; operators: Document };
+  unlockBefore?(owner: string, next: Successor | null): { filter: Document; operators: Document };
   /** The pipeline stage that ends `owner`'s live lock (a commit written as a pipeline). */
   unlockStage(owner: string): Document;
   /** Expressions: anyone holds the document; the first holder's id; its remaining lease. */
@@ -137,27 +139,28 @@ export async function writeWhileHeld(
   update: DocumentUpdate | undefined,
   {
     unlock = false,
-    aloneFirst = true,
+    next,
   }: {
     unlock?: boolean;
-    /** Whether a commit tries the form for a holder alone in line first (see `unlockAlone`). */
-    aloneFirst?: boolean;
+    /** The entry a commit expects behind ours (`null`: none), tried first (`unlockBefore`). */
+    next?: Successor | null;
   } = {},
 ): Promise<Document | null> {
   const unlocking = unlock ? owner : undefined;
-  const alone =
-    unlock && aloneFirst && !isPipeline(update) && !isEmpty(update)
-      ? target.lock.unlockAlone?.(owner)
+  const expected =
+    unlock && next !== undefined && !isPipeline(update) && !isEmpty(update)
+      ? target.lock.unlockBefore?.(owner, next)
       : undefined;
-  if (alone) {
+  if (expected) {
     const write = composeWrite(target, update, undefined);
     const written = await target.collection.findOneAndUpdate(
-      and(byKey(key), ...target.lock.heldBy(owner), alone.filter, write.filter),
-      mergeOperators(write.update, alone.operators),
+      and(byKey(key), ...target.lock.heldBy(owner), expected.filter, write.filter),
+      mergeOperators(write.update, expected.operators),
       { returnDocument: 'after', projection: { [target.lock.field]: 0 } },
     );
     if (written !== null) return written;
-    // Not alone (or not ours, or a date version from this very ms): the general form decides.
+    // The line behind us changed (or it is not ours, or a date version from this very ms):
+    // the general form decides.
   }
   let write = composeWrite(target, update, unlocking);
   for (let tries = 1; ; tries += 1) {

@@ -103,6 +103,14 @@ export interface HeldDocument {
    * not checked against the lock's `where`, unlike a join's.
    */
   fromEvent?: boolean;
+  /** The entry behind ours when it was read (`null`: none), for the commit to name. */
+  next?: Successor | null;
+}
+
+/** An entry as a leave names it the new leader: its token and holder id. */
+export interface Successor {
+  t: string;
+  h: string;
 }
 
 export type JoinResult =
