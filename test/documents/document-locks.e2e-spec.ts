@@ -16,6 +16,7 @@ import { HeldDocumentLeases } from '../../lib/store/documents/document-release-t
 import { keyOfDocumentId } from '../../lib/store/documents/document-key';
 import { DocumentLockFields } from '../../lib/store/documents/document-lock-fields';
 import { LockTestKit, eventually } from '../lock-service/lock-test-kit';
+import type { DocumentLockHandle } from '../../lib/documents/document-lock-handle';
 import { LOAD_SLACK_MS } from '../support/load-slack';
 
 jest.setTimeout(60_000);
@@ -461,6 +462,44 @@ describe('Document locks on engine v2', () => {
     await expect(waitingWhere).rejects.toBeInstanceOf(DocumentNotFoundError);
     expect(finds).toHaveLength(1);
     expect((await holder.inspect('a'))?.held).toBe(false);
+  });
+
+  it('a commit names the waiter it saw behind it the next leader; if that one left, every process looks', async () => {
+    const services = await Promise.all([1, 2, 3].map(() => kit.service({ engine: 'v2' })));
+    const [blocking, holding, behind] = services.map((service) =>
+      service.documents<Account>(accounts.collectionName),
+    );
+    const waitingIn = async (count: number) =>
+      eventually(async () => (await blocking.inspect('a'))?.waiting === count, 5_000);
+    const lead = async () =>
+      ((await accounts.findOne({ _id: 'a' }))?._lock as Document).lead as string;
+    for (const successorLeaves of [false, true]) {
+      // The line: blocker, holder, successor. The holder, told by the blocker's release, reads it.
+      const blocker = await blocking.acquire('a');
+      const holderWaits = holding.acquire('a', { timeoutMs: 10_000 });
+      await waitingIn(1);
+      const successorWaits = behind.acquire('a', { timeoutMs: successorLeaves ? 1_500 : 10_000 });
+      await waitingIn(2);
+      await blocker.release();
+      const holder = await holderWaits;
+      let next: Promise<DocumentLockHandle<Account>> = successorWaits;
+      if (successorLeaves) {
+        await expect(successorWaits).rejects.toBeInstanceOf(LockNotAcquiredError);
+        next = blocking.acquire('a', { timeoutMs: 10_000 });
+        await waitingIn(1);
+      }
+      const committedAt = performance.now();
+      await holder.commit({ $inc: { balance: 1 } });
+      const written = await lead();
+      if (successorLeaves) expect(written).toMatch(/^\* /);
+      else expect(written.startsWith(`${services[2].holderId} `)).toBe(true);
+      const successor = await next;
+      expect(performance.now() - committedAt).toBeLessThan(1_000 + LOAD_SLACK_MS);
+      // Nobody behind the successor when it read the line: its commit wakes no process.
+      await successor.commit({ $inc: { balance: 1 } });
+      expect(await lead()).toMatch(/^- /);
+    }
+    expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(104);
   });
 
   it('a missing document costs one command, and leaves nothing to clean up', async () => {
