@@ -200,6 +200,8 @@ export class LineAcquirer {
     };
     try {
       let sentAt = performance.now();
+      // News that may have been missed (`lookAgain`) since this stamp wakes the next wait.
+      let looked = this.deps.waiters.stamp(key);
       const entered = await enter();
       if ('token' in entered) return entered;
       place = entered;
@@ -224,7 +226,7 @@ export class LineAcquirer {
         pollMs = polling ? Math.min((pollMs ?? polling.firstMs / 2) * 2, polling.maxMs) : undefined;
         const pollAt = pollMs === undefined ? Infinity : performance.now() + pollMs;
         const polls = pollAt < Math.min(renewAt, deadline);
-        const nudge = this.deps.waiters.nudged(key);
+        const nudge = this.deps.waiters.nudged(key, looked);
         const woke = await wakeUp(
           { heard: entry.listen(), nudged: nudge.nudged },
           Math.min(renewAt, deadline, pollAt),
@@ -240,6 +242,7 @@ export class LineAcquirer {
         sentAt = now;
         if (woke === 'nudged' || (woke === 'timer' && polls)) {
           // A look without a write: polling, or the stream was reopened and may have missed news.
+          looked = this.deps.waiters.stamp(key);
           const seen = await send(() => this.deps.store.place(key, entry.token));
           // A read that finds us holding is confirmed by the renewal's write below: the entries
           // ahead may have ended by time alone, and a transaction under the last of them may
@@ -250,6 +253,7 @@ export class LineAcquirer {
           }
         }
         entry.state = 'unknown';
+        looked = this.deps.waiters.stamp(key);
         const renewed = await send(() => this.deps.store.renew(key, entry.token, ttlMs));
         entry.state = 'joined';
         if (renewed.renewed) {
@@ -259,6 +263,7 @@ export class LineAcquirer {
           // our followers too.
           this.deps.handover.dissolved(followers);
           entry.renewToken();
+          looked = this.deps.waiters.stamp(key);
           const again = await enter();
           if ('token' in again) return again;
           place = again;
@@ -327,10 +332,12 @@ export class LineAcquirer {
     const join = () => {
       // Listening first: the event that makes us holder may come before the reply.
       void entry.listen();
+      const before = entry.state;
       entry.state = 'unknown';
       return this.deps.store.join(joinRequest).catch((error: unknown) => {
-        // Decided and answered, nothing written: no entry of ours to leave.
-        if (wroteNothing(error)) entry.state = 'none';
+        // Decided and answered, nothing written by this try: as before it (an earlier try
+        // with no reply may still have made our entry).
+        if (wroteNothing(error)) entry.state = before;
         throw error;
       });
     };

@@ -7,6 +7,9 @@ export class LineWaiters {
   private readonly byKey = new Map<string, Map<string, (news: unknown) => void>>();
   /** Per key, the waits to wake when news of it may have been missed. */
   private readonly nudges = new Map<string, Set<() => void>>();
+  /** How many times every key's waiters, and (while some wait) one key's, were told to look. */
+  private looksAtEveryKey = 0;
+  private readonly looksAtKey = new Map<string, number>();
 
   /**
    * Resolves when `entry` is heard to hold `key`, with what the news carried for it (opaque
@@ -22,7 +25,9 @@ export class LineWaiters {
       const current = this.byKey.get(key);
       if (current?.get(entry) !== wake) return;
       current.delete(entry);
-      if (current.size === 0) this.byKey.delete(key);
+      if (current.size > 0) return;
+      this.byKey.delete(key);
+      this.looksAtKey.delete(key);
     };
     return { heard, stop };
   }
@@ -35,11 +40,14 @@ export class LineWaiters {
   }
 
   /**
-   * Settles at the next {@link lookAgain} for `key` or for every key: news may have been
-   * missed (the change stream failed or was reopened, or gave way to polling, or other code
-   * rewrote the line). `cancel` forgets it (one per wait round).
+   * Settles at the next {@link lookAgain} for `key` or for every key, or at once if one came
+   * after the {@link stamp} `since`: news may have been missed (the change stream failed or was
+   * reopened, or gave way to polling, or other code rewrote the line). `cancel` forgets it (one
+   * per wait round).
    */
-  nudged(key: string): { nudged: Promise<void>; cancel: () => void } {
+  nudged(key: string, since: number): { nudged: Promise<void>; cancel: () => void } {
+    // Told to look after `since` (while its last command was under way): it looks at once.
+    if (this.stamp(key) > since) return { nudged: Promise.resolve(), cancel: () => undefined };
     let wake!: () => void;
     const nudged = new Promise<void>((resolve) => (wake = resolve));
     let nudges = this.nudges.get(key);
@@ -52,8 +60,18 @@ export class LineWaiters {
     return { nudged, cancel };
   }
 
+  /**
+   * How often the waiters of `key` were told to look so far: a waiter stamps each command
+   * it sends, and {@link nudged} with that stamp settles at once if told since.
+   */
+  stamp(key: string): number {
+    return this.looksAtEveryKey + (this.looksAtKey.get(key) ?? 0);
+  }
+
   /** Wakes the waiters of `key` (default: of every key) to look at their place again. */
   lookAgain(key?: string): void {
+    if (key === undefined) this.looksAtEveryKey += 1;
+    else if (this.byKey.has(key)) this.looksAtKey.set(key, (this.looksAtKey.get(key) ?? 0) + 1);
     const keys = key === undefined ? [...this.nudges.keys()] : [key];
     for (const each of keys) {
       const nudges = this.nudges.get(each);

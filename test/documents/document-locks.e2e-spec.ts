@@ -18,6 +18,7 @@ import { DocumentLockFields } from '../../lib/store/documents/document-lock-fiel
 import { LockTestKit, eventually } from '../lock-service/lock-test-kit';
 import type { DocumentLockHandle } from '../../lib/documents/document-lock-handle';
 import { LOAD_SLACK_MS } from '../support/load-slack';
+import { ReplyDelayProxy } from '../support/reply-delay-proxy';
 
 jest.setTimeout(60_000);
 
@@ -362,7 +363,7 @@ describe('Document locks on engine v2', () => {
     ]);
   });
 
-  it('keeps only the line in the lock field: the holder first, waiters after, nothing once free', async () => {
+  it('keeps only the line in the lock field: the holder first, waiters after, none once free', async () => {
     const docs = (await kit.service({ engine: 'v2' })).documents<Account>(accounts.collectionName);
     const other = (await kit.service({ engine: 'v2' })).documents<Account>(accounts.collectionName);
     const lock = await docs.acquire('a');
@@ -378,7 +379,8 @@ describe('Document locks on engine v2', () => {
     await next.release();
     const free = (await accounts.findOne({ _id: 'a' }))?._lock as Document;
     expect(free.line).toEqual([]);
-    expect(Object.keys(free).sort()).toEqual(['f', 'line']);
+    // `lead` names the last leaver's token, for the streams of events$ and waitForRelease.
+    expect(Object.keys(free).sort()).toEqual(['f', 'lead', 'line']);
   });
 
   it('a waiter reads the document the last holder committed, whatever form the commit took', async () => {
@@ -399,7 +401,11 @@ describe('Document locks on engine v2', () => {
     }
   });
 
-  it('a line removed by other code (an unlock by hand) wakes a waiting acquire at once', async () => {
+  it.each([
+    ['its line removed', { $unset: { '_lock.line': '' } }],
+    ['the lock field set to null', { $set: { _lock: null } }],
+    ['the lock field set to {}', { $set: { _lock: {} } }],
+  ])('other code unlocking by hand (%s) wakes a waiting acquire at once', async (_how, unlock) => {
     const holder = (await kit.service({ engine: 'v2' })).documents<Account>(
       accounts.collectionName,
     );
@@ -411,7 +417,7 @@ describe('Document locks on engine v2', () => {
     const waiting = waiter.acquire('a', { ttlMs: 30_000, timeoutMs: 20_000 });
     await eventually(async () => (await holder.inspect('a'))?.waiting === 1, 5_000);
     const freedAt = performance.now();
-    await accounts.updateOne({ _id: 'a' }, { $unset: { '_lock.line': '' } });
+    await accounts.updateOne({ _id: 'a' }, unlock);
     const next = await waiting;
     expect(performance.now() - freedAt).toBeLessThan(1_000 + LOAD_SLACK_MS);
     expect(next.fence).toBeGreaterThan(lock.fence);
@@ -500,6 +506,94 @@ describe('Document locks on engine v2', () => {
       expect(await lead()).toMatch(/^- /);
     }
     expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(104);
+  });
+
+  it('a join whose reply was lost, retried and answered "not found", leaves the entry it made', async () => {
+    const target = new URL(kit.mongo.uri);
+    const proxy = new ReplyDelayProxy({ host: target.hostname, port: Number(target.port) });
+    await proxy.start();
+    try {
+      const locks = (
+        await kit.service({
+          engine: 'v2',
+          operationTimeoutMs: 300,
+          uri: `mongodb://127.0.0.1:${proxy.port}/?directConnection=true`,
+        })
+      ).documents<Account>(accounts.collectionName);
+      await accounts.updateOne({ _id: 'a' }, { $set: { tenant: 't1' } });
+      const held = proxy.holdNextReply('findAndModify', 1_500);
+      const acquiring = locks.acquire('a', {
+        where: { tenant: 't1' },
+        ttlMs: 20_000,
+        timeoutMs: 5_000,
+      });
+      await held; // the join landed (our entry holds); its reply comes too late
+      await accounts.updateOne({ _id: 'a' }, { $set: { tenant: 't2' } });
+      await expect(acquiring).rejects.toBeInstanceOf(DocumentNotFoundError); // the retry's answer
+      await eventually(async () => (await locks.inspect('a'))?.held === false, 5_000);
+    } finally {
+      await kit.cleanup();
+      await proxy.stop();
+    }
+  });
+
+  it.each([
+    ['release()', (lock: DocumentLockHandle<Account>) => lock.release()],
+    [
+      'a pipeline commit',
+      (lock: DocumentLockHandle<Account>) => lock.commit([{ $set: { balance: 1 } }]),
+    ],
+  ])(
+    'waitForRelease elsewhere hears %s of a document nobody else waited for',
+    async (_end, end) => {
+      const holder = (await kit.service({ engine: 'v2' })).documents<Account>(
+        accounts.collectionName,
+      );
+      const watcher = (
+        await kit.service({ engine: 'v2', safetyPollIntervalMs: 60_000 })
+      ).documents<Account>(accounts.collectionName);
+      const lock = await holder.acquire('b', { ttlMs: 30_000 });
+      const released = firstValueFrom(watcher.waitForRelease('b'));
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const endedAt = performance.now();
+      await end(lock);
+      await released;
+      // Not heard, it would wait for its safety poll (60 s) or the lease's end (30 s).
+      expect(performance.now() - endedAt).toBeLessThan(1_000 + LOAD_SLACK_MS);
+    },
+  );
+
+  it("a lock field removed while the waiter's join reply is on its way still wakes it", async () => {
+    const target = new URL(kit.mongo.uri);
+    const proxy = new ReplyDelayProxy({ host: target.hostname, port: Number(target.port) });
+    await proxy.start();
+    try {
+      const holder = (await kit.service({ engine: 'v2' })).documents<Account>(
+        accounts.collectionName,
+      );
+      const waiter = (
+        await kit.service({
+          engine: 'v2',
+          safetyPollIntervalMs: 60_000,
+          uri: `mongodb://127.0.0.1:${proxy.port}/?directConnection=true`,
+        })
+      ).documents<Account>(accounts.collectionName);
+      const lock = await holder.acquire('a', { ttlMs: 30_000 });
+      expect(await waiter.tryAcquire('a')).toBeNull(); // its change stream is open
+      const held = proxy.holdNextReply('findAndModify', 1_000);
+      const waiting = waiter.acquire('a', { ttlMs: 30_000, timeoutMs: 25_000 });
+      await held; // the join landed; its reply comes 1 s later
+      await accounts.updateOne({ _id: 'a' }, { $unset: { _lock: '' } });
+      const removedAt = performance.now();
+      const next = await waiting;
+      // Missed, it would look again at its renewal, 10 s after its join.
+      expect(performance.now() - removedAt).toBeLessThan(2_000 + LOAD_SLACK_MS);
+      await expect(lock.commit({ $inc: { balance: 1 } })).rejects.toBeInstanceOf(LockLostError);
+      await next.release();
+    } finally {
+      await kit.cleanup();
+      await proxy.stop();
+    }
   });
 
   it('a missing document costs one command, and leaves nothing to clean up', async () => {

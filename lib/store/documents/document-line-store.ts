@@ -323,10 +323,20 @@ export class DocumentLineStore implements LineStorage {
     return {
       $or: [
         { operationType: { $in: ['replace', 'delete'] } },
-        // The lock field or its line removed: by other code (the library never does).
+        // The lock field or its line removed, or the field set to null or to a document
+        // without a line: by other code (the library never does).
         {
           operationType: 'update',
           'updateDescription.removedFields': { $in: [this.fields.field, line] },
+        },
+        {
+          operationType: 'update',
+          [`updateDescription.updatedFields.${this.fields.field}`]: { $type: 'null' },
+        },
+        {
+          operationType: 'update',
+          [`updateDescription.updatedFields.${this.fields.field}`]: { $type: 'object' },
+          [`updateDescription.updatedFields.${line}`]: { $exists: false },
         },
         ...named.map((condition) => ({ operationType: 'update', ...condition })),
       ],

@@ -139,7 +139,9 @@ export class DocumentLineFields implements DocumentLockForm {
 
   /**
    * Leaves the line: `token`'s entry goes, with every dead one; `lead` names the entry that
-   * now leads (`<holder id> <token>`, for the change streams' filters), or is removed.
+   * now leads (`<holder id> <token>`, for the change streams' filters), or, with nobody left,
+   * is `- <our token>`: a change every leave makes, which `events$` and `waitForRelease` see
+   * and the waiting processes' streams skip.
    */
   leaveStage(token: string): Document {
     const rest = {
@@ -153,7 +155,7 @@ export class DocumentLineFields implements DocumentLockForm {
     const lead = {
       $let: {
         vars: { x: { $first: '$$r' } },
-        in: { $cond: ['$$x', { $concat: ['$$x.h', ' ', '$$x.t'] }, '$$REMOVE'] },
+        in: { $cond: ['$$x', { $concat: ['$$x.h', ' ', '$$x.t'] }, `- ${token}`] },
       },
     };
     return {
