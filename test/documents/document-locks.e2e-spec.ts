@@ -491,6 +491,7 @@ describe('Document locks on engine v2', () => {
       let next: Promise<DocumentLockHandle<Account>> = successorWaits;
       if (successorLeaves) {
         await expect(successorWaits).rejects.toBeInstanceOf(LockNotAcquiredError);
+        await waitingIn(0); // its leave, sent after it gave up, has landed
         next = blocking.acquire('a', { timeoutMs: 10_000 });
         await waitingIn(1);
       }
@@ -611,6 +612,28 @@ describe('Document locks on engine v2', () => {
     );
     await new Promise((resolve) => setTimeout(resolve, 500));
     expect(sent).toEqual(['findAndModify']);
+  });
+
+  it('on one collection with engine v1 (a rolling switch): neither passes over the other, fences grow', async () => {
+    const v2 = (await kit.service({ engine: 'v2' })).documents<Account>(accounts.collectionName, {
+      version: { field: 'balance' },
+    });
+    const v1 = (await kit.service({ engine: 'v1' })).documents<Account>(accounts.collectionName);
+    const onLine = await v2.acquire('a', { ttlMs: 20_000 });
+    expect(await v1.tryAcquire('a')).toBeNull();
+    await onLine.release();
+    const lease = await v1.acquire('a', { ttlMs: 20_000 });
+    expect(lease.fence).toBeGreaterThan(onLine.fence);
+    const refused = await v2
+      .updateIfCurrent('a', 100, { $set: { tenant: 'x' } })
+      .catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(DocumentLockedError);
+    expect(refused).toMatchObject({ holderId: expect.stringContaining(':') });
+    expect((refused as DocumentLockedError).retryAfterMs).toBeGreaterThan(10_000);
+    await lease.release();
+    const again = await v2.acquire('a');
+    expect(again.fence).toBeGreaterThan(lease.fence);
+    await again.release();
   });
 
   it('does not pass over a live lease of the 0.1 lock field, and converts a released one', async () => {

@@ -38,9 +38,14 @@ function acquirePipeline(
   upsert: boolean,
 ): Document[] {
   const free = {
-    $or: [
-      { $eq: [{ $ifNull: [fields.value('owner'), null] }, null] },
-      { $lte: [fields.value('expiresAt'), '$$NOW'] },
+    $and: [
+      {
+        $or: [
+          { $eq: [{ $ifNull: [fields.value('owner'), null] }, null] },
+          { $lte: [fields.value('expiresAt'), '$$NOW'] },
+        ],
+      },
+      { $not: [fields.heldOnLine] },
     ],
   };
   // The whole lock field: whatever else it held (the ring of released owners that earlier
@@ -54,6 +59,8 @@ function acquirePipeline(
       $max: [
         { $add: [{ $ifNull: [fields.value('fence'), LONG_ZERO] }, LONG_ONE] },
         { $toLong: '$$NOW' },
+        // Past every fence engine v2 handed out here (its number f stands for f·16 to f·16+15).
+        { $multiply: [{ $add: [{ $toLong: { $ifNull: [fields.value('f'), -1] } }, 1] }, 16] },
       ],
     },
     lostFence: lostFenceAtLock(fields),

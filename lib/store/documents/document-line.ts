@@ -17,7 +17,7 @@ export class DocumentLineFields implements DocumentLockForm {
     return `${this.field}.${name}`;
   }
 
-  private value(name: 'f' | 'line' | 'lead' | 'owner' | 'expiresAt'): string {
+  private value(name: 'f' | 'line' | 'lead' | 'owner' | 'holder' | 'expiresAt'): string {
     return `$${this.field}.${name}`;
   }
 
@@ -55,14 +55,17 @@ export class DocumentLineFields implements DocumentLockForm {
     return [{ $expr: this.ownedBy(token) }];
   }
 
-  /** The holder id of the first live entry. */
+  /** The holder id of the first live entry (or of a live lease in the 0.1 form). */
   get holder(): Document {
-    return this.first('h');
+    return {
+      $ifNull: [this.first('h'), { $cond: [this.heldInV1Form, this.value('holder'), null] }],
+    };
   }
 
-  /** The first live entry's remaining lease, in ms. */
+  /** The first live entry's remaining lease (or a live 0.1 lease's), in ms. */
   get remainingMs(): Document {
-    return { $max: [0, { $subtract: [{ $ifNull: [this.first('e'), '$$NOW'] }, '$$NOW'] }] };
+    const v1End = { $cond: [this.heldInV1Form, this.value('expiresAt'), '$$NOW'] };
+    return { $max: [0, { $subtract: [{ $ifNull: [this.first('e'), v1End] }, '$$NOW'] }] };
   }
 
   unlockOperators(token: string): Document {

@@ -18,14 +18,33 @@ export class DocumentLockFields {
     return `$${this.field}`;
   }
 
-  /** True while a live lease holds the document, by the server clock. */
+  /** True while a live lease holds the document, by the server clock (or engine v2's line). */
   get held() {
     return {
-      $and: [
-        { $ne: [{ $ifNull: [this.value('owner'), null] }, null] },
-        { $gt: [this.value('expiresAt'), '$$NOW'] },
+      $or: [
+        {
+          $and: [
+            { $ne: [{ $ifNull: [this.value('owner'), null] }, null] },
+            { $gt: [this.value('expiresAt'), '$$NOW'] },
+          ],
+        },
+        this.heldOnLine,
       ],
     };
+  }
+
+  /**
+   * True while engine v2 keeps a live entry in the lock field's line (`document-line.ts`): an
+   * instance of either engine on one collection, as in a rolling switch, never passes over it.
+   */
+  get heldOnLine() {
+    const live = {
+      $filter: {
+        input: { $ifNull: [this.value('line'), []] },
+        cond: { $gt: ['$$this.e', '$$NOW'] },
+      },
+    };
+    return { $gt: [{ $size: live }, 0] };
   }
 
   /** Remaining lease in ms, by the server clock of the command. */
