@@ -59,7 +59,7 @@ type WakeReason = 'heard' | 'nudged' | 'timer' | 'aborted';
  * `news` settles first; clears its timer and listener after.
  */
 async function wakeUp(
-  news: Partial<Record<'heard' | 'nudged', Promise<void>>>,
+  news: Partial<Record<'heard' | 'nudged', Promise<unknown>>>,
   until: number,
   signal: AbortSignal | undefined,
 ): Promise<WakeReason> {
@@ -127,9 +127,7 @@ class LineEntryState {
   token = newToken();
   /** `unknown`: a write with no reply may have made or kept it. */
   state: 'none' | 'joined' | 'unknown' = 'none';
-  private listening: { heard: Promise<void>; stop: () => void } | undefined;
-  /** What the news that woke the entry carried (a document lock's document), if anything. */
-  heardWith: HeldDocument | undefined;
+  private listening: { heard: Promise<unknown>; stop: () => void } | undefined;
 
   constructor(
     private readonly waiters: LineWaiters,
@@ -141,12 +139,8 @@ class LineEntryState {
    * before the join is sent (the event may come before its reply), and not at all for a caller
    * that takes over an entry of ours instead.
    */
-  listen(): Promise<void> {
-    if (!this.listening) {
-      const { heard, stop } = this.waiters.wait(this.key, this.token);
-      const kept = heard.then((news) => void (this.heardWith = news as HeldDocument | undefined));
-      this.listening = { heard: kept, stop };
-    }
+  listen(): Promise<unknown> {
+    this.listening ??= this.waiters.wait(this.key, this.token);
     return this.listening.heard;
   }
 
@@ -235,7 +229,8 @@ export class LineAcquirer {
         if (woke === 'aborted') throw request.signal?.reason;
         // Heard to hold: from then on, until our entry's own lease ends.
         if (woke === 'heard' && leaseEnd - performance.now() > ttlMs / 3) {
-          return hold(entry.heardWith);
+          // What the news carried for us (a document lock's document), if anything.
+          return hold((await entry.listen()) as HeldDocument | undefined);
         }
         const now = performance.now();
         if (now >= deadline) throw timedOut();

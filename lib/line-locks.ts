@@ -1,6 +1,7 @@
 import type { HeldLocks } from './held-locks';
 import { localLeaseEnd } from './lease-keeper';
 import { LineAcquirer } from './line-acquirer';
+import type { LineAcquireRequest } from './line-acquirer';
 import { LineHandover } from './line-handover';
 import type { LineHold } from './line-handover';
 import { withAllKeys } from './lock-acquirer';
@@ -108,7 +109,25 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
     signal: AbortSignal,
     startedAt: number,
   ): Promise<MongoLockHandle> {
-    return this.handleFor(await this.holdAll(keys, options, signal, startedAt), options);
+    const deadline = startedAt + options.timeoutMs;
+    const holds: LineHold[] = [];
+    try {
+      for (;;) {
+        for (const key of keys.slice(holds.length)) {
+          holds.push(await this.acquirer.acquire(requestFor(key, options, signal, deadline)));
+        }
+        signal.throwIfAborted();
+        // Waiting for later keys may have run the earlier leases short: renewed before hand-out.
+        const lost = await this.refreshEarlier(holds, options.ttlMs);
+        if (lost === undefined) break;
+        // A stall outlived a lease before the lock was handed out: nothing was protected yet.
+        for (const hold of holds.splice(lost)) this.acquirer.giveBack(hold, options.ttlMs);
+      }
+    } catch (error) {
+      for (const hold of holds) this.acquirer.giveBack(hold, options.ttlMs);
+      throw withAllKeys(error, keys, options.timeoutMs);
+    }
+    return this.handleFor(holds, options);
   }
 
   /**
@@ -122,48 +141,18 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
     startedAt: number,
     target: AttemptTarget | undefined,
   ): Promise<{ handle: MongoLockHandle; hold: LineHold }> {
-    const [hold] = await this.holdAll([key], options, signal, startedAt, target);
-    return { handle: this.handleFor([hold], options), hold };
-  }
-
-  /** Every key's hold, in order, all or nothing. */
-  private async holdAll(
-    keys: string[],
-    options: ResolvedAcquireOptions,
-    signal: AbortSignal,
-    startedAt: number,
-    target?: AttemptTarget,
-  ): Promise<LineHold[]> {
     const deadline = startedAt + options.timeoutMs;
-    const holds: LineHold[] = [];
+    let hold: LineHold;
     try {
-      for (;;) {
-        for (const key of keys.slice(holds.length)) {
-          holds.push(
-            await this.acquirer.acquire({
-              key,
-              kind: lineKind(options.mode),
-              ttlMs: options.ttlMs,
-              timeoutMs: options.timeoutMs,
-              deadline,
-              signal,
-              ...(options.scope === undefined ? {} : { scope: options.scope }),
-              ...(target === undefined ? {} : { target }),
-            }),
-          );
-        }
-        signal.throwIfAborted();
-        // Waiting for later keys may have run the earlier leases short: renewed before hand-out.
-        const lost = await this.refreshEarlier(holds, options.ttlMs);
-        if (lost === undefined) break;
-        // A stall outlived a lease before the lock was handed out: nothing was protected yet.
-        for (const hold of holds.splice(lost)) this.acquirer.giveBack(hold, options.ttlMs);
-      }
+      hold = await this.acquirer.acquire({ ...requestFor(key, options, signal, deadline), target });
     } catch (error) {
-      for (const hold of holds) this.acquirer.giveBack(hold, options.ttlMs);
-      throw withAllKeys(error, keys, options.timeoutMs);
+      throw withAllKeys(error, [key], options.timeoutMs);
     }
-    return holds;
+    if (signal.aborted) {
+      this.acquirer.giveBack(hold, options.ttlMs);
+      throw signal.reason;
+    }
+    return { handle: this.handleFor([hold], options), hold };
   }
 
   /**
@@ -296,6 +285,24 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
     this.held.add(handle);
     return handle;
   }
+}
+
+/** One key's request of a call. */
+function requestFor(
+  key: string,
+  options: ResolvedAcquireOptions,
+  signal: AbortSignal,
+  deadline: number,
+): LineAcquireRequest {
+  return {
+    key,
+    kind: lineKind(options.mode),
+    ttlMs: options.ttlMs,
+    timeoutMs: options.timeoutMs,
+    deadline,
+    signal,
+    ...(options.scope === undefined ? {} : { scope: options.scope }),
+  };
 }
 
 /** What a request asks of a key's line. */
