@@ -72,8 +72,8 @@ const lineEngineMutants: LibraryMutant[] = [
     patches: [
       {
         file: 'waiting/line-waiters.ts',
-        anchor: '    for (const entry of holders) waiters.get(entry)?.();',
-        replacement: '    for (const wake of [...waiters.values()]) wake(); // mutant',
+        anchor: '    for (const entry of holders) waiters.get(entry)?.(news);',
+        replacement: '    for (const wake of [...waiters.values()]) wake(news); // mutant',
       },
     ],
     run: (server, libDir) => runLineContentionScenario(server, { libDir, durationMs: 3_000 }),

@@ -130,15 +130,15 @@ const documentMutants = [
   {
     name: 'no lease-liveness check',
     file: documentWrites,
-    anchor: 'heldExpr(fields),',
-    replacement: '{}, // mutant: no lease-liveness check',
+    anchor: 'const leaseLive = heldExpr(fields);',
+    replacement: 'const leaseLive = {}; // mutant: no lease-liveness check',
     engine: 'v1' as const,
   },
   {
     name: 'no owner check',
     file: documentWrites,
-    anchor: "{ [fields.path('owner')]: owner },",
-    replacement: '{}, // mutant: no owner check',
+    anchor: "const ownerCheck = { [fields.path('owner')]: owner };",
+    replacement: 'const ownerCheck = {}; // mutant: no owner check',
     engine: 'v1' as const,
   },
   {

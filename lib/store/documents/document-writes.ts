@@ -50,7 +50,11 @@ export interface DocumentLockForm {
 export function leaseLockForm(fields: DocumentLockFields): DocumentLockForm {
   return {
     field: fields.field,
-    heldBy: (owner) => [{ [fields.path('owner')]: owner }, heldExpr(fields)],
+    heldBy: (owner) => {
+      const ownerCheck = { [fields.path('owner')]: owner };
+      const leaseLive = heldExpr(fields);
+      return [ownerCheck, leaseLive];
+    },
     ownedBy: (owner) => ({
       $and: [
         { $eq: [fields.value('owner'), owner] },
