@@ -354,6 +354,14 @@ describe('Document locks on engine v2', () => {
   const kit = LockTestKit.forSuite();
   let accounts: Collection<Account>;
 
+  /** Two services' locks on the collection; the second's safety poll is a minute away. */
+  const holderAndDeafOther = async () => [
+    (await kit.service({ engine: 'v2' })).documents<Account>(accounts.collectionName),
+    (await kit.service({ engine: 'v2', safetyPollIntervalMs: 60_000 })).documents<Account>(
+      accounts.collectionName,
+    ),
+  ];
+
   beforeEach(async () => {
     const client = await kit.client();
     accounts = client.db(kit.mongo.dbName).collection<Account>(`v2_${kit.collectionName}`);
@@ -406,13 +414,8 @@ describe('Document locks on engine v2', () => {
     ['the lock field set to null', { $set: { _lock: null } }],
     ['the lock field set to {}', { $set: { _lock: {} } }],
   ])('other code unlocking by hand (%s) wakes a waiting acquire at once', async (_how, unlock) => {
-    const holder = (await kit.service({ engine: 'v2' })).documents<Account>(
-      accounts.collectionName,
-    );
     // Its entry's renewal (a third of 30 s) and safety poll are far: only the change wakes it.
-    const waiter = (
-      await kit.service({ engine: 'v2', safetyPollIntervalMs: 60_000 })
-    ).documents<Account>(accounts.collectionName);
+    const [holder, waiter] = await holderAndDeafOther();
     const lock = await holder.acquire('a', { ttlMs: 30_000 });
     const waiting = waiter.acquire('a', { ttlMs: 30_000, timeoutMs: 20_000 });
     await eventually(async () => (await holder.inspect('a'))?.waiting === 1, 5_000);
@@ -534,12 +537,7 @@ describe('Document locks on engine v2', () => {
   ])(
     'waitForRelease elsewhere hears %s of a document nobody else waited for',
     async (_end, end) => {
-      const holder = (await kit.service({ engine: 'v2' })).documents<Account>(
-        accounts.collectionName,
-      );
-      const watcher = (
-        await kit.service({ engine: 'v2', safetyPollIntervalMs: 60_000 })
-      ).documents<Account>(accounts.collectionName);
+      const [holder, watcher] = await holderAndDeafOther();
       const lock = await holder.acquire('b', { ttlMs: 30_000 });
       const released = firstValueFrom(watcher.waitForRelease('b'));
       await new Promise((resolve) => setTimeout(resolve, 300));
