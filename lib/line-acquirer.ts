@@ -3,6 +3,7 @@ import { setTimeout } from 'node:timers';
 import { DocumentNotFoundError } from './errors/document-not-found.error';
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
 import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
+import { LockStoreUnavailableError } from './errors/lock-store-unavailable.error';
 import { localLeaseEnd } from './lease-keeper';
 import type { HandableLease } from './lease-keeper';
 import type { EntryFollowers, LineHandover, LineHold } from './line-handover';
@@ -15,6 +16,7 @@ import { LINE_CAPACITY } from './store/line/line-pipelines';
 import { modeConflictError } from './store/lock-mode-errors';
 import type { LockModeRequest } from './store/lock-modes';
 import { isStoreUnavailableError } from './store/mongo-error-codes';
+import { formatMs } from './util/durations';
 import { sleep } from './util/timers';
 import type { LineWaiters } from './waiting/line-waiters';
 
@@ -50,6 +52,11 @@ export interface LineAcquirerDeps {
    * a waiter then reads its place this often, doubling up to the cap.
    */
   polling?: () => { firstMs: number; maxMs: number } | undefined;
+  /**
+   * How long a try (`timeoutMs` 0) waits for its join's reply (`acquireOverrunMs`); a join
+   * answered later is left in the background. Default: the store's own bound.
+   */
+  tryReplyMs?: number;
 }
 
 type WakeReason = 'heard' | 'nudged' | 'timer' | 'aborted';
@@ -107,12 +114,12 @@ function wroteNothing(error: unknown): boolean {
 }
 
 /** 96 random bits, short on the wire: every command carries it. */
-function newToken(): string {
+export function newToken(): string {
   return randomBytes(12).toString('base64url');
 }
 
 function notAcquired(
-  request: LineAcquireRequest,
+  request: Pick<LineAcquireRequest, 'key' | 'timeoutMs'>,
   holderId?: string,
   retryAfterMs?: number,
 ): LockNotAcquiredError {
@@ -120,6 +127,25 @@ function notAcquired(
     notAcquiredMessage([request.key], request.timeoutMs, holderId, retryAfterMs),
     { keys: [request.key], holderId, retryAfterMs },
   );
+}
+
+/** Why a join that made no entry fails its call: the key's form, a full line, or held. */
+export function joinRefused(
+  request: Pick<LineAcquireRequest, 'key' | 'kind' | 'timeoutMs'>,
+  joined: Extract<JoinResult, { joined: false }>,
+): Error {
+  if (joined.reason === 'kind') {
+    return modeConflictError(request.key, modeRequestOf(request.kind), joined.inUse);
+  }
+  if (joined.reason === 'full') {
+    // Not a wait that ran out: the line has no room for one more entry now.
+    return new LockNotAcquiredError(
+      `Lock ${JSON.stringify(request.key)} not acquired: ${LINE_CAPACITY} calls already ` +
+        'hold or wait for it',
+      { keys: [request.key], holderId: joined.holderId, retryAfterMs: joined.retryAfterMs },
+    );
+  }
+  return notAcquired(request, joined.holderId, joined.retryAfterMs);
 }
 
 /** One call's entry in a key's line: its token, and whether the line may hold it. */
@@ -269,7 +295,7 @@ export class LineAcquirer {
       this.deps.handover.dissolved(followers);
       // Any write of ours was sent before now, so our entry, if any, ends within ttlMs.
       if (entry.state !== 'none') {
-        this.leaveInBackground(key, entry.token, performance.now() + ttlMs, entry.state);
+        void this.leaveInBackground(key, entry.token, performance.now() + ttlMs, entry.state);
       }
       throw error;
     } finally {
@@ -299,12 +325,14 @@ export class LineAcquirer {
   /**
    * Gives back a hold nobody will use: left in the background, retried until a lease of
    * `ttlMs` from now would have ended (a renewal may have moved it past `hold.leaseEnd`).
+   * Resolves once a leave is answered (whether our entry was still there), or undefined when
+   * none was by then.
    */
-  giveBack(hold: LineHold, ttlMs: number): void {
+  giveBack(hold: LineHold, ttlMs: number): Promise<boolean | undefined> {
     // Its lease may be known lost (a renewal before hand-out found it gone): never handed on.
     this.deps.handover.dissolved(hold.followers);
     const until = Math.max(hold.leaseEnd, performance.now() + ttlMs);
-    this.leaveInBackground(hold.key, hold.token, until, 'joined');
+    return this.leaveInBackground(hold.key, hold.token, until, 'joined');
   }
 
   private async join(
@@ -342,7 +370,7 @@ export class LineAcquirer {
     // ours, they queue to take it over instead.
     const joined: JoinResult | { following: Promise<LineHold | undefined> } =
       request.timeoutMs === 0
-        ? await join()
+        ? await this.tried(join(), request)
         : inCallOrder(request)
           ? await this.inCallOrder(request.key, async (ahead) => {
               await bound(ahead);
@@ -353,18 +381,7 @@ export class LineAcquirer {
     if ('following' in joined) return joined;
     entry.state = joined.joined ? 'joined' : 'none';
     if (joined.joined) return joined;
-    if (joined.reason === 'kind') {
-      throw modeConflictError(request.key, modeRequestOf(request.kind), joined.inUse);
-    }
-    if (joined.reason === 'full') {
-      // Not a wait that ran out: the line has no room for one more entry now.
-      throw new LockNotAcquiredError(
-        `Lock ${JSON.stringify(request.key)} not acquired: ${LINE_CAPACITY} calls already ` +
-          'hold or wait for it',
-        { keys: [request.key], holderId: joined.holderId, retryAfterMs: joined.retryAfterMs },
-      );
-    }
-    throw notAcquired(request, joined.holderId, joined.retryAfterMs);
+    throw joinRefused(request, joined);
   }
 
   /**
@@ -415,12 +432,24 @@ export class LineAcquirer {
     }
   }
 
+  /** A try's join, or `LockStoreUnavailableError` once its reply is `tryReplyMs` late. */
+  private tried<T>(join: Promise<T>, request: LineAcquireRequest): Promise<T> {
+    const replyMs = this.deps.tryReplyMs;
+    if (replyMs === undefined) return join;
+    const late = () =>
+      new LockStoreUnavailableError(
+        `MongoDB did not answer the attempt on ${JSON.stringify(request.key)} within ` +
+          `${formatMs(replyMs)}; a late win is given back`,
+      );
+    return this.bounded(join, performance.now() + replyMs, request, late);
+  }
+
   /** `write`, or the call's end first: its deadline (LockNotAcquiredError) or its abort. */
   private async bounded<T>(
     write: Promise<T>,
     deadline: number,
     request: LineAcquireRequest,
-    timedOut: () => LockNotAcquiredError,
+    timedOut: () => Error,
   ): Promise<T> {
     write.catch(() => undefined);
     const woke = await wakeUp({ heard: write.then(() => undefined) }, deadline, request.signal);
@@ -456,18 +485,19 @@ export class LineAcquirer {
     token: string,
     until: number,
     entry: 'joined' | 'unknown',
-  ): void {
+  ): Promise<boolean | undefined> {
     const leave = async () => {
       for (let delayMs = 50; performance.now() < until; delayMs = Math.min(delayMs * 2, 1_000)) {
         try {
           const left = await this.leave(key, token);
-          if (left || entry === 'joined') return;
+          if (left || entry === 'joined') return left;
         } catch {
           // No reply: try again.
         }
         await sleep(delayMs, false);
       }
+      return undefined;
     };
-    void leave();
+    return leave();
   }
 }

@@ -6,6 +6,7 @@ import { LineHandover } from './line-handover';
 import type { LineHold } from './line-handover';
 import { withAllKeys } from './lock-acquirer';
 import { MongoLockHandle } from './lock-handle';
+import { acquireOverrunMs } from './options';
 import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from './options';
 import type { LineKind } from './store/line/line-document';
 import type { LineWatch } from './store/line/line-events';
@@ -47,6 +48,7 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
       waiters: this.waiters,
       handover: this.handover,
       holderId: options.holderId,
+      tryReplyMs: acquireOverrunMs(options.operationTimeoutMs),
       polling: () =>
         this.streaming
           ? undefined
@@ -121,10 +123,10 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
         const lost = await this.refreshEarlier(holds, options.ttlMs);
         if (lost === undefined) break;
         // A stall outlived a lease before the lock was handed out: nothing was protected yet.
-        for (const hold of holds.splice(lost)) this.acquirer.giveBack(hold, options.ttlMs);
+        for (const hold of holds.splice(lost)) void this.acquirer.giveBack(hold, options.ttlMs);
       }
     } catch (error) {
-      for (const hold of holds) this.acquirer.giveBack(hold, options.ttlMs);
+      for (const hold of holds) void this.acquirer.giveBack(hold, options.ttlMs);
       throw withAllKeys(error, keys, options.timeoutMs);
     }
     return this.handleFor(holds, options);
@@ -149,7 +151,7 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
       throw withAllKeys(error, [key], options.timeoutMs);
     }
     if (signal.aborted) {
-      this.acquirer.giveBack(hold, options.ttlMs);
+      void this.acquirer.giveBack(hold, options.ttlMs);
       throw signal.reason;
     }
     return { handle: this.handleFor([hold], options), hold };
@@ -274,9 +276,10 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
           try {
             return (await this.acquirer.release(holdOf(held.key))) ? 'released' : 'lost';
           } catch {
-            // No reply: left in the background, retried until its lease ends.
-            this.acquirer.giveBack(holdOf(held.key), options.ttlMs);
-            return undefined;
+            // No reply: left in the background, retried until its lease ends; settles when a
+            // leave is answered, so that a caller bounding it knows whether it landed.
+            const left = await this.acquirer.giveBack(holdOf(held.key), options.ttlMs);
+            return left === undefined ? undefined : left ? 'released' : 'lost';
           }
         },
         ended: () => undefined,
@@ -306,7 +309,7 @@ function requestFor(
 }
 
 /** What a request asks of a key's line. */
-function lineKind(mode: LockModeRequest): LineKind {
+export function lineKind(mode: LockModeRequest): LineKind {
   return mode.permits === undefined
     ? { mode: mode.mode }
     : { mode: 'permits', permits: mode.permits, weight: mode.weight };

@@ -44,7 +44,7 @@ import {
 import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from './options';
 import { LockStore } from './store/lock-store';
 import { listLocksQuery } from './store/list-locks';
-import type { LineStore } from './store/line/line-store';
+import type { KeyLineStorage } from './store/line/line-store';
 import { LockAcquirer } from './lock-acquirer';
 import { LineLocks } from './line-locks';
 import { linkAbortSignals } from './waiting/linked-abort-signal';
@@ -88,7 +88,7 @@ export type LockStoreFactory = (
 export const LOCK_STORE_FACTORY = Symbol('MONGO_LOCK:STORE_FACTORY');
 
 /** What answers `inspect`, `list`, `forceRelease` and `releaseScope`: either engine's store. */
-type OperatorStore = Pick<LineStore, 'inspect' | 'list' | 'forceRelease' | 'releaseScope'>;
+type OperatorStore = Pick<KeyLineStorage, 'inspect' | 'list' | 'forceRelease' | 'releaseScope'>;
 
 /**
  * Distributed locks on MongoDB: server-clock leases, fencing tokens, waits woken by one
@@ -126,7 +126,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   private readonly closing = new AbortController();
   private store: LockStore | undefined;
   /** Engine v2's locks on keys (module option `engine: 'v2'`), made at start. */
-  private lines: LineLocks | undefined;
+  private lines: LineLocks<KeyLineStorage> | undefined;
   private starting: Promise<LockStore> | undefined;
   private draining: Promise<void> | undefined;
   private closed: Promise<void> | undefined;
@@ -604,8 +604,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
       ? await this.storeFactory(this.options)
       : await LockStore.open(this.options);
     if (this.options.engine === 'v2') {
-      if (!(this.store instanceof LockStore)) throw engineNeedsMongo();
-      this.lines = new LineLocks(this.store.lines(), this.held, this.options);
+      this.lines = new LineLocks<KeyLineStorage>(this.store.lines(), this.held, this.options);
       await this.lines.start();
     }
     this.stopObservingLoad = this.telemetry.observeLoad(() => ({
@@ -656,7 +655,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     return waitObservable(async (signal) => {
       const validKey = validateLockKey(key);
       await this.ensureStarted();
-      await (this.lines as LineLocks).waitForRelease(validKey, signal);
+      await (this.lines as LineLocks<KeyLineStorage>).waitForRelease(validKey, signal);
     }, this.closing.signal);
   }
 
@@ -756,11 +755,13 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
         SHUTDOWN_REVOKE_REASON,
         new LockServiceClosedError(serviceClosedMessage()),
       );
-    await Promise.all([
+    // Closing a change stream asks MongoDB to end its cursor: bounded like the rest.
+    const closingStreams = Promise.all([
       this.waiting.close(),
       this.lines?.close(),
       ...[...this.documentLocks.values()].map((locks) => locks.close()),
     ]);
+    await settlesWithin(closingStreams, remainingMs());
     this.stopObservingLoad?.();
     // Their releases, and attempts still on their way, within the margin: a MongoDB that does
     // not answer must not hold the app's shutdown. The store's close is bounded the same way.
@@ -775,13 +776,6 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     if (this.holderIdRegistered) liveHolderIds.delete(this.holderId);
     this.holderIdRegistered = false;
   }
-}
-
-function engineNeedsMongo(): MongoLockError {
-  return new InvalidLockOptionsError(
-    "engine: 'v2' needs MongoDB: the in-memory store of MongoLockTestingModule runs engine 'v1'",
-    { option: 'engine' },
-  );
 }
 
 /**

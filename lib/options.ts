@@ -35,7 +35,7 @@ export const LOCK_OPTION_DEFAULTS = {
   maxHoldMs: 10 * 60 * 1000,
   idleRetentionMs: 24 * 60 * 60 * 1000,
   ensureIndexes: true,
-  engine: 'v1',
+  engine: 'v2',
   changeStreams: 'auto',
   localHandOff: true,
   streamIdleMs: 5_000,

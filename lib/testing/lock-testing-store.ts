@@ -1,17 +1,14 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
-import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
 import type { LockState } from '../interfaces/lock-state.interface';
 import { validateLockKey } from '../keys/lock-key';
-import { notAcquiredMessage } from '../lock.messages';
+import { joinRefused, newToken } from '../line-acquirer';
+import { lineKind } from '../line-locks';
 import { resolveAcquireOptions, resolveModuleOptions } from '../options';
 import type { ResolvedLockModuleOptions } from '../options';
-import { holderCapError } from '../store/lock-mode-errors';
-import { newOwnerToken } from '../store/lock-modes';
-import type { LockModeRequest } from '../store/lock-modes';
+import type { LineKind } from '../store/line/line-document';
 import type { LockStore } from '../store/lock-store';
-import { InMemoryChangeLog } from './in-memory-change-log';
-import { InMemoryLockCollection } from './in-memory-lock-collection';
-import { InMemoryLockStore, attemptOutcome } from './in-memory-lock-store';
+import { InMemoryLineStore } from './in-memory-line-store';
+import { InMemoryLines } from './in-memory-lines';
 
 /** Options of a {@link LockTestingStore}. */
 export interface LockTestingStoreOptions {
@@ -79,8 +76,7 @@ const DEFAULT_FOREIGN_TTL_MS = 30_000;
  * store.expire('ledger:acc-1'); // the lease ends now, as if its holder had stalled
  */
 export class LockTestingStore {
-  private readonly changes = new InMemoryChangeLog();
-  private readonly collection: InMemoryLockCollection;
+  private readonly lines: InMemoryLines;
   /** Holder ids of the services connected now, with how many connections each has. */
   private readonly connected = new Map<string, number>();
 
@@ -91,12 +87,12 @@ export class LockTestingStore {
         option: 'clock',
       });
     }
-    this.collection = new InMemoryLockCollection(clock, this.changes);
+    this.lines = new InMemoryLines(clock);
   }
 
   /** The store's clock now, in ms since the epoch. */
   now(): number {
-    return this.collection.clock();
+    return this.lines.clock();
   }
 
   /**
@@ -137,33 +133,34 @@ export class LockTestingStore {
     const options = typeof ttlOrOptions === 'number' ? { ttlMs: ttlOrOptions } : ttlOrOptions;
     const { ttlMs = DEFAULT_FOREIGN_TTL_MS } = options ?? {};
     validateForeignTtl(ttlMs);
-    const mode = foreignMode(options);
-    const owner = newOwnerToken(mode);
-    const reply = this.collection.acquire({ key: validKey, owner, holder: holderId, ttlMs, mode });
-    const outcome = attemptOutcome(
-      { key: validKey, owner, holder: holderId, mode },
-      reply,
-      performance.now(),
-    );
-    if (!outcome.won) {
-      if (outcome.atHolderCap) throw holderCapError(validKey, outcome.remainingMs);
-      const holder = outcome.holderId ?? undefined;
-      throw new LockNotAcquiredError(
-        notAcquiredMessage([validKey], 0, holder, outcome.remainingMs),
-        { keys: [validKey], holderId: holder, retryAfterMs: outcome.remainingMs },
-      );
-    }
-    const collection = this.collection;
+    const kind = foreignKind(options);
+    const token = newToken();
+    const lines = this.lines;
+    const joined = lines.join({
+      key: validKey,
+      token,
+      holderId,
+      ttlMs,
+      kind,
+      onlyIfHolds: true,
+      idleRetentionMs: 0,
+    });
+    if (!joined.joined) throw joinRefused({ key: validKey, kind, timeoutMs: 0 }, joined);
+    let released = false;
     return {
       key: validKey,
       holderId,
-      fence: outcome.fence,
-      release: async () => collection.release({ key: validKey, owner, idleRetentionMs: 0 }),
+      fence: joined.fence,
+      release: async () => {
+        released = lines.leave(validKey, token).left || released;
+        if (released) return 'released';
+        return lines.inspect(validKey)?.held ? 'lost' : 'expired';
+      },
       renew: async (renewTtlMs = ttlMs) => {
         validateForeignTtl(renewTtlMs);
-        return collection.renew({ key: validKey, owner, ttlMs: renewTtlMs }) !== null;
+        return lines.renew(validKey, token, renewTtlMs, 0).renewed;
       },
-      expire: () => collection.expire(validKey, owner),
+      expire: () => lines.expire(validKey, token),
     };
   }
 
@@ -180,7 +177,7 @@ export class LockTestingStore {
    * await expect(handle.extend()).rejects.toBeInstanceOf(LockLostError);
    */
   expire(key: string): boolean {
-    return this.collection.expire(validateLockKey(key));
+    return this.lines.expire(validateLockKey(key));
   }
 
   /**
@@ -188,7 +185,7 @@ export class LockTestingStore {
    * document. Never the owner token.
    */
   inspect(key: string): LockState | null {
-    return this.collection.read(validateLockKey(key)).state;
+    return this.lines.inspect(validateLockKey(key));
   }
 
   /**
@@ -196,16 +193,21 @@ export class LockTestingStore {
    * type the service expects. @internal
    */
   connect(options: ResolvedLockModuleOptions): LockStore {
+    if (options.engine !== 'v2') {
+      throw new InvalidLockOptionsError(
+        `MongoLockTestingModule runs engine 'v2' only, got engine: '${options.engine}'`,
+        { option: 'engine' },
+      );
+    }
     const holderId = options.holderId;
     this.connected.set(holderId, (this.connected.get(holderId) ?? 0) + 1);
-    const store = new InMemoryLockStore(this.collection, this.changes, options, () => {
+    const store = new InMemoryLineStore(this.lines, options, () => {
       const left = (this.connected.get(holderId) ?? 1) - 1;
       if (left > 0) this.connected.set(holderId, left);
       else this.connected.delete(holderId);
     });
-    // `LockStore` has private members, which makes it nominal; the in-memory store implements
-    // its whole public contract (`LockStoreContract`, checked at compile time), and the two
-    // members it leaves out, `client` and `ownsClient`, are read by `LockStore` alone.
+    // `LockStore` is the type the service expects; on engine v2 it reads only `lines()`,
+    // `supportsTransactions()` and `close()`, which the in-memory store has.
     return store as unknown as LockStore;
   }
 }
@@ -213,7 +215,7 @@ export class LockTestingStore {
 /** Module options that only serve to validate a foreign hold's form as `acquire` does. */
 let validationDefaults: ResolvedLockModuleOptions | undefined;
 
-function foreignMode(options: unknown): LockModeRequest {
+function foreignKind(options: unknown): LineKind {
   if (typeof options !== 'object' || options === null) {
     throw new InvalidLockOptionsError(
       `holdAs takes a lease in ms or options, got ${String(options)}`,
@@ -225,7 +227,7 @@ function foreignMode(options: unknown): LockModeRequest {
     uri: 'mongodb://in-memory.nestjs-mongo-lock.invalid/test',
     holderId: 'lock-testing-store',
   });
-  return resolveAcquireOptions({ mode, permits, weight }, validationDefaults, false).mode;
+  return lineKind(resolveAcquireOptions({ mode, permits, weight }, validationDefaults, false).mode);
 }
 
 function validateForeignTtl(ttlMs: unknown): void {

@@ -17,7 +17,7 @@ const IN_MEMORY_URI = 'mongodb://in-memory.nestjs-mongo-lock.invalid/test';
 /** Options of `MongoLockTestingModule.forRoot()`: `MongoLockModule`'s, less the connection. */
 export interface MongoLockTestingModuleOptions extends Omit<
   MongoLockModuleOptions,
-  'uri' | 'client' | 'dbName' | 'collectionName' | 'ensureIndexes'
+  'uri' | 'client' | 'dbName' | 'collectionName' | 'ensureIndexes' | 'localHandOff'
 > {
   /** Make `LockService` (and `LockTestingStore`) injectable everywhere. Default `false`. */
   isGlobal?: boolean;
@@ -49,7 +49,13 @@ export interface MongoLockTestingModuleOptions extends Omit<
 export class MongoLockTestingModule {
   static forRoot(options: MongoLockTestingModuleOptions = {}): DynamicModule {
     const { isGlobal = false, store, ...lockOptions } = options;
-    const moduleOptions: MongoLockModuleOptions = { ...lockOptions, uri: IN_MEMORY_URI };
+    // Every hand-off is a write, so that a lease ended by the store's `expire()` behind its
+    // holder's back is found at the holder's release, as a lease that ran out would be.
+    const moduleOptions: MongoLockModuleOptions = {
+      ...lockOptions,
+      uri: IN_MEMORY_URI,
+      localHandOff: false,
+    };
     return {
       module: MongoLockTestingModule,
       global: isGlobal,

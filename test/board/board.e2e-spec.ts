@@ -1,3 +1,4 @@
+import type { LineDocument } from '../../lib/store/line/line-document';
 import type { CanActivate, INestApplication } from '@nestjs/common';
 import { MongoClient } from 'mongodb';
 import { LockLostError, LockService } from '../../lib';
@@ -47,15 +48,13 @@ describe.each(HTTP_ADAPTERS)('the lock board over HTTP (%s)', (adapter) => {
       headers: { 'x-lock-board': 'release', ...headers },
     });
   /** Every owner token stored in the key's document (the lease's and every holder entry's). */
+  /** The tokens of `key`'s entries in engine v2's collection: what the board must never show. */
   const ownerTokens = async (key: string): Promise<string[]> => {
     const doc = await raw
       .db(mongo.dbName)
-      .collection<{ _id: string; owner?: string; holders?: Record<string, { owner: string }> }>(
-        'locks',
-      )
+      .collection<LineDocument>('locks_line')
       .findOne({ _id: key });
-    const tokens = [doc?.owner, ...Object.values(doc?.holders ?? {}).map((entry) => entry.owner)];
-    return tokens.filter((token): token is string => typeof token === 'string');
+    return (doc?.line ?? []).map((entry) => entry.t);
   };
 
   beforeAll(async () => {

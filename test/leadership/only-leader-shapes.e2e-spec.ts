@@ -118,7 +118,7 @@ describe('leadership: @OnlyLeader', () => {
     const moduleRef = await Test.createTestingModule({
       imports: [
         ScheduleModule.forRoot(),
-        lockModule(kit.mongo, { collectionName: kit.collectionName, ...extra }),
+        lockModule(kit.mongo, { ...kit.options(), ...extra }),
       ],
       providers: providers as never[],
       controllers: controllers as never[],

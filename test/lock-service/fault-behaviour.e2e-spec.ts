@@ -437,7 +437,7 @@ describeWithFailPoints('LockService under faults', () => {
     it('app.close() lets a locked request finish under its lock, then the lock is free', async () => {
       const app = await startHttpApp(
         {
-          imports: [lockModule(kit.mongo, { collectionName: kit.collectionName })],
+          imports: [lockModule(kit.mongo, { ...kit.options() })],
           controllers: [DrainController],
         },
         'express',
@@ -468,7 +468,7 @@ describeWithFailPoints('LockService under faults', () => {
       const graceMs = 1_500;
       const context = await startAppContext({
         imports: [
-          lockModule(kit.mongo, { collectionName: kit.collectionName, shutdownGraceMs: graceMs }),
+          lockModule(kit.mongo, { ...kit.options(), shutdownGraceMs: graceMs }),
         ],
         providers: [LongJob],
       });

@@ -173,7 +173,7 @@ describe('enabled: false turns @Locked into a pass-through', () => {
       } finally {
         await held.release();
       }
-      expect(await collection.locks.countDocuments({ holder: `off-${adapter}` })).toBe(0);
+      expect(await collection.locks.countDocuments({ 'line.h': `off-${adapter}` })).toBe(0);
     });
 
     it('passes an Observable handler through', async () => {

@@ -194,7 +194,7 @@ describe('OpenTelemetry metrics and spans', () => {
   it('labels @Locked with its templates as written and traces the method', async () => {
     const before = await readMetrics();
     app = await startAppContext({
-      imports: [lockModule(kit.mongo, { collectionName: kit.collectionName })],
+      imports: [lockModule(kit.mongo, { ...kit.options() })],
       providers: [Orders],
     });
     const orders = app.get(Orders);

@@ -11,7 +11,7 @@ import {
   MongoLockError,
   type LockEvent,
 } from '../../lib';
-import { FENCES_PER_LEASE } from '../../lib/store/direct-grant';
+import { FENCES_PER_ENTRY } from '../../lib/store/line/line-document';
 import { LockTestingStore, MongoLockTestingModule } from '../../lib/testing';
 import { LOAD_SLACK_MS } from '../support/load-slack';
 import { eventually, gate, settleTime, startTestingModule } from './testing-kit';
@@ -282,9 +282,10 @@ describe('MongoLockTestingModule', () => {
       events.map(({ type, key, holderId, fence: eventFence }) => [type, key, holderId, eventFence]),
     ).toEqual([
       ['acquired', 'ledger:acc-1', 'app', fence],
-      ['released', 'ledger:acc-1', 'app', fence],
+      // Engine v2: a release's event does not say who left.
+      ['released', 'ledger:acc-1', null, null],
       ['acquired', 'ledger:acc-1', 'billing-worker', other.fence],
-      ['released', 'ledger:acc-1', 'billing-worker', other.fence],
+      ['released', 'ledger:acc-1', null, null],
     ]);
     expect(events.every((event) => event.at instanceof Date)).toBe(true);
   });
@@ -375,7 +376,7 @@ describe('LockTestingStore', () => {
       await expect(first.release()).rejects.toBeInstanceOf(LockLostError);
       // The clock stands still: only the reserved block keeps the fences apart.
       const second = await next;
-      expect(second.fence).toBe(first.fence + BigInt(FENCES_PER_LEASE));
+      expect(second.fence).toBe(first.fence + FENCES_PER_ENTRY);
       await second.release();
     } finally {
       await moduleRef.close();

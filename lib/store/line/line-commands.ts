@@ -210,7 +210,8 @@ async function sendJoin(
   return { ...doc, now: await timeOf(collection, request.key, doc, request) };
 }
 
-function decodeJoin(doc: LineReply, request: JoinRequest): JoinResult {
+/** A join's result from the document after it, at the join's server time `doc.now`. */
+export function decodeJoin(doc: LineDocument & { now: Date }, request: JoinRequest): JoinResult {
   const { kind } = request;
   const place = placeOf(doc, request.token, doc.now);
   if (place) return { joined: true, ...place };
@@ -251,11 +252,24 @@ export async function leaveLine(
   })) as LineReply | null;
   if (!before) return { left: false, holders: [] };
   const now = await timeOf(collection, key, before);
-  const left = placeOf(before, token, now) !== undefined;
   // A retried write's reply has no time of its own (see `timeOf`): a later time would count
   // entries still live at the write as dead, and name holders that are not. The change
   // stream tells them instead.
-  if (!(before.now instanceof Date)) return { left, holders: [] };
+  return decodeLeave(before, token, now, before.now instanceof Date);
+}
+
+/**
+ * A leave's result from the document before it, at the leave's server time `now`; the holders
+ * after it only when `now` is the write's own time.
+ */
+export function decodeLeave(
+  before: LineDocument,
+  token: string,
+  now: Date,
+  writeTime: boolean,
+): LeaveResult {
+  const left = placeOf(before, token, now) !== undefined;
+  if (!writeTime) return { left, holders: [] };
   const after = { ...before, line: before.line?.filter((entry) => entry.t !== token) };
   return { left, holders: holdersOf(after, now).map(({ t, h }) => ({ t, h })) };
 }

@@ -28,12 +28,26 @@ export interface LineChange {
  * confirmed by the waiter's own renewal, on its timer.
  */
 function leadsTo(holderId: string) {
-  const escaped = holderId.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
   return {
     operationType: 'update',
-    // The id whole: `a` must not match the leads of a holder `a b`.
-    'updateDescription.updatedFields.lead': { $regex: `^(\\*|${escaped}) [\\w-]+$` },
+    'updateDescription.updatedFields.lead': { $regex: leadPattern(holderId) },
   };
+}
+
+/** The `lead` values that concern `holderId`'s process: its own id whole, or everyone's `*`. */
+export function leadPattern(holderId: string): string {
+  const escaped = holderId.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  // The id whole: `a` must not match the leads of a holder `a b`.
+  return `^(\\*|${escaped}) [\\w-]+$`;
+}
+
+/** What a change that {@link leadsTo} matched says: who holds its key after the write. */
+export function lineChangeOf(event: ChangeStreamDocument<LineDocument>): LineChange | undefined {
+  if (!('fullDocument' in event) || !event.fullDocument) return undefined;
+  const doc = event.fullDocument;
+  const line = doc.line ?? [];
+  const holders = line.slice(0, holdingCount(line, doc.permits)).map((entry) => entry.t);
+  return { key: doc._id, holders };
 }
 
 export interface LineWatch {
@@ -55,11 +69,8 @@ export function watchLines(
         { fullDocument: 'updateLookup', maxAwaitTimeMS: 1_000 },
       ),
     (event) => {
-      if (!('fullDocument' in event) || !event.fullDocument) return;
-      const doc = event.fullDocument;
-      const line = doc.line ?? [];
-      const holders = line.slice(0, holdingCount(line, doc.permits)).map((entry) => entry.t);
-      onChange({ key: doc._id, holders });
+      const change = lineChangeOf(event);
+      if (change) onChange(change);
     },
     onFailure,
   );

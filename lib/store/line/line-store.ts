@@ -54,11 +54,23 @@ export interface LineStorage {
 }
 
 /**
+ * Engine v2's lock collection as `LockService` uses it: the lines of keys with the operator
+ * commands and locked transactions' check. The MongoDB {@link LineStore}, or the testing kit's
+ * in-memory one.
+ */
+export interface KeyLineStorage extends LineStorage {
+  list(query: ListLocksQuery): Promise<LockState[]>;
+  forceRelease(key: string): Promise<LockHolderState[]>;
+  releaseScope(scope: string): Promise<number>;
+  confirmHeldIn(key: string, token: string, session: ClientSession): Promise<boolean>;
+}
+
+/**
  * Engine v2's lock collection: its commands, each bounded by the operation timeout (a command
  * that times out fails with `LockStoreUnavailableError`; its outcome is unknown, and the
  * caller retries by token), and its change stream. The only code that sends them.
  */
-export class LineStore implements LineStorage {
+export class LineStore implements KeyLineStorage {
   constructor(
     readonly collection: LineCollection,
     private readonly settings: LineStoreSettings,

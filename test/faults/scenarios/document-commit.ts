@@ -547,7 +547,7 @@ class DocumentRun {
 /** The scenario on the library under test. */
 export const documentCommit: Scenario = {
   name: 'document commit: 4 processes lock one document and $inc it under SIGSTOP and SIGKILL',
-  run: (server) => runDocumentCommit(server),
+  run: (server) => runDocumentCommit(server, { engine: 'v1' }),
 };
 
 export const documentCommitOnLines: Scenario = {

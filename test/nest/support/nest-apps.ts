@@ -4,6 +4,7 @@ import { Test } from '@nestjs/testing';
 import { type Collection, MongoClient } from 'mongodb';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { MongoLockModule, type MongoLockModuleOptions } from '../../../lib';
+import type { LineDocument } from '../../../lib/store/line/line-document';
 import type { TestMongo } from '../../support/mongo';
 
 export type HttpAdapterName = 'express' | 'fastify';
@@ -41,21 +42,16 @@ export async function startAppContext(metadata: ModuleMetadata): Promise<INestAp
   return moduleRef.init();
 }
 
-export interface LockDocument {
-  _id: string;
-  owner: string | null;
-  holder: string | null;
-  expiresAt?: Date;
-}
-
-/** The lock collection read over the wire, as a separate client would see it. */
+/** The lock collection of engine v2 (the default): `<collectionName>_line`, read raw. */
 export async function openLockCollection(mongo: TestMongo, collectionName = 'locks') {
   const client = await MongoClient.connect(mongo.uri);
-  const locks: Collection<LockDocument> = client.db(mongo.dbName).collection(collectionName);
+  const locks: Collection<LineDocument> = client
+    .db(mongo.dbName)
+    .collection(`${collectionName}_line`);
   return {
     locks,
-    /** Documents whose owner is set: held, or expired without release. */
-    ownedBy: (holder: string) => locks.find({ holder, owner: { $ne: null } }).toArray(),
+    /** Documents with an entry of this holder id in line: held, waiting, or run out unreleased. */
+    ownedBy: (holder: string) => locks.find({ 'line.h': holder }).toArray(),
     close: () => client.close(),
   };
 }

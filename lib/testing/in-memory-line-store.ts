@@ -1,0 +1,122 @@
+import type { LockEvent, LockHolderState, LockState } from '../interfaces/lock-state.interface';
+import type { ListLocksQuery } from '../store/list-locks';
+import type {
+  JoinRequest,
+  JoinResult,
+  LeaveResult,
+  RenewResult,
+} from '../store/line/line-commands';
+import type { LinePlace } from '../store/line/line-document';
+import { leadPattern, lineChangeOf } from '../store/line/line-events';
+import type { LineChange, LineWatch } from '../store/line/line-events';
+import { lineEvents } from '../store/line/line-state';
+import type { KeyLineStorage, LineStoreSettings } from '../store/line/line-store';
+import type { InMemoryLines } from './in-memory-lines';
+
+/**
+ * One `LockService`'s connection to the in-memory lines: engine v2's `LineStore` contract on
+ * {@link InMemoryLines}. Each command is decided a promise turn after the call (as a reply
+ * comes after its request), in call order, and never fails to arrive: no outcome is unknown.
+ * Its watches hear what the store's change streams would, through the same filter and decoders.
+ */
+export class InMemoryLineStore implements KeyLineStorage {
+  private readonly unsubscribes = new Set<() => void>();
+
+  constructor(
+    private readonly memory: InMemoryLines,
+    private readonly settings: Pick<LineStoreSettings, 'idleRetentionMs'>,
+    private readonly onClose: () => void,
+  ) {}
+
+  /** The service's engine v2 collection: this connection. */
+  lines(): this {
+    return this;
+  }
+
+  async ensureIndexes(): Promise<void> {}
+
+  join(request: Omit<JoinRequest, 'idleRetentionMs'>): Promise<JoinResult> {
+    const idleRetentionMs = this.settings.idleRetentionMs;
+    return this.send(() => this.memory.join({ ...request, idleRetentionMs }));
+  }
+
+  leave(key: string, token: string): Promise<LeaveResult> {
+    return this.send(() => this.memory.leave(key, token));
+  }
+
+  renew(key: string, token: string, ttlMs: number): Promise<RenewResult> {
+    return this.send(() => this.memory.renew(key, token, ttlMs, this.settings.idleRetentionMs));
+  }
+
+  place(key: string, token: string): Promise<LinePlace | undefined> {
+    return this.send(() => this.memory.place(key, token));
+  }
+
+  inspect(key: string): Promise<LockState | null> {
+    return this.send(() => this.memory.inspect(key));
+  }
+
+  list(query: ListLocksQuery): Promise<LockState[]> {
+    return this.send(() => this.memory.list(query));
+  }
+
+  forceRelease(key: string): Promise<LockHolderState[]> {
+    return this.send(() => this.memory.forceRelease(key, this.settings.idleRetentionMs));
+  }
+
+  releaseScope(scope: string): Promise<number> {
+    return this.send(() => this.memory.releaseScope(scope, this.settings.idleRetentionMs));
+  }
+
+  /** No MongoDB, so no transactions: `transaction: true` fails with a clear error. */
+  supportsTransactions(): Promise<boolean> {
+    return Promise.resolve(false);
+  }
+
+  confirmHeldIn(): Promise<boolean> {
+    return Promise.resolve(false);
+  }
+
+  /** The changes `watchLines` lets through for `holderId`: a `lead` naming it, or everyone. */
+  watch(holderId: string, onChange: (change: LineChange) => void): LineWatch {
+    const leads = new RegExp(leadPattern(holderId));
+    return this.listen((event) => {
+      if (event.operationType !== 'update') return;
+      const lead = (event.updateDescription.updatedFields as { lead?: unknown } | undefined)?.lead;
+      if (typeof lead !== 'string' || !leads.test(lead)) return;
+      const change = lineChangeOf(event);
+      if (change) onChange(change);
+    });
+  }
+
+  watchEvents(onEvent: (event: LockEvent) => void): LineWatch {
+    return this.listen((event) => {
+      for (const lockEvent of lineEvents(event)) onEvent(lockEvent);
+    });
+  }
+
+  /** Ends this connection's watches. */
+  async close(): Promise<void> {
+    for (const unsubscribe of [...this.unsubscribes]) unsubscribe();
+    this.onClose();
+  }
+
+  /** A watch delivers each change a promise turn after its write, as a stream's read would. */
+  private listen(deliver: Parameters<InMemoryLines['subscribe']>[0]): LineWatch {
+    const unsubscribe = this.memory.subscribe((event) => {
+      void Promise.resolve().then(() => {
+        if (this.unsubscribes.has(stop)) deliver(event);
+      });
+    });
+    const stop = () => {
+      unsubscribe();
+      this.unsubscribes.delete(stop);
+    };
+    this.unsubscribes.add(stop);
+    return { opened: Promise.resolve(), close: async () => stop() };
+  }
+
+  private send<T>(command: () => T): Promise<T> {
+    return Promise.resolve().then(command);
+  }
+}

@@ -1,0 +1,267 @@
+import { randomBytes } from 'node:crypto';
+import { Long } from 'mongodb';
+import type { LockHolderState, LockState } from '../interfaces/lock-state.interface';
+import type { ListLocksQuery } from '../store/list-locks';
+import { checkJoin, decodeJoin, decodeLeave } from '../store/line/line-commands';
+import type {
+  JoinRequest,
+  JoinResult,
+  LeaveResult,
+  RenewResult,
+} from '../store/line/line-commands';
+import { holdingCount, liveEntries, placeOf } from '../store/line/line-document';
+import type { LineDocument, LineEntry, LinePlace } from '../store/line/line-document';
+import { LINE_CAPACITY } from '../store/line/line-pipelines';
+import type { LineChangeEvent } from '../store/line/line-state';
+import { decodeLineState, lineHolders } from '../store/line/line-state';
+
+/**
+ * Engine v2's lock collection in memory, for `MongoLockTestingModule`: the documents of
+ * `line-document.ts`, written by the same rules as the pipelines of `line-pipelines.ts` and
+ * `line-admin.ts` (every write drops the dead entries; the holders are the longest compatible
+ * prefix of live entries; fences from the clock), decoded by the store's own functions, and
+ * streamed as change events that the store's own decoders read. One contract suite
+ * (`test/testing/line-storage.contract.e2e-spec.ts`) runs the same script here and on MongoDB.
+ * Every method decides at once, by `clock`; the connections add the reply's promise turn.
+ */
+export class InMemoryLines {
+  private readonly docs = new Map<string, LineDocument>();
+  private readonly listeners = new Set<(change: LineChangeEvent) => void>();
+
+  constructor(readonly clock: () => number) {}
+
+  /** Hears every write from now on, as a change stream of the whole collection would. */
+  subscribe(listener: (change: LineChangeEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** `joinPipeline`: joins the line if the key's form fits, there is room, and (for a try) the entry holds. */
+  join(request: JoinRequest): JoinResult {
+    checkJoin(request);
+    const now = this.now();
+    const doc = this.docs.get(request.key) ?? { _id: request.key };
+    const live = liveEntries(doc.line, now);
+    const { kind } = request;
+    const permits = kind.mode === 'permits' ? kind.permits : undefined;
+    const joins =
+      (live.length === 0 || doc.permits === permits) &&
+      !live.some((entry) => entry.t === request.token) &&
+      live.length < LINE_CAPACITY &&
+      (!request.onlyIfHolds || wouldHold(live, request));
+    if (!joins) return decodeJoin({ ...doc, now }, request);
+    const fence = nextFence(doc, now);
+    const entry: LineEntry = {
+      t: request.token,
+      f: fence,
+      e: new Date(now.getTime() + request.ttlMs),
+      h: request.holderId,
+      ...(kind.mode === 'shared' ? { m: 's' as const } : {}),
+      ...(kind.mode === 'permits' ? { w: kind.weight } : {}),
+      ...(request.scope === undefined ? {} : { sc: request.scope }),
+    };
+    const { permits: _formerPermits, ...rest } = doc;
+    const after: LineDocument = {
+      ...rest,
+      f: fence,
+      line: [...live, entry],
+      ...(permits === undefined ? {} : { permits }),
+      gcAt: gcAfterLease(doc, fence, now, request.ttlMs + request.idleRetentionMs),
+    };
+    this.write(doc, after, now);
+    return decodeJoin({ ...after, now }, request);
+  }
+
+  /** `LEAVE_PIPELINE`: our entry and the dead ones go; `lead` names who may hold now. */
+  leave(key: string, token: string): LeaveResult {
+    const now = this.now();
+    const before = this.docs.get(key);
+    if (!before?.line?.some((entry) => entry.t === token)) return { left: false, holders: [] };
+    const line = liveEntries(before.line, now).filter((entry) => entry.t !== token);
+    // `LEAD`: the exclusive entry now first, else (shared, a semaphore) every process looks.
+    const first = line.at(0);
+    const everyone = first?.m === 's' || before.permits !== undefined;
+    const lead = everyone ? `* ${token}` : first ? `${first.h} ${first.t}` : null;
+    this.write(before, { ...before, line, lead }, now);
+    return decodeLeave(before, token, now, true);
+  }
+
+  /** `RENEW_PIPELINE`: the dead entries go, ours (if live) is renewed for `ttlMs`. */
+  renew(key: string, token: string, ttlMs: number, idleRetentionMs: number): RenewResult {
+    const now = this.now();
+    const before = this.docs.get(key);
+    if (!before?.line?.some((entry) => entry.t === token)) return { renewed: false };
+    const end = new Date(now.getTime() + ttlMs);
+    const line = liveEntries(before.line, now).map((entry) =>
+      entry.t === token ? { ...entry, e: end } : entry,
+    );
+    const gcAt = gcAfterLease(before, before.f, now, ttlMs + idleRetentionMs);
+    const after = { ...before, line, gcAt };
+    this.write(before, after, now);
+    const place = placeOf(after, token, now);
+    return place ? { renewed: true, ...place } : { renewed: false };
+  }
+
+  place(key: string, token: string): LinePlace | undefined {
+    const doc = this.docs.get(key);
+    return doc && placeOf(doc, token, this.now());
+  }
+
+  inspect(key: string): LockState | null {
+    const doc = this.docs.get(key);
+    return doc ? decodeLineState(doc, this.now()) : null;
+  }
+
+  list({ prefix, after, limit }: ListLocksQuery): LockState[] {
+    const now = this.now();
+    return [...this.docs.keys()]
+      .filter((key) => key.startsWith(prefix) && (after === undefined || key > after))
+      .sort()
+      .slice(0, limit)
+      .map((key) => decodeLineState(this.docs.get(key) as LineDocument, now));
+  }
+
+  /** `forceReleaseLine`: the holders go; the waiters stay in order and every process looks. */
+  forceRelease(key: string, idleRetentionMs: number): LockHolderState[] {
+    const now = this.now();
+    const before = this.docs.get(key);
+    const live = liveEntries(before?.line, now);
+    if (!before || live.length === 0) return [];
+    const line = live.slice(holdingCount(live, before.permits));
+    this.clearEntries(before, line, now, idleRetentionMs);
+    return lineHolders(before, now);
+  }
+
+  /** `releaseScopeInLines`: every entry of `scope` goes; how many of them held. */
+  releaseScope(scope: string, idleRetentionMs: number): number {
+    const now = this.now();
+    let freed = 0;
+    for (const before of [...this.docs.values()]) {
+      const live = liveEntries(before.line, now);
+      if (!live.some((entry) => entry.sc === scope)) continue;
+      const line = live.filter((entry) => entry.sc !== scope);
+      this.clearEntries(before, line, now, idleRetentionMs);
+      freed += lineHolders(before, now).filter((holder) => holder.scope === scope).length;
+    }
+    return freed;
+  }
+
+  /**
+   * Ends the leases of `key`'s holders now (only `token`'s entry, when given), as if they had
+   * run out: not a write, so nothing is streamed. True if a live lease ended.
+   */
+  expire(key: string, token?: string): boolean {
+    const now = this.now();
+    const doc = this.docs.get(key);
+    const live = liveEntries(doc?.line, now);
+    const ending = token === undefined ? live.slice(0, holdingCount(live, doc?.permits)) : live;
+    const ended = ending.filter((entry) => token === undefined || entry.t === token);
+    for (const entry of ended) entry.e = now;
+    return ended.length > 0;
+  }
+
+  private clearEntries(before: LineDocument, line: LineEntry[], now: Date, idleMs: number): void {
+    const gcAt =
+      line.length === 0
+        ? maxDate(new Date(now.getTime() + idleMs), fenceTime(before.f))
+        : before.gcAt;
+    const lead = `* ${randomBytes(12).toString('base64url')}`;
+    this.write(before, { ...before, line, gcAt, lead }, now);
+  }
+
+  private now(): Date {
+    return new Date(this.clock());
+  }
+
+  /** Stores `after` and streams the change, as MongoDB reports a write that changed fields. */
+  private write(before: LineDocument, after: LineDocument, now: Date): void {
+    this.docs.set(after._id, after);
+    const documentKey = { _id: after._id };
+    const fullDocument = copyOf(after);
+    let change: LineChangeEvent;
+    if (before.line === undefined && before.f === undefined) {
+      change = {
+        operationType: 'insert',
+        documentKey,
+        fullDocument,
+        wallTime: now,
+      } as LineChangeEvent;
+    } else {
+      const updatedFields: Record<string, unknown> = {};
+      const removedFields: string[] = [];
+      for (const field of ['f', 'line', 'permits', 'gcAt', 'lead'] as const) {
+        if (!(field in after) || after[field] === undefined) {
+          if (before[field] !== undefined) removedFields.push(field);
+        } else if (!sameValue(before[field], after[field])) {
+          updatedFields[field] = field === 'line' ? fullDocument.line : after[field];
+        }
+      }
+      if (Object.keys(updatedFields).length === 0 && removedFields.length === 0) return;
+      const updateDescription = { updatedFields, removedFields, truncatedArrays: [] };
+      change = {
+        operationType: 'update',
+        documentKey,
+        updateDescription,
+        fullDocument,
+        wallTime: now,
+      } as unknown as LineChangeEvent;
+    }
+    for (const listener of [...this.listeners]) listener(change);
+  }
+}
+
+/** `wouldHold`: the new entry, last in line, would hold at once. */
+function wouldHold(live: readonly LineEntry[], { kind }: JoinRequest): boolean {
+  if (kind.mode !== 'permits') {
+    return kind.mode === 'shared' ? live.every((entry) => entry.m === 's') : live.length === 0;
+  }
+  const used = live.reduce((sum, entry) => sum + (entry.w ?? 1), 0);
+  return used + kind.weight <= kind.permits;
+}
+
+/** `NEXT_FENCE`: the last fence plus one, never below the clock in ms. */
+function nextFence(doc: LineDocument, now: Date): Long {
+  const clock = BigInt(now.getTime());
+  const next = doc.f === undefined ? clock : doc.f.toBigInt() + 1n;
+  return Long.fromBigInt(next > clock ? next : clock);
+}
+
+function fenceTime(fence: Long | undefined): Date | undefined {
+  return fence === undefined ? undefined : new Date(fence.toNumber());
+}
+
+/** `GC_AFTER_LEASE`: only later, past the lease plus retention and the last fence. */
+function gcAfterLease(doc: LineDocument, fence: Long | undefined, now: Date, ms: number): Date {
+  return maxDate(doc.gcAt ?? undefined, new Date(now.getTime() + ms), fenceTime(fence));
+}
+
+function maxDate(...dates: (Date | undefined)[]): Date {
+  return new Date(Math.max(...dates.map((date) => date?.getTime() ?? -Infinity)));
+}
+
+/** A copy that readers of a change cannot alter the store through (dates are never mutated). */
+function copyOf(doc: LineDocument): LineDocument {
+  return { ...doc, ...(doc.line ? { line: doc.line.map((entry) => ({ ...entry })) } : {}) };
+}
+
+function sameValue(a: unknown, b: unknown): boolean {
+  if (a instanceof Date && b instanceof Date) return a.getTime() === b.getTime();
+  if (Long.isLong(a) && Long.isLong(b)) return a.equals(b);
+  if (Array.isArray(a) && Array.isArray(b)) {
+    const [x, y] = [a as LineEntry[], b as LineEntry[]];
+    return x.length === y.length && x.every((entry, i) => sameEntry(entry, y[i]));
+  }
+  return a === b;
+}
+
+function sameEntry(a: LineEntry, b: LineEntry): boolean {
+  return (
+    a.t === b.t &&
+    a.f.equals(b.f) &&
+    a.e.getTime() === b.e.getTime() &&
+    a.h === b.h &&
+    a.m === b.m &&
+    a.w === b.w &&
+    a.sc === b.sc
+  );
+}

@@ -1,0 +1,292 @@
+// The contract of engine v2's lock collection, run against MongoDB (`LineStore`) and against
+// the testing kit's in-memory lines: one script of commands, the same replies and the same
+// change events, less what differs by nature (clock values, tokens; fences compare by rank).
+import type { MongoClient } from 'mongodb';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { LockEvent } from '../../lib/interfaces/lock-state.interface';
+import type { JoinRequest } from '../../lib/store/line/line-commands';
+import type { LineDocument, LineKind } from '../../lib/store/line/line-document';
+import type { LineChange } from '../../lib/store/line/line-events';
+import { LineStore } from '../../lib/store/line/line-store';
+import type { KeyLineStorage } from '../../lib/store/line/line-store';
+import { InMemoryLineStore } from '../../lib/testing/in-memory-line-store';
+import { InMemoryLines } from '../../lib/testing/in-memory-lines';
+import { LockTestKit } from '../lock-service/lock-test-kit';
+
+jest.setTimeout(60_000);
+
+const kit = LockTestKit.forSuite();
+const settings = { operationTimeoutMs: 5_000, idleRetentionMs: 60_000 };
+
+/** Opens one service's connection to the lines under test. */
+type Open = () => Promise<KeyLineStorage>;
+
+const EXCLUSIVE: LineKind = { mode: 'exclusive' };
+const SHARED: LineKind = { mode: 'shared' };
+const permits = (weight: number): LineKind => ({ mode: 'permits', permits: 3, weight });
+
+/**
+ * Runs the script and returns what it saw: every reply, and what each connection's watches
+ * heard, with tokens as the script's names and fences as their rank among the fences seen.
+ */
+async function runScript(open: Open): Promise<unknown> {
+  const a = await open();
+  const b = await open();
+  const names = new Map<string, string>();
+  const tokens = new Map<string, string>();
+  const token = (name: string) => {
+    let value = tokens.get(name);
+    if (!value) {
+      value = `${name}-${Math.random().toString(36).slice(2)}`;
+      tokens.set(name, value);
+      names.set(value, name);
+    }
+    return value;
+  };
+  const named = (value: string | undefined) => (value ? (names.get(value) ?? value) : value);
+  const replies: unknown[] = [];
+  const heard: Record<string, unknown[]> = { a: [], b: [], events: [] };
+  // Fences compare within their key: by rank among the key's fences seen.
+  const fences = new Map<string, bigint[]>();
+  const fence = (key: string, value: bigint | null | undefined): unknown => {
+    if (value === null || value === undefined) return value;
+    fences.set(key, [...(fences.get(key) ?? []), value]);
+    return { key, value };
+  };
+  const onChange = (who: string) => (change: LineChange) =>
+    heard[who].push([change.key, change.holders.map(named)]);
+  const onEvent = (event: LockEvent) =>
+    heard.events.push([event.type, event.key, event.holderId, fence(event.key, event.fence)]);
+  const watches = [
+    a.watch('svc-a', onChange('a')),
+    b.watch('svc-b', onChange('b')),
+    a.watchEvents(onEvent),
+  ];
+  await Promise.all(watches.map((watch) => watch.opened));
+
+  const ids = new Map([
+    [a, 'svc-a'],
+    [b, 'svc-b'],
+  ]);
+  const join = async (
+    store: KeyLineStorage,
+    key: string,
+    name: string,
+    kind: LineKind = EXCLUSIVE,
+    extra: Partial<JoinRequest> = {},
+  ) => {
+    const ttlMs = extra.ttlMs ?? 30_000;
+    const result = await store.join({
+      key,
+      token: token(name),
+      holderId: ids.get(store) as string,
+      ttlMs,
+      kind,
+      onlyIfHolds: false,
+      ...extra,
+    });
+    replies.push(
+      result.joined
+        ? [
+            'join',
+            name,
+            true,
+            result.holds,
+            result.ahead,
+            result.leaderId,
+            fence(key, result.fence),
+          ]
+        : ['join', name, false, result.reason, result.holderId, result.inUse],
+    );
+  };
+  const leave = async (store: KeyLineStorage, key: string, name: string) => {
+    const result = await store.leave(key, token(name));
+    replies.push(['leave', name, result.left, result.holders.map((h) => [named(h.t), h.h])]);
+  };
+  const renew = async (store: KeyLineStorage, key: string, name: string) => {
+    const result = await store.renew(key, token(name), 60_000);
+    // Renewed for 60 s where the join took 30 s.
+    const longer = result.renewed && result.remainingMs > 45_000;
+    replies.push(['renew', name, result.renewed, result.renewed && result.holds, longer]);
+  };
+  const place = async (key: string, name: string) => {
+    const result = await b.place(key, token(name));
+    replies.push(['place', name, result && [result.holds, result.ahead, result.leaderId]]);
+  };
+  const inspect = async (key: string, joinedNow = false) => {
+    const state = await a.inspect(key);
+    replies.push([
+      'inspect',
+      key,
+      state && [state.held, state.holderId, state.mode, state.waiting, state.permits],
+      // The latest holder's join time, read from its fence: the clock at its join.
+      joinedNow && state?.acquiredAt && Date.now() - state.acquiredAt.getTime() < 1_000,
+      state?.holders.map((h) => [h.holderId, fence(key, h.fence), h.weight, h.scope]),
+    ]);
+  };
+
+  // A mutex: a holder, a waiter, a retried join, refusals, a hand-off by leaving.
+  await join(a, 'k', 'A1');
+  await join(b, 'k', 'B1');
+  await join(b, 'k', 'B1');
+  await join(b, 'k', 'B2', EXCLUSIVE, { onlyIfHolds: true });
+  await join(a, 'k', 'S0', SHARED, { onlyIfHolds: true });
+  await join(b, 'k', 'P0', permits(1));
+  await renew(a, 'k', 'A1');
+  await place('k', 'B1');
+  await inspect('k');
+  await leave(a, 'k', 'A1');
+  await leave(a, 'k', 'A1');
+  await place('k', 'B1');
+  await leave(b, 'k', 'B1');
+  await inspect('k');
+
+  // Shared holders, an exclusive waiter between them and a later reader.
+  await join(a, 'rw', 'S1', SHARED);
+  await join(b, 'rw', 'S2', SHARED);
+  await join(a, 'rw', 'X1');
+  await join(b, 'rw', 'S3', SHARED);
+  await inspect('rw');
+  await leave(a, 'rw', 'S1');
+  await leave(b, 'rw', 'S2');
+  await inspect('rw');
+  await leave(a, 'rw', 'X1');
+  await leave(b, 'rw', 'S3');
+
+  // A semaphore of 3 permits, weights 2, 2 and 1.
+  await join(a, 'sem', 'P1', permits(2));
+  await join(b, 'sem', 'P2', permits(2));
+  await join(b, 'sem', 'P3', permits(1), { onlyIfHolds: true });
+  await join(a, 'sem', 'X2', EXCLUSIVE);
+  await inspect('sem');
+  await leave(a, 'sem', 'P1');
+  await place('sem', 'P2');
+  await leave(b, 'sem', 'P2');
+
+  // A lease that runs out: the entry behind it holds with no write; the dead entry is gone.
+  await join(a, 'short', 'E1', EXCLUSIVE, { ttlMs: 150 });
+  await join(b, 'short', 'E2');
+  await sleep(300);
+  await place('short', 'E2');
+  await renew(a, 'short', 'E1');
+  await leave(a, 'short', 'E1');
+  await inspect('short');
+  await leave(b, 'short', 'E2');
+
+  // A leave drops the dead entries too: the next live entry leads, and its process hears it.
+  await join(a, 'dead', 'D1', EXCLUSIVE, { ttlMs: 150 });
+  await join(b, 'dead', 'D2');
+  await join(a, 'dead', 'D3');
+  await sleep(1_500);
+  await leave(b, 'dead', 'D2');
+  await inspect('dead');
+  await leave(a, 'dead', 'D3');
+  // A join 1.5 s after the key's last fence: its fence (and `acquiredAt`) is from the clock.
+  await join(b, 'dead', 'D4');
+  await inspect('dead', true);
+  await leave(b, 'dead', 'D4');
+
+  // A forced release removes every shared holder, and only them.
+  await join(a, 'readers', 'R1', SHARED);
+  await join(b, 'readers', 'R2', SHARED);
+  await join(b, 'readers', 'W1');
+  const readers = await b.forceRelease('readers');
+  replies.push(['forceRelease', readers.map((h) => [h.holderId, fence('readers', h.fence)])]);
+  await inspect('readers');
+  await leave(b, 'readers', 'W1');
+
+  // Scopes and forced releases.
+  await join(a, 'job-1', 'J1', EXCLUSIVE, { scope: 'job' });
+  await join(a, 'job-2', 'J2', EXCLUSIVE);
+  await join(b, 'job-2', 'J3', EXCLUSIVE, { scope: 'job' });
+  replies.push(['releaseScope', await a.releaseScope('job')]);
+  await inspect('job-1');
+  await inspect('job-2');
+  await join(a, 'forced', 'F1');
+  await join(b, 'forced', 'F2');
+  const forced = await a.forceRelease('forced');
+  replies.push(['forceRelease', forced.map((h) => [h.holderId, fence('forced', h.fence)])]);
+  replies.push(['forceRelease', await a.forceRelease('nobody')]);
+  await place('forced', 'F2');
+  await leave(b, 'forced', 'F2');
+  const listed = await a.list({ prefix: 'job-', after: undefined, limit: 10 });
+  replies.push(['list', listed.map((state) => [state.key, state.held, state.waiting])]);
+  const page = await a.list({ prefix: '', after: 'job-2', limit: 2 });
+  replies.push(['list', page.map((state) => state.key)]);
+
+  // The streams have caught up once nothing more arrives for a while.
+  const total = () => heard.a.length + heard.b.length + heard.events.length;
+  for (let before = -1; before !== total();) {
+    before = total();
+    await sleep(300);
+  }
+  await Promise.all(watches.map((watch) => watch.close()));
+  for (const store of [a, b]) await (store as { close?: () => Promise<void> }).close?.();
+
+  const rank = ({ key, value }: { key: string; value: bigint }) => {
+    const seen = [...new Set(fences.get(key))].sort((x, y) => (x < y ? -1 : x > y ? 1 : 0));
+    return `${key} fence #${seen.indexOf(value)}`;
+  };
+  const ranked = (value: unknown): unknown =>
+    Array.isArray(value)
+      ? value.map(ranked)
+      : value && typeof value === 'object' && 'value' in value
+        ? rank(value as { key: string; value: bigint })
+        : value;
+  return {
+    replies: ranked(replies),
+    heard: Object.fromEntries(Object.entries(heard).map(([who, seen]) => [who, ranked(seen)])),
+  };
+}
+
+describe('engine v2 lock collection contract: MongoDB and the in-memory kit', () => {
+  let mongo: unknown;
+  let memory: unknown;
+
+  beforeAll(async () => {
+    const client: MongoClient = await kit.client();
+    const collection = client
+      .db(kit.mongo.dbName)
+      .collection<LineDocument>(`${kit.collectionName}_contract`, {
+        writeConcern: { w: 'majority' },
+      });
+    mongo = await runScript(async () => new LineStore(collection, settings));
+    const lines = new InMemoryLines(() => Date.now());
+    memory = await runScript(async () => new InMemoryLineStore(lines, settings, () => undefined));
+  });
+
+  it('gives the same replies', () => {
+    expect((memory as { replies: unknown }).replies).toEqual(
+      (mongo as { replies: unknown }).replies,
+    );
+  });
+
+  it('makes the same processes hear the same changes (who holds after each leave)', () => {
+    const pick = (run: unknown) => {
+      const { a, b } = (run as { heard: Record<string, unknown> }).heard;
+      return { a, b };
+    };
+    expect(pick(memory)).toEqual(pick(mongo));
+  });
+
+  it('streams the same lock events', () => {
+    const events = (run: unknown) => (run as { heard: { events: unknown } }).heard.events;
+    expect(events(memory)).toEqual(events(mongo));
+  });
+
+  it('is not vacuous: the script saw holds, waits, refusals and hand-offs', () => {
+    const { replies, heard } = mongo as { replies: unknown[][]; heard: Record<string, unknown[]> };
+    const joins = replies.filter((reply) => reply[0] === 'join');
+    expect(joins.filter((reply) => reply[2] === true && reply[3] === true).length).toBeGreaterThan(
+      5,
+    );
+    expect(joins.filter((reply) => reply[2] === true && reply[3] === false).length).toBeGreaterThan(
+      3,
+    );
+    expect(new Set(joins.filter((r) => r[2] === false).map((r) => r[3]))).toEqual(
+      new Set(['held', 'kind']),
+    );
+    expect(heard.a.length + heard.b.length).toBeGreaterThan(4);
+    expect(heard.events.length).toBeGreaterThan(10);
+  });
+});
