@@ -8,11 +8,21 @@ const waitingOptions: Partial<Record<VariantName, Partial<MongoLockModuleOptions
   // The stream closes 300 ms after a slice's last wait, before the next variant's counted
   // window opens (500 ms start + the warm-up): an idle stream's reads, and the server waking
   // it for every write, would otherwise fall into another variant's slice.
-  ours: { changeStreams: 'auto', streamIdleMs: 300 },
-  'ours-poll-10ms': { changeStreams: 'off', pollIntervalMs: 10, maxPollIntervalMs: 10 },
-  'ours-poll-100ms': { changeStreams: 'off', pollIntervalMs: 100, maxPollIntervalMs: 100 },
+  ours: { engine: 'v1', changeStreams: 'auto', streamIdleMs: 300 },
+  'ours-poll-10ms': {
+    engine: 'v1',
+    changeStreams: 'off',
+    pollIntervalMs: 10,
+    maxPollIntervalMs: 10,
+  },
+  'ours-poll-100ms': {
+    engine: 'v1',
+    changeStreams: 'off',
+    pollIntervalMs: 100,
+    maxPollIntervalMs: 100,
+  },
   // Whether the shortcut between callers of one process pays (issue: ≥ 1.5× in some shape).
-  'ours-local-off': { changeStreams: 'auto', streamIdleMs: 300, localHandOff: false },
+  'ours-local-off': { engine: 'v1', changeStreams: 'auto', streamIdleMs: 300, localHandOff: false },
   // Engine v2; its change stream stays open. Callers of one process queued behind its entry
   // take it over without a write, or (local-off) each caller joins the line itself.
   'ours-v2': { engine: 'v2' },

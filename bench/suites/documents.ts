@@ -87,7 +87,7 @@ async function startWorker(uri: string, dbName: string, variant: VariantName): P
     counting.commands[event.commandName] = (counting.commands[event.commandName] ?? 0) + 1;
   });
   await client.connect();
-  const engine = variant === 'document-lock-v2' ? ('v2' as const) : undefined;
+  const engine = variant === 'document-lock-v2' ? ('v2' as const) : ('v1' as const);
   const service = new LockService({ client, dbName, collectionName: 'locks', engine });
   await service.start();
   return {
