@@ -175,8 +175,9 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
 
   private async afterWrite(written: Document | null): Promise<WithId<T>> {
     if (written !== null) return written as WithId<T>;
-    // The lease was not ours any more when the write arrived: nothing was written.
-    await this.lock.revoke('its lease had ended or another holder had taken it before the write');
+    // The lease was not ours any more when the write arrived: nothing was written. The holder
+    // is told at once; the give-back of our entry goes on by itself (MongoDB may be away).
+    void this.lock.revoke('its lease had ended or another holder had taken it before the write');
     throw this.lock.lostReason ?? this.notWritable('write');
   }
 

@@ -21,6 +21,7 @@ import type { InMemoryLines } from './in-memory-lines';
  */
 export class InMemoryLineStore implements KeyLineStorage {
   private readonly unsubscribes = new Set<() => void>();
+  private closed = false;
 
   constructor(
     private readonly memory: InMemoryLines,
@@ -95,8 +96,10 @@ export class InMemoryLineStore implements KeyLineStorage {
     });
   }
 
-  /** Ends this connection's watches. */
+  /** Ends this connection's watches; once. */
   async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
     for (const unsubscribe of [...this.unsubscribes]) unsubscribe();
     this.onClose();
   }

@@ -112,11 +112,13 @@ export class InMemoryLines {
     return doc ? decodeLineState(doc, this.now()) : null;
   }
 
+  /** Keys in MongoDB's `_id` order for strings: by their UTF-8 bytes. */
   list({ prefix, after, limit }: ListLocksQuery): LockState[] {
     const now = this.now();
+    const order = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
     return [...this.docs.keys()]
-      .filter((key) => key.startsWith(prefix) && (after === undefined || key > after))
-      .sort()
+      .filter((key) => key.startsWith(prefix) && (after === undefined || order(key, after) > 0))
+      .sort(order)
       .slice(0, limit)
       .map((key) => decodeLineState(this.docs.get(key) as LineDocument, now));
   }

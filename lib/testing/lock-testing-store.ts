@@ -46,9 +46,9 @@ export interface ForeignLock {
   readonly fence: bigint;
   /**
    * Releases it by its owner token, as its holder would: the release is streamed, so waiters
-   * wake at once. `released` if the lease was live, `expired` if it had ended but nobody had
-   * taken the key, `lost` if someone else holds it now. Repeating a successful release
-   * reports `released` again.
+   * wake at once. `released` if the lease was live, `lost` if a holder that came after it
+   * holds the key now, else `expired` (its lease had ended, or an operator freed it).
+   * Repeating a successful release reports `released` again.
    */
   release(): Promise<ForeignReleaseOutcome>;
   /** Renews the lease for `ttlMs` (default: the one it was taken with); `false` if it had ended. */
@@ -154,7 +154,9 @@ export class LockTestingStore {
       release: async () => {
         released = lines.leave(validKey, token).left || released;
         if (released) return 'released';
-        return lines.inspect(validKey)?.held ? 'lost' : 'expired';
+        // Lost to a holder that came after us; else the lease had ended with nobody after us.
+        const after = lines.inspect(validKey)?.holders.some((h) => h.fence > joined.fence);
+        return after ? 'lost' : 'expired';
       },
       renew: async (renewTtlMs = ttlMs) => {
         validateForeignTtl(renewTtlMs);
@@ -167,10 +169,11 @@ export class LockTestingStore {
   /**
    * Ends the live lease on `key` now, whoever holds it (with shared holders or permit
    * holders, every one of their leases), as if it had run out while its holder stalled: the
-   * key is free for the next attempt, and the holder's renewals fail by owner check, and its
-   * release reports the lease lost, as on MongoDB. Like a lease running out there, this is not streamed: the
-   * holder finds out at its next renewal (its `signal` aborts then) or release
-   * (`LockLostError`); waiters at their next look. `false` if no live lease held the key.
+   * key is free for the next attempt, or, with entries waiting, the first of them holds; the
+   * holder's renewals and release fail by owner check, as on MongoDB. Like a lease running out
+   * there, this is not streamed: the holder finds out at its next renewal (its `signal` aborts
+   * then) or release (`LockLostError`); a waiter at its next look (its renewal, or the end of
+   * the lease it was told of). `false` if no live lease held the key.
    *
    * @example
    * store.expire('ledger:acc-1');

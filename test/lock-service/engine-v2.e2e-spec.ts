@@ -1,6 +1,13 @@
 import { firstValueFrom } from 'rxjs';
 import { filter, take, toArray } from 'rxjs/operators';
-import { InvalidLockOptionsError, LockLostError, LockNotAcquiredError } from '../../lib/errors';
+import {
+  InvalidLockOptionsError,
+  LockLostError,
+  LockNotAcquiredError,
+  LockStoreUnavailableError,
+} from '../../lib/errors';
+import { LOAD_SLACK_MS } from '../support/load-slack';
+import { ReplyDelayProxy } from '../support/reply-delay-proxy';
 import { passThrough } from '../support/fault-proxy';
 import { proxiedServices } from '../leadership/proxied-services';
 import { LockTestKit, eventually, sleep } from './lock-test-kit';
@@ -136,6 +143,29 @@ describe('LockService on engine v2', () => {
     await firstValueFrom(b.waitForRelease('expiring'));
     expect(performance.now() - started).toBeGreaterThan(700);
     expect((await b.inspect('expiring'))?.held).toBe(false);
+  });
+
+  it('a try whose reply is late fails within its bound, and its join is left', async () => {
+    const target = new URL(kit.mongo.uri);
+    const proxy = new ReplyDelayProxy({ host: target.hostname, port: Number(target.port) });
+    await proxy.start();
+    try {
+      const slow = await v2({ uri: `mongodb://127.0.0.1:${proxy.port}/?directConnection=true` });
+      const observer = await v2();
+      // The join lands at once; its reply comes 2.5 s later, past the try's 1 s.
+      const replyHeld = proxy.holdNextReply('findAndModify', 2_500);
+      const started = performance.now();
+      const trying = slow.tryAcquire('late-try').catch((error: unknown) => error);
+      await replyHeld;
+      expect((await observer.inspect('late-try'))?.held).toBe(true);
+      expect(await trying).toBeInstanceOf(LockStoreUnavailableError);
+      expect(performance.now() - started).toBeLessThan(1_000 + LOAD_SLACK_MS);
+      // The late win is nobody's: left once its reply (or a retry) comes back.
+      await eventually(async () => (await observer.inspect('late-try'))?.held === false, 10_000);
+    } finally {
+      await kit.cleanup();
+      await proxy.stop();
+    }
   });
 
   it('polls without change streams, and still serves a waiter', async () => {

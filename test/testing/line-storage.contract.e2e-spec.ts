@@ -24,12 +24,14 @@ type Open = () => Promise<KeyLineStorage>;
 const EXCLUSIVE: LineKind = { mode: 'exclusive' };
 const SHARED: LineKind = { mode: 'shared' };
 const permits = (weight: number): LineKind => ({ mode: 'permits', permits: 3, weight });
+/** A lease the script lets run out: long enough for the commands it must outlast. */
+const SHORT_MS = 1_000;
 
 /**
  * Runs the script and returns what it saw: every reply, and what each connection's watches
  * heard, with tokens as the script's names and fences as their rank among the fences seen.
  */
-async function runScript(open: Open): Promise<unknown> {
+async function runScript(open: Open, quietMs: number): Promise<unknown> {
   const a = await open();
   const b = await open();
   const names = new Map<string, string>();
@@ -63,6 +65,16 @@ async function runScript(open: Open): Promise<unknown> {
     a.watchEvents(onEvent),
   ];
   await Promise.all(watches.map((watch) => watch.opened));
+
+  // After each write, until its change events have arrived: MongoDB reads a change's document
+  // when it streams it, so a later write could otherwise show in an earlier change.
+  const total = () => heard.a.length + heard.b.length + heard.events.length;
+  const settled = async () => {
+    for (let before = -1; before !== total();) {
+      before = total();
+      await sleep(quietMs);
+    }
+  };
 
   const ids = new Map([
     [a, 'svc-a'],
@@ -98,16 +110,28 @@ async function runScript(open: Open): Promise<unknown> {
           ]
         : ['join', name, false, result.reason, result.holderId, result.inUse],
     );
+    await settled();
   };
   const leave = async (store: KeyLineStorage, key: string, name: string) => {
     const result = await store.leave(key, token(name));
     replies.push(['leave', name, result.left, result.holders.map((h) => [named(h.t), h.h])]);
+    await settled();
   };
   const renew = async (store: KeyLineStorage, key: string, name: string) => {
     const result = await store.renew(key, token(name), 60_000);
     // Renewed for 60 s where the join took 30 s.
     const longer = result.renewed && result.remainingMs > 45_000;
     replies.push(['renew', name, result.renewed, result.renewed && result.holds, longer]);
+    await settled();
+  };
+  const forceRelease = async (store: KeyLineStorage, key: string) => {
+    const freed = await store.forceRelease(key);
+    replies.push(['forceRelease', key, freed.map((h) => [h.holderId, fence(key, h.fence)])]);
+    await settled();
+  };
+  const releaseScope = async (store: KeyLineStorage, scope: string) => {
+    replies.push(['releaseScope', scope, await store.releaseScope(scope)]);
+    await settled();
   };
   const place = async (key: string, name: string) => {
     const result = await b.place(key, token(name));
@@ -138,6 +162,9 @@ async function runScript(open: Open): Promise<unknown> {
   await leave(a, 'k', 'A1');
   await leave(a, 'k', 'A1');
   await place('k', 'B1');
+  // A waiter behind the holder leaves: who leads is unchanged, so nobody is told.
+  await join(a, 'k', 'C1');
+  await leave(a, 'k', 'C1');
   await leave(b, 'k', 'B1');
   await inspect('k');
 
@@ -153,8 +180,10 @@ async function runScript(open: Open): Promise<unknown> {
   await leave(a, 'rw', 'X1');
   await leave(b, 'rw', 'S3');
 
-  // A semaphore of 3 permits, weights 2, 2 and 1.
+  // A semaphore of 3 permits: a try that fits exactly, weights that do not, another form.
   await join(a, 'sem', 'P1', permits(2));
+  await join(b, 'sem', 'P4', permits(1), { onlyIfHolds: true });
+  await leave(b, 'sem', 'P4');
   await join(b, 'sem', 'P2', permits(2));
   await join(b, 'sem', 'P3', permits(1), { onlyIfHolds: true });
   await join(a, 'sem', 'X2', EXCLUSIVE);
@@ -162,51 +191,66 @@ async function runScript(open: Open): Promise<unknown> {
   await leave(a, 'sem', 'P1');
   await place('sem', 'P2');
   await leave(b, 'sem', 'P2');
+  // Emptied, the key may become a lock: its permits go.
+  await join(a, 'sem', 'X3', EXCLUSIVE);
+  await inspect('sem');
+  await leave(a, 'sem', 'X3');
 
-  // A lease that runs out: the entry behind it holds with no write; the dead entry is gone.
-  await join(a, 'short', 'E1', EXCLUSIVE, { ttlMs: 150 });
+  // Leases that run out, all set up before one wait.
+  await join(a, 'short', 'E1', EXCLUSIVE, { ttlMs: SHORT_MS });
   await join(b, 'short', 'E2');
-  await sleep(300);
+  await join(a, 'dead', 'D1', EXCLUSIVE, { ttlMs: SHORT_MS });
+  await join(b, 'dead', 'D2');
+  await join(a, 'dead', 'D3');
+  await join(a, 'stale', 'T1', EXCLUSIVE, { ttlMs: SHORT_MS });
+  await join(b, 'stale', 'T2');
+  await join(a, 'gone', 'G1', EXCLUSIVE, { ttlMs: SHORT_MS });
+  await join(b, 'xjob-9', 'J4', EXCLUSIVE, { scope: 'other', ttlMs: SHORT_MS });
+  await sleep(2 * SHORT_MS);
+  // The entry behind a dead one holds with no write; a renewal drops the dead one.
   await place('short', 'E2');
   await renew(a, 'short', 'E1');
   await leave(a, 'short', 'E1');
   await inspect('short');
   await leave(b, 'short', 'E2');
-
-  // A leave drops the dead entries too: the next live entry leads, and its process hears it.
-  await join(a, 'dead', 'D1', EXCLUSIVE, { ttlMs: 150 });
-  await join(b, 'dead', 'D2');
-  await join(a, 'dead', 'D3');
-  await sleep(1_500);
+  // A leave drops the dead entries ahead too: the next live one leads, and its process hears.
   await leave(b, 'dead', 'D2');
   await inspect('dead');
   await leave(a, 'dead', 'D3');
-  // A join 1.5 s after the key's last fence: its fence (and `acquiredAt`) is from the clock.
+  // A join long after the key's last fence: its fence (and `acquiredAt`) is from the clock.
   await join(b, 'dead', 'D4');
   await inspect('dead', true);
   await leave(b, 'dead', 'D4');
+  // A refused try writes nothing (the dead entry stays); leaving by the dead entry's token
+  // then drops it, and the next entry's process hears it leads.
+  await join(a, 'stale', 'T3', EXCLUSIVE, { onlyIfHolds: true });
+  await leave(a, 'stale', 'T1');
+  await leave(b, 'stale', 'T2');
+  // Nothing live: nothing to free, nothing written; no live entry of the scope: none written.
+  await forceRelease(a, 'gone');
+  await forceRelease(a, 'nobody');
+  await releaseScope(a, 'other');
 
-  // A forced release removes every shared holder, and only them.
+  // A forced release removes every shared holder, and only them; each one wakes everyone.
   await join(a, 'readers', 'R1', SHARED);
   await join(b, 'readers', 'R2', SHARED);
   await join(b, 'readers', 'W1');
-  const readers = await b.forceRelease('readers');
-  replies.push(['forceRelease', readers.map((h) => [h.holderId, fence('readers', h.fence)])]);
+  await join(a, 'readers', 'W2');
+  await forceRelease(b, 'readers');
   await inspect('readers');
-  await leave(b, 'readers', 'W1');
-
-  // Scopes and forced releases.
+  await forceRelease(a, 'readers');
+  await inspect('readers');
+  await leave(a, 'readers', 'W2');
+  // Scopes: the live entries of the scope go, holding or waiting.
   await join(a, 'job-1', 'J1', EXCLUSIVE, { scope: 'job' });
   await join(a, 'job-2', 'J2', EXCLUSIVE);
   await join(b, 'job-2', 'J3', EXCLUSIVE, { scope: 'job' });
-  replies.push(['releaseScope', await a.releaseScope('job')]);
+  await releaseScope(a, 'job');
   await inspect('job-1');
   await inspect('job-2');
   await join(a, 'forced', 'F1');
   await join(b, 'forced', 'F2');
-  const forced = await a.forceRelease('forced');
-  replies.push(['forceRelease', forced.map((h) => [h.holderId, fence('forced', h.fence)])]);
-  replies.push(['forceRelease', await a.forceRelease('nobody')]);
+  await forceRelease(a, 'forced');
   await place('forced', 'F2');
   await leave(b, 'forced', 'F2');
   const listed = await a.list({ prefix: 'job-', after: undefined, limit: 10 });
@@ -214,12 +258,6 @@ async function runScript(open: Open): Promise<unknown> {
   const page = await a.list({ prefix: '', after: 'job-2', limit: 2 });
   replies.push(['list', page.map((state) => state.key)]);
 
-  // The streams have caught up once nothing more arrives for a while.
-  const total = () => heard.a.length + heard.b.length + heard.events.length;
-  for (let before = -1; before !== total();) {
-    before = total();
-    await sleep(300);
-  }
   await Promise.all(watches.map((watch) => watch.close()));
   for (const store of [a, b]) await (store as { close?: () => Promise<void> }).close?.();
 
@@ -250,9 +288,12 @@ describe('engine v2 lock collection contract: MongoDB and the in-memory kit', ()
       .collection<LineDocument>(`${kit.collectionName}_contract`, {
         writeConcern: { w: 'majority' },
       });
-    mongo = await runScript(async () => new LineStore(collection, settings));
+    mongo = await runScript(async () => new LineStore(collection, settings), 150);
     const lines = new InMemoryLines(() => Date.now());
-    memory = await runScript(async () => new InMemoryLineStore(lines, settings, () => undefined));
+    memory = await runScript(
+      async () => new InMemoryLineStore(lines, settings, () => undefined),
+      1,
+    );
   });
 
   it('gives the same replies', () => {
