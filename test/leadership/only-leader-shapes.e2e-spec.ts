@@ -116,10 +116,7 @@ describe('leadership: @OnlyLeader', () => {
     controllers: unknown[] = [],
   ) {
     const moduleRef = await Test.createTestingModule({
-      imports: [
-        ScheduleModule.forRoot(),
-        lockModule(kit.mongo, { ...kit.options(), ...extra }),
-      ],
+      imports: [ScheduleModule.forRoot(), lockModule(kit.mongo, { ...kit.options(), ...extra })],
       providers: providers as never[],
       controllers: controllers as never[],
     }).compile();

@@ -467,9 +467,7 @@ describeWithFailPoints('LockService under faults', () => {
       // Long enough that the look 200 ms into the grace period falls within it under load.
       const graceMs = 1_500;
       const context = await startAppContext({
-        imports: [
-          lockModule(kit.mongo, { ...kit.options(), shutdownGraceMs: graceMs }),
-        ],
+        imports: [lockModule(kit.mongo, { ...kit.options(), shutdownGraceMs: graceMs })],
         providers: [LongJob],
       });
       let closing: Promise<void> | undefined;
