@@ -360,7 +360,7 @@ function scaleSection(r: BenchResults): string {
     table(
       [
         'measure',
-        ...runs.map((s) => (s.engine === 'v2' ? 'engine v2' : 'current engine')),
+        ...runs.map((s) => (s.engine === 'v2' ? 'engine v2' : 'engine v1')),
         'ideal',
       ],
       [

@@ -31,7 +31,7 @@ function onCommand(event: CommandStartedEvent): void {
 }
 
 /**
- * Waits until every key's waiters are in line. The current engine: its queue's head's first
+ * Waits until every key's waiters are in line. Engine v1: its queue's head's first
  * attempt (the mutex's small command) found the key held, and the full attempt that takes its
  * place followed. Engine v2: the first waiter's join was sent (the others queue behind its
  * entry, in this process: `localHandOff`).
