@@ -203,8 +203,17 @@ export class LineAcquirer {
     // A wait's command is retried while MongoDB is unavailable, and given up on at the deadline
     // (a command's own bound is the operation timeout: the deadline's error must come first).
     const bound = <T>(promise: Promise<T>) => this.bounded(promise, deadline, request, timedOut);
+    // A command of ours still unanswered at the deadline, before any reply placed us in line:
+    // MongoDB's silence, not a holder, is why the call failed.
+    const unanswered = () =>
+      place
+        ? timedOut()
+        : new LockStoreUnavailableError(
+            `MongoDB did not answer the acquisition of ${JSON.stringify(key)} within ` +
+              `${formatMs(request.timeoutMs)}`,
+          );
     const send = <T>(command: () => Promise<T>) =>
-      bound(this.tolerant(command, deadline, request.signal));
+      this.bounded(this.tolerant(command, deadline, request.signal), deadline, request, unanswered);
     const follow = () =>
       this.deps.handover.follow({ ...request, deadline, timedOut, signal: request.signal });
     // Callers here that will take our entry over, while it waits (`line-handover.ts`).

@@ -358,11 +358,7 @@ function scaleSection(r: BenchResults): string {
     ...failed.map((error) => `Not measured: ${error}`),
     '',
     table(
-      [
-        'measure',
-        ...runs.map((s) => (s.engine === 'v2' ? 'engine v2' : 'engine v1')),
-        'ideal',
-      ],
+      ['measure', ...runs.map((s) => (s.engine === 'v2' ? 'engine v2' : 'engine v1')), 'ideal'],
       [
         row(
           'attempts until every waiter is in line',

@@ -168,6 +168,24 @@ describe('LockService on engine v2', () => {
     }
   });
 
+  it('a wait whose join MongoDB does not answer by the deadline fails as unavailable, not held', async () => {
+    const target = new URL(kit.mongo.uri);
+    const proxy = new ReplyDelayProxy({ host: target.hostname, port: Number(target.port) });
+    await proxy.start();
+    try {
+      const slow = await v2({ uri: `mongodb://127.0.0.1:${proxy.port}/?directConnection=true` });
+      const replyHeld = proxy.holdNextReply('findAndModify', 2_500);
+      const waiting = slow.acquire('unanswered', { timeoutMs: 1_000 }).catch((e: unknown) => e);
+      await replyHeld;
+      const error = await waiting;
+      expect(error).toBeInstanceOf(LockStoreUnavailableError);
+      expect((error as Error).message).toMatch(/did not answer the acquisition of "unanswered"/);
+    } finally {
+      await kit.cleanup();
+      await proxy.stop();
+    }
+  });
+
   it('polls without change streams, and still serves a waiter', async () => {
     const a = await v2({ changeStreams: 'off' });
     const b = await v2({ changeStreams: 'off', pollIntervalMs: 20, maxPollIntervalMs: 100 });
