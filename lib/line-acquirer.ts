@@ -190,6 +190,8 @@ export class LineAcquirer {
    * the order they called.
    */
   private readonly joinsAhead = new Map<string, Promise<void>>();
+  /** Leaves sent in the background (give-backs, late wins): `close()` waits for them. */
+  private readonly leaving = new Set<Promise<boolean | undefined>>();
 
   constructor(private readonly deps: LineAcquirerDeps) {}
 
@@ -450,7 +452,9 @@ export class LineAcquirer {
         `MongoDB did not answer the attempt on ${JSON.stringify(request.key)} within ` +
           `${formatMs(replyMs)}; a late win is given back`,
       );
-    return this.bounded(join, performance.now() + replyMs, request, late);
+    // From the call's start: a try of several keys has one budget, not one per key.
+    const callEnd = (request.deadline ?? performance.now()) + replyMs;
+    return this.bounded(join, callEnd, request, late);
   }
 
   /** `write`, or the call's end first: its deadline (LockNotAcquiredError) or its abort. */
@@ -495,7 +499,7 @@ export class LineAcquirer {
     until: number,
     entry: 'joined' | 'unknown',
   ): Promise<boolean | undefined> {
-    const leave = async () => {
+    const leave = async (): Promise<boolean | undefined> => {
       for (let delayMs = 50; performance.now() < until; delayMs = Math.min(delayMs * 2, 1_000)) {
         try {
           const left = await this.leave(key, token);
@@ -507,6 +511,14 @@ export class LineAcquirer {
       }
       return undefined;
     };
-    return leave();
+    const leaving = leave();
+    this.leaving.add(leaving);
+    void leaving.finally(() => this.leaving.delete(leaving));
+    return leaving;
+  }
+
+  /** Settles once the leaves under way in the background have (each within its lease). */
+  async leavesSettled(): Promise<void> {
+    await Promise.all([...this.leaving]);
   }
 }

@@ -126,7 +126,11 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
         for (const hold of holds.splice(lost)) void this.acquirer.giveBack(hold, options.ttlMs);
       }
     } catch (error) {
-      for (const hold of holds) void this.acquirer.giveBack(hold, options.ttlMs);
+      // All or nothing: the keys taken are given back before the call fails, by its end (what
+      // is not answered by then goes on in the background).
+      const givingBack = holds.map((hold) => this.acquirer.giveBack(hold, options.ttlMs));
+      const callEnd = deadline + acquireOverrunMs(this.options.operationTimeoutMs);
+      await settlesWithin(Promise.all(givingBack), callEnd - performance.now());
       throw withAllKeys(error, keys, options.timeoutMs);
     }
     return this.handleFor(holds, options);
@@ -229,14 +233,15 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
     }
   }
 
-  /** Closes the change streams; waits still running end on their own timers. */
+  /** Leaves what is still being given back and closes the change streams; waits still running end on their own timers. */
   async close(): Promise<void> {
     this.streaming = false;
     const events = this.eventWatch;
     this.eventWatch = undefined;
     this.eventsFlowing = false;
     this.eventListeners.clear();
-    await Promise.all([this.watch?.close(), events?.close()]);
+    // Give-backs and late wins still on their way are left before the client closes.
+    await Promise.all([this.acquirer.leavesSettled(), this.watch?.close(), events?.close()]);
   }
 
   /** The index of the first hold whose lease ended, after renewing those that ran short. */

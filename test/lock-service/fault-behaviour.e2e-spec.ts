@@ -499,28 +499,31 @@ describeWithFailPoints('LockService under faults', () => {
   });
 
   describe('smaller defects', () => {
-    it('close() during an attempt in flight leaves no lock held', async () => {
-      // b creates (and so closes) its own client; it cannot carry an appName inside Jest (see
-      // appClient), but b's attempt is the only findAndModify while the fail point is armed.
-      const b = await kit.service({ operationTimeoutMs: 2_000 });
-      const c = await kit.service();
-      await failPoint(
-        { times: 1 },
-        { failCommands: ['findAndModify'], blockConnection: true, blockTimeMS: 600 },
-      );
-      const started = performance.now();
-      const acquiring = b.acquire('close:k', { ttlMs: 10_000, timeoutMs: 5_000 }).then(
-        () => 'acquired',
-        (error: unknown) => error,
-      );
-      await sleep(100);
-      await b.close();
-      // The write has landed (600 ms after it reached the server; 2 s leaves room for load),
-      // then it is given back: not given back, the key stays held for its 10 s lease.
-      await sleep(Math.max(0, 2_000 - (performance.now() - started)));
-      await eventually(() => canTake(c, 'close:k'), 3_000);
-      expect(await acquiring).toBeInstanceOf(LockServiceClosedError);
-    });
+    it.each(['v1', 'v2'] as const)(
+      'close() during an attempt in flight leaves no lock held (engine %s)',
+      async (engine) => {
+        // b creates (and so closes) its own client; it cannot carry an appName inside Jest (see
+        // appClient), but b's attempt is the only findAndModify while the fail point is armed.
+        const b = await kit.service({ engine, operationTimeoutMs: 2_000 });
+        const c = await kit.service({ engine });
+        await failPoint(
+          { times: 1 },
+          { failCommands: ['findAndModify'], blockConnection: true, blockTimeMS: 600 },
+        );
+        const started = performance.now();
+        const acquiring = b.acquire('close:k', { ttlMs: 10_000, timeoutMs: 5_000 }).then(
+          () => 'acquired',
+          (error: unknown) => error,
+        );
+        await sleep(100);
+        await b.close();
+        // The write has landed (600 ms after it reached the server; 2 s leaves room for load),
+        // then it is given back: not given back, the key stays held for its 10 s lease.
+        await sleep(Math.max(0, 2_000 - (performance.now() - started)));
+        await eventually(() => canTake(c, 'close:k'), 3_000);
+        expect(await acquiring).toBeInstanceOf(LockServiceClosedError);
+      },
+    );
 
     it("lock writes carry the client's wtimeout, else operationTimeoutMs", async () => {
       const writeConcerns = (client: MongoClient) => {

@@ -124,29 +124,32 @@ describe('LockService holding', () => {
     });
   });
 
-  it('multi-key acquisition is all or nothing, and releases what it took', async () => {
-    const locks = await kit.service();
-    const other = await kit.service();
-    const blocker = await other.acquire('m2');
-    const error = await locks
-      .acquire(['m3', 'm1', 'm2'], { timeoutMs: 300 })
-      .catch((caught: unknown) => caught);
-    expect(error).toBeInstanceOf(LockNotAcquiredError);
-    expect((error as LockNotAcquiredError).keys).toEqual(['m1', 'm2', 'm3']);
-    expect((error as LockNotAcquiredError).holderId).toBe(other.holderId);
-    expect((await other.inspect('m1'))?.held).toBe(false);
-    expect(await other.inspect('m3')).toBeNull();
-    await blocker.release();
+  it.each(['v1', 'v2'] as const)(
+    'multi-key acquisition is all or nothing, and releases what it took (engine %s)',
+    async (engine) => {
+      const locks = await kit.service({ engine });
+      const other = await kit.service({ engine });
+      const blocker = await other.acquire('m2');
+      const error = await locks
+        .acquire(['m3', 'm1', 'm2'], { timeoutMs: 300 })
+        .catch((caught: unknown) => caught);
+      expect(error).toBeInstanceOf(LockNotAcquiredError);
+      expect((error as LockNotAcquiredError).keys).toEqual(['m1', 'm2', 'm3']);
+      expect((error as LockNotAcquiredError).holderId).toBe(other.holderId);
+      expect((await other.inspect('m1'))?.held).toBe(false);
+      expect(await other.inspect('m3')).toBeNull();
+      await blocker.release();
 
-    const handle = await locks.acquire(['m3', 'm1', 'm2', 'm1']);
-    expect(handle.keys).toEqual(['m1', 'm2', 'm3']);
-    expect([...handle.fences.keys()]).toEqual(['m1', 'm2', 'm3']);
-    expect(handle.fence).toBe(handle.fences.get('m1'));
-    await handle.release();
-    const afterwards = await other.tryAcquire(['m1', 'm2', 'm3']);
-    expect(afterwards).not.toBeNull();
-    await afterwards?.release();
-  });
+      const handle = await locks.acquire(['m3', 'm1', 'm2', 'm1']);
+      expect(handle.keys).toEqual(['m1', 'm2', 'm3']);
+      expect([...handle.fences.keys()]).toEqual(['m1', 'm2', 'm3']);
+      expect(handle.fence).toBe(handle.fences.get('m1'));
+      await handle.release();
+      const afterwards = await other.tryAcquire(['m1', 'm2', 'm3']);
+      expect(afterwards).not.toBeNull();
+      await afterwards?.release();
+    },
+  );
 
   it('renews keys that aged while a multi-key acquisition waited for the others', async () => {
     const locks = await kit.service();

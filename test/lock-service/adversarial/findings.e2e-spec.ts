@@ -65,23 +65,26 @@ describeWithFailPoints('adversarial review: broken promises', () => {
       expect(slowWrites).toBeGreaterThan(0);
     });
 
-    it('a multi-key tryAcquire against a slow server settles within operationTimeoutMs', async () => {
-      const client = await appClient('slow-try');
-      const locks = await kit.service({ client, operationTimeoutMs: 1_000 });
-      const before = await failPoint('alwaysOn', {
-        failCommands: ['findAndModify'],
-        appName: 'slow-try',
-        blockConnection: true,
-        blockTimeMS: 900,
-      });
-      const keys = ['try:a', 'try:b', 'try:c', 'try:d', 'try:e'];
-      const trying = await settleWithin(locks.tryAcquire(keys), 10_000);
-      const slowWrites = (await failPoint('off')) - before;
-      if (trying.status === 'resolved') await trying.value?.release();
-      // With a budget per command instead of per call: 5 x 900 ms, over the bound.
-      expect(trying.ms).toBeLessThan(0 + 1_000 + LOAD_SLACK_MS);
-      expect(slowWrites).toBeGreaterThan(0);
-    });
+    it.each(['v1', 'v2'] as const)(
+      'a multi-key tryAcquire against a slow server settles within operationTimeoutMs (engine %s)',
+      async (engine) => {
+        const client = await appClient(`slow-try-${engine}`);
+        const locks = await kit.service({ engine, client, operationTimeoutMs: 1_000 });
+        const before = await failPoint('alwaysOn', {
+          failCommands: ['findAndModify'],
+          appName: `slow-try-${engine}`,
+          blockConnection: true,
+          blockTimeMS: 900,
+        });
+        const keys = ['try:a', 'try:b', 'try:c', 'try:d', 'try:e'];
+        const trying = await settleWithin(locks.tryAcquire(keys), 10_000);
+        const slowWrites = (await failPoint('off')) - before;
+        if (trying.status === 'resolved') await trying.value?.release();
+        // With a budget per command instead of per call: 5 x 900 ms, over the bound.
+        expect(trying.ms).toBeLessThan(0 + 1_000 + LOAD_SLACK_MS);
+        expect(slowWrites).toBeGreaterThan(0);
+      },
+    );
   });
 
   describe('no false LockLostError on a successful release', () => {
@@ -208,28 +211,31 @@ describeWithFailPoints('adversarial review: waiting and shutdown', () => {
     }
   });
 
-  it('close() right after an attempt timed out on a slow server waits for its late win and gives it back', async () => {
-    const locks = await kit.service({ operationTimeoutMs: 400 }); // it owns its client
-    const other = await kit.service();
-    // The next lock write (this service's attempt) runs 600 ms late: a slow server, not a
-    // dead one. It lands within one operationTimeoutMs of close() starting.
-    await failPoint(
-      { times: 1 },
-      { failCommands: ['findAndModify'], blockConnection: true, blockTimeMS: 600 },
-    );
-    const tried = await settleWithin(locks.tryAcquire('close:k', { ttlMs: 10_000 }), 3_000);
-    expect(tried.status).toBe('rejected');
-    expect(tried.error).toBeInstanceOf(LockStoreUnavailableError);
-    // Control: with the store believing MongoDB reachable, close() waits and gives it back.
-    if (process.env.REVIEW_CONTROL) (locks as any).store.reachable = true;
-    const closing = settleWithin(locks.close(), 3_000);
-    await sleep(700); // the write has landed
-    await closing;
-    // Not given back, the key stays held for its 10 s lease.
-    const free = await settleWithin(
-      eventually(() => canTake(other, 'close:k'), 5_000),
-      6_000,
-    );
-    expect(free.status).toBe('resolved');
-  });
+  it.each(['v1', 'v2'] as const)(
+    'close() right after an attempt timed out on a slow server waits for its late win and gives it back (engine %s)',
+    async (engine) => {
+      const locks = await kit.service({ engine, operationTimeoutMs: 400 }); // it owns its client
+      const other = await kit.service({ engine });
+      // The next lock write (this service's attempt) runs 600 ms late: a slow server, not a
+      // dead one. It lands within one operationTimeoutMs of close() starting.
+      await failPoint(
+        { times: 1 },
+        { failCommands: ['findAndModify'], blockConnection: true, blockTimeMS: 600 },
+      );
+      const tried = await settleWithin(locks.tryAcquire('close:k', { ttlMs: 10_000 }), 3_000);
+      expect(tried.status).toBe('rejected');
+      expect(tried.error).toBeInstanceOf(LockStoreUnavailableError);
+      // Control: with the store believing MongoDB reachable, close() waits and gives it back.
+      if (process.env.REVIEW_CONTROL) (locks as any).store.reachable = true;
+      const closing = settleWithin(locks.close(), 3_000);
+      await sleep(700); // the write has landed
+      await closing;
+      // Not given back, the key stays held for its 10 s lease.
+      const free = await settleWithin(
+        eventually(() => canTake(other, 'close:k'), 5_000),
+        6_000,
+      );
+      expect(free.status).toBe('resolved');
+    },
+  );
 });
