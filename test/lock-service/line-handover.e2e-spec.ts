@@ -38,10 +38,12 @@ describe('engine v2: hand-over within one process', () => {
     for (const call of calls) {
       const handle = await call;
       fences.push(handle.fence);
-      // The same entry throughout, and no join since: the document's fence number is unchanged.
-      expect(await line('batch')).toEqual({ f: waitingLine.f, entries: [waitingLine.entries[1]] });
+      // No read here: the run lasts 50 ms from its first holder, and a loaded machine's reads
+      // would end it. What the line went through is checked after the last release.
       await handle.release();
     }
+    // No join since: the document's fence number is unchanged, so each caller took the entry.
+    expect((await line('batch')).f).toBe(waitingLine.f);
     expect(fences.map((fence) => fence - fences[0])).toEqual([0n, 1n, 2n, 3n]);
     expect(fences[0]).toBeGreaterThan(first.fence);
     expect((await line('batch')).entries).toEqual([]);
