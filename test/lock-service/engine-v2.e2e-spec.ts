@@ -6,6 +6,7 @@ import {
   LockNotAcquiredError,
   LockStoreUnavailableError,
 } from '../../lib/errors';
+import type { LockService } from '../../lib/lock.service';
 import { LOAD_SLACK_MS } from '../support/load-slack';
 import { ReplyDelayProxy } from '../support/reply-delay-proxy';
 import { passThrough } from '../support/fault-proxy';
@@ -24,6 +25,23 @@ describe('LockService on engine v2', () => {
   const v2 = (extra: Parameters<LockTestKit['service']>[0] = {}) =>
     kit.service({ engine: 'v2', ...extra });
   const proxies = proxiedServices(kit, 5_000);
+  /** Runs `test` with a v2 service whose replies pass a proxy that can hold one back. */
+  const behindReplyDelay = async (
+    test: (proxy: ReplyDelayProxy, slow: LockService) => Promise<void>,
+  ) => {
+    const target = new URL(kit.mongo.uri);
+    const proxy = new ReplyDelayProxy({ host: target.hostname, port: Number(target.port) });
+    await proxy.start();
+    try {
+      await test(
+        proxy,
+        await v2({ uri: `mongodb://127.0.0.1:${proxy.port}/?directConnection=true` }),
+      );
+    } finally {
+      await kit.cleanup();
+      await proxy.stop();
+    }
+  };
   const lines = async () =>
     (await kit.client()).db(kit.mongo.dbName).collection(`${kit.collectionName}_line`);
 
@@ -146,11 +164,7 @@ describe('LockService on engine v2', () => {
   });
 
   it('a try whose reply is late fails within its bound, and its join is left', async () => {
-    const target = new URL(kit.mongo.uri);
-    const proxy = new ReplyDelayProxy({ host: target.hostname, port: Number(target.port) });
-    await proxy.start();
-    try {
-      const slow = await v2({ uri: `mongodb://127.0.0.1:${proxy.port}/?directConnection=true` });
+    await behindReplyDelay(async (proxy, slow) => {
       const observer = await v2();
       // The join lands at once; its reply comes 2.5 s later, past the try's 1 s.
       const replyHeld = proxy.holdNextReply('findAndModify', 2_500);
@@ -162,28 +176,18 @@ describe('LockService on engine v2', () => {
       expect(performance.now() - started).toBeLessThan(1_000 + LOAD_SLACK_MS);
       // The late win is nobody's: left once its reply (or a retry) comes back.
       await eventually(async () => (await observer.inspect('late-try'))?.held === false, 10_000);
-    } finally {
-      await kit.cleanup();
-      await proxy.stop();
-    }
+    });
   });
 
   it('a wait whose join MongoDB does not answer by the deadline fails as unavailable, not held', async () => {
-    const target = new URL(kit.mongo.uri);
-    const proxy = new ReplyDelayProxy({ host: target.hostname, port: Number(target.port) });
-    await proxy.start();
-    try {
-      const slow = await v2({ uri: `mongodb://127.0.0.1:${proxy.port}/?directConnection=true` });
+    await behindReplyDelay(async (proxy, slow) => {
       const replyHeld = proxy.holdNextReply('findAndModify', 2_500);
       const waiting = slow.acquire('unanswered', { timeoutMs: 1_000 }).catch((e: unknown) => e);
       await replyHeld;
       const error = await waiting;
       expect(error).toBeInstanceOf(LockStoreUnavailableError);
       expect((error as Error).message).toMatch(/did not answer the acquisition of "unanswered"/);
-    } finally {
-      await kit.cleanup();
-      await proxy.stop();
-    }
+    });
   });
 
   it('polls without change streams, and still serves a waiter', async () => {
