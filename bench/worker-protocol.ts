@@ -13,8 +13,8 @@ export interface ContendArgs {
   /** Shared-clock time at which every process starts. */
   startAt: number;
   /**
-   * Run first and not counted: each process's stream opening and first place in line, and
-   * more of them with more processes, would otherwise weigh on a short slice.
+   * Run first and not counted: each process's first join of the key's line, and more of them
+   * with more processes, would otherwise weigh on a short slice.
    */
   warmupMs: number;
   /** The counted window after the warm-up. */
@@ -69,8 +69,8 @@ export interface ModeLoopArgs {
 
 /**
  * One section, on the shared clock (ms): asked, acquire resolved, release sent. `firstReplyAt`
- * (when asked for): when the acquisition's first attempt got its reply; a lost attempt of a
- * waiting call has recorded its reservation by then.
+ * (when asked for): when the acquisition's first command (its join) got its reply; a waiting
+ * call's entry is in the key's line by then.
  */
 export type SectionRecord = [
   askedAt: number,
@@ -97,21 +97,18 @@ export interface ScaleArgs {
   waitersPerKey: number;
   /** How many held keys are released one by one to count attempts per release. */
   releases: number;
-  /** The `engine` module option of both services (default 'v1'). */
-  engine?: 'v1' | 'v2';
 }
 
 export interface ScaleResult {
-  engine: 'v1' | 'v2';
   waiters: number;
   keys: number;
-  /** Acquire attempts the waiting service sent until every key's queue was in line. */
+  /** Commands (findAndModify) the waiting service sent until every key had its entry in line. */
   initialAttempts: number;
-  /** Attempts per second while everyone is parked and nothing is released (safety polls). */
+  /** Commands per second while everyone is parked and nothing is released (entry renewals). */
   parkedAttemptsPerSecond: number;
   /**
-   * Bytes on the wire per second and key while parked, over a window that holds one safety
-   * poll (5 s) and one renewal of every key's place in line (6.7 s).
+   * Bytes on the wire per second and key while parked, over one renewal period of the waiting
+   * entries (a third of their lease): one renewal of every key's entry.
    */
   parkedBytesPerSecondPerKey: number;
   parkedWindowMs: number;
@@ -121,7 +118,6 @@ export interface ScaleResult {
   attemptsPerRelease: number;
   heapBytesPerWaiter: number;
   rssBytesPerWaiter: number;
-  changeStreamsOpenAfterCancel: number;
   cancelMs: number;
   /** Waits that failed before they were cancelled (a command past its timeout, say). */
   failedWaits: number;
@@ -145,11 +141,7 @@ export type WorkerOps = {
   relayWrite: [Empty, { at: number }];
   awaitRelay: [Empty, { at: number }];
   countCommands: [{ key: string }, CommandCounts];
-  /**
-   * `parkedWaiter`: one more call waits, the whole run, on a key that a second service of the
-   * process holds, so this process's change stream stays open between its own waits.
-   */
-  startModes: [{ uri: string; dbName: string; parkedWaiter?: boolean }, { pid: number }];
+  startModes: [{ uri: string; dbName: string }, { pid: number }];
   modeLoop: [ModeLoopArgs, ModeLoopResult];
   scale: [ScaleArgs, ScaleResult];
   /** Closes whatever the worker started. */

@@ -1,9 +1,8 @@
 import { LockStoreUnavailableError } from './errors';
 import { LeaseKeeper, leaseSafetyMarginMs, localLeaseEnd } from './lease-keeper';
 import type { HeldKey, LeaseKeeperInit, LeaseOperations } from './lease-keeper';
-import type { ReleaseLeaseOutcome } from './store/release-lease';
-import type { RenewLeaseOutcome } from './store/renew-lease';
-import { nextTurn } from './util/timers';
+import type { ReleaseLeaseOutcome } from './lease-keeper';
+import type { RenewLeaseOutcome } from './lease-keeper';
 
 const TTL_MS = 10_000;
 /** 5 % of TTL_MS. */
@@ -342,86 +341,6 @@ describe('LeaseKeeper', () => {
       keeper.stop();
       await advance(60_000);
       expect(leases.renewed).toEqual([]);
-      expect(lost).toEqual([]);
-    });
-  });
-  describe('a lease taken without a write (renewAtOnce)', () => {
-    it('is renewed on the next turn, even when the caller does not renew, and not again', async () => {
-      const { leases, keeper: k } = keep({
-        renew: false,
-        renewAtOnce: true,
-        leaseEnd: performance.now() + 5_000,
-      });
-      // The caller's continuations run first: the renewal waits for the event loop's next turn.
-      for (let turn = 0; turn < 10; turn++) await Promise.resolve();
-      expect(leases.renewed).toHaveLength(0);
-      // A real turn: fake timers do not hold the library's own commands back.
-      await nextTurn();
-      expect(leases.renewed).toHaveLength(1);
-      // The renewal's lease (TTL_MS from its sending) is the lease now.
-      expect(k.leaseEnd).toBeGreaterThan(performance.now() + 5_000);
-      await advance(TTL_MS * 3);
-      expect(leases.renewed).toHaveLength(1);
-    });
-
-    it('a refused first renewal is a loss', async () => {
-      const { lost } = keep(
-        { renewAtOnce: true, leaseEnd: performance.now() + 5_000 },
-        async () => ({
-          renewed: false,
-          sentAt: performance.now(),
-        }),
-      );
-      await advance(0);
-      expect(lost.map((loss) => loss.key)).toEqual(['a']);
-    });
-
-    /** A renewal whose reply comes 100 ms after it was sent. */
-    const slowRenewal: FakeLeases['renewReply'] = async (_held, ttlMs) => {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      return { renewed: true, sentAt: performance.now(), remainingMs: ttlMs };
-    };
-
-    it("a release right away waits for the first renewal's outcome", async () => {
-      const { leases, keeper: k } = keep({ renewAtOnce: true }, slowRenewal);
-      const releasing = k.releaseAll();
-      await advance(50);
-      expect(leases.released).toEqual([]);
-      await advance(100);
-      await releasing;
-      expect(leases.released).toEqual(['a']);
-    });
-
-    it('a first renewal with a shorter lease than the grant brings the deadline in when sent', async () => {
-      // A 1 s lease confirming a 5 s grant: applied but unanswered, it leaves 1 s from its sending.
-      const { lost, start } = keep(
-        { ttlMs: 1_000, renewAtOnce: true, leaseEnd: performance.now() + 4_500 },
-        () => new Promise<never>(() => undefined),
-      );
-      await advance(2_000);
-      expect(lost).toHaveLength(1);
-      expect(lost[0].at - start).toBeLessThanOrEqual(1_000 - leaseSafetyMarginMs(1_000));
-    });
-
-    it('a failed first renewal is retried until one gets a reply; a release waits for it', async () => {
-      const {
-        leases,
-        keeper: k,
-        lost,
-      } = keep({ renew: false, renewAtOnce: true }, async () => {
-        throw new LockStoreUnavailableError('no reply');
-      });
-      await advance(0);
-      leases.renewReply = slowRenewal;
-      await advance(300); // retried; its reply is 100 ms away
-      const renewals = leases.renewed.length;
-      expect(renewals).toBeGreaterThan(1);
-      const releasing = k.releaseAll();
-      await advance(0);
-      expect(leases.released).toEqual([]);
-      await advance(200);
-      await releasing;
-      expect(leases.released).toEqual(['a']);
       expect(lost).toEqual([]);
     });
   });

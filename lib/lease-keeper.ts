@@ -1,8 +1,12 @@
-import type { ReleaseLeaseOutcome } from './store/release-lease';
-import type { RenewLeaseOutcome } from './store/renew-lease';
 import { isStoreUnavailableError } from './store/mongo-error-codes';
 import { formatMs } from './util/durations';
-import { nextTurn } from './util/timers';
+
+/** What a renewal found: our lease extended (its remaining time by the server clock), or not ours. */
+export type RenewLeaseOutcome =
+  { renewed: true; sentAt: number; remainingMs: number } | { renewed: false; sentAt: number };
+
+/** What a release found: our live lease ended, ours already run out, or not ours any more. */
+export type ReleaseLeaseOutcome = 'released' | 'expired' | 'lost';
 
 /** One key of a held lock. */
 export interface HeldKey {
@@ -10,11 +14,6 @@ export interface HeldKey {
   /** The acquisition's owner token: the only proof of ownership, never shown to users. */
   owner: string;
   fence: bigint;
-  /**
-   * The last fence of the block its lease reserved (see `FENCES_PER_LEASE`): fences up to it
-   * may go to callers in this process handed the lock without a write. Absent: none may.
-   */
-  fenceBlockEnd?: bigint;
 }
 
 /** The store operations a held lock needs, bound to the lock collection. */
@@ -46,12 +45,6 @@ export interface LeaseKeeperInit {
   leaseEnd: number;
   ttlMs: number;
   renew: boolean;
-  /**
-   * Renew once at once, whether or not `renew` is set: a lease taken without a write (a grant
-   * handed out on its change event) is short, and its first renewal confirms it. Until that
-   * renewal's outcome is known, a release waits for it, so no lease is handed on unconfirmed.
-   */
-  renewAtOnce?: boolean;
   renewalIntervalRatio: number;
   maxHoldMs: number;
   operations: LeaseOperations;
@@ -115,15 +108,8 @@ export class LeaseKeeper {
     this.ttlMs = init.ttlMs;
     this.remaining = [...init.held];
     this.armDeadline();
-    // A refusal is a loss; an error is retried until the deadline (see `renewAll`). Sent on the
-    // next turn of the event loop: the caller starts its work first, under the lease it has.
-    if (init.renewAtOnce) {
-      this.renewing = nextTurn()
-        .then(() => this.renewAll(true))
-        .catch(() => undefined);
-    }
     if (init.renew) {
-      if (!init.renewAtOnce) this.scheduleRenewal();
+      this.scheduleRenewal();
       if (Number.isFinite(init.maxHoldMs))
         this.maxHoldTimer = unrefTimer(
           () =>

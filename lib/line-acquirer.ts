@@ -1,23 +1,16 @@
-import { randomBytes } from 'node:crypto';
-import { setTimeout } from 'node:timers';
-import { DocumentNotFoundError } from './errors/document-not-found.error';
-import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
-import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
 import { LockStoreUnavailableError } from './errors/lock-store-unavailable.error';
 import { localLeaseEnd } from './lease-keeper';
 import type { HandableLease } from './lease-keeper';
+import { LineEntryState } from './line-entry';
 import type { EntryFollowers, LineHandover, LineHold } from './line-handover';
-import { notAcquiredMessage } from './lock.messages';
+import { joinRefused, notAcquired, wroteNothing } from './line-refusals';
 import type { HeldDocument, JoinResult } from './store/line/line-commands';
 import type { LineKind, LinePlace } from './store/line/line-document';
 import type { LineStorage } from './store/line/line-store';
-import type { AttemptTarget } from './store/acquire-attempt';
-import { LINE_CAPACITY } from './store/line/line-pipelines';
-import { modeConflictError } from './store/lock-mode-errors';
-import type { LockModeRequest } from './store/lock-modes';
+import type { AttemptTarget } from './store/line/line-commands';
 import { isStoreUnavailableError } from './store/mongo-error-codes';
 import { formatMs } from './util/durations';
-import { sleep } from './util/timers';
+import { sleep, wakeUp } from './util/timers';
 import type { LineWaiters } from './waiting/line-waiters';
 
 /**
@@ -59,128 +52,9 @@ export interface LineAcquirerDeps {
   tryReplyMs?: number;
 }
 
-type WakeReason = 'heard' | 'nudged' | 'timer' | 'aborted';
-
-/**
- * Settles at monotonic time `until` ('timer'), when `signal` aborts ('aborted') or when one of
- * `news` settles first; clears its timer and listener after.
- */
-async function wakeUp(
-  news: Partial<Record<'heard' | 'nudged', Promise<unknown>>>,
-  until: number,
-  signal: AbortSignal | undefined,
-): Promise<WakeReason> {
-  let timer: NodeJS.Timeout | undefined;
-  let onAbort: (() => void) | undefined;
-  const ended = new Promise<'timer' | 'aborted'>((resolve) => {
-    if (signal?.aborted) return resolve('aborted');
-    timer = setTimeout(() => resolve('timer'), Math.max(0, until - performance.now()));
-    onAbort = () => resolve('aborted');
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-  try {
-    return await Promise.race([
-      ended,
-      ...Object.entries(news).map(([reason, promise]) => promise.then(() => reason as WakeReason)),
-    ]);
-  } finally {
-    clearTimeout(timer);
-    if (onAbort) signal?.removeEventListener('abort', onAbort);
-  }
-}
-
-/** The current engine's form of a line kind, for its error messages. */
-function modeRequestOf(kind: LineKind): LockModeRequest {
-  return kind.mode === 'permits'
-    ? { mode: 'exclusive', permits: kind.permits, weight: kind.weight }
-    : { mode: kind.mode, permits: undefined, weight: 1 };
-}
-
 /** Whether a request waits its turn behind earlier callers here: a mutex's wait. */
 function inCallOrder(request: LineAcquireRequest): boolean {
   return request.timeoutMs > 0 && request.kind.mode === 'exclusive';
-}
-
-/**
- * A join's error that the store raised from a reply (a document not found, a lock field held
- * in the 0.1 form, a bad option): the command wrote nothing.
- */
-function wroteNothing(error: unknown): boolean {
-  return (
-    error instanceof DocumentNotFoundError ||
-    error instanceof LockNotAcquiredError ||
-    error instanceof InvalidLockOptionsError
-  );
-}
-
-/** 96 random bits, short on the wire: every command carries it. */
-export function newToken(): string {
-  return randomBytes(12).toString('base64url');
-}
-
-function notAcquired(
-  request: Pick<LineAcquireRequest, 'key' | 'timeoutMs'>,
-  holderId?: string,
-  retryAfterMs?: number,
-): LockNotAcquiredError {
-  return new LockNotAcquiredError(
-    notAcquiredMessage([request.key], request.timeoutMs, holderId, retryAfterMs),
-    { keys: [request.key], holderId, retryAfterMs },
-  );
-}
-
-/** Why a join that made no entry fails its call: the key's form, a full line, or held. */
-export function joinRefused(
-  request: Pick<LineAcquireRequest, 'key' | 'kind' | 'timeoutMs'>,
-  joined: Extract<JoinResult, { joined: false }>,
-): Error {
-  if (joined.reason === 'kind') {
-    return modeConflictError(request.key, modeRequestOf(request.kind), joined.inUse);
-  }
-  if (joined.reason === 'full') {
-    // Not a wait that ran out: the line has no room for one more entry now.
-    return new LockNotAcquiredError(
-      `Lock ${JSON.stringify(request.key)} not acquired: ${LINE_CAPACITY} calls already ` +
-        'hold or wait for it',
-      { keys: [request.key], holderId: joined.holderId, retryAfterMs: joined.retryAfterMs },
-    );
-  }
-  return notAcquired(request, joined.holderId, joined.retryAfterMs);
-}
-
-/** One call's entry in a key's line: its token, and whether the line may hold it. */
-class LineEntryState {
-  token = newToken();
-  /** `unknown`: a write with no reply may have made or kept it. */
-  state: 'none' | 'joined' | 'unknown' = 'none';
-  private listening: { heard: Promise<unknown>; stop: () => void } | undefined;
-
-  constructor(
-    private readonly waiters: LineWaiters,
-    private readonly key: string,
-  ) {}
-
-  /**
-   * Settles when a change event or a release here says the entry holds. Listening starts
-   * before the join is sent (the event may come before its reply), and not at all for a caller
-   * that takes over an entry of ours instead.
-   */
-  listen(): Promise<unknown> {
-    this.listening ??= this.waiters.wait(this.key, this.token);
-    return this.listening.heard;
-  }
-
-  stopListening(): void {
-    this.listening?.stop();
-    this.listening = undefined;
-  }
-
-  /** Our entry ran out: a new token, for a new join. */
-  renewToken(): void {
-    this.stopListening();
-    this.token = newToken();
-    this.state = 'none';
-  }
 }
 
 export class LineAcquirer {
@@ -246,7 +120,7 @@ export class LineAcquirer {
           // A document read by a write that found us waiting is not the one we hold.
           const held = heard ?? (holds ? document : undefined);
           const read = held ? { document: held } : {};
-          return { key, token: entry.token, fence, leaseEnd, followers, ...read };
+          return { key, token: entry.token, fence, leaseEnd, ttlMs, followers, ...read };
         };
         if (place.holds) return hold();
         // A waiting entry is renewed when a third of its lease has run, as a holder's is (by its
@@ -321,7 +195,24 @@ export class LineAcquirer {
    */
   async release(hold: LineHold, lease?: HandableLease): Promise<boolean> {
     if (this.deps.handover.handOn(hold, lease)) return true;
-    return this.leave(hold.key, hold.token);
+    const left = await this.leave(hold.key, hold.token);
+    this.ended(hold);
+    return left;
+  }
+
+  /**
+   * The entry ended (left, or by a document's commit): a join of its call still on its way,
+   * whose reply the call stopped waiting for, may land after that and make the entry again,
+   * nobody's. Once such joins have settled, the entry is left again, in the background.
+   */
+  ended(hold: Pick<LineHold, 'key' | 'token' | 'ttlMs'>): void {
+    const late = this.deps.store.joinsSettled?.(hold.key, hold.token);
+    if (!late) return;
+    const leaving = late.then(() =>
+      this.leaveInBackground(hold.key, hold.token, performance.now() + hold.ttlMs, 'joined'),
+    );
+    this.leaving.add(leaving);
+    void leaving.finally(() => this.leaving.delete(leaving));
   }
 
   /** Renews a held entry: its new remaining lease, or undefined when it ended. */
@@ -343,7 +234,9 @@ export class LineAcquirer {
     // Its lease may be known lost (a renewal before hand-out found it gone): never handed on.
     this.deps.handover.dissolved(hold.followers);
     const until = Math.max(hold.leaseEnd, performance.now() + ttlMs);
-    return this.leaveInBackground(hold.key, hold.token, until, 'joined');
+    const leaving = this.leaveInBackground(hold.key, hold.token, until, 'joined');
+    void leaving.then(() => this.ended(hold));
+    return leaving;
   }
 
   private async join(
@@ -519,6 +412,7 @@ export class LineAcquirer {
 
   /** Settles once the leaves under way in the background have (each within its lease). */
   async leavesSettled(): Promise<void> {
-    await Promise.all([...this.leaving]);
+    // A give-back may start another leave when it settles (`ended`).
+    while (this.leaving.size > 0) await Promise.all([...this.leaving]);
   }
 }

@@ -31,6 +31,8 @@ export interface LineHold {
   fence: bigint;
   /** Local monotonic deadline of the lease, as of the last write that set it. */
   leaseEnd: number;
+  /** The lease a join of this call asks for (a late one among them would start it again). */
+  ttlMs: number;
   followers?: EntryFollowers;
   /** A document lock's document, when the write that made the entry hold read it. */
   document?: HeldDocument;

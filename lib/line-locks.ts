@@ -4,14 +4,15 @@ import { LineAcquirer } from './line-acquirer';
 import type { LineAcquireRequest } from './line-acquirer';
 import { LineHandover } from './line-handover';
 import type { LineHold } from './line-handover';
-import { withAllKeys } from './lock-acquirer';
+import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
 import { MongoLockHandle } from './lock-handle';
+import { notAcquiredMessage } from './lock.messages';
 import { acquireOverrunMs } from './options';
 import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from './options';
 import type { LineKind } from './store/line/line-document';
 import type { LineWatch } from './store/line/line-events';
 import type { LineStorage, LineStore } from './store/line/line-store';
-import type { AttemptTarget } from './store/acquire-attempt';
+import type { AttemptTarget } from './store/line/line-commands';
 import type { LockModeRequest } from './store/lock-modes';
 import { settlesWithin } from './util/timers';
 import { LineWaiters } from './waiting/line-waiters';
@@ -20,9 +21,9 @@ import { Wakeup } from './waiting/wakeup';
 import type { LockEvent } from './interfaces/lock-state.interface';
 
 /**
- * Locks on keys with engine v2 (module option `engine: 'v2'`): one entry per key in the key's
- * line, keys taken one at a time in sorted order, all or nothing. Owns this process's waiters
- * and the change stream that wakes them; hands out {@link MongoLockHandle}s kept in `held`.
+ * Locks on keys: one entry per key in the key's line, keys taken one at a time in sorted
+ * order, all or nothing. Owns this process's waiters and the change stream that wakes them;
+ * hands out {@link MongoLockHandle}s kept in `held`.
  */
 export class LineLocks<Storage extends LineStorage = LineStore> {
   private readonly waiters = new LineWaiters();
@@ -66,17 +67,18 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
     const watch = this.store.watch(
       this.options.holderId,
       (change) => {
-        if (!this.streaming) {
-          // Reopened: news from while it was down may have been missed.
-          this.streaming = true;
-          this.waiters.lookAgain();
-        }
         this.waiters.heard(change.key, change.holders, change.news);
         if (change.lookAgain) this.waiters.lookAgain(change.key);
       },
       () => {
         failed = true;
         this.streaming = false;
+        this.waiters.lookAgain();
+      },
+      () => {
+        if (this.streaming) return;
+        // (Re)opened: news from before may have been missed; none is from now on.
+        this.streaming = true;
         this.waiters.lookAgain();
       },
     );
@@ -168,22 +170,18 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
   watchEvents(listener: (event: LockEvent) => void): () => void {
     this.eventListeners.add(listener);
     if (!this.eventWatch && this.options.changeStreams !== 'off') {
-      let failed = false;
       const watch = this.store.watchEvents(
         (event) => {
           for (const each of [...this.eventListeners]) each(event);
         },
+        () => (this.eventsFlowing = false),
+        // Flowing while open; after a failure, readers of `eventsFlowing` poll until it reopens.
         () => {
-          failed = true;
-          this.eventsFlowing = false;
+          if (this.eventWatch === watch) this.eventsFlowing = true;
         },
       );
       this.eventWatch = watch;
       this.eventsFlowing = false;
-      // Flowing once open with no failure; after a failure, readers of `eventsFlowing` poll.
-      void watch.opened.then(() => {
-        if (this.eventWatch === watch && !failed) this.eventsFlowing = true;
-      });
     }
     return () => {
       this.eventListeners.delete(listener);
@@ -287,7 +285,8 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
             return left === undefined ? undefined : left ? 'released' : 'lost';
           }
         },
-        ended: () => undefined,
+        // A commit ended it: a late join of the call is left again.
+        ended: (held) => this.acquirer.ended(holdOf(held.key)),
       },
     });
     this.held.add(handle);
@@ -318,4 +317,13 @@ export function lineKind(mode: LockModeRequest): LineKind {
   return mode.permits === undefined
     ? { mode: mode.mode }
     : { mode: 'permits', permits: mode.permits, weight: mode.weight };
+}
+
+/** A multi-key acquisition reports all its keys, with the blocking key's holder. */
+function withAllKeys(error: unknown, keys: string[], timeoutMs: number): unknown {
+  if (!(error instanceof LockNotAcquiredError) || keys.length === 1) return error;
+  return new LockNotAcquiredError(
+    notAcquiredMessage(keys, timeoutMs, error.holderId, error.retryAfterMs),
+    { keys, retryAfterMs: error.retryAfterMs, holderId: error.holderId, cause: error },
+  );
 }

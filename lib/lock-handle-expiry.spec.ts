@@ -1,7 +1,7 @@
 import { LockLostError, LockStoreUnavailableError, MongoLockError } from './errors';
 import type { HeldKey, LeaseOperations } from './lease-keeper';
 import { MongoLockHandle } from './lock-handle';
-import type { RenewLeaseOutcome } from './store/renew-lease';
+import type { RenewLeaseOutcome } from './lease-keeper';
 
 const TTL_MS = 10_000;
 

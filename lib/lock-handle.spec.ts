@@ -1,8 +1,8 @@
 import { LockLostError, LockStoreUnavailableError, MongoLockError } from './errors';
 import type { HeldKey, LeaseOperations } from './lease-keeper';
 import { MongoLockHandle } from './lock-handle';
-import type { ReleaseLeaseOutcome } from './store/release-lease';
-import type { RenewLeaseOutcome } from './store/renew-lease';
+import type { ReleaseLeaseOutcome } from './lease-keeper';
+import type { RenewLeaseOutcome } from './lease-keeper';
 
 const TTL_MS = 10_000;
 

@@ -5,9 +5,9 @@ import { MongoLockError } from './errors/mongo-lock.error';
 import { TransactionOutcomeUnknownError } from './errors/transaction-outcome-unknown.error';
 import type { MongoLockHandle } from './lock-handle';
 import { lostMessage } from './lock.messages';
-import type { LockStore } from './store/lock-store';
+import type { LockConnection } from './store/lock-store';
 
-/** Where a locked transaction runs and checks its locks: the engine's collection. */
+/** Where a locked transaction runs (the client) and checks its locks (the lock collection). */
 export interface TransactionLocks {
   /** The client whose session the transaction runs on. */
   readonly client: MongoClient;
@@ -21,7 +21,7 @@ export interface TransactionOptions {
 }
 
 /** Fails before any work runs where a transaction cannot: never a silent run without one. */
-export async function requireTransactions(store: LockStore): Promise<void> {
+export async function requireTransactions(store: LockConnection): Promise<void> {
   if (!(await store.supportsTransactions())) {
     throw new MongoLockError(
       'transaction: true needs MongoDB transactions (a replica set or a sharded cluster); ' +

@@ -43,15 +43,12 @@ import {
 } from './options';
 import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from './options';
 import { LockStore } from './store/lock-store';
+import type { LockConnection } from './store/lock-store';
 import { listLocksQuery } from './store/list-locks';
 import type { KeyLineStorage } from './store/line/line-store';
-import { LockAcquirer } from './lock-acquirer';
 import { LineLocks } from './line-locks';
 import { linkAbortSignals } from './waiting/linked-abort-signal';
 import { waitObservable } from './waiting/wait-observable';
-import { LockChangeFeed } from './waiting/change-feed';
-import { readLockChange } from './waiting/lock-event';
-import { LockWaiting } from './waiting/lock-waiting';
 import { createLockTelemetry, type LockTelemetry } from './telemetry';
 import { DocumentLocks } from './documents/document-locks';
 import type { DocumentLocksHost } from './documents/document-locks';
@@ -64,8 +61,6 @@ import type { Leadership, LeadershipOptions } from './leadership/leadership';
 import type { LeaderTerm } from './leadership/leader-term';
 import { currentLeaderTerm } from './leadership/term-context';
 
-/** How long one getMore of the change stream waits for events on the server. */
-const STREAM_AWAIT_MS = 1_000;
 /**
  * What `close()` may take past the shutdown grace period: releases, the change stream and the
  * client's close, whatever MongoDB does (README, Outages: within `shutdownGraceMs` + 2 s).
@@ -76,19 +71,16 @@ const CLOSE_MARGIN_MS = 1_500;
 const liveHolderIds = new Set<string>();
 
 /**
- * Opens the store a service sends its commands to. Without one, the service opens the
- * MongoDB store; `nestjs-mongo-lock/testing` provides an in-memory one under
+ * Opens the connection a service sends its commands through. Without one, the service opens
+ * the MongoDB store; `nestjs-mongo-lock/testing` provides an in-memory one under
  * {@link LOCK_STORE_FACTORY}. @internal
  */
 export type LockStoreFactory = (
   options: ResolvedLockModuleOptions,
-) => LockStore | Promise<LockStore>;
+) => LockConnection | Promise<LockConnection>;
 
 /** Injection token of a {@link LockStoreFactory}. @internal */
 export const LOCK_STORE_FACTORY = Symbol('MONGO_LOCK:STORE_FACTORY');
-
-/** What answers `inspect`, `list`, `forceRelease` and `releaseScope`: either engine's store. */
-type OperatorStore = Pick<KeyLineStorage, 'inspect' | 'list' | 'forceRelease' | 'releaseScope'>;
 
 /**
  * Distributed locks on MongoDB: server-clock leases, fencing tokens, waits woken by one
@@ -119,15 +111,13 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   readonly events$: Observable<LockEvent>;
   private readonly options: ResolvedLockModuleOptions;
   private readonly logger = new Logger('LockService');
-  private readonly waiting: LockWaiting;
   private readonly held = new HeldLocks();
-  private readonly acquirer: LockAcquirer;
   /** Aborted when shutdown begins: no new locks, no new waits. */
   private readonly closing = new AbortController();
-  private store: LockStore | undefined;
-  /** Engine v2's locks on keys (module option `engine: 'v2'`), made at start. */
+  private store: LockConnection | undefined;
+  /** The locks on keys, made at start. */
   private lines: LineLocks<KeyLineStorage> | undefined;
-  private starting: Promise<LockStore> | undefined;
+  private starting: Promise<LockConnection> | undefined;
   private draining: Promise<void> | undefined;
   private closed: Promise<void> | undefined;
   /** The releases of the holders still running when the shutdown grace period ended. */
@@ -151,31 +141,6 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     // Every wait links its signal to this one for the wait's duration (and unlinks after):
     // many concurrent waits are normal, not a listener leak.
     setMaxListeners(0, this.closing.signal);
-    const feed = new LockChangeFeed(
-      (streamOptions) =>
-        this.requireStore().openChangeStream({
-          ...streamOptions,
-          maxAwaitTimeMS: STREAM_AWAIT_MS,
-          grantee: this.holderId,
-        }),
-      {
-        warn: (message: string) => this.logger.warn(message),
-        error: (message: string) => this.logger.error(message),
-      },
-      this.options.changeStreams,
-      STREAM_AWAIT_MS + this.options.operationTimeoutMs,
-      readLockChange(this.holderId),
-      this.options.streamIdleMs,
-    );
-    this.waiting = new LockWaiting(feed, this.holderId, this.options);
-    this.acquirer = new LockAcquirer({
-      waiting: this.waiting,
-      maxHoldMs: this.options.maxHoldMs,
-      held: this.held,
-      operationTimeoutMs: this.options.operationTimeoutMs,
-      holderId: this.holderId,
-      localTransfers: this.options.localHandOff,
-    });
     this.events$ = this.createEvents().pipe(share());
     this.leaderships = new Leaderships({
       // A term is held while renewed, for as long as the instance leads: no maxHoldMs.
@@ -187,10 +152,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
       inspect: (key) => this.inspect(key),
       events$: this.events$,
       // Until the stream is established a change may pass unseen: read on a timer till then.
-      eventsFlow: () =>
-        this.lines
-          ? this.lines.eventsFlowing
-          : this.waiting.streaming && this.waiting.streamState.established,
+      eventsFlow: () => this.lines?.eventsFlowing ?? false,
       pollIntervalMs: this.options.maxPollIntervalMs,
       termBegan: (name) => this.telemetry.termBegan(name),
     });
@@ -371,18 +333,16 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    * await firstValueFrom(locks.waitForRelease('migrations'));
    */
   waitForRelease(key: string): Observable<void> {
-    if (this.options.engine === 'v2') return this.lineReleased$(key);
-    return this.waiting.released$(async () => {
+    return waitObservable(async (signal) => {
       const validKey = validateLockKey(key);
-      const store = await this.ensureStarted();
-      return { key: validKey, probe: () => store.probe(validKey) };
+      await (await this.started()).waitForRelease(validKey, signal);
     }, this.closing.signal);
   }
 
   /** The key's state by the server clock, or `null` if no document exists. Never the owner token. */
   async inspect(key: string): Promise<LockState | null> {
     const validKey = validateLockKey(key);
-    return (await this.operatorStore()).inspect(validKey);
+    return (await this.started()).store.inspect(validKey);
   }
 
   /**
@@ -398,7 +358,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     options: { prefix?: string; after?: string; limit?: number } = {},
   ): Promise<LockState[]> {
     const query = listLocksQuery(options);
-    return (await this.operatorStore()).list(query);
+    return (await this.started()).store.list(query);
   }
 
   /**
@@ -416,7 +376,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   async forceRelease(key: string): Promise<LockHolderState[]> {
     const validKey = validateLockKey(key);
     this.lines?.beforeForceRelease(validKey);
-    const store = await this.operatorStore();
+    const { store } = await this.started();
     const endsAt = performance.now() + this.options.operationTimeoutMs;
     // The command first: a local holder's own give-back, sent before it, could hand the key to
     // a waiting process, whose grant the command would then free under it.
@@ -452,7 +412,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    */
   async releaseScope(scope: string): Promise<number> {
     const valid = scopeName(scope) as string;
-    const store = await this.operatorStore();
+    const { store } = await this.started();
     const endsAt = performance.now() + this.options.operationTimeoutMs;
     // Holders here are told at once. The one command frees every lease of the scope, theirs
     // included, so the call waits for their give-backs only within the command's bound; one
@@ -523,9 +483,9 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   }
 
   /**
-   * A snapshot for health checks and tests: callers waiting in this process, the change
-   * stream's state (open, established, how many were opened so far) and how many locks this
-   * instance holds.
+   * A snapshot for health checks and tests: callers waiting in this process, whether the change
+   * stream that wakes them is open (`streamEstablished` says the same, and `streamsOpened` is 1
+   * while it is open, 0 otherwise: kept from 0.1) and how many locks this instance holds.
    *
    * @example
    * const { streamEstablished, held } = locks.diagnostics;
@@ -537,22 +497,12 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     streamsOpened: number;
     held: number;
   } {
-    const stream = this.waiting.streamState;
-    if (this.lines) {
-      const open = this.lines.streamOpen;
-      return {
-        waiters: this.lines.waiting,
-        streamOpen: open,
-        streamEstablished: open,
-        streamsOpened: open ? 1 : 0,
-        held: this.held.size,
-      };
-    }
+    const open = this.lines?.streamOpen ?? false;
     return {
-      waiters: this.waiting.waiterCount,
-      streamOpen: stream.open,
-      streamEstablished: stream.established,
-      streamsOpened: stream.opened,
+      waiters: this.lines?.waiting ?? 0,
+      streamOpen: open,
+      streamEstablished: open,
+      streamsOpened: open ? 1 : 0,
       held: this.held.size,
     };
   }
@@ -579,7 +529,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     };
   }
 
-  private ensureStarted(): Promise<LockStore> {
+  private ensureStarted(): Promise<LockConnection> {
     if (this.closing.signal.aborted) {
       return Promise.reject(new LockServiceClosedError(serviceClosedMessage()));
     }
@@ -591,7 +541,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     return this.starting;
   }
 
-  private async connect(): Promise<LockStore> {
+  private async connect(): Promise<LockConnection> {
     // Two live services with one holder id could not be told apart in lock documents.
     if (liveHolderIds.has(this.holderId)) {
       throw new InvalidLockOptionsError(duplicateHolderIdMessage(this.holderId), {
@@ -603,12 +553,10 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     this.store = this.storeFactory
       ? await this.storeFactory(this.options)
       : await LockStore.open(this.options);
-    if (this.options.engine === 'v2') {
-      this.lines = new LineLocks<KeyLineStorage>(this.store.lines(), this.held, this.options);
-      await this.lines.start();
-    }
+    this.lines = new LineLocks<KeyLineStorage>(this.store.lines(), this.held, this.options);
+    await this.lines.start();
     this.stopObservingLoad = this.telemetry.observeLoad(() => ({
-      waiters: this.lines?.waiting ?? this.waiting.waiterCount,
+      waiters: this.lines?.waiting ?? 0,
       held: this.held.size,
       leading: this.leaderships.leading(),
     }));
@@ -626,11 +574,10 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
       this.closing.signal.addEventListener('abort', onClose, { once: true });
       let unwatch: (() => void) | undefined;
       let unsubscribed = false;
-      this.ensureStarted().then(
-        () => {
+      this.started().then(
+        (lines) => {
           if (unsubscribed) return;
-          const listener = (event: LockEvent) => subscriber.next(event);
-          unwatch = this.lines?.watchEvents(listener) ?? this.waiting.watchEvents(listener);
+          unwatch = lines.watchEvents((event: LockEvent) => subscriber.next(event));
         },
         (error: unknown) => {
           if (!this.closing.signal.aborted) subscriber.error(error);
@@ -644,42 +591,29 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     });
   }
 
-  /** The store of the operator commands: the engine's own collection. */
-  private async operatorStore(): Promise<OperatorStore> {
-    const store = await this.ensureStarted();
-    return this.lines?.store ?? store;
-  }
-
-  /** {@link waitForRelease} on engine v2's lines. */
-  private lineReleased$(key: string): Observable<void> {
-    return waitObservable(async (signal) => {
-      const validKey = validateLockKey(key);
-      await this.ensureStarted();
-      await (this.lines as LineLocks<KeyLineStorage>).waitForRelease(validKey, signal);
-    }, this.closing.signal);
+  /** The locks on keys, once started. */
+  private async started(): Promise<LineLocks<KeyLineStorage>> {
+    await this.ensureStarted();
+    return this.lines as LineLocks<KeyLineStorage>;
   }
 
   /** A lazy start counts in the call's time: {@link ensureStarted}, given up on at `endsAt`. */
-  private async startedWithin(endsAt: number): Promise<LockStore> {
-    const starting = this.ensureStarted();
-    if (this.store || (await settlesWithin(starting, endsAt - performance.now()))) return starting;
+  private async startedWithin(endsAt: number): Promise<LineLocks<KeyLineStorage>> {
+    const starting = this.started();
+    if (this.lines || (await settlesWithin(starting, endsAt - performance.now()))) return starting;
     throw new LockStoreUnavailableError(startTooSlowMessage());
   }
 
-  /** Where locked transactions check their locks: the engine's own collection. */
+  /** Where locked transactions run (the client) and check their locks (the lock collection). */
   private transactionLocks(): TransactionLocks {
-    const store = this.requireStore();
-    const lines = this.lines?.store;
-    if (!lines) return store;
+    const { store, lines } = this;
+    if (!(store instanceof LockStore) || !lines) {
+      throw new MongoLockError('Locked transactions need MongoDB: this service has no client');
+    }
     return {
       client: store.client,
-      confirmHeldIn: (key, token, session) => lines.confirmHeldIn(key, token, session),
+      confirmHeldIn: (key, token, session) => lines.store.confirmHeldIn(key, token, session),
     };
-  }
-
-  private requireStore(): LockStore {
-    if (!this.store) throw new MongoLockError('LockService is not started: call start()');
-    return this.store;
   }
 
   private enclosingHandle(keys: readonly string[], mode: LockModeRequest): LockHandle | undefined {
@@ -701,10 +635,10 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     const startedAt = performance.now();
     return this.telemetry.acquisition(options.metricsLabel, keys.length, startedAt, async () => {
       const linked = linkAbortSignals([options.signal, this.closing.signal]);
-      let store: LockStore;
+      let lines: LineLocks<KeyLineStorage>;
       try {
         linked.signal.throwIfAborted();
-        store = await this.startedWithin(
+        lines = await this.startedWithin(
           startedAt + options.timeoutMs + acquireOverrunMs(this.options.operationTimeoutMs),
         );
         linked.signal.throwIfAborted();
@@ -712,22 +646,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
         linked.unlink();
         throw error;
       }
-      if (this.lines) {
-        return this.lines.acquire(keys, options, linked.signal, startedAt).finally(() => {
-          linked.unlink();
-        });
-      }
-      // Returned, not awaited: a suspended async function would keep its frame for the wait.
-      return this.acquirer.acquireWon(store, keys, options, linked.signal, startedAt).then(
-        ({ handle }) => {
-          linked.unlink();
-          return handle;
-        },
-        (error: unknown) => {
-          linked.unlink();
-          throw error;
-        },
-      );
+      return lines.acquire(keys, options, linked.signal, startedAt).finally(() => linked.unlink());
     });
   }
 
@@ -757,7 +676,6 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
       );
     // Closing a change stream asks MongoDB to end its cursor: bounded like the rest.
     const closingStreams = Promise.all([
-      this.waiting.close(),
       this.lines?.close(),
       ...[...this.documentLocks.values()].map((locks) => locks.close()),
     ]);
@@ -766,7 +684,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     // Their releases, and attempts still on their way, within the margin: a MongoDB that does
     // not answer must not hold the app's shutdown. The store's close is bounded the same way.
     await settlesWithin(revoking, remainingMs());
-    if (this.store && !(await settlesWithin(this.store.close(remainingMs()), remainingMs()))) {
+    if (this.store && !(await settlesWithin(this.store.close(), remainingMs()))) {
       this.logger.warn(clientCloseUnfinishedMessage(CLOSE_MARGIN_MS));
     }
     this.unregisterHolderId();

@@ -21,7 +21,6 @@ describe('resolveModuleOptions', () => {
       idleRetentionMs: 86_400_000,
       ensureIndexes: true,
       changeStreams: 'auto',
-      streamIdleMs: 5_000,
       pollIntervalMs: 50,
       maxPollIntervalMs: 1_000,
       safetyPollIntervalMs: 5_000,
@@ -66,7 +65,6 @@ describe('resolveModuleOptions', () => {
     ['maxHoldMs', '60000', 'maxHoldMs must be an integer from 1000 to 2147483647, got "60000"'],
     ['idleRetentionMs', -1, 'idleRetentionMs must be an integer from 0 to 31536000000, got -1'],
     ['pollIntervalMs', 0, 'pollIntervalMs must be an integer from 1 to 60000, got 0'],
-    ['streamIdleMs', -1, 'streamIdleMs must be an integer from 0 to 2147483647, got -1'],
     [
       'safetyPollIntervalMs',
       10,
@@ -74,6 +72,8 @@ describe('resolveModuleOptions', () => {
     ],
     ['ensureIndexes', 'yes', 'ensureIndexes must be true or false, got "yes"'],
     ['changeStreams', 'on', `changeStreams must be 'auto' or 'off', got "on"`],
+    ['engine', 'v3', `engine must be 'v2', got "v3"`],
+    ['engine', 'v1', "engine 'v1' (0.1's protocol) is removed"],
     [
       'collectionName',
       '',

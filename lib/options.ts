@@ -38,7 +38,6 @@ export const LOCK_OPTION_DEFAULTS = {
   engine: 'v2',
   changeStreams: 'auto',
   localHandOff: true,
-  streamIdleMs: 5_000,
   pollIntervalMs: 50,
   maxPollIntervalMs: 1_000,
   safetyPollIntervalMs: 5_000,
@@ -62,10 +61,8 @@ export interface ResolvedLockModuleOptions {
   holderId: string;
   idleRetentionMs: number;
   ensureIndexes: boolean;
-  engine: 'v1' | 'v2';
   changeStreams: 'auto' | 'off';
   localHandOff: boolean;
-  streamIdleMs: number;
   pollIntervalMs: number;
   maxPollIntervalMs: number;
   safetyPollIntervalMs: number;
@@ -188,7 +185,6 @@ const MODULE_OPTION_NAMES = Object.keys({
   engine: true,
   changeStreams: true,
   localHandOff: true,
-  streamIdleMs: true,
   pollIntervalMs: true,
   maxPollIntervalMs: true,
   safetyPollIntervalMs: true,
@@ -274,7 +270,15 @@ export function resolveModuleOptions(options: MongoLockModuleOptions): ResolvedL
     fail('changeStreams', "'auto' or 'off'", changeStreams);
   }
   const engine = options.engine ?? d.engine;
-  if (engine !== 'v1' && engine !== 'v2') fail('engine', "'v1' or 'v2'", engine);
+  if ((engine as string) === 'v1') {
+    throw new InvalidLockOptionsError(
+      "engine 'v1' (0.1's protocol) is removed: this version runs engine 'v2' only, on the " +
+        'collection <collectionName>_line. Stop every 0.1 process before starting this version ' +
+        '(see docs/upgrading.md)',
+      { option: 'engine' },
+    );
+  }
+  if (engine !== 'v2') fail('engine', "'v2'", engine);
   return {
     ...connection(options),
     dbName: name('dbName', options.dbName, /[/\\. "$\0]/, 63),
@@ -311,9 +315,7 @@ export function resolveModuleOptions(options: MongoLockModuleOptions): ResolvedL
     ),
     ensureIndexes: boolean('ensureIndexes', options.ensureIndexes, d.ensureIndexes),
     localHandOff: boolean('localHandOff', options.localHandOff, d.localHandOff),
-    engine,
     changeStreams,
-    streamIdleMs: integer('streamIdleMs', options.streamIdleMs, 0, MAX_TIMER_MS, d.streamIdleMs),
     pollIntervalMs,
     maxPollIntervalMs: integer(
       'maxPollIntervalMs',

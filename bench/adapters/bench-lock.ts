@@ -11,16 +11,7 @@ export interface BenchLock {
 }
 
 /** The variants compared side by side in the hand-off and throughput suites. */
-export const comparedVariants = [
-  'ours',
-  'ours-poll-10ms',
-  'ours-poll-100ms',
-  'ours-v2',
-  'mongodash',
-] as const;
-/**
- * Every variant; `ours-local-off` and `ours-v2-local-off` (`localHandOff: false`) run in the
- * shape matrix only.
- */
-export const variantNames = [...comparedVariants, 'ours-local-off', 'ours-v2-local-off'] as const;
+export const comparedVariants = ['ours', 'ours-poll-10ms', 'ours-poll-100ms', 'mongodash'] as const;
+/** Every variant; `ours-local-off` (`localHandOff: false`) runs in the shape matrix only. */
+export const variantNames = [...comparedVariants, 'ours-local-off'] as const;
 export type VariantName = (typeof variantNames)[number];

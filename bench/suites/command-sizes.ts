@@ -39,8 +39,6 @@ export interface CommandSizeRow {
 }
 
 export interface CommandSizesResult {
-  /** The `engine` module option the services ran with. */
-  engine: 'v1' | 'v2';
   rows: CommandSizeRow[];
   /** The mutex key's document after A handed it to waiter B and B released: top-level fields. */
   documentAfterHandoff: { fields: string[]; bytes: number };
@@ -61,11 +59,8 @@ function isStreamTraffic(event: CommandStartedEvent): boolean {
  * step its service was in when it was sent; a step lasts until the next one begins, so a
  * command a call leaves to the background counts with it.
  */
-export async function measureCommandSizes(
-  uri: string,
-  engine: 'v1' | 'v2' = 'v1',
-): Promise<CommandSizesResult> {
-  const dbName = `bench_command_sizes_${engine}`;
+export async function measureCommandSizes(uri: string): Promise<CommandSizesResult> {
+  const dbName = 'bench_command_sizes';
   let lockType: LockType = 'mutex';
   let step: Partial<Record<Party, CommandKind>> = {};
   const largest = new Map<string, { bytes: number; command: string; commands: number }>();
@@ -84,7 +79,7 @@ export async function measureCommandSizes(
     await client.connect();
     // With MONGODB_URI, an earlier run's documents: a new key must be new.
     if (party === 'A') await client.db(dbName).dropDatabase();
-    const service = new LockService({ client, dbName, engine });
+    const service = new LockService({ client, dbName });
     await service.start();
     return { client, service };
   };
@@ -143,11 +138,7 @@ export async function measureCommandSizes(
       if (type === 'mutex') {
         const doc = await a.client
           .db(dbName)
-          .collection(
-            engine === 'v2'
-              ? `${LOCK_OPTION_DEFAULTS.collectionName}_line`
-              : LOCK_OPTION_DEFAULTS.collectionName,
-          )
+          .collection(`${LOCK_OPTION_DEFAULTS.collectionName}_line`)
           .findOne({ _id: key as never });
         if (!doc) throw new Error('no lock document after the hand-off');
         documentAfterHandoff = { fields: Object.keys(doc), bytes: BSON.calculateObjectSize(doc) };
@@ -172,5 +163,5 @@ export async function measureCommandSizes(
       };
     }),
   );
-  return { engine, rows, documentAfterHandoff: documentAfterHandoff! };
+  return { rows, documentAfterHandoff: documentAfterHandoff! };
 }

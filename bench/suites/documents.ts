@@ -28,11 +28,10 @@ const settings = {
   waitTimeoutMs: 30_000,
 };
 
-type VariantName = 'document-lock' | 'document-lock-v2' | 'lock-collection';
+type VariantName = 'document-lock' | 'lock-collection';
 
 const variantLabels: Record<VariantName, string> = {
   'document-lock': 'document lock: acquire (returns doc) + commit',
-  'document-lock-v2': "the same on engine v2 (engine: 'v2')",
   'lock-collection': 'lock collection: withLock + findOne + updateOne',
 };
 
@@ -87,8 +86,7 @@ async function startWorker(uri: string, dbName: string, variant: VariantName): P
     counting.commands[event.commandName] = (counting.commands[event.commandName] ?? 0) + 1;
   });
   await client.connect();
-  const engine = variant === 'document-lock-v2' ? ('v2' as const) : ('v1' as const);
-  const service = new LockService({ client, dbName, collectionName: 'locks', engine });
+  const service = new LockService({ client, dbName, collectionName: 'locks' });
   await service.start();
   return {
     client,
@@ -98,24 +96,21 @@ async function startWorker(uri: string, dbName: string, variant: VariantName): P
   };
 }
 
-async function readModifyWriteUnderDocumentLock(worker: Worker, id: string): Promise<Sample> {
-  const started = performance.now();
-  const lock = await worker.documents.acquire(id, {
-    ttlMs: settings.ttlMs,
-    timeoutMs: settings.waitTimeoutMs,
-  });
-  const acquiredAt = performance.now();
-  await lock.commit({ $set: { balance: lock.doc.balance + 1 } });
-  return { totalMs: performance.now() - started, acquireMs: acquiredAt - started };
-}
-
 /**
  * One read-modify-write of `id`: the new balance is computed from the document read under
  * the lock, so the final balances check that the lock excluded every other writer.
  */
 const operations: Record<VariantName, (worker: Worker, id: string) => Promise<Sample>> = {
-  'document-lock': (worker, id) => readModifyWriteUnderDocumentLock(worker, id),
-  'document-lock-v2': (worker, id) => readModifyWriteUnderDocumentLock(worker, id),
+  async 'document-lock'(worker, id) {
+    const started = performance.now();
+    const lock = await worker.documents.acquire(id, {
+      ttlMs: settings.ttlMs,
+      timeoutMs: settings.waitTimeoutMs,
+    });
+    const acquiredAt = performance.now();
+    await lock.commit({ $set: { balance: lock.doc.balance + 1 } });
+    return { totalMs: performance.now() - started, acquireMs: acquiredAt - started };
+  },
   async 'lock-collection'(worker, id) {
     const started = performance.now();
     let acquiredAt = started;

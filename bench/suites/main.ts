@@ -49,10 +49,7 @@ const settings = {
 
 /** Every variant that runs in the shape matrix (BENCH_CONTENTION_VARIANTS). */
 function contentionVariants(): VariantName[] {
-  return (
-    process.env.BENCH_CONTENTION_VARIANTS ??
-    'ours,ours-local-off,ours-v2,ours-v2-local-off,mongodash'
-  )
+  return (process.env.BENCH_CONTENTION_VARIANTS ?? 'ours,ours-local-off,mongodash')
     .split(',')
     .filter((v): v is VariantName => (variantNames as readonly string[]).includes(v));
 }
@@ -192,18 +189,11 @@ export async function runMainSuite({
   const commandSizes = await timed(log, 'command sizes', () =>
     measureCommandSizes(server.uri),
   ).catch((error: unknown) => ({ error: String(error) }));
-  const commandSizesV2 = await timed(log, 'command sizes, engine v2', () =>
-    measureCommandSizes(server.uri, 'v2'),
-  ).catch((error: unknown) => ({ error: String(error) }));
 
   const scale = await timed(log, 'scale', () =>
     measureScale(server.uri, settings.scaleKeys, settings.waitersPerKey),
   ).catch((error: unknown) => ({ error: String(error) }));
   log(`scale: ${JSON.stringify(scale)}`);
-  const scaleV2 = await timed(log, 'scale, engine v2', () =>
-    measureScale(server.uri, settings.scaleKeys, settings.waitersPerKey, 'v2'),
-  ).catch((error: unknown) => ({ error: String(error) }));
-  log(`scale, engine v2: ${JSON.stringify(scaleV2)}`);
   const httpOverhead = await timed(log, 'http', () => measureHttpOverhead(server.uri)).catch(
     (error: unknown) => ({ error: String(error) }),
   );
@@ -227,9 +217,7 @@ export async function runMainSuite({
     variants: variantResults,
     contention,
     commandSizes,
-    commandSizesV2,
     scale,
-    scaleV2,
     httpOverhead,
   };
   await writeReports(results);

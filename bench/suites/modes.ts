@@ -1,19 +1,18 @@
 // The modes suite (`--suite=modes`): lock modes under load, several OS processes against one
 // server, in one run:
 //   1. shared against exclusive sections on one key (interleaved slices);
-//   2. a writer amid a steady stream of readers: the writer's waits (bounded, thanks to the
-//      reservation a waiting exclusive holder keeps), and what the readers keep doing meanwhile;
+//   2. a writer amid a steady stream of readers: the writer's waits (bounded: readers that join
+//      the key's line behind its entry wait for it), and what the readers keep doing meanwhile;
 //   3. a semaphore of 4 permits: narrow holders (weight 1), holders at once never above 4, and a
 //      wide request (weight 3) amid them, its waits.
 // Each worker process has one LockService on its own client (bench/workers/mode-loops.ts).
 // Writes bench/results/modes-latest.json and modes-latest.md, and prints the Markdown.
-// Durations and sizes can be changed with BENCH_MODES_* variables (see `modesSettings`);
-// BENCH_MODES_PARKED=1 keeps the writer's change stream open between its waits (a parked
-// waiter on another key), to tell the cost of reopening it from the hand-off itself.
+// Durations and sizes can be changed with BENCH_MODES_* variables (see `modesSettings`).
 import { mkdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { MongoClient } from 'mongodb';
-import type { LockDocument } from '../../lib/store/lock-document';
+import { LOCK_OPTION_DEFAULTS } from '../../lib/options';
+import { holdingCount, liveEntries, type LineDocument } from '../../lib/store/line/line-document';
 import { sharedClockMs } from '../../packages/process-harness/clock';
 import { repoRoot } from '../support/bench-process';
 import { startModeWorkers, stopWorkers, type BenchWorker } from '../support/bench-worker';
@@ -60,8 +59,6 @@ export const modesSettings = {
   streamTimeoutMs: 30_000,
   requesterTimeoutMs: 120_000,
   ttlMs: 30_000,
-  /** BENCH_MODES_PARKED=1: the writer's process keeps its change stream open between waits. */
-  parkedRequesterStream: process.env.BENCH_MODES_PARKED === '1',
 };
 
 export interface ModesResults {
@@ -93,8 +90,8 @@ export interface ModesResults {
     wideErrors: string[];
     wideCommandsPerSection: string;
   };
-  /** Live holders and reservations left in each key's document after its phase (must be 0). */
-  leftovers: Record<string, { liveHolders: number; liveReservations: number; exclusive: boolean }>;
+  /** Live entries left in each key's line after its phase, holding and waiting (must be 0). */
+  leftovers: Record<string, { liveHolders: number; liveWaiting: number }>;
   problems: string[];
 }
 
@@ -126,16 +123,16 @@ async function measurePing(client: MongoClient, count: number): Promise<LatencyS
   return roundSummary(summarize(samples));
 }
 
+/** The key's live entries: a leave or a timed-out wait that left its entry behind shows here. */
 async function leftoversOf(client: MongoClient, dbName: string, key: string) {
-  const doc = await client.db(dbName).collection<LockDocument>('locks').findOne({ _id: key });
-  const now = Date.now();
-  const holders = Object.values(doc?.holders ?? {});
-  const reservations = Object.values(doc?.waiting ?? {});
-  return {
-    liveHolders: holders.filter((h) => h.expiresAt.getTime() > now && h.releasedAt == null).length,
-    liveReservations: reservations.filter((r) => r.expiresAt.getTime() > now).length,
-    exclusive: Boolean(doc?.owner) && (doc?.expiresAt?.getTime() ?? 0) > now,
-  };
+  const doc = await client
+    .db(dbName)
+    .collection<LineDocument>(`${LOCK_OPTION_DEFAULTS.collectionName}_line`)
+    .findOne({ _id: key });
+  // This process's clock for the server's: the leases are 30 s, far past any skew here.
+  const live = liveEntries(doc?.line, new Date());
+  const liveHolders = holdingCount(live, doc?.permits);
+  return { liveHolders, liveWaiting: live.length - liveHolders };
 }
 
 export async function runModesSuite({
@@ -164,11 +161,7 @@ export async function runModesSuite({
     await reference.connect();
     [stream, solo] = await Promise.all([
       startModeWorkers(s.processes, 'stream', { uri: server.uri, dbName }),
-      startModeWorkers(1, 'solo', {
-        uri: server.uri,
-        dbName,
-        parkedWaiter: s.parkedRequesterStream,
-      }),
+      startModeWorkers(1, 'solo', { uri: server.uri, dbName }),
     ]);
     const pingStart = await measurePing(reference, 200);
     log(`ping p50 ${pingStart.p50} ms`);
@@ -195,7 +188,7 @@ export async function runModesSuite({
     const checkLeftovers = async (key: string) => {
       leftovers[key] = await leftoversOf(reference, dbName, key);
       const left = leftovers[key];
-      if (left.liveHolders || left.liveReservations || left.exclusive) {
+      if (left.liveHolders || left.liveWaiting) {
         problems.push(`key ${key} after its phase: ${JSON.stringify(left)}`);
       }
     };

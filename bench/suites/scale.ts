@@ -6,17 +6,15 @@ export async function measureScale(
   uri: string,
   keys: number,
   waitersPerKey: number,
-  engine: 'v1' | 'v2' = 'v1',
 ): Promise<ScaleResult> {
   const worker = new BenchWorker('scale', ['--expose-gc']);
   try {
     return await worker.call('scale', {
       uri,
-      dbName: `bench_scale_${engine}`,
+      dbName: 'bench_scale',
       keys,
       waitersPerKey,
       releases: 100,
-      engine,
     });
   } finally {
     await worker.stop();

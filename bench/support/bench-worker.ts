@@ -104,7 +104,7 @@ export async function startVariantWorkers(
 export async function startModeWorkers(
   count: number,
   label: string,
-  connection: { uri: string; dbName: string; parkedWaiter?: boolean },
+  connection: { uri: string; dbName: string },
 ): Promise<BenchWorker[]> {
   return Promise.all(
     Array.from({ length: count }, async (_, index) => {

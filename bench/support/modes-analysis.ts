@@ -215,19 +215,21 @@ export function exclusionViolations(
 }
 
 export interface WaitSummary extends LatencySummary {
-  /** Waits longer than 1 s (a wait that missed its wake-up sits near the 5 s safety poll). */
+  /**
+   * Waits longer than 1 s: a wait that missed its wake-up sits until its entry's renewal, a
+   * third of its lease in.
+   */
   over1s: number;
   /** The longest waits, in ms. */
   longest: number[];
   /** Requests still waiting when the window ended (the others stopped asking then). */
   endedAfterWindow: number;
   /**
-   * Sections of the others granted while this requester waited, after its first attempt had
-   * replied (its reservation was written by then), that took room it needed: with them the
-   * others held more than `roomLeft` permits (0 for an exclusive requester: any holder is in
-   * its way). Per wait, and in total. Attempts already on the server then, and processes
-   * reserved before it, can still win; a stream of them would be the overtaking the
-   * reservation is there to prevent.
+   * Sections of the others granted while this requester waited, after its first command (its
+   * join) had replied (its entry was in the key's line by then), that took room it needed: with
+   * them the others held more than `roomLeft` permits (0 for an exclusive requester: any holder
+   * is in its way). Per wait, and in total. Entries that joined ahead of it can still come to
+   * hold; a stream of them would be the overtaking the line's order is there to prevent.
    */
   overtakes: { p50: number; p95: number; max: number; total: number };
   /** Sections of the others granted at any point of the waits, in total. */

@@ -46,7 +46,7 @@ function quarters(label: string, w: WaitSummary): string {
 }
 
 const waitHeader = [
-  '| requester | waits | p50 ms | p95 ms | p99 ms | max ms | over 1 s | longest ms | grants to others in its way after its first attempt replied, per wait p50 / max | grants to others during its waits | waits that ended after the window |',
+  '| requester | waits | p50 ms | p95 ms | p99 ms | max ms | over 1 s | longest ms | grants to others in its way after its join replied, per wait p50 / max | grants to others during its waits | waits that ended after the window |',
   '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
 ];
 
@@ -85,10 +85,7 @@ export function renderModesMarkdown(r: ModesResults): string {
     `Readers: ${stream} taking \`mode: 'shared'\` back to back (${s.readersAloneMs / 1000} s alone, ` +
       `then ${s.writerPhaseMs / 1000} s with the writer). Writer: one more process asking for the ` +
       `exclusive lock (timeout ${s.requesterTimeoutMs / 1000} s), holding ${s.holdMs} ms, asking again ` +
-      `${s.requesterGapMinMs}–${s.requesterGapMaxMs} ms later. Its wait is from asking to holding` +
-      (s.parkedRequesterStream
-        ? '; its process keeps its change stream open between waits (BENCH_MODES_PARKED=1).'
-        : '.'),
+      `${s.requesterGapMinMs}–${s.requesterGapMaxMs} ms later. Its wait is from asking to holding.`,
     '',
     ...streamHeader,
     streamRow('readers alone', r.writer.readersAlone),
@@ -127,9 +124,9 @@ export function renderModesMarkdown(r: ModesResults): string {
     '',
     '## Checks',
     '',
-    `Live holders and reservations left in each key's document after its phase: ` +
+    `Live entries left in each key's line after its phase (holding / waiting): ` +
       Object.entries(r.leftovers)
-        .map(([key, left]) => `${key} ${left.liveHolders} / ${left.liveReservations}`)
+        .map(([key, left]) => `${key} ${left.liveHolders} / ${left.liveWaiting}`)
         .join(', ') +
       '.',
     '',

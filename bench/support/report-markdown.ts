@@ -1,7 +1,6 @@
 import type { BenchResults } from './report';
 import { variantLabels } from './report';
 import type { ThroughputResult } from '../suites/throughput';
-import type { ScaleResult } from '../worker-protocol';
 import { commandsPerSection } from './stats';
 import { commandKinds } from '../suites/command-sizes';
 import { shapeLabel } from '../suites/contention';
@@ -55,21 +54,21 @@ export function renderMarkdown(r: BenchResults): string {
     '',
     '- **Round trips**: the physical limit, one command per acquire and one per release, is the',
     '  target; we are at it.',
-    '- **Hand-off p50 ≤ 5 pings, p99 ≤ 40 pings**: with the direct grant a hand-off is one write',
-    '  (the release, which grants the lock to the head of the line) and the change event that',
-    "  tells the waiter. 5 pings is the hand-off issue's target; it was 8 while a hand-off also",
-    "  needed the waiter's own acquire write. Where the change-event floor (above) is itself",
-    '  over 5 back-to-back pings, no hand-off by a change stream can meet the target against that',
-    '  ping: the floor and the ping after an idle wait are then the references that say how much',
-    '  the lock adds. The tail allows for garbage collection',
-    '  and the machine being shared, but not for a waiter missing the event and sleeping on a',
-    '  timer (the 1 s `maxAwaitTimeMS` or the 5 s safety poll), which is what a p99 near 1 000 ms',
-    '  shows.',
+    '- **Hand-off p50 ≤ 5 pings, p99 ≤ 40 pings**: a hand-off is one write (the holder leaves',
+    "  the key's line, and the next entry holds by its place) and the change event that tells",
+    "  the waiter. 5 pings is the hand-off issue's target. Where the change-event floor (above)",
+    '  is itself over 5 back-to-back pings, no hand-off by a change stream can meet the target',
+    '  against that ping: the floor and the ping after an idle wait are then the references that',
+    '  say how much the lock adds. The tail allows for garbage collection and the machine being',
+    "  shared, but not for a waiter missing the event and sleeping on a timer (the stream's 1 s",
+    "  `maxAwaitTimeMS`, or its entry's renewal a third of its lease in), which is what a p99",
+    '  near 1 000 ms or more shows.',
     "- **Against the peers**: a change-stream wait must beat polling at 100 ms and mongodash's",
     '  backoff (first retry after 50 ms, doubling) at the median, and should match polling at',
     '  10 ms while sending far fewer commands per waiter.',
-    '- **Contended throughput ≥ mongodash**: with one attempt per release per process, a',
-    '  hand-off costs about one hand-off latency, so ours should lead, not trail.',
+    '- **Contended throughput ≥ mongodash**: a hand-off costs one write and one change event,',
+    '  and callers of one process take over their entry without a write, so ours should lead,',
+    '  not trail.',
     '- **Shape matrix, command sizes, the lock document, the change-event floor** (the',
     "  issue's targets): at every shape, 1.5× mongodash's sections/s, at most 2.5 commands per",
     '  section, the busiest process at most 1.5× the least busy one, no failed wait, and 8 × 1',
@@ -77,11 +76,12 @@ export function renderMarkdown(r: BenchResults): string {
     '  a shared lock or semaphore 2 KiB (each attempt sends one); at most 8 top-level fields in a',
     '  mutex document after a hand-off; a hand-off at most 1.2× the change-event floor at p50',
     '  and 1.5× at p99: what the lock adds to the event that carries it.',
-    '- **Scale**: one change stream per process and one attempt per release per process are',
-    "  the design (ARCHITECTURE.md §4). Heap per parked waiter: the call's promises, a deadline",
-    '  timer, a queue entry, abort listeners, its owner token; 6 KiB is the ceiling that catches',
-    '  a regression. It caught one: 7.0–7.5 KB in every run from the compiled harness on, until',
-    '  owner tokens became flat strings and a wait kept fewer async frames and closures.',
+    '- **Scale**: one change stream per process and at most one command per release per process',
+    "  are the design (docs/engine-v2.md); a parked key's entry sends only its renewal. Heap per",
+    "  parked waiter: the call's promises, a deadline timer, a queue entry, abort listeners, its",
+    '  owner token; 6 KiB is the ceiling that catches a regression. It caught one: 7.0–7.5 KB in',
+    '  every run from the compiled harness on, until owner tokens became flat strings and a wait',
+    '  kept fewer async frames and closures.',
     '- **`@Locked` ≤ 6 pings**: one acquire and one release write, each about 2–3 pings, counted',
     '  in pings from the process the app runs in, taken between its requests (runs before',
     "  25 November 2026, 17:08 UTC, divided by a worker process's pings).",
@@ -184,13 +184,9 @@ export function renderMarkdown(r: BenchResults): string {
     '',
     commandSizesSection(r.commandSizes),
     '',
-    "### Engine v2 (`engine: 'v2'`)",
-    '',
-    commandSizesSection(r.commandSizesV2),
-    '',
     '## Scale of waiting (one process)',
     '',
-    scaleSection(r),
+    scaleSection(r.scale),
     '',
     '## `@Locked` HTTP overhead',
     '',
@@ -208,12 +204,12 @@ function contentionNote(r: BenchResults): string[] {
     return [];
   }
   return [
-    'A release hands the lock to the next process in line (direct grant: only its change stream',
-    'hears of it, and its head confirms with one attempt) or, for a bounded run, to the next',
-    'caller in the same process, without a command while the lease lasts, so a section costs',
-    'about the same number of commands whatever the number of processes. What is left is the',
-    'serial chain of a hand-off between processes: the release, its change event and the',
-    'confirming attempt (see "Direct grant and local transfer" in BENCHMARKS.md).',
+    "A release hands the lock to the next entry of the key's line: the holder's leave is the",
+    "one write, and the next entry's process hears of it on its change stream; callers of one",
+    'process queued behind its entry take it over without a write (`localHandOff`), so a',
+    'section costs about the same number of commands whatever the number of processes. What is',
+    'left is the serial chain of a hand-off between processes: the leave, its change event and',
+    "the next holder's section (see docs/engine-v2.md).",
     '',
   ];
 }
@@ -297,7 +293,6 @@ function contentionSection(scan: BenchResults['contention'], r: BenchResults): s
 }
 
 function commandSizesSection(sizes: BenchResults['commandSizes']): string {
-  if (!sizes) return 'Not measured in this run.';
   if ('error' in sizes) return `Not measured: ${sizes.error}`;
   const largest = largestCommands(sizes);
   const cell = (lockType: string, kind: string) => {
@@ -305,21 +300,15 @@ function commandSizesSection(sizes: BenchResults['commandSizes']): string {
     return row?.bytes == null ? '—' : `${row.bytes} B (${row.command}, ${row.commands} seen)`;
   };
   const doc = sizes.documentAfterHandoff;
-  const description =
-    sizes.engine === 'v2'
-      ? ["The same steps with `engine: 'v2'`."]
-      : [
-          'The largest command of each kind our library sent (BSON size of the command document, from',
-          "the driver's `commandStarted` events), two `LockService`s in one process standing for two",
-          'processes: B acquires a free key (new, then known), renews it (`extend`) and releases it;',
-          'then, while A holds the key, B waits 300 ms and times out (its contended attempts, and',
-          'its withdrawal from the line), and waits again while A renews and releases, so that the',
-          "key is handed to B. A shared lock's B asks for `mode: 'shared'` against an exclusive A",
-          "(A's commands, a mutex's, not counted there); a semaphore's (`permits: 3`) takes 1 permit",
-          'against an A holding all 3. Change-stream traffic is left out.',
-        ];
   return [
-    ...description,
+    'The largest command of each kind our library sent (BSON size of the command document, from',
+    "the driver's `commandStarted` events), two `LockService`s in one process standing for two",
+    'processes: B acquires a free key (new, then known), renews it (`extend`) and releases it;',
+    'then, while A holds the key, B waits 300 ms and times out (its contended attempts, and',
+    'its withdrawal from the line), and waits again while A renews and releases, so that the',
+    "key is handed to B. A shared lock's B asks for `mode: 'shared'` against an exclusive A",
+    "(A's commands, a mutex's, not counted there); a semaphore's (`permits: 3`) takes 1 permit",
+    'against an A holding all 3. Change-stream traffic is left out.',
     '',
     table(
       ['kind', 'mutex', 'shared lock', 'semaphore'],
@@ -341,60 +330,36 @@ function commandSizesSection(sizes: BenchResults['commandSizes']): string {
   ].join('\n');
 }
 
-function scaleSection(r: BenchResults): string {
-  const runs = [r.scale, r.scaleV2].filter(
-    (s): s is ScaleResult => s !== undefined && !('error' in s),
-  );
-  const failed = [r.scale, r.scaleV2].flatMap((s) => (s && 'error' in s ? [s.error] : []));
-  if (runs.length === 0) return `Not measured: ${failed.join('; ')}`;
-  const first = runs[0];
-  const row = (
-    measure: string,
-    value: (s: ScaleResult) => string | number,
-    ideal: string | number,
-  ) => [measure, ...runs.map(value), ideal];
+function scaleSection(scale: BenchResults['scale']): string {
+  if ('error' in scale) return `Not measured: ${scale.error}`;
   return [
-    `${first.waiters} waiters on ${first.keys} keys in one \`LockService\`, the keys held by another instance, for each engine. An attempt is any \`findAndModify\`: on engine v2 each key's first waiter joins once and then only renews its entry; the other waiters of the key queue behind that entry in the process (\`localHandOff\`).`,
-    ...failed.map((error) => `Not measured: ${error}`),
+    `${scale.waiters} waiters on ${scale.keys} keys in one \`LockService\`, the keys held by another instance (without a change stream of its own). An attempt is any \`findAndModify\`: each key's first waiter joins the line once and then only renews its entry, a third of its lease (the default 30 s) in; the other waiters of the key queue behind that entry in the process (\`localHandOff\`). The parked window is one renewal period, so it holds one renewal of every key's entry.`,
     '',
     table(
-      ['measure', ...runs.map((s) => (s.engine === 'v2' ? 'engine v2' : 'engine v1')), 'ideal'],
+      ['measure', 'measured', 'ideal'],
       [
-        row(
-          'attempts until every waiter is in line',
-          (s) => s.initialAttempts,
-          'v1: 2 per key; v2: 1 per key',
-        ),
-        row('attempts per second while all are parked', (s) => s.parkedAttemptsPerSecond, '—'),
-        row(
-          `bytes per second and key while parked (${first.parkedWindowMs} ms)`,
-          (s) => `${s.parkedBytesPerSecondPerKey} B`,
-          '≤ 100 B',
-        ),
-        row(
+        ['attempts until every waiter is in line', scale.initialAttempts, '1 per key'],
+        ['attempts per second while all are parked', scale.parkedAttemptsPerSecond, '—'],
+        [
+          `bytes per second and key while parked (${scale.parkedWindowMs} ms)`,
+          `${scale.parkedBytesPerSecondPerKey} B`,
+          `≤ ${targets.parkedBytesPerSecondPerKey} B`,
+        ],
+        [
           'change streams opened / open at peak',
-          (s) => `${s.changeStreamsOpened} / ${s.changeStreamsOpenAtPeak}`,
+          `${scale.changeStreamsOpened} / ${scale.changeStreamsOpenAtPeak}`,
           '1 / 1',
-        ),
-        row(
-          'server cursors open at peak (serverStatus)',
-          (s) => s.serverCursorsOpenAtPeak ?? 'n/a',
-          1,
-        ),
-        row(
+        ],
+        ['server cursors open at peak (serverStatus)', scale.serverCursorsOpenAtPeak ?? 'n/a', 1],
+        [
           'attempts per release (by the waiting service)',
-          (s) => s.attemptsPerRelease.toFixed(2),
+          scale.attemptsPerRelease.toFixed(2),
           '≤ 1',
-        ),
-        row('waits that failed before they were cancelled', (s) => s.failedWaits ?? 'n/a', 0),
-        row('heap per waiter', (s) => `${s.heapBytesPerWaiter} B`, '—'),
-        row('RSS per waiter', (s) => `${s.rssBytesPerWaiter} B`, '—'),
-        row('cancelling every remaining waiter', (s) => `${s.cancelMs} ms`, '—'),
-        row(
-          'change streams open 10 s after cancelling (`streamIdleMs` 200)',
-          (s) => s.changeStreamsOpenAfterCancel,
-          0,
-        ),
+        ],
+        ['waits that failed before they were cancelled', scale.failedWaits, 0],
+        ['heap per waiter', `${scale.heapBytesPerWaiter} B`, `≤ ${targets.heapBytesPerWaiter} B`],
+        ['RSS per waiter', `${scale.rssBytesPerWaiter} B`, '—'],
+        ['cancelling every remaining waiter', `${scale.cancelMs} ms`, '—'],
       ],
     ),
   ].join('\n');

@@ -57,12 +57,8 @@ export interface BenchResults {
   /** Shape matrix: P processes × W callers on one key, each variant per shape. */
   contention: ContentionRow[] | { error: string };
   /** The largest command of each kind, per lock type, and the lock document after a hand-off. */
-  commandSizes?: CommandSizesResult | { error: string };
-  /** The same with `engine: 'v2'`. */
-  commandSizesV2?: CommandSizesResult | { error: string };
+  commandSizes: CommandSizesResult | { error: string };
   scale: ScaleResult | { error: string };
-  /** The same with engine v2 (absent in reports written before it was measured). */
-  scaleV2?: ScaleResult | { error: string };
   httpOverhead: HttpOverheadResult | { error: string };
 }
 
@@ -74,8 +70,6 @@ export const variantLabels: Record<VariantName, string> = {
   'ours-poll-100ms': 'nestjs-mongo-lock, polling 100 ms',
   mongodash: 'mongodash withLock (defaults)',
   'ours-local-off': 'nestjs-mongo-lock, localHandOff false',
-  'ours-v2': "engine v2 (LockService with engine: 'v2')",
-  'ours-v2-local-off': 'engine v2, localHandOff false',
 };
 
 export async function writeReports(results: BenchResults): Promise<void> {

@@ -23,7 +23,7 @@ export const targets = {
   changeStreamsPerProcess: 1,
   attemptsPerRelease: 1,
   heapBytesPerWaiter: 6144,
-  /** A parked waiter's traffic while nothing happens, per key (one waiter's place each). */
+  /** Parked waiters' traffic while nothing happens, per key (its one entry in line). */
   parkedBytesPerSecondPerKey: 100,
   /** The change-stream median may be this much slower than polling every 10 ms, no more. */
   handoffVsPoll10msRatio: 1.2,
@@ -52,12 +52,9 @@ export interface ShapeComparison {
   ratio?: number;
 }
 
-export function compareShapes(
-  rows: ContentionRow[],
-  ours: VariantResult['variant'] = 'ours',
-): ShapeComparison[] {
+export function compareShapes(rows: ContentionRow[]): ShapeComparison[] {
   return rows
-    .filter((row) => row.variant === ours)
+    .filter((row) => row.variant === 'ours')
     .map((row) => {
       const shape = shapeLabel(row);
       const peer = rows.find((r) => r.variant === 'mongodash' && shapeLabel(r) === shape);
@@ -87,13 +84,13 @@ function variant(results: BenchResults, name: VariantResult['variant']): Variant
 }
 
 /** A variant's hand-off against the change-event floor, at p50 and p99. */
-function eventFloorChecks(results: BenchResults, v: VariantResult, label: string): TargetCheck[] {
+function eventFloorChecks(results: BenchResults, v: VariantResult): TargetCheck[] {
   const floor = results.eventFloor;
   const { handoff } = v;
   if (!floor || handoff.ratioP50ToEventFloor === undefined) return [];
   const checks: TargetCheck[] = [
     {
-      what: `${label}hand-off p50 / change-event floor p50`,
+      what: 'hand-off p50 / change-event floor p50',
       target: `≤ ${targets.handoffP50ToEventFloor}`,
       measured: `${handoff.ratioP50ToEventFloor} (${handoff.p50.toFixed(2)} against ${floor.p50.toFixed(2)} ms)`,
       met: handoff.ratioP50ToEventFloor <= targets.handoffP50ToEventFloor,
@@ -101,7 +98,7 @@ function eventFloorChecks(results: BenchResults, v: VariantResult, label: string
   ];
   if (handoff.ratioP99ToEventFloor !== undefined) {
     checks.push({
-      what: `${label}hand-off p99 / change-event floor p99`,
+      what: 'hand-off p99 / change-event floor p99',
       target: `≤ ${targets.handoffP99ToEventFloor}`,
       measured: `${handoff.ratioP99ToEventFloor} (${handoff.p99.toFixed(2)} against ${floor.p99.toFixed(2)} ms)`,
       met: handoff.ratioP99ToEventFloor <= targets.handoffP99ToEventFloor,
@@ -147,11 +144,8 @@ export function checkTargets(results: BenchResults): TargetCheck[] {
         met: ours.handoff.ratioP99ToPing <= targets.handoffP99InPings,
       },
     );
-    checks.push(...eventFloorChecks(results, ours, ''));
-    const v2 = variant(results, 'ours-v2');
-    if (v2) checks.push(...eventFloorChecks(results, v2, 'engine v2: '));
-    // Engine v2 is ours too: its figures have rows of their own.
-    const peers = results.variants.filter((v) => v.variant !== 'ours' && v.variant !== 'ours-v2');
+    checks.push(...eventFloorChecks(results, ours));
+    const peers = results.variants.filter((v) => v.variant !== 'ours');
     for (const peer of peers) {
       // Polling every 10 ms is the latency floor of polling; matching it is the goal there.
       const limit = peer.variant === 'ours-poll-10ms' ? targets.handoffVsPoll10msRatio : 1;
@@ -172,17 +166,13 @@ export function checkTargets(results: BenchResults): TargetCheck[] {
       });
     }
   }
-  if (!('error' in results.contention)) {
-    checks.push(...shapeChecks(results.contention));
-    checks.push(...shapeChecks(results.contention, 'ours-v2', 'engine v2: '));
-  }
-  for (const sizes of [results.commandSizes, results.commandSizesV2]) {
-    if (!sizes || 'error' in sizes) continue;
-    const engine = sizes.engine === 'v2' ? 'engine v2: ' : '';
+  if (!('error' in results.contention)) checks.push(...shapeChecks(results.contention));
+  const sizes = results.commandSizes;
+  if (!('error' in sizes)) {
     for (const { lockType, largest, limit } of largestCommands(sizes)) {
       if (!largest) continue;
       checks.push({
-        what: `${engine}largest ${lockType} command`,
+        what: `largest ${lockType} command`,
         target: `≤ ${limit} B`,
         measured: `${largest.bytes} B (${largest.kind}: ${largest.command})`,
         met: largest.bytes! <= limit,
@@ -190,44 +180,43 @@ export function checkTargets(results: BenchResults): TargetCheck[] {
     }
     const fields = sizes.documentAfterHandoff.fields.length;
     checks.push({
-      what: `${engine}top-level fields of a mutex document after a hand-off`,
+      what: 'top-level fields of a mutex document after a hand-off',
       target: `≤ ${targets.lockDocumentFields}`,
       measured: String(fields),
       met: fields <= targets.lockDocumentFields,
     });
   }
-  for (const scale of [results.scale, results.scaleV2]) {
-    if (!scale || 'error' in scale) continue;
-    const engine = scale.engine === 'v2' ? 'engine v2: ' : '';
+  const scale = results.scale;
+  if (!('error' in scale)) {
     checks.push(
       {
-        what: `${engine}change streams open for ${scale.waiters} waiters`,
+        what: `change streams open for ${scale.waiters} waiters`,
         target: String(targets.changeStreamsPerProcess),
         measured: String(scale.changeStreamsOpenAtPeak),
         met: scale.changeStreamsOpenAtPeak <= targets.changeStreamsPerProcess,
       },
       {
-        what: `${engine}acquire attempts per release (per process)`,
+        what: 'acquire attempts per release (per process)',
         target: String(targets.attemptsPerRelease),
         measured: scale.attemptsPerRelease.toFixed(2),
         met: scale.attemptsPerRelease <= targets.attemptsPerRelease,
       },
       {
-        what: `${engine}heap per waiter`,
+        what: 'heap per waiter',
         target: `≤ ${targets.heapBytesPerWaiter} B`,
         measured: `${scale.heapBytesPerWaiter} B`,
         met: scale.heapBytesPerWaiter <= targets.heapBytesPerWaiter,
       },
       {
-        what: `${engine}bytes per second and key while parked`,
+        what: 'bytes per second and key while parked',
         target: `≤ ${targets.parkedBytesPerSecondPerKey} B`,
         measured: `${scale.parkedBytesPerSecondPerKey} B`,
         met: scale.parkedBytesPerSecondPerKey <= targets.parkedBytesPerSecondPerKey,
       },
       {
-        what: `${engine}waits failed while ${scale.waiters} waited`,
+        what: `waits failed while ${scale.waiters} waited`,
         target: '0',
-        measured: String(scale.failedWaits ?? 'n/a'),
+        measured: String(scale.failedWaits),
         met: scale.failedWaits === 0,
       },
     );
@@ -246,19 +235,15 @@ export function checkTargets(results: BenchResults): TargetCheck[] {
 }
 
 /** The shape matrix against the issue's targets, each over every shape measured. */
-function shapeChecks(
-  rows: ContentionRow[],
-  ours: VariantResult['variant'] = 'ours',
-  label = '',
-): TargetCheck[] {
-  const shapes = compareShapes(rows, ours);
+function shapeChecks(rows: ContentionRow[]): TargetCheck[] {
+  const shapes = compareShapes(rows);
   if (shapes.length === 0) return [];
   const each = (value: (s: ShapeComparison) => string) =>
     shapes.map((s) => `${s.shape}: ${value(s)}`).join('; ');
   const checks: TargetCheck[] = [];
   if (shapes.every((s) => s.ratio !== undefined)) {
     checks.push({
-      what: `${label}shape matrix: sections/s vs mongodash`,
+      what: 'shape matrix: sections/s vs mongodash',
       target: `≥ ${targets.shapeVsMongodash}× at every P × W`,
       measured: each((s) => `${s.ratio!.toFixed(2)}×`),
       met: shapes.every((s) => s.ratio! >= targets.shapeVsMongodash),
@@ -266,13 +251,13 @@ function shapeChecks(
   }
   checks.push(
     {
-      what: `${label}shape matrix: commands per section`,
+      what: 'shape matrix: commands per section',
       target: `≤ ${targets.shapeCommandsPerSection} at every P × W`,
       measured: each((s) => String(s.ours.commandsPerSection)),
       met: shapes.every((s) => s.ours.commandsPerSection <= targets.shapeCommandsPerSection),
     },
     {
-      what: `${label}shape matrix: sections of the busiest process / the least busy`,
+      what: 'shape matrix: sections of the busiest process / the least busy',
       target: `≤ ${targets.shapeShareMaxOverMin} at every P × W`,
       measured: each((s) => String(s.ours.shareMaxOverMin ?? 'one did none')),
       met: shapes.every(
@@ -281,7 +266,7 @@ function shapeChecks(
       ),
     },
     {
-      what: `${label}shape matrix: failed waits (timeouts, errors)`,
+      what: 'shape matrix: failed waits (timeouts, errors)',
       target: '0',
       measured: String(shapes.reduce((total, s) => total + s.ours.failures, 0)),
       met: shapes.every((s) => s.ours.failures === 0),
@@ -291,7 +276,7 @@ function shapeChecks(
   const [wide, narrow] = [at('8 × 1'), at('2 × 1')];
   if (wide !== undefined && narrow !== undefined) {
     checks.push({
-      what: `${label}commands per section flat in P: 8 × 1 against 2 × 1`,
+      what: 'commands per section flat in P: 8 × 1 against 2 × 1',
       target: `within ${targets.commandsAt8x1Over2x1}×`,
       measured: `${wide} against ${narrow} (${(wide / narrow).toFixed(2)}×)`,
       met: wide <= narrow * targets.commandsAt8x1Over2x1,

@@ -15,21 +15,18 @@ import type {
 
 let client: MongoClient | undefined;
 let service: LockService | undefined;
-/** Holds the key the parked waiter waits on (see `start`). */
-let parkedHolder: LockService | undefined;
-const parked = new AbortController();
 let commands: Record<string, number> = {};
-/** Called with the time of the next findAndModify reply (an attempt's), then forgotten. */
-let onNextAttemptReply: ((at: number) => void) | undefined;
+/** Called with the time of the next findAndModify reply (a join's), then forgotten. */
+let onNextJoinReply: ((at: number) => void) | undefined;
 
 function countCommand(event: CommandStartedEvent): void {
   commands[event.commandName] = (commands[event.commandName] ?? 0) + 1;
 }
 
-function attemptReplied(event: { commandName: string }): void {
-  if (event.commandName !== 'findAndModify' || !onNextAttemptReply) return;
-  const notify = onNextAttemptReply;
-  onNextAttemptReply = undefined;
+function joinReplied(event: { commandName: string }): void {
+  if (event.commandName !== 'findAndModify' || !onNextJoinReply) return;
+  const notify = onNextJoinReply;
+  onNextJoinReply = undefined;
   notify(sharedClockMs());
 }
 
@@ -54,7 +51,7 @@ async function loop(args: ModeLoopArgs): Promise<ModeLoopResult> {
     if (gapMax > 0) await sleep(Math.random() * gapMax);
     while (sharedClockMs() < endAt) {
       let firstReplyAt: number | undefined;
-      if (args.recordFirstReply) onNextAttemptReply = (at) => (firstReplyAt = at);
+      if (args.recordFirstReply) onNextJoinReply = (at) => (firstReplyAt = at);
       const askedAt = sharedClockMs();
       try {
         const handle = await lockService.acquire(args.key, {
@@ -89,21 +86,14 @@ async function loop(args: ModeLoopArgs): Promise<ModeLoopResult> {
 }
 
 export const modeLoopOps: WorkerHandlers<'startModes' | 'modeLoop'> = {
-  async startModes({ uri, dbName, parkedWaiter }) {
+  async startModes({ uri, dbName }) {
     client = new MongoClient(uri, { monitorCommands: true });
     client.on('commandStarted', countCommand);
-    client.on('commandSucceeded', attemptReplied);
-    client.on('commandFailed', attemptReplied);
+    client.on('commandSucceeded', joinReplied);
+    client.on('commandFailed', joinReplied);
     await client.connect();
     service = new LockService({ client, dbName });
     await service.start();
-    if (parkedWaiter) {
-      parkedHolder = new LockService({ uri, dbName });
-      await parkedHolder.start();
-      const key = `modes:parked:${process.pid}`;
-      await parkedHolder.acquire(key, { ttlMs: 3_600_000, renew: false });
-      service.acquire(key, { timeoutMs: 3_600_000, signal: parked.signal }).catch(() => undefined);
-    }
     return { pid: process.pid };
   },
 
@@ -111,8 +101,6 @@ export const modeLoopOps: WorkerHandlers<'startModes' | 'modeLoop'> = {
 };
 
 export async function closeModeLoops(): Promise<void> {
-  parked.abort();
   await service?.close().catch(() => undefined);
-  await parkedHolder?.close().catch(() => undefined);
   await client?.close().catch(() => undefined);
 }

@@ -5,17 +5,22 @@ import { setMaxListeners } from 'node:events';
 import { BSON, MongoClient, type CommandStartedEvent } from 'mongodb';
 import { LockService } from '../../lib';
 import type { LockHandle } from '../../lib';
+import { LOCK_OPTION_DEFAULTS } from '../../lib/options';
 import { sleep } from '../support/stats';
 import type { ScaleArgs, ScaleResult } from '../worker-protocol';
 
-/** The parked window: past the first safety poll (5 s) and the first renewal of a place (6.7 s). */
-const parkedMs = 8000;
+/** The waiters' lease: the default, so that their entries renew as an application's would. */
+const waiterTtlMs = LOCK_OPTION_DEFAULTS.defaultTtlMs;
+/**
+ * The parked window: one renewal period of a waiting entry (a third of its lease). Every entry
+ * joined less than a period before the window opens, so the window holds exactly one renewal
+ * of each: the steady rate of a parked key.
+ */
+const parkedMs = waiterTtlMs / 3;
 
 const counts = { attempts: 0, bytes: 0, streamsOpened: 0, cursorsKilled: 0 };
-/** Acquire attempts per key, read from the command itself. */
+/** Commands (findAndModify: join, renew, leave) per key, read from the command itself. */
 const attemptsByKey = new Map<string, number>();
-/** Keys that saw an attempt able to take a place in line (the full one: it writes `waiting`). */
-const fullAttemptKeys = new Set<string>();
 
 function onCommand(event: CommandStartedEvent): void {
   counts.bytes += BSON.calculateObjectSize(event.command);
@@ -23,7 +28,6 @@ function onCommand(event: CommandStartedEvent): void {
     counts.attempts++;
     const key = String((event.command.query as { _id?: unknown } | undefined)?._id);
     attemptsByKey.set(key, (attemptsByKey.get(key) ?? 0) + 1);
-    if (JSON.stringify(event.command.update).includes('"waiting"')) fullAttemptKeys.add(key);
   }
   const pipeline = event.command.pipeline as Record<string, unknown>[] | undefined;
   if (event.commandName === 'aggregate' && pipeline?.[0]?.$changeStream) counts.streamsOpened++;
@@ -31,16 +35,11 @@ function onCommand(event: CommandStartedEvent): void {
 }
 
 /**
- * Waits until every key's waiters are in line. Engine v1: its queue's head's first
- * attempt (the mutex's small command) found the key held, and the full attempt that takes its
- * place followed. Engine v2: the first waiter's join was sent (the others queue behind its
- * entry, in this process: `localHandOff`).
+ * Waits until every key's waiters are in line: the key's first waiter sent its join (the
+ * others queue behind its entry, in this process: `localHandOff`).
  */
-async function everyKeyInLine(args: ScaleArgs, keys: string[], maxMs = 120_000): Promise<void> {
-  const inLine =
-    args.engine === 'v2'
-      ? (key: string) => (attemptsByKey.get(key) ?? 0) >= 1
-      : (key: string) => fullAttemptKeys.has(key);
+async function everyKeyInLine(keys: string[], maxMs = 120_000): Promise<void> {
+  const inLine = (key: string) => (attemptsByKey.get(key) ?? 0) >= 1;
   const deadline = Date.now() + maxMs;
   while (Date.now() < deadline && !keys.every(inLine)) await sleep(20);
 }
@@ -64,15 +63,14 @@ async function serverCursorsOpen(client: MongoClient): Promise<number | null> {
 export async function waitAtScale(args: ScaleArgs): Promise<ScaleResult> {
   const waiterClient = new MongoClient(args.uri, { monitorCommands: true });
   waiterClient.on('commandStarted', onCommand);
-  const engine = args.engine ?? 'v1';
-  const holderService = new LockService({ uri: args.uri, dbName: args.dbName, engine });
-  // The stream closes this soon after the last waiter leaves (checked after cancelling).
-  const waiterService = new LockService({
-    client: waiterClient,
+  // The holder never waits: without a stream of its own, the server's open cursors are the
+  // waiting service's.
+  const holderService = new LockService({
+    uri: args.uri,
     dbName: args.dbName,
-    engine,
-    streamIdleMs: 200,
+    changeStreams: 'off',
   });
+  const waiterService = new LockService({ client: waiterClient, dbName: args.dbName });
   await Promise.all([holderService.start(), waiterService.start()]);
   const keys = Array.from({ length: args.keys }, (_, i) => `scale:${i}`);
   const held = new Map<string, LockHandle>();
@@ -85,7 +83,7 @@ export async function waitAtScale(args: ScaleArgs): Promise<ScaleResult> {
   }
 
   const before = memory();
-  // Streams are counted from the start: engine v2 opens its stream in start().
+  // Streams are counted from the start: the service opens its stream in start().
   counts.attempts = 0;
   const cancel = new AbortController();
   // Every waiter listens on this one signal, as a shutdown signal would be shared.
@@ -95,17 +93,17 @@ export async function waitAtScale(args: ScaleArgs): Promise<ScaleResult> {
   const waits = keys.flatMap((key) =>
     Array.from({ length: args.waitersPerKey }, () =>
       waiterService
-        .acquire(key, { ttlMs: 300_000, timeoutMs: 600_000, signal: cancel.signal })
+        .acquire(key, { ttlMs: waiterTtlMs, timeoutMs: 600_000, signal: cancel.signal })
         .then((handle) => acquiredBy.set(key, [...(acquiredBy.get(key) ?? []), handle]))
         .catch(() => {
           if (!cancel.signal.aborted) failedWaits++;
         }),
     ),
   );
-  await everyKeyInLine(args, keys);
+  await everyKeyInLine(keys);
   await sleep(200);
   const initialAttempts = counts.attempts;
-  // Parked: nothing is released, so whatever is sent now is the waiting layer's own polling.
+  // Parked: nothing is released, so whatever is sent now is the waiting entries' own upkeep.
   const parkedFrom = counts.attempts;
   const parkedBytesFrom = counts.bytes;
   await sleep(parkedMs);
@@ -117,7 +115,7 @@ export async function waitAtScale(args: ScaleArgs): Promise<ScaleResult> {
   const serverCursorsOpenAtPeak = await serverCursorsOpen(waiterClient);
 
   // Release keys one by one; the first waiter of each takes it and keeps it (no cascade).
-  // Attempts are counted on the released key only, so other keys' safety polls do not count.
+  // Commands are counted on the released key only, so other keys' renewals do not count.
   let releaseAttempts = 0;
   for (const key of keys.slice(0, args.releases)) {
     const before = attemptsByKey.get(key) ?? 0;
@@ -132,18 +130,12 @@ export async function waitAtScale(args: ScaleArgs): Promise<ScaleResult> {
   cancel.abort();
   await Promise.all(waits);
   const cancelMs = Date.now() - cancelStart;
-  // The queues' withdrawals (one per key) are sent first; the stream's close, `streamIdleMs`
-  // later, waits behind them for a connection.
-  for (let waited = 0; waited < 10_000 && counts.streamsOpened > counts.cursorsKilled; waited += 50)
-    await sleep(50);
-  const changeStreamsOpenAfterCancel = counts.streamsOpened - counts.cursorsKilled;
 
   const waiters = args.keys * args.waitersPerKey;
   await waiterService.close();
   await holderService.close();
   await waiterClient.close();
   return {
-    engine,
     waiters,
     keys: args.keys,
     initialAttempts,
@@ -156,7 +148,6 @@ export async function waitAtScale(args: ScaleArgs): Promise<ScaleResult> {
     attemptsPerRelease,
     heapBytesPerWaiter: Math.round((peak.heap - before.heap) / waiters),
     rssBytesPerWaiter: Math.round((peak.rss - before.rss) / waiters),
-    changeStreamsOpenAfterCancel,
     cancelMs,
     failedWaits,
   };

@@ -2,7 +2,7 @@ import { Decimal128, Int32, Long, ObjectId } from 'mongodb';
 import type { Document } from 'mongodb';
 import { InvalidLockKeyError } from '../errors/invalid-lock-key.error';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
-import type { AttemptTarget } from '../store/acquire-attempt';
+import type { AttemptTarget } from '../store/line/line-commands';
 import type { DocumentVersion } from '../store/documents/document-version';
 import { toVersionValue } from '../store/documents/document-version';
 import type { DocumentUpdate } from '../store/documents/document-writes';

@@ -3,7 +3,6 @@ import type { Observable } from 'rxjs';
 import { LockLostError } from '../errors/lock-lost.error';
 import { MongoLockError } from '../errors/mongo-lock.error';
 import type { LockHandle, MongoLockHandle } from '../lock-handle';
-import type { LeaseReleaseTries } from '../store/documents/document-release-tries';
 import type { DocumentUpdate } from '../store/documents/document-writes';
 
 /**
@@ -39,24 +38,6 @@ export interface DocumentLockWriter {
   commit(handle: MongoLockHandle, update: unknown): Promise<Document | null>;
   /** Throws `InvalidLockOptionsError` for an update `commit` would refuse, before anything is sent. */
   checkCommit(update: unknown): void;
-  /** Tells local waiters at once that the lock was given up by a commit. */
-  committed(key: string): void;
-}
-
-/**
- * Why a release tried again after an unconfirmed one reports the lock lost: the document keeps
- * no past owners, only the fence of the newest lease that ended without a release, so a later
- * such lease hides whether the first try landed (see `document-lock-release.ts`). Not for a
- * retry that found our token with the lease run out: the first try never landed, a plain loss.
- */
-export function releaseOutcomeUnknownMessage(key: string, lostMessage: string): string {
-  return (
-    `Document ${key}: an earlier release of its lock was not confirmed by MongoDB, and the lock ` +
-    'is not ours any more. Either its lease ended or another holder took it before that release ' +
-    'arrived, or the release landed and the document has been locked since by a holder whose ' +
-    'lease ended without a release (or other code unlocked it), which hides ours: the outcome ' +
-    `cannot be told, so the lock counts as lost (${lostMessage})`
-  );
 }
 
 /** The {@link DocumentLockHandle} that `DocumentLocks` hands out: a lock handle plus the document. */
@@ -68,8 +49,6 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
     readonly doc: WithId<T>,
     readonly created: boolean,
     private readonly writer: DocumentLockWriter,
-    /** The lease's releases and commit, as the store sent them (see `document-release-tries.ts`). */
-    private readonly tries?: LeaseReleaseTries,
   ) {}
 
   get key(): string {
@@ -119,17 +98,10 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
     return this.lock.extend(ttlMs);
   }
 
-  /**
-   * Gives the lock back, as {@link LockHandle.release}: by owner token. A release tried again
-   * after one that MongoDB did not confirm recognises that one's success, unless the document
-   * has been locked since by a holder whose lease ended without a release: it then rejects with
-   * a `LockLostError` that says the outcome cannot be told.
-   */
+  /** Gives the lock back, as {@link LockHandle.release}: by owner token. After a commit, resolves once the commit is confirmed. */
   release(): Promise<void> {
     if (this.committing) return this.committing.then(() => undefined);
-    return this.lock.release().catch((error: unknown) => {
-      throw this.releaseFailed(error);
-    });
+    return this.lock.release();
   }
 
   [Symbol.asyncDispose](): Promise<void> {
@@ -157,11 +129,9 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
     try {
       written = await this.writer.commit(this.lock, update);
     } catch (error) {
-      // Unknown outcome: the commit may have landed, so the release that follows is a retry
-      // (the store's `LeaseReleaseTries` knows), by token and fence: it either finds the
-      // commit's own release (done), or frees the lock, and then the late commit, which needs
-      // the lock, cannot land, or cannot tell (a later lease ended without a release, see
-      // `document-lock-release.ts`) and marks the handle lost.
+      // Unknown outcome: the commit may have landed. The release that follows leaves our entry
+      // by token: either the commit already ended it, or the release frees the lock, and then
+      // the late commit, which needs our entry to lead, cannot land.
       // Sent, not awaited: the caller hears within one command's bound, and until the release
       // is confirmed the handle keeps its local deadline.
       void this.lock.release().catch(() => undefined);
@@ -169,7 +139,6 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
     }
     if (written === null) return this.afterWrite(null);
     this.lock.releasedByWrite();
-    this.writer.committed(this.lock.key);
     return written as WithId<T>;
   }
 
@@ -179,18 +148,6 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
     // is told at once; the give-back of our entry goes on by itself (MongoDB may be away).
     void this.lock.revoke('its lease had ended or another holder had taken it before the write');
     throw this.lock.lostReason ?? this.notWritable('write');
-  }
-
-  /**
-   * The error of a release: a loss after an unconfirmed release says it may not be one, unless
-   * a reply has told since (our token found with the lease run out: a plain loss).
-   */
-  private releaseFailed(error: unknown): unknown {
-    if (!(error instanceof LockLostError) || this.tries?.lossUntold !== true) return error;
-    return new LockLostError(releaseOutcomeUnknownMessage(this.key, error.message), {
-      key: error.key,
-      cause: error,
-    });
   }
 
   private checkWritable(what: string): void {

@@ -1,36 +1,26 @@
 import { isEntryMode } from '../store/lock-modes';
 import type { Document, WithId } from 'mongodb';
 import { Observable } from 'rxjs';
-import { MongoLockError } from '../errors/mongo-lock.error';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
 import { LockLostError } from '../errors/lock-lost.error';
 import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
 import { documentNotAcquiredMessage, notAcquiredMessage } from '../lock.messages';
 import type { HeldLocks } from '../held-locks';
+import type { LockStore } from '../store/lock-store';
+import { documentIdOfKey, keyOfDocumentId } from '../store/documents/document-key';
+import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from '../options';
 import type { LockState } from '../interfaces/lock-state.interface';
 import { heldLocksOf, runWithHeldLock } from '../lock-context';
-import { LockAcquirer } from '../lock-acquirer';
 import type { MongoLockHandle } from '../lock-handle';
 import { resolveAcquireOptions } from '../options';
-import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from '../options';
 import { openLeaseCollection } from '../store/lock-collection';
-import { LockStore } from '../store/lock-store';
-import type { DocumentCollection } from '../store/documents/document-lease-commands';
-import type { AttemptTarget } from '../store/acquire-attempt';
-import { documentLeaseCommands } from '../store/documents/document-lease-commands';
-import { byKey, documentIdOfKey, keyOfDocumentId } from '../store/documents/document-key';
+import type { DocumentUpdate } from '../store/documents/document-writes';
+import type { AttemptTarget } from '../store/line/line-commands';
 import { DocumentNotFoundError } from '../errors/document-not-found.error';
-import { DocumentLockFields } from '../store/documents/document-lock-fields';
-import { HeldDocumentLeases } from '../store/documents/document-release-tries';
-import { leaseLockForm, updateIfCurrent, writeWhileHeld } from '../store/documents/document-writes';
-import type { DocumentUpdate, DocumentWriteTarget } from '../store/documents/document-writes';
 import type { DocumentVersion } from '../store/documents/document-version';
 import type { LockTelemetry } from '../telemetry';
-import { LockChangeFeed } from '../waiting/change-feed';
-import { readDocumentLockChange } from '../waiting/document-lock-event';
 import { linkAbortSignals } from '../waiting/linked-abort-signal';
 import type { LinkedAbortSignal } from '../waiting/linked-abort-signal';
-import { LockWaiting } from '../waiting/lock-waiting';
 import { waitObservable } from '../waiting/wait-observable';
 import type { WaitLogger } from '../waiting/wait-logger';
 import {
@@ -57,8 +47,6 @@ export interface DocumentLocksHost {
   started(): Promise<LockStore>;
 }
 
-const STREAM_AWAIT_MS = 1_000;
-
 /**
  * Locks on the documents of one collection: the lock lives in a field of each document
  * (`_lock` by default), decided by the server clock, taken in one round trip that also
@@ -71,44 +59,14 @@ const STREAM_AWAIT_MS = 1_000;
  * await accounts.withLock(id, (lock) => lock.commit({ $inc: { balance: -lock.doc.pending } }));
  */
 export class DocumentLocks<T extends Document = Document> {
-  private readonly fields: DocumentLockFields;
-  /** What the releases and commits of the locks held here told (see `document-release-tries.ts`). */
-  private readonly heldLeases = new HeldDocumentLeases();
-  private readonly waiting: LockWaiting;
-  private readonly acquirer: LockAcquirer;
-  private store: LockStore | undefined;
-  private collection: DocumentCollection | undefined;
-  /** Engine v2's locks on this collection (module option `engine: 'v2'`), made on first use. */
+  /** The locks on this collection's documents, made on first use. */
   private lineLocks: DocumentLineLocks | undefined;
 
   /** Made by `LockService.documents()` and `forFeature()`; not constructed directly. @internal */
   constructor(
     private readonly host: DocumentLocksHost,
     private readonly settings: ResolvedDocumentLocksOptions,
-  ) {
-    this.fields = new DocumentLockFields(settings.lockField);
-    const { options } = host;
-    const feed = new LockChangeFeed(
-      (streamOptions) => {
-        if (!this.store) throw new MongoLockError('Document locks are not started');
-        return this.store.openChangeStream({ ...streamOptions, maxAwaitTimeMS: STREAM_AWAIT_MS });
-      },
-      host.logger,
-      options.changeStreams,
-      STREAM_AWAIT_MS + options.operationTimeoutMs,
-      readDocumentLockChange,
-      options.streamIdleMs,
-    );
-    this.waiting = new LockWaiting(feed, options.holderId, options);
-    this.acquirer = new LockAcquirer({
-      waiting: this.waiting,
-      maxHoldMs: options.maxHoldMs,
-      held: host.held,
-      operationTimeoutMs: options.operationTimeoutMs,
-      holderId: options.holderId,
-      localTransfers: false,
-    });
-  }
+  ) {}
 
   /** The collection's name. */
   get collectionName(): string {
@@ -181,24 +139,16 @@ export class DocumentLocks<T extends Document = Document> {
 
   /** Emits once and completes when the document is not locked (released, lease ended, or gone). */
   waitForRelease(id: unknown): Observable<void> {
-    if (this.onLines) {
-      return waitObservable(async (signal) => {
-        const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
-        await (await this.lines()).waitForRelease(key, signal);
-      }, this.host.closing);
-    }
-    return this.waiting.released$(async () => {
+    return waitObservable(async (signal) => {
       const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
-      const store = await this.started();
-      return { key, probe: () => store.probe(key) };
+      await (await this.lines()).waitForRelease(key, signal);
     }, this.host.closing);
   }
 
   /** The document's lock by the server clock (`key` is the id in canonical Extended JSON), or `null` if there is no such document. */
   async inspect(id: unknown): Promise<LockState | null> {
     const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
-    if (this.onLines) return (await this.lines()).inspect(key);
-    return (await this.started()).inspect(key);
+    return (await this.lines()).inspect(key);
   }
 
   /**
@@ -215,14 +165,7 @@ export class DocumentLocks<T extends Document = Document> {
     const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
     const expected = resolveExpectedVersion(expectedVersion, this.settings.version);
     const checked = resolveDocumentUpdate(update, this.settings, false) as DocumentUpdate;
-    if (this.onLines) {
-      return (await (await this.lines()).updateIfCurrent(key, expected, checked)) as WithId<T>;
-    }
-    const store = await this.started();
-    const target = { ...this.writeTarget(), version: this.settings.version as DocumentVersion };
-    return (await store.run('updateIfCurrent', () =>
-      updateIfCurrent(target, key, expected, checked),
-    )) as WithId<T>;
+    return (await (await this.lines()).updateIfCurrent(key, expected, checked)) as WithId<T>;
   }
 
   /**
@@ -230,20 +173,12 @@ export class DocumentLocks<T extends Document = Document> {
    * service closes the client after. @internal
    */
   async close(): Promise<void> {
-    await this.waiting.close();
     await this.lineLocks?.close();
-    await this.store?.close();
   }
 
   /** The change stream's state and waiters, for diagnostics. @internal */
   get diagnostics(): { waiters: number; streamOpen: boolean; streamsOpened: number } {
-    if (this.lineLocks) return this.lineLocks.diagnostics;
-    const stream = this.waiting.streamState;
-    return {
-      waiters: this.waiting.waiterCount,
-      streamOpen: stream.open,
-      streamsOpened: stream.opened,
-    };
+    return this.lineLocks?.diagnostics ?? { waiters: 0, streamOpen: false, streamsOpened: 0 };
   }
 
   /** The document `key` meets `options.where` now, else `DocumentNotFoundError`. */
@@ -253,10 +188,7 @@ export class DocumentLocks<T extends Document = Document> {
       this.settings,
       documentIdOfKey(key),
     );
-    const exists = this.onLines
-      ? await (await this.lines()).exists(key, target?.where)
-      : await this.existsInV1(key, target?.where);
-    if (!exists) {
+    if (!(await (await this.lines()).exists(key, target?.where))) {
       throw new DocumentNotFoundError(
         `No document with _id ${key} that meets the lock's \`where\``,
         {
@@ -264,15 +196,6 @@ export class DocumentLocks<T extends Document = Document> {
         },
       );
     }
-  }
-
-  private async existsInV1(key: string, where: AttemptTarget['where']): Promise<boolean> {
-    const store = await this.started();
-    const collection = this.collection as DocumentCollection;
-    const found = await store.run('find', () =>
-      collection.findOne({ ...where, ...byKey(key) }, { projection: { _id: 1 } }),
-    );
-    return found !== null;
   }
 
   private async acquireDocument(
@@ -302,43 +225,10 @@ export class DocumentLocks<T extends Document = Document> {
     const label = options?.metricsLabel ?? `${this.settings.collection}/{id}`;
     return this.host.telemetry.acquisition(label, 1, startedAt, async () => {
       const linked = linkAbortSignals([resolved.signal, this.host.closing]);
-      if (this.onLines) return this.acquireOnLines(key, resolved, linked, startedAt, target);
-      let store: LockStore;
-      try {
-        linked.signal.throwIfAborted();
-        store = await this.started();
-        linked.signal.throwIfAborted();
-      } catch (error) {
-        linked.unlink();
-        throw error;
-      }
-      // Returned, not awaited: a suspended async function would keep its frame for the wait.
-      return this.acquirer
-        .acquireWon(store, [key], resolved, linked.signal, startedAt, target)
-        .then(
-          ({ handle, won }) => {
-            linked.unlink();
-            const document = won[0].document ?? { doc: {}, created: false };
-            const owner = handle.ownerOf(key);
-            const tries = this.heldLeases.track(key, owner, handle.fence);
-            void handle.done.then(() => this.heldLeases.forget(key, owner, tries));
-            return new MongoDocumentLockHandle<T>(
-              handle,
-              document.doc as WithId<T>,
-              document.created,
-              this.writer(store),
-              tries,
-            );
-          },
-          (error: unknown) => {
-            linked.unlink();
-            throw this.documentNotAcquired(error, key, resolved.timeoutMs);
-          },
-        );
+      return this.acquireOnLines(key, resolved, linked, startedAt, target);
     });
   }
 
-  /** {@link acquireDocument} on engine v2. */
   private async acquireOnLines(
     key: string,
     resolved: ResolvedAcquireOptions,
@@ -381,30 +271,7 @@ export class DocumentLocks<T extends Document = Document> {
     );
   }
 
-  private writer(store: LockStore): DocumentLockWriter {
-    const target = this.writeTarget();
-    const ownerOf = (handle: MongoLockHandle) => handle.ownerOf(handle.key);
-    return {
-      update: (handle, update) => {
-        const checked = resolveDocumentUpdate(update, this.settings, false);
-        return store.run('update', () =>
-          writeWhileHeld(target, handle.key, ownerOf(handle), checked),
-        );
-      },
-      commit: (handle, update) => {
-        const checked = resolveDocumentUpdate(update, this.settings, true);
-        const owner = ownerOf(handle);
-        const commit = () => writeWhileHeld(target, handle.key, owner, checked, { unlock: true });
-        // A commit that may have landed makes the release after it a retry (see `commitOnce`).
-        const tries = this.heldLeases.of(handle.key, owner, handle.fence);
-        return store.run('commit', () => (tries ? tries.commit(commit) : commit()));
-      },
-      checkCommit: (update) => void resolveDocumentUpdate(update, this.settings, true),
-      committed: (key) => this.waiting.notifyHoldEnded(key, 'freed'),
-    };
-  }
-
-  /** Engine v2's writes while held: checked against the line in the lock field. */
+  /** The writes while held: checked against the line in the lock field. */
   private lineWriter(lines: DocumentLineLocks): DocumentLockWriter {
     const ownerOf = (handle: MongoLockHandle) => handle.ownerOf(handle.key);
     return {
@@ -417,59 +284,25 @@ export class DocumentLocks<T extends Document = Document> {
         return lines.writeWhileHeld(handle.key, ownerOf(handle), checked, true);
       },
       checkCommit: (update) => void resolveDocumentUpdate(update, this.settings, true),
-      // Waiters, here too, hear of the commit from the change stream.
-      committed: () => undefined,
     };
   }
 
-  private get onLines(): boolean {
-    return this.host.options.engine === 'v2';
-  }
-
-  /** Engine v2's locks on the collection, on the service's client, made on first use. */
+  /** The locks on the collection, on the service's client, made on first use. */
   private async lines(): Promise<DocumentLineLocks> {
     if (this.lineLocks) return this.lineLocks;
     const main = await this.host.started();
     this.lineLocks ??= new DocumentLineLocks(
-      this.openCollection(main),
+      openLeaseCollection<Document>(
+        main.client,
+        this.settings.dbName ?? this.host.options.dbName,
+        this.settings.collection,
+        this.host.options.operationTimeoutMs,
+      ),
       this.settings.lockField,
       this.host.held,
       this.host.options,
       this.settings.version,
     );
     return this.lineLocks;
-  }
-
-  private openCollection(main: LockStore): DocumentCollection {
-    this.collection ??= openLeaseCollection<Document>(
-      main.client,
-      this.settings.dbName ?? this.host.options.dbName,
-      this.settings.collection,
-      this.host.options.operationTimeoutMs,
-    );
-    return this.collection;
-  }
-
-  private writeTarget(): DocumentWriteTarget {
-    return {
-      collection: this.collection as DocumentCollection,
-      lock: leaseLockForm(this.fields),
-      version: this.settings.version,
-    };
-  }
-
-  /** The collection's store, on the service's client, opened on first use. */
-  private async started(): Promise<LockStore> {
-    if (this.store) return this.store;
-    const main = await this.host.started();
-    if (this.store) return this.store;
-    const collection = this.openCollection(main);
-    this.store = new LockStore(
-      main.client,
-      false,
-      this.host.options,
-      documentLeaseCommands(collection, main.client, this.fields, this.heldLeases),
-    );
-    return this.store;
   }
 }

@@ -33,41 +33,30 @@ export interface MongoLockModuleOptions {
   /** Create the lock collection's indexes at start-up. Default `true`. */
   ensureIndexes?: boolean;
   /**
-   * The lock protocol. `'v1'` (default): the lock collection as 0.1 writes it. `'v2'` (preview):
-   * ownership by position in each key's line, on the collection `<collectionName>_line`; every
-   * instance sharing locks must use the same engine (a v1 and a v2 instance do not exclude each
-   * other). Document locks and `transaction` need `'v1'` for now.
+   * The lock protocol: `'v2'`, the only one (ownership by position in each key's line, on the
+   * collection `<collectionName>_line`; see docs/engine-v2.md). 0.1's protocol, `'v1'`, is
+   * removed and refused (see docs/upgrading.md). Default `'v2'`.
    */
-  engine?: 'v1' | 'v2';
+  engine?: 'v2';
   /** `'auto'`: wait on a change stream where the server has them, else poll. `'off'`: always poll. Default `'auto'`. */
   changeStreams?: 'auto' | 'off';
   /**
-   * Pass a released lock straight to a caller waiting in the same process: within the
-   * holder's lease without a write, or in the release's own write; a grant to this process
-   * heard on the change stream goes to its caller at once. On engine v2: callers of an
+   * Pass a released lock straight to a caller waiting in the same process: callers of an
    * exclusive, unscoped lock queue behind this process's entry in the key's line and take it
    * over one after another without a write, while it waits and for 50 ms after its first
-   * holder began, 16 holders at most (see docs/engine-v2.md). `false`: every hand-off goes through the line in
-   * the lock document, as between processes (more commands per section when several callers of
-   * one process share a key; see BENCHMARKS.md). Default `true`.
+   * holder began, 16 holders at most (see docs/engine-v2.md). `false`: every hand-off goes
+   * through the key's line, as between processes (more commands per section when several
+   * callers of one process share a key; see BENCHMARKS.md). Default `true`.
    */
   localHandOff?: boolean;
-  /**
-   * How long the lock change stream stays open after the last waiter (or `events$`
-   * subscriber) leaves, so that the next wait finds it running: a process that waits again
-   * within this time opens and closes no stream for it (two commands less per wait). While
-   * idle it costs one `getMore` a second and any release events. `0` closes it at once.
-   * Default 5 000 ms.
-   */
-  streamIdleMs?: number;
   /** First poll interval when waiting without change streams (backoff doubles it, with jitter). Default 50 ms. */
   pollIntervalMs?: number;
   /** Cap of the polling backoff. Default 1 000 ms (or `pollIntervalMs`, if larger). */
   maxPollIntervalMs?: number;
   /**
-   * While waiting on a change stream, re-try this often anyway, to catch what no event
-   * announces; each quiet re-try in a row doubles the next (up to 8x). Waking on releases
-   * and lease expiry does not depend on it. Default 5 000 ms.
+   * While `waitForRelease` waits on a change stream, look at the key again this often anyway,
+   * to catch what no event announces. Waking on releases and lease expiry does not depend on
+   * it. Default 5 000 ms.
    */
   safetyPollIntervalMs?: number;
   /**

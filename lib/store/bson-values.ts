@@ -1,4 +1,4 @@
-import { Long } from 'mongodb';
+import type { Long } from 'mongodb';
 
 /** A BSON integer as the driver may return it (number, Long or, with useBigInt64, bigint). */
 export type BsonInteger = number | bigint | Long;
@@ -16,11 +16,3 @@ export function toRemainingMs(value: BsonInteger | null | undefined): number {
   const ms = typeof value === 'number' ? value : Number(value);
   return Number.isFinite(ms) && ms > 0 ? ms : 0;
 }
-
-export const LONG_ZERO = Long.fromInt(0);
-export const LONG_ONE = Long.fromInt(1);
-
-/** Remaining lease in ms, by the server clock of the command that computes it. */
-export const REMAINING_LEASE_MS = {
-  $max: [0, { $subtract: [{ $ifNull: ['$expiresAt', '$$NOW'] }, '$$NOW'] }],
-};

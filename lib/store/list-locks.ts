@@ -1,10 +1,6 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
-import type { LockState } from '../interfaces/lock-state.interface';
 import { validateLockKey } from '../keys/lock-key';
-import { decodeLockState, LOCK_STATE_PROJECTION } from './inspect-lock';
-import type { InspectReply } from './inspect-lock';
 import type { Document } from 'mongodb';
-import type { LockCollection } from './lock-document';
 
 /** Most keys one listing returns. */
 export const MAX_LIST_LIMIT = 1_000;
@@ -58,27 +54,4 @@ export function keyRangeFilter({ prefix, after }: Omit<ListLocksQuery, 'limit'>)
   if (after !== undefined) range.$gt = after;
   if (prefix !== '') range.$regex = `^${escapeRegExp(prefix)}`;
   return Object.keys(range).length === 0 ? {} : { _id: range };
-}
-
-/**
- * A page of keys in `_id` order, each decoded as `inspect` decodes it (never an owner token).
- * The prefix is an anchored regular expression on `_id`, which MongoDB answers from the `_id`
- * index as a range.
- *
- * @example
- * const page = await listLocks(collection, { prefix: 'orders:', after: undefined, limit: 100 });
- * const next = await listLocks(collection, { prefix: 'orders:', after: page.at(-1)?.key, limit: 100 });
- */
-export async function listLocks(
-  collection: LockCollection,
-  { prefix, after, limit }: ListLocksQuery,
-): Promise<LockState[]> {
-  const replies = (await collection
-    .find(keyRangeFilter({ prefix, after }), {
-      projection: LOCK_STATE_PROJECTION,
-      sort: { _id: 1 },
-      limit,
-    })
-    .toArray()) as unknown as InspectReply[];
-  return replies.map(decodeLockState);
 }

@@ -1,24 +1,13 @@
 import type { Collection, Document, MongoClient } from 'mongodb';
 import { ReadPreference } from 'mongodb';
-import type { LockDocument, LockCollection } from './lock-document';
 
 /**
- * The lock collection with write concern `majority` and read preference `primary`,
- * whatever the client's defaults: a lock acknowledged by one node only can vanish in a
- * failover, and a secondary can show a lock that was released long ago. The client's
+ * A collection that holds locks (the lock collection, or one with document locks), with write
+ * concern `majority` and read preference `primary`, whatever the client's defaults: a lock
+ * acknowledged by one node only can vanish in a failover, and a secondary can show a lock that was released long ago. The client's
  * `wtimeoutMS` is kept (else `operationTimeoutMs`), so that without a reachable majority a
  * lock write fails instead of waiting for ever on the server.
  */
-export function openLockCollection(
-  client: Pick<MongoClient, 'db'> & { readonly options?: Partial<MongoClient['options']> },
-  dbName: string | undefined,
-  collectionName: string,
-  operationTimeoutMs: number,
-): LockCollection {
-  return openLeaseCollection<LockDocument>(client, dbName, collectionName, operationTimeoutMs);
-}
-
-/** {@link openLockCollection} for any collection that holds leases (document locks too). */
 export function openLeaseCollection<T extends Document>(
   client: Pick<MongoClient, 'db'> & { readonly options?: Partial<MongoClient['options']> },
   dbName: string | undefined,

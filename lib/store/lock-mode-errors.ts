@@ -1,6 +1,4 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
-import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
-import { MAX_HOLDERS_PER_KEY } from './lock-modes';
 import type { LockModeRequest } from './lock-modes';
 
 /** How a key is in use, as an attempt's reply tells it. */
@@ -31,20 +29,4 @@ export function modeConflictError(
       '(every caller of one key must use it in the same form)',
     { option: mode.permits !== undefined ? 'permits' : 'mode' },
   );
-}
-
-/** Why a key at the holder cap was not acquired, appended to the not-acquired message. */
-export function holderCapDetail(): string {
-  return `: it has ${MAX_HOLDERS_PER_KEY} holders, the most one key can have`;
-}
-
-/**
- * The key has as many live holders as a key can have, and the caller would not wait
- * (`timeoutMs: 0`); a caller that waits does so until a holder leaves or its timeout passes.
- */
-export function holderCapError(key: string, retryAfterMs?: number): LockNotAcquiredError {
-  return new LockNotAcquiredError(`Lock ${JSON.stringify(key)} not acquired${holderCapDetail()}`, {
-    keys: [key],
-    ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
-  });
 }

@@ -10,8 +10,6 @@ import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.erro
 import { MongoLockError } from '../errors/mongo-lock.error';
 
 const DUPLICATE_KEY = 11000;
-/** "The $changeStream stage is only supported on replica sets". */
-const CHANGE_STREAM_NEEDS_REPLICA_SET = 40573;
 
 /**
  * Server error codes that mean "this node cannot serve the command now" (an election, a
@@ -48,13 +46,6 @@ function codeOf(error: unknown): unknown {
 
 export function isDuplicateKeyError(error: unknown): boolean {
   return codeOf(error) === DUPLICATE_KEY;
-}
-
-/** The server cannot run change streams at all (a standalone `mongod`). */
-export function isChangeStreamUnsupportedError(error: unknown): boolean {
-  if (codeOf(error) === CHANGE_STREAM_NEEDS_REPLICA_SET) return true;
-  const message = error instanceof Error ? error.message : '';
-  return /only supported on replica sets/i.test(message);
 }
 
 /** Server codes meaning a change stream cannot resume from the point it was given. */

@@ -12,6 +12,7 @@ import type { LineChange, LineWatch } from '../store/line/line-events';
 import { lineEvents } from '../store/line/line-state';
 import type { KeyLineStorage, LineStoreSettings } from '../store/line/line-store';
 import type { InMemoryLines } from './in-memory-lines';
+import type { LockConnection } from '../store/lock-store';
 
 /**
  * One `LockService`'s connection to the in-memory lines: engine v2's `LineStore` contract on
@@ -19,7 +20,7 @@ import type { InMemoryLines } from './in-memory-lines';
  * comes after its request), in call order, and never fails to arrive: no outcome is unknown.
  * Its watches hear what the store's change streams would, through the same filter and decoders.
  */
-export class InMemoryLineStore implements KeyLineStorage {
+export class InMemoryLineStore implements KeyLineStorage, LockConnection {
   private readonly unsubscribes = new Set<() => void>();
   private closed = false;
 
@@ -79,9 +80,14 @@ export class InMemoryLineStore implements KeyLineStorage {
   }
 
   /** The changes `watchLines` lets through for `holderId`: a `lead` naming it, or everyone. */
-  watch(holderId: string, onChange: (change: LineChange) => void): LineWatch {
+  watch(
+    holderId: string,
+    onChange: (change: LineChange) => void,
+    _onFailure?: unknown,
+    onOpen?: () => void,
+  ): LineWatch {
     const leads = new RegExp(leadPattern(holderId));
-    return this.listen((event) => {
+    return this.listen(onOpen, (event) => {
       if (event.operationType !== 'update') return;
       const lead = (event.updateDescription.updatedFields as { lead?: unknown } | undefined)?.lead;
       if (typeof lead !== 'string' || !leads.test(lead)) return;
@@ -90,8 +96,12 @@ export class InMemoryLineStore implements KeyLineStorage {
     });
   }
 
-  watchEvents(onEvent: (event: LockEvent) => void): LineWatch {
-    return this.listen((event) => {
+  watchEvents(
+    onEvent: (event: LockEvent) => void,
+    _onFailure?: unknown,
+    onOpen?: () => void,
+  ): LineWatch {
+    return this.listen(onOpen, (event) => {
       for (const lockEvent of lineEvents(event)) onEvent(lockEvent);
     });
   }
@@ -104,8 +114,14 @@ export class InMemoryLineStore implements KeyLineStorage {
     this.onClose();
   }
 
-  /** A watch delivers each change a promise turn after its write, as a stream's read would. */
-  private listen(deliver: Parameters<InMemoryLines['subscribe']>[0]): LineWatch {
+  /**
+   * A watch is open at once (it never fails) and delivers each change a promise turn after its
+   * write, as a stream's read would.
+   */
+  private listen(
+    onOpen: (() => void) | undefined,
+    deliver: Parameters<InMemoryLines['subscribe']>[0],
+  ): LineWatch {
     const unsubscribe = this.memory.subscribe((event) => {
       void Promise.resolve().then(() => {
         if (this.unsubscribes.has(stop)) deliver(event);
@@ -116,6 +132,7 @@ export class InMemoryLineStore implements KeyLineStorage {
       this.unsubscribes.delete(stop);
     };
     this.unsubscribes.add(stop);
+    void Promise.resolve().then(() => onOpen?.());
     return { opened: Promise.resolve(), close: async () => stop() };
   }
 

@@ -1,12 +1,13 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
 import type { LockState } from '../interfaces/lock-state.interface';
 import { validateLockKey } from '../keys/lock-key';
-import { joinRefused, newToken } from '../line-acquirer';
+import { newToken } from '../line-entry';
+import { joinRefused } from '../line-refusals';
 import { lineKind } from '../line-locks';
 import { resolveAcquireOptions, resolveModuleOptions } from '../options';
 import type { ResolvedLockModuleOptions } from '../options';
 import type { LineKind } from '../store/line/line-document';
-import type { LockStore } from '../store/lock-store';
+import type { LockConnection } from '../store/lock-store';
 import { InMemoryLineStore } from './in-memory-line-store';
 import { InMemoryLines } from './in-memory-lines';
 
@@ -192,16 +193,9 @@ export class LockTestingStore {
   }
 
   /**
-   * Opens a `LockService`'s connection. For `MongoLockTestingModule`; `LockStore` is the
-   * type the service expects. @internal
+   * Opens a `LockService`'s connection. For `MongoLockTestingModule`. @internal
    */
-  connect(options: ResolvedLockModuleOptions): LockStore {
-    if (options.engine !== 'v2') {
-      throw new InvalidLockOptionsError(
-        `MongoLockTestingModule runs engine 'v2' only, got engine: '${options.engine}'`,
-        { option: 'engine' },
-      );
-    }
+  connect(options: ResolvedLockModuleOptions): LockConnection {
     const holderId = options.holderId;
     this.connected.set(holderId, (this.connected.get(holderId) ?? 0) + 1);
     const store = new InMemoryLineStore(this.lines, options, () => {
@@ -209,9 +203,7 @@ export class LockTestingStore {
       if (left > 0) this.connected.set(holderId, left);
       else this.connected.delete(holderId);
     });
-    // `LockStore` is the type the service expects; on engine v2 it reads only `lines()`,
-    // `supportsTransactions()` and `close()`, which the in-memory store has.
-    return store as unknown as LockStore;
+    return store;
   }
 }
 

@@ -1,11 +1,6 @@
 // The timers module's own functions: a test's fake timers (which replace the globals) must not
 // hold back the library's commands.
-import { setImmediate, setTimeout } from 'node:timers';
-
-/** Resolves on the event loop's next turn: after every promise continuation queued by then. */
-export function nextTurn(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve));
-}
+import { setTimeout } from 'node:timers';
 
 /**
  * Waits for `task` at most `ms` (it goes on afterwards): resolves `true` if it settled in time,
@@ -28,4 +23,35 @@ export function sleep(ms: number, keepsAlive = true): Promise<void> {
     const timer = setTimeout(resolve, ms);
     if (!keepsAlive) timer.unref();
   });
+}
+
+/** Why {@link wakeUp} settled. */
+export type WakeReason = 'heard' | 'nudged' | 'timer' | 'aborted';
+
+/**
+ * Settles at monotonic time `until` ('timer'), when `signal` aborts ('aborted') or when one of
+ * `news` settles first; clears its timer and listener after.
+ */
+export async function wakeUp(
+  news: Partial<Record<'heard' | 'nudged', Promise<unknown>>>,
+  until: number,
+  signal: AbortSignal | undefined,
+): Promise<WakeReason> {
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
+  const ended = new Promise<'timer' | 'aborted'>((resolve) => {
+    if (signal?.aborted) return resolve('aborted');
+    timer = setTimeout(() => resolve('timer'), Math.max(0, until - performance.now()));
+    onAbort = () => resolve('aborted');
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([
+      ended,
+      ...Object.entries(news).map(([reason, promise]) => promise.then(() => reason as WakeReason)),
+    ]);
+  } finally {
+    clearTimeout(timer);
+    if (onAbort) signal?.removeEventListener('abort', onAbort);
+  }
 }

@@ -38,11 +38,6 @@ const settle = (promise: Promise<unknown>): Promise<unknown> =>
 
 /** Each engine's lock field: held (a filter, and a stored form), and other code's unlock. */
 const lockField = {
-  v1: {
-    locked: { '_lock.owner': { $type: 'string' } },
-    held: { owner: expect.any(String) },
-    unlockByHand: { $unset: { '_lock.owner': 1 } } as Document,
-  },
   v2: {
     locked: { '_lock.line.0': { $exists: true } },
     held: { line: [{ h: expect.any(String) }] },
@@ -50,7 +45,7 @@ const lockField = {
   },
 };
 
-describe.each(['v1', 'v2'] as const)('Document locks (adversarial review, engine %s)', (engine) => {
+describe.each(['v2'] as const)('Document locks (adversarial review, engine %s)', (engine) => {
   const kit = LockTestKit.forSuite();
   let seq = 0;
   let accounts: Collection<Raw>;

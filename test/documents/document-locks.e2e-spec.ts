@@ -8,13 +8,8 @@ import {
   InvalidLockOptionsError,
   LockLostError,
   LockNotAcquiredError,
-  LockStoreUnavailableError,
   VersionConflictError,
 } from '../../lib/errors';
-import { documentLeaseCommands } from '../../lib/store/documents/document-lease-commands';
-import { HeldDocumentLeases } from '../../lib/store/documents/document-release-tries';
-import { keyOfDocumentId } from '../../lib/store/documents/document-key';
-import { DocumentLockFields } from '../../lib/store/documents/document-lock-fields';
 import { LockTestKit, eventually } from '../lock-service/lock-test-kit';
 import type { DocumentLockHandle } from '../../lib/documents/document-lock-handle';
 import { LOAD_SLACK_MS } from '../support/load-slack';
@@ -31,13 +26,6 @@ interface Account extends Document {
 
 /** What the lock field holds while `holderId`'s call holds the document, and once it is free. */
 const lockField = {
-  v1: {
-    held: { holder: expect.any(String) },
-    free: { owner: null },
-    /** Other code's writes that end the holder's lock: another owner; a lease in the past. */
-    takenOver: { '_lock.owner': 'someone-else' },
-    expired: { '_lock.expiresAt': new Date(0) },
-  },
   v2: {
     held: { line: [{ h: expect.any(String) }] },
     free: { line: [] },
@@ -46,7 +34,7 @@ const lockField = {
   },
 };
 
-describe.each(['v1', 'v2'] as const)('Document locks (engine %s)', (engine) => {
+describe.each(['v2'] as const)('Document locks (engine %s)', (engine) => {
   const kit = LockTestKit.forSuite();
   const form = lockField[engine];
   let seq = 0;
@@ -312,44 +300,6 @@ describe.each(['v1', 'v2'] as const)('Document locks (engine %s)', (engine) => {
   });
 });
 
-describe('Document locks, engine v1 store', () => {
-  const kit = LockTestKit.forSuite();
-
-  // FINDINGS L8: one token serves every attempt of a call, which may give a document back and
-  // take it again; a retried release is recognised by its own lease's fence only.
-  it('recognises a retried release by its fence, not by an earlier lease of the same token', async () => {
-    const client = await kit.client();
-    const raw = client.db(kit.mongo.dbName).collection('accounts_l8');
-    await raw.insertOne({ _id: 'a' as never, balance: 100 });
-    const held = new HeldDocumentLeases();
-    const commands = documentLeaseCommands(raw, client, new DocumentLockFields('_lock'), held);
-    const key = keyOfDocumentId('a');
-    const take = async (owner: string, ttlMs: number) => {
-      const outcome = await commands.attempt({ key, owner, holder: 'h', ttlMs });
-      if (!outcome.won) throw new Error(`${owner} did not take the document`);
-      held.track(key, owner, outcome.fence);
-      return outcome.fence;
-    };
-    const release = async (owner: string, fence: bigint) =>
-      (await commands.release(key, owner, { fence })).outcome;
-    const first = await take('t', 30_000);
-    expect(await release('t', first)).toBe('released');
-    expect(await release('t', first)).toBe('released'); // a retry of that release
-    const again = await take('t', 150);
-    // A release of this lease that got no reply (it never reached MongoDB): the next is a retry.
-    const tries = held.of(key, 't', again);
-    await tries
-      ?.release(() => Promise.reject(new LockStoreUnavailableError('no reply')))
-      .catch(() => undefined);
-    expect(tries?.mayHaveLanded).toBe(true);
-    await new Promise((resolve) => setTimeout(resolve, 400));
-    const other = await take('other', 30_000);
-    expect(await release('t', again)).toBe('lost');
-    expect(tries?.lossUntold).toBe(true);
-    expect(await release('other', other)).toBe('released');
-  });
-});
-
 describe('Document locks on engine v2', () => {
   const kit = LockTestKit.forSuite();
   let accounts: Collection<Account>;
@@ -599,28 +549,6 @@ describe('Document locks on engine v2', () => {
     expect(sent).toEqual(['findAndModify']);
   });
 
-  it('on one collection with engine v1 (a rolling switch): neither passes over the other, fences grow', async () => {
-    const v2 = (await kit.service({ engine: 'v2' })).documents<Account>(accounts.collectionName, {
-      version: { field: 'balance' },
-    });
-    const v1 = (await kit.service({ engine: 'v1' })).documents<Account>(accounts.collectionName);
-    const onLine = await v2.acquire('a', { ttlMs: 20_000 });
-    expect(await v1.tryAcquire('a')).toBeNull();
-    await onLine.release();
-    const lease = await v1.acquire('a', { ttlMs: 20_000 });
-    expect(lease.fence).toBeGreaterThan(onLine.fence);
-    const refused = await v2
-      .updateIfCurrent('a', 100, { $set: { tenant: 'x' } })
-      .catch((e: unknown) => e);
-    expect(refused).toBeInstanceOf(DocumentLockedError);
-    expect(refused).toMatchObject({ holderId: expect.stringContaining(':') });
-    expect((refused as DocumentLockedError).retryAfterMs).toBeGreaterThan(10_000);
-    await lease.release();
-    const again = await v2.acquire('a');
-    expect(again.fence).toBeGreaterThan(lease.fence);
-    await again.release();
-  });
-
   it('does not pass over a live lease of the 0.1 lock field, and converts a released one', async () => {
     const docs = (await kit.service({ engine: 'v2' })).documents<Account>(accounts.collectionName);
     const v1Fence = 5_000_000_000_000;
@@ -640,7 +568,7 @@ describe('Document locks on engine v2', () => {
       },
     );
     await expect(docs.acquire('a', { timeoutMs: 300 })).rejects.toThrow(
-      /held by v1-service .*\(its lock field is in the 0\.1 form, held by engine v1/,
+      /held by v1-service .*\(its lock field is in the 0\.1 form, held by a 0\.1 process/,
     );
     expect(((await accounts.findOne({ _id: 'a' }))?._lock as Document).owner).toBe('v1-owner');
     await accounts.updateOne(

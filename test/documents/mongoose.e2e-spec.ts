@@ -89,7 +89,9 @@ describe('Document locks on a collection written through Mongoose', () => {
       expect(account.get('_lock')).toBeUndefined();
       const lock = await holder.acquire('a');
       const lockBefore = await storedLock('a');
-      expect(lockBefore).toMatchObject({ owner: expect.any(String), holder: expect.any(String) });
+      expect(lockBefore).toMatchObject({
+        line: [{ t: expect.any(String), h: expect.any(String), e: expect.any(Date) }],
+      });
       // Strict mode keeps a field it does not know when it comes from the database...
       expect((await Account.findById('a').orFail()).get('_lock')).toEqual(lockBefore);
       sent.length = 0;
@@ -112,7 +114,7 @@ describe('Document locks on a collection written through Mongoose', () => {
       // The lock still works: nobody else gets it, and release frees it.
       expect(await other.tryAcquire('a')).toBeNull();
       await lock.release();
-      expect((await storedLock('a'))?.owner).toBeNull();
+      expect((await storedLock('a'))?.line).toEqual([]);
       const next = await other.acquire('a');
       expect(next.fence).toBeGreaterThan(lock.fence);
       expect(next.doc).toEqual({ _id: 'a', balance: 70, tags: ['paid'], __v: 1 });
@@ -136,10 +138,10 @@ describe('Document locks on a collection written through Mongoose', () => {
     it('strict mode drops _lock from new documents and from Mongoose updates: no forged or cleared lock', async () => {
       const docs = await documents();
       const other = await documents();
+      // A live entry of somebody else's, as the library would write it.
       const forged = {
-        owner: 'forged',
-        holder: 'forged',
-        expiresAt: new Date(Date.now() + 60_000),
+        f: 1,
+        line: [{ t: 'forged', f: 1, e: new Date(Date.now() + 60_000), h: 'forged' }],
       };
       // A new document: create() inserts without the undeclared field, so it is free.
       await Account.create({ _id: 'n', balance: 1, _lock: forged } as unknown as AccountFields);
@@ -158,7 +160,7 @@ describe('Document locks on a collection written through Mongoose', () => {
       sent.length = 0;
       await Account.updateOne({ _id: 'a' }, { $set: { _lock: null } });
       await Account.updateOne({ _id: 'a' }, { $unset: { _lock: 1 } });
-      await Account.findOneAndUpdate({ _id: 'a' }, { $set: { '_lock.owner': 'x' } });
+      await Account.findOneAndUpdate({ _id: 'a' }, { $set: { '_lock.line': [] } });
       await Account.updateOne({ _id: 'a' }, { $set: { balance: 99, _lock: forged } });
       const updates = sent.flatMap((c) =>
         c.commandName === 'update' ? (c.command.updates as { u: Document }[]).map((s) => s.u) : [],
@@ -177,8 +179,9 @@ describe('Document locks on a collection written through Mongoose', () => {
       const account = await Account.findById('a').orFail();
       expect(account.balance).toBe(70);
       expect([...account.tags]).toEqual(['debited']);
-      expect(account.get('_lock')).toMatchObject({ owner: null });
-      // A lean read returns the same, lock field included (owner token of a live lock too:
+      // Released: the line is empty.
+      expect(account.get('_lock')).toMatchObject({ line: [] });
+      // A lean read returns the same, lock field included (a live lock's owner token too:
       // project it out, or declare it with select: false, before sending documents out).
       const lean = await Account.findById('a').lean().orFail();
       expect(lean).toMatchObject({ _id: 'a', balance: 70, tags: ['debited'], __v: 0 });

@@ -1,9 +1,10 @@
-// A release of a document lock goes by its owner token: when other code wrote the lock field
-// while the lock was held (a copy of the document written back by `replaceOne`, an unlock by
-// hand in any form), the lock was lost and `release()` says so, whatever locks came after. The
-// fences are looked at only when a release is tried again after one that MongoDB did not
-// confirm, and then the unlocks by hand still do not pass for our release; a retry that finds
-// our token with the lease run out is a plain loss (the first try never landed).
+// A release of a document lock goes by its owner token: it leaves the line in the lock field by
+// removing our entry. When other code wrote the lock field while the lock was held (a copy of
+// the document written back by `replaceOne`, an unlock by hand in any form), our entry is gone,
+// the lock was lost and `release()` says so, whatever locks came after. A release tried again
+// after one that MongoDB did not confirm finds our entry gone just the same, and reports the
+// loss (no past owners are kept: docs/engine-v2.md); a retry that finds our entry with its lease
+// run out is a loss too (the first try never landed).
 import type { Collection, Document } from 'mongodb';
 import type { DocumentLocks } from '../../lib/documents/document-locks';
 import type { DocumentLockHandle } from '../../lib/documents/document-lock-handle';
@@ -19,17 +20,14 @@ import {
 
 jest.setTimeout(60_000);
 
-const UNKNOWN_OUTCOME = /cannot be told/;
+/** What a release of a lease that was not ours any more says. */
+const LOST_BEFORE_RELEASE = /its lease had ended or another holder had taken it before release/;
 
-/** Unlocks by hand that other code may write (none of them is the form a release leaves). */
+/** Unlocks by hand that other code may write (the first is the documented one). */
 const forceUnlocks: [string, Document][] = [
-  ['owner set to null', { $set: { '_lock.owner': null } }],
-  ['owner and expiresAt removed', { $unset: { '_lock.owner': '', '_lock.expiresAt': '' } }],
-  ['owner and expiresAt set to null', { $set: { '_lock.owner': null, '_lock.expiresAt': null } }],
-  [
-    'owner, acquiredAt and expiresAt removed',
-    { $unset: { '_lock.owner': '', '_lock.acquiredAt': '', '_lock.expiresAt': '' } },
-  ],
+  ['the line unset', { $unset: { '_lock.line': '' } }],
+  ['the line emptied, as a release leaves it', { $set: { '_lock.line': [] } }],
+  ['the lock field unset', { $unset: { _lock: '' } }],
 ];
 
 /** What others do after the unlock by hand and before our release. */
@@ -84,7 +82,7 @@ describe('A single release of a document lock whose field other code wrote durin
         await next.commit({ $inc: { balance: 1 } });
       }
       const error = await expectLost(lock);
-      expect(error.message).not.toMatch(UNKNOWN_OUTCOME);
+      expect(error.message).toMatch(LOST_BEFORE_RELEASE);
     },
   );
 
@@ -95,39 +93,43 @@ describe('A single release of a document lock whose field other code wrote durin
       await accounts.updateOne({ _id: 'a' }, unlock);
       await meanwhile(await docs());
       const error = await expectLost(lock);
-      expect(error.message).not.toMatch(UNKNOWN_OUTCOME);
+      expect(error.message).toMatch(LOST_BEFORE_RELEASE);
     },
   );
 
   it('unlocked by hand, then another holds it: the release reports it lost and leaves the holder alone', async () => {
     const lock = await (await docs()).acquire('a', { renew: false });
-    await accounts.updateOne({ _id: 'a' }, forceUnlocks[1][1]);
-    const holder = await (await docs()).acquire('a');
+    await accounts.updateOne({ _id: 'a' }, forceUnlocks[0][1]);
+    const other = await kit.service();
+    const holder = await other.documents<Account>(collectionName).acquire('a');
     try {
       await expectLost(lock);
-      expect((await accounts.findOne({ _id: 'a' }))?._lock).toMatchObject({
-        owner: expect.any(String),
-      });
+      const line = (await accounts.findOne({ _id: 'a' }))?._lock?.line as { h: string }[];
+      expect(line).toHaveLength(1);
+      expect(line[0].h).toBe(other.holderId);
       expect(holder.lost).toBe(false);
     } finally {
       await holder.release();
     }
   });
 
-  it('keeps what the releases of a lease told only while its handle holds it (released, committed, lost)', async () => {
-    const ours = await docs();
-    const leases = () => (ours as unknown as { heldLeases: { size: number } }).heldLeases.size;
+  it('keeps a handle among those held only while it holds (released, committed, lost)', async () => {
+    const service = await kit.service();
+    const ours = service.documents<Account>(collectionName);
+    const held = () => service.diagnostics.held;
     const released = await ours.acquire('a');
-    expect(leases()).toBe(1);
+    expect(held()).toBe(1);
     await released.release();
+    expect(held()).toBe(0);
     const committed = await ours.acquire('a');
     await committed.commit({ $inc: { balance: 1 } });
+    expect(held()).toBe(0);
     const lost = await ours.acquire('a', { renew: false });
     await accounts.updateOne({ _id: 'a' }, forceUnlocks[0][1]);
     await expectLost(lost);
-    await ours.withLock('a', () => expect(leases()).toBe(1));
+    await ours.withLock('a', () => expect(held()).toBe(1));
     await new Promise((resolve) => setImmediate(resolve));
-    expect(leases()).toBe(0);
+    expect(held()).toBe(0);
   });
 });
 
@@ -145,23 +147,24 @@ describeWithFailPoints('A release tried again after one MongoDB did not confirm'
 
   async function holder(appName: string, ttlMs = 20_000) {
     const client = await appClient(appName);
-    const locks = (await kit.service({ client })).documents<Account>(collectionName);
-    return locks.acquire('a', { ttlMs, renew: false });
+    const service = await kit.service({ client });
+    const locks = service.documents<Account>(collectionName);
+    return { lock: await locks.acquire('a', { ttlMs, renew: false }), holderId: service.holderId };
   }
 
   it.each(cases)(
     'unlocked by hand (%s) before a release whose reply was lost, %s: the retry does not take it for ours',
     async (_, __, unlock, meanwhile) => {
-      const lock = await holder('unlocked-then-lost');
+      const { lock } = await holder('unlocked-then-lost');
       await accounts.updateOne({ _id: 'a' }, unlock);
-      // Applied (it finds the lock not ours and writes nothing), its reply a write concern error.
+      // Applied (it finds no entry of ours and writes nothing), its reply a write concern error.
       await failPoint({ times: 1 }, writeConcernTimeout('unlocked-then-lost'));
       const first = await settleWithin(lock.release(), 5_000);
       expect(first.error).toBeInstanceOf(LockStoreUnavailableError);
       await meanwhile(await docs());
+      // Our entry is gone, as after a release that landed: the retry reports the loss.
       const error = await expectLost(lock);
-      // Not ours, yet the lost reply leaves it unknown: the retry says the outcome cannot be told.
-      expect(error.message).toMatch(UNKNOWN_OUTCOME);
+      expect(error.message).toMatch(LOST_BEFORE_RELEASE);
     },
   );
 
@@ -170,8 +173,8 @@ describeWithFailPoints('A release tried again after one MongoDB did not confirm'
     const ours = await docs();
     await (await ours.acquire('a')).release();
     const copy = (await accounts.findOne({ _id: 'a' })) as Account;
-    const lock = await holder(appName);
-    // Other code writes back the copy (older fences, released form); another locks and commits.
+    const { lock } = await holder(appName);
+    // Other code writes back the copy (its line empty); another locks and commits.
     await accounts.replaceOne({ _id: 'a' }, copy);
     await (await (await docs()).acquire('a')).commit({ $inc: { balance: 1 } });
     // The commit is refused: a validation error, after which nothing was written.
@@ -188,9 +191,9 @@ describeWithFailPoints('A release tried again after one MongoDB did not confirm'
     expect(lock.signal.aborted).toBe(true);
   });
 
-  it('a retry that finds our token with the lease run out is a plain loss: the first try never landed', async () => {
+  it('a retry that finds our entry with the lease run out is a plain loss: the first try never landed', async () => {
     const appName = 'never-landed';
-    const lock = await holder(appName);
+    const { lock, holderId } = await holder(appName);
     // The first release never arrives (the driver's own retry fails too).
     await failPoint(
       { times: 2 },
@@ -198,16 +201,15 @@ describeWithFailPoints('A release tried again after one MongoDB did not confirm'
     );
     const first = await settleWithin(lock.release(), 5_000);
     expect(first.error).toBeInstanceOf(LockStoreUnavailableError);
-    expect((await accounts.findOne({ _id: 'a' }))?._lock?.owner).toEqual(expect.any(String));
+    expect((await accounts.findOne({ _id: 'a' }))?._lock?.line).toMatchObject([{ h: holderId }]);
     // The lease runs out on the server while the holder still counts on it (here by hand: the
     // offline test server fixes $$NOW before a blocked command, so a late retry cannot show it).
-    await accounts.updateOne({ _id: 'a' }, { $set: { '_lock.expiresAt': new Date(0) } });
+    await accounts.updateOne({ _id: 'a' }, { $set: { '_lock.line.0.e': new Date(0) } });
     const error = await expectLost(lock);
-    expect(error.message).not.toMatch(UNKNOWN_OUTCOME);
-    expect(error.message).toMatch(/its lease had ended or another holder had taken it/);
-    // The retry freed it, as a release after the lease ran out: that lease counts as lost.
-    const field = (await accounts.findOne({ _id: 'a' }))?._lock;
-    expect(field).toMatchObject({ owner: null });
-    expect(field?.lostFence).toEqual(field?.fence);
+    expect(error.message).toMatch(LOST_BEFORE_RELEASE);
+    // The ended entry holds nothing: another takes the document at once.
+    const next = await (await docs()).acquire('a', { timeoutMs: 0 });
+    expect(next.fence).toBeGreaterThan(lock.fence);
+    await next.release();
   });
 });

@@ -1,6 +1,6 @@
 import { startFaultServer, type FaultServer } from '../support/fault-server';
 import { formatSummaryTable } from './harness/summary-table';
-import { documentCommit, documentCommitOnLines } from './scenarios/document-commit';
+import { documentCommit } from './scenarios/document-commit';
 
 // Document locks under SIGSTOP and SIGKILL: several processes lock one document and commit
 // `$inc` to it, holders are frozen past their lease and some are killed. The counter must
@@ -20,7 +20,7 @@ describe('document commit under faults (several OS processes, one server)', () =
     await server?.stop();
   });
 
-  it.each([documentCommit, documentCommitOnLines])('$name', async (scenario) => {
+  it.each([documentCommit])('$name', async (scenario) => {
     const startedAt = Date.now();
     const outcome = await scenario.run(server);
     const row = {

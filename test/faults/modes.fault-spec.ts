@@ -2,10 +2,7 @@ import { startFaultServer, type FaultServer } from '../support/fault-server';
 import { runLibraryMutant } from './harness/library-mutant';
 import { formatSummaryTable, runScenarioRow, type ScenarioRow } from './harness/summary-table';
 import { modesMutants } from './scenarios/modes-mutants';
-import { modesReadersWriters } from './scenarios/modes-readers-writers';
-import { modesReleaseScope } from './scenarios/modes-release-scope';
-import { modesSemaphore } from './scenarios/modes-semaphore';
-import { lineTransaction, modesTransaction } from './scenarios/modes-transaction';
+import { lineTransaction } from './scenarios/modes-transaction';
 import type { Scenario } from './scenarios/scenario';
 
 // Shared/exclusive locks and semaphores under faults: several OS processes per scenario
@@ -15,13 +12,7 @@ import type { Scenario } from './scenarios/scenario';
 // library: each must be caught. See README.md, "Lock modes".
 jest.setTimeout(180_000);
 
-const scenarios: Scenario[] = [
-  modesReadersWriters,
-  modesSemaphore,
-  modesReleaseScope,
-  modesTransaction,
-  lineTransaction,
-];
+const scenarios: Scenario[] = [lineTransaction];
 
 describe('lock modes under faults (several OS processes, one server)', () => {
   let server: FaultServer;

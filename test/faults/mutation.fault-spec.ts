@@ -18,21 +18,22 @@ const copiesRoot = path.join(repoRoot, '.fault-lib-copies');
 /** The library under test: the repository's, or the one the whole run uses (FAULT_LIB_DIR). */
 const sourceLib = path.resolve(process.env.FAULT_LIB_DIR ?? path.join(repoRoot, 'lib'));
 
-const patchedFile = 'store/acquire-attempt.ts';
-const anchor = "{ $lte: ['$expiresAt', '$$NOW'] }";
-const earlyGrant = "{ $lte: ['$expiresAt', { $add: ['$$NOW', 300] }] }";
-
 /**
- * Copies the library to `target`, with leases counted as ended 300 ms before they do: in the
- * mutex's own update (first attempts) and in the full one (every attempt of a waiting call).
+ * Copies the library to `target`, with leases counted as ended 300 ms before they do: by the
+ * writes, which drop dead entries from the line, and by the reads of a line (a poll's place).
  */
 function makeEarlyGrantMutant(target: string): void {
-  makeMutant(target, patchedFile, anchor, earlyGrant);
+  makeMutant(
+    target,
+    'store/line/line-pipelines.ts',
+    "const LIVE = { $filter: { input: { $ifNull: ['$line', []] }, cond: { $gt: ['$$this.e', NOW] } } };",
+    "const LIVE = { $filter: { input: { $ifNull: ['$line', []] }, cond: { $gt: ['$$this.e', { $add: [NOW, 300] }] } } };",
+  );
   patchCopy(
     target,
-    'store/lock-modes.ts',
-    "{ $gt: ['$expiresAt', NOW] }",
-    "{ $gt: ['$expiresAt', { $add: [NOW, 300] }] }",
+    'store/line/line-document.ts',
+    'return (line ?? []).filter((entry) => entry.e.getTime() > now.getTime());',
+    'return (line ?? []).filter((entry) => entry.e.getTime() > now.getTime() + 300);',
   );
 }
 
@@ -118,42 +119,23 @@ describe('mutation test: a library granting locks 300 ms before the lease ends',
 });
 
 /**
- * Document commits that land without proving the lease is still ours: `writeWhileHeld`'s
- * filter (engine v1's `leaseLockForm`) loses its lease-liveness check (`$expr` on `$$NOW`), or its owner check. The
- * document-commit scenario (scenarios/document-commit.ts) must catch each: a holder frozen
- * past its lease and thawed while nobody took the lock commits late on its own expired lease
- * (no `$expr`); one thawed after another process took it commits over the new holder's lease
- * (no owner check).
+ * Document commits that land without proving the lock is still ours: `writeWhileHeld`'s
+ * filter loses its check that the line's first live entry is ours (owner and lease). The
+ * document-commit scenario (scenarios/document-commit.ts) must catch it: a holder frozen past
+ * its lease and thawed commits late, on its own expired lease or over the next holder's.
  */
-const documentWrites = 'store/documents/document-writes.ts';
 const documentMutants = [
   {
-    name: 'no lease-liveness check',
-    file: documentWrites,
-    anchor: 'const leaseLive = heldExpr(fields);',
-    replacement: 'const leaseLive = {}; // mutant: no lease-liveness check',
-    engine: 'v1' as const,
-  },
-  {
-    name: 'no owner check',
-    file: documentWrites,
-    anchor: "const ownerCheck = { [fields.path('owner')]: owner };",
-    replacement: 'const ownerCheck = {}; // mutant: no owner check',
-    engine: 'v1' as const,
-  },
-  {
-    // Engine v2: the line's first live entry is not checked to be ours (neither owner nor lease).
-    name: 'no check of the line (engine v2)',
+    name: 'no check of the line',
     file: 'store/documents/document-line.ts',
     anchor: 'return [{ $expr: this.ownedBy(token) }];',
     replacement: 'return []; // mutant: no check of the line',
-    engine: 'v2' as const,
   },
 ];
 
 describe.each(documentMutants)(
   'mutation test: document commit with $name in its filter',
-  ({ name, file, anchor: documentAnchor, replacement, engine }) => {
+  ({ name, file, anchor: documentAnchor, replacement }) => {
     const fixture = mutantFixture(`document-${name.replace(/\W+/g, '-')}`);
 
     it('is caught by the document-commit scenario', async () => {
@@ -168,7 +150,6 @@ describe.each(documentMutants)(
         const outcome = await runDocumentCommit(server, {
           libDir: mutantDir,
           durationMs: 10_000,
-          engine,
         });
         process.stdout.write(
           `\nMutation test (document commit, ${name}, ${server.kind} server, run ${run}): ` +

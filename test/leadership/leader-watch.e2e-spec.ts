@@ -14,7 +14,6 @@ describe('leadership: leader$', () => {
 
   // Polling without change streams; engine v2 with them, where its own events carry the changes.
   it.each([
-    ['v1', 'off'],
     ['v2', 'off'],
     ['v2', 'auto'],
   ] as const)('engine %s, changeStreams %s: sees every leader change', async (engine, streams) => {

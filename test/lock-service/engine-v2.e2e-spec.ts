@@ -12,6 +12,7 @@ import { ReplyDelayProxy } from '../support/reply-delay-proxy';
 import { passThrough } from '../support/fault-proxy';
 import { proxiedServices } from '../leadership/proxied-services';
 import { LockTestKit, eventually, sleep } from './lock-test-kit';
+import { describeWithFailPoints, faultTools } from './adversarial/kit';
 import { FENCES_PER_ENTRY } from '../../lib/store/line/line-document';
 
 jest.setTimeout(60_000);
@@ -268,5 +269,34 @@ describe('LockService on engine v2', () => {
     const term = await second;
     expect(term.fence).toBeGreaterThan(first.fence);
     expect(first.signal.aborted).toBe(true);
+  });
+});
+
+describeWithFailPoints('LockService on engine v2, its change stream failing', () => {
+  const kit = LockTestKit.forSuite();
+  const { failPoint, appClient } = faultTools(kit);
+
+  it('reads its stream open again once it reopens, with no change in between, and still wakes a waiter', async () => {
+    const client = await appClient('reopen-v2');
+    const locks = await kit.service({ client });
+    const other = await kit.service();
+    await eventually(() => locks.diagnostics.streamOpen);
+    // One getMore fails with an error the driver does not resume from: the service reopens.
+    await failPoint(
+      { times: 1 },
+      { failCommands: ['getMore'], appName: 'reopen-v2', errorCode: 89, errorLabels: [] },
+    );
+    await eventually(() => !locks.diagnostics.streamOpen, 5_000);
+    // Nothing was written meanwhile: the reopened stream itself says it is open.
+    await eventually(() => locks.diagnostics.streamOpen, 5_000);
+    const held = await other.acquire('reopened:k', { ttlMs: 20_000 });
+    const waiting = locks.acquire('reopened:k', { timeoutMs: 10_000 });
+    await eventually(() => locks.diagnostics.waiters === 1);
+    const releasedAt = performance.now();
+    await held.release();
+    const handle = await waiting;
+    // Woken by the reopened stream, not by its entry's renewal timer (a third of 30 s).
+    expect(performance.now() - releasedAt).toBeLessThan(2_000 + LOAD_SLACK_MS);
+    await handle.release();
   });
 });

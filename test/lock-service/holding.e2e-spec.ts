@@ -48,16 +48,21 @@ describe('LockService holding', () => {
     const locks = await kit.service();
     const handle = await locks.acquire('stolen', { ttlMs: 1_200, renew: { intervalRatio: 0.25 } });
     const client = await kit.client();
+    // Another writer replaces our entry in the key's line by its own.
+    const [before] = await kit.rawLocks();
+    const ours = (before.line as { t: string; f: unknown }[])[0];
+    const thief = { t: 'somebody-else', f: ours.f, e: new Date(Date.now() + 60_000), h: 'thief' };
     await client
       .db(kit.mongo.dbName)
-      .collection<{ _id: string }>(kit.collectionName)
-      .updateOne({ _id: 'stolen' }, { $set: { owner: 'somebody-else', holder: 'thief' } });
+      .collection<{ _id: string }>(`${kit.collectionName}_line`)
+      .updateOne({ _id: 'stolen' }, { $set: { line: [thief] } });
     await sleep(800);
     expect(handle.lost).toBe(true);
     expect(handle.signal.reason).toMatchObject({ name: 'LockLostError', key: 'stolen' });
     await expect(handle.release()).rejects.toBeInstanceOf(LockLostError);
     const [raw] = await kit.rawLocks();
-    expect(raw).toMatchObject({ owner: 'somebody-else', holder: 'thief' });
+    expect(raw.line).toEqual([thief]);
+    expect(await locks.inspect('stolen')).toMatchObject({ held: true, holderId: 'thief' });
   });
 
   it('release reports a lease that ran out even when nobody took the key', async () => {
@@ -124,32 +129,29 @@ describe('LockService holding', () => {
     });
   });
 
-  it.each(['v1', 'v2'] as const)(
-    'multi-key acquisition is all or nothing, and releases what it took (engine %s)',
-    async (engine) => {
-      const locks = await kit.service({ engine });
-      const other = await kit.service({ engine });
-      const blocker = await other.acquire('m2');
-      const error = await locks
-        .acquire(['m3', 'm1', 'm2'], { timeoutMs: 300 })
-        .catch((caught: unknown) => caught);
-      expect(error).toBeInstanceOf(LockNotAcquiredError);
-      expect((error as LockNotAcquiredError).keys).toEqual(['m1', 'm2', 'm3']);
-      expect((error as LockNotAcquiredError).holderId).toBe(other.holderId);
-      expect((await other.inspect('m1'))?.held).toBe(false);
-      expect(await other.inspect('m3')).toBeNull();
-      await blocker.release();
+  it('multi-key acquisition is all or nothing, and releases what it took', async () => {
+    const locks = await kit.service();
+    const other = await kit.service();
+    const blocker = await other.acquire('m2');
+    const error = await locks
+      .acquire(['m3', 'm1', 'm2'], { timeoutMs: 300 })
+      .catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(LockNotAcquiredError);
+    expect((error as LockNotAcquiredError).keys).toEqual(['m1', 'm2', 'm3']);
+    expect((error as LockNotAcquiredError).holderId).toBe(other.holderId);
+    expect((await other.inspect('m1'))?.held).toBe(false);
+    expect(await other.inspect('m3')).toBeNull();
+    await blocker.release();
 
-      const handle = await locks.acquire(['m3', 'm1', 'm2', 'm1']);
-      expect(handle.keys).toEqual(['m1', 'm2', 'm3']);
-      expect([...handle.fences.keys()]).toEqual(['m1', 'm2', 'm3']);
-      expect(handle.fence).toBe(handle.fences.get('m1'));
-      await handle.release();
-      const afterwards = await other.tryAcquire(['m1', 'm2', 'm3']);
-      expect(afterwards).not.toBeNull();
-      await afterwards?.release();
-    },
-  );
+    const handle = await locks.acquire(['m3', 'm1', 'm2', 'm1']);
+    expect(handle.keys).toEqual(['m1', 'm2', 'm3']);
+    expect([...handle.fences.keys()]).toEqual(['m1', 'm2', 'm3']);
+    expect(handle.fence).toBe(handle.fences.get('m1'));
+    await handle.release();
+    const afterwards = await other.tryAcquire(['m1', 'm2', 'm3']);
+    expect(afterwards).not.toBeNull();
+    await afterwards?.release();
+  });
 
   it('renews keys that aged while a multi-key acquisition waited for the others', async () => {
     const locks = await kit.service();

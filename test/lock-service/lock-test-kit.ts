@@ -46,9 +46,6 @@ export class LockTestKit {
       ...(extra.client ? {} : { uri: this.mongo.uri }),
       dbName: this.mongo.dbName,
       collectionName: this.collectionName,
-      // These suites were written for engine v1 and run it until it is removed; LOCK_ENGINE=v2
-      // runs them on the default engine (see docs/engine-v2.md, "Testing").
-      engine: process.env.LOCK_ENGINE === 'v2' ? ('v2' as const) : ('v1' as const),
       ...extra,
     };
   }
@@ -69,12 +66,12 @@ export class LockTestKit {
     return client;
   }
 
-  /** The raw lock documents, owner tokens included. */
+  /** The raw lock documents (one per key, with its line), owner tokens included. */
   async rawLocks(): Promise<Record<string, unknown>[]> {
     const client = this.clients[0] ?? (await this.client());
     return client
       .db(this.mongo.dbName)
-      .collection<Record<string, unknown>>(this.collectionName)
+      .collection<Record<string, unknown>>(`${this.collectionName}_line`)
       .find({}, { sort: { _id: 1 } })
       .toArray();
   }
@@ -89,7 +86,6 @@ export class LockTestKit {
           uri: this.mongo.uri,
           dbName: this.mongo.dbName,
           collectionName: this.collectionName,
-          engine: this.options().engine,
           ...args,
         }),
       },

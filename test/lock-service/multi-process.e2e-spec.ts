@@ -36,11 +36,7 @@ describe('LockService across OS processes', () => {
   it('wakes a waiter in this process through the change stream when another process releases', async () => {
     const client = await kit.client({ monitorCommands: true });
     const commands = countCommands(client);
-    const locks = await kit.service({
-      client,
-      ensureIndexes: false,
-      safetyPollIntervalMs: 600_000,
-    });
+    const locks = await kit.service({ client, ensureIndexes: false });
     const holder = kit.worker({ mode: 'hold', key: 'job', ttlMs: 60_000 });
     await holder.next('acquired');
 
@@ -53,13 +49,17 @@ describe('LockService across OS processes', () => {
     const handle = await acquired;
     const acquiredAt = sharedClockMs();
 
-    // Neither the lease (60 s) nor the safety poll (10 min) could have woken it.
-    expect(acquiredAt - releasedAt).toBeLessThan(20_000);
+    // Neither the lease (60 s) nor the waiting entry's renewal (a third of its 30 s lease)
+    // could have woken it.
+    expect(acquiredAt - releasedAt).toBeLessThan(5_000);
     expect(locks.diagnostics.streamsOpened).toBe(1);
-    // The plain attempt found it held, the full one took our place in line; the release
-    // event handed the lock over, and the first renewal confirms it: no polling in between.
+    // One join took our place in line; the release event named our entry, which then held by
+    // its position: no read, no renewal, no second attempt (docs/engine-v2.md).
     await new Promise((resolve) => setTimeout(resolve, 200));
-    expect(commands.names.filter((name) => name === 'findAndModify')).toHaveLength(3);
+    const streamCommands = ['aggregate', 'getMore', 'killCursors'];
+    expect(commands.names.filter((name) => !streamCommands.includes(name))).toEqual([
+      'findAndModify',
+    ]);
     const state = await locks.inspect('job');
     expect(state?.holderId).toBe(locks.holderId);
     await handle.release();

@@ -56,8 +56,13 @@ describe('start() during a step-down', () => {
     const service = new LockService(kit.options({ operationTimeoutMs: 5_000 }));
     try {
       await service.start();
-      const indexes = await admin.db(kit.mongo.dbName).collection(kit.collectionName).indexes();
-      expect(indexes.map((index) => index.name)).toContain('gcAt_ttl');
+      const indexes = await admin
+        .db(kit.mongo.dbName)
+        .collection(`${kit.collectionName}_line`)
+        .indexes();
+      expect(indexes.map((index) => index.name)).toEqual(
+        expect.arrayContaining(['gcAt_ttl', 'line_scope']),
+      );
     } finally {
       await admin.db('admin').command({ configureFailPoint: 'failCommand', mode: 'off' });
       await service.close();

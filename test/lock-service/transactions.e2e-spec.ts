@@ -19,7 +19,7 @@ jest.setTimeout(60_000);
 describe('withLock in a transaction', () => {
   const kit = LockTestKit.forSuite();
 
-  it.each(['v1', 'v2'] as const)(
+  it.each(['v2'] as const)(
     'commits the work with the lock held, on the session the handle carries (engine %s)',
     async (engine) => {
       const client = await kit.client();
@@ -49,13 +49,8 @@ describe('withLock in a transaction', () => {
     },
   );
 
-  /** Another holder takes the lock (v1), or an operator removes the entry (v2), behind our back. */
+  /** An operator removes the entry behind our back. */
   const takeOver = {
-    v1: async (client: MongoClient) =>
-      client
-        .db(kit.mongo.dbName)
-        .collection<{ _id: string; owner: string }>(kit.collectionName)
-        .updateOne({ _id: 'account:a' }, { $set: { owner: 'someone-else' } }),
     v2: async (client: MongoClient) =>
       client
         .db(kit.mongo.dbName)
@@ -63,7 +58,7 @@ describe('withLock in a transaction', () => {
         .updateOne({ _id: 'account:a' }, { $set: { line: [] } }),
   };
 
-  it.each(['v1', 'v2'] as const)(
+  it.each(['v2'] as const)(
     'never commits work whose lock was taken over before the commit (engine %s)',
     async (engine) => {
       const client = await kit.client();

@@ -1,8 +1,6 @@
 import { firstValueFrom, toArray } from 'rxjs';
 import type { LockEvent } from '../../lib/interfaces';
-import type { LockService } from '../../lib/lock.service';
-import { LOCAL_RUN_MS } from '../../lib/waiting/key-queue';
-import { LOAD_SLACK_MS } from '../support/load-slack';
+import { RUN_MS } from '../../lib/line-handover';
 import { countCommands, eventually, LockTestKit, sleep } from './lock-test-kit';
 
 jest.setTimeout(60_000);
@@ -10,21 +8,11 @@ jest.setTimeout(60_000);
 describe('LockService waiting', () => {
   const kit = LockTestKit.forSuite();
 
-  /** `locks` waits for `key`, held by `holder`, until the release hands it over; then gives it up. */
-  async function waitOnce(holder: LockService, locks: LockService, key: string) {
-    const held = await holder.acquire(key);
-    const waiting = locks.acquire(key, { timeoutMs: 10_000 });
-    await eventually(() => locks.diagnostics.waiters === 1 && locks.diagnostics.streamEstablished);
-    await held.release();
-    await (await waiting).release();
-    await eventually(() => locks.diagnostics.waiters === 0);
-  }
-
   it('serves many local waiters in FIFO order through one change stream', async () => {
     const holder = await kit.service();
     const client = await kit.client({ monitorCommands: true });
     const commands = countCommands(client);
-    const locks = await kit.service({ client, safetyPollIntervalMs: 600_000, streamIdleMs: 0 });
+    const locks = await kit.service({ client });
     const first = await holder.acquire('queue', { ttlMs: 60_000 });
     const order: number[] = [];
     const waiters = [0, 1, 2, 3, 4].map((index) =>
@@ -35,52 +23,30 @@ describe('LockService waiting', () => {
     await Promise.all(waiters);
 
     expect(order).toEqual([0, 1, 2, 3, 4]);
+    // The one stream is the service's, open from start() to close().
     expect(locks.diagnostics.streamsOpened).toBe(1);
     expect(commands.names.filter((name) => name === 'aggregate')).toHaveLength(1);
-    await eventually(() => !locks.diagnostics.streamOpen);
   });
 
-  it('a process that waits again within streamIdleMs finds the stream running: it opens and closes none', async () => {
+  it('acquire$ unsubscribed before it holds leaves no waiter or lock behind', async () => {
     const holder = await kit.service();
-    const client = await kit.client({ monitorCommands: true });
-    const commands = countCommands(client);
-    const locks = await kit.service({ client });
-    for (const key of ['idle:a', 'idle:b', 'idle:a']) await waitOnce(holder, locks, key);
-    expect(locks.diagnostics).toMatchObject({ streamsOpened: 1, streamOpen: true });
-    expect(commands.names.filter((name) => name === 'aggregate')).toHaveLength(1);
-    expect(commands.names.filter((name) => name === 'killCursors')).toHaveLength(0);
-  });
-
-  it('closes the stream streamIdleMs after the last waiter leaves; 0 closes it at once', async () => {
-    const holder = await kit.service();
-    for (const streamIdleMs of [1_500, 0]) {
-      const locks = await kit.service({ streamIdleMs });
-      await waitOnce(holder, locks, `idle-close:${streamIdleMs}`);
-      const left = Date.now();
-      if (streamIdleMs > 0) expect(locks.diagnostics.streamOpen).toBe(true);
-      await eventually(() => !locks.diagnostics.streamOpen, 5_000);
-      // A stream kept open for the default streamIdleMs (5 s) is over this bound; one never
-      // closed fails the eventually() above.
-      expect(Date.now() - left).toBeLessThan(streamIdleMs + LOAD_SLACK_MS);
-    }
-  });
-
-  it('acquire$ unsubscribed before the grant leaves no waiter, stream or lock behind', async () => {
-    const holder = await kit.service();
-    const locks = await kit.service({ streamIdleMs: 0 });
+    const locks = await kit.service();
     const held = await holder.acquire('cancel-me');
     const subscription = locks.acquire$('cancel-me', { timeoutMs: 30_000 }).subscribe();
     await eventually(() => locks.diagnostics.waiters === 1 && locks.diagnostics.streamOpen);
     subscription.unsubscribe();
-    await eventually(() => locks.diagnostics.waiters === 0 && !locks.diagnostics.streamOpen);
+    await eventually(() => locks.diagnostics.waiters === 0);
     // Its place in the key's line is withdrawn too (one write, sent when it left).
     await eventually(async () => (await locks.inspect('cancel-me'))?.waiting === 0, 3_000);
     await held.release();
     await sleep(200);
-    // Nobody took it after the release: still free, and its fence is the last holder's.
+    // Nobody took it after the release: still free, and no entry of the waiter is left in line.
     const state = await locks.inspect('cancel-me');
-    expect(state).toMatchObject({ held: false, holderId: null });
-    expect(state?.fence).toBe(held.fence);
+    expect(state).toMatchObject({ held: false, holderId: null, waiting: 0 });
+    const [raw] = await kit.rawLocks();
+    expect(raw.line).toEqual([]);
+    // A free key's fence shows how far tokens went: the waiter's join took a number too.
+    expect(state!.fence).toBeGreaterThan(held.fence);
   });
 
   it('acquire$ emits the handle once and completes', async () => {
@@ -130,11 +96,11 @@ describe('LockService waiting', () => {
     await sleep(100);
     await first.release(); // to the second caller, within the lease
     const secondHandle = await second;
-    await sleep(LOCAL_RUN_MS + 20); // the local run is over: the next release grants by the line
+    await sleep(RUN_MS + 20); // the local run is over: the next release leaves the line
     let released = false;
     const freed = firstValueFrom(locks.waitForRelease('handed')).then(() => (released = true));
     await sleep(100);
-    await secondHandle.release(); // granted to this process's place in line; the third takes it
+    await secondHandle.release(); // a leave: the third caller's entry, next in line, holds
     const thirdHandle = await third;
     await sleep(200);
     expect(released).toBe(false);
@@ -154,7 +120,7 @@ describe('LockService waiting', () => {
   });
 
   it('events$ reports acquisitions and releases with holder and fence', async () => {
-    const observer = await kit.service({ streamIdleMs: 0 });
+    const observer = await kit.service();
     const locks = await kit.service();
     const seen: LockEvent[] = [];
     const subscription = observer.events$.subscribe((event) => seen.push(event));
@@ -164,7 +130,8 @@ describe('LockService waiting', () => {
     await eventually(() => seen.length >= 2);
     expect(seen.slice(0, 2)).toMatchObject([
       { type: 'acquired', key: 'evented', holderId: locks.holderId, fence: handle.fence },
-      { type: 'released', key: 'evented', holderId: locks.holderId },
+      // A release event names no holder (docs/engine-v2.md).
+      { type: 'released', key: 'evented', holderId: null },
     ]);
     const renewed = await locks.acquire('renewed', { renew: { intervalRatio: 0.1 }, ttlMs: 1_000 });
     await sleep(500);
@@ -176,7 +143,6 @@ describe('LockService waiting', () => {
       'released',
     ]);
     subscription.unsubscribe();
-    await eventually(() => !observer.diagnostics.streamOpen);
   });
 
   it('events$ completes its subscribers when the service closes', async () => {

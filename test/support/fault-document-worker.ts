@@ -144,8 +144,6 @@ const ipc = serveIpc<DocumentWorkerOps>({
       uri: args.uri,
       dbName: args.dbName,
       holderId: `${args.label}:${process.pid}`,
-      // Engine v1 unless the scenario names one (see fault-worker.ts).
-      engine: 'v1',
       ...args.options,
     });
     await service.start();

@@ -98,9 +98,6 @@ const ipc = serveIpc<WorkerOps & ModesWorkerOps & LeadershipWorkerOps>({
       dbName: args.dbName,
       collectionName: args.collectionName,
       holderId: `${args.label}:${process.pid}`,
-      // The scenarios were written for engine v1 and run it until it is removed, unless they
-      // name an engine.
-      engine: 'v1',
       ...args.options,
     });
     await service.start();

@@ -26,8 +26,6 @@ interface WorkerArgs {
   counterFile?: string;
   sectionMs?: number;
   changeStreams?: 'auto' | 'off';
-  /** The library's default when absent. */
-  engine?: 'v1' | 'v2';
 }
 
 const args = JSON.parse(process.env.LOCK_WORKER_ARGS ?? '{}') as WorkerArgs;
@@ -78,7 +76,6 @@ async function main(): Promise<void> {
     dbName: args.dbName,
     collectionName: args.collectionName,
     changeStreams: args.changeStreams,
-    engine: args.engine,
   });
   await locks.start();
   try {

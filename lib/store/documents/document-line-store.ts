@@ -3,8 +3,9 @@ import { DocumentNotFoundError } from '../../errors/document-not-found.error';
 import { LockNotAcquiredError } from '../../errors/lock-not-acquired.error';
 import type { LockEvent, LockState } from '../../interfaces/lock-state.interface';
 import { formatMs } from '../../util/durations';
-import type { AttemptTarget } from '../acquire-attempt';
+import type { AttemptTarget } from '../line/line-commands';
 import { boundedCommand } from '../bounded-command';
+import { JoinsInFlight } from '../line/joins-in-flight';
 import type {
   HeldDocument,
   JoinRequest,
@@ -15,11 +16,11 @@ import type {
 import type { LineDocument, LineEntry, LinePlace } from '../line/line-document';
 import { holdersOf, liveEntries, placeOf } from '../line/line-document';
 import type { LineChange, LineWatch } from '../line/line-events';
-import { reopeningStream } from '../line/line-events';
+import { reopeningStream, resumingAfter } from '../line/line-events';
 import { LINE_CAPACITY } from '../line/line-pipelines';
 import { decodeLineState } from '../line/line-state';
 import type { LineStorage } from '../line/line-store';
-import type { DocumentCollection } from './document-lease-commands';
+import type { DocumentCollection } from './document-writes';
 import { byKey, documentIdOfKey, isDuplicateIdError, keyOfDocumentId } from './document-key';
 import type { DocumentLineFields } from './document-line';
 
@@ -39,38 +40,49 @@ interface LineRead {
  * meet `where`), unless `createIfMissing` makes it.
  */
 export class DocumentLineStore implements LineStorage {
+  private readonly joins = new JoinsInFlight();
+
   constructor(
     readonly collection: DocumentCollection,
     readonly fields: DocumentLineFields,
     private readonly operationTimeoutMs: number,
   ) {}
 
+  joinsSettled(key: string, token: string): Promise<void> | undefined {
+    return this.joins.settled(key, token);
+  }
+
   join(request: Omit<JoinRequest, 'idleRetentionMs'>): Promise<JoinResult> {
-    return this.send('acquire', async () => {
-      const { read, created } = await this.joinOrCreate(request);
-      const place = placeOf(
-        { _id: request.key, line: read.line, f: read.f },
-        request.token,
-        read.now,
-      );
-      if (place) {
-        const next = entryBehind(read, request.token);
-        const document = { doc: this.fields.strip(read.doc), created, next };
-        return { joined: true, ...place, document };
-      }
-      const live = liveEntries(read.line, read.now);
-      if (live.length === 0 && (read.doc[this.fields.field] as Document | undefined)?.owner) {
-        throw lockedInV1Form(request.key, read.doc[this.fields.field] as Document);
-      }
-      const first = live[0] as LineEntry | undefined;
-      return {
-        joined: false,
-        reason: live.length >= LINE_CAPACITY ? 'full' : 'held',
-        holderId: first?.h,
-        retryAfterMs: first ? first.e.getTime() - read.now.getTime() : undefined,
-        inUse: { exclusiveLive: first !== undefined, permits: null },
-      };
-    });
+    const join = boundedCommand(
+      'acquire',
+      this.operationTimeoutMs,
+      async (): Promise<JoinResult> => {
+        const { read, created } = await this.joinOrCreate(request);
+        const place = placeOf(
+          { _id: request.key, line: read.line, f: read.f },
+          request.token,
+          read.now,
+        );
+        if (place) {
+          const next = entryBehind(read, request.token);
+          const document = { doc: this.fields.strip(read.doc), created, next };
+          return { joined: true, ...place, document };
+        }
+        const live = liveEntries(read.line, read.now);
+        if (live.length === 0 && (read.doc[this.fields.field] as Document | undefined)?.owner) {
+          throw lockedInV1Form(request.key, read.doc[this.fields.field] as Document);
+        }
+        const first = live[0] as LineEntry | undefined;
+        return {
+          joined: false,
+          reason: live.length >= LINE_CAPACITY ? 'full' : 'held',
+          holderId: first?.h,
+          retryAfterMs: first ? first.e.getTime() - read.now.getTime() : undefined,
+          inUse: { exclusiveLive: first !== undefined, permits: null },
+        };
+      },
+    );
+    return this.joins.track(request.key, request.token, join);
   }
 
   leave(key: string, token: string): Promise<LeaveResult> {
@@ -160,6 +172,7 @@ export class DocumentLineStore implements LineStorage {
     holderId: string,
     onChange: (change: LineChange) => void,
     onFailure: (error: unknown) => void = () => undefined,
+    onOpen?: () => void,
   ): LineWatch {
     const escaped = holderId.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
     const leads = `^(\\*|${escaped}) [\\w-]+$`;
@@ -186,6 +199,7 @@ export class DocumentLineStore implements LineStorage {
         onChange({ key, holders: [first.t], news });
       },
       onFailure,
+      onOpen,
     );
   }
 
@@ -193,6 +207,7 @@ export class DocumentLineStore implements LineStorage {
   watchEvents(
     onEvent: (event: LockEvent) => void,
     onFailure?: (error: unknown) => void,
+    onOpen?: () => void,
   ): LineWatch {
     return this.watchChanges(
       this.changeFilter(),
@@ -207,6 +222,7 @@ export class DocumentLineStore implements LineStorage {
         });
       },
       onFailure,
+      onOpen,
     );
   }
 
@@ -348,17 +364,20 @@ export class DocumentLineStore implements LineStorage {
     options: { fullDocument?: 'updateLookup' },
     onChange: (event: DocumentChange) => void,
     onFailure: (error: unknown) => void = () => undefined,
+    onOpen?: () => void,
   ): LineWatch {
     return reopeningStream<DocumentChange>(
-      () =>
+      (resumeAfter) =>
         this.collection.watch<Document, DocumentChange>([{ $match: filter }], {
           ...options,
           maxAwaitTimeMS: 1_000,
+          ...resumingAfter(resumeAfter),
         }),
       (event) => {
         if (event.documentKey?._id !== undefined) onChange(event);
       },
       onFailure,
+      onOpen,
     );
   }
 
@@ -384,15 +403,15 @@ function asLine(key: string, read: Pick<LineRead, 'line' | 'f'>): LineDocument {
   return { _id: key, line: read.line, f: read.f };
 }
 
-/** A lock field in the 0.1 form (engine v1) with a live lease: not for engine v2 to pass over. */
+/** A lock field in the 0.1 form with a live lease: not to pass over (a 0.1 process holds it). */
 function lockedInV1Form(key: string, lock: Document): LockNotAcquiredError {
   const holderId = typeof lock.holder === 'string' ? lock.holder : undefined;
   const endsAt = lock.expiresAt instanceof Date ? lock.expiresAt.getTime() : undefined;
   const retryAfterMs = endsAt === undefined ? undefined : Math.max(0, endsAt - Date.now());
   return new LockNotAcquiredError(
-    `its lock field is in the 0.1 form, held by engine v1${holderId ? ` (${holderId})` : ''}` +
-      `${retryAfterMs === undefined ? '' : ` for about ${formatMs(retryAfterMs)}`}; engine v2 ` +
-      'takes the document once that lease has ended, without waiting for it: run one engine per collection',
+    `its lock field is in the 0.1 form, held by a 0.1 process${holderId ? ` (${holderId})` : ''}` +
+      `${retryAfterMs === undefined ? '' : ` for about ${formatMs(retryAfterMs)}`}; it is taken ` +
+      'once that lease has ended, without waiting for it: stop every 0.1 process (see docs/upgrading.md)',
     { keys: [key], holderId, retryAfterMs },
   );
 }

@@ -1,5 +1,5 @@
 import { Decimal128 } from 'mongodb';
-import type { Document } from 'mongodb';
+import type { Collection, Document } from 'mongodb';
 import { DocumentLockedError } from '../../errors/document-locked.error';
 import { DocumentNotFoundError } from '../../errors/document-not-found.error';
 import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error';
@@ -8,21 +8,21 @@ import { VersionConflictError } from '../../errors/version-conflict.error';
 import { formatMs } from '../../util/durations';
 import { toRemainingMs } from '../bson-values';
 import type { BsonInteger } from '../bson-values';
-import type { DocumentCollection } from './document-lease-commands';
 import { byKey, documentIdOfKey } from './document-key';
-import type { DocumentLockFields } from './document-lock-fields';
-import { releaseOperators, releasedLock } from './document-lock-release';
 import { versionBumpOperators, versionBumpStage, versionTyped } from './document-version';
 import type { DocumentVersion } from './document-version';
 import type { Successor } from '../line/line-commands';
 
+/** The application collection whose documents carry a lock field. */
+export type DocumentCollection = Pick<
+  Collection<Document>,
+  'findOneAndUpdate' | 'findOne' | 'watch' | 'collectionName'
+>;
+
 /** An update document (`{ $set: … }`) or an update pipeline (`[{ $set: … }]`). */
 export type DocumentUpdate = Document | Document[];
 
-/**
- * How an engine keeps a lock in the lock field, as the writes below check and end it: the
- * 0.1 lease (`leaseLockForm`) or engine v2's line (`DocumentLineFields`).
- */
+/** How the lock field keeps a lock, as the writes below check and end it (`DocumentLineFields`). */
 export interface DocumentLockForm {
   /** The lock field: replies leave it out. */
   readonly field: string;
@@ -35,7 +35,7 @@ export interface DocumentLockForm {
   /**
    * A commit of an update document tried first, for when the entry behind `owner`'s is still
    * `next` (`null`: none): its filter's extra condition, and its operators, which name that
-   * entry the new leader (engine v2: only its process hears of it; nobody's, for none).
+   * entry the new leader (only its process hears of it; nobody's, for none).
    */
   unlockBefore?(owner: string, next: Successor | null): { filter: Document; operators: Document };
   /** The pipeline stage that ends `owner`'s live lock (a commit written as a pipeline). */
@@ -44,30 +44,6 @@ export interface DocumentLockForm {
   readonly held: unknown;
   readonly holder: unknown;
   readonly remainingMs: unknown;
-}
-
-/** The lock field of engine v1: one lease, `{ owner, holder, fence, lostFence, ... }`. */
-export function leaseLockForm(fields: DocumentLockFields): DocumentLockForm {
-  return {
-    field: fields.field,
-    heldBy: (owner) => {
-      const ownerCheck = { [fields.path('owner')]: owner };
-      const leaseLive = heldExpr(fields);
-      return [ownerCheck, leaseLive];
-    },
-    ownedBy: (owner) => ({
-      $and: [
-        { $eq: [fields.value('owner'), owner] },
-        { $gt: [fields.value('expiresAt'), '$$NOW'] },
-      ],
-    }),
-    unlockOperators: () => releaseOperators(fields),
-    // The lease is live: the filter checked it.
-    unlockStage: () => ({ $set: { [fields.field]: releasedLock(fields, true) } }),
-    held: fields.held,
-    holder: fields.value('holder'),
-    remainingMs: fields.remainingMs,
-  };
 }
 
 /** Where a collection's document writes go, and how they are checked. */
@@ -258,10 +234,6 @@ function sameVersion(a: unknown, b: unknown): boolean {
     return `n${String(value)}`;
   };
   return text(a) === text(b);
-}
-
-function heldExpr(fields: DocumentLockFields): Document {
-  return { $expr: { $gt: [fields.value('expiresAt'), '$$NOW'] } };
 }
 
 async function readWriteState(

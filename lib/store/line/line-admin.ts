@@ -5,7 +5,7 @@ import { keyRangeFilter, type ListLocksQuery } from '../list-locks';
 import { timeOf, type LineCollection } from './line-commands';
 import type { LineDocument } from './line-document';
 import type { LineWatch } from './line-events';
-import { reopeningStream } from './line-events';
+import { reopeningStream, resumingAfter } from './line-events';
 import type { LineChangeEvent, LineStateReply } from './line-state';
 import {
   LINE_STATE_PROJECTION,
@@ -215,16 +215,19 @@ export function watchLineEvents(
   collection: LineCollection,
   onEvent: (event: LockEvent) => void,
   onFailure: (error: unknown) => void = () => undefined,
+  onOpen?: () => void,
 ): LineWatch {
   return reopeningStream<LineChangeEvent>(
-    () =>
+    (resumeAfter) =>
       collection.watch<LineDocument, LineChangeEvent>(EVENT_CHANGES, {
         fullDocument: 'updateLookup',
         maxAwaitTimeMS: 1_000,
+        ...resumingAfter(resumeAfter),
       }),
     (change) => {
       for (const event of lineEvents(change)) onEvent(event);
     },
     onFailure,
+    onOpen,
   );
 }

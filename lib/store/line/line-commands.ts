@@ -5,7 +5,6 @@ import { isDuplicateKeyError } from '../mongo-error-codes';
 import type { LineDocument, LineEntry, LineKind, LinePlace } from './line-document';
 import { holdersOf, liveEntries, placeOf } from './line-document';
 import type { KeyInUse } from '../lock-mode-errors';
-import type { AttemptTarget } from '../acquire-attempt';
 import {
   LEAVE_PIPELINE,
   LINE_CAPACITY,
@@ -17,6 +16,14 @@ import {
   exclusiveTryJoinPipeline,
   joinPipeline,
 } from './line-pipelines';
+
+/** A document lock's conditions on its document, checked by its join. */
+export interface AttemptTarget {
+  /** Extra conditions on the document (a tenant, say); not met = not found. */
+  where?: Record<string, unknown>;
+  /** Insert the document with these fields when no document has the id. */
+  createIfMissing?: Record<string, unknown>;
+}
 
 /**
  * Engine v2's commands on the lock collection: join, leave and renew, one `findOneAndUpdate`

@@ -1,4 +1,5 @@
-import type { ChangeStream, ChangeStreamDocument, Document } from 'mongodb';
+import type { ChangeStream, ChangeStreamDocument, Document, ResumeToken } from 'mongodb';
+import { isResumePointLostError } from '../mongo-error-codes';
 import { sleep } from '../../util/timers';
 import type { LineDocument } from './line-document';
 import { holdingCount } from './line-document';
@@ -61,57 +62,81 @@ export function watchLines(
   holderId: string,
   onChange: (change: LineChange) => void,
   onFailure: (error: unknown) => void = () => undefined,
+  onOpen?: () => void,
 ): LineWatch {
   return reopeningStream<ChangeStreamDocument<LineDocument>>(
-    () =>
+    (resumeAfter) =>
       collection.watch<LineDocument, ChangeStreamDocument<LineDocument>>(
         [{ $match: leadsTo(holderId) }],
-        { fullDocument: 'updateLookup', maxAwaitTimeMS: 1_000 },
+        { fullDocument: 'updateLookup', maxAwaitTimeMS: 1_000, ...resumingAfter(resumeAfter) },
       ),
     (event) => {
       const change = lineChangeOf(event);
       if (change) onChange(change);
     },
     onFailure,
+    onOpen,
   );
 }
 
 /**
  * Reads the change stream `open` makes and hands each change to `onChange`. The driver resumes
- * after resumable errors by itself; a stream that fails otherwise is reopened after a pause
- * (changes meanwhile are missed: readers wake on their own timers) and `onFailure` hears why.
- * `opened` settles once the stream has a starting point, or on the first read or failure:
- * nobody waits on a stream that cannot open.
+ * after resumable errors by itself; a stream that fails otherwise is reopened after a pause,
+ * resuming after the last change it read (so nothing written meanwhile is missed, unless the
+ * server cannot resume from there: then afresh, and readers wake on their own timers), and
+ * `onFailure` hears why; `onOpen` hears each time a stream, the first or a reopened one, has
+ * its starting point. `opened` settles the first time, or on the first failure: nobody waits
+ * on a stream that cannot open.
  */
 export function reopeningStream<Change extends Document>(
-  open: () => ChangeStream<LineDocument, Change>,
+  open: (resumeAfter: ResumeToken) => ChangeStream<LineDocument, Change>,
   onChange: (change: Change) => void,
   onFailure: (error: unknown) => void,
+  onOpen: () => void = () => undefined,
 ): LineWatch {
   let closing = false;
   let stream: ChangeStream<LineDocument, Change> | undefined;
+  let resumeAfter: ResumeToken = undefined;
+  /** Whether the current stream has its starting point, and whether a read of it succeeded. */
+  let started = false;
+  let read = false;
   let markOpened!: () => void;
   const opened = new Promise<void>((resolve) => (markOpened = resolve));
+  const start = () => {
+    if (started || closing) return;
+    started = true;
+    markOpened();
+    onOpen();
+  };
   const readOnce = async () => {
-    stream = open();
+    started = false;
+    read = false;
+    stream = open(resumeAfter);
     // Open once its first reply set where it starts (the driver's first resume token): the
     // first `tryNext` would wait for a change, or for the server's await time, to say so.
-    stream.once('resumeTokenChanged', markOpened);
+    stream.once('resumeTokenChanged', start);
     while (!closing) {
       const change = await stream.tryNext();
-      markOpened();
+      read = true;
+      start();
       if (change) onChange(change);
     }
   };
   const reading = (async () => {
-    for (let pauseMs = 100; !closing; pauseMs = Math.min(pauseMs * 2, 5_000)) {
+    let pauseMs = 50;
+    while (!closing) {
       try {
         await readOnce();
       } catch (error) {
         if (closing) return;
+        // Where it stood: its last change, or where it started if it read none.
+        resumeAfter = stream?.resumeToken ?? resumeAfter;
+        if (isResumePointLostError(error)) resumeAfter = undefined;
         markOpened();
         onFailure(error);
         await stream?.close().catch(() => undefined);
+        // A stream whose reads went through before it failed starts the backoff afresh.
+        pauseMs = read ? 100 : Math.min(pauseMs * 2, 5_000);
         await sleep(pauseMs, false);
       }
     }
@@ -124,4 +149,9 @@ export function reopeningStream<Change extends Document>(
       await reading;
     },
   };
+}
+
+/** The option that resumes a reopened stream after `token`; none for a fresh one (no token). */
+export function resumingAfter(token: ResumeToken): { resumeAfter?: ResumeToken } {
+  return token === undefined || token === null ? {} : { resumeAfter: token };
 }

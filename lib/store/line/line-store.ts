@@ -2,8 +2,6 @@ import { MongoError } from 'mongodb';
 import type { ClientSession } from 'mongodb';
 import { boundedCommand } from '../bounded-command';
 import { toStoreError } from '../mongo-error-codes';
-import { ensureLockIndexes } from '../ensure-indexes';
-import type { LockCollection } from '../lock-document';
 import type {
   JoinRequest,
   JoinResult,
@@ -24,6 +22,7 @@ import {
 import type { LinePlace } from './line-document';
 import type { LineChange, LineWatch } from './line-events';
 import { watchLines } from './line-events';
+import { JoinsInFlight } from './joins-in-flight';
 
 export interface LineStoreSettings {
   /** The longest one command may take before the caller stops waiting for it. */
@@ -43,14 +42,29 @@ export interface LineStorage {
   /** Where `token`'s entry stands, by a read (polling without change streams). */
   place(key: string, token: string): Promise<LinePlace | undefined>;
   inspect(key: string): Promise<LockState | null>;
-  /** The changes that may make an entry of `holderId`'s process holder. */
+  /**
+   * The changes that may make an entry of `holderId`'s process holder. `onFailure` hears that
+   * changes may be missed from now on; `onOpen`, that a stream (re)opened: none is missed
+   * after it.
+   */
   watch(
     holderId: string,
     onChange: (change: LineChange) => void,
     onFailure?: (error: unknown) => void,
+    onOpen?: () => void,
   ): LineWatch;
   /** Every change that may take or free a lock, for `events$` and `waitForRelease`. */
-  watchEvents(onEvent: (event: LockEvent) => void, onFailure?: (error: unknown) => void): LineWatch;
+  watchEvents(
+    onEvent: (event: LockEvent) => void,
+    onFailure?: (error: unknown) => void,
+    onOpen?: () => void,
+  ): LineWatch;
+  /**
+   * Settles once the joins of `token` on `key` still on their way have (one whose reply was
+   * given up on may land late); undefined when none is. A store whose replies always come
+   * has none.
+   */
+  joinsSettled?(key: string, token: string): Promise<void> | undefined;
 }
 
 /**
@@ -71,25 +85,36 @@ export interface KeyLineStorage extends LineStorage {
  * caller retries by token), and its change stream. The only code that sends them.
  */
 export class LineStore implements KeyLineStorage {
+  private readonly joins = new JoinsInFlight();
+
   constructor(
     readonly collection: LineCollection,
     private readonly settings: LineStoreSettings,
   ) {}
 
   /**
-   * The `gcAt` TTL index, as the v1 collection has, and one on the entries' scopes, so that
-   * `releaseScope` reads only the documents of its scope.
+   * Safe on every start (an existing identical index is a no-op): the `gcAt` TTL index, which
+   * deletes a key's document once idle for `idleRetentionMs` (never a live one: that would
+   * reset its fence), and one on the entries' scopes, so that `releaseScope` reads only the
+   * documents of its scope.
    */
   async ensureIndexes(): Promise<void> {
-    await ensureLockIndexes(this.collection as unknown as LockCollection);
     await this.collection.createIndexes([
+      { key: { gcAt: 1 }, name: 'gcAt_ttl', expireAfterSeconds: 0 },
       { key: { 'line.sc': 1 }, name: 'line_scope', sparse: true },
     ]);
   }
 
   join(request: Omit<JoinRequest, 'idleRetentionMs'>): Promise<JoinResult> {
     const full = { ...request, idleRetentionMs: this.settings.idleRetentionMs };
-    return this.send('acquire', () => joinLine(this.collection, full));
+    const join = boundedCommand('acquire', this.settings.operationTimeoutMs, () =>
+      joinLine(this.collection, full),
+    );
+    return this.joins.track(request.key, request.token, join);
+  }
+
+  joinsSettled(key: string, token: string): Promise<void> | undefined {
+    return this.joins.settled(key, token);
   }
 
   leave(key: string, token: string): Promise<LeaveResult> {
@@ -149,8 +174,9 @@ export class LineStore implements KeyLineStorage {
   watchEvents(
     onEvent: (event: LockEvent) => void,
     onFailure?: (error: unknown) => void,
+    onOpen?: () => void,
   ): LineWatch {
-    return watchLineEvents(this.collection, onEvent, onFailure);
+    return watchLineEvents(this.collection, onEvent, onFailure, onOpen);
   }
 
   /** The changes that may make an entry of `holderId`'s process holder. */
@@ -158,8 +184,9 @@ export class LineStore implements KeyLineStorage {
     holderId: string,
     onChange: (change: LineChange) => void,
     onFailure?: (error: unknown) => void,
+    onOpen?: () => void,
   ): LineWatch {
-    return watchLines(this.collection, holderId, onChange, onFailure);
+    return watchLines(this.collection, holderId, onChange, onFailure, onOpen);
   }
 
   private send<T>(command: string, run: () => Promise<T>) {

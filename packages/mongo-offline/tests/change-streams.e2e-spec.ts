@@ -1,6 +1,26 @@
-import { lockReleasePipeline } from '../../../lib/store/lock-change-stream';
+import { forceReleaseLine } from '../../../lib/store/line/line-admin';
+import {
+  type JoinRequest,
+  type LineCollection,
+  joinLine,
+  leaveLine,
+  renewInLine,
+} from '../../../lib/store/line/line-commands';
+import { lineEvents } from '../../../lib/store/line/line-state';
 import { filterStats } from '../change-streams/change-stream-cursor';
+import { lockChangeStreams } from '../unit/lock-library';
 import { openStream, useOfflineMongo } from './with-offline-mongo';
+
+/** An exclusive join of engine v2, waiting in line if need be. */
+const join = (token: string, holderId: string, ttlMs = 30_000): JoinRequest => ({
+  key: 'k',
+  token,
+  holderId,
+  ttlMs,
+  kind: { mode: 'exclusive' },
+  onlyIfHolds: false,
+  idleRetentionMs: 60_000,
+});
 
 describe('offline mongo: change streams', () => {
   const harness = useOfflineMongo();
@@ -165,23 +185,77 @@ describe('offline mongo: change streams', () => {
     await stream.close();
   });
 
-  it("decides the lock library's filter without mingo, and a path through an array with it", async () => {
-    const locks = db().collection<any>('filter-locks');
-    await locks.insertOne({ _id: 'k', owner: 'a' });
-    const stream = locks.watch<any, any>(lockReleasePipeline('g1'));
-    const { next: first } = await openStream(client(), stream);
-    const before = filterStats.byQuery;
-    await locks.updateOne({ _id: 'k' }, { $set: { owner: 'b' } }); // filtered out
-    await locks.updateOne({ _id: 'k' }, { $set: { owner: null } });
-    await locks.updateOne({ _id: 'k' }, { $set: { grantee: 'g1' } });
-    expect((await first).updateDescription.updatedFields).toEqual({ owner: null });
-    expect((await stream.next()).updateDescription.updatedFields).toEqual({ grantee: 'g1' });
-    expect(filterStats.byQuery).toBe(before);
-    await stream.close();
+  it("delivers to each process the leaves that name it, by the lock library's `$regex` on `lead`", async () => {
+    const locks = db().collection<any>('v2-lines') as unknown as LineCollection;
+    // The streams engine v2's waiters open, for h1, h2 and h (whose id is a prefix of both),
+    // each open before the next (`openStream` waits for the client's next getMore).
+    const streams = [];
+    for (const holderId of ['h1', 'h2', 'h']) {
+      const [{ pipeline, options }] = await lockChangeStreams(holderId);
+      const stream = locks.watch<any, any>(pipeline, options);
+      streams.push({ stream, ...(await openStream(client(), stream)) });
+    }
+    const [h1, h2, h] = streams;
+    await joinLine(locks, join('t1', 'h1')); // an insert: nobody
+    await joinLine(locks, join('t2', 'h2')); // a waiter joins: nobody
+    await renewInLine(locks, 'k', 't2', 30_000, 60_000); // a renewal: nobody
+    await leaveLine(locks, 'k', 't1'); // t2 now leads: h2
+    await joinLine(locks, join('t3', 'h1'));
+    await leaveLine(locks, 'k', 't2'); // t3 now leads: h1
+    await forceReleaseLine(locks, 'k', 60_000); // everyone
+    const lead = (event: any): unknown => event.updateDescription.updatedFields.lead;
+    const everyone = /^\* [\w-]+$/;
+    expect(lead(await h2.next)).toBe('h2 t2');
+    expect(lead(await h2.stream.next())).toMatch(everyone);
+    expect(lead(await h1.next)).toBe('h1 t3');
+    expect(lead(await h1.stream.next())).toMatch(everyone);
+    expect(lead(await h.next)).toMatch(everyone);
+    // The document looked up (`updateLookup`, as the library asks): the line left empty.
+    expect((await h.next).fullDocument).toMatchObject({ _id: 'k', line: [] });
+    await Promise.all(streams.map(({ stream }) => stream.close()));
+  });
 
+  it("delivers the changes the lock library's `events$` filter selects, renewals left out", async () => {
+    const locks = db().collection<any>('v2-events') as unknown as LineCollection;
+    const [, { pipeline, options }] = await lockChangeStreams('h1');
+    const stream = locks.watch<any, any>(pipeline, options);
+    const { next: first } = await openStream(client(), stream);
+    await joinLine(locks, join('t1', 'h1'));
+    await joinLine(locks, join('t2', 'h2'));
+    await renewInLine(locks, 'k', 't2', 30_000, 60_000);
+    await leaveLine(locks, 'k', 't1');
+    await leaveLine(locks, 'k', 't2');
+    // An entry whose lease ends, then a renewal that finds it ended: the line emptied, with
+    // `lead` unchanged.
+    await joinLine(locks, join('t4', 'h1', 1));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(await renewInLine(locks, 'k', 't4', 30_000, 60_000)).toEqual({ renewed: false });
+    const summary = (event: any) => {
+      const updated = event.updateDescription?.updatedFields ?? {};
+      return [event.operationType, ...['f', 'lead'].filter((field) => field in updated)];
+    };
+    const events = [await first];
+    for (let i = 0; i < 5; i++) events.push(await stream.next());
+    expect(events.map(summary)).toEqual([
+      ['insert'],
+      ['update', 'f'],
+      ['update', 'lead'],
+      ['update', 'lead'],
+      ['update', 'f'],
+      ['update'],
+    ]);
+    expect(events[2].updateDescription.updatedFields.lead).toBe('h2 t2');
+    expect(events[3].updateDescription.updatedFields.lead).toBeNull();
+    // The last, by its delta alone: a release.
+    expect(lineEvents(events[5]).map((event) => event.type)).toEqual(['released']);
+    await stream.close();
+  });
+
+  it('leaves a path through an array to mingo', async () => {
     const items = db().collection<any>('filter-arrays');
     const arrays = items.watch<any, any>([{ $match: { 'fullDocument.tags.name': 'x' } }]);
     const { next: tagged } = await openStream(client(), arrays);
+    const before = filterStats.byQuery;
     await items.insertMany([{ tags: [{ name: 'y' }] }, { tags: [{ name: 'x' }] }]);
     expect((await tagged).fullDocument.tags).toEqual([{ name: 'x' }]);
     expect(filterStats.byQuery).toBe(before + 2);

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import * as path from 'node:path';
-import { MongoClient, type Document } from 'mongodb';
+import { MongoClient, type Collection, type Document } from 'mongodb';
 import { sharedClockMs, IpcChild } from '@nestjs-mongo-lock/process-harness';
 import { FencedResource, type FencedDocument } from '../../support/fault-fenced-resource';
 import type { HeldLock, HoldArgs, WorkerEvent, WorkerOps } from '../../support/fault-protocol';
@@ -18,6 +18,7 @@ import {
   type Violation,
 } from '../history/history';
 import { LeaseSampler } from './lease-sampler';
+import { readLiveLeases } from './line-leases';
 import { LockEventRecorder } from './lock-event-recorder';
 import { withinMs } from './within-ms';
 
@@ -207,40 +208,25 @@ export class FaultRun {
     return new FencedResource(this.admin.db(this.dbName)).read(id);
   }
 
-  /** Reads every lock document as the server sees it now (lease checked with `$$NOW`). */
+  /** The lock collection's lines (`<collectionName>_line`), where the service keeps its locks. */
+  get lines(): Collection<Document> {
+    return this.admin.db(this.dbName).collection(`${lockCollection}_line`);
+  }
+
+  /** Every key of the lock collection as the server sees it now (leases checked with `$$NOW`). */
   async readFinalLocks(): Promise<FinalLockState[]> {
-    const docs = await this.admin
-      .db(this.dbName)
-      .collection(lockCollection)
-      .aggregate([
-        {
-          $project: {
-            holder: 1,
-            fence: { $toString: '$fence' },
-            heldForMs: { $subtract: ['$$NOW', '$acquiredAt'] },
-            remainingMs: { $subtract: ['$expiresAt', '$$NOW'] },
-            held: {
-              $and: [
-                { $ne: [{ $ifNull: ['$owner', null] }, null] },
-                { $gt: ['$expiresAt', '$$NOW'] },
-              ],
-            },
-          },
-        },
-      ])
-      .toArray();
+    const { keys, leases } = await readLiveLeases(this.lines);
     const observedAt = sharedClockMs();
-    return docs.map((doc) => ({
-      key: String(doc._id),
-      holder: (doc.holder as string | null) ?? null,
-      held: doc.held === true,
-      observedAt,
-      lease: {
-        fence: String(doc.fence),
-        heldForMs: Number(doc.heldForMs),
-        remainingMs: Number(doc.remainingMs),
-      },
-    }));
+    return keys.map((key) => {
+      const lease = leases.find((each) => each.key === key);
+      return {
+        key,
+        holder: lease?.holder ?? null,
+        held: lease !== undefined,
+        observedAt,
+        ...(lease ? { lease: { fence: lease.fence, remainingMs: lease.remainingMs } } : {}),
+      };
+    });
   }
 
   /**
@@ -253,9 +239,8 @@ export class FaultRun {
    */
   sampleLeases(options: { boundMs: number; intervalMs?: number }): void {
     if (this.sampler) throw new Error('the lease sampler is already running');
-    const collection = this.admin.db(this.dbName).collection(lockCollection);
-    const sampler = new LeaseSampler(collection, options.intervalMs ?? 150);
-    const recorder = new LockEventRecorder(collection);
+    const sampler = new LeaseSampler(this.lines, options.intervalMs ?? 150);
+    const recorder = new LockEventRecorder(this.lines);
     this.sampler = { sampler, recorder, boundMs: options.boundMs };
   }
 

@@ -1,14 +1,15 @@
 import type { Collection } from 'mongodb';
 import { sharedClockMs } from '@nestjs-mongo-lock/process-harness';
 import type { LeaseObservation } from '../history/orphans';
+import { readLiveLeases } from './line-leases';
 
 /** Longest one read may take on the server; a stuck server must not stall the sampler's stop. */
 const READ_MAX_TIME_MS = 1000;
 
 /**
- * Reads the lock collection every `intervalMs` while a scenario runs and keeps every live
- * lease it sees (owned, `expiresAt` after the server's `$$NOW`, as `readFinalLocks` judges
- * it), with its fence: `findOrphanedLeases` then looks for leases that no section accounts for.
+ * Reads the lock collection's lines every `intervalMs` while a scenario runs and keeps every
+ * holder it sees (`readLiveLeases`, as `readFinalLocks` judges it), with its fence:
+ * `findOrphanedLeases` then looks for leases that no section accounts for.
  */
 export class LeaseSampler {
   readonly observations: LeaseObservation[] = [];
@@ -46,34 +47,17 @@ export class LeaseSampler {
     while (!this.stopped) {
       const sentAt = sharedClockMs();
       try {
-        const docs = await this.collection
-          .aggregate(
-            [
-              {
-                $match: {
-                  $expr: {
-                    $and: [
-                      { $ne: [{ $ifNull: ['$owner', null] }, null] },
-                      { $gt: ['$expiresAt', '$$NOW'] },
-                    ],
-                  },
-                },
-              },
-              { $project: { holder: 1, fence: 1 } },
-            ],
-            { maxTimeMS: READ_MAX_TIME_MS },
-          )
-          .toArray();
+        const { leases } = await readLiveLeases(this.collection, { maxTimeMS: READ_MAX_TIME_MS });
         const receivedAt = sharedClockMs();
         this.reads += 1;
         if (lastAnswer !== undefined)
           this.maxGapMs = Math.max(this.maxGapMs, receivedAt - lastAnswer);
         lastAnswer = receivedAt;
-        for (const doc of docs) {
+        for (const lease of leases) {
           this.observations.push({
-            key: String(doc._id),
-            fence: String(doc.fence),
-            holder: (doc.holder as string | null | undefined) ?? null,
+            key: lease.key,
+            fence: lease.fence,
+            holder: lease.holder,
             sentAt,
             receivedAt,
           });

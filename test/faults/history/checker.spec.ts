@@ -1,5 +1,5 @@
 import { checkHistory, DEFAULT_SIGNAL_LATENESS_TOLERANCE_MS } from './checker';
-import { FENCES_PER_LEASE } from '../../../lib/store/direct-grant';
+import { FENCES_PER_ENTRY } from '../../../lib/store/line/line-document';
 import type { History, SectionRecord } from './history';
 
 // The checker is the suite's judge: each test feeds it a history with one known defect and
@@ -286,20 +286,16 @@ describe('checkHistory', () => {
               holder: 'h1',
               held: true,
               observedAt: 20,
-              lease: { fence, heldForMs: 40, remainingMs: 960 },
+              lease: { fence, remainingMs: 960 },
             },
           ],
         }),
         options,
       )[0].detail;
-    expect(leaked('40')).toContain(
-      '(fence 40, taken 40.00 ms before, 960.00 ms left; p1:w0 (fence 40, released))',
-    );
-    expect(leaked('41')).toContain(
-      '(fence 41, taken 40.00 ms before, 960.00 ms left; no section has it)',
-    );
+    expect(leaked('40')).toContain('(fence 40, 960.00 ms left; p1:w0 (fence 40, released))');
+    expect(leaked('41')).toContain('(fence 41, 960.00 ms left; no section has it)');
     // A lease whose block holds the section's fence (its last): handed to it within the lease.
-    const blockStart = 40 - FENCES_PER_LEASE + 1;
+    const blockStart = 40 - Number(FENCES_PER_ENTRY) + 1;
     expect(leaked(String(blockStart))).toContain('960.00 ms left; p1:w0 (fence 40, released))');
     expect(leaked(String(blockStart - 1))).toContain('no section has it');
   });

@@ -1,4 +1,4 @@
-import { lastReservedFence } from '../../../lib/store/direct-grant';
+import { FENCES_PER_ENTRY } from '../../../lib/store/line/line-document';
 import type {
   DeadInstance,
   FinalLockState,
@@ -262,20 +262,20 @@ export function findStuckLocks(
 }
 
 /**
- * The leaked lease, and the sections recorded with a fence of its block (none: no call handed
- * it out; the callers it was handed to within the lease hold the block's later fences).
+ * The leaked lease, and the sections recorded with a fence of its entry's block (none: no call
+ * was handed it; callers handed it within the process hold the block's later fences).
  */
 function describeLeakedLease(lock: FinalLockState, sections: SectionRecord[]): string {
   if (!lock.lease) return '';
-  const { fence, heldForMs, remainingMs } = lock.lease;
+  const { fence, remainingMs } = lock.lease;
   const first = BigInt(fence);
   const inBlock = (other: string) => {
     const value = BigInt(other);
-    return value >= first && value <= lastReservedFence(first);
+    return value >= first && value < first + FENCES_PER_ENTRY;
   };
   const same = sections.filter((s) => s.key === lock.key && inBlock(s.fence));
   const recorded = same.length === 0 ? 'no section has it' : same.map(describe).join(', ');
-  return ` (fence ${fence}, taken ${formatMs(heldForMs)} before, ${formatMs(remainingMs)} left; ${recorded})`;
+  return ` (fence ${fence}, ${formatMs(remainingMs)} left; ${recorded})`;
 }
 
 export function describe(section: SectionRecord): string {

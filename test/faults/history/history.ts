@@ -57,8 +57,8 @@ export interface FinalLockState {
   held: boolean;
   /** When it was read, on the shared clock. */
   observedAt: number;
-  /** The lease as the server saw it then, for a violation's message: fence, age, time left. */
-  lease?: { fence: string; heldForMs: number; remainingMs: number };
+  /** The lease as the server saw it then, for a violation's message: fence, time left. */
+  lease?: { fence: string; remainingMs: number };
 }
 
 /** A process the scenario froze on purpose (SIGSTOP) and, if it did, thawed again (SIGCONT). */

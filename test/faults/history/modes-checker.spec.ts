@@ -1,6 +1,5 @@
 import { checkHistory, DEFAULT_SIGNAL_LATENESS_TOLERANCE_MS } from './checker';
 import type { History } from './history';
-import { findStalls, type KeyStateSample } from '../scenarios/modes-run';
 import { checkModesHistory, type ModeSection, type ModesCheckerOptions } from './modes-checker';
 
 // The mode-aware judge, tested like checker.spec.ts: each history carries one known defect
@@ -299,33 +298,5 @@ describe('checkModesHistory: leftovers', () => {
     expect(kinds(history([shared(1, 0, 0, { end: null, outcome: 'open' })]))).toEqual([
       'unreleased',
     ]);
-  });
-});
-
-describe('findStalls (scenarios/modes-run.ts): a free key nobody was given', () => {
-  const sample = (at: number, free: boolean): KeyStateSample => ({
-    at,
-    exclusive: null,
-    entries: free ? [] : [{ holder: 'h', fence: '1', weight: 1, remainingMs: 100 }],
-    reservations: [],
-  });
-  const samples = (pattern: string) => [...pattern].map((c, i) => sample(i * 100, c === '.'));
-
-  it('catches a free stretch longer than the bound with a caller waiting through it', () => {
-    const waits = [{ worker: 'w', from: 50, to: 1500 }];
-    expect(findStalls('k', samples('x..........x'), waits, 500).map((v) => v.kind)).toEqual([
-      'scenario',
-    ]);
-    expect(findStalls('k', samples('x..x.......x'), waits, 500)).toHaveLength(1);
-  });
-
-  it('accepts short free stretches, lone free samples, no waiter, and excused windows', () => {
-    const waits = [{ worker: 'w', from: 50, to: 1500 }];
-    expect(findStalls('k', samples('x....x....x.x.x'), waits, 500)).toEqual([]);
-    expect(findStalls('k', samples('x.x.x.x.x.x.x.x'), waits, 500)).toEqual([]);
-    expect(findStalls('k', samples('x..........x'), [], 500)).toEqual([]);
-    expect(findStalls('k', samples('x..........x'), waits, 500, [{ from: 300, to: 400 }])).toEqual(
-      [],
-    );
   });
 });

@@ -72,8 +72,6 @@ export interface DocumentCommitOptions {
   libDir?: string;
   /** How long processes contend (faults stop {@link quietEndMs} before). Default 17 s. */
   durationMs?: number;
-  /** The engine every worker's service runs (default: the library's). */
-  engine?: 'v1' | 'v2';
 }
 
 function randomBetween(min: number, max: number): number {
@@ -93,7 +91,7 @@ export async function runDocumentCommit(
   server: FaultServer,
   options: DocumentCommitOptions = {},
 ): Promise<ScenarioOutcome> {
-  const run = new DocumentRun(server, options.libDir, options.engine);
+  const run = new DocumentRun(server, options.libDir);
   const expect = new Expectations();
   try {
     await run.prepare();
@@ -129,7 +127,6 @@ class DocumentRun {
   constructor(
     private readonly server: FaultServer,
     private readonly libDir: string | undefined,
-    private readonly engine?: 'v1' | 'v2',
   ) {
     this.admin = new MongoClient(server.uri);
   }
@@ -161,7 +158,6 @@ class DocumentRun {
       label,
       // Half the processes poll, half wait on the change stream.
       options: {
-        ...(this.engine === undefined ? {} : { engine: this.engine }),
         ...(index % 2 === 1 ? polling : {}),
       },
     });
@@ -547,10 +543,5 @@ class DocumentRun {
 /** The scenario on the library under test. */
 export const documentCommit: Scenario = {
   name: 'document commit: 4 processes lock one document and $inc it under SIGSTOP and SIGKILL',
-  run: (server) => runDocumentCommit(server, { engine: 'v1' }),
-};
-
-export const documentCommitOnLines: Scenario = {
-  name: 'the same on engine v2 (the line in the lock field)',
-  run: (server) => runDocumentCommit(server, { engine: 'v2' }),
+  run: (server) => runDocumentCommit(server),
 };

@@ -3,8 +3,7 @@ import type { HeldLock } from '../../support/fault-protocol';
 import type { FaultServer } from '../../support/fault-server';
 import { countByKind } from '../harness/contend-checks';
 import { FaultRun, lockCollection, type StartedWorker } from '../harness/fault-run';
-import { poll } from './grant-run';
-import { Expectations, sleep, type Scenario, type ScenarioOutcome } from './scenario';
+import { Expectations, poll, sleep, type Scenario, type ScenarioOutcome } from './scenario';
 
 const engine = { engine: 'v2' as const };
 /** The holder's lease: long, so that nobody is freed by its end (it is released early). */

@@ -56,8 +56,6 @@ export interface TransactionOptions {
   rounds?: number;
   /** Also run a transaction of each mode that outlasts a renewal, unfrozen. Default true. */
   outlastRenewal?: boolean;
-  /** The lock engine (module option `engine`). Default v1. */
-  engine?: 'v1' | 'v2';
 }
 
 /**
@@ -85,7 +83,6 @@ export async function runTransaction(
       Array.from({ length: 3 }, (_, i) => ({
         label: `t${i}`,
         libDir: options.libDir,
-        options: { engine: options.engine ?? 'v1' },
       })),
     );
     const markerDocs = run.admin.db(run.dbName).collection<{ _id: string }>(markers);
@@ -290,12 +287,7 @@ function settleTx(call: Promise<TxSectionOutcome>): Promise<TxSectionOutcome> {
   }));
 }
 
-export const modesTransaction: Scenario = {
+export const lineTransaction: Scenario = {
   name: 'd. withLock transaction (shared and exclusive) frozen past its lease commits nothing',
   run: (server) => runTransaction(server),
-};
-
-export const lineTransaction: Scenario = {
-  name: 'd2. the same on engine v2',
-  run: (server) => runTransaction(server, { engine: 'v2' }),
 };

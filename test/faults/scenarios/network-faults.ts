@@ -7,7 +7,8 @@ import {
   type ProxyMode,
 } from '../../support/fault-proxy';
 import type { ContendArgs, ContendStats } from '../../support/fault-protocol';
-import { FaultRun, lockCollection } from '../harness/fault-run';
+import { FaultRun } from '../harness/fault-run';
+import { readLiveLeases } from '../harness/line-leases';
 import type { Violation } from '../history/history';
 import { settleWithin } from '../harness/contend-checks';
 import { Expectations, sleep, type Scenario } from './scenario';
@@ -174,17 +175,9 @@ function checkWorker(label: string, stats: ContendStats, expect: Expectations): 
 
 /** Live leases in the lock collection, as text: key, holder, fence and lease left. */
 async function describeLiveLeases(run: FaultRun): Promise<string[]> {
-  const docs = await run.admin
-    .db(run.dbName)
-    .collection(lockCollection)
-    .aggregate([
-      { $match: { owner: { $ne: null }, $expr: { $gt: ['$expiresAt', '$$NOW'] } } },
-      { $project: { holder: 1, fence: 1, leftMs: { $subtract: ['$expiresAt', '$$NOW'] } } },
-    ])
-    .toArray();
-  return docs.map(
-    (d) =>
-      `${String(d._id)} by ${String(d.holder)} (fence ${String(d.fence)}, ${d.leftMs} ms left)`,
+  const { leases } = await readLiveLeases(run.lines);
+  return leases.map(
+    (l) => `${l.key} by ${l.holder} (fence ${l.fence}, ${Math.round(l.remainingMs)} ms left)`,
   );
 }
 

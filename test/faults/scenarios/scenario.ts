@@ -1,3 +1,4 @@
+import { sharedClockMs } from '@nestjs-mongo-lock/process-harness';
 import type { FaultServer } from '../../support/fault-server';
 import type { Violation } from '../history/history';
 
@@ -29,4 +30,19 @@ export class Expectations {
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Waits until `probe` gives a value, looking every `everyMs`; `null` after `timeoutMs`. */
+export async function poll<T>(
+  probe: () => Promise<T | undefined> | T | undefined,
+  timeoutMs: number,
+  everyMs = 5,
+): Promise<T | null> {
+  const until = sharedClockMs() + timeoutMs;
+  for (;;) {
+    const found = await probe();
+    if (found !== undefined) return found;
+    if (sharedClockMs() >= until) return null;
+    await sleep(everyMs);
+  }
 }

@@ -123,9 +123,15 @@ export const writeConcernErrors: Scenario = {
         );
       }
       const lost = lostInsideLease(run.history.sections);
-      const falseLosses = lost.falseLockLost.map((s) =>
-        scenarioViolation(s.key, `false LockLostError on release: ${describeSection(s)}`),
-      );
+      // A release tried again after one whose outcome was unknown cannot tell whether that one
+      // landed (docs/engine-v2.md: it reports LockLostError): counted, not a violation. A first
+      // try that reports a loss inside the lease is one.
+      const retriedLosses = lost.falseLockLost.filter((s) => (s.releaseTries ?? 1) > 1);
+      const falseLosses = lost.falseLockLost
+        .filter((s) => !retriedLosses.includes(s))
+        .map((s) =>
+          scenarioViolation(s.key, `false LockLostError on release: ${describeSection(s)}`),
+        );
       const violations = await run.check({ leaseMs: longestTtlMs }, [
         ...expect.violations,
         ...falseLosses,
@@ -143,8 +149,9 @@ export const writeConcernErrors: Scenario = {
           `${sumStats(stats, 'unavailable')} unavailable`,
           `max overshoot ${maxOvershoot(stats)} ms`,
           `${run.history.sections.filter((s) => (s.releaseTries ?? 1) > 1).length} releases retried`,
-          `${lost.all.length} lost inside their lease: ${lost.falseLockLost.length} by a false ` +
-            `LockLostError on release, ${atDeadline.length} told at their deadline with the ` +
+          `${lost.all.length} lost inside their lease: ${lost.falseLockLost.length} by ` +
+            `LockLostError on release (${retriedLosses.length} of them on a retried release), ` +
+            `${atDeadline.length} told at their deadline with the ` +
             `release unconfirmed` +
             (atDeadline.length > 0 ? ` (${atDeadline.map(describeSection).join('; ')})` : ''),
           run.leaseSamplingNotes(),

@@ -1,0 +1,33 @@
+import type { BoundedCommand } from '../bounded-command';
+
+/**
+ * The joins sent and not yet settled, by key and token. A join whose reply the caller stopped
+ * waiting for still goes on, and may land after its call's entry ended (its leave, a commit):
+ * whoever ends an entry asks here whether a join of its token is still on its way.
+ */
+export class JoinsInFlight {
+  private readonly byEntry = new Map<string, Set<Promise<unknown>>>();
+
+  /** `join`'s bounded result; its command is kept here until it settles. */
+  track<T>(key: string, token: string, join: BoundedCommand<T>): Promise<T> {
+    const id = `${token}\0${key}`;
+    let joins = this.byEntry.get(id);
+    if (!joins) this.byEntry.set(id, (joins = new Set()));
+    const settled = join.sent.then(
+      () => undefined,
+      () => undefined,
+    );
+    joins.add(settled);
+    void settled.then(() => {
+      joins.delete(settled);
+      if (joins.size === 0 && this.byEntry.get(id) === joins) this.byEntry.delete(id);
+    });
+    return join.result;
+  }
+
+  /** Settles once every join of `token` on `key` sent so far has; undefined if none is on its way. */
+  settled(key: string, token: string): Promise<void> | undefined {
+    const joins = this.byEntry.get(`${token}\0${key}`);
+    return joins ? Promise.all([...joins]).then(() => undefined) : undefined;
+  }
+}
