@@ -123,6 +123,8 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
         signal.throwIfAborted();
         // Waiting for later keys may have run the earlier leases short: renewed before hand-out.
         const lost = await this.refreshEarlier(holds, options.ttlMs);
+        // Aborted (a close) while renewing: nobody is handed the lock.
+        signal.throwIfAborted();
         if (lost === undefined) break;
         // A stall outlived a lease before the lock was handed out: nothing was protected yet.
         for (const hold of holds.splice(lost)) void this.acquirer.giveBack(hold, options.ttlMs);

@@ -1,29 +1,16 @@
 // Adversarial review of shared/exclusive locks and semaphores. Each test under "defects found
-// in review" reproduces a broken promise the review found (the comment above it names the
-// defect and its place in the code); all are fixed and kept as regression tests. Tests under
-// "holds" pin down behaviour that survived the attack.
+// in review" reproduces a broken promise that a review of the old engine (v1) found (the
+// comment above it names the promise); engine v2 keeps each one, and they stay as regression
+// tests. Tests under "holds" pin down behaviour that survived the attack.
 import { Long } from 'mongodb';
 import { firstValueFrom, take, toArray } from 'rxjs';
 import type { LockHandle, LockService } from '../../lib';
 import type { LockEvent } from '../../lib/interfaces';
-import {
-  InvalidLockOptionsError,
-  LockLostError,
-  LockNotAcquiredError,
-  LockStoreUnavailableError,
-} from '../../lib/errors';
-import { FENCES_PER_LEASE } from '../../lib/store/direct-grant';
+import { InvalidLockOptionsError, LockLostError, LockNotAcquiredError } from '../../lib/errors';
 import { LOAD_SLACK_MS } from '../support/load-slack';
-import { ReplyDelayProxy } from '../support/reply-delay-proxy';
 import { eventually, LockTestKit, sleep } from './lock-test-kit';
-import {
-  canTake,
-  describeWithFailPoints,
-  faultTools,
-  settleWithin,
-  writeConcernTimeout,
-} from './adversarial/kit';
-import { rawLockOf, type RawLock, liveEntries, liveReservations } from './adversarial/modes-kit';
+import { canTake, settleWithin } from './adversarial/kit';
+import { rawLockOf, type RawLock, liveEntries } from './adversarial/modes-kit';
 
 jest.setTimeout(60_000);
 
@@ -33,31 +20,26 @@ function deferred<T = void>() {
   return { promise, resolve };
 }
 
-/** A key with 1000 live shared holders (the cap), written directly. */
+/** A key whose line is full: 1000 live shared entries (the cap), written directly. */
 async function insertFullKey(kit: LockTestKit, key: string) {
   const client = await kit.client();
   const now = Date.now();
-  const holders: Record<string, unknown> = {};
-  for (let i = 0; i < 1000; i += 1) {
-    holders[`hcap${String(i).padStart(20, '0')}`] = {
-      owner: `e:ghost-${i}`,
-      holder: 'ghost',
-      fence: Long.fromNumber(now + i),
-      weight: 1,
-      acquiredAt: new Date(now),
-      expiresAt: new Date(now + 60_000),
-      scope: null,
-    };
-  }
+  const line = Array.from({ length: 1000 }, (_, i) => ({
+    t: `ghost-${i}`,
+    f: Long.fromNumber(now + i),
+    e: new Date(now + 60_000),
+    h: 'ghost',
+    m: 's',
+  }));
   const locks = client
     .db(kit.mongo.dbName)
-    .collection<{ _id: string } & RawLock>(kit.collectionName);
+    .collection<{ _id: string } & RawLock>(`${kit.collectionName}_line`);
   await locks.insertOne({
     _id: key,
-    fence: Long.fromNumber(now + 1000),
-    permits: null,
-    holders,
-    gcAt: null,
+    f: Long.fromNumber(now + 999),
+    line,
+    lead: null,
+    gcAt: new Date(now + 120_000),
   });
   return locks;
 }
@@ -65,12 +47,10 @@ async function insertFullKey(kit: LockTestKit, key: string) {
 describe('modes, adversarial: defects found in review, fixed (regression tests)', () => {
   const kit = LockTestKit.forSuite();
 
-  // WAS A DEFECT (lost wake-up, key-queue.ts waitForChance): when the head of a process's local
-  // queue gives up (timeout or abort) without winning, the next local waiter does not try:
-  // the loop settles the head and goes back to sleep until the *old* nextAttemptAt (the
-  // 5 s safety poll, the holders' lease end or the reservation refresh). With modes, local
-  // waiters of one key no longer want the same thing: a shared waiter behind a local
-  // exclusive one could have had the key at once.
+  // WAS A DEFECT in v1 (a lost wake-up): when the first of a process's waiters for a key gave up
+  // (timeout or abort) without the key, the next waiter of that process did not look again
+  // until a later timer. With modes, waiters of one key no longer want the same thing: a shared
+  // waiter behind a local exclusive one can have the key as soon as the exclusive one leaves.
   it('a shared waiter queued behind a local exclusive waiter that times out acquires at once', async () => {
     const a = await kit.service();
     const b = await kit.service();
@@ -84,17 +64,14 @@ describe('modes, adversarial: defects found in review, fixed (regression tests)'
     await reader.release();
     expect(got.error).toBeUndefined();
     expect(got.status).toBe('resolved');
-    // A lost wake-up sleeps until the safety poll (5 s) or the reservation's expiry: the
-    // 3 s timeout runs out first (rejected), and it is over this bound.
+    // A lost wake-up sleeps until its entry's renewal (a third of its 30 s lease) or the
+    // reader's lease end: the 3 s timeout runs out first (rejected), over this bound.
     expect(got.ms).toBeLessThan(400 + LOAD_SLACK_MS);
   });
 
-  // WAS A DEFECT (lost wake-up across processes, key-queue.ts + attempt-pipeline.ts): the
-  // process whose exclusive waiter gave up keeps its reservation (weight 1000, "exclusive")
-  // while another local waiter remains; the reservation is rewritten (or dropped by a grant)
-  // only at that process's next attempt, and neither a weight change nor a grant counts in
-  // `frees`, so waiters elsewhere that it held back hear nothing and sleep until their
-  // safety poll or the reservation's expiry.
+  // WAS A DEFECT in v1 (a lost wake-up across processes): the process whose exclusive waiter
+  // gave up still held back the readers of other processes while another of its waiters
+  // remained, and those readers were not told when it stopped: they slept until a later timer.
   it('a shared waiter elsewhere, held back by an exclusive waiter that gave up, acquires at once', async () => {
     const a = await kit.service();
     const b = await kit.service();
@@ -107,7 +84,7 @@ describe('modes, adversarial: defects found in review, fixed (regression tests)'
       b.acquire('q:remote', { mode: 'shared', timeoutMs: 3_500 }),
       4_000,
     );
-    // C's reader is held back by B's (exclusive) reservation.
+    // C's reader is held back by B's exclusive entry in the line.
     await expect(c.tryAcquire('q:remote', { mode: 'shared' })).resolves.toBeNull();
     const cReader = settleWithin(
       c.acquire('q:remote', { mode: 'shared', timeoutMs: 3_000 }),
@@ -125,8 +102,8 @@ describe('modes, adversarial: defects found in review, fixed (regression tests)'
     expect(got.ms).toBeLessThan(600 + LOAD_SLACK_MS);
   });
 
-  // Same root cause with a semaphore: a wide request at the head of a local queue times out;
-  // the narrow request behind it (which fits) waits for the safety poll.
+  // The same lost wake-up with a semaphore: a wide request first in a process times out; the
+  // narrow request of that process behind it (which fits) must try at once.
   it('a narrow permit request behind a local wide one that times out acquires at once', async () => {
     const a = await kit.service();
     const b = await kit.service();
@@ -141,124 +118,17 @@ describe('modes, adversarial: defects found in review, fixed (regression tests)'
     if (got.status === 'resolved') await (got.value as LockHandle).release();
     await one.release();
     expect(got.status).toBe('resolved');
-    // A lost wake-up sleeps until the safety poll (5 s) or the reservation's expiry: the
-    // 3 s timeout runs out first (rejected), and it is over this bound.
+    // A lost wake-up sleeps until its entry's renewal (a third of its 30 s lease) or the
+    // holder's lease end: the 3 s timeout runs out first (rejected), over this bound.
     expect(got.ms).toBeLessThan(400 + LOAD_SLACK_MS);
   });
-
-  // WAS A DEFECT (reservation leak, acquire-attempt.ts toOutcome + key-queue.ts attempt): a waiting
-  // attempt on a key with 1000 live holders writes its fairness reservation (the pipeline's
-  // `reserve` does not look at the cap) and toOutcome then throws "it has 1000 holders". The
-  // queue settles the caller with that error without recording `reservedUntil` (the outcome
-  // never reached it), so nothing withdraws the reservation: for 10 s it blocks every
-  // exclusive attempt (headBlocks) and takes a permit from everyone else. (The working tree
-  // now lists this error among "answered, nothing was written" in lock-acquirer.ts: the
-  // reservation was written all the same.)
-  it('a waiting shared acquisition refused at the cap leaves no reservation behind', async () => {
-    const a = await kit.service();
-    const b = await kit.service();
-    const locks = await insertFullKey(kit, 'cap:k');
-    const refused = await b
-      .acquire('cap:k', { mode: 'shared', timeoutMs: 2_000 })
-      .catch((e: unknown) => e);
-    expect(refused).toBeInstanceOf(LockNotAcquiredError);
-    expect(String((refused as Error).message)).toMatch(/1000 holders/);
-    // Every holder goes away.
-    await locks.updateOne({ _id: 'cap:k' }, { $unset: { holders: '' } });
-    await sleep(300); // a background withdraw would have landed by now
-    expect(liveReservations(await rawLockOf(kit, 'cap:k'))).toEqual([]);
-    const writer = await a.tryAcquire('cap:k');
-    expect(writer).not.toBeNull();
-    await writer?.release();
-  });
 });
-
-describeWithFailPoints(
-  'modes, adversarial: defects needing fail points or a reply-delay proxy, fixed (regression tests)',
-  () => {
-    const kit = LockTestKit.forSuite();
-    const { failPoint, appClient } = faultTools(kit);
-
-    // WAS A DEFECT (retried release, holder-entries.ts releaseEntry + attempt-pipeline.ts): a
-    // release whose reply was lost (here: a write-concern error after the write) is retried
-    // by calling release() again. The entry's release is recognised only while the released
-    // entry is still in `holders`, and the next grant on the key (any other reader) drops it,
-    // so the retry finds nothing and reports LockLostError for a lock that was released while
-    // live (f9544a0 made every exclusive grant drop released entries too). The exclusive lease
-    // keeps `releasedOwners` (the last 32 releases of live leases) for exactly this.
-    it('a retried release of a shared holder recognises its success after another reader came', async () => {
-      const client = await appClient('retry-shared');
-      const a = await kit.service({ client });
-      const b = await kit.service();
-      const handle = await a.acquire('retry:shared', { mode: 'shared', ttlMs: 10_000 });
-      await failPoint({ times: 1 }, writeConcernTimeout('retry-shared'));
-      const first = await settleWithin(handle.release(), 3_000);
-      expect(first.error).toBeInstanceOf(LockStoreUnavailableError);
-      const other = await b.acquire('retry:shared', { mode: 'shared' });
-      const retried = await settleWithin(handle.release(), 3_000);
-      await other.release();
-      expect(retried.error).toBeUndefined();
-      expect(retried.status).toBe('resolved');
-    });
-
-    // WAS A DEFECT (lost wake-up, key-queue.ts attempt(): `heldHere` after an entry win): the
-    // comment says a shared or permit holder here does not keep the key from others, but
-    // `heldHere = (won && !entryWin) || outcome.holderId === holderId` is true for an entry win
-    // too, since a won outcome's holderId is this process. The next local waiter's attempt is
-    // sent at once, and a release streamed while it is in flight is dropped as "stale, we hold
-    // the key". Its attempt lost before that release, so it sleeps to the reservation refresh
-    // (~6.7 s) or the safety poll instead of trying again.
-    it('a release streamed while the next local waiter attempts, just after an entry win, is not lost', async () => {
-      const target = new URL(kit.mongo.uri);
-      const proxy = new ReplyDelayProxy({ host: target.hostname, port: Number(target.port) });
-      await proxy.start();
-      try {
-        const q = await kit.service();
-        const p = await kit.service({
-          uri: `mongodb://127.0.0.1:${proxy.port}/?directConnection=true`,
-          safetyPollIntervalMs: 60_000,
-        });
-        const q1 = await q.acquire('held:sem', { permits: 2, ttlMs: 30_000 });
-        const q2 = await q.acquire('held:sem', { permits: 2, ttlMs: 30_000 });
-        const w1 = p.acquire('held:sem', { permits: 2, timeoutMs: 5_000 });
-        await eventually(async () => (await q.inspect('held:sem'))?.waiting === 1);
-        const w2 = settleWithin(p.acquire('held:sem', { permits: 2, timeoutMs: 5_000 }), 6_000);
-        await eventually(() => p.diagnostics.waiters === 2);
-        // W1's winning attempt passes; the reply to the attempt right after it (W2's) is held.
-        const w1Reply = proxy.holdNextReply('findAndModify', 0);
-        await q1.release();
-        await w1Reply;
-        const w2Reply = proxy.holdNextReply('findAndModify', 1_500);
-        const first = await w1;
-        await w2Reply;
-        // W2's attempt has run (and lost); its reply is on its way. Now the last permit frees.
-        await sleep(200);
-        await q2.release();
-        const freedAt = performance.now();
-        const second = await w2;
-        const waited = performance.now() - freedAt;
-        if (second.status === 'resolved') await (second.value as LockHandle).release();
-        await first.release();
-        expect(second.error).toBeUndefined();
-        expect(second.status).toBe('resolved');
-        // A lost release waits for the 60 s poll: the 5 s timeout runs out first (rejected).
-        expect(waited).toBeLessThan(1_300 + LOAD_SLACK_MS);
-      } finally {
-        await kit.cleanup();
-        await proxy.stop();
-      }
-    });
-  },
-);
 
 describe('modes, adversarial: fixed during the review (regression tests)', () => {
   const kit = LockTestKit.forSuite();
 
-  // WAS A DEFECT in 0b68f49/f9544a0 (holder-entries.ts): releaseScopeEntries marked the
-  // entry `releasedAt`, and the holder's own later release took that for "an earlier try of
-  // this release" and reported 'released': a remote reader revoked in mid-work never learned
-  // it and withLock resolved. Fixed in the working tree during the review (entries of the
-  // scope are now removed); kept as a regression test.
+  // WAS A DEFECT in v1: after releaseScope, the holder's own later release was taken for a
+  // success, so a remote reader revoked in mid-work never learned it and withLock resolved.
   it('a remote shared holder revoked by releaseScope learns it at its release (withLock rejects)', async () => {
     const a = await kit.service();
     const b = await kit.service();
@@ -281,27 +151,25 @@ describe('modes, adversarial: fixed during the review (regression tests)', () =>
     await expect(run).rejects.toBeInstanceOf(LockLostError);
   });
 
-  // WAS A DEFECT in 0b68f49/f9544a0 (holder-entries.ts releaseScopeEntries): freeing the
-  // last live entries by releaseScope never scheduled `gcAt`, so the idle document was never
-  // deleted. Fixed in the working tree during the review; kept as a regression test.
-  it('releaseScope of the last shared holder schedules the idle document for deletion', async () => {
-    const a = await kit.service();
-    const b = await kit.service();
+  // WAS A DEFECT in v1: freeing the last live entries by releaseScope left the idle document
+  // with no deletion time (`gcAt`), so it was never deleted. On v2 every join sets `gcAt` past
+  // its lease plus `idleRetentionMs`, and releaseScope must leave it there.
+  it('releaseScope of the last shared holder leaves the idle document due for deletion', async () => {
+    const a = await kit.service({ idleRetentionMs: 1_000 });
+    const b = await kit.service({ idleRetentionMs: 1_000 });
+    const joinedAt = Date.now();
     const held = await b.acquire('scope:gc', { mode: 'shared', scope: 'tenant:gc', ttlMs: 20_000 });
-    const control = await b.acquire('scope:gc-control', { mode: 'shared', ttlMs: 20_000 });
-    await control.release();
-    expect((await rawLockOf(kit, 'scope:gc-control'))?.gcAt).toBeInstanceOf(Date);
     expect(await a.releaseScope('tenant:gc')).toBe(1);
     const doc = await rawLockOf(kit, 'scope:gc');
     await held.release().catch(() => undefined);
-    expect(liveEntries(doc)).toEqual([]);
+    expect(doc?.line).toEqual([]);
+    // Due once the removed entry's lease (20 s) and the idle retention (1 s) have passed.
     expect(doc?.gcAt).toBeInstanceOf(Date);
+    expect((doc!.gcAt as Date).getTime()).toBeLessThan(joinedAt + 21_000 + LOAD_SLACK_MS);
   });
 
-  // WAS A DEFECT in 0b68f49/f9544a0 (lock-event.ts toLockEvent, 'insert'): the first grant of
-  // a fresh key in shared or semaphore mode inserts a document without `owner`, which
-  // toLockEvent dropped, so events$ never reported it. Fixed in the working tree during the
-  // review; kept as a regression test.
+  // WAS A DEFECT in v1: the first shared acquisition of a fresh key created its document in a
+  // form that events$ did not report.
   it('events$ reports the first shared acquisition of a fresh key', async () => {
     const a = await kit.service();
     const watcher = await kit.service();
@@ -310,14 +178,14 @@ describe('modes, adversarial: fixed during the review (regression tests)', () =>
     await eventually(() => watcher.diagnostics.streamEstablished);
     const reader = await a.acquire('ev:fresh', { mode: 'shared', ttlMs: 20_000 });
     const second = await a.acquire('ev:fresh', { mode: 'shared', ttlMs: 20_000 });
-    // The second grant (an update, with `fence` in its delta) is reported...
+    // The second acquisition (an update of the document) is reported...
     await eventually(
       () => seen.some((e) => e.key === 'ev:fresh' && e.fence === second.fence),
       3_000,
     );
     sub.unsubscribe();
     await Promise.all([reader.release(), second.release()]);
-    // ...the first one (the insert) is not.
+    // ...and so is the first one (the insert), before it.
     expect(
       seen.filter((e) => e.key === 'ev:fresh' && e.type === 'acquired').map((e) => e.fence),
     ).toEqual([reader.fence, second.fence]);
@@ -349,11 +217,6 @@ describe('modes, adversarial: holds', () => {
         else held.exclusive += 1;
         if (held.exclusive > 1 || (held.exclusive === 1 && held.shared > 0))
           violations.push(`overlap: ${held.exclusive} exclusive, ${held.shared} shared`);
-        if (i % 5 === 0) {
-          const doc = await rawLockOf(kit, 'race:rw');
-          const exclLive = doc?.owner != null && new Date(doc.expiresAt).getTime() > Date.now();
-          if (exclLive && liveEntries(doc).length > 0) violations.push('document: both');
-        }
         await sleep(i % 4);
         // Off the books before the release is sent: the server frees it after this.
         if (shared) held.shared -= 1;
@@ -366,9 +229,8 @@ describe('modes, adversarial: holds', () => {
     expect(violations).toEqual([]);
     expect(new Set(fences.map(String)).size).toBe(fences.length);
     expect(fences.length).toBeGreaterThan(20);
-    const doc = await rawLockOf(kit, 'race:rw');
-    expect(liveEntries(doc)).toEqual([]);
-    expect(liveReservations(doc)).toEqual([]);
+    // Every call left the line: nothing is left for its lease to end.
+    expect(liveEntries(await rawLockOf(kit, 'race:rw'))).toEqual([]);
   });
 
   it('concurrent weighted permit requests never exceed the permits', async () => {
@@ -430,12 +292,12 @@ describe('modes, adversarial: holds', () => {
       seen.push(r1.fence, r2.fence);
       await Promise.all([r1.release(), r2.release()]);
     }
-    // The document is deleted when idle (here by hand, as the TTL monitor would: not before the
-    // clock passes its next fence, see `gcNotBeforeNextFence`): still larger.
+    // The document is deleted when idle (here by hand, as the TTL monitor would: not before
+    // every lease ended and the clock passed its fence number): still larger.
     const client = await kit.client();
-    const locks = client.db(kit.mongo.dbName).collection<RawLock>(kit.collectionName);
+    const locks = client.db(kit.mongo.dbName).collection<RawLock>(`${kit.collectionName}_line`);
     const idle = await rawLockOf(kit, 'fence:k');
-    const nextFenceMs = Number(idle?.fence) + FENCES_PER_LEASE;
+    const nextFenceMs = Number(idle?.f) + 1;
     await sleep(Math.max(0, nextFenceMs - Date.now() + 5));
     await locks.deleteMany({});
     const after = await b.acquire('fence:k', { permits: 2 });
@@ -476,7 +338,7 @@ describe('modes, adversarial: holds', () => {
     await w.release();
     // A starved writer runs out its 8 s timeout (rejected), over this bound.
     expect(performance.now() - started).toBeLessThan(3_000 + LOAD_SLACK_MS);
-    // Once the writer's reservation is recorded, no later reader gets in.
+    // Once the writer's entry is in line, no later reader gets in.
     expect(countedAtRelease).toBe(0);
   });
 
@@ -508,7 +370,7 @@ describe('modes, adversarial: holds', () => {
 
   it('a writer wakes on the release of the last reader at once, and at the end of a dead reader lease', async () => {
     const a = await kit.service();
-    const b = await kit.service({ safetyPollIntervalMs: 60_000 });
+    const b = await kit.service();
     const r1 = await a.acquire('wake:rw', { mode: 'shared', ttlMs: 30_000 });
     const r2 = await a.acquire('wake:rw', { mode: 'shared', ttlMs: 30_000 });
     const writer = settleWithin(b.acquire('wake:rw', { timeoutMs: 5_000 }), 6_000);
@@ -518,7 +380,7 @@ describe('modes, adversarial: holds', () => {
     await r2.release();
     const got = await writer;
     expect(got.status).toBe('resolved');
-    // Not woken, it waits for the 60 s poll: its 5 s timeout runs out first (rejected).
+    // Not woken, it waits for its entry's renewal (10 s): its 5 s timeout runs out first.
     expect(performance.now() - freedAt).toBeLessThan(LOAD_SLACK_MS);
     await (got.value as LockHandle).release();
     // A reader that never releases (crashed: no renewal): its own lease ends it.
@@ -569,7 +431,7 @@ describe('modes, adversarial: holds', () => {
     sub.unsubscribe();
     const got = await follower;
     expect(got.status).toBe('resolved');
-    // Held back by a stale reservation, the follower runs to its 5 s timeout (rejected).
+    // Held back by the writer's entry left in line, the follower runs to its 5 s timeout.
     expect(performance.now() - leftAt).toBeLessThan(800 + LOAD_SLACK_MS);
     await (got.value as LockHandle).release();
     // An aborted signal.
@@ -604,13 +466,11 @@ describe('modes, adversarial: holds', () => {
     const r2 = await b.acquire('entry:k', { mode: 'shared', ttlMs: 20_000 });
     const r3 = await b.acquire('entry:k', { mode: 'shared', ttlMs: 1_000, renew: false });
     const before = await rawLockOf(kit, 'entry:k');
+    expect(before!.line).toHaveLength(3);
     await r2.release();
     const after = await rawLockOf(kit, 'entry:k');
-    const changed = Object.keys(before!.holders).filter(
-      (slot) => JSON.stringify(before!.holders[slot]) !== JSON.stringify(after!.holders[slot]),
-    );
-    expect(changed).toHaveLength(1);
-    expect(after!.holders[changed[0]].releasedAt).toBeInstanceOf(Date);
+    // r2's entry (the second) is gone; the others are as they were.
+    expect(after!.line).toEqual([before!.line[0], before!.line[2]]);
     await sleep(1_300);
     await expect(r3.extend(5_000)).rejects.toBeInstanceOf(LockLostError);
     expect(liveEntries(await rawLockOf(kit, 'entry:k'))).toHaveLength(1);
@@ -722,15 +582,27 @@ describe('modes, adversarial: holds', () => {
     await expect(run).rejects.toBeInstanceOf(LockLostError);
   });
 
-  it('the cap: a 1001st holder is refused with a clear error and nothing written', async () => {
+  it('the cap: a 1001st call is refused at once, waiting or not, with a clear error and nothing written', async () => {
     const a = await kit.service();
-    await insertFullKey(kit, 'cap:pin');
+    const locks = await insertFullKey(kit, 'cap:pin');
     const before = await rawLockOf(kit, 'cap:pin');
-    const error = await a
-      .acquire('cap:pin', { mode: 'shared', timeoutMs: 0 })
-      .catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(LockNotAcquiredError);
-    expect(String((error as Error).message)).toMatch(/cap:pin.*1000 holders/);
-    expect(await rawLockOf(kit, 'cap:pin')).toEqual(before);
+    for (const timeoutMs of [0, 2_000]) {
+      const started = performance.now();
+      const error = await a
+        .acquire('cap:pin', { mode: 'shared', timeoutMs })
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(LockNotAcquiredError);
+      expect(String((error as Error).message)).toMatch(
+        /cap:pin.*1000 calls already hold or wait for it/,
+      );
+      // At once: a wait would run to its 2 s timeout.
+      expect(performance.now() - started).toBeLessThan(LOAD_SLACK_MS);
+      expect(await rawLockOf(kit, 'cap:pin')).toEqual(before);
+    }
+    // Every entry goes away: the key is free, nothing of the refused calls is left in line.
+    await locks.updateOne({ _id: 'cap:pin' }, { $set: { line: [] } });
+    const writer = await a.tryAcquire('cap:pin');
+    expect(writer).not.toBeNull();
+    await writer?.release();
   });
 });

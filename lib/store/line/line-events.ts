@@ -136,7 +136,7 @@ export function reopeningStream<Change extends Document>(
         onFailure(error);
         await stream?.close().catch(() => undefined);
         // A stream whose reads went through before it failed starts the backoff afresh.
-        pauseMs = read ? 100 : Math.min(pauseMs * 2, 5_000);
+        pauseMs = read ? 100 : Math.min(pauseMs * 2, 1_000);
         await sleep(pauseMs, false);
       }
     }

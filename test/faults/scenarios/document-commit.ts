@@ -1,3 +1,5 @@
+import { liveEntries } from '../../../lib/store/line/line-document';
+import type { LineEntry } from '../../../lib/store/line/line-document';
 import { randomBytes } from 'node:crypto';
 import * as path from 'node:path';
 import { MongoClient } from 'mongodb';
@@ -500,34 +502,18 @@ class DocumentRun {
     };
   }
 
+  /** The document's lock now: the first live entry of the line in its lock field, if any. */
   private async readFinalLock() {
     const [state] = await this.documents
-      .aggregate([
+      .aggregate<{ line?: LineEntry[]; now: Date }>([
         { $match: { _id: documentId } },
-        {
-          $project: {
-            holder: '$_lock.holder',
-            held: {
-              $and: [
-                { $ne: [{ $ifNull: ['$_lock.owner', null] }, null] },
-                { $gt: ['$_lock.expiresAt', '$$NOW'] },
-              ],
-            },
-          },
-        },
+        { $project: { line: '$_lock.line', now: '$$NOW' } },
       ])
       .toArray();
     const observedAt = sharedClockMs();
-    return state
-      ? [
-          {
-            key: documentId,
-            holder: (state.holder as string | null | undefined) ?? null,
-            held: state.held === true,
-            observedAt,
-          },
-        ]
-      : [];
+    if (!state) return [];
+    const [first] = liveEntries(state.line, state.now);
+    return [{ key: documentId, holder: first?.h ?? null, held: first !== undefined, observedAt }];
   }
 
   async stop(): Promise<void> {

@@ -33,13 +33,14 @@ describe('adversarial: owner scopes', () => {
       await b.acquire('lit:1', { scope });
       await b.acquire('lit:2', { scope: 'other' });
       const raw = (await kit.rawLocks()).find((doc) => doc._id === 'lit:1');
-      expect(raw?.scope).toBe(scope);
+      expect((raw?.line as { sc?: string }[])[0].sc).toBe(scope);
       expect(await a.releaseScope(scope)).toBe(1);
       expect((await a.inspect('lit:2'))?.held).toBe(true);
     },
   );
 
-  it('events$ reports a remote scope release with the holder and fence', async () => {
+  // On v2 a released event carries no holder id or fence (docs/engine-v2.md).
+  it('events$ reports a remote scope release', async () => {
     const observer = await service();
     const a = await service();
     const b = await service({ holderId: 'holder-b' });
@@ -50,10 +51,9 @@ describe('adversarial: owner scopes', () => {
       ),
     );
     await sleep(300); // the stream is open
-    const lock = await b.acquire('ev:1', { scope: 'sess' });
+    await b.acquire('ev:1', { scope: 'sess' });
     expect(await a.releaseScope('sess')).toBe(1);
-    const event = await released;
-    expect(event).toMatchObject({ holderId: 'holder-b', fence: lock.fence });
+    await expect(released).resolves.toMatchObject({ type: 'released', key: 'ev:1' });
   });
 
   it('releaseScope racing with the holder releasing itself: counted at most once, no error', async () => {
@@ -137,6 +137,5 @@ describe('adversarial: owner scopes', () => {
     expect(await a.releaseScope('x')).toBe(2);
     const seen = await events;
     expect(seen.map((event) => event.key).sort()).toEqual(['self:1', 'self:2']);
-    expect(seen.every((event) => event.holderId !== null && event.fence !== null)).toBe(true);
   });
 });
