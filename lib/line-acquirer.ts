@@ -180,7 +180,15 @@ export class LineAcquirer {
       this.deps.handover.dissolved(followers);
       // Any write of ours was sent before now, so our entry, if any, ends within ttlMs.
       if (entry.state !== 'none') {
-        void this.leaveInBackground(key, entry.token, performance.now() + ttlMs, entry.state);
+        const hold = { key, token: entry.token, ttlMs };
+        const leaving = this.leaveInBackground(
+          key,
+          entry.token,
+          performance.now() + ttlMs,
+          entry.state,
+        );
+        // A join of ours still on its way may land after that leave: left again once it has.
+        void leaving.then(() => this.ended(hold));
       }
       throw error;
     } finally {
