@@ -28,7 +28,7 @@ export interface LockState {
   permits?: number;
   /** Every live holder, earliest grant first. */
   holders: LockHolderState[];
-  /** Processes waiting for the key whose place is recorded in it (fairness reservations). */
+  /** Calls waiting in the key's line (callers queued behind an entry of their own process are not counted). */
   waiting: number;
 }
 

@@ -64,8 +64,8 @@ const DEFAULT_FOREIGN_TTL_MS = 30_000;
 /**
  * The in-memory lock collection behind `MongoLockTestingModule`: the same documents, and the
  * same decisions by the store's clock, as the MongoDB store makes (leases, owner-checked
- * renew and release, strictly increasing fences, idempotent release; shared holders and
- * semaphore permits with their own leases, waiters' fairness reservations, mode conflicts);
+ * renew and release, strictly increasing fences; shared holders and semaphore permits with
+ * their own leases, waiters in line order, mode conflicts);
  * the same change events for acquisitions and releases. Inject it to set the scene of a test.
  *
  * One store can serve several applications of one test (give it to each `forRoot({ store })`):

@@ -272,9 +272,38 @@ describe('LockService on engine v2', () => {
   });
 });
 
-describeWithFailPoints('LockService on engine v2, its change stream failing', () => {
+describeWithFailPoints('LockService on engine v2, under fail points', () => {
   const kit = LockTestKit.forSuite();
   const { failPoint, appClient } = faultTools(kit);
+
+  it('a wait that gives up leaves again once a join of it lands after its leave', async () => {
+    const client = await appClient('late-join-v2');
+    const locks = await kit.service({ client, operationTimeoutMs: 500 });
+    const other = await kit.service();
+    const held = await other.acquire('late:k', { ttlMs: 20_000 });
+    // The first join reaches MongoDB 2 s late; the call retries it at once (same token), waits
+    // behind the holder, gives up at 1.2 s and leaves: the late join then makes the entry again.
+    await failPoint(
+      { times: 1 },
+      {
+        failCommands: ['findAndModify'],
+        appName: 'late-join-v2',
+        blockConnection: true,
+        blockTimeMS: 2_000,
+      },
+    );
+    await expect(locks.acquire('late:k', { timeoutMs: 1_200, ttlMs: 20_000 })).rejects.toThrow(
+      LockNotAcquiredError,
+    );
+    await sleep(1_500);
+    await held.release();
+    // Left again, not held by nobody for the late entry's 20 s lease.
+    await eventually(async () => {
+      const probe = await other.tryAcquire('late:k');
+      await probe?.release();
+      return probe !== null;
+    }, 3_000);
+  });
 
   it('reads its stream open again once it reopens, with no change in between, and still wakes a waiter', async () => {
     const client = await appClient('reopen-v2');
