@@ -133,7 +133,7 @@ export class LineAcquirer {
         const polls = pollAt < Math.min(renewAt, deadline);
         const nudge = this.deps.waiters.nudged(key, looked);
         const woke = await wakeUp(
-          { heard: entry.listen(), nudged: nudge.nudged },
+          { heard: entry.heardAs(place.fence), nudged: nudge.nudged },
           Math.min(renewAt, deadline, pollAt),
           request.signal,
         ).finally(nudge.cancel);
@@ -141,7 +141,7 @@ export class LineAcquirer {
         // Heard to hold: from then on, until our entry's own lease ends.
         if (woke === 'heard' && leaseEnd - performance.now() > ttlMs / 3) {
           // What the news carried for us (a document lock's document), if anything.
-          return hold((await entry.listen()) as HeldDocument | undefined);
+          return hold((await entry.heardAs(place.fence)) as HeldDocument | undefined);
         }
         const now = performance.now();
         if (now >= deadline) throw timedOut();
@@ -382,10 +382,7 @@ export class LineAcquirer {
   /** Leaves the line by token; tells local waiters that now hold. */
   private async leave(key: string, token: string): Promise<boolean> {
     const left = await this.deps.store.leave(key, token);
-    this.deps.waiters.heard(
-      key,
-      left.holders.map((entry) => entry.t),
-    );
+    this.deps.waiters.heard(key, left.holders);
     return left.left;
   }
 

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { LineWaiters } from './waiting/line-waiters';
+import type { EntryListener, LineWaiters } from './waiting/line-waiters';
 
 /** 96 random bits, short on the wire: every command carries it. */
 export function newToken(): string {
@@ -11,7 +11,7 @@ export class LineEntryState {
   token = newToken();
   /** `unknown`: a write with no reply may have made or kept it. */
   state: 'none' | 'joined' | 'unknown' = 'none';
-  private listening: { heard: Promise<unknown>; stop: () => void } | undefined;
+  private listening: EntryListener | undefined;
 
   constructor(
     private readonly waiters: LineWaiters,
@@ -19,13 +19,20 @@ export class LineEntryState {
   ) {}
 
   /**
-   * Settles when a change event or a release here says the entry holds. Listening starts
-   * before the join is sent (the event may come before its reply), and not at all for a caller
-   * that takes over an entry of ours instead.
+   * Listens for change events and releases here that say the entry holds: before the join is
+   * sent (the event may come before its reply), and not at all for a caller that takes over an
+   * entry of ours instead.
    */
-  listen(): Promise<unknown> {
-    this.listening ??= this.waiters.wait(this.key, this.token);
-    return this.listening.heard;
+  listen(): EntryListener {
+    return (this.listening ??= this.waiters.wait(this.key, this.token));
+  }
+
+  /**
+   * Settles when the entry with `fence` (its place as last read) is heard to hold. News of an
+   * earlier entry of our token, one that ran out before a retried join made this one, is not.
+   */
+  heardAs(fence: bigint): Promise<unknown> {
+    return this.listen().heardAs(fence);
   }
 
   stopListening(): void {

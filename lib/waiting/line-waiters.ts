@@ -1,10 +1,48 @@
 /**
+ * An entry named by news: its token `t` and its fence. The same token can stand for a second
+ * entry once its first ended (a join retried by its token): the fence tells them apart.
+ */
+export interface HeardEntry {
+  t: string;
+  fence: bigint;
+}
+
+/** One waiting entry's news so far: what each fence of its token was heard to hold with. */
+class EntryNews {
+  /** Made at the first news: most waits hear one, and there are many waits. */
+  private byFence: Map<bigint, unknown> | undefined;
+  private wake: (() => void) | undefined;
+
+  add(fence: bigint, news: unknown): void {
+    this.byFence ??= new Map();
+    if (!this.byFence.has(fence)) this.byFence.set(fence, news);
+    this.wake?.();
+  }
+
+  /** Settles, with its news, once the entry of `fence` is heard to hold (one reader at a time). */
+  heardAs(fence: bigint): Promise<unknown> {
+    return new Promise((resolve) => {
+      this.wake = () => {
+        if (this.byFence?.has(fence)) resolve(this.byFence.get(fence));
+      };
+      this.wake();
+    });
+  }
+}
+
+/** A waiting entry's ear: {@link EntryNews.heardAs}, and `stop()` to forget it. */
+export interface EntryListener {
+  heardAs(fence: bigint): Promise<unknown>;
+  stop(): void;
+}
+
+/**
  * The callers of this process waiting in keys' lines, by key and entry: woken when a decoded
  * change event or a release's reply says their entry now holds. Knows nothing of documents
- * or wire formats: an entry is an opaque id.
+ * or wire formats: an entry is an opaque token and a fence.
  */
 export class LineWaiters {
-  private readonly byKey = new Map<string, Map<string, (news: unknown) => void>>();
+  private readonly byKey = new Map<string, Map<string, EntryNews>>();
   /** Per key, the waits to wake when news of it may have been missed. */
   private readonly nudges = new Map<string, Set<() => void>>();
   /** How many times every key's waiters, and (while some wait) one key's, were told to look. */
@@ -12,31 +50,30 @@ export class LineWaiters {
   private readonly looksAtKey = new Map<string, number>();
 
   /**
-   * Resolves when `entry` is heard to hold `key`, with what the news carried for it (opaque
-   * here: a document lock's document); `stop()` forgets it.
+   * Listens for news that the entry of token `entry` holds `key`, with what the news carried
+   * for it (opaque here: a document lock's document).
    */
-  wait(key: string, entry: string): { heard: Promise<unknown>; stop: () => void } {
-    let wake!: (news: unknown) => void;
-    const heard = new Promise<unknown>((resolve) => (wake = resolve));
+  wait(key: string, entry: string): EntryListener {
+    const news = new EntryNews();
     let waiters = this.byKey.get(key);
-    if (!waiters) this.byKey.set(key, (waiters = new Map<string, (news: unknown) => void>()));
-    waiters.set(entry, wake);
+    if (!waiters) this.byKey.set(key, (waiters = new Map<string, EntryNews>()));
+    waiters.set(entry, news);
     const stop = () => {
       const current = this.byKey.get(key);
-      if (current?.get(entry) !== wake) return;
+      if (current?.get(entry) !== news) return;
       current.delete(entry);
       if (current.size > 0) return;
       this.byKey.delete(key);
       this.looksAtKey.delete(key);
     };
-    return { heard, stop };
+    return { heardAs: (fence) => news.heardAs(fence), stop };
   }
 
-  /** `holders` hold `key` now: wakes those that wait here, with `news`. */
-  heard(key: string, holders: readonly string[], news?: unknown): void {
+  /** `holders` hold `key` now: tells those that wait here, with `news`. */
+  heard(key: string, holders: readonly HeardEntry[], news?: unknown): void {
     const waiters = this.byKey.get(key);
     if (!waiters) return;
-    for (const entry of holders) waiters.get(entry)?.(news);
+    for (const { t, fence } of holders) waiters.get(t)?.add(fence, news);
   }
 
   /**

@@ -1,5 +1,6 @@
 // Engine v2's acquisition (lib/line-acquirer.ts) over the line store: waiting by position,
 // woken by change events across services and by the release's reply within one.
+import { MongoNetworkError } from 'mongodb';
 import type { MongoClient } from 'mongodb';
 import { LockNotAcquiredError } from '../../lib/errors/lock-not-acquired.error';
 import { LineAcquirer } from '../../lib/line-acquirer';
@@ -8,6 +9,7 @@ import type { LineAcquireRequest } from '../../lib/line-acquirer';
 import type { LineHold } from '../../lib/line-handover';
 import type { LineCollection } from '../../lib/store/line/line-commands';
 import type { LineDocument } from '../../lib/store/line/line-document';
+import { holdingEntry } from '../../lib/store/line/line-document';
 import { watchLines } from '../../lib/store/line/line-events';
 import { RENEW_PIPELINE } from '../../lib/store/line/line-pipelines';
 import type { LineWatch } from '../../lib/store/line/line-events';
@@ -162,7 +164,9 @@ it("routes a release's event to the process its entry leads to (everyone for sha
   const heard: Record<string, string[][]> = { b: [], c: [] };
   const watches = await Promise.all(
     (['b', 'c'] as const).map(async (name) => {
-      const watch = watchLines(b.collection, name, (change) => heard[name].push(change.holders));
+      const watch = watchLines(b.collection, name, (change) =>
+        heard[name].push(change.holders.map((entry) => entry.t)),
+      );
       await watch.opened;
       return watch;
     }),
@@ -232,12 +236,60 @@ describe('what the second review found', () => {
     // The waiter's entry ends (as in a long stall); its renewal finds it gone and joins again.
     await b.collection.updateOne({ _id: 'stale' }, { $set: { 'line.1.e': new Date(0) } });
     await pause(400);
-    b.waiters.heard('stale', [ended.t]);
+    b.waiters.heard('stale', [holdingEntry(ended)]);
     await pause(100);
     expect(got).toBeUndefined();
     await a.acquirer.release(held);
     await waiting;
     expect(got!.token).not.toBe(ended.t);
+  });
+
+  // L16 (test/faults/FINDINGS.md): under network faults, a join retried by its token after
+  // its first landed and ran out joined again at the back, and the news that the first had
+  // led made the second hold at once, beside the holder ahead of it.
+  it('a join retried by its token takes no news of its first entry, which ran out', async () => {
+    const [a, b] = [await service('a'), await service('b')];
+    let loseReply!: () => void;
+    const replyLost = new Promise<void>((resolve) => (loseReply = resolve));
+    let joins = 0;
+    // b's first join lands, and its reply is lost once the test says so.
+    const lossy = new Proxy(b.collection, {
+      get(target, property, receiver) {
+        if (property !== 'findOneAndUpdate')
+          return Reflect.get(target, property, receiver) as unknown;
+        return async (...args: Parameters<LineCollection['findOneAndUpdate']>) => {
+          const reply = await target.findOneAndUpdate(...args);
+          if (++joins > 1) return reply;
+          await replyLost;
+          throw new MongoNetworkError('connection reset before the reply');
+        };
+      },
+    });
+    const acquirer = new LineAcquirer({
+      store: new LineStore(lossy, settings),
+      waiters: b.waiters,
+      handover: new LineHandover(false),
+      holderId: 'b',
+    });
+    const first = await a.acquirer.acquire(request('retried'));
+    let got: LineHold | undefined;
+    const waiting = acquirer
+      .acquire(request('retried', { ttlMs: 400, timeoutMs: 10_000 }))
+      .then((hold) => (got = hold));
+    await pause(100);
+    // b's first entry leads, and b's stream says so; unrenewed (no reply), it runs out.
+    await a.acquirer.release(first);
+    await pause(700);
+    const second = await a.acquirer.acquire(request('retried'));
+    expect(second.leaseEnd).toBeGreaterThan(performance.now());
+    // b's join fails now, and b joins again by the same token: behind a's second entry.
+    loseReply();
+    await pause(500);
+    expect(joins).toBeGreaterThan(1);
+    expect(got).toBeUndefined();
+    await a.acquirer.release(second);
+    await waiting;
+    expect(got!.fence).toBeGreaterThan(second.fence);
   });
 });
 

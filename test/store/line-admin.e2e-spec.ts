@@ -250,7 +250,7 @@ describe('forceReleaseLine', () => {
     ]);
     expect(released[0].remainingMs).toBeGreaterThan(20_000);
     await until(() => heardByB.length > 0);
-    expect(heardByB).toEqual([{ key: 'fr', holders: [b.token] }]);
+    expect(heardByB).toEqual([{ key: 'fr', holders: [{ t: b.token, fence: b.fence }] }]);
     expect(await renewInLine(locks, 'fr', a.token, 30_000, RETENTION)).toEqual({ renewed: false });
     expect(await renewInLine(locks, 'fr', b.token, 30_000, RETENTION)).toMatchObject({
       holds: true,
@@ -388,7 +388,7 @@ describe('releaseScopeInLines', () => {
     // Every process hears each write (k2's and k3's too): their waiters look.
     await until(() => heardByB.some((change) => change.key === 'k1'));
     expect(heardByB.filter((change) => change.key === 'k1')).toEqual([
-      { key: 'k1', holders: [b.token] },
+      { key: 'k1', holders: [{ t: b.token, fence: b.fence }] },
     ]);
     expect(await renewInLine(locks, 'k1', b.token, 30_000, RETENTION)).toMatchObject({
       holds: true,

@@ -70,7 +70,10 @@ describe('exclusive entries (a mutex)', () => {
     expect(second.joined && second.aheadEndsInMs).toBeGreaterThan(29_000);
 
     const left = await leaveLine(locks, 'k', a);
-    expect(left).toEqual({ left: true, holders: [{ t: b, h: `svc-${b.slice(0, 4)}` }] });
+    expect(left).toEqual({
+      left: true,
+      holders: [{ t: b, h: `svc-${b.slice(0, 4)}`, fence: fenceOf(second) }],
+    });
     expect(await renewInLine(locks, 'k', b, 30_000, 60_000)).toMatchObject({
       renewed: true,
       holds: true,

@@ -56,7 +56,10 @@ async function runScript(open: Open, quietMs: number): Promise<unknown> {
     return { key, value };
   };
   const onChange = (who: string) => (change: LineChange) =>
-    heard[who].push([change.key, change.holders.map(named)]);
+    heard[who].push([
+      change.key,
+      change.holders.map((h) => [named(h.t), fence(change.key, h.fence)]),
+    ]);
   const onEvent = (event: LockEvent) =>
     heard.events.push([event.type, event.key, event.holderId, fence(event.key, event.fence)]);
   const watches = [
@@ -114,7 +117,12 @@ async function runScript(open: Open, quietMs: number): Promise<unknown> {
   };
   const leave = async (store: KeyLineStorage, key: string, name: string) => {
     const result = await store.leave(key, token(name));
-    replies.push(['leave', name, result.left, result.holders.map((h) => [named(h.t), h.h])]);
+    replies.push([
+      'leave',
+      name,
+      result.left,
+      result.holders.map((h) => [named(h.t), h.h, fence(key, h.fence)]),
+    ]);
     await settled();
   };
   const renew = async (store: KeyLineStorage, key: string, name: string) => {

@@ -4,6 +4,7 @@ import { LockNotAcquiredError } from '../../errors/lock-not-acquired.error';
 import type { LockEvent, LockState } from '../../interfaces/lock-state.interface';
 import { formatMs } from '../../util/durations';
 import type { AttemptTarget } from '../line/line-commands';
+import { decodeLeave } from '../line/line-commands';
 import { boundedCommand } from '../bounded-command';
 import { JoinsInFlight } from '../line/joins-in-flight';
 import type {
@@ -14,7 +15,7 @@ import type {
   RenewResult,
 } from '../line/line-commands';
 import type { LineDocument, LineEntry, LinePlace } from '../line/line-document';
-import { holdersOf, liveEntries, placeOf } from '../line/line-document';
+import { holdingEntry, liveEntries, placeOf } from '../line/line-document';
 import type { LineChange, LineWatch } from '../line/line-events';
 import { reopeningStream, resumingAfter } from '../line/line-events';
 import { LINE_CAPACITY } from '../line/line-pipelines';
@@ -94,11 +95,8 @@ export class DocumentLineStore implements LineStorage {
       );
       if (!reply) return { left: false, holders: [] };
       const before = await this.decode(key, reply);
-      const left = placeOf(asLine(key, before), token, before.now) !== undefined;
       // A retried write's reply has no time of its own: the change stream tells the holders.
-      if (!(reply.now instanceof Date)) return { left, holders: [] };
-      const after = asLine(key, { ...before, line: before.line.filter((e) => e.t !== token) });
-      return { left, holders: holdersOf(after, before.now).map(({ t, h }) => ({ t, h })) };
+      return decodeLeave(asLine(key, before), token, before.now, reply.now instanceof Date);
     });
   }
 
@@ -196,7 +194,7 @@ export class DocumentLineStore implements LineStorage {
         const live = (lock?.line ?? []).filter((entry) => entry.e.getTime() > at);
         const next = live[1] ? { t: live[1].t, h: live[1].h } : null;
         const news: HeldDocument = { doc, created: false, fromEvent: true, next };
-        onChange({ key, holders: [first.t], news });
+        onChange({ key, holders: [holdingEntry(first)], news });
       },
       onFailure,
       onOpen,

@@ -2,8 +2,8 @@ import { ObjectId } from 'mongodb';
 import type { ClientSession, Collection, Document } from 'mongodb';
 import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error';
 import { isDuplicateKeyError } from '../mongo-error-codes';
-import type { LineDocument, LineEntry, LineKind, LinePlace } from './line-document';
-import { holdersOf, liveEntries, placeOf } from './line-document';
+import type { HoldingEntry, LineDocument, LineEntry, LineKind, LinePlace } from './line-document';
+import { holdersOf, holdingEntry, liveEntries, placeOf } from './line-document';
 import type { KeyInUse } from '../lock-mode-errors';
 import {
   LEAVE_PIPELINE,
@@ -243,7 +243,7 @@ export interface LeaveResult {
   /** Our entry was in the line and live until this write. */
   left: boolean;
   /** The entries that hold after it, in line order (a local successor starts at once). */
-  holders: Pick<LineEntry, 't' | 'h'>[];
+  holders: (HoldingEntry & Pick<LineEntry, 'h'>)[];
 }
 
 /** Leaves the line: a release, or a waiter that gives up. Idempotent by token. */
@@ -278,7 +278,10 @@ export function decodeLeave(
   const left = placeOf(before, token, now) !== undefined;
   if (!writeTime) return { left, holders: [] };
   const after = { ...before, line: before.line?.filter((entry) => entry.t !== token) };
-  return { left, holders: holdersOf(after, now).map(({ t, h }) => ({ t, h })) };
+  return {
+    left,
+    holders: holdersOf(after, now).map((entry) => ({ ...holdingEntry(entry), h: entry.h })),
+  };
 }
 
 export type RenewResult = { renewed: false } | ({ renewed: true } & LinePlace);

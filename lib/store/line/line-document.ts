@@ -83,6 +83,21 @@ export function firstFence(number: BsonInteger | null | undefined): bigint {
   return toBigInt(number) * FENCES_PER_ENTRY;
 }
 
+/**
+ * An entry that holds, as news names it: its token, and its first holder's fence. A token
+ * whose entry ended can join again (a join retried by its token after its first landed and
+ * ran out): the fence tells the entries apart, so news of the first never reaches the second.
+ */
+export interface HoldingEntry {
+  t: string;
+  fence: bigint;
+}
+
+/** How news names `entry`. */
+export function holdingEntry(entry: Pick<LineEntry, 't' | 'f'>): HoldingEntry {
+  return { t: entry.t, fence: firstFence(entry.f) };
+}
+
 /** A call's entry as the line stands at server time `now`. */
 export interface LinePlace {
   holds: boolean;

@@ -1,14 +1,14 @@
 import type { ChangeStream, ChangeStreamDocument, Document, ResumeToken } from 'mongodb';
 import { isResumePointLostError } from '../mongo-error-codes';
 import { sleep } from '../../util/timers';
-import type { LineDocument } from './line-document';
-import { holdingCount } from './line-document';
+import type { HoldingEntry, LineDocument } from './line-document';
+import { holdingCount, holdingEntry } from './line-document';
 import type { LineCollection } from './line-commands';
 
-/** A key's line changed: the tokens whose entries now hold it, in line order. */
+/** A key's line changed: the entries that now hold it, in line order. */
 export interface LineChange {
   key: string;
-  holders: string[];
+  holders: HoldingEntry[];
   /** The change may have ended entries in other ways (a document replaced): the key's waiters look. */
   lookAgain?: boolean;
   /** What the change carries for its holders (a document lock's document, as read after it). */
@@ -47,7 +47,7 @@ export function lineChangeOf(event: ChangeStreamDocument<LineDocument>): LineCha
   if (!('fullDocument' in event) || !event.fullDocument) return undefined;
   const doc = event.fullDocument;
   const line = doc.line ?? [];
-  const holders = line.slice(0, holdingCount(line, doc.permits)).map((entry) => entry.t);
+  const holders = line.slice(0, holdingCount(line, doc.permits)).map(holdingEntry);
   return { key: doc._id, holders };
 }
 
