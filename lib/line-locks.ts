@@ -32,6 +32,8 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
   private watch: LineWatch | undefined;
   /** Whether the change stream carries the lines' news; false: waiters poll. */
   private streaming = false;
+  /** How many times the change stream was opened: once, and once more per reopening. */
+  private opens = 0;
   /** The `events$` stream, open while anyone listens. */
   private eventWatch: LineWatch | undefined;
   /** Whether `events$` carries every change now (open, and no failure since). */
@@ -76,6 +78,7 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
         this.waiters.lookAgain();
       },
       () => {
+        this.opens += 1;
         if (this.streaming) return;
         // (Re)opened: news from before may have been missed; none is from now on.
         this.streaming = true;
@@ -105,6 +108,11 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
   /** Whether waits are woken by the change stream now (else they poll). */
   get streamOpen(): boolean {
     return this.streaming;
+  }
+
+  /** How many times the change stream was opened (a stream that keeps failing counts up). */
+  get streamsOpened(): number {
+    return this.opens;
   }
 
   async acquire(

@@ -484,8 +484,9 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
 
   /**
    * A snapshot for health checks and tests: callers waiting in this process, whether the change
-   * stream that wakes them is open (`streamEstablished` says the same, and `streamsOpened` is 1
-   * while it is open, 0 otherwise: kept from 0.1) and how many locks this instance holds.
+   * stream that wakes them is open (`streamEstablished` says the same, kept from 0.1), how many
+   * times it was opened (1, plus one per reopening after a failure) and how many locks this
+   * instance holds.
    *
    * @example
    * const { streamEstablished, held } = locks.diagnostics;
@@ -502,7 +503,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
       waiters: this.lines?.waiting ?? 0,
       streamOpen: open,
       streamEstablished: open,
-      streamsOpened: open ? 1 : 0,
+      streamsOpened: this.lines?.streamsOpened ?? 0,
       held: this.held.size,
     };
   }

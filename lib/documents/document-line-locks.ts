@@ -138,8 +138,8 @@ export class DocumentLineLocks {
   }
 
   get diagnostics(): { waiters: number; streamOpen: boolean; streamsOpened: number } {
-    const open = this.lines.streamOpen;
-    return { waiters: this.lines.waiting, streamOpen: open, streamsOpened: open ? 1 : 0 };
+    const { waiting: waiters, streamOpen, streamsOpened } = this.lines;
+    return { waiters, streamOpen, streamsOpened };
   }
 
   close(): Promise<void> {
