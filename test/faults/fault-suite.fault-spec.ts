@@ -71,8 +71,15 @@ const lineEngineMutants: LibraryMutant[] = [
     patches: [
       {
         file: 'waiting/line-waiters.ts',
-        anchor: '    for (const entry of holders) waiters.get(entry)?.(news);',
-        replacement: '    for (const wake of [...waiters.values()]) wake(news); // mutant',
+        anchor: '    for (const { t, fence } of holders) waiters.get(t)?.add(fence, news);',
+        replacement:
+          '    for (const { fence } of holders) for (const each of waiters.values()) each.add(fence, news); // mutant',
+      },
+      {
+        // Whatever entry the news names.
+        file: 'waiting/line-waiters.ts',
+        anchor: '        if (this.byFence?.has(fence)) resolve(this.byFence.get(fence));',
+        replacement: '        if (this.byFence) resolve(undefined); // mutant',
       },
     ],
     run: (server, libDir) => runLineContentionScenario(server, { libDir, durationMs: 3_000 }),
