@@ -1,6 +1,5 @@
 import type { Document } from 'mongodb';
 import { LINE_CAPACITY } from '../line/line-pipelines';
-import type { DocumentLockForm } from './document-writes';
 import type { Successor } from '../line/line-commands';
 
 /**
@@ -10,7 +9,7 @@ import type { Successor } from '../line/line-commands';
  * the lock field alone, and writes nothing when it decides nothing changes. Tokens and other
  * values go in as literals: a commit's stage runs in the caller's own update pipeline.
  */
-export class DocumentLineFields implements DocumentLockForm {
+export class DocumentLineFields {
   constructor(readonly field: string) {}
 
   path(name: 'f' | 'line' | 'lead'): string {
@@ -68,10 +67,6 @@ export class DocumentLineFields implements DocumentLockForm {
     return { $max: [0, { $subtract: [{ $ifNull: [this.first('e'), v1End] }, '$$NOW'] }] };
   }
 
-  unlockOperators(token: string): Document {
-    return this.leaveOperators(token);
-  }
-
   /**
    * While `next` is still the live entry behind ours, a commit names it the leader (only its
    * process hears); while we are alone in line (`next` null), with a lead of `-`, which the
@@ -88,10 +83,6 @@ export class DocumentLineFields implements DocumentLockForm {
         $set: { [this.path('lead')]: next ? `${next.h} ${next.t}` : `- ${token}` },
       },
     };
-  }
-
-  unlockStage(token: string): Document {
-    return this.leaveStage(token);
   }
 
   private first(name: 't' | 'h' | 'e'): Document {
@@ -170,7 +161,7 @@ export class DocumentLineFields implements DocumentLockForm {
     };
   }
 
-  /** The update operators of a commit written as an update document (see `commitOperators`). */
+  /** The update operators that end `token`'s entry, for a commit written as an update document. */
   leaveOperators(token: string): Document {
     // No pipeline here to drop dead entries or name the next leader: every process looks.
     return {

@@ -12,6 +12,7 @@ import { byKey, documentIdOfKey } from './document-key';
 import { versionBumpOperators, versionBumpStage, versionTyped } from './document-version';
 import type { DocumentVersion } from './document-version';
 import type { Successor } from '../line/line-commands';
+import type { DocumentLineFields } from './document-line';
 
 /** The application collection whose documents carry a lock field. */
 export type DocumentCollection = Pick<
@@ -22,34 +23,10 @@ export type DocumentCollection = Pick<
 /** An update document (`{ $set: … }`) or an update pipeline (`[{ $set: … }]`). */
 export type DocumentUpdate = Document | Document[];
 
-/** How the lock field keeps a lock, as the writes below check and end it (`DocumentLineFields`). */
-export interface DocumentLockForm {
-  /** The lock field: replies leave it out. */
-  readonly field: string;
-  /** Filter parts: `owner` holds a live lock. */
-  heldBy(owner: string): Document[];
-  /** Expression: `owner` holds a live lock. */
-  ownedBy(owner: string): Document;
-  /** Update operators that end `owner`'s live lock (a commit written as an update document). */
-  unlockOperators(owner: string): Document;
-  /**
-   * A commit of an update document tried first, for when the entry behind `owner`'s is still
-   * `next` (`null`: none): its filter's extra condition, and its operators, which name that
-   * entry the new leader (only its process hears of it; nobody's, for none).
-   */
-  unlockBefore?(owner: string, next: Successor | null): { filter: Document; operators: Document };
-  /** The pipeline stage that ends `owner`'s live lock (a commit written as a pipeline). */
-  unlockStage(owner: string): Document;
-  /** Expressions: anyone holds the document; the first holder's id; its remaining lease. */
-  readonly held: unknown;
-  readonly holder: unknown;
-  readonly remainingMs: unknown;
-}
-
 /** Where a collection's document writes go, and how they are checked. */
 export interface DocumentWriteTarget {
   collection: DocumentCollection;
-  lock: DocumentLockForm;
+  lock: DocumentLineFields;
   version: DocumentVersion | undefined;
 }
 
@@ -93,7 +70,7 @@ function composeWrite(
   if (isPipeline(update) || isEmpty(update)) {
     const stages = isPipeline(update) ? [...update] : [];
     if (bump) stages.push(versionBumpStage(version));
-    if (unlock !== undefined) stages.push(lock.unlockStage(unlock));
+    if (unlock !== undefined) stages.push(lock.leaveStage(unlock));
     return { update: stages, filter: bump ? versionTyped(version) : {} };
   }
   let operators = update as Document;
@@ -103,7 +80,7 @@ function composeWrite(
     operators = mergeOperators(operators, versionBump.operators);
     filter = and(versionTyped(version), versionBump.filter);
   }
-  if (unlock !== undefined) operators = mergeOperators(operators, lock.unlockOperators(unlock));
+  if (unlock !== undefined) operators = mergeOperators(operators, lock.leaveOperators(unlock));
   return { update: operators, filter };
 }
 
@@ -129,7 +106,7 @@ export async function writeWhileHeld(
   const unlocking = unlock ? owner : undefined;
   const expected =
     unlock && next !== undefined && !isPipeline(update) && !isEmpty(update)
-      ? target.lock.unlockBefore?.(owner, next)
+      ? target.lock.unlockBefore(owner, next)
       : undefined;
   if (expected) {
     const write = composeWrite(target, update, undefined);
