@@ -3,6 +3,7 @@ import { localLeaseEnd } from './lease-keeper';
 import type { HandableLease } from './lease-keeper';
 import { LineEntryState } from './line-entry';
 import type { EntryFollowers, LineHandover, LineHold } from './line-handover';
+import { LineLeaves } from './line-leaves';
 import { joinRefused, notAcquired, wroteNothing } from './line-refusals';
 import type { HeldDocument, JoinResult } from './store/line/line-commands';
 import type { LineKind, LinePlace } from './store/line/line-document';
@@ -64,10 +65,11 @@ export class LineAcquirer {
    * the order they called.
    */
   private readonly joinsAhead = new Map<string, Promise<void>>();
-  /** Leaves sent in the background (give-backs, late wins): `close()` waits for them. */
-  private readonly leaving = new Set<Promise<boolean | undefined>>();
+  private readonly leaves: LineLeaves;
 
-  constructor(private readonly deps: LineAcquirerDeps) {}
+  constructor(private readonly deps: LineAcquirerDeps) {
+    this.leaves = new LineLeaves(deps.store, deps.waiters);
+  }
 
   async acquire(request: LineAcquireRequest): Promise<LineHold> {
     const { key, ttlMs } = request;
@@ -181,12 +183,8 @@ export class LineAcquirer {
       // Any write of ours was sent before now, so our entry, if any, ends within ttlMs.
       if (entry.state !== 'none') {
         const hold = { key, token: entry.token, ttlMs };
-        const leaving = this.leaveInBackground(
-          key,
-          entry.token,
-          performance.now() + ttlMs,
-          entry.state,
-        );
+        const until = performance.now() + ttlMs;
+        const leaving = this.leaves.inBackground(key, entry.token, until, entry.state);
         // A join of ours still on its way may land after that leave: left again once it has.
         void leaving.then(() => this.ended(hold));
       }
@@ -203,24 +201,14 @@ export class LineAcquirer {
    */
   async release(hold: LineHold, lease?: HandableLease): Promise<boolean> {
     if (this.deps.handover.handOn(hold, lease)) return true;
-    const left = await this.leave(hold.key, hold.token);
+    const left = await this.leaves.leave(hold.key, hold.token);
     this.ended(hold);
     return left;
   }
 
-  /**
-   * The entry ended (left, or by a document's commit): a join of its call still on its way,
-   * whose reply the call stopped waiting for, may land after that and make the entry again,
-   * nobody's. Once such joins have settled, the entry is left again, in the background.
-   */
+  /** The entry ended (left, or by a document's commit): see `LineLeaves.afterLateJoins`. */
   ended(hold: Pick<LineHold, 'key' | 'token' | 'ttlMs'>): void {
-    const late = this.deps.store.joinsSettled?.(hold.key, hold.token);
-    if (!late) return;
-    const leaving = late.then(() =>
-      this.leaveInBackground(hold.key, hold.token, performance.now() + hold.ttlMs, 'joined'),
-    );
-    this.leaving.add(leaving);
-    void leaving.finally(() => this.leaving.delete(leaving));
+    this.leaves.afterLateJoins(hold);
   }
 
   /** Renews a held entry: its new remaining lease, or undefined when it ended. */
@@ -242,7 +230,7 @@ export class LineAcquirer {
     // Its lease may be known lost (a renewal before hand-out found it gone): never handed on.
     this.deps.handover.dissolved(hold.followers);
     const until = Math.max(hold.leaseEnd, performance.now() + ttlMs);
-    const leaving = this.leaveInBackground(hold.key, hold.token, until, 'joined');
+    const leaving = this.leaves.inBackground(hold.key, hold.token, until, 'joined');
     void leaving.then(() => this.ended(hold));
     return leaving;
   }
@@ -379,45 +367,8 @@ export class LineAcquirer {
       : this.deps.handover.opened(request.key, place.holds);
   }
 
-  /** Leaves the line by token; tells local waiters that now hold. */
-  private async leave(key: string, token: string): Promise<boolean> {
-    const left = await this.deps.store.leave(key, token);
-    this.deps.waiters.heard(key, left.holders);
-    return left.left;
-  }
-
-  /**
-   * A waiter that gives up leaves, retried until confirmed or until its entry's lease ends.
-   * After a join with no reply, a leave that finds no entry may have come first: it is tried
-   * again until the lease a late join would have given has ended.
-   */
-  private leaveInBackground(
-    key: string,
-    token: string,
-    until: number,
-    entry: 'joined' | 'unknown',
-  ): Promise<boolean | undefined> {
-    const leave = async (): Promise<boolean | undefined> => {
-      for (let delayMs = 50; performance.now() < until; delayMs = Math.min(delayMs * 2, 1_000)) {
-        try {
-          const left = await this.leave(key, token);
-          if (left || entry === 'joined') return left;
-        } catch {
-          // No reply: try again.
-        }
-        await sleep(delayMs, false);
-      }
-      return undefined;
-    };
-    const leaving = leave();
-    this.leaving.add(leaving);
-    void leaving.finally(() => this.leaving.delete(leaving));
-    return leaving;
-  }
-
   /** Settles once the leaves under way in the background have (each within its lease). */
-  async leavesSettled(): Promise<void> {
-    // A give-back may start another leave when it settles (`ended`).
-    while (this.leaving.size > 0) await Promise.all([...this.leaving]);
+  leavesSettled(): Promise<void> {
+    return this.leaves.settled();
   }
 }

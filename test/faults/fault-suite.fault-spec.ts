@@ -104,7 +104,7 @@ const lineEngineMutants: LibraryMutant[] = [
     name: 'a waiter that gives up sends its leave once: a lost one is not retried',
     patches: [
       {
-        file: 'line-acquirer.ts',
+        file: 'line-leaves.ts',
         anchor: '          // No reply: try again.',
         replacement: '          return; // mutant',
       },

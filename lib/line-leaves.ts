@@ -1,0 +1,80 @@
+import type { LineHold } from './line-handover';
+import type { LineStorage } from './store/line/line-store';
+import { sleep } from './util/timers';
+import type { LineWaiters } from './waiting/line-waiters';
+
+/**
+ * Leaving keys' lines: a release's leave, which tells this process's waiters who holds now,
+ * and the leaves sent in the background (a waiter that gave up, a give-back, an entry made
+ * again by a late join), each retried until answered or until its entry's lease has ended.
+ * The one owner of the leaves still under way: `close()` waits for them.
+ */
+export class LineLeaves {
+  private readonly leaving = new Set<Promise<boolean | undefined>>();
+
+  constructor(
+    private readonly store: LineStorage,
+    private readonly waiters: LineWaiters,
+  ) {}
+
+  /** Leaves the line by token; tells local waiters that now hold. False: no entry of ours. */
+  async leave(key: string, token: string): Promise<boolean> {
+    const left = await this.store.leave(key, token);
+    this.waiters.heard(key, left.holders);
+    return left.left;
+  }
+
+  /**
+   * A leave retried until confirmed or until `until` (when the entry's lease has ended). After
+   * a join with no reply (`unknown`), a leave that finds no entry may have come first: it is
+   * tried again until then. Resolves once a leave is answered (whether our entry was still
+   * there), or undefined when none was by then.
+   */
+  inBackground(
+    key: string,
+    token: string,
+    until: number,
+    entry: 'joined' | 'unknown',
+  ): Promise<boolean | undefined> {
+    const leave = async (): Promise<boolean | undefined> => {
+      for (let delayMs = 50; performance.now() < until; delayMs = Math.min(delayMs * 2, 1_000)) {
+        try {
+          const left = await this.leave(key, token);
+          if (left || entry === 'joined') return left;
+        } catch {
+          // No reply: try again.
+        }
+        await sleep(delayMs, false);
+      }
+      return undefined;
+    };
+    return this.track(leave());
+  }
+
+  /**
+   * The entry ended (left, or by a document's commit): a join of its call still on its way,
+   * whose reply the call stopped waiting for, may land after that and make the entry again,
+   * nobody's. Once such joins have settled, the entry is left again, in the background.
+   */
+  afterLateJoins(hold: Pick<LineHold, 'key' | 'token' | 'ttlMs'>): void {
+    const late = this.store.joinsSettled?.(hold.key, hold.token);
+    if (!late) return;
+    void this.track(
+      late.then(() =>
+        this.inBackground(hold.key, hold.token, performance.now() + hold.ttlMs, 'joined'),
+      ),
+    );
+  }
+
+  /** Settles once the leaves under way in the background have (each within its lease). */
+  async settled(): Promise<void> {
+    // A leave that settles may start another (`afterLateJoins`).
+    while (this.leaving.size > 0) await Promise.all([...this.leaving]);
+  }
+
+  private track(leaving: Promise<boolean | undefined>): Promise<boolean | undefined> {
+    this.leaving.add(leaving);
+    void leaving.finally(() => this.leaving.delete(leaving));
+    return leaving;
+  }
+}

@@ -1,0 +1,103 @@
+import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
+
+/**
+ * Checks of option values: each returns the value (or the fallback when it is undefined), or
+ * throws {@link InvalidLockOptionsError} naming the option, what it accepts and what it got.
+ */
+
+export function fail(option: string, expected: string, value: unknown): never {
+  throw new InvalidLockOptionsError(`${option} must be ${expected}, got ${describe(value)}`, {
+    option,
+  });
+}
+
+function describe(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.slice(0, 64));
+  if (typeof value === 'number' || typeof value === 'boolean' || value == null)
+    return String(value);
+  if (typeof value === 'bigint') return `${value}n`;
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
+}
+
+export function integer(
+  option: string,
+  value: unknown,
+  min: number,
+  max: number,
+  fallback: number,
+) {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    fail(option, `an integer from ${min} to ${max}`, value);
+  }
+  return value;
+}
+
+export function ratio(option: string, value: unknown, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !(value > 0 && value < 1)) {
+    fail(option, 'a number greater than 0 and less than 1', value);
+  }
+  return value;
+}
+
+export function boolean(option: string, value: unknown, fallback: boolean): boolean;
+export function boolean(option: string, value: unknown, fallback: undefined): boolean | undefined;
+export function boolean(option: string, value: unknown, fallback: boolean | undefined) {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean') fail(option, 'true or false', value);
+  return value;
+}
+
+export function name(option: string, value: unknown, forbidden: RegExp, maxLength: number) {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || value.length === 0 || value.length > maxLength) {
+    fail(option, `a non-empty string of at most ${maxLength} characters`, value);
+  }
+  if (forbidden.test(value)) fail(option, `a name without ${String(forbidden)}`, value);
+  return value;
+}
+
+/** Edit distance of two names, case ignored (a misspelt option is usually a letter or a case off). */
+function distance(a: string, b: string): number {
+  const x = a.toLowerCase();
+  const y = b.toLowerCase();
+  let previous = Array.from({ length: y.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= x.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= y.length; j++) {
+      row[j] = Math.min(
+        previous[j] + 1,
+        row[j - 1] + 1,
+        previous[j - 1] + (x[i - 1] === y[j - 1] ? 0 : 1),
+      );
+    }
+    previous = row;
+  }
+  return previous[y.length];
+}
+
+/** The known name closest to `option`, if it is close enough to be a slip. */
+function closestName(option: string, names: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Math.max(2, Math.floor(option.length / 3)) + 1;
+  for (const candidate of names) {
+    const d = distance(option, candidate);
+    if (d < bestDistance) [best, bestDistance] = [candidate, d];
+  }
+  return best;
+}
+
+/** Refuses option names the module does not know: a misspelt one would be ignored silently. */
+export function refuseUnknownOptions(options: object, names: readonly string[], prefix = ''): void {
+  for (const option of Object.keys(options)) {
+    if (names.includes(option)) continue;
+    const closest = closestName(option, names);
+    const hint = closest === undefined ? '' : ` (did you mean ${prefix}${closest}?)`;
+    throw new InvalidLockOptionsError(
+      `${prefix}${option} is not an option${hint}; the options are ${names.map((name) => prefix + name).join(', ')}`,
+      { option: prefix + option },
+    );
+  }
+}
