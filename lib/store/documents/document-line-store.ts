@@ -1,4 +1,4 @@
-import type { ChangeStreamDocument, Document } from 'mongodb';
+import type { Document } from 'mongodb';
 import { DocumentNotFoundError } from '../../errors/document-not-found.error';
 import { LockNotAcquiredError } from '../../errors/lock-not-acquired.error';
 import type { LockEvent, LockState } from '../../interfaces/lock-state.interface';
@@ -15,14 +15,14 @@ import type {
   RenewResult,
 } from '../line/line-commands';
 import type { LineDocument, LineEntry, LinePlace } from '../line/line-document';
-import { holdingEntry, liveEntries, placeOf } from '../line/line-document';
+import { liveEntries, placeOf } from '../line/line-document';
 import type { LineChange, LineWatch } from '../line/line-events';
-import { reopeningStream, resumingAfter } from '../line/line-events';
 import { LINE_CAPACITY } from '../line/line-pipelines';
 import { decodeLineState } from '../line/line-state';
 import type { LineStorage } from '../line/line-store';
 import type { DocumentCollection } from './document-writes';
-import { byKey, documentIdOfKey, isDuplicateIdError, keyOfDocumentId } from './document-key';
+import { byKey, documentIdOfKey, isDuplicateIdError } from './document-key';
+import { watchDocumentEvents, watchDocumentLines } from './document-line-events';
 import type { DocumentLineFields } from './document-line';
 
 /** A document as a line command's reply holds it: the lock field's line and the server time. */
@@ -160,68 +160,23 @@ export class DocumentLineStore implements LineStorage {
     });
   }
 
-  /**
-   * Changes that may make an entry of `holderId`'s process holder: a leave or commit that
-   * names it (or every process: `*`) as the new leader. A replaced or deleted document, or a
-   * lock field or line removed by other code, may end entries in other ways: those make the
-   * key's waiters look.
-   */
+  /** See `watchDocumentLines`. */
   watch(
     holderId: string,
     onChange: (change: LineChange) => void,
-    onFailure: (error: unknown) => void = () => undefined,
+    onFailure?: (error: unknown) => void,
     onOpen?: () => void,
   ): LineWatch {
-    const escaped = holderId.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-    const leads = `^(\\*|${escaped}) [\\w-]+$`;
-    return this.watchChanges(
-      this.changeFilter(leads),
-      { fullDocument: 'updateLookup' },
-      (event) => {
-        const key = keyOfDocumentId(event.documentKey._id);
-        if (event.operationType !== 'update' || !event.fullDocument) {
-          onChange({ key, holders: [], lookAgain: true });
-          return;
-        }
-        const lock = event.fullDocument[this.fields.field] as { line?: LineEntry[] } | undefined;
-        // A commit written as an update document leaves dead entries: none of them leads.
-        const at = event.wallTime instanceof Date ? event.wallTime.getTime() : -Infinity;
-        const first = (lock?.line ?? []).find((entry) => entry.e.getTime() > at);
-        // No entry left: other code may have removed the line.
-        if (!first) return onChange({ key, holders: [], lookAgain: true });
-        // The document as read after the change (`updateLookup`): its holder's, saving a read.
-        const doc = this.fields.strip(event.fullDocument);
-        const live = (lock?.line ?? []).filter((entry) => entry.e.getTime() > at);
-        const next = live[1] ? { t: live[1].t, h: live[1].h } : null;
-        const news: HeldDocument = { doc, created: false, fromEvent: true, next };
-        onChange({ key, holders: [holdingEntry(first)], news });
-      },
-      onFailure,
-      onOpen,
-    );
+    return watchDocumentLines(this, holderId, onChange, onFailure, onOpen);
   }
 
-  /** Every change that may free a document's lock, as a release (or deletion) event. */
+  /** See `watchDocumentEvents`. */
   watchEvents(
     onEvent: (event: LockEvent) => void,
     onFailure?: (error: unknown) => void,
     onOpen?: () => void,
   ): LineWatch {
-    return this.watchChanges(
-      this.changeFilter(),
-      {},
-      (event) => {
-        onEvent({
-          type: event.operationType === 'delete' ? 'deleted' : 'released',
-          key: keyOfDocumentId(event.documentKey._id),
-          holderId: null,
-          fence: null,
-          at: event.wallTime instanceof Date ? event.wallTime : new Date(),
-        });
-      },
-      onFailure,
-      onOpen,
-    );
+    return watchDocumentEvents(this, onEvent, onFailure, onOpen);
   }
 
   private get lineProjection(): Document {
@@ -312,83 +267,11 @@ export class DocumentLineStore implements LineStorage {
     return { ...read, now: (time?.now as Date | undefined) ?? new Date(8.64e15) };
   }
 
-  /**
-   * Updates that set or remove the lead (matching `leads` when given), that remove the lock
-   * field or its line, replacements, deletions. An update shows a field of the lock field as a name with a dot
-   * (read with `$getField`) or inside the whole lock field, as the server diffed it.
-   */
-  private changeFilter(leads?: string): Document {
-    const lead = this.fields.path('lead');
-    const line = this.fields.path('line');
-    const updated = (field: string) => ({
-      $getField: { field, input: '$updateDescription.updatedFields' },
-    });
-    const dotted = updated(lead);
-    const named = leads
-      ? [
-          { [`updateDescription.updatedFields.${lead}`]: { $regex: leads } },
-          { $expr: { $regexMatch: { input: { $ifNull: [dotted, ''] }, regex: leads } } },
-        ]
-      : [
-          { [`updateDescription.updatedFields.${this.fields.field}`]: { $exists: true } },
-          { $expr: { $ne: [{ $type: dotted }, 'missing'] } },
-          { 'updateDescription.removedFields': lead },
-        ];
-    return {
-      $or: [
-        { operationType: { $in: ['replace', 'delete'] } },
-        // The lock field or its line removed, or the field set to null or to a document
-        // without a line: by other code (the library never does).
-        {
-          operationType: 'update',
-          'updateDescription.removedFields': { $in: [this.fields.field, line] },
-        },
-        {
-          operationType: 'update',
-          [`updateDescription.updatedFields.${this.fields.field}`]: { $type: 'null' },
-        },
-        {
-          operationType: 'update',
-          [`updateDescription.updatedFields.${this.fields.field}`]: { $type: 'object' },
-          [`updateDescription.updatedFields.${line}`]: { $exists: false },
-        },
-        ...named.map((condition) => ({ operationType: 'update', ...condition })),
-      ],
-    };
-  }
-
-  private watchChanges(
-    filter: Document,
-    options: { fullDocument?: 'updateLookup' },
-    onChange: (event: DocumentChange) => void,
-    onFailure: (error: unknown) => void = () => undefined,
-    onOpen?: () => void,
-  ): LineWatch {
-    return reopeningStream<DocumentChange>(
-      (resumeAfter) =>
-        this.collection.watch<Document, DocumentChange>([{ $match: filter }], {
-          ...options,
-          maxAwaitTimeMS: 1_000,
-          ...resumingAfter(resumeAfter),
-        }),
-      (event) => {
-        if (event.documentKey?._id !== undefined) onChange(event);
-      },
-      onFailure,
-      onOpen,
-    );
-  }
-
   /** `run`'s commands, bounded by the operation timeout, their errors the library's. */
   send<T>(command: string, run: () => Promise<T>): Promise<T> {
     return boundedCommand(command, this.operationTimeoutMs, run).result;
   }
 }
-
-type DocumentChange = Extract<
-  ChangeStreamDocument<Document>,
-  { operationType: 'update' | 'replace' | 'delete' }
-> & { wallTime?: Date };
 
 /** The live entry behind `token`'s in `read` (`null`: none), as a commit names it. */
 function entryBehind(read: LineRead, token: string): { t: string; h: string } | null {

@@ -1,0 +1,155 @@
+import type { ChangeStreamDocument, Document } from 'mongodb';
+import type { LockEvent } from '../../interfaces/lock-state.interface';
+import type { HeldDocument } from '../line/line-commands';
+import type { LineEntry } from '../line/line-document';
+import { holdingEntry } from '../line/line-document';
+import type { LineChange, LineWatch } from '../line/line-events';
+import { leadPattern, reopeningStream, resumingAfter } from '../line/line-events';
+import type { DocumentCollection } from './document-writes';
+import { keyOfDocumentId } from './document-key';
+import type { DocumentLineFields } from './document-line';
+
+/** Where a collection's document locks live: the collection, and its lock field. */
+interface DocumentLines {
+  collection: DocumentCollection;
+  fields: DocumentLineFields;
+}
+
+type DocumentChange = Extract<
+  ChangeStreamDocument<Document>,
+  { operationType: 'update' | 'replace' | 'delete' }
+> & { wallTime?: Date };
+
+/**
+ * Changes that may make an entry of `holderId`'s process holder: a leave or commit that names
+ * it (or every process: `*`) as the new leader. A replaced or deleted document, or a lock
+ * field or line removed by other code, may end entries in other ways: those make the key's
+ * waiters look.
+ */
+export function watchDocumentLines(
+  { collection, fields }: DocumentLines,
+  holderId: string,
+  onChange: (change: LineChange) => void,
+  onFailure?: (error: unknown) => void,
+  onOpen?: () => void,
+): LineWatch {
+  return watchChanges(
+    collection,
+    changeFilter(fields, leadPattern(holderId)),
+    { fullDocument: 'updateLookup' },
+    (event) => {
+      const key = keyOfDocumentId(event.documentKey._id);
+      if (event.operationType !== 'update' || !event.fullDocument) {
+        onChange({ key, holders: [], lookAgain: true });
+        return;
+      }
+      const lock = event.fullDocument[fields.field] as { line?: LineEntry[] } | undefined;
+      // A commit written as an update document leaves dead entries: none of them leads.
+      const at = event.wallTime instanceof Date ? event.wallTime.getTime() : -Infinity;
+      const live = (lock?.line ?? []).filter((entry) => entry.e.getTime() > at);
+      // No entry left: other code may have removed the line.
+      if (live.length === 0) return onChange({ key, holders: [], lookAgain: true });
+      // The document as read after the change (`updateLookup`): its holder's, saving a read.
+      const doc = fields.strip(event.fullDocument);
+      const next = live[1] ? { t: live[1].t, h: live[1].h } : null;
+      const news: HeldDocument = { doc, created: false, fromEvent: true, next };
+      onChange({ key, holders: [holdingEntry(live[0])], news });
+    },
+    onFailure,
+    onOpen,
+  );
+}
+
+/** Every change that may free a document's lock, as a release (or deletion) event. */
+export function watchDocumentEvents(
+  { collection, fields }: DocumentLines,
+  onEvent: (event: LockEvent) => void,
+  onFailure?: (error: unknown) => void,
+  onOpen?: () => void,
+): LineWatch {
+  return watchChanges(
+    collection,
+    changeFilter(fields),
+    {},
+    (event) => {
+      onEvent({
+        type: event.operationType === 'delete' ? 'deleted' : 'released',
+        key: keyOfDocumentId(event.documentKey._id),
+        holderId: null,
+        fence: null,
+        at: event.wallTime instanceof Date ? event.wallTime : new Date(),
+      });
+    },
+    onFailure,
+    onOpen,
+  );
+}
+
+/**
+ * Updates that set or remove the lead (matching `leads` when given), that remove the lock
+ * field or its line, replacements, deletions. An update shows a field of the lock field as a
+ * name with a dot (read with `$getField`) or inside the whole lock field, as the server
+ * diffed it.
+ */
+function changeFilter(fields: DocumentLineFields, leads?: string): Document {
+  const lead = fields.path('lead');
+  const line = fields.path('line');
+  const updated = (field: string) => ({
+    $getField: { field, input: '$updateDescription.updatedFields' },
+  });
+  const dotted = updated(lead);
+  const named = leads
+    ? [
+        { [`updateDescription.updatedFields.${lead}`]: { $regex: leads } },
+        { $expr: { $regexMatch: { input: { $ifNull: [dotted, ''] }, regex: leads } } },
+      ]
+    : [
+        { [`updateDescription.updatedFields.${fields.field}`]: { $exists: true } },
+        { $expr: { $ne: [{ $type: dotted }, 'missing'] } },
+        { 'updateDescription.removedFields': lead },
+      ];
+  return {
+    $or: [
+      { operationType: { $in: ['replace', 'delete'] } },
+      // The lock field or its line removed, or the field set to null or to a document
+      // without a line: by other code (the library never does).
+      {
+        operationType: 'update',
+        'updateDescription.removedFields': { $in: [fields.field, line] },
+      },
+      {
+        operationType: 'update',
+        [`updateDescription.updatedFields.${fields.field}`]: { $type: 'null' },
+      },
+      {
+        operationType: 'update',
+        [`updateDescription.updatedFields.${fields.field}`]: { $type: 'object' },
+        [`updateDescription.updatedFields.${line}`]: { $exists: false },
+      },
+      ...named.map((condition) => ({ operationType: 'update', ...condition })),
+    ],
+  };
+}
+
+function watchChanges(
+  collection: DocumentCollection,
+  filter: Document,
+  options: { fullDocument?: 'updateLookup' },
+  onChange: (event: DocumentChange) => void,
+  onFailure: (error: unknown) => void = () => undefined,
+  onOpen?: () => void,
+): LineWatch {
+  return reopeningStream<DocumentChange>(
+    (resumeAfter) =>
+      collection.watch<Document, DocumentChange>([{ $match: filter }], {
+        ...options,
+        maxAwaitTimeMS: 1_000,
+        ...resumingAfter(resumeAfter),
+      }),
+    (event) => {
+      if (event.documentKey?._id !== undefined) onChange(event);
+    },
+    onFailure,
+    onOpen,
+  );
+}
