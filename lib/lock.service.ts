@@ -1,83 +1,45 @@
-import type { LockModeRequest } from './store/lock-modes';
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import type {
   BeforeApplicationShutdown,
   OnApplicationShutdown,
   OnModuleInit,
 } from '@nestjs/common';
-import { setMaxListeners } from 'node:events';
 import { Observable, share } from 'rxjs';
-import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
 import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
-import { LockServiceClosedError } from './errors/lock-service-closed.error';
 import { MongoLockError } from './errors/mongo-lock.error';
 import { HeldLocks } from './held-locks';
 import type { AcquireOptions, WithLockOptions } from './interfaces/lock-options.interface';
 import { requireTransactions, runInTransaction } from './lock-transaction';
-import type { TransactionLocks } from './lock-transaction';
 import type { LockEvent, LockHolderState, LockState } from './interfaces/lock-state.interface';
 import type { MongoLockModuleOptions } from './interfaces/mongo-lock-options.interface';
 import { normalizeLockKeys, validateLockKey } from './keys/lock-key';
-import { heldLocksOf, innermostHeldLock, runWithHeldLock } from './lock-context';
+import { innermostHeldLock, runWithHeldLock } from './lock-context';
 import type { LockHandle } from './lock-handle';
-import type { MongoLockHandle } from './lock-handle';
-import { LockLostError } from './errors/lock-lost.error';
-import { LockStoreUnavailableError } from './errors/lock-store-unavailable.error';
-import {
-  clientCloseUnfinishedMessage,
-  duplicateHolderIdMessage,
-  releasesUnconfirmedMessage,
-  startTooSlowMessage,
-  serviceClosedMessage,
-  SHUTDOWN_REVOKE_REASON,
-  shutdownGraceEndedMessage,
-  wouldDeadlockMessage,
-} from './lock.messages';
 import { MONGO_LOCK_OPTIONS } from './mongo-lock.module-definition';
 import {
-  acquireOverrunMs,
   resolveAcquireOptions,
   resolveModuleOptions,
   resolveTransactionOption,
   scopeName,
+  type ResolvedLockModuleOptions,
 } from './options';
-import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from './options';
-import { LockStore } from './store/lock-store';
-import type { LockConnection } from './store/lock-store';
 import { listLocksQuery } from './store/list-locks';
-import type { KeyLineStorage } from './store/line/line-store';
-import { LineLocks } from './line-locks';
-import { linkAbortSignals } from './waiting/linked-abort-signal';
 import { waitObservable } from './waiting/wait-observable';
 import { createLockTelemetry, type LockTelemetry } from './telemetry';
 import { DocumentLocks } from './documents/document-locks';
-import type { DocumentLocksHost } from './documents/document-locks';
 import { resolveDocumentLocksOptions } from './documents/document-input';
 import type { DocumentLocksOptions } from './documents/document-locks-options.interface';
 import type { Document } from 'mongodb';
-import { settlesWithin } from './util/timers';
+import { enclosingHandle } from './reentry';
+import { runThenRelease } from './run-then-release';
+import { forceReleaseKey, releaseScopeEverywhere } from './operator-releases';
+import { ServiceRuntime, type LockDiagnostics, type LockStoreFactory } from './service-runtime';
 import { Leaderships } from './leadership/leaderships';
 import type { Leadership, LeadershipOptions } from './leadership/leadership';
 import type { LeaderTerm } from './leadership/leader-term';
 import { currentLeaderTerm } from './leadership/term-context';
 
-/**
- * What `close()` may take past the shutdown grace period: releases, the change stream and the
- * client's close, whatever MongoDB does (README, Outages: within `shutdownGraceMs` + 2 s).
- */
-const CLOSE_MARGIN_MS = 1_500;
-
-/** Holder ids of the services started in this process and not yet closed. */
-const liveHolderIds = new Set<string>();
-
-/**
- * Opens the connection a service sends its commands through. Without one, the service opens
- * the MongoDB store; `nestjs-mongo-lock/testing` provides an in-memory one under
- * {@link LOCK_STORE_FACTORY}. @internal
- */
-export type LockStoreFactory = (
-  options: ResolvedLockModuleOptions,
-) => LockConnection | Promise<LockConnection>;
+export type { LockDiagnostics, LockStoreFactory } from './service-runtime';
 
 /** Injection token of a {@link LockStoreFactory}. @internal */
 export const LOCK_STORE_FACTORY = Symbol('MONGO_LOCK:STORE_FACTORY');
@@ -112,18 +74,8 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   private readonly options: ResolvedLockModuleOptions;
   private readonly logger = new Logger('LockService');
   private readonly held = new HeldLocks();
-  /** Aborted when shutdown begins: no new locks, no new waits. */
-  private readonly closing = new AbortController();
-  private store: LockConnection | undefined;
-  /** The locks on keys, made at start. */
-  private lines: LineLocks<KeyLineStorage> | undefined;
-  private starting: Promise<LockConnection> | undefined;
-  private draining: Promise<void> | undefined;
-  private closed: Promise<void> | undefined;
-  /** The releases of the holders still running when the shutdown grace period ended. */
-  private revoking: Promise<number> | undefined;
-  private holderIdRegistered = false;
-  private stopObservingLoad: (() => void) | undefined;
+  /** Its connection, its locks on keys, and its shutdown. */
+  private readonly runtime: ServiceRuntime;
   /** One per collection and settings: each has its own change stream, opened while someone waits. */
   private readonly documentLocks = new Map<string, DocumentLocks>();
   /** Metrics and traces: OpenTelemetry if installed, else a no-op. @internal */
@@ -138,21 +90,27 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   constructor(@Inject(MONGO_LOCK_OPTIONS) options: MongoLockModuleOptions) {
     this.options = resolveModuleOptions(options);
     this.holderId = this.options.holderId;
-    // Every wait links its signal to this one for the wait's duration (and unlinks after):
-    // many concurrent waits are normal, not a listener leak.
-    setMaxListeners(0, this.closing.signal);
-    this.events$ = this.createEvents().pipe(share());
+    this.runtime = new ServiceRuntime({
+      options: this.options,
+      held: this.held,
+      telemetry: this.telemetry,
+      logger: this.logger,
+      leaderships: () => this.leaderships,
+      documentLocks: () => this.documentLocks.values(),
+      storeFactory: () => this.storeFactory,
+    });
+    this.events$ = this.runtime.events().pipe(share());
     this.leaderships = new Leaderships({
       // A term is held while renewed, for as long as the instance leads: no maxHoldMs.
       acquire: (key, acquireOptions) =>
-        this.acquireKeys([key], {
+        this.runtime.acquire([key], {
           ...resolveAcquireOptions(acquireOptions, this.options, false),
           maxHoldMs: Number.POSITIVE_INFINITY,
         }),
       inspect: (key) => this.inspect(key),
       events$: this.events$,
       // Until the stream is established a change may pass unseen: read on a timer till then.
-      eventsFlow: () => this.lines?.eventsFlowing ?? false,
+      eventsFlow: () => this.runtime.lines?.eventsFlowing ?? false,
       pollIntervalMs: this.options.maxPollIntervalMs,
       termBegan: (name) => this.telemetry.termBegan(name),
     });
@@ -181,7 +139,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    * await locks.start();
    */
   async start(): Promise<void> {
-    await this.ensureStarted();
+    await this.runtime.ensureStarted();
   }
 
   /**
@@ -198,8 +156,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    * finish (its locks are still renewed meanwhile).
    */
   async beforeApplicationShutdown(): Promise<void> {
-    this.draining ??= this.drain();
-    await this.draining;
+    await this.runtime.drain();
   }
 
   /**
@@ -208,9 +165,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    * created it).
    */
   async onApplicationShutdown(): Promise<void> {
-    await this.beforeApplicationShutdown();
-    this.closed ??= this.finish();
-    await this.closed;
+    await this.runtime.finish();
   }
 
   /** Everything `beforeApplicationShutdown` and `onApplicationShutdown` do, for use without Nest. */
@@ -229,7 +184,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    */
   async acquire(keys: string | string[], options?: AcquireOptions): Promise<LockHandle> {
     const keyList = normalizeLockKeys(keys);
-    return this.acquireKeys(keyList, resolveAcquireOptions(options, this.options, false));
+    return this.runtime.acquire(keyList, resolveAcquireOptions(options, this.options, false));
   }
 
   /**
@@ -271,30 +226,21 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     const keyList = normalizeLockKeys(keys);
     const resolved = resolveAcquireOptions(options, this.options, true);
     const transaction = resolveTransactionOption(options?.transaction);
-    const enclosing = this.enclosingHandle(keyList, resolved.mode);
+    const enclosing = enclosingHandle(this, keyList, resolved.mode);
     // Re-entered: the outer call's lock, and its transaction if it has one.
     if (enclosing) return await fn(enclosing);
-    if (transaction) await requireTransactions(await this.ensureStarted());
-    const handle = await this.acquireKeys(keyList, resolved);
-    const run = () => runWithHeldLock(this, handle, () => fn(handle));
-    let result: T;
-    try {
-      result = transaction
-        ? await runInTransaction(this.transactionLocks(), handle, run, transaction)
-        : await run();
-    } catch (error) {
-      await handle.release().catch(() => undefined);
-      throw error;
-    }
-    try {
-      await handle.release();
-    } catch (error) {
-      if (error instanceof LockLostError) throw error;
-      // fn finished inside its lease; only the release is unconfirmed. The lease runs out by
-      // itself, and the handle's signal aborts then.
-      this.logger.warn(`Could not release ${JSON.stringify(handle.key)}: ${String(error)}`);
-    }
-    return result;
+    if (transaction) await requireTransactions(await this.runtime.ensureStarted());
+    const handle = await this.runtime.acquire(keyList, resolved);
+    const run = async () => runWithHeldLock(this, handle, () => fn(handle));
+    return runThenRelease(
+      handle,
+      () =>
+        transaction
+          ? runInTransaction(this.runtime.transactionLocks(), handle, run, transaction)
+          : run(),
+      (error) =>
+        this.logger.warn(`Could not release ${JSON.stringify(handle.key)}: ${String(error)}`),
+    );
   }
 
   /**
@@ -305,25 +251,14 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    * locks.acquire$('sync').pipe(timeout(5_000)).subscribe((lock) => sync().finally(() => lock.release()));
    */
   acquire$(keys: string | string[], options?: AcquireOptions): Observable<LockHandle> {
-    return new Observable<LockHandle>((subscriber) => {
-      const cancel = new AbortController();
-      const linked = linkAbortSignals([options?.signal, cancel.signal]);
-      this.acquire(keys, { ...options, signal: linked.signal })
-        .finally(() => linked.unlink())
-        .then(
-          (handle) => {
-            if (subscriber.closed) {
-              // Won in the same instant as the unsubscription: nobody will release it.
-              handle.release().catch(() => undefined);
-              return;
-            }
-            subscriber.next(handle);
-            subscriber.complete();
-          },
-          (error: unknown) => subscriber.error(error),
-        );
-      return () => cancel.abort(new MongoLockError('acquire$ was unsubscribed'));
-    });
+    return waitObservable(
+      (signal) => this.acquire(keys, { ...options, signal }),
+      [options?.signal],
+      {
+        reason: () => new MongoLockError('acquire$ was unsubscribed'),
+        late: (handle) => void handle.release().catch(() => undefined),
+      },
+    );
   }
 
   /**
@@ -333,16 +268,19 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    * await firstValueFrom(locks.waitForRelease('migrations'));
    */
   waitForRelease(key: string): Observable<void> {
-    return waitObservable(async (signal) => {
-      const validKey = validateLockKey(key);
-      await (await this.started()).waitForRelease(validKey, signal);
-    }, this.closing.signal);
+    return waitObservable(
+      async (signal) => {
+        const validKey = validateLockKey(key);
+        await (await this.runtime.started()).waitForRelease(validKey, signal);
+      },
+      [this.runtime.closing.signal],
+    );
   }
 
   /** The key's state by the server clock, or `null` if no document exists. Never the owner token. */
   async inspect(key: string): Promise<LockState | null> {
     const validKey = validateLockKey(key);
-    return (await this.started()).store.inspect(validKey);
+    return (await this.runtime.started()).store.inspect(validKey);
   }
 
   /**
@@ -358,7 +296,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     options: { prefix?: string; after?: string; limit?: number } = {},
   ): Promise<LockState[]> {
     const query = listLocksQuery(options);
-    return (await this.started()).store.list(query);
+    return (await this.runtime.started()).store.list(query);
   }
 
   /**
@@ -374,28 +312,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    * logger.warn(`freed orders:42 from ${released.map((h) => h.holderId).join(', ')}`);
    */
   async forceRelease(key: string): Promise<LockHolderState[]> {
-    const validKey = validateLockKey(key);
-    this.lines?.beforeForceRelease(validKey);
-    const { store } = await this.started();
-    const endsAt = performance.now() + this.options.operationTimeoutMs;
-    // The command first: a local holder's own give-back, sent before it, could hand the key to
-    // a waiting process, whose grant the command would then free under it.
-    const released = await store.forceRelease(validKey);
-    let here: MongoLockHandle[] = [];
-    const revoking = this.held
-      .revokeKey(validKey, `forceRelease(${JSON.stringify(validKey)}) released it`)
-      .then((handles) => (here = handles));
-    await settlesWithin(revoking, endsAt - performance.now());
-    // A local holder's own release may have freed its lease before the command did.
-    const reported = new Set(released.map((holder) => `${holder.holderId}\0${holder.fence}`));
-    for (const handle of here) {
-      const fence = handle.fences.get(validKey) ?? handle.fence;
-      if (reported.has(`${this.holderId}\0${fence}`)) continue;
-      const scope = handle.scope === undefined ? {} : { scope: handle.scope };
-      const weight = handle.permits?.held ?? 1;
-      released.push({ holderId: this.holderId, fence, weight, remainingMs: 0, ...scope });
-    }
-    return released;
+    return forceReleaseKey(this.runtime, validateLockKey(key));
   }
 
   /**
@@ -411,19 +328,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    * await locks.releaseScope(`session:${sessionId}`);
    */
   async releaseScope(scope: string): Promise<number> {
-    const valid = scopeName(scope) as string;
-    const { store } = await this.started();
-    const endsAt = performance.now() + this.options.operationTimeoutMs;
-    // Holders here are told at once. The one command frees every lease of the scope, theirs
-    // included, so the call waits for their give-backs only within the command's bound; one
-    // still retrying then goes on in the background (and is not counted).
-    let here = 0;
-    const revoking = this.held
-      .revokeScope(valid, `releaseScope(${JSON.stringify(valid)}) released it`)
-      .then((count) => (here = count));
-    const there = await store.releaseScope(valid);
-    await settlesWithin(revoking, endsAt - performance.now());
-    return here + there;
+    return releaseScopeEverywhere(this.runtime, scopeName(scope) as string);
   }
 
   /**
@@ -461,9 +366,9 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   ): DocumentLocks<T> {
     const settings = resolveDocumentLocksOptions(collection, options);
     const id = JSON.stringify(settings);
-    let locks = this.documentLocks.get(id);
-    if (!locks)
-      this.documentLocks.set(id, (locks = new DocumentLocks(this.documentHost(), settings)));
+    const locks =
+      this.documentLocks.get(id) ?? new DocumentLocks(this.runtime.documentHost(), settings);
+    this.documentLocks.set(id, locks);
     return locks as unknown as DocumentLocks<T>;
   }
 
@@ -475,11 +380,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    * confirm the releases within `operationTimeoutMs` (they go on; a lease not released runs out).
    */
   async releaseAllHeld(): Promise<number> {
-    const revoking = this.held.revokeAll('releaseAllHeld() released it');
-    if (await settlesWithin(revoking, this.options.operationTimeoutMs)) return revoking;
-    throw new LockStoreUnavailableError(
-      releasesUnconfirmedMessage('releaseAllHeld()', this.options.operationTimeoutMs),
-    );
+    return this.runtime.releaseAllHeld();
   }
 
   /**
@@ -491,236 +392,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    * @example
    * const { streamEstablished, held } = locks.diagnostics;
    */
-  get diagnostics(): {
-    waiters: number;
-    streamOpen: boolean;
-    streamEstablished: boolean;
-    streamsOpened: number;
-    held: number;
-  } {
-    const open = this.lines?.streamOpen ?? false;
-    return {
-      waiters: this.lines?.waiting ?? 0,
-      streamOpen: open,
-      streamEstablished: open,
-      streamsOpened: this.lines?.streamsOpened ?? 0,
-      held: this.held.size,
-    };
-  }
-
-  private documentHost(): DocumentLocksHost {
-    return {
-      options: this.options,
-      held: this.held,
-      closing: this.closing.signal,
-      telemetry: this.telemetry,
-      logger: {
-        warn: (message: string) => this.logger.warn(message),
-        error: (message: string) => this.logger.error(message),
-      },
-      started: async () => {
-        const store = await this.ensureStarted();
-        if (!(store instanceof LockStore)) {
-          throw new MongoLockError(
-            'Document locks need MongoDB: the in-memory store of MongoLockTestingModule has none',
-          );
-        }
-        return store;
-      },
-    };
-  }
-
-  private ensureStarted(): Promise<LockConnection> {
-    if (this.closing.signal.aborted) {
-      return Promise.reject(new LockServiceClosedError(serviceClosedMessage()));
-    }
-    this.starting ??= this.connect().catch((error: unknown) => {
-      this.starting = undefined;
-      this.unregisterHolderId();
-      throw error;
-    });
-    return this.starting;
-  }
-
-  private async connect(): Promise<LockConnection> {
-    // Two live services with one holder id could not be told apart in lock documents.
-    if (liveHolderIds.has(this.holderId)) {
-      throw new InvalidLockOptionsError(duplicateHolderIdMessage(this.holderId), {
-        option: 'holderId',
-      });
-    }
-    liveHolderIds.add(this.holderId);
-    this.holderIdRegistered = true;
-    this.store = this.storeFactory
-      ? await this.storeFactory(this.options)
-      : await LockStore.open(this.options);
-    this.lines = new LineLocks<KeyLineStorage>(this.store.lines(), this.held, this.options);
-    await this.lines.start();
-    this.stopObservingLoad = this.telemetry.observeLoad(() => ({
-      waiters: this.lines?.waiting ?? 0,
-      held: this.held.size,
-      leading: this.leaderships.leading(),
-    }));
-    return this.store;
-  }
-
-  /** A hot feed of the change stream; subscribers complete when the service closes. */
-  private createEvents(): Observable<LockEvent> {
-    return new Observable<LockEvent>((subscriber) => {
-      const onClose = () => subscriber.complete();
-      if (this.closing.signal.aborted) {
-        onClose();
-        return undefined;
-      }
-      this.closing.signal.addEventListener('abort', onClose, { once: true });
-      let unwatch: (() => void) | undefined;
-      let unsubscribed = false;
-      this.started().then(
-        (lines) => {
-          if (unsubscribed) return;
-          unwatch = lines.watchEvents((event: LockEvent) => subscriber.next(event));
-        },
-        (error: unknown) => {
-          if (!this.closing.signal.aborted) subscriber.error(error);
-        },
-      );
-      return () => {
-        unsubscribed = true;
-        this.closing.signal.removeEventListener('abort', onClose);
-        unwatch?.();
-      };
-    });
-  }
-
-  /** The locks on keys, once started. */
-  private async started(): Promise<LineLocks<KeyLineStorage>> {
-    await this.ensureStarted();
-    return this.lines as LineLocks<KeyLineStorage>;
-  }
-
-  /** A lazy start counts in the call's time: {@link ensureStarted}, given up on at `endsAt`. */
-  private async startedWithin(endsAt: number): Promise<LineLocks<KeyLineStorage>> {
-    const starting = this.started();
-    if (this.lines || (await settlesWithin(starting, endsAt - performance.now()))) return starting;
-    throw new LockStoreUnavailableError(startTooSlowMessage());
-  }
-
-  /** Where locked transactions run (the client) and check their locks (the lock collection). */
-  private transactionLocks(): TransactionLocks {
-    const { store, lines } = this;
-    if (!(store instanceof LockStore) || !lines) {
-      throw new MongoLockError('Locked transactions need MongoDB: this service has no client');
-    }
-    return {
-      client: store.client,
-      confirmHeldIn: (key, token, session) => lines.store.confirmHeldIn(key, token, session),
-    };
-  }
-
-  private enclosingHandle(keys: readonly string[], mode: LockModeRequest): LockHandle | undefined {
-    for (const handle of heldLocksOf(this)) {
-      const covered = keys.filter((key) => handle.keys.includes(key));
-      if (covered.length === keys.length) {
-        const lostReason = (handle as MongoLockHandle).lostReason;
-        if (lostReason) throw lostReason;
-        checkReentrantMode(handle, keys, mode);
-        return handle;
-      }
-      if (covered.length > 0) throw new MongoLockError(wouldDeadlockMessage(handle.keys, keys));
-    }
-    return undefined;
-  }
-
-  /** Called from async methods only, so that whatever throws here rejects their promise. */
-  private acquireKeys(keys: string[], options: ResolvedAcquireOptions): Promise<MongoLockHandle> {
-    const startedAt = performance.now();
-    return this.telemetry.acquisition(options.metricsLabel, keys.length, startedAt, async () => {
-      const linked = linkAbortSignals([options.signal, this.closing.signal]);
-      let lines: LineLocks<KeyLineStorage>;
-      try {
-        linked.signal.throwIfAborted();
-        lines = await this.startedWithin(
-          startedAt + options.timeoutMs + acquireOverrunMs(this.options.operationTimeoutMs),
-        );
-        linked.signal.throwIfAborted();
-      } catch (error) {
-        linked.unlink();
-        throw error;
-      }
-      return lines.acquire(keys, options, linked.signal, startedAt).finally(() => linked.unlink());
-    });
-  }
-
-  private async drain(): Promise<void> {
-    const closedError = new LockServiceClosedError(serviceClosedMessage());
-    this.closing.abort(closedError);
-    await this.starting?.catch(() => undefined);
-    // Leaders resign first, so that another instance takes over at once.
-    await settlesWithin(this.leaderships.closeAll(), this.options.operationTimeoutMs);
-    const drained = await this.held.drain(this.options.shutdownGraceMs);
-    if (drained) return;
-    this.logger.warn(shutdownGraceEndedMessage(this.held.size, this.options.shutdownGraceMs));
-    // Told now, before Nest closes the HTTP server (which waits for the requests in flight): a
-    // locked handler's signal aborts and its response is answered, so the app can finish.
-    this.revoking = this.held.revokeAll(SHUTDOWN_REVOKE_REASON, closedError);
-  }
-
-  private async finish(): Promise<void> {
-    const endsAt = performance.now() + CLOSE_MARGIN_MS;
-    const remainingMs = () => endsAt - performance.now();
-    // Holders still running are told at once (if the grace period did not already).
-    const revoking =
-      this.revoking ??
-      this.held.revokeAll(
-        SHUTDOWN_REVOKE_REASON,
-        new LockServiceClosedError(serviceClosedMessage()),
-      );
-    // Closing a change stream asks MongoDB to end its cursor: bounded like the rest.
-    const closingStreams = Promise.all([
-      this.lines?.close(),
-      ...[...this.documentLocks.values()].map((locks) => locks.close()),
-    ]);
-    await settlesWithin(closingStreams, remainingMs());
-    this.stopObservingLoad?.();
-    // Their releases, and attempts still on their way, within the margin: a MongoDB that does
-    // not answer must not hold the app's shutdown. The store's close is bounded the same way.
-    await settlesWithin(revoking, remainingMs());
-    if (this.store && !(await settlesWithin(this.store.close(), remainingMs()))) {
-      this.logger.warn(clientCloseUnfinishedMessage(CLOSE_MARGIN_MS));
-    }
-    this.unregisterHolderId();
-  }
-
-  private unregisterHolderId(): void {
-    if (this.holderIdRegistered) liveHolderIds.delete(this.holderId);
-    this.holderIdRegistered = false;
-  }
-}
-
-/**
- * A re-entered lock must cover what the inner call asks: an exclusive lock covers a shared
- * request; a shared one cannot become exclusive (the call would wait for itself); a
- * semaphore's permits are the same for every caller.
- */
-function checkReentrantMode(handle: LockHandle, keys: readonly string[], mode: LockModeRequest) {
-  const keyList = keys.map((key) => JSON.stringify(key)).join(', ');
-  const semaphore = mode.permits !== undefined;
-  if (semaphore !== (handle.permits !== undefined)) {
-    throw new InvalidLockOptionsError(
-      `${keyList} already held here as ${handle.permits ? 'a semaphore' : 'a lock'}; cannot be taken as ${semaphore ? 'a semaphore' : 'a lock'}`,
-      { option: semaphore ? 'permits' : 'mode' },
-    );
-  }
-  const held = handle.permits;
-  if (held && (held.of !== mode.permits || held.held < mode.weight)) {
-    throw new InvalidLockOptionsError(
-      `${keyList} already held here with ${held.held} of ${held.of} permits; cannot be taken with ${mode.weight} of ${mode.permits}`,
-      { option: 'permits' },
-    );
-  }
-  if (!semaphore && handle.mode === 'shared' && mode.mode === 'exclusive') {
-    throw new MongoLockError(
-      `${keyList} already held here in shared mode: an exclusive lock inside it would wait for itself`,
-    );
+  get diagnostics(): LockDiagnostics {
+    return this.runtime.diagnostics();
   }
 }

@@ -2,7 +2,6 @@ import { isEntryMode } from '../store/lock-modes';
 import type { Document, WithId } from 'mongodb';
 import { Observable } from 'rxjs';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
-import { LockLostError } from '../errors/lock-lost.error';
 import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
 import { documentNotAcquiredMessage, notAcquiredMessage } from '../lock.messages';
 import type { HeldLocks } from '../held-locks';
@@ -22,6 +21,7 @@ import type { LockTelemetry } from '../telemetry';
 import { linkAbortSignals } from '../waiting/linked-abort-signal';
 import type { LinkedAbortSignal } from '../waiting/linked-abort-signal';
 import { waitObservable } from '../waiting/wait-observable';
+import { runThenRelease } from '../run-then-release';
 import type { WaitLogger } from '../waiting/wait-logger';
 import {
   resolveAttemptTarget,
@@ -119,30 +119,25 @@ export class DocumentLocks<T extends Document = Document> {
       return await fn(enclosing as DocumentLockHandle<T>);
     }
     const handle = await this.acquireDocument(id, options, true);
-    let result: R;
-    try {
-      result = await runWithHeldLock(this, handle, () => fn(handle));
-    } catch (error) {
-      if (!handle.released) await handle.release().catch(() => undefined);
-      throw error;
-    }
-    try {
-      // After a commit this resolves at once (the server confirmed it, even if its reply
-      // came after the local deadline); otherwise it releases.
-      await handle.release();
-    } catch (error) {
-      if (error instanceof LockLostError) throw error;
-      this.host.logger.warn(`Could not release document ${handle.key}: ${String(error)}`);
-    }
-    return result;
+    // After a commit the release resolves at once (the server confirmed it, even if its reply
+    // came after the local deadline).
+    return runThenRelease(
+      handle,
+      async () => runWithHeldLock(this, handle, () => fn(handle)),
+      (error) =>
+        this.host.logger.warn(`Could not release document ${handle.key}: ${String(error)}`),
+    );
   }
 
   /** Emits once and completes when the document is not locked (released, lease ended, or gone). */
   waitForRelease(id: unknown): Observable<void> {
-    return waitObservable(async (signal) => {
-      const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
-      await (await this.lines()).waitForRelease(key, signal);
-    }, this.host.closing);
+    return waitObservable(
+      async (signal) => {
+        const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
+        await (await this.lines()).waitForRelease(key, signal);
+      },
+      [this.host.closing],
+    );
   }
 
   /** The document's lock by the server clock (`key` is the id in canonical Extended JSON), or `null` if there is no such document. */

@@ -3,31 +3,35 @@ import { linkAbortSignals } from './linked-abort-signal';
 
 /**
  * A wait as a cold Observable: `wait` runs on subscription with a signal that aborts on
- * unsubscription or on `closing`; emits once and completes when it resolves; its error is
- * passed on, unless the subscriber left first.
+ * unsubscription (with `reason()`, if given) or on any of `signals`; emits its value once and
+ * completes; its error is passed on, unless the subscriber left first. A value that comes
+ * after the subscriber left goes to `late` (a lock won in the same instant: nobody else would
+ * release it).
  *
  * @example
- * const freed$ = waitObservable((signal) => waitUntilFree('orders:42', signal), closing);
+ * const freed$ = waitObservable((signal) => waitUntilFree('orders:42', signal), [closing]);
  */
-export function waitObservable(
-  wait: (signal: AbortSignal) => Promise<void>,
-  closing: AbortSignal,
-): Observable<void> {
-  return new Observable<void>((subscriber) => {
+export function waitObservable<T>(
+  wait: (signal: AbortSignal) => Promise<T>,
+  signals: readonly (AbortSignal | undefined)[],
+  { reason, late }: { reason?: () => unknown; late?: (value: T) => void } = {},
+): Observable<T> {
+  return new Observable<T>((subscriber) => {
     const cancel = new AbortController();
-    const linked = linkAbortSignals([cancel.signal, closing]);
+    const linked = linkAbortSignals([...signals, cancel.signal]);
     Promise.resolve()
       .then(() => wait(linked.signal))
       .finally(() => linked.unlink())
       .then(
-        () => {
-          subscriber.next();
+        (value) => {
+          if (subscriber.closed) return late?.(value);
+          subscriber.next(value);
           subscriber.complete();
         },
         (error: unknown) => {
           if (!cancel.signal.aborted) subscriber.error(error);
         },
       );
-    return () => cancel.abort();
+    return () => cancel.abort(reason?.());
   });
 }

@@ -1,0 +1,58 @@
+import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
+import { MongoLockError } from './errors/mongo-lock.error';
+import { heldLocksOf } from './lock-context';
+import type { LockHandle, MongoLockHandle } from './lock-handle';
+import { wouldDeadlockMessage } from './lock.messages';
+import type { LockModeRequest } from './store/lock-modes';
+
+/**
+ * The handle of `owner`'s (a service's) enclosing call in this async context that already
+ * holds all of `keys`, for a re-entered call to run under; undefined when none holds any.
+ * Refuses a call that asks for some held keys plus others (it would wait for itself), a lost
+ * enclosing lock, and a mode the enclosing lock does not cover.
+ */
+export function enclosingHandle(
+  owner: object,
+  keys: readonly string[],
+  mode: LockModeRequest,
+): LockHandle | undefined {
+  for (const handle of heldLocksOf(owner)) {
+    const covered = keys.filter((key) => handle.keys.includes(key));
+    if (covered.length === keys.length) {
+      const lostReason = (handle as MongoLockHandle).lostReason;
+      if (lostReason) throw lostReason;
+      checkReentrantMode(handle, keys, mode);
+      return handle;
+    }
+    if (covered.length > 0) throw new MongoLockError(wouldDeadlockMessage(handle.keys, keys));
+  }
+  return undefined;
+}
+
+/**
+ * A re-entered lock must cover what the inner call asks: an exclusive lock covers a shared
+ * request; a shared one cannot become exclusive (the call would wait for itself); a
+ * semaphore's permits are the same for every caller.
+ */
+function checkReentrantMode(handle: LockHandle, keys: readonly string[], mode: LockModeRequest) {
+  const keyList = keys.map((key) => JSON.stringify(key)).join(', ');
+  const semaphore = mode.permits !== undefined;
+  if (semaphore !== (handle.permits !== undefined)) {
+    throw new InvalidLockOptionsError(
+      `${keyList} already held here as ${handle.permits ? 'a semaphore' : 'a lock'}; cannot be taken as ${semaphore ? 'a semaphore' : 'a lock'}`,
+      { option: semaphore ? 'permits' : 'mode' },
+    );
+  }
+  const held = handle.permits;
+  if (held && (held.of !== mode.permits || held.held < mode.weight)) {
+    throw new InvalidLockOptionsError(
+      `${keyList} already held here with ${held.held} of ${held.of} permits; cannot be taken with ${mode.weight} of ${mode.permits}`,
+      { option: 'permits' },
+    );
+  }
+  if (!semaphore && handle.mode === 'shared' && mode.mode === 'exclusive') {
+    throw new MongoLockError(
+      `${keyList} already held here in shared mode: an exclusive lock inside it would wait for itself`,
+    );
+  }
+}

@@ -1,0 +1,316 @@
+import { setMaxListeners } from 'node:events';
+import { Observable } from 'rxjs';
+import type { DocumentLocks, DocumentLocksHost } from './documents/document-locks';
+import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
+import { LockServiceClosedError } from './errors/lock-service-closed.error';
+import { LockStoreUnavailableError } from './errors/lock-store-unavailable.error';
+import { MongoLockError } from './errors/mongo-lock.error';
+import type { HeldLocks } from './held-locks';
+import type { LockEvent } from './interfaces/lock-state.interface';
+import type { Leaderships } from './leadership/leaderships';
+import { LineLocks } from './line-locks';
+import type { TransactionLocks } from './lock-transaction';
+import {
+  clientCloseUnfinishedMessage,
+  duplicateHolderIdMessage,
+  releasesUnconfirmedMessage,
+  serviceClosedMessage,
+  SHUTDOWN_REVOKE_REASON,
+  shutdownGraceEndedMessage,
+  startTooSlowMessage,
+} from './lock.messages';
+import { acquireOverrunMs } from './options';
+import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from './options';
+import type { MongoLockHandle } from './lock-handle';
+import { linkAbortSignals } from './waiting/linked-abort-signal';
+import type { KeyLineStorage } from './store/line/line-store';
+import { LockStore } from './store/lock-store';
+import type { LockConnection } from './store/lock-store';
+import type { LockTelemetry } from './telemetry';
+import { settlesWithin } from './util/timers';
+
+/**
+ * What `close()` may take past the shutdown grace period: releases, the change stream and the
+ * client's close, whatever MongoDB does (README, Outages: within `shutdownGraceMs` + 2 s).
+ */
+const CLOSE_MARGIN_MS = 1_500;
+
+/** Holder ids of the services started in this process and not yet closed. */
+const liveHolderIds = new Set<string>();
+
+/**
+ * Opens the connection a service sends its commands through. Without one, the service opens
+ * the MongoDB store; `nestjs-mongo-lock/testing` provides an in-memory one under
+ * `LOCK_STORE_FACTORY`. @internal
+ */
+export type LockStoreFactory = (
+  options: ResolvedLockModuleOptions,
+) => LockConnection | Promise<LockConnection>;
+
+export interface ServiceRuntimeDeps {
+  options: ResolvedLockModuleOptions;
+  held: HeldLocks;
+  telemetry: LockTelemetry;
+  logger: { warn(message: string): void; error(message: string): void };
+  leaderships: () => Leaderships;
+  documentLocks: () => Iterable<DocumentLocks>;
+  /** Read at the first start: Nest sets it after construction. */
+  storeFactory: () => LockStoreFactory | undefined;
+}
+
+/** `LockService.diagnostics`: see there. */
+export interface LockDiagnostics {
+  waiters: number;
+  streamOpen: boolean;
+  streamEstablished: boolean;
+  streamsOpened: number;
+  held: number;
+}
+
+/**
+ * A `LockService`'s life: its connection and its locks on keys, made at the first use, and its
+ * shutdown in Nest's two steps (drain, then finish). The one owner of the connection, of the
+ * started state and of the closing signal.
+ */
+export class ServiceRuntime {
+  /** Aborted when shutdown begins: no new locks, no new waits. */
+  readonly closing = new AbortController();
+  private store: LockConnection | undefined;
+  private keyLocks: LineLocks<KeyLineStorage> | undefined;
+  private starting: Promise<LockConnection> | undefined;
+  private draining: Promise<void> | undefined;
+  private closed: Promise<void> | undefined;
+  /** The releases of the holders still running when the shutdown grace period ended. */
+  private revoking: Promise<number> | undefined;
+  private holderIdRegistered = false;
+  private stopObservingLoad: (() => void) | undefined;
+
+  constructor(readonly deps: ServiceRuntimeDeps) {
+    // Every wait links its signal to this one for the wait's duration (and unlinks after):
+    // many concurrent waits are normal, not a listener leak.
+    setMaxListeners(0, this.closing.signal);
+  }
+
+  /** The locks on keys, once started. */
+  get lines(): LineLocks<KeyLineStorage> | undefined {
+    return this.keyLocks;
+  }
+
+  ensureStarted(): Promise<LockConnection> {
+    if (this.closing.signal.aborted) {
+      return Promise.reject(new LockServiceClosedError(serviceClosedMessage()));
+    }
+    this.starting ??= this.connect().catch((error: unknown) => {
+      this.starting = undefined;
+      this.unregisterHolderId();
+      throw error;
+    });
+    return this.starting;
+  }
+
+  async started(): Promise<LineLocks<KeyLineStorage>> {
+    await this.ensureStarted();
+    return this.keyLocks as LineLocks<KeyLineStorage>;
+  }
+
+  /** A lazy start counts in the call's time: {@link ensureStarted}, given up on at `endsAt`. */
+  async startedWithin(endsAt: number): Promise<LineLocks<KeyLineStorage>> {
+    const starting = this.started();
+    if (this.keyLocks || (await settlesWithin(starting, endsAt - performance.now()))) {
+      return starting;
+    }
+    throw new LockStoreUnavailableError(startTooSlowMessage());
+  }
+
+  /** The started MongoDB store, for document locks. */
+  async mongoStore(): Promise<LockStore> {
+    const store = await this.ensureStarted();
+    if (!(store instanceof LockStore)) {
+      throw new MongoLockError(
+        'Document locks need MongoDB: the in-memory store of MongoLockTestingModule has none',
+      );
+    }
+    return store;
+  }
+
+  /** Where locked transactions run (the client) and check their locks (the lock collection). */
+  transactionLocks(): TransactionLocks {
+    const { store, keyLocks } = this;
+    if (!(store instanceof LockStore) || !keyLocks) {
+      throw new MongoLockError('Locked transactions need MongoDB: this service has no client');
+    }
+    return {
+      client: store.client,
+      confirmHeldIn: (key, token, session) => keyLocks.store.confirmHeldIn(key, token, session),
+    };
+  }
+
+  /** Acquires `keys`, starting first if need be (the start counts in the call's time). */
+  acquire(keys: string[], options: ResolvedAcquireOptions): Promise<MongoLockHandle> {
+    const startedAt = performance.now();
+    const { telemetry, options: settings } = this.deps;
+    return telemetry.acquisition(options.metricsLabel, keys.length, startedAt, async () => {
+      const linked = linkAbortSignals([options.signal, this.closing.signal]);
+      let lines: LineLocks<KeyLineStorage>;
+      try {
+        linked.signal.throwIfAborted();
+        lines = await this.startedWithin(
+          startedAt + options.timeoutMs + acquireOverrunMs(settings.operationTimeoutMs),
+        );
+        linked.signal.throwIfAborted();
+      } catch (error) {
+        linked.unlink();
+        throw error;
+      }
+      return lines.acquire(keys, options, linked.signal, startedAt).finally(() => linked.unlink());
+    });
+  }
+
+  /** What document locks use of their service. */
+  documentHost(): DocumentLocksHost {
+    const { options, held, telemetry, logger } = this.deps;
+    return {
+      options,
+      held,
+      closing: this.closing.signal,
+      telemetry,
+      logger: {
+        warn: (message: string) => logger.warn(message),
+        error: (message: string) => logger.error(message),
+      },
+      started: () => this.mongoStore(),
+    };
+  }
+
+  diagnostics(): LockDiagnostics {
+    const lines = this.keyLocks;
+    const open = lines?.streamOpen ?? false;
+    return {
+      waiters: lines?.waiting ?? 0,
+      streamOpen: open,
+      streamEstablished: open,
+      streamsOpened: lines?.streamsOpened ?? 0,
+      held: this.deps.held.size,
+    };
+  }
+
+  /** `LockService.releaseAllHeld`: see there. */
+  async releaseAllHeld(): Promise<number> {
+    const { held, options } = this.deps;
+    const revoking = held.revokeAll('releaseAllHeld() released it');
+    if (await settlesWithin(revoking, options.operationTimeoutMs)) return revoking;
+    throw new LockStoreUnavailableError(
+      releasesUnconfirmedMessage('releaseAllHeld()', options.operationTimeoutMs),
+    );
+  }
+
+  /** A hot feed of the change stream; subscribers complete when the service closes. */
+  events(): Observable<LockEvent> {
+    const closing = this.closing.signal;
+    return new Observable<LockEvent>((subscriber) => {
+      const onClose = () => subscriber.complete();
+      if (closing.aborted) {
+        onClose();
+        return undefined;
+      }
+      closing.addEventListener('abort', onClose, { once: true });
+      let unwatch: (() => void) | undefined;
+      let unsubscribed = false;
+      this.started().then(
+        (lines) => {
+          if (unsubscribed) return;
+          unwatch = lines.watchEvents((event: LockEvent) => subscriber.next(event));
+        },
+        (error: unknown) => {
+          if (!closing.aborted) subscriber.error(error);
+        },
+      );
+      return () => {
+        unsubscribed = true;
+        closing.removeEventListener('abort', onClose);
+        unwatch?.();
+      };
+    });
+  }
+
+  /** Stops taking new locks and waits, up to `shutdownGraceMs`, for locked work in flight. */
+  async drain(): Promise<void> {
+    this.draining ??= this.drainOnce();
+    await this.draining;
+  }
+
+  /** After {@link drain}: tells holders still running, releases, closes streams and client. */
+  async finish(): Promise<void> {
+    await this.drain();
+    this.closed ??= this.finishOnce();
+    await this.closed;
+  }
+
+  private async connect(): Promise<LockConnection> {
+    const { options, held, telemetry } = this.deps;
+    // Two live services with one holder id could not be told apart in lock documents.
+    if (liveHolderIds.has(options.holderId)) {
+      throw new InvalidLockOptionsError(duplicateHolderIdMessage(options.holderId), {
+        option: 'holderId',
+      });
+    }
+    liveHolderIds.add(options.holderId);
+    this.holderIdRegistered = true;
+    const factory = this.deps.storeFactory();
+    this.store = factory ? await factory(options) : await LockStore.open(options);
+    this.keyLocks = new LineLocks<KeyLineStorage>(this.store.lines(), held, options);
+    await this.keyLocks.start();
+    this.stopObservingLoad = telemetry.observeLoad(() => ({
+      waiters: this.keyLocks?.waiting ?? 0,
+      held: held.size,
+      leading: this.deps.leaderships().leading(),
+    }));
+    return this.store;
+  }
+
+  private async drainOnce(): Promise<void> {
+    const { options, held, logger } = this.deps;
+    const closedError = new LockServiceClosedError(serviceClosedMessage());
+    this.closing.abort(closedError);
+    await this.starting?.catch(() => undefined);
+    // Leaders resign first, so that another instance takes over at once.
+    await settlesWithin(this.deps.leaderships().closeAll(), options.operationTimeoutMs);
+    const drained = await held.drain(options.shutdownGraceMs);
+    if (drained) return;
+    logger.warn(shutdownGraceEndedMessage(held.size, options.shutdownGraceMs));
+    // Told now, before Nest closes the HTTP server (which waits for the requests in flight): a
+    // locked handler's signal aborts and its response is answered, so the app can finish.
+    this.revoking = held.revokeAll(SHUTDOWN_REVOKE_REASON, closedError);
+  }
+
+  private async finishOnce(): Promise<void> {
+    const endsAt = performance.now() + CLOSE_MARGIN_MS;
+    const remainingMs = () => endsAt - performance.now();
+    // Holders still running are told at once (if the grace period did not already).
+    const revoking =
+      this.revoking ??
+      this.deps.held.revokeAll(
+        SHUTDOWN_REVOKE_REASON,
+        new LockServiceClosedError(serviceClosedMessage()),
+      );
+    // Closing a change stream asks MongoDB to end its cursor: bounded like the rest.
+    const closingStreams = Promise.all([
+      this.keyLocks?.close(),
+      ...[...this.deps.documentLocks()].map((locks) => locks.close()),
+    ]);
+    await settlesWithin(closingStreams, remainingMs());
+    this.stopObservingLoad?.();
+    // Their releases, and attempts still on their way, within the margin: a MongoDB that does
+    // not answer must not hold the app's shutdown. The store's close is bounded the same way.
+    await settlesWithin(revoking, remainingMs());
+    if (this.store && !(await settlesWithin(this.store.close(), remainingMs()))) {
+      this.deps.logger.warn(clientCloseUnfinishedMessage(CLOSE_MARGIN_MS));
+    }
+    this.unregisterHolderId();
+  }
+
+  private unregisterHolderId(): void {
+    if (this.holderIdRegistered) liveHolderIds.delete(this.deps.options.holderId);
+    this.holderIdRegistered = false;
+  }
+}
