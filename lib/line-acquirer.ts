@@ -7,6 +7,7 @@ import { LineLeaves } from './line-leaves';
 import { joinRefused, notAcquired, wroteNothing } from './line-refusals';
 import type { HeldDocument, JoinResult } from './store/line/line-commands';
 import type { LineKind, LinePlace } from './store/line/line-document';
+import { entryFenceOf } from './store/line/line-document';
 import type { LineStorage } from './store/line/line-store';
 import type { AttemptTarget } from './store/line/line-commands';
 import { isStoreUnavailableError } from './store/mongo-error-codes';
@@ -211,13 +212,18 @@ export class LineAcquirer {
     this.leaves.afterLateJoins(hold);
   }
 
-  /** Renews a held entry: its new remaining lease, or undefined when it ended. */
+  /**
+   * Renews a held entry: its new remaining lease, or undefined when it ended. An entry of our
+   * token with another fence is not ours to keep: a join of the call, late on its way, made it
+   * after ours was removed (`forceRelease`), and others may have held in between.
+   */
   async renew(
-    hold: Pick<LineHold, 'key' | 'token'>,
+    hold: Pick<LineHold, 'key' | 'token' | 'fence'>,
     ttlMs: number,
   ): Promise<{ remainingMs: number } | undefined> {
     const renewed = await this.deps.store.renew(hold.key, hold.token, ttlMs);
-    return renewed.renewed && renewed.holds ? { remainingMs: renewed.remainingMs } : undefined;
+    const ours = renewed.renewed && renewed.fence === entryFenceOf(hold.fence);
+    return ours && renewed.holds ? { remainingMs: renewed.remainingMs } : undefined;
   }
 
   /**

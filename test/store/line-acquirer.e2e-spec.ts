@@ -8,6 +8,8 @@ import { LineHandover } from '../../lib/line-handover';
 import type { LineAcquireRequest } from '../../lib/line-acquirer';
 import type { LineHold } from '../../lib/line-handover';
 import type { LineCollection } from '../../lib/store/line/line-commands';
+import { joinLine } from '../../lib/store/line/line-commands';
+import { forceReleaseLine } from '../../lib/store/line/line-admin';
 import type { LineDocument } from '../../lib/store/line/line-document';
 import { holdingEntry } from '../../lib/store/line/line-document';
 import { watchLines } from '../../lib/store/line/line-events';
@@ -290,6 +292,27 @@ describe('what the second review found', () => {
     await a.acquirer.release(second);
     await waiting;
     expect(got!.fence).toBeGreaterThan(second.fence);
+  });
+
+  it("a holder's renewal does not keep an entry of its token made again after its own was removed", async () => {
+    const [a, b] = [await service('a', false), await service('b', false)];
+    const held = await a.acquirer.acquire(request('remade'));
+    // An operator frees the key; another holds it and leaves; then a join of a's call, late
+    // on its way, makes a's token's entry again: it leads, with a later fence.
+    await forceReleaseLine(a.collection, 'remade', settings.idleRetentionMs);
+    await b.acquirer.release(await b.acquirer.acquire(request('remade')));
+    const remade = await joinLine(a.collection, {
+      key: 'remade',
+      token: held.token,
+      holderId: 'a',
+      ttlMs: 30_000,
+      kind: { mode: 'exclusive' },
+      onlyIfHolds: false,
+      idleRetentionMs: settings.idleRetentionMs,
+    });
+    expect(remade).toMatchObject({ joined: true, holds: true });
+    // a's lock was lost at the forced release: its renewal must say so.
+    expect(await a.acquirer.renew(held, 30_000)).toBeUndefined();
   });
 });
 

@@ -83,6 +83,11 @@ export function firstFence(number: BsonInteger | null | undefined): bigint {
   return toBigInt(number) * FENCES_PER_ENTRY;
 }
 
+/** The first fence of the entry that a holder's `fence` came from (itself, or a hand-over's). */
+export function entryFenceOf(fence: bigint): bigint {
+  return fence - (fence % FENCES_PER_ENTRY);
+}
+
 /**
  * An entry that holds, as news names it: its token, and its first holder's fence. A token
  * whose entry ended can join again (a join retried by its token after its first landed and
