@@ -11,7 +11,7 @@ export {
   type MongoLockModuleAsyncOptions,
   type MongoLockOptionsFactory,
 } from './mongo-lock.module-definition';
-export { LockService } from './lock.service';
+export { LockService, type LockDiagnostics } from './lock.service';
 export type { LockHandle } from './lock-handle';
 export { OnlyLeader } from './decorators/only-leader.decorator';
 export type { Leadership, LeadershipOptions, CampaignOptions } from './leadership/leadership';
