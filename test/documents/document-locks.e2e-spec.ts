@@ -284,6 +284,19 @@ describe.each(['v2'] as const)('Document locks (engine %s)', (engine) => {
     expect((await accounts.findOne({ _id: 'b' }))?.balance).toBe(5);
   });
 
+  it('withLock rejects with LockLostError when fn succeeded but the lock was lost', async () => {
+    const docs = (await kit.service({ engine })).documents<Account>(collectionName);
+    let ran = false;
+    const outcome = docs.withLock('a', async () => {
+      // Other code ends our entry's lease while fn runs: its release finds the lock gone.
+      await accounts.updateOne({ _id: 'a' }, { $set: form.expired });
+      ran = true;
+      return 'done';
+    });
+    await expect(outcome).rejects.toBeInstanceOf(LockLostError);
+    expect(ran).toBe(true);
+  });
+
   it("a re-entered document lock still checks the inner call's where", async () => {
     const docs = (await kit.service({ engine })).documents<Account>(collectionName);
     const inner = await docs.withLock(
