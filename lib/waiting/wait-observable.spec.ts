@@ -44,13 +44,14 @@ describe('waitObservable', () => {
     waitObservable(
       (signal) =>
         new Promise<void>((_, reject) =>
-          signal.addEventListener('abort', () => reject(signal.reason)),
+          signal.addEventListener('abort', () => reject(signal.reason as Error)),
         ),
       [closing.signal],
     ).subscribe({ error: (error) => errors.push(error) });
     await settle();
-    closing.abort('closing');
+    const reason = new Error('closing');
+    closing.abort(reason);
     await settle();
-    expect(errors).toEqual(['closing']);
+    expect(errors).toEqual([reason]);
   });
 });
