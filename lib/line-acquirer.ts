@@ -1,15 +1,15 @@
 import { LockStoreUnavailableError } from './errors/lock-store-unavailable.error';
 import { localLeaseEnd } from './lease-keeper';
 import type { HandableLease } from './lease-keeper';
-import { LineEntryState } from './line-entry';
+import { LineAttempt } from './line-attempt';
+import type { LineAcquireRequest } from './line-attempt';
 import type { EntryFollowers, LineHandover, LineHold } from './line-handover';
 import { LineLeaves } from './line-leaves';
-import { joinRefused, notAcquired, wroteNothing } from './line-refusals';
-import type { HeldDocument, JoinResult } from './store/line/line-commands';
-import type { LineKind, LinePlace } from './store/line/line-document';
+import { joinRefused, wroteNothing } from './line-refusals';
+import type { HeldDocument, JoinRequest, JoinResult } from './store/line/line-commands';
+import type { LinePlace } from './store/line/line-document';
 import { entryFenceOf } from './store/line/line-document';
 import type { LineStorage } from './store/line/line-store';
-import type { AttemptTarget } from './store/line/line-commands';
 import { isStoreUnavailableError } from './store/mongo-error-codes';
 import { formatMs } from './util/durations';
 import { sleep, wakeUp } from './util/timers';
@@ -22,20 +22,6 @@ import type { LineWaiters } from './waiting/line-waiters';
  * own entry (the renewal drops dead entries and says where we stand), which also keeps a
  * waiting entry alive. Without a change stream, the waiter reads its place on a backoff.
  */
-
-export interface LineAcquireRequest {
-  key: string;
-  kind: LineKind;
-  ttlMs: number;
-  /** 0: only if free now (`tryAcquire`). */
-  timeoutMs: number;
-  /** Monotonic time by which the call gives up; default: `timeoutMs` from now. */
-  deadline?: number;
-  signal?: AbortSignal;
-  scope?: string;
-  /** A document lock's conditions on its document. */
-  target?: AttemptTarget;
-}
 
 export interface LineAcquirerDeps {
   store: LineStorage;
@@ -73,126 +59,120 @@ export class LineAcquirer {
   }
 
   async acquire(request: LineAcquireRequest): Promise<LineHold> {
-    const { key, ttlMs } = request;
     const deadline = request.deadline ?? performance.now() + request.timeoutMs;
-    const entry = new LineEntryState(this.deps.waiters, key);
-    let place: (LinePlace & { document?: HeldDocument }) | undefined;
-    // At the deadline: who leads the line, and when its lease ends by itself, as last seen.
-    const timedOut = () => notAcquired(request, place?.leaderId, place?.aheadEndsInMs);
-    // A wait's command is retried while MongoDB is unavailable, and given up on at the deadline
-    // (a command's own bound is the operation timeout: the deadline's error must come first).
-    const bound = <T>(promise: Promise<T>) => this.bounded(promise, deadline, request, timedOut);
-    // A command of ours still unanswered at the deadline, before any reply placed us in line:
-    // MongoDB's silence, not a holder, is why the call failed.
-    const unanswered = () =>
-      place
-        ? timedOut()
-        : new LockStoreUnavailableError(
-            `MongoDB did not answer the acquisition of ${JSON.stringify(key)} within ` +
-              `${formatMs(request.timeoutMs)}`,
-          );
-    const send = <T>(command: () => Promise<T>) =>
-      this.bounded(this.tolerant(command, deadline, request.signal), deadline, request, unanswered);
-    const follow = () =>
-      this.deps.handover.follow({ ...request, deadline, timedOut, signal: request.signal });
-    // Callers here that will take our entry over, while it waits (`line-handover.ts`).
-    let followers: EntryFollowers | undefined;
-    // Joins the line, or takes over an entry of ours queued behind: a place, or a hold.
-    const enter = async (): Promise<LinePlace | LineHold> => {
-      for (;;) {
-        const joined = await this.join(request, entry, send, bound, follow);
-        if (!('following' in joined)) return joined;
-        const handed = await joined.following;
-        if (handed) return handed;
-      }
-    };
+    const attempt = new LineAttempt(request, deadline, this.deps.waiters);
     try {
-      let sentAt = performance.now();
-      // News that may have been missed (`lookAgain`) since this stamp wakes the next wait.
-      let looked = this.deps.waiters.stamp(key);
-      const entered = await enter();
-      if ('token' in entered) return entered;
-      place = entered;
-      followers = this.followersOf(request, place);
-      let pollMs: number | undefined;
       for (;;) {
-        const leaseEnd = localLeaseEnd(sentAt, place.remainingMs, ttlMs);
-        const hold = (heard?: HeldDocument): LineHold => {
-          this.deps.handover.held(followers);
-          const { fence, holds, document } = place!;
-          // A document read by a write that found us waiting is not the one we hold.
-          const held = heard ?? (holds ? document : undefined);
-          const read = held ? { document: held } : {};
-          return { key, token: entry.token, fence, leaseEnd, ttlMs, followers, ...read };
-        };
-        if (place.holds) return hold();
-        // A waiting entry is renewed when a third of its lease has run, as a holder's is (by its
-        // own remaining lease: a poll's read does not renew it).
-        const renewAt =
-          sentAt + Math.max(0, Math.min(place.aheadEndsInMs, place.remainingMs - (2 * ttlMs) / 3));
-        const polling = this.deps.polling?.();
-        pollMs = polling ? Math.min((pollMs ?? polling.firstMs / 2) * 2, polling.maxMs) : undefined;
-        const pollAt = pollMs === undefined ? Infinity : performance.now() + pollMs;
-        const polls = pollAt < Math.min(renewAt, deadline);
-        const nudge = this.deps.waiters.nudged(key, looked);
-        const woke = await wakeUp(
-          { heard: entry.heardAs(place.fence), nudged: nudge.nudged },
-          Math.min(renewAt, deadline, pollAt),
-          request.signal,
-        ).finally(nudge.cancel);
-        if (woke === 'aborted') throw request.signal?.reason;
-        // Heard to hold: from then on, until our entry's own lease ends.
-        if (woke === 'heard' && leaseEnd - performance.now() > ttlMs / 3) {
-          // What the news carried for us (a document lock's document), if anything.
-          return hold((await entry.heardAs(place.fence)) as HeldDocument | undefined);
+        const sentAt = performance.now();
+        // News that may have been missed (`lookAgain`) since this stamp wakes the wait.
+        const looked = this.deps.waiters.stamp(request.key);
+        const joined = await this.join(attempt);
+        if ('following' in joined) {
+          // Queued behind an entry of ours: handed it over, or told to join ourselves.
+          const handed = await joined.following;
+          if (handed) return handed;
+          continue;
         }
-        const now = performance.now();
-        if (now >= deadline) throw timedOut();
-        sentAt = now;
-        if (woke === 'nudged' || (woke === 'timer' && polls)) {
-          // A look without a write: polling, or the stream was reopened and may have missed news.
-          looked = this.deps.waiters.stamp(key);
-          const seen = await send(() => this.deps.store.place(key, entry.token));
-          // A read that finds us holding is confirmed by the renewal's write below: the entries
-          // ahead may have ended by time alone, and a transaction under the last of them may
-          // yet commit (its check's write keeps other writes of that document waiting till then).
-          if (seen && !seen.holds) {
-            place = seen;
-            continue;
-          }
-        }
-        entry.state = 'unknown';
-        looked = this.deps.waiters.stamp(key);
-        const renewed = await send(() => this.deps.store.renew(key, entry.token, ttlMs));
-        entry.state = 'joined';
-        if (renewed.renewed) {
-          place = renewed;
-        } else {
-          // Our entry ran out (a long stall; the renewal dropped it): join again, at the back,
-          // our followers too.
-          this.deps.handover.dissolved(followers);
-          entry.renewToken();
-          looked = this.deps.waiters.stamp(key);
-          const again = await enter();
-          if ('token' in again) return again;
-          place = again;
-          followers = this.followersOf(request, place);
-        }
+        attempt.place = joined;
+        attempt.followers = this.followersOf(request, joined);
+        const held = await this.waitInLine(attempt, sentAt, looked);
+        if (held) return held;
+        // Our entry ran out (a long stall; the renewal dropped it): join again, at the back,
+        // our followers too.
+        this.deps.handover.dissolved(attempt.followers);
+        attempt.followers = undefined;
+        attempt.entry.renewToken();
       }
     } catch (error) {
-      this.deps.handover.dissolved(followers);
+      this.deps.handover.dissolved(attempt.followers);
+      const { entry } = attempt;
       // Any write of ours was sent before now, so our entry, if any, ends within ttlMs.
       if (entry.state !== 'none') {
-        const hold = { key, token: entry.token, ttlMs };
-        const until = performance.now() + ttlMs;
-        const leaving = this.leaves.inBackground(key, entry.token, until, entry.state);
+        const hold = { key: request.key, token: entry.token, ttlMs: request.ttlMs };
+        const until = performance.now() + request.ttlMs;
+        const leaving = this.leaves.inBackground(hold.key, hold.token, until, entry.state);
         // A join of ours still on its way may land after that leave: left again once it has.
         void leaving.then(() => this.ended(hold));
       }
       throw error;
     } finally {
-      entry.stopListening();
+      attempt.entry.stopListening();
     }
+  }
+
+  /**
+   * Waits in line from the place a join sent at `sentAt` gave us: the hold once our entry
+   * holds, or undefined when a renewal found it gone (it ran out).
+   */
+  private async waitInLine(
+    attempt: LineAttempt,
+    sentAt: number,
+    looked: number,
+  ): Promise<LineHold | undefined> {
+    const { request, entry, deadline } = attempt;
+    const { key, ttlMs } = request;
+    let place = attempt.place!;
+    let pollMs: number | undefined;
+    for (;;) {
+      const leaseEnd = localLeaseEnd(sentAt, place.remainingMs, ttlMs);
+      if (place.holds) return this.hold(attempt, leaseEnd);
+      // A waiting entry is renewed when a third of its lease has run, as a holder's is (by its
+      // own remaining lease: a poll's read does not renew it).
+      const renewAt =
+        sentAt + Math.max(0, Math.min(place.aheadEndsInMs, place.remainingMs - (2 * ttlMs) / 3));
+      const polling = this.deps.polling?.();
+      pollMs = polling ? Math.min((pollMs ?? polling.firstMs / 2) * 2, polling.maxMs) : undefined;
+      const pollAt = pollMs === undefined ? Infinity : performance.now() + pollMs;
+      const polls = pollAt < Math.min(renewAt, deadline);
+      const nudge = this.deps.waiters.nudged(key, looked);
+      const woke = await wakeUp(
+        { heard: entry.heardAs(place.fence), nudged: nudge.nudged },
+        Math.min(renewAt, deadline, pollAt),
+        request.signal,
+      ).finally(nudge.cancel);
+      if (woke === 'aborted') throw request.signal?.reason;
+      // Heard to hold: from then on, until our entry's own lease ends.
+      if (woke === 'heard' && leaseEnd - performance.now() > ttlMs / 3) {
+        // What the news carried for us (a document lock's document), if anything.
+        const heard = (await entry.heardAs(place.fence)) as HeldDocument | undefined;
+        return this.hold(attempt, leaseEnd, heard);
+      }
+      const now = performance.now();
+      if (now >= deadline) throw attempt.timedOut();
+      sentAt = now;
+      if (woke === 'nudged' || (woke === 'timer' && polls)) {
+        // A look without a write: polling, or the stream was reopened and may have missed news.
+        looked = this.deps.waiters.stamp(key);
+        const seen = await this.send(attempt, () => this.deps.store.place(key, entry.token));
+        // A read that finds us holding is confirmed by the renewal's write below: the entries
+        // ahead may have ended by time alone, and a transaction under the last of them may
+        // yet commit (its check's write keeps other writes of that document waiting till then).
+        if (seen && !seen.holds) {
+          place = attempt.place = seen;
+          continue;
+        }
+      }
+      entry.state = 'unknown';
+      looked = this.deps.waiters.stamp(key);
+      const renewed = await this.send(attempt, () =>
+        this.deps.store.renew(key, entry.token, ttlMs),
+      );
+      entry.state = 'joined';
+      if (!renewed.renewed) return undefined;
+      place = attempt.place = renewed;
+    }
+  }
+
+  /** Our entry holds, until `leaseEnd`; `heard`: a document the news of it carried. */
+  private hold(attempt: LineAttempt, leaseEnd: number, heard?: HeldDocument): LineHold {
+    const { request, entry, followers } = attempt;
+    this.deps.handover.held(followers);
+    const { fence, holds, document } = attempt.place!;
+    // A document read by a write that found us waiting is not the one we hold.
+    const held = heard ?? (holds ? document : undefined);
+    const read = held ? { document: held } : {};
+    const { key, ttlMs } = request;
+    return { key, token: entry.token, fence, leaseEnd, ttlMs, followers, ...read };
   }
 
   /**
@@ -241,29 +221,17 @@ export class LineAcquirer {
     return leaving;
   }
 
+  /** Joins the line, or queues behind an entry of ours to take it over: a place, or following. */
   private async join(
-    request: LineAcquireRequest,
-    entry: LineEntryState,
-    send: <T>(command: () => Promise<T>) => Promise<T>,
-    bound: (promise: Promise<void>) => Promise<void>,
-    follow: () => Promise<LineHold | undefined> | undefined,
+    attempt: LineAttempt,
   ): Promise<LinePlace | { following: Promise<LineHold | undefined> }> {
-    const joinRequest = {
-      key: request.key,
-      token: entry.token,
-      holderId: this.deps.holderId,
-      ttlMs: request.ttlMs,
-      kind: request.kind,
-      onlyIfHolds: request.timeoutMs === 0,
-      ...(request.scope === undefined ? {} : { scope: request.scope }),
-      ...(request.target === undefined ? {} : { target: request.target }),
-    };
+    const { request, entry } = attempt;
     const join = () => {
       // Listening first: the event that makes us holder may come before the reply.
       void entry.listen();
       const before = entry.state;
       entry.state = 'unknown';
-      return this.deps.store.join(joinRequest).catch((error: unknown) => {
+      return this.deps.store.join(this.joinRequest(attempt)).catch((error: unknown) => {
         // Decided and answered, nothing written by this try: as before it (an earlier try
         // with no reply may still have made our entry).
         if (wroteNothing(error)) entry.state = before;
@@ -279,15 +247,38 @@ export class LineAcquirer {
         ? await this.tried(join(), request)
         : inCallOrder(request)
           ? await this.inCallOrder(request.key, async (ahead) => {
-              await bound(ahead);
-              const following = follow();
-              return following ? { following } : send(join);
+              await this.bounded(ahead, attempt.deadline, request.signal, () => attempt.timedOut());
+              const following = this.deps.handover.follow(attempt);
+              return following ? { following } : this.send(attempt, join);
             })
-          : await send(join);
+          : await this.send(attempt, join);
     if ('following' in joined) return joined;
     entry.state = joined.joined ? 'joined' : 'none';
     if (joined.joined) return joined;
     throw joinRefused(request, joined);
+  }
+
+  private joinRequest({ request, entry }: LineAttempt): Omit<JoinRequest, 'idleRetentionMs'> {
+    return {
+      key: request.key,
+      token: entry.token,
+      holderId: this.deps.holderId,
+      ttlMs: request.ttlMs,
+      kind: request.kind,
+      onlyIfHolds: request.timeoutMs === 0,
+      ...(request.scope === undefined ? {} : { scope: request.scope }),
+      ...(request.target === undefined ? {} : { target: request.target }),
+    };
+  }
+
+  /**
+   * A wait's command, retried while MongoDB is unavailable and given up on at the deadline (a
+   * command's own bound is the operation timeout: the deadline's error must come first).
+   */
+  private send<T>(attempt: LineAttempt, command: () => Promise<T>): Promise<T> {
+    const { deadline, signal } = attempt;
+    const tolerated = this.tolerant(command, deadline, signal);
+    return this.bounded(tolerated, deadline, signal, () => attempt.unanswered());
   }
 
   /**
@@ -349,20 +340,20 @@ export class LineAcquirer {
       );
     // From the call's start: a try of several keys has one budget, not one per key.
     const callEnd = (request.deadline ?? performance.now()) + replyMs;
-    return this.bounded(join, callEnd, request, late);
+    return this.bounded(join, callEnd, request.signal, late);
   }
 
-  /** `write`, or the call's end first: its deadline (LockNotAcquiredError) or its abort. */
+  /** `write`, or the call's end first: `until` (the error `late` makes) or its abort. */
   private async bounded<T>(
     write: Promise<T>,
-    deadline: number,
-    request: LineAcquireRequest,
-    timedOut: () => Error,
+    until: number,
+    signal: AbortSignal | undefined,
+    late: () => Error,
   ): Promise<T> {
     write.catch(() => undefined);
-    const woke = await wakeUp({ heard: write.then(() => undefined) }, deadline, request.signal);
-    if (woke === 'timer') throw timedOut();
-    if (woke === 'aborted') throw request.signal?.reason;
+    const woke = await wakeUp({ heard: write.then(() => undefined) }, until, signal);
+    if (woke === 'timer') throw late();
+    if (woke === 'aborted') throw signal?.reason;
     return write;
   }
 

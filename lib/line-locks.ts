@@ -1,7 +1,7 @@
 import type { HeldLocks } from './held-locks';
 import { localLeaseEnd } from './lease-keeper';
 import { LineAcquirer } from './line-acquirer';
-import type { LineAcquireRequest } from './line-acquirer';
+import type { LineAcquireRequest } from './line-attempt';
 import { LineHandover } from './line-handover';
 import type { LineHold } from './line-handover';
 import { LockNotAcquiredError } from './errors/lock-not-acquired.error';

@@ -5,7 +5,7 @@ import type { MongoClient } from 'mongodb';
 import { LockNotAcquiredError } from '../../lib/errors/lock-not-acquired.error';
 import { LineAcquirer } from '../../lib/line-acquirer';
 import { LineHandover } from '../../lib/line-handover';
-import type { LineAcquireRequest } from '../../lib/line-acquirer';
+import type { LineAcquireRequest } from '../../lib/line-attempt';
 import type { LineHold } from '../../lib/line-handover';
 import type { LineCollection } from '../../lib/store/line/line-commands';
 import { joinLine } from '../../lib/store/line/line-commands';

@@ -1,0 +1,77 @@
+import { LockStoreUnavailableError } from './errors/lock-store-unavailable.error';
+import { LineEntryState } from './line-entry';
+import type { EntryFollowers, FollowRequest } from './line-handover';
+import { notAcquired } from './line-refusals';
+import type { AttemptTarget, HeldDocument } from './store/line/line-commands';
+import type { LineKind, LinePlace } from './store/line/line-document';
+import { formatMs } from './util/durations';
+import type { LineWaiters } from './waiting/line-waiters';
+
+/** What one call asks of one key's line. */
+export interface LineAcquireRequest {
+  key: string;
+  kind: LineKind;
+  ttlMs: number;
+  /** 0: only if free now (`tryAcquire`). */
+  timeoutMs: number;
+  /** Monotonic time by which the call gives up; default: `timeoutMs` from now. */
+  deadline?: number;
+  signal?: AbortSignal;
+  scope?: string;
+  /** A document lock's conditions on its document. */
+  target?: AttemptTarget;
+}
+
+/**
+ * One call's acquisition of one key: what its commands, its waits and its turn behind an entry
+ * of ours (as a follower's request) share. Methods, not closures: a process may park thousands.
+ */
+export class LineAttempt implements FollowRequest {
+  readonly entry: LineEntryState;
+  /** Our place in line as last read; undefined until a reply placed us. */
+  place: (LinePlace & { document?: HeldDocument }) | undefined;
+  /** Callers here that will take our entry over, while it waits (`line-handover.ts`). */
+  followers: EntryFollowers | undefined;
+
+  constructor(
+    readonly request: LineAcquireRequest,
+    /** Monotonic time by which the call gives up. */
+    readonly deadline: number,
+    waiters: LineWaiters,
+  ) {
+    this.entry = new LineEntryState(waiters, request.key);
+  }
+
+  get key(): string {
+    return this.request.key;
+  }
+
+  get scope(): string | undefined {
+    return this.request.scope;
+  }
+
+  get ttlMs(): number {
+    return this.request.ttlMs;
+  }
+
+  get signal(): AbortSignal | undefined {
+    return this.request.signal;
+  }
+
+  /** At the deadline: who leads the line, and when its lease ends by itself, as last seen. */
+  timedOut(): Error {
+    return notAcquired(this.request, this.place?.leaderId, this.place?.aheadEndsInMs);
+  }
+
+  /**
+   * A command still unanswered at the deadline: before any reply placed us in line, MongoDB's
+   * silence, not a holder, is why the call failed.
+   */
+  unanswered(): Error {
+    if (this.place) return this.timedOut();
+    return new LockStoreUnavailableError(
+      `MongoDB did not answer the acquisition of ${JSON.stringify(this.key)} within ` +
+        `${formatMs(this.request.timeoutMs)}`,
+    );
+  }
+}
