@@ -22,7 +22,7 @@ import {
 import { acquireOverrunMs } from './options';
 import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from './options';
 import type { MongoLockHandle } from './lock-handle';
-import { linkAbortSignals } from './waiting/linked-abort-signal';
+import { SharedSignalLinks } from './waiting/linked-abort-signal';
 import type { KeyLineStorage } from './store/line/line-store';
 import { LockStore } from './store/lock-store';
 import type { LockConnection } from './store/lock-store';
@@ -75,6 +75,8 @@ export interface LockDiagnostics {
 export class ServiceRuntime {
   /** Aborted when shutdown begins: no new locks, no new waits. */
   readonly closing = new AbortController();
+  /** Callers' signals linked with the closing signal, for the calls under way. */
+  private readonly links = new SharedSignalLinks(this.closing.signal);
   private store: LockConnection | undefined;
   private keyLocks: LineLocks<KeyLineStorage> | undefined;
   private starting: Promise<LockConnection> | undefined;
@@ -150,7 +152,7 @@ export class ServiceRuntime {
     const startedAt = performance.now();
     const { telemetry, options: settings } = this.deps;
     return telemetry.acquisition(options.metricsLabel, keys.length, startedAt, async () => {
-      const linked = linkAbortSignals([options.signal, this.closing.signal]);
+      const linked = this.links.link(options.signal);
       let lines: LineLocks<KeyLineStorage>;
       try {
         linked.signal.throwIfAborted();
@@ -173,6 +175,7 @@ export class ServiceRuntime {
       options,
       held,
       closing: this.closing.signal,
+      link: (signal) => this.links.link(signal),
       telemetry,
       logger: {
         warn: (message: string) => logger.warn(message),

@@ -18,7 +18,6 @@ import type { AttemptTarget } from '../store/line/line-commands';
 import { DocumentNotFoundError } from '../errors/document-not-found.error';
 import type { DocumentVersion } from '../store/documents/document-version';
 import type { LockTelemetry } from '../telemetry';
-import { linkAbortSignals } from '../waiting/linked-abort-signal';
 import type { LinkedAbortSignal } from '../waiting/linked-abort-signal';
 import { waitObservable } from '../waiting/wait-observable';
 import { runThenRelease } from '../run-then-release';
@@ -41,6 +40,8 @@ export interface DocumentLocksHost {
   readonly held: HeldLocks;
   /** Aborted when the service begins to shut down. */
   readonly closing: AbortSignal;
+  /** A caller's signal linked with the closing signal; unlinked when the call is over. */
+  link(signal: AbortSignal | undefined): LinkedAbortSignal;
   readonly telemetry: LockTelemetry;
   readonly logger: WaitLogger;
   /** The service's started store: its client is the one document locks use. */
@@ -219,7 +220,7 @@ export class DocumentLocks<T extends Document = Document> {
     const target = resolveAttemptTarget(options as DocumentLockOptions, this.settings, documentId);
     const label = options?.metricsLabel ?? `${this.settings.collection}/{id}`;
     return this.host.telemetry.acquisition(label, 1, startedAt, async () => {
-      const linked = linkAbortSignals([resolved.signal, this.host.closing]);
+      const linked = this.host.link(resolved.signal);
       return this.acquireOnLines(key, resolved, linked, startedAt, target);
     });
   }

@@ -1,3 +1,5 @@
+import { setMaxListeners } from 'node:events';
+
 /** A signal that aborts when any source does, and that can be detached from them. */
 export interface LinkedAbortSignal {
   readonly signal: AbortSignal;
@@ -33,4 +35,46 @@ export function linkAbortSignals(sources: readonly (AbortSignal | undefined)[]):
     for (const { source, listener } of listeners) source.removeEventListener('abort', listener);
   }
   return { signal: controller.signal, unlink };
+}
+
+/**
+ * Links callers' signals with one long-lived signal (a service's closing signal), one link per
+ * caller signal shared by the calls under way with it: a process may park thousands of waits
+ * on one shutdown signal, and a link costs a signal and a listener on each source.
+ */
+export class SharedSignalLinks {
+  private readonly links = new Map<AbortSignal, { linked: LinkedAbortSignal; calls: number }>();
+
+  constructor(private readonly base: AbortSignal) {}
+
+  /** `signal` linked with the base signal; `unlink` it once the call is over. */
+  link(signal: AbortSignal | undefined): LinkedAbortSignal {
+    if (signal === undefined || signal === this.base) {
+      return { signal: this.base, unlink: () => undefined };
+    }
+    let link = this.links.get(signal);
+    if (!link) {
+      link = { linked: linkAbortSignals([signal, this.base]), calls: 0 };
+      // Every wait of the calls that share it listens on it.
+      setMaxListeners(0, link.linked.signal);
+      this.links.set(signal, link);
+    }
+    link.calls += 1;
+    const shared = link;
+    let unlinked = false;
+    const unlink = () => {
+      if (unlinked) return;
+      unlinked = true;
+      shared.calls -= 1;
+      if (shared.calls > 0) return;
+      shared.linked.unlink();
+      this.links.delete(signal);
+    };
+    return { signal: shared.linked.signal, unlink };
+  }
+
+  /** Caller signals linked now (each with calls under way). */
+  get size(): number {
+    return this.links.size;
+  }
 }
