@@ -253,7 +253,9 @@ export class DocumentLineStore implements LineStorage {
     reply: Document,
     ours?: { token: string; ttlMs: number },
   ): Promise<LineRead> {
-    const projected = reply.now instanceof Date;
+    // Every projection drops `_id`; a stored image (a retried write's reply) has the user's
+    // own fields, `_id` and maybe a field named `now` among them.
+    const projected = reply.now instanceof Date && !('_id' in reply);
     const doc = (projected ? reply.doc : reply) as Document | undefined;
     const lock = (projected && !doc ? reply : doc?.[this.fields.field]) as Document | undefined;
     const line = (lock?.line ?? []) as LineEntry[];
