@@ -78,9 +78,11 @@ export class LineAcquirer {
         const held = await this.waitInLine(attempt, sentAt, looked);
         if (held) return held;
         // Our entry ran out (a long stall; the renewal dropped it): join again, at the back,
-        // our followers too.
+        // our followers too, by a new token. A join of the old one still on its way would
+        // make its entry again, nobody's: left once it lands.
         this.deps.handover.dissolved(attempt.followers);
         attempt.followers = undefined;
+        this.ended({ key: request.key, token: attempt.entry.token, ttlMs: request.ttlMs });
         attempt.entry.renewToken();
       }
     } catch (error) {

@@ -13,11 +13,11 @@ import { forceReleaseLine } from '../../lib/store/line/line-admin';
 import type { LineDocument } from '../../lib/store/line/line-document';
 import { holdingEntry } from '../../lib/store/line/line-document';
 import { watchLines } from '../../lib/store/line/line-events';
-import { RENEW_PIPELINE } from '../../lib/store/line/line-pipelines';
+import { LEAVE_PIPELINE, RENEW_PIPELINE } from '../../lib/store/line/line-pipelines';
 import type { LineWatch } from '../../lib/store/line/line-events';
 import { LineStore } from '../../lib/store/line/line-store';
 import { LineWaiters } from '../../lib/waiting/line-waiters';
-import { LockTestKit } from '../lock-service/lock-test-kit';
+import { LockTestKit, eventually } from '../lock-service/lock-test-kit';
 
 const kit = LockTestKit.forSuite();
 const settings = { operationTimeoutMs: 5_000, idleRetentionMs: 60_000 };
@@ -292,6 +292,58 @@ describe('what the second review found', () => {
     await a.acquirer.release(second);
     await waiting;
     expect(got!.fence).toBeGreaterThan(second.fence);
+  });
+
+  it('a join of a token given up after its entry ran out is left once it lands late', async () => {
+    const a = await service('a');
+    const b = await service('b');
+    let letLand!: () => void;
+    const mayLand = new Promise<void>((resolve) => (letLand = resolve));
+    const tokenOf = (options: unknown) => {
+      const t = (options as { let?: { t?: string | { $literal: string } } }).let?.t;
+      return typeof t === 'object' ? t.$literal : t;
+    };
+    const sent: { pipeline: unknown; token: string | undefined }[] = [];
+    let renewals = 0;
+    // b's first join goes on past its bound and lands when the test says; b's first renewal is
+    // answered after b's entry ran out.
+    const slow = new Proxy(b.collection, {
+      get(target, property, receiver) {
+        if (property !== 'findOneAndUpdate')
+          return Reflect.get(target, property, receiver) as unknown;
+        return async (...args: Parameters<LineCollection['findOneAndUpdate']>) => {
+          const [, pipeline, options] = args as unknown as [unknown, unknown, unknown];
+          sent.push({ pipeline, token: tokenOf(options) });
+          if (sent.length === 1) await mayLand;
+          if (pipeline === RENEW_PIPELINE && ++renewals === 1) await pause(500);
+          return target.findOneAndUpdate(...args);
+        };
+      },
+    });
+    const acquirer = new LineAcquirer({
+      store: new LineStore(slow, { ...settings, operationTimeoutMs: 1_000 }),
+      waiters: b.waiters,
+      handover: new LineHandover(false),
+      holderId: 'b',
+    });
+    const held = await a.acquirer.acquire(request('late'));
+    const waiting = acquirer.acquire(request('late', { ttlMs: 400, timeoutMs: 10_000 }));
+    // The first join's retry placed b; its entry ran out unrenewed; b joined again by a new token.
+    const firstToken = () => sent[0].token;
+    await eventually(() => sent.filter((command) => command.token !== firstToken()).length > 0);
+    const lateJoins = sent.filter((command) => command.token === firstToken()).length;
+    expect(lateJoins).toBeGreaterThan(1);
+    letLand();
+    // Left once it landed: nobody's entry must not wait out its lease in line.
+    await eventually(
+      () =>
+        sent.some(
+          (command) => command.pipeline === LEAVE_PIPELINE && command.token === firstToken(),
+        ),
+      2_000,
+    );
+    await a.acquirer.release(held);
+    await acquirer.release(await waiting);
   });
 
   it("a holder's renewal does not keep an entry of its token made again after its own was removed", async () => {
