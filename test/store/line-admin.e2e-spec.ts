@@ -21,6 +21,7 @@ import { watchLines } from '../../lib/store/line/line-events';
 import type { LineChange, LineWatch } from '../../lib/store/line/line-events';
 import { lineEvents } from '../../lib/store/line/line-state';
 import type { LineChangeEvent } from '../../lib/store/line/line-state';
+import { describeWithFailPoints, faultTools } from '../lock-service/adversarial/kit';
 import { LockTestKit } from '../lock-service/lock-test-kit';
 
 const kit = LockTestKit.forSuite();
@@ -524,5 +525,35 @@ describe('line events', () => {
       fullDocument: { _id: 'k', line: [entry], f: entry.f },
     } as unknown as LineChangeEvent;
     expect(lineEvents(waiter)).toEqual([]);
+  });
+});
+
+describeWithFailPoints('the events stream of a client that has seen the cluster', () => {
+  const { failPoint, appClient } = faultTools(kit);
+
+  it('reports a change made after it was opened, before its first command ran', async () => {
+    const watcher = await appClient('events-late-start');
+    const watched = watcher.db(kit.mongo.dbName).collection<LineDocument>(kit.collectionName);
+    await watched.findOne({});
+    // Its first aggregate runs 500 ms late (as when the driver cannot select the server yet).
+    await failPoint(
+      { times: 1 },
+      {
+        failCommands: ['aggregate'],
+        appName: 'events-late-start',
+        blockConnection: true,
+        blockTimeMS: 500,
+      },
+    );
+    const events: LockEvent[] = [];
+    const watch = watchLineEvents(watched, (event) => events.push(event));
+    watches.push(watch);
+    await pause(100);
+    const a = await join('late-start', 'svc-a');
+    await watch.opened;
+    await until(() => events.length > 0);
+    expect(events.map(({ type, key, fence }) => ({ type, key, fence }))).toEqual([
+      { type: 'acquired', key: 'late-start', fence: a.fence },
+    ]);
   });
 });

@@ -1,4 +1,10 @@
-import type { ChangeStream, ChangeStreamDocument, Document, ResumeToken } from 'mongodb';
+import {
+  type ChangeStream,
+  type ChangeStreamDocument,
+  type Document,
+  type ResumeToken,
+  Timestamp,
+} from 'mongodb';
 import { isResumePointLostError } from '../mongo-error-codes';
 import { sleep } from '../../util/timers';
 import type { HoldingEntry, LineDocument } from './line-document';
@@ -89,10 +95,16 @@ export function watchLines(
  * on a stream that cannot open.
  */
 export function reopeningStream<Change extends Document>(
-  open: (resumeAfter: ResumeToken) => ChangeStream<LineDocument, Change>,
+  open: (resumeAfter: ResumeToken, startAt?: Timestamp) => ChangeStream<LineDocument, Change>,
   onChange: (change: Change) => void,
   onFailure: (error: unknown) => void,
   onOpen: () => void = () => undefined,
+  /**
+   * Where a stream with no resume token yet starts: the caller's time of watching, so that a
+   * first `aggregate` held back (no server selectable, e.g. for up to 500 ms after a state
+   * change error) still reports every change written since. None: where the aggregate runs.
+   */
+  startAt?: Timestamp,
 ): LineWatch {
   let closing = false;
   let stream: ChangeStream<LineDocument, Change> | undefined;
@@ -111,7 +123,7 @@ export function reopeningStream<Change extends Document>(
   const readOnce = async () => {
     started = false;
     read = false;
-    stream = open(resumeAfter);
+    stream = open(resumeAfter, resumeAfter == null ? startAt : undefined);
     // Open once its first reply set where it starts (the driver's first resume token): the
     // first `tryNext` would wait for a change, or for the server's await time, to say so.
     stream.once('resumeTokenChanged', start);
@@ -131,7 +143,7 @@ export function reopeningStream<Change extends Document>(
         if (closing) return;
         // Where it stood: its last change, or where it started if it read none.
         resumeAfter = stream?.resumeToken ?? resumeAfter;
-        if (isResumePointLostError(error)) resumeAfter = undefined;
+        if (isResumePointLostError(error)) resumeAfter = startAt = undefined;
         markOpened();
         onFailure(error);
         await stream?.close().catch(() => undefined);
@@ -149,6 +161,25 @@ export function reopeningStream<Change extends Document>(
       await reading;
     },
   };
+}
+
+/**
+ * Just after the newest cluster time `collection`'s client has seen (the driver keeps it on its
+ * topology, outside its typings): no later than any write made after this call, and past the
+ * writes the client already heard of. None if the client has seen none (not connected yet).
+ */
+export function lastClusterTime(collection: object): Timestamp | undefined {
+  const { client } = collection as {
+    client?: { topology?: { clusterTime?: { clusterTime?: Timestamp } } };
+  };
+  const seen = client?.topology?.clusterTime?.clusterTime;
+  if (seen === undefined) return undefined;
+  return new Timestamp({ t: seen.high >>> 0, i: Math.min((seen.low >>> 0) + 1, 0xffffffff) });
+}
+
+/** The start of a fresh stream (no token) at `time`; none when there is a token or no time. */
+export function startingAt(time: Timestamp | undefined): { startAtOperationTime?: Timestamp } {
+  return time === undefined ? {} : { startAtOperationTime: time };
 }
 
 /** The option that resumes a reopened stream after `token`; none for a fresh one (no token). */
