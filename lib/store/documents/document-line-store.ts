@@ -96,7 +96,7 @@ export class DocumentLineStore implements LineStorage {
       if (!reply) return { left: false, holders: [] };
       const before = await this.decode(key, reply);
       // A retried write's reply has no time of its own: the change stream tells the holders.
-      return decodeLeave(asLine(key, before), token, before.now, reply.now instanceof Date);
+      return decodeLeave(asLine(key, before), token, before.now, isProjected(reply));
     });
   }
 
@@ -253,9 +253,7 @@ export class DocumentLineStore implements LineStorage {
     reply: Document,
     ours?: { token: string; ttlMs: number },
   ): Promise<LineRead> {
-    // Every projection drops `_id`; a stored image (a retried write's reply) has the user's
-    // own fields, `_id` and maybe a field named `now` among them.
-    const projected = reply.now instanceof Date && !('_id' in reply);
+    const projected = isProjected(reply);
     const doc = (projected ? reply.doc : reply) as Document | undefined;
     const lock = (projected && !doc ? reply : doc?.[this.fields.field]) as Document | undefined;
     const line = (lock?.line ?? []) as LineEntry[];
@@ -297,4 +295,13 @@ function lockedInV1Form(key: string, lock: Document): LockNotAcquiredError {
       'once that lease has ended, without waiting for it: stop every 0.1 process (see docs/upgrading.md)',
     { keys: [key], holderId, retryAfterMs },
   );
+}
+
+/**
+ * Whether a reply is our projection (with the command's own `$$NOW`): every projection drops
+ * `_id`; a stored image (a retried write's reply) has the user's own fields, `_id` and maybe a
+ * field named `now` among them.
+ */
+function isProjected(reply: Document): boolean {
+  return reply.now instanceof Date && !('_id' in reply);
 }
