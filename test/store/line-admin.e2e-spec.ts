@@ -556,4 +556,84 @@ describeWithFailPoints('the events stream of a client that has seen the cluster'
       { type: 'acquired', key: 'late-start', fence: a.fence },
     ]);
   });
+
+  /** A stream on a client of its own that has seen the cluster, and what it reports. */
+  async function watchedBy(appName: string) {
+    const watcher = await appClient(appName);
+    const watched = watcher.db(kit.mongo.dbName).collection<LineDocument>(kit.collectionName);
+    await watched.findOne({});
+    const events: LockEvent[] = [];
+    let failures = 0;
+    let opens = 0;
+    const watch = watchLineEvents(
+      watched,
+      (event) => events.push(event),
+      () => (failures += 1),
+      () => (opens += 1),
+    );
+    watches.push(watch);
+    await watch.opened;
+    return { events, failures: () => failures, opens: () => opens };
+  }
+  const keysOf = (events: LockEvent[]) => events.map(({ type, key }) => `${type} ${key}`);
+
+  it('starts just after the cluster time its client had seen: not at its own last write', async () => {
+    const watcher = await appClient('events-own-write');
+    const watched = watcher.db(kit.mongo.dbName).collection<LineDocument>(kit.collectionName);
+    // The client's newest cluster time is that of its own write.
+    await joinLine(watched, {
+      key: 'own-before',
+      token: token(),
+      holderId: 'svc-a',
+      ttlMs: 30_000,
+      kind: EXCLUSIVE,
+      onlyIfHolds: false,
+      idleRetentionMs: RETENTION,
+    });
+    const events: LockEvent[] = [];
+    const watch = watchLineEvents(watched, (event) => events.push(event));
+    watches.push(watch);
+    await watch.opened;
+    await join('own-after', 'svc-a');
+    await until(() => events.length > 0);
+    await pause(300);
+    expect(keysOf(events)).toEqual(['acquired own-after']);
+  });
+
+  it('reopened after a failed read, resumes after its last change: none missed, none twice', async () => {
+    const watched = await watchedBy('events-reopen');
+    await join('reopen-a', 'svc-a');
+    await until(() => watched.events.length > 0);
+    // Its next read fails for good (not resumable): it is reopened after a pause, resuming
+    // after the change it reported (never also from its first start point, which MongoDB
+    // refuses, nor from that point alone, which would report that change again).
+    await failPoint(
+      { times: 1 },
+      { failCommands: ['getMore'], appName: 'events-reopen', errorCode: 2, errorLabels: [] },
+    );
+    await until(() => watched.failures() > 0);
+    await join('reopen-b', 'svc-a');
+    await until(() => watched.events.length > 1);
+    await pause(300);
+    expect(watched.failures()).toBe(1);
+    expect(keysOf(watched.events)).toEqual(['acquired reopen-a', 'acquired reopen-b']);
+  });
+
+  it('whose resume point is lost, starts afresh: not at its first start point again', async () => {
+    const watched = await watchedBy('events-lost');
+    await join('lost-a', 'svc-a');
+    await until(() => watched.events.length > 0);
+    // ChangeStreamHistoryLost: neither its last change nor its first start point can be
+    // resumed from any more, so it starts where its new command runs.
+    await failPoint(
+      { times: 1 },
+      { failCommands: ['getMore'], appName: 'events-lost', errorCode: 286, errorLabels: [] },
+    );
+    await until(() => watched.opens() > 1);
+    await join('lost-b', 'svc-a');
+    await until(() => watched.events.length > 1);
+    await pause(300);
+    expect(watched.failures()).toBe(1);
+    expect(keysOf(watched.events)).toEqual(['acquired lost-a', 'acquired lost-b']);
+  });
 });
