@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { firstValueFrom, toArray } from 'rxjs';
 import type { LockEvent } from '../../lib/interfaces';
 import { RUN_MS } from '../../lib/line-handover';
@@ -71,6 +72,33 @@ describe('LockService waiting', () => {
     await expect(locks.acquire('other', { signal: controller.signal })).rejects.toBe(reason);
     expect(await locks.inspect('other')).toBeNull();
     await held.release();
+  });
+
+  it("leaves no listener on a caller's signal once its calls are over, however they ended", async () => {
+    const holder = await kit.service();
+    const locks = await kit.service();
+    const controller = new AbortController();
+    const { signal } = controller;
+    const held = await holder.acquire('shared-signal');
+    // Several waits on one request's signal, key locks and a document lock: they share a link.
+    const waits = [1, 2, 3].map(() =>
+      locks.acquire('shared-signal', { timeoutMs: 30_000, signal }).then((h) => h.release()),
+    );
+    const timedOut = locks.acquire('shared-signal', { timeoutMs: 200, signal });
+    const client = await kit.client();
+    await client.db(kit.mongo.dbName).collection('signal_docs').insertOne({ _id: 'd' } as never);
+    const documents = locks.documents('signal_docs');
+    const docHeld = await documents.acquire('d');
+    const docWait = documents.acquire('d', { timeoutMs: 30_000, signal });
+    await expect(timedOut).rejects.toThrow();
+    expect(getEventListeners(signal, 'abort').length).toBeGreaterThan(0);
+    await held.release();
+    await Promise.all(waits);
+    await docHeld.release();
+    await (await docWait).release();
+    const free = await locks.tryAcquire('free', { signal });
+    await free?.release();
+    expect(getEventListeners(signal, 'abort')).toHaveLength(0);
   });
 
   it('waitForRelease emits when the holder releases', async () => {
