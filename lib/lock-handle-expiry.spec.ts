@@ -147,11 +147,22 @@ describe('MongoLockHandle after a pause', () => {
     expect(leases.log).toEqual(['abort']);
   });
 
+  it('a signal kept by the work is aborted at its first look after the pause', () => {
+    const { handle, leases } = setUp(['a']);
+    const kept = handle.signal;
+    jest.spyOn(performance, 'now').mockReturnValue(performance.now() + TTL_MS + 1);
+    expect(() => kept.throwIfAborted()).toThrow(LockLostError);
+    expect(kept.aborted).toBe(true);
+    expect(kept.reason).toBeInstanceOf(LockLostError);
+    expect(leases.log).toEqual(['abort']);
+  });
+
   it('a released handle is not reported lost when read after its deadline', async () => {
     const { handle } = setUp(['a']);
     await handle.release();
     jest.spyOn(performance, 'now').mockReturnValue(performance.now() + TTL_MS + 1);
     expect(handle.lost).toBe(false);
     expect(handle.signal.aborted).toBe(false);
+    expect(handle.signal.reason).toBeUndefined();
   });
 });

@@ -8,6 +8,7 @@ import { lostMessage } from './lock.messages';
 import { validateTtlMs } from './options';
 import { EXCLUSIVE } from './store/lock-modes';
 import type { LockModeRequest } from './store/lock-modes';
+import { checkedAtEveryLook } from './util/checked-signal';
 
 /**
  * A held lock: one or several keys, acquired together, released together.
@@ -110,15 +111,15 @@ export class MongoLockHandle implements LockHandle {
       ...init,
       onLost: (key, reason, cause) => this.markLost(key, reason, cause),
     });
+    checkedAtEveryLook(this.abortController.signal, () => this.keeper.checkDeadline());
   }
 
   get expiresAt(): Date {
     return new Date(Date.now() + (this.keeper.leaseEnd - performance.now()));
   }
 
-  /** Read after a pause, it is already aborted if the local deadline passed meanwhile. */
+  /** Looked at after a pause, even when kept, it is aborted if the local deadline passed meanwhile. */
   get signal(): AbortSignal {
-    this.keeper.checkDeadline();
     return this.abortController.signal;
   }
 

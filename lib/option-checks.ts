@@ -20,6 +20,13 @@ function describe(value: unknown): string {
   return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
 }
 
+/** A call's options: none (undefined or null) is `{}`; anything but an object is refused. */
+export function optionsObject<T extends object>(value: T | null | undefined): T {
+  const given = value ?? ({} as T);
+  if (typeof given !== 'object' || Array.isArray(given)) fail('options', 'an object', given);
+  return given;
+}
+
 export function integer(
   option: string,
   value: unknown,

@@ -6,7 +6,15 @@ import type { LockModeRequest } from './store/lock-modes';
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
 import type { AcquireOptions } from './interfaces/lock-options.interface';
 import { DIRECT_LABEL } from './telemetry/lock-telemetry-attributes';
-import { boolean, fail, integer, name, ratio, refuseUnknownOptions } from './option-checks';
+import {
+  boolean,
+  fail,
+  integer,
+  name,
+  optionsObject,
+  ratio,
+  refuseUnknownOptions,
+} from './option-checks';
 import type {
   LockRenewalOptions,
   MongoLockModuleOptions,
@@ -272,8 +280,7 @@ export function resolveAcquireOptions(
   defaults: ResolvedLockModuleOptions,
   renewByDefault: boolean,
 ): ResolvedAcquireOptions {
-  const given: AcquireOptions = options ?? {};
-  if (typeof given !== 'object' || given === null) fail('options', 'an object', given);
+  const given = optionsObject(options);
   const signal = given.signal;
   if (signal !== undefined && !(signal instanceof AbortSignal))
     fail('signal', 'an AbortSignal', signal);

@@ -5,6 +5,7 @@ import { leaderKey } from '../leadership/leader-key';
 import type { LeaderTerm } from '../leadership/leader-term';
 import type { LeadershipOptions } from '../leadership/leadership';
 import { runInTerm } from '../leadership/term-context';
+import { optionsObject } from '../option-checks';
 import { validateTtlMs } from '../options';
 import { lockBindingOf } from './lock-bindings';
 import { keepMethodIdentity, methodReturn } from './locked.decorator';
@@ -61,9 +62,10 @@ type AnyMethod = (this: unknown, ...args: unknown[]) => unknown;
  *   }
  * }
  */
-export function OnlyLeader(name: string, options: LeadershipOptions = {}): MethodDecorator {
+export function OnlyLeader(name: string, options?: LeadershipOptions | null): MethodDecorator {
   leaderKey(name);
-  if (options.ttlMs !== undefined) validateTtlMs('ttlMs', options.ttlMs);
+  const given = optionsObject(options);
+  if (given.ttlMs !== undefined) validateTtlMs('ttlMs', given.ttlMs);
   return (target, propertyKey, descriptor) => {
     const where = `${(target as { constructor: { name: string } }).constructor.name}.${String(propertyKey)}`;
     const original = descriptor.value as unknown;
@@ -82,7 +84,7 @@ export function OnlyLeader(name: string, options: LeadershipOptions = {}): Metho
       if (!binding)
         return returns === 'observable' ? throwError(notBound) : Promise.reject(notBound());
       if (!binding.enabled) return (original as AnyMethod).apply(this, args);
-      const leadership = binding.service.leadership(name, options);
+      const leadership = binding.service.leadership(name, given);
       if (returns === 'observable') {
         // Decided at subscription, run under the term, and ended with it.
         return new Observable<unknown>((subscriber) => {
@@ -109,7 +111,7 @@ export function OnlyLeader(name: string, options: LeadershipOptions = {}): Metho
       return isObservable(result) ? underTerm(result, term) : result;
     };
     keepMethodIdentity(original, wrapper);
-    const metadata: OnlyLeaderMetadata = { name, options, where };
+    const metadata: OnlyLeaderMetadata = { name, options: given, where };
     Reflect.defineMetadata(ONLY_LEADER_METADATA, metadata, wrapper);
     (descriptor as PropertyDescriptor).value = wrapper;
   };

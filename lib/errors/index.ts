@@ -9,3 +9,4 @@ export * from './document-not-found.error';
 export * from './version-conflict.error';
 export * from './document-locked.error';
 export * from './transaction-outcome-unknown.error';
+export * from './leadership-resigned.error';

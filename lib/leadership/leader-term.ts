@@ -1,6 +1,7 @@
 import type { Observable } from 'rxjs';
 import type { LockLostError } from '../errors/lock-lost.error';
 import type { MongoLockHandle } from '../lock-handle';
+import { checkedAtEveryLook } from '../util/checked-signal';
 
 /** One term of leadership: from election to resignation or loss. */
 export interface LeaderTerm {
@@ -48,6 +49,9 @@ export class HeldLeaderTerm implements LeaderTerm {
     const onLost = () => this.ending.abort(handle.signal.reason);
     if (handle.signal.aborted) onLost();
     else handle.signal.addEventListener('abort', onLost, { once: true });
+    // A look at the term's signal looks at the handle's, which reports a deadline passed
+    // during a pause (and so ends the term).
+    checkedAtEveryLook(this.ending.signal, () => void handle.signal.aborted);
     this.ended = handle.done.then(() => {
       handle.signal.removeEventListener('abort', onLost);
       this.ending.abort(new Error(`Leadership ${JSON.stringify(name)}: the term ended`));
@@ -55,8 +59,6 @@ export class HeldLeaderTerm implements LeaderTerm {
   }
 
   get signal(): AbortSignal {
-    // Reading the handle's signal reports a deadline passed during a pause, which ends the term.
-    void this.handle.signal;
     return this.ending.signal;
   }
 

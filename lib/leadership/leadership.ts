@@ -1,12 +1,13 @@
 import { Logger } from '@nestjs/common';
 import { Observable, Subject } from 'rxjs';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
+import { LeadershipResignedError } from '../errors/leadership-resigned.error';
 import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
 import { LockServiceClosedError } from '../errors/lock-service-closed.error';
 import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
-import { MongoLockError } from '../errors/mongo-lock.error';
 import type { AcquireOptions } from '../interfaces/lock-options.interface';
 import type { MongoLockHandle } from '../lock-handle';
+import { optionsObject } from '../option-checks';
 import { MAX_TIMER_MS, validateWaitMs } from '../options';
 import { HeldLeaderTerm, type LeaderTerm } from './leader-term';
 import { watchLeader, type LeaderInfo, type LeaderWatchSource } from './leader-watch';
@@ -35,7 +36,7 @@ export interface LeadershipHost extends LeaderWatchSource {
 /** One acquisition's wait (a timer's limit, less the acquisition's overrun); the next one follows. */
 const LONGEST_WAIT_MS = MAX_TIMER_MS - 60_000;
 
-/** After a failed election attempt (MongoDB unreachable), wait this long before the next. */
+/** After a failed election attempt (MongoDB unreachable, a full line), wait this long before the next. */
 const RETRY_DELAY_MS = 1_000;
 
 interface Election {
@@ -45,6 +46,8 @@ interface Election {
   readonly abort: AbortController;
   /** Campaign calls and `terms$` still waiting for this election. */
   interested: number;
+  /** Of them, `campaign()` calls (not the `terms$` standing loop). */
+  callers: number;
 }
 
 /**
@@ -65,9 +68,13 @@ export class Leadership {
   private readonly logger = new Logger('Leadership');
   private readonly termStarts = new Subject<LeaderTerm>();
   private live: HeldLeaderTerm | undefined;
+  /** The live term was given to a `campaign()` call: it lasts until `resign()`. */
+  private liveClaimed = false;
   private election: Election | undefined;
   private standers = 0;
   private standingLoop: Promise<void> | undefined;
+  /** Gives up the standing loop's own campaign (others of this instance's go on). */
+  private standingCampaign: AbortController | undefined;
   private readonly closing = new AbortController();
 
   constructor(
@@ -85,7 +92,7 @@ export class Leadership {
       return () => {
         subscription.unsubscribe();
         this.standers -= 1;
-        if (this.standers === 0) void this.resign();
+        if (this.standers === 0) void this.stepDown();
       };
     });
   }
@@ -114,20 +121,31 @@ export class Leadership {
    * Resolves with the term once this instance leads (at once if it does). Without `timeoutMs`
    * it waits until elected or aborted. Campaigns of one instance share one place in line.
    */
-  campaign(options: CampaignOptions = {}): Promise<LeaderTerm> {
-    const { signal } = options;
-    if (signal !== undefined && !(signal instanceof AbortSignal)) {
-      return Promise.reject(
-        new InvalidLockOptionsError('signal must be an AbortSignal', { option: 'signal' }),
-      );
-    }
+  campaign(options?: CampaignOptions | null): Promise<LeaderTerm> {
+    return this.enter(options, false);
+  }
+
+  /** A campaign call, or the standing loop's (`terms$`). */
+  private enter(
+    options: CampaignOptions | null | undefined,
+    standing: boolean,
+  ): Promise<LeaderTerm> {
+    let signal: AbortSignal | undefined;
     let timeoutMs: number | undefined;
     try {
-      timeoutMs = validateWaitMs('timeoutMs', options.timeoutMs);
+      const given = optionsObject(options);
+      signal = given.signal;
+      if (signal !== undefined && !(signal instanceof AbortSignal)) {
+        throw new InvalidLockOptionsError('signal must be an AbortSignal', { option: 'signal' });
+      }
+      timeoutMs = validateWaitMs('timeoutMs', given.timeoutMs);
     } catch (error) {
       return Promise.reject(error instanceof Error ? error : new Error(String(error)));
     }
-    if (this.live?.active) return Promise.resolve(this.live);
+    if (this.live?.active) {
+      if (!standing) this.liveClaimed = true;
+      return Promise.resolve(this.live);
+    }
     if (signal?.aborted) return Promise.reject(signal.reason as Error);
     const election = this.elect();
     const startedAt = performance.now();
@@ -143,12 +161,14 @@ export class Leadership {
         if (settled) return;
         done();
         election.interested -= 1;
+        if (!standing) election.callers -= 1;
         if (election.interested === 0) this.abandon(election, reason);
         reject(reason); // eslint-disable-line @typescript-eslint/prefer-promise-reject-errors -- the caller's own abort reason
       };
       const onAbort = () => giveUp(signal?.reason);
       signal?.addEventListener('abort', onAbort, { once: true });
       election.interested += 1;
+      if (!standing) election.callers += 1;
       if (timeoutMs !== undefined) {
         const waitMs = timeoutMs;
         // Counted from the call, but not before the first attempt is answered: a short wait (0:
@@ -166,9 +186,9 @@ export class Leadership {
         (term) => {
           if (settled) return;
           done();
-          // A terms$ subscriber that left at once resigned it: never hand out an ended term.
+          // Never hand out a term that ended meanwhile (resigned, lost).
           if (term.active) resolve(term);
-          else reject(new ResignedError(this.name));
+          else reject(new LeadershipResignedError(this.name));
         },
         (error: unknown) => {
           if (settled) return;
@@ -184,8 +204,18 @@ export class Leadership {
    * pending campaigns reject. `terms$` subscribers go back in line.
    */
   async resign(): Promise<void> {
-    if (this.election) this.abandon(this.election, new ResignedError(this.name));
+    if (this.election) this.abandon(this.election, new LeadershipResignedError(this.name));
     await this.live?.resign();
+  }
+
+  /**
+   * The last `terms$` subscriber left: the standing loop gives up its campaign (a `campaign()`
+   * call still waiting keeps the place in line) and the term ends, unless a `campaign()` call
+   * was given it.
+   */
+  private async stepDown(): Promise<void> {
+    this.standingCampaign?.abort(new LeadershipResignedError(this.name));
+    if (!this.liveClaimed) await this.live?.resign();
   }
 
   /** Resigns for good: at shutdown, before the service stops. @internal */
@@ -203,7 +233,7 @@ export class Leadership {
     let answered!: () => void;
     const firstAnswer = new Promise<void>((resolve) => (answered = resolve));
     const won = this.win(abort.signal, answered);
-    const election: Election = { abort, interested: 0, won, firstAnswer };
+    const election: Election = { abort, interested: 0, callers: 0, won, firstAnswer };
     void won.finally(answered).catch(() => undefined);
     this.election = election;
     const forget = () => {
@@ -236,7 +266,11 @@ export class Leadership {
         // Given up meanwhile: the reason is why, whatever the attempt answered.
         if (signal.aborted) throw signal.reason;
         if (!isWorthRetrying(error)) throw error;
-        if (error instanceof LockStoreUnavailableError) await delay(RETRY_DELAY_MS, signal);
+        // The first attempt only looks; a wait refused at once (MongoDB unreachable, the
+        // key's line full) is not asked again at once.
+        if (attempt > 0 || error instanceof LockStoreUnavailableError) {
+          await delay(RETRY_DELAY_MS, signal);
+        }
         continue;
       }
       if (signal.aborted) {
@@ -246,6 +280,9 @@ export class Leadership {
       }
       const term = new HeldLeaderTerm(this.name, handle);
       this.live = term;
+      // Read before terms$ hears of it: a subscriber that leaves at once must not end a term
+      // that a campaign() call waits for.
+      this.liveClaimed = (this.election?.callers ?? 0) > 0;
       void term.ended.then(() => {
         if (this.live === term) this.live = undefined;
       });
@@ -260,11 +297,17 @@ export class Leadership {
     try {
       while (this.standers > 0 && !this.closing.signal.aborted) {
         let term: LeaderTerm;
+        const campaign = new AbortController();
+        this.standingCampaign = campaign;
         try {
-          term = await this.campaign();
+          term = await this.enter({ signal: campaign.signal }, true);
         } catch (error) {
           if (error instanceof LockServiceClosedError) return;
-          if (this.standers > 0 && !this.closing.signal.aborted && !isResignation(error)) {
+          if (
+            this.standers > 0 &&
+            !this.closing.signal.aborted &&
+            !(error instanceof LeadershipResignedError)
+          ) {
             this.logger.warn(
               `Leadership ${JSON.stringify(this.name)}: campaign failed, retrying: ${String(error)}`,
             );
@@ -282,17 +325,6 @@ export class Leadership {
 
 function isWorthRetrying(error: unknown): boolean {
   return error instanceof LockNotAcquiredError || error instanceof LockStoreUnavailableError;
-}
-
-/** Why a campaign in progress ended when its instance resigned. */
-class ResignedError extends MongoLockError {
-  constructor(name: string) {
-    super(`Leadership ${JSON.stringify(name)}: resigned`);
-  }
-}
-
-function isResignation(error: unknown): boolean {
-  return error instanceof ResignedError;
 }
 
 function notElectedMessage(name: string, timeoutMs: number): string {

@@ -1,4 +1,5 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
+import { optionsObject } from '../option-checks';
 import { validateTtlMs } from '../options';
 import { leaderKey } from './leader-key';
 import { Leadership, type LeadershipHost, type LeadershipOptions } from './leadership';
@@ -13,9 +14,10 @@ export class Leaderships {
   constructor(private readonly host: LeadershipHost) {}
 
   /** The leadership of `name`, created on first use; later calls must not ask another `ttlMs`. */
-  get(name: string, options: LeadershipOptions = {}): Leadership {
+  get(name: string, options?: LeadershipOptions | null): Leadership {
     const key = leaderKey(name);
-    const ttlMs = options.ttlMs === undefined ? undefined : validateTtlMs('ttlMs', options.ttlMs);
+    const given = optionsObject(options);
+    const ttlMs = given.ttlMs === undefined ? undefined : validateTtlMs('ttlMs', given.ttlMs);
     const known = this.byName.get(name);
     if (known) {
       if (ttlMs !== undefined && known.ttlMs === undefined) {

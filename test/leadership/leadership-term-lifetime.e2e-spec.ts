@@ -1,8 +1,14 @@
+import { Long, type Document } from 'mongodb';
 import { firstValueFrom } from 'rxjs';
-import { InvalidLockOptionsError, LockNotAcquiredError } from '../../lib/errors';
+import { OnlyLeader } from '../../lib/decorators/only-leader.decorator';
+import {
+  InvalidLockOptionsError,
+  LeadershipResignedError,
+  LockNotAcquiredError,
+} from '../../lib/errors';
 import { LEADER_KEY_PREFIX } from '../../lib/leadership/leader-key';
 import type { LeaderTerm } from '../../lib/leadership/leader-term';
-import { eventually, LockTestKit, sleep } from '../lock-service/lock-test-kit';
+import { countCommands, eventually, LockTestKit, sleep } from '../lock-service/lock-test-kit';
 
 jest.setTimeout(30_000);
 
@@ -108,7 +114,7 @@ describe('leadership: a term lasts as long as it is renewed', () => {
     expect((await a.inspect(`${LEADER_KEY_PREFIX}zombie`))?.held ?? false).toBe(false);
   });
 
-  it('campaign() never resolves with a term that has already ended', async () => {
+  it('a terms$ subscriber that takes the term and leaves does not end the term a campaign() waits for', async () => {
     const a = await kit.service({ holderId: 'A' });
     const b = await kit.service({ holderId: 'B' });
     const held = await a.leadership('ended-term').campaign();
@@ -117,8 +123,107 @@ describe('leadership: a term lasts as long as it is renewed', () => {
     const fromTerms = firstValueFrom(b.leadership('ended-term').terms$);
     await sleep(100);
     await held.resign();
-    await fromTerms;
-    const outcome = await campaigning.catch((error: unknown) => error);
-    if (!(outcome instanceof Error)) expect((outcome as LeaderTerm).active).toBe(true);
+    const term = await campaigning;
+    expect(await fromTerms).toBe(term);
+    expect(term.active).toBe(true);
+    await term.resign();
+  });
+
+  it('a terms$ subscriber that leaves while a campaign() waits leaves it in line, not rejected', async () => {
+    const a = await kit.service({ holderId: 'A' });
+    const b = await kit.service({ holderId: 'B' });
+    const held = await a.leadership('two-users').campaign();
+    const campaigning = b.leadership('two-users').campaign();
+    b.leadership('two-users').terms$.subscribe().unsubscribe();
+    await sleep(100);
+    await held.resign();
+    const term = await campaigning;
+    expect(term.active).toBe(true);
+    expect(term.fence).toBeGreaterThan(held.fence);
+    await term.resign();
+  });
+
+  it('resign() rejects a campaign() still waiting with LeadershipResignedError', async () => {
+    const a = await kit.service({ holderId: 'A' });
+    const b = await kit.service({ holderId: 'B' });
+    const held = await a.leadership('resigned').campaign();
+    const campaigning = b.leadership('resigned').campaign();
+    await sleep(50);
+    await b.leadership('resigned').resign();
+    await expect(campaigning).rejects.toBeInstanceOf(LeadershipResignedError);
+    await held.resign();
+  });
+
+  it('no options is null or undefined; anything but an object is refused, never a TypeError', async () => {
+    const a = await kit.service({ holderId: 'A' });
+    const term = await a.leadership('nulls', null as never).campaign(null);
+    expect(term.active).toBe(true);
+    await term.resign();
+    let thrown: unknown;
+    const refused = (() => {
+      try {
+        return a.leadership('nulls').campaign('soon' as never);
+      } catch (error) {
+        thrown = error;
+        return undefined;
+      }
+    })();
+    expect(thrown).toBeUndefined();
+    await expect(refused).rejects.toBeInstanceOf(InvalidLockOptionsError);
+    expect(() => a.leadership('numbers', 5 as never)).toThrow(InvalidLockOptionsError);
+    expect(() => OnlyLeader('numbers', [] as never)).toThrow(InvalidLockOptionsError);
+  });
+
+  it("a signal kept by the leader's work is aborted at its first look after a pause past the lease", async () => {
+    const a = await kit.service({ holderId: 'A' });
+    const term = await a.leadership('paused', { ttlMs: 1_000 }).campaign();
+    const { signal } = term; // kept, as the work it is handed to keeps it
+    const deadline = term.expiresAt.getTime();
+    // The work's own timer, due before the keeper's deadline timer.
+    const seen = new Promise<{ aborted: boolean; pastDeadlineMs: number }>((resolve) => {
+      setTimeout(
+        () => resolve({ aborted: signal.aborted, pastDeadlineMs: Date.now() - deadline }),
+        200,
+      );
+    });
+    const resumeAt = performance.now() + 1_600;
+    while (performance.now() < resumeAt); // paused past the whole lease: no timer runs
+    const { aborted, pastDeadlineMs } = await seen;
+    expect(pastDeadlineMs).toBeGreaterThan(0);
+    expect(aborted).toBe(true);
+    expect(term.active).toBe(false);
+  });
+
+  it('a campaign on a leader key whose line is full asks again once a second, not at once', async () => {
+    const key = `${LEADER_KEY_PREFIX}crowded`;
+    const raw = await kit.client();
+    const now = Date.now();
+    // 1,000 live entries of another process: the most a line takes.
+    await raw
+      .db(kit.mongo.dbName)
+      .collection<Document>(`${kit.collectionName}_line`)
+      .insertOne({
+        _id: key as never,
+        f: Long.fromNumber(now + 1_000),
+        line: Array.from({ length: 1_000 }, (_, i) => ({
+          t: `ghost-${i}`,
+          f: Long.fromNumber(now + i),
+          e: new Date(now + 60_000),
+          h: 'ghost',
+        })),
+        lead: null,
+        gcAt: null,
+      });
+    const client = await kit.client({ monitorCommands: true });
+    const a = await kit.service({ holderId: 'A', client });
+    const writes = countCommands(client);
+    const outcome = await a
+      .leadership('crowded')
+      .campaign({ timeoutMs: 2_500 })
+      .catch((error: unknown) => error);
+    expect(outcome).toBeInstanceOf(LockNotAcquiredError);
+    // The look, the wait refused at once, then a wait a second (each up to two writes): about
+    // seven, not one per round trip.
+    expect(writes.names.filter((name) => name === 'findAndModify').length).toBeLessThanOrEqual(10);
   });
 });

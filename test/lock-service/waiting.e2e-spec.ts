@@ -86,7 +86,10 @@ describe('LockService waiting', () => {
     );
     const timedOut = locks.acquire('shared-signal', { timeoutMs: 200, signal });
     const client = await kit.client();
-    await client.db(kit.mongo.dbName).collection('signal_docs').insertOne({ _id: 'd' } as never);
+    await client
+      .db(kit.mongo.dbName)
+      .collection('signal_docs')
+      .insertOne({ _id: 'd' } as never);
     const documents = locks.documents('signal_docs');
     const docHeld = await documents.acquire('d');
     const docWait = documents.acquire('d', { timeoutMs: 30_000, signal });
