@@ -19,7 +19,7 @@ export interface MongoLockBoardOptions {
    */
   guard?: Type<CanActivate> | CanActivate;
   /**
-   * Serve `POST /{path}/api/locks/:key/release`, which frees a key whoever holds it. Needs a
+   * Serve `POST /{path}/api/lock/release?key=…`, which frees a key whoever holds it. Needs a
    * `guard`: `forRoot` throws without one. When `false` (the default) the route does not exist
    * (404).
    */

@@ -112,10 +112,17 @@ export const BOARD_SCRIPT = `
     clearTimeout(armedTimer);
     armedKey = null;
   }
+  // Keys whose release is on its way: a render meanwhile must not offer the button again.
+  var releasing = {};
   function releaseButton(key) {
     var armed = key === armedKey;
     var button = el('button', armed ? 'release armed' : 'release', armed ? 'Confirm release' : 'Release');
     button.type = 'button';
+    if (releasing[key]) {
+      button.disabled = true;
+      button.textContent = 'Releasing';
+      return button;
+    }
     button.addEventListener('click', function () {
       if (armedKey !== key) {
         disarm();
@@ -126,18 +133,21 @@ export const BOARD_SCRIPT = `
       }
       disarm();
       button.disabled = true;
-      fetch(api + '/locks/' + encodeURIComponent(key) + '/release', {
+      releasing[key] = true;
+      fetch(api + '/lock/release?key=' + encodeURIComponent(key), {
         method: 'POST',
         credentials: 'same-origin',
         headers: { 'x-lock-board': 'release' },
       })
         .then(function (response) { return response.ok ? response.json() : failure(response); })
         .then(function (body) {
+          delete releasing[key];
           var who = body.released.map(function (h) { return h.holderId + ' (fence ' + h.fence + ')'; });
           say('Released ' + key + (who.length ? ' from ' + who.join(', ') : ': nobody held it'), false);
           load();
         })
         .catch(function (error) {
+          delete releasing[key];
           render();
           say('Release of ' + key + ' failed: ' + error.message, true);
         });

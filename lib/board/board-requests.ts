@@ -17,6 +17,13 @@ export function queryText(value: unknown, name: string): string | undefined {
   return value;
 }
 
+/** `key`: given once, not empty (the service refuses a key that is not valid). */
+export function requiredKey(value: unknown): string {
+  const key = queryText(value, 'key');
+  if (!key) throw new BadRequestException(BOARD_MESSAGES.noKey());
+  return key;
+}
+
 /** `limit`: digits only, 1 to {@link BOARD_PAGE_SIZE}; absent or empty means a full page. */
 export function pageLimit(value: unknown): number {
   const text = queryText(value, 'limit');

@@ -17,6 +17,7 @@ export const BOARD_MESSAGES = {
   badLimit: (limit: string) =>
     `limit must be an integer from 1 to 100, got ${quote(limit.slice(0, 32))}`,
   notAString: (name: string) => `${name} must be given once, as a string`,
+  noKey: () => 'key must be given: ?key=<the lock key>',
   noSuchKey: (key: string) => `No lock document for key ${quote(key.slice(0, 64))}`,
   releaseHeaderMissing: () =>
     'A release must carry the header X-Lock-Board: release (a plain form on another site cannot send it)',

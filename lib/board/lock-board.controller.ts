@@ -8,7 +8,6 @@ import {
   Inject,
   Logger,
   NotFoundException,
-  Param,
   Post,
   Query,
   Req,
@@ -24,7 +23,7 @@ import { eventJson, holderJson, lockJson } from './board-json';
 import type { BoardLockJson, BoardLockPageJson, BoardReleaseJson } from './board-json';
 import type { ResolvedBoardOptions } from './board-options';
 import { BOARD_PAGE_HEADERS, boardPage } from './board-page';
-import { answer, pageLimit, queryText, requesterOf } from './board-requests';
+import { answer, pageLimit, queryText, requesterOf, requiredKey } from './board-requests';
 import type { BoardRequest } from './board-requests';
 import { BOARD_MESSAGES } from './board.messages';
 
@@ -77,30 +76,37 @@ export class LockBoardController {
       after: optionalText(after, 'after'),
       limit: pageLimit(limit),
     };
-    const locks = await answer(() => this.locks.list(query));
-    const next = locks.length === query.limit ? locks[locks.length - 1].key : null;
+    // One key more than the page: a next page only if there is one.
+    const found = await answer(() => this.locks.list({ ...query, limit: query.limit + 1 }));
+    const locks = found.slice(0, query.limit);
+    const next = found.length > query.limit ? locks[locks.length - 1].key : null;
     return { locks: locks.map(lockJson), next };
   }
 
-  @Get('api/locks/:key')
-  async one(@Param('key') key: string): Promise<BoardLockJson> {
-    const state = await answer(() => this.locks.inspect(key));
-    if (state === null) throw new NotFoundException(BOARD_MESSAGES.noSuchKey(key));
+  // The key goes in the query, not the path: fetch and browsers drop a path segment `.` or
+  // `..` (encoded or not), and those are valid keys.
+  @Get('api/lock')
+  async one(@Query('key') key: unknown): Promise<BoardLockJson> {
+    const valid = requiredKey(key);
+    const state = await answer(() => this.locks.inspect(valid));
+    if (state === null) throw new NotFoundException(BOARD_MESSAGES.noSuchKey(valid));
     return lockJson(state);
   }
 
   @Sse('api/events')
-  events(): Observable<MessageEvent> {
+  async events(): Promise<Observable<MessageEvent>> {
+    // Connected first, so that MongoDB unreachable is a 503 before the stream's headers go out.
+    await answer(() => this.locks.start());
     return this.locks.events$.pipe(map((event) => ({ data: eventJson(event) })));
   }
 }
 
 /** The board with the forced release (`allowRelease`), which only a guard may let through. */
 export class LockBoardReleaseController extends LockBoardController {
-  @Post('api/locks/:key/release')
+  @Post('api/lock/release')
   @HttpCode(200)
   async release(
-    @Param('key') key: string,
+    @Query('key') given: unknown,
     @Req() request: BoardRequest,
     @Headers('x-lock-board') marker: unknown,
     @Headers('sec-fetch-site') site: unknown,
@@ -111,6 +117,7 @@ export class LockBoardReleaseController extends LockBoardController {
     if (site !== undefined && site !== 'same-origin') {
       throw new ForbiddenException(BOARD_MESSAGES.releaseFromOtherSite());
     }
+    const key = requiredKey(given);
     const released = await answer(() => this.locks.forceRelease(key));
     const holders = released.map((holder) => `${holder.holderId} (fence ${holder.fence})`);
     this.logger.warn(BOARD_MESSAGES.forcedRelease(key, requesterOf(request), holders.join(', ')));

@@ -215,6 +215,39 @@ describeInBrowser.each(HTTP_ADAPTERS)('the lock board in a real browser (%s)', (
     }
   });
 
+  it('does not offer a release on its way again when the page renders meanwhile', async () => {
+    const handle = await locks.acquire('stuck:slow', { ttlMs: 60_000 });
+    await untilShown('stuck:slow', true, 2_000);
+    let letThrough!: () => void;
+    const held = new Promise<void>((resolve) => (letThrough = resolve));
+    let sent = 0;
+    await page.route('**/api/lock/release?*', async (route) => {
+      sent += 1;
+      await held;
+      await route.continue();
+    });
+    await context.setExtraHTTPHeaders({ 'x-operator': 'browser-admin' });
+    try {
+      const button = () => page.locator('#rows tr[data-key="stuck:slow"] button.release');
+      await button().click();
+      await button().click(); // confirm: the release is on its way, held back
+      // Another key's event renders the rows again while the release is held back.
+      const other = await locks.acquire('stuck:other');
+      await untilShown('stuck:other', true, 2_000);
+      expect(await button().isDisabled()).toBe(true);
+      expect(await button().textContent()).toBe('Releasing');
+      letThrough();
+      await untilShown('stuck:slow', false, 2_000);
+      expect(sent).toBe(1);
+      expect(handle.signal.aborted).toBe(true);
+      await other.release();
+    } finally {
+      letThrough();
+      await page.unroute('**/api/lock/release?*');
+      await context.setExtraHTTPHeaders({});
+    }
+  });
+
   it('filters by prefix, shows leaders, and is screenshotted for the docs', async () => {
     const held = await Promise.all([
       locks.acquire('orders:1042', { ttlMs: 30_000 }),

@@ -1,7 +1,8 @@
 import type { LineDocument } from '../../lib/store/line/line-document';
 import type { CanActivate, INestApplication } from '@nestjs/common';
+import { createServer, type AddressInfo } from 'node:net';
 import { MongoClient } from 'mongodb';
-import { LockLostError, LockService } from '../../lib';
+import { LockLostError, LockService, MongoLockModule } from '../../lib';
 import { MongoLockBoardModule } from '../../lib/board';
 import { InvalidLockOptionsError } from '../../lib/errors/invalid-lock-options.error';
 import { LEADER_KEY_PREFIX } from '../../lib/leadership/leader-key';
@@ -43,7 +44,7 @@ describe.each(HTTP_ADAPTERS)('the lock board over HTTP (%s)', (adapter) => {
   let raw: MongoClient;
   const get = (path: string, init?: RequestInit) => fetch(`${url}${path}`, init);
   const release = (key: string, headers: Record<string, string> = {}) =>
-    get(`/locks/api/locks/${encodeURIComponent(key)}/release`, {
+    get(`/locks/api/lock/release?key=${encodeURIComponent(key)}`, {
       method: 'POST',
       headers: { 'x-lock-board': 'release', ...headers },
     });
@@ -110,9 +111,42 @@ describe.each(HTTP_ADAPTERS)('the lock board over HTTP (%s)', (adapter) => {
     await Promise.all(held.map((handle) => handle.release()));
   });
 
+  it('answers next: null on a last page that is full', async () => {
+    const held = await Promise.all(['full:a', 'full:b'].map((key) => locks.acquire(key)));
+    const page = await readJson(await get('/locks/api/locks?prefix=full:&limit=2'));
+    expect(page.locks.map((lock: { key: string }) => lock.key)).toEqual(['full:a', 'full:b']);
+    expect(page.next).toBeNull();
+    await Promise.all(held.map((handle) => handle.release()));
+  });
+
+  it.each(['.', '..'])('shows and frees the key %j (a path would lose it)', async (key) => {
+    const handle = await locks.acquire(key);
+    const one = await get(`/locks/api/lock?key=${encodeURIComponent(key)}`);
+    expect(one.status).toBe(200);
+    expect(await readJson(one)).toMatchObject({ key, held: true });
+    const released = await release(key, { 'x-operator': 'ops' });
+    expect(released.status).toBe(200);
+    expect(await readJson(released)).toMatchObject({
+      key,
+      released: [{ fence: `${handle.fence}` }],
+    });
+    expect(handle.signal.aborted).toBe(true);
+  });
+
+  it('answers 400 to a key route without a key, or with it twice', async () => {
+    for (const query of ['', '?key=', '?key=a&key=b']) {
+      expect((await get(`/locks/api/lock${query}`)).status).toBe(400);
+      const released = await get(`/locks/api/lock/release${query}`, {
+        method: 'POST',
+        headers: { 'x-lock-board': 'release', 'x-operator': 'ops' },
+      });
+      expect(released.status).toBe(400);
+    }
+  });
+
   it('shows one key with mode, holder, fence, lease, scope and leaders', async () => {
     const handle = await locks.acquire('orders:7', { scope: 'session:42', ttlMs: 30_000 });
-    const response = await get('/locks/api/locks/orders%3A7');
+    const response = await get('/locks/api/lock?key=orders%3A7');
     expect(response.status).toBe(200);
     const lock = await readJson(response);
     expect(lock).toMatchObject({ key: 'orders:7', held: true, mode: 'exclusive', waiting: 0 });
@@ -136,7 +170,7 @@ describe.each(HTTP_ADAPTERS)('the lock board over HTTP (%s)', (adapter) => {
   });
 
   it('answers 404 for a key without a document', async () => {
-    expect((await get('/locks/api/locks/never-seen')).status).toBe(404);
+    expect((await get('/locks/api/lock?key=never-seen')).status).toBe(404);
   });
 
   it.each([
@@ -173,20 +207,21 @@ describe.each(HTTP_ADAPTERS)('the lock board over HTTP (%s)', (adapter) => {
   });
 
   it.each([
-    ['a NUL', 'a%00b'],
-    ['over 512 bytes', 'k'.repeat(513)],
-    ['a lone surrogate', '%ED%A0%80'],
-    ['an encoded lone surrogate', '%F0%9F'],
-    ['a bad escape', '%E0%A4%A'],
-  ])('answers 4xx, never 5xx, to a key with %s', async (_, key) => {
-    for (const path of [`/locks/api/locks/${key}`, `/locks/api/locks/${key}/release`]) {
-      const response = await get(path, {
-        method: path.endsWith('/release') ? 'POST' : 'GET',
-        headers: { 'x-lock-board': 'release', 'x-operator': 'ops' },
-      });
-      expect(response.status).toBeGreaterThanOrEqual(400);
-      expect(response.status).toBeLessThan(500);
-    }
+    ['a NUL', 'a%00b', [400]],
+    ['over 512 bytes', 'k'.repeat(513), [400]],
+    // Bad UTF-8 in a query is read as U+FFFD (a key nobody holds) or refused.
+    ['a lone surrogate', '%ED%A0%80', [400, 404]],
+    ['an encoded lone surrogate', '%F0%9F', [400, 404]],
+    ['a bad escape', '%E0%A4%A', [400, 404]],
+  ])('answers 4xx, never 5xx, to a key with %s', async (_, key, statuses) => {
+    expect(statuses).toContain((await get(`/locks/api/lock?key=${key}`)).status);
+    const released = await get(`/locks/api/lock/release?key=${key}`, {
+      method: 'POST',
+      headers: { 'x-lock-board': 'release', 'x-operator': 'ops' },
+    });
+    // Nobody held it: released from nobody.
+    expect(statuses.map((status) => (status === 404 ? 200 : status))).toContain(released.status);
+    if (released.status === 200) expect((await readJson(released)).released).toEqual([]);
   });
 
   it('never shows an owner token, exclusive or shared', async () => {
@@ -198,8 +233,8 @@ describe.each(HTTP_ADAPTERS)('the lock board over HTTP (%s)', (adapter) => {
     const texts = await Promise.all(
       [
         '/locks/api/locks?prefix=secret:',
-        '/locks/api/locks/secret:x',
-        '/locks/api/locks/secret:s',
+        '/locks/api/lock?key=secret:x',
+        '/locks/api/lock?key=secret:s',
       ].map(async (path) => (await get(path)).text()),
     );
     for (const text of texts) for (const token of tokens) expect(text).not.toContain(token);
@@ -210,7 +245,7 @@ describe.each(HTTP_ADAPTERS)('the lock board over HTTP (%s)', (adapter) => {
   it('refuses a release without the guard (403) or its header (403)', async () => {
     const handle = await locks.acquire('guarded:1');
     expect((await release('guarded:1')).status).toBe(403);
-    const unmarked = await get('/locks/api/locks/guarded%3A1/release', {
+    const unmarked = await get('/locks/api/lock/release?key=guarded%3A1', {
       method: 'POST',
       headers: { 'x-operator': 'ops' },
     });
@@ -221,7 +256,7 @@ describe.each(HTTP_ADAPTERS)('the lock board over HTTP (%s)', (adapter) => {
   });
 
   it('guards every route, reads and the event stream included', async () => {
-    for (const path of ['', '/api/locks', '/api/locks/k', '/api/events']) {
+    for (const path of ['', '/api/locks', '/api/lock?key=k', '/api/events']) {
       expect((await get(`/ops/closed${path}`)).status).toBe(403);
     }
   });
@@ -239,12 +274,12 @@ describe.each(HTTP_ADAPTERS)('the lock board over HTTP (%s)', (adapter) => {
 
   it('has no release route on a read-only board (404)', async () => {
     const handle = await locks.acquire('readonly:1');
-    const response = await get('/ops/readonly-locks/api/locks/readonly%3A1/release', {
+    const response = await get('/ops/readonly-locks/api/lock/release?key=readonly%3A1', {
       method: 'POST',
       headers: { 'x-lock-board': 'release', 'x-operator': 'ops' },
     });
     expect(response.status).toBe(404);
-    expect((await get('/ops/readonly-locks/api/locks/readonly%3A1')).status).toBe(200);
+    expect((await get('/ops/readonly-locks/api/lock?key=readonly%3A1')).status).toBe(200);
     await handle.release();
   });
 
@@ -322,5 +357,49 @@ describe.each(HTTP_ADAPTERS)('the lock board over HTTP (%s)', (adapter) => {
     } finally {
       abort.abort();
     }
+  });
+});
+
+/** A port nothing listens on (taken, then closed). */
+async function deadPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+describe.each(HTTP_ADAPTERS)('the lock board with MongoDB unreachable (%s)', (adapter) => {
+  let app: INestApplication;
+  let url: string;
+
+  beforeAll(async () => {
+    const port = await deadPort();
+    ({ app, url } = await listeningApp(
+      {
+        imports: [
+          MongoLockModule.forRoot({
+            uri: `mongodb://127.0.0.1:${port}/?serverSelectionTimeoutMS=500&directConnection=true`,
+            dbName: 'board-unreachable',
+            enabled: false,
+            operationTimeoutMs: 1_000,
+          }),
+          MongoLockBoardModule.forRoot(),
+        ],
+      },
+      adapter,
+    ));
+  });
+
+  afterAll(async () => {
+    await app?.close();
+  });
+
+  it('answers 503 to the list and to the event stream, before any event', async () => {
+    expect((await fetch(`${url}/locks/api/locks`)).status).toBe(503);
+    const events = await fetch(`${url}/locks/api/events`, { signal: AbortSignal.timeout(15_000) });
+    expect(events.status).toBe(503);
+    expect(events.headers.get('content-type')).not.toMatch(/event-stream/);
+    await events.body?.cancel();
   });
 });
