@@ -22,10 +22,10 @@ export interface TransactionOptions {
 
 /** Fails before any work runs where a transaction cannot: never a silent run without one. */
 export async function requireTransactions(store: LockConnection): Promise<void> {
-  if (!(await store.supportsTransactions())) {
+  const refusal = await store.transactionsRefusal();
+  if (refusal !== undefined) {
     throw new MongoLockError(
-      'transaction: true needs MongoDB transactions (a replica set or a sharded cluster); ' +
-        'this deployment has none',
+      `transaction: true needs MongoDB transactions (a replica set or a sharded cluster); ${refusal}`,
     );
   }
 }

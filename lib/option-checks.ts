@@ -1,4 +1,5 @@
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
+import { LONE_SURROGATE } from './keys/lock-key';
 
 /**
  * Checks of option values: each returns the value (or the fallback when it is undefined), or
@@ -63,6 +64,7 @@ export function name(option: string, value: unknown, forbidden: RegExp, maxLengt
     fail(option, `a non-empty string of at most ${maxLength} characters`, value);
   }
   if (forbidden.test(value)) fail(option, `a name without ${String(forbidden)}`, value);
+  if (LONE_SURROGATE.test(value)) fail(option, 'well-formed Unicode (no lone surrogate)', value);
   return value;
 }
 

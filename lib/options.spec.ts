@@ -83,6 +83,8 @@ describe('resolveModuleOptions', () => {
     ['dbName', 'a.b', 'dbName must be a name without'],
     ['holderId', 42, 'holderId must be a non-empty string of at most 200 characters, got 42'],
     ['holderId', '$host', 'holderId must be an id that does not start with $, got "$host"'],
+    // Stored as UTF-8, a lone surrogate would come back as U+FFFD: another id.
+    ['holderId', 'web-\uD800', 'holderId must be well-formed Unicode (no lone surrogate)'],
   ])('rejects %s = %p, naming the option and its range', (option, value, message) => {
     const error = capture(() => resolveModuleOptions({ uri, [option]: value }));
     expect(error).toBeInstanceOf(InvalidLockOptionsError);
@@ -180,6 +182,8 @@ describe('resolveAcquireOptions', () => {
     [{ timeoutMs: NaN }, 'timeoutMs must be an integer from 0 to 2147483647, got NaN'],
     [{ renew: 'yes' }, 'renew must be true, false or renewal options, got "yes"'],
     [{ signal: {} }, 'signal must be an AbortSignal, got an object'],
+    [{ scope: 'session:\uDFFF' }, 'scope must be a string of 1 to 200 characters without NUL'],
+    [[], 'options must be an object, got an array'],
   ])('rejects %p', (options, message) => {
     expect(() => resolveAcquireOptions(options as never, defaults, false)).toThrow(message);
   });

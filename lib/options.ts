@@ -6,6 +6,7 @@ import type { LockModeRequest } from './store/lock-modes';
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
 import type { AcquireOptions } from './interfaces/lock-options.interface';
 import { DIRECT_LABEL } from './telemetry/lock-telemetry-attributes';
+import { LONE_SURROGATE } from './keys/lock-key';
 import {
   boolean,
   fail,
@@ -97,7 +98,7 @@ export interface ResolvedAcquireOptions {
 }
 
 /** A holder id goes into the lock's update pipelines as a value: `$` would make it a path. */
-function holderIdOption(value: unknown): string | undefined {
+export function holderIdOption(value: unknown): string | undefined {
   const id = name('holderId', value, /\0/, 200);
   if (id?.startsWith('$')) fail('holderId', 'an id that does not start with $', id);
   return id;
@@ -358,9 +359,10 @@ export function scopeName(value: unknown): string | undefined {
     typeof value !== 'string' ||
     value.length === 0 ||
     value.length > 200 ||
-    value.includes('\0')
+    value.includes('\0') ||
+    LONE_SURROGATE.test(value)
   ) {
-    fail('scope', 'a string of 1 to 200 characters without NUL', value);
+    fail('scope', 'a string of 1 to 200 characters without NUL or a lone surrogate', value);
   }
   return value;
 }

@@ -15,8 +15,12 @@ export function quoteLockKey(key: string): string {
   return JSON.stringify(shown);
 }
 
-/** A high surrogate not followed by a low one, or a low surrogate not preceded by a high one. */
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+/**
+ * A high surrogate not followed by a low one, or a low surrogate not preceded by a high one:
+ * BSON stores UTF-8, where it becomes U+FFFD, so the stored text would not be the one given.
+ */
+export const LONE_SURROGATE =
+  /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 function describeNonString(value: unknown): string {
   if (value === null) return 'null';

@@ -35,8 +35,8 @@ const retryDelayMs = (tries: number) =>
 export interface LockConnection {
   /** The lock collection's lines, `<collectionName>_line`. */
   lines(): KeyLineStorage;
-  /** Whether the deployment runs transactions, asked once. */
-  supportsTransactions(): Promise<boolean>;
+  /** Why locked transactions cannot run here (none: they can); the deployment asked once. */
+  transactionsRefusal(): Promise<string | undefined>;
   /** Closes the client if the connection created it; a client the user gave stays open. */
   close(): Promise<void>;
 }
@@ -115,7 +115,11 @@ export class LockStore implements LockConnection {
   }
 
   /** Whether the deployment runs transactions (a replica set or a sharded cluster), asked once. */
-  supportsTransactions(): Promise<boolean> {
+  async transactionsRefusal(): Promise<string | undefined> {
+    return (await this.supportsTransactions()) ? undefined : 'this deployment has none';
+  }
+
+  private supportsTransactions(): Promise<boolean> {
     this.transactional ??= boundedCommand('hello', this.options.operationTimeoutMs, async () => {
       const hello = await this.client.db('admin').command({ hello: 1 });
       return typeof hello.setName === 'string' || hello.msg === 'isdbgrid';

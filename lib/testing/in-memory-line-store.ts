@@ -71,8 +71,8 @@ export class InMemoryLineStore implements KeyLineStorage, LockConnection {
   }
 
   /** No MongoDB, so no transactions: `transaction: true` fails with a clear error. */
-  supportsTransactions(): Promise<boolean> {
-    return Promise.resolve(false);
+  transactionsRefusal(): Promise<string | undefined> {
+    return Promise.resolve('the in-memory store of MongoLockTestingModule has none');
   }
 
   confirmHeldIn(): Promise<boolean> {

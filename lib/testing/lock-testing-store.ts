@@ -4,7 +4,8 @@ import { validateLockKey } from '../keys/lock-key';
 import { newToken } from '../line-entry';
 import { joinRefused } from '../line-refusals';
 import { lineKind } from '../line-locks';
-import { resolveAcquireOptions, resolveModuleOptions } from '../options';
+import { fail } from '../option-checks';
+import { holderIdOption, resolveAcquireOptions, resolveModuleOptions } from '../options';
 import type { ResolvedLockModuleOptions } from '../options';
 import type { LineKind } from '../store/line/line-document';
 import type { LockConnection } from '../store/lock-store';
@@ -119,11 +120,8 @@ export class LockTestingStore {
     ttlOrOptions: number | ForeignHoldOptions = {},
   ): Promise<ForeignLock> {
     const validKey = validateLockKey(key);
-    if (typeof holderId !== 'string' || holderId.length === 0) {
-      throw new InvalidLockOptionsError('holderId must be a non-empty string', {
-        option: 'holderId',
-      });
-    }
+    // As the module option is checked: what a real instance could be called.
+    if (holderIdOption(holderId) === undefined) fail('holderId', 'a holder id', holderId);
     if (this.connected.has(holderId)) {
       throw new InvalidLockOptionsError(
         `holderId ${JSON.stringify(holderId)} is a LockService of this store; ` +

@@ -185,6 +185,19 @@ describe('MongoLockTestingModule', () => {
     await expect(store.holdAs('ledger:acc-2', 'app')).rejects.toBeInstanceOf(
       InvalidLockOptionsError,
     );
+    // What no instance could be called: the module options refuse it too.
+    for (const holderId of ['', '$worker', 'worker-\uD800', 'a\0b']) {
+      await expect(store.holdAs('ledger:acc-2', holderId)).rejects.toBeInstanceOf(
+        InvalidLockOptionsError,
+      );
+    }
+  });
+
+  it('refuses a locked transaction, naming the testing module', async () => {
+    let ran = false;
+    const run = locks.withLock('ledger:acc-1', () => void (ran = true), { transaction: true });
+    await expect(run).rejects.toThrow(/the in-memory store of MongoLockTestingModule has none/);
+    expect(ran).toBe(false);
   });
 
   it('expire ends a holder lease: its signal aborts at its next renewal and the call fails', async () => {
