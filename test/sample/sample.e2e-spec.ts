@@ -171,9 +171,9 @@ describe('the sample application on MONGODB_URI', () => {
     expect(page.status).toBe(200);
     expect(page.headers.get('content-security-policy')).toMatch(/default-src 'none'/);
     // The only instance stands for `digest` from bootstrap and leads it.
-    const leader = await fetch(url('/board/api/locks/nestjs-mongo-lock%3Aleader%3Adigest'));
+    const leader = await fetch(url('/board/api/lock?key=nestjs-mongo-lock%3Aleader%3Adigest'));
     expect(((await leader.json()) as { held: boolean }).held).toBe(true);
-    const release = await fetch(url('/board/api/locks/order%3A1/release'), { method: 'POST' });
+    const release = await fetch(url('/board/api/lock/release?key=order%3A1'), { method: 'POST' });
     expect(release.status).toBe(404);
   });
 
