@@ -110,7 +110,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
       inspect: (key) => this.inspect(key),
       events$: this.events$,
       // Until the stream is established a change may pass unseen: read on a timer till then.
-      eventsFlow: () => this.runtime.lines?.eventsFlowing ?? false,
+      eventsFlow: () => this.runtime.diagnostics().eventsFlowing,
       pollIntervalMs: this.options.maxPollIntervalMs,
       termBegan: (name) => this.telemetry.termBegan(name),
     });
@@ -386,8 +386,8 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   /**
    * A snapshot for health checks and tests: callers waiting in this process, whether the change
    * stream that wakes them is open (`streamEstablished` says the same, kept from 0.1), how many
-   * times it was opened (1, plus one per reopening after a failure) and how many locks this
-   * instance holds.
+   * times it was opened (1, plus one per reopening after a failure), whether `events$` receives
+   * change events now (`eventsFlowing`) and how many locks this instance holds.
    *
    * @example
    * const { streamEstablished, held } = locks.diagnostics;

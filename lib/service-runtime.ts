@@ -64,6 +64,8 @@ export interface LockDiagnostics {
   streamOpen: boolean;
   streamEstablished: boolean;
   streamsOpened: number;
+  /** `events$` receives change events now (see `docs/observability.md`). */
+  eventsFlowing: boolean;
   held: number;
 }
 
@@ -193,6 +195,7 @@ export class ServiceRuntime {
       streamOpen: open,
       streamEstablished: open,
       streamsOpened: lines?.streamsOpened ?? 0,
+      eventsFlowing: lines?.eventsFlowing ?? false,
       held: this.deps.held.size,
     };
   }

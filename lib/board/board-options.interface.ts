@@ -24,4 +24,10 @@ export interface MongoLockBoardOptions {
    * (404).
    */
   allowRelease?: boolean;
+  /**
+   * How long one connection of the event stream lasts, in ms. Then it ends and the page
+   * reconnects, through the guard again: an operator whose access ends stops receiving events
+   * within this time. From 1,000 to 3,600,000. Default 60,000.
+   */
+  eventStreamMaxMs?: number;
 }

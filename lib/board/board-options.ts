@@ -8,7 +8,10 @@ export interface ResolvedBoardOptions {
   path: string;
   guard: NonNullable<MongoLockBoardOptions['guard']> | undefined;
   allowRelease: boolean;
+  eventStreamMaxMs: number;
 }
+
+const EVENT_STREAM_MAX_MS = { min: 1_000, max: 3_600_000, default: 60_000 };
 
 /**
  * Only plain path segments: no route parameters (`:`), wildcards, encoded characters, or
@@ -36,5 +39,15 @@ export function resolveBoardOptions(options: MongoLockBoardOptions = {}): Resolv
       option: 'allowRelease',
     });
   }
-  return { path, guard, allowRelease };
+  const eventStreamMaxMs = options.eventStreamMaxMs ?? EVENT_STREAM_MAX_MS.default;
+  const inRange =
+    Number.isInteger(eventStreamMaxMs) &&
+    eventStreamMaxMs >= EVENT_STREAM_MAX_MS.min &&
+    eventStreamMaxMs <= EVENT_STREAM_MAX_MS.max;
+  if (!inRange) {
+    throw new InvalidLockOptionsError(BOARD_MESSAGES.badEventStreamMaxMs(eventStreamMaxMs), {
+      option: 'eventStreamMaxMs',
+    });
+  }
+  return { path, guard, allowRelease, eventStreamMaxMs };
 }

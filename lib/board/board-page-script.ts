@@ -155,10 +155,32 @@ export const BOARD_SCRIPT = `
     return button;
   }
 
+  function showLive(text, on) {
+    live.textContent = text;
+    live.className = on ? 'live on' : 'live off';
+  }
+  // "live" only while the server says changes reach the stream; else the 5 s refresh is all.
   function listen() {
     var source = new EventSource(api + '/events');
-    source.onopen = function () { live.textContent = 'live'; live.className = 'live on'; soon(); };
-    source.onerror = function () { live.textContent = 'reconnecting'; live.className = 'live off'; };
+    var ending = false;
+    source.onopen = function () { ending = false; soon(); };
+    source.addEventListener('flow', function (message) {
+      var flow;
+      try { flow = JSON.parse(message.data); } catch (error) { flow = {}; }
+      if (flow.live === true) showLive('live', true);
+      else showLive('refreshing every 5 s', false);
+    });
+    // The server ends each connection after a while (so that the guard runs again).
+    source.addEventListener('reconnect', function () { ending = true; });
+    source.onerror = function () {
+      if (source.readyState === EventSource.CLOSED) {
+        // Refused (a guard's 403, a 503 while MongoDB is unreachable): the browser gives up.
+        showLive('not live, refreshing every 5 s', false);
+        setTimeout(listen, 5000);
+      } else if (!ending) {
+        showLive('reconnecting', false);
+      }
+    };
     source.onmessage = function (message) {
       var event;
       try { event = JSON.parse(message.data); } catch (error) { return; }

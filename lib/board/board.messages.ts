@@ -12,6 +12,10 @@ export const BOARD_MESSAGES = {
     }`,
   badGuard: () =>
     'MongoLockBoardModule.forRoot: guard must be a guard class or an object with canActivate()',
+  badEventStreamMaxMs: (value: unknown) =>
+    `MongoLockBoardModule.forRoot: eventStreamMaxMs must be an integer from 1000 to 3600000 (ms), got ${
+      typeof value === 'number' ? value : typeof value
+    }`,
   noLockService: () =>
     'MongoLockBoardModule found no LockService: import MongoLockModule.forRoot() in the app too',
   badLimit: (limit: string) =>

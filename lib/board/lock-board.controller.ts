@@ -17,7 +17,7 @@ import {
 } from '@nestjs/common';
 import type { MessageEvent, Type } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
-import { map, type Observable } from 'rxjs';
+import { distinctUntilChanged, endWith, map, merge, takeUntil, timer, type Observable } from 'rxjs';
 import { LockService } from '../lock.service';
 import { eventJson, holderJson, lockJson } from './board-json';
 import type { BoardLockJson, BoardLockPageJson, BoardReleaseJson } from './board-json';
@@ -34,6 +34,11 @@ const PageHeaders = () =>
   applyDecorators(
     ...Object.entries(BOARD_PAGE_HEADERS).map(([name, value]) => Header(name, value)),
   );
+
+/** How often the event stream looks whether changes reach it. */
+const FLOW_CHECK_MS = 1_000;
+/** How soon the page reconnects after the stream ended on purpose. */
+const RECONNECT_AFTER_MS = 500;
 
 /** `''` for a parameter means "not given", as a cleared filter field sends it. */
 const optionalText = (value: unknown, name: string) => queryText(value, name) || undefined;
@@ -97,7 +102,19 @@ export class LockBoardController {
   async events(): Promise<Observable<MessageEvent>> {
     // Connected first, so that MongoDB unreachable is a 503 before the stream's headers go out.
     await answer(() => this.locks.start());
-    return this.locks.events$.pipe(map((event) => ({ data: eventJson(event) })));
+    const changes = this.locks.events$.pipe(map((event) => ({ data: eventJson(event) })));
+    // Whether changes reach this stream (not with changeStreams: 'off', on a standalone server
+    // or while it reopens): the page says "live" only while they do.
+    const flow = timer(0, FLOW_CHECK_MS).pipe(
+      map(() => this.locks.diagnostics.eventsFlowing),
+      distinctUntilChanged(),
+      map((live) => ({ type: 'flow', data: { live } })),
+    );
+    // A guard runs once per connection: ending each after a while asks it again.
+    return merge(changes, flow).pipe(
+      takeUntil(timer(this.options.eventStreamMaxMs)),
+      endWith({ type: 'reconnect', data: {}, retry: RECONNECT_AFTER_MS }),
+    );
   }
 }
 

@@ -27,6 +27,18 @@ export class OperatorHeaderGuard implements CanActivate {
   }
 }
 
+/**
+ * Lets every request through, except the event stream while `EventsGate.open` is false: an
+ * operator whose access ended.
+ */
+export class EventsGate implements CanActivate {
+  static open = true;
+  canActivate(context: ExecutionContext): boolean {
+    const request = context.switchToHttp().getRequest<{ url: string }>();
+    return EventsGate.open || !request.url.includes('/api/events');
+  }
+}
+
 /** An application listening on a local port (the browser and SSE need a real server). */
 export async function listeningApp(
   metadata: ModuleMetadata,
@@ -54,4 +66,47 @@ export function watchBoardLog(): { lines: string[]; restore(): void } {
     }
   });
   return { lines, restore: () => spy.mockRestore() };
+}
+
+/** One event of a `text/event-stream`, as an EventSource parses it. */
+export interface StreamEvent {
+  type: string;
+  data: string;
+  retry?: number;
+}
+
+/**
+ * Reads the events of an SSE response until `enough` says so or the server ends the stream
+ * (`ended`).
+ */
+export async function readEvents(
+  response: Response,
+  enough: (events: StreamEvent[]) => boolean,
+): Promise<{ events: StreamEvent[]; ended: boolean }> {
+  const reader = response.body!.getReader();
+  const decoder = new TextDecoder();
+  const events: StreamEvent[] = [];
+  let text = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return { events, ended: true };
+    text += decoder.decode(value, { stream: true });
+    const blocks = text.split('\n\n');
+    text = blocks.pop()!;
+    for (const block of blocks) {
+      const event: StreamEvent = { type: 'message', data: '' };
+      for (const line of block.split('\n')) {
+        const [field, ...rest] = line.split(':');
+        const value = rest.join(':').replace(/^ /, '');
+        if (field === 'event') event.type = value;
+        if (field === 'data') event.data = value;
+        if (field === 'retry') event.retry = Number(value);
+      }
+      if (block.split('\n').some((line) => /^(event|data|retry):/.test(line))) events.push(event);
+    }
+    if (enough(events)) {
+      await reader.cancel();
+      return { events, ended: false };
+    }
+  }
 }

@@ -13,7 +13,7 @@ import { LockWorker } from '../lock-service/lock-test-kit';
 import { startTestMongo, type TestMongo } from '../support/mongo';
 import { TS_CHILD_FLAGS } from '@nestjs-mongo-lock/process-harness';
 import { HTTP_ADAPTERS, lockModule } from '../nest/support/nest-apps';
-import { listeningApp, OperatorHeaderGuard } from './board-app';
+import { EventsGate, listeningApp, OperatorHeaderGuard } from './board-app';
 
 jest.setTimeout(90_000);
 
@@ -78,6 +78,11 @@ describeInBrowser.each(HTTP_ADAPTERS)('the lock board in a real browser (%s)', (
         imports: [
           lockModule(mongo, { holderId: `board-browser-${adapter}` }),
           MongoLockBoardModule.forRoot({ guard: OperatorHeaderGuard, allowRelease: true }),
+          MongoLockBoardModule.forRoot({
+            path: 'ops/gated',
+            guard: EventsGate,
+            eventStreamMaxMs: 1_000,
+          }),
         ],
       },
       adapter,
@@ -267,5 +272,50 @@ describeInBrowser.each(HTTP_ADAPTERS)('the lock board in a real browser (%s)', (
     expect(await rowText('orders:1043')).toContain('scope session:7f3a');
     await Promise.all(held.map((handle) => handle.release()));
     expect(cspViolations()).toEqual([]);
+  });
+
+  /** Waits until the live indicator of `on` reads `text`. */
+  const untilLive = (on: Page, text: string, timeout: number) =>
+    on.waitForFunction((wanted) => document.getElementById('live')?.textContent === wanted, text, {
+      timeout,
+    });
+
+  it('goes live again after its event stream was refused, and says so meanwhile', async () => {
+    const gated = await context.newPage();
+    try {
+      await gated.goto(`${url}/ops/gated`);
+      await untilLive(gated, 'live', 5_000);
+      // The stream ends each second; the next connection is refused, as when access ends.
+      EventsGate.open = false;
+      await untilLive(gated, 'not live, refreshing every 5 s', 5_000);
+      EventsGate.open = true;
+      await untilLive(gated, 'live', 10_000);
+    } finally {
+      EventsGate.open = true;
+      await gated.close();
+    }
+  });
+
+  it("never says live with changeStreams: 'off', where it only refreshes", async () => {
+    const polling = await listeningApp(
+      {
+        imports: [
+          lockModule(mongo, { holderId: `board-off-${adapter}`, changeStreams: 'off' }),
+          MongoLockBoardModule.forRoot(),
+        ],
+      },
+      adapter,
+    );
+    const offPage = await context.newPage();
+    try {
+      await offPage.goto(`${polling.url}/locks`);
+      await untilLive(offPage, 'refreshing every 5 s', 5_000);
+      // Past several of the stream's checks, it still does not claim changes reach it.
+      await new Promise((resolve) => setTimeout(resolve, 2_500));
+      expect(await offPage.$eval('#live', (node) => node.textContent)).toBe('refreshing every 5 s');
+    } finally {
+      await offPage.close();
+      await polling.app.close();
+    }
   });
 });

@@ -8,7 +8,8 @@ import { InvalidLockOptionsError } from '../../lib/errors/invalid-lock-options.e
 import { LEADER_KEY_PREFIX } from '../../lib/leadership/leader-key';
 import { startTestMongo, type TestMongo } from '../support/mongo';
 import { HTTP_ADAPTERS, lockModule } from '../nest/support/nest-apps';
-import { listeningApp, OperatorHeaderGuard, watchBoardLog } from './board-app';
+import { EventsGate, listeningApp, OperatorHeaderGuard, readEvents } from './board-app';
+import { watchBoardLog, type StreamEvent } from './board-app';
 
 jest.setTimeout(60_000);
 
@@ -26,7 +27,17 @@ describe('MongoLockBoardModule.forRoot', () => {
   it.each(['', 'locks/:key', 'a b', '../x', '*', 'ops//locks'])('refuses the path %j', (path) => {
     expect(() => MongoLockBoardModule.forRoot({ path })).toThrow(/path must be/);
   });
+
+  it.each([0, 999, 3_600_001, 1500.5, '60000'])('refuses eventStreamMaxMs %j', (value) => {
+    expect(() => MongoLockBoardModule.forRoot({ eventStreamMaxMs: value as number })).toThrow(
+      /eventStreamMaxMs must be an integer from 1000 to 3600000/,
+    );
+  });
 });
+
+/** Whether changes flow, as each `flow` event of the stream says. */
+const flowStates = (events: StreamEvent[]): boolean[] =>
+  events.filter((event) => event.type === 'flow').map((event) => JSON.parse(event.data).live);
 
 /** A guard that lets nothing through. */
 class DenyAllGuard implements CanActivate {
@@ -67,6 +78,11 @@ describe.each(HTTP_ADAPTERS)('the lock board over HTTP (%s)', (adapter) => {
           MongoLockBoardModule.forRoot({ guard: OperatorHeaderGuard, allowRelease: true }),
           MongoLockBoardModule.forRoot({ path: 'ops/readonly-locks' }),
           MongoLockBoardModule.forRoot({ path: 'ops/closed', guard: DenyAllGuard }),
+          MongoLockBoardModule.forRoot({
+            path: 'ops/short',
+            guard: EventsGate,
+            eventStreamMaxMs: 1_000,
+          }),
         ],
       },
       adapter,
@@ -356,6 +372,54 @@ describe.each(HTTP_ADAPTERS)('the lock board over HTTP (%s)', (adapter) => {
       await handle.release();
     } finally {
       abort.abort();
+    }
+  });
+
+  it('says when changes reach the stream (flow live: true once it is open)', async () => {
+    const response = await get('/locks/api/events', { signal: AbortSignal.timeout(10_000) });
+    const { events } = await readEvents(response, (all) => flowStates(all).includes(true));
+    expect(flowStates(events).at(-1)).toBe(true);
+    expect(locks.diagnostics.eventsFlowing).toBe(true);
+  });
+
+  it('ends a connection after eventStreamMaxMs, so that the guard is asked again', async () => {
+    const started = Date.now();
+    const response = await get('/ops/short/api/events', { signal: AbortSignal.timeout(10_000) });
+    expect(response.status).toBe(200);
+    const { events, ended } = await readEvents(response, () => false);
+    expect(ended).toBe(true);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+    expect(events.at(-1)).toEqual({ type: 'reconnect', data: '{}', retry: 500 });
+    EventsGate.open = false;
+    try {
+      const again = await get('/ops/short/api/events');
+      expect(again.status).toBe(403);
+      await again.body?.cancel();
+    } finally {
+      EventsGate.open = true;
+    }
+  });
+
+  it("says changes do not flow with changeStreams: 'off' (the page then only refreshes)", async () => {
+    const polling = await listeningApp(
+      {
+        imports: [
+          lockModule(mongo, { holderId: `board-off-${adapter}`, changeStreams: 'off' }),
+          MongoLockBoardModule.forRoot({ eventStreamMaxMs: 2_000 }),
+        ],
+      },
+      adapter,
+    );
+    try {
+      const response = await fetch(`${polling.url}/locks/api/events`, {
+        signal: AbortSignal.timeout(10_000),
+      });
+      const { events, ended } = await readEvents(response, () => false);
+      expect(ended).toBe(true);
+      expect(flowStates(events)).toEqual([false]);
+      expect(polling.app.get(LockService).diagnostics.eventsFlowing).toBe(false);
+    } finally {
+      await polling.app.close();
     }
   });
 });
