@@ -162,22 +162,22 @@ export const BOARD_SCRIPT = `
   // "live" only while the server says changes reach the stream; else the 5 s refresh is all.
   function listen() {
     var source = new EventSource(api + '/events');
-    var ending = false;
-    source.onopen = function () { ending = false; soon(); };
+    source.onopen = soon;
     source.addEventListener('flow', function (message) {
       var flow;
       try { flow = JSON.parse(message.data); } catch (error) { flow = {}; }
       if (flow.live === true) showLive('live', true);
       else showLive('refreshing every 5 s', false);
     });
-    // The server ends each connection after a while (so that the guard runs again).
-    source.addEventListener('reconnect', function () { ending = true; });
+    // The server ends each connection after a while (so that the guard runs again): at once
+    // through a new one.
+    source.addEventListener('reconnect', function () { source.close(); listen(); });
     source.onerror = function () {
       if (source.readyState === EventSource.CLOSED) {
         // Refused (a guard's 403, a 503 while MongoDB is unreachable): the browser gives up.
         showLive('not live, refreshing every 5 s', false);
         setTimeout(listen, 5000);
-      } else if (!ending) {
+      } else {
         showLive('reconnecting', false);
       }
     };

@@ -17,7 +17,8 @@ import {
 } from '@nestjs/common';
 import type { MessageEvent, Type } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
-import { distinctUntilChanged, endWith, map, merge, takeUntil, timer, type Observable } from 'rxjs';
+import { distinctUntilChanged, endWith, ignoreElements, map, merge, skipWhile } from 'rxjs';
+import { takeUntil, timer, type Observable } from 'rxjs';
 import { LockService } from '../lock.service';
 import { eventJson, holderJson, lockJson } from './board-json';
 import type { BoardLockJson, BoardLockPageJson, BoardReleaseJson } from './board-json';
@@ -36,9 +37,9 @@ const PageHeaders = () =>
   );
 
 /** How often the event stream looks whether changes reach it. */
-const FLOW_CHECK_MS = 1_000;
-/** How soon the page reconnects after the stream ended on purpose. */
-const RECONNECT_AFTER_MS = 500;
+const FLOW_CHECK_MS = 250;
+/** A new connection's change stream takes a moment to open: not live only if it has not by then. */
+const OPEN_GRACE_MS = 2_000;
 
 /** `''` for a parameter means "not given", as a cleared filter field sends it. */
 const optionalText = (value: unknown, name: string) => queryText(value, name) || undefined;
@@ -103,17 +104,21 @@ export class LockBoardController {
     // Connected first, so that MongoDB unreachable is a 503 before the stream's headers go out.
     await answer(() => this.locks.start());
     const changes = this.locks.events$.pipe(map((event) => ({ data: eventJson(event) })));
+    // Ends with events$, which completes when the service closes: shutdown never waits on it.
+    const changesEnd = this.locks.events$.pipe(ignoreElements(), endWith(null));
     // Whether changes reach this stream (not with changeStreams: 'off', on a standalone server
     // or while it reopens): the page says "live" only while they do.
     const flow = timer(0, FLOW_CHECK_MS).pipe(
+      takeUntil(changesEnd),
       map(() => this.locks.diagnostics.eventsFlowing),
+      skipWhile((live, index) => !live && index * FLOW_CHECK_MS < OPEN_GRACE_MS),
       distinctUntilChanged(),
       map((live) => ({ type: 'flow', data: { live } })),
     );
     // A guard runs once per connection: ending each after a while asks it again.
     return merge(changes, flow).pipe(
       takeUntil(timer(this.options.eventStreamMaxMs)),
-      endWith({ type: 'reconnect', data: {}, retry: RECONNECT_AFTER_MS }),
+      endWith({ type: 'reconnect', data: {} }),
     );
   }
 }

@@ -28,14 +28,23 @@ export class OperatorHeaderGuard implements CanActivate {
 }
 
 /**
- * Lets every request through, except the event stream while `EventsGate.open` is false: an
- * operator whose access ended.
+ * Lets every request through, except the event stream while `EventsGate.mode` says otherwise:
+ * `refuse` answers 403 (an operator whose access ended), `drop` cuts the connection (a network
+ * failure).
  */
 export class EventsGate implements CanActivate {
-  static open = true;
+  static mode: 'open' | 'refuse' | 'drop' = 'open';
   canActivate(context: ExecutionContext): boolean {
-    const request = context.switchToHttp().getRequest<{ url: string }>();
-    return EventsGate.open || !request.url.includes('/api/events');
+    const request = context
+      .switchToHttp()
+      .getRequest<{
+        url: string;
+        socket?: { destroy(): void };
+        raw?: { socket: { destroy(): void } };
+      }>();
+    if (EventsGate.mode === 'open' || !request.url.includes('/api/events')) return true;
+    if (EventsGate.mode === 'drop') (request.raw ?? request).socket?.destroy();
+    return false;
   }
 }
 
