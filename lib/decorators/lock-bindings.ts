@@ -29,19 +29,27 @@ export function lockBindingOf(instance: unknown): LockBinding | undefined {
     : undefined;
 }
 
+/** `LockedInterceptor`'s mark on a handler call it has locked. */
+export interface InterceptedCall {
+  readonly metadata: LockedMetadata;
+  /** Told of the handler's Promise, which no unsubscription can stop. */
+  readonly running: (work: PromiseLike<unknown>) => void;
+}
+
 /**
  * Set by `LockedInterceptor` around the handler call it has already locked, so that the
  * method's own wrapper runs it as is: a handler is locked exactly once.
  */
-const lockedByInterceptor = new AsyncLocalStorage<LockedMetadata>();
+const lockedByInterceptor = new AsyncLocalStorage<InterceptedCall>();
 
-export function runLockedByInterceptor<T>(metadata: LockedMetadata, run: () => T): T {
-  return lockedByInterceptor.run(metadata, run);
+export function runLockedByInterceptor<T>(call: InterceptedCall, run: () => T): T {
+  return lockedByInterceptor.run(call, run);
 }
 
-/** Whether the interceptor has locked this method's current call (and hands it over once). */
-export function isLockedByInterceptor(metadata: LockedMetadata): boolean {
-  return lockedByInterceptor.getStore() === metadata;
+/** The interceptor's mark if it has locked this method's current call (handed over once). */
+export function interceptedCall(metadata: LockedMetadata): InterceptedCall | undefined {
+  const call = lockedByInterceptor.getStore();
+  return call?.metadata === metadata ? call : undefined;
 }
 
 /** Runs the method body without the interceptor's mark, so nested calls lock normally. */

@@ -4,7 +4,7 @@ import { MongoLockError } from '../errors';
 import { NEST_CONTROLLER_WATERMARK } from '../mongo-lock.constants';
 import { MESSAGES } from '../mongo-lock.messages';
 import { currentDocumentLock } from './document-lock-context';
-import { isLockedByInterceptor, lockBindingOf, withoutInterceptorMark } from './lock-bindings';
+import { interceptedCall, lockBindingOf, withoutInterceptorMark } from './lock-bindings';
 import type { LockedMetadata } from './locked-metadata';
 import { lockedObservable } from './locked-observable';
 import { runLocked, SKIPPED } from './locked-run';
@@ -55,8 +55,11 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
   let warnedAboutValue = false;
 
   return function lockedMethod(this: unknown, ...args: unknown[]): unknown {
-    if (isLockedByInterceptor(metadata)) {
-      return withoutInterceptorMark(() => original.apply(this, args));
+    const intercepted = interceptedCall(metadata);
+    if (intercepted) {
+      const result = withoutInterceptorMark(() => original.apply(this, args));
+      if (isThenable(result)) intercepted.running(result as PromiseLike<unknown>);
+      return result;
     }
     const binding = lockBindingOf(this);
     if (!binding && isControllerInstance(this)) return original.apply(this, args);

@@ -29,6 +29,11 @@ export interface LockedObservableHooks<T> {
    * answered and the server can close. Off by default: a caller's own Observable runs to its end.
    */
   endOnLockLoss?: boolean;
+  /**
+   * Work that `source` started and no unsubscription can stop (a handler's Promise): on
+   * unsubscription, the lock is kept until it settles.
+   */
+  workInFlight?: () => PromiseLike<unknown> | undefined;
 }
 
 /**
@@ -125,7 +130,9 @@ export function lockedObservable<T>(
     return () => {
       if (!started) cancelWait.abort();
       inner?.unsubscribe();
-      stop?.();
+      const running = hooks.workInFlight?.();
+      if (running) void running.then(() => stop?.());
+      else stop?.();
     };
   });
 }

@@ -8,8 +8,8 @@ import {
   Optional,
 } from '@nestjs/common';
 import { HttpAdapterHost, ModuleRef, Reflector } from '@nestjs/core';
-import { type Observable, throwError } from 'rxjs';
-import { isLockedByInterceptor, runLockedByInterceptor } from '../decorators/lock-bindings';
+import { noop, type Observable, throwError } from 'rxjs';
+import { interceptedCall, runLockedByInterceptor } from '../decorators/lock-bindings';
 import type { LockedMetadata } from '../decorators/locked-metadata';
 import { lockedObservable } from '../decorators/locked-observable';
 import {
@@ -82,8 +82,17 @@ export class LockedInterceptor implements NestInterceptor {
       context.getHandler(),
     );
     // Also registered globally, or twice: the outer one holds the lock already.
-    if (!metadata || isLockedByInterceptor(metadata)) return next.handle();
-    const handle = () => runLockedByInterceptor(metadata, () => next.handle());
+    if (!metadata || interceptedCall(metadata)) return next.handle();
+    // The handler's Promise once it runs: an outer interceptor that stops listening (a
+    // timeout) cannot stop it, so the lock is kept until it settles.
+    let handlerRuns: Promise<unknown> | undefined;
+    const call = {
+      metadata,
+      running: (work: PromiseLike<unknown>) => {
+        handlerRuns = Promise.resolve(work).then(noop, noop);
+      },
+    };
+    const handle = () => runLockedByInterceptor(call, () => next.handle());
     if (!this.locksEnabled()) return handle();
     let keys: string[];
     let scope: string | undefined;
@@ -107,6 +116,7 @@ export class LockedInterceptor implements NestInterceptor {
         // A handler that outlives its lock (the shutdown grace period ended, say) is answered
         // at once: the HTTP server can close, the app can exit.
         endOnLockLoss: true,
+        workInFlight: () => handlerRuns,
       },
       scope,
     );

@@ -6,6 +6,7 @@ import {
   FakeAuthGuard,
   LockedHttpController,
   PaymentsService,
+  TimedLockedController,
 } from './fixtures/locked-http.fixture';
 import {
   eventually,
@@ -33,7 +34,7 @@ describe.each(HTTP_ADAPTERS)('@Locked handlers over HTTP (%s)', (adapter) => {
     app = await startHttpApp(
       {
         imports: [lockModule(mongo, { holderId: `app-${adapter}` })],
-        controllers: [LockedHttpController],
+        controllers: [LockedHttpController, TimedLockedController],
         providers: [PaymentsService, FakeAuthGuard],
       },
       adapter,
@@ -217,6 +218,24 @@ describe.each(HTTP_ADAPTERS)('@Locked handlers over HTTP (%s)', (adapter) => {
     const response = await request(server()).post('/t/reenter/6').expect(200);
     expect(response.body).toEqual({ key: 'order:6' });
     expect((await locks.inspect('order:6'))?.held).toBe(false);
+  });
+
+  it('keeps the lock until an async handler ends, when an outer interceptor stopped listening', async () => {
+    const hold = gate();
+    TimedLockedController.hold = hold.opened;
+    TimedLockedController.finished = 0;
+    try {
+      // The timeout answers at 200 ms; the handler cannot be stopped and still runs.
+      await request(server()).get('/timed/slow/1').expect(408);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(TimedLockedController.finished).toBe(0);
+      expect((await locks.inspect('slow:1'))?.held).toBe(true);
+      hold.open();
+      await eventually(async () => (await locks.inspect('slow:1'))?.held === false);
+      expect(TimedLockedController.finished).toBe(1);
+    } finally {
+      hold.open();
+    }
   });
 
   it('holds the lock of an Observable handler until the client goes away', async () => {
