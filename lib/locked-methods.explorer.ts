@@ -35,6 +35,30 @@ function isFrameworkHandler(method: unknown): boolean {
 }
 
 /**
+ * The `@Locked` methods named `name` on `prototype` and the classes it extends, nearest first:
+ * an override that calls `super` runs an ancestor's locked body.
+ */
+function lockedInChain(prototype: object, name: PropertyKey): unknown[] {
+  const found: unknown[] = [];
+  for (let level: object | null = prototype; level; level = Object.getPrototypeOf(level)) {
+    const method: unknown = Object.getOwnPropertyDescriptor(level, name)?.value;
+    if (getLockedMetadata(method)) found.push(method);
+  }
+  return found;
+}
+
+/** The symbol-named methods of `prototype` and the classes it extends (Nest lists strings only). */
+function symbolMethodKeys(prototype: object): symbol[] {
+  const keys = new Set<symbol>();
+  for (let level: object | null = prototype; level; level = Object.getPrototypeOf(level)) {
+    for (const key of Object.getOwnPropertySymbols(level)) {
+      if (typeof Object.getOwnPropertyDescriptor(level, key)?.value === 'function') keys.add(key);
+    }
+  }
+  return [...keys];
+}
+
+/**
  * Binds every singleton provider that has `@Locked` or `@OnlyLeader` methods to this
  * application's LockService, when the module initialises, and stands for every `@OnlyLeader`
  * name from bootstrap (the service resigns them first at shutdown). Binding instances (not
@@ -66,7 +90,10 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     ]) {
       this.checkDocumentNames(wrapper);
     }
-    for (const wrapper of this.discoveryService.getControllers()) this.refuseLeaderRoutes(wrapper);
+    for (const wrapper of this.discoveryService.getControllers()) {
+      this.refuseLeaderRoutes(wrapper);
+      this.warnUnlockedOverrides(wrapper);
+    }
     // Created once every method is known, with the one ttlMs they ask.
     for (const { name, options } of this.leaderNames.values()) {
       this.lockService.leadership(name, options);
@@ -107,20 +134,27 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     if (wrapper.isAlias || typeof instance !== 'object' || instance === null) return;
     const prototype: unknown = Object.getPrototypeOf(instance);
     if (!prototype) return;
-    const methodNames = this.metadataScanner.getAllMethodNames(prototype);
-    const method = (name: string) => (instance as Record<string, unknown>)[name];
-    const lockedMethods = methodNames.filter((name) => getLockedMetadata(method(name)));
+    const methodNames: PropertyKey[] = [
+      ...this.metadataScanner.getAllMethodNames(prototype),
+      ...symbolMethodKeys(prototype as object),
+    ];
+    const method = (name: PropertyKey) => (instance as Record<PropertyKey, unknown>)[name];
+    const lockedMethods = methodNames.filter(
+      (name) => lockedInChain(prototype as object, name).length > 0,
+    );
     const leaderMethods = isController
       ? []
       : methodNames.filter((name) => getOnlyLeaderMetadata(method(name)));
     if (lockedMethods.length === 0 && leaderMethods.length === 0) return;
     for (const name of isController ? [] : lockedMethods) {
-      this.refuseSynchronous((instance as Record<string, unknown>)[name]);
-      this.refuseHttpPlaceholders((instance as Record<string, unknown>)[name]);
+      for (const locked of lockedInChain(prototype as object, name)) {
+        this.refuseSynchronous(locked);
+        this.refuseHttpPlaceholders(locked);
+      }
     }
     if (!wrapper.isDependencyTreeStatic()) {
       for (const name of [...lockedMethods, ...leaderMethods]) {
-        this.logger.warn(MESSAGES.requestScopedProvider(String(wrapper.name), name));
+        this.logger.warn(MESSAGES.requestScopedProvider(String(wrapper.name), String(name)));
       }
       return;
     }
@@ -148,6 +182,28 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
       if (metadata) {
         throw new MongoLockError(
           `@OnlyLeader on ${metadata.where}: a controller's handler serves requests on every instance; put it on a provider method the handler calls`,
+        );
+      }
+    }
+  }
+
+  /**
+   * A controller's route that overrides a `@Locked` handler without `@Locked` has no lock of
+   * its own: through `super`, the ancestor's body runs unlocked (a direct call on a controller
+   * runs as is).
+   */
+  private warnUnlockedOverrides(wrapper: InstanceWrapper): void {
+    const prototype: unknown = (wrapper.metatype as { prototype?: unknown } | null)?.prototype;
+    if (typeof prototype !== 'object' || prototype === null) return;
+    for (const name of this.metadataScanner.getAllMethodNames(prototype)) {
+      const [nearest] = lockedInChain(prototype, name);
+      const own = (prototype as Record<string, unknown>)[name];
+      if (nearest && nearest !== own) {
+        this.logger.warn(
+          MESSAGES.unlockedOverride(
+            `${String(wrapper.name)}.${name}`,
+            getLockedMetadata(nearest)!.where,
+          ),
         );
       }
     }

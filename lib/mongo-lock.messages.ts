@@ -59,8 +59,12 @@ export const MESSAGES = {
     "method's keys come from its arguments: {args.0}, {args.1.id}, ... (or use a key function)",
   unboundInstance: (where: string) =>
     `${where} is @Locked, but this instance is not managed by an application that imports ` +
-    'MongoLockModule (it was created with `new`, is request-scoped, or was called before the ' +
-    'application initialised), so it cannot be locked',
+    'MongoLockModule (it was created with `new`, is request-scoped, was called before the ' +
+    'application initialised, or was created after it: `app.resolve()` of a transient ' +
+    'provider, a module loaded by LazyModuleLoader), so it cannot be locked',
+  unlockedOverride: (method: string, ancestor: string) =>
+    `${method} overrides ${ancestor}, which is @Locked, without @Locked: requests to it take no ` +
+    'lock, and through super the locked body runs unlocked. Put @Locked on the override too',
   requestScopedProvider: (name: string, method: string) =>
     `Cannot lock "${name}@${method}": @Locked needs a static (singleton) provider; calls to it will fail`,
   sharedInstance: (name: string) =>

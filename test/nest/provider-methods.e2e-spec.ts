@@ -1,4 +1,5 @@
-import { Injectable, type INestApplicationContext, Logger, Scope } from '@nestjs/common';
+import { Controller, Get, Injectable, Logger, Scope } from '@nestjs/common';
+import type { INestApplicationContext } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 // Observable is imported as a value: the declared return type must be emitted as metadata.
 import { firstValueFrom, interval, map, Observable, take, toArray } from 'rxjs';
@@ -67,6 +68,50 @@ class UsesTransientLedger {
 class PerRequestLedger {
   @Locked('per-request')
   async post(): Promise<void> {}
+}
+
+@Injectable()
+class BaseJob {
+  @Locked('job:{args.0}')
+  async run(_name: string): Promise<string | undefined> {
+    return LockService.current()?.key;
+  }
+}
+
+/** Overrides without @Locked; its super call runs the locked body. */
+@Injectable()
+class RetriedJob extends BaseJob {
+  override async run(name: string): Promise<string | undefined> {
+    return super.run(name);
+  }
+}
+
+const RUN_NOW = Symbol('runNow');
+
+@Injectable()
+class SymbolJob {
+  @Locked('symbol-job')
+  async [RUN_NOW](): Promise<string | undefined> {
+    return LockService.current()?.key;
+  }
+}
+
+@Controller('base')
+class BasePayments {
+  @Get('pay')
+  @Locked('pay')
+  async pay(): Promise<string | undefined> {
+    return LockService.current()?.key;
+  }
+}
+
+/** A route that overrides a locked one without @Locked: requests to it take no lock. */
+@Controller('sub')
+class SubPayments extends BasePayments {
+  @Get('pay')
+  override async pay(): Promise<string | undefined> {
+    return super.pay();
+  }
 }
 
 describe('@Locked provider methods', () => {
@@ -164,6 +209,42 @@ describe('@Locked provider methods', () => {
       await expect(app.get(UsesTransientLedger).ledger.post('t')).resolves.toBe('transient:t');
     } finally {
       await app.close();
+    }
+  });
+
+  it('locks an ancestor’s method that an override without @Locked calls through super', async () => {
+    const app = await startAppContext({ imports: [lockModule(mongo)], providers: [RetriedJob] });
+    try {
+      await expect(app.get(RetriedJob).run('nightly')).resolves.toBe('job:nightly');
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('binds a provider whose @Locked method is named by a symbol', async () => {
+    const app = await startAppContext({ imports: [lockModule(mongo)], providers: [SymbolJob] });
+    try {
+      await expect(app.get(SymbolJob)[RUN_NOW]()).resolves.toBe('symbol-job');
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('warns at start-up about a route that overrides a @Locked one without @Locked', async () => {
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    const moduleRef = await Test.createTestingModule({
+      imports: [lockModule(mongo)],
+      controllers: [BasePayments, SubPayments],
+    }).compile();
+    await moduleRef.init();
+    try {
+      const warnings = warn.mock.calls.map(([message]) => String(message));
+      expect(warnings.filter((message) => /overrides .*without @Locked/.test(message))).toEqual([
+        expect.stringMatching(/^SubPayments\.pay overrides BasePayments\.pay/),
+      ]);
+    } finally {
+      warn.mockRestore();
+      await moduleRef.close();
     }
   });
 
