@@ -5,9 +5,10 @@ import {
   type OnApplicationBootstrap,
   type OnModuleInit,
 } from '@nestjs/common';
-import { DiscoveryService, MetadataScanner } from '@nestjs/core';
+import { DiscoveryService } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper.js';
 import { bindLockService } from './decorators/lock-bindings';
+import { decoratedMethods } from './decorators/decorated-methods';
 import { getLockedMetadata, type LockedMetadata } from './decorators/locked-metadata';
 import { getOnlyLeaderMetadata, type OnlyLeaderMetadata } from './decorators/only-leader.decorator';
 import { hasDocumentLocks } from './documents/document-locks-registry';
@@ -35,30 +36,6 @@ function isFrameworkHandler(method: unknown): boolean {
 }
 
 /**
- * The `@Locked` methods named `name` on `prototype` and the classes it extends, nearest first:
- * an override that calls `super` runs an ancestor's locked body.
- */
-function lockedInChain(prototype: object, name: PropertyKey): unknown[] {
-  const found: unknown[] = [];
-  for (let level: object | null = prototype; level; level = Object.getPrototypeOf(level)) {
-    const method: unknown = Object.getOwnPropertyDescriptor(level, name)?.value;
-    if (getLockedMetadata(method)) found.push(method);
-  }
-  return found;
-}
-
-/** The symbol-named methods of `prototype` and the classes it extends (Nest lists strings only). */
-function symbolMethodKeys(prototype: object): symbol[] {
-  const keys = new Set<symbol>();
-  for (let level: object | null = prototype; level; level = Object.getPrototypeOf(level)) {
-    for (const key of Object.getOwnPropertySymbols(level)) {
-      if (typeof Object.getOwnPropertyDescriptor(level, key)?.value === 'function') keys.add(key);
-    }
-  }
-  return [...keys];
-}
-
-/**
  * Binds every singleton provider that has `@Locked` or `@OnlyLeader` methods to this
  * application's LockService, when the module initialises, and stands for every `@OnlyLeader`
  * name from bootstrap (the service resigns them first at shutdown). Binding instances (not
@@ -72,7 +49,6 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
 
   constructor(
     private readonly discoveryService: DiscoveryService,
-    private readonly metadataScanner: MetadataScanner,
     private readonly lockService: LockService,
     @Inject(MONGO_LOCK_OPTIONS) private readonly options: MongoLockModuleOptions,
   ) {}
@@ -117,9 +93,8 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     if (wrapper.isAlias || typeof instance !== 'object' || instance === null) return;
     const prototype: unknown = Object.getPrototypeOf(instance);
     if (!prototype) return;
-    for (const name of this.metadataScanner.getAllMethodNames(prototype)) {
-      const metadata = getLockedMetadata((instance as Record<string, unknown>)[name]);
-      if (metadata?.document && !hasDocumentLocks(this.lockService, metadata.document.name)) {
+    for (const metadata of [...decoratedMethods(prototype, getLockedMetadata).values()].flat()) {
+      if (metadata.document && !hasDocumentLocks(this.lockService, metadata.document.name)) {
         throw new InvalidLockOptionsError(
           `@LockedDocument on ${metadata.where} names ${JSON.stringify(metadata.document.name)}, which no MongoLockModule.forFeature() of this application registered`,
           { option: 'name' },
@@ -134,31 +109,25 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     if (wrapper.isAlias || typeof instance !== 'object' || instance === null) return;
     const prototype: unknown = Object.getPrototypeOf(instance);
     if (!prototype) return;
-    const methodNames: PropertyKey[] = [
-      ...this.metadataScanner.getAllMethodNames(prototype),
-      ...symbolMethodKeys(prototype as object),
-    ];
     const method = (name: PropertyKey) => (instance as Record<PropertyKey, unknown>)[name];
-    const lockedMethods = methodNames.filter(
-      (name) => lockedInChain(prototype as object, name).length > 0,
-    );
-    const leaderMethods = isController
-      ? []
-      : methodNames.filter((name) => getOnlyLeaderMetadata(method(name)));
-    if (lockedMethods.length === 0 && leaderMethods.length === 0) return;
-    for (const name of isController ? [] : lockedMethods) {
-      for (const locked of lockedInChain(prototype as object, name)) {
-        this.refuseSynchronous(locked);
-        this.refuseHttpPlaceholders(locked);
-      }
+    const locked = decoratedMethods(prototype, getLockedMetadata);
+    const leaders = isController
+      ? new Map<PropertyKey, OnlyLeaderMetadata[]>()
+      : decoratedMethods(prototype, getOnlyLeaderMetadata);
+    if (locked.size === 0 && leaders.size === 0) return;
+    // The methods calls reach: an ancestor's body behind an undecorated override runs only
+    // through super, if at all.
+    for (const name of isController ? [] : locked.keys()) {
+      this.refuseSynchronous(method(name));
+      this.refuseHttpPlaceholders(method(name));
     }
     if (!wrapper.isDependencyTreeStatic()) {
-      for (const name of [...lockedMethods, ...leaderMethods]) {
+      for (const name of [...locked.keys(), ...leaders.keys()]) {
         this.logger.warn(MESSAGES.requestScopedProvider(String(wrapper.name), String(name)));
       }
       return;
     }
-    for (const name of leaderMethods) this.standFor(getOnlyLeaderMetadata(method(name))!);
+    for (const metadata of [...leaders.values()].flat()) this.standFor(metadata);
     // A transient provider has one instance per consumer besides the static one.
     const transients = wrapper.isTransient
       ? wrapper.getStaticTransientInstances().map((perContext) => perContext?.instance as unknown)
@@ -177,13 +146,10 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
   private refuseLeaderRoutes(wrapper: InstanceWrapper): void {
     const prototype: unknown = (wrapper.metatype as { prototype?: unknown } | null)?.prototype;
     if (typeof prototype !== 'object' || prototype === null) return;
-    for (const name of this.metadataScanner.getAllMethodNames(prototype)) {
-      const metadata = getOnlyLeaderMetadata((prototype as Record<string, unknown>)[name]);
-      if (metadata) {
-        throw new MongoLockError(
-          `@OnlyLeader on ${metadata.where}: a controller's handler serves requests on every instance; put it on a provider method the handler calls`,
-        );
-      }
+    for (const [metadata] of decoratedMethods(prototype, getOnlyLeaderMetadata).values()) {
+      throw new MongoLockError(
+        `@OnlyLeader on ${metadata.where}: a controller's handler serves requests on every instance; put it on a provider method the handler calls`,
+      );
     }
   }
 
@@ -195,15 +161,11 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
   private warnUnlockedOverrides(wrapper: InstanceWrapper): void {
     const prototype: unknown = (wrapper.metatype as { prototype?: unknown } | null)?.prototype;
     if (typeof prototype !== 'object' || prototype === null) return;
-    for (const name of this.metadataScanner.getAllMethodNames(prototype)) {
-      const [nearest] = lockedInChain(prototype, name);
-      const own = (prototype as Record<string, unknown>)[name];
-      if (nearest && nearest !== own) {
+    for (const [name, [nearest]] of decoratedMethods(prototype, getLockedMetadata)) {
+      const own = getLockedMetadata((prototype as Record<PropertyKey, unknown>)[name]);
+      if (own !== nearest) {
         this.logger.warn(
-          MESSAGES.unlockedOverride(
-            `${String(wrapper.name)}.${name}`,
-            getLockedMetadata(nearest)!.where,
-          ),
+          MESSAGES.unlockedOverride(`${String(wrapper.name)}.${String(name)}`, nearest.where),
         );
       }
     }

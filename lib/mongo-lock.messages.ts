@@ -62,8 +62,11 @@ export const MESSAGES = {
     'MongoLockModule (it was created with `new`, is request-scoped, was called before the ' +
     'application initialised, or was created after it: `app.resolve()` of a transient ' +
     'provider, a module loaded by LazyModuleLoader), so it cannot be locked',
+  handlerAfterRequestEnded: (where: string) =>
+    `${where} was not run: its request ended (an interceptor stopped listening) before Nest ` +
+    'called it, and the lock was released then',
   unlockedOverride: (method: string, ancestor: string) =>
-    `${method} overrides ${ancestor}, which is @Locked, without @Locked: requests to it take no ` +
+    `${method} overrides ${ancestor}, which is @Locked, without @Locked: as a route it takes no ` +
     'lock, and through super the locked body runs unlocked. Put @Locked on the override too',
   requestScopedProvider: (name: string, method: string) =>
     `Cannot lock "${name}@${method}": @Locked needs a static (singleton) provider; calls to it will fail`,

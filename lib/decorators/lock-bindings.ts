@@ -1,4 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { noop } from 'rxjs';
+import { MongoLockError } from '../errors/mongo-lock.error';
+import { MESSAGES } from '../mongo-lock.messages';
 import type { LockService } from '../lock.service';
 import type { LockedMetadata } from './locked-metadata';
 
@@ -29,11 +32,32 @@ export function lockBindingOf(instance: unknown): LockBinding | undefined {
     : undefined;
 }
 
-/** `LockedInterceptor`'s mark on a handler call it has locked. */
-export interface InterceptedCall {
-  readonly metadata: LockedMetadata;
-  /** Told of the handler's Promise, which no unsubscription can stop. */
-  readonly running: (work: PromiseLike<unknown>) => void;
+/**
+ * `LockedInterceptor`'s mark on one handler call it has locked: whether Nest called the
+ * handler, and its Promise, which no unsubscription can stop.
+ */
+export class InterceptedCall {
+  /** Settles when the handler's Promise does; undefined until a handler returned one. */
+  runs: Promise<void> | undefined;
+  private called = false;
+  private abandoned = false;
+
+  constructor(readonly metadata: LockedMetadata) {}
+
+  /** Runs the handler, unless its request ended first (it would run without the lock). */
+  enter<T>(handler: () => T, isThenable: (value: T) => boolean): T {
+    if (this.abandoned)
+      throw new MongoLockError(MESSAGES.handlerAfterRequestEnded(this.metadata.where));
+    this.called = true;
+    const result = handler();
+    if (isThenable(result)) this.runs = Promise.resolve(result).then(noop, noop);
+    return result;
+  }
+
+  /** The request stopped listening: a handler Nest has not called yet (an async pipe still ran) must never run. */
+  leave(): void {
+    if (!this.called) this.abandoned = true;
+  }
 }
 
 /**

@@ -57,9 +57,9 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
   return function lockedMethod(this: unknown, ...args: unknown[]): unknown {
     const intercepted = interceptedCall(metadata);
     if (intercepted) {
-      const result = withoutInterceptorMark(() => original.apply(this, args));
-      if (isThenable(result)) intercepted.running(result as PromiseLike<unknown>);
-      return result;
+      return withoutInterceptorMark(() =>
+        intercepted.enter(() => original.apply(this, args), isThenable),
+      );
     }
     const binding = lockBindingOf(this);
     if (!binding && isControllerInstance(this)) return original.apply(this, args);

@@ -30,10 +30,12 @@ export interface LockedObservableHooks<T> {
    */
   endOnLockLoss?: boolean;
   /**
-   * Work that `source` started and no unsubscription can stop (a handler's Promise): on
-   * unsubscription, the lock is kept until it settles.
+   * Work that `source` started and that neither its end nor an unsubscription stops (a
+   * handler's Promise): the lock is kept, and the end delivered, once it settles.
    */
   workInFlight?: () => PromiseLike<unknown> | undefined;
+  /** Told when the subscriber leaves, before the lock ends. */
+  unsubscribed?: () => void;
 }
 
 /**
@@ -82,10 +84,17 @@ export function lockedObservable<T>(
           .pipe(tap({ error: (error: unknown) => (sourceFailure = { error }) }))
           .subscribe({
             next: (value) => subscriber.next(value),
-            error: reject,
-            complete: resolve,
+            error: (error: unknown) => afterWork(() => reject(error)),
+            complete: () => afterWork(resolve),
           });
       });
+
+    /** Runs `end` once the work in flight, if any, settles: the lock is held until then. */
+    const afterWork = (end: () => void) => {
+      const running = hooks.workInFlight?.();
+      if (running) void running.then(end);
+      else end();
+    };
 
     /**
      * Ends the work when the lock is lost: rejects with the `LockLostError` of the signal.
@@ -130,9 +139,8 @@ export function lockedObservable<T>(
     return () => {
       if (!started) cancelWait.abort();
       inner?.unsubscribe();
-      const running = hooks.workInFlight?.();
-      if (running) void running.then(() => stop?.());
-      else stop?.();
+      hooks.unsubscribed?.();
+      afterWork(() => stop?.());
     };
   });
 }

@@ -8,8 +8,12 @@ import {
   Optional,
 } from '@nestjs/common';
 import { HttpAdapterHost, ModuleRef, Reflector } from '@nestjs/core';
-import { noop, type Observable, throwError } from 'rxjs';
-import { interceptedCall, runLockedByInterceptor } from '../decorators/lock-bindings';
+import { type Observable, throwError } from 'rxjs';
+import {
+  InterceptedCall,
+  interceptedCall,
+  runLockedByInterceptor,
+} from '../decorators/lock-bindings';
 import type { LockedMetadata } from '../decorators/locked-metadata';
 import { lockedObservable } from '../decorators/locked-observable';
 import {
@@ -83,16 +87,13 @@ export class LockedInterceptor implements NestInterceptor {
     );
     // Also registered globally, or twice: the outer one holds the lock already.
     if (!metadata || interceptedCall(metadata)) return next.handle();
-    // The handler's Promise once it runs: an outer interceptor that stops listening (a
-    // timeout) cannot stop it, so the lock is kept until it settles.
-    let handlerRuns: Promise<unknown> | undefined;
-    const call = {
-      metadata,
-      running: (work: PromiseLike<unknown>) => {
-        handlerRuns = Promise.resolve(work).then(noop, noop);
-      },
+    // One mark per run (an outer retry() runs the handler again): what the handler started is
+    // waited for before the lock ends, even after an outer interceptor stopped listening.
+    let call: InterceptedCall | undefined;
+    const handle = () => {
+      call = new InterceptedCall(metadata);
+      return runLockedByInterceptor(call, () => next.handle());
     };
-    const handle = () => runLockedByInterceptor(call, () => next.handle());
     if (!this.locksEnabled()) return handle();
     let keys: string[];
     let scope: string | undefined;
@@ -116,7 +117,8 @@ export class LockedInterceptor implements NestInterceptor {
         // A handler that outlives its lock (the shutdown grace period ended, say) is answered
         // at once: the HTTP server can close, the app can exit.
         endOnLockLoss: true,
-        workInFlight: () => handlerRuns,
+        workInFlight: () => call?.runs,
+        unsubscribed: () => call?.leave(),
       },
       scope,
     );

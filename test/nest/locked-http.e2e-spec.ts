@@ -7,6 +7,7 @@ import {
   LockedHttpController,
   PaymentsService,
   TimedLockedController,
+  InnerTimeoutController,
 } from './fixtures/locked-http.fixture';
 import {
   eventually,
@@ -34,7 +35,7 @@ describe.each(HTTP_ADAPTERS)('@Locked handlers over HTTP (%s)', (adapter) => {
     app = await startHttpApp(
       {
         imports: [lockModule(mongo, { holderId: `app-${adapter}` })],
-        controllers: [LockedHttpController, TimedLockedController],
+        controllers: [LockedHttpController, TimedLockedController, InnerTimeoutController],
         providers: [PaymentsService, FakeAuthGuard],
       },
       adapter,
@@ -220,11 +221,17 @@ describe.each(HTTP_ADAPTERS)('@Locked handlers over HTTP (%s)', (adapter) => {
     expect((await locks.inspect('order:6'))?.held).toBe(false);
   });
 
-  it('keeps the lock until an async handler ends, when an outer interceptor stopped listening', async () => {
-    const hold = gate();
-    TimedLockedController.hold = hold.opened;
-    TimedLockedController.finished = 0;
-    try {
+  describe('under a request timeout', () => {
+    let hold: ReturnType<typeof gate<void>>;
+    beforeEach(() => {
+      hold = gate();
+      TimedLockedController.hold = hold.opened;
+      TimedLockedController.started = 0;
+      TimedLockedController.finished = 0;
+    });
+    afterEach(() => hold.open());
+
+    it('keeps the lock until an async handler ends, when an outer interceptor stopped listening', async () => {
       // The timeout answers at 200 ms; the handler cannot be stopped and still runs.
       await request(server()).get('/timed/slow/1').expect(408);
       await new Promise((resolve) => setTimeout(resolve, 300));
@@ -233,9 +240,28 @@ describe.each(HTTP_ADAPTERS)('@Locked handlers over HTTP (%s)', (adapter) => {
       hold.open();
       await eventually(async () => (await locks.inspect('slow:1'))?.held === false);
       expect(TimedLockedController.finished).toBe(1);
-    } finally {
+    });
+
+    it('never runs a handler whose request ended while an async pipe still ran', async () => {
+      await request(server()).get('/timed/piped/1').expect(408);
+      // The pipe ends at 400 ms; Nest would call the handler then, with the lock released.
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      expect(TimedLockedController.started).toBe(0);
+      expect((await locks.inspect('piped:1'))?.held).toBe(false);
+    });
+
+    it('keeps the lock until the handler ends when a timeout inside the lock fires', async () => {
+      const answered = request(server())
+        .get('/timed-inside/inner/1')
+        .then((response) => response.status);
+      await eventually(() => TimedLockedController.started === 1);
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      expect((await locks.inspect('inner:1'))?.held).toBe(true);
       hold.open();
-    }
+      expect(await answered).toBe(408);
+      expect(TimedLockedController.finished).toBe(1);
+      await eventually(async () => (await locks.inspect('inner:1'))?.held === false);
+    });
   });
 
   it('holds the lock of an Observable handler until the client goes away', async () => {

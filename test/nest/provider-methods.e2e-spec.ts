@@ -5,7 +5,11 @@ import { Test } from '@nestjs/testing';
 import { firstValueFrom, interval, map, Observable, take, toArray } from 'rxjs';
 import {
   InvalidLockKeyError,
+  InvalidLockOptionsError,
   Locked,
+  LockedDocument,
+  MongoLockModule,
+  OnlyLeader,
   LockNotAcquiredError,
   LockService,
   MongoLockError,
@@ -93,6 +97,53 @@ class SymbolJob {
   @Locked('symbol-job')
   async [RUN_NOW](): Promise<string | undefined> {
     return LockService.current()?.key;
+  }
+}
+
+class LeaderBase {
+  @OnlyLeader('nightly-report')
+  async report(): Promise<string> {
+    return 'reported';
+  }
+}
+
+/** Overrides an @OnlyLeader method without the decorator; super runs it on the leader only. */
+@Injectable()
+class NightlyReport extends LeaderBase {
+  override async report(): Promise<string> {
+    return super.report();
+  }
+}
+
+abstract class ComputeBase {
+  @Locked('compute')
+  compute(): number {
+    return 1;
+  }
+}
+
+/** Replaces a synchronous @Locked method without calling it: that body never runs. */
+@Injectable()
+class ReplacesCompute extends ComputeBase {
+  override compute(): number {
+    return 2;
+  }
+
+  @Locked('other')
+  async other(): Promise<void> {}
+}
+
+class DocumentBase {
+  @LockedDocument('nowhere', '{args.0}')
+  async touch(_id: string): Promise<string> {
+    return 'touched';
+  }
+}
+
+@Injectable()
+class InheritsUnknownDocument extends DocumentBase {
+  override async touch(id: string): Promise<string> {
+    return super.touch(id);
   }
 }
 
@@ -227,6 +278,48 @@ describe('@Locked provider methods', () => {
       await expect(app.get(SymbolJob)[RUN_NOW]()).resolves.toBe('symbol-job');
     } finally {
       await app.close();
+    }
+  });
+
+  it('stands for an @OnlyLeader name that an override without it reaches through super', async () => {
+    const app = await startAppContext({ imports: [lockModule(mongo)], providers: [NightlyReport] });
+    try {
+      const locks = app.get(LockService);
+      for (let look = 0; look < 200 && !locks.leading.get('nightly-report'); look += 1) {
+        await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+      expect(locks.leading.get('nightly-report')).toBe(true);
+      await expect(app.get(NightlyReport).report()).resolves.toBe('reported');
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('checks only the methods calls reach: a replaced synchronous @Locked body is no error', async () => {
+    const app = await startAppContext({
+      imports: [lockModule(mongo)],
+      providers: [ReplacesCompute],
+    });
+    try {
+      expect(app.get(ReplacesCompute).compute()).toBe(2);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('fails the start-up for an unknown @LockedDocument name reached through super', async () => {
+    const moduleRef = await Test.createTestingModule({
+      imports: [
+        lockModule(mongo, { isGlobal: true }),
+        MongoLockModule.forFeature([{ name: 'known', collection: 'known' }]),
+      ],
+      providers: [InheritsUnknownDocument],
+    }).compile();
+    try {
+      await expect(moduleRef.init()).rejects.toThrow(InvalidLockOptionsError);
+      await expect(moduleRef.init()).rejects.toThrow(/DocumentBase\.touch names "nowhere"/);
+    } finally {
+      await moduleRef.close().catch(() => undefined);
     }
   });
 
