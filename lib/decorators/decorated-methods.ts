@@ -15,7 +15,7 @@ export function decoratedMethods<T>(
     level = Object.getPrototypeOf(level) as object | null
   ) {
     for (const key of Reflect.ownKeys(level)) {
-      const { value } = Object.getOwnPropertyDescriptor(level, key) ?? {};
+      const value: unknown = Object.getOwnPropertyDescriptor(level, key)?.value;
       const metadata = typeof value === 'function' ? metadataOf(value) : undefined;
       if (metadata !== undefined) found.set(key, [...(found.get(key) ?? []), metadata]);
     }

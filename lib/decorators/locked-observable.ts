@@ -84,6 +84,8 @@ export function lockedObservable<T>(
           .pipe(tap({ error: (error: unknown) => (sourceFailure = { error }) }))
           .subscribe({
             next: (value) => subscriber.next(value),
+            // The source's own error, whatever it is: `withLock` rethrows that very value.
+            // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
             error: (error: unknown) => afterWork(() => reject(error)),
             complete: () => afterWork(resolve),
           });
