@@ -35,13 +35,11 @@ export class OperatorHeaderGuard implements CanActivate {
 export class EventsGate implements CanActivate {
   static mode: 'open' | 'refuse' | 'drop' = 'open';
   canActivate(context: ExecutionContext): boolean {
-    const request = context
-      .switchToHttp()
-      .getRequest<{
-        url: string;
-        socket?: { destroy(): void };
-        raw?: { socket: { destroy(): void } };
-      }>();
+    const request = context.switchToHttp().getRequest<{
+      url: string;
+      socket?: { destroy(): void };
+      raw?: { socket: { destroy(): void } };
+    }>();
     if (EventsGate.mode === 'open' || !request.url.includes('/api/events')) return true;
     if (EventsGate.mode === 'drop') (request.raw ?? request).socket?.destroy();
     return false;
