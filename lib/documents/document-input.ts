@@ -173,21 +173,44 @@ export function resolveAttemptTarget(
     const { _id: _ignored, ...fields } = create;
     createIfMissing = mergeDeep(initialVersion(settings.version), fields);
     if (settings.version) checkCreatedVersion(createIfMissing, settings.version);
+    if (where !== undefined) refuseOverlap(where as Record<string, unknown>, createIfMissing);
   }
   return { where: where, createIfMissing };
+}
+
+/**
+ * A created document takes `where`'s equality fields over `createIfMissing`'s, whole: a `where`
+ * on `meta.tenant` would drop every other field of a created `meta` (the version field's too),
+ * and the document would be made wrong. Refused instead.
+ */
+function refuseOverlap(where: Record<string, unknown>, created: Record<string, unknown>): void {
+  for (const name of Object.keys(where)) {
+    const [root] = name.split('.');
+    if (!name.startsWith('$') && isPlainObject(created[root])) {
+      bad(
+        'createIfMissing',
+        `must not have the object ${JSON.stringify(root)} while where names ${JSON.stringify(name)}: ` +
+          `a created document would keep only where's ${JSON.stringify(root)}. Lock by a field outside it`,
+      );
+    }
+  }
 }
 
 /**
  * The version a created document starts at must be of the field's type (`versionTyped`): a
  * document created with `version: '1'` could never be written by `commit` or `updateIfCurrent`.
  */
+const isInt32 = (value: number) =>
+  Number.isInteger(value) && value >= -(2 ** 31) && value < 2 ** 31 && !Object.is(value, -0);
+
 function checkCreatedVersion(created: Document, version: DocumentVersion): void {
   const value = version.field
     .split('.')
     .reduce<unknown>((inner, name) => (isPlainObject(inner) ? inner[name] : undefined), created);
   const typed =
     version.type === 'int'
-      ? (typeof value === 'number' && Number.isSafeInteger(value)) ||
+      ? // A number outside int32 (or -0) is sent as a double, which is no int version.
+        (typeof value === 'number' && isInt32(value)) ||
         typeof value === 'bigint' ||
         value instanceof Long ||
         value instanceof Int32
@@ -196,7 +219,7 @@ function checkCreatedVersion(created: Document, version: DocumentVersion): void 
         : value instanceof Date && !Number.isNaN(value.getTime());
   if (!typed) {
     const accepted = {
-      int: 'an integer (a number, a bigint, a Long or an Int32)',
+      int: 'an integer (a number from -2147483648 to 2147483647, a bigint, a Long or an Int32)',
       decimal128: 'a Decimal128',
       date: 'a valid Date',
     }[version.type];

@@ -8,12 +8,24 @@ import { isDuplicateKeyError } from '../mongo-error-codes';
  * the number).
  */
 export function keyOfDocumentId(id: unknown): string {
-  // The server matches 1, Long(1) and 1.0 alike: so must the key.
-  if (id instanceof Long || id instanceof Int32 || id instanceof Double) {
-    const value = id instanceof Long ? id.toNumber() : id.valueOf();
-    if (Number.isSafeInteger(value) || !Number.isInteger(value)) id = value;
+  // The server matches 1, Long(1), 1.0 and -0.0 alike: so must the key.
+  if (typeof id === 'number' || id instanceof Int32 || id instanceof Double) {
+    id = canonicalNumber(id.valueOf());
+  } else if (id instanceof Long && Number.isSafeInteger(id.toNumber())) {
+    id = id.toNumber();
   }
   return BSON.EJSON.stringify(id as Parameters<typeof BSON.EJSON.stringify>[0], { relaxed: false });
+}
+
+/**
+ * A number as the key writes it: -0 as 0; an integer past 2^53 as the Long of its exact value
+ * (EJSON would write a double's rounded decimal digits, another number), or a double when no
+ * Long holds it.
+ */
+function canonicalNumber(value: number): number | Long | Double {
+  if (Object.is(value, -0)) return 0;
+  if (Number.isSafeInteger(value) || !Number.isInteger(value)) return value;
+  return Math.abs(value) < 2 ** 63 ? Long.fromBigInt(BigInt(value)) : new Double(value);
 }
 
 /** The `_id` a key stands for: the inverse of {@link keyOfDocumentId}. */

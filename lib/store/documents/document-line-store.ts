@@ -1,5 +1,6 @@
 import type { Document } from 'mongodb';
 import { DocumentNotFoundError } from '../../errors/document-not-found.error';
+import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error';
 import { LockNotAcquiredError } from '../../errors/lock-not-acquired.error';
 import type { LockEvent, LockState } from '../../interfaces/lock-state.interface';
 import { formatMs } from '../../util/durations';
@@ -23,7 +24,7 @@ import type { LineStorage } from '../line/line-store';
 import type { DocumentCollection } from './document-writes';
 import { byKey, documentIdOfKey, isDuplicateIdError } from './document-key';
 import { watchDocumentEvents, watchDocumentLines } from './document-line-events';
-import type { DocumentLineFields } from './document-line';
+import { isLockShaped, type DocumentLineFields } from './document-line';
 
 /** A document as a line command's reply holds it: the lock field's line and the server time. */
 interface LineRead {
@@ -59,6 +60,9 @@ export class DocumentLineStore implements LineStorage {
       this.operationTimeoutMs,
       async (): Promise<JoinResult> => {
         const { read, created } = await this.joinOrCreate(request);
+        const lockField = read.doc[this.fields.field];
+        if (!isLockShaped(lockField))
+          throw notALockField(request.key, this.fields.field, lockField);
         const place = placeOf(
           { _id: request.key, line: read.line, f: read.f },
           request.token,
@@ -256,7 +260,7 @@ export class DocumentLineStore implements LineStorage {
     const projected = isProjected(reply);
     const doc = (projected ? reply.doc : reply) as Document | undefined;
     const lock = (projected && !doc ? reply : doc?.[this.fields.field]) as Document | undefined;
-    const line = (lock?.line ?? []) as LineEntry[];
+    const line = (Array.isArray(lock?.line) ? lock.line : []) as LineEntry[];
     const read = { doc: doc ?? {}, line, f: lock?.f as LineDocument['f'] };
     if (projected) return { ...read, now: reply.now as Date };
     const entry = ours && line.find((candidate) => candidate.t === ours.token);
@@ -282,6 +286,16 @@ function entryBehind(read: LineRead, token: string): { t: string; h: string } | 
 
 function asLine(key: string, read: Pick<LineRead, 'line' | 'f'>): LineDocument {
   return { _id: key, line: read.line, f: read.f };
+}
+
+/** The lock field holds the application's own value: the lock never writes over it. */
+function notALockField(key: string, field: string, value: unknown): InvalidLockOptionsError {
+  const kind = Array.isArray(value) ? 'an array' : value === null ? 'null' : `a ${typeof value}`;
+  return new InvalidLockOptionsError(
+    `The document with _id ${key} has its own value in the lock field ${JSON.stringify(field)} ` +
+      `(${kind}, not a lock): nothing was written. Choose another lockField for this collection`,
+    { option: 'lockField' },
+  );
 }
 
 /** A lock field in the 0.1 form with a live lease: not to pass over (a 0.1 process holds it). */

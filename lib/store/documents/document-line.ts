@@ -2,6 +2,16 @@ import type { Document } from 'mongodb';
 import { LINE_CAPACITY } from '../line/line-pipelines';
 import type { Successor } from '../line/line-commands';
 
+/** What {@link DocumentLineFields.lockShaped} checks on the server, for a value read back. */
+export function isLockShaped(value: unknown): boolean {
+  if (value === undefined || value === null) return true;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  const { line, f } = value as { line?: unknown; f?: unknown };
+  const numeric =
+    typeof f === 'number' || (typeof f === 'object' && f !== null && '_bsontype' in f);
+  return (line === undefined || Array.isArray(line)) && (f === undefined || numeric);
+}
+
 /**
  * Engine v2's document lock: the key's line (see `line-document.ts`) kept in the user's own
  * document, under the lock field: `{ f, line, lead }`, exclusive entries only, nothing else (no
@@ -22,11 +32,38 @@ export class DocumentLineFields {
 
   /** The live entries, in line order. */
   get live(): Document {
+    const line = this.value('line');
     return {
       $filter: {
-        input: { $ifNull: [this.value('line'), []] },
+        input: { $cond: [{ $isArray: line }, line, []] },
         cond: { $gt: ['$$this.e', '$$NOW'] },
       },
+    };
+  }
+
+  /**
+   * The lock field is missing, null or a lock: an object whose `line`, if any, is an array and
+   * whose `f`, if any, a number. Anything else is the application's own value: never written
+   * over.
+   */
+  get lockShaped(): Document {
+    const type = { $type: `$${this.field}` };
+    return {
+      $or: [
+        { $in: [type, ['missing', 'null']] },
+        {
+          $and: [
+            { $eq: [type, 'object'] },
+            { $in: [{ $type: this.value('line') }, ['missing', 'array']] },
+            {
+              $or: [
+                { $eq: [{ $type: this.value('f') }, 'missing'] },
+                { $isNumber: this.value('f') },
+              ],
+            },
+          ],
+        },
+      ],
     };
   }
 
@@ -99,6 +136,7 @@ export class DocumentLineFields {
     const token = { $literal: request.token };
     const joins = {
       $and: [
+        this.lockShaped,
         { $not: [this.heldInV1Form] },
         { $not: [{ $in: [token, '$$l.t'] }] },
         { $lt: [{ $size: '$$l' }, LINE_CAPACITY] },
@@ -116,9 +154,8 @@ export class DocumentLineFields {
       line: { $concatArrays: ['$$l', [entry]] },
       lead: this.value('lead'),
     };
-    const next = {
-      $max: [{ $add: [{ $toLong: { $ifNull: [this.value('f'), 0] } }, 1] }, { $toLong: '$$NOW' }],
-    };
+    const fence = { $cond: [{ $isNumber: this.value('f') }, { $toLong: this.value('f') }, 0] };
+    const next = { $max: [{ $add: [fence, 1] }, { $toLong: '$$NOW' }] };
     return {
       $set: {
         [this.field]: {

@@ -1,0 +1,107 @@
+// Document locks and what the application's documents hold: a lock field with the
+// application's own value, ids past 2^53 and -0, a created document's fields and version.
+// Each test failed before its fix.
+import { Long } from 'mongodb';
+import type { Collection, Document } from 'mongodb';
+import { InvalidLockOptionsError } from '../../lib/errors';
+import { LockTestKit } from '../lock-service/lock-test-kit';
+
+jest.setTimeout(60_000);
+
+const settle = (promise: Promise<unknown>): Promise<unknown> =>
+  promise.then(
+    (value) => value,
+    (error: unknown) => error,
+  );
+
+describe('Document locks and the shapes of the application’s documents', () => {
+  const kit = LockTestKit.forSuite();
+  let seq = 0;
+  let collection: Collection<Document>;
+  let name: string;
+
+  beforeEach(async () => {
+    seq += 1;
+    name = `field_shapes_${seq}`;
+    collection = (await kit.client()).db(kit.mongo.dbName).collection<Document>(name);
+  });
+
+  describe('a lock field that holds the application’s own value', () => {
+    const values: [string, unknown][] = [
+      ['a string', 'reserved-by-admin'],
+      ['a number', 7],
+      ['an array', [{ line: [{ t: 'q', e: new Date(Date.now() + 60_000), h: 'x', f: 1 }] }]],
+      ['an object whose line is not an array', { line: 'x' }],
+      ['an object whose fence is not a number', { f: 'abc' }],
+    ];
+
+    it.each(values)('is %s: InvalidLockOptionsError, nothing written', async (_kind, value) => {
+      await collection.insertOne({ _id: 'd' as never, _lock: value });
+      const documents = (await kit.service()).documents(name);
+      const outcome = await settle(documents.acquire('d', { timeoutMs: 200 }));
+      expect(outcome).toBeInstanceOf(InvalidLockOptionsError);
+      expect((outcome as Error).message).toMatch(/its own value in the lock field "_lock"/);
+      expect((await collection.findOne({ _id: 'd' as never }))?._lock).toEqual(value);
+    });
+
+    it('is null: taken as no lock', async () => {
+      await collection.insertOne({ _id: 'n' as never, _lock: null });
+      const documents = (await kit.service()).documents(name);
+      const handle = await documents.acquire('n');
+      await handle.release();
+      expect((await collection.findOne({ _id: 'n' as never }))?._lock).toMatchObject({ line: [] });
+    });
+  });
+
+  describe('ids', () => {
+    it('locks a number id past 2^53 by its exact value', async () => {
+      // The neighbour is where EJSON's rounded digits of 2^60 pointed (24 more).
+      const exact = Long.fromBigInt(2n ** 60n);
+      await collection.insertMany([
+        { _id: exact as never, which: 'this' },
+        { _id: exact.add(24) as never, which: 'neighbour' },
+      ]);
+      const documents = (await kit.service()).documents(name);
+      const handle = await documents.acquire(2 ** 60);
+      try {
+        expect(handle.doc).toMatchObject({ which: 'this' });
+      } finally {
+        await handle.release();
+      }
+    });
+
+    it('takes -0 as 0: a nested lock on the same document re-enters', async () => {
+      await collection.insertOne({ _id: 0 as never });
+      const documents = (await kit.service()).documents(name);
+      const inner = await settle(
+        documents.withLock(0, () => documents.withLock(-0, () => 'ran', { timeoutMs: 500 })),
+      );
+      expect(inner).toBe('ran');
+    });
+  });
+
+  describe('createIfMissing', () => {
+    it('refuses an object that where also names a field of: it would be made without it', async () => {
+      const documents = (await kit.service()).documents(name, { version: { field: 'meta.v' } });
+      const outcome = await settle(
+        documents.acquire('n1', {
+          where: { 'meta.tenant': 't1' },
+          createIfMissing: { meta: { plan: 'free' } },
+        }),
+      );
+      expect(outcome).toBeInstanceOf(InvalidLockOptionsError);
+      expect((outcome as Error).message).toMatch(/"meta" while where names "meta.tenant"/);
+      expect(await collection.countDocuments()).toBe(0);
+    });
+
+    it.each([3_000_000_000, -0, 2 ** 31])(
+      'refuses an int version of %d, which would be stored as a double',
+      async (version) => {
+        const documents = (await kit.service()).documents(name, { version: { field: 'version' } });
+        const outcome = await settle(documents.acquire('c', { createIfMissing: { version } }));
+        expect(outcome).toBeInstanceOf(InvalidLockOptionsError);
+        expect(await collection.countDocuments()).toBe(0);
+      },
+    );
+  });
+});
