@@ -173,7 +173,7 @@ export function resolveAttemptTarget(
     const { _id: _ignored, ...fields } = create;
     createIfMissing = mergeDeep(initialVersion(settings.version), fields);
     if (settings.version) checkCreatedVersion(createIfMissing, settings.version);
-    if (where !== undefined) refuseOverlap(where as Record<string, unknown>, createIfMissing);
+    if (where !== undefined) refuseOverlap(where, createIfMissing);
   }
   return { where: where, createIfMissing };
 }

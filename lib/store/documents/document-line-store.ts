@@ -60,7 +60,7 @@ export class DocumentLineStore implements LineStorage {
       this.operationTimeoutMs,
       async (): Promise<JoinResult> => {
         const { read, created } = await this.joinOrCreate(request);
-        const lockField = read.doc[this.fields.field];
+        const lockField: unknown = read.doc[this.fields.field];
         if (!isLockShaped(lockField))
           throw notALockField(request.key, this.fields.field, lockField);
         const place = placeOf(
