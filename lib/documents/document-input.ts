@@ -184,6 +184,10 @@ export function resolveAttemptTarget(
  * and the document would be made wrong. Refused instead.
  */
 function refuseOverlap(where: Record<string, unknown>, created: Record<string, unknown>): void {
+  // An upsert takes equality fields from the top level and from `$and` clauses.
+  if (Array.isArray(where.$and)) {
+    for (const clause of where.$and) if (isPlainObject(clause)) refuseOverlap(clause, created);
+  }
   for (const name of Object.keys(where)) {
     const [root] = name.split('.');
     if (!name.startsWith('$') && isPlainObject(created[root])) {

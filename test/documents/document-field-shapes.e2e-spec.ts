@@ -1,7 +1,7 @@
 // Document locks and what the application's documents hold: a lock field with the
 // application's own value, ids past 2^53 and -0, a created document's fields and version.
 // Each test failed before its fix.
-import { Long } from 'mongodb';
+import { Long, ObjectId } from 'mongodb';
 import type { Collection, Document } from 'mongodb';
 import { InvalidLockOptionsError } from '../../lib/errors';
 import { LockTestKit } from '../lock-service/lock-test-kit';
@@ -33,6 +33,7 @@ describe('Document locks and the shapes of the application’s documents', () =>
       ['an array', [{ line: [{ t: 'q', e: new Date(Date.now() + 60_000), h: 'x', f: 1 }] }]],
       ['an object whose line is not an array', { line: 'x' }],
       ['an object whose fence is not a number', { f: 'abc' }],
+      ['an object whose fence is an ObjectId', { f: new ObjectId() }],
     ];
 
     it.each(values)('is %s: InvalidLockOptionsError, nothing written', async (_kind, value) => {
@@ -42,6 +43,15 @@ describe('Document locks and the shapes of the application’s documents', () =>
       expect(outcome).toBeInstanceOf(InvalidLockOptionsError);
       expect((outcome as Error).message).toMatch(/its own value in the lock field "_lock"/);
       expect((await collection.findOne({ _id: 'd' as never }))?._lock).toEqual(value);
+    });
+
+    it.each([
+      ['a fence that is not a number', { f: 'abc' }],
+      ['entries that are not entries', { line: ['x', { t: 1 }] }],
+    ])('with %s reads as no lock in inspect', async (_kind, value) => {
+      await collection.insertOne({ _id: 'i' as never, _lock: value });
+      const documents = (await kit.service()).documents(name);
+      expect(await documents.inspect('i')).toMatchObject({ held: false, waiting: 0 });
     });
 
     it('is null: taken as no lock', async () => {
@@ -70,6 +80,32 @@ describe('Document locks and the shapes of the application’s documents', () =>
       }
     });
 
+    it('locks an embedded id holding a number past 2^53 by its exact value', async () => {
+      const exact = Long.fromBigInt(2n ** 60n);
+      await collection.insertMany([
+        { _id: { a: exact } as never, which: 'this' },
+        { _id: { a: exact.add(24) } as never, which: 'neighbour' },
+      ]);
+      const documents = (await kit.service()).documents(name);
+      const handle = await documents.acquire({ a: 2 ** 60 });
+      try {
+        expect(handle.doc).toMatchObject({ which: 'this' });
+      } finally {
+        await handle.release();
+      }
+    });
+
+    it('takes -0 inside an embedded id as 0: a nested lock re-enters', async () => {
+      await collection.insertOne({ _id: { a: 0 } as never });
+      const documents = (await kit.service()).documents(name);
+      const inner = await settle(
+        documents.withLock({ a: 0 }, () =>
+          documents.withLock({ a: -0 }, () => 'ran', { timeoutMs: 500 }),
+        ),
+      );
+      expect(inner).toBe('ran');
+    });
+
     it('takes -0 as 0: a nested lock on the same document re-enters', async () => {
       await collection.insertOne({ _id: 0 as never });
       const documents = (await kit.service()).documents(name);
@@ -92,6 +128,28 @@ describe('Document locks and the shapes of the application’s documents', () =>
       expect(outcome).toBeInstanceOf(InvalidLockOptionsError);
       expect((outcome as Error).message).toMatch(/"meta" while where names "meta.tenant"/);
       expect(await collection.countDocuments()).toBe(0);
+    });
+
+    it('refuses the same overlap inside a top-level $and, which an upsert also reads', async () => {
+      const documents = (await kit.service()).documents(name, { version: { field: 'meta.v' } });
+      const outcome = await settle(
+        documents.acquire('n2', {
+          where: { $and: [{ 'meta.tenant': 't1' }] },
+          createIfMissing: { meta: { plan: 'free' } },
+        }),
+      );
+      expect(outcome).toBeInstanceOf(InvalidLockOptionsError);
+      expect(await collection.countDocuments()).toBe(0);
+    });
+
+    it('does not refuse a where outside createIfMissing’s objects', async () => {
+      const documents = (await kit.service()).documents(name, { version: { field: 'meta.v' } });
+      const handle = await documents.acquire('n3', {
+        where: { tenant: 't1' },
+        createIfMissing: { meta: { plan: 'free' } },
+      });
+      expect(handle.doc).toEqual({ _id: 'n3', tenant: 't1', meta: { v: 0, plan: 'free' } });
+      await handle.release();
     });
 
     it.each([3_000_000_000, -0, 2 ** 31])(

@@ -8,13 +8,25 @@ import { isDuplicateKeyError } from '../mongo-error-codes';
  * the number).
  */
 export function keyOfDocumentId(id: unknown): string {
-  // The server matches 1, Long(1), 1.0 and -0.0 alike: so must the key.
+  const canonical = canonicalId(id) as Parameters<typeof BSON.EJSON.stringify>[0];
+  return BSON.EJSON.stringify(canonical, { relaxed: false });
+}
+
+/**
+ * The server matches 1, Long(1), 1.0 and -0.0 alike, inside an embedded `_id` too: so must
+ * the key. Numbers at every depth are written one way.
+ */
+function canonicalId(id: unknown): unknown {
   if (typeof id === 'number' || id instanceof Int32 || id instanceof Double) {
-    id = canonicalNumber(id.valueOf());
-  } else if (id instanceof Long && Number.isSafeInteger(id.toNumber())) {
-    id = id.toNumber();
+    return canonicalNumber(id.valueOf());
   }
-  return BSON.EJSON.stringify(id as Parameters<typeof BSON.EJSON.stringify>[0], { relaxed: false });
+  if (id instanceof Long) return Number.isSafeInteger(id.toNumber()) ? id.toNumber() : id;
+  const isPlain =
+    typeof id === 'object' &&
+    id !== null &&
+    (Object.getPrototypeOf(id) === Object.prototype || Object.getPrototypeOf(id) === null);
+  if (!isPlain) return id;
+  return Object.fromEntries(Object.entries(id).map(([name, value]) => [name, canonicalId(value)]));
 }
 
 /**
@@ -25,7 +37,8 @@ export function keyOfDocumentId(id: unknown): string {
 function canonicalNumber(value: number): number | Long | Double {
   if (Object.is(value, -0)) return 0;
   if (Number.isSafeInteger(value) || !Number.isInteger(value)) return value;
-  return Math.abs(value) < 2 ** 63 ? Long.fromBigInt(BigInt(value)) : new Double(value);
+  const fitsLong = value >= -(2 ** 63) && value < 2 ** 63;
+  return fitsLong ? Long.fromBigInt(BigInt(value)) : new Double(value);
 }
 
 /** The `_id` a key stands for: the inverse of {@link keyOfDocumentId}. */

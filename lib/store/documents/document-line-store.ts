@@ -24,7 +24,7 @@ import type { LineStorage } from '../line/line-store';
 import type { DocumentCollection } from './document-writes';
 import { byKey, documentIdOfKey, isDuplicateIdError } from './document-key';
 import { watchDocumentEvents, watchDocumentLines } from './document-line-events';
-import { isLockShaped, type DocumentLineFields } from './document-line';
+import { isBsonNumber, isLockShaped, type DocumentLineFields } from './document-line';
 
 /** A document as a line command's reply holds it: the lock field's line and the server time. */
 interface LineRead {
@@ -260,8 +260,10 @@ export class DocumentLineStore implements LineStorage {
     const projected = isProjected(reply);
     const doc = (projected ? reply.doc : reply) as Document | undefined;
     const lock = (projected && !doc ? reply : doc?.[this.fields.field]) as Document | undefined;
-    const line = (Array.isArray(lock?.line) ? lock.line : []) as LineEntry[];
-    const read = { doc: doc ?? {}, line, f: lock?.f as LineDocument['f'] };
+    // Only what a lock writes: the application's own values there read as no lock.
+    const line = (Array.isArray(lock?.line) ? lock.line : []).filter(isEntry) as LineEntry[];
+    const f = (isBsonNumber(lock?.f) ? lock?.f : undefined) as LineDocument['f'];
+    const read = { doc: doc ?? {}, line, f };
     if (projected) return { ...read, now: reply.now as Date };
     const entry = ours && line.find((candidate) => candidate.t === ours.token);
     if (entry && ours) return { ...read, now: new Date(entry.e.getTime() - ours.ttlMs) };
@@ -277,6 +279,11 @@ export class DocumentLineStore implements LineStorage {
   }
 }
 
+function isEntry(entry: unknown): boolean {
+  const { t, e } = (entry ?? {}) as { t?: unknown; e?: unknown };
+  return typeof t === 'string' && e instanceof Date;
+}
+
 /** The live entry behind `token`'s in `read` (`null`: none), as a commit names it. */
 function entryBehind(read: LineRead, token: string): { t: string; h: string } | null {
   const live = liveEntries(read.line, read.now);
@@ -290,7 +297,11 @@ function asLine(key: string, read: Pick<LineRead, 'line' | 'f'>): LineDocument {
 
 /** The lock field holds the application's own value: the lock never writes over it. */
 function notALockField(key: string, field: string, value: unknown): InvalidLockOptionsError {
-  const kind = Array.isArray(value) ? 'an array' : value === null ? 'null' : `a ${typeof value}`;
+  const kind = Array.isArray(value)
+    ? 'an array'
+    : typeof value === 'object'
+      ? 'an object'
+      : `a ${typeof value}`;
   return new InvalidLockOptionsError(
     `The document with _id ${key} has its own value in the lock field ${JSON.stringify(field)} ` +
       `(${kind}, not a lock): nothing was written. Choose another lockField for this collection`,

@@ -2,14 +2,20 @@ import type { Document } from 'mongodb';
 import { LINE_CAPACITY } from '../line/line-pipelines';
 import type { Successor } from '../line/line-commands';
 
+/** A number as `$isNumber` sees one, read back with any of the driver's options. */
+export function isBsonNumber(value: unknown): boolean {
+  if (typeof value === 'number' || typeof value === 'bigint') return true;
+  // By BSON type, not class: a Timestamp is a Long subclass, and no number.
+  const type = (value as { _bsontype?: unknown } | null | undefined)?._bsontype;
+  return type === 'Long' || type === 'Int32' || type === 'Double' || type === 'Decimal128';
+}
+
 /** What {@link DocumentLineFields.lockShaped} checks on the server, for a value read back. */
 export function isLockShaped(value: unknown): boolean {
   if (value === undefined || value === null) return true;
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  if (typeof value !== 'object' || Array.isArray(value)) return false;
   const { line, f } = value as { line?: unknown; f?: unknown };
-  const numeric =
-    typeof f === 'number' || (typeof f === 'object' && f !== null && '_bsontype' in f);
-  return (line === undefined || Array.isArray(line)) && (f === undefined || numeric);
+  return (line === undefined || Array.isArray(line)) && (f === undefined || isBsonNumber(f));
 }
 
 /**
