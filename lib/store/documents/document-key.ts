@@ -8,8 +8,7 @@ import { isDuplicateKeyError } from '../mongo-error-codes';
  * the number).
  */
 export function keyOfDocumentId(id: unknown): string {
-  const canonical = canonicalId(id) as Parameters<typeof BSON.EJSON.stringify>[0];
-  return BSON.EJSON.stringify(canonical, { relaxed: false });
+  return BSON.EJSON.stringify(canonicalId(id) as Document, { relaxed: false });
 }
 
 /**
