@@ -8,7 +8,7 @@ import { isDuplicateKeyError } from '../mongo-error-codes';
  * the number).
  */
 export function keyOfDocumentId(id: unknown): string {
-  return BSON.EJSON.stringify(canonicalId(id) as Document, { relaxed: false });
+  return BSON.EJSON.stringify(canonicalId(id), { relaxed: false });
 }
 
 /**
