@@ -134,7 +134,9 @@ describe('Document locks: reported input defects', () => {
       const docs = await documents();
       const lock = await docs.acquire('a');
       const other = (await kit.service()).documents<Document>(collectionName);
-      const waited = await settle(other.acquire('a', { timeoutMs: 50 }));
+      // Connected first: a join unanswered by a short deadline is unavailable, not busy.
+      await other.inspect('a');
+      const waited = await settle(other.acquire('a', { timeoutMs: 300 }));
       const atOnce = await settle(other.acquire('a', { timeoutMs: 0 }));
       for (const error of [waited, atOnce]) {
         expect(error).toBeInstanceOf(LockNotAcquiredError);
