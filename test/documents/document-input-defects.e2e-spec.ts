@@ -144,7 +144,7 @@ describe('Document locks: reported input defects', () => {
         expect(message).not.toContain('\\"');
         expect(message).toMatch(
           new RegExp(
-            `^Document "a" of "${collectionName}" not acquired (within 50 ms|at once); held by `,
+            `^Document "a" of "${collectionName}" not acquired (within 300 ms|at once); held by `,
           ),
         );
       }
