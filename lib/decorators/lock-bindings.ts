@@ -2,6 +2,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { noop } from 'rxjs';
 import { MongoLockError } from '../errors/mongo-lock.error';
 import { MESSAGES } from '../mongo-lock.messages';
+import { isThenable } from '../util/value-kinds';
 import type { LockService } from '../lock.service';
 import type { LockedMetadata } from './locked-metadata';
 
@@ -45,7 +46,7 @@ export class InterceptedCall {
   constructor(readonly metadata: LockedMetadata) {}
 
   /** Runs the handler, unless its request ended first (it would run without the lock). */
-  enter<T>(handler: () => T, isThenable: (value: T) => boolean): T {
+  enter<T>(handler: () => T): T {
     if (this.abandoned)
       throw new MongoLockError(MESSAGES.handlerAfterRequestEnded(this.metadata.where));
     this.called = true;

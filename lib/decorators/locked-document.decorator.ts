@@ -5,6 +5,7 @@ import { DocumentHttpInterceptor } from '../http/document-http.interceptor';
 import { LockedInterceptor } from '../interceptors/locked.interceptor';
 import { compileLockKeys, type LockKeyContext, parseKeyTemplate } from '../keys/key-template';
 import { MESSAGES } from '../mongo-lock.messages';
+import { isPlainObject } from '../util/value-kinds';
 import { lockedDocParams } from './document-lock-context';
 import type { LockedOptions } from './locked-metadata';
 import { checkOptions, decorateLockedMethod } from './locked.decorator';
@@ -31,12 +32,6 @@ export interface LockedDocumentOptions<T extends Document = Document> extends Pi
 export type DocumentIdSpec = string | ((context: LockKeyContext) => string);
 
 const OPTION_NAMES = new Set(['ttlMs', 'timeoutMs', 'renew', 'onBusy', 'where', 'createIfMissing']);
-
-const isPlainObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' &&
-  value !== null &&
-  !Array.isArray(value) &&
-  [Object.prototype, null].includes(Object.getPrototypeOf(value) as object | null);
 
 /**
  * The id a template renders. Templates percent-encode `%`, `:` and the template's punctuation

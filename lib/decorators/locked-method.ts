@@ -3,6 +3,7 @@ import { isObservable, throwError } from 'rxjs';
 import { MongoLockError } from '../errors';
 import { NEST_CONTROLLER_WATERMARK } from '../mongo-lock.constants';
 import { MESSAGES } from '../mongo-lock.messages';
+import { isThenable } from '../util/value-kinds';
 import { currentDocumentLock } from './document-lock-context';
 import { interceptedCall, lockBindingOf, withoutInterceptorMark } from './lock-bindings';
 import type { LockedMetadata } from './locked-metadata';
@@ -19,11 +20,6 @@ function isControllerInstance(instance: unknown): boolean {
     typeof type === 'function' && Reflect.getMetadata(NEST_CONTROLLER_WATERMARK, type) === true
   );
 }
-
-const isThenable = (value: unknown): boolean =>
-  (typeof value === 'object' || typeof value === 'function') &&
-  value !== null &&
-  typeof (value as { then?: unknown }).then === 'function';
 
 /** The arguments with the current document handle at the method's `@LockedDoc()` positions. */
 function withDocumentHandle(metadata: LockedMetadata, args: unknown[]): unknown[] {
@@ -57,9 +53,7 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
   return function lockedMethod(this: unknown, ...args: unknown[]): unknown {
     const intercepted = interceptedCall(metadata);
     if (intercepted) {
-      return withoutInterceptorMark(() =>
-        intercepted.enter(() => original.apply(this, args), isThenable),
-      );
+      return withoutInterceptorMark(() => intercepted.enter(() => original.apply(this, args)));
     }
     const binding = lockBindingOf(this);
     if (!binding && isControllerInstance(this)) return original.apply(this, args);

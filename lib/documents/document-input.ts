@@ -6,6 +6,7 @@ import type { AttemptTarget } from '../store/line/line-commands';
 import type { DocumentVersion } from '../store/documents/document-version';
 import { toVersionValue } from '../store/documents/document-version';
 import type { DocumentUpdate } from '../store/documents/document-writes';
+import { isPlainObject } from '../util/value-kinds';
 import type { DocumentLockOptions, DocumentLocksOptions } from './document-locks-options.interface';
 
 /** A collection's document-lock settings, checked. */
@@ -73,12 +74,6 @@ export function resolveDocumentLocksOptions(
     bad('idType', `must be 'string', 'objectId' or 'number', got ${JSON.stringify(idType)}`);
   }
   return { collection, dbName: given.dbName, lockField, version, idType };
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
-  const prototype = Object.getPrototypeOf(value) as unknown;
-  return prototype === Object.prototype || prototype === null;
 }
 
 /** Every key of a filter, inside `$and`/`$or`/`$nor` and nested documents too. */

@@ -11,7 +11,7 @@ import {
   LockLostError,
   VersionConflictError,
 } from '../../lib/errors';
-import { LockTestKit, sleep } from '../lock-service/lock-test-kit';
+import { LockTestKit, settle, sleep } from '../lock-service/lock-test-kit';
 import { LOAD_SLACK_MS } from '../support/load-slack';
 import { ReplyDelayProxy } from '../support/reply-delay-proxy';
 
@@ -29,12 +29,6 @@ interface Raw {
   _id: string | number;
   [field: string]: unknown;
 }
-
-const settle = (promise: Promise<unknown>): Promise<unknown> =>
-  promise.then(
-    (value) => value,
-    (error: unknown) => error,
-  );
 
 /** Each engine's lock field: held (a filter, and a stored form), and other code's unlock. */
 const lockField = {

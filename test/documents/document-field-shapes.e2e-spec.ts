@@ -4,15 +4,9 @@
 import { Long, ObjectId } from 'mongodb';
 import type { Collection, Document } from 'mongodb';
 import { InvalidLockOptionsError } from '../../lib/errors';
-import { LockTestKit } from '../lock-service/lock-test-kit';
+import { LockTestKit, settle } from '../lock-service/lock-test-kit';
 
 jest.setTimeout(60_000);
-
-const settle = (promise: Promise<unknown>): Promise<unknown> =>
-  promise.then(
-    (value) => value,
-    (error: unknown) => error,
-  );
 
 describe('Document locks and the shapes of the application’s documents', () => {
   const kit = LockTestKit.forSuite();

@@ -3,7 +3,7 @@
 import { Decimal128 } from 'mongodb';
 import type { Collection, Document } from 'mongodb';
 import { InvalidLockOptionsError, LockNotAcquiredError } from '../../lib/errors';
-import { LockTestKit } from '../lock-service/lock-test-kit';
+import { LockTestKit, settle } from '../lock-service/lock-test-kit';
 
 jest.setTimeout(60_000);
 
@@ -11,12 +11,6 @@ interface Raw {
   _id: string;
   [field: string]: unknown;
 }
-
-const settle = (promise: Promise<unknown>): Promise<unknown> =>
-  promise.then(
-    (value) => value,
-    (error: unknown) => error,
-  );
 
 describe('Document locks: reported input defects', () => {
   const kit = LockTestKit.forSuite();

@@ -177,3 +177,10 @@ export async function eventually(check: () => boolean | Promise<boolean>, timeou
 }
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** What `promise` settles to: its value, or the error it rejected with. */
+export const settle = (promise: Promise<unknown>): Promise<unknown> =>
+  promise.then(
+    (value) => value,
+    (error: unknown) => error,
+  );

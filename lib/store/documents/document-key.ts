@@ -1,5 +1,6 @@
 import { BSON, Double, Int32, Long } from 'mongodb';
 import type { Document, Filter } from 'mongodb';
+import { isPlainObject } from '../../util/value-kinds';
 import { isDuplicateKeyError } from '../mongo-error-codes';
 
 /**
@@ -20,11 +21,7 @@ function canonicalId(id: unknown): unknown {
     return canonicalNumber(id.valueOf());
   }
   if (id instanceof Long) return Number.isSafeInteger(id.toNumber()) ? id.toNumber() : id;
-  const isPlain =
-    typeof id === 'object' &&
-    id !== null &&
-    (Object.getPrototypeOf(id) === Object.prototype || Object.getPrototypeOf(id) === null);
-  if (!isPlain) return id;
+  if (!isPlainObject(id)) return id;
   return Object.fromEntries(Object.entries(id).map(([name, value]) => [name, canonicalId(value)]));
 }
 
