@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { MongoClient, type Collection, type Document } from 'mongodb';
 import { sharedClockMs, IpcChild } from '@nestjs-mongo-lock/process-harness';
@@ -271,7 +272,23 @@ export class FaultRun {
     const ending = await this.endWork();
     const orphans = await this.checkSampledLeases(options);
     this.history.finalLocks = await this.readFinalLocks();
-    return [...checkHistory(this.history, options), ...orphans, ...ending, ...extra];
+    const violations = [...checkHistory(this.history, options), ...orphans, ...ending, ...extra];
+    this.dumpHistory({ violations });
+    return violations;
+  }
+
+  /**
+   * With `FAULT_HISTORY_DUMP=<dir>`, writes the run's history (and `extra`) to
+   * `<dir>/<database>.json`, to read a failed run's timeline.
+   */
+  dumpHistory(extra: Record<string, unknown>): void {
+    const dir = process.env.FAULT_HISTORY_DUMP;
+    if (!dir) return;
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(
+      path.join(dir, `${this.dbName}.json`),
+      JSON.stringify({ history: this.history, ...extra }, null, 1),
+    );
   }
 
   /**

@@ -242,6 +242,34 @@ describe('checkModesHistory: fences', () => {
     expect(kinds(h)).toEqual([]);
   });
 
+  it('orders a frozen holder by its deadline when its start was recorded after it (FINDINGS L18)', () => {
+    // Process 1 was handed two shared holds (fences 1, 2), then frozen before its worker
+    // recorded them: the leases ran out at 400, process 3 held exclusively (fence 3) at 500,
+    // and process 1 recorded its starts at 1200, past their deadlines.
+    const frozen = (fence: number, worker: string) =>
+      by(1, {
+        fence: String(fence),
+        worker,
+        mode: 'shared',
+        start: 1200,
+        end: 1210,
+        deadline: 400,
+        signalAt: 1200,
+        outcome: 'lost',
+        requestedAt: 0,
+      });
+    const writer = exclusive(3, 500, 520, { requestedAt: 100 });
+    const h = history([frozen(1, 'p1:w0'), frozen(2, 'p1:w1'), writer], {
+      pauses: [{ pid: 1, from: 300, to: 1200 }],
+    });
+    expect(kinds(h)).toEqual([]);
+    // The same grants with the writer's fence below theirs are out of order.
+    const below = history([frozen(4, 'p1:w0'), frozen(5, 'p1:w1'), writer], {
+      pauses: [{ pid: 1, from: 300, to: 1200 }],
+    });
+    expect(kinds(below)).toEqual(['fence-order']);
+  });
+
   it('catches a lower fence for a grant requested after another grant was seen', () => {
     const h = history([shared(2, 0, 100), shared(1, 20, 100, { requestedAt: 10 })]);
     const sem = history([permit(2, 1, 0, 100), permit(1, 1, 20, 100, { requestedAt: 10 })]);

@@ -5,6 +5,7 @@ import {
   findStuckLocks,
   findUnreleased,
   formatMs,
+  grantTime,
   groupByKey,
   pausedOverDeadline,
   protectedEnd,
@@ -60,6 +61,11 @@ type KeyForm = { kind: 'lock' } | { kind: 'semaphore'; permits: number };
 /** A section as the checker judges it. */
 interface Held {
   section: ModeSection;
+  /**
+   * When it was granted, at the latest: `grantTime`, its start unless a freeze put the
+   * worker's record of it after its deadline (as in `checker.ts`).
+   */
+  granted: number;
   exclusive: boolean;
   weight: number;
   fence: bigint;
@@ -96,7 +102,9 @@ export function checkModesHistory(history: History, options: ModesCheckerOptions
   const deaths = new Map(history.deaths.map((d) => [d.holder, d]));
   const violations: Violation[] = [];
   for (const [key, sections] of groupByKey(history.sections)) {
-    const inGrantOrder = [...(sections as ModeSection[])].sort((a, b) => a.start - b.start);
+    const inGrantOrder = [...(sections as ModeSection[])].sort(
+      (a, b) => grantTime(a) - grantTime(b),
+    );
     const form = keyForm(key, inGrantOrder, violations);
     const held = inGrantOrder.map((s) => judged(s, deaths, options.revocations ?? []));
     const active = activeAtGrants(held, options);
@@ -137,12 +145,13 @@ function judged(
       (r) =>
         section.scope !== undefined &&
         r.scope === section.scope &&
-        section.start < r.calledAt &&
+        grantTime(section) < r.calledAt &&
         ownEnd > r.calledAt,
     )
     .sort((a, b) => a.calledAt - b.calledAt)[0];
   return {
     section,
+    granted: grantTime(section),
     exclusive: (section.mode ?? 'exclusive') === 'exclusive' && section.permits === undefined,
     weight: section.weight ?? 1,
     fence: BigInt(section.fence),
@@ -157,7 +166,7 @@ function judged(
  * tolerance).
  */
 function protects(a: Held, b: Held, options: CheckerOptions): boolean {
-  return a.end - b.section.start > crossProcessSlack(a.section, b.section, options);
+  return a.end - b.granted > crossProcessSlack(a.section, b.section, options);
 }
 
 /**
@@ -170,7 +179,7 @@ function activeAtGrants(held: Held[], options: CheckerOptions): Held[][] {
   for (const [j, b] of held.entries()) {
     // Intervals that ended (by more than any tolerance) before this grant end before all later
     // ones.
-    running = running.filter((a) => a.end - b.section.start > -slack);
+    running = running.filter((a) => a.end - b.granted > -slack);
     result.push(running.filter((a) => protects(a, b, options)));
     running.push(held[j]);
   }
@@ -219,7 +228,7 @@ function findConflicts(
       kind: 'overlap',
       key,
       detail:
-        `${describeHeld(b)} was granted ${formatMs(worst.end - b.section.start)} before the ` +
+        `${describeHeld(b)} was granted ${formatMs(worst.end - b.granted)} before the ` +
         `protected interval of ${describeHeld(worst)}${others} ended (${endedBy(worst, b, deaths)})`,
     });
   }
@@ -247,24 +256,24 @@ function findLateNotices(
     if (h.revokedBy || h.untold <= h.end) continue;
     for (let j = i + 1; j < held.length; j++) {
       const g = held[j];
-      if (g.section.start > h.untold) break; // told (or stopped) before any later grant
+      if (g.granted > h.untold) break; // told (or stopped) before any later grant
       const inside = protects(h, g, options);
       const others = active[j].filter((a) => a !== h);
       if (!conflicting(form, h, g, others)) continue;
       if (inside) break; // an overlap, reported as such
-      const lateMs = h.untold - g.section.start;
+      const lateMs = h.untold - g.granted;
       if (lateMs > tolerance && !pausedOverDeadline(h.section, h.untold, pauses, tolerance)) {
         const told =
           h.section.signalAt === null
             ? 'its signal never aborted'
-            : `its signal aborted ${formatMs(h.section.signalAt - g.section.start)} after that grant`;
+            : `its signal aborted ${formatMs(h.section.signalAt - g.granted)} after that grant`;
         violations.push({
           kind: 'told-late',
           key,
           detail:
             `${describeHeld(h)} worked on ${formatMs(lateMs)} past the grant to ` +
             `${describeHeld(g)}, which it conflicts with, before it was told: ${told}, ` +
-            `its deadline was ${relative(h.section.deadline, g.section.start)}`,
+            `its deadline was ${relative(h.section.deadline, g.granted)}`,
         });
       }
       break;
@@ -318,9 +327,11 @@ function findRevokedTooLate(
 
 /**
  * Fences are unique per key and follow the order of grants where that order is certain: a
- * grant seen (its holder's `start`) before another's `acquire` was called came first; on a
- * lock, two grants of which one is exclusive did not overlap, so their grant order is their
- * start order (as in `checker.ts`).
+ * grant seen (its `grantTime`) before another's `acquire` was called came first; on a lock,
+ * two grants of which one is exclusive did not overlap, so their grant order is the order of
+ * their grant times. Not of their starts: a process frozen between the hand-out and the
+ * worker's record starts after its deadline, maybe after a later grant with a higher fence
+ * (FINDINGS L18).
  */
 function findFenceDisorder(key: string, form: KeyForm, held: Held[]): Violation[] {
   const violations: Violation[] = [];
@@ -343,11 +354,8 @@ function findFenceDisorder(key: string, form: KeyForm, held: Held[]): Violation[
       const a = held[i];
       if (a === b) continue;
       const certainlyBefore =
-        a.section.start < requestedAt ||
-        (form.kind === 'lock' &&
-          i < j &&
-          (a.exclusive || b.exclusive) &&
-          a.section.start < b.section.start);
+        a.granted < requestedAt ||
+        (form.kind === 'lock' && i < j && (a.exclusive || b.exclusive) && a.granted < b.granted);
       if (certainlyBefore && a.fence >= b.fence && (!before || a.fence > before.fence)) before = a;
     }
     if (before) {
@@ -374,14 +382,14 @@ function describeHeld(h: Held): string {
 
 /** How `a`'s protected interval ends, relative to `b`'s grant. */
 function endedBy(a: Held, b: Held, deaths: Map<string, DeadInstance>): string {
-  if (a.revokedBy) return `revoked at ${relative(a.revokedBy.calledAt, b.section.start)}`;
+  if (a.revokedBy) return `revoked at ${relative(a.revokedBy.calledAt, b.granted)}`;
   const s = a.section;
   const work = s.end ?? deaths.get(s.holder)?.diedAt ?? null;
   if (s.deadline !== null && (work === null || s.deadline < work)) {
-    return `deadline ${relative(s.deadline, b.section.start)}`;
+    return `deadline ${relative(s.deadline, b.granted)}`;
   }
   if (work === null) return 'never: open, its process alive';
-  return `${s.end === null ? 'death' : 'end of work'} ${relative(work, b.section.start)}${
+  return `${s.end === null ? 'death' : 'end of work'} ${relative(work, b.granted)}${
     s.deadline === null ? ', deadline unknown' : ''
   }`;
 }

@@ -66,21 +66,9 @@ export async function checkModes(
 ): Promise<Violation[]> {
   const ending = await run.endWork();
   run.history.finalLocks = await readFinalModeLocks(run);
-  return [...checkModesHistory(run.history, options), ...ending, ...extra];
-}
-
-/**
- * With `FAULT_MODES_DUMP=<dir>`, writes the run's history (and `extra`) to
- * `<dir>/<database>.json`, to read a failed run's timeline.
- */
-export function dumpHistory(run: FaultRun, extra: Record<string, unknown>): void {
-  const dir = process.env.FAULT_MODES_DUMP;
-  if (!dir) return;
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(
-    path.join(dir, `${run.dbName}.json`),
-    JSON.stringify({ history: run.history, ...extra }, null, 1),
-  );
+  const violations = [...checkModesHistory(run.history, options), ...ending, ...extra];
+  run.dumpHistory({ violations });
+  return violations;
 }
 
 /** Milliseconds since `time` (shared clock), for notes. */

@@ -3,15 +3,7 @@ import { countByKind } from '../harness/contend-checks';
 import { sharedClockMs } from '@nestjs-mongo-lock/process-harness';
 import { FaultRun, type StartedWorker } from '../harness/fault-run';
 import type { ModeOptions, ModeSectionOutcome, TxSectionOutcome } from './modes-protocol';
-import {
-  checkModes,
-  dumpHistory,
-  modes,
-  randomBetween,
-  reports,
-  since,
-  waitForReport,
-} from './modes-run';
+import { checkModes, modes, randomBetween, reports, since, waitForReport } from './modes-run';
 import { Expectations, sleep, type Scenario, type ScenarioOutcome } from './scenario';
 
 const ttlMs = 1000;
@@ -192,7 +184,6 @@ export async function runTransaction(
     }
     if (options.outlastRenewal ?? true) await outlastRenewal(run, workers, expect);
     const violations = await checkModes(run, { leaseMs: controlTtlMs }, expect.violations);
-    dumpHistory(run, {});
     return {
       operations: run.history.sections.length,
       violations,

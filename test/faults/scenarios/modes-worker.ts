@@ -106,8 +106,8 @@ type SectionResult =
 
 /**
  * One acquisition: `acquire` with the plan's mode, reported open at once (so a killed or
- * frozen holder is accounted for), held `holdMs` or until its signal aborts, released, and
- * reported again complete, as `runContention` does for exclusive locks.
+ * frozen holder is accounted for), held `holdMs` or until its signal aborts, reported with its
+ * end of work, released, and reported again complete.
  */
 async function runSection(deps: ModesWorkerDeps, plan: SectionPlan): Promise<SectionResult> {
   const service = deps.service();
@@ -155,6 +155,9 @@ async function runSection(deps: ModesWorkerDeps, plan: SectionPlan): Promise<Sec
   const end = sharedClockMs();
   // Read just before release is sent (or kept from the abort): the deadline this section had.
   const deadline = deadlineToRecord(handle, watch);
+  // Reported before the release is sent: a kill once it has landed must not leave the
+  // section working, for the checker, until the death (FINDINGS L18).
+  deps.report({ ...base, end, deadline, signalAt: watch.signalAt });
   let outcome: SectionRecord['outcome'] = handle.signal.aborted ? 'lost' : 'released';
   try {
     await handle.release();
