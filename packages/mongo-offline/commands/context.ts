@@ -15,10 +15,10 @@ export interface ConnectionInfo {
   close(): void;
 }
 
-/** One command's view of the world; NOW and CLUSTER_TIME are fixed when it starts. */
+/** One command's view of the world; NOW and CLUSTER_TIME are fixed when it starts running. */
 export class CommandContext {
-  readonly now = new Date();
-  readonly clusterTime: Timestamp;
+  now = new Date();
+  clusterTime: Timestamp;
   private mingoOptions: Partial<Options> | undefined;
   /** The real storage, or the view of the transaction this command belongs to. */
   storage: DataStore;
@@ -38,6 +38,16 @@ export class CommandContext {
     if (command.collation !== undefined || command.let !== undefined) {
       this.mingoOptions = this.buildMingoOptions();
     }
+  }
+
+  /**
+   * The command runs only now (a `failCommand` block held it): NOW and CLUSTER_TIME are read
+   * again, as a server fixes them when the command runs, not when it arrived.
+   */
+  startsRunning(): void {
+    this.now = new Date();
+    this.clusterTime = this.server.storage.clock.now();
+    if (this.mingoOptions) this.mingoOptions = this.buildMingoOptions();
   }
 
   /** mingo options with this command's NOW, CLUSTER_TIME, `let` values and collation. */

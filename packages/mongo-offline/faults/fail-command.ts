@@ -24,6 +24,7 @@ export async function applyFailCommand(context: CommandContext): Promise<FailCom
   if (!data) return { kind: 'none' };
   if (data.blockConnection === true) {
     await new Promise((resolve) => setTimeout(resolve, Number(data.blockTimeMS ?? 0)));
+    context.startsRunning();
   }
   if (data.closeConnection === true) return { kind: 'close' };
   const errorLabels = data.errorLabels as string[] | undefined;

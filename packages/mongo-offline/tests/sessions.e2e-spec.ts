@@ -179,6 +179,26 @@ describe('offline mongo: transactions and retryable writes', () => {
     expect(Date.now() - started).toBeGreaterThanOrEqual(190);
   });
 
+  it('fixes $$NOW when a command blocked by blockConnection runs, not when it arrived', async () => {
+    const items = collection('blockedNow');
+    await items.insertOne({ _id: 1 });
+    await client()
+      .db('admin')
+      .command({
+        configureFailPoint: 'failCommand',
+        mode: { times: 1 },
+        data: { failCommands: ['findAndModify'], blockConnection: true, blockTimeMS: 300 },
+      });
+    const sentAt = Date.now();
+    const after = await items.findOneAndUpdate({ _id: 1 }, [{ $set: { at: '$$NOW' } }], {
+      returnDocument: 'after',
+      projection: { at: 1, now: '$$NOW' },
+    });
+    // Both the write and the reply's projection see the time the command ran.
+    expect((after?.at as Date).getTime()).toBeGreaterThanOrEqual(sentAt + 290);
+    expect((after?.now as Date).getTime()).toBe((after?.at as Date).getTime());
+  });
+
   it('answers configureFailPoint with the times the fail point has fired so far', async () => {
     const configure = async (mode: unknown, data: object = {}) =>
       (await client().db('admin').command({ configureFailPoint: 'failCommand', mode, data }))
