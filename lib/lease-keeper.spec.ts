@@ -224,6 +224,27 @@ describe('LeaseKeeper', () => {
       expect(lost).toMatchObject([{ key: 'a', at: start + TTL_MS }]);
     });
 
+    it('loses the lease when a renewal is answered after it ended, before its deadline timer ran', async () => {
+      const { leases, lost, start } = keep();
+      let answer!: () => void;
+      leases.renewReply = (_held, ttlMs) => {
+        const sentAt = performance.now();
+        return new Promise((resolve) => {
+          answer = () => resolve({ renewed: true, sentAt, remainingMs: ttlMs });
+        });
+      };
+      await advance(5_000);
+      expect(leases.renewed).toHaveLength(1);
+      // A stalled event loop: the clock passes the lease's end before any timer runs, and the
+      // reply is read first. It may have landed after the end: it proves nothing.
+      const late = jest.spyOn(performance, 'now').mockReturnValue(start + TTL_MS + 1_000);
+      answer();
+      await Promise.resolve();
+      await Promise.resolve();
+      late.mockRestore();
+      expect(lost).toMatchObject([{ key: 'a', reason: expect.stringMatching(/ran out/) }]);
+    });
+
     it('loses the lease after maxHoldMs even while renewals succeed', async () => {
       const { leases, lost, start } = keep({ maxHoldMs: 12_000 });
       await advance(11_999);

@@ -18,7 +18,11 @@ export interface HeldKey {
 
 /** The store operations a held lock needs, bound to the lock collection. */
 export interface LeaseOperations {
-  renew(held: HeldKey, ttlMs: number): Promise<RenewLeaseOutcome>;
+  /**
+   * Renews: the lease ends `ttlMs` from now at the earliest (never sooner than it did);
+   * `exactly`: at that time, maybe sooner (`expireIn`).
+   */
+  renew(held: HeldKey, ttlMs: number, exactly?: boolean): Promise<RenewLeaseOutcome>;
   /**
    * `lease`: the lease as the keeper knows it (local deadline, `ttlMs`), given only when it may
    * be handed to another caller without a write (see {@link LeaseKeeper.releaseAll}).
@@ -218,7 +222,7 @@ export class LeaseKeeper {
     const keys = [...this.remaining];
     try {
       const outcomes = await Promise.all(
-        keys.map((held) => this.init.operations.renew(held, ttlMs)),
+        keys.map((held) => this.init.operations.renew(held, ttlMs, true)),
       );
       return keys.filter((_, index) => !outcomes[index].renewed).map((held) => held.key);
     } finally {
@@ -272,14 +276,6 @@ export class LeaseKeeper {
   /** Renews all keys in parallel. `scheduled` renewals retry transient errors until the deadline. */
   private async renewAll(scheduled: boolean): Promise<void> {
     const ttlMs = this.ttlMs;
-    // Once it lands, the lease ends `ttlMs` after it: maybe sooner than the deadline we keep (a
-    // grant's lease, confirmed by a longer or shorter one; an extend() to a shorter `ttlMs`).
-    // It lands after it is sent, and its reply may never come: the deadline moves in now.
-    const sentBy = localLeaseEnd(performance.now(), ttlMs, ttlMs);
-    if (sentBy < this.leaseEnd) {
-      this.leaseEnd = sentBy;
-      this.armDeadline();
-    }
     // A release may shrink `remaining` while we wait: match the replies to what was sent.
     const keys = [...this.remaining];
     let outcomes: RenewLeaseOutcome[];
@@ -302,6 +298,12 @@ export class LeaseKeeper {
       this.renewInFlight = false;
     }
     if (this.stopped) return;
+    // Answered after the lease it renews had ended (its deadline timer not yet run): it
+    // proves nothing. It may have landed after that end, the lease cut in between.
+    if (performance.now() >= this.leaseEnd) {
+      this.lose(this.firstUnreleasedKey(), 'its lease ran out before it was renewed');
+      return;
+    }
     let leaseEnd = Infinity;
     for (const [index, outcome] of outcomes.entries()) {
       if (!outcome.renewed) {

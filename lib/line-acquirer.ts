@@ -161,6 +161,12 @@ export class LineAcquirer {
       );
       entry.state = 'joined';
       if (!renewed.renewed) return undefined;
+      if (performance.now() >= leaseEnd) {
+        // Answered after our entry's lease had ended: it may have landed after that end, with
+        // others let through in between. Left, and joined again.
+        void this.leaves.inBackground(key, entry.token, performance.now() + ttlMs, 'joined');
+        return undefined;
+      }
       place = attempt.place = renewed;
     }
   }
@@ -198,12 +204,14 @@ export class LineAcquirer {
    * Renews a held entry: its new remaining lease, or undefined when it ended. An entry of our
    * token with another fence is not ours to keep: a join of the call, late on its way, made it
    * after ours was removed (`forceRelease`), and others may have held in between.
+   * `exactly`: the lease ends `ttlMs` from now, maybe sooner than it did (`expireIn`).
    */
   async renew(
     hold: Pick<LineHold, 'key' | 'token' | 'fence'>,
     ttlMs: number,
+    exactly = false,
   ): Promise<{ remainingMs: number } | undefined> {
-    const renewed = await this.deps.store.renew(hold.key, hold.token, ttlMs);
+    const renewed = await this.deps.store.renew(hold.key, hold.token, ttlMs, exactly);
     const ours = renewed.renewed && renewed.fence === entryFenceOf(hold.fence);
     return ours && renewed.holds ? { remainingMs: renewed.remainingMs } : undefined;
   }

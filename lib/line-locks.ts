@@ -258,7 +258,8 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
       if (hold.leaseEnd - performance.now() >= ttlMs / 2) continue;
       const sentAt = performance.now();
       const renewed = await this.acquirer.renew(hold, ttlMs);
-      if (!renewed) return index;
+      // Answered after the lease had ended, it proves nothing (see `LeaseKeeper`).
+      if (!renewed || performance.now() >= hold.leaseEnd) return index;
       holds[index] = { ...hold, leaseEnd: localLeaseEnd(sentAt, renewed.remainingMs, ttlMs) };
     }
     return undefined;
@@ -277,9 +278,9 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
       renewalIntervalRatio: options.renewalIntervalRatio,
       maxHoldMs: options.maxHoldMs ?? this.options.maxHoldMs,
       operations: {
-        renew: async (held, ttlMs) => {
+        renew: async (held, ttlMs, exactly) => {
           const sentAt = performance.now();
-          const renewed = await this.acquirer.renew(holdOf(held.key), ttlMs);
+          const renewed = await this.acquirer.renew(holdOf(held.key), ttlMs, exactly);
           return renewed ? { renewed: true, sentAt, ...renewed } : { renewed: false, sentAt };
         },
         // Handed to a caller here queued behind it when the keeper knows the lease is ours.

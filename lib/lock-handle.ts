@@ -42,7 +42,10 @@ export interface LockHandle {
   readonly lost$: Observable<LockLostError>;
   readonly released: boolean;
   readonly lost: boolean;
-  /** Renews the lease now, for `ttlMs` (default: the acquisition's). Rejects with {@link LockLostError} if lost. */
+  /**
+   * Renews the lease now: it then ends `ttlMs` (default: the acquisition's) from now at the
+   * earliest; a renewal never shortens it. Rejects with {@link LockLostError} if lost.
+   */
   extend(ttlMs?: number): Promise<void>;
   /**
    * Gives the lock back (owner-checked). Rejects with {@link LockLostError} if the lease was

@@ -46,8 +46,9 @@ export class InMemoryLineStore implements KeyLineStorage, LockConnection {
     return this.send(() => this.memory.leave(key, token));
   }
 
-  renew(key: string, token: string, ttlMs: number): Promise<RenewResult> {
-    return this.send(() => this.memory.renew(key, token, ttlMs, this.settings.idleRetentionMs));
+  renew(key: string, token: string, ttlMs: number, exactly = false): Promise<RenewResult> {
+    const { idleRetentionMs } = this.settings;
+    return this.send(() => this.memory.renew(key, token, ttlMs, idleRetentionMs, exactly));
   }
 
   place(key: string, token: string): Promise<LinePlace | undefined> {

@@ -86,14 +86,25 @@ export class InMemoryLines {
     return decodeLeave(before, token, now, true);
   }
 
-  /** `RENEW_PIPELINE`: the dead entries go, ours (if live) is renewed for `ttlMs`. */
-  renew(key: string, token: string, ttlMs: number, idleRetentionMs: number): RenewResult {
+  /**
+   * `RENEW_PIPELINE`: the dead entries go, ours (if live) ends `ttlMs` from now at the
+   * earliest (`EXPIRE_PIPELINE`, `exactly`: at that time).
+   */
+  renew(
+    key: string,
+    token: string,
+    ttlMs: number,
+    idleRetentionMs: number,
+    exactly = false,
+  ): RenewResult {
     const now = this.now();
     const before = this.docs.get(key);
     if (!before?.line?.some((entry) => entry.t === token)) return { renewed: false };
-    const end = new Date(now.getTime() + ttlMs);
+    const end = now.getTime() + ttlMs;
     const line = liveEntries(before.line, now).map((entry) =>
-      entry.t === token ? { ...entry, e: end } : entry,
+      entry.t === token
+        ? { ...entry, e: new Date(exactly ? end : Math.max(end, entry.e.getTime())) }
+        : entry,
     );
     const gcAt = gcAfterLease(before, before.f, now, ttlMs + idleRetentionMs);
     const after = { ...before, line, gcAt };

@@ -62,4 +62,26 @@ describe('DocumentLineStore', () => {
     expect(await retried.leave(KEY, holder)).toEqual({ left: true, holders: [] });
     expect(await plain.place(KEY, waiter)).toMatchObject({ holds: true });
   });
+
+  it('never shortens a lease by a renewal; an exact one (expireIn) does', async () => {
+    const client = await kit.client();
+    const collection = client.db(kit.mongo.dbName).collection(`${kit.collectionName}_renew`);
+    await collection.insertOne({ _id: 'a' as unknown as Document['_id'] });
+    const store = new DocumentLineStore(collection, new DocumentLineFields('_lock'), 5_000);
+    const holder = token();
+    const joined = await store.join({
+      key: KEY,
+      token: holder,
+      holderId: 'h',
+      ttlMs: 30_000,
+      kind: { mode: 'exclusive' },
+      onlyIfHolds: false,
+    });
+    expect(joined).toMatchObject({ joined: true, holds: true });
+    // A renewal for 1 s that lands late must not cut the 30 s another one promised.
+    const shorter = await store.renew(KEY, holder, 1_000);
+    expect(shorter.renewed && shorter.remainingMs).toBeGreaterThan(20_000);
+    const exact = await store.renew(KEY, holder, 1_000, true);
+    expect(exact.renewed && exact.remainingMs).toBeLessThanOrEqual(1_000);
+  });
 });

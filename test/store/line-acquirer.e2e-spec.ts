@@ -50,6 +50,15 @@ async function service(name: string, watch = true) {
   return { acquirer, collection, waiters };
 }
 
+/** A `$map` step giving `token`'s entry 30 s more from now, dead or not. */
+const revivedIf = (token: string | undefined) => ({
+  $cond: [
+    { $eq: ['$$this.t', token] },
+    { $mergeObjects: ['$$this', { e: { $add: ['$$NOW', 30_000] } }] },
+    '$$this',
+  ],
+});
+
 const request = (key: string, extra: Partial<LineAcquireRequest> = {}): LineAcquireRequest => ({
   key,
   kind: { mode: 'exclusive' },
@@ -344,6 +353,54 @@ describe('what the second review found', () => {
     );
     await a.acquirer.release(held);
     await acquirer.release(await waiting);
+  });
+
+  // L18 (test/faults/FINDINGS.md): mongod fixes a command's $$NOW before it waits out a write
+  // conflict, so a renewal can land late with an old clock, after the entry's lease had ended,
+  // and bring it back to life ahead of callers let through meanwhile. A renewal answered after
+  // our entry's lease ended is therefore no proof that the entry lived on.
+  it('a waiter whose renewal is answered after its lease ended leaves that entry and joins again', async () => {
+    const [a, b] = [await service('a'), await service('b')];
+    const sent: { pipeline: unknown; token: string | undefined }[] = [];
+    const slow = new Proxy(b.collection, {
+      get(target, property, receiver) {
+        if (property !== 'findOneAndUpdate')
+          return Reflect.get(target, property, receiver) as unknown;
+        return async (...args: Parameters<LineCollection['findOneAndUpdate']>) => {
+          const [, pipeline, options] = args as unknown as [unknown, unknown, unknown];
+          const token = (options as { let?: { t?: string } }).let?.t;
+          sent.push({ pipeline, token });
+          if (pipeline === RENEW_PIPELINE && sent.length === 2) {
+            // Past the entry's 400 ms lease; a renewal with an old clock lands first and
+            // brings it back, then this one finds it live.
+            await pause(700);
+            await target.updateOne({ _id: 'revived', 'line.t': token }, [
+              { $set: { line: { $map: { input: '$line', in: revivedIf(token) } } } },
+            ]);
+          }
+          return target.findOneAndUpdate(...args);
+        };
+      },
+    });
+    const acquirer = new LineAcquirer({
+      store: new LineStore(slow, settings),
+      waiters: b.waiters,
+      handover: new LineHandover(false),
+      holderId: 'b',
+    });
+    const held = await a.acquirer.acquire(request('revived'));
+    const waiting = acquirer.acquire(request('revived', { ttlMs: 400, timeoutMs: 10_000 }));
+    const first = () => sent[0].token;
+    // Left, and joined again by a new token.
+    await eventually(
+      () =>
+        sent.some((command) => command.pipeline === LEAVE_PIPELINE && command.token === first()),
+      3_000,
+    );
+    await a.acquirer.release(held);
+    const hold = await waiting;
+    expect(hold.token).not.toBe(first());
+    await acquirer.release(hold);
   });
 
   it("a holder's renewal does not keep an entry of its token made again after its own was removed", async () => {

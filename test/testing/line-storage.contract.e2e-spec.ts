@@ -132,6 +132,25 @@ async function runScript(open: Open, quietMs: number): Promise<unknown> {
     replies.push(['renew', name, result.renewed, result.renewed && result.holds, longer]);
     await settled();
   };
+  // A shorter renewal: the lease it leaves, from the join's 30 s (`exactly`: `expireIn`'s).
+  const renewFor = async (
+    store: KeyLineStorage,
+    key: string,
+    name: string,
+    ttlMs: number,
+    exactly: boolean,
+  ) => {
+    const result = await store.renew(key, token(name), ttlMs, exactly);
+    const left = !result.renewed
+      ? 'gone'
+      : result.remainingMs > 20_000
+        ? 'kept'
+        : result.remainingMs <= ttlMs
+          ? 'cut'
+          : 'between';
+    replies.push(['renewFor', name, ttlMs, exactly, left]);
+    await settled();
+  };
   const forceRelease = async (store: KeyLineStorage, key: string) => {
     const freed = await store.forceRelease(key);
     replies.push(['forceRelease', key, freed.map((h) => [h.holderId, fence(key, h.fence)])]);
@@ -175,6 +194,13 @@ async function runScript(open: Open, quietMs: number): Promise<unknown> {
   await leave(a, 'k', 'C1');
   await leave(b, 'k', 'B1');
   await inspect('k');
+
+  // A renewal never shortens a lease (one landing late must not cut a later one's); an
+  // exact one (`expireIn`) does.
+  await join(a, 'ext', 'L1');
+  await renewFor(a, 'ext', 'L1', SHORT_MS, false);
+  await renewFor(a, 'ext', 'L1', SHORT_MS, true);
+  await leave(a, 'ext', 'L1');
 
   // Shared holders, an exclusive waiter between them and a later reader.
   await join(a, 'rw', 'S1', SHARED);
@@ -321,6 +347,15 @@ describe('engine v2 lock collection contract: MongoDB and the in-memory kit', ()
   it('streams the same lock events', () => {
     const events = (run: unknown) => (run as { heard: { events: unknown } }).heard.events;
     expect(events(memory)).toEqual(events(mongo));
+  });
+
+  it('never shortens a lease by a renewal; an exact one (expireIn) does', () => {
+    const { replies } = mongo as { replies: unknown[][] };
+    const shorter = replies.filter((reply) => reply[0] === 'renewFor');
+    expect(shorter).toEqual([
+      ['renewFor', 'L1', SHORT_MS, false, 'kept'],
+      ['renewFor', 'L1', SHORT_MS, true, 'cut'],
+    ]);
   });
 
   it('is not vacuous: the script saw holds, waits, refusals and hand-offs', () => {

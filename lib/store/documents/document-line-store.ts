@@ -104,11 +104,11 @@ export class DocumentLineStore implements LineStorage {
     });
   }
 
-  renew(key: string, token: string, ttlMs: number): Promise<RenewResult> {
+  renew(key: string, token: string, ttlMs: number, exactly = false): Promise<RenewResult> {
     return this.send('renew', async () => {
       const reply = await this.collection.findOneAndUpdate(
         { ...byKey(key), [this.fields.path('line') + '.t']: token },
-        [this.fields.renewStage(token, ttlMs)],
+        [this.fields.renewStage(token, ttlMs, exactly)],
         { returnDocument: 'after', projection: this.lineProjection },
       );
       if (!reply) return { renewed: false };

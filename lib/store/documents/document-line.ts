@@ -213,15 +213,19 @@ export class DocumentLineFields {
     };
   }
 
-  /** Renews `token`'s entry for `ttlMs`; dead entries go, ours too if its lease has ended. */
-  renewStage(token: string, ttlMs: number): Document {
+  /**
+   * Renews `token`'s entry: its lease ends `ttlMs` from now, or later if it already did
+   * (`exactly`: at that time); dead entries go, ours too if its lease has ended.
+   */
+  renewStage(token: string, ttlMs: number, exactly: boolean): Document {
+    const end = { $add: ['$$NOW', ttlMs] };
     const renewed = {
       $map: {
         input: this.live,
         in: {
           $cond: [
             { $eq: ['$$this.t', { $literal: token }] },
-            { $mergeObjects: ['$$this', { e: { $add: ['$$NOW', ttlMs] } }] },
+            { $mergeObjects: ['$$this', { e: exactly ? end : { $max: ['$$this.e', end] } }] },
             '$$this',
           ],
         },

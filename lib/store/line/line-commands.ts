@@ -6,6 +6,7 @@ import type { HoldingEntry, LineDocument, LineEntry, LineKind, LinePlace } from 
 import { holdersOf, holdingEntry, liveEntries, placeOf } from './line-document';
 import type { KeyInUse } from '../lock-mode-errors';
 import {
+  EXPIRE_PIPELINE,
   LEAVE_PIPELINE,
   LINE_CAPACITY,
   LINE_REPLY,
@@ -286,15 +287,20 @@ export function decodeLeave(
 
 export type RenewResult = { renewed: false } | ({ renewed: true } & LinePlace);
 
-/** Renews our entry, holding or waiting; never one whose lease has ended. */
+/**
+ * Renews our entry, holding or waiting, never one whose lease has ended: its lease then ends
+ * `ttlMs` from now at the earliest (`exactly`: at that time, maybe sooner than it did).
+ */
 export async function renewInLine(
   collection: LineCollection,
   key: string,
   token: string,
   ttlMs: number,
   idleRetentionMs: number,
+  exactly = false,
 ): Promise<RenewResult> {
-  const after = (await collection.findOneAndUpdate({ _id: key, 'line.t': token }, RENEW_PIPELINE, {
+  const pipeline = exactly ? EXPIRE_PIPELINE : RENEW_PIPELINE;
+  const after = (await collection.findOneAndUpdate({ _id: key, 'line.t': token }, pipeline, {
     returnDocument: 'after',
     projection: LINE_REPLY,
     let: { t: literal(token), d: ttlMs, g: ttlMs + idleRetentionMs },

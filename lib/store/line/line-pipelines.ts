@@ -201,29 +201,25 @@ export const LEAVE_PIPELINE: Document[] = [
   { $set: { lead: LEAD } },
 ];
 
+function renewPipeline(end: unknown): Document[] {
+  const renewed = { $mergeObjects: ['$$this', { e: end }] };
+  const line = {
+    $map: { input: LIVE, in: { $cond: [{ $eq: ['$$this.t', '$$t'] }, renewed, '$$this'] } },
+  };
+  return [{ $set: { line, gcAt: GC_AFTER_LEASE } }];
+}
+
 /**
- * Renewing the entry `$$t` for `$$d` ms. Dead entries go first, ours too if its lease
- * has ended: a dead entry is never brought back, since others may already hold past it.
+ * Renewing the entry `$$t`: its lease ends `$$d` ms from now, or later if it already did. A
+ * renewal never moves a lease's end earlier: one that reaches the server late (its caller gave
+ * up on it, a later one landed first) must not cut short the lease the later one promised.
+ * Dead entries go first, ours too if its lease has ended: a dead entry is never brought back,
+ * since others may already hold past it.
  */
-export const RENEW_PIPELINE: Document[] = [
-  {
-    $set: {
-      line: {
-        $map: {
-          input: LIVE,
-          in: {
-            $cond: [
-              { $eq: ['$$this.t', '$$t'] },
-              { $mergeObjects: ['$$this', { e: { $add: [NOW, '$$d'] } }] },
-              '$$this',
-            ],
-          },
-        },
-      },
-      gcAt: GC_AFTER_LEASE,
-    },
-  },
-];
+export const RENEW_PIPELINE = renewPipeline({ $max: ['$$this.e', { $add: [NOW, '$$d'] }] });
+
+/** {@link RENEW_PIPELINE}, but the lease ends exactly `$$d` ms from now (`expireIn`). */
+export const EXPIRE_PIPELINE = renewPipeline({ $add: [NOW, '$$d'] });
 
 /** Every reply returns the line with the server time it was read at, to decode it by. */
 export const LINE_REPLY = { line: 1, permits: 1, now: NOW };

@@ -38,7 +38,11 @@ export interface LineStoreSettings {
 export interface LineStorage {
   join(request: Omit<JoinRequest, 'idleRetentionMs'>): Promise<JoinResult>;
   leave(key: string, token: string): Promise<LeaveResult>;
-  renew(key: string, token: string, ttlMs: number): Promise<RenewResult>;
+  /**
+   * Renews `token`'s live entry: its lease ends `ttlMs` from now at the earliest, never sooner
+   * than it did; `exactly`: at that time (`expireIn`, which may shorten it).
+   */
+  renew(key: string, token: string, ttlMs: number, exactly?: boolean): Promise<RenewResult>;
   /** Where `token`'s entry stands, by a read (polling without change streams). */
   place(key: string, token: string): Promise<LinePlace | undefined>;
   inspect(key: string): Promise<LockState | null>;
@@ -121,9 +125,9 @@ export class LineStore implements KeyLineStorage {
     return this.send('release', () => leaveLine(this.collection, key, token));
   }
 
-  renew(key: string, token: string, ttlMs: number): Promise<RenewResult> {
+  renew(key: string, token: string, ttlMs: number, exactly = false): Promise<RenewResult> {
     return this.send('renew', () =>
-      renewInLine(this.collection, key, token, ttlMs, this.settings.idleRetentionMs),
+      renewInLine(this.collection, key, token, ttlMs, this.settings.idleRetentionMs, exactly),
     );
   }
 

@@ -674,7 +674,14 @@ describe('compiled update pipelines (differential against mingo)', () => {
     ];
     // Every kind of call is there: joins of three kinds, leave, renew, the operator commands.
     const calls = new Set(sent.map((update) => update.call.split(' ')[0]));
-    expect([...calls].sort()).toEqual(['forceRelease', 'join', 'leave', 'releaseScope', 'renew']);
+    expect([...calls].sort()).toEqual([
+      'expire',
+      'forceRelease',
+      'join',
+      'leave',
+      'releaseScope',
+      'renew',
+    ]);
     expect(new Set(sent.map((update) => update.pipeline)).size).toBeGreaterThan(16);
     let runs = 0;
     for (const { call, pipeline, let: lets, states } of commands) {

@@ -97,6 +97,7 @@ export async function lockCollectionUpdates(tokens: readonly string[]): Promise<
     }
     await leaveLine(recordingLockCollection(sent, 'leave'), 'k', token);
     await renewInLine(recordingLockCollection(sent, 'renew'), 'k', token, 20_000, 60_000);
+    await renewInLine(recordingLockCollection(sent, 'expire'), 'k', token, 20_000, 60_000, true);
   }
   await forceReleaseLine(recordingLockCollection(sent, 'forceRelease'), 'k', 60_000);
   await releaseScopeInLines(recordingLockCollection(sent, 'releaseScope'), 'tenant', 60_000);
@@ -110,7 +111,8 @@ export function documentLockStages(field: string, token: string): Document[] {
     fields.joinStage({ token, holderId: 'h1', ttlMs: 30_000, onlyIfHolds: false }),
     fields.joinStage({ token, holderId: 'h1', ttlMs: 30_000, onlyIfHolds: true }),
     fields.leaveStage(token),
-    fields.renewStage(token, 20_000),
+    fields.renewStage(token, 20_000, false),
+    fields.renewStage(token, 20_000, true),
   ];
 }
 
