@@ -1,7 +1,42 @@
+import type { Collection, Db, Document, MongoClient } from 'mongodb';
 import { firstValueFrom, toArray } from 'rxjs';
 import { LockLostError, LockNotAcquiredError, MongoLockError } from '../../lib/errors';
 import { LockService } from '../../lib/lock.service';
-import { LockTestKit, sleep } from './lock-test-kit';
+import { LEAVE_PIPELINE, RENEW_PIPELINE } from '../../lib/store/line/line-pipelines';
+import { LockTestKit, eventually, sleep } from './lock-test-kit';
+
+/** `client`, whose collections' `findOneAndUpdate` calls go through `around`. */
+function intercepted(
+  client: MongoClient,
+  around: (target: Collection, args: unknown[]) => Promise<unknown>,
+): MongoClient {
+  const bound = <T extends object>(target: T, property: string | symbol): unknown => {
+    const value = Reflect.get(target, property, target) as unknown;
+    return typeof value === 'function'
+      ? (value as (...a: unknown[]) => unknown).bind(target)
+      : value;
+  };
+  const collection = (target: Collection) =>
+    new Proxy(target, {
+      get: (t, property) =>
+        property === 'findOneAndUpdate'
+          ? (...args: unknown[]) => around(t, args)
+          : bound(t, property),
+    });
+  const db = (target: Db) =>
+    new Proxy(target, {
+      get: (t, property) =>
+        property === 'collection'
+          ? (...args: Parameters<Db['collection']>) => collection(t.collection(...args))
+          : bound(t, property),
+    });
+  return new Proxy(client, {
+    get: (t, property) =>
+      property === 'db'
+        ? (...args: Parameters<MongoClient['db']>) => db(t.db(...args))
+        : bound(t, property),
+  });
+}
 
 jest.setTimeout(60_000);
 
@@ -163,6 +198,44 @@ describe('LockService holding', () => {
     await sleep(1_500);
     expect(handle.lost).toBe(false);
     expect((await other.inspect('r1'))?.held).toBe(true);
+    await handle.release();
+  });
+
+  // FINDINGS L18: a renewal answered after the lease it renews ended proves nothing (one that
+  // reached MongoDB late with an old clock may have brought the entry back after others held).
+  it('a multi-key acquisition gives back a key whose refresh was answered after its lease ended', async () => {
+    const other = await kit.service();
+    const blocker = await other.acquire('rr2', { ttlMs: 20_000 });
+    const sent: { pipeline: unknown; key: unknown; token: unknown }[] = [];
+    let refreshed = false;
+    const client = intercepted(await kit.client(), async (target, args) => {
+      const [filter, pipeline, options] = args as [Document, Document[], Document];
+      const token = (options.let as Document | undefined)?.t;
+      sent.push({ pipeline, key: filter._id, token });
+      if (pipeline === RENEW_PIPELINE && filter._id === 'rr1' && !refreshed) {
+        refreshed = true;
+        // rr1's refresh before the hand-out: held past rr1's lease, then let through after a
+        // renewal with an old clock brought the dead entry back.
+        await sleep(600);
+        await target.updateOne(
+          { _id: 'rr1', 'line.t': token },
+          { $set: { 'line.$.e': new Date(Date.now() + 30_000) } },
+        );
+      }
+      return target.findOneAndUpdate(...(args as Parameters<Collection['findOneAndUpdate']>));
+    });
+    const locks = await kit.service({ client });
+    const acquiring = locks.acquire(['rr1', 'rr2'], { ttlMs: 1_000, timeoutMs: 15_000 });
+    const firstRr1 = () => sent.find((command) => command.key === 'rr1')?.token;
+    await eventually(() => firstRr1() !== undefined);
+    await sleep(600);
+    await blocker.release();
+    const handle = await acquiring;
+    // Given back before the hand-out, and taken again by a new entry.
+    expect(
+      sent.some((command) => command.pipeline === LEAVE_PIPELINE && command.token === firstRr1()),
+    ).toBe(true);
+    expect(handle.lost).toBe(false);
     await handle.release();
   });
 
