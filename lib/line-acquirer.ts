@@ -63,7 +63,6 @@ export class LineAcquirer {
     const attempt = new LineAttempt(request, deadline, this.deps.waiters);
     try {
       for (;;) {
-        const sentAt = performance.now();
         // News that may have been missed (`lookAgain`) since this stamp wakes the wait.
         const looked = this.deps.waiters.stamp(request.key);
         const joined = await this.join(attempt);
@@ -75,7 +74,7 @@ export class LineAcquirer {
         }
         attempt.place = joined;
         attempt.followers = this.followersOf(request, joined);
-        const held = await this.waitInLine(attempt, sentAt, looked);
+        const held = await this.waitInLine(attempt, attempt.joinSentAt, looked);
         if (held) return held;
         // Our entry ran out (a long stall; the renewal dropped it): join again, at the back,
         // our followers too, by a new token. A join of the old one still on its way would
@@ -241,6 +240,7 @@ export class LineAcquirer {
       void entry.listen();
       const before = entry.state;
       entry.state = 'unknown';
+      attempt.joinSentAt = performance.now();
       return this.deps.store.join(this.joinRequest(attempt)).catch((error: unknown) => {
         // Decided and answered, nothing written by this try: as before it (an earlier try
         // with no reply may still have made our entry).

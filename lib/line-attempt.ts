@@ -32,6 +32,11 @@ export class LineAttempt implements FollowRequest {
   place: (LinePlace & { document?: HeldDocument }) | undefined;
   /** Callers here that will take our entry over, while it waits (`line-handover.ts`). */
   followers: EntryFollowers | undefined;
+  /**
+   * When the last try of our join was sent: the try whose reply placed us, so our lease is
+   * counted from then (not from the call, which may first wait for earlier callers here).
+   */
+  joinSentAt = 0;
 
   constructor(
     readonly request: LineAcquireRequest,

@@ -53,7 +53,10 @@ export interface ForeignLock {
    * Repeating a successful release reports `released` again.
    */
   release(): Promise<ForeignReleaseOutcome>;
-  /** Renews the lease for `ttlMs` (default: the one it was taken with); `false` if it had ended. */
+  /**
+   * Renews the lease: it then ends `ttlMs` (default: the one it was taken with) from now, sooner
+   * than it did if shorter; `false` if it had ended.
+   */
   renew(ttlMs?: number): Promise<boolean>;
   /** Ends this lease now ({@link LockTestingStore.expire}); `false` if it had already ended. */
   expire(): boolean;
@@ -159,7 +162,8 @@ export class LockTestingStore {
       },
       renew: async (renewTtlMs = ttlMs) => {
         validateForeignTtl(renewTtlMs);
-        return lines.renew(validKey, token, renewTtlMs, 0).renewed;
+        // Exactly `renewTtlMs`: a test shortens another instance's lease this way.
+        return lines.renew(validKey, token, renewTtlMs, 0, true).renewed;
       },
       expire: () => lines.expire(validKey, token),
     };

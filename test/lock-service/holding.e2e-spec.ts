@@ -218,7 +218,7 @@ describe('LockService holding', () => {
         // renewal with an old clock brought the dead entry back.
         await sleep(600);
         await target.updateOne(
-          { _id: 'rr1', 'line.t': token },
+          { _id: 'rr1' as unknown as Document['_id'], 'line.t': token },
           { $set: { 'line.$.e': new Date(Date.now() + 30_000) } },
         );
       }

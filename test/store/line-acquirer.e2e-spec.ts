@@ -403,6 +403,52 @@ describe('what the second review found', () => {
     await acquirer.release(hold);
   });
 
+  // From review of that rule: a lease was counted from the call, which may first wait in call
+  // order behind another caller here, and so looked over before its first renewal.
+  it('counts a lease from its join, not from a wait in call order before it', async () => {
+    const a = await service('a');
+    const b = await service('b');
+    const sent: { pipeline: unknown; token: string | undefined }[] = [];
+    let joins = 0;
+    // b's first caller's join is answered 1.5 s late; the second caller joins after it.
+    const slowFirst = new Proxy(b.collection, {
+      get(target, property, receiver) {
+        if (property !== 'findOneAndUpdate')
+          return Reflect.get(target, property, receiver) as unknown;
+        return async (...args: Parameters<LineCollection['findOneAndUpdate']>) => {
+          const [, pipeline, options] = args as unknown as [unknown, unknown, unknown];
+          sent.push({ pipeline, token: (options as { let?: { t?: string } }).let?.t });
+          const join = pipeline !== RENEW_PIPELINE && pipeline !== LEAVE_PIPELINE;
+          if (join && ++joins === 1) await pause(1_500);
+          return target.findOneAndUpdate(...args);
+        };
+      },
+    });
+    const acquirer = new LineAcquirer({
+      store: new LineStore(slowFirst, settings),
+      waiters: b.waiters,
+      handover: new LineHandover(false),
+      holderId: 'b',
+    });
+    const held = await a.acquirer.acquire(request('in-order'));
+    const first = acquirer
+      .acquire(request('in-order', { ttlMs: 1_000, timeoutMs: 1_000 }))
+      .catch(() => undefined);
+    const second = acquirer.acquire(request('in-order', { ttlMs: 1_000, timeoutMs: 10_000 }));
+    await first;
+    await pause(800);
+    // The second caller joined at about 1 s and renewed in time: its entry stays.
+    const secondToken = sent.filter(
+      (c) => c.pipeline !== RENEW_PIPELINE && c.token !== sent[0].token,
+    )[0]?.token;
+    expect(secondToken).toBeDefined();
+    expect(sent.some((c) => c.pipeline === LEAVE_PIPELINE && c.token === secondToken)).toBe(false);
+    await a.acquirer.release(held);
+    const hold = await second;
+    expect(hold.token).toBe(secondToken);
+    await acquirer.release(hold);
+  });
+
   it("a holder's renewal does not keep an entry of its token made again after its own was removed", async () => {
     const [a, b] = [await service('a', false), await service('b', false)];
     const held = await a.acquirer.acquire(request('remade'));
