@@ -59,6 +59,47 @@ const revivedIf = (token: string | undefined) => ({
   ],
 });
 
+type FindOneAndUpdateArgs = Parameters<LineCollection['findOneAndUpdate']>;
+
+/** `collection`, its `findOneAndUpdate` calls made by `call` (which may delay, drop or fail them). */
+function intercepted(
+  collection: LineCollection,
+  call: (target: LineCollection, args: FindOneAndUpdateArgs) => Promise<unknown>,
+): LineCollection {
+  return new Proxy(collection, {
+    get(target, property, receiver) {
+      if (property !== 'findOneAndUpdate')
+        return Reflect.get(target, property, receiver) as unknown;
+      return (...args: FindOneAndUpdateArgs) => call(target, args);
+    },
+  });
+}
+
+/** Service `b`'s acquirer over `collection` (no hand-over within the process). */
+function acquirerOver(
+  collection: LineCollection,
+  waiters: LineWaiters,
+  extra: Partial<typeof settings> = {},
+): LineAcquirer {
+  return new LineAcquirer({
+    store: new LineStore(collection, { ...settings, ...extra }),
+    waiters,
+    handover: new LineHandover(false),
+    holderId: 'b',
+  });
+}
+
+/** The pipeline and token (`let.t`) of a `findOneAndUpdate` call. */
+function commandOf(args: FindOneAndUpdateArgs): { pipeline: unknown; token: string | undefined } {
+  const [, pipeline, options] = args as unknown as [unknown, unknown, { let?: { t?: unknown } }];
+  const t = options?.let?.t;
+  return {
+    pipeline,
+    token:
+      typeof t === 'object' && t ? (t as { $literal: string }).$literal : (t as string | undefined),
+  };
+}
+
 const request = (key: string, extra: Partial<LineAcquireRequest> = {}): LineAcquireRequest => ({
   key,
   kind: { mode: 'exclusive' },
@@ -264,24 +305,13 @@ describe('what the second review found', () => {
     const replyLost = new Promise<void>((resolve) => (loseReply = resolve));
     let joins = 0;
     // b's first join lands, and its reply is lost once the test says so.
-    const lossy = new Proxy(b.collection, {
-      get(target, property, receiver) {
-        if (property !== 'findOneAndUpdate')
-          return Reflect.get(target, property, receiver) as unknown;
-        return async (...args: Parameters<LineCollection['findOneAndUpdate']>) => {
-          const reply = await target.findOneAndUpdate(...args);
-          if (++joins > 1) return reply;
-          await replyLost;
-          throw new MongoNetworkError('connection reset before the reply');
-        };
-      },
+    const lossy = intercepted(b.collection, async (target, args) => {
+      const reply = await target.findOneAndUpdate(...args);
+      if (++joins > 1) return reply;
+      await replyLost;
+      throw new MongoNetworkError('connection reset before the reply');
     });
-    const acquirer = new LineAcquirer({
-      store: new LineStore(lossy, settings),
-      waiters: b.waiters,
-      handover: new LineHandover(false),
-      holderId: 'b',
-    });
+    const acquirer = acquirerOver(lossy, b.waiters);
     const first = await a.acquirer.acquire(request('retried'));
     let got: LineHold | undefined;
     const waiting = acquirer
@@ -308,33 +338,18 @@ describe('what the second review found', () => {
     const b = await service('b');
     let letLand!: () => void;
     const mayLand = new Promise<void>((resolve) => (letLand = resolve));
-    const tokenOf = (options: unknown) => {
-      const t = (options as { let?: { t?: string | { $literal: string } } }).let?.t;
-      return typeof t === 'object' ? t.$literal : t;
-    };
     const sent: { pipeline: unknown; token: string | undefined }[] = [];
     let renewals = 0;
     // b's first join goes on past its bound and lands when the test says; b's first renewal is
     // answered after b's entry ran out.
-    const slow = new Proxy(b.collection, {
-      get(target, property, receiver) {
-        if (property !== 'findOneAndUpdate')
-          return Reflect.get(target, property, receiver) as unknown;
-        return async (...args: Parameters<LineCollection['findOneAndUpdate']>) => {
-          const [, pipeline, options] = args as unknown as [unknown, unknown, unknown];
-          sent.push({ pipeline, token: tokenOf(options) });
-          if (sent.length === 1) await mayLand;
-          if (pipeline === RENEW_PIPELINE && ++renewals === 1) await pause(500);
-          return target.findOneAndUpdate(...args);
-        };
-      },
+    const slow = intercepted(b.collection, async (target, args) => {
+      const command = commandOf(args);
+      sent.push(command);
+      if (sent.length === 1) await mayLand;
+      if (command.pipeline === RENEW_PIPELINE && ++renewals === 1) await pause(500);
+      return target.findOneAndUpdate(...args);
     });
-    const acquirer = new LineAcquirer({
-      store: new LineStore(slow, { ...settings, operationTimeoutMs: 1_000 }),
-      waiters: b.waiters,
-      handover: new LineHandover(false),
-      holderId: 'b',
-    });
+    const acquirer = acquirerOver(slow, b.waiters, { operationTimeoutMs: 1_000 });
     const held = await a.acquirer.acquire(request('late'));
     const waiting = acquirer.acquire(request('late', { ttlMs: 400, timeoutMs: 10_000 }));
     // The first join's retry placed b; its entry ran out unrenewed; b joined again by a new token.
@@ -362,32 +377,20 @@ describe('what the second review found', () => {
   it('a waiter whose renewal is answered after its lease ended leaves that entry and joins again', async () => {
     const [a, b] = [await service('a'), await service('b')];
     const sent: { pipeline: unknown; token: string | undefined }[] = [];
-    const slow = new Proxy(b.collection, {
-      get(target, property, receiver) {
-        if (property !== 'findOneAndUpdate')
-          return Reflect.get(target, property, receiver) as unknown;
-        return async (...args: Parameters<LineCollection['findOneAndUpdate']>) => {
-          const [, pipeline, options] = args as unknown as [unknown, unknown, unknown];
-          const token = (options as { let?: { t?: string } }).let?.t;
-          sent.push({ pipeline, token });
-          if (pipeline === RENEW_PIPELINE && sent.length === 2) {
-            // Past the entry's 400 ms lease; a renewal with an old clock lands first and
-            // brings it back, then this one finds it live.
-            await pause(700);
-            await target.updateOne({ _id: 'revived', 'line.t': token }, [
-              { $set: { line: { $map: { input: '$line', in: revivedIf(token) } } } },
-            ]);
-          }
-          return target.findOneAndUpdate(...args);
-        };
-      },
+    const slow = intercepted(b.collection, async (target, args) => {
+      const command = commandOf(args);
+      sent.push(command);
+      if (command.pipeline === RENEW_PIPELINE && sent.length === 2) {
+        // Past the entry's 400 ms lease; a renewal with an old clock lands first and brings it
+        // back, then this one finds it live.
+        await pause(700);
+        await target.updateOne({ _id: 'revived', 'line.t': command.token }, [
+          { $set: { line: { $map: { input: '$line', in: revivedIf(command.token) } } } },
+        ]);
+      }
+      return target.findOneAndUpdate(...args);
     });
-    const acquirer = new LineAcquirer({
-      store: new LineStore(slow, settings),
-      waiters: b.waiters,
-      handover: new LineHandover(false),
-      holderId: 'b',
-    });
+    const acquirer = acquirerOver(slow, b.waiters);
     const held = await a.acquirer.acquire(request('revived'));
     const waiting = acquirer.acquire(request('revived', { ttlMs: 400, timeoutMs: 10_000 }));
     const first = () => sent[0].token;
@@ -411,25 +414,14 @@ describe('what the second review found', () => {
     const sent: { pipeline: unknown; token: string | undefined }[] = [];
     let joins = 0;
     // b's first caller's join is answered 1.5 s late; the second caller joins after it.
-    const slowFirst = new Proxy(b.collection, {
-      get(target, property, receiver) {
-        if (property !== 'findOneAndUpdate')
-          return Reflect.get(target, property, receiver) as unknown;
-        return async (...args: Parameters<LineCollection['findOneAndUpdate']>) => {
-          const [, pipeline, options] = args as unknown as [unknown, unknown, unknown];
-          sent.push({ pipeline, token: (options as { let?: { t?: string } }).let?.t });
-          const join = pipeline !== RENEW_PIPELINE && pipeline !== LEAVE_PIPELINE;
-          if (join && ++joins === 1) await pause(1_500);
-          return target.findOneAndUpdate(...args);
-        };
-      },
+    const slowFirst = intercepted(b.collection, async (target, args) => {
+      const command = commandOf(args);
+      sent.push(command);
+      const join = command.pipeline !== RENEW_PIPELINE && command.pipeline !== LEAVE_PIPELINE;
+      if (join && ++joins === 1) await pause(1_500);
+      return target.findOneAndUpdate(...args);
     });
-    const acquirer = new LineAcquirer({
-      store: new LineStore(slowFirst, settings),
-      waiters: b.waiters,
-      handover: new LineHandover(false),
-      holderId: 'b',
-    });
+    const acquirer = acquirerOver(slowFirst, b.waiters);
     const held = await a.acquirer.acquire(request('in-order'));
     const first = acquirer
       .acquire(request('in-order', { ttlMs: 1_000, timeoutMs: 1_000 }))
@@ -475,22 +467,10 @@ it('a wait ends at its deadline even while its renewal gets no answer', async ()
   const a = await service('a', false);
   const b = await service('b', false);
   // b's renewals never answer (a store that stopped replying); its join does.
-  const silent = new Proxy(b.collection, {
-    get(target, property, receiver) {
-      if (property !== 'findOneAndUpdate')
-        return Reflect.get(target, property, receiver) as unknown;
-      return (...args: Parameters<LineCollection['findOneAndUpdate']>) =>
-        args[1] === RENEW_PIPELINE
-          ? new Promise(() => undefined)
-          : target.findOneAndUpdate(...args);
-    },
-  });
-  const acquirer = new LineAcquirer({
-    store: new LineStore(silent, settings),
-    waiters: new LineWaiters(),
-    handover: new LineHandover(false),
-    holderId: 'b',
-  });
+  const silent = intercepted(b.collection, (target, args) =>
+    args[1] === RENEW_PIPELINE ? new Promise(() => undefined) : target.findOneAndUpdate(...args),
+  );
+  const acquirer = acquirerOver(silent, new LineWaiters());
   await a.acquirer.acquire(request('silent'));
   const startedAt = performance.now();
   await expect(
