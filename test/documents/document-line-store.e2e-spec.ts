@@ -7,6 +7,7 @@ import { DocumentLineFields } from '../../lib/store/documents/document-line';
 import { DocumentLineStore } from '../../lib/store/documents/document-line-store';
 import type { DocumentCollection } from '../../lib/store/documents/document-writes';
 import { LockTestKit } from '../lock-service/lock-test-kit';
+import { interceptedCollection } from '../support/intercepted-collection';
 
 const kit = LockTestKit.forSuite();
 const token = () => randomBytes(12).toString('base64url');
@@ -19,15 +20,10 @@ const KEY = keyOfDocumentId('a');
  * write itself runs on the server as usual.
  */
 function answeredWithStoredImages(collection: Collection<Document>): DocumentCollection {
-  return new Proxy(collection, {
-    get(target, property, receiver) {
-      if (property !== 'findOneAndUpdate')
-        return Reflect.get(target, property, receiver) as unknown;
-      return (filter: Document, update: Document, options: Document) => {
-        const { projection: _dropped, ...unprojected } = options;
-        return target.findOneAndUpdate(filter, update, unprojected);
-      };
-    },
+  return interceptedCollection(collection, (target, args) => {
+    const [filter, update, options] = args as unknown as [Document, Document, Document];
+    const { projection: _dropped, ...unprojected } = options;
+    return target.findOneAndUpdate(filter, update, unprojected);
   });
 }
 

@@ -1,42 +1,10 @@
-import type { Collection, Db, Document, MongoClient } from 'mongodb';
+import type { Document } from 'mongodb';
 import { firstValueFrom, toArray } from 'rxjs';
 import { LockLostError, LockNotAcquiredError, MongoLockError } from '../../lib/errors';
 import { LockService } from '../../lib/lock.service';
 import { LEAVE_PIPELINE, RENEW_PIPELINE } from '../../lib/store/line/line-pipelines';
+import { commandOf, interceptedClient } from '../support/intercepted-collection';
 import { LockTestKit, eventually, sleep } from './lock-test-kit';
-
-/** `client`, whose collections' `findOneAndUpdate` calls go through `around`. */
-function intercepted(
-  client: MongoClient,
-  around: (target: Collection, args: unknown[]) => Promise<unknown>,
-): MongoClient {
-  const bound = <T extends object>(target: T, property: string | symbol): unknown => {
-    const value = Reflect.get(target, property, target) as unknown;
-    return typeof value === 'function'
-      ? (value as (...a: unknown[]) => unknown).bind(target)
-      : value;
-  };
-  const collection = (target: Collection) =>
-    new Proxy(target, {
-      get: (t, property) =>
-        property === 'findOneAndUpdate'
-          ? (...args: unknown[]) => around(t, args)
-          : bound(t, property),
-    });
-  const db = (target: Db) =>
-    new Proxy(target, {
-      get: (t, property) =>
-        property === 'collection'
-          ? (...args: Parameters<Db['collection']>) => collection(t.collection(...args))
-          : bound(t, property),
-    });
-  return new Proxy(client, {
-    get: (t, property) =>
-      property === 'db'
-        ? (...args: Parameters<MongoClient['db']>) => db(t.db(...args))
-        : bound(t, property),
-  });
-}
 
 jest.setTimeout(60_000);
 
@@ -208,9 +176,9 @@ describe('LockService holding', () => {
     const blocker = await other.acquire('rr2', { ttlMs: 20_000 });
     const sent: { pipeline: unknown; key: unknown; token: unknown }[] = [];
     let refreshed = false;
-    const client = intercepted(await kit.client(), async (target, args) => {
-      const [filter, pipeline, options] = args as [Document, Document[], Document];
-      const token = (options.let as Document | undefined)?.t;
+    const client = interceptedClient(await kit.client(), async (target, args) => {
+      const filter = args[0] as Document;
+      const { pipeline, token } = commandOf(args);
       sent.push({ pipeline, key: filter._id, token });
       if (pipeline === RENEW_PIPELINE && filter._id === 'rr1' && !refreshed) {
         refreshed = true;
@@ -222,7 +190,7 @@ describe('LockService holding', () => {
           { $set: { 'line.$.e': new Date(Date.now() + 30_000) } },
         );
       }
-      return target.findOneAndUpdate(...(args as Parameters<Collection['findOneAndUpdate']>));
+      return target.findOneAndUpdate(...args);
     });
     const locks = await kit.service({ client });
     const acquiring = locks.acquire(['rr1', 'rr2'], { ttlMs: 1_000, timeoutMs: 15_000 });

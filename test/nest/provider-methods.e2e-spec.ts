@@ -14,6 +14,7 @@ import {
   LockService,
   MongoLockError,
 } from '../../lib';
+import { eventually } from '../lock-service/lock-test-kit';
 import { startTestMongo, type TestMongo } from '../support/mongo';
 import { gate, lockModule, startAppContext } from './support/nest-apps';
 
@@ -285,10 +286,7 @@ describe('@Locked provider methods', () => {
     const app = await startAppContext({ imports: [lockModule(mongo)], providers: [NightlyReport] });
     try {
       const locks = app.get(LockService);
-      for (let look = 0; look < 200 && !locks.leading.get('nightly-report'); look += 1) {
-        await new Promise((resolve) => setTimeout(resolve, 25));
-      }
-      expect(locks.leading.get('nightly-report')).toBe(true);
+      await eventually(() => locks.leading.get('nightly-report') === true, 5_000);
       await expect(app.get(NightlyReport).report()).resolves.toBe('reported');
     } finally {
       await app.close();

@@ -17,7 +17,8 @@ import { LEAVE_PIPELINE, RENEW_PIPELINE } from '../../lib/store/line/line-pipeli
 import type { LineWatch } from '../../lib/store/line/line-events';
 import { LineStore } from '../../lib/store/line/line-store';
 import { LineWaiters } from '../../lib/waiting/line-waiters';
-import { LockTestKit, eventually } from '../lock-service/lock-test-kit';
+import { LockTestKit, eventually, sleep } from '../lock-service/lock-test-kit';
+import { commandOf, interceptedCollection } from '../support/intercepted-collection';
 
 const kit = LockTestKit.forSuite();
 const settings = { operationTimeoutMs: 5_000, idleRetentionMs: 60_000 };
@@ -59,22 +60,6 @@ const revivedIf = (token: string | undefined) => ({
   ],
 });
 
-type FindOneAndUpdateArgs = Parameters<LineCollection['findOneAndUpdate']>;
-
-/** `collection`, its `findOneAndUpdate` calls made by `call` (which may delay, drop or fail them). */
-function intercepted(
-  collection: LineCollection,
-  call: (target: LineCollection, args: FindOneAndUpdateArgs) => Promise<unknown>,
-): LineCollection {
-  return new Proxy(collection, {
-    get(target, property, receiver) {
-      if (property !== 'findOneAndUpdate')
-        return Reflect.get(target, property, receiver) as unknown;
-      return (...args: FindOneAndUpdateArgs) => call(target, args);
-    },
-  });
-}
-
 /** Service `b`'s acquirer over `collection` (no hand-over within the process). */
 function acquirerOver(
   collection: LineCollection,
@@ -87,17 +72,6 @@ function acquirerOver(
     handover: new LineHandover(false),
     holderId: 'b',
   });
-}
-
-/** The pipeline and token (`let.t`) of a `findOneAndUpdate` call. */
-function commandOf(args: FindOneAndUpdateArgs): { pipeline: unknown; token: string | undefined } {
-  const [, pipeline, options] = args as unknown as [unknown, unknown, { let?: { t?: unknown } }];
-  const t = options?.let?.t;
-  return {
-    pipeline,
-    token:
-      typeof t === 'object' && t ? (t as { $literal: string }).$literal : (t as string | undefined),
-  };
 }
 
 const request = (key: string, extra: Partial<LineAcquireRequest> = {}): LineAcquireRequest => ({
@@ -245,19 +219,17 @@ it("routes a release's event to the process its entry leads to (everyone for sha
 });
 
 describe('what the second review found', () => {
-  const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
   it('a semaphore released out of order wakes the waiter its release lets in', async () => {
     const [a, b, c] = [await service('a'), await service('b'), await service('c')];
     const kind = { mode: 'permits', permits: 2, weight: 1 } as const;
     const a0 = await a.acquirer.acquire(request('sem', { kind }));
     const a1 = await a.acquirer.acquire(request('sem', { kind }));
     const b2 = b.acquirer.acquire(request('sem', { kind }));
-    await pause(100);
+    await sleep(100);
     await a.acquirer.release(a0);
     const heldByB = await b2;
     const waiting = c.acquirer.acquire(request('sem', { kind, timeoutMs: 3_000 }));
-    await pause(100);
+    await sleep(100);
     // Out of order: b's permit goes first, a1 still holds; c is let in by b's release.
     await b.acquirer.release(heldByB);
     await expect(waiting).resolves.toMatchObject({ key: 'sem' });
@@ -270,9 +242,9 @@ describe('what the second review found', () => {
     const s0 = await a.acquirer.acquire(request('rw', { kind: shared }));
     await a.acquirer.acquire(request('rw', { kind: shared }));
     const writer = c.acquirer.acquire(request('rw', { timeoutMs: 600 }));
-    await pause(100);
+    await sleep(100);
     const reader = b.acquirer.acquire(request('rw', { kind: shared, timeoutMs: 3_000 }));
-    await pause(100);
+    await sleep(100);
     await a.acquirer.release(s0);
     await expect(writer).rejects.toBeInstanceOf(LockNotAcquiredError);
     await expect(reader).resolves.toMatchObject({ key: 'rw' });
@@ -283,13 +255,13 @@ describe('what the second review found', () => {
     const held = await a.acquirer.acquire(request('stale', { ttlMs: 30_000 }));
     let got: LineHold | undefined;
     const waiting = b.acquirer.acquire(request('stale', { ttlMs: 600 })).then((h) => (got = h));
-    await pause(50);
+    await sleep(50);
     const ended = (await b.collection.findOne({ _id: 'stale' }))!.line![1];
     // The waiter's entry ends (as in a long stall); its renewal finds it gone and joins again.
     await b.collection.updateOne({ _id: 'stale' }, { $set: { 'line.1.e': new Date(0) } });
-    await pause(400);
+    await sleep(400);
     b.waiters.heard('stale', [holdingEntry(ended)]);
-    await pause(100);
+    await sleep(100);
     expect(got).toBeUndefined();
     await a.acquirer.release(held);
     await waiting;
@@ -305,7 +277,7 @@ describe('what the second review found', () => {
     const replyLost = new Promise<void>((resolve) => (loseReply = resolve));
     let joins = 0;
     // b's first join lands, and its reply is lost once the test says so.
-    const lossy = intercepted(b.collection, async (target, args) => {
+    const lossy = interceptedCollection(b.collection, async (target, args) => {
       const reply = await target.findOneAndUpdate(...args);
       if (++joins > 1) return reply;
       await replyLost;
@@ -317,15 +289,15 @@ describe('what the second review found', () => {
     const waiting = acquirer
       .acquire(request('retried', { ttlMs: 400, timeoutMs: 10_000 }))
       .then((hold) => (got = hold));
-    await pause(100);
+    await sleep(100);
     // b's first entry leads, and b's stream says so; unrenewed (no reply), it runs out.
     await a.acquirer.release(first);
-    await pause(700);
+    await sleep(700);
     const second = await a.acquirer.acquire(request('retried'));
     expect(second.leaseEnd).toBeGreaterThan(performance.now());
     // b's join fails now, and b joins again by the same token: behind a's second entry.
     loseReply();
-    await pause(500);
+    await sleep(500);
     expect(joins).toBeGreaterThan(1);
     expect(got).toBeUndefined();
     await a.acquirer.release(second);
@@ -342,11 +314,11 @@ describe('what the second review found', () => {
     let renewals = 0;
     // b's first join goes on past its bound and lands when the test says; b's first renewal is
     // answered after b's entry ran out.
-    const slow = intercepted(b.collection, async (target, args) => {
+    const slow = interceptedCollection(b.collection, async (target, args) => {
       const command = commandOf(args);
       sent.push(command);
       if (sent.length === 1) await mayLand;
-      if (command.pipeline === RENEW_PIPELINE && ++renewals === 1) await pause(500);
+      if (command.pipeline === RENEW_PIPELINE && ++renewals === 1) await sleep(500);
       return target.findOneAndUpdate(...args);
     });
     const acquirer = acquirerOver(slow, b.waiters, { operationTimeoutMs: 1_000 });
@@ -377,13 +349,13 @@ describe('what the second review found', () => {
   it('a waiter whose renewal is answered after its lease ended leaves that entry and joins again', async () => {
     const [a, b] = [await service('a'), await service('b')];
     const sent: { pipeline: unknown; token: string | undefined }[] = [];
-    const slow = intercepted(b.collection, async (target, args) => {
+    const slow = interceptedCollection(b.collection, async (target, args) => {
       const command = commandOf(args);
       sent.push(command);
       if (command.pipeline === RENEW_PIPELINE && sent.length === 2) {
         // Past the entry's 400 ms lease; a renewal with an old clock lands first and brings it
         // back, then this one finds it live.
-        await pause(700);
+        await sleep(700);
         await target.updateOne({ _id: 'revived', 'line.t': command.token }, [
           { $set: { line: { $map: { input: '$line', in: revivedIf(command.token) } } } },
         ]);
@@ -414,11 +386,11 @@ describe('what the second review found', () => {
     const sent: { pipeline: unknown; token: string | undefined }[] = [];
     let joins = 0;
     // b's first caller's join is answered 1.5 s late; the second caller joins after it.
-    const slowFirst = intercepted(b.collection, async (target, args) => {
+    const slowFirst = interceptedCollection(b.collection, async (target, args) => {
       const command = commandOf(args);
       sent.push(command);
       const join = command.pipeline !== RENEW_PIPELINE && command.pipeline !== LEAVE_PIPELINE;
-      if (join && ++joins === 1) await pause(1_500);
+      if (join && ++joins === 1) await sleep(1_500);
       return target.findOneAndUpdate(...args);
     });
     const acquirer = acquirerOver(slowFirst, b.waiters);
@@ -428,7 +400,7 @@ describe('what the second review found', () => {
       .catch(() => undefined);
     const second = acquirer.acquire(request('in-order', { ttlMs: 1_000, timeoutMs: 10_000 }));
     await first;
-    await pause(800);
+    await sleep(800);
     // The second caller joined at about 1 s and renewed in time: its entry stays.
     const secondToken = sent.filter(
       (c) => c.pipeline !== RENEW_PIPELINE && c.token !== sent[0].token,
@@ -467,7 +439,7 @@ it('a wait ends at its deadline even while its renewal gets no answer', async ()
   const a = await service('a', false);
   const b = await service('b', false);
   // b's renewals never answer (a store that stopped replying); its join does.
-  const silent = intercepted(b.collection, (target, args) =>
+  const silent = interceptedCollection(b.collection, (target, args) =>
     args[1] === RENEW_PIPELINE ? new Promise(() => undefined) : target.findOneAndUpdate(...args),
   );
   const acquirer = acquirerOver(silent, new LineWaiters());

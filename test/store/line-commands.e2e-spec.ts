@@ -9,6 +9,7 @@ import type { LineDocument, LineKind } from '../../lib/store/line/line-document'
 import { joinLine, leaveLine, renewInLine } from '../../lib/store/line/line-commands';
 import type { JoinRequest, LineCollection } from '../../lib/store/line/line-commands';
 import { LockTestKit } from '../lock-service/lock-test-kit';
+import { interceptedCollection } from '../support/intercepted-collection';
 
 const kit = LockTestKit.forSuite();
 const EXCLUSIVE: LineKind = { mode: 'exclusive' };
@@ -179,16 +180,10 @@ describe('exclusive entries (a mutex)', () => {
 describe('what the review found', () => {
   it('decodes the reply of a write the driver retried (its stored image, with no `now`)', async () => {
     // mongod answers a retried findAndModify with the stored image, without `fields`.
-    const retried = new Proxy(locks, {
-      get(target, property, receiver) {
-        if (property !== 'findOneAndUpdate')
-          return Reflect.get(target, property, receiver) as unknown;
-        return async (...args: Parameters<LineCollection['findOneAndUpdate']>) => {
-          const reply = (await target.findOneAndUpdate(...args)) as Record<string, unknown> | null;
-          if (reply) delete reply.now;
-          return reply;
-        };
-      },
+    const retried = interceptedCollection(locks, async (target, args) => {
+      const reply = (await target.findOneAndUpdate(...args)) as Record<string, unknown> | null;
+      if (reply) delete reply.now;
+      return reply;
     });
     const [a, b] = [token(), token()];
     const request = { holderId: 'h', ttlMs: 30_000, kind: EXCLUSIVE, idleRetentionMs: 60_000 };
