@@ -12,7 +12,7 @@ import { entryFenceOf } from './store/line/line-document';
 import type { LineStorage } from './store/line/line-store';
 import { isStoreUnavailableError } from './store/mongo-error-codes';
 import { formatMs } from './util/durations';
-import { sleep, wakeUp } from './util/timers';
+import { settlesWithin, sleep, wakeUp } from './util/timers';
 import type { LineWaiters } from './waiting/line-waiters';
 
 /**
@@ -38,6 +38,11 @@ export interface LineAcquirerDeps {
    * answered later is left in the background. Default: the store's own bound.
    */
   tryReplyMs?: number;
+}
+
+/** Whether a request may take over an entry of ours (`line-handover.ts`): an unscoped mutex. */
+function takesOver(request: LineAcquireRequest): boolean {
+  return request.kind.mode === 'exclusive' && request.scope === undefined && !request.target;
 }
 
 /** Whether a request waits its turn behind earlier callers here: a mutex's wait. */
@@ -188,8 +193,10 @@ export class LineAcquirer {
    * or leaves the line. False when our entry was no longer there (or dead).
    */
   async release(hold: LineHold, lease?: HandableLease): Promise<boolean> {
-    if (this.deps.handover.handOn(hold, lease)) return true;
+    const leaveKept = () => this.giveBack(hold, hold.ttlMs);
+    if (this.deps.handover.handOn(hold, lease, leaveKept)) return true;
     const left = await this.leaves.leave(hold.key, hold.token);
+    this.deps.handover.left(hold.key);
     this.ended(hold);
     return left;
   }
@@ -248,6 +255,16 @@ export class LineAcquirer {
         throw error;
       });
     };
+    // An entry of ours released and kept for a caller here (`line-handover.ts`): a mutex's try
+    // takes it over if it fits; any other caller that does not queue to take it (below) joins
+    // once it left.
+    const tries = request.timeoutMs === 0;
+    if (takesOver(request)) this.deps.handover.asks(request.key);
+    if (tries && takesOver(request)) {
+      const kept = this.deps.handover.takeKept(request.key, request.ttlMs);
+      if (kept) return { following: Promise.resolve(kept) };
+    }
+    if (tries || !takesOver(request)) await this.letGo(request);
     // A try (timeoutMs 0) is one attempt, now; a wait retries an unanswered join by its token.
     // A mutex's waits join in call order: once the joins of earlier callers here were
     // answered (a caller that gives up meanwhile sends nothing); behind a waiting entry of
@@ -367,6 +384,14 @@ export class LineAcquirer {
     return write;
   }
 
+  /** Waits (within the call's bounds) for a kept entry of ours on the key to leave. */
+  private async letGo(request: LineAcquireRequest): Promise<void> {
+    const leaving = this.deps.handover.letGo(request.key);
+    if (!leaving) return;
+    const until = Math.max(request.deadline ?? 0, performance.now() + (this.deps.tryReplyMs ?? 0));
+    await settlesWithin(leaving, until - performance.now());
+  }
+
   /** Callers here may queue behind a mutex's entry (`line-handover.ts`). */
   private followersOf(request: LineAcquireRequest, place: LinePlace): EntryFollowers | undefined {
     return !inCallOrder(request) || request.scope !== undefined
@@ -376,6 +401,8 @@ export class LineAcquirer {
 
   /** Settles once the leaves under way in the background have (each within its lease). */
   leavesSettled(): Promise<void> {
+    // An entry kept for a caller here leaves now.
+    this.deps.handover.closeAll();
     return this.leaves.settled();
   }
 }

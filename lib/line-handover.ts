@@ -13,6 +13,13 @@ import type { HeldDocument } from './store/line/line-commands';
  * lease than the holder's, and half of what it asked for is left). Other processes see one
  * entry, as before; it leaves the line by its last holder's release.
  *
+ * A loop here that takes a contended key again as soon as it released it would otherwise pay a
+ * hand-off between processes per section. So an entry that had to wait for the key (others
+ * want it) on a key where this process asked again within a turn of its last release, whose
+ * holder releases with nobody queued, is kept until the event loop's next turn: a caller here
+ * that asks in the meantime takes it over as if it had queued. Else it leaves then, and the
+ * key is not kept again until a caller asks that soon again.
+ *
  * Why it is safe: the entry holds, by position, until it leaves or its lease ends, and every
  * caller it passes to keeps the lease deadline its predecessor knew, which is before the
  * server's end. Why it is fair: an entry's run lasts while it waits and {@link RUN_MS} after
@@ -50,8 +57,14 @@ export class EntryFollowers {
   handed = 0;
   /** Ends the run {@link RUN_MS} after the first holder began. */
   runTimer: NodeJS.Timeout | undefined;
+  /** Released with nobody queued, and kept for a caller who asks before the next turn. */
+  kept: KeptEntry | undefined;
 
-  constructor(readonly key: string) {}
+  /** `waited`: the entry joined behind others, so the key is wanted elsewhere too. */
+  constructor(
+    readonly key: string,
+    readonly waited = false,
+  ) {}
 
   /** Whether the entry still passes to followers: it waits, or its run is young. */
   get running(): boolean {
@@ -63,6 +76,14 @@ export class EntryFollowers {
     // The first holder has the entry's first fence; each follower, one more.
     return BigInt(1 + this.handed + this.queue.length) < FENCES_PER_ENTRY;
   }
+}
+
+interface KeptEntry {
+  hold: LineHold;
+  lease: HandableLease;
+  /** Leaves the line (in the background): nobody took the entry over. */
+  leave(): Promise<unknown>;
+  timer: NodeJS.Immediate;
 }
 
 interface Follower {
@@ -83,10 +104,17 @@ export interface FollowRequest {
   timedOut(): Error;
 }
 
+/** How many keys {@link LineHandover} remembers as taken again right after a release. */
+const LOOPED_KEYS = 256;
+
 export class LineHandover {
   /** Per key, the entry of this process that callers here may follow. */
   private readonly open = new Map<string, EntryFollowers>();
   private following = 0;
+  /** Keys whose release's leave was answered in this turn of the event loop. */
+  private readonly leftThisTurn = new Set<string>();
+  /** Keys a caller here asked for again within a turn of our release: kept at the next one. */
+  private readonly looped = new Set<string>();
 
   constructor(private readonly enabled: boolean) {}
 
@@ -103,7 +131,7 @@ export class LineHandover {
     const current = this.open.get(key);
     // An entry whose run ended is left to its last holder's release (or its lease's end).
     if (!this.enabled || current?.running) return undefined;
-    const followers = new EntryFollowers(key);
+    const followers = new EntryFollowers(key, !holds);
     this.open.set(key, followers);
     if (holds) this.held(followers);
     return followers;
@@ -127,6 +155,55 @@ export class LineHandover {
     clearTimeout(followers.runTimer);
     if (this.open.get(followers.key) === followers) this.open.delete(followers.key);
     for (const follower of followers.queue.splice(0)) follower.take(undefined);
+    const kept = followers.kept;
+    followers.kept = undefined;
+    if (!kept) return;
+    clearImmediate(kept.timer);
+    void kept.leave();
+  }
+
+  /** A caller here that may take over an entry of ours asks for `key`. */
+  asks(key: string): void {
+    if (!this.leftThisTurn.has(key)) return;
+    this.looped.delete(key);
+    this.looped.add(key);
+    // The oldest is forgotten first.
+    if (this.looped.size > LOOPED_KEYS) this.looped.delete(this.looped.values().next().value!);
+  }
+
+  /**
+   * A caller here asks for `key` without taking over a kept entry of ours on it (another mode,
+   * a scope): the entry leaves now. Its leave, for the caller to join after; else undefined.
+   */
+  letGo(key: string): Promise<unknown> | undefined {
+    const followers = this.open.get(key);
+    const kept = followers?.kept;
+    if (!kept) return undefined;
+    clearImmediate(kept.timer);
+    followers.kept = undefined;
+    this.dissolved(followers);
+    return kept.leave();
+  }
+
+  /**
+   * An entry of ours on the key released with nobody queued and kept (`handOn`), handed to a
+   * caller here that asks for `ttlMs`: its hold, or undefined (none, or it does not fit).
+   */
+  takeKept(key: string, ttlMs: number): LineHold | undefined {
+    const followers = this.open.get(key);
+    const kept = followers?.kept;
+    if (!kept) return undefined;
+    const { hold, lease, timer } = kept;
+    if (!followers.running || !passes(hold, lease, ttlMs)) return undefined;
+    clearImmediate(timer);
+    followers.kept = undefined;
+    followers.handed += 1;
+    return { ...hold, fence: hold.fence + 1n, leaseEnd: lease.end };
+  }
+
+  /** At close: every entry is handed to nobody more, and a kept one leaves. */
+  closeAll(): void {
+    for (const followers of [...this.open.values()]) this.dissolved(followers);
   }
 
   /**
@@ -143,8 +220,15 @@ export class LineHandover {
    * itself; rejects at the deadline or abort, having sent nothing. Undefined: no entry to follow.
    */
   follow(request: FollowRequest): Promise<LineHold | undefined> | undefined {
+    if (request.scope !== undefined) return undefined;
     const followers = this.open.get(request.key);
-    if (!followers?.running || !followers.room || request.scope !== undefined) return undefined;
+    if (followers?.kept) {
+      const kept = this.takeKept(request.key, request.ttlMs);
+      // Does not fit the caller: the entry leaves, and the caller joins the line.
+      if (!kept) this.dissolved(followers);
+      return Promise.resolve(kept);
+    }
+    if (!followers?.running || !followers.room) return undefined;
     return new Promise<LineHold | undefined>((resolve, reject) => {
       const { signal } = request;
       const leave = (settle: () => void) => {
@@ -177,22 +261,25 @@ export class LineHandover {
    * holder's keeper knows it (undefined: only a write can tell whether it is still ours). True
    * when handed over; else the followers join the line themselves and the caller leaves it.
    */
-  handOn(hold: LineHold, lease: HandableLease | undefined): boolean {
+  handOn(hold: LineHold, lease: HandableLease | undefined, leave: () => Promise<unknown>): boolean {
     const followers = hold.followers;
     const next = followers?.queue[0];
     if (!next) {
+      const looped = this.looped.has(hold.key);
+      if (looped && followers?.waited && followers.running && passes(hold, lease, hold.ttlMs)) {
+        // Kept for a caller here who asks before the next turn; else it leaves then.
+        const timer = setImmediate(() => {
+          this.looped.delete(hold.key);
+          this.dissolved(followers);
+        });
+        followers.kept = { hold, lease, leave, timer };
+        return true;
+      }
       // Nobody to pass to: the entry leaves, and callers who come now join the line.
       this.dissolved(followers);
       return false;
     }
-    const lastFence = hold.fence % FENCES_PER_ENTRY === FENCES_PER_ENTRY - 1n;
-    // The lease fits the follower as if it had just taken it: it asked for no longer a lease
-    // than the holder's, and at least half of what it asked for is left.
-    const fits =
-      lease !== undefined &&
-      next.ttlMs <= lease.ttlMs &&
-      lease.end - performance.now() >= next.ttlMs / 2;
-    if (lastFence || !fits || !followers.running) {
+    if (!passes(hold, lease, next.ttlMs) || !followers.running) {
       this.dissolved(followers);
       return false;
     }
@@ -200,4 +287,30 @@ export class LineHandover {
     next.take({ ...hold, fence: hold.fence + 1n, leaseEnd: lease.end });
     return true;
   }
+
+  /** A release's leave of our entry on `key` was answered: a caller who asks within this turn loops. */
+  left(key: string): void {
+    if (!this.enabled) return;
+    if (this.leftThisTurn.size === 0) setImmediate(() => this.leftThisTurn.clear());
+    this.leftThisTurn.add(key);
+  }
+}
+
+/**
+ * Whether `hold`'s entry may pass to a caller asking for `ttlMs`: a fence of it is left, and
+ * the lease fits as if the caller had just taken it (no longer a lease than the holder's, and
+ * at least half of what it asked for left).
+ */
+function passes(
+  hold: LineHold,
+  lease: HandableLease | undefined,
+  ttlMs: number,
+): lease is HandableLease {
+  const lastFence = hold.fence % FENCES_PER_ENTRY === FENCES_PER_ENTRY - 1n;
+  return (
+    !lastFence &&
+    lease !== undefined &&
+    ttlMs <= lease.ttlMs &&
+    lease.end - performance.now() >= ttlMs / 2
+  );
 }

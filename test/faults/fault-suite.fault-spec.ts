@@ -11,6 +11,7 @@ import { holderPaused } from './scenarios/holder-paused';
 import {
   lineContention,
   lineContentionWithoutHandover,
+  lineLoop,
   runLineContentionScenario,
 } from './scenarios/line-contention';
 import { lineModes, runLineModesScenario } from './scenarios/line-modes';
@@ -48,9 +49,13 @@ const scenarios: Scenario[] = [
   releaseAllHeld,
   lineContention,
   lineContentionWithoutHandover,
+  lineLoop,
   lineModes,
   lineLostWithdrawal,
 ];
+
+/** One caller per process looping on one key, shortened (the kept entries' scenario). */
+const loop = { keys: ['line:loop'], workers: 1, durationMs: 3_000 };
 
 /** Broken copies of engine v2 its scenario must catch (see README: Engine v2). */
 const lineEngineMutants: LibraryMutant[] = [
@@ -149,6 +154,31 @@ const lineEngineMutants: LibraryMutant[] = [
     ],
     run: (server, libDir) => runLineContentionScenario(server, { libDir, durationMs: 3_000 }),
     caughtAs: ['fence-order'],
+  },
+  {
+    name: 'a caller here takes over a kept entry with its predecessor’s fence',
+    patches: [
+      {
+        file: 'line-handover.ts',
+        anchor: '    return { ...hold, fence: hold.fence + 1n, leaseEnd: lease.end };',
+        replacement: '    return { ...hold, fence: hold.fence, leaseEnd: lease.end }; // mutant',
+      },
+    ],
+    run: (server, libDir) => runLineContentionScenario(server, { libDir, ...loop }),
+    caughtAs: ['fence-order'],
+  },
+  {
+    name: 'a kept entry taken over still leaves at the next turn',
+    patches: [
+      {
+        file: 'line-handover.ts',
+        anchor:
+          '    clearImmediate(timer);\n    followers.kept = undefined;\n    followers.handed += 1;',
+        replacement: '    followers.handed += 1; // mutant',
+      },
+    ],
+    run: (server, libDir) => runLineContentionScenario(server, { libDir, ...loop }),
+    caughtAs: ['overlap'],
   },
   {
     name: 'no change event reaches a waiter (it wakes on its renewal timer only)',

@@ -25,9 +25,25 @@ export const lineContentionWithoutHandover: Scenario = {
   run: (server) => runLineContentionScenario(server, { localHandOff: false, durationMs: 8_000 }),
 };
 
+/**
+ * One caller per process looping on one key: each release with nobody queued here keeps the
+ * entry for the loop's next call (`line-handover.ts`), so most sections pass without a write.
+ */
+export const lineLoop: Scenario = {
+  name: 'engine v2: 3 processes x 1 worker looping on 1 key (kept entries), SIGSTOP, SIGKILL',
+  run: (server) =>
+    runLineContentionScenario(server, { keys: ['line:loop'], workers: 1, durationMs: 8_000 }),
+};
+
 export async function runLineContentionScenario(
   server: FaultServer,
-  options: { libDir?: string; durationMs?: number; localHandOff?: boolean } = {},
+  options: {
+    libDir?: string;
+    durationMs?: number;
+    localHandOff?: boolean;
+    keys?: string[];
+    workers?: number;
+  } = {},
 ): Promise<ScenarioOutcome> {
   const run = new FaultRun(server, 'line');
   const expect = new Expectations();
@@ -44,8 +60,8 @@ export async function runLineContentionScenario(
     const contending = workers.map((worker) =>
       worker.process
         .call('contend', {
-          keys: ['line:a', 'line:b'],
-          workers: 4,
+          keys: options.keys ?? ['line:a', 'line:b'],
+          workers: options.workers ?? 4,
           ttlMs,
           timeoutMs: 20_000,
           hold: { shortMaxMs: 8, longShare: 0.03, longMinMs: ttlMs * 1.2, longMaxMs: ttlMs * 1.6 },

@@ -1,0 +1,103 @@
+import type { Collection } from 'mongodb';
+import type { LockHandle, LockService } from '../../lib';
+import { LockTestKit, eventually } from './lock-test-kit';
+
+jest.setTimeout(60_000);
+
+/**
+ * A loop here that takes a contended key again right after releasing it: the released entry is
+ * kept until the event loop's next turn and taken over by the loop's next call without a write
+ * (`localHandOff`, `line-handover.ts`).
+ */
+describe('engine v2: an entry kept for a loop in the same process', () => {
+  const kit = LockTestKit.forSuite();
+  const v2 = (extra: Parameters<LockTestKit['service']>[0] = {}) =>
+    kit.service({ engine: 'v2', ...extra });
+  let lines: Collection;
+  beforeEach(async () => {
+    lines = (await kit.client()).db(kit.mongo.dbName).collection(`${kit.collectionName}_line`);
+  });
+  /** The holder ids of the key's line as stored (the read is sent at once, in this turn). */
+  const line = async (key: string) => {
+    const doc = await lines.findOne({ _id: key as never });
+    return ((doc?.line ?? []) as { h: string }[]).map((entry) => entry.h);
+  };
+  const wait = { timeoutMs: 20_000 };
+
+  /**
+   * `b` asks for `key` again right after a release (so it loops on it here), then gets it after
+   * waiting behind `a`: its release with nobody queued keeps the entry.
+   */
+  async function loopingHolder(a: LockService, b: LockService, key: string): Promise<LockHandle> {
+    const first = await b.acquire(key);
+    const fromA = a.acquire(key, wait);
+    await eventually(async () => (await line(key)).length === 2);
+    await first.release();
+    // Asked within the turn of its release's reply: a loop.
+    const fromB = b.acquire(key, wait);
+    await eventually(async () => (await line(key)).length === 2);
+    await (await fromA).release();
+    return fromB;
+  }
+
+  it('hands a loop’s next call the entry its last one released, with the next fence and no write', async () => {
+    const [a, b] = [await v2(), await v2()];
+    const held = await loopingHolder(a, b, 'loop');
+    await held.release();
+    const next = await b.acquire('loop', wait);
+    // The same entry (a join would take a fence at least 16 on): nothing was written.
+    expect(next.fence).toBe(held.fence + 1n);
+    await next.release();
+  });
+
+  it('lets a kept entry nobody takes leave at the next turn: a process waiting gets the key', async () => {
+    const [a, b] = [await v2(), await v2()];
+    const held = await loopingHolder(a, b, 'left');
+    const fromA = a.acquire('left', wait);
+    await eventually(async () => (await line('left')).length === 2);
+    await held.release();
+    const startedAt = performance.now();
+    const taken = await fromA;
+    // Told by the leave's change event, not by b's lease (30 s) running out.
+    expect(performance.now() - startedAt).toBeLessThan(5_000);
+    // Nobody here asked at once: b's next contended release writes before it resolves.
+    const fromB = b.acquire('left', wait);
+    await eventually(async () => (await line('left')).length === 2);
+    await taken.release();
+    await (await fromB).release();
+    expect(await line('left')).toEqual([]);
+  });
+
+  it('hands a kept entry to a try here; a try in another mode joins once it left', async () => {
+    const [a, b] = [await v2(), await v2()];
+    const held = await loopingHolder(a, b, 'tried');
+    await held.release();
+    const tried = await b.tryAcquire('tried');
+    expect(tried?.fence).toBe(held.fence + 1n);
+    await tried!.release();
+    const shared = await b.tryAcquire('tried', { mode: 'shared' });
+    // Not refused by our own kept entry: it left first.
+    expect(shared).not.toBeNull();
+    expect(await line('tried')).toEqual([b.holderId]);
+    await shared!.release();
+  });
+
+  it('leaves a kept entry when the service closes', async () => {
+    const [a, b] = [await v2(), await v2()];
+    const held = await loopingHolder(a, b, 'closed');
+    await held.release();
+    await b.close();
+    expect(await line('closed')).toEqual([]);
+  });
+
+  it('keeps nothing for a process that does not ask again at once: the release writes', async () => {
+    const [a, b] = [await v2(), await v2()];
+    const first = await a.acquire('once');
+    const fromB = b.acquire('once', wait);
+    await eventually(async () => (await line('once')).length === 2);
+    await first.release();
+    const held = await fromB;
+    await held.release();
+    expect(await line('once')).toEqual([]);
+  });
+});
