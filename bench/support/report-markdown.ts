@@ -230,7 +230,7 @@ function contentionSection(scan: BenchResults['contention'], r: BenchResults): s
   const mark = (value: string | number, met: boolean) => (met ? value : `**${value}**`);
   const flat = checkTargets(r).find((c) => c.what.startsWith('commands per section flat in P'));
   return [
-    `P processes × W callers per process loop on one key: acquire, a ${r.settings.criticalSectionMs} ms critical section, release (fresh processes for each shape, nothing else connected), ${r.settings.contentionRounds} interleaved slices of ${r.settings.contentionSliceMs / 1000} s per variant, each after a warm-up of ${r.settings.warmupMs} ms that is not counted. W = 1 makes every section a hand-off between processes; 4 × 4 is the contended throughput above in fresh processes. Ours against the targets (in bold where missed):`,
+    `P processes × W callers per process loop on one key: acquire, a ${r.settings.criticalSectionMs} ms critical section, release (fresh processes for each shape, nothing else connected), ${r.settings.contentionRounds} interleaved slices of ${r.settings.contentionSliceMs / 1000} s per variant, each after a warm-up of ${r.settings.warmupMs} ms that is not counted. With W = 1, a process's next call takes over the entry its last one released, for up to a run (\`localHandOff\`; with \`localHandOff: false\`, every section is a hand-off between processes); 4 × 4 is the contended throughput above in fresh processes. Ours against the targets (in bold where missed):`,
     '',
     table(
       [
