@@ -12,7 +12,7 @@ import { entryFenceOf } from './store/line/line-document';
 import type { LineStorage } from './store/line/line-store';
 import { isStoreUnavailableError } from './store/mongo-error-codes';
 import { formatMs } from './util/durations';
-import { settlesWithin, sleep, wakeUp } from './util/timers';
+import { sleep, wakeUp } from './util/timers';
 import type { LineWaiters } from './waiting/line-waiters';
 
 /**
@@ -256,15 +256,15 @@ export class LineAcquirer {
       });
     };
     // An entry of ours released and kept for a caller here (`line-handover.ts`): a mutex's try
-    // takes it over if it fits; any other caller that does not queue to take it (below) joins
-    // once it left.
+    // takes it over if it fits, a mutex's wait queues to (below); any other caller makes it
+    // leave and joins after its leave (a mutex's wait, in call order).
     const tries = request.timeoutMs === 0;
     if (takesOver(request)) this.deps.handover.asks(request.key);
     if (tries && takesOver(request)) {
       const kept = this.deps.handover.takeKept(request.key, request.ttlMs);
       if (kept) return { following: Promise.resolve(kept) };
     }
-    if (tries || !takesOver(request)) await this.letGo(request);
+    if (!inCallOrder(request)) await this.letGo(attempt);
     // A try (timeoutMs 0) is one attempt, now; a wait retries an unanswered join by its token.
     // A mutex's waits join in call order: once the joins of earlier callers here were
     // answered (a caller that gives up meanwhile sends nothing); behind a waiting entry of
@@ -275,6 +275,7 @@ export class LineAcquirer {
         : inCallOrder(request)
           ? await this.inCallOrder(request.key, async (ahead) => {
               await this.bounded(ahead, attempt.deadline, request.signal, () => attempt.timedOut());
+              if (!takesOver(request)) await this.letGo(attempt);
               const following = this.deps.handover.follow(attempt);
               return following ? { following } : this.send(attempt, join);
             })
@@ -384,12 +385,16 @@ export class LineAcquirer {
     return write;
   }
 
-  /** Waits (within the call's bounds) for a kept entry of ours on the key to leave. */
-  private async letGo(request: LineAcquireRequest): Promise<void> {
+  /**
+   * Makes a kept entry of ours on the key leave, and waits for its leave until the call's
+   * deadline (a try's: its reply's bound) or abort; the caller then joins.
+   */
+  private async letGo({ request, deadline }: LineAttempt): Promise<void> {
     const leaving = this.deps.handover.letGo(request.key);
     if (!leaving) return;
-    const until = Math.max(request.deadline ?? 0, performance.now() + (this.deps.tryReplyMs ?? 0));
-    await settlesWithin(leaving, until - performance.now());
+    const until = Math.max(deadline, performance.now() + (this.deps.tryReplyMs ?? 0));
+    const woke = await wakeUp({ heard: leaving }, until, request.signal);
+    if (woke === 'aborted') throw request.signal?.reason;
   }
 
   /** Callers here may queue behind a mutex's entry (`line-handover.ts`). */

@@ -1,4 +1,4 @@
-import { setTimeout } from 'node:timers';
+import { clearImmediate, setImmediate, setTimeout } from 'node:timers';
 import type { HandableLease } from './lease-keeper';
 import { FENCES_PER_ENTRY } from './store/line/line-document';
 import type { HeldDocument } from './store/line/line-commands';
@@ -265,8 +265,16 @@ export class LineHandover {
     const followers = hold.followers;
     const next = followers?.queue[0];
     if (!next) {
+      // Kept only while callers here can still find it (not after `closeKey` or `closeAll`).
+      const findable = followers !== undefined && this.open.get(hold.key) === followers;
       const looped = this.looped.has(hold.key);
-      if (looped && followers?.waited && followers.running && passes(hold, lease, hold.ttlMs)) {
+      if (
+        findable &&
+        looped &&
+        followers.waited &&
+        followers.running &&
+        passes(hold, lease, hold.ttlMs)
+      ) {
         // Kept for a caller here who asks before the next turn; else it leaves then.
         const timer = setImmediate(() => {
           this.looped.delete(hold.key);

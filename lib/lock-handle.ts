@@ -52,7 +52,8 @@ export interface LockHandle {
    * lost meanwhile (at once, without waiting for MongoDB), and with
    * `LockStoreUnavailableError` if MongoDB did not confirm the release: the handle then
    * still counts as held, and its `signal` aborts when the lease runs out. Resolves again on
-   * later calls after a successful release.
+   * later calls after a successful release. A release that hands the lock to a caller of this
+   * process, or keeps it one turn for one (`localHandOff`), resolves without a write.
    */
   release(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
