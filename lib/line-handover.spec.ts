@@ -1,0 +1,79 @@
+import { setImmediate } from 'node:timers';
+import { LineHandover } from './line-handover';
+import type { LineHold } from './line-handover';
+
+/** The policy of kept entries, without a store: when an entry is kept, taken and let go. */
+describe('LineHandover: entries kept for a loop here', () => {
+  const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+  const lease = () => ({ end: performance.now() + 30_000, ttlMs: 30_000 });
+
+  /** An entry of ours on `key` that waited (or not) and now holds. */
+  function holding(handover: LineHandover, key: string, waited: boolean): LineHold {
+    const followers = handover.opened(key, !waited);
+    handover.held(followers);
+    return { key, token: 't', fence: 32n, leaseEnd: lease().end, ttlMs: 30_000, followers };
+  }
+
+  /** Marks `key` as looped: a caller asks within the turn of an answered leave. */
+  function loop(handover: LineHandover, key: string): void {
+    handover.left(key);
+    handover.asks(key);
+  }
+
+  it('keeps a waited entry on a looped key until the next turn, then leaves it', async () => {
+    const handover = new LineHandover(true);
+    loop(handover, 'k');
+    const leave = jest.fn(() => Promise.resolve());
+    expect(handover.handOn(holding(handover, 'k', true), lease(), leave)).toBe(true);
+    expect(leave).not.toHaveBeenCalled();
+    await nextTurn();
+    expect(leave).toHaveBeenCalledTimes(1);
+    // Not taken: the key is no longer a loop, and the next release leaves at once.
+    expect(handover.handOn(holding(handover, 'k', true), lease(), leave)).toBe(false);
+  });
+
+  it('hands a kept entry to one caller only, with the next fence, and never leaves it', async () => {
+    const handover = new LineHandover(true);
+    loop(handover, 'k');
+    const leave = jest.fn(() => Promise.resolve());
+    handover.handOn(holding(handover, 'k', true), lease(), leave);
+    expect(handover.takeKept('k', 30_000)?.fence).toBe(33n);
+    expect(handover.takeKept('k', 30_000)).toBeUndefined();
+    await nextTurn();
+    expect(leave).not.toHaveBeenCalled();
+  });
+
+  it('keeps no entry that did not wait, none on a key that is not a loop, and none when off', () => {
+    const leave = jest.fn(() => Promise.resolve());
+    const on = new LineHandover(true);
+    expect(on.handOn(holding(on, 'free', false), lease(), leave)).toBe(false);
+    expect(on.handOn(holding(on, 'once', true), lease(), leave)).toBe(false);
+    // A caller asks in a later turn than the leave's answer: not a loop.
+    const off = new LineHandover(false);
+    loop(off, 'k');
+    expect(off.handOn(holding(off, 'k', true), lease(), leave)).toBe(false);
+  });
+
+  it('hands a kept entry to no caller asking for a longer lease; lets it go for another mode', () => {
+    const handover = new LineHandover(true);
+    loop(handover, 'k');
+    const leave = jest.fn(() => Promise.resolve());
+    handover.handOn(holding(handover, 'k', true), lease(), leave);
+    expect(handover.takeKept('k', 60_000)).toBeUndefined();
+    expect(handover.letGo('k')).toBeDefined();
+    expect(leave).toHaveBeenCalledTimes(1);
+    expect(handover.takeKept('k', 30_000)).toBeUndefined();
+  });
+
+  it('keeps nothing once the key was closed here (forceRelease), and leaves a kept entry at close', () => {
+    const handover = new LineHandover(true);
+    loop(handover, 'k');
+    const leave = jest.fn(() => Promise.resolve());
+    const hold = holding(handover, 'k', true);
+    handover.closeKey('k');
+    expect(handover.handOn(hold, lease(), leave)).toBe(false);
+    handover.handOn(holding(handover, 'k', true), lease(), leave);
+    handover.closeAll();
+    expect(leave).toHaveBeenCalledTimes(1);
+  });
+});
