@@ -399,7 +399,7 @@ export class LineAcquirer {
 
   /** Callers here may queue behind a mutex's entry (`line-handover.ts`). */
   private followersOf(request: LineAcquireRequest, place: LinePlace): EntryFollowers | undefined {
-    return !inCallOrder(request) || request.scope !== undefined
+    return !inCallOrder(request) || !takesOver(request)
       ? undefined
       : this.deps.handover.opened(request.key, place.holds);
   }

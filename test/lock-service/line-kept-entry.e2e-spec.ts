@@ -1,5 +1,6 @@
 import type { Collection } from 'mongodb';
 import type { LockHandle, LockService } from '../../lib';
+import { describeWithFailPoints, faultTools } from './adversarial/kit';
 import { LockTestKit, eventually } from './lock-test-kit';
 
 jest.setTimeout(60_000);
@@ -24,21 +25,8 @@ describe('engine v2: an entry kept for a loop in the same process', () => {
   };
   const wait = { timeoutMs: 20_000 };
 
-  /**
-   * `b` asks for `key` again right after a release (so it loops on it here), then gets it after
-   * waiting behind `a`: its release with nobody queued keeps the entry.
-   */
-  async function loopingHolder(a: LockService, b: LockService, key: string): Promise<LockHandle> {
-    const first = await b.acquire(key);
-    const fromA = a.acquire(key, wait);
-    await eventually(async () => (await line(key)).length === 2);
-    await first.release();
-    // Asked within the turn of its release's reply: a loop.
-    const fromB = b.acquire(key, wait);
-    await eventually(async () => (await line(key)).length === 2);
-    await (await fromA).release();
-    return fromB;
-  }
+  const loopingHolder = (a: LockService, b: LockService, key: string) =>
+    heldInLoop(a, b, key, line);
 
   it('hands a loop’s next call the entry its last one released, with the next fence and no write', async () => {
     const [a, b] = [await v2(), await v2()];
@@ -68,17 +56,24 @@ describe('engine v2: an entry kept for a loop in the same process', () => {
     expect(await line('left')).toEqual([]);
   });
 
-  it('hands a kept entry to a try here; a try in another mode joins once it left', async () => {
+  it('hands a kept entry to a try here', async () => {
     const [a, b] = [await v2(), await v2()];
     const held = await loopingHolder(a, b, 'tried');
     await held.release();
     const tried = await b.tryAcquire('tried');
     expect(tried?.fence).toBe(held.fence + 1n);
     await tried!.release();
-    const shared = await b.tryAcquire('tried', { mode: 'shared' });
+  });
+
+  it('lets a kept entry leave before a try here in another mode joins', async () => {
+    const [a, b] = [await v2(), await v2()];
+    const held = await loopingHolder(a, b, 'shared');
+    await held.release();
+    const shared = await b.tryAcquire('shared', { mode: 'shared' });
     // Not refused by our own kept entry: it left first.
     expect(shared).not.toBeNull();
-    expect(await line('tried')).toEqual([b.holderId]);
+    expect(shared!.fence).toBeGreaterThan(held.fence + 1n);
+    expect(await line('shared')).toEqual([b.holderId]);
     await shared!.release();
   });
 
@@ -99,5 +94,60 @@ describe('engine v2: an entry kept for a loop in the same process', () => {
     const held = await fromB;
     await held.release();
     expect(await line('once')).toEqual([]);
+  });
+});
+
+/**
+ * `b` asks for `key` again right after a release (so it loops on it here), then gets it after
+ * waiting behind `a`: its release with nobody queued keeps the entry.
+ */
+async function heldInLoop(
+  a: LockService,
+  b: LockService,
+  key: string,
+  line: (key: string) => Promise<string[]>,
+): Promise<LockHandle> {
+  const first = await b.acquire(key);
+  const fromA = a.acquire(key, { timeoutMs: 20_000 });
+  await eventually(async () => (await line(key)).length === 2);
+  await first.release();
+  // Asked within the turn of its release's reply: a loop.
+  const fromB = b.acquire(key, { timeoutMs: 20_000 });
+  await eventually(async () => (await line(key)).length === 2);
+  await (await fromA).release();
+  return fromB;
+}
+
+describeWithFailPoints('engine v2: a kept entry, under fail points', () => {
+  const kit = LockTestKit.forSuite();
+  const { failPoint, appClient } = faultTools(kit);
+  let lines: Collection;
+  beforeEach(async () => {
+    lines = (await kit.client()).db(kit.mongo.dbName).collection(`${kit.collectionName}_line`);
+  });
+  const line = async (key: string) => {
+    const doc = await lines.findOne({ _id: key as never });
+    return ((doc?.line ?? []) as { h: string }[]).map((entry) => entry.h);
+  };
+
+  it('a try here in another mode waits for the kept entry’s leave, however slow, before it joins', async () => {
+    const a = await kit.service({ engine: 'v2' });
+    const b = await kit.service({ engine: 'v2', client: await appClient('kept-leave') });
+    const held = await heldInLoop(a, b, 'slow-leave', line);
+    // b's next findAndModify, the kept entry's leave, reaches MongoDB 300 ms late.
+    await failPoint(
+      { times: 1 },
+      {
+        failCommands: ['findAndModify'],
+        appName: 'kept-leave',
+        blockConnection: true,
+        blockTimeMS: 300,
+      },
+    );
+    await held.release();
+    // Joined before that leave landed, the try would find our own entry holding: refused.
+    const shared = await b.tryAcquire('slow-leave', { mode: 'shared' });
+    expect(shared).not.toBeNull();
+    await shared!.release();
   });
 });
