@@ -14,15 +14,7 @@ describe('engine v2: an entry kept for a loop in the same process', () => {
   const kit = LockTestKit.forSuite();
   const v2 = (extra: Parameters<LockTestKit['service']>[0] = {}) =>
     kit.service({ engine: 'v2', ...extra });
-  let lines: Collection;
-  beforeEach(async () => {
-    lines = (await kit.client()).db(kit.mongo.dbName).collection(`${kit.collectionName}_line`);
-  });
-  /** The holder ids of the key's line as stored (the read is sent at once, in this turn). */
-  const line = async (key: string) => {
-    const doc = await lines.findOne({ _id: key as never });
-    return ((doc?.line ?? []) as { h: string }[]).map((entry) => entry.h);
-  };
+  const line = lineReader(kit);
   const wait = { timeoutMs: 20_000 };
 
   const loopingHolder = (a: LockService, b: LockService, key: string) =>
@@ -121,14 +113,7 @@ async function heldInLoop(
 describeWithFailPoints('engine v2: a kept entry, under fail points', () => {
   const kit = LockTestKit.forSuite();
   const { failPoint, appClient } = faultTools(kit);
-  let lines: Collection;
-  beforeEach(async () => {
-    lines = (await kit.client()).db(kit.mongo.dbName).collection(`${kit.collectionName}_line`);
-  });
-  const line = async (key: string) => {
-    const doc = await lines.findOne({ _id: key as never });
-    return ((doc?.line ?? []) as { h: string }[]).map((entry) => entry.h);
-  };
+  const line = lineReader(kit);
 
   it('a try here in another mode waits for the kept entry’s leave, however slow, before it joins', async () => {
     const a = await kit.service({ engine: 'v2' });
@@ -151,3 +136,18 @@ describeWithFailPoints('engine v2: a kept entry, under fail points', () => {
     await shared!.release();
   });
 });
+
+/**
+ * The holder ids of a key's line as stored, by a client connected before each test (so the read
+ * is sent at once, in the caller's turn).
+ */
+function lineReader(kit: LockTestKit): (key: string) => Promise<string[]> {
+  let lines: Collection;
+  beforeEach(async () => {
+    lines = (await kit.client()).db(kit.mongo.dbName).collection(`${kit.collectionName}_line`);
+  });
+  return async (key) => {
+    const doc = await lines.findOne({ _id: key as never });
+    return ((doc?.line ?? []) as { h: string }[]).map((entry) => entry.h);
+  };
+}
