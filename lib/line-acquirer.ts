@@ -1,3 +1,4 @@
+import { CallOrder } from './call-order';
 import { LockStoreUnavailableError } from './errors/lock-store-unavailable.error';
 import { localLeaseEnd } from './lease-keeper';
 import type { HandableLease } from './lease-keeper';
@@ -12,7 +13,7 @@ import { entryFenceOf } from './store/line/line-document';
 import type { LineStorage } from './store/line/line-store';
 import { isStoreUnavailableError } from './store/mongo-error-codes';
 import { formatMs } from './util/durations';
-import { sleep, wakeUp } from './util/timers';
+import { settledBy, sleep, wakeUp } from './util/timers';
 import type { LineWaiters } from './waiting/line-waiters';
 
 /**
@@ -51,12 +52,8 @@ function inCallOrder(request: LineAcquireRequest): boolean {
 }
 
 export class LineAcquirer {
-  /**
-   * Per key, settles once every join this process sent to it so far was answered or given up:
-   * the next caller's join goes after it, so that the line serves this process's callers in
-   * the order they called.
-   */
-  private readonly joinsAhead = new Map<string, Promise<void>>();
+  /** The line serves this process's mutex waits on a key in the order they called. */
+  private readonly joinsInCallOrder = new CallOrder();
   private readonly leaves: LineLeaves;
 
   constructor(private readonly deps: LineAcquirerDeps) {
@@ -273,8 +270,8 @@ export class LineAcquirer {
       request.timeoutMs === 0
         ? await this.tried(join(), request)
         : inCallOrder(request)
-          ? await this.inCallOrder(request.key, async (ahead) => {
-              await this.bounded(ahead, attempt.deadline, request.signal, () => attempt.timedOut());
+          ? await this.joinsInCallOrder.run(request.key, async (ahead) => {
+              await settledBy(ahead, attempt.deadline, request.signal, () => attempt.timedOut());
               if (!takesOver(request)) await this.letGo(attempt);
               const following = this.deps.handover.follow(attempt);
               return following ? { following } : this.send(attempt, join);
@@ -306,31 +303,7 @@ export class LineAcquirer {
   private send<T>(attempt: LineAttempt, command: () => Promise<T>): Promise<T> {
     const { deadline, signal } = attempt;
     const tolerated = this.tolerant(command, deadline, signal);
-    return this.bounded(tolerated, deadline, signal, () => attempt.unanswered());
-  }
-
-  /**
-   * Runs `join`, handing it the joins ahead on `key` to wait for first (bounded by the call's
-   * deadline and abort). A caller that gives up still holds back the ones behind it until those
-   * ahead of it settled.
-   */
-  private async inCallOrder<T>(
-    key: string,
-    join: (ahead: Promise<void>) => Promise<T>,
-  ): Promise<T> {
-    const ahead = this.joinsAhead.get(key) ?? Promise.resolve();
-    let settled!: () => void;
-    const own = new Promise<void>((resolve) => (settled = resolve));
-    const upToMine = Promise.all([ahead, own]).then(() => undefined);
-    this.joinsAhead.set(key, upToMine);
-    try {
-      return await join(ahead);
-    } finally {
-      settled();
-      void upToMine.then(() => {
-        if (this.joinsAhead.get(key) === upToMine) this.joinsAhead.delete(key);
-      });
-    }
+    return settledBy(tolerated, deadline, signal, () => attempt.unanswered());
   }
 
   /**
@@ -368,21 +341,7 @@ export class LineAcquirer {
       );
     // From the call's start: a try of several keys has one budget, not one per key.
     const callEnd = (request.deadline ?? performance.now()) + replyMs;
-    return this.bounded(join, callEnd, request.signal, late);
-  }
-
-  /** `write`, or the call's end first: `until` (the error `late` makes) or its abort. */
-  private async bounded<T>(
-    write: Promise<T>,
-    until: number,
-    signal: AbortSignal | undefined,
-    late: () => Error,
-  ): Promise<T> {
-    write.catch(() => undefined);
-    const woke = await wakeUp({ heard: write.then(() => undefined) }, until, signal);
-    if (woke === 'timer') throw late();
-    if (woke === 'aborted') throw signal?.reason;
-    return write;
+    return settledBy(join, callEnd, request.signal, late);
   }
 
   /**

@@ -55,3 +55,20 @@ export async function wakeUp(
     if (onAbort) signal?.removeEventListener('abort', onAbort);
   }
 }
+
+/**
+ * `task`'s result, or the error `late` makes at monotonic time `until`, or the signal's reason
+ * when it aborts first (the task goes on; its failure after that is ignored).
+ */
+export async function settledBy<T>(
+  task: Promise<T>,
+  until: number,
+  signal: AbortSignal | undefined,
+  late: () => Error,
+): Promise<T> {
+  task.catch(() => undefined);
+  const woke = await wakeUp({ heard: task.then(() => undefined) }, until, signal);
+  if (woke === 'timer') throw late();
+  if (woke === 'aborted') throw signal?.reason;
+  return task;
+}

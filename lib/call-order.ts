@@ -1,0 +1,25 @@
+/**
+ * Per key, runs callers' steps in the order they called: each step is handed the steps ahead
+ * of it to wait for first (bounded as the caller likes). A caller that gives up still holds back
+ * the ones behind it until those ahead of it settled.
+ */
+export class CallOrder {
+  /** Per key, settles once every step started on it so far has settled. */
+  private readonly ahead = new Map<string, Promise<void>>();
+
+  async run<T>(key: string, step: (ahead: Promise<void>) => Promise<T>): Promise<T> {
+    const ahead = this.ahead.get(key) ?? Promise.resolve();
+    let settled!: () => void;
+    const own = new Promise<void>((resolve) => (settled = resolve));
+    const upToMine = Promise.all([ahead, own]).then(() => undefined);
+    this.ahead.set(key, upToMine);
+    try {
+      return await step(ahead);
+    } finally {
+      settled();
+      void upToMine.then(() => {
+        if (this.ahead.get(key) === upToMine) this.ahead.delete(key);
+      });
+    }
+  }
+}
