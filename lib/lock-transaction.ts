@@ -13,6 +13,8 @@ export interface TransactionLocks {
   readonly client: MongoClient;
   /** Inside `session`'s transaction: `owner` still holds `key`, proven by a write. */
   confirmHeldIn(key: string, owner: string, session: ClientSession): Promise<boolean>;
+  /** Aborts on the server a transaction of `session` left open by a commit with no answer. */
+  endTransactionOf(session: ClientSession): Promise<void>;
 }
 
 /** The `transaction` option of `withLock`, resolved. */
@@ -74,6 +76,9 @@ export async function runInTransaction<T>(
     return result;
   } catch (error) {
     if (error instanceof MongoError && error.hasErrorLabel('UnknownTransactionCommitResult')) {
+      // Not committed yet, it would hold the lock's line (its check wrote it) and keep the
+      // release, and every other process's command on the key, waiting: aborted first.
+      await store.endTransactionOf(session);
       throw new TransactionOutcomeUnknownError(
         `The transaction under ${handle.keys.map((key) => JSON.stringify(key)).join(', ')} ` +
           `may or may not have committed: ${error.message}`,

@@ -146,6 +146,7 @@ export class ServiceRuntime {
     return {
       client: store.client,
       confirmHeldIn: (key, token, session) => keyLocks.store.confirmHeldIn(key, token, session),
+      endTransactionOf: (session) => store.endTransactionOf(session),
     };
   }
 

@@ -1,4 +1,5 @@
 import { MongoClient } from 'mongodb';
+import type { ClientSession } from 'mongodb';
 import type { ResolvedLockModuleOptions } from '../options';
 import { formatMs } from '../util/durations';
 import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
@@ -128,6 +129,20 @@ export class LockStore implements LockConnection {
       throw error;
     });
     return this.transactional;
+  }
+
+  /**
+   * Ends on the server what `session` left open: a transaction whose commit got no answer may
+   * still be open there, keeping every other write to its documents (a lock's line among them)
+   * waiting until MongoDB's transaction lifetime limit (60 s by default). `killSessions` aborts
+   * it if it has not committed; a user may kill its own sessions. Best effort, bounded.
+   */
+  async endTransactionOf(session: ClientSession): Promise<void> {
+    if (session.id === undefined) return;
+    const killed = boundedCommand('killSessions', this.options.operationTimeoutMs, () =>
+      this.client.db('admin').command({ killSessions: [session.id] }),
+    );
+    await killed.result.catch(() => undefined);
   }
 
   async close(): Promise<void> {
