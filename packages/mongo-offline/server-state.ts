@@ -30,7 +30,9 @@ export class ServerState extends EventEmitter {
   readonly cursors = new CursorRegistry();
   readonly failPoints = new FailPoints();
   readonly retryableWrites = new RetryableWrites();
-  readonly transactions = new Transactions(this.storage);
+  readonly transactions = new Transactions(this.storage, () =>
+    Number(this.parameters.transactionLifetimeLimitSeconds),
+  );
   /** Sessions seen on any command, for `$listLocalSessions`. */
   readonly sessions = new Map<string, Document>();
   readonly startedAt = new Date();
@@ -53,7 +55,11 @@ export class ServerState extends EventEmitter {
 
   constructor(readonly options: ServerOptions) {
     super();
-    this.parameters = { ttlMonitorSleepSecs: options.ttlMonitorSleepSecs, ttlMonitorEnabled: true };
+    this.parameters = {
+      ttlMonitorSleepSecs: options.ttlMonitorSleepSecs,
+      ttlMonitorEnabled: true,
+      transactionLifetimeLimitSeconds: 60,
+    };
     this.ttlMonitor = new TtlMonitor(
       this.storage,
       () => Number(this.parameters.ttlMonitorSleepSecs),

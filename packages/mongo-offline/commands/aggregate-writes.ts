@@ -27,9 +27,14 @@ export function writeOut(context: CommandContext, target: unknown, results: Docu
   const { db, coll } = targetOf(context, target, 'coll');
   const { storage } = context;
   const existing = storage.getCollection(db, coll);
-  if (existing)
-    for (const document of [...existing.documents.values()])
-      storage.delete(existing, document, context.origin);
+  if (existing) {
+    // It replaces the whole collection: before its first write, it waits for every open
+    // transaction that wrote a document it deletes or one of the ids it inserts.
+    const documents = [...existing.documents.values()];
+    const ids = [...documents, ...results].map((document) => document._id);
+    storage.assertUnlocked?.(existing, ids, context.origin);
+    for (const document of documents) storage.delete(existing, document, context.origin);
+  }
   const collection = storage.ensureCollection(db, coll);
   for (const document of results) storage.insert(collection, idFirst(document), context.origin);
 }
@@ -49,9 +54,17 @@ export function writeMerge(context: CommandContext, spec: unknown, results: Docu
   const { storage } = context;
   const collection = storage.ensureCollection(db, coll);
   const keyOf = (document: Document) => on.map((field) => canonicalKey(document[field])).join('|');
-  for (const result of results) {
+  const matchOf = (result: Document) => {
     const key = keyOf(result);
-    const existing = [...collection.documents.values()].find((document) => keyOf(document) === key);
+    return [...collection.documents.values()].find((document) => keyOf(document) === key);
+  };
+  // Before its first write, it waits for every open transaction that wrote a document it
+  // matches or one of the ids it may insert.
+  const matched = results.map(matchOf).filter((document) => document !== undefined);
+  const ids = [...matched, ...results].map((document) => document._id);
+  storage.assertUnlocked?.(collection, ids, context.origin);
+  for (const result of results) {
+    const existing = matchOf(result);
     if (!existing) {
       if (whenNotMatched === 'fail')
         throw new CommandError(

@@ -11,6 +11,7 @@ import { ArrayCursor } from './cursor-registry';
 import { CommandError, badValue } from './errors';
 import { validatePipeline } from './pipeline-stages';
 import { writeMerge, writeOut } from './aggregate-writes';
+import { afterTransactions } from './transaction-waits';
 import { openCursor } from './read-commands';
 
 function runPipeline(
@@ -101,8 +102,11 @@ const aggregate: CommandHandler = async (context) => {
   // MongoDB keeps `_id` first in what a pipeline outputs; mingo's $project appends it.
   const results = runPipeline(context, source, body).map(idFirst);
   if (writes) {
-    if (outTarget !== undefined) writeOut(context, outTarget, results);
-    else writeMerge(context, mergeSpec, results);
+    await afterTransactions(context, () =>
+      outTarget !== undefined
+        ? writeOut(context, outTarget, results)
+        : writeMerge(context, mergeSpec, results),
+    );
     return { cursor: { firstBatch: [], id: Long.ZERO, ns: context.ns }, ok: 1 };
   }
   const cursorOptions = (command.cursor as Document) ?? {};

@@ -5,6 +5,7 @@ import { selectDocuments, sortDocuments } from '../engine/select';
 import type { CommandContext, CommandHandler } from './context';
 import { CommandError } from './errors';
 import { assertWritablePrimary } from './guards';
+import { afterTransactions } from './transaction-waits';
 import { runUpdate } from './update-operation';
 
 function removeOne(context: CommandContext, query: Document, sort: Document | undefined): Document {
@@ -23,8 +24,14 @@ function removeOne(context: CommandContext, query: Document, sort: Document | un
   };
 }
 
-/** findAndModify: errors (E11000 included) are top-level command errors, not writeErrors. */
-const findAndModify: CommandHandler = (context) => {
+/**
+ * findAndModify: errors (E11000 included) are top-level command errors, not writeErrors. It
+ * waits for an open transaction that wrote its document (`afterTransactions`).
+ */
+const findAndModify: CommandHandler = (context) =>
+  afterTransactions(context, () => findAndModifyOnce(context));
+
+function findAndModifyOnce(context: CommandContext): Document {
   assertWritablePrimary(context);
   const { command } = context;
   const query = (command.query as Document) ?? {};
@@ -64,7 +71,7 @@ const findAndModify: CommandHandler = (context) => {
         : outcome.before;
   const value = projectOne(image ?? null, command.fields as Document | undefined, context.mingo);
   return { lastErrorObject, value, ok: 1 };
-};
+}
 
 export const findAndModifyCommands: Record<string, CommandHandler> = {
   findandmodify: findAndModify,

@@ -74,6 +74,11 @@ export function runUpdate(
   }
 
   const collection = existing!;
+  // A multi-update waits for open transactions before its first write, not midway.
+  if (matches.length > 1) {
+    const ids = matches.map((document) => document._id);
+    storage.assertUnlocked?.(collection, ids, context.origin);
+  }
   // Compute every new image first so that a failing update in a multi-update changes nothing
   // after the failure point (MongoDB stops there too, keeping earlier documents updated).
   let modified = 0;

@@ -6,6 +6,7 @@ import { withStatementCollation } from '../engine/mingo-options';
 import type { CommandContext, CommandHandler } from './context';
 import { CommandError } from './errors';
 import { assertWritablePrimary, requireArray } from './guards';
+import { afterTransactions } from './transaction-waits';
 import { runUpdate } from './update-operation';
 
 function writeErrorOf(index: number, error: unknown): Document {
@@ -15,20 +16,28 @@ function writeErrorOf(index: number, error: unknown): Document {
   return { index, code: 1, errmsg: error instanceof Error ? error.message : String(error) };
 }
 
-/** Runs each item; ordered writes stop at the first error, as MongoDB's batch writes do. */
-function runBatch(
+/**
+ * Errors that fail the whole command rather than one statement: a transaction's write conflict
+ * (labelled for retry) and, as on a mongod, interruptions (maxTimeMS, a step-down).
+ */
+const FAILS_THE_BATCH = new Set([112, 50, 11602]);
+
+/**
+ * Runs each item; ordered writes stop at the first error, as MongoDB's batch writes do. An item
+ * that meets a document an open transaction wrote waits for it (`afterTransactions`).
+ */
+async function runBatch(
   context: CommandContext,
   items: unknown[],
   run: (item: Document, index: number) => void,
-): Document[] {
+): Promise<Document[]> {
   const ordered = context.command.ordered !== false;
   const writeErrors: Document[] = [];
   for (let index = 0; index < items.length; index++) {
     try {
-      run(items[index] as Document, index);
+      await afterTransactions(context, () => run(items[index] as Document, index));
     } catch (error) {
-      // A transaction's write conflict fails the whole command, labelled for retry.
-      if (error instanceof CommandError && error.code === 112) throw error;
+      if (error instanceof CommandError && FAILS_THE_BATCH.has(error.code)) throw error;
       writeErrors.push(writeErrorOf(index, error));
       if (ordered) break;
     }
@@ -41,13 +50,13 @@ function withWriteErrors(reply: Document, writeErrors: Document[]): Document {
   return reply;
 }
 
-const insert: CommandHandler = (context) => {
+const insert: CommandHandler = async (context) => {
   assertWritablePrimary(context);
   const documents = requireArray(context.command.documents, 'insert.documents');
   const collection = context.storage.ensureCollection(context.db, context.collectionName);
   assertNotView(collection);
   let n = 0;
-  const writeErrors = runBatch(context, documents, (document) => {
+  const writeErrors = await runBatch(context, documents, (document) => {
     // Top-level `$` field names are allowed since MongoDB 5.0, but not inside `_id`.
     const id: unknown = document._id;
     if (
@@ -74,7 +83,7 @@ const insert: CommandHandler = (context) => {
   return withWriteErrors({ n, ok: 1 }, writeErrors);
 };
 
-const update: CommandHandler = (context) => {
+const update: CommandHandler = async (context) => {
   assertWritablePrimary(context);
   const updates = requireArray(context.command.updates, 'update.updates');
   let n = 0;
@@ -84,7 +93,7 @@ const update: CommandHandler = (context) => {
     // MongoDB 7.0 (what hello reports) has no sort in update statements; 8.0 added it.
     throw new CommandError(40415, "BSON field 'update.updates.sort' is an unknown field.");
   }
-  const writeErrors = runBatch(context, updates, (statement, index) => {
+  const writeErrors = await runBatch(context, updates, (statement, index) => {
     if (statement.u === undefined)
       throw new CommandError(
         40414,
@@ -113,13 +122,13 @@ const update: CommandHandler = (context) => {
   return withWriteErrors(reply, writeErrors);
 };
 
-const deleteCommand: CommandHandler = (context) => {
+const deleteCommand: CommandHandler = async (context) => {
   assertWritablePrimary(context);
   const deletes = requireArray(context.command.deletes, 'delete.deletes');
   const collection = context.storage.getCollection(context.db, context.collectionName);
   assertNotView(collection);
   let n = 0;
-  const writeErrors = runBatch(context, deletes, (statement) => {
+  const writeErrors = await runBatch(context, deletes, (statement) => {
     if (statement.limit !== 0 && statement.limit !== 1) {
       throw new CommandError(
         9,

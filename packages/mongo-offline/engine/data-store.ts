@@ -21,6 +21,12 @@ export interface DataStore {
     modifier?: Document,
   ): void;
   delete(collection: Collection, document: Document, origin?: WriteOrigin): void;
+  /**
+   * The real storage only: throws `DocumentBusy` before a plain write to several documents
+   * when one of them is written by an open transaction (a transaction's own writes conflict
+   * instead).
+   */
+  assertUnlocked?(collection: Collection, ids: Iterable<unknown>, origin?: WriteOrigin): void;
   /** Index creation goes through the store so that a transaction can defer it. */
   addIndex(collection: Collection, spec: import('./index-keys').IndexSpec): void;
   dropIndex(collection: Collection, name: string): void;

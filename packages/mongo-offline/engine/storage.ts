@@ -8,6 +8,7 @@ import { describeOperatorUpdate } from './operator-update-description';
 import type { DataStore } from './data-store';
 import type { IndexSpec } from './index-keys';
 import { canonicalKey } from './bson-values';
+import { DocumentBusy } from './document-busy';
 
 /** Who wrote: recorded in the oplog so that retried writes and transactions can be traced. */
 export interface WriteOrigin {
@@ -16,8 +17,10 @@ export interface WriteOrigin {
   inTransaction?: boolean;
 }
 
-/** Called when a write outside a transaction touches a document a transaction has written. */
-export type ConflictHandler = () => void;
+/** An open transaction's hold on the documents it wrote: `ended` settles at its commit or abort. */
+export interface TransactionHold {
+  readonly ended: Promise<void>;
+}
 
 /**
  * All databases and collections, the cluster clock and the oplog. Every mutation goes
@@ -26,7 +29,7 @@ export type ConflictHandler = () => void;
 export class Storage implements DataStore {
   readonly databases = new Map<string, Map<string, Collection>>();
   /** `<ns>|<canonical _id>` -> the open transaction that wrote that document. */
-  readonly transactionLocks = new Map<string, ConflictHandler>();
+  readonly transactionLocks = new Map<string, TransactionHold>();
   readonly clock = new LogicalClock();
   readonly oplog = new Oplog();
 
@@ -69,14 +72,16 @@ export class Storage implements DataStore {
     return full;
   }
 
-  /** A plain write to a document an open transaction wrote dooms that transaction. */
-  private noticeWrite(collection: Collection, id: unknown, origin: WriteOrigin): void {
+  /**
+   * Throws {@link DocumentBusy} when a write outside a transaction to one of `ids` must first
+   * wait for an open transaction that wrote it. Every write checks its own document; a
+   * statement that writes several checks them all before its first write.
+   */
+  assertUnlocked(collection: Collection, ids: Iterable<unknown>, origin: WriteOrigin = {}): void {
     if (origin.inTransaction || this.transactionLocks.size === 0) return;
-    const key = lockKey(collection.ns, id);
-    const conflict = this.transactionLocks.get(key);
-    if (conflict) {
-      this.transactionLocks.delete(key);
-      conflict();
+    for (const id of ids) {
+      const hold = this.transactionLocks.get(lockKey(collection.ns, id));
+      if (hold) throw new DocumentBusy(hold.ended);
     }
   }
 
@@ -91,7 +96,7 @@ export class Storage implements DataStore {
   }
 
   insert(collection: Collection, document: Document, origin: WriteOrigin = {}): void {
-    this.noticeWrite(collection, document._id, origin);
+    this.assertUnlocked(collection, [document._id], origin);
     collection.insert(document);
     this.record({
       op: 'insert',
@@ -112,7 +117,7 @@ export class Storage implements DataStore {
     origin: WriteOrigin = {},
     modifier?: Document,
   ): void {
-    this.noticeWrite(collection, after._id, origin);
+    this.assertUnlocked(collection, [after._id], origin);
     collection.replace(before, after);
     this.record({
       op: replacement ? 'replace' : 'update',
@@ -143,7 +148,7 @@ export class Storage implements DataStore {
   }
 
   delete(collection: Collection, document: Document, origin: WriteOrigin = {}): void {
-    this.noticeWrite(collection, document._id, origin);
+    this.assertUnlocked(collection, [document._id], origin);
     collection.remove(document);
     this.record({
       op: 'delete',

@@ -4,7 +4,13 @@ import { canonicalKey } from '../engine/bson-values';
 import { Collection } from '../engine/collection';
 import type { DataStore } from '../engine/data-store';
 import type { IndexSpec } from '../engine/index-keys';
-import { type Storage, type WriteOrigin, lockKey, validateCollectionName } from '../engine/storage';
+import {
+  type Storage,
+  type TransactionHold,
+  type WriteOrigin,
+  lockKey,
+  validateCollectionName,
+} from '../engine/storage';
 
 type LoggedWrite =
   | { op: 'create'; db: string; coll: string; options: Document }
@@ -38,13 +44,16 @@ function notInTransaction(command: string): CommandError {
  * A transaction's private copy-on-first-touch view of the storage. Writes go to cloned
  * collections (read-your-own-writes) and to a log that commit replays onto the real storage;
  * nothing is visible outside before that. Documents it writes are locked: another
- * transaction touching them gets WriteConflict, a plain write dooms this transaction.
+ * transaction touching them gets WriteConflict, and a plain write waits until this one ends.
  */
-export class TransactionView implements DataStore {
+export class TransactionView implements DataStore, TransactionHold {
   readonly databases = new Map<string, Map<string, Collection>>();
   private readonly clones = new Map<string, Collection>();
   private readonly log: LoggedWrite[] = [];
   private readonly locked = new Set<string>();
+  private endTransaction!: () => void;
+  /** Settles when the transaction commits or aborts: plain writes of its documents wait for it. */
+  readonly ended = new Promise<void>((resolve) => (this.endTransaction = resolve));
 
   /** Oplog position when the transaction started: its snapshot. */
   private readonly snapshotPosition: number;
@@ -52,7 +61,6 @@ export class TransactionView implements DataStore {
   constructor(
     private readonly base: Storage,
     private readonly origin: WriteOrigin,
-    private readonly onConflict: () => void,
   ) {
     this.snapshotPosition = base.oplog.endPosition;
   }
@@ -108,7 +116,7 @@ export class TransactionView implements DataStore {
       .getCollection(collection.db, collection.name)
       ?.documents.get(canonicalKey(id));
     if (current !== collection.documents.get(canonicalKey(id))) throw writeConflict();
-    this.base.transactionLocks.set(key, this.onConflict);
+    this.base.transactionLocks.set(key, this);
     this.locked.add(key);
   }
 
@@ -201,9 +209,9 @@ export class TransactionView implements DataStore {
 
   release(): void {
     for (const key of this.locked) {
-      if (this.base.transactionLocks.get(key) === this.onConflict)
-        this.base.transactionLocks.delete(key);
+      if (this.base.transactionLocks.get(key) === this) this.base.transactionLocks.delete(key);
     }
     this.locked.clear();
+    this.endTransaction();
   }
 }

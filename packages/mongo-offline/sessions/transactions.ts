@@ -2,25 +2,33 @@ import type { Document } from 'bson';
 import { CommandError } from '../commands/errors';
 import type { Storage } from '../engine/storage';
 import { lsidKey } from './lsid-key';
-import { TransactionView, writeConflict } from './transaction-view';
+import { TransactionView } from './transaction-view';
 
 export interface TransactionState {
   txnNumber: number;
   status: 'inProgress' | 'committed' | 'aborted';
   view: TransactionView;
-  /** Set when a plain write touched a document this transaction wrote. */
-  doomed: boolean;
+  /** Aborts the transaction once it has been open `transactionLifetimeLimitSeconds`. */
+  expiry: NodeJS.Timeout;
 }
 
 function noSuchTransaction(message: string): CommandError {
   return new CommandError(251, message, { errorLabels: ['TransientTransactionError'] });
 }
 
-/** The multi-document transaction of each session (one at a time, as in MongoDB). */
+/**
+ * The multi-document transaction of each session (one at a time, as in MongoDB). As a mongod's
+ * does, a transaction still open after `lifetimeSeconds()` (the parameter
+ * `transactionLifetimeLimitSeconds`, default 60) is aborted: a client that died mid-transaction
+ * holds its documents no longer.
+ */
 export class Transactions {
   private readonly bySession = new Map<string, TransactionState>();
 
-  constructor(private readonly storage: Storage) {}
+  constructor(
+    private readonly storage: Storage,
+    private readonly lifetimeSeconds: () => number,
+  ) {}
 
   begin(lsid: Document, txnNumber: number): TransactionState {
     const key = lsidKey(lsid)!;
@@ -41,8 +49,8 @@ export class Transactions {
     const state: TransactionState = {
       txnNumber,
       status: 'inProgress',
-      doomed: false,
-      view: new TransactionView(this.storage, { lsid, txnNumber }, () => (state.doomed = true)),
+      view: new TransactionView(this.storage, { lsid, txnNumber }),
+      expiry: setTimeout(() => this.abort(state), this.lifetimeSeconds() * 1000).unref(),
     };
     this.bySession.set(key, state);
     return state;
@@ -58,10 +66,6 @@ export class Transactions {
     }
     if (state.status !== 'inProgress')
       throw noSuchTransaction(`Transaction with { txnNumber: ${txnNumber} } has been aborted.`);
-    if (state.doomed) {
-      this.abort(state);
-      throw writeConflict();
-    }
     return state;
   }
 
@@ -69,6 +73,7 @@ export class Transactions {
     const state = this.bySession.get(lsidKey(lsid)!);
     if (state && state.txnNumber === txnNumber && state.status === 'committed') return; // retried commit
     const active = this.continue(lsid, txnNumber);
+    clearTimeout(active.expiry);
     active.view.commit();
     active.status = 'committed';
   }
@@ -86,6 +91,7 @@ export class Transactions {
 
   abort(state: TransactionState): void {
     if (state.status !== 'inProgress') return;
+    clearTimeout(state.expiry);
     state.view.release();
     state.status = 'aborted';
   }
