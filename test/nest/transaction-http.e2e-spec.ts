@@ -84,10 +84,16 @@ class TransactionsController {
 }
 
 describe.each(['express', 'fastify'] as const)('locked transactions over HTTP (%s)', (platform) => {
-  const kit = LockTestKit.forSuite();
-  const { failPoint } = faultTools(kit);
   let app: INestApplication;
   let url: string;
+  // Before the kit's own: the app closes while its client is open, so that a commit still on
+  // its way (after a handler's own answer) ends and its lock is released, not left to the
+  // shutdown grace period.
+  afterEach(async () => {
+    await app?.close();
+  });
+  const kit = LockTestKit.forSuite();
+  const { failPoint } = faultTools(kit);
 
   // A new app for each test: the kit closes its clients after each.
   beforeEach(async () => {
@@ -107,9 +113,6 @@ describe.each(['express', 'fastify'] as const)('locked transactions over HTTP (%
         : await NestFactory.create(AppModule, { logger: false, forceCloseConnections: true });
     await app.listen(0, '127.0.0.1');
     url = await app.getUrl();
-  });
-  afterEach(async () => {
-    await app?.close();
   });
 
   /** Arms `data` for one command and runs `work`; the fault must have fired. */
