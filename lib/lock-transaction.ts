@@ -75,10 +75,11 @@ export async function runInTransaction<T>(
     );
     return result;
   } catch (error) {
+    // A commit with no answer, or an abort that failed (the driver ignores that), may leave the
+    // transaction open on the server, holding the lock's line (the check wrote it): the release,
+    // and every other process's command on the key, would wait for it. Aborted first.
+    await store.endTransactionOf(session);
     if (error instanceof MongoError && error.hasErrorLabel('UnknownTransactionCommitResult')) {
-      // Not committed yet, it would hold the lock's line (its check wrote it) and keep the
-      // release, and every other process's command on the key, waiting: aborted first.
-      await store.endTransactionOf(session);
       throw new TransactionOutcomeUnknownError(
         `The transaction under ${handle.keys.map((key) => JSON.stringify(key)).join(', ')} ` +
           `may or may not have committed: ${error.message}`,

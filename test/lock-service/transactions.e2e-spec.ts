@@ -262,6 +262,32 @@ describe('withLock in a transaction: a commit of unknown outcome', () => {
     expect((await locks.inspect('tx:unknown'))?.held).toBe(false);
   });
 
+  it('ends a transaction whose abort failed, so that the key is free for others', async () => {
+    const client = await kit.client();
+    const locks = await kit.service({ client });
+    const other = await kit.service();
+    // The work runs past its local deadline: its check has written the line, and the
+    // driver's abort, which fails here, is not reported (withTransaction ignores it).
+    const error = await locks
+      .withLock(
+        'tx:abort-lost',
+        async (lock) => {
+          await new Promise((resolve) => lock.signal.addEventListener('abort', resolve));
+          await failPoint(
+            { times: 2 },
+            { failCommands: ['abortTransaction'], closeConnection: true },
+          );
+        },
+        { transaction: true, ttlMs: 1_000 },
+      )
+      .catch((caught: unknown) => caught);
+    await failPoint('off');
+    expect(error).toBeInstanceOf(LockLostError);
+    // Left open, the transaction would keep every command on the key waiting for 60 s.
+    const handle = await other.acquire('tx:abort-lost', { timeoutMs: 3_000 });
+    await handle.release();
+  });
+
   it('answers 503 on a @Locked route, while a handler failing with a lock error is a 500', async () => {
     const client = await kit.client();
     const outcomeUnknown = {
