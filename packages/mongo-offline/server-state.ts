@@ -5,6 +5,7 @@ import { Storage } from './engine/storage';
 import { TtlMonitor } from './engine/ttl-monitor';
 import { FailPoints } from './faults/fail-points';
 import { RetryableWrites } from './sessions/retryable-writes';
+import { SessionCheckouts } from './sessions/session-checkouts';
 import { Transactions } from './sessions/transactions';
 
 export interface ServerOptions {
@@ -30,6 +31,7 @@ export class ServerState extends EventEmitter {
   readonly cursors = new CursorRegistry();
   readonly failPoints = new FailPoints();
   readonly retryableWrites = new RetryableWrites();
+  readonly sessionCheckouts = new SessionCheckouts();
   readonly transactions = new Transactions(this.storage, () =>
     Number(this.parameters.transactionLifetimeLimitSeconds),
   );

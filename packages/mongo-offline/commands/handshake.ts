@@ -2,6 +2,7 @@ import { type Document, Long } from 'bson';
 import { MAX_BSON_OBJECT_SIZE, MAX_MESSAGE_SIZE_BYTES } from '../wire/opcodes';
 import { MAX_WIRE_VERSION, SERVER_VERSION, SET_NAME, type ServerState } from '../server-state';
 import type { CommandContext, CommandHandler } from './context';
+import { CommandError } from './errors';
 
 /**
  * The hello reply. No `topologyVersion`: without it the driver polls instead of streaming
@@ -79,6 +80,12 @@ function getParameter(context: CommandContext): Document {
   return { ...reply, ok: 1 };
 }
 
+/** What a mongod refuses of a parameter's value: why, or undefined when it is good. */
+const PARAMETER_CHECKS: Record<string, (value: unknown) => string | undefined> = {
+  transactionLifetimeLimitSeconds: (value) =>
+    typeof value === 'number' && value >= 1 ? undefined : 'must be a number of at least 1',
+};
+
 function setParameter(context: CommandContext): Document {
   const { command, server } = context;
   const reply: Document = {};
@@ -92,6 +99,8 @@ function setParameter(context: CommandContext): Document {
         codeName: 'InvalidOptions',
       };
     }
+    const refusal = PARAMETER_CHECKS[key]?.(command[key]);
+    if (refusal) throw new CommandError(2, `${key} ${refusal}`);
     reply.was = server.parameters[key];
     server.parameters[key] = command[key];
   }

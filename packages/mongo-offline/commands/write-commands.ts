@@ -53,10 +53,11 @@ function withWriteErrors(reply: Document, writeErrors: Document[]): Document {
 const insert: CommandHandler = async (context) => {
   assertWritablePrimary(context);
   const documents = requireArray(context.command.documents, 'insert.documents');
-  const collection = context.storage.ensureCollection(context.db, context.collectionName);
-  assertNotView(collection);
+  assertNotView(context.storage.ensureCollection(context.db, context.collectionName));
   let n = 0;
   const writeErrors = await runBatch(context, documents, (document) => {
+    // Looked up again for each document: a wait for a transaction may outlast the collection.
+    const collection = context.storage.ensureCollection(context.db, context.collectionName);
     // Top-level `$` field names are allowed since MongoDB 5.0, but not inside `_id`.
     const id: unknown = document._id;
     if (
@@ -125,10 +126,11 @@ const update: CommandHandler = async (context) => {
 const deleteCommand: CommandHandler = async (context) => {
   assertWritablePrimary(context);
   const deletes = requireArray(context.command.deletes, 'delete.deletes');
-  const collection = context.storage.getCollection(context.db, context.collectionName);
-  assertNotView(collection);
+  assertNotView(context.storage.getCollection(context.db, context.collectionName));
   let n = 0;
   const writeErrors = await runBatch(context, deletes, (statement) => {
+    // Looked up again for each statement: a wait for a transaction may outlast the collection.
+    const collection = context.storage.getCollection(context.db, context.collectionName);
     if (statement.limit !== 0 && statement.limit !== 1) {
       throw new CommandError(
         9,

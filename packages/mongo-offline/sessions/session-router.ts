@@ -2,6 +2,7 @@ import type { Document } from 'bson';
 import type { CommandContext, CommandHandler } from '../commands/context';
 import { CommandError } from '../commands/errors';
 import { NO_REPLY } from '../commands/no-reply';
+import { lsidKey } from './lsid-key';
 import { RETRYABLE_WRITE_COMMANDS } from './retryable-writes';
 
 /** Statements MongoDB accepts inside a multi-document transaction. */
@@ -50,11 +51,13 @@ export async function runInSession(
     );
   const txnNumber = numberOf(command.txnNumber);
   const name = context.name.toLowerCase();
-  if (command.autocommit === false)
-    return runTransactionStatement(context, handler, lsid, txnNumber, name);
-  if (RETRYABLE_WRITE_COMMANDS.has(name))
-    return runRetryableWrite(context, handler, lsid, txnNumber);
-  return handler(context);
+  return server.sessionCheckouts.run(lsidKey(lsid)!, async () => {
+    if (command.autocommit === false)
+      return runTransactionStatement(context, handler, lsid, txnNumber, name);
+    if (RETRYABLE_WRITE_COMMANDS.has(name))
+      return runRetryableWrite(context, handler, lsid, txnNumber);
+    return handler(context);
+  });
 }
 
 async function runTransactionStatement(
@@ -98,9 +101,11 @@ async function runRetryableWrite(
   lsid: Document,
   txnNumber: number,
 ): Promise<Document> {
-  const { retryableWrites, failPoints } = context.server;
+  const { retryableWrites, failPoints, transactions } = context.server;
   const previous = retryableWrites.previousReply(lsid, txnNumber);
   if (previous) return previous;
+  // A newer txnNumber ends the session's open transaction, as on a mongod.
+  transactions.supersede(lsid, txnNumber);
   // MongoDB's onPrimaryTransactionalWrite: fail before commit and/or drop the connection.
   const failPoint = failPoints.fire('onPrimaryTransactionalWrite', () => true);
   const closeConnection = failPoint !== undefined && failPoint.closeConnection !== false;

@@ -173,8 +173,19 @@ export class TransactionView implements DataStore, TransactionHold {
     throw notInTransaction('renameCollection');
   }
 
-  /** Replays the log onto the real storage; each write gets its own oplog entry. */
+  /**
+   * Replays the log onto the real storage; each write gets its own oplog entry. The documents
+   * are released even if a write fails partway.
+   */
   commit(): void {
+    try {
+      this.replay();
+    } finally {
+      this.release();
+    }
+  }
+
+  private replay(): void {
     const origin: WriteOrigin = { ...this.origin, inTransaction: true };
     for (const write of this.log) {
       if (write.op === 'create') {
@@ -204,7 +215,6 @@ export class TransactionView implements DataStore, TransactionHold {
         if (current) this.base.delete(collection, current, origin);
       }
     }
-    this.release();
   }
 
   release(): void {

@@ -12,6 +12,13 @@ export interface TransactionState {
   expiry: NodeJS.Timeout;
 }
 
+/** setTimeout's longest delay (about 24.8 days); a longer one would fire at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+function lifetimeMs(seconds: number): number {
+  return Math.min(seconds * 1000, MAX_TIMER_MS);
+}
+
 function noSuchTransaction(message: string): CommandError {
   return new CommandError(251, message, { errorLabels: ['TransientTransactionError'] });
 }
@@ -50,7 +57,7 @@ export class Transactions {
       txnNumber,
       status: 'inProgress',
       view: new TransactionView(this.storage, { lsid, txnNumber }),
-      expiry: setTimeout(() => this.abort(state), this.lifetimeSeconds() * 1000).unref(),
+      expiry: setTimeout(() => this.abort(state), lifetimeMs(this.lifetimeSeconds())).unref(),
     };
     this.bySession.set(key, state);
     return state;
@@ -74,8 +81,15 @@ export class Transactions {
     if (state && state.txnNumber === txnNumber && state.status === 'committed') return; // retried commit
     const active = this.continue(lsid, txnNumber);
     clearTimeout(active.expiry);
-    active.view.commit();
-    active.status = 'committed';
+    try {
+      active.view.commit();
+      active.status = 'committed';
+    } catch (error) {
+      // Replayed in part (a unique key taken meanwhile: only `_id`s are locked here); it ends
+      // all the same, so that no write waits for it and its documents are free.
+      active.status = 'aborted';
+      throw error;
+    }
   }
 
   abortCommand(lsid: Document, txnNumber: number): void {
@@ -94,6 +108,12 @@ export class Transactions {
     clearTimeout(state.expiry);
     state.view.release();
     state.status = 'aborted';
+  }
+
+  /** A retryable write with a newer `txnNumber`: the session's open transaction is aborted. */
+  supersede(lsid: Document, txnNumber: number): void {
+    const state = this.bySession.get(lsidKey(lsid)!);
+    if (state && state.txnNumber < txnNumber) this.abort(state);
   }
 
   /** endSessions / killSessions: abort whatever the sessions had open. */

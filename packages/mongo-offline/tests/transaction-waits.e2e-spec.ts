@@ -1,4 +1,4 @@
-import type { ClientSession, Collection } from 'mongodb';
+import { type ClientSession, type Collection, MongoClient } from 'mongodb';
 import { useOfflineMongo } from './with-offline-mongo';
 
 // As a mongod does: a write outside a transaction to a document that an open transaction has
@@ -105,6 +105,78 @@ describe('offline mongo: plain writes wait for open transactions', () => {
     await session.commitTransaction();
   });
 
+  it('makes a $merge wait before its first write', async () => {
+    // The transaction's document comes after one it did not write.
+    await session.abortTransaction();
+    session.startTransaction();
+    await items.updateOne({ _id: 2 }, { $inc: { n: 1 } }, { session });
+    const merge = track(
+      items
+        .aggregate([{ $set: { merged: true } }, { $merge: { into: items.collectionName } }])
+        .toArray(),
+    );
+    await pause();
+    expect(merge.done()).toBe(false);
+    expect(await items.findOne({ _id: 1 })).toEqual({ _id: 1, n: 0 });
+    await session.commitTransaction();
+    await merge.result;
+    expect(await items.find().sort({ _id: 1 }).toArray()).toEqual([
+      { _id: 1, n: 0, merged: true },
+      { _id: 2, n: 0, merged: true },
+    ]);
+  });
+
+  it('applies a retryable write once when the driver retries it during the wait', async () => {
+    // Its socket times out while the first try waits: the retry, same txnNumber, waits for
+    // the first try (one operation per session at a time) and gets its reply.
+    const impatient = await MongoClient.connect(harness().mongo.uri, { socketTimeoutMS: 300 });
+    try {
+      const write = track(
+        impatient
+          .db('waits')
+          .collection<any>(items.collectionName)
+          .updateOne({ _id: 1 }, { $inc: { n: 10 } }),
+      );
+      await new Promise((resolve) => setTimeout(resolve, 800));
+      await session.commitTransaction();
+      await write.result.catch(() => undefined);
+      await pause();
+      expect(await items.findOne({ _id: 1 })).toEqual({ _id: 1, n: 11 });
+    } finally {
+      await impatient.close();
+    }
+  });
+
+  it('writes into the collection as it is after the wait, not as it was', async () => {
+    const insert = track(
+      items.insertMany([{ _id: 5 }, { _id: 1 }, { _id: 6 }], { ordered: false }),
+    );
+    await pause();
+    expect(insert.done()).toBe(false);
+    await items.drop();
+    await session.abortTransaction();
+    await insert.result.catch(() => undefined);
+    // _id 5 went before the drop; 1 and 6 after it, into the collection made again.
+    expect(await items.find().sort({ _id: 1 }).toArray()).toEqual([{ _id: 1 }, { _id: 6 }]);
+  });
+
+  it('ends a transaction whose commit fails partway, so that no write waits for it', async () => {
+    await items.createIndex({ k: 1 }, { unique: true, sparse: true });
+    await items.insertOne({ _id: 3, k: 'taken-later' }, { session });
+    // Outside the transaction, the unique key its insert needs (only _ids are locked here).
+    await items.insertOne({ _id: 4, k: 'taken-later' });
+    await expect(session.commitTransaction()).rejects.toMatchObject({ code: 11000 });
+    const write = items.updateOne({ _id: 1 }, { $inc: { n: 10 } }, { maxTimeMS: 1_000 });
+    await expect(write).resolves.toMatchObject({ modifiedCount: 1 });
+  });
+
+  it('refuses a transactionLifetimeLimitSeconds below 1', async () => {
+    await expect(
+      admin().command({ setParameter: 1, transactionLifetimeLimitSeconds: 0 }),
+    ).rejects.toMatchObject({ code: 2 });
+    await session.commitTransaction();
+  });
+
   it('aborts a transaction open past transactionLifetimeLimitSeconds, and the wait ends', async () => {
     await session.abortTransaction();
     // As on a mongod, the limit a transaction gets is the one set when it starts.
@@ -121,5 +193,45 @@ describe('offline mongo: plain writes wait for open transactions', () => {
     } finally {
       await admin().command({ setParameter: 1, transactionLifetimeLimitSeconds: 60 });
     }
+  });
+});
+
+describe('offline mongo: waits end at a step-down, and the TTL monitor passes busy documents by', () => {
+  const harness = useOfflineMongo({ ttlMonitorSleepSecs: 1 });
+  const client = () => harness().client;
+
+  it('skips an expired document an open transaction wrote, and deletes the rest', async () => {
+    const items = client().db('waits').collection<any>('expiring');
+    await items.createIndex({ at: 1 }, { expireAfterSeconds: 0 });
+    const past = new Date(Date.now() - 60_000);
+    // The document the transaction writes comes first in the monitor's pass.
+    await items.insertMany([
+      { _id: 1, at: past },
+      { _id: 2, at: past },
+    ]);
+    const session = client().startSession();
+    session.startTransaction();
+    await items.updateOne({ _id: 1 }, { $set: { seen: true } }, { session });
+    for (let i = 0; i < 40 && (await items.countDocuments({ _id: 2 })) > 0; i++) await pause();
+    expect(await items.find().toArray()).toEqual([{ _id: 1, at: past }]);
+    await session.abortTransaction();
+    for (let i = 0; i < 40 && (await items.countDocuments()) > 0; i++) await pause();
+    expect(await items.countDocuments()).toBe(0);
+    await session.endSession();
+  });
+
+  it('interrupts a waiting write when the node steps down', async () => {
+    const items = client().db('waits').collection<any>('stepDown');
+    await items.insertMany([{ _id: 1 }, { _id: 2 }]);
+    const session = client().startSession();
+    session.startTransaction();
+    await items.updateOne({ _id: 1 }, { $set: { seen: true } }, { session });
+    // A multi-document update is not a retryable write: the driver passes its error on.
+    const write = track(items.updateMany({}, { $set: { late: true } }));
+    await pause();
+    await client().db('admin').command({ replSetStepDown: 1 });
+    await expect(write.result).rejects.toMatchObject({ code: 11602 });
+    expect(await items.countDocuments({ late: true })).toBe(0);
+    await session.endSession();
   });
 });
