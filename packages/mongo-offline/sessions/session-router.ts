@@ -101,11 +101,9 @@ async function runRetryableWrite(
   lsid: Document,
   txnNumber: number,
 ): Promise<Document> {
-  const { retryableWrites, failPoints, transactions } = context.server;
+  const { retryableWrites, failPoints } = context.server;
   const previous = retryableWrites.previousReply(lsid, txnNumber);
   if (previous) return previous;
-  // A newer txnNumber ends the session's open transaction, as on a mongod.
-  transactions.supersede(lsid, txnNumber);
   // MongoDB's onPrimaryTransactionalWrite: fail before commit and/or drop the connection.
   const failPoint = failPoints.fire('onPrimaryTransactionalWrite', () => true);
   const closeConnection = failPoint !== undefined && failPoint.closeConnection !== false;

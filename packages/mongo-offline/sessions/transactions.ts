@@ -110,12 +110,6 @@ export class Transactions {
     state.status = 'aborted';
   }
 
-  /** A retryable write with a newer `txnNumber`: the session's open transaction is aborted. */
-  supersede(lsid: Document, txnNumber: number): void {
-    const state = this.bySession.get(lsidKey(lsid)!);
-    if (state && state.txnNumber < txnNumber) this.abort(state);
-  }
-
   /** endSessions / killSessions: abort whatever the sessions had open. */
   endSession(lsid: Document | undefined): void {
     const key = lsidKey(lsid);

@@ -170,11 +170,20 @@ describe('offline mongo: plain writes wait for open transactions', () => {
     await expect(write).resolves.toMatchObject({ modifiedCount: 1 });
   });
 
-  it('refuses a transactionLifetimeLimitSeconds below 1', async () => {
+  it('refuses a transactionLifetimeLimitSeconds below 1, and takes one past a timer’s range', async () => {
     await expect(
       admin().command({ setParameter: 1, transactionLifetimeLimitSeconds: 0 }),
     ).rejects.toMatchObject({ code: 2 });
-    await session.commitTransaction();
+    await session.abortTransaction();
+    await admin().command({ setParameter: 1, transactionLifetimeLimitSeconds: 3_000_000 });
+    try {
+      session.startTransaction();
+      await items.updateOne({ _id: 1 }, { $inc: { n: 1 } }, { session });
+      await pause();
+      await session.commitTransaction();
+    } finally {
+      await admin().command({ setParameter: 1, transactionLifetimeLimitSeconds: 60 });
+    }
   });
 
   it('aborts a transaction open past transactionLifetimeLimitSeconds, and the wait ends', async () => {
