@@ -363,6 +363,11 @@ export class LineAcquirer {
       : this.deps.handover.opened(request.key, place.holds);
   }
 
+  /** See `LineLeaves.holdBack`. */
+  holdLeaves(key: string): () => void {
+    return this.leaves.holdBack(key);
+  }
+
   /** Settles once the leaves under way in the background have (each within its lease). */
   leavesSettled(): Promise<void> {
     // An entry kept for a caller here leaves now.

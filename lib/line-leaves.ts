@@ -11,14 +11,36 @@ import type { LineWaiters } from './waiting/line-waiters';
  */
 export class LineLeaves {
   private readonly leaving = new Set<Promise<boolean | undefined>>();
+  /** Per key, an operator command under way that the key's leaves wait for (`holdBack`). */
+  private readonly heldBack = new Map<string, Promise<void>>();
 
   constructor(
     private readonly store: LineStorage,
     private readonly waiters: LineWaiters,
   ) {}
 
+  /**
+   * Holds back the leaves of `key` until the returned function is called: an operator command
+   * that removes its holders goes first, so that no leave of ours hands the key to another
+   * process whose grant the command would then remove.
+   */
+  holdBack(key: string): () => void {
+    let done!: () => void;
+    const command = new Promise<void>((resolve) => (done = resolve));
+    const before = this.heldBack.get(key);
+    const all = before ? Promise.all([before, command]).then(() => undefined) : command;
+    this.heldBack.set(key, all);
+    return () => {
+      done();
+      void all.then(() => {
+        if (this.heldBack.get(key) === all) this.heldBack.delete(key);
+      });
+    };
+  }
+
   /** Leaves the line by token; tells local waiters that now hold. False: no entry of ours. */
   async leave(key: string, token: string): Promise<boolean> {
+    await this.heldBack.get(key);
     const left = await this.store.leave(key, token);
     this.waiters.heard(key, left.holders);
     return left.left;

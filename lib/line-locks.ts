@@ -99,10 +99,12 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
   /**
    * Before an operator command removes `key`'s holders: an entry of ours on it is handed to
    * nobody more (its queued callers join the line), so that no caller here is handed it after
-   * the command removed it.
+   * the command removed it, and our leaves of it wait until the returned function is called
+   * (once the command is answered).
    */
-  beforeForceRelease(key: string): void {
+  beforeForceRelease(key: string): () => void {
     this.handover.closeKey(key);
+    return this.acquirer.holdLeaves(key);
   }
 
   /** Whether waits are woken by the change stream now (else they poll). */

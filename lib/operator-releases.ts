@@ -10,16 +10,25 @@ export async function forceReleaseKey(
 ): Promise<LockHolderState[]> {
   const { held, options } = runtime.deps;
   const { holderId, operationTimeoutMs } = options;
-  runtime.lines?.beforeForceRelease(key);
-  const { store } = await runtime.started();
-  const endsAt = performance.now() + operationTimeoutMs;
-  // The command first: a local holder's own give-back, sent before it, could hand the key to
-  // a waiting process, whose grant the command would then free under it.
-  const released = await store.forceRelease(key);
+  // At once, before any release here can pass the key on. Local holders are told first, so
+  // that their work stops before another instance can hold the key; their give-backs (and any
+  // release of theirs) wait for the command: one sent before it could hand the key to a
+  // waiting process, whose grant the command would free.
+  const commandDone = runtime.lines?.beforeForceRelease(key);
   let here: MongoLockHandle[] = [];
-  const revoking = held
-    .revokeKey(key, `forceRelease(${JSON.stringify(key)}) released it`)
-    .then((handles) => (here = handles));
+  let revoking: Promise<unknown>;
+  let released: LockHolderState[];
+  let endsAt: number;
+  try {
+    const { store } = await runtime.started();
+    endsAt = performance.now() + operationTimeoutMs;
+    revoking = held
+      .revokeKey(key, `forceRelease(${JSON.stringify(key)}) released it`)
+      .then((handles) => (here = handles));
+    released = await store.forceRelease(key);
+  } finally {
+    commandDone?.();
+  }
   await settlesWithin(revoking, endsAt - performance.now());
   // A local holder's own release may have freed its lease before the command did.
   const reported = new Set(released.map((holder) => `${holder.holderId}\0${holder.fence}`));
