@@ -99,12 +99,14 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
   /**
    * Before an operator command removes `key`'s holders: an entry of ours on it is handed to
    * nobody more (its queued callers join the line), so that no caller here is handed it after
-   * the command removed it, and our leaves of it wait until the returned function is called
-   * (once the command is answered).
+   * the command removed it, and our leaves of it, a kept entry's included, wait until the
+   * returned function is called (once the command is answered).
    */
   beforeForceRelease(key: string): () => void {
+    // The barrier first: closing the key makes a kept entry of ours leave.
+    const commandDone = this.acquirer.holdLeaves(key);
     this.handover.closeKey(key);
-    return this.acquirer.holdLeaves(key);
+    return commandDone;
   }
 
   /** Whether waits are woken by the change stream now (else they poll). */

@@ -69,6 +69,21 @@ describe('engine v2: an entry kept for a loop in the same process', () => {
     await shared!.release();
   });
 
+  it('holds a kept entry’s leave back for forceRelease’s command: the waiter then holds undisturbed', async () => {
+    const [a, b] = [await v2(), await v2()];
+    const held = await loopingHolder(a, b, 'forced');
+    const fromA = a.acquire('forced', wait);
+    await eventually(async () => (await line('forced')).length === 2);
+    await held.release();
+    // In the same turn, while the entry is kept: its leave, sent first, would let a hold, and
+    // the command would then remove a's entry.
+    await b.forceRelease('forced');
+    const taken = await fromA;
+    expect(await line('forced')).toEqual([a.holderId]);
+    expect(taken.lost).toBe(false);
+    await taken.release();
+  });
+
   it('leaves a kept entry when the service closes', async () => {
     const [a, b] = [await v2(), await v2()];
     const held = await loopingHolder(a, b, 'closed');
