@@ -40,12 +40,7 @@ export class LineLeaves {
 
   /** Leaves the line by token; tells local waiters that now hold. False: no entry of ours. */
   async leave(key: string, token: string): Promise<boolean> {
-    // Until no command holds the key's leaves back (another may start while one ends).
-    for (let held = this.heldBack.get(key); held;) {
-      await held;
-      const next = this.heldBack.get(key);
-      held = next === held ? undefined : next;
-    }
+    await this.heldBack.get(key);
     const left = await this.store.leave(key, token);
     this.waiters.heard(key, left.holders);
     return left.left;

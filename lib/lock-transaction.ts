@@ -13,7 +13,10 @@ export interface TransactionLocks {
   readonly client: MongoClient;
   /** Inside `session`'s transaction: `owner` still holds `key`, proven by a write. */
   confirmHeldIn(key: string, owner: string, session: ClientSession): Promise<boolean>;
-  /** Aborts on the server a transaction of `session` left open by a commit with no answer. */
+  /**
+   * Aborts on the server a transaction of `session` that a failure may have left open (a commit
+   * with no answer, an abort that failed); a no-op for one that has ended.
+   */
   endTransactionOf(session: ClientSession): Promise<void>;
 }
 

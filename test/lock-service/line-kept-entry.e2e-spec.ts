@@ -19,6 +19,13 @@ describe('engine v2: an entry kept for a loop in the same process', () => {
 
   const loopingHolder = (a: LockService, b: LockService, key: string) =>
     heldInLoop(a, b, key, line);
+  /** b's hold in a loop, and a's wait queued behind it: b's release keeps its entry. */
+  const loopingHolderAndWaiter = async (a: LockService, b: LockService, key: string) => {
+    const held = await loopingHolder(a, b, key);
+    const fromA = a.acquire(key, wait);
+    await eventually(async () => (await line(key)).length === 2);
+    return { held, fromA };
+  };
 
   it('hands a loop’s next call the entry its last one released, with the next fence and no write', async () => {
     const [a, b] = [await v2(), await v2()];
@@ -32,9 +39,7 @@ describe('engine v2: an entry kept for a loop in the same process', () => {
 
   it('lets a kept entry nobody takes leave at the next turn: a process waiting gets the key', async () => {
     const [a, b] = [await v2(), await v2()];
-    const held = await loopingHolder(a, b, 'left');
-    const fromA = a.acquire('left', wait);
-    await eventually(async () => (await line('left')).length === 2);
+    const { held, fromA } = await loopingHolderAndWaiter(a, b, 'left');
     await held.release();
     const startedAt = performance.now();
     const taken = await fromA;
@@ -71,9 +76,7 @@ describe('engine v2: an entry kept for a loop in the same process', () => {
 
   it('holds a kept entry’s leave back for forceRelease’s command: the waiter then holds undisturbed', async () => {
     const [a, b] = [await v2(), await v2()];
-    const held = await loopingHolder(a, b, 'forced');
-    const fromA = a.acquire('forced', wait);
-    await eventually(async () => (await line('forced')).length === 2);
+    const { held, fromA } = await loopingHolderAndWaiter(a, b, 'forced');
     await held.release();
     // In the same turn, while the entry is kept: its leave, sent first, would let a hold, and
     // the command would then remove a's entry.
