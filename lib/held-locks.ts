@@ -6,15 +6,16 @@ import { settlesWithin } from './util/timers';
  * A handle joins when it is handed out and leaves by itself once released or lost.
  */
 export class HeldLocks {
-  private readonly handles = new Set<MongoLockHandle>();
+  /** Each handle, with the locks it was taken through (key locks, or one collection's documents). */
+  private readonly handles = new Map<MongoLockHandle, object>();
   private readonly emptyWaiters = new Set<() => void>();
 
   get size(): number {
     return this.handles.size;
   }
 
-  add(handle: MongoLockHandle): void {
-    this.handles.add(handle);
+  add(handle: MongoLockHandle, takenThrough: object): void {
+    this.handles.set(handle, takenThrough);
     void handle.done.then(() => {
       this.handles.delete(handle);
       if (this.handles.size > 0) return;
@@ -38,24 +39,27 @@ export class HeldLocks {
    * `cause`: the `cause` of the `LockLostError` they are told.
    */
   async revokeAll(reason: string, cause?: unknown): Promise<number> {
-    return this.revoke([...this.handles], reason, cause);
+    return this.revoke([...this.handles.keys()], reason, cause);
   }
 
   /** {@link revokeAll} for the handles of one owner scope. */
   async revokeScope(scope: string, reason: string): Promise<number> {
     return this.revoke(
-      [...this.handles].filter((handle) => handle.scope === scope),
+      [...this.handles.keys()].filter((handle) => handle.scope === scope),
       reason,
     );
   }
 
   /**
-   * {@link revokeAll} for the handles that hold `key`: each is told (a handle of several keys
-   * loses them all, since its work is no longer protected) and released. Resolves to the
-   * handles whose release freed a live lease.
+   * {@link revokeAll} for the handles taken through `takenThrough` that hold `key` (a document
+   * lock's key is its id's Extended JSON, which a lock key may equal): each is told (a handle of
+   * several keys loses them all, since its work is no longer protected) and released. Resolves
+   * to the handles whose release freed a live lease.
    */
-  async revokeKey(key: string, reason: string): Promise<MongoLockHandle[]> {
-    const holding = [...this.handles].filter((handle) => handle.keys.includes(key));
+  async revokeKey(key: string, takenThrough: object, reason: string): Promise<MongoLockHandle[]> {
+    const holding = [...this.handles]
+      .filter(([handle, through]) => through === takenThrough && handle.keys.includes(key))
+      .map(([handle]) => handle);
     const counts = await Promise.all(holding.map((handle) => handle.revoke(reason)));
     return holding.filter((_, index) => counts[index] > 0);
   }

@@ -304,7 +304,7 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
         ended: (held) => this.acquirer.ended(holdOf(held.key)),
       },
     });
-    this.held.add(handle);
+    this.held.add(handle, this);
     return handle;
   }
 }

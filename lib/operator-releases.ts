@@ -20,10 +20,11 @@ export async function forceReleaseKey(
   let released: LockHolderState[];
   let endsAt: number;
   try {
-    const { store } = await runtime.started();
+    const lines = await runtime.started();
+    const { store } = lines;
     endsAt = performance.now() + operationTimeoutMs;
     revoking = held
-      .revokeKey(key, `forceRelease(${JSON.stringify(key)}) released it`)
+      .revokeKey(key, lines, `forceRelease(${JSON.stringify(key)}) released it`)
       .then((handles) => (here = handles));
     released = await store.forceRelease(key);
   } finally {

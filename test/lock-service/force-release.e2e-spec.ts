@@ -28,4 +28,23 @@ describe('LockService.forceRelease', () => {
       await next.release();
     }
   });
+
+  it('leaves a document lock whose id reads like the key alone', async () => {
+    const service = await kit.service({ holderId: 'A' });
+    const name = 'force_release_documents';
+    await (
+      await kit.client()
+    )
+      .db(kit.mongo.dbName)
+      .collection(name)
+      .insertOne({ _id: 'abc' as never });
+    const document = await service.documents(name).acquire('abc');
+    const key = await service.acquire('"abc"');
+    // The document lock's internal key is its id's Extended JSON: the same string.
+    expect(document.keys).toEqual(['"abc"']);
+    await service.forceRelease('"abc"');
+    expect(key.lost).toBe(true);
+    expect(document.lost).toBe(false);
+    await document.release();
+  });
 });
