@@ -20,8 +20,8 @@ const slackMs = 1000;
 
 /**
  * Engine v2, a lost withdrawal while others wait: the holder holds the key; the leaver joins
- * the line behind it and the waiter behind the leaver. The leaver's commands are closed by
- * `failCommand` scoped to its `appName`, and its call times out. `retried`: the leaver's entry
+ * the line behind it; the leaver's commands are then closed by `failCommand` scoped to its
+ * `appName`, the waiter joins behind it, and the leaver's call times out. `retried`: the leaver's entry
  * must be gone within 2.5 s (well within its 6 s lease), nothing else with it, before the holder releases. `lost`: the
  * holder releases at once, and the line is led by the leaver's stale entry. Checked: the
  * leaver's call failed with `LockNotAcquiredError`; the releases were not lost; the waiter
@@ -63,26 +63,32 @@ export async function runLineLostWithdrawal(
         )
         .finally(() => (gaveUpAt = sharedClockMs()));
       expect.that((await lineIs(holder, leaver)) === true, key, 'the leaver never joined');
-      const waiting = run.hold(waiter, { key, ttlMs: 5000, timeoutMs: 20_000, renew: false });
-      waiting.catch(() => undefined);
-      expect.that((await lineIs(holder, leaver, waiter)) === true, key, 'the waiter never joined');
       // The leaver's last write before the fault: its entry ends within its lease of now.
       const leaseEndsBy = sharedClockMs() + leaverTtlMs;
-      // Three failures: more than the leave's first try and its driver retry (so that a lost
-      // leave is never retried by chance); a retried leave lands on its second try.
+      // Armed at once (it closes only the leaver's commands, and the leaver sends none until it
+      // gives up). Three failures: more than the leave's first try and its driver retry (so
+      // that a lost leave is never retried by chance); a retried leave lands on its second try.
       await run.failPoint(loss === 'retried' ? { times: 3 } : 'alwaysOn', {
         failCommands: ['findAndModify'],
         appName: leaverApp,
         closeConnection: true,
       });
       const faultFrom = sharedClockMs();
+      const waiting = run.hold(waiter, { key, ttlMs: 5000, timeoutMs: 20_000, renew: false });
+      waiting.catch(() => undefined);
       const outcome = await left;
-      // A leave sent before the fault would test nothing (a slow machine's joins, say).
+      // A leave sent before the fault would test nothing (a slow machine's joins, say). The
+      // leaver gave up no sooner than its timeout after this process called it (when its reply
+      // arrives here is later still, and proves nothing).
       expect.that(
-        gaveUpAt > faultFrom,
+        faultFrom < leaverCalledAt + leaverTimeoutMs,
         key,
-        `the leaver gave up ${Math.round(faultFrom - gaveUpAt)} ms before the fault was in place`,
+        `the fault was in place ${Math.round(faultFrom - leaverCalledAt)} ms after the leaver's call, ` +
+          `not before its ${leaverTimeoutMs} ms timeout`,
       );
+      const joined = () =>
+        poll(async () => (await line()).includes(waiter.holderId) || undefined, 5000);
+      expect.that((await joined()) === true, key, 'the waiter never joined');
       run.noteFailedCalls(leaver, [{ key, calledAt: leaverCalledAt, settledAt: gaveUpAt }]);
       expect.that(outcome === 'LockNotAcquiredError', key, `the leaver's call: ${outcome}`);
       if (loss === 'retried') {
