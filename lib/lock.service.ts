@@ -300,8 +300,9 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   }
 
   /**
-   * Frees `key` whoever holds it, for an operator unsticking a lock: resolves to the holders
-   * released (holder id, fence; never an owner token). Holders in this process are told
+   * Frees the lock on `key` whoever holds it (key locks only: never a document lock), for an
+   * operator unsticking a lock: resolves to the holders released (holder id, fence; never an
+   * owner token). Holders in this process are told
    * before the command is sent (their `signal` aborts, `lost$` emits; a handle of several keys
    * loses them all), except one already releasing, and their releases wait for the command;
    * holders elsewhere learn it at their next renewal, and waiters everywhere wake. The fence
