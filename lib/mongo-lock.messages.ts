@@ -85,5 +85,4 @@ export const MESSAGES = {
       ? 'The resource is locked; try again later'
       : `The resource is locked; try again in ${seconds} s`,
   unavailable: (seconds: number) => `The lock service is unavailable; try again in ${seconds} s`,
-  invalidKey: () => 'The request does not name a valid lock key',
 };

@@ -160,6 +160,18 @@ const RENEWAL_OPTION_NAMES = Object.keys({
   intervalRatio: true,
 } satisfies Record<keyof LockRenewalOptions, true>);
 
+/** The module options that are whole numbers of milliseconds. */
+type IntegerOption =
+  | 'pollIntervalMs'
+  | 'defaultTtlMs'
+  | 'defaultTimeoutMs'
+  | 'maxHoldMs'
+  | 'idleRetentionMs'
+  | 'maxPollIntervalMs'
+  | 'safetyPollIntervalMs'
+  | 'operationTimeoutMs'
+  | 'shutdownGraceMs';
+
 /** A holder id that says which host and process holds a lock, plus a random part per instance. */
 export function defaultHolderId(): string {
   return `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
@@ -176,14 +188,10 @@ export function resolveModuleOptions(options: MongoLockModuleOptions): ResolvedL
   if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
   refuseUnknownOptions(options, MODULE_OPTION_NAMES);
   const d = LOCK_OPTION_DEFAULTS;
+  const int = (name: IntegerOption, min: number, max: number, fallback: number = d[name]) =>
+    integer(name, options[name], min, max, fallback);
   const renew = renewal(options.renewal);
-  const pollIntervalMs = integer(
-    'pollIntervalMs',
-    options.pollIntervalMs,
-    1,
-    60_000,
-    d.pollIntervalMs,
-  );
+  const pollIntervalMs = int('pollIntervalMs', 1, 60_000);
   const changeStreams = options.changeStreams ?? d.changeStreams;
   if (changeStreams !== 'auto' && changeStreams !== 'off') {
     fail('changeStreams', "'auto' or 'off'", changeStreams);
@@ -203,67 +211,30 @@ export function resolveModuleOptions(options: MongoLockModuleOptions): ResolvedL
     dbName: name('dbName', options.dbName, /[/\\. "$\0]/, 63),
     collectionName:
       name('collectionName', options.collectionName, /^system\.|[$\0]/, 120) ?? d.collectionName,
-    defaultTtlMs: integer(
-      'defaultTtlMs',
-      options.defaultTtlMs,
-      MIN_TTL_MS,
-      MAX_TIMER_MS,
-      d.defaultTtlMs,
-    ),
-    defaultTimeoutMs: integer(
-      'defaultTimeoutMs',
-      options.defaultTimeoutMs,
-      0,
-      MAX_TIMER_MS,
-      d.defaultTimeoutMs,
-    ),
+    defaultTtlMs: int('defaultTtlMs', MIN_TTL_MS, MAX_TIMER_MS),
+    defaultTimeoutMs: int('defaultTimeoutMs', 0, MAX_TIMER_MS),
     renewalEnabled: boolean('renewal.enabled', renew.enabled, undefined),
     renewalIntervalRatio: ratio(
       'renewal.intervalRatio',
       renew.intervalRatio,
       d.renewalIntervalRatio,
     ),
-    maxHoldMs: integer('maxHoldMs', options.maxHoldMs, MIN_TTL_MS, MAX_TIMER_MS, d.maxHoldMs),
+    maxHoldMs: int('maxHoldMs', MIN_TTL_MS, MAX_TIMER_MS),
     holderId: holderIdOption(options.holderId) ?? defaultHolderId(),
-    idleRetentionMs: integer(
-      'idleRetentionMs',
-      options.idleRetentionMs,
-      0,
-      MAX_IDLE_RETENTION_MS,
-      d.idleRetentionMs,
-    ),
+    idleRetentionMs: int('idleRetentionMs', 0, MAX_IDLE_RETENTION_MS),
     ensureIndexes: boolean('ensureIndexes', options.ensureIndexes, d.ensureIndexes),
     localHandOff: boolean('localHandOff', options.localHandOff, d.localHandOff),
     changeStreams,
     pollIntervalMs,
-    maxPollIntervalMs: integer(
+    maxPollIntervalMs: int(
       'maxPollIntervalMs',
-      options.maxPollIntervalMs,
       pollIntervalMs,
       600_000,
       Math.max(d.maxPollIntervalMs, pollIntervalMs),
     ),
-    safetyPollIntervalMs: integer(
-      'safetyPollIntervalMs',
-      options.safetyPollIntervalMs,
-      100,
-      MAX_TIMER_MS,
-      d.safetyPollIntervalMs,
-    ),
-    operationTimeoutMs: integer(
-      'operationTimeoutMs',
-      options.operationTimeoutMs,
-      100,
-      600_000,
-      d.operationTimeoutMs,
-    ),
-    shutdownGraceMs: integer(
-      'shutdownGraceMs',
-      options.shutdownGraceMs,
-      0,
-      MAX_TIMER_MS,
-      d.shutdownGraceMs,
-    ),
+    safetyPollIntervalMs: int('safetyPollIntervalMs', 100, MAX_TIMER_MS),
+    operationTimeoutMs: int('operationTimeoutMs', 100, 600_000),
+    shutdownGraceMs: int('shutdownGraceMs', 0, MAX_TIMER_MS),
     enabled: boolean('enabled', options.enabled, d.enabled),
   };
 }

@@ -137,11 +137,6 @@ export class DocumentLineLocks {
     );
   }
 
-  get diagnostics(): { waiters: number; streamOpen: boolean; streamsOpened: number } {
-    const { waiting: waiters, streamOpen, streamsOpened } = this.lines;
-    return { waiters, streamOpen, streamsOpened };
-  }
-
   close(): Promise<void> {
     return this.lines.close();
   }

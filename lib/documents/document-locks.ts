@@ -172,11 +172,6 @@ export class DocumentLocks<T extends Document = Document> {
     await this.lineLocks?.close();
   }
 
-  /** The change stream's state and waiters, for diagnostics. @internal */
-  get diagnostics(): { waiters: number; streamOpen: boolean; streamsOpened: number } {
-    return this.lineLocks?.diagnostics ?? { waiters: 0, streamOpen: false, streamsOpened: 0 };
-  }
-
   /** The document `key` meets `options.where` now, else `DocumentNotFoundError`. */
   private async requireWhere(key: string, options: DocumentLockOptions<T>): Promise<void> {
     const target = resolveAttemptTarget(

@@ -8,8 +8,6 @@ export interface BoundedCommand<T> {
   readonly result: Promise<T>;
   /** The command itself, which goes on after a timeout: the driver cannot recall what it sent. */
   readonly sent: Promise<T>;
-  /** True once `result` gave up waiting for `sent`. */
-  readonly timedOut: () => boolean;
 }
 
 /**
@@ -30,13 +28,12 @@ export function boundedCommand<T>(
     `MongoDB did not answer ${command} within ${formatMs(ms)}; its outcome is unknown`,
 ): BoundedCommand<T> {
   const sent = Promise.resolve().then(send);
-  let timedOut = false;
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      timedOut = true;
-      reject(new LockStoreUnavailableError(timeoutMessage(timeoutMs)));
-    }, timeoutMs);
+    timer = setTimeout(
+      () => reject(new LockStoreUnavailableError(timeoutMessage(timeoutMs))),
+      timeoutMs,
+    );
   });
   const result = Promise.race([sent, deadline])
     .catch((error: unknown) => {
@@ -45,5 +42,5 @@ export function boundedCommand<T>(
     .finally(() => clearTimeout(timer));
   // Whoever watches `sent` handles its failure; this only keeps it from being unhandled.
   sent.catch(() => undefined);
-  return { result, sent, timedOut: () => timedOut };
+  return { result, sent };
 }

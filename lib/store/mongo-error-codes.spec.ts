@@ -1,6 +1,6 @@
 import { MongoNetworkError, MongoServerError } from 'mongodb';
 import { LockStoreUnavailableError } from '../errors';
-import { isStoreUnavailableError, isUnreachableError, toStoreError } from './mongo-error-codes';
+import { isStoreUnavailableError, toStoreError } from './mongo-error-codes';
 
 /** A Node socket error as the driver may pass it on, unwrapped (see SOCKET_ERROR_CODES). */
 function socketError(code: string): Error {
@@ -13,7 +13,6 @@ describe('store error classification', () => {
     (code) => {
       const error = socketError(code);
       expect(isStoreUnavailableError(error)).toBe(true);
-      expect(isUnreachableError(error)).toBe(true);
       const thrown = toStoreError(error, 'acquire');
       expect(thrown).toBeInstanceOf(LockStoreUnavailableError);
       expect(thrown.cause).toBe(error);

@@ -99,16 +99,6 @@ function isSocketError(error: unknown): boolean {
   return error instanceof Error && SOCKET_ERROR_CODES.has(String(codeOf(error)));
 }
 
-/** The driver could not reach MongoDB at all (as opposed to a slow or refusing server). */
-export function isUnreachableError(error: unknown): boolean {
-  return (
-    isSocketError(error) ||
-    error instanceof MongoNetworkError ||
-    error instanceof MongoServerSelectionError ||
-    error instanceof MongoTopologyClosedError
-  );
-}
-
 /**
  * What the store throws: the library's errors only, with the driver's as `cause`.
  * `LockStoreUnavailableError` when trying again later may work, `MongoLockError` otherwise.

@@ -35,8 +35,6 @@ export class InMemoryLineStore implements KeyLineStorage, LockConnection {
     return this;
   }
 
-  async ensureIndexes(): Promise<void> {}
-
   join(request: Omit<JoinRequest, 'idleRetentionMs'>): Promise<JoinResult> {
     const idleRetentionMs = this.settings.idleRetentionMs;
     return this.send(() => this.memory.join({ ...request, idleRetentionMs }));

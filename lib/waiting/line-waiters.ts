@@ -123,9 +123,4 @@ export class LineWaiters {
     for (const waiters of this.byKey.values()) count += waiters.size;
     return count;
   }
-
-  /** Keys with callers waiting here. */
-  get keys(): number {
-    return this.byKey.size;
-  }
 }
