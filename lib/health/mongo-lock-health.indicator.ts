@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { HealthIndicatorService, type HealthIndicatorResult } from '@nestjs/terminus';
 import { LockService } from '../lock.service';
 import { formatMs } from '../util/durations';
+import { settledBy } from '../util/timers';
 
 /** The key the probe inspects. Inspecting reads one document by `_id` and takes nothing. */
 export const HEALTH_PROBE_KEY = 'nestjs-mongo-lock:health-probe';
@@ -49,7 +50,12 @@ export class MongoLockHealthIndicator {
     const timeoutMs = options.timeoutMs ?? 2_000;
     const startedAt = performance.now();
     try {
-      await withinMs(this.locks.inspect(HEALTH_PROBE_KEY), timeoutMs);
+      await settledBy(
+        this.locks.inspect(HEALTH_PROBE_KEY),
+        performance.now() + timeoutMs,
+        undefined,
+        () => new Error(`no answer from MongoDB within ${formatMs(timeoutMs)}`),
+      );
     } catch (error) {
       return indicator.down({
         ...this.details(),
@@ -79,17 +85,4 @@ export class MongoLockHealthIndicator {
     );
     return { changeStream, waiters, held, leadership };
   }
-}
-
-function withinMs<T>(task: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new Error(`no answer from MongoDB within ${formatMs(ms)}`)),
-      ms,
-    );
-  });
-  // A probe that answers after the timeout must not surface as an unhandled rejection.
-  task.catch(() => undefined);
-  return Promise.race([task, timeout]).finally(() => clearTimeout(timer));
 }
