@@ -2,7 +2,6 @@ import {
   BadRequestException,
   type CallHandler,
   type ExecutionContext,
-  HttpException,
   Injectable,
   type NestInterceptor,
   Optional,
@@ -26,7 +25,13 @@ import {
   LockStoreUnavailableError,
   MongoLockError,
 } from '../errors';
-import { documentHttpError, HTTP_SERVICE_UNAVAILABLE } from '../http/document-http-errors';
+import {
+  documentHttpError,
+  HTTP_BAD_REQUEST,
+  HTTP_LOCKED,
+  HTTP_SERVICE_UNAVAILABLE,
+  httpError,
+} from '../http/document-http-errors';
 import { removeHeaderIfUnsent, setHeaderIfUnsent } from '../http/response-headers';
 import type { LockKeyContext } from '../keys/key-template';
 import type { MongoLockModuleOptions } from '../interfaces/mongo-lock-options.interface';
@@ -34,10 +39,6 @@ import { LockService } from '../lock.service';
 import { LOCKED_METADATA } from '../mongo-lock.constants';
 import { MONGO_LOCK_OPTIONS } from '../mongo-lock.module-definition';
 import { MESSAGES } from '../mongo-lock.messages';
-
-// Literals: `HttpStatus.LOCKED` does not exist in @nestjs/common 10 (it is undefined there).
-const HTTP_BAD_REQUEST = 400;
-const HTTP_LOCKED = 423;
 
 interface HttpRequestLike {
   params?: unknown;
@@ -195,21 +196,11 @@ export class LockedInterceptor implements NestInterceptor {
   }
 
   protected toUnavailableException(error: MongoLockError, retryAfterSeconds: number): unknown {
-    const body = {
-      statusCode: HTTP_SERVICE_UNAVAILABLE,
-      message: MESSAGES.unavailable(retryAfterSeconds),
-      error: 'Service Unavailable',
-    };
-    return new HttpException(body, HTTP_SERVICE_UNAVAILABLE, { cause: error });
+    return httpError(HTTP_SERVICE_UNAVAILABLE, MESSAGES.unavailable(retryAfterSeconds), error);
   }
 
   protected toLockedException(error: LockNotAcquiredError, retryAfterSeconds: number): unknown {
-    const body = {
-      statusCode: HTTP_LOCKED,
-      message: MESSAGES.locked(retryAfterSeconds),
-      error: 'Locked',
-    };
-    return new HttpException(body, HTTP_LOCKED, { cause: error });
+    return httpError(HTTP_LOCKED, MESSAGES.locked(retryAfterSeconds), error);
   }
 
   /** `400 Bad Request`; the message says which placeholder of the template was missing or bad. */
