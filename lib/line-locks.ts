@@ -14,10 +14,9 @@ import type { LineWatch } from './store/line/line-events';
 import type { LineStorage, LineStore } from './store/line/line-store';
 import type { AttemptTarget } from './store/line/line-commands';
 import type { LockModeRequest } from './store/lock-modes';
-import { settlesWithin } from './util/timers';
+import { settlesWithin, wakeUp } from './util/timers';
 import { LineWaiters } from './waiting/line-waiters';
 import { LEASE_END_MARGIN_MS, pollDelayMs } from './waiting/wait-timing';
-import { Wakeup } from './waiting/wakeup';
 import type { LockEvent } from './interfaces/lock-state.interface';
 
 /**
@@ -211,14 +210,9 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
    * should end, and at the safety interval (or polls, without change streams). Takes no lock.
    */
   async waitForRelease(key: string, signal: AbortSignal): Promise<void> {
-    const wakeup = new Wakeup();
-    let heard = 0;
-    const onAbort = () => wakeup.wake();
-    signal.addEventListener('abort', onAbort, { once: true });
+    let onEvent = () => {};
     const unwatch = this.watchEvents((event) => {
-      if (event.key !== key) return;
-      heard += 1;
-      wakeup.wake();
+      if (event.key === key) onEvent();
     });
     try {
       // Opened before the first look, so that no release after it goes unheard.
@@ -226,7 +220,8 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
         await settlesWithin(this.eventWatch.opened, this.options.operationTimeoutMs);
       for (let round = 0; ; round += 1) {
         signal.throwIfAborted();
-        const heardBefore = heard;
+        // Made before the look: an event during it cuts the sleep after it short.
+        const heard = new Promise<void>((resolve) => (onEvent = resolve));
         const sentAt = performance.now();
         const state = await this.store.inspect(key);
         if (!state?.held) return;
@@ -237,10 +232,9 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
           sentAt + state.remainingMs + LEASE_END_MARGIN_MS,
           performance.now() + pollMs,
         );
-        if (heard === heardBefore) await wakeup.sleep(lookAt - performance.now());
+        await wakeUp({ heard }, lookAt, signal);
       }
     } finally {
-      signal.removeEventListener('abort', onAbort);
       unwatch();
     }
   }
