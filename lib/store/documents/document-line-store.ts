@@ -5,7 +5,7 @@ import { LockNotAcquiredError } from '../../errors/lock-not-acquired.error';
 import type { LockEvent, LockState } from '../../interfaces/lock-state.interface';
 import { formatMs } from '../../util/durations';
 import type { AttemptTarget } from '../line/line-commands';
-import { decodeLeave } from '../line/line-commands';
+import { decodeJoin, decodeLeave } from '../line/line-commands';
 import { boundedCommand } from '../bounded-command';
 import { JoinsInFlight } from '../line/joins-in-flight';
 import type {
@@ -18,7 +18,6 @@ import type {
 import type { LineDocument, LineEntry, LinePlace } from '../line/line-document';
 import { liveEntries, placeOf } from '../line/line-document';
 import type { LineChange, LineWatch } from '../line/line-events';
-import { LINE_CAPACITY } from '../line/line-pipelines';
 import { decodeLineState } from '../line/line-state';
 import type { LineStorage } from '../line/line-store';
 import type { DocumentCollection } from './document-writes';
@@ -63,28 +62,19 @@ export class DocumentLineStore implements LineStorage {
         const lockField: unknown = read.doc[this.fields.field];
         if (!isLockShaped(lockField))
           throw notALockField(request.key, this.fields.field, lockField);
-        const place = placeOf(
-          { _id: request.key, line: read.line, f: read.f },
-          request.token,
-          read.now,
+        const result = decodeJoin(
+          { _id: request.key, line: read.line, f: read.f, now: read.now },
+          request,
         );
-        if (place) {
+        if (result.joined) {
           const next = entryBehind(read, request.token);
-          const document = { doc: this.fields.strip(read.doc), created, next };
-          return { joined: true, ...place, document };
+          return { ...result, document: { doc: this.fields.strip(read.doc), created, next } };
         }
-        const live = liveEntries(read.line, read.now);
-        if (live.length === 0 && (read.doc[this.fields.field] as Document | undefined)?.owner) {
-          throw lockedInV1Form(request.key, read.doc[this.fields.field] as Document);
+        const owner: unknown = (lockField as Document | null | undefined)?.owner;
+        if (liveEntries(read.line, read.now).length === 0 && owner) {
+          throw lockedInV1Form(request.key, lockField as Document);
         }
-        const first = live[0] as LineEntry | undefined;
-        return {
-          joined: false,
-          reason: live.length >= LINE_CAPACITY ? 'full' : 'held',
-          holderId: first?.h,
-          retryAfterMs: first ? first.e.getTime() - read.now.getTime() : undefined,
-          inUse: { exclusiveLive: first !== undefined, permits: null },
-        };
+        return result;
       },
     );
     return this.joins.track(request.key, request.token, join);

@@ -219,7 +219,10 @@ async function sendJoin(
 }
 
 /** A join's result from the document after it, at the join's server time `doc.now`. */
-export function decodeJoin(doc: LineDocument & { now: Date }, request: JoinRequest): JoinResult {
+export function decodeJoin(
+  doc: LineDocument & { now: Date },
+  request: Pick<JoinRequest, 'kind' | 'token'>,
+): JoinResult {
   const { kind } = request;
   const place = placeOf(doc, request.token, doc.now);
   if (place) return { joined: true, ...place };
