@@ -14,6 +14,17 @@ import {
 import { MessageFramer } from './wire/message-framer';
 import { OP_QUERY } from './wire/opcodes';
 
+/** Whether `reply` answers an awaitable hello whose client takes a stream of replies. */
+function streams(request: DecodedRequest, reply: Document): boolean {
+  const name = (Object.keys(request.command)[0] ?? '').toLowerCase();
+  return (
+    request.exhaustAllowed &&
+    (name === 'hello' || name === 'ismaster') &&
+    request.command.maxAwaitTimeMS !== undefined &&
+    reply.ok === 1
+  );
+}
+
 /** OP_QUERY is only for the handshake since MongoDB 6.0 (server code 352 otherwise). */
 const OP_QUERY_COMMANDS = new Set(['hello', 'ismaster']);
 
@@ -80,7 +91,26 @@ export class ServerConnection implements ConnectionInfo {
     }
     const reply = await this.run(request);
     if (request.moreToCome || this.closed || !reply) return;
-    this.send(request, reply);
+    if (streams(request, reply)) await this.stream(request, reply);
+    else this.send(request, reply);
+  }
+
+  /**
+   * A streaming hello (exhaust): each reply says more are to come, and the next one is the
+   * answer to the same hello with the topologyVersion just sent, until the socket closes.
+   */
+  private async stream(request: DecodedRequest, first: Document): Promise<void> {
+    let reply: Document | undefined = first;
+    let responseTo = request.requestId;
+    while (reply && !this.closed) {
+      if (!streams(request, reply)) {
+        this.send(request, reply, responseTo);
+        return;
+      }
+      responseTo = this.send(request, reply, responseTo, true);
+      request.command.topologyVersion = reply.topologyVersion;
+      reply = await this.run(request);
+    }
   }
 
   private async run(request: DecodedRequest): Promise<Document | undefined> {
@@ -106,7 +136,13 @@ export class ServerConnection implements ConnectionInfo {
     if (typeof application?.name === 'string') this.appName = application.name;
   }
 
-  private send(request: DecodedRequest, reply: Document): void {
+  /** Sends `reply`; returns its requestId (the next reply of a stream responds to it). */
+  private send(
+    request: DecodedRequest,
+    reply: Document,
+    responseTo = request.requestId,
+    moreToCome = false,
+  ): number {
     let body: Buffer;
     try {
       body = serializeReply(reply);
@@ -114,7 +150,11 @@ export class ServerConnection implements ConnectionInfo {
       body = serializeReply(decorateReply(this.server, errorReply(error)));
     }
     lastReplyId = (lastReplyId + 1) & 0x7fffffff;
-    const encode = request.opCode === OP_QUERY ? encodeOpReply : encodeOpMsgReply;
-    this.socket.write(encode(body, request.requestId, lastReplyId));
+    this.socket.write(
+      request.opCode === OP_QUERY
+        ? encodeOpReply(body, responseTo, lastReplyId)
+        : encodeOpMsgReply(body, responseTo, lastReplyId, moreToCome),
+    );
+    return lastReplyId;
   }
 }

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { type Document, ObjectId } from 'bson';
+import { type Document, Long, ObjectId } from 'bson';
 import { CursorRegistry } from './commands/cursor-registry';
 import { Storage } from './engine/storage';
 import { TtlMonitor } from './engine/ttl-monitor';
@@ -50,6 +50,11 @@ export class ServerState extends EventEmitter {
   readonly electionId = electionIdOf(this.term);
   /** While in the future, the node is a secondary (simulated replSetStepDown). */
   steppedDownUntil = 0;
+  private stepUpTimer: NodeJS.Timeout | undefined;
+  /** `topologyVersion.processId`: new at every start, as a mongod's. */
+  readonly processId = new ObjectId();
+  /** `topologyVersion.counter`: grows at every change of role (step-down, step-up). */
+  private topologyCounter = 0;
   private lastConnectionId = 0;
   /** Runtime-settable parameters (getParameter / setParameter). */
   readonly parameters: Record<string, unknown>;
@@ -57,6 +62,8 @@ export class ServerState extends EventEmitter {
 
   constructor(readonly options: ServerOptions) {
     super();
+    // One listener per waiting awaitable hello (a client's monitor each).
+    this.setMaxListeners(0);
     this.parameters = {
       ttlMonitorSleepSecs: options.ttlMonitorSleepSecs,
       ttlMonitorEnabled: true,
@@ -77,7 +84,31 @@ export class ServerState extends EventEmitter {
     this.cursorReaper.unref();
   }
 
+  /** What hello and state-change errors report (MongoDB 4.4+). */
+  get topologyVersion(): Document {
+    return { processId: this.processId, counter: Long.fromNumber(this.topologyCounter) };
+  }
+
+  /**
+   * A simulated replSetStepDown: a secondary for `ms`, then primary again. Each change of role
+   * is a new topologyVersion, and awaitable hellos answer at once (`topologyChanged`).
+   */
+  stepDown(ms: number): void {
+    this.steppedDownUntil = Date.now() + ms;
+    this.topologyChanged();
+    clearTimeout(this.stepUpTimer);
+    this.stepUpTimer = setTimeout(() => this.topologyChanged(), ms).unref();
+  }
+
+  private topologyChanged(): void {
+    this.topologyCounter += 1;
+    this.emit('topologyChanged');
+  }
+
   stop(): void {
+    clearTimeout(this.stepUpTimer);
+    // Awaitable hellos still waiting answer now.
+    this.emit('topologyChanged');
     this.ttlMonitor.stop();
     if (this.cursorReaper) clearInterval(this.cursorReaper);
     this.cursors.killAll();

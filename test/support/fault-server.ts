@@ -28,6 +28,17 @@ export interface FaultServer {
 }
 
 /**
+ * The scenarios' clients look at the server every 500 ms (`heartbeatFrequencyMS`), as the
+ * drivers' own specification tests do: a state-change error that `failCommand` injects comes
+ * with no change of role, and a driver that streams hello (MongoDB 4.4+) hears from the
+ * server again only at its next heartbeat, 10 s by default. A real step-down is heard at once.
+ */
+function withFastHeartbeat(uri: string): string {
+  if (/[?&]heartbeatFrequencyMS=/i.test(uri)) return uri;
+  return `${uri}${uri.includes('?') ? '&' : '?'}heartbeatFrequencyMS=500`;
+}
+
+/**
  * One server that every process of a scenario shares. The offline server runs in its own
  * process so that pausing or killing a worker, or the test process's own load, never stops it.
  * A `restartable` one keeps its replacement loaded ahead of time, so that a restart takes
@@ -38,12 +49,13 @@ export async function startFaultServer(
 ): Promise<FaultServer> {
   const fromEnv = process.env.MONGODB_URI;
   if (fromEnv && !options.standalone) {
-    return { uri: fromEnv, kind: 'uri', stop: async () => undefined };
+    return { uri: withFastHeartbeat(fromEnv), kind: 'uri', stop: async () => undefined };
   }
   const { standalone, restartable } = options;
   let server: OfflineMongoProcess = await spawnOfflineMongo({ standalone });
   const signal = (name: NodeJS.Signals) => server.signal(name);
-  if (!restartable) return { uri: server.uri, kind: 'offline', signal, stop: () => server.stop() };
+  const uri = withFastHeartbeat(server.uri);
+  if (!restartable) return { uri, kind: 'offline', signal, stop: () => server.stop() };
   const port = Number(new URL(server.uri).port);
   const prepare = () => {
     const prepared = prepareOfflineMongo({ standalone, port });
@@ -52,7 +64,7 @@ export async function startFaultServer(
   };
   let next: Promise<PreparedOfflineMongo> = prepare();
   return {
-    uri: server.uri,
+    uri,
     kind: 'offline',
     signal,
     kill: () => server.kill(),

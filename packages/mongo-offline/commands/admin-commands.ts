@@ -42,7 +42,7 @@ const replSetStepDown: CommandHandler = (context) => {
   if (!server.options.replicaSet) throw new CommandError(76, 'not running with --replSet');
   if (!server.isWritablePrimary) throw new CommandError(10107, "not primary so can't step down");
   const seconds = Number(command.replSetStepDown ?? 60);
-  server.steppedDownUntil = Date.now() + seconds * 1000;
+  server.stepDown(seconds * 1000);
   server.cursors.killAll(
     new CommandError(
       11602,

@@ -84,12 +84,21 @@ export function errorReply(error: unknown): Document {
   return { ok: 0, errmsg: message, code: 1, codeName: 'InternalError' };
 }
 
+/**
+ * NotPrimaryError codes: a mongod's errors with them carry its topologyVersion, so that a
+ * driver can tell a stale one (from before a change it already knows of) from a new one.
+ * Shutdown errors carry it only in quiesce mode, which this server has not.
+ */
+const NOT_PRIMARY_CODES = new Set([10107, 13435, 13436, 11602, 189]);
+
 /** Every reply from a replica-set member gossips the cluster time. */
 export function decorateReply(server: ServerState, reply: Document): Document {
   if (!server.options.replicaSet || reply === NO_REPLY) return reply;
   const clusterTime = server.storage.clock.now();
+  const notPrimary = reply.ok === 0 && NOT_PRIMARY_CODES.has(reply.code as number);
   return {
     ...reply,
+    ...(notPrimary ? { topologyVersion: server.topologyVersion } : {}),
     $clusterTime: { clusterTime, signature: { hash: ZERO_HASH, keyId: ZERO_KEY_ID } },
     operationTime: clusterTime,
   };

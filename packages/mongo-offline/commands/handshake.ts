@@ -1,24 +1,21 @@
-import { type Document, Long } from 'bson';
+import { type Document, Long, ObjectId } from 'bson';
 import { MAX_BSON_OBJECT_SIZE, MAX_MESSAGE_SIZE_BYTES } from '../wire/opcodes';
 import { MAX_WIRE_VERSION, SERVER_VERSION, SET_NAME, type ServerState } from '../server-state';
 import type { CommandContext, CommandHandler } from './context';
 import { CommandError } from './errors';
 
-/**
- * The hello reply. No `topologyVersion`: without it the driver polls instead of streaming
- * (exhaust), which this server does not implement. No `compression`: never negotiated.
- */
+/** The hello reply. No `compression`: never negotiated. */
 export function helloReply(server: ServerState, connectionId: number, legacy: boolean): Document {
   const writable = server.isWritablePrimary;
   const reply: Document = {
     helloOk: true,
+    topologyVersion: server.topologyVersion,
     [legacy ? 'ismaster' : 'isWritablePrimary']: writable,
   };
   if (server.options.replicaSet) {
     const lastOpTime = { ts: server.storage.clock.now(), t: Long.fromNumber(server.term) };
     const now = new Date();
     Object.assign(reply, {
-      topologyVersion: undefined,
       hosts: [server.hostAndPort],
       setName: SET_NAME,
       setVersion: 1,
@@ -49,8 +46,55 @@ export function helloReply(server: ServerState, connectionId: number, legacy: bo
   return reply;
 }
 
-const hello: CommandHandler = (context) =>
-  helloReply(context.server, context.connection.id, context.name.toLowerCase() === 'ismaster');
+/**
+ * hello, awaitable as on MongoDB 4.4+: with `topologyVersion` and `maxAwaitTimeMS`, it answers
+ * when the server's topologyVersion differs from the one given, or after `maxAwaitTimeMS`.
+ * A driver that sees a topologyVersion streams it (exhaust, in `server-connection.ts`).
+ */
+const hello: CommandHandler = async (context) => {
+  const { server, command } = context;
+  const seen = command.topologyVersion as Document | undefined;
+  if (command.maxAwaitTimeMS !== undefined || seen !== undefined) {
+    const maxAwaitTimeMS = Number(command.maxAwaitTimeMS);
+    if (seen === undefined || command.maxAwaitTimeMS === undefined) {
+      throw new CommandError(9, "'maxAwaitTimeMS' and 'topologyVersion' go together");
+    }
+    if (!(maxAwaitTimeMS >= 0)) throw new CommandError(2, 'maxAwaitTimeMS must be >= 0');
+    if (sameTopology(server, seen)) await topologyChange(server, maxAwaitTimeMS);
+  }
+  return helloReply(server, context.connection.id, context.name.toLowerCase() === 'ismaster');
+};
+
+/** Whether `seen` is the server's current topologyVersion (a newer counter is refused). */
+function sameTopology(server: ServerState, seen: Document): boolean {
+  const current = server.topologyVersion;
+  if (
+    !(seen.processId instanceof ObjectId) ||
+    !seen.processId.equals(current.processId as ObjectId)
+  )
+    return false;
+  const counter = Number(seen.counter);
+  if (counter > Number(current.counter)) {
+    throw new CommandError(
+      31382,
+      'Received a topology version with the same process ID and a higher counter than the server',
+    );
+  }
+  return counter === Number(current.counter);
+}
+
+/** Settles at the server's next topology change (or its stop), or after `ms`. */
+function topologyChange(server: ServerState, ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      server.off('topologyChanged', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms).unref();
+    server.on('topologyChanged', done);
+  });
+}
 
 const buildInfo: CommandHandler = () => {
   const [major, minor, patch] = SERVER_VERSION.split('.').map(Number);

@@ -2,6 +2,7 @@ import { BSON, type Document } from 'bson';
 import {
   HEADER_SIZE,
   MSG_CHECKSUM_PRESENT,
+  MSG_EXHAUST_ALLOWED,
   MSG_KNOWN_REQUIRED_BITS,
   MSG_MORE_TO_COME,
   OP_COMPRESSED,
@@ -22,6 +23,8 @@ export interface DecodedRequest {
   command: Document;
   /** The client asked for no reply (OP_MSG moreToCome, i.e. w:0). */
   moreToCome: boolean;
+  /** The client takes a stream of replies (OP_MSG exhaustAllowed: a streaming hello). */
+  exhaustAllowed: boolean;
 }
 
 /** As `BSON.deserialize` with Longs promoted to numbers where they fit (bson-decoder.ts). */
@@ -91,7 +94,14 @@ function decodeOpMsg(message: Buffer, requestId: number): DecodedRequest {
   if (!command) throw new ProtocolError('OP_MSG without a body section');
   for (const [identifier, documents] of sequences) command[identifier] = documents;
   const db = typeof command.$db === 'string' ? command.$db : '';
-  return { requestId, opCode: OP_MSG, db, command, moreToCome: (flags & MSG_MORE_TO_COME) !== 0 };
+  return {
+    requestId,
+    opCode: OP_MSG,
+    db,
+    command,
+    moreToCome: (flags & MSG_MORE_TO_COME) !== 0,
+    exhaustAllowed: (flags & MSG_EXHAUST_ALLOWED) !== 0,
+  };
 }
 
 function decodeOpQuery(message: Buffer, requestId: number): DecodedRequest {
@@ -101,7 +111,7 @@ function decodeOpQuery(message: Buffer, requestId: number): DecodedRequest {
   // Legacy drivers wrap the command as {$query: {...}, $readPreference: ...}.
   const command = query.$query && typeof query.$query === 'object' ? query.$query : query;
   const db = namespace.split('.')[0];
-  return { requestId, opCode: OP_QUERY, db, command, moreToCome: false };
+  return { requestId, opCode: OP_QUERY, db, command, moreToCome: false, exhaustAllowed: false };
 }
 
 function header(length: number, responseTo: number, opCode: number, requestId: number): Buffer {
@@ -117,8 +127,15 @@ export function serializeReply(reply: Document): Buffer {
   return Buffer.from(BSON.serialize(reply, { ignoreUndefined: true }));
 }
 
-export function encodeOpMsgReply(body: Buffer, responseTo: number, requestId: number): Buffer {
-  const prefix = Buffer.alloc(5); // flagBits 0, then section kind 0
+/** `moreToCome`: another reply follows this one (exhaust). */
+export function encodeOpMsgReply(
+  body: Buffer,
+  responseTo: number,
+  requestId: number,
+  moreToCome = false,
+): Buffer {
+  const prefix = Buffer.alloc(5); // flagBits, then section kind 0
+  prefix.writeUInt32LE(moreToCome ? MSG_MORE_TO_COME : 0, 0);
   return Buffer.concat([
     header(HEADER_SIZE + 5 + body.length, responseTo, OP_MSG, requestId),
     prefix,

@@ -6,6 +6,8 @@ export const OP_MSG = 2013;
 
 export const MSG_CHECKSUM_PRESENT = 1;
 export const MSG_MORE_TO_COME = 2;
+/** An optional bit: the client takes a stream of replies (exhaust) to this request. */
+export const MSG_EXHAUST_ALLOWED = 1 << 16;
 /** Bits 0-15 are "required": a receiver must reject a message with an unknown one set. */
 export const MSG_KNOWN_REQUIRED_BITS = MSG_CHECKSUM_PRESENT | MSG_MORE_TO_COME;
 
