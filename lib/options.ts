@@ -338,12 +338,12 @@ export function scopeName(value: unknown): string | undefined {
   return value;
 }
 
-/** Checks a lease length given outside the option objects (`handle.extend(ttlMs)`). */
 /** A wait in ms: 0 to the timer limit, or `undefined` (no bound) when not given. */
 export function validateWaitMs(option: string, value: unknown): number | undefined {
   return value === undefined ? undefined : integer(option, value, 0, MAX_TIMER_MS, 0);
 }
 
+/** Checks a lease length given outside the option objects (`handle.extend(ttlMs)`). */
 export function validateTtlMs(option: string, value: unknown): number {
   return integer(option, value, MIN_TTL_MS, MAX_TIMER_MS, LOCK_OPTION_DEFAULTS.defaultTtlMs);
 }

@@ -22,13 +22,6 @@ export interface LineChange {
 }
 
 /**
- * Watches the lock collection and reports, for every write to a key, who holds it after the
- * write. Every write drops the dead entries, so the entries of a written document were all
- * live at that write: an entry in its holding prefix holds from then on, whatever time the
- * event arrives at (nobody joins ahead of an entry, and the ones ahead only leave), until its
- * own lease ends, which its process knows from its own last write.
- */
-/**
  * The events that can make an entry of `holderId`'s process holder: a leave that changed the
  * front of a line to it (or to a shared entry or a semaphore's, where several may hold; see
  * `LEAD`). Joins append, and the joiner learns from its reply; an entry ahead that runs out is
@@ -63,6 +56,13 @@ export interface LineWatch {
   close(): Promise<void>;
 }
 
+/**
+ * Watches the lock collection for the changes {@link leadsTo} `holderId`'s process, and reports
+ * who holds the key after each. Every write drops the dead entries, so the entries of a written
+ * document were all live at that write: an entry in its holding prefix holds from then on,
+ * whatever time the event arrives at (nobody joins ahead of an entry, and the ones ahead only
+ * leave), until its own lease ends, which its process knows from its own last write.
+ */
 export function watchLines(
   collection: LineCollection,
   holderId: string,
