@@ -9,6 +9,7 @@ import type { AcquireOptions } from '../interfaces/lock-options.interface';
 import type { MongoLockHandle } from '../lock-handle';
 import { optionsObject } from '../option-checks';
 import { MAX_TIMER_MS, validateWaitMs } from '../options';
+import { wakeUp } from '../util/timers';
 import { HeldLeaderTerm, type LeaderTerm } from './leader-term';
 import { watchLeader, type LeaderInfo, type LeaderWatchSource } from './leader-watch';
 
@@ -269,7 +270,7 @@ export class Leadership {
         // The first attempt only looks; a wait refused at once (MongoDB unreachable, the
         // key's line full) is not asked again at once.
         if (attempt > 0 || error instanceof LockStoreUnavailableError) {
-          await delay(RETRY_DELAY_MS, signal);
+          await wakeUp({}, performance.now() + RETRY_DELAY_MS, signal);
         }
         continue;
       }
@@ -311,7 +312,7 @@ export class Leadership {
             this.logger.warn(
               `Leadership ${JSON.stringify(this.name)}: campaign failed, retrying: ${String(error)}`,
             );
-            await delay(RETRY_DELAY_MS, this.closing.signal);
+            await wakeUp({}, performance.now() + RETRY_DELAY_MS, this.closing.signal);
           }
           continue;
         }
@@ -329,16 +330,4 @@ function isWorthRetrying(error: unknown): boolean {
 
 function notElectedMessage(name: string, timeoutMs: number): string {
   return `Leadership ${JSON.stringify(name)} was not won within ${timeoutMs} ms`;
-}
-
-function delay(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    }
-    signal?.addEventListener('abort', done, { once: true });
-  });
 }
