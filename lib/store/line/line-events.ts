@@ -131,7 +131,11 @@ export function reopeningStream<Change extends Document>(
       const change = await stream.tryNext();
       read = true;
       start();
-      if (change) onChange(change);
+      if (!change) continue;
+      onChange(change);
+      // The next read (a getMore, the driver's work on this thread) waits a turn: the callers
+      // the change woke run first, and a hand-off ends that much sooner.
+      await new Promise((resolve) => setImmediate(resolve));
     }
   };
   const reading = (async () => {
