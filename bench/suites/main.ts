@@ -41,7 +41,7 @@ const settings = {
   /** Run at the start of every contended slice and not counted (`ContendArgs.warmupMs`). */
   warmupMs: env('BENCH_WARMUP_MS', 250),
   /** Shape matrix: rounds × slice per variant and shape (named as the scan it replaced). */
-  contentionRounds: env('BENCH_CONTENTION_ROUNDS', 2),
+  contentionRounds: env('BENCH_CONTENTION_ROUNDS', 4),
   contentionSliceMs: env('BENCH_CONTENTION_SLICE_MS', 1500),
   scaleKeys: 1000,
   waitersPerKey: 10,
