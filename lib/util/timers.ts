@@ -30,7 +30,10 @@ export type WakeReason = 'heard' | 'nudged' | 'timer' | 'aborted';
 
 /**
  * Settles at monotonic time `until` ('timer'), when `signal` aborts ('aborted') or when one of
- * `news` settles first; clears its timer and listener after.
+ * `news` settles first; clears its timer and listener after. Never 'timer' before `until`: a
+ * timer counts from the event loop's cached time and can fire a millisecond early by
+ * `performance.now()`, which every deadline here is in (a wait woken early by its timer
+ * sent a renewal just before giving up).
  */
 export async function wakeUp(
   news: Partial<Record<'heard' | 'nudged', Promise<unknown>>>,
@@ -41,7 +44,12 @@ export async function wakeUp(
   let onAbort: (() => void) | undefined;
   const ended = new Promise<'timer' | 'aborted'>((resolve) => {
     if (signal?.aborted) return resolve('aborted');
-    timer = setTimeout(() => resolve('timer'), Math.max(0, until - performance.now()));
+    const arm = () => {
+      const leftMs = until - performance.now();
+      if (leftMs <= 0) resolve('timer');
+      else timer = setTimeout(arm, Math.ceil(leftMs));
+    };
+    arm();
     onAbort = () => resolve('aborted');
     signal?.addEventListener('abort', onAbort, { once: true });
   });

@@ -6,6 +6,7 @@ import {
   Timestamp,
 } from 'mongodb';
 import { isResumePointLostError } from '../mongo-error-codes';
+import { setImmediate } from 'node:timers';
 import { sleep } from '../../util/timers';
 import type { HoldingEntry, LineDocument } from './line-document';
 import { holdingCount, holdingEntry } from './line-document';
@@ -133,9 +134,10 @@ export function reopeningStream<Change extends Document>(
       start();
       if (!change) continue;
       onChange(change);
-      // The next read (a getMore, the driver's work on this thread) waits a turn: the callers
-      // the change woke run first, and a hand-off ends that much sooner.
-      await new Promise((resolve) => setImmediate(resolve));
+      // A read past the batch is a getMore, the driver's work on this thread: it waits a turn,
+      // so that the callers the change woke run first and a hand-off ends that much sooner.
+      // (A driver without `ChangeStream.bufferedCount` waits after every change.)
+      if (!(stream.bufferedCount?.() > 0)) await new Promise((resolve) => setImmediate(resolve));
     }
   };
   const reading = (async () => {
