@@ -41,6 +41,7 @@ export class ServerConnection implements ConnectionInfo {
   private readonly framer = new MessageFramer();
   private queue: Promise<void> = Promise.resolve();
   private closed = false;
+  private readonly closed$ = new AbortController();
 
   constructor(
     private readonly server: ServerState,
@@ -54,12 +55,17 @@ export class ServerConnection implements ConnectionInfo {
     socket.on('close', () => {
       this.closed = true;
       server.openConnections -= 1;
+      this.closed$.abort();
     });
   }
 
   close(): void {
     this.closed = true;
     this.socket.destroy();
+  }
+
+  get closing(): AbortSignal {
+    return this.closed$.signal;
   }
 
   get isClosed(): boolean {

@@ -97,7 +97,11 @@ export class ServerState extends EventEmitter {
     this.steppedDownUntil = Date.now() + ms;
     this.topologyChanged();
     clearTimeout(this.stepUpTimer);
-    this.stepUpTimer = setTimeout(() => this.topologyChanged(), ms).unref();
+    // Primary again from here, whatever `Date.now()` says (a timer may fire a little early).
+    this.stepUpTimer = setTimeout(() => {
+      this.steppedDownUntil = 0;
+      this.topologyChanged();
+    }, ms).unref();
   }
 
   private topologyChanged(): void {

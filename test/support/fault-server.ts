@@ -29,9 +29,11 @@ export interface FaultServer {
 
 /**
  * The scenarios' clients look at the server every 500 ms (`heartbeatFrequencyMS`), as the
- * drivers' own specification tests do: a state-change error that `failCommand` injects comes
- * with no change of role, and a driver that streams hello (MongoDB 4.4+) hears from the
- * server again only at its next heartbeat, 10 s by default. A real step-down is heard at once.
+ * drivers' own specification tests do: a shutdown error (91, 11600) that `failCommand` injects
+ * comes with no change of role, and a driver that streams hello (MongoDB 4.4+) marks the
+ * server Unknown until its next heartbeat, 10 s by default. (An injected NotPrimary error
+ * carries the current topologyVersion and is ignored as stale; a real step-down is heard at
+ * once.)
  */
 function withFastHeartbeat(uri: string): string {
   if (/[?&]heartbeatFrequencyMS=/i.test(uri)) return uri;

@@ -13,6 +13,8 @@ export interface ConnectionInfo {
   appName?: string;
   /** Destroys the socket without a reply (closeConnection fail points). */
   close(): void;
+  /** Aborts when the connection has closed. */
+  readonly closing: AbortSignal;
 }
 
 /** One command's view of the world; NOW and CLUSTER_TIME are fixed when it starts running. */

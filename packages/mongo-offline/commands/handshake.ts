@@ -55,12 +55,18 @@ const hello: CommandHandler = async (context) => {
   const { server, command } = context;
   const seen = command.topologyVersion as Document | undefined;
   if (command.maxAwaitTimeMS !== undefined || seen !== undefined) {
-    const maxAwaitTimeMS = Number(command.maxAwaitTimeMS);
+    // mongod's codes (jstests/replsets/awaitable_hello.js).
     if (seen === undefined || command.maxAwaitTimeMS === undefined) {
-      throw new CommandError(9, "'maxAwaitTimeMS' and 'topologyVersion' go together");
+      throw new CommandError(31368, "'maxAwaitTimeMS' and 'topologyVersion' go together");
     }
-    if (!(maxAwaitTimeMS >= 0)) throw new CommandError(2, 'maxAwaitTimeMS must be >= 0');
-    if (sameTopology(server, seen)) await topologyChange(server, maxAwaitTimeMS);
+    const maxAwaitTimeMS = command.maxAwaitTimeMS as unknown;
+    if (typeof maxAwaitTimeMS !== 'number') {
+      throw new CommandError(14, 'maxAwaitTimeMS must be a number');
+    }
+    if (maxAwaitTimeMS < 0) throw new CommandError(31373, 'maxAwaitTimeMS must be >= 0');
+    if (sameTopology(server, seen)) {
+      await topologyChange(server, maxAwaitTimeMS, context.connection.closing);
+    }
   }
   return helloReply(server, context.connection.id, context.name.toLowerCase() === 'ismaster');
 };
@@ -74,6 +80,7 @@ function sameTopology(server: ServerState, seen: Document): boolean {
   )
     return false;
   const counter = Number(seen.counter);
+  if (counter < 0) throw new CommandError(31372, 'topologyVersion.counter cannot be negative');
   if (counter > Number(current.counter)) {
     throw new CommandError(
       31382,
@@ -83,16 +90,22 @@ function sameTopology(server: ServerState, seen: Document): boolean {
   return counter === Number(current.counter);
 }
 
-/** Settles at the server's next topology change (or its stop), or after `ms`. */
-function topologyChange(server: ServerState, ms: number): Promise<void> {
+/**
+ * Settles at the server's next topology change (or its stop), after `ms`, or when the
+ * connection closes (nobody is left to answer).
+ */
+function topologyChange(server: ServerState, ms: number, closing: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     const done = () => {
       clearTimeout(timer);
       server.off('topologyChanged', done);
+      closing.removeEventListener('abort', done);
       resolve();
     };
     const timer = setTimeout(done, ms).unref();
     server.on('topologyChanged', done);
+    closing.addEventListener('abort', done, { once: true });
+    if (closing.aborted) done();
   });
 }
 

@@ -16,9 +16,9 @@ export function useOfflineMongo(
     const mongo = await startOfflineMongo(options);
     const client = await MongoClient.connect(mongo.uri, {
       serverSelectionTimeoutMS: 5000,
-      // The driver's monitor streams hello: after a state-change error that failCommand
-      // injects (no real change of role), it hears from the server again only at its next
-      // heartbeat. 500 ms, as the drivers' own specification tests use.
+      // The driver's monitor streams hello: after a shutdown error that failCommand injects
+      // (no real change of role), it looks at the server again only at its next heartbeat.
+      // 500 ms, as the drivers' own specification tests use.
       heartbeatFrequencyMS: 500,
       monitorCommands: true,
       ...clientOptions,
