@@ -45,7 +45,11 @@ describe('engine v2: an entry kept for a loop in the same process', () => {
     const taken = await fromA;
     // Told by the leave's change event, not by b's lease (30 s) running out.
     expect(performance.now() - startedAt).toBeLessThan(5_000);
-    // Nobody here asked at once: b's next contended release writes before it resolves.
+    // b asks again only after its kept entry's leave was answered and a turn passed: not at
+    // once, so its next contended release writes before it resolves. (Asked in the turn that
+    // answered the leave, it would count as a loop, and its entry would be kept again.)
+    await eventually(async () => (await line('left')).length === 1);
+    await new Promise((resolve) => setImmediate(resolve));
     const fromB = b.acquire('left', wait);
     await eventually(async () => (await line('left')).length === 2);
     await taken.release();
