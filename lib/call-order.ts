@@ -1,7 +1,6 @@
 /**
- * Per key, runs callers' steps in the order they called: each step is handed the steps ahead
- * of it to wait for first (bounded as the caller likes). A caller that gives up still holds back
- * the ones behind it until those ahead of it settled.
+ * Per key, runs steps in call order: each is handed the steps ahead to wait for (bounded as it
+ * likes). One that gives up still holds back those behind it until those ahead settle.
  */
 export class CallOrder {
   /** Per key, settles once every step started on it so far has settled. */

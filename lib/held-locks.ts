@@ -1,12 +1,9 @@
 import type { MongoLockHandle } from './lock-handle';
 import { settlesWithin } from './util/timers';
 
-/**
- * The handles of one `LockService` that still hold their keys: the only owner of that set.
- * A handle joins when it is handed out and leaves by itself once released or lost.
- */
+/** The handles of one `LockService` that hold keys; each leaves by itself once released or lost. */
 export class HeldLocks {
-  /** Each handle, with the locks it was taken through (key locks, or one collection's documents). */
+  /** Each handle, with what it was taken through (key locks, or one collection's documents). */
   private readonly handles = new Map<MongoLockHandle, object>();
   private readonly emptyWaiters = new Set<() => void>();
 
@@ -34,10 +31,7 @@ export class HeldLocks {
     return drained;
   }
 
-  /**
-   * Tells every holder its lock is gone, then releases them; resolves to how many were live.
-   * `cause`: the `cause` of the `LockLostError` they are told.
-   */
+  /** Tells every holder (with `cause`), then releases; resolves to how many were live. */
   async revokeAll(reason: string, cause?: unknown): Promise<number> {
     return this.revoke([...this.handles.keys()], reason, cause);
   }
@@ -51,10 +45,9 @@ export class HeldLocks {
   }
 
   /**
-   * {@link revokeAll} for the handles taken through `takenThrough` that hold `key` (a document
-   * lock's key is its id's Extended JSON, which a lock key may equal): each is told (a handle of
-   * several keys loses them all, since its work is no longer protected) and released. Resolves
-   * to the handles whose release freed a live lease.
+   * {@link revokeAll} for the handles taken through `takenThrough` (a lock key may equal a document
+   * id's Extended JSON) that hold `key`; a multi-key handle loses all. Resolves to those whose
+   * release freed a live lease.
    */
   async revokeKey(key: string, takenThrough: object, reason: string): Promise<MongoLockHandle[]> {
     const holding = [...this.handles]

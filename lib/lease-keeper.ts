@@ -1,14 +1,13 @@
 import { isStoreUnavailableError } from './store/mongo-error-codes';
 import { formatMs } from './util/durations';
 
-/** What a renewal found: our lease extended (its remaining time by the server clock), or not ours. */
+/** What a renewal found: our lease extended (remaining time by the server clock), or not ours. */
 export type RenewLeaseOutcome =
   { renewed: true; sentAt: number; remainingMs: number } | { renewed: false; sentAt: number };
 
 /** What a release found: our live lease ended, ours already run out, or not ours any more. */
 export type ReleaseLeaseOutcome = 'released' | 'expired' | 'lost';
 
-/** One key of a held lock. */
 export interface HeldKey {
   key: string;
   /** The acquisition's owner token: the only proof of ownership, never shown to users. */
@@ -16,24 +15,15 @@ export interface HeldKey {
   fence: bigint;
 }
 
-/** The store operations a held lock needs, bound to the lock collection. */
+/** The store operations a held lock needs. */
 export interface LeaseOperations {
-  /**
-   * Renews: the lease ends `ttlMs` from now at the earliest (never sooner than it did);
-   * `exactly`: at that time, maybe sooner (`expireIn`).
-   */
+  /** The lease ends `ttlMs` from now or later (never sooner than it did); `exactly`: just then. */
   renew(held: HeldKey, ttlMs: number, exactly?: boolean): Promise<RenewLeaseOutcome>;
-  /**
-   * `lease`: the lease as the keeper knows it (local deadline, `ttlMs`), given only when it may
-   * be handed to another caller without a write (see {@link LeaseKeeper.releaseAll}).
-   */
+  /** `lease`: given only when it may pass to another caller without a write (see `releaseAll`). */
   release(held: HeldKey, lease?: HandableLease): Promise<ReleaseLeaseOutcome>;
   /** Releases in the background, retrying a little; `undefined` if it could not be sent. */
   giveBack(held: HeldKey): Promise<ReleaseLeaseOutcome | undefined>;
-  /**
-   * The lease ended without a release command (a write that also released it, or it ran out
-   * after `expireIn`): a late win of the same token is nobody's from now on.
-   */
+  /** The lease ended without a release (a write, `expireIn`): its token's late win is nobody's. */
   ended(held: HeldKey): void;
 }
 
@@ -45,7 +35,6 @@ export interface HandableLease {
 
 export interface LeaseKeeperInit {
   held: readonly HeldKey[];
-  /** Monotonic time when the shortest lease ends. */
   leaseEnd: number;
   ttlMs: number;
   renew: boolean;
@@ -60,8 +49,7 @@ const RENEW_RETRY_MS = 250;
 
 /**
  * How much earlier than the server's lease end the holder's signal aborts: 5 % of the lease,
- * between 25 ms and 1 s. It absorbs a late timer on a busy event loop, so a live holder is
- * told before anyone else can be granted the key.
+ * within 25 ms..1 s. It absorbs a late timer, so the holder is told before anyone else is granted.
  */
 export function leaseSafetyMarginMs(ttlMs: number): number {
   return Math.min(1_000, Math.max(25, ttlMs / 20));
@@ -83,10 +71,9 @@ function unrefTimer(callback: () => void, delayMs: number): NodeJS.Timeout {
 }
 
 /**
- * Keeps a lease: renews it at `renewalIntervalRatio` of the lease, and declares it lost
- * when a renewal is refused, the local deadline passes first, or `maxHoldMs` is exceeded.
- * The deadline stays armed until a release is confirmed: a release that fails still ends
- * in the loss being reported when the lease runs out.
+ * Renews a lease at `renewalIntervalRatio` of it; declares it lost when a renewal is refused,
+ * the local deadline passes first, or `maxHoldMs` is exceeded. The deadline stays armed until a
+ * release is confirmed, so a failed release still reports the loss when the lease runs out.
  */
 export class LeaseKeeper {
   /** Monotonic time at which the shortest lease of the keys ends. */
@@ -126,7 +113,6 @@ export class LeaseKeeper {
     }
   }
 
-  /** Keys not yet released. */
   get unreleased(): readonly HeldKey[] {
     return this.remaining;
   }
@@ -139,8 +125,8 @@ export class LeaseKeeper {
   }
 
   /**
-   * Renews no more until the returned function is called; the local deadline still reports
-   * the loss. A locked transaction needs this: a renewal writes the lock it checks.
+   * Renews no more until the returned function is called; the deadline stays armed. For a locked
+   * transaction: a renewal writes the lock it checks.
    */
   pauseRenewal(): () => void {
     // A transaction whose commit outcome is unknown may still land: its release must write.
@@ -154,9 +140,8 @@ export class LeaseKeeper {
   }
 
   /**
-   * Reports the loss now if the local deadline has passed: its timer may not have run yet in a
-   * process that was paused (timers then fire in order of when they were due, so work that was
-   * due first would run on, unprotected).
+   * Reports the loss now if the deadline passed: after a process pause, timers fire in due order,
+   * so work due before the deadline timer would run on unprotected.
    */
   checkDeadline(): void {
     if (!this.stopped && performance.now() >= this.leaseEnd) {
@@ -182,9 +167,8 @@ export class LeaseKeeper {
   }
 
   /**
-   * Releases the keys in reverse order of acquisition. Returns the keys found lost. A key
-   * whose release failed (network) stays, so a second call retries only that one, and the
-   * deadline stays armed until every key is released.
+   * Releases in reverse order of acquisition; returns the keys found lost. A key whose release
+   * failed stays (a second call retries only it), and the deadline stays armed until all are.
    */
   async releaseAll(): Promise<string[]> {
     this.stopRenewal();
@@ -210,10 +194,9 @@ export class LeaseKeeper {
   }
 
   /**
-   * Ends the hold by expiry instead of release: stops renewing, then sets every key's lease to
-   * end `ttlMs` from now by the server clock (one owner-checked renew per key; it may shorten
-   * the lease), and stops. Returns the keys found lost. Throws if a renew failed (its outcome
-   * unknown: the lease then ends at `ttlMs` from now or when it would have). Stopped either way.
+   * Ends the hold by expiry: every key's lease ends `ttlMs` from now by the server clock (may
+   * shorten it); returns the keys found lost. Throws if a renew failed (the lease then ends at
+   * `ttlMs` from now or when it would have). Stopped either way.
    */
   async expireIn(ttlMs: number): Promise<string[]> {
     this.stopRenewal();
@@ -249,21 +232,19 @@ export class LeaseKeeper {
   }
 
   /**
-   * Renews when `renewalIntervalRatio` of a lease would have passed, counted back from the
-   * lease's end: a lease already partly used (the first key of a multi-key lock, taken
-   * while waiting for the others) is renewed sooner.
+   * Renews at `renewalIntervalRatio` of a lease counted back from its end, so a partly used lease
+   * (a multi-key lock's first key, taken while waiting for the others) renews sooner.
    */
   private scheduleRenewal(delayMs = this.nextRenewalDelayMs()): void {
     if (this.stopped || this.renewalStopped || this.renewalPaused) return;
     clearTimeout(this.renewTimer);
     this.renewTimer = unrefTimer(() => {
       if (this.renewInFlight) {
-        // An extend() is renewing now: one renewal at a time; plan the next after it.
+        // One renewal at a time: an extend() is renewing now.
         void this.renewing?.finally(() => this.scheduleRenewal());
         return;
       }
-      // renewAll handles its own failures; a throwing loss listener must not become an
-      // unhandled rejection.
+      // A throwing loss listener must not become an unhandled rejection.
       this.renewing = this.renewAll(true).catch(() => undefined);
     }, delayMs);
   }
@@ -273,7 +254,7 @@ export class LeaseKeeper {
     return Math.max(0, untilLeaseEnd - this.ttlMs * (1 - this.init.renewalIntervalRatio));
   }
 
-  /** Renews all keys in parallel. `scheduled` renewals retry transient errors until the deadline. */
+  /** Renews all keys in parallel; `scheduled` ones retry transient errors until the deadline. */
   private async renewAll(scheduled: boolean): Promise<void> {
     const ttlMs = this.ttlMs;
     // A release may shrink `remaining` while we wait: match the replies to what was sent.
@@ -298,8 +279,8 @@ export class LeaseKeeper {
       this.renewInFlight = false;
     }
     if (this.stopped) return;
-    // Answered after the lease it renews had ended (its deadline timer not yet run): it
-    // proves nothing. It may have landed after that end, the lease cut in between.
+    // Answered after the lease ended (deadline timer not yet run): it may have landed after
+    // that end, the lease taken in between, so it proves nothing.
     if (performance.now() >= this.leaseEnd) {
       this.lose(this.firstUnreleasedKey(), 'its lease ran out before it was renewed');
       return;

@@ -17,11 +17,10 @@ import { settledBy, sleep, wakeUp } from './util/timers';
 import type { LineWaiters } from './waiting/line-waiters';
 
 /**
- * Engine v2's acquisition of one key (ownership by position): join the key's line in one
- * write; hold at once if the reply says so, else wait until a change event or a release here
- * says the entry now holds. A lease ahead that runs out by itself is confirmed by renewing our
- * own entry (the renewal drops dead entries and says where we stand), which also keeps a
- * waiting entry alive. Without a change stream, the waiter reads its place on a backoff.
+ * Engine v2's acquisition of one key, ownership by position: join the key's line in one write;
+ * hold at once if the reply says so, else wait for a change event or a release here to say so.
+ * Renewing our entry keeps it alive while it waits and confirms a lease ahead that ran out (the
+ * renewal drops dead entries and says where we stand). Without a change stream, it polls.
  */
 
 export interface LineAcquirerDeps {
@@ -29,15 +28,9 @@ export interface LineAcquirerDeps {
   waiters: LineWaiters;
   handover: LineHandover;
   holderId: string;
-  /**
-   * The poll backoff while no change stream carries the lines' news (`undefined`: one does):
-   * a waiter then reads its place this often, doubling up to the cap.
-   */
+  /** Poll backoff, doubling up to `maxMs`, while no change stream carries news; else undefined. */
   polling?: () => { firstMs: number; maxMs: number } | undefined;
-  /**
-   * How long a try (`timeoutMs` 0) waits for its join's reply (`acquireOverrunMs`); a join
-   * answered later is left in the background. Default: the store's own bound.
-   */
+  /** How long a try (`timeoutMs` 0) waits for its join's reply; default: the store's bound. */
   tryReplyMs?: number;
 }
 
@@ -78,9 +71,8 @@ export class LineAcquirer {
         attempt.followers = this.followersOf(request, joined);
         const held = await this.waitInLine(attempt, attempt.joinSentAt, looked);
         if (held) return held;
-        // Our entry ran out (a long stall; the renewal dropped it): join again, at the back,
-        // our followers too, by a new token. A join of the old one still on its way would
-        // make its entry again, nobody's: left once it lands.
+        // Our entry ran out (a long stall): rejoin at the back, followers too, by a new token. A
+        // late join of the old token would make a nobody's entry: left once it lands (`ended`).
         this.deps.handover.dissolved(attempt.followers);
         attempt.followers = undefined;
         this.ended({ key: request.key, token: attempt.entry.token, ttlMs: request.ttlMs });
@@ -103,10 +95,7 @@ export class LineAcquirer {
     }
   }
 
-  /**
-   * Waits in line from the place a join sent at `sentAt` gave us: the hold once our entry
-   * holds, or undefined when a renewal found it gone (it ran out).
-   */
+  /** From the place a write sent at `sentAt` gave: the hold, or undefined if our entry ran out. */
   private async waitInLine(
     attempt: LineAttempt,
     sentAt: number,
@@ -119,8 +108,8 @@ export class LineAcquirer {
     for (;;) {
       const leaseEnd = localLeaseEnd(sentAt, place.remainingMs, ttlMs);
       if (place.holds) return this.hold(attempt, leaseEnd);
-      // A waiting entry is renewed when a third of its lease has run, as a holder's is (by its
-      // own remaining lease: a poll's read does not renew it).
+      // Renew when the first lease ahead ends (to confirm it) or a third of ours has run, as a
+      // holder does (by our own remaining lease: a poll's read renews nothing).
       const renewAt =
         sentAt + Math.max(0, Math.min(place.aheadEndsInMs, place.remainingMs - (2 * ttlMs) / 3));
       const polling = this.deps.polling?.();
@@ -134,9 +123,8 @@ export class LineAcquirer {
         request.signal,
       ).finally(nudge.cancel);
       if (woke === 'aborted') throw request.signal?.reason;
-      // Heard to hold: from then on, until our entry's own lease ends.
+      // Heard to hold: trusted while over a third of our lease is left; else renewal confirms.
       if (woke === 'heard' && leaseEnd - performance.now() > ttlMs / 3) {
-        // What the news carried for us (a document lock's document), if anything.
         const heard = (await entry.heardAs(place.fence)) as HeldDocument | undefined;
         return this.hold(attempt, leaseEnd, heard);
       }
@@ -163,8 +151,7 @@ export class LineAcquirer {
       entry.state = 'joined';
       if (!renewed.renewed) return undefined;
       if (performance.now() >= leaseEnd) {
-        // Answered after our entry's lease had ended: it may have landed after that end, with
-        // others let through in between. Left, and joined again.
+        // Answered after our lease ended: it may have landed late, others let through. Rejoin.
         void this.leaves.inBackground(key, entry.token, performance.now() + ttlMs, 'joined');
         return undefined;
       }
@@ -185,9 +172,8 @@ export class LineAcquirer {
   }
 
   /**
-   * Releases: hands the entry to a caller here queued behind it, within `lease` (as the
-   * holder's keeper knows it; undefined when only a write can tell whether it is still ours),
-   * or leaves the line. False when our entry was no longer there (or dead).
+   * Hands the entry to a caller here queued behind it, within `lease` (the keeper's; undefined
+   * when only a write can tell it is ours), or leaves the line. False if our entry was gone.
    */
   async release(hold: LineHold, lease?: HandableLease): Promise<boolean> {
     const leaveKept = () => this.giveBack(hold, hold.ttlMs);
@@ -204,10 +190,9 @@ export class LineAcquirer {
   }
 
   /**
-   * Renews a held entry: its new remaining lease, or undefined when it ended. An entry of our
-   * token with another fence is not ours to keep: a join of the call, late on its way, made it
-   * after ours was removed (`forceRelease`), and others may have held in between.
-   * `exactly`: the lease ends `ttlMs` from now, maybe sooner than it did (`expireIn`).
+   * The held entry's new remaining lease, or undefined when it ended. Our token with another
+   * fence is not ours: a late join of the call made it after `forceRelease` removed ours, and
+   * others may have held in between. `exactly`: end in `ttlMs`, maybe sooner (`expireIn`).
    */
   async renew(
     hold: Pick<LineHold, 'key' | 'token' | 'fence'>,
@@ -220,10 +205,9 @@ export class LineAcquirer {
   }
 
   /**
-   * Gives back a hold nobody will use: left in the background, retried until a lease of
-   * `ttlMs` from now would have ended (a renewal may have moved it past `hold.leaseEnd`).
-   * Resolves once a leave is answered (whether our entry was still there), or undefined when
-   * none was by then.
+   * Leaves a hold nobody will use, in the background, retried until a lease of `ttlMs` from now
+   * would have ended (a renewal may have moved it past `leaseEnd`). Resolves once a leave is
+   * answered (whether our entry was still there), or undefined if none was.
    */
   giveBack(hold: LineHold, ttlMs: number): Promise<boolean | undefined> {
     // Its lease may be known lost (a renewal before hand-out found it gone): never handed on.
@@ -246,15 +230,13 @@ export class LineAcquirer {
       entry.state = 'unknown';
       attempt.joinSentAt = performance.now();
       return this.deps.store.join(this.joinRequest(attempt)).catch((error: unknown) => {
-        // Decided and answered, nothing written by this try: as before it (an earlier try
-        // with no reply may still have made our entry).
+        // Nothing written: the state before this try (an earlier unanswered one may have joined).
         if (wroteNothing(error)) entry.state = before;
         throw error;
       });
     };
-    // An entry of ours released and kept for a caller here (`line-handover.ts`): a mutex's try
-    // takes it over if it fits, a mutex's wait queues to (below); any other caller makes it
-    // leave and joins after its leave (a mutex's wait, in call order).
+    // An entry of ours kept for a caller here (`line-handover.ts`): a mutex's try takes it over
+    // if it fits, a mutex's wait queues to it (below); any other caller joins after it left.
     const tries = request.timeoutMs === 0;
     if (takesOver(request)) this.deps.handover.asks(request.key);
     if (tries && takesOver(request)) {
@@ -262,10 +244,9 @@ export class LineAcquirer {
       if (kept) return { following: Promise.resolve(kept) };
     }
     if (!inCallOrder(request)) await this.letGo(attempt);
-    // A try (timeoutMs 0) is one attempt, now; a wait retries an unanswered join by its token.
-    // A mutex's waits join in call order: once the joins of earlier callers here were
-    // answered (a caller that gives up meanwhile sends nothing); behind a waiting entry of
-    // ours, they queue to take it over instead.
+    // A try is one attempt, now; a wait retries an unanswered join by its token. A mutex's waits
+    // join in call order, once earlier callers' joins here were answered (one that gave up sent
+    // nothing), or queue behind an entry of ours to take it over.
     const joined: JoinResult | { following: Promise<LineHold | undefined> } =
       request.timeoutMs === 0
         ? await this.tried(join(), request)
@@ -307,8 +288,8 @@ export class LineAcquirer {
   }
 
   /**
-   * `command`, sent again after a pause while MongoDB is unavailable and time remains: every
-   * command goes by our token, so a retry of one that landed finds its own work done.
+   * Retries `command` after a pause while MongoDB is unavailable and time remains: every command
+   * goes by our token, so a retry of one that landed finds its own work done.
    */
   private async tolerant<T>(
     command: () => Promise<T>,
@@ -344,10 +325,7 @@ export class LineAcquirer {
     return settledBy(join, callEnd, request.signal, late);
   }
 
-  /**
-   * Makes a kept entry of ours on the key leave, and waits for its leave until the call's
-   * deadline (a try's: its reply's bound) or abort; the caller then joins.
-   */
+  /** Makes a kept entry of ours leave; waits for that until the deadline (a try's: its reply's). */
   private async letGo({ request, deadline }: LineAttempt): Promise<void> {
     const leaving = this.deps.handover.letGo(request.key);
     if (!leaving) return;

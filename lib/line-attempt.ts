@@ -7,7 +7,6 @@ import type { LineKind, LinePlace } from './store/line/line-document';
 import { formatMs } from './util/durations';
 import type { LineWaiters } from './waiting/line-waiters';
 
-/** What one call asks of one key's line. */
 export interface LineAcquireRequest {
   key: string;
   kind: LineKind;
@@ -23,8 +22,8 @@ export interface LineAcquireRequest {
 }
 
 /**
- * One call's acquisition of one key: what its commands, its waits and its turn behind an entry
- * of ours (as a follower's request) share. Methods, not closures: a process may park thousands.
+ * One call's acquisition of one key, shared by its commands, waits and turn as a follower.
+ * Methods, not closures: a process may park thousands.
  */
 export class LineAttempt implements FollowRequest {
   readonly entry: LineEntryState;
@@ -32,15 +31,11 @@ export class LineAttempt implements FollowRequest {
   place: (LinePlace & { document?: HeldDocument }) | undefined;
   /** Callers here that will take our entry over, while it waits (`line-handover.ts`). */
   followers: EntryFollowers | undefined;
-  /**
-   * When the last try of our join was sent: the try whose reply placed us, so our lease is
-   * counted from then (not from the call, which may first wait for earlier callers here).
-   */
+  /** When the join try whose reply placed us was sent: our lease counts from it, not the call. */
   joinSentAt = 0;
 
   constructor(
     readonly request: LineAcquireRequest,
-    /** Monotonic time by which the call gives up. */
     readonly deadline: number,
     waiters: LineWaiters,
   ) {
@@ -68,10 +63,7 @@ export class LineAttempt implements FollowRequest {
     return notAcquired(this.request, this.place?.leaderId, this.place?.aheadEndsInMs);
   }
 
-  /**
-   * A command still unanswered at the deadline: before any reply placed us in line, MongoDB's
-   * silence, not a holder, is why the call failed.
-   */
+  /** A command unanswered at the deadline: before any reply placed us, MongoDB's silence is why. */
   unanswered(): Error {
     if (this.place) return this.timedOut();
     return new LockStoreUnavailableError(

@@ -19,17 +19,16 @@ export class LineEntryState {
   ) {}
 
   /**
-   * Listens for change events and releases here that say the entry holds: before the join is
-   * sent (the event may come before its reply), and not at all for a caller that takes over an
-   * entry of ours instead.
+   * Listens for news that the entry holds: before the join is sent (the event may beat its reply);
+   * not at all for a caller taking over an entry of ours.
    */
   listen(): EntryListener {
     return (this.listening ??= this.waiters.wait(this.key, this.token));
   }
 
   /**
-   * Settles when the entry with `fence` (its place as last read) is heard to hold. News of an
-   * earlier entry of our token, one that ran out before a retried join made this one, is not.
+   * Settles when the entry with `fence` is heard to hold; not on news of an earlier entry of our
+   * token that ran out before a retried join made this one.
    */
   heardAs(fence: bigint): Promise<unknown> {
     return this.listen().heardAs(fence);

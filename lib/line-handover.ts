@@ -4,36 +4,21 @@ import { FENCES_PER_ENTRY } from './store/line/line-document';
 import type { HeldDocument } from './store/line/line-commands';
 
 /**
- * Engine v2's hand-over within one process (module option `localHandOff`), the one shortcut
- * of its protocol. A caller here that asks for a mutex, unscoped (`releaseScope` may remove a
- * scoped entry behind its holder's back), while an entry of this process is in the key's line
- * and in its run, queues behind that entry instead of joining. When the entry's holder
- * releases, the next such caller takes the entry over without a write: the same token and
- * lease, and the next of the entry's fences, if the lease fits it (it asked for no longer a
- * lease than the holder's, and half of what it asked for is left). Other processes see one
- * entry, as before; it leaves the line by its last holder's release.
- *
- * A loop here that takes a contended key again as soon as it released it would otherwise pay a
- * hand-off between processes per section. So an entry that had to wait for the key (others
- * want it) on a key where this process asked again within a turn of its last release, whose
- * holder releases with nobody queued, is kept until the event loop's next turn: a caller here
- * that asks in the meantime takes it over as if it had queued. Else it leaves then, and the
- * key is not kept again until a caller asks that soon again.
- *
- * Why it is safe: the entry holds, by position, until it leaves or its lease ends, and every
- * caller it passes to keeps the lease deadline its predecessor knew, which is before the
- * server's end. Why it is fair: an entry's run lasts while it waits and {@link RUN_MS} after
- * its first holder began, for 16 holders at most; the callers still queued when it ends join
- * the line then, behind the other processes.
+ * Hand-over within one process (option `localHandOff`), engine v2's one protocol shortcut. An
+ * unscoped mutex caller (`releaseScope` may remove a scoped entry) queues behind this process's
+ * entry on the key while its run lasts, and at the release takes it over without a write: same
+ * token and lease, next fence, if the lease fits (`passes`). Others see one entry. So that a loop
+ * on a contended key does not pay a hand-off between processes per section, an entry that waited,
+ * on a key asked for again within a turn of its release, is kept to the next turn if released
+ * with nobody queued. Safe: the entry holds by position until it leaves or its lease ends, and
+ * each taker keeps its predecessor's local deadline (before the server's). Fair: a run ends
+ * {@link RUN_MS} after its first holder began, or at 16 holders; those still queued join the line.
  */
 
-/**
- * A key held by position in its line (the acquirer's result). Its entry may be handed to the
- * callers of this process queued behind it (`followers`).
- */
+/** A key held by position in its line; its entry may pass to `followers`. */
 export interface LineHold {
   key: string;
-  /** The entry's token: its release and renewals go by it. */
+  /** Release and renewals go by it. */
   token: string;
   fence: bigint;
   /** Local monotonic deadline of the lease, as of the last write that set it. */
@@ -55,7 +40,6 @@ export class EntryFollowers {
   heldSince: number | undefined;
   /** Followers it was handed to so far: each took one of its fences. */
   handed = 0;
-  /** Ends the run {@link RUN_MS} after the first holder began. */
   runTimer: NodeJS.Timeout | undefined;
   /** Released with nobody queued, and kept for a caller who asks before the next turn. */
   kept: KeptEntry | undefined;
@@ -71,9 +55,8 @@ export class EntryFollowers {
     return this.heldSince === undefined || performance.now() - this.heldSince < RUN_MS;
   }
 
-  /** Whether one more caller may queue: a fence of the entry's is left for it. */
+  /** Whether a fence is left for one more caller: the first holder and each follower take one. */
   get room(): boolean {
-    // The first holder has the entry's first fence; each follower, one more.
     return BigInt(1 + this.handed + this.queue.length) < FENCES_PER_ENTRY;
   }
 }
@@ -81,7 +64,6 @@ export class EntryFollowers {
 interface KeptEntry {
   hold: LineHold;
   lease: HandableLease;
-  /** Leaves the line (in the background): nobody took the entry over. */
   leave(): Promise<unknown>;
   timer: NodeJS.Immediate;
 }
@@ -94,7 +76,6 @@ interface Follower {
 
 export interface FollowRequest {
   key: string;
-  /** A scoped call never follows. */
   scope?: string;
   ttlMs: number;
   /** Monotonic time at which the caller gives up. */
@@ -137,11 +118,7 @@ export class LineHandover {
     return followers;
   }
 
-  /**
-   * The entry's first holder begins now: its run ends {@link RUN_MS} from now, and the callers
-   * still queued then join the line (whatever became of the entry: released, lost, or left to
-   * run out).
-   */
+  /** The first holder begins: {@link RUN_MS} from now, the callers still queued join the line. */
   held(followers: EntryFollowers | undefined): void {
     if (!followers || followers.heldSince !== undefined) return;
     followers.heldSince = performance.now();
@@ -162,12 +139,11 @@ export class LineHandover {
     void kept.leave();
   }
 
-  /** A caller here that may take over an entry of ours asks for `key`. */
+  /** A caller here that may take over an entry of ours asks for `key` (`looped` is LRU). */
   asks(key: string): void {
     if (!this.leftThisTurn.has(key)) return;
     this.looped.delete(key);
     this.looped.add(key);
-    // The oldest is forgotten first.
     if (this.looped.size > LOOPED_KEYS) this.looped.delete(this.looped.values().next().value!);
   }
 
@@ -185,10 +161,7 @@ export class LineHandover {
     return kept.leave();
   }
 
-  /**
-   * An entry of ours on the key released with nobody queued and kept (`handOn`), handed to a
-   * caller here that asks for `ttlMs`: its hold, or undefined (none, or it does not fit).
-   */
+  /** Takes over our kept entry on `key` for `ttlMs`; undefined if none or it does not fit. */
   takeKept(key: string, ttlMs: number): LineHold | undefined {
     const followers = this.open.get(key);
     const kept = followers?.kept;
@@ -206,10 +179,7 @@ export class LineHandover {
     for (const followers of [...this.open.values()]) this.dissolved(followers);
   }
 
-  /**
-   * Before an operator removes `key`'s holders here (`forceRelease`): the entry is handed to
-   * nobody more, so that no caller is handed a removed entry.
-   */
+  /** Before `forceRelease` removes `key`'s holders: so that no caller is handed a removed entry. */
   closeKey(key: string): void {
     this.dissolved(this.open.get(key));
   }
@@ -224,7 +194,7 @@ export class LineHandover {
     const followers = this.open.get(request.key);
     if (followers?.kept) {
       const kept = this.takeKept(request.key, request.ttlMs);
-      // Does not fit the caller: the entry leaves, and the caller joins the line.
+      // Does not fit: the entry leaves, and the caller joins the line.
       if (!kept) this.dissolved(followers);
       return Promise.resolve(kept);
     }
@@ -275,7 +245,6 @@ export class LineHandover {
         followers.running &&
         passes(hold, lease, hold.ttlMs)
       ) {
-        // Kept for a caller here who asks before the next turn; else it leaves then.
         const timer = setImmediate(() => {
           this.looped.delete(hold.key);
           this.dissolved(followers);
@@ -283,7 +252,6 @@ export class LineHandover {
         followers.kept = { hold, lease, leave, timer };
         return true;
       }
-      // Nobody to pass to: the entry leaves, and callers who come now join the line.
       this.dissolved(followers);
       return false;
     }
@@ -296,7 +264,7 @@ export class LineHandover {
     return true;
   }
 
-  /** A release's leave of our entry on `key` was answered: a caller who asks within this turn loops. */
+  /** Our release's leave on `key` was answered: a caller asking within this turn loops. */
   left(key: string): void {
     if (!this.enabled) return;
     if (this.leftThisTurn.size === 0) setImmediate(() => this.leftThisTurn.clear());
@@ -304,11 +272,7 @@ export class LineHandover {
   }
 }
 
-/**
- * Whether `hold`'s entry may pass to a caller asking for `ttlMs`: a fence of it is left, and
- * the lease fits as if the caller had just taken it (no longer a lease than the holder's, and
- * at least half of what it asked for left).
- */
+/** Whether a fence is left, the lease is no shorter than `ttlMs`, and half of `ttlMs` remains. */
 function passes(
   hold: LineHold,
   lease: HandableLease | undefined,

@@ -4,10 +4,9 @@ import { sleep } from './util/timers';
 import type { LineWaiters } from './waiting/line-waiters';
 
 /**
- * Leaving keys' lines: a release's leave, which tells this process's waiters who holds now,
- * and the leaves sent in the background (a waiter that gave up, a give-back, an entry made
- * again by a late join), each retried until answered or until its entry's lease has ended.
- * The one owner of the leaves still under way: `close()` waits for them.
+ * Leaving keys' lines: a release's leave (which tells local waiters who holds now), and leaves in
+ * the background (a waiter that gave up, a give-back, an entry a late join made again), retried
+ * until answered or the entry's lease ends. Owns the leaves under way: `close()` waits for them.
  */
 export class LineLeaves {
   private readonly leaving = new Set<Promise<boolean | undefined>>();
@@ -20,9 +19,8 @@ export class LineLeaves {
   ) {}
 
   /**
-   * Holds back the leaves of `key` until the returned function is called: an operator command
-   * that removes its holders goes first, so that no leave of ours hands the key to another
-   * process whose grant the command would then remove.
+   * Holds back `key`'s leaves until the returned function is called, while an operator command
+   * removes its holders: a leave could hand the key to a process whose grant it would remove.
    */
   holdBack(key: string): () => void {
     let done!: () => void;
@@ -47,10 +45,8 @@ export class LineLeaves {
   }
 
   /**
-   * A leave retried until confirmed or until `until` (when the entry's lease has ended). After
-   * a join with no reply (`unknown`), a leave that finds no entry may have come first: it is
-   * tried again until then. Resolves once a leave is answered (whether our entry was still
-   * there), or undefined when none was by then.
+   * Retries until a leave is answered or `until` (the entry's lease end): undefined then. After a
+   * join with no reply (`unknown`), a leave finding no entry may have beaten it, so it goes on.
    */
   inBackground(
     key: string,
@@ -74,9 +70,8 @@ export class LineLeaves {
   }
 
   /**
-   * The entry ended (left, or by a document's commit): a join of its call still on its way,
-   * whose reply the call stopped waiting for, may land after that and make the entry again,
-   * nobody's. Once such joins have settled, the entry is left again, in the background.
+   * The entry ended (left, or a document's commit): a join of its call still on its way may land
+   * later and make it again, nobody's. Once such joins settle, it is left again in the background.
    */
   afterLateJoins(hold: Pick<LineHold, 'key' | 'token' | 'ttlMs'>): void {
     const late = this.store.joinsSettled?.(hold.key, hold.token);

@@ -31,7 +31,6 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
   private watch: LineWatch | undefined;
   /** Whether the change stream carries the lines' news; false: waiters poll. */
   private streaming = false;
-  /** How many times the change stream was opened: once, and once more per reopening. */
   private opens = 0;
   /** The `events$` stream, open while anyone listens. */
   private eventWatch: LineWatch | undefined;
@@ -58,10 +57,7 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
     });
   }
 
-  /**
-   * Opens the change stream (unless `changeStreams: 'off'`), within one command's time: where
-   * the server has none (a standalone server), waiters poll.
-   */
+  /** Opens the change stream unless `changeStreams: 'off'` (a standalone server has none). */
   async start(): Promise<void> {
     if (this.options.changeStreams === 'off' || this.watch) return;
     let failed = false;
@@ -96,10 +92,9 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
   }
 
   /**
-   * Before an operator command removes `key`'s holders: an entry of ours on it is handed to
-   * nobody more (its queued callers join the line), so that no caller here is handed it after
-   * the command removed it, and our leaves of it, a kept entry's included, wait until the
-   * returned function is called (once the command is answered).
+   * Before an operator command removes `key`'s holders: our entry on it is handed on no more
+   * (queued callers join the line), and our leaves of it, a kept entry's too, wait until the
+   * returned function is called, once the command is answered (`LineLeaves.holdBack`).
    */
   beforeForceRelease(key: string): () => void {
     // The barrier first: closing the key makes a kept entry of ours leave.
@@ -108,7 +103,7 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
     return commandDone;
   }
 
-  /** Whether waits are woken by the change stream now (else they poll). */
+  /** Whether the change stream wakes waits now (else they poll). */
   get streamOpen(): boolean {
     return this.streaming;
   }
@@ -239,7 +234,7 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
     }
   }
 
-  /** Leaves what is still being given back and closes the change streams; waits still running end on their own timers. */
+  /** Settles background leaves and closes the change streams; running waits end by their timers. */
   async close(): Promise<void> {
     this.streaming = false;
     const events = this.eventWatch;
@@ -303,7 +298,6 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
   }
 }
 
-/** One key's request of a call. */
 function requestFor(
   key: string,
   options: ResolvedAcquireOptions,

@@ -8,7 +8,6 @@ import { LINE_CAPACITY } from './store/line/line-pipelines';
 import { modeConflictError } from './store/lock-mode-errors';
 import type { LockModeRequest } from './store/lock-modes';
 
-/** What an acquisition of one key asks, as its refusals name it. */
 interface RefusedRequest {
   key: string;
   kind: LineKind;
@@ -22,10 +21,7 @@ function modeRequestOf(kind: LineKind): LockModeRequest {
     : { mode: kind.mode, permits: undefined, weight: 1 };
 }
 
-/**
- * A join's error that the store raised from a reply (a document not found, a lock field held
- * in the 0.1 form, a bad option): the command wrote nothing.
- */
+/** A join error raised from a reply (no document, a 0.1 lock field, a bad option): no write. */
 export function wroteNothing(error: unknown): boolean {
   return (
     error instanceof DocumentNotFoundError ||

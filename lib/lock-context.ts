@@ -14,7 +14,6 @@ export function runWithHeldLock<T>(service: object, handle: LockHandle, fn: () =
   return storage.run([...(storage.getStore() ?? []), { service, handle }], fn);
 }
 
-/** The innermost lock of the current async context that is still held. */
 export function innermostHeldLock(): LockHandle | undefined {
   const held = storage.getStore() ?? [];
   for (let index = held.length - 1; index >= 0; index -= 1) {

@@ -31,9 +31,8 @@ export interface LockHandle {
   /** Fencing token of every key. */
   readonly fences: ReadonlyMap<string, bigint>;
   /**
-   * The local lease deadline: when `signal` aborts unless the lease is renewed. A little
-   * before the server's lease end (counted from before the request was sent, less a safety
-   * margin), so the holder hears of the end before anyone else can take the key.
+   * When `signal` aborts unless renewed: a little before the server's lease end (counted from
+   * before the request was sent, less a margin), so the holder knows before another can take it.
    */
   readonly expiresAt: Date;
   /** Aborts, with a {@link LockLostError} as reason, when the lease is lost. */
@@ -43,24 +42,19 @@ export interface LockHandle {
   readonly released: boolean;
   readonly lost: boolean;
   /**
-   * Renews the lease now: it then ends `ttlMs` (default: the acquisition's) from now at the
-   * earliest; a renewal never shortens it. Rejects with {@link LockLostError} if lost.
+   * Renews now: the lease then ends no sooner than `ttlMs` (default: the acquisition's) from
+   * now. Rejects with {@link LockLostError} if lost, and with `MongoLockError` once released.
    */
   extend(ttlMs?: number): Promise<void>;
   /**
-   * Gives the lock back (owner-checked). Rejects with {@link LockLostError} if the lease was
-   * lost meanwhile (at once, without waiting for MongoDB), and with
-   * `LockStoreUnavailableError` if MongoDB did not confirm the release: the handle then
-   * still counts as held, and its `signal` aborts when the lease runs out. Resolves again on
-   * later calls after a successful release. A release that hands the lock to a caller of this
-   * process, or keeps it one turn for one (`localHandOff`), resolves without a write.
+   * Gives the lock back (owner-checked); after a success, later calls resolve too. Rejects at
+   * once with {@link LockLostError} if the lease was lost, and with `LockStoreUnavailableError`
+   * if MongoDB did not confirm (the handle counts as held until `signal` aborts at lease end).
+   * Passing it to a caller here, or keeping it a turn for one (`localHandOff`), needs no write.
    */
   release(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
-  /**
-   * The MongoDB session of a `withLock(…, { transaction: true })` (or `@Locked` with
-   * `transaction`): pass it to every command of the protected work. `undefined` otherwise.
-   */
+  /** With `transaction` (`withLock`, `@Locked`): the session to pass to every protected command. */
   readonly session?: ClientSession;
   /** `'exclusive'`, or `'shared'` (a shared holder, or a semaphore's permit holder). */
   readonly mode: 'exclusive' | 'shared';
@@ -68,9 +62,8 @@ export interface LockHandle {
   readonly permits: { of: number; held: number } | undefined;
 }
 
-/** What the handle needs: the lease keeper's inputs, less its loss callback, which is the handle's own. */
+/** The lease keeper's inputs, less `onLost` (the handle's own). */
 export type LockHandleInit = Omit<LeaseKeeperInit, 'onLost'> & {
-  /** The acquisition's owner scope, if it had one. */
   scope?: string;
   /** How the keys are held; exclusive when absent. */
   mode?: LockModeRequest;
@@ -122,7 +115,7 @@ export class MongoLockHandle implements LockHandle {
     return new Date(Date.now() + (this.keeper.leaseEnd - performance.now()));
   }
 
-  /** Looked at after a pause, even when kept, it is aborted if the local deadline passed meanwhile. */
+  /** Each look checks the local deadline: after a pause past it, aborted before its timer runs. */
   get signal(): AbortSignal {
     return this.abortController.signal;
   }
@@ -136,7 +129,6 @@ export class MongoLockHandle implements LockHandle {
     return this.lostError !== undefined;
   }
 
-  /** The loss, if the lease was lost. */
   get lostReason(): LockLostError | undefined {
     return this.lostError;
   }
@@ -174,13 +166,11 @@ export class MongoLockHandle implements LockHandle {
   }
 
   /**
-   * Ends the hold by letting the lease run out instead of releasing it (for `@Locked`'s
-   * `minHoldMs`): one owner-checked renew per key sets the lease to end `ttlMs` from now by
-   * the server clock (shortening it if it was longer), renewal stops, and the handle counts as
-   * released: `release()` then resolves without a command, and the keys stay taken until the
-   * lease ends. Rejects with {@link LockLostError} if the lease was lost, and with the store's
-   * error if MongoDB did not confirm (the lease then ends at `ttlMs` from now or when it would
-   * have); the handle holds nothing any more either way.
+   * Lets the lease run out instead of releasing (`@Locked`'s `minHoldMs`): an owner-checked renew
+   * per key makes it end `ttlMs` from now by the server clock, even if sooner. Renewal stops and
+   * the handle counts as released (`release()` sends nothing); the keys stay taken. Rejects with
+   * {@link LockLostError} if lost, or the store's error if unconfirmed (the lease then ends at
+   * `ttlMs` or when it would have); either way the handle holds nothing any more.
    */
   expireIn(ttlMs: number): Promise<void> {
     if (this.lostError) return Promise.reject(this.lostError);
@@ -198,9 +188,8 @@ export class MongoLockHandle implements LockHandle {
   }
 
   /**
-   * Tells the holder the lock is gone (signal, `lost$`), then releases it by owner token:
-   * for `releaseAllHeld()` and the end of the shutdown grace period. Resolves to how many
-   * keys were released while their lease was live.
+   * Tells the holder the lock is gone (`signal`, `lost$`), then releases it by owner token
+   * (`releaseAllHeld()`, shutdown). Resolves to how many keys had a live lease.
    */
   async revoke(reason: string, cause?: unknown): Promise<number> {
     if (this.releasing) {
@@ -213,10 +202,7 @@ export class MongoLockHandle implements LockHandle {
     return this.giveBackUnreleased();
   }
 
-  /**
-   * The lock was given up by a write that also released it (a document lock's `commit`),
-   * confirmed by the server: the handle holds nothing any more, without a release command.
-   */
+  /** A confirmed write released the lock (a document lock's `commit`): the handle holds nothing. */
   releasedByWrite(): void {
     if (this.isReleased) return;
     for (const held of this.keeper.unreleased) this.init.operations.ended(held);

@@ -9,14 +9,10 @@ import type { LockConnection } from './store/lock-store';
 
 /** Where a locked transaction runs (the client) and checks its locks (the lock collection). */
 export interface TransactionLocks {
-  /** The client whose session the transaction runs on. */
   readonly client: MongoClient;
   /** Inside `session`'s transaction: `owner` still holds `key`, proven by a write. */
   confirmHeldIn(key: string, owner: string, session: ClientSession): Promise<boolean>;
-  /**
-   * Aborts on the server a transaction of `session` that a failure may have left open (a commit
-   * with no answer, an abort that failed); a no-op for one that has ended.
-   */
+  /** Aborts `session`'s transaction if a failure left it open on the server; else a no-op. */
   endTransactionOf(session: ClientSession): Promise<void>;
 }
 
@@ -36,11 +32,10 @@ export async function requireTransactions(store: LockConnection): Promise<void> 
 }
 
 /**
- * Runs `fn` inside a transaction on a session of the store's client, the handle carrying the
- * session. Before the commit, a write to each lock inside the transaction proves the lock is
- * still ours: a takeover before the commit makes it fail, and a lock already lost aborts it.
- * The driver's `withTransaction` runs `fn` again after a transient error and retries a commit
- * of unknown outcome; one still unconfirmed is a {@link TransactionOutcomeUnknownError}.
+ * Runs `fn` in a transaction on the handle's session. Before the commit, a write to each lock in
+ * the transaction proves it still ours: a takeover makes the commit fail, a lost lock aborts it.
+ * `withTransaction` reruns `fn` after a transient error and retries a commit of unknown outcome;
+ * one still unconfirmed is a {@link TransactionOutcomeUnknownError}.
  */
 export async function runInTransaction<T>(
   store: TransactionLocks,
@@ -48,10 +43,8 @@ export async function runInTransaction<T>(
   fn: () => T | Promise<T>,
   options: TransactionOptions,
 ): Promise<T> {
-  // A renewal during the transaction would write the lock that the transaction checks before
-  // it commits (a write conflict, and the function would run again and again): the lease is
-  // renewed in full now and not again until the end, so the work must fit in one lease; past
-  // the local deadline the signal aborts and nothing is committed.
+  // A renewal would write the lock the transaction checks (a write conflict, `fn` rerun again
+  // and again): renewed in full now and not until the end, so the work must fit in one lease.
   await handle.extend();
   const resumeRenewal = handle.pauseRenewal();
   const session = store.client.startSession();
@@ -78,9 +71,9 @@ export async function runInTransaction<T>(
     );
     return result;
   } catch (error) {
-    // A commit with no answer, or an abort that failed (the driver ignores that), may leave the
-    // transaction open on the server, holding the lock's line (the check wrote it): the release,
-    // and every other process's command on the key, would wait for it. Aborted first.
+    // A commit with no answer, or a failed abort (the driver ignores it), may leave the
+    // transaction open holding the lock's line (the check wrote it): every command on the key,
+    // the release included, would wait for it.
     await store.endTransactionOf(session);
     if (error instanceof MongoError && error.hasErrorLabel('UnknownTransactionCommitResult')) {
       throw new TransactionOutcomeUnknownError(

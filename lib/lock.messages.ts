@@ -1,7 +1,8 @@
 import { formatMs } from './util/durations';
 import { quoteLockKey } from './keys/lock-key';
 
-/** Messages of the library core, as functions so the wording lives in one place. */
+// Messages of the library core, as functions so the wording lives in one place.
+
 function keyList(keys: readonly string[]): string {
   return keys.map(quoteLockKey).join(', ');
 }
@@ -18,10 +19,7 @@ export function notAcquiredMessage(
   return `Lock ${keyList(keys)} not acquired ${within}${holder}${lease}`;
 }
 
-/**
- * `notAcquiredMessage` for a document lock: its key is the `_id` in canonical Extended JSON,
- * shown as it is (`Document "a"`, `Document {"$oid":"…"}`), not quoted a second time.
- */
+/** For a document: its key, the `_id` as Extended JSON, unquoted (`Document {"$oid":"…"}`). */
 export function documentNotAcquiredMessage(
   collection: string,
   key: string,

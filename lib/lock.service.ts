@@ -45,15 +45,9 @@ export type { LockDiagnostics, LockStoreFactory } from './service-runtime';
 export const LOCK_STORE_FACTORY = Symbol('MONGO_LOCK:STORE_FACTORY');
 
 /**
- * Distributed locks on MongoDB: server-clock leases, fencing tokens, waits woken by one
- * change stream. Works inside Nest (inject it) and without (construct it, call `start()`,
- * and finally `close()`).
- *
- * Shutdown, in Nest's order: `beforeApplicationShutdown` stops taking new locks (new
- * acquisitions and waits fail with `LockServiceClosedError`) and lets locked work in flight
- * finish within `shutdownGraceMs`, its locks still renewed; Nest then closes the HTTP server;
- * `onApplicationShutdown` tells the holders still running that their locks are gone (signal,
- * `lost$`), releases those locks, closes the change stream and, last, the MongoDB client.
+ * Distributed locks on MongoDB: server-clock leases, fencing tokens, waits woken by one change
+ * stream. In Nest, inject it; without Nest, construct it, call `start()` and finally `close()`.
+ * Shuts down in Nest's two hooks: `beforeApplicationShutdown`, then `onApplicationShutdown`.
  *
  * @example
  * const locks = new LockService({ uri: 'mongodb://localhost/app' });
@@ -67,22 +61,20 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   /** Written to the `holder` field of every lock this instance takes. */
   readonly holderId: string;
   /**
-   * Every acquisition and release seen on the lock collection (hot; shares the waiters'
-   * change stream, which is open while anyone subscribes). Emits nothing without change streams.
+   * Every acquisition and release on the lock collection (hot; its change stream, shared with
+   * `waitForRelease`, is open while anyone subscribes). Emits nothing without change streams.
    */
   readonly events$: Observable<LockEvent>;
   private readonly options: ResolvedLockModuleOptions;
   private readonly logger = new Logger('LockService');
   private readonly held = new HeldLocks();
-  /** Its connection, its locks on keys, and its shutdown. */
   private readonly runtime: ServiceRuntime;
-  /** One per collection and settings: each has its own change stream, opened while someone waits. */
+  /** Per collection and settings; each opens its own change stream while someone waits. */
   private readonly documentLocks = new Map<string, DocumentLocks>();
   /** Metrics and traces: OpenTelemetry if installed, else a no-op. @internal */
   readonly telemetry: LockTelemetry = createLockTelemetry();
-  /** The names this instance stands for; resigned first at shutdown. */
   private readonly leaderships: Leaderships;
-  /** Set by Nest before any hook runs; the constructor's signature stays the public one. */
+  /** Set by Nest before any hook runs: property injection keeps the public constructor. */
   @Optional()
   @Inject(LOCK_STORE_FACTORY)
   private readonly storeFactory: LockStoreFactory | undefined;
@@ -121,18 +113,14 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     return innermostHeldLock();
   }
 
-  /**
-   * The leader term the current call runs under: inside an `@OnlyLeader` method, the term that
-   * let it run (its fence for writes, its signal to stop).
-   */
+  /** Inside an `@OnlyLeader` method, the term that let it run (its fence, its signal). */
   static currentTerm(): LeaderTerm | undefined {
     return currentLeaderTerm();
   }
 
   /**
-   * Connects (creating the client from `uri` if none was given) and ensures indexes.
-   * Idempotent; Nest calls it on module init. Refuses a `holderId` that another started
-   * service of this process uses.
+   * Connects (creating the client from `uri` if none was given) and ensures indexes; idempotent.
+   * Rejects with `InvalidLockOptionsError` if another started service here has its `holderId`.
    *
    * @example
    * const locks = new LockService({ uri: process.env.MONGODB_URI });
@@ -142,33 +130,29 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     await this.runtime.ensureStarted();
   }
 
-  /**
-   * Nest's hook: {@link start}. With the module option `enabled: false` it does nothing: the
-   * decorators need no MongoDB then, and the service connects when it is first used.
-   */
+  /** Nest's hook: {@link start}, unless `enabled: false` (then it connects when first used). */
   async onModuleInit(): Promise<void> {
     if (!this.options.enabled) return;
     await this.start();
   }
 
   /**
-   * Stops taking new locks and waits, up to `shutdownGraceMs`, for locked work in flight to
-   * finish (its locks are still renewed meanwhile).
+   * Stops taking new locks (acquisitions and waits fail with `LockServiceClosedError`) and waits
+   * up to `shutdownGraceMs` for locked work in flight to finish, its locks still renewed.
    */
   async beforeApplicationShutdown(): Promise<void> {
     await this.runtime.drain();
   }
 
   /**
-   * After the HTTP server has closed: tells holders still running that their locks are gone,
-   * releases them, closes the change stream, then the MongoDB client (only if this service
-   * created it).
+   * After Nest closed the HTTP server: tells holders still running their locks are gone (`signal`,
+   * `lost$`), releases them, closes the change streams, then the client if this service made it.
    */
   async onApplicationShutdown(): Promise<void> {
     await this.runtime.finish();
   }
 
-  /** Everything `beforeApplicationShutdown` and `onApplicationShutdown` do, for use without Nest. */
+  /** Both shutdown hooks' work, for use without Nest. */
   async close(): Promise<void> {
     await this.onApplicationShutdown();
   }
@@ -204,14 +188,10 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   }
 
   /**
-   * Runs `fn` under the lock, renewing it meanwhile (unless `renew: false`), and always
-   * releases it. `fn`'s errors pass through unchanged; if `fn` succeeds but the lease was
-   * lost meanwhile, rejects with `LockLostError`.
-   *
-   * Re-entrant: when the current async context (an enclosing `withLock` of this service)
-   * already holds ALL the keys under one handle, `fn` runs at once with that handle, and
-   * nothing is acquired or released. Asking for some held keys plus others is refused
-   * (it would wait for itself).
+   * Runs `fn` under the lock, renewed unless `renew: false`, and always releases it. `fn`'s
+   * errors pass through; if `fn` succeeds but the lease was lost, rejects with `LockLostError`.
+   * Re-entrant: if an enclosing `withLock` of this service holds ALL the keys under one handle,
+   * `fn` runs at once with it. Some held keys plus others is refused (it would wait for itself).
    *
    * @example
    * await locks.withLock(`orders:${id}`, async (lock) => {
@@ -227,7 +207,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     const resolved = resolveAcquireOptions(options, this.options, true);
     const transaction = resolveTransactionOption(options?.transaction);
     const enclosing = enclosingHandle(this, keyList, resolved.mode);
-    // Re-entered: the outer call's lock, and its transaction if it has one.
+    // Re-entered: the outer call's lock and transaction.
     if (enclosing) return await fn(enclosing);
     if (transaction) await requireTransactions(await this.runtime.ensureStarted());
     const handle = await this.runtime.acquire(keyList, resolved);
@@ -244,11 +224,12 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   }
 
   /**
-   * Cold: acquires on subscription, emits the handle once, completes. Unsubscribing before
-   * that cancels the wait and leaves nothing behind.
+   * Cold: acquires on subscription, emits the handle once, completes. Unsubscribing before that
+   * cancels the wait and leaves nothing behind.
    *
    * @example
-   * locks.acquire$('sync').pipe(timeout(5_000)).subscribe((lock) => sync().finally(() => lock.release()));
+   * locks.acquire$('sync').pipe(timeout(5_000))
+   *   .subscribe((lock) => sync().finally(() => lock.release()));
    */
   acquire$(keys: string | string[], options?: AcquireOptions): Observable<LockHandle> {
     return waitObservable(
@@ -277,16 +258,16 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     );
   }
 
-  /** The key's state by the server clock, or `null` if no document exists. Never the owner token. */
+  /** The key's state by the server clock, `null` if it has no document. Never the owner token. */
   async inspect(key: string): Promise<LockState | null> {
     const validKey = validateLockKey(key);
     return (await this.runtime.started()).store.inspect(validKey);
   }
 
   /**
-   * The keys of the lock collection in key order, each as {@link inspect} reports it (free keys
-   * whose document is still kept included). `limit` is 1 to 1,000 (default 100); pass the last
-   * key of a page as `after` for the next one. Never the owner tokens.
+   * The lock collection's keys in key order, as {@link inspect} reports them (kept free keys
+   * included; never owner tokens). `limit`: 1 to 1,000, default 100; `after`: the previous
+   * page's last key.
    *
    * @example
    * const page = await locks.list({ prefix: 'orders:' });
@@ -300,13 +281,10 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   }
 
   /**
-   * Frees the lock on `key` whoever holds it (key locks only: never a document lock), for an
-   * operator unsticking a lock: resolves to the holders released (holder id, fence; never an
-   * owner token). Holders in this process are told
-   * before the command is sent (their `signal` aborts, `lost$` emits; a handle of several keys
-   * loses them all), except one already releasing, and their releases wait for the command;
-   * holders elsewhere learn it at their next renewal, and waiters everywhere wake. The fence
-   * is never reset: the next holder's is larger.
+   * Frees a stuck key lock (never a document lock) whoever holds it; resolves to the holders
+   * released (holder id, fence). Holders here not already releasing are told first (`signal`,
+   * `lost$`; a multi-key handle loses all keys) and their releases wait for the command; holders
+   * elsewhere learn it at their next renewal. The fence is never reset: the next one is larger.
    *
    * @example
    * const released = await locks.forceRelease('orders:42');
@@ -317,11 +295,9 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   }
 
   /**
-   * Releases every lock of owner scope `scope` (`AcquireOptions.scope`), whichever instance
-   * holds it, and resolves to how many were released while their lease was live. Holders in
-   * this process are told at once (their `signal` aborts, `lost$` emits) and their locks
-   * released by owner token; holders elsewhere learn it at their next renewal, and waiters
-   * everywhere wake.
+   * Releases every lock of owner scope `scope` (`AcquireOptions.scope`) on any instance;
+   * resolves to how many had a live lease. Holders here are told at once (`signal`, `lost$`);
+   * holders elsewhere learn it at their next renewal; waiters everywhere wake.
    *
    * @example
    * await locks.withLock('cart:42', checkout, { scope: `session:${sessionId}` });
@@ -333,9 +309,9 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   }
 
   /**
-   * Leadership of `name`: at most one instance leads at a time, with a fence per term and a
-   * signal that aborts before any other instance can lead. One per name and service; a later
-   * call with another `ttlMs` is refused with `InvalidLockOptionsError`. Shutdown resigns first.
+   * Leadership of `name`: one leader at a time, a fence per term, a signal that aborts before
+   * another instance can lead. One per name; a later call with another `ttlMs` throws
+   * `InvalidLockOptionsError`. Shutdown resigns first.
    *
    * @example
    * const term = await locks.leadership('billing').campaign();
@@ -352,9 +328,8 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   }
 
   /**
-   * Locks on the documents of `collection` themselves (a field of each document holds the
-   * lock), with a fenced `commit`, `createIfMissing` and optimistic versions. One instance per
-   * collection and settings; its change stream is open only while someone waits.
+   * Locks held in a field of `collection`'s own documents, with a fenced `commit`,
+   * `createIfMissing` and optimistic versions. One instance per collection and settings.
    *
    * @example
    * const accounts = locks.documents<Account>('accounts', { version: { field: 'version' } });
@@ -374,21 +349,19 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   }
 
   /**
-   * Releases every lock this instance holds now, by owner token. Each holder is told first
-   * (its `signal` aborts, `lost$` emits): work still running under it is no longer protected.
-   * Resolves to how many keys were released while their lease was live; locks acquired after
-   * the call began are not touched. Rejects with `LockStoreUnavailableError` if MongoDB did not
-   * confirm the releases within `operationTimeoutMs` (they go on; a lease not released runs out).
+   * Releases every lock this instance holds now (not those acquired after the call began); each
+   * holder is told first (`signal`, `lost$`): its work is no longer protected. Resolves to how
+   * many keys had a live lease. Rejects with `LockStoreUnavailableError` if MongoDB did not
+   * confirm within `operationTimeoutMs` (the releases go on; a lease not released runs out).
    */
   async releaseAllHeld(): Promise<number> {
     return this.runtime.releaseAllHeld();
   }
 
   /**
-   * A snapshot for health checks and tests: callers waiting in this process, whether the change
-   * stream that wakes them is open (`streamEstablished` says the same, kept from 0.1), how many
-   * times it was opened (1, plus one per reopening after a failure), whether `events$` receives
-   * change events now (`eventsFlowing`) and how many locks this instance holds.
+   * For health checks and tests: waiting callers, whether their change stream is open
+   * (`streamEstablished` too, kept from 0.1) and how often it was opened (1 plus reopenings),
+   * whether `events$` flows now (`eventsFlowing`), and how many locks this instance holds.
    *
    * @example
    * const { streamEstablished, held } = locks.diagnostics;

@@ -22,9 +22,8 @@ import { MONGO_LOCK_OPTIONS } from './mongo-lock.module-definition';
 import { MESSAGES } from './mongo-lock.messages';
 
 /**
- * Method metadata of providers whose methods Nest itself calls as handlers, through
- * interceptors, and whose result it awaits whatever it is: `@SubscribeMessage` of
- * @nestjs/websockets and the resolver decorators of @nestjs/graphql. These may stay synchronous.
+ * Metadata of handlers Nest calls through interceptors and awaits whatever they return
+ * (websockets' `@SubscribeMessage`, graphql resolvers): these may stay synchronous.
  */
 const FRAMEWORK_HANDLER_METADATA = ['websockets:message_mapping', 'graphql:resolver_type'];
 
@@ -36,15 +35,13 @@ function isFrameworkHandler(method: unknown): boolean {
 }
 
 /**
- * Binds every singleton provider that has `@Locked` or `@OnlyLeader` methods to this
- * application's LockService, when the module initialises, and stands for every `@OnlyLeader`
- * name from bootstrap (the service resigns them first at shutdown). Binding instances (not
- * classes) lets two applications in one process lock with their own services.
+ * At module init, binds singleton providers with `@Locked` or `@OnlyLeader` methods to this
+ * application's LockService; from bootstrap, campaigns for every `@OnlyLeader` name. Binding
+ * instances, not classes, lets two applications in one process use their own services.
  */
 @Injectable()
 export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstrap {
   private readonly logger = new Logger('MongoLockModule');
-  /** The `@OnlyLeader` names of bound providers, campaigned for from bootstrap. */
   private readonly leaderNames = new Map<string, OnlyLeaderMetadata>();
 
   constructor(
@@ -54,8 +51,7 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
   ) {}
 
   onModuleInit(): void {
-    // A controller may also be listed as a provider (to inject it elsewhere): its handlers
-    // are still routes, with a request to read.
+    // A controller also listed as a provider still has routes, with a request to read.
     const controllers = new Set(this.discoveryService.getControllers().map((w) => w.metatype));
     for (const wrapper of this.discoveryService.getProviders()) {
       this.bindProvider(wrapper, controllers.has(wrapper.metatype));
@@ -84,10 +80,7 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     }
   }
 
-  /**
-   * `@LockedDocument` names a collection that `forFeature()` registered with this application's
-   * service; an unknown name fails the start-up rather than every call.
-   */
+  /** An unknown `@LockedDocument` name fails the start-up rather than every call. */
   private checkDocumentNames(wrapper: InstanceWrapper): void {
     const instance: unknown = wrapper.instance;
     if (wrapper.isAlias || typeof instance !== 'object' || instance === null) return;
@@ -115,8 +108,7 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
       ? new Map<PropertyKey, OnlyLeaderMetadata[]>()
       : decoratedMethods(prototype, getOnlyLeaderMetadata);
     if (locked.size === 0 && leaders.size === 0) return;
-    // The methods calls reach: an ancestor's body behind an undecorated override runs only
-    // through super, if at all.
+    // Nearest methods only: an ancestor's body behind an override runs only through super.
     for (const name of isController ? [] : locked.keys()) {
       this.refuseSynchronous(method(name));
       this.refuseHttpPlaceholders(method(name));
@@ -142,7 +134,7 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     }
   }
 
-  /** A route is called by requests, which any instance serves: `@OnlyLeader` belongs on providers. */
+  /** Any instance serves a route's requests: `@OnlyLeader` belongs on providers. */
   private refuseLeaderRoutes(wrapper: InstanceWrapper): void {
     const prototype: unknown = (wrapper.metatype as { prototype?: unknown } | null)?.prototype;
     if (typeof prototype !== 'object' || prototype === null) return;
@@ -153,11 +145,7 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     }
   }
 
-  /**
-   * A controller's route that overrides a `@Locked` handler without `@Locked` has no lock of
-   * its own: through `super`, the ancestor's body runs unlocked (a direct call on a controller
-   * runs as is).
-   */
+  /** A route overriding a `@Locked` handler without `@Locked` runs the ancestor's body unlocked. */
   private warnUnlockedOverrides(wrapper: InstanceWrapper): void {
     const prototype: unknown = (wrapper.metatype as { prototype?: unknown } | null)?.prototype;
     if (typeof prototype !== 'object' || prototype === null) return;
@@ -171,7 +159,7 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     }
   }
 
-  /** One ttlMs per name across the application (a method may leave it out); a conflict fails the start-up. */
+  /** One ttlMs per name across the application (a method may leave it out); a conflict throws. */
   private standFor(metadata: OnlyLeaderMetadata): void {
     const known = this.leaderNames.get(metadata.name);
     const ttlMs = metadata.options.ttlMs;
@@ -189,10 +177,8 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
   }
 
   /**
-   * A provider method called directly has its arguments, not a request: a template that reads
-   * `{params.id}` (or query, body, user, headers) would fail on every call, so the start-up
-   * fails instead. Handlers that Nest calls through interceptors (gateways, resolvers) are left
-   * to their interceptor, which may fill those values.
+   * A provider method has arguments, not a request: `{params.id}` (query, body, user, headers)
+   * would fail every call, so the start-up fails. Framework handlers' interceptors may fill them.
    */
   private refuseHttpPlaceholders(method: unknown): void {
     const metadata: LockedMetadata | undefined = getLockedMetadata(method);
@@ -205,10 +191,7 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     }
   }
 
-  /**
-   * A provider method called directly must return something awaitable: a lock is awaited, so
-   * `@Locked` turns its result into a Promise. A synchronous one fails the start-up.
-   */
+  /** `@Locked` makes a provider method's result a Promise: a synchronous one fails start-up. */
   private refuseSynchronous(method: unknown): void {
     const metadata: LockedMetadata | undefined = getLockedMetadata(method);
     if (metadata?.returns === 'value' && !isFrameworkHandler(method)) {

@@ -27,9 +27,8 @@ interface MongoLockExtras {
   isGlobal: boolean;
 }
 
-// Typed explicitly so that the emitted .d.ts names these types through the import above. The
-// inferred types were written as `import("@nestjs/common", { with: { "resolution-mode": ... } })`,
-// which TypeScript before 5.3 cannot parse (Nest 10 apps pin 5.1).
+// Typed explicitly: the emitted .d.ts would otherwise write `import("@nestjs/common", { with:
+// { "resolution-mode": ... } })`, which TypeScript before 5.3 cannot parse (Nest 10 apps pin 5.1).
 export const {
   ConfigurableModuleClass: MongoLockConfigurableModule,
   MODULE_OPTIONS_TOKEN: MONGO_LOCK_OPTIONS,

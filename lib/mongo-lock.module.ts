@@ -9,8 +9,8 @@ import { LockedMethodsExplorer } from './locked-methods.explorer';
 import { MongoLockConfigurableModule } from './mongo-lock.module-definition';
 
 /**
- * Distributed locks on MongoDB. Provides and exports `LockService`; makes `@Locked` work on
- * controller handlers and on singleton providers of the application.
+ * Distributed locks on MongoDB: exports `LockService`, and makes `@Locked` work on controller
+ * handlers and singleton providers. For `forRootAsync()`, see `MongoLockModuleAsyncOptions`.
  *
  * @example
  * // app.module.ts
@@ -18,14 +18,6 @@ import { MongoLockConfigurableModule } from './mongo-lock.module-definition';
  *   imports: [MongoLockModule.forRoot({ uri: process.env.MONGODB_URI, isGlobal: true })],
  * })
  * export class AppModule {}
- *
- * // or from configuration
- * MongoLockModule.forRootAsync({
- *   isGlobal: true,
- *   imports: [ConfigModule],
- *   inject: [ConfigService],
- *   useFactory: (config: ConfigService) => ({ uri: config.getOrThrow('MONGODB_URI') }),
- * });
  */
 @Module({
   imports: [DiscoveryModule],
@@ -34,11 +26,9 @@ import { MongoLockConfigurableModule } from './mongo-lock.module-definition';
 })
 export class MongoLockModule extends MongoLockConfigurableModule {
   /**
-   * Registers one injectable `DocumentLocks` per entry (built with `LockService.documents()`),
-   * exported from the returned module: inject it with `@InjectDocumentLocks(name)`, get it with
-   * `app.get(getDocumentLocksToken(name))`, lock its documents with `@LockedDocument(name, …)`.
-   * Needs the application's `LockService` in reach: `forRoot({ isGlobal: true })`. Duplicate
-   * names and bad entries fail at once with `InvalidLockOptionsError` naming the entry.
+   * Registers and exports one `DocumentLocks` per entry, for `@InjectDocumentLocks(name)` and
+   * `@LockedDocument(name, …)`. Needs the app's `LockService` in reach (`isGlobal: true` on
+   * `forRoot`). Throws `InvalidLockOptionsError` naming a duplicate or bad entry.
    *
    * @example
    * \@Module({

@@ -10,10 +10,9 @@ export async function forceReleaseKey(
 ): Promise<LockHolderState[]> {
   const { held, options } = runtime.deps;
   const { holderId, operationTimeoutMs } = options;
-  // At once, before any release here can pass the key on. Local holders are told first, so
-  // that their work stops before another instance can hold the key; their give-backs (and any
-  // release of theirs) wait for the command: one sent before it could hand the key to a
-  // waiting process, whose grant the command would free.
+  // Before any release here can pass the key on. Local holders are told first, so their work
+  // stops before another instance holds the key; their releases wait for the command, as one
+  // sent before it could hand the key to a waiting process whose grant the command would free.
   const commandDone = runtime.lines?.beforeForceRelease(key);
   let here: MongoLockHandle[] = [];
   let revoking: Promise<unknown>;
@@ -52,9 +51,8 @@ export async function releaseScopeEverywhere(
   const { operationTimeoutMs } = options;
   const { store } = await runtime.started();
   const endsAt = performance.now() + operationTimeoutMs;
-  // Holders here are told at once. The one command frees every lease of the scope, theirs
-  // included, so the call waits for their give-backs only within the command's bound; one
-  // still retrying then goes on in the background (and is not counted).
+  // The command frees every lease of the scope, local ones included, so local give-backs are
+  // awaited only within the command's bound; one still retrying goes on uncounted.
   let here = 0;
   const revoking = held
     .revokeScope(scope, `releaseScope(${JSON.stringify(scope)}) released it`)

@@ -2,8 +2,8 @@ import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
 import { LONE_SURROGATE } from './keys/lock-key';
 
 /**
- * Checks of option values: each returns the value (or the fallback when it is undefined), or
- * throws {@link InvalidLockOptionsError} naming the option, what it accepts and what it got.
+ * Each check returns the value (or the fallback when undefined), or throws
+ * {@link InvalidLockOptionsError} naming the option, what it accepts and what it got.
  */
 
 export function fail(option: string, expected: string, value: unknown): never {
@@ -68,7 +68,7 @@ export function name(option: string, value: unknown, forbidden: RegExp, maxLengt
   return value;
 }
 
-/** Edit distance of two names, case ignored (a misspelt option is usually a letter or a case off). */
+/** Edit distance, case ignored: a misspelt option is usually a letter or a case off. */
 function distance(a: string, b: string): number {
   const x = a.toLowerCase();
   const y = b.toLowerCase();

@@ -27,9 +27,8 @@ export const MAX_TIMER_MS = 2_147_483_647;
 export const MIN_TTL_MS = 1_000;
 
 /**
- * How long past its `timeoutMs` an acquisition may take, for the reply of an attempt still on
- * its way: 1 s, or `operationTimeoutMs` if shorter. What is still in flight then is settled in
- * the background (a late win is given back).
+ * How long past `timeoutMs` an acquisition waits for a reply still on its way: 1 s, or
+ * `operationTimeoutMs` if shorter. Later ones settle in the background (a late win is given back).
  */
 export function acquireOverrunMs(operationTimeoutMs: number): number {
   return Math.min(operationTimeoutMs, 1_000);
@@ -131,7 +130,7 @@ function renewal(value: unknown): LockRenewalOptions {
   return value;
 }
 
-// Every option name, checked against the interfaces by the compiler: a name added there must be added here.
+// `satisfies` makes the compiler check these against the interfaces: add new options here too.
 const MODULE_OPTION_NAMES = Object.keys({
   uri: true,
   client: true,
@@ -240,9 +239,8 @@ export function resolveModuleOptions(options: MongoLockModuleOptions): ResolvedL
 }
 
 /**
- * Validates one call's options against the module defaults. `renewByDefault` is the
- * method's own default (`withLock`: true, `acquire`: false) when neither the call nor the
- * module says.
+ * Validates one call's options, filling in the module defaults. `renewByDefault`: the method's
+ * own (`withLock`: true, `acquire`: false), used when neither the call nor the module says.
  *
  * @example
  * resolveAcquireOptions({ timeoutMs: 0 }, moduleOptions, false).timeoutMs; // 0

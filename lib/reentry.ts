@@ -6,10 +6,9 @@ import { wouldDeadlockMessage } from './lock.messages';
 import type { LockModeRequest } from './store/lock-modes';
 
 /**
- * The handle of `owner`'s (a service's) enclosing call in this async context that already
- * holds all of `keys`, for a re-entered call to run under; undefined when none holds any.
- * Refuses a call that asks for some held keys plus others (it would wait for itself), a lost
- * enclosing lock, and a mode the enclosing lock does not cover.
+ * The enclosing handle of service `owner` in this async context holding all of `keys`, for a
+ * re-entered call; undefined if none holds any. Throws for some held keys plus others (it would
+ * wait for itself), a lost enclosing lock, or a mode it does not cover.
  */
 export function enclosingHandle(
   owner: object,
@@ -30,9 +29,8 @@ export function enclosingHandle(
 }
 
 /**
- * A re-entered lock must cover what the inner call asks: an exclusive lock covers a shared
- * request; a shared one cannot become exclusive (the call would wait for itself); a
- * semaphore's permits are the same for every caller.
+ * An exclusive lock covers a shared request; a shared one cannot become exclusive (it would wait
+ * for itself); a semaphore's permits are the same for every caller.
  */
 function checkReentrantMode(handle: LockHandle, keys: readonly string[], mode: LockModeRequest) {
   const keyList = keys.map((key) => JSON.stringify(key)).join(', ');

@@ -1,11 +1,9 @@
 import { LockLostError } from './errors/lock-lost.error';
 
 /**
- * `withLock`'s ending: runs `run` and releases `handle`, whatever happens. `run`'s error
- * passes through unchanged (after a release whose own failure is ignored). After a success, a
- * lease lost meanwhile rejects with `LockLostError`; any other failure to release is only
- * reported to `unconfirmed`: the work finished inside its lease, and the lease runs out by
- * itself (the handle's signal aborts then).
+ * `withLock`'s ending: runs `run`, then releases. `run`'s error passes through (a release failure
+ * then is ignored). After success, a lost lease rejects with `LockLostError`; other release
+ * failures only go to `unconfirmed`: the work finished inside its lease, which runs out by itself.
  */
 export async function runThenRelease<T>(
   handle: { readonly released: boolean; release(): Promise<unknown> },

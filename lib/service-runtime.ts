@@ -29,19 +29,15 @@ import type { LockConnection } from './store/lock-store';
 import type { LockTelemetry } from './telemetry';
 import { settlesWithin } from './util/timers';
 
-/**
- * What `close()` may take past the shutdown grace period: releases, the change stream and the
- * client's close, whatever MongoDB does (README, Outages: within `shutdownGraceMs` + 2 s).
- */
+/** Time `close()` may take past `shutdownGraceMs` (`docs/outages-and-shutdown.md`: under 2 s). */
 const CLOSE_MARGIN_MS = 1_500;
 
 /** Holder ids of the services started in this process and not yet closed. */
 const liveHolderIds = new Set<string>();
 
 /**
- * Opens the connection a service sends its commands through. Without one, the service opens
- * the MongoDB store; `nestjs-mongo-lock/testing` provides an in-memory one under
- * `LOCK_STORE_FACTORY`. @internal
+ * Opens a service's connection; without one it opens the MongoDB store. `nestjs-mongo-lock/testing`
+ * provides an in-memory one under `LOCK_STORE_FACTORY`. @internal
  */
 export type LockStoreFactory = (
   options: ResolvedLockModuleOptions,
@@ -70,14 +66,12 @@ export interface LockDiagnostics {
 }
 
 /**
- * A `LockService`'s life: its connection and its locks on keys, made at the first use, and its
- * shutdown in Nest's two steps (drain, then finish). The one owner of the connection, of the
- * started state and of the closing signal.
+ * A `LockService`'s life: connection and key locks made at first use, and shutdown in Nest's two
+ * steps (drain, then finish). Sole owner of the connection, the started state and `closing`.
  */
 export class ServiceRuntime {
   /** Aborted when shutdown begins: no new locks, no new waits. */
   readonly closing = new AbortController();
-  /** Callers' signals linked with the closing signal, for the calls under way. */
   private readonly links = new SharedSignalLinks(this.closing.signal);
   private store: LockConnection | undefined;
   private keyLocks: LineLocks<KeyLineStorage> | undefined;
@@ -90,8 +84,7 @@ export class ServiceRuntime {
   private stopObservingLoad: (() => void) | undefined;
 
   constructor(readonly deps: ServiceRuntimeDeps) {
-    // Every wait links its signal to this one for the wait's duration (and unlinks after):
-    // many concurrent waits are normal, not a listener leak.
+    // Every wait links to it while it lasts: many listeners are normal, not a leak.
     setMaxListeners(0, this.closing.signal);
   }
 
@@ -137,7 +130,6 @@ export class ServiceRuntime {
     return store;
   }
 
-  /** Where locked transactions run (the client) and check their locks (the lock collection). */
   transactionLocks(): TransactionLocks {
     const { store, keyLocks } = this;
     if (!(store instanceof LockStore) || !keyLocks) {
@@ -171,7 +163,6 @@ export class ServiceRuntime {
     });
   }
 
-  /** What document locks use of their service. */
   documentHost(): DocumentLocksHost {
     const { options, held, telemetry, logger } = this.deps;
     return {
@@ -293,7 +284,7 @@ export class ServiceRuntime {
   private async finishOnce(): Promise<void> {
     const endsAt = performance.now() + CLOSE_MARGIN_MS;
     const remainingMs = () => endsAt - performance.now();
-    // Holders still running are told at once (if the grace period did not already).
+    // Holders still running are told now, unless the grace period's end already did.
     const revoking =
       this.revoking ??
       this.deps.held.revokeAll(
@@ -307,8 +298,7 @@ export class ServiceRuntime {
     ]);
     await settlesWithin(closingStreams, remainingMs());
     this.stopObservingLoad?.();
-    // Their releases, and attempts still on their way, within the margin: a MongoDB that does
-    // not answer must not hold the app's shutdown. The store's close is bounded the same way.
+    // Bounded, like the store's close: a MongoDB that does not answer must not hold the shutdown.
     await settlesWithin(revoking, remainingMs());
     if (this.store && !(await settlesWithin(this.store.close(), remainingMs()))) {
       this.deps.logger.warn(clientCloseUnfinishedMessage(CLOSE_MARGIN_MS));

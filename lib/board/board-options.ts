@@ -13,14 +13,11 @@ export interface ResolvedBoardOptions {
 
 const EVENT_STREAM_MAX_MS = { min: 1_000, max: 3_600_000, default: 60_000 };
 
-/**
- * Only plain path segments: no route parameters (`:`), wildcards, encoded characters, or
- * segments of dots only (`..`).
- */
+/** Plain segments only: no route parameters (`:`), wildcards, escapes, or all-dot segments. */
 const SEGMENT = String.raw`(?!\.+(?:/|$))[A-Za-z0-9._~-]+`;
 const SAFE_PATH = new RegExp(`^${SEGMENT}(?:/${SEGMENT})*$`);
 
-/** Checks the options when the module is built: a bad board never starts. */
+/** Throws `InvalidLockOptionsError` when the module is built: a bad board never starts. */
 export function resolveBoardOptions(options: MongoLockBoardOptions = {}): ResolvedBoardOptions {
   const rawPath = options.path ?? 'locks';
   const path = typeof rawPath === 'string' ? rawPath.replace(/^\/+|\/+$/g, '') : rawPath;

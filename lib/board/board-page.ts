@@ -4,10 +4,7 @@ import { BOARD_STYLE } from './board-page-style';
 
 const sha256 = (text: string) => `'sha256-${createHash('sha256').update(text).digest('base64')}'`;
 
-/**
- * The page's Content-Security-Policy: nothing but its own inline style and script (by hash,
- * computed from the exact strings served) and requests to its own origin.
- */
+/** CSP: only the page's own inline style and script (hashes of the served strings), same origin. */
 export const BOARD_CSP = [
   "default-src 'none'",
   `script-src ${sha256(BOARD_SCRIPT)}`,
@@ -27,10 +24,7 @@ export const BOARD_PAGE_HEADERS: Readonly<Record<string, string>> = {
   'Referrer-Policy': 'no-referrer',
 };
 
-/**
- * The board: one self-contained page. It holds no data; its script reads the JSON API relative
- * to the page's own path, so a global prefix or a proxy path needs nothing here.
- */
+/** The page holds no data; its script finds the API relative to its own path, under any prefix. */
 export function boardPage(allowRelease: boolean): string {
   return `<!doctype html>
 <html lang="en">

@@ -7,10 +7,7 @@ import { BOARD_MESSAGES } from './board.messages';
 /** Keys per page of the board, and the most a caller may ask for. */
 export const BOARD_PAGE_SIZE = 100;
 
-/**
- * A query parameter given at most once, as a string. Query parsers turn `?a=1&a=2` into an
- * array and `?a[b]=1` into an object: both are refused rather than stringified.
- */
+/** A parameter given at most once: parsed arrays (`?a=1&a=2`) and objects (`?a[b]=1`) are a 400. */
 export function queryText(value: unknown, name: string): string | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== 'string') throw new BadRequestException(BOARD_MESSAGES.notAString(name));
@@ -35,10 +32,7 @@ export function pageLimit(value: unknown): number {
   return limit;
 }
 
-/**
- * Runs a `LockService` call for a route: a bad key or parameter is the caller's error (400),
- * MongoDB away is 503; the library's messages quote keys shortened, so echoing them is safe.
- */
+/** Service errors as HTTP: bad input 400, MongoDB away 503 (keys shortened: safe to echo). */
 export async function answer<T>(call: () => Promise<T>): Promise<T> {
   try {
     return await call();
@@ -61,9 +55,8 @@ export interface BoardRequest {
 }
 
 /**
- * Who asked, for the log of a forced release: `request.user.id`, else `request.user.name`
- * (as an authentication guard leaves them), else the client's IP address as the platform
- * reports it (behind a proxy, only with the platform's trust-proxy setting).
+ * Who asked, for the forced-release log: `request.user.id`, else `.name` (as an auth guard
+ * leaves them), else the client IP (behind a proxy, only with the platform's trust-proxy).
  */
 export function requesterOf(request: BoardRequest): string {
   for (const value of [request.user?.id, request.user?.name]) {

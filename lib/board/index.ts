@@ -1,6 +1,5 @@
-// `nestjs-mongo-lock/board`: the lock board, an HTTP module the main entry never loads.
 /**
- * The lock board: a self-contained page and a JSON API over the app's `LockService`.
+ * The lock board, a separate entry: a self-contained page and JSON API over `LockService`.
  *
  * @module nestjs-mongo-lock/board
  */

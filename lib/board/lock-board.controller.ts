@@ -28,7 +28,6 @@ import { answer, pageLimit, queryText, requesterOf, requiredKey } from './board-
 import type { BoardRequest } from './board-requests';
 import { BOARD_MESSAGES } from './board.messages';
 
-/** Injection token of the board's resolved options. */
 export const MONGO_LOCK_BOARD_OPTIONS = Symbol('MONGO_LOCK:BOARD_OPTIONS');
 
 const PageHeaders = () =>
@@ -44,11 +43,7 @@ const OPEN_GRACE_MS = 2_000;
 /** `''` for a parameter means "not given", as a cleared filter field sends it. */
 const optionalText = (value: unknown, name: string) => queryText(value, name) || undefined;
 
-/**
- * The read-only board: the page, the JSON API and the event stream, each a call on the app's
- * `LockService`. Not a controller by itself: `MongoLockBoardModule.forRoot` mounts a subclass
- * at the configured path.
- */
+/** The read-only board over `LockService`; `boardControllerFor` mounts a subclass at the path. */
 export class LockBoardController {
   protected readonly logger = new Logger('MongoLockBoard');
   private service: LockService | undefined;
@@ -82,15 +77,14 @@ export class LockBoardController {
       after: optionalText(after, 'after'),
       limit: pageLimit(limit),
     };
-    // One key more than the page: a next page only if there is one.
+    // One key more than the page tells whether a next page exists.
     const found = await answer(() => this.locks.list({ ...query, limit: query.limit + 1 }));
     const locks = found.slice(0, query.limit);
     const next = found.length > query.limit ? locks[locks.length - 1].key : null;
     return { locks: locks.map(lockJson), next };
   }
 
-  // The key goes in the query, not the path: fetch and browsers drop a path segment `.` or
-  // `..` (encoded or not), and those are valid keys.
+  // Key in the query: browsers drop a `.` or `..` path segment (even encoded); both are valid keys.
   @Get('api/lock')
   async one(@Query('key') key: unknown): Promise<BoardLockJson> {
     const valid = requiredKey(key);
@@ -106,8 +100,7 @@ export class LockBoardController {
     const changes = this.locks.events$.pipe(map((event) => ({ data: eventJson(event) })));
     // Ends with events$, which completes when the service closes: shutdown never waits on it.
     const changesEnd = this.locks.events$.pipe(ignoreElements(), endWith(null));
-    // Whether changes reach this stream (not with changeStreams: 'off', on a standalone server
-    // or while it reopens): the page says "live" only while they do.
+    // The page says "live" only while changes reach this stream (not while polling or reopening).
     const flow = timer(0, FLOW_CHECK_MS).pipe(
       takeUntil(changesEnd),
       map(() => this.locks.diagnostics.eventsFlowing),

@@ -4,9 +4,8 @@ import { resolveBoardOptions } from './board-options';
 import { boardControllerFor, MONGO_LOCK_BOARD_OPTIONS } from './lock-board.controller';
 
 /**
- * The lock board: a page and a JSON API that show the lock collection's keys, holders and
- * waiters, live. It uses the app's `LockService`, so `MongoLockModule` must be imported too.
- * Options are checked here: `allowRelease` without a `guard` throws `InvalidLockOptionsError`.
+ * A live page and JSON API over the lock keys, holders and waiters; needs `MongoLockModule` too.
+ * `forRoot` throws `InvalidLockOptionsError` on bad options (e.g. `allowRelease` without `guard`).
  *
  * @example
  * \@Module({

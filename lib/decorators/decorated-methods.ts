@@ -1,8 +1,7 @@
 /**
- * The decorated methods of a class and of the classes it extends, by name or by symbol (Nest's
- * `MetadataScanner` lists names only): for each, the metadata of every level that has it,
- * nearest first. An override without the decorator that calls `super` runs an ancestor's
- * decorated body, so the ancestor's metadata counts. Accessors are not read.
+ * Decorated methods of a class and its ancestors, by name or symbol (Nest's `MetadataScanner`
+ * lists names only), each with the metadata of every level that has it, nearest first: an
+ * undecorated override calling `super` runs the ancestor's decorated body. Accessors are skipped.
  */
 export function decoratedMethods<T>(
   prototype: object,

@@ -16,7 +16,6 @@ export function currentDocumentLock(): DocumentLockHandle | undefined {
 /** Metadata key: the indexes of a method's `@LockedDoc()` parameters. */
 export const LOCKED_DOC_PARAMS = 'MONGO_LOCK:LOCKED_DOC_PARAMS';
 
-/** The indexes of `@LockedDoc()` parameters of `target[propertyKey]`. */
 export function lockedDocParams(target: object, propertyKey: string | symbol): readonly number[] {
   return (Reflect.getOwnMetadata(LOCKED_DOC_PARAMS, target, propertyKey) as number[]) ?? [];
 }

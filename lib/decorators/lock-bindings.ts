@@ -6,17 +6,13 @@ import { isThenable } from '../util/value-kinds';
 import type { LockService } from '../lock.service';
 import type { LockedMetadata } from './locked-metadata';
 
-/** How a provider instance is locked: its application's service, and whether locks are on. */
 export interface LockBinding {
   readonly service: LockService;
   /** False when the module was given `enabled: false`: `@Locked` methods run without a lock. */
   readonly enabled: boolean;
 }
 
-/**
- * Which application's LockService locks a provider instance. Keyed by instance, not class, so
- * two applications in one process (two test apps, say) each lock with their own service.
- */
+// By instance, not class: two applications in one process (test apps) each use their own service.
 const bindingByInstance = new WeakMap<object, LockBinding>();
 
 /** Binds a provider instance to its application's service; false if already bound to another. */
@@ -33,10 +29,7 @@ export function lockBindingOf(instance: unknown): LockBinding | undefined {
     : undefined;
 }
 
-/**
- * `LockedInterceptor`'s mark on one handler call it has locked: whether Nest called the
- * handler, and its Promise, which no unsubscription can stop.
- */
+/** `LockedInterceptor`'s mark on a handler call it locked: was it called, and its Promise. */
 export class InterceptedCall {
   /** Settles when the handler's Promise does; undefined until a handler returned one. */
   runs: Promise<void> | undefined;
@@ -55,16 +48,13 @@ export class InterceptedCall {
     return result;
   }
 
-  /** The request stopped listening: a handler Nest has not called yet (an async pipe still ran) must never run. */
+  /** The request stopped listening: a handler not called yet (async pipe) must never run. */
   leave(): void {
     if (!this.called) this.abandoned = true;
   }
 }
 
-/**
- * Set by `LockedInterceptor` around the handler call it has already locked, so that the
- * method's own wrapper runs it as is: a handler is locked exactly once.
- */
+/** Set around a handler call the interceptor locked, so the wrapper runs it as is: locked once. */
 const lockedByInterceptor = new AsyncLocalStorage<InterceptedCall>();
 
 export function runLockedByInterceptor<T>(call: InterceptedCall, run: () => T): T {

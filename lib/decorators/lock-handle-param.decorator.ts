@@ -2,9 +2,8 @@ import { createParamDecorator } from '@nestjs/common';
 import { LockService } from '../lock.service';
 
 /**
- * Injects the `LockHandle` of the lock a `@Locked` handler runs under (its `fence`, `signal`,
- * `expiresAt`...). `undefined` when the handler is not locked. Same as `LockService.current()`.
- *
+ * Injects the `LockHandle` a `@Locked` handler runs under (`fence`, `signal`, `expiresAt`...),
+ * as `LockService.current()` gives it; `undefined` when the handler is not locked.
  * @example
  * \@Post(':id/pay')
  * \@Locked('order:{params.id}')

@@ -2,10 +2,9 @@ import { createParamDecorator } from '@nestjs/common';
 import { LockService } from '../lock.service';
 
 /**
- * Injects the MongoDB session of the transaction a `@Locked(…, { transaction: true })` handler
- * runs in: pass it to every command of the protected work. `undefined` without a transaction.
- * In provider methods, read `LockService.current()?.session`.
- *
+ * Injects the MongoDB session of a `@Locked(…, { transaction: true })` handler's transaction,
+ * for every command of the protected work; `undefined` without a transaction. In provider
+ * methods, read `LockService.current()?.session`.
  * @example
  * \@Post(':id/pay')
  * \@Locked('order:{params.id}', { transaction: true })

@@ -4,12 +4,9 @@ import { currentDocumentLock, LOCKED_DOC_PARAMS, lockedDocParams } from './docum
 const handlerParam = createParamDecorator(() => currentDocumentLock());
 
 /**
- * Injects the `DocumentLockHandle` of the `@LockedDocument` lock the method runs under: its
- * `doc`, `created`, `update()`, `commit()`, `fence`, `signal`... Works on controller handler
- * parameters and on parameters of `@LockedDocument` provider methods (the argument the caller
- * passes there is replaced). `undefined` when the call is not under a document lock (for
- * instance with the module's `enabled: false`).
- *
+ * Injects the `DocumentLockHandle` of the `@LockedDocument` lock the method runs under (`doc`,
+ * `update()`, `commit()`, `fence`...), on handlers and on provider methods (replacing the
+ * caller's argument); `undefined` when not under a document lock (as with `enabled: false`).
  * @example
  * \@Post(':id/withdraw')
  * \@LockedDocument('accounts', '{params.id}')

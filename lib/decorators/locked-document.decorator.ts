@@ -10,33 +10,26 @@ import { lockedDocParams } from './document-lock-context';
 import type { LockedOptions } from './locked-metadata';
 import { checkOptions, decorateLockedMethod } from './locked.decorator';
 
-/**
- * Options of `@LockedDocument`: those of `@Locked` but `minHoldMs`, plus what a document lock
- * takes: a static `where` and `createIfMissing`.
- */
+/** Options of `@LockedDocument`: `ttlMs`, `timeoutMs`, `renew` and `onBusy` as for `@Locked`. */
 export interface LockedDocumentOptions<T extends Document = Document> extends Pick<
   LockedOptions,
   'ttlMs' | 'timeoutMs' | 'renew' | 'onBusy'
 > {
-  /** Extra conditions the document must meet; not met = `DocumentNotFoundError` (HTTP 404), at once. */
+  /** Static conditions the document must meet; else `DocumentNotFoundError` (HTTP 404) at once. */
   where?: Filter<T>;
   /** Insert the document with these fields when no document has the id, then lock it. */
   createIfMissing?: Partial<T>;
 }
 
 /**
- * The document's id: a key template with one or more placeholders (`'{params.id}'`,
- * `'{args.0}'`, `'{user.tenant}-{params.id}'`) rendering the id as text, or a function of the
- * call's context returning it. The collection's `idType` converts it (ObjectId, number).
+ * The document's id: a key template with one placeholder (`'{params.id}'`, `'acct-{args.0}'`),
+ * or a function of the call's context; the collection's `idType` converts the text.
  */
 export type DocumentIdSpec = string | ((context: LockKeyContext) => string);
 
 const OPTION_NAMES = new Set(['ttlMs', 'timeoutMs', 'renew', 'onBusy', 'where', 'createIfMissing']);
 
-/**
- * The id a template renders. Templates percent-encode `%`, `:` and the template's punctuation
- * in the values they fill in (so keys stay unambiguous); an id is a value, given back as is.
- */
+/** The id a template renders, decoded: an id is a value, given back without key escaping. */
 function compileDocumentId(
   spec: DocumentIdSpec,
   where: string,
@@ -72,10 +65,7 @@ function compileDocumentId(
   return (context) => resolve(context).map((rendered) => decodeURIComponent(rendered));
 }
 
-/**
- * Builds a `@LockedDocument` decorator whose handlers are locked by `interceptor`, a subclass
- * of `LockedInterceptor` with your own hooks (see `createLockedDecorator`).
- */
+/** Builds a `@LockedDocument` decorator locked by `interceptor` (see `createLockedDecorator`). */
 export function createLockedDocumentDecorator(
   interceptor: Type<LockedInterceptor> = LockedInterceptor,
 ) {
@@ -122,16 +112,11 @@ export function createLockedDocumentDecorator(
 }
 
 /**
- * Locks one document of a collection registered with `MongoLockModule.forFeature()` while the
- * method runs: the lock lives in the document, taken in one round trip that also reads it;
- * `@LockedDoc()` gives the handle (`doc`, `update()`, `commit()`). Released after the method,
- * as with `@Locked`, unless the method committed (then nothing more is sent). Works on
- * controller handlers and on singleton provider methods.
- *
- * Over HTTP: busy is 423 with `Retry-After`, no such document (or `where` not met, without
- * `createIfMissing`) is 404, a bad id is 400; version conflicts the handler meets are 409
- * (412 when the expected version came from `@IfMatch()`).
- *
+ * Locks one document of a `MongoLockModule.forFeature()` collection while the method runs (a
+ * handler or singleton provider method): the lock lives in the document, taken in one round trip
+ * that also reads it; `@LockedDoc()` gives the handle. Released after the method unless it
+ * committed. Over HTTP: busy is 423 with `Retry-After`, no such document (or `where` not met) 404,
+ * a bad id 400, a version conflict 409 (412 when the version came from `@IfMatch()`).
  * @example
  * \@Post(':id/withdraw')
  * \@LockedDocument('accounts', '{params.id}', { timeoutMs: 0 })

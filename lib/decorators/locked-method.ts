@@ -32,17 +32,13 @@ function withDocumentHandle(metadata: LockedMetadata, args: unknown[]): unknown[
 }
 
 /**
- * Builds the function that replaces a `@Locked` method on its class.
- *
- * - Called by Nest's pipeline under `LockedInterceptor` (controllers, gateways): the interceptor
- *   already holds the lock, so the body runs as is.
- * - Called on a provider instance that `LockedMethodsExplorer` bound to its application's
- *   `LockService`: the body runs under `runLocked` (or `lockedObservable` when the method is
- *   declared to return an Observable); with the module's `enabled: false`, it runs as is.
- * - Called directly on a controller (not through a request): runs as is; requests are what a
- *   controller's lock protects.
- * - Anything else (an instance Nest did not create, a request-scoped provider, a call before
- *   the application initialised) fails with `MongoLockError` rather than run unlocked.
+ * Builds the function that replaces a `@Locked` method. The body runs:
+ * - as is under `LockedInterceptor`, which holds the lock already;
+ * - on a provider instance `LockedMethodsExplorer` bound to a `LockService`: under `runLocked`
+ *   (`lockedObservable` if declared Observable), or as is with the module's `enabled: false`;
+ * - as is when called directly on a controller: its lock protects requests;
+ * - otherwise (an instance Nest did not create, request-scoped, before init) not at all: it
+ *   fails with `MongoLockError` rather than run unlocked.
  */
 export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata): AnyMethod {
   const { where, className, methodName } = metadata;
@@ -94,8 +90,7 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
         warnedAboutObservable = true;
         logger.warn(MESSAGES.observableWithoutType(where));
       } else if (!isThenable(result) && !isObservable(result) && !warnedAboutValue) {
-        // Start-up refuses provider methods known to be synchronous; this catches the rest
-        // (no type metadata, or a framework handler called directly).
+        // Start-up refuses known synchronous provider methods; this catches the rest.
         warnedAboutValue = true;
         logger.warn(MESSAGES.unawaitableResult(where));
       }

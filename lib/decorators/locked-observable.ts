@@ -6,48 +6,32 @@ import type { LockedMetadata } from './locked-metadata';
 import { runLocked, SKIPPED } from './locked-run';
 
 export interface LockedObservableHooks<T> {
-  /**
-   * Maps errors of the lock itself: taking it, and finishing it after `source` (a locked
-   * transaction's commit, a lease found lost); never `source`'s own. Default: unchanged.
-   */
+  /** Maps the lock's own errors (taking it; finishing it: commit, lost lease), never `source`'s. */
   mapLockError?: (error: unknown) => unknown;
-  /**
-   * With `onBusy: 'skip'`, what the Observable emits when the lock was busy and `source` did
-   * not run; without it, the Observable completes without a value.
-   */
+  /** With `onBusy: 'skip'`, what to emit when busy; without it the Observable completes empty. */
   skippedValue?: () => T;
   /**
-   * An unsubscription before `source` completed aborts a locked transaction instead of
-   * committing what was done: for a client that left an HTTP stream. Off by default, since a
-   * caller's `firstValueFrom` or `take(1)` also unsubscribes once it has what it wanted.
+   * Abort, not commit, a locked transaction on unsubscription before `source` completed (a client
+   * left). Off by default: `firstValueFrom` or `take(1)` also unsubscribe once satisfied.
    */
   abortTransactionOnUnsubscribe?: boolean;
   /**
-   * When the lock is lost while `source` runs (the shutdown grace period ended, the lease could
-   * not be renewed, `releaseScope`), stop waiting for it: unsubscribe and fail at once with the
-   * `LockLostError`, through `mapLockError`. For a request handler, so that its client is
-   * answered and the server can close. Off by default: a caller's own Observable runs to its end.
+   * On lock loss (grace period over, renewal failed, `releaseScope`), unsubscribe and fail at
+   * once with the `LockLostError`, so a request is answered. Off: `source` runs to its end.
    */
   endOnLockLoss?: boolean;
-  /**
-   * Work that `source` started and that neither its end nor an unsubscription stops (a
-   * handler's Promise): the lock is kept, and the end delivered, once it settles.
-   */
+  /** Work no unsubscription stops (a handler's Promise): the lock and the end wait for it. */
   workInFlight?: () => PromiseLike<unknown> | undefined;
   /** Told when the subscriber leaves, before the lock ends. */
   unsubscribed?: () => void;
 }
 
 /**
- * Holds the lock on `keys` for as long as the Observable made by `source` runs: acquired on
- * subscription, released on completion, error or unsubscription (or, with `minHoldMs`, left to
- * run out). Values pass through as they come; completion and errors are delivered after the
- * release, so a caller that sees the end also sees the lock free.
- *
- * `source` is called inside `withLock`, so whatever it starts runs in the lock's async context
- * (`LockService.current()`, re-entrant `@Locked` calls). The lock's own errors go through
- * `mapLockError`; the source's errors pass unchanged, even when they are lock errors (a
- * handler's own `acquire` that failed is the handler's failure).
+ * Holds the lock on `keys` while the Observable from `source` runs: acquired on subscription,
+ * released on completion, error or unsubscription (or left to run out with `minHoldMs`).
+ * Completion and errors come after the release, so a caller that sees the end sees the lock free.
+ * `source` is called inside `withLock`, in the lock's async context. Lock errors go through
+ * `mapLockError`; the source's pass unchanged, even lock errors (its own failed `acquire`).
  */
 export function lockedObservable<T>(
   lockService: LockService,
@@ -63,7 +47,7 @@ export function lockedObservable<T>(
     const cancelWait = new AbortController();
     let started = false;
     let inner: Subscription | undefined;
-    /** Ends the locked work early, on unsubscription (see the teardown below). */
+    // Ends the work early, on unsubscription.
     let stop: (() => void) | undefined;
     // What `source` failed with, if it did: `withLock` rethrows that very value.
     let sourceFailure: { error: unknown } | undefined;
@@ -73,8 +57,7 @@ export function lockedObservable<T>(
         started = true;
         if (subscriber.closed) return resolve();
         if (hooks.endOnLockLoss && endOnLoss(lockSignal, reject)) return;
-        // A transaction whose client left is aborted, never committed half done; any other
-        // work just ends, and the lock is released.
+        // A transaction whose client left is aborted, never committed half done.
         stop =
           abortOnUnsubscribe && metadata.options.transaction
             ? () => reject(new MongoLockError(MESSAGES.transactionUnsubscribed(metadata.where)))
@@ -84,7 +67,6 @@ export function lockedObservable<T>(
           .pipe(tap({ error: (error: unknown) => (sourceFailure = { error }) }))
           .subscribe({
             next: (value) => subscriber.next(value),
-            // The source's own error, whatever it is: `withLock` rethrows that very value.
             // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
             error: (error: unknown) => afterWork(() => reject(error)),
             complete: () => afterWork(resolve),
@@ -98,10 +80,7 @@ export function lockedObservable<T>(
       else end();
     };
 
-    /**
-     * Ends the work when the lock is lost: rejects with the `LockLostError` of the signal.
-     * True if it was lost already (then the work must not start).
-     */
+    /** Rejects with the signal's `LockLostError` on loss; true if lost already (do not start). */
     const endOnLoss = (lockSignal: AbortSignal, reject: (reason: unknown) => void): boolean => {
       const onLoss = () => {
         inner?.unsubscribe();

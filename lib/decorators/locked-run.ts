@@ -38,25 +38,18 @@ function acquireOptions(
 }
 
 /**
- * Runs `work` under the lock on `keys` with the `@Locked` options in `metadata`: through
- * `withLock` (renewal, re-entrancy, release), plus what only the decorator offers:
- * - `onBusy: 'skip'`: a lock held elsewhere resolves to {@link SKIPPED} instead of failing,
- *   logged at debug level. Only the acquisition's `LockNotAcquiredError` is turned into a
- *   skip, never one thrown by `work`.
- * - `@LockedDocument` (`metadata.document`): the lock is on the document `keys[0]` of the
- *   registered collection, through its `DocumentLocks.withLock` (a committed lock is not
- *   released again); `work` runs with the handle as the current document lock.
- * - `minHoldMs`: see {@link holdAtLeast}. Not applied when the call re-enters a lock that the
- *   call chain already holds: that lock belongs to the outer holder.
+ * Runs `work` under the lock on `keys` through `withLock`, plus what only the decorator adds:
+ * - `onBusy: 'skip'`: the acquisition's `LockNotAcquiredError` (never `work`'s) resolves to
+ *   {@link SKIPPED}, logged at debug level;
+ * - `@LockedDocument`: locks document `keys[0]` through its collection's `DocumentLocks`;
+ * - `minHoldMs`: see {@link holdAtLeast}; not on re-entry, where the lock is the outer holder's.
  */
 export async function runLocked<T>(
   lockService: LockService,
   keys: string[],
   metadata: LockedMetadata,
-  /** Called under the lock with the lock's signal (it aborts when the lock is lost). */
   work: (lockSignal: AbortSignal) => Promise<T>,
   signal?: AbortSignal,
-  /** The call's owner scope, rendered from `LockedOptions.scope`. */
   scope?: string,
 ): Promise<T | typeof SKIPPED> {
   const { options, where } = metadata;
@@ -99,12 +92,10 @@ export async function runLocked<T>(
 }
 
 /**
- * Runs `work`, then, if less than `minHoldMs` has passed since the lock was taken, does not
- * release it: one owner-checked renew per key sets the lease to end `minHoldMs` after the
- * acquisition, and the lease is left to run out (the handle counts as done, so `withLock`'s
- * release sends nothing). The time is counted from when `work` was called, just after the
- * acquisition's reply, so the lease never ends sooner than `minHoldMs` after the server
- * granted it. Applies whether `work` succeeded or failed; `work`'s own error always wins.
+ * Runs `work`; if `minHoldMs` has not passed since the grant, one owner-checked renew per key
+ * sets the lease to end `minHoldMs` after it and lets it run out (the handle counts as done:
+ * `withLock` releases nothing). Timed from `work`'s call, after the grant's reply, so never
+ * short. On success or failure; `work`'s own error wins.
  */
 async function holdAtLeast<T>(
   handle: LockHandle,

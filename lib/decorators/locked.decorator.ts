@@ -17,7 +17,7 @@ import {
 
 export type { LockedOptions } from './locked-metadata';
 
-// `INTERCEPTORS_METADATA` of @nestjs/common, which does not export its constants from the root.
+// @nestjs/common's `INTERCEPTORS_METADATA`, which its root does not export.
 const INTERCEPTORS_METADATA = '__interceptors__';
 
 const OPTION_NAMES = new Set([
@@ -95,7 +95,7 @@ export function checkOptions(
   }
 }
 
-/** Makes the wrapper look like the method it replaces to Nest, Swagger and anything else. @internal */
+/** Makes the wrapper look like the method it replaces to Nest, Swagger and the rest. @internal */
 export function keepMethodIdentity(original: object, wrapper: object): void {
   for (const key of Reflect.getOwnMetadataKeys(original)) {
     Reflect.defineMetadata(key, Reflect.getOwnMetadata(key, original), wrapper);
@@ -105,11 +105,11 @@ export function keepMethodIdentity(original: object, wrapper: object): void {
       value: (original as Record<string, unknown>)[property],
     });
   }
-  // Metadata that something defines on the original later is still found through the chain.
+  // Metadata defined on the original later is still found through the prototype chain.
   Object.setPrototypeOf(wrapper, original);
 }
 
-/** A scope template renders like a key template (values escaped); a function's result is used as is. */
+/** A scope template renders like a key template (values escaped); a function's result as is. */
 function compileScope(
   scope: LockedOptions['scope'],
   where: string,
@@ -129,13 +129,7 @@ function metricsLabelOf(keys: LockKeySpec, where: string): string {
 const isType = (type: unknown, expected: { name: string }) =>
   type === expected || (typeof type === 'function' && type.name === expected.name);
 
-/**
- * What the method returns, from how it is written: `async` methods return a Promise whatever
- * their declared type; otherwise TypeScript's `design:returntype` metadata is the declared
- * type's constructor (`Promise`, `Observable`) or `undefined` (no annotation, `void`, `never`)
- * or `Object` (unions, interfaces). No metadata at all means the compiler emitted none
- * (`emitDecoratorMetadata` off, or a compiler without it).
- */
+/** The method's {@link LockedMethodReturn}: from `async`, else its `design:returntype` metadata. */
 export function methodReturn(
   target: object,
   propertyKey: string | symbol,
@@ -151,7 +145,6 @@ export function methodReturn(
 /**
  * Builds a `@Locked` decorator whose handlers go through `interceptor`, a subclass of
  * {@link LockedInterceptor} with your own hooks (HTTP mapping, key context).
- *
  * @example
  * class TenantLockedInterceptor extends LockedInterceptor {
  *   protected override toLockedException(error: LockNotAcquiredError, seconds: number) {
@@ -186,10 +179,8 @@ export type LockedMethodSpec = Pick<
 >;
 
 /**
- * Replaces the method in `descriptor` with its locked wrapper carrying the metadata that
- * `spec` builds (`where` is `Class.method`, for messages), and puts `interceptors` on it once
- * each (those the method already has are not added again). Shared by `@Locked` and
- * `@LockedDocument`. @internal
+ * Replaces the method with its locked wrapper carrying `spec(where)` (`where` is `Class.method`)
+ * and adds each of `interceptors` it lacks. Shared by `@Locked` and `@LockedDocument`. @internal
  */
 export function decorateLockedMethod<D>(
   target: object,
@@ -220,7 +211,7 @@ export function decorateLockedMethod<D>(
   keepMethodIdentity(original, wrapper);
   Reflect.defineMetadata(LOCKED_METADATA, metadata, wrapper);
   descriptor.value = wrapper as D;
-  // One interceptor per decorated handler, whatever the module set-up: locked exactly once.
+  // One interceptor per handler, whatever the module set-up: locked exactly once.
   for (const interceptor of interceptors)
     useInterceptorOnce(target, propertyKey, descriptor, interceptor);
   return descriptor;
@@ -240,24 +231,16 @@ export function useInterceptorOnce<D>(
 }
 
 /**
- * Holds a distributed lock while the method runs: acquired before, released after, on
- * success, error or (for Observables) unsubscription. Works on controller handlers (HTTP, RPC,
- * WebSocket) and on methods of singleton providers.
- *
- * Keys are templates filled from the call, `{params.id}`, `{query.x}`, `{body.a.b}`,
- * `{user.id}`, `{headers.x-tenant}` on HTTP and `{args.0.id}` everywhere, or a function of the
- * call's {@link LockKeyContext}. Several keys are taken all or nothing.
- *
- * A lock that cannot be had within `timeoutMs` is `LockNotAcquiredError` (HTTP: 423 Locked
- * with `Retry-After`), or, with `onBusy: 'skip'`, a call that does not run and resolves to
- * `undefined`; a key that cannot be built is `InvalidLockKeyError` (HTTP: 400). `minHoldMs`
- * keeps the lock for at least that long after it was taken, for jobs that must run once per
- * period across instances.
- *
- * A provider method must be `async` or declared to return a `Promise` or an `Observable`: the
- * application refuses to start otherwise (a lock is awaited, so the method could not stay
- * synchronous). Handlers that Nest calls (controllers, gateways, resolvers) may be synchronous.
- *
+ * Holds a distributed lock while the method runs: acquired before, released after success,
+ * error or (for Observables) unsubscription. On controller handlers (HTTP, RPC, WebSocket) and
+ * methods of singleton providers. Keys are templates filled from the call (`{params.id}`,
+ * `{query.x}`, `{body.a.b}`, `{user.id}`, `{headers.x-tenant}` on HTTP, `{args.0.id}`
+ * everywhere) or a function of the call's {@link LockKeyContext}; several keys are taken all or
+ * nothing. Busy past `timeoutMs` throws `LockNotAcquiredError` (HTTP 423 with `Retry-After`), or
+ * with `onBusy: 'skip'` the call does not run and resolves to `undefined`; a key that cannot be
+ * built throws `InvalidLockKeyError` (HTTP 400). A provider method must be `async` or declared
+ * to return a `Promise` or `Observable` (a lock is awaited), or the application refuses to
+ * start; handlers Nest calls may be synchronous.
  * @example
  * \@Post(':id/pay')
  * \@Locked('order:{params.id}', { timeoutMs: 0 })

@@ -44,13 +44,11 @@ type AnyMethod = (this: unknown, ...args: unknown[]) => unknown;
 
 /**
  * Runs the provider method only while this instance leads `name`; otherwise the call resolves
- * `undefined` (a synchronous method returns it; a method returning an Observable completes
- * empty, decided when subscribed, and completes when the term ends), logged at debug level. The
- * module campaigns for every name used, from application bootstrap to shutdown. Inside,
- * `LockService.currentTerm()` gives the term: its fence for writes, its signal to stop.
- * With the module's `enabled: false` the method always runs (there is no MongoDB to elect by),
- * and `currentTerm()` is `undefined`. Not on controllers: the start-up fails.
- *
+ * `undefined` (a synchronous method returns it), logged at debug level. An Observable method is
+ * decided when subscribed (else completes empty) and completes when the term ends. The module
+ * campaigns for every name from bootstrap to shutdown; inside, `LockService.currentTerm()` gives
+ * the term (fence for writes, signal to stop). With `enabled: false` the method always runs and
+ * `currentTerm()` is `undefined`. On a controller, start-up fails.
  * @example
  * \@Injectable()
  * class Digest {

@@ -9,7 +9,6 @@ import type { DocumentUpdate } from '../store/documents/document-writes';
 import { isPlainObject } from '../util/value-kinds';
 import type { DocumentLockOptions, DocumentLocksOptions } from './document-locks-options.interface';
 
-/** A collection's document-lock settings, checked. */
 export interface ResolvedDocumentLocksOptions {
   collection: string;
   dbName: string | undefined;
@@ -22,7 +21,7 @@ function bad(option: string, message: string): never {
   throw new InvalidLockOptionsError(`${option} ${message}`, { option });
 }
 
-/** A field name of the application's documents that the library writes or reads. */
+/** Checks a field name the library writes or reads in the application's documents. */
 function fieldName(option: string, value: unknown, allowDots: boolean): string {
   if (typeof value !== 'string' || value.length === 0 || value.length > 200) {
     bad(option, 'must be a non-empty string of at most 200 characters');
@@ -76,7 +75,6 @@ export function resolveDocumentLocksOptions(
   return { collection, dbName: given.dbName, lockField, version, idType };
 }
 
-/** Every key of a filter, inside `$and`/`$or`/`$nor` and nested documents too. */
 function keysAtAnyDepth(value: unknown): string[] {
   if (Array.isArray(value)) return value.flatMap(keysAtAnyDepth);
   if (typeof value !== 'object' || value === null) return [];
@@ -84,7 +82,7 @@ function keysAtAnyDepth(value: unknown): string[] {
   return Object.entries(value).flatMap(([key, inner]) => [key, ...keysAtAnyDepth(inner)]);
 }
 
-/** A value an `_id` may be: a scalar, a BSON value, or a plain document of those without `$` keys. */
+/** A usable `_id`: a scalar, a BSON value, or a plain document of those without `$` keys. */
 function isIdValue(value: unknown, depth = 0): boolean {
   if (depth > 20) return false;
   if (typeof value === 'string') return !value.includes('\0');
@@ -105,7 +103,7 @@ function badId(id: unknown, why: string): never {
   throw new InvalidLockKeyError(`Document id ${shown} ${why}`);
 }
 
-/** The `_id` to lock: checked, and converted from a string when the collection's `idType` says so. */
+/** The `_id` to lock: checked, and converted from a string as the collection's `idType` says. */
 export function resolveDocumentId(
   id: unknown,
   idType: ResolvedDocumentLocksOptions['idType'],
@@ -132,8 +130,8 @@ export function resolveDocumentId(
     return id;
   }
   if (id instanceof Date) return id;
-  // A plain document (no `$` keys at any depth) or a BSON value (ObjectId, Long, UUID…);
-  // anything else (a Map, a class instance) would be serialised into a filter we did not mean.
+  // Anything but a plain document or BSON value (a Map, a class instance) would be serialised
+  // into a filter we did not mean.
   if (!isIdValue(id) || id instanceof RegExp) {
     badId(id, 'is not a usable _id (a string, number, Date, BSON value or plain document)');
   }
@@ -174,9 +172,8 @@ export function resolveAttemptTarget(
 }
 
 /**
- * A created document takes `where`'s equality fields over `createIfMissing`'s, whole: a `where`
- * on `meta.tenant` would drop every other field of a created `meta` (the version field's too),
- * and the document would be made wrong. Refused instead.
+ * An upsert takes `where`'s equality fields over `createIfMissing`'s, whole: a `where` on
+ * `meta.tenant` would drop the rest of a created `meta` (the version too). Refused instead.
  */
 function refuseOverlap(where: Record<string, unknown>, created: Record<string, unknown>): void {
   // An upsert takes equality fields from the top level and from `$and` clauses.
@@ -195,13 +192,13 @@ function refuseOverlap(where: Record<string, unknown>, created: Record<string, u
   }
 }
 
-/**
- * The version a created document starts at must be of the field's type (`versionTyped`): a
- * document created with `version: '1'` could never be written by `commit` or `updateIfCurrent`.
- */
 const isInt32 = (value: number) =>
   Number.isInteger(value) && value >= -(2 ** 31) && value < 2 ** 31 && !Object.is(value, -0);
 
+/**
+ * A created document's version must have the field's type (`versionTyped`): one created with
+ * `version: '1'` could never be written by `commit` or `updateIfCurrent`.
+ */
 function checkCreatedVersion(created: Document, version: DocumentVersion): void {
   const value = version.field
     .split('.')
@@ -260,7 +257,6 @@ function initialVersion(version: DocumentVersion | undefined): Document {
     .reduce<unknown>((inner, name) => ({ [name]: inner }), initial) as Document;
 }
 
-/** `base` with `extra`'s fields, nested plain documents merged rather than replaced. */
 function mergeDeep(base: Document, extra: Document): Document {
   const merged: Document = { ...base };
   for (const [name, value] of Object.entries(extra) as [string, unknown][]) {
@@ -290,9 +286,9 @@ const UPDATE_OPERATORS = new Set([
 const PIPELINE_STAGES = new Set(['$set', '$addFields', '$unset']);
 
 /**
- * An update for a document write: an update document of field operators, or a pipeline of
- * `$set`/`$addFields`/`$unset` stages; neither may touch `_id`, the lock field or the version
- * field (the library writes those), and a replacement document is refused (it would wipe the lock).
+ * An update document of field operators, or a pipeline of `$set`/`$addFields`/`$unset` stages,
+ * not touching `_id`, the lock or the version (the library writes those). A replacement would
+ * wipe the lock: refused.
  */
 export function resolveDocumentUpdate(
   update: unknown,
@@ -312,9 +308,8 @@ export function resolveDocumentUpdate(
     );
   };
   const checkPaths = (paths: string[]) => {
-    // MongoDB refuses `$` field names in updates with a server error, after the lock was
-    // read: name the field here, before anything is written. `$[]` (every element) is the
-    // one positional form usable without the query or arrayFilters the library does not pass.
+    // The server refuses `$` field names only after the lock was taken: name the field now.
+    // `$[]` is the one positional form usable without a query or arrayFilters (never passed).
     const dollar = paths.find((path) =>
       path.split('.').some((part) => part.startsWith('$') && part !== '$[]'),
     );

@@ -17,17 +17,12 @@ import type { DocumentVersion } from '../store/documents/document-version';
 import type { HeldDocument, Successor } from '../store/line/line-commands';
 
 /**
- * Engine v2's document locks on one collection: the key's line in each document's lock field,
- * taken and left by the same acquirer as keys' lines (`LineLocks`), without the hand-over
- * within a process (a commit ends the entry by its own write). The writes while held and the
- * commit are the collection's `document-writes`, checked against the line.
+ * Engine v2's document locks on one collection: a line in each document's lock field, run by
+ * `LineLocks` without the in-process hand-over (a commit ends the entry by its own write).
  */
 export class DocumentLineLocks {
   private readonly lines: LineLocks<DocumentLineStore>;
-  /**
-   * Per held lock (owner token), the entry behind ours when the document was read: its
-   * commit names it the next leader, or, while it is still behind us, nobody else hears.
-   */
+  /** Per owner token, the entry behind ours when the document was read (see `unlockBefore`). */
   private readonly successors = new Map<string, Successor | null>();
   private started: Promise<void> | undefined;
 
@@ -46,10 +41,7 @@ export class DocumentLineLocks {
     this.lines = new LineLocks(store, held, { ...options, localHandOff: false });
   }
 
-  /**
-   * Locks the document `key`: the handle, and the document as it was when our entry began to
-   * hold (read by the join, or by a read after the change that made it hold).
-   */
+  /** The handle, and the document as our entry began to hold (read by the join, or after). */
   async acquire(
     key: string,
     options: ResolvedAcquireOptions,
@@ -90,25 +82,22 @@ export class DocumentLineLocks {
         { id: documentIdOfKey(key) },
       );
     }
-    // Our entry held when we heard it, and its lease had a third left: only other code that
-    // rewrote the lock field meanwhile gets here.
+    // Our entry held when we heard it, with a third of its lease left: only other code
+    // rewriting the lock field meanwhile gets here.
     throw new LockNotAcquiredError(
       `Document ${key}: its lock was taken from us before the document could be read`,
       { keys: [key] },
     );
   }
 
-  /** Whether the document `key` exists and meets `where`. */
   exists(key: string, where: AttemptTarget['where']): Promise<boolean> {
     return this.lines.store.exists(key, where);
   }
 
-  /** The document's lock by the server clock, or `null` if there is no such document. */
   inspect(key: string): Promise<LockState | null> {
     return this.lines.store.inspect(key);
   }
 
-  /** Resolves once nobody holds the document `key` (or it is gone). */
   async waitForRelease(key: string, signal: AbortSignal): Promise<void> {
     await this.start();
     await this.lines.waitForRelease(key, signal);

@@ -6,28 +6,26 @@ import type { LockHandle, MongoLockHandle } from '../lock-handle';
 import type { DocumentUpdate } from '../store/documents/document-writes';
 
 /**
- * A held lock on one document, with the document as it was when locked and writes that land
- * only while the lock is still ours.
+ * A held lock on one document: the document as locked, and writes that land only while the lock
+ * is still ours.
  *
  * @example
  * const lock = await accounts.acquire(id);
  * await lock.commit({ $inc: { balance: -amount } }); // writes and unlocks in one update
  */
 export interface DocumentLockHandle<T extends Document = Document> extends LockHandle {
-  /** The document as it was when locked, read in the acquiring round trip (without the lock field). */
+  /** The document when locked, read in the acquiring round trip (without the lock field). */
   readonly doc: WithId<T>;
   /** True when `createIfMissing` inserted the document. */
   readonly created: boolean;
   /**
-   * Applies `update` (an update document or a pipeline) only while we still hold the lock, and
-   * keeps the lock; bumps the version if one is configured. Resolves to the new document.
-   * Rejects with `LockLostError`, writing nothing, once the lease is lost.
+   * Applies `update` (an update document or a pipeline) while the lock is ours, keeping it, and
+   * bumps the version if configured. Rejects with `LockLostError`, writing nothing, once lost.
    */
   update(update: DocumentUpdate): Promise<WithId<T>>;
   /**
-   * Applies `update` (if given) AND unlocks, in one write, only while we still hold the
-   * lock; bumps the version when there is an update. Resolves to the new document. Rejects
-   * with `LockLostError`, writing nothing, once the lease is lost.
+   * Applies `update` (if given) AND unlocks, in one write, while the lock is ours; bumps the
+   * version only with an update. Resolves and rejects as `update` does.
    */
   commit(update?: DocumentUpdate): Promise<WithId<T>>;
 }
@@ -36,11 +34,11 @@ export interface DocumentLockHandle<T extends Document = Document> extends LockH
 export interface DocumentLockWriter {
   update(handle: MongoLockHandle, update: unknown): Promise<Document | null>;
   commit(handle: MongoLockHandle, update: unknown): Promise<Document | null>;
-  /** Throws `InvalidLockOptionsError` for an update `commit` would refuse, before anything is sent. */
+  /** Throws `InvalidLockOptionsError`, before anything is sent, for an update `commit` refuses. */
   checkCommit(update: unknown): void;
 }
 
-/** The {@link DocumentLockHandle} that `DocumentLocks` hands out: a lock handle plus the document. */
+/** The {@link DocumentLockHandle} that `DocumentLocks` hands out: a lock handle plus document. */
 export class MongoDocumentLockHandle<T extends Document> implements DocumentLockHandle<T> {
   private committing: Promise<WithId<T>> | undefined;
 
@@ -54,7 +52,6 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
   get key(): string {
     return this.lock.key;
   }
-  /** Document locks are exclusive. */
   get mode(): 'exclusive' {
     return 'exclusive';
   }
@@ -85,7 +82,6 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
   get lost(): boolean {
     return this.lock.lost;
   }
-  /** Resolves once the handle holds nothing any more: released, committed, or lost. */
   get done(): Promise<void> {
     return this.lock.done;
   }
@@ -98,7 +94,7 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
     return this.lock.extend(ttlMs);
   }
 
-  /** Gives the lock back, as {@link LockHandle.release}: by owner token. After a commit, resolves once the commit is confirmed. */
+  /** As {@link LockHandle.release}; after a commit, resolves once the commit is confirmed. */
   release(): Promise<void> {
     if (this.committing) return this.committing.then(() => undefined);
     return this.lock.release();
@@ -129,11 +125,10 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
     try {
       written = await this.writer.commit(this.lock, update);
     } catch (error) {
-      // Unknown outcome: the commit may have landed. The release that follows leaves our entry
-      // by token: either the commit already ended it, or the release frees the lock, and then
-      // the late commit, which needs our entry to lead, cannot land.
-      // Sent, not awaited: the caller hears within one command's bound, and until the release
-      // is confirmed the handle keeps its local deadline.
+      // Outcome unknown: the commit may have landed. The release leaves our entry by token:
+      // either the commit already ended it, or the release frees the lock and the late commit,
+      // which needs our entry to lead, cannot land. Not awaited: the caller hears within one
+      // command's bound; until the release is confirmed the handle keeps its local deadline.
       void this.lock.release().catch(() => undefined);
       throw error;
     }
@@ -144,8 +139,8 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
 
   private async afterWrite(written: Document | null): Promise<WithId<T>> {
     if (written !== null) return written as WithId<T>;
-    // The lease was not ours any more when the write arrived: nothing was written. The holder
-    // is told at once; the give-back of our entry goes on by itself (MongoDB may be away).
+    // Not ours when the write arrived: nothing written. The holder is told at once; giving our
+    // entry back goes on by itself (MongoDB may be away).
     void this.lock.revoke('its lease had ended or another holder had taken it before the write');
     throw this.lock.lostReason ?? this.notWritable('write');
   }

@@ -7,14 +7,11 @@ import type { DocumentLocks } from './document-locks';
 import type { DocumentLocksOptions } from './document-locks-options.interface';
 import { registerDocumentLocks } from './document-locks-registry';
 
-/**
- * One entry of `MongoLockModule.forFeature()`: the name to inject it by, the collection, and
- * the collection's document-lock settings.
- */
+/** One `MongoLockModule.forFeature()` entry: an injection name, a collection, its settings. */
 export interface DocumentLocksFeature<
   T extends Document = Document,
 > extends DocumentLocksOptions<T> {
-  /** What `@InjectDocumentLocks(name)`, `getDocumentLocksToken(name)` and `@LockedDocument(name, …)` use. */
+  /** The name `@InjectDocumentLocks`, `getDocumentLocksToken` and `@LockedDocument` take. */
   name: string;
   /** The collection whose documents are locked. */
   collection: string;
@@ -29,7 +26,9 @@ export function getDocumentLocksToken(name: string): string {
  * Injects the `DocumentLocks` that `MongoLockModule.forFeature()` registered as `name`.
  *
  * @example
- * constructor(@InjectDocumentLocks('accounts') private readonly accounts: DocumentLocks<Account>) {}
+ * constructor(
+ *   @InjectDocumentLocks('accounts') private readonly accounts: DocumentLocks<Account>,
+ * ) {}
  */
 export function InjectDocumentLocks(name: string): PropertyDecorator & ParameterDecorator {
   return Inject(getDocumentLocksToken(name));
@@ -45,7 +44,7 @@ function entryError(label: string, message: string, option: string): never {
   });
 }
 
-/** Checks the entries (at once: a bad one fails the start-up) and builds their providers. */
+/** Checks the entries at once (a bad one fails the start-up) and builds their providers. */
 export function documentLocksFeatureModule(
   features: readonly DocumentLocksFeature[],
 ): DynamicModule {

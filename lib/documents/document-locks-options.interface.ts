@@ -9,15 +9,13 @@ export interface DocumentLocksOptions<T extends Document = Document> {
   /** The field that holds the lock in each document. Default `'_lock'`; no `$` or `.`. */
   lockField?: string;
   /**
-   * The document's version field, bumped by every `update`, `commit` and `updateIfCurrent`:
-   * `int` (+1, the default), `decimal128` (+1) or `date` (the server's time, strictly later
-   * than the stored one). Required by `updateIfCurrent`.
+   * The version field, bumped by every `update`, `commit` and `updateIfCurrent` (which requires
+   * it): `int` (+1, default), `decimal128` (+1) or `date` (server time, strictly later).
    */
   version?: { field: string; type?: DocumentVersionType };
   /**
-   * The BSON type of `_id`: ids given as strings (from a route's parameters, say) are
-   * converted (`objectId`: 24 hex digits; `number`: an integer), and ids of another type are
-   * refused. Default: ids are used as given.
+   * The BSON type of `_id`: string ids (route parameters, say) are converted (`objectId`: 24 hex
+   * digits; `number`: an integer), other types refused. Default: ids are used as given.
    */
   idType?: 'string' | 'objectId' | 'number';
   /** Only for typing `where`. */
@@ -26,11 +24,11 @@ export interface DocumentLocksOptions<T extends Document = Document> {
 
 /** Options of one document-lock acquisition. */
 export interface DocumentLockOptions<T extends Document = Document> extends AcquireOptions {
-  /** Extra conditions the document must meet (a tenant, say); not met = `DocumentNotFoundError`, at once. */
+  /** Conditions the document must meet (a tenant, say); else at once `DocumentNotFoundError`. */
   where?: Filter<T>;
   /**
-   * Insert the document with these fields when no document has the id, then lock it, in the
-   * same round trip. A version field that is not given starts at 0 (the epoch for dates).
+   * Fields to insert the document with if none has the id, locked in the same round trip. An
+   * absent version field starts at 0 (the epoch for dates).
    */
   createIfMissing?: Partial<T>;
 }

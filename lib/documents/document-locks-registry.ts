@@ -4,9 +4,8 @@ import { MongoLockError } from '../errors/mongo-lock.error';
 import type { DocumentLocks } from './document-locks';
 
 /**
- * The `DocumentLocks` that `MongoLockModule.forFeature()` registered, by name, per
- * `LockService`: what `@LockedDocument` looks up. Keyed by service, so two applications in
- * one process each find their own.
+ * `forFeature()`'s `DocumentLocks` by name, for `@LockedDocument`; keyed by `LockService` so
+ * two applications in one process each find their own.
  */
 const registered = new WeakMap<object, Map<string, DocumentLocks>>();
 

@@ -44,23 +44,21 @@ export interface DocumentLocksHost {
   link(signal: AbortSignal | undefined): LinkedAbortSignal;
   readonly telemetry: LockTelemetry;
   readonly logger: WaitLogger;
-  /** The service's started store: its client is the one document locks use. */
+  /** The started store, whose client document locks share. */
   started(): Promise<LockStore>;
 }
 
 /**
- * Locks on the documents of one collection: the lock lives in a field of each document
- * (`_lock` by default), decided by the server clock, taken in one round trip that also
- * returns the document; `commit` writes and unlocks in one update that lands only while the
- * lock is ours. Get one from `LockService.documents()` or inject one registered with
- * `MongoLockModule.forFeature()`.
+ * Locks on one collection's documents, kept in a field of each (`_lock` by default) and decided
+ * by the server clock. `acquire` returns the document in the same round trip; `commit` writes
+ * and unlocks in one update that lands only while the lock is ours. Get one from
+ * `LockService.documents()` or inject one registered with `MongoLockModule.forFeature()`.
  *
  * @example
  * const accounts = locks.documents<Account>('accounts', { version: { field: 'version' } });
  * await accounts.withLock(id, (lock) => lock.commit({ $inc: { balance: -lock.doc.pending } }));
  */
 export class DocumentLocks<T extends Document = Document> {
-  /** The locks on this collection's documents, made on first use. */
   private lineLocks: DocumentLineLocks | undefined;
 
   /** Made by `LockService.documents()` and `forFeature()`; not constructed directly. @internal */
@@ -120,8 +118,7 @@ export class DocumentLocks<T extends Document = Document> {
       return await fn(enclosing as DocumentLockHandle<T>);
     }
     const handle = await this.acquireDocument(id, options, true);
-    // After a commit the release resolves at once (the server confirmed it, even if its reply
-    // came after the local deadline).
+    // After a commit the release resolves at once: the server confirmed it, even past the deadline.
     return runThenRelease(
       handle,
       async () => runWithHeldLock(this, handle, () => fn(handle)),
@@ -141,17 +138,19 @@ export class DocumentLocks<T extends Document = Document> {
     );
   }
 
-  /** The document's lock by the server clock (`key` is the id in canonical Extended JSON), or `null` if there is no such document. */
+  /**
+   * The document's lock by the server clock (`key`: the id's canonical Extended JSON); `null` if
+   * there is no such document.
+   */
   async inspect(id: unknown): Promise<LockState | null> {
     const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
     return (await this.lines()).inspect(key);
   }
 
   /**
-   * Applies `update` only if the version field still equals `expectedVersion` and nobody
-   * holds the document's lock, bumping the version in the same write. Rejects with
-   * `VersionConflictError` (the version moved), `DocumentNotFoundError`, or
-   * `DocumentLockedError` (a live lock; use the handle's `update` inside a lock).
+   * Applies `update`, bumping the version in the same write, only while the version equals
+   * `expectedVersion` and nobody holds the lock. Rejects with `VersionConflictError`,
+   * `DocumentNotFoundError` or `DocumentLockedError` (inside a lock, use the handle's `update`).
    */
   async updateIfCurrent(
     id: unknown,
@@ -164,10 +163,7 @@ export class DocumentLocks<T extends Document = Document> {
     return (await (await this.lines()).updateIfCurrent(key, expected, checked)) as WithId<T>;
   }
 
-  /**
-   * Stops the change stream and waits (bounded) for give-backs still on their way; the
-   * service closes the client after. @internal
-   */
+  /** Stops the change stream, waits (bounded) for give-backs; the client closes after. @internal */
   async close(): Promise<void> {
     await this.lineLocks?.close();
   }
@@ -262,7 +258,6 @@ export class DocumentLocks<T extends Document = Document> {
     );
   }
 
-  /** The writes while held: checked against the line in the lock field. */
   private lineWriter(lines: DocumentLineLocks): DocumentLockWriter {
     const ownerOf = (handle: MongoLockHandle) => handle.ownerOf(handle.key);
     return {

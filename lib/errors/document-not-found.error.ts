@@ -1,8 +1,8 @@
 import { MongoLockError } from './mongo-lock.error';
 
 /**
- * No document has the id (and `createIfMissing` was not given), or the document does not
- * meet the lock's `where`. Raised at once, without waiting. 404 over HTTP.
+ * No document has the id (and no `createIfMissing`), or it does not meet the lock's `where`.
+ * Thrown at once, without waiting. 404 over HTTP.
  *
  * @example
  * catch (error) { if (error instanceof DocumentNotFoundError) return null; }

@@ -1,9 +1,9 @@
 import { MongoLockError } from './mongo-lock.error';
 
 /**
- * A held lock's lease ended before its holder released it: the renewal failed, the local
- * deadline passed, `maxHoldMs` was exceeded, or another holder took the key after expiry.
- * Work done under the lock since then was not protected.
+ * The lease ended before its holder released it (renewal failed, local deadline passed,
+ * `maxHoldMs` exceeded, or another holder took the key after expiry). Work done under the lock
+ * since then was not protected.
  *
  * @example
  * const handle = await locks.acquire('report');

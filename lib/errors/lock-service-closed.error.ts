@@ -1,9 +1,8 @@
 import { MongoLockError } from './mongo-lock.error';
 
 /**
- * The `LockService` is shutting down or closed: it takes no new locks. Work already holding
- * a lock keeps it until the shutdown grace period ends. Over HTTP it is
- * `503 Service Unavailable`, so a load balancer retries on another instance.
+ * The `LockService` is closing or closed and takes no new locks; held locks last until the
+ * shutdown grace period ends. 503 over HTTP, so a load balancer retries another instance.
  *
  * @example
  * if (error instanceof LockServiceClosedError) return; // the app is stopping

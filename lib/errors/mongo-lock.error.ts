@@ -3,9 +3,7 @@
  * anything else with one `instanceof`.
  *
  * @example
- * try {
- *   await locks.withLock('orders:42', () => ship(42));
- * } catch (error) {
+ * catch (error) {
  *   if (error instanceof MongoLockError) logger.warn(error.message);
  *   else throw error;
  * }

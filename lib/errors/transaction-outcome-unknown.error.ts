@@ -1,11 +1,10 @@
 import { LockStoreUnavailableError } from './lock-store-unavailable.error';
 
 /**
- * The commit of a locked transaction (`withLock(…, { transaction: true })`) could not be
- * confirmed: MongoDB may or may not have applied it (the driver's error, labelled
- * `UnknownTransactionCommitResult`, is the `cause`). The driver already retried the commit.
- * Check the data before running the work again. The lock is released either way. Over HTTP it
- * is `503 Service Unavailable`, as for `LockStoreUnavailableError`.
+ * The commit of a `withLock(…, { transaction: true })` transaction could not be confirmed, even
+ * after the driver's retries: it may or may not have applied (`cause`: the driver's
+ * `UnknownTransactionCommitResult` error). Check the data before running the work again. The
+ * lock is released either way. 503 over HTTP.
  *
  * @example
  * try {

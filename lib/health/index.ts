@@ -1,6 +1,6 @@
-// `nestjs-mongo-lock/health`: needs `@nestjs/terminus` (v11+), which the main entry never loads.
 /**
- * A Terminus health indicator for the lock service; needs `@nestjs/terminus` (v11+).
+ * A Terminus health indicator for the lock service; needs `@nestjs/terminus` (v11+), which the
+ * main entry never loads.
  *
  * @module nestjs-mongo-lock/health
  */

@@ -4,7 +4,7 @@ import { LockService } from '../lock.service';
 import { formatMs } from '../util/durations';
 import { settledBy } from '../util/timers';
 
-/** The key the probe inspects. Inspecting reads one document by `_id` and takes nothing. */
+/** The key the probe inspects: one read by `_id`, taking nothing. */
 export const HEALTH_PROBE_KEY = 'nestjs-mongo-lock:health-probe';
 
 /** Options of {@link MongoLockHealthIndicator.isHealthy}. */
@@ -17,10 +17,10 @@ export interface MongoLockHealthOptions {
 export type LockChangeStreamState = 'idle' | 'opening' | 'established';
 
 /**
- * A `@nestjs/terminus` (v11+) health indicator for the lock store: `up` when an `inspect` of
- * a reserved key answers within `timeoutMs`, `down` otherwise. Both report the change
- * stream's state, this instance's waiters and held locks (`LockService.diagnostics`) and,
- * when it stands for any leadership, `leader` or `follower` per name (`LockService.leading`).
+ * A `@nestjs/terminus` (v11+) health indicator: `up` when an `inspect` of a reserved key answers
+ * within `timeoutMs`, else `down`. Both report the change stream's state, this instance's
+ * waiters and held locks (`LockService.diagnostics`) and, per leadership it stands for,
+ * `leader` or `follower` (`LockService.leading`).
  *
  * @example
  * \@Controller('health')

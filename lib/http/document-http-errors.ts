@@ -46,13 +46,7 @@ export interface DocumentHttpError {
   retryAfterSeconds?: number;
 }
 
-/**
- * Maps the errors of document locks and versions to HTTP: held → 423 (with `Retry-After`),
- * missing (or `where` not met) → 404, version conflict → 409, or 412 when the expected
- * version is the one `If-Match` carried (`ifMatchVersion`), bad input → 400, MongoDB out of
- * reach in time (a `commit` or `updateIfCurrent` whose outcome is not known) → 503 with
- * `Retry-After: 1`. `undefined` for anything else.
- */
+/** The HTTP error for a document error, as listed on `DocumentHttpInterceptor`, or `undefined`. */
 export function documentHttpError(
   error: unknown,
   ifMatchVersion: string | undefined,

@@ -28,17 +28,14 @@ function readPath(value: unknown, path: string): unknown {
 }
 
 /**
- * The HTTP side of document locks and versions, on routes with `@LockedDocument`, `@IfMatch()`
- * or `@VersionETag()` (they apply it; you never register it yourself):
- * - a required `If-Match` that is missing is `428`, malformed `400`, before the handler runs;
- * - errors of document locks and versions, the handler's included, become HTTP errors:
- *   `DocumentLockedError` 423 with `Retry-After`, `DocumentNotFoundError` 404,
- *   `VersionConflictError` 409 (412 when its expected version came from `If-Match`),
- *   `InvalidLockKeyError`/`InvalidLockOptionsError` 400, `LockStoreUnavailableError` 503 with
- *   `Retry-After: 1`; bodies are `{ statusCode, message, error }`;
- * - with `@VersionETag(field)`, the returned document's version is the response's `ETag`, once
- *   the handler has completed (not on a response that then fails).
- * Other transports: unchanged.
+ * The HTTP side of document locks and versions, applied by `@LockedDocument`, `@IfMatch()` and
+ * `@VersionETag()` (never registered by hand). A missing required `If-Match` is 428, a malformed
+ * one 400, before the handler runs. Document lock and version errors, the handler's included,
+ * become `{ statusCode, message, error }` errors: `DocumentLockedError` 423 with `Retry-After`,
+ * `DocumentNotFoundError` 404, `VersionConflictError` 409 (412 if its version came from
+ * `If-Match`), `InvalidLockKeyError`/`InvalidLockOptionsError` 400, `LockStoreUnavailableError`
+ * (MongoDB out of reach in time) 503 with `Retry-After: 1`. `@VersionETag(field)` sets `ETag`
+ * once the handler completed. Other transports: unchanged.
  */
 @Injectable()
 export class DocumentHttpInterceptor implements NestInterceptor {
@@ -60,9 +57,8 @@ export class DocumentHttpInterceptor implements NestInterceptor {
         return throwError(() => error);
       }
     }
-    // The ETag is set when the handler has completed: a locked transaction may still fail to
-    // commit after its value, and that answer must not carry the version it never wrote. The
-    // last value is each subscription's own (`defer`), so a resubscription starts afresh.
+    // ETag only on completion: a locked transaction may still fail to commit after its value,
+    // and that answer must not name a version it never wrote. `defer`: each subscription's own.
     return defer(() => {
       let last: { result: unknown } | undefined;
       return next.handle().pipe(

@@ -11,7 +11,7 @@ const IF_MATCH_VERSION = Symbol('MONGO_LOCK:IF_MATCH_VERSION');
 
 /** Options of `@IfMatch()`. */
 export interface IfMatchOptions {
-  /** Whether a request without `If-Match` is refused with 428 Precondition Required. Default true. */
+  /** Refuse a request without `If-Match` with 428 Precondition Required. Default true. */
   required?: boolean;
 }
 
@@ -27,9 +27,8 @@ export type RequestLike = { headers?: Record<string, string | string[] | undefin
 const STRONG_ETAG = /^"([\x21\x23-\x7e]+)"$/;
 
 /**
- * The version in the request's `If-Match`: `undefined` when the header is absent (428 if
- * required); a weak (`W/"17"`), listed, `*` or unquoted value is 400. Records the version
- * on the request, so a `VersionConflictError` about it becomes 412.
+ * The version in the request's `If-Match`, recorded on the request for the 412 mapping. Absent:
+ * `undefined`, or 428 if required; weak (`W/"17"`), listed, `*` or unquoted: 400.
  */
 export function readIfMatch(request: RequestLike, required: boolean): string | undefined {
   const header = request.headers?.['if-match'];

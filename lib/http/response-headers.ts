@@ -28,10 +28,7 @@ export function setHeaderIfUnsent(
   unsent?.adapter.setHeader(unsent.response, name, value);
 }
 
-/**
- * Removes a response header set earlier, if still unsent. Express's response and Fastify's
- * reply both have `removeHeader`; Nest's adapters do not expose one.
- */
+/** Removes a header set earlier, if still unsent (by `removeHeader`: Nest's adapters lack one). */
 export function removeHeaderIfUnsent(
   adapterHost: HttpAdapterHost | undefined,
   context: ExecutionContext,

@@ -16,12 +16,9 @@ const ifMatchParam = createParamDecorator((required: boolean, context: Execution
 
 /**
  * The version a client read, from a strong ETag in `If-Match` (`"17"` gives `'17'`), for
- * `DocumentLocks.updateIfCurrent()`, which converts it to the collection's version type. The
- * header is required unless `{ required: false }` (then `undefined` when absent): a request
- * without it is `428 Precondition Required`, refused before the handler runs or any lock is
- * taken; a weak, listed or malformed one is `400`. A `VersionConflictError` about that version
- * becomes `412 Precondition Failed` (409 otherwise).
- *
+ * `DocumentLocks.updateIfCurrent()`. Required unless `{ required: false }` (then `undefined`
+ * when absent): without it the request is 428, before the handler runs or any lock is taken; a
+ * weak, listed or malformed one is 400. A `VersionConflictError` about it becomes 412 (not 409).
  * @example
  * \@Patch(':id')
  * \@VersionETag()
@@ -46,10 +43,8 @@ export function IfMatch(options: IfMatchOptions = {}): ParameterDecorator {
 }
 
 /**
- * Responses of the route carry `field` (a dotted path) of the document the handler returns
- * as a strong `ETag` (`"17"`; a date version as its epoch milliseconds), the value clients
- * send back in `If-Match`. No header when the result has no such version.
- *
+ * The route's responses carry `field` (a dotted path) of the returned document as a strong
+ * `ETag` (`"17"`; a date as epoch ms) for clients to send back in `If-Match`; none without it.
  * @example
  * \@Get(':id')
  * \@VersionETag('version')

@@ -49,19 +49,12 @@ interface HttpRequestLike {
 }
 
 /**
- * Locks `@Locked` handlers for the duration of their call (and of the Observable they return).
- * `@Locked` applies it to each handler it decorates; you never register it yourself.
- *
- * On HTTP, a lock that cannot be had becomes `423 Locked` with `Retry-After`, a key that
- * cannot be built from the request becomes `400 Bad Request`, and MongoDB unreachable in time
- * or the service shutting down becomes `503 Service Unavailable` with `Retry-After`; every body
- * is Nest's `{ statusCode, message, error }`. Other transports get the typed errors. Errors of
- * the handler itself pass through unchanged. With `onBusy: 'skip'`, a busy lock means the
- * handler does not run and the call yields {@link LockedInterceptor.skippedResult}
- * (`undefined`: on HTTP, the route's success status with an empty body). With the module's
- * `enabled: false`, handlers run without a lock. Override the protected hooks in a subclass
- * and use it through `createLockedDecorator()`.
- *
+ * Locks `@Locked` handlers for their call and the Observable they return; `@Locked` applies it,
+ * you never register it yourself. Lock errors become HTTP errors (see
+ * {@link LockedInterceptor.mapLockError}), typed errors on other transports; the handler's own
+ * pass unchanged. With `onBusy: 'skip'` a busy handler does not run and the call yields
+ * {@link LockedInterceptor.skippedResult}. With the module's `enabled: false`, handlers run
+ * unlocked. Override the protected hooks in a subclass used through `createLockedDecorator()`.
  * @example
  * class PoliteLockedInterceptor extends LockedInterceptor {
  *   protected override retryAfterSeconds(error: LockNotAcquiredError) {
@@ -115,8 +108,7 @@ export class LockedInterceptor implements NestInterceptor {
         skippedValue: () => this.skippedResult(context, metadata),
         // Nest unsubscribes from a handler's Observable when its client goes away.
         abortTransactionOnUnsubscribe: true,
-        // A handler that outlives its lock (the shutdown grace period ended, say) is answered
-        // at once: the HTTP server can close, the app can exit.
+        // Answer a handler outliving its lock (grace period over) at once: the server can close.
         endOnLockLoss: true,
         workInFlight: () => call?.runs,
         unsubscribed: () => call?.leave(),
@@ -126,9 +118,8 @@ export class LockedInterceptor implements NestInterceptor {
   }
 
   /**
-   * What a handler with `onBusy: 'skip'` yields when the lock is busy and it did not run.
-   * Default `undefined`: on HTTP, the route's success status (its `@HttpCode`, else 200, or
-   * 201 for POST) with an empty body. Return a body instead if clients must tell the two apart.
+   * What a handler with `onBusy: 'skip'` yields when busy. Default `undefined`: on HTTP, the
+   * route's success status (`@HttpCode`, else 200, 201 for POST) with an empty body.
    */
   protected skippedResult(_context: ExecutionContext, _metadata: LockedMetadata): unknown {
     return undefined;
@@ -149,16 +140,13 @@ export class LockedInterceptor implements NestInterceptor {
   }
 
   /**
-   * Maps an error of the lock itself: of taking it, or of finishing it after the handler (a
-   * locked transaction's commit of unknown outcome), never one of the handler. HTTP:
-   * `LockNotAcquiredError` is 423 with `Retry-After`, `InvalidLockKeyError` and
-   * `InvalidLockOptionsError` are 400, `DocumentNotFoundError` (`@LockedDocument`) is 404,
-   * `LockStoreUnavailableError` (`TransactionOutcomeUnknownError` too),
-   * `LockServiceClosedError` and `LockLostError` (the lock was lost while the handler ran: the
-   * handler's signal aborted and the response is not the handler's) are 503 with
-   * `Retry-After`; other transports: unchanged. The
-   * response loses any `ETag` that `@VersionETag` inside the lock set: an error response names
-   * no version (a locked transaction's may never have been written).
+   * Maps an error of the lock itself (taking it, or finishing it after the handler), never the
+   * handler's. HTTP: `LockNotAcquiredError` 423 with `Retry-After`; `InvalidLockKeyError`,
+   * `InvalidLockOptionsError` 400; `DocumentNotFoundError` 404; `LockStoreUnavailableError`
+   * (`TransactionOutcomeUnknownError` too), `LockServiceClosedError` and `LockLostError` (the
+   * response is not the handler's) 503 with `Retry-After`; bodies `{ statusCode, message, error }`.
+   * Drops an `ETag` set inside the lock: the version may never have been written. Other
+   * transports: unchanged.
    */
   protected mapLockError(error: unknown, context: ExecutionContext): unknown {
     if (context.getType() !== 'http') return error;
@@ -169,7 +157,6 @@ export class LockedInterceptor implements NestInterceptor {
       return this.toLockedException(error, seconds);
     }
     if (error instanceof InvalidLockKeyError) return this.toInvalidKeyException(error);
-    // Document locks (`@LockedDocument`): missing or filtered out 404, bad where/createIfMissing 400.
     if (error instanceof DocumentNotFoundError || error instanceof InvalidLockOptionsError) {
       return documentHttpError(error, undefined)?.exception ?? error;
     }
@@ -206,15 +193,11 @@ export class LockedInterceptor implements NestInterceptor {
   /** `400 Bad Request`; the message says which placeholder of the template was missing or bad. */
   protected toInvalidKeyException(error: InvalidLockKeyError): unknown {
     const body = { statusCode: HTTP_BAD_REQUEST, message: error.message, error: 'Bad Request' };
-    // The body is spelled out, not left to the exception's defaults, so it has this shape on
-    // every Nest version and adapter; still a BadRequestException for exception filters.
+    // Spelled out so every Nest version and adapter gives this shape; still a BadRequestException.
     return new BadRequestException(body, { cause: error });
   }
 
-  /**
-   * Sets a header through the HTTP adapter, so Express and Fastify alike; not once the response
-   * has gone out (a handler that answered through `@Res()`, or a stream), where it would throw.
-   */
+  /** Sets a header through the HTTP adapter (Express or Fastify), unless the response went out. */
   protected setResponseHeader(context: ExecutionContext, name: string, value: string): void {
     setHeaderIfUnsent(this.adapterHost, context, name, value);
   }

@@ -11,10 +11,9 @@ export interface AcquireOptions {
   /** Renew while held: `true`, `false`, or renewal options. */
   renew?: boolean | LockRenewalOptions;
   /**
-   * The `lock.template` attribute of this acquisition's metrics and spans (OpenTelemetry).
-   * Name the kind of lock, never the key itself: `'invoices:{month}'`, not `'invoices:2024-06'`
-   * (every distinct value is a new time series). Default `'(direct)'`; `@Locked` uses its key
-   * template(s) as written. At most 200 characters.
+   * The `lock.template` attribute of the OpenTelemetry metrics and spans, at most 200
+   * characters: the kind of lock (`'invoices:{month}'`), never a key (`'invoices:2024-06'`),
+   * as each value is a new time series. Default `'(direct)'`; `@Locked` uses its key template(s).
    */
   metricsLabel?: string;
   /**
@@ -41,12 +40,11 @@ export interface AcquireOptions {
 /** Options of `withLock` (and `@Locked`): an acquisition's, plus the transaction. */
 export interface WithLockOptions extends AcquireOptions {
   /**
-   * Runs the function inside a MongoDB transaction on a session the library starts
-   * (`handle.session`). It commits only if every key is still ours at commit time (checked by
-   * a write to each lock inside the transaction), so work done under a lost lease is never
-   * committed; the lock is released after the commit or the final abort. Like the driver's
-   * `withTransaction`, the function runs again after a transient error. Needs a replica set
-   * or a sharded cluster; on a standalone server it fails before the function runs.
+   * Runs the function in a MongoDB transaction on a session the library starts
+   * (`handle.session`); it commits only if a write to each lock in it finds the key still ours,
+   * so work under a lost lease never commits. The lock is released after the commit or final
+   * abort. Like the driver's `withTransaction`, it reruns the function after a transient error.
+   * Needs a replica set or sharded cluster; on a standalone server it fails before running it.
    */
   transaction?: boolean | { maxCommitTimeMS?: number };
 }

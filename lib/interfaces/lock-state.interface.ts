@@ -3,32 +3,23 @@ export interface LockState {
   key: string;
   /** Whether a live (unexpired) lease holds the key now, by the server clock. */
   held: boolean;
-  /**
-   * Id of the `LockService` instance that holds it; with shared holders or permit holders, the
-   * latest one's. `null` when free (released, or its lease ran out).
-   */
+  /** Id of the `LockService` instance holding it (the latest, if several); `null` when free. */
   holderId: string | null;
   /** Fencing token of the latest acquisition, in any mode. */
   fence: bigint;
-  /**
-   * Milliseconds left on the lease by the server clock; with several holders, until the last
-   * of their leases ends. 0 when free.
-   */
+  /** Milliseconds left by the server clock until the (last) lease ends; 0 when free. */
   remainingMs: number;
   /** When the current (latest) holder got it; `null` when free. */
   acquiredAt: Date | null;
   /** When the lease ends (with several holders, the last one's); `null` when free. */
   expiresAt: Date | null;
-  /**
-   * How the key is held now: `exclusive`, `shared`, or `semaphore` (see `permits`); `null`
-   * when free.
-   */
+  /** How the key is held now (`semaphore`: see `permits`); `null` when free. */
   mode: 'exclusive' | 'shared' | 'semaphore' | null;
   /** The semaphore's permits, when the key is held as one. */
   permits?: number;
   /** Every live holder, earliest grant first. */
   holders: LockHolderState[];
-  /** Calls waiting in the key's line (callers queued behind an entry of their own process are not counted). */
+  /** Calls waiting in the key's line, not counting those queued behind their process's entry. */
   waiting: number;
 }
 

@@ -1,21 +1,12 @@
 /**
- * How a value filled into a key template is written into the key, so that distinct values can
- * never give one key: `tenant:{args.0}:report:{args.1}` with `t1:report:q3` and `x` must not
- * build the same key as with `t1` and `q3:report:x`.
- *
- * The rule, stable across versions because keys are stored:
- * - In a substituted value, `%`, `:` and every character other than an ASCII letter or digit
- *   that appears in the template's literal text are percent-encoded: each UTF-8 byte as `%`
- *   and two upper-case hex digits (`:` is `%3A`, `%` is `%25`, `→` is `%E2%86%92`). Every
- *   other character is kept as it is, so `order:{params.id}` with `42` or `a-b` is unchanged.
- * - Two placeholders must be separated by literal text holding a character other than a
- *   letter, a digit or `%` (see {@link hasSeparatingCharacter}); the template is refused
- *   otherwise.
- *
- * Why that is enough: a separating character `c` never occurs in an encoded value (it is
- * encoded, and encodings use only `%` and hex digits), so the first `c` after a value's start
- * marks, at a known offset, where the value ends; the template's fixed text then lines up, and
- * percent-decoding gives the value back. Equal keys therefore mean equal values.
+ * How a value is written into a key template so distinct values never give one key (else
+ * `tenant:{args.0}:report:{args.1}` with `t1:report:q3`,`x` and `t1`,`q3:report:x` collide).
+ * Stable across versions, since keys are stored: in a value, `%`, `:` and each character of the
+ * template's literal text other than an ASCII letter or digit become `%XX` (upper-case hex) per
+ * UTF-8 byte; the rest is kept (`order:{params.id}` with `a-b` is unchanged). Two placeholders
+ * must be separated by a character other than a letter, digit or `%`: it never occurs in an
+ * encoded value (it is encoded; encodings use only `%` and hex), so its first occurrence ends
+ * the value, and decoding gives the value back.
  */
 
 /** Encoded in every substituted value, whatever the template: the escape itself and `:`. */
@@ -24,7 +15,6 @@ const ALWAYS_ENCODED = ['%', ':'] as const;
 const LETTER_OR_DIGIT = /^[A-Za-z0-9]$/;
 const LONE_SURROGATE = /^[\uD800-\uDFFF]$/;
 
-/** The characters to encode in the values of a template with this literal text. */
 export function encodedCharacters(literalText: string): ReadonlySet<string> {
   const encoded = new Set<string>(ALWAYS_ENCODED);
   // Iterating a string yields code points: a character outside the BMP is one entry.
@@ -44,8 +34,7 @@ function percentEncode(char: string): string {
 }
 
 /**
- * Writes one substituted value with the characters of `encoded` percent-encoded.
- *
+ * Percent-encodes the characters of `encoded` in one substituted value.
  * @example
  * escapeKeyValue('t1:report:q3', encodedCharacters('tenant::report:')); // 't1%3Areport%3Aq3'
  */
@@ -55,11 +44,7 @@ export function escapeKeyValue(value: string, encoded: ReadonlySet<string>): str
   return out;
 }
 
-/**
- * Whether literal text between two placeholders lets a key be split back into its values: it
- * must hold a character that is encoded in values and never part of an encoding, that is
- * anything but a letter, a digit or `%`.
- */
+/** Whether text between two placeholders holds a separator: not a letter, digit or `%`. */
 export function hasSeparatingCharacter(text: string): boolean {
   for (const char of text) {
     if (char !== '%' && !LETTER_OR_DIGIT.test(char) && !LONE_SURROGATE.test(char)) return true;

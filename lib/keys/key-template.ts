@@ -9,19 +9,18 @@ export type KeyTemplateSource = (typeof KEY_TEMPLATE_SOURCES)[number];
 
 /**
  * The values a key template or key function is resolved against.
- *
  * @example
  * \@Locked((ctx) => `tenant:${String((ctx.user as User).tenantId)}:report`)
  */
 export interface LockKeyContext {
-  /** `'http'`, `'rpc'`, `'ws'` for handlers (from `ExecutionContext.getType()`); `'method'` for provider methods. */
+  /** `'http'`, `'rpc'`, `'ws'` for handlers (`ExecutionContext.getType()`), else `'method'`. */
   type: string;
   /**
-   * The method's arguments: for a provider method, its own arguments; for a handler, the
-   * transport's (`ExecutionContext.getArgs()`: HTTP `[req, res]`, RPC `[data, ctx]`, WS `[client, data]`).
+   * A provider method's own arguments, or a handler's transport arguments
+   * (`ExecutionContext.getArgs()`: HTTP `[req, res]`, RPC `[data, ctx]`, WS `[client, data]`).
    */
   args: readonly unknown[];
-  /** HTTP only: route parameters, query, parsed body, `request.user`, headers (names lower-case). */
+  /** HTTP only: route parameters, query, parsed body, `request.user`, lower-case headers. */
   params?: unknown;
   query?: unknown;
   body?: unknown;
@@ -102,9 +101,8 @@ function checkSeparated(template: string, parts: readonly TemplatePart[]): void 
 }
 
 /**
- * Parses a key template such as `'order:{params.id}'`. `{{` and `}}` stand for literal braces.
- * Throws `InvalidLockKeyError` naming the template when it is malformed, or when two
- * placeholders are not separated by a character other than a letter, a digit or `%`.
+ * Parses a key template such as `'order:{params.id}'` (`{{`, `}}`: literal braces). Throws
+ * `InvalidLockKeyError` when malformed or with unseparated placeholders (see `key-escaping.ts`).
  */
 export function parseKeyTemplate(template: string): ParsedKeyTemplate {
   if (typeof template !== 'string' || template.length === 0) fail(MESSAGES.templateEmpty());
@@ -145,10 +143,7 @@ function describeKind(value: unknown): string {
   return `of type ${typeof value}`;
 }
 
-/**
- * The `{params...}`, `{query...}`, `{body...}`, `{user...}` and `{headers...}` placeholders of
- * `templates`: values only an HTTP handler's call has (a provider method's has `{args...}`).
- */
+/** The placeholders of `templates` other than `{args...}`: values only an HTTP call has. */
 export function httpOnlyPlaceholders(
   templates: readonly string[],
 ): { template: string; placeholder: string }[] {
@@ -161,7 +156,7 @@ export function httpOnlyPlaceholders(
   );
 }
 
-/** Strings (non-empty), finite numbers, bigints and booleans; nothing else becomes part of a key. */
+/** Non-empty strings, finite numbers, bigints and booleans; nothing else becomes part of a key. */
 function scalarToKeyPart(value: unknown): string | undefined {
   switch (typeof value) {
     case 'string':
@@ -194,11 +189,7 @@ function sourceValue(context: LockKeyContext, source: KeyTemplateSource): unknow
   return source === 'args' ? context.args : context[source];
 }
 
-/**
- * Fills a parsed template from the context, percent-encoding in each value `%`, `:` and the
- * template's other literal punctuation, so that distinct values never give one key. Throws
- * `InvalidLockKeyError` naming the template.
- */
+/** Fills a parsed template, escaping values (see `key-escaping.ts`); else `InvalidLockKeyError`. */
 export function renderKeyTemplate(parsed: ParsedKeyTemplate, context: LockKeyContext): string {
   let key = '';
   for (const part of parsed.parts) {
@@ -242,9 +233,8 @@ function keysFromFunctionResult(result: unknown, where: string): string[] {
 }
 
 /**
- * Compiles what `@Locked` was given into a resolver. Templates are parsed here, so a malformed
- * one throws when the decorator is applied, that is when the class is defined.
- *
+ * Compiles `@Locked`'s keys into a resolver. Templates are parsed now, so a malformed one throws
+ * when the class is defined.
  * @param where `Class.method`, for messages.
  */
 export function compileLockKeys(spec: LockKeySpec, where: string): LockKeyResolver {

@@ -1,12 +1,11 @@
 import { InvalidLockKeyError } from '../errors/invalid-lock-key.error';
 
 /**
- * Longest accepted key, in UTF-8 bytes. The key is the lock document's `_id`; MongoDB
- * indexes `_id`, and short keys keep index entries and change events small.
+ * Longest accepted key, in UTF-8 bytes: the key is the lock document's indexed `_id`, and short
+ * keys keep index entries and change events small.
  */
 export const MAX_LOCK_KEY_BYTES = 512;
 
-/** How much of a bad key an error message quotes. */
 const QUOTED_KEY_CHARS = 64;
 
 /** Quotes a key for a message, shortened so that a huge key cannot flood a log line. */
@@ -16,8 +15,8 @@ export function quoteLockKey(key: string): string {
 }
 
 /**
- * A high surrogate not followed by a low one, or a low surrogate not preceded by a high one:
- * BSON stores UTF-8, where it becomes U+FFFD, so the stored text would not be the one given.
+ * A lone surrogate: BSON stores UTF-8, where it becomes U+FFFD, so the stored key would differ
+ * from the one given and distinct keys would share one lock.
  */
 export const LONE_SURROGATE =
   /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
@@ -30,9 +29,7 @@ function describeNonString(value: unknown): string {
 
 /**
  * Checks one lock key: a non-empty, well-formed string of at most {@link MAX_LOCK_KEY_BYTES}
- * UTF-8 bytes, without NUL. Anything else (numbers, `{ $gt: '' }` operator objects, …) is
- * rejected, so a key can never turn into a query operator.
- *
+ * UTF-8 bytes, without NUL. Anything else is rejected, so a key never becomes a query operator.
  * @example
  * validateLockKey('orders:42'); // 'orders:42'
  * validateLockKey({ $ne: null }); // throws InvalidLockKeyError
@@ -47,8 +44,6 @@ export function validateLockKey(key: unknown): string {
   if (key.includes('\0')) {
     throw new InvalidLockKeyError(`Lock key ${quoteLockKey(key)} contains a NUL character`);
   }
-  // BSON stores UTF-8, so a lone surrogate would be written as U+FFFD: the stored key would
-  // differ from the one asked for, and distinct keys would share one lock.
   if (LONE_SURROGATE.test(key)) {
     throw new InvalidLockKeyError(
       `Lock key ${quoteLockKey(key)} is not well-formed Unicode (it has a lone surrogate)`,
@@ -64,10 +59,8 @@ export function validateLockKey(key: unknown): string {
 }
 
 /**
- * Validates one key or a list of keys and returns them deduplicated and sorted by code
- * unit. Every process sorts the same way, so multi-key acquisitions take keys in one
- * global order and cannot deadlock each other.
- *
+ * Validates one key or a list, deduplicated and sorted by code unit: every process takes keys in
+ * one global order, so multi-key acquisitions cannot deadlock each other.
  * @example
  * normalizeLockKeys(['b', 'a', 'b']); // ['a', 'b']
  */

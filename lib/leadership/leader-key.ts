@@ -1,7 +1,7 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
 import { MAX_LOCK_KEY_BYTES, validateLockKey } from '../keys/lock-key';
 
-/** Every leadership is the lock on this prefix plus its name (the lock board lists them as leaders). */
+/** A leadership's lock key: this prefix plus its name (the board shows such keys as leaders). */
 export const LEADER_KEY_PREFIX = 'nestjs-mongo-lock:leader:';
 
 /** The lock key that leadership `name` holds. Rejects what could not be a lock key. */

@@ -11,15 +11,9 @@ export interface LeaderTerm {
   readonly fence: bigint;
   /** When this instance was elected (its own clock). */
   readonly since: Date;
-  /**
-   * Aborts when the term ends for any reason (resignation, a lost or unrenewed lease, shutdown),
-   * and before any other instance can be elected: stop the leader's work when it fires.
-   */
+  /** Aborts when the term ends for any reason, before another instance can be elected. */
   readonly signal: AbortSignal;
-  /**
-   * When the term ends unless renewed: its local lease deadline, when the signal aborts if the
-   * renewals do not get through.
-   */
+  /** The local lease deadline: the signal aborts then unless a renewal gets through. */
   readonly expiresAt: Date;
   /** Emits the loss once if the term was lost (not resigned), then completes. */
   readonly lost$: Observable<LockLostError>;
@@ -49,8 +43,7 @@ export class HeldLeaderTerm implements LeaderTerm {
     const onLost = () => this.ending.abort(handle.signal.reason);
     if (handle.signal.aborted) onLost();
     else handle.signal.addEventListener('abort', onLost, { once: true });
-    // A look at the term's signal looks at the handle's, which reports a deadline passed
-    // during a pause (and so ends the term).
+    // Reading the term's signal checks the handle's, so a deadline passed in a pause ends it.
     checkedAtEveryLook(this.ending.signal, () => void handle.signal.aborted);
     this.ended = handle.done.then(() => {
       handle.signal.removeEventListener('abort', onLost);

@@ -15,10 +15,7 @@ export interface LeaderInfo {
 export interface LeaderWatchSource {
   inspect(key: string): Promise<LockState | null>;
   readonly events$: Observable<LockEvent>;
-  /**
-   * False while changes may pass unseen: the service polls instead of watching change events
-   * (a standalone server), or its change stream is not established yet.
-   */
+  /** False while changes may pass unseen (polling, or the change stream not open yet). */
   eventsFlow(): boolean;
   /** How often to re-read while events do not flow. */
   readonly pollIntervalMs: number;
@@ -37,9 +34,9 @@ function sameLeader(a: LeaderInfo | null, b: LeaderInfo | null): boolean {
 }
 
 /**
- * The leader of `key` now, then at every change: read when watched, again at each change event
- * of the key and when the leader's lease should have ended (that makes no event), and on a
- * timer only while events do not flow (polling, or the stream not established yet). Emits only changes; errors of a read are retried.
+ * The leader of `key` now, then only its changes. Re-reads on the key's change events, when the
+ * leader's lease should have ended (which makes no event), and on a timer while events do not
+ * flow. A failed read is retried.
  */
 export function watchLeader(source: LeaderWatchSource, key: string): Observable<LeaderInfo | null> {
   return new Observable<LeaderInfo | null>((subscriber) => {

@@ -15,7 +15,7 @@ import { watchLeader, type LeaderInfo, type LeaderWatchSource } from './leader-w
 
 /** Options of `LockService.leadership()`. */
 export interface LeadershipOptions {
-  /** The term's lease, renewed while leading: how soon another instance takes over after a crash. */
+  /** Lease in ms (default `defaultTtlMs`): how soon another instance takes over after a crash. */
   ttlMs?: number;
 }
 
@@ -34,15 +34,15 @@ export interface LeadershipHost extends LeaderWatchSource {
   termBegan(name: string): void;
 }
 
-/** One acquisition's wait (a timer's limit, less the acquisition's overrun); the next one follows. */
+/** Longest wait of one acquisition (a timer's limit less overrun); then the next one waits. */
 const LONGEST_WAIT_MS = MAX_TIMER_MS - 60_000;
 
-/** After a failed election attempt (MongoDB unreachable, a full line), wait this long before the next. */
+/** Pause after a failed attempt (MongoDB unreachable, the line full) before the next. */
 const RETRY_DELAY_MS = 1_000;
 
 interface Election {
   readonly won: Promise<HeldLeaderTerm>;
-  /** Settles once the election's first attempt is answered: a campaign's timeout runs from then at the earliest. */
+  /** Settles when the first attempt is answered; no campaign times out before that. */
   readonly firstAnswer: Promise<void>;
   readonly abort: AbortController;
   /** Campaign calls and `terms$` still waiting for this election. */
@@ -52,10 +52,9 @@ interface Election {
 }
 
 /**
- * Leadership of one name: at most one instance leads at a time, candidates are elected in the
- * order they stood, and each term has a fence and a signal that aborts before anyone else can
- * lead. A term is a renewed lock on the name's key; a leader whose renewals fail loses its term
- * at its own lease deadline. One per name and `LockService` (`LockService.leadership()`).
+ * Leadership of one name: one leader at a time, elected in the order candidates stood. A term
+ * is a renewed lock on the name's key, with a fence and a signal that aborts before anyone else
+ * can lead (at the leader's own lease deadline if renewals fail). One per name and `LockService`.
  *
  * @example
  * const orders = locks.leadership('orders-projector', { ttlMs: 10_000 });
@@ -64,7 +63,7 @@ interface Election {
 export class Leadership {
   /** Who leads now, for any instance (this one campaigning or not); `null` while nobody does. */
   readonly leader$: Observable<LeaderInfo | null>;
-  /** Emits each term this instance wins; campaigns while subscribed, and resigns when the last subscriber leaves. */
+  /** Each term this instance wins; campaigns while subscribed, resigns when the last one leaves. */
   readonly terms$: Observable<LeaderTerm>;
   private readonly logger = new Logger('Leadership');
   private readonly termStarts = new Subject<LeaderTerm>();
@@ -103,12 +102,12 @@ export class Leadership {
     return this.live?.active === true;
   }
 
-  /** Whether this instance stands for the name now: leading, or in line (a campaign or `terms$`). */
+  /** Whether this instance stands now: leading, or in line (a campaign or `terms$`). */
   get standing(): boolean {
     return this.standers > 0 || this.election !== undefined || this.isLeader;
   }
 
-  /** The lease of the terms to come, when the first call that gave it comes after one that did not. @internal */
+  /** Sets the lease of terms to come: a first `ttlMs` given after calls without. @internal */
   useTtl(ttlMs: number): void {
     this.ttlMs = ttlMs;
   }
@@ -119,8 +118,8 @@ export class Leadership {
   }
 
   /**
-   * Resolves with the term once this instance leads (at once if it does). Without `timeoutMs`
-   * it waits until elected or aborted. Campaigns of one instance share one place in line.
+   * Resolves with the term once this instance leads (at once if it does); campaigns of one
+   * instance share one place in line. Rejects with `LeadershipResignedError` on `resign()`.
    */
   campaign(options?: CampaignOptions | null): Promise<LeaderTerm> {
     return this.enter(options, false);
@@ -172,8 +171,7 @@ export class Leadership {
       if (!standing) election.callers += 1;
       if (timeoutMs !== undefined) {
         const waitMs = timeoutMs;
-        // Counted from the call, but not before the first attempt is answered: a short wait (0:
-        // one attempt) still gets the answer of one attempt.
+        // From the call, but not before the first answer: even 0 gets one attempt's answer.
         void election.firstAnswer.then(() => {
           if (settled) return;
           const notElected = new LockNotAcquiredError(notElectedMessage(this.name, waitMs), {
@@ -202,7 +200,7 @@ export class Leadership {
 
   /**
    * Ends this instance's term (its signal aborts first) and gives up any election on its way;
-   * pending campaigns reject. `terms$` subscribers go back in line.
+   * pending campaigns reject with `LeadershipResignedError`. `terms$` subscribers go back in line.
    */
   async resign(): Promise<void> {
     if (this.election) this.abandon(this.election, new LeadershipResignedError(this.name));
@@ -210,9 +208,8 @@ export class Leadership {
   }
 
   /**
-   * The last `terms$` subscriber left: the standing loop gives up its campaign (a `campaign()`
-   * call still waiting keeps the place in line) and the term ends, unless a `campaign()` call
-   * was given it.
+   * The last `terms$` subscriber left: give up the standing campaign (a waiting `campaign()`
+   * keeps the place in line) and end the term unless a `campaign()` call was given it.
    */
   private async stepDown(): Promise<void> {
     this.standingCampaign?.abort(new LeadershipResignedError(this.name));
@@ -227,7 +224,6 @@ export class Leadership {
     await this.standingLoop;
   }
 
-  /** The election in progress, or a new one. */
   private elect(): Election {
     if (this.election) return this.election;
     const abort = new AbortController();
@@ -244,13 +240,13 @@ export class Leadership {
     return election;
   }
 
-  /** Ends an election nobody waits for; a later campaign starts a new one, at the back of the line. */
+  /** Ends an election nobody waits for; a later campaign starts anew, at the back of the line. */
   private abandon(election: Election, reason: unknown): void {
     if (this.election === election) this.election = undefined;
     election.abort.abort(reason);
   }
 
-  /** One attempt first (so that a campaign's short timeout gets its answer), then the wait in line. */
+  /** One try first (so a short campaign timeout gets its answer), then the wait in line. */
   private async win(signal: AbortSignal, answered: () => void): Promise<HeldLeaderTerm> {
     for (let attempt = 0; ; attempt += 1) {
       let handle: MongoLockHandle;
@@ -267,8 +263,7 @@ export class Leadership {
         // Given up meanwhile: the reason is why, whatever the attempt answered.
         if (signal.aborted) throw signal.reason;
         if (!isWorthRetrying(error)) throw error;
-        // The first attempt only looks; a wait refused at once (MongoDB unreachable, the
-        // key's line full) is not asked again at once.
+        // A first attempt refused (held) goes straight to the wait; other failures pause first.
         if (attempt > 0 || error instanceof LockStoreUnavailableError) {
           await wakeUp({}, performance.now() + RETRY_DELAY_MS, signal);
         }
@@ -281,8 +276,7 @@ export class Leadership {
       }
       const term = new HeldLeaderTerm(this.name, handle);
       this.live = term;
-      // Read before terms$ hears of it: a subscriber that leaves at once must not end a term
-      // that a campaign() call waits for.
+      // Before terms$ hears of it: a subscriber leaving at once must not end a campaign()'s term.
       this.liveClaimed = (this.election?.callers ?? 0) > 0;
       void term.ended.then(() => {
         if (this.live === term) this.live = undefined;

@@ -4,7 +4,7 @@ import { validateTtlMs } from '../options';
 import { leaderKey } from './leader-key';
 import { Leadership, type LeadershipHost, type LeadershipOptions } from './leadership';
 
-/** The leaderships of one `LockService`: the only owner of "which names this instance stands for". */
+/** The leaderships of one `LockService`: the one record of which names it stands for. */
 export class Leaderships {
   private readonly byName = new Map<
     string,
@@ -13,7 +13,7 @@ export class Leaderships {
 
   constructor(private readonly host: LeadershipHost) {}
 
-  /** The leadership of `name`, created on first use; later calls must not ask another `ttlMs`. */
+  /** The leadership of `name`, made on first use; once its `ttlMs` is set, another one throws. */
   get(name: string, options?: LeadershipOptions | null): Leadership {
     const key = leaderKey(name);
     const given = optionsObject(options);
@@ -43,7 +43,7 @@ export class Leaderships {
     return new Map(standing.map(([name, { leadership }]) => [name, leadership.isLeader]));
   }
 
-  /** Resigns every leadership for good (shutdown: first, so that another instance takes over at once). */
+  /** Resigns every leadership for good; first at shutdown, so that others take over at once. */
   async closeAll(): Promise<void> {
     await Promise.all([...this.byName.values()].map(({ leadership }) => leadership.close()));
   }

@@ -6,19 +6,18 @@ import { toStoreError } from './mongo-error-codes';
 export interface BoundedCommand<T> {
   /** Settles within `timeoutMs`: the reply, or the library's error. */
   readonly result: Promise<T>;
-  /** The command itself, which goes on after a timeout: the driver cannot recall what it sent. */
+  /** The command itself, which goes on after a timeout: the driver cannot recall it. */
   readonly sent: Promise<T>;
 }
 
 /**
- * Sends one command and stops waiting for it after `timeoutMs`, failing with
- * {@link LockStoreUnavailableError}. Driver errors become the library's (see `toStoreError`).
- * The outcome of a command that timed out is unknown: callers that may have written must
- * look at `sent` to clean up after it. `timeoutMessage` words the timeout for what is not a
- * lock command (the start); by default it says that the command's outcome is unknown.
+ * Sends one command and stops waiting after `timeoutMs`, failing with
+ * {@link LockStoreUnavailableError}; driver errors become the library's (`toStoreError`). A
+ * timed-out command's outcome is unknown: callers that may have written watch `sent` to clean
+ * up. `timeoutMessage` words the timeout for non-lock commands (the start).
  *
  * @example
- * const { result } = boundedCommand('renew', 5_000, () => renewLease(collection, request));
+ * const { result } = boundedCommand('release', 5_000, () => leaveLine(collection, key, token));
  */
 export function boundedCommand<T>(
   command: string,
@@ -40,7 +39,7 @@ export function boundedCommand<T>(
       throw toStoreError(error, command);
     })
     .finally(() => clearTimeout(timer));
-  // Whoever watches `sent` handles its failure; this only keeps it from being unhandled.
+  // Only keeps `sent` from being unhandled; whoever watches it handles its failure.
   sent.catch(() => undefined);
   return { result, sent };
 }

@@ -11,17 +11,18 @@ export const DEFAULT_LIST_LIMIT = 100;
 export interface ListLocksQuery {
   /** Only keys that start with it; `''` for all. */
   prefix: string;
-  /** Only keys after this one (the last key of the previous page). */
+  /** Only keys after this one (exclusive: the previous page's last). */
   after: string | undefined;
   limit: number;
 }
 
 /**
- * Checks a listing's options: `prefix` and `after` follow the key rules (a prefix may be empty),
- * `limit` is an integer from 1 to {@link MAX_LIST_LIMIT}.
+ * Checks a listing's options: `prefix` (may be empty) and `after` follow the key rules, `limit`
+ * is an integer from 1 to {@link MAX_LIST_LIMIT}; throws `InvalidLockOptionsError` otherwise.
  *
  * @example
- * listLocksQuery({ prefix: 'orders:', limit: 50 }); // { prefix: 'orders:', after: undefined, limit: 50 }
+ * listLocksQuery({ prefix: 'orders:', limit: 50 });
+ * // => { prefix: 'orders:', after: undefined, limit: 50 }
  */
 export function listLocksQuery(
   options: { prefix?: string; after?: string; limit?: number } = {},
@@ -40,15 +41,12 @@ export function listLocksQuery(
   };
 }
 
-/** Escapes every character that means something in a regular expression (PCRE or JavaScript). */
+/** Escapes every character special in a PCRE or JavaScript regular expression. */
 function escapeRegExp(text: string): string {
   return text.replace(/[\\^$.*+?()[\]{}|/-]/g, '\\$&');
 }
 
-/**
- * The filter of a page's keys: `_id` after `after` (exclusive) and starting with `prefix`, an
- * anchored regular expression that MongoDB answers from the `_id` index as a range.
- */
+/** `_id` after `after` and starting with `prefix`: an anchored regex, an `_id` index range. */
 export function keyRangeFilter({ prefix, after }: Omit<ListLocksQuery, 'limit'>): Document {
   const range: { $gt?: string; $regex?: string } = {};
   if (after !== undefined) range.$gt = after;

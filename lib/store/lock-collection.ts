@@ -2,11 +2,10 @@ import type { Collection, Document, MongoClient } from 'mongodb';
 import { ReadPreference } from 'mongodb';
 
 /**
- * A collection that holds locks (the lock collection, or one with document locks), with write
- * concern `majority` and read preference `primary`, whatever the client's defaults: a lock
- * acknowledged by one node only can vanish in a failover, and a secondary can show a lock that was released long ago. The client's
- * `wtimeoutMS` is kept (else `operationTimeoutMs`), so that without a reachable majority a
- * lock write fails instead of waiting for ever on the server.
+ * A collection holding locks, with write concern `majority` and read preference `primary`
+ * whatever the client's defaults: a lock acknowledged by one node can vanish in a failover, and
+ * a secondary can show a long-released lock. `wtimeoutMS` is the client's (else
+ * `operationTimeoutMs`), so without a majority a lock write fails instead of waiting for ever.
  */
 export function openLeaseCollection<T extends Document>(
   client: Pick<MongoClient, 'db'> & { readonly options?: Partial<MongoClient['options']> },
@@ -15,7 +14,7 @@ export function openLeaseCollection<T extends Document>(
   operationTimeoutMs: number,
 ): Collection<T> {
   const clientWriteConcern = client.options?.writeConcern;
-  // `wtimeout` is the deprecated spelling that older drivers filled in.
+  // `wtimeout`: the deprecated spelling older drivers fill in.
   const wtimeoutMS = clientWriteConcern?.wtimeoutMS ?? clientWriteConcern?.wtimeout;
   return client.db(dbName).collection<T>(collectionName, {
     writeConcern: { w: 'majority', wtimeoutMS: wtimeoutMS ?? operationTimeoutMs },

@@ -1,7 +1,6 @@
 /**
- * How an acquisition holds a key: `exclusive` (nobody else holds), `shared` (shared holders
- * coexist; an exclusive one excludes them), or a semaphore (`permits`: the weights of the
- * holders never exceed them).
+ * How an acquisition holds a key: `exclusive`, `shared` (coexists with shared holders only), or
+ * a semaphore (`permits`: the holders' weights never exceed them).
  */
 export interface LockModeRequest {
   mode: 'exclusive' | 'shared';
@@ -13,7 +12,7 @@ export interface LockModeRequest {
 
 export const EXCLUSIVE: LockModeRequest = { mode: 'exclusive', permits: undefined, weight: 1 };
 
-/** Most permits of a semaphore: every holder takes at least one, and a key's line is capped. */
+/** Most permits of a semaphore: every holder takes at least one, and a line is capped. */
 export const MAX_HOLDERS_PER_KEY = 1_000;
 
 /** A shared lock or a semaphore: the kinds whose holders coexist. */

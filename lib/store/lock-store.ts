@@ -13,8 +13,8 @@ import { isStoreUnavailableError, toStoreError } from './mongo-error-codes';
 import { sleep } from '../util/timers';
 
 /**
- * Why the start (connect, create the indexes) failed. Not a lock command's failure: nothing
- * was locked, so there is no outcome to be unsure of. Unavailable stays retryable.
+ * Why the start (connect, create the indexes) failed: nothing was locked, so no outcome is
+ * uncertain. Unavailable stays retryable.
  */
 function startError(error: unknown): MongoLockError {
   const reason = error instanceof Error ? error.message : String(error);
@@ -29,31 +29,24 @@ const RETRY_DELAYS_MS = [50, 100, 200, 400, 500];
 const retryDelayMs = (tries: number) =>
   RETRY_DELAYS_MS[Math.min(tries, RETRY_DELAYS_MS.length - 1)];
 
-/**
- * What a `LockService` sends its commands through: MongoDB's {@link LockStore}, or the
- * in-memory one of `nestjs-mongo-lock/testing`.
- */
+/** How a `LockService` reaches MongoDB: {@link LockStore}, or the testing kit's in-memory store. */
 export interface LockConnection {
   /** The lock collection's lines, `<collectionName>_line`. */
   lines(): KeyLineStorage;
-  /** Why locked transactions cannot run here (none: they can); the deployment asked once. */
+  /** Why locked transactions cannot run here (undefined: they can); asked once. */
   transactionsRefusal(): Promise<string | undefined>;
   /** Closes the client if the connection created it; a client the user gave stays open. */
   close(): Promise<void>;
 }
 
-/**
- * The service's connection to MongoDB: the client (created from `uri` when none was given)
- * and the lock collection, `<collectionName>_line`, whose indexes it ensures at start.
- */
+/** The client (created from `uri` if none was given) and the lock collection. */
 export class LockStore implements LockConnection {
   private lineStore: LineStore | undefined;
   private transactional: Promise<boolean> | undefined;
 
   /**
-   * Connects and ensures the indexes if asked, trying again until `operationTimeoutMs` while
-   * MongoDB is unavailable (an election, a blip). A client created here is closed again if
-   * any of that fails.
+   * Connects and ensures the indexes if asked, retrying until `operationTimeoutMs` while MongoDB
+   * is unavailable (an election, a blip). On failure, closes a client created here.
    */
   static async open(options: ResolvedLockModuleOptions): Promise<LockStore> {
     const ownsClient = options.client === undefined;
@@ -64,7 +57,7 @@ export class LockStore implements LockConnection {
       'start',
       options.operationTimeoutMs,
       async () => {
-        // Connecting again is a no-op once connected; so is creating an existing index.
+        // Reconnecting and re-creating an existing index are no-ops.
         for (let tries = 0; ; tries += 1) {
           try {
             if (ownsClient) await client.connect();
@@ -115,7 +108,7 @@ export class LockStore implements LockConnection {
     return this.lineStore;
   }
 
-  /** Whether the deployment runs transactions (a replica set or a sharded cluster), asked once. */
+  /** Transactions need a replica set or a sharded cluster. */
   async transactionsRefusal(): Promise<string | undefined> {
     return (await this.supportsTransactions()) ? undefined : 'this deployment has none';
   }
@@ -132,10 +125,9 @@ export class LockStore implements LockConnection {
   }
 
   /**
-   * Ends on the server what `session` left open: a transaction whose commit got no answer may
-   * still be open there, keeping every other write to its documents (a lock's line among them)
-   * waiting until MongoDB's transaction lifetime limit (60 s by default). `killSessions` aborts
-   * it if it has not committed; a user may kill its own sessions. Best effort, bounded.
+   * A commit with no answer may leave its transaction open, blocking writes to its documents (a
+   * line among them) for up to the transaction lifetime (60 s by default). `killSessions`
+   * aborts it if uncommitted; a user may kill its own sessions. Best effort, bounded.
    */
   async endTransactionOf(session: ClientSession): Promise<void> {
     if (session.id === undefined) return;

@@ -11,10 +11,7 @@ import { MongoLockError } from '../errors/mongo-lock.error';
 
 const DUPLICATE_KEY = 11000;
 
-/**
- * Server error codes that mean "this node cannot serve the command now" (an election, a
- * shutdown, a network blip seen by the server), as the driver's retryability rules list them.
- */
+/** "This node cannot serve the command now" codes, from the driver's retryability rules. */
 const UNAVAILABLE_CODES = new Set([
   6, // HostUnreachable
   7, // HostNotFound
@@ -48,7 +45,6 @@ export function isDuplicateKeyError(error: unknown): boolean {
   return codeOf(error) === DUPLICATE_KEY;
 }
 
-/** Server codes meaning a change stream cannot resume from the point it was given. */
 const RESUME_POINT_LOST_CODES = new Set([
   136, // CappedPositionLost
   260, // InvalidResumeToken
@@ -62,11 +58,9 @@ export function isResumePointLostError(error: unknown): boolean {
 }
 
 /**
- * MongoDB could not serve the command now, and it may succeed later: network trouble, no
- * reachable primary, a primary stepping down, a write concern not satisfied in time. Decided
- * by class, error label and code, as the driver does; the message only as a last resort for
- * servers that send neither. Everything else (bad options, auth, a dropped collection) will
- * not heal by retrying.
+ * MongoDB could not serve the command now but may later (network, no primary, a step-down, a
+ * write concern timeout). Decided by class, label and code as the driver does; the message only
+ * for servers that send neither. Other errors (options, auth) do not heal by retrying.
  */
 export function isStoreUnavailableError(error: unknown): boolean {
   if (error instanceof LockStoreUnavailableError) return true;
@@ -80,10 +74,7 @@ export function isStoreUnavailableError(error: unknown): boolean {
   return /not (writable )?primary|node is recovering/i.test(error.message);
 }
 
-/**
- * Socket failures that the driver may pass on unwrapped, as Node's own errors: a connection
- * reset while it waits to write a large command (`write ECONNRESET`) is one.
- */
+/** Node socket errors the driver may pass on unwrapped (`write ECONNRESET` on a big command). */
 const SOCKET_ERROR_CODES = new Set([
   'ECONNRESET',
   'ECONNREFUSED',
@@ -100,8 +91,8 @@ function isSocketError(error: unknown): boolean {
 }
 
 /**
- * What the store throws: the library's errors only, with the driver's as `cause`.
- * `LockStoreUnavailableError` when trying again later may work, `MongoLockError` otherwise.
+ * The library's error for a driver error (kept as `cause`): `LockStoreUnavailableError` when a
+ * retry later may work, else `MongoLockError`.
  */
 export function toStoreError(error: unknown, command: string): MongoLockError {
   if (error instanceof MongoLockError) return error;

@@ -7,10 +7,7 @@ export { NOOP_LOCK_TELEMETRY } from './lock-telemetry';
 export { DIRECT_LABEL, TELEMETRY_SCOPE } from './lock-telemetry-attributes';
 export type { OpenTelemetryApi, OpenTelemetryLoader } from './opentelemetry-api';
 
-/**
- * Telemetry for one `LockService`: OpenTelemetry when `@opentelemetry/api` is installed, a
- * no-op otherwise. `load` is for tests. @internal
- */
+/** OpenTelemetry if `@opentelemetry/api` is installed, else a no-op. `load`: tests. @internal */
 export function createLockTelemetry(load?: OpenTelemetryLoader): LockTelemetry {
   const api = loadOpenTelemetryApi(load);
   return api ? new OpenTelemetryLockTelemetry(api) : NOOP_LOCK_TELEMETRY;

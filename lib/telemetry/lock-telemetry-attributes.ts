@@ -7,7 +7,7 @@ export const TELEMETRY_SCOPE = 'nestjs-mongo-lock';
 /** The label of acquisitions that name none (`LockService` called directly). */
 export const DIRECT_LABEL = '(direct)';
 
-/** Attribute names: the same on metrics and spans. */
+/** Attribute names, the same on metrics and spans. */
 export const ATTR_TEMPLATE = 'lock.template';
 export const ATTR_OUTCOME = 'lock.outcome';
 export const ATTR_KEY_COUNT = 'lock.key_count';
@@ -16,8 +16,8 @@ export const ATTR_ERROR_TYPE = 'error.type';
 export const ATTR_LEADERSHIP = 'lock.leadership';
 
 /**
- * How an acquisition ended: `timeout` is `LockNotAcquiredError` (a busy lock, whatever the
- * wait), `unavailable` is `LockStoreUnavailableError`, `error` anything else (aborted, closed).
+ * How an acquisition ended: `timeout` is `LockNotAcquiredError` (busy, whatever the wait),
+ * `unavailable` is `LockStoreUnavailableError`, `error` anything else (aborted, closed).
  */
 export type AcquireOutcome = 'acquired' | 'timeout' | 'unavailable' | 'error';
 

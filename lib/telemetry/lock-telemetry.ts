@@ -6,23 +6,19 @@ export interface LockLoad {
   readonly leading: ReadonlyMap<string, boolean>;
 }
 
-/** The part of a handle that telemetry watches: when it ends, and whether it was lost. */
+/** The part of a handle that telemetry watches. */
 export interface HoldSubject {
-  /** Resolves once the handle holds nothing any more: released, or lost. */
+  /** Resolves once the handle holds nothing any more: released or lost. */
   readonly done: Promise<void>;
   readonly lost: boolean;
 }
 
 /**
- * The few points where the core reports to metrics and traces. Labels are key templates (or
- * the caller's `metricsLabel`), never keys: keys carry ids and would explode cardinality.
- * The store and the waiting layer know nothing of this. @internal
+ * Where the core reports to metrics and traces. Labels are key templates (or `metricsLabel`),
+ * never keys: keys carry ids and would explode cardinality. @internal
  */
 export interface LockTelemetry {
-  /**
-   * Runs one acquisition call: the `lock.acquire` span, its wait time and outcome, and, once
-   * it returns a handle, that handle's hold time and whether it was released or lost.
-   */
+  /** Runs one acquisition in a `lock.acquire` span; records its wait, outcome and handle's hold. */
   acquisition<H extends HoldSubject>(
     label: string,
     keyCount: number,
@@ -33,7 +29,7 @@ export interface LockTelemetry {
   lockedMethod<T>(label: string, where: string, run: () => Promise<T>): Promise<T>;
   /** Reports a service's load on the gauges until the returned function is called. */
   observeLoad(read: () => LockLoad): () => void;
-  /** Counts a term won by this service (labelled by leadership name, which users choose few of). */
+  /** Counts a term won, labelled by leadership name (users choose few of them). */
   termBegan(name: string): void;
 }
 

@@ -1,7 +1,6 @@
-// The parts of `@opentelemetry/api` the library uses, declared here as structural types: the
-// declarations the package publishes must not mention an optional peer (an app without it that
-// type-checks with `skipLibCheck: false` would fail with TS2307). The real module is checked
-// against them in opentelemetry-api.spec.ts.
+// The parts of `@opentelemetry/api` the library uses, as structural types: published
+// declarations must not import an optional peer (TS2307 for apps without it and with
+// `skipLibCheck: false`). opentelemetry-api.spec.ts checks them against the real module.
 
 /** Attribute values the library sets: strings and numbers, never a key. @internal */
 export type OtelAttributes = Record<string, string | number>;
@@ -66,15 +65,12 @@ export interface OpenTelemetryApi {
 /** Loads `@opentelemetry/api`; throws as `require` does when it is absent. @internal */
 export type OpenTelemetryLoader = () => OpenTelemetryApi;
 
-// Only when a LockService is created, never when the entry is imported.
+// Loaded when a LockService is created, never when the entry is imported.
 const requireOpenTelemetry: OpenTelemetryLoader = () =>
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   require('@opentelemetry/api') as OpenTelemetryApi;
 
-/**
- * `@opentelemetry/api` if the application has it installed, else `undefined` (telemetry is
- * then off). Only a missing package is tolerated: a broken one fails loudly. @internal
- */
+/** `@opentelemetry/api`, or `undefined` if it is not installed; a broken one throws. @internal */
 export function loadOpenTelemetryApi(
   load: OpenTelemetryLoader = requireOpenTelemetry,
 ): OpenTelemetryApi | undefined {

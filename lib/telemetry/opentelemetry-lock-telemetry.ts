@@ -128,8 +128,7 @@ export class OpenTelemetryLockTelemetry implements LockTelemetry {
   ): Promise<H> {
     const attributes: Attributes = { [ATTR_TEMPLATE]: label };
     const spanAttributes = { ...attributes, [ATTR_KEY_COUNT]: keyCount };
-    // A promise chain, not an async function: a call may wait long, and a suspended async
-    // function keeps its whole frame per waiter (heap per waiter, BENCHMARKS.md).
+    // Not an async function: a suspended one keeps its frame per waiter (heap, BENCHMARKS.md).
     return this.tracer.startActiveSpan('lock.acquire', { attributes: spanAttributes }, (span) => {
       const settle = (outcome: AcquireOutcome) => {
         this.instruments.waitTime.record(performance.now() - startedAt, {

@@ -15,10 +15,9 @@ import type { InMemoryLines } from './in-memory-lines';
 import type { LockConnection } from '../store/lock-store';
 
 /**
- * One `LockService`'s connection to the in-memory lines: engine v2's `LineStore` contract on
- * {@link InMemoryLines}. Each command is decided a promise turn after the call (as a reply
- * comes after its request), in call order, and never fails to arrive: no outcome is unknown.
- * Its watches hear what the store's change streams would, through the same filter and decoders.
+ * One `LockService`'s connection to {@link InMemoryLines}, as engine v2's `LineStore`. Commands
+ * are decided a promise turn after the call, in call order, and always answered (no unknown
+ * outcome). Watches hear what change streams would, through the store's filter and decoders.
  */
 export class InMemoryLineStore implements KeyLineStorage, LockConnection {
   private readonly unsubscribes = new Set<() => void>();
@@ -113,10 +112,7 @@ export class InMemoryLineStore implements KeyLineStorage, LockConnection {
     this.onClose();
   }
 
-  /**
-   * A watch is open at once (it never fails) and delivers each change a promise turn after its
-   * write, as a stream's read would.
-   */
+  /** Open at once (it never fails); each change arrives a promise turn after its write. */
   private listen(
     onOpen: (() => void) | undefined,
     deliver: Parameters<InMemoryLines['subscribe']>[0],

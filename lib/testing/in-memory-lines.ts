@@ -16,13 +16,10 @@ import type { LineChangeEvent } from '../store/line/line-state';
 import { decodeLineState, lineHolders } from '../store/line/line-state';
 
 /**
- * Engine v2's lock collection in memory, for `MongoLockTestingModule`: the documents of
- * `line-document.ts`, written by the same rules as the pipelines of `line-pipelines.ts` and
- * `line-admin.ts` (every write drops the dead entries; the holders are the longest compatible
- * prefix of live entries; fences from the clock), decoded by the store's own functions, and
- * streamed as change events that the store's own decoders read. One contract suite
- * (`test/testing/line-storage.contract.e2e-spec.ts`) runs the same script here and on MongoDB.
- * Every method decides at once, by `clock`; the connections add the reply's promise turn.
+ * Engine v2's lock collection in memory: `line-document.ts` documents written by the rules of
+ * `line-pipelines.ts` and `line-admin.ts`, and change events, all read by the store's decoders.
+ * `test/testing/line-storage.contract.e2e-spec.ts` runs one script here and on MongoDB. Every
+ * method decides at once by `clock`; the connections add the reply's promise turn.
  */
 export class InMemoryLines {
   private readonly docs = new Map<string, LineDocument>();
@@ -36,7 +33,7 @@ export class InMemoryLines {
     return () => this.listeners.delete(listener);
   }
 
-  /** `joinPipeline`: joins the line if the key's form fits, there is room, and (for a try) the entry holds. */
+  /** `joinPipeline`: joins if the form fits, there is room and (for a try) the entry holds. */
   join(request: JoinRequest): JoinResult {
     checkJoin(request);
     const now = this.now();

@@ -1,4 +1,3 @@
-// The `nestjs-mongo-lock/testing` entry point: test applications without MongoDB.
 /**
  * Test applications without MongoDB: `MongoLockTestingModule` and its in-memory store.
  *

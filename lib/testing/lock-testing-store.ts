@@ -14,17 +14,13 @@ import { InMemoryLines } from './in-memory-lines';
 
 /** Options of a {@link LockTestingStore}. */
 export interface LockTestingStoreOptions {
-  /**
-   * The store's clock (ms since the epoch), which decides every lease as MongoDB's `$$NOW`
-   * does. Default `Date.now` (so Jest's modern fake timers move it too).
-   */
+  /** Clock (ms since the epoch) that decides leases; default `Date.now`, so fake timers move it. */
   clock?: () => number;
 }
 
 /**
- * How {@link LockTestingStore.holdAs} holds a key: its lease, and the form of the hold as
- * `LockService.acquire` takes it (exclusive by default, `mode: 'shared'`, or a semaphore's
- * `permits` with this holder's `weight`), validated alike.
+ * How {@link LockTestingStore.holdAs} holds a key: the lease, and the form as `acquire` takes and
+ * validates it (exclusive by default, `mode: 'shared'`, or `permits` with this holder's `weight`).
  */
 export interface ForeignHoldOptions {
   /** The lease, in ms (default 30 000). */
@@ -37,43 +33,31 @@ export interface ForeignHoldOptions {
 /** What became of a release: see {@link ForeignLock.release}. */
 export type ForeignReleaseOutcome = 'released' | 'expired' | 'lost';
 
-/**
- * A lock that {@link LockTestingStore.holdAs} took for someone outside the application under
- * test (another instance of the service, another process).
- */
+/** A lock that {@link LockTestingStore.holdAs} took for another instance or process. */
 export interface ForeignLock {
   readonly key: string;
   readonly holderId: string;
   /** Fencing token of this acquisition. */
   readonly fence: bigint;
   /**
-   * Releases it by its owner token, as its holder would: the release is streamed, so waiters
-   * wake at once. `released` if the lease was live, `lost` if a holder that came after it
-   * holds the key now, else `expired` (its lease had ended, or an operator freed it).
-   * Repeating a successful release reports `released` again.
+   * Releases it by owner token, as its holder would (streamed: waiters wake at once). `released`
+   * if the lease was live (again on a repeat), `lost` if a later holder holds the key now, else
+   * `expired` (the lease had ended, or an operator freed it).
    */
   release(): Promise<ForeignReleaseOutcome>;
-  /**
-   * Renews the lease: it then ends `ttlMs` (default: the one it was taken with) from now, sooner
-   * than it did if shorter; `false` if it had ended.
-   */
+  /** Renews to end `ttlMs` (default: the hold's) from now, even if sooner; `false` if it ended. */
   renew(ttlMs?: number): Promise<boolean>;
   /** Ends this lease now ({@link LockTestingStore.expire}); `false` if it had already ended. */
   expire(): boolean;
 }
 
-/** Lease of {@link LockTestingStore.holdAs} when none is given. */
 const DEFAULT_FOREIGN_TTL_MS = 30_000;
 
 /**
- * The in-memory lock collection behind `MongoLockTestingModule`: the same documents, and the
- * same decisions by the store's clock, as the MongoDB store makes (leases, owner-checked
- * renew and release, strictly increasing fences; shared holders and semaphore permits with
- * their own leases, waiters in line order, mode conflicts);
- * the same change events for acquisitions and releases. Inject it to set the scene of a test.
- *
- * One store can serve several applications of one test (give it to each `forRoot({ store })`):
- * they then behave as instances of a service sharing one MongoDB.
+ * The in-memory lock collection behind `MongoLockTestingModule`: it decides as the MongoDB store
+ * does, by its own clock (leases, owner checks, fences, shared and permit holds, line order),
+ * and streams the same events. Inject it to set the scene of a test. Give one store to several
+ * apps (`forRoot({ store })`) to run them as instances sharing one MongoDB.
  *
  * @example
  * const store = moduleRef.get(LockTestingStore);
@@ -101,15 +85,11 @@ export class LockTestingStore {
   }
 
   /**
-   * Takes `key` for `holderId`, as another instance of the service would: the application
-   * under test then finds it held (`423`, `LockNotAcquiredError`, or a wait). The third
-   * argument is the lease in ms, or {@link ForeignHoldOptions} (`{ mode: 'shared' }`,
-   * `{ permits: 3, weight: 2 }`): a shared holder or permit holder lets others of its form in,
-   * as on MongoDB. Resolves to the {@link ForeignLock}, which releases, renews or expires it.
-   * Rejects with `LockNotAcquiredError` if the key is held (for a shared or permit hold: has
-   * no room), with `InvalidLockOptionsError` if the key is in use in another form, and with
-   * `InvalidLockOptionsError` if `holderId` is that of a `LockService` using this store (its
-   * waits would then take the key for its own).
+   * Takes `key` for `holderId` as another instance would, so the app under test finds it held
+   * (`423`, `LockNotAcquiredError`, or a wait). The third argument is the lease in ms or
+   * {@link ForeignHoldOptions}. Rejects with `LockNotAcquiredError` if the key is held (or has
+   * no room for a shared or permit hold), with `InvalidLockOptionsError` if it is in use in
+   * another form or `holderId` is a `LockService` of this store (whose waits would take it).
    *
    * @example
    * const other = await store.holdAs('order:42', 'billing-worker', 5_000);
@@ -170,13 +150,10 @@ export class LockTestingStore {
   }
 
   /**
-   * Ends the live lease on `key` now, whoever holds it (with shared holders or permit
-   * holders, every one of their leases), as if it had run out while its holder stalled: the
-   * key is free for the next attempt, or, with entries waiting, the first of them holds; the
-   * holder's renewals and release fail by owner check, as on MongoDB. Like a lease running out
-   * there, this is not streamed: the holder finds out at its next renewal (its `signal` aborts
-   * then) or release (`LockLostError`); a waiter at its next look (its renewal, or the end of
-   * the lease it was told of). `false` if no live lease held the key.
+   * Ends every live holder's lease on `key` now, as if it ran out while the holder stalled: the
+   * key is free, or the first waiter holds. Not streamed, as on MongoDB: the holder finds out at
+   * its next renewal (its `signal` aborts) or release (`LockLostError`), a waiter at its next
+   * look. `false` if no live lease held the key.
    *
    * @example
    * store.expire('ledger:acc-1');
@@ -186,17 +163,12 @@ export class LockTestingStore {
     return this.lines.expire(validateLockKey(key));
   }
 
-  /**
-   * The key's state by the store's clock (as `LockService.inspect`), or `null` if it has no
-   * document. Never the owner token.
-   */
+  /** The key's state by the store's clock, as `LockService.inspect`; `null` with no document. */
   inspect(key: string): LockState | null {
     return this.lines.inspect(validateLockKey(key));
   }
 
-  /**
-   * Opens a `LockService`'s connection. For `MongoLockTestingModule`. @internal
-   */
+  /** Opens a `LockService`'s connection, for `MongoLockTestingModule`. @internal */
   connect(options: ResolvedLockModuleOptions): LockConnection {
     const holderId = options.holderId;
     this.connected.set(holderId, (this.connected.get(holderId) ?? 0) + 1);

@@ -8,10 +8,7 @@ import { LockedMethodsExplorer } from '../locked-methods.explorer';
 import { MONGO_LOCK_OPTIONS } from '../mongo-lock.module-definition';
 import { LockTestingStore } from './lock-testing-store';
 
-/**
- * Stands in for the connection options, which the in-memory store does not use. The
- * `.invalid` domain can never resolve, should anything try.
- */
+/** Unused by the in-memory store; the `.invalid` domain never resolves, should anything try. */
 const IN_MEMORY_URI = 'mongodb://in-memory.nestjs-mongo-lock.invalid/test';
 
 /** Options of `MongoLockTestingModule.forRoot()`: `MongoLockModule`'s, less the connection. */
@@ -21,19 +18,14 @@ export interface MongoLockTestingModuleOptions extends Omit<
 > {
   /** Make `LockService` (and `LockTestingStore`) injectable everywhere. Default `false`. */
   isGlobal?: boolean;
-  /**
-   * The in-memory lock collection to use. Default: a new one for this module. Give one store
-   * to several applications to test them as instances of a service sharing one MongoDB.
-   */
+  /** The in-memory store; default: a new one per application (see {@link LockTestingStore}). */
   store?: LockTestingStore;
 }
 
 /**
- * `MongoLockModule` without MongoDB, for tests: the same `LockService` and `@Locked`, on an
- * in-memory lock collection ({@link LockTestingStore}) that makes the same decisions. Provides
- * and exports `LockService` and `LockTestingStore`; locks `@Locked` provider methods and
- * controller handlers like `MongoLockModule`. As with it, call `init()` on the testing module
- * (or the application) so that `@Locked` provider methods are bound, and `close()` after.
+ * `MongoLockModule` without MongoDB, for tests: the same `LockService` and `@Locked` over an
+ * in-memory {@link LockTestingStore}; exports both. As with `MongoLockModule`, call `init()` on
+ * the testing module or app (to bind `@Locked` provider methods) and `close()` after.
  *
  * @example
  * const moduleRef = await Test.createTestingModule({
@@ -43,14 +35,14 @@ export interface MongoLockTestingModuleOptions extends Omit<
  * await moduleRef.init();
  * const store = moduleRef.get(LockTestingStore);
  * await store.holdAs('ledger:acc-1', 'other-instance');
- * await expect(moduleRef.get(LedgerService).post('acc-1', 5)).rejects.toThrow(LockNotAcquiredError);
+ * const ledger = moduleRef.get(LedgerService);
+ * await expect(ledger.post('acc-1', 5)).rejects.toThrow(LockNotAcquiredError);
  */
 @Module({})
 export class MongoLockTestingModule {
   static forRoot(options: MongoLockTestingModuleOptions = {}): DynamicModule {
     const { isGlobal = false, store, ...lockOptions } = options;
-    // Every hand-off is a write, so that a lease ended by the store's `expire()` behind its
-    // holder's back is found at the holder's release, as a lease that ran out would be.
+    // Every hand-off writes, so a release finds a lease that `expire()` ended, as on MongoDB.
     const moduleOptions: MongoLockModuleOptions = {
       ...lockOptions,
       uri: IN_MEMORY_URI,

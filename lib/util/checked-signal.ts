@@ -5,11 +5,10 @@ const abortedOf = (signal: AbortSignal) => abortedProperty.get?.call(signal) as 
 const reasonOf = (signal: AbortSignal) => reasonProperty.get?.call(signal) as unknown;
 
 /**
- * `signal`, made to run `check` at every look (`aborted`, `reason`, `throwIfAborted()`), so
- * that `check` can abort it first. A lease's deadline that passed while the process was paused
- * then aborts a signal kept by the work at its first look after the pause: the timer that
- * aborts it may not have run yet (timers fire in the order they were due, so work due earlier
- * runs first). Listeners still hear the abort when `check` or the timer aborts it.
+ * `signal`, made to run `check` at every look (`aborted`, `reason`, `throwIfAborted()`) so
+ * `check` can abort it first: after a pause, a passed lease deadline aborts at the work's first
+ * look, though the aborting timer may not have run (work due earlier runs first). Listeners
+ * still hear the abort, from `check` or the timer.
  */
 export function checkedAtEveryLook(signal: AbortSignal, check: () => void): AbortSignal {
   Object.defineProperties(signal, {

@@ -1,7 +1,5 @@
 /**
- * A duration as messages print it: whole milliseconds (`4999 ms`, never
- * `4999.029018000001 ms`). Deadlines are computed from `performance.now()`, so the durations
- * that reach a message are rarely whole.
+ * A duration as messages print it, in whole ms (`performance.now()` durations rarely are).
  *
  * @example
  * `within ${formatMs(4999.029018000001)}`; // 'within 4999 ms'

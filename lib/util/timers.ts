@@ -1,11 +1,8 @@
-// The timers module's own functions: a test's fake timers (which replace the globals) must not
-// hold back the library's commands.
+// The timers module's own functions: a test's fake timers replace the globals and must not hold
+// back the library's commands.
 import { setTimeout } from 'node:timers';
 
-/**
- * Waits for `task` at most `ms` (it goes on afterwards): resolves `true` if it settled in time,
- * `false` if not. Never rejects: the task's owner handles its failure.
- */
+/** Waits at most `ms` for `task` (which goes on): `true` if it settled in time. Never rejects. */
 export function settlesWithin(task: Promise<unknown>, ms: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
   return Promise.race([
@@ -17,7 +14,7 @@ export function settlesWithin(task: Promise<unknown>, ms: number): Promise<boole
   ]).finally(() => clearTimeout(timer));
 }
 
-/** Resolves after `ms`; a background task's pause (`keepsAlive` false) does not keep the process running. */
+/** Resolves after `ms`; unless `keepsAlive`, its timer does not keep the process running. */
 export function sleep(ms: number, keepsAlive = true): Promise<void> {
   return new Promise((resolve) => {
     const timer = setTimeout(resolve, ms);
@@ -29,11 +26,9 @@ export function sleep(ms: number, keepsAlive = true): Promise<void> {
 export type WakeReason = 'heard' | 'nudged' | 'timer' | 'aborted';
 
 /**
- * Settles at monotonic time `until` ('timer'), when `signal` aborts ('aborted') or when one of
- * `news` settles first; clears its timer and listener after. Never 'timer' before `until`: a
- * timer counts from the event loop's cached time and can fire a millisecond early by
- * `performance.now()`, which every deadline here is in (a wait woken early by its timer
- * sent a renewal just before giving up).
+ * Settles at monotonic time `until` ('timer'), on abort ('aborted'), or when one of `news`
+ * settles first. Never 'timer' early: a timer counts from the loop's cached time, so it can fire
+ * a millisecond before `until`, and a wait woken early would send a needless renewal.
  */
 export async function wakeUp(
   news: Partial<Record<'heard' | 'nudged', Promise<unknown>>>,
@@ -65,8 +60,8 @@ export async function wakeUp(
 }
 
 /**
- * `task`'s result, or the error `late` makes at monotonic time `until`, or the signal's reason
- * when it aborts first (the task goes on; its failure after that is ignored).
+ * `task`'s result, or `late()` thrown at monotonic time `until`, or the signal's reason if it
+ * aborts first (the task goes on; its failure after that is ignored).
  */
 export async function settledBy<T>(
   task: Promise<T>,

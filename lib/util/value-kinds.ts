@@ -1,4 +1,4 @@
-/** A plain object literal (or `Object.create(null)`): not an array, a class instance or a BSON value. */
+/** A plain object (literal or `Object.create(null)`): no array, class instance or BSON value. */
 export function isPlainObject(value: unknown): value is Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
   const prototype = Object.getPrototypeOf(value) as unknown;

@@ -1,6 +1,6 @@
 /**
- * An entry named by news: its token `t` and its fence. The same token can stand for a second
- * entry once its first ended (a join retried by its token): the fence tells them apart.
+ * An entry named by news: token `t` and fence. A join retried by its token can make a second
+ * entry with the same token once the first ended: the fence tells them apart.
  */
 export interface HeardEntry {
   t: string;
@@ -49,10 +49,7 @@ export class LineWaiters {
   private looksAtEveryKey = 0;
   private readonly looksAtKey = new Map<string, number>();
 
-  /**
-   * Listens for news that the entry of token `entry` holds `key`, with what the news carried
-   * for it (opaque here: a document lock's document).
-   */
+  /** Listens for news that entry `entry` holds `key`, with its opaque payload (a document). */
   wait(key: string, entry: string): EntryListener {
     const news = new EntryNews();
     let waiters = this.byKey.get(key);
@@ -77,13 +74,12 @@ export class LineWaiters {
   }
 
   /**
-   * Settles at the next {@link lookAgain} for `key` or for every key, or at once if one came
-   * after the {@link stamp} `since`: news may have been missed (the change stream failed or was
-   * reopened, or gave way to polling, or other code rewrote the line). `cancel` forgets it (one
-   * per wait round).
+   * Settles at the next {@link lookAgain} for `key` or every key, or at once if one came after
+   * the {@link stamp} `since` (during the waiter's last command): news may have been missed
+   * (the change stream failed, reopened or gave way to polling, or other code rewrote the
+   * line). `cancel` forgets it; one per wait round.
    */
   nudged(key: string, since: number): { nudged: Promise<void>; cancel: () => void } {
-    // Told to look after `since` (while its last command was under way): it looks at once.
     if (this.stamp(key) > since) return { nudged: Promise.resolve(), cancel: () => undefined };
     let wake!: () => void;
     const nudged = new Promise<void>((resolve) => (wake = resolve));
@@ -97,10 +93,7 @@ export class LineWaiters {
     return { nudged, cancel };
   }
 
-  /**
-   * How often the waiters of `key` were told to look so far: a waiter stamps each command
-   * it sends, and {@link nudged} with that stamp settles at once if told since.
-   */
+  /** How often `key`'s waiters were told to look: a waiter stamps each command it sends. */
   stamp(key: string): number {
     return this.looksAtEveryKey + (this.looksAtKey.get(key) ?? 0);
   }

@@ -38,9 +38,9 @@ export function linkAbortSignals(sources: readonly (AbortSignal | undefined)[]):
 }
 
 /**
- * Links callers' signals with one long-lived signal (a service's closing signal), one link per
- * caller signal shared by the calls under way with it: a process may park thousands of waits
- * on one shutdown signal, and a link costs a signal and a listener on each source.
+ * Links callers' signals with a service's closing signal, one link per caller signal shared by
+ * its calls under way: thousands of waits may park on one closing signal, and each link costs
+ * a signal and a listener on each source.
  */
 export class SharedSignalLinks {
   private readonly links = new Map<AbortSignal, { linked: LinkedAbortSignal; calls: number }>();
@@ -55,7 +55,7 @@ export class SharedSignalLinks {
     let link = this.links.get(signal);
     if (!link) {
       link = { linked: linkAbortSignals([signal, this.base]), calls: 0 };
-      // Every wait of the calls that share it listens on it.
+      // Every wait of the calls sharing it listens on it.
       setMaxListeners(0, link.linked.signal);
       this.links.set(signal, link);
     }

@@ -2,11 +2,10 @@ import { Observable } from 'rxjs';
 import { linkAbortSignals } from './linked-abort-signal';
 
 /**
- * A wait as a cold Observable: `wait` runs on subscription with a signal that aborts on
- * unsubscription (with `reason()`, if given) or on any of `signals`; emits its value once and
- * completes; its error is passed on, unless the subscriber left first. A value that comes
- * after the subscriber left goes to `late` (a lock won in the same instant: nobody else would
- * release it).
+ * A wait as a cold Observable: `wait` runs on subscription, with a signal that aborts on
+ * unsubscription (with `reason()`) or on any of `signals`; emits its value once and completes,
+ * or errors unless the subscriber left first. A value after the subscriber left goes to `late`
+ * (a lock won in that instant, which nobody else would release).
  *
  * @example
  * const freed$ = waitObservable((signal) => waitUntilFree('orders:42', signal), [closing]);

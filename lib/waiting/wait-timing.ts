@@ -1,22 +1,19 @@
-/** How often the waiting layer tries again when no event tells it to. */
+/** How often the waiting layer retries when no event tells it to: the module options' values. */
 export interface WaitTiming {
-  /** Re-try this often while a change stream watches the key. */
   safetyPollIntervalMs: number;
-  /** First polling delay without change streams. */
   pollIntervalMs: number;
-  /** Cap of the polling backoff. */
   maxPollIntervalMs: number;
 }
 
 /**
- * Added to a holder's remaining lease before re-trying: the lease was measured from before
- * our request was sent, so it can end a little after our countdown does.
+ * Added to a holder's remaining lease before re-trying: our countdown starts when the request
+ * is sent, before the server measures the lease, so the lease can end a little after it.
  */
 export const LEASE_END_MARGIN_MS = 5;
 
 /**
- * Capped exponential backoff with "equal jitter": half the delay is fixed, half random, so
- * pollers spread out without ever polling faster than half the nominal rate.
+ * Capped exponential backoff with "equal jitter": half the delay fixed, half random, so
+ * pollers spread out but never wait less than half the nominal delay.
  *
  * @example
  * pollDelayMs(3, { pollIntervalMs: 50, maxPollIntervalMs: 1000 }); // 200..400

@@ -3,19 +3,12 @@ import type { Document, Filter } from 'mongodb';
 import { isPlainObject } from '../../util/value-kinds';
 import { isDuplicateKeyError } from '../mongo-error-codes';
 
-/**
- * A document's `_id` as the lock key the waiting layer and handles use: canonical Extended
- * JSON, so ids of different types never share a key (`"1"` is the string, `{"$numberInt":"1"}`
- * the number).
- */
+/** An `_id` as a lock key: canonical Extended JSON, so ids of different types never share one. */
 export function keyOfDocumentId(id: unknown): string {
   return BSON.EJSON.stringify(canonicalId(id), { relaxed: false });
 }
 
-/**
- * The server matches 1, Long(1), 1.0 and -0.0 alike, inside an embedded `_id` too: so must
- * the key. Numbers at every depth are written one way.
- */
+/** The server matches 1, Long(1), 1.0 and -0.0 alike, at any depth: so must the key. */
 function canonicalId(id: unknown): unknown {
   if (typeof id === 'number' || id instanceof Int32 || id instanceof Double) {
     return canonicalNumber(id.valueOf());
@@ -26,9 +19,8 @@ function canonicalId(id: unknown): unknown {
 }
 
 /**
- * A number as the key writes it: -0 as 0; an integer past 2^53 as the Long of its exact value
- * (EJSON would write a double's rounded decimal digits, another number), or a double when no
- * Long holds it.
+ * -0 as 0; an integer past 2^53 as the Long of its exact value (EJSON would write the double's
+ * rounded digits: another number), or a Double when no Long holds it.
  */
 function canonicalNumber(value: number): number | Long | Double {
   if (Object.is(value, -0)) return 0;
@@ -42,7 +34,6 @@ export function documentIdOfKey(key: string): unknown {
   return BSON.EJSON.parse(key, { relaxed: false });
 }
 
-/** The filter that selects the document a key stands for. */
 export function byKey(key: string): Filter<Document> {
   return { _id: documentIdOfKey(key) } as Filter<Document>;
 }

@@ -9,7 +9,6 @@ import type { DocumentCollection } from './document-writes';
 import { keyOfDocumentId } from './document-key';
 import type { DocumentLineFields } from './document-line';
 
-/** Where a collection's document locks live: the collection, and its lock field. */
 interface DocumentLines {
   collection: DocumentCollection;
   fields: DocumentLineFields;
@@ -21,10 +20,9 @@ type DocumentChange = Extract<
 > & { wallTime?: Date };
 
 /**
- * Changes that may make an entry of `holderId`'s process holder: a leave or commit that names
- * it (or every process: `*`) as the new leader. A replaced or deleted document, or a lock
- * field or line removed by other code, may end entries in other ways: those make the key's
- * waiters look.
+ * Changes that may make an entry of `holderId`'s process hold: a leave or commit naming it (or
+ * `*`: every process) as leader. Replacements, deletions and lock fields or lines removed by
+ * other code make the key's waiters look.
  */
 export function watchDocumentLines(
   { collection, fields }: DocumentLines,
@@ -44,12 +42,12 @@ export function watchDocumentLines(
         return;
       }
       const lock = event.fullDocument[fields.field] as { line?: LineEntry[] } | undefined;
-      // A commit written as an update document leaves dead entries: none of them leads.
+      // A commit by update document leaves dead entries behind: none of them leads.
       const at = event.wallTime instanceof Date ? event.wallTime.getTime() : -Infinity;
       const live = (lock?.line ?? []).filter((entry) => entry.e.getTime() > at);
       // No entry left: other code may have removed the line.
       if (live.length === 0) return onChange({ key, holders: [], lookAgain: true });
-      // The document as read after the change (`updateLookup`): its holder's, saving a read.
+      // `updateLookup` read the document after the change: the holder gets it, saving a read.
       const doc = fields.strip(event.fullDocument);
       const next = live[1] ? { t: live[1].t, h: live[1].h } : null;
       const news: HeldDocument = { doc, created: false, fromEvent: true, next };
@@ -86,10 +84,9 @@ export function watchDocumentEvents(
 }
 
 /**
- * Updates that set or remove the lead (matching `leads` when given), that remove the lock
- * field or its line, replacements, deletions. An update shows a field of the lock field as a
- * name with a dot (read with `$getField`) or inside the whole lock field, as the server
- * diffed it.
+ * Updates that set or remove the lead (matching `leads` if given) or drop the lock field or its
+ * line; replacements; deletions. A changed lead shows as a dotted name (read with `$getField`)
+ * or inside the whole lock field, as the server diffed it.
  */
 function changeFilter(fields: DocumentLineFields, leads?: string): Document {
   const lead = fields.path('lead');
@@ -111,8 +108,7 @@ function changeFilter(fields: DocumentLineFields, leads?: string): Document {
   return {
     $or: [
       { operationType: { $in: ['replace', 'delete'] } },
-      // The lock field or its line removed, or the field set to null or to a document
-      // without a line: by other code (the library never does).
+      // Lock field or line removed, nulled or set without a line: other code, never the library.
       {
         operationType: 'update',
         'updateDescription.removedFields': { $in: [fields.field, line] },

@@ -34,11 +34,9 @@ interface LineRead {
 }
 
 /**
- * Engine v2's document locks on one application collection (see `document-line.ts`): the line
- * commands the acquirer sends (join, leave, renew, a read of our place), each bounded by the
- * operation timeout, and the change streams that tell who now holds. A join also returns the
- * document, and fails at once with `DocumentNotFoundError` when there is none (or it does not
- * meet `where`), unless `createIfMissing` makes it.
+ * Engine v2's document locks on one collection (see `document-line.ts`): line commands bounded
+ * by the operation timeout, and change streams. A join returns the document too, or throws
+ * `DocumentNotFoundError` at once (none meets `where`) unless `createIfMissing` makes it.
  */
 export class DocumentLineStore implements LineStorage {
   private readonly joins = new JoinsInFlight();
@@ -118,8 +116,8 @@ export class DocumentLineStore implements LineStorage {
   }
 
   /**
-   * The document (without the lock field) when `token`'s entry holds it and it meets `where`;
-   * `null` when there is no such document, `undefined` when our entry does not hold it.
+   * The document (without the lock field) if `token`'s entry holds it; `null`: no document
+   * meets `where`; `undefined`: our entry does not hold it.
    */
   readHeld(key: string, token: string, where?: AttemptTarget['where']) {
     return this.send('find', async (): Promise<HeldDocument | null | undefined> => {
@@ -134,7 +132,6 @@ export class DocumentLineStore implements LineStorage {
     });
   }
 
-  /** Whether the document exists and meets `where`. */
   exists(key: string, where: AttemptTarget['where']): Promise<boolean> {
     return this.send('find', async () => {
       const found = await this.collection.findOne(
@@ -154,7 +151,6 @@ export class DocumentLineStore implements LineStorage {
     });
   }
 
-  /** See `watchDocumentLines`. */
   watch(
     holderId: string,
     onChange: (change: LineChange) => void,
@@ -164,7 +160,6 @@ export class DocumentLineStore implements LineStorage {
     return watchDocumentLines(this, holderId, onChange, onFailure, onOpen);
   }
 
-  /** See `watchDocumentEvents`. */
   watchEvents(
     onEvent: (event: LockEvent) => void,
     onFailure?: (error: unknown) => void,
@@ -183,9 +178,8 @@ export class DocumentLineStore implements LineStorage {
   }
 
   /**
-   * Joins with one update that never creates anything (the document usually exists); with
-   * `createIfMissing`, an upsert after it found none, and a third try when a racing creator
-   * made the document meanwhile (the upsert then collides on `_id`).
+   * First a join that never creates (the document usually exists); with `createIfMissing`, then
+   * an upsert, and a third join if a racing creator won (the upsert collides on `_id`).
    */
   private async joinOrCreate(
     request: Omit<JoinRequest, 'idleRetentionMs'>,
@@ -237,10 +231,9 @@ export class DocumentLineStore implements LineStorage {
   }
 
   /**
-   * A reply as the line and the server time to read it by: the command's own `$$NOW`; for a
-   * write the driver retried after it had landed (answered with the stored document, without
-   * the projection: SERVER-31242), the time our entry's lease was set from, or else the time
-   * of a read now (later is the safe side: fewer live entries).
+   * A reply's line and the server time to read it by: the command's `$$NOW`; for a write the
+   * driver retried after it landed (answered unprojected: SERVER-31242), the time our lease was
+   * set from, else a fresh read's (later is the safe side: fewer live entries).
    */
   private async decode(
     key: string,
@@ -285,7 +278,6 @@ function asLine(key: string, read: Pick<LineRead, 'line' | 'f'>): LineDocument {
   return { _id: key, line: read.line, f: read.f };
 }
 
-/** The lock field holds the application's own value: the lock never writes over it. */
 function notALockField(key: string, field: string, value: unknown): InvalidLockOptionsError {
   const kind = Array.isArray(value)
     ? 'an array'
@@ -299,7 +291,6 @@ function notALockField(key: string, field: string, value: unknown): InvalidLockO
   );
 }
 
-/** A lock field in the 0.1 form with a live lease: not to pass over (a 0.1 process holds it). */
 function lockedInV1Form(key: string, lock: Document): LockNotAcquiredError {
   const holderId = typeof lock.holder === 'string' ? lock.holder : undefined;
   const endsAt = lock.expiresAt instanceof Date ? lock.expiresAt.getTime() : undefined;
@@ -313,9 +304,8 @@ function lockedInV1Form(key: string, lock: Document): LockNotAcquiredError {
 }
 
 /**
- * Whether a reply is our projection (with the command's own `$$NOW`): every projection drops
- * `_id`; a stored image (a retried write's reply) has the user's own fields, `_id` and maybe a
- * field named `now` among them.
+ * Whether a reply is our projection (with the command's `$$NOW`): every projection drops `_id`;
+ * a stored image (a retried write's reply) has `_id`, and maybe a user field named `now`.
  */
 function isProjected(reply: Document): boolean {
   return reply.now instanceof Date && !('_id' in reply);

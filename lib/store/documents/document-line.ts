@@ -19,11 +19,10 @@ export function isLockShaped(value: unknown): boolean {
 }
 
 /**
- * Engine v2's document lock: the key's line (see `line-document.ts`) kept in the user's own
- * document, under the lock field: `{ f, line, lead }`, exclusive entries only, nothing else (no
- * past owners, no `gcAt`: the application owns its documents). Every pipeline here rewrites
- * the lock field alone, and writes nothing when it decides nothing changes. Tokens and other
- * values go in as literals: a commit's stage runs in the caller's own update pipeline.
+ * Engine v2's document lock: the key's line (see `line-document.ts`) in the user's document,
+ * as the lock field `{ f, line, lead }`: exclusive entries only, no past owners, no `gcAt` (the
+ * application owns its documents). Each pipeline rewrites the lock field alone, or nothing.
+ * Values go in as literals: a commit's stage runs in the caller's own update pipeline.
  */
 export class DocumentLineFields {
   constructor(readonly field: string) {}
@@ -36,7 +35,6 @@ export class DocumentLineFields {
     return `$${this.field}.${name}`;
   }
 
-  /** The live entries, in line order. */
   get live(): Document {
     const line = this.value('line');
     return {
@@ -48,9 +46,8 @@ export class DocumentLineFields {
   }
 
   /**
-   * The lock field is missing, null or a lock: an object whose `line`, if any, is an array and
-   * whose `f`, if any, a number. Anything else is the application's own value: never written
-   * over.
+   * The lock field is missing, null or `{ line?: array, f?: number }`; anything else is the
+   * application's own value, never written over.
    */
   get lockShaped(): Document {
     const type = { $type: `$${this.field}` };
@@ -111,9 +108,8 @@ export class DocumentLineFields {
   }
 
   /**
-   * While `next` is still the live entry behind ours, a commit names it the leader (only its
-   * process hears); while we are alone in line (`next` null), with a lead of `-`, which the
-   * waiting processes' streams skip and the streams of `events$` and `waitForRelease` see.
+   * A commit's filter and operators: `next` must still be the live entry behind ours (`null`:
+   * none); it is named leader, so only its process hears (alone: `- <token>`, see `leaveStage`).
    */
   unlockBefore(token: string, next: Successor | null): { filter: Document; operators: Document } {
     const behind = { $let: { vars: { l: this.live }, in: { $arrayElemAt: ['$$l.t', 1] } } };
@@ -133,10 +129,9 @@ export class DocumentLineFields {
   }
 
   /**
-   * Joins the line with a new entry, or writes nothing: when the token is in it already (a
-   * retry), the line is full, a 0.1 lease is live, or (`onlyIfHolds`) anyone is in line. The
-   * fence never goes below the server clock in ms, so a document deleted and made again gets
-   * larger ones; the 0.1 form's fields go with the first join.
+   * Joins the line, or writes nothing: the token is in it already (a retry), the line is full, a
+   * 0.1 lease is live, or (`onlyIfHolds`) anyone is in line. The first join drops the 0.1 fields.
+   * Fences never go below the server clock in ms, so a re-created document's fences still grow.
    */
   joinStage(request: { token: string; holderId: string; ttlMs: number; onlyIfHolds: boolean }) {
     const token = { $literal: request.token };
@@ -175,10 +170,9 @@ export class DocumentLineFields {
   }
 
   /**
-   * Leaves the line: `token`'s entry goes, with every dead one; `lead` names the entry that
-   * now leads (`<holder id> <token>`, for the change streams' filters), or, with nobody left,
-   * is `- <our token>`: a change every leave makes, which `events$` and `waitForRelease` see
-   * and the waiting processes' streams skip.
+   * Leaves the line, dropping dead entries. `lead` names the new leader (`<holder> <token>`) for
+   * the change streams' filters, or, with nobody left, `- <our token>`: a change `events$` and
+   * `waitForRelease` see and waiting processes' streams skip.
    */
   leaveStage(token: string): Document {
     const rest = {
@@ -213,10 +207,7 @@ export class DocumentLineFields {
     };
   }
 
-  /**
-   * Renews `token`'s entry: its lease ends `ttlMs` from now, or later if it already did
-   * (`exactly`: at that time); dead entries go, ours too if its lease has ended.
-   */
+  /** Renews `token`'s lease to `ttlMs` from now (not earlier unless `exactly`); drops dead ones. */
   renewStage(token: string, ttlMs: number, exactly: boolean): Document {
     const end = { $add: ['$$NOW', ttlMs] };
     const renewed = {
@@ -236,7 +227,6 @@ export class DocumentLineFields {
     };
   }
 
-  /** The document without its lock field. */
   strip<T extends Document>(document: T): T {
     const { [this.field]: _lock, ...rest } = document;
     return rest as T;

@@ -23,9 +23,9 @@ export function versionTyped(version: DocumentVersion): Document {
 }
 
 /**
- * What an update-document write adds to bump the version, and what its filter must add:
- * a date version moves to the server's current time, which must be later than the stored
- * one (two writes in one millisecond: the second finds no match and is tried again).
+ * The operators and filter that bump the version in an update document. A date moves to the
+ * server's time, which must be later than the stored one: a second write in the same ms matches
+ * nothing and is tried again.
  */
 export function versionBumpOperators(
   version: DocumentVersion,
@@ -67,14 +67,10 @@ export function versionBumpStage(version: DocumentVersion): Document {
   return { $set: { [version.field]: next } };
 }
 
-/**
- * A version value as the caller gives it (or as an `If-Match` ETag carries it) in the
- * field's BSON type; `undefined` when it cannot be one.
- */
+/** A caller's version value (or an `If-Match` ETag) in the field's BSON type; else `undefined`. */
 export function toVersionValue(version: DocumentVersion, value: unknown): unknown {
-  // Text (an ETag) is compared character by character, as ETags are: "01" is not the ETag
-  // "1" of version 1. A tag in another form than `versionTag` writes stays the text itself,
-  // which no version of the field's type equals: a conflict, never a match.
+  // Text is compared as ETags are, exactly ("01" is not version 1's "1"): a form other than
+  // `versionTag`'s stays text, which no version equals: a conflict, never a match.
   const canonical = (converted: unknown) =>
     typeof value !== 'string' || versionTag(converted) === value ? converted : value;
   switch (version.type) {

@@ -23,7 +23,6 @@ export type DocumentCollection = Pick<
 /** An update document (`{ $set: … }`) or an update pipeline (`[{ $set: … }]`). */
 export type DocumentUpdate = Document | Document[];
 
-/** Where a collection's document writes go, and how they are checked. */
 export interface DocumentWriteTarget {
   collection: DocumentCollection;
   lock: DocumentLineFields;
@@ -58,7 +57,7 @@ function mergeOperators(update: Document, extra: Document): Document {
   return merged;
 }
 
-/** The update and filter additions of one write: the caller's update, the version bump, the unlock. */
+/** One write's update and filter: the caller's update, the version bump, the unlock. */
 function composeWrite(
   target: DocumentWriteTarget,
   update: DocumentUpdate | undefined,
@@ -85,9 +84,8 @@ function composeWrite(
 }
 
 /**
- * A write that applies only while `owner` holds a live lease on the document; with `unlock`
- * (a commit) it also gives the lock up, in the same write. Resolves to the new document
- * (without the lock field), or `null` when the lease was not ours any more: nothing was written.
+ * Writes only while `owner`'s entry holds the document; with `unlock` (a commit) it also leaves
+ * the line, in one write. The new document (no lock field), or `null`: not ours, nothing written.
  */
 export async function writeWhileHeld(
   target: DocumentWriteTarget,
@@ -116,8 +114,7 @@ export async function writeWhileHeld(
       { returnDocument: 'after', projection: { [target.lock.field]: 0 } },
     );
     if (written !== null) return written;
-    // The line behind us changed (or it is not ours, or a date version from this very ms):
-    // the general form decides.
+    // The entry behind us changed (or not ours, or a same-ms date): the general form decides.
   }
   let write = composeWrite(target, update, unlocking);
   for (let tries = 1; ; tries += 1) {
@@ -139,10 +136,7 @@ export async function writeWhileHeld(
   }
 }
 
-/**
- * Applies `update` only if the version field still equals `expected` and no live lease holds
- * the document, bumping the version in the same write.
- */
+/** Writes, bumping the version, only while it equals `expected` and no lease holds the document. */
 export async function updateIfCurrent(
   target: DocumentWriteTarget & { version: DocumentVersion },
   key: string,

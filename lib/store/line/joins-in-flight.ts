@@ -1,9 +1,8 @@
 import type { BoundedCommand } from '../bounded-command';
 
 /**
- * The joins sent and not yet settled, by key and token. A join whose reply the caller stopped
- * waiting for still goes on, and may land after its call's entry ended (its leave, a commit):
- * whoever ends an entry asks here whether a join of its token is still on its way.
+ * Joins sent and not yet settled, by key and token. A join given up on still goes on and may
+ * land after its entry ended (a leave, a commit): whoever ends an entry asks here first.
  */
 export class JoinsInFlight {
   private readonly byEntry = new Map<string, Set<Promise<unknown>>>();
@@ -25,7 +24,7 @@ export class JoinsInFlight {
     return join.result;
   }
 
-  /** Settles once every join of `token` on `key` sent so far has; undefined if none is on its way. */
+  /** Settles once every join of `token` on `key` sent so far has; undefined if none is pending. */
   settled(key: string, token: string): Promise<void> | undefined {
     const joins = this.byEntry.get(`${token}\0${key}`);
     return joins ? Promise.all([...joins]).then(() => undefined) : undefined;

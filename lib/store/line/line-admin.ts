@@ -16,27 +16,19 @@ import {
 } from './line-state';
 
 /**
- * Engine v2's operator commands on the lock collection (`inspect`, `list`, `forceRelease`,
- * `releaseScope`) and its `events$` stream, with the current engine's results. Decoded by the
- * server clock of each command's own `$$NOW`; never an owner token.
+ * Operator commands on the lock collection (`inspect`, `list`, `forceRelease`, `releaseScope`)
+ * and the `events$` stream, decoded by each command's own `$$NOW`; never an owner token.
  */
 
 const NOW = '$$NOW';
 const LIVE = { $filter: { input: { $ifNull: ['$line', []] }, cond: { $gt: ['$$this.e', NOW] } } };
 
-/**
- * `gcAt` when an operator empties the line: the idle retention (`$$i`) from now, and never
- * before the last fence in ms (the next fence, from the clock, is then larger). (A leave keeps
- * the `gcAt` its joins and renewals set, which is later still.)
- */
+/** `gcAt` for an emptied line: retention `$$i` from now, floored at the last fence in ms. */
 const GC_WHEN_EMPTY = {
   $cond: [{ $eq: ['$line', []] }, { $max: [{ $add: [NOW, '$$i'] }, { $toDate: '$f' }] }, '$gcAt'],
 };
 
-/**
- * A `lead` that every process's waiters hear (`line-events.ts` matches `* <token>`), new on
- * every write so that it is in the change's `updatedFields`.
- */
+/** A `lead` every process's waiters hear (`* <token>`), new each write to be in `updatedFields`. */
 function wakeEveryone(): string {
   return `* ${randomBytes(12).toString('base64url')}`;
 }
@@ -53,10 +45,7 @@ export async function inspectLine(
   return reply && decodeLineState(reply, await timeOf(collection, key, reply));
 }
 
-/**
- * A page of keys in `_id` order, each as {@link inspectLine} reports it: the current engine's
- * `listLocks` (`prefix` an anchored regular expression on `_id`, `after` exclusive, `limit`).
- */
+/** A page of keys in `_id` order, each as {@link inspectLine} reports it (see `list-locks.ts`). */
 export async function listLines(
   collection: LineCollection,
   { prefix, after, limit }: ListLocksQuery,
@@ -75,10 +64,7 @@ export async function listLines(
   return states;
 }
 
-/**
- * Removes the holders (the holding prefix of the live entries, computed by the server) and
- * every dead entry; the waiters stay, in order, and the first of them now leads.
- */
+/** Removes the holders and every dead entry; the waiters stay in order, the first now leads. */
 const FORCE_RELEASE_PIPELINE: Document[] = [
   { $set: { _l: LIVE } },
   {
@@ -91,12 +77,10 @@ const FORCE_RELEASE_PIPELINE: Document[] = [
 ];
 
 /**
- * Frees `key` whoever holds it, in one write decided by the server clock: the holders go, and
- * the entries behind them hold with no further write. Every process's waiters hear it (the
- * `lead`); holders elsewhere learn it at their next renewal (their entry is gone). The fence
- * is untouched, so the next join's is larger. A key with no live entry is not written.
- * Resolves to the holders removed, in line order. `idleRetentionMs`: for `gcAt` when the line
- * is left empty.
+ * Frees `key` whoever holds it, in one write by the server clock; the entries behind hold with
+ * no further write. Every waiter hears it (`lead`); holders learn at their next renewal. The
+ * fence is kept, so the next join's is larger. A key with no live entry is not written.
+ * Resolves to the holders removed, in line order.
  */
 export async function forceReleaseLine(
   collection: LineCollection,
@@ -131,7 +115,7 @@ const RELEASE_SCOPE_PIPELINE: Document[] = [
   { $set: { gcAt: GC_WHEN_EMPTY, lead: '$$l' } },
 ];
 
-/** The document has a live entry of `scope` (the scope inline: a `find` takes no `let`). */
+/** The document has a live entry of `scope` (inline: a `find` takes no `let`). */
 function liveEntryOf(scope: string): Document {
   const ofScope = { $eq: ['$$this.sc', { $literal: scope }] };
   return {
@@ -150,12 +134,10 @@ function liveEntryOf(scope: string): Document {
 }
 
 /**
- * Removes every entry of `scope`, holding or waiting, from every line, and resolves to how
- * many of them held at their write. One `findOneAndUpdate` per document found: the keys of
- * one scope are few (a session's or a job's), and each write is decided by the server clock
- * on its own document. Every process's waiters hear each write (the `lead`); holders
- * elsewhere learn it at their next renewal. A document whose scope's entries left or ran out
- * between the read and its write is not written.
+ * Removes every entry of `scope`, holding or waiting, from every line; resolves to how many
+ * held. One `findOneAndUpdate` per document (a scope has few keys), each decided by the server
+ * clock and heard as with {@link forceReleaseLine}. A document whose scope entries left or
+ * ended since the read is not written.
  */
 export async function releaseScopeInLines(
   collection: LineCollection,
@@ -183,10 +165,7 @@ export async function releaseScopeInLines(
   return freed.reduce((sum, count) => sum + count, 0);
 }
 
-/**
- * The changes {@link lineEvents} can make an event of: renewals (only `line.N.e` and `gcAt`)
- * never leave the server.
- */
+/** The changes {@link lineEvents} can make an event of: renewals never leave the server. */
 const EVENT_CHANGES = [
   {
     $match: {
@@ -206,11 +185,7 @@ const EVENT_CHANGES = [
   },
 ];
 
-/**
- * Watches the lock collection for `events$`: every acquisition, release and deletion, as
- * {@link lineEvents} reads them. Like `watchLines`, a failed stream is reopened after a pause
- * (events meanwhile are missed) and `onFailure` hears why.
- */
+/** Every acquisition, release and deletion, for `events$` (see {@link reopeningStream}). */
 export function watchLineEvents(
   collection: LineCollection,
   onEvent: (event: LockEvent) => void,
@@ -230,7 +205,7 @@ export function watchLineEvents(
     },
     onFailure,
     onOpen,
-    // Taken now, when events$ (or a waitForRelease) starts listening, not when the aggregate runs.
+    // Start from now, when events$ (or waitForRelease) listens, not when the aggregate runs.
     lastClusterTime(collection),
   );
 }

@@ -26,10 +26,7 @@ export interface AttemptTarget {
   createIfMissing?: Record<string, unknown>;
 }
 
-/**
- * Engine v2's commands on the lock collection: join, leave and renew, one `findOneAndUpdate`
- * each, decoded into plain results. Nothing outside `store/line` knows the document's shape.
- */
+/** Join, leave and renew: one `findOneAndUpdate` each. Only `store/line` knows the document. */
 
 export type LineCollection = Collection<LineDocument>;
 
@@ -38,15 +35,12 @@ function literal(value: string): string | { $literal: string } {
   return value.startsWith('$') ? { $literal: value } : value;
 }
 
-/** A reply's document, with the server time it was read at. */
 type LineReply = LineDocument & { now: Date };
 
 /**
- * The server time to decode a reply by: the command's own `$$NOW`, from the reply. A write
- * the driver retried after it had landed is answered with its stored image, without the
- * projection (SERVER-31242): then the time our entry's lease was set from (it ends `ttlMs`
- * later), or else the server's time now, read afterwards; later is the safe side (fewer
- * live entries, a shorter lease left).
+ * The server time to decode a reply by: its `$$NOW`. A retried write that had landed replies
+ * without the projection (SERVER-31242): then the time our lease was set from, else the
+ * server's time read now; later is the safe side (fewer live entries, less lease left).
  */
 export async function timeOf(
   collection: LineCollection,
@@ -86,7 +80,7 @@ export function checkJoin({ ttlMs, kind, idleRetentionMs }: JoinRequest): void {
 
 export interface JoinRequest {
   key: string;
-  /** The call's token: a retry with the same token finds the entry it may have made. */
+  /** A retry with the same token finds the entry it may have made. */
   token: string;
   holderId: string;
   ttlMs: number;
@@ -94,9 +88,8 @@ export interface JoinRequest {
   /** Join only if the entry holds at once (`tryAcquire`); else join and wait in line. */
   onlyIfHolds: boolean;
   scope?: string;
-  /** How long an idle document stays after the last lease ends (its TTL index removes it). */
+  /** Ms an idle document stays after the last lease ends (then the TTL index removes it). */
   idleRetentionMs: number;
-  /** A document lock's conditions on its document (`where`, `createIfMissing`). */
   target?: AttemptTarget;
 }
 
@@ -106,16 +99,13 @@ export interface HeldDocument {
   doc: Document;
   /** True when `createIfMissing` inserted it. */
   created: boolean;
-  /**
-   * True when a change event carried it (read after the change that made our entry hold):
-   * not checked against the lock's `where`, unlike a join's.
-   */
+  /** Read from the change event that made our entry hold: not checked by `where`. */
   fromEvent?: boolean;
   /** The entry behind ours when it was read (`null`: none), for the commit to name. */
   next?: Successor | null;
 }
 
-/** An entry as a leave names it the new leader: its token and holder id. */
+/** The entry a leave makes the new leader. */
 export interface Successor {
   t: string;
   h: string;
@@ -125,15 +115,11 @@ export type JoinResult =
   | ({ joined: true; document?: HeldDocument } & LinePlace)
   | {
       joined: false;
-      /**
-       * `held`: an entry would not hold at once; `kind`: the key is in use in another form;
-       * `full`: the line has {@link LINE_CAPACITY} live entries.
-       */
+      /** `held`: would not hold at once; `kind`: in use in another form; `full`: at capacity. */
       reason: 'held' | 'kind' | 'full';
       /** The first holder's service, and until its lease ends by itself. */
       holderId: string | undefined;
       retryAfterMs: number | undefined;
-      /** How the key is in use now (for `kind`). */
       inUse: KeyInUse;
     };
 
@@ -156,10 +142,7 @@ function fullJoinPipeline(request: JoinRequest): Document[] {
   });
 }
 
-/**
- * A mutex's join by its short commands; undefined when the case is left to the full pipeline
- * (a retry, a full line, a key last used as a semaphore).
- */
+/** A mutex's join by short commands; undefined leaves rarer cases to the full pipeline. */
 async function exclusiveJoin(
   collection: LineCollection,
   request: JoinRequest,
@@ -186,7 +169,7 @@ async function exclusiveJoin(
       LOCK_LINE_REPLY,
     );
   } catch (error) {
-    // The filter refused the usual case: the upsert found the key taken.
+    // Not the usual case: the filter missed, so the upsert's insert found the key taken.
     if (isDuplicateKeyError(error)) return undefined;
     throw error;
   }
@@ -218,7 +201,7 @@ async function sendJoin(
   return { ...doc, now: await timeOf(collection, request.key, doc, request) };
 }
 
-/** A join's result from the document after it, at the join's server time `doc.now`. */
+/** A join's result from the document after it, at the join's server time. */
 export function decodeJoin(
   doc: LineDocument & { now: Date },
   request: Pick<JoinRequest, 'kind' | 'token'>,
@@ -246,7 +229,7 @@ export function decodeJoin(
 export interface LeaveResult {
   /** Our entry was in the line and live until this write. */
   left: boolean;
-  /** The entries that hold after it, in line order (a local successor starts at once). */
+  /** The holders after it, in line order (a local successor starts at once). */
   holders: (HoldingEntry & Pick<LineEntry, 'h'>)[];
 }
 
@@ -263,16 +246,12 @@ export async function leaveLine(
   })) as LineReply | null;
   if (!before) return { left: false, holders: [] };
   const now = await timeOf(collection, key, before);
-  // A retried write's reply has no time of its own (see `timeOf`): a later time would count
-  // entries still live at the write as dead, and name holders that are not. The change
-  // stream tells them instead.
+  // A retried write's reply has no time of its own (see `timeOf`): a later one would count
+  // entries live at the write as dead and name false holders. The change stream tells them.
   return decodeLeave(before, token, now, before.now instanceof Date);
 }
 
-/**
- * A leave's result from the document before it, at the leave's server time `now`; the holders
- * after it only when `now` is the write's own time.
- */
+/** A leave's result from the document before it; holders only when `now` is the write's time. */
 export function decodeLeave(
   before: LineDocument,
   token: string,
@@ -290,10 +269,7 @@ export function decodeLeave(
 
 export type RenewResult = { renewed: false } | ({ renewed: true } & LinePlace);
 
-/**
- * Renews our entry, holding or waiting, never one whose lease has ended: its lease then ends
- * `ttlMs` from now at the earliest (`exactly`: at that time, maybe sooner than it did).
- */
+/** Renews our live entry, holding or waiting (never an ended one): see {@link RENEW_PIPELINE}. */
 export async function renewInLine(
   collection: LineCollection,
   key: string,
@@ -313,10 +289,7 @@ export async function renewInLine(
   return place ? { renewed: true, ...place } : { renewed: false };
 }
 
-/**
- * Where our entry stands, read without a write: a waiter without change streams polls this.
- * Undefined when the entry is gone or its lease has ended.
- */
+/** Our entry's place by a read (polling without change streams); undefined if gone or ended. */
 export async function readPlace(
   collection: LineCollection,
   key: string,
@@ -330,11 +303,9 @@ export async function readPlace(
 }
 
 /**
- * Inside `session`'s transaction: true if `token`'s entry is still live (an entry that held
- * holds until it leaves or its lease ends), proven by a write: any change to the line before
- * the commit then conflicts with it, and the transaction runs again. The write sets `tx` to a
- * new id each time, so that it is never a no-op (a no-op writes nothing, and conflicts with
- * nothing).
+ * In `session`'s transaction: true if `token`'s entry is live (a holder holds until it leaves or
+ * ends), proven by a write, so any line change before the commit conflicts and the transaction
+ * reruns. A fresh `tx` id keeps the write from being a no-op (which conflicts with nothing).
  */
 export async function confirmInLine(
   collection: LineCollection,

@@ -4,9 +4,8 @@ import type { BsonInteger } from '../bson-values';
 
 /**
  * Engine v2's lock document: one per key, a line of entries in arrival order (ownership by
- * position, as etcd's Mutex). The holders are the longest compatible prefix of live entries;
- * nothing else records who holds. Every write drops the entries whose lease has ended, so
- * the entries of a document as written were all live at that write.
+ * position, as etcd's Mutex). The holders are the longest compatible prefix of live entries.
+ * Every write drops ended entries, so all entries of a written document were live at that write.
  */
 export interface LineDocument {
   _id: string;
@@ -27,12 +26,9 @@ export interface LineDocument {
 export interface LineEntry {
   /** The call's token: its owner check, and how a retry finds its own entry. */
   t: string;
-  /**
-   * The entry's fence number, handed out when it joined: line order is fence order. It stands
-   * for {@link FENCES_PER_ENTRY} fences (see {@link firstFence}).
-   */
+  /** Fence number, set at join: line order is fence order. See {@link FENCES_PER_ENTRY}. */
   f: Long;
-  /** Server time at which the entry's lease ends. */
+  /** Server time at which the lease ends. */
   e: Date;
   /** The holder id of the `LockService` whose call this is. */
   h: string;
@@ -44,15 +40,11 @@ export interface LineEntry {
   sc?: string;
 }
 
-/** What an acquisition asks of the line: an exclusive or shared lock, or semaphore permits. */
 export type LineKind =
   | { readonly mode: 'exclusive' | 'shared' }
   | { readonly mode: 'permits'; readonly permits: number; readonly weight: number };
 
-/**
- * How many entries at the front of `live` hold: an exclusive entry alone, or a run of shared
- * ones; in a semaphore, the leading entries whose permits fit.
- */
+/** How many leading entries of `live` hold: one exclusive, a shared run, or permits that fit. */
 export function holdingCount(live: readonly LineEntry[], permits: number | undefined): number {
   if (permits !== undefined) {
     let used = 0;
@@ -72,13 +64,11 @@ export function holdingCount(live: readonly LineEntry[], permits: number | undef
 }
 
 /**
- * Fences per entry. An entry's number `f` stands for the fences f·16 to f·16 + 15: its first
- * holder has f·16, and each caller of the same process the entry is handed to without a write
- * (`line-handover.ts`) the next one. Numbers increase along the line, so fences do too.
+ * Number `f` stands for fences f·16 to f·16 + 15: the first holder gets f·16, each local
+ * hand-over without a write (`line-handover.ts`) the next. Fences increase along the line.
  */
 export const FENCES_PER_ENTRY = 16n;
 
-/** The fence of an entry's first holder, from its fence number (stored, or the document's). */
 export function firstFence(number: BsonInteger | null | undefined): bigint {
   return toBigInt(number) * FENCES_PER_ENTRY;
 }
@@ -89,16 +79,14 @@ export function entryFenceOf(fence: bigint): bigint {
 }
 
 /**
- * An entry that holds, as news names it: its token, and its first holder's fence. A token
- * whose entry ended can join again (a join retried by its token after its first landed and
- * ran out): the fence tells the entries apart, so news of the first never reaches the second.
+ * A holding entry as news names it. A retried join can re-add a token whose entry ended: the
+ * fence tells the two apart, so news of the first never reaches the second.
  */
 export interface HoldingEntry {
   t: string;
   fence: bigint;
 }
 
-/** How news names `entry`. */
 export function holdingEntry(entry: Pick<LineEntry, 't' | 'f'>): HoldingEntry {
   return { t: entry.t, fence: firstFence(entry.f) };
 }
@@ -107,7 +95,6 @@ export function holdingEntry(entry: Pick<LineEntry, 't' | 'f'>): HoldingEntry {
 export interface LinePlace {
   holds: boolean;
   fence: bigint;
-  /** The entry's own remaining lease. */
   remainingMs: number;
   /** Live entries ahead of it. */
   ahead: number;
@@ -117,7 +104,6 @@ export interface LinePlace {
   leaderId: string;
 }
 
-/** The live entries of `line` at server time `now`. */
 export function liveEntries(line: readonly LineEntry[] | undefined, now: Date): LineEntry[] {
   return (line ?? []).filter((entry) => entry.e.getTime() > now.getTime());
 }
@@ -140,7 +126,6 @@ export function placeOf(doc: LineDocument, token: string, now: Date): LinePlace 
   };
 }
 
-/** The holders of `doc` at `now`, in line order. */
 export function holdersOf(doc: LineDocument, now: Date): LineEntry[] {
   const live = liveEntries(doc.line, now);
   return live.slice(0, holdingCount(live, doc.permits));

@@ -16,17 +16,16 @@ import type { LineCollection } from './line-commands';
 export interface LineChange {
   key: string;
   holders: HoldingEntry[];
-  /** The change may have ended entries in other ways (a document replaced): the key's waiters look. */
+  /** The change may have ended entries otherwise (a document replaced): the key's waiters look. */
   lookAgain?: boolean;
-  /** What the change carries for its holders (a document lock's document, as read after it). */
+  /** For the holders: a document lock's document, as read after the change. */
   news?: unknown;
 }
 
 /**
- * The events that can make an entry of `holderId`'s process holder: a leave that changed the
- * front of a line to it (or to a shared entry or a semaphore's, where several may hold; see
- * `LEAD`). Joins append, and the joiner learns from its reply; an entry ahead that runs out is
- * confirmed by the waiter's own renewal, on its timer.
+ * Changes that can make an entry of `holderId`'s process holder: a leave that set `lead` to it
+ * or to everyone (see `LEAD`). A joiner learns from its reply; an entry ahead that runs out is
+ * noticed by the waiter's own renewal timer.
  */
 function leadsTo(holderId: string) {
   return {
@@ -35,14 +34,14 @@ function leadsTo(holderId: string) {
   };
 }
 
-/** The `lead` values that concern `holderId`'s process: its own id whole, or everyone's `*`. */
+/** The `lead` values for `holderId`'s process: its own id whole, or everyone's `*`. */
 export function leadPattern(holderId: string): string {
   const escaped = holderId.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
   // The id whole: `a` must not match the leads of a holder `a b`.
   return `^(\\*|${escaped}) [\\w-]+$`;
 }
 
-/** What a change that {@link leadsTo} matched says: who holds its key after the write. */
+/** Who holds the key after a change that {@link leadsTo} matched. */
 export function lineChangeOf(event: ChangeStreamDocument<LineDocument>): LineChange | undefined {
   if (!('fullDocument' in event) || !event.fullDocument) return undefined;
   const doc = event.fullDocument;
@@ -58,11 +57,9 @@ export interface LineWatch {
 }
 
 /**
- * Watches the lock collection for the changes {@link leadsTo} `holderId`'s process, and reports
- * who holds the key after each. Every write drops the dead entries, so the entries of a written
- * document were all live at that write: an entry in its holding prefix holds from then on,
- * whatever time the event arrives at (nobody joins ahead of an entry, and the ones ahead only
- * leave), until its own lease ends, which its process knows from its own last write.
+ * Reports who holds the key after each change {@link leadsTo} `holderId`'s process. A written
+ * document's entries were all live, so one in its holding prefix holds from then on, however
+ * late the event (nobody joins ahead; those ahead only leave), until its own lease ends.
  */
 export function watchLines(
   collection: LineCollection,
@@ -87,13 +84,10 @@ export function watchLines(
 }
 
 /**
- * Reads the change stream `open` makes and hands each change to `onChange`. The driver resumes
- * after resumable errors by itself; a stream that fails otherwise is reopened after a pause,
- * resuming after the last change it read (so nothing written meanwhile is missed, unless the
- * server cannot resume from there: then afresh, and readers wake on their own timers), and
- * `onFailure` hears why; `onOpen` hears each time a stream, the first or a reopened one, has
- * its starting point. `opened` settles the first time, or on the first failure: nobody waits
- * on a stream that cannot open.
+ * Hands each change of `open`'s stream to `onChange`. On a failure the driver cannot resume,
+ * `onFailure` hears why and the stream reopens after a pause, after its last change (or afresh
+ * if that point is lost; readers then wake on their timers). `onOpen` hears each start;
+ * `opened` settles on the first start or failure, so nobody waits on a stream that cannot open.
  */
 export function reopeningStream<Change extends Document>(
   open: (resumeAfter: ResumeToken, startAt?: Timestamp) => ChangeStream<LineDocument, Change>,
@@ -101,16 +95,14 @@ export function reopeningStream<Change extends Document>(
   onFailure: (error: unknown) => void,
   onOpen: () => void = () => undefined,
   /**
-   * Where a stream with no resume token yet starts: the caller's time of watching, so that a
-   * first `aggregate` held back (no server selectable, e.g. for up to 500 ms after a state
-   * change error) still reports every change written since. None: where the aggregate runs.
+   * Where a stream without a resume token starts: the time of watching, so a first `aggregate`
+   * held back (no selectable server) still sees every change since. None: from when it runs.
    */
   startAt?: Timestamp,
 ): LineWatch {
   let closing = false;
   let stream: ChangeStream<LineDocument, Change> | undefined;
   let resumeAfter: ResumeToken = undefined;
-  /** Whether the current stream has its starting point, and whether a read of it succeeded. */
   let started = false;
   let read = false;
   let markOpened!: () => void;
@@ -125,8 +117,7 @@ export function reopeningStream<Change extends Document>(
     started = false;
     read = false;
     stream = open(resumeAfter, resumeAfter == null ? startAt : undefined);
-    // Open once its first reply set where it starts (the driver's first resume token): the
-    // first `tryNext` would wait for a change, or for the server's await time, to say so.
+    // Started once the first reply sets a resume token: the first `tryNext` waits for a change.
     stream.once('resumeTokenChanged', start);
     while (!closing) {
       const change = await stream.tryNext();
@@ -134,9 +125,7 @@ export function reopeningStream<Change extends Document>(
       start();
       if (!change) continue;
       onChange(change);
-      // A read past the batch is a getMore, the driver's work on this thread: it waits a turn,
-      // so that the callers the change woke run first and a hand-off ends that much sooner.
-      // (A driver without `ChangeStream.bufferedCount` waits after every change.)
+      // Before a getMore (or always, without `bufferedCount`), yield so woken callers run first.
       if (!(stream.bufferedCount?.() > 0)) await new Promise((resolve) => setImmediate(resolve));
     }
   };
@@ -147,13 +136,13 @@ export function reopeningStream<Change extends Document>(
         await readOnce();
       } catch (error) {
         if (closing) return;
-        // Where it stood: its last change, or where it started if it read none.
+        // Resume after its last change, or where it started if it read none.
         resumeAfter = stream?.resumeToken ?? resumeAfter;
         if (isResumePointLostError(error)) resumeAfter = startAt = undefined;
         markOpened();
         onFailure(error);
         await stream?.close().catch(() => undefined);
-        // A stream whose reads went through before it failed starts the backoff afresh.
+        // Reads that went through reset the backoff.
         pauseMs = read ? 100 : Math.min(pauseMs * 2, 1_000);
         await sleep(pauseMs, false);
       }
@@ -170,9 +159,8 @@ export function reopeningStream<Change extends Document>(
 }
 
 /**
- * Just after the newest cluster time `collection`'s client has seen (the driver keeps it on its
- * topology, outside its typings): no later than any write made after this call, and past the
- * writes the client already heard of. None if the client has seen none (not connected yet).
+ * Just after the newest cluster time the client has seen (on its topology, outside the typings):
+ * no later than any write after this call. None before the client connects.
  */
 export function lastClusterTime(collection: object): Timestamp | undefined {
   const { client } = collection as {
@@ -183,12 +171,10 @@ export function lastClusterTime(collection: object): Timestamp | undefined {
   return new Timestamp({ t: seen.high >>> 0, i: Math.min((seen.low >>> 0) + 1, 0xffffffff) });
 }
 
-/** The start of a fresh stream (no token) at `time`; none when there is a token or no time. */
 export function startingAt(time: Timestamp | undefined): { startAtOperationTime?: Timestamp } {
   return time === undefined ? {} : { startAtOperationTime: time };
 }
 
-/** The option that resumes a reopened stream after `token`; none for a fresh one (no token). */
 export function resumingAfter(token: ResumeToken): { resumeAfter?: ResumeToken } {
   return token === undefined || token === null ? {} : { resumeAfter: token };
 }

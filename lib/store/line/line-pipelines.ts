@@ -2,48 +2,37 @@ import type { Document } from 'mongodb';
 import type { LineKind } from './line-document';
 
 /**
- * The update pipelines of engine v2 (see `line-document.ts`), one per kind of request, built
- * once: a call's values travel in the command's `let` (`$$t`, `$$h`, `$$d`, ...), never
- * in the pipeline, so a mutex's command carries only the mutex's program. A pipeline that
- * decides to write nothing sets every field to itself: the server sees a no-op, writes nothing
- * to the oplog and wakes nobody.
+ * Engine v2's update pipelines (see `line-document.ts`), built once per request shape: call
+ * values travel in `let` (`$$t`, `$$h`, ...), so a mutex's command carries only its program.
+ * A pipeline that decides not to write sets every field to itself: a no-op that wakes nobody.
  */
 
 /** At most this many live entries per key (holders and waiters): bounds the document. */
 export const LINE_CAPACITY = 1_000;
 
 const NOW = '$$NOW';
-/** The live entries, dropping those whose lease has ended. */
 const LIVE = { $filter: { input: { $ifNull: ['$line', []] }, cond: { $gt: ['$$this.e', NOW] } } };
 const NOBODY_LIVE = { $eq: ['$_l', []] };
 const NEXT_FENCE = { $max: [{ $add: ['$f', 1] }, { $toLong: NOW }] };
-/**
- * Not before the last fence in ms: fences may run ahead of the clock on a busy key, and the
- * TTL index removes a document only once `gcAt` has passed, so the next fence, from the clock,
- * is larger.
- */
+/** A `gcAt` floor: fences may outrun the clock; the next, taken from it, must exceed them. */
 const AFTER_LAST_FENCE = { $toDate: '$f' };
-/**
- * `gcAt` after a write that set an entry's lease (`$$g`: lease plus idle retention): it only
- * moves later, so it stays after every live entry's end plus the retention.
- */
+/** `gcAt` past every lease plus the idle retention (`$$g`): it only moves later. */
 const GC_AFTER_LEASE = { $max: ['$gcAt', { $add: [NOW, '$$g'] }, AFTER_LAST_FENCE] };
 
 export interface JoinShape {
   kind: LineKind['mode'];
-  /** Join only if the entry would hold at once (`tryAcquire`); else join to wait. */
   onlyIfHolds: boolean;
   scoped: boolean;
 }
 
-/** The key is used as this kind of lock, or is free to become one. */
+/** The key is this kind of lock, or free to become one. */
 function kindFits(kind: JoinShape['kind']) {
   // `permits` is at least 1 where set.
   const sameKind = kind === 'permits' ? { $eq: ['$permits', '$$n'] } : { $not: ['$permits'] };
   return { $or: [sameKind, NOBODY_LIVE] };
 }
 
-/** The new entry, last in line, would hold: the line ahead of it is compatible. */
+/** The new entry, last in line, would hold. */
 function wouldHold(kind: JoinShape['kind']) {
   if (kind === 'exclusive') return NOBODY_LIVE;
   if (kind === 'shared') {
@@ -79,8 +68,7 @@ function buildJoin(shape: JoinShape): Document[] {
   return [
     { $set: { _l: LIVE } },
     { $set: { _j: joins } },
-    // `f`: the last fence handed out, never below the server clock in ms (so that it survives
-    // the idle document's removal).
+    // Never below the server clock in ms, so fences survive the idle document's removal.
     { $set: { f: ifJoins(NEXT_FENCE, '$f') } },
     {
       $set: {
@@ -96,8 +84,8 @@ function buildJoin(shape: JoinShape): Document[] {
 const joins = new Map<string, Document[]>();
 
 /**
- * The join pipeline for `shape`. `let`: t (token), h (holder id), d (lease ms), g (lease plus
- * idle retention, ms); n and w (permits, weight) for a semaphore; s (scope) when scoped.
+ * `let`: t (token), h (holder id), d (lease ms), g (lease plus idle retention, ms); n and w
+ * (permits, weight) for a semaphore; s (scope) when scoped.
  */
 export function joinPipeline(shape: JoinShape): Document[] {
   const id = `${shape.kind}:${shape.onlyIfHolds}:${shape.scoped}`;
@@ -107,10 +95,9 @@ export function joinPipeline(shape: JoinShape): Document[] {
 }
 
 /**
- * A mutex's join to wait, in two stages: the filter admits only the usual case (a lock key,
- * not full, no entry of ours: not a retry), so the pipeline just appends. Anything else fails
- * the filter, and the upsert then fails with a duplicate key: the caller sends the full
- * {@link joinPipeline}, which decides every case.
+ * A mutex's join to wait: the filter admits only the usual case (a lock key, not full, not a
+ * retry), so the pipeline just appends. Otherwise the upsert fails with a duplicate key and the
+ * caller sends the full {@link joinPipeline}.
  */
 export function exclusiveJoinFilter(key: string, token: string) {
   // `$exists`, not an equality to null: an upsert would copy an equality into the new document.
@@ -140,13 +127,12 @@ export function exclusiveJoinPipeline(scoped: boolean): Document[] {
 const exclusiveTryJoins = new Map<boolean, Document[]>();
 
 /**
- * A mutex's `tryAcquire`: joins a lock key nobody holds, else writes nothing. A key that
- * nobody holds but that was last a semaphore is left to the full {@link joinPipeline}.
+ * A mutex's `tryAcquire`: joins a lock key nobody holds, else writes nothing. A free key last
+ * used as a semaphore is left to the full {@link joinPipeline}.
  */
 export function exclusiveTryJoinPipeline(scoped: boolean): Document[] {
   let pipeline = exclusiveTryJoins.get(scoped);
   if (!pipeline) {
-    // One stage: the document as it was, or with the fence `$$n`, our entry and `gcAt`.
     const entry = { ...newEntry({ kind: 'exclusive', onlyIfHolds: true, scoped }), f: '$$n' };
     const joins = {
       $and: [{ $not: ['$permits'] }, { $not: [{ $gt: [{ $max: '$line.e' }, NOW] }] }],
@@ -162,10 +148,9 @@ export function exclusiveTryJoinPipeline(scoped: boolean): Document[] {
 }
 
 /**
- * Who a leave may have made holder, for the change streams' filters (see `line-events.ts`):
- * `<holder id> <token>` of the entry now first when it is exclusive (it alone holds, so this
- * changes exactly when the holder does); `* <the leaver's token>` when it is shared or the key
- * is a semaphore, where a leave anywhere may let several hold: every process looks.
+ * Who a leave may have made holder, for the streams' filters (`line-events.ts`): for an
+ * exclusive first entry `<holder id> <token>` (changes exactly when the holder does); else
+ * `* <leaver's token>`, as a leave may let several shared or semaphore entries hold: all look.
  */
 const LEAD = {
   $let: {
@@ -182,10 +167,8 @@ const LEAD = {
 };
 
 /**
- * Leaving the line (release, or a waiter giving up): the entry `$$t` goes with every dead
- * one. Whoever now leads holds, with no further write. `gcAt` stays: set by the last join or
- * renewal past its lease plus the idle retention, it keeps an emptied line's document (and its
- * fence) at least the retention after this leave.
+ * Drops entry `$$t` and every dead one; the new leader holds with no further write. `gcAt`
+ * stays: already past every lease plus the retention, it keeps an emptied document's fence.
  */
 export const LEAVE_PIPELINE: Document[] = [
   {
@@ -210,18 +193,16 @@ function renewPipeline(end: unknown): Document[] {
 }
 
 /**
- * Renewing the entry `$$t`: its lease ends `$$d` ms from now, or later if it already did. A
- * renewal never moves a lease's end earlier: one that reaches the server late (its caller gave
- * up on it, a later one landed first) must not cut short the lease the later one promised.
- * Dead entries go first, ours too if its lease has ended: a dead entry is never brought back,
- * since others may already hold past it.
+ * Entry `$$t`'s lease ends `$$d` ms from now, or later if it already did: a late renewal must
+ * not cut short the lease a newer one promised. Dead entries go first, ours too (never revived:
+ * others may already hold past it).
  */
 export const RENEW_PIPELINE = renewPipeline({ $max: ['$$this.e', { $add: [NOW, '$$d'] }] });
 
 /** {@link RENEW_PIPELINE}, but the lease ends exactly `$$d` ms from now (`expireIn`). */
 export const EXPIRE_PIPELINE = renewPipeline({ $add: [NOW, '$$d'] });
 
-/** Every reply returns the line with the server time it was read at, to decode it by. */
+/** The line, and the server time to decode it by. */
 export const LINE_REPLY = { line: 1, permits: 1, now: NOW };
 
 /** The reply of a mutex's join to wait, which lands only on a lock key. */

@@ -5,15 +5,12 @@ import type { LineDocument, LineEntry } from './line-document';
 import { firstFence, holdingCount } from './line-document';
 
 /**
- * Engine v2's lines as `inspect`, `list`, `forceRelease` and `events$` report them (see
- * `line-document.ts`): the same `LockState`, `LockHolderState` and `LockEvent` as the current
- * engine's, decoded by the server clock of the read, never with an owner token.
+ * Lines as `inspect`, `list`, `forceRelease` and `events$` report them (`LockState`,
+ * `LockEvent`), decoded by the read's server clock, never with an owner token.
  */
 
-/** An entry as {@link LINE_STATE_PROJECTION} reads it: no token. */
 export type LineStateEntry = Omit<LineEntry, 't'>;
 
-/** A line document as {@link LINE_STATE_PROJECTION} reads it, with the read's server time. */
 export interface LineStateReply {
   _id: string;
   line?: LineStateEntry[];
@@ -23,10 +20,8 @@ export interface LineStateReply {
 }
 
 /**
- * What a read of line documents projects: the entries without their tokens (whoever reads the
- * state must not be able to leave or renew), the fence, and the server time to decode it by.
- * A field an entry lacks (`m`, `w`, `sc`) is left out by MongoDB; the decoding also reads a
- * null as absent.
+ * Entries without tokens (a state reader must not be able to leave or renew), the fence, and
+ * the server time. MongoDB omits fields an entry lacks; decoding also reads null as absent.
  */
 export const LINE_STATE_PROJECTION = {
   line: {
@@ -48,11 +43,8 @@ export const LINE_STATE_PROJECTION = {
 };
 
 /**
- * How many entries at the front of the array `live` hold, as a pipeline expression: the same
- * rule as `holdingCount` in `line-document.ts`. In a semaphore (`permits` set, at least 1),
- * the leading entries whose weights sum to at most the permits (weights are positive, so the
- * running sum passes the permits once and stays past them); in a lock, the first entry alone
- * if it is exclusive, else the leading run of shared (`m: 's'`) entries.
+ * `holdingCount` as a pipeline expression on the array `live`. A semaphore counts entries whose
+ * running weight sum fits the permits: weights are positive, so once past it stays past.
  */
 export function holdingCountExpression(live: unknown): Document {
   const sumFits = {
@@ -97,12 +89,11 @@ export function holdingCountExpression(live: unknown): Document {
   };
 }
 
-/** The entries of `line` whose lease has not ended at `now`, in line order. */
 function live(line: readonly LineStateEntry[] | undefined, now: Date): LineStateEntry[] {
   return (line ?? []).filter((entry) => entry.e.getTime() > now.getTime());
 }
 
-/** The number of holders at the front of `entries` (`holdingCount` reads only `m` and `w`). */
+/** `holdingCount` reads only `m` and `w`, which a state entry has. */
 function holding(entries: readonly LineStateEntry[], permits: number | null | undefined): number {
   return holdingCount(entries as readonly LineEntry[], permits ?? undefined);
 }
@@ -117,17 +108,15 @@ function holderState(entry: LineStateEntry, now: Date): LockHolderState {
   };
 }
 
-/** The holders of a line at server time `now`, in line order (earliest fence first). */
 export function lineHolders(doc: LineStateReply, now: Date): LockHolderState[] {
   const entries = live(doc.line, now);
   return entries.slice(0, holding(entries, doc.permits)).map((entry) => holderState(entry, now));
 }
 
 /**
- * A key's state at server time `now` (the read's own `$$NOW`). `acquiredAt` is the latest
- * holder's join time read from its fence: a join's fence is the server clock in ms at the
- * join, or just above it when fences ran ahead of the clock on a busy key (each join takes
- * the last fence plus one); so it is at most a few ms late, and never after `now`.
+ * A key's state at server time `now`. `acquiredAt` is the latest holder's fence read as ms: a
+ * join's fence is the server clock, or a little above it on a busy key (last fence plus one),
+ * so it is at most a few ms late; it is capped at `now`.
  */
 export function decodeLineState(doc: LineStateReply, now: Date): LockState {
   const entries = live(doc.line, now);
@@ -164,7 +153,6 @@ export function decodeLineState(doc: LineStateReply, now: Date): LockState {
 
 export type LineChangeEvent = ChangeStreamDocument<LineDocument>;
 
-/** The change's server time, as the current engine's events tell it. */
 function eventTime(change: LineChangeEvent): Date {
   if ('wallTime' in change && change.wallTime instanceof Date) return change.wallTime;
   if ('clusterTime' in change && change.clusterTime) return new Date(change.clusterTime.t * 1000);
@@ -179,17 +167,13 @@ const acquired = (key: string, entry: LineStateEntry, at: Date): LockEvent => ({
   at,
 });
 
-/** The holders of a document as written: every entry of a written line was live at that write. */
+/** The holders of a document as written (every entry of it was live at that write). */
 function writtenHolders(doc: LineDocument | undefined): LineEntry[] {
   const line = doc?.line ?? [];
   return line.slice(0, holdingCount(line, doc?.permits ?? undefined));
 }
 
-/**
- * Where a join put its entry (the one whose fence is the document's new `f`), from the
- * change's own delta: its index in the line just after the write, which is how many entries
- * were ahead of it. Undefined when the delta does not show it.
- */
+/** From the delta: the new `f`'s entry index just after the write (entries ahead), if shown. */
 function joinedAt(updated: Document, fence: bigint): number | undefined {
   if (Array.isArray(updated.line)) {
     const index = (updated.line as LineEntry[]).findIndex((e) => toBigInt(e.f) === fence);
@@ -205,13 +189,10 @@ function joinedAt(updated: Document, fence: bigint): number | undefined {
 }
 
 /**
- * A join (the document's `f` moved): `acquired` when the new entry held at the write, else
- * nothing (a waiter joined). Exact when the delta shows the entry first in line (the first
- * entry always holds) or shows an exclusive entry behind others (it never holds there), or
- * when the looked-up document still has it where the join put it (the same entries ahead).
- * Otherwise entries ahead have left since, and the looked-up document decides: an entry that
- * became holder by such a leave is reported here too (and again at that leave); one that has
- * already left is not reported unless the delta shows it first.
+ * A join (`f` moved): `acquired` if the new entry held at the write, else nothing. Exact when
+ * the delta shows it first (always holds) or an exclusive entry behind others (never holds).
+ * Otherwise the looked-up document decides (exact if the same entries are ahead): an entry
+ * made holder by a later leave is reported here too (and at that leave); one gone is not.
  */
 function joinEvents(
   key: string,
@@ -236,7 +217,7 @@ function joinEvents(
   return there < holdingCount(line, doc?.permits ?? undefined) ? [acquired(key, entry, at)] : [];
 }
 
-/** The line was emptied (a leave or renewal dropped its last entries), by the delta. */
+/** The delta shows the line emptied (a leave or renewal dropped its last entries). */
 function emptied(change: LineChangeEvent & { operationType: 'update' }): boolean {
   const { updatedFields, truncatedArrays, removedFields } = change.updateDescription;
   const line = (updatedFields as Document | undefined)?.line as unknown;
@@ -250,21 +231,14 @@ function emptied(change: LineChangeEvent & { operationType: 'update' }): boolean
 }
 
 /**
- * What one change of the lock collection means as `LockEvent`s (no I/O):
- * - insert (a first join): `acquired` for its holder, exact (the inserted document);
- * - update of `f` (a join): see {@link joinEvents};
- * - update of `lead` (a leave, a forced or scope release): `released` with no holder id or
- *   fence (the delta does not say who left), then `acquired` for each holder of the looked-up
- *   document. That document may be a later state: holders that joined since are reported
- *   here too (and at their join), ones that left since are not; holders that held before the
- *   write are reported again (the other shared or semaphore holders, or an exclusive holder
- *   behind which a waiter gave up while `lead` did not name it yet: no release at all);
- * - an update that empties the line without `lead` changing (the last holder left while
- *   `lead` was already null, or a renewal found every lease ended): `released`;
- * - any other update (a renewal: only `line.N.e` and `gcAt`; a waiter that left without
- *   changing who leads): nothing. A lease that runs out is no event by itself;
- * - delete (the TTL index removed an idle document): `deleted`.
- * Engine v2 writes by upsert and update pipelines only; a `replace` gives nothing.
+ * One change of the lock collection as `LockEvent`s (no I/O):
+ * - insert (a first join): `acquired`; update of `f` (a join): see {@link joinEvents};
+ * - update of `lead` (a leave, forced or scope release): `released` without holder or fence
+ *   (the delta does not say who left; a waiter's leave may have freed nothing), then `acquired`
+ *   per holder of the looked-up document, which may be later: holders repeat, or joined since;
+ * - an update emptying the line without `lead` (e.g. a renewal ended every lease): `released`;
+ * - other updates (renewals, waiters leaving) and `replace` (never written): nothing;
+ * - delete (TTL removed an idle document): `deleted`. A lease running out is no event itself.
  */
 export function lineEvents(change: LineChangeEvent): LockEvent[] {
   if (!('documentKey' in change) || typeof change.documentKey?._id !== 'string') return [];

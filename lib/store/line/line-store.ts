@@ -25,31 +25,24 @@ import { watchLines } from './line-events';
 import { JoinsInFlight } from './joins-in-flight';
 
 export interface LineStoreSettings {
-  /** The longest one command may take before the caller stops waiting for it. */
+  /** Ms the caller waits for one command before giving up on it. */
   operationTimeoutMs: number;
-  /** How long an idle document stays after the last lease ends. */
+  /** Ms an idle document stays after the last lease ends. */
   idleRetentionMs: number;
 }
 
-/**
- * Where engine v2's lines live, as its acquirer and `LineLocks` use them: the lock collection
- * ({@link LineStore}), or an application collection's lock fields (`DocumentLineStore`).
- */
+/** Where lines live: {@link LineStore}, or a user collection's fields (`DocumentLineStore`). */
 export interface LineStorage {
   join(request: Omit<JoinRequest, 'idleRetentionMs'>): Promise<JoinResult>;
   leave(key: string, token: string): Promise<LeaveResult>;
-  /**
-   * Renews `token`'s live entry: its lease ends `ttlMs` from now at the earliest, never sooner
-   * than it did; `exactly`: at that time (`expireIn`, which may shorten it).
-   */
+  /** Lease ends `ttlMs` from now or later; `exactly` (`expireIn`): exactly then, maybe sooner. */
   renew(key: string, token: string, ttlMs: number, exactly?: boolean): Promise<RenewResult>;
   /** Where `token`'s entry stands, by a read (polling without change streams). */
   place(key: string, token: string): Promise<LinePlace | undefined>;
   inspect(key: string): Promise<LockState | null>;
   /**
-   * The changes that may make an entry of `holderId`'s process holder. `onFailure` hears that
-   * changes may be missed from now on; `onOpen`, that a stream (re)opened: none is missed
-   * after it.
+   * The changes that may make an entry of `holderId`'s process holder. `onFailure`: changes may
+   * be missed from now on; `onOpen`: a stream (re)opened, none is missed after it.
    */
   watch(
     holderId: string,
@@ -64,17 +57,15 @@ export interface LineStorage {
     onOpen?: () => void,
   ): LineWatch;
   /**
-   * Settles once the joins of `token` on `key` still on their way have (one whose reply was
-   * given up on may land late); undefined when none is. A store whose replies always come
-   * has none.
+   * Settles once `token`'s joins on `key` still on their way have (one given up on may land
+   * late); undefined when none is. Optional for a store whose replies always come.
    */
   joinsSettled?(key: string, token: string): Promise<void> | undefined;
 }
 
 /**
- * Engine v2's lock collection as `LockService` uses it: the lines of keys with the operator
- * commands and locked transactions' check. The MongoDB {@link LineStore}, or the testing kit's
- * in-memory one.
+ * The lock collection as `LockService` uses it, with operator commands and the locked
+ * transactions' check: MongoDB's {@link LineStore}, or the testing kit's in-memory one.
  */
 export interface KeyLineStorage extends LineStorage {
   list(query: ListLocksQuery): Promise<LockState[]>;
@@ -84,9 +75,8 @@ export interface KeyLineStorage extends LineStorage {
 }
 
 /**
- * Engine v2's lock collection: its commands, each bounded by the operation timeout (a command
- * that times out fails with `LockStoreUnavailableError`; its outcome is unknown, and the
- * caller retries by token), and its change stream. The only code that sends them.
+ * The only sender of the lock collection's commands, each bounded by the operation timeout (see
+ * `boundedCommand`; the caller retries by token), and of its change streams.
  */
 export class LineStore implements KeyLineStorage {
   private readonly joins = new JoinsInFlight();
@@ -97,10 +87,8 @@ export class LineStore implements KeyLineStorage {
   ) {}
 
   /**
-   * Safe on every start (an existing identical index is a no-op): the `gcAt` TTL index, which
-   * deletes a key's document once idle for `idleRetentionMs` (never a live one: that would
-   * reset its fence), and one on the entries' scopes, so that `releaseScope` reads only the
-   * documents of its scope.
+   * Safe on every start: the `gcAt` TTL index (deletes idle documents, never a live one: that
+   * would reset its fence) and one on entry scopes for `releaseScope`.
    */
   async ensureIndexes(): Promise<void> {
     await this.collection.createIndexes([
@@ -132,10 +120,9 @@ export class LineStore implements KeyLineStorage {
   }
 
   /**
-   * Inside `session`'s transaction: `token`'s entry still holds `key` (see `confirmInLine`). A
-   * transient transaction error (a write conflict: someone wrote the line meanwhile) passes
-   * through as the driver's, so that `withTransaction` runs the transaction again; others
-   * become the library's.
+   * In `session`'s transaction, `token`'s entry still holds `key` (see `confirmInLine`). A
+   * transient transaction error (someone wrote the line meanwhile) passes through unwrapped so
+   * that `withTransaction` reruns; others become the library's.
    */
   async confirmHeldIn(key: string, token: string, session: ClientSession): Promise<boolean> {
     try {
@@ -147,7 +134,6 @@ export class LineStore implements KeyLineStorage {
     }
   }
 
-  /** Where `token`'s entry stands, by a read (polling without change streams). */
   place(key: string, token: string): Promise<LinePlace | undefined> {
     return this.send('poll', () => readPlace(this.collection, key, token));
   }
@@ -160,21 +146,18 @@ export class LineStore implements KeyLineStorage {
     return this.send('list', () => listLines(this.collection, query));
   }
 
-  /** Frees `key` whoever holds it; the holders removed (see `forceReleaseLine`). */
   forceRelease(key: string): Promise<LockHolderState[]> {
     return this.send('forceRelease', () =>
       forceReleaseLine(this.collection, key, this.settings.idleRetentionMs),
     );
   }
 
-  /** Removes every entry of `scope`; how many of them held (see `releaseScopeInLines`). */
   releaseScope(scope: string): Promise<number> {
     return this.send('releaseScope', () =>
       releaseScopeInLines(this.collection, scope, this.settings.idleRetentionMs),
     );
   }
 
-  /** Every acquisition, release and deletion on the collection, for `events$`. */
   watchEvents(
     onEvent: (event: LockEvent) => void,
     onFailure?: (error: unknown) => void,
@@ -183,7 +166,6 @@ export class LineStore implements KeyLineStorage {
     return watchLineEvents(this.collection, onEvent, onFailure, onOpen);
   }
 
-  /** The changes that may make an entry of `holderId`'s process holder. */
   watch(
     holderId: string,
     onChange: (change: LineChange) => void,
