@@ -1,5 +1,6 @@
 import { isStoreUnavailableError } from './store/mongo-error-codes';
 import { formatMs } from './util/durations';
+import { MAX_TIMER_MS } from './util/timers';
 
 /** What a renewal found: our lease extended (remaining time by the server clock), or not ours. */
 export type RenewLeaseOutcome =
@@ -64,7 +65,7 @@ export function localLeaseEnd(sentAt: number, remainingMs: number, ttlMs: number
 }
 
 function unrefTimer(callback: () => void, delayMs: number): NodeJS.Timeout {
-  const timer = setTimeout(callback, Math.max(0, Math.min(delayMs, 2_147_483_647)));
+  const timer = setTimeout(callback, Math.max(0, Math.min(delayMs, MAX_TIMER_MS)));
   // A forgotten lock must not keep the process alive; its lease simply runs out.
   timer.unref();
   return timer;

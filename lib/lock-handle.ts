@@ -5,7 +5,7 @@ import { MongoLockError } from './errors/mongo-lock.error';
 import { LeaseKeeper } from './lease-keeper';
 import type { LeaseKeeperInit } from './lease-keeper';
 import { lostMessage } from './lock.messages';
-import { validateTtlMs } from './options';
+import { MAX_TIMER_MS, validateTtlMs } from './options';
 import { EXCLUSIVE } from './store/lock-modes';
 import type { LockModeRequest } from './store/lock-modes';
 import { checkedAtEveryLook } from './util/checked-signal';
@@ -179,7 +179,7 @@ export class MongoLockHandle implements LockHandle {
         new MongoLockError(`Lock ${JSON.stringify(this.key)} is already being released`),
       );
     }
-    const leaseMs = Math.min(Math.max(1, Math.ceil(ttlMs)), 2_147_483_647);
+    const leaseMs = Math.min(Math.max(1, Math.ceil(ttlMs)), MAX_TIMER_MS);
     // Shared with release(): a release asked for meanwhile waits for this and sends nothing.
     this.releasing = this.expireOnce(leaseMs).finally(() => {
       this.releasing = undefined;

@@ -20,9 +20,10 @@ import type {
   LockRenewalOptions,
   MongoLockModuleOptions,
 } from './interfaces/mongo-lock-options.interface';
+import { MAX_TIMER_MS } from './util/timers';
 
-/** Largest delay `setTimeout` accepts (2^31 - 1 ms, about 24.8 days). */
-export const MAX_TIMER_MS = 2_147_483_647;
+export { MAX_TIMER_MS };
+
 /** Shortest lease: shorter ones cannot survive one renewal round trip under load. */
 export const MIN_TTL_MS = 1_000;
 

@@ -2,15 +2,19 @@
 // back the library's commands.
 import { setTimeout } from 'node:timers';
 
+/** Largest delay `setTimeout` accepts (2^31 - 1 ms, about 24.8 days): longer ones fire at once. */
+export const MAX_TIMER_MS = 2_147_483_647;
+
 /** Waits at most `ms` for `task` (which goes on): `true` if it settled in time. Never rejects. */
 export function settlesWithin(task: Promise<unknown>, ms: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
+  const delayMs = Math.min(Math.max(0, ms), MAX_TIMER_MS);
   return Promise.race([
     task.then(
       () => true,
       () => true,
     ),
-    new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), Math.max(0, ms)))),
+    new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), delayMs))),
   ]).finally(() => clearTimeout(timer));
 }
 
@@ -42,7 +46,8 @@ export async function wakeUp(
     const arm = () => {
       const leftMs = until - performance.now();
       if (leftMs <= 0) resolve('timer');
-      else timer = setTimeout(arm, Math.ceil(leftMs));
+      // A longer delay would fire at once: the timer is armed again when it fires.
+      else timer = setTimeout(arm, Math.min(Math.ceil(leftMs), MAX_TIMER_MS));
     };
     arm();
     onAbort = () => resolve('aborted');
