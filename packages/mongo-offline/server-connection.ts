@@ -40,8 +40,8 @@ export class ServerConnection implements ConnectionInfo {
   appName?: string;
   private readonly framer = new MessageFramer();
   private queue: Promise<void> = Promise.resolve();
-  private closed = false;
-  private readonly closed$ = new AbortController();
+  /** Aborted once this connection closes, by us or by the peer: what awaitable hellos wait on. */
+  private readonly closed = new AbortController();
 
   constructor(
     private readonly server: ServerState,
@@ -53,23 +53,22 @@ export class ServerConnection implements ConnectionInfo {
     socket.on('data', (chunk) => this.onData(chunk));
     socket.on('error', () => this.close());
     socket.on('close', () => {
-      this.closed = true;
       server.openConnections -= 1;
-      this.closed$.abort();
+      this.closed.abort();
     });
   }
 
   close(): void {
-    this.closed = true;
+    this.closed.abort();
     this.socket.destroy();
   }
 
   get closing(): AbortSignal {
-    return this.closed$.signal;
+    return this.closed.signal;
   }
 
-  get isClosed(): boolean {
-    return this.closed;
+  private get isClosed(): boolean {
+    return this.closed.signal.aborted;
   }
 
   private onData(chunk: Buffer): void {
@@ -87,7 +86,7 @@ export class ServerConnection implements ConnectionInfo {
   }
 
   private async handle(message: Buffer): Promise<void> {
-    if (this.closed) return;
+    if (this.isClosed) return;
     let request: DecodedRequest;
     try {
       request = decodeMessage(message);
@@ -96,7 +95,7 @@ export class ServerConnection implements ConnectionInfo {
       return;
     }
     const reply = await this.run(request);
-    if (request.moreToCome || this.closed || !reply) return;
+    if (request.moreToCome || this.isClosed || !reply) return;
     if (streams(request, reply)) await this.stream(request, reply);
     else this.send(request, reply);
   }
@@ -108,7 +107,7 @@ export class ServerConnection implements ConnectionInfo {
   private async stream(request: DecodedRequest, first: Document): Promise<void> {
     let reply: Document | undefined = first;
     let responseTo = request.requestId;
-    while (reply && !this.closed) {
+    while (reply && !this.isClosed) {
       if (!streams(request, reply)) {
         this.send(request, reply, responseTo);
         return;
