@@ -32,6 +32,18 @@ describe('LineHandover: entries kept for a loop here', () => {
     expect(handover.handOn(holding(handover, 'k', true), lease(), leave)).toBe(false);
   });
 
+  it('forgets the loop at a release it does not keep: the next keeps nothing unless asked again', () => {
+    const handover = new LineHandover(true);
+    loop(handover, 'k');
+    const leave = jest.fn(() => Promise.resolve());
+    // Not kept: the entry did not wait (nobody else wants the key).
+    expect(handover.handOn(holding(handover, 'k', false), lease(), leave)).toBe(false);
+    expect(handover.handOn(holding(handover, 'k', true), lease(), leave)).toBe(false);
+    loop(handover, 'k');
+    expect(handover.handOn(holding(handover, 'k', true), lease(), leave)).toBe(true);
+    handover.closeAll();
+  });
+
   it('hands a kept entry to one caller only, with the next fence, and never leaves it', async () => {
     const handover = new LineHandover(true);
     loop(handover, 'k');
@@ -72,6 +84,8 @@ describe('LineHandover: entries kept for a loop here', () => {
     const hold = holding(handover, 'k', true);
     handover.closeKey('k');
     expect(handover.handOn(hold, lease(), leave)).toBe(false);
+    // The loop asks again right after that release's leave: its next entry is kept.
+    loop(handover, 'k');
     handover.handOn(holding(handover, 'k', true), lease(), leave);
     handover.closeAll();
     expect(leave).toHaveBeenCalledTimes(1);

@@ -252,6 +252,8 @@ export class LineHandover {
         followers.kept = { hold, lease, leave, timer };
         return true;
       }
+      // Not kept: the key counts as looped again only if a caller asks right after this leave.
+      this.looped.delete(hold.key);
       this.dissolved(followers);
       return false;
     }

@@ -57,6 +57,23 @@ describe('engine v2: an entry kept for a loop in the same process', () => {
     expect(await line('left')).toEqual([]);
   });
 
+  it('forgets a loop whose release was not kept (its run had ended): a later release writes', async () => {
+    const [a, b] = [await v2(), await v2()];
+    const { held, fromA } = await loopingHolderAndWaiter(a, b, 'ended-run');
+    // The entry's run (RUN_MS, 50 ms from its first hold) ends: its release leaves the line.
+    await new Promise((resolve) => setTimeout(resolve, 120));
+    await held.release();
+    const taken = await fromA;
+    await eventually(async () => (await line('ended-run')).length === 1);
+    await new Promise((resolve) => setImmediate(resolve));
+    // b waits behind a and holds by a's release: its own release must not keep the entry.
+    const fromB = b.acquire('ended-run', wait);
+    await eventually(async () => (await line('ended-run')).length === 2);
+    await taken.release();
+    await (await fromB).release();
+    expect(await line('ended-run')).toEqual([]);
+  });
+
   it('hands a kept entry to a try here', async () => {
     const [a, b] = [await v2(), await v2()];
     const held = await loopingHolder(a, b, 'tried');
