@@ -13,6 +13,7 @@ import { requireTransactions, runInTransaction } from './lock-transaction';
 import type { LockEvent, LockHolderState, LockState } from './interfaces/lock-state.interface';
 import type { MongoLockModuleOptions } from './interfaces/mongo-lock-options.interface';
 import { normalizeLockKeys, validateLockKey } from './keys/lock-key';
+import { fail } from './option-checks';
 import { innermostHeldLock, runWithHeldLock } from './lock-context';
 import type { LockHandle } from './lock-handle';
 import { MONGO_LOCK_OPTIONS } from './mongo-lock.module-definition';
@@ -305,7 +306,10 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    * await locks.releaseScope(`session:${sessionId}`);
    */
   async releaseScope(scope: string): Promise<number> {
-    return releaseScopeEverywhere(this.runtime, scopeName(scope) as string);
+    // `scopeName` lets undefined through (an acquisition without a scope): here it would match
+    // every unscoped lock.
+    const name = scopeName(scope) ?? fail('scope', 'given: a string of 1 to 200 characters', scope);
+    return releaseScopeEverywhere(this.runtime, name);
   }
 
   /**

@@ -58,6 +58,19 @@ describe('Owner scopes: releaseScope()', () => {
     );
   });
 
+  it('refuses a missing scope (a JavaScript caller) rather than releasing every unscoped lock', async () => {
+    const a = await kit.service();
+    const unscoped = await a.acquire('job:unscoped');
+    for (const missing of [undefined, null]) {
+      const outcome = await a.releaseScope(missing as unknown as string).catch((e: unknown) => e);
+      expect(outcome).toBeInstanceOf(InvalidLockOptionsError);
+      expect((outcome as InvalidLockOptionsError).option).toBe('scope');
+    }
+    expect(unscoped.lost).toBe(false);
+    expect((await a.inspect('job:unscoped'))?.held).toBe(true);
+    await unscoped.release();
+  });
+
   it('works the same on the testing module (no MongoDB)', async () => {
     const moduleRef = await startTestingModule({ imports: [MongoLockTestingModule.forRoot()] });
     const locks = moduleRef.get(LockService);
