@@ -1,15 +1,19 @@
 import { Injectable } from '@nestjs/common';
 import { HealthIndicatorService, type HealthIndicatorResult } from '@nestjs/terminus';
 import { LockService } from '../lock.service';
+import { integer } from '../option-checks';
 import { formatMs } from '../util/durations';
-import { settledBy } from '../util/timers';
+import { MAX_TIMER_MS, settledBy } from '../util/timers';
 
 /** The key the probe inspects: one read by `_id`, taking nothing. */
 export const HEALTH_PROBE_KEY = 'nestjs-mongo-lock:health-probe';
 
 /** Options of {@link MongoLockHealthIndicator.isHealthy}. */
 export interface MongoLockHealthOptions {
-  /** How long the probe may take before the store counts as unreachable. Default 2 000 ms. */
+  /**
+   * How long the probe may take before the store counts as unreachable: an integer from 1 to
+   * 2147483647 ms, else `isHealthy` rejects with `InvalidLockOptionsError`. Default 2 000 ms.
+   */
   timeoutMs?: number;
 }
 
@@ -46,8 +50,9 @@ export class MongoLockHealthIndicator {
     key: Key = 'mongo-lock' as Key,
     options: MongoLockHealthOptions = {},
   ): Promise<HealthIndicatorResult<Key>> {
+    // Checked before the probe: a bad value is the caller's error, not the store being down.
+    const timeoutMs = integer('timeoutMs', options.timeoutMs, 1, MAX_TIMER_MS, 2_000);
     const indicator = this.health.check(key);
-    const timeoutMs = options.timeoutMs ?? 2_000;
     const startedAt = performance.now();
     try {
       await settledBy(

@@ -1,0 +1,24 @@
+import { HealthIndicatorService } from '@nestjs/terminus';
+import type { LockService } from '../../lib';
+import { InvalidLockOptionsError } from '../../lib/errors';
+import { MongoLockHealthIndicator } from '../../lib/health';
+
+// Checked before the probe starts: the service is never asked (see health-indicator.e2e-spec
+// for probes against MongoDB).
+const untouched = new Proxy({} as LockService, {
+  get: () => {
+    throw new Error('the probe ran');
+  },
+});
+
+describe('MongoLockHealthIndicator timeoutMs', () => {
+  it.each([NaN, -1, 0, 1.5, Infinity, 2 ** 31, '1000'])(
+    'refuses %p with InvalidLockOptionsError rather than a probe that cannot time out right',
+    async (timeoutMs) => {
+      const indicator = new MongoLockHealthIndicator(untouched, new HealthIndicatorService());
+      const probing = indicator.isHealthy('locks', { timeoutMs: timeoutMs as number });
+      await expect(probing).rejects.toThrow(InvalidLockOptionsError);
+      await expect(probing).rejects.toThrow(/timeoutMs must be an integer from 1 to 2147483647/);
+    },
+  );
+});
