@@ -65,10 +65,18 @@ export function OnlyLeader(name: string, options?: LeadershipOptions | null): Me
   const given = optionsObject(options);
   if (given.ttlMs !== undefined) validateTtlMs('ttlMs', given.ttlMs);
   return (target, propertyKey, descriptor) => {
-    const where = `${(target as { constructor: { name: string } }).constructor.name}.${String(propertyKey)}`;
+    // On a static method the target is the class itself.
+    const isStatic = typeof target === 'function';
+    const className = isStatic ? target.name : target.constructor.name;
+    const where = `${className}.${String(propertyKey)}`;
     const original = descriptor.value as unknown;
     if (typeof original !== 'function') {
       throw new MongoLockError(`@OnlyLeader on ${where}: not a method`);
+    }
+    if (isStatic) {
+      throw new MongoLockError(
+        `@OnlyLeader on ${where}: not an instance method (a static method belongs to no provider)`,
+      );
     }
     const returns = methodReturn(target, propertyKey, original as AnyMethod);
     const notBound = () =>

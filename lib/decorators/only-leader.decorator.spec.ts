@@ -1,0 +1,28 @@
+import { MongoLockError } from '../errors/mongo-lock.error';
+import { OnlyLeader } from './only-leader.decorator';
+
+describe('@OnlyLeader, checked when the class is defined', () => {
+  it('refuses a static method, as @Locked does: no provider instance could lead for it', () => {
+    const declare = () => {
+      class Digest {
+        @OnlyLeader('digest')
+        static async send(): Promise<void> {}
+      }
+      return Digest;
+    };
+    expect(declare).toThrow(MongoLockError);
+    expect(declare).toThrow(
+      '@OnlyLeader on Digest.send: not an instance method (a static method belongs to no provider)',
+    );
+  });
+
+  it('accepts an instance method', () => {
+    expect(() => {
+      class Digest {
+        @OnlyLeader('digest')
+        async send(): Promise<void> {}
+      }
+      return Digest;
+    }).not.toThrow();
+  });
+});
