@@ -27,7 +27,7 @@ export function pageLimit(value: unknown): number {
   if (text === undefined || text === '') return BOARD_PAGE_SIZE;
   const limit = /^\d{1,3}$/.test(text) ? Number(text) : NaN;
   if (!(limit >= 1 && limit <= BOARD_PAGE_SIZE)) {
-    throw new BadRequestException(BOARD_MESSAGES.badLimit(text));
+    throw new BadRequestException(BOARD_MESSAGES.badLimit(text, BOARD_PAGE_SIZE));
   }
   return limit;
 }

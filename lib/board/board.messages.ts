@@ -18,8 +18,9 @@ export const BOARD_MESSAGES = {
     }`,
   noLockService: () =>
     'MongoLockBoardModule found no LockService: import MongoLockModule.forRoot() in the app too',
-  badLimit: (limit: string) =>
-    `limit must be an integer from 1 to 100, got ${quote(limit.slice(0, 32))}`,
+  // The page size is passed in: importing it from board-requests.ts would make an import cycle.
+  badLimit: (limit: string, pageSize: number) =>
+    `limit must be an integer from 1 to ${pageSize}, got ${quote(limit.slice(0, 32))}`,
   notAString: (name: string) => `${name} must be given once, as a string`,
   noKey: () => 'key must be given: ?key=<the lock key>',
   noSuchKey: (key: string) => `No lock document for key ${quote(key.slice(0, 64))}`,

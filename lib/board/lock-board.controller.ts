@@ -55,9 +55,17 @@ export class LockBoardController {
 
   /** The app's `LockService`, wherever `MongoLockModule` was imported (global or not). */
   protected get locks(): LockService {
-    this.service ??= this.moduleRef.get(LockService, { strict: false }) ?? undefined;
-    if (!this.service) throw new Error(BOARD_MESSAGES.noLockService());
+    this.service ??= this.findLockService();
     return this.service;
+  }
+
+  private findLockService(): LockService {
+    try {
+      return this.moduleRef.get(LockService, { strict: false });
+    } catch (error) {
+      // Nest throws its generic "could not find" error when no module provides the service.
+      throw new Error(BOARD_MESSAGES.noLockService(), { cause: error });
+    }
   }
 
   @Get()

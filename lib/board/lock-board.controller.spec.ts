@@ -1,0 +1,32 @@
+import type { Type } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { BOARD_PAGE_SIZE, pageLimit } from './board-requests';
+import { BOARD_MESSAGES } from './board.messages';
+import type { LockBoardController } from './lock-board.controller';
+import { MongoLockBoardModule } from './mongo-lock-board.module';
+
+describe('the lock board without MongoLockModule', () => {
+  it('says to import MongoLockModule, not Nest’s generic "could not find" error', async () => {
+    const board = MongoLockBoardModule.forRoot();
+    const moduleRef = await Test.createTestingModule({ imports: [board] }).compile();
+    const controller = moduleRef.get<LockBoardController>(
+      board.controllers![0] as Type<LockBoardController>,
+    );
+    await expect(controller.one('orders:1')).rejects.toThrow(BOARD_MESSAGES.noLockService());
+    await moduleRef.close();
+  });
+});
+
+describe('the board’s limit message', () => {
+  it('states the range the board accepts', () => {
+    expect(() => pageLimit(String(BOARD_PAGE_SIZE + 1))).toThrow(
+      `limit must be an integer from 1 to ${BOARD_PAGE_SIZE}, got "${BOARD_PAGE_SIZE + 1}"`,
+    );
+  });
+
+  it('takes the largest page from its caller rather than a number of its own', () => {
+    expect(BOARD_MESSAGES.badLimit('26', 25)).toBe(
+      'limit must be an integer from 1 to 25, got "26"',
+    );
+  });
+});
