@@ -32,6 +32,10 @@ function fieldName(option: string, value: unknown, allowDots: boolean): string {
   if (!allowDots && (value.includes('.') || value.includes('$'))) {
     bad(option, `must not contain . or $, got ${JSON.stringify(value)}`);
   }
+  // MongoDB refuses such a path only when a write uses it; refuse it here, before any write.
+  if (value.split('.').includes('')) {
+    bad(option, `must not have an empty part (as in a..b, a. or .a), got ${JSON.stringify(value)}`);
+  }
   if (value === '_id' || value.startsWith('_id.')) bad(option, 'must not be _id');
   return value;
 }

@@ -64,7 +64,7 @@ export function documentHttpError(
       typeof error.expected === 'string' ? error.expected : versionTag(error.expected);
     const fromIfMatch = ifMatchVersion !== undefined && expectedTag === ifMatchVersion;
     const current = versionTag(error.current);
-    const message = `The document was changed meanwhile: its version is ${current ?? 'another'}, not ${versionTag(error.expected) ?? 'the one given'}`;
+    const message = `The document was changed meanwhile: its version is ${current ?? 'another'}, not ${expectedTag ?? 'the one given'}`;
     return {
       exception: httpError(fromIfMatch ? HTTP_PRECONDITION_FAILED : HTTP_CONFLICT, message, error),
     };

@@ -31,6 +31,7 @@ import {
   HTTP_LOCKED,
   HTTP_SERVICE_UNAVAILABLE,
   httpError,
+  retryAfterSecondsOf,
 } from '../http/document-http-errors';
 import { removeHeaderIfUnsent, setHeaderIfUnsent } from '../http/response-headers';
 import type { LockKeyContext } from '../keys/key-template';
@@ -172,9 +173,9 @@ export class LockedInterceptor implements NestInterceptor {
     return error;
   }
 
-  /** Whole seconds until the holder's lease ends, at least 1. */
+  /** Whole seconds until the holder's lease ends, at least 1 (as the document routes answer). */
   protected retryAfterSeconds(error: LockNotAcquiredError): number {
-    return Math.max(1, Math.ceil((error.retryAfterMs ?? 0) / 1000));
+    return retryAfterSecondsOf(error.retryAfterMs);
   }
 
   /** Whole seconds a client should wait when the lock store is unavailable. Default 1. */

@@ -29,7 +29,7 @@ export interface DocumentWriteTarget {
   version: DocumentVersion | undefined;
 }
 
-/** How often a date version's write is tried again when it met a version from the same ms. */
+/** How often a write is tried when it met a date version from the same ms (or lost a race). */
 const SAME_MILLISECOND_TRIES = 5;
 
 function isPipeline(update: DocumentUpdate | undefined): update is Document[] {
@@ -127,12 +127,14 @@ export async function writeWhileHeld(
     const state = await readWriteState(target, key, owner);
     if (!state.ours) return null;
     if (!state.versionTyped) throw badVersionField(target, key);
-    // Ours, typed, yet not written: a date version not before the server's clock.
-    if (tries >= SAME_MILLISECOND_TRIES) throw dateVersionAhead(target, key);
+    // Ours, typed, yet not written: a date version not before the server's clock, or a race
+    // (the entry ahead of ours ran out between the write and the read).
+    if (tries >= SAME_MILLISECOND_TRIES) throw notWritten(target.version, key);
     if (state.version instanceof Date) {
       write = composeWrite(target, update, unlocking, state.version);
-    } else await new Promise((resolve) => setTimeout(resolve, 1));
-    await new Promise((resolve) => setTimeout(resolve, 1)); // a date version from this very ms
+    }
+    // One wait a try: a date version from this very ms, or the race, has moved on by then.
+    await new Promise((resolve) => setTimeout(resolve, 1));
   }
 }
 
@@ -188,7 +190,9 @@ export async function updateIfCurrent(
         { id, retryAfterMs, holderId: (state.holder as string | undefined) ?? undefined },
       );
     }
-    if (tries >= SAME_MILLISECOND_TRIES) throw dateVersionAhead(target, key);
+    // At the version, unlocked, yet not written: a date version not before the server's clock,
+    // or a race (the lock ended between the write and the read).
+    if (tries >= SAME_MILLISECOND_TRIES) throw notWritten(target.version, key);
     if (state.version instanceof Date) bumped = compose(state.version);
   }
 }
@@ -232,12 +236,24 @@ async function readWriteState(
   };
 }
 
-function dateVersionAhead(target: DocumentWriteTarget, key: string): MongoLockError {
-  const field = (target.version as DocumentVersion).field;
+/**
+ * The error once every try matched nothing though the read after each found nothing in the way.
+ * @internal
+ */
+export function notWritten(version: DocumentVersion | undefined, key: string): MongoLockError {
+  if (version?.type === 'date') return dateVersionAhead(version, key);
+  // No date to blame (no version, or a number): say what was seen, not a cause we cannot know.
   return new MongoLockError(
-    `Document ${key}'s date version ${JSON.stringify(field)} is not before MongoDB's clock, so an ` +
-      'update document cannot move it forward; use an update pipeline (the version then moves ' +
-      'to a millisecond after it), or let only the library write the version',
+    `Document ${key} was not written in ${SAME_MILLISECOND_TRIES} tries, though the read after ` +
+      'each found nothing in the way; nothing was written',
+  );
+}
+
+function dateVersionAhead(version: DocumentVersion, key: string): MongoLockError {
+  return new MongoLockError(
+    `Document ${key}'s date version ${JSON.stringify(version.field)} is not before MongoDB's ` +
+      'clock, so an update document cannot move it forward; use an update pipeline (the version ' +
+      'then moves to a millisecond after it), or let only the library write the version',
   );
 }
 
