@@ -1,4 +1,5 @@
 import { LockStoreUnavailableError } from './errors/lock-store-unavailable.error';
+import { quoteLockKey } from './keys/lock-key';
 import { LineEntryState } from './line-entry';
 import type { EntryFollowers, FollowRequest } from './line-handover';
 import { notAcquired } from './line-refusals';
@@ -67,7 +68,7 @@ export class LineAttempt implements FollowRequest {
   unanswered(): Error {
     if (this.place) return this.timedOut();
     return new LockStoreUnavailableError(
-      `MongoDB did not answer the acquisition of ${JSON.stringify(this.key)} within ` +
+      `MongoDB did not answer the acquisition of ${quoteLockKey(this.key)} within ` +
         `${formatMs(this.request.timeoutMs)}`,
     );
   }

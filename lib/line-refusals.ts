@@ -1,6 +1,7 @@
 import { DocumentNotFoundError } from './errors/document-not-found.error';
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
 import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
+import { quoteLockKey } from './keys/lock-key';
 import { notAcquiredMessage } from './lock.messages';
 import type { JoinResult } from './store/line/line-commands';
 import type { LineKind } from './store/line/line-document';
@@ -52,7 +53,7 @@ export function joinRefused(
   if (joined.reason === 'full') {
     // Not a wait that ran out: the line has no room for one more entry now.
     return new LockNotAcquiredError(
-      `Lock ${JSON.stringify(request.key)} not acquired: ${LINE_CAPACITY} calls already ` +
+      `Lock ${quoteLockKey(request.key)} not acquired: ${LINE_CAPACITY} calls already ` +
         'hold or wait for it',
       { keys: [request.key], holderId: joined.holderId, retryAfterMs: joined.retryAfterMs },
     );
