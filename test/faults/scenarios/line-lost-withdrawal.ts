@@ -17,6 +17,9 @@ const leaverTtlMs = 6000;
 const leaverTimeoutMs = 1500;
 /** Slack for a waiter's wake-up and the machine's load. */
 const slackMs = 1000;
+/** Rounds per kind of loss before a late fault counts as a violation. */
+const maxRounds = 3;
+const noop = () => undefined;
 
 /**
  * Engine v2, a lost withdrawal while others wait: the holder holds the key; the leaver joins
@@ -43,8 +46,8 @@ export async function runLineLostWithdrawal(
       { label: 'leaver', libDir, options: engine, uri: run.uriFor(leaverApp) },
       { label: 'waiter', libDir, options: engine },
     ]);
-    for (const loss of losses) {
-      const key = `lw:${loss}`;
+    /** One round on `key`: 'late' when the fault came after the leaver may have left. */
+    const runRound = async (key: string, loss: 'retried' | 'lost'): Promise<'done' | 'late'> => {
       const line = () => lineHolders(run, key);
       const lineIsWithin = (timeoutMs: number, ...workers: StartedWorker[]) =>
         poll(async () => {
@@ -80,12 +83,13 @@ export async function runLineLostWithdrawal(
       // A leave sent before the fault would test nothing (a slow machine's joins, say). The
       // leaver gave up no sooner than its timeout after this process called it (when its reply
       // arrives here is later still, and proves nothing).
-      expect.that(
-        faultFrom < leaverCalledAt + leaverTimeoutMs,
-        key,
-        `the fault was in place ${Math.round(faultFrom - leaverCalledAt)} ms after the leaver's call, ` +
-          `not before its ${leaverTimeoutMs} ms timeout`,
-      );
+      if (faultFrom >= leaverCalledAt + leaverTimeoutMs) {
+        await run.failPoint('off');
+        await holder.process.call('release', { key });
+        await waiting.then(() => waiter.process.call('release', { key }), noop);
+        run.noteFailedCalls(leaver, [{ key, calledAt: leaverCalledAt, settledAt: gaveUpAt }]);
+        return 'late';
+      }
       const joined = () =>
         poll(async () => (await line()).includes(waiter.holderId) || undefined, 5000);
       expect.that((await joined()) === true, key, 'the waiter never joined');
@@ -129,6 +133,19 @@ export async function runLineLostWithdrawal(
         expect.that(last.outcome === 'released', key, `the waiter's release: ${last.outcome}`);
       }
       await sleep(100);
+      return 'done';
+    };
+    for (const loss of losses) {
+      // A round whose fault came too late proves nothing: it is run again on a fresh key.
+      let round = 1;
+      while ((await runRound(`lw:${loss}:${round}`, loss)) === 'late') {
+        if (round === maxRounds) {
+          expect.that(false, `lw:${loss}`, `the fault was late in all ${maxRounds} rounds`);
+          break;
+        }
+        notes.push(`${loss}: round ${round}'s fault came late, run again`);
+        round += 1;
+      }
     }
     const violations = await run.check({ leaseMs: holderTtlMs }, expect.violations);
     return {
