@@ -2,7 +2,11 @@
 // version, and the busy message. Each test failed before its fix.
 import { Decimal128 } from 'mongodb';
 import type { Collection, Document } from 'mongodb';
-import { InvalidLockOptionsError, LockNotAcquiredError } from '../../lib/errors';
+import {
+  InvalidLockOptionsError,
+  LockNotAcquiredError,
+  VersionConflictError,
+} from '../../lib/errors';
 import { LockTestKit, settle } from '../lock-service/lock-test-kit';
 
 jest.setTimeout(60_000);
@@ -120,6 +124,20 @@ describe('Document locks: reported input defects', () => {
       expect((await accounts.findOne({ _id: 'n3' }))?.meta).toEqual({
         v: Decimal128.fromString('3'),
       });
+    });
+  });
+
+  describe('updateIfCurrent with a decimal128 version', () => {
+    it('conflicts on a version that differs past a double’s precision', async () => {
+      const docs = (await kit.service()).documents<Document>(collectionName, {
+        version: { field: 'v', type: 'decimal128' },
+      });
+      const stored = Decimal128.fromString('1.00000000000000000001');
+      await accounts.insertOne({ _id: 'precise', v: stored } as never);
+      const expected = Decimal128.fromString('1.00000000000000000002');
+      const result = await settle(docs.updateIfCurrent('precise', expected, { $set: { n: 1 } }));
+      expect(result).toBeInstanceOf(VersionConflictError);
+      expect(await accounts.findOne({ _id: 'precise' })).toEqual({ _id: 'precise', v: stored });
     });
   });
 

@@ -1,4 +1,3 @@
-import { Decimal128 } from 'mongodb';
 import type { Collection, Document } from 'mongodb';
 import { DocumentLockedError } from '../../errors/document-locked.error';
 import { DocumentNotFoundError } from '../../errors/document-not-found.error';
@@ -168,6 +167,8 @@ export async function updateIfCurrent(
         _id: 0,
         version: `$${version.field}`,
         typed: { $in: [{ $type: `$${version.field}` }, versionTypesOf(version)] },
+        // Compared by the server, as the write's filter is (decimals past a double's precision).
+        current: { $eq: [`$${version.field}`, { $literal: expected }] },
         held: lock.held,
         holder: lock.holder,
         remainingMs: lock.remainingMs,
@@ -176,7 +177,7 @@ export async function updateIfCurrent(
     const id = documentIdOfKey(key);
     if (state === null) throw new DocumentNotFoundError(`No document with _id ${key}`, { id });
     if (state.typed !== true) throw badVersionField(target, key);
-    if (!sameVersion(state.version, expected)) {
+    if (state.current !== true) {
       throw new VersionConflictError(
         `Document ${key} is at version ${String(state.version)}, not ${String(expected)}: ` +
           'someone else wrote it meanwhile',
@@ -199,16 +200,6 @@ export async function updateIfCurrent(
 
 function versionTypesOf(version: DocumentVersion): string[] {
   return (versionTyped(version)[version.field] as { $type: string[] }).$type;
-}
-
-function sameVersion(a: unknown, b: unknown): boolean {
-  const text = (value: unknown) => {
-    if (value instanceof Date) return `d${value.getTime()}`;
-    // Decimals equal in value (2.50 and 2.5) are the same version.
-    if (value instanceof Decimal128) return `n${Number(value.toString())}`;
-    return `n${String(value)}`;
-  };
-  return text(a) === text(b);
 }
 
 async function readWriteState(
