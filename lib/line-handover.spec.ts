@@ -91,3 +91,52 @@ describe('LineHandover: entries kept for a loop here', () => {
     expect(leave).toHaveBeenCalledTimes(1);
   });
 });
+
+describe('LineHandover: an entry without room', () => {
+  const follow = (handover: LineHandover, key: string) =>
+    handover.follow({
+      key,
+      ttlMs: 30_000,
+      deadline: performance.now() + 60_000,
+      signal: undefined,
+      timedOut: () => new Error('timed out'),
+    });
+
+  /** An entry of ours on `key` that waits in line, with `count` callers queued behind it. */
+  function waitingWith(handover: LineHandover, key: string, count: number) {
+    const entry = handover.opened(key, false);
+    const queued = Array.from({ length: count }, () => follow(handover, key));
+    return { entry, queued };
+  }
+
+  it('lets the next entry here take followers, while its own queue still waits for it', async () => {
+    const handover = new LineHandover(true);
+    // 15 followers: with the first holder, the entry's 16 fences.
+    const { entry, queued } = waitingWith(handover, 'k', 15);
+    expect(queued.every((promise) => promise !== undefined)).toBe(true);
+    expect(entry?.room).toBe(false);
+    expect(follow(handover, 'k')).toBeUndefined();
+    // A caller who joined the line itself: callers who come now may follow its entry.
+    const next = handover.opened('k', false);
+    expect(next).toBeDefined();
+    expect(next).not.toBe(entry);
+    const behindNext = follow(handover, 'k');
+    expect(behindNext).toBeDefined();
+    expect(handover.size).toBe(16);
+    // forceRelease's barrier reaches both entries: nobody is handed a removed entry.
+    handover.closeKey('k');
+    await expect(Promise.all([...queued, behindNext])).resolves.toEqual(
+      Array.from({ length: 16 }, () => undefined),
+    );
+    expect(handover.size).toBe(0);
+  });
+
+  it('takes no new entry while the open one has room', () => {
+    const handover = new LineHandover(true);
+    const { entry } = waitingWith(handover, 'k', 3);
+    expect(entry?.room).toBe(true);
+    expect(handover.opened('k', false)).toBeUndefined();
+    handover.closeAll();
+    expect(handover.size).toBe(0);
+  });
+});

@@ -91,6 +91,8 @@ const LOOPED_KEYS = 256;
 export class LineHandover {
   /** Per key, the entry of this process that callers here may follow. */
   private readonly open = new Map<string, EntryFollowers>();
+  /** Per key, every entry here not yet dissolved: one without room may still hand on. */
+  private readonly live = new Map<string, Set<EntryFollowers>>();
   private following = 0;
   /** Keys whose release's leave was answered in this turn of the event loop. */
   private readonly leftThisTurn = new Set<string>();
@@ -110,10 +112,13 @@ export class LineHandover {
    */
   opened(key: string, holds: boolean): EntryFollowers | undefined {
     const current = this.open.get(key);
-    // An entry whose run ended is left to its last holder's release (or its lease's end).
-    if (!this.enabled || current?.running) return undefined;
+    // One whose run ended is left to its last holder; one without room to its queue. Callers
+    // who come now follow this entry, which joined behind the other processes' (fair).
+    if (!this.enabled || (current?.running && current.room)) return undefined;
     const followers = new EntryFollowers(key, !holds);
     this.open.set(key, followers);
+    const live = this.live.get(key) ?? new Set<EntryFollowers>();
+    this.live.set(key, live.add(followers));
     if (holds) this.held(followers);
     return followers;
   }
@@ -131,6 +136,8 @@ export class LineHandover {
     if (!followers) return;
     clearTimeout(followers.runTimer);
     if (this.open.get(followers.key) === followers) this.open.delete(followers.key);
+    const live = this.live.get(followers.key);
+    if (live?.delete(followers) && live.size === 0) this.live.delete(followers.key);
     for (const follower of followers.queue.splice(0)) follower.take(undefined);
     const kept = followers.kept;
     followers.kept = undefined;
@@ -176,12 +183,12 @@ export class LineHandover {
 
   /** At close: every entry is handed to nobody more, and a kept one leaves. */
   closeAll(): void {
-    for (const followers of [...this.open.values()]) this.dissolved(followers);
+    for (const key of [...this.live.keys()]) this.closeKey(key);
   }
 
   /** Before `forceRelease` removes `key`'s holders: so that no caller is handed a removed entry. */
   closeKey(key: string): void {
-    this.dissolved(this.open.get(key));
+    for (const followers of [...(this.live.get(key) ?? [])]) this.dissolved(followers);
   }
 
   /**
