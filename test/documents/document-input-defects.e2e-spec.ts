@@ -133,7 +133,7 @@ describe('Document locks: reported input defects', () => {
         version: { field: 'v', type: 'decimal128' },
       });
       const stored = Decimal128.fromString('1.00000000000000000001');
-      await accounts.insertOne({ _id: 'precise', v: stored } as never);
+      await accounts.insertOne({ _id: 'precise', v: stored });
       const expected = Decimal128.fromString('1.00000000000000000002');
       const result = await settle(docs.updateIfCurrent('precise', expected, { $set: { n: 1 } }));
       expect(result).toBeInstanceOf(VersionConflictError);
