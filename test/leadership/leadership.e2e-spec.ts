@@ -4,7 +4,7 @@ import { InvalidLockOptionsError, LockLostError, LockNotAcquiredError } from '..
 import { LEADER_KEY_PREFIX } from '../../lib/leadership/leader-key';
 import type { LeaderInfo } from '../../lib/leadership/leader-watch';
 import type { LeaderTerm } from '../../lib/leadership/leader-term';
-import { LockTestKit } from '../lock-service/lock-test-kit';
+import { eventually, LockTestKit } from '../lock-service/lock-test-kit';
 
 jest.setTimeout(60_000);
 
@@ -43,18 +43,22 @@ describe('Leadership', () => {
       ['A', 'B', 'C'].map((holderId) => kit.service({ holderId })),
     );
     const leading = await a.leadership('order').campaign();
+    const waiting = async () => (await a.inspect(`${LEADER_KEY_PREFIX}order`))?.waiting;
     const elected: string[] = [];
     const bTerm = b
       .leadership('order')
       .campaign()
       .then((term) => (elected.push('B'), term));
-    await sleep(100);
+    // b stands in line before c does, and c behind it before the leader resigns.
+    await eventually(async () => (await waiting()) === 1);
     const cTerm = c
       .leadership('order')
       .campaign()
       .then((term) => (elected.push('C'), term));
-    await sleep(100);
+    await eventually(async () => (await waiting()) === 2);
     await leading.resign();
+    await eventually(() => elected.length > 0);
+    expect(elected).toEqual(['B']);
     await (await bTerm).resign();
     await (await cTerm).resign();
     expect(elected).toEqual(['B', 'C']);

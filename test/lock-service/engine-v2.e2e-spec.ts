@@ -78,7 +78,12 @@ describe('LockService on engine v2', () => {
     const a = await v2();
     const b = await v2();
     const blocker = await b.acquire('m2');
-    const error = await a.acquire(['m1', 'm2', 'm3'], { timeoutMs: 300 }).catch((e: unknown) => e);
+    // Each key's join must be answered by the deadline (else the wait fails as unavailable): a's
+    // pool connection is opened first, and the wait leaves room for two joins on a loaded machine.
+    await a.inspect('m1');
+    const error = await a
+      .acquire(['m1', 'm2', 'm3'], { timeoutMs: 1_500 })
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(LockNotAcquiredError);
     expect((error as LockNotAcquiredError).keys).toEqual(['m1', 'm2', 'm3']);
     expect((error as LockNotAcquiredError).holderId).toBe(b.holderId);

@@ -1,4 +1,5 @@
-import { LockTestKit } from './lock-test-kit';
+import { LOAD_SLACK_MS } from '../support/load-slack';
+import { eventually, LockTestKit } from './lock-test-kit';
 
 jest.setTimeout(30_000);
 
@@ -28,13 +29,15 @@ describe('Hand-offs while a test fakes setImmediate', () => {
     try {
       for (let round = 0; round < 4; round += 1) {
         const held = await a.acquire('fake-immediate', { ttlMs: 10_000 });
-        const waiting = b.acquire('fake-immediate', { ttlMs: 10_000, timeoutMs: 5_000 });
-        await new Promise((resolve) => setTimeout(resolve, 50));
+        const waiting = b.acquire('fake-immediate', { ttlMs: 30_000, timeoutMs: 5_000 });
+        // b waits in line before the release: the hand-off must come by the change event.
+        await eventually(async () => (await a.inspect('fake-immediate'))?.waiting === 1);
         const releasedAt = performance.now();
         await held.release();
         const next = await waiting;
-        // A waiter's own timer would take a third of its lease (over 3 s); the event, milliseconds.
-        expect(performance.now() - releasedAt).toBeLessThan(1_000);
+        // The event takes milliseconds; without it the waiter's own timer (a third of its 30 s
+        // lease) is past its 5 s timeout, and `waiting` rejects.
+        expect(performance.now() - releasedAt).toBeLessThan(1_000 + LOAD_SLACK_MS);
         await next.release();
       }
     } finally {

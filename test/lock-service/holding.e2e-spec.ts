@@ -136,8 +136,11 @@ describe('LockService holding', () => {
     const locks = await kit.service();
     const other = await kit.service();
     const blocker = await other.acquire('m2');
+    // Each key's join must be answered by the deadline (else the wait fails as unavailable): the
+    // pool connection is opened first, and the wait leaves room for two joins on a loaded machine.
+    await locks.inspect('m1');
     const error = await locks
-      .acquire(['m3', 'm1', 'm2'], { timeoutMs: 300 })
+      .acquire(['m3', 'm1', 'm2'], { timeoutMs: 1_500 })
       .catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(LockNotAcquiredError);
     expect((error as LockNotAcquiredError).keys).toEqual(['m1', 'm2', 'm3']);

@@ -77,19 +77,32 @@ describe('modes, adversarial: defects found in review, fixed (regression tests)'
     const b = await kit.service();
     const c = await kit.service();
     const reader = await a.acquire('q:remote', { mode: 'shared', ttlMs: 20_000 });
-    const writer = b.acquire('q:remote', { timeoutMs: 600 }).catch((e: unknown) => e);
+    // Long enough to outlast the steps below on a loaded machine: B's reader and C's must join
+    // the line while B's writer is still in it.
+    const writerTimeoutMs = 3_000;
+    let writerGaveUp = false;
+    const writer = b
+      .acquire('q:remote', { timeoutMs: writerTimeoutMs })
+      .catch((e: unknown) => e)
+      .finally(() => (writerGaveUp = true));
     await eventually(async () => (await a.inspect('q:remote'))?.waiting === 1);
     // B still wants the key, in shared mode, after its writer gives up.
     const bReader = settleWithin(
-      b.acquire('q:remote', { mode: 'shared', timeoutMs: 3_500 }),
-      4_000,
+      b.acquire('q:remote', { mode: 'shared', timeoutMs: 8_000 }),
+      9_000,
     );
     // C's reader is held back by B's exclusive entry in the line.
     await expect(c.tryAcquire('q:remote', { mode: 'shared' })).resolves.toBeNull();
     const cReader = settleWithin(
-      c.acquire('q:remote', { mode: 'shared', timeoutMs: 3_000 }),
-      4_000,
+      c.acquire('q:remote', { mode: 'shared', timeoutMs: 8_000 }),
+      9_000,
     );
+    // B's writer and both readers wait in line (with the writer gone, the readers would hold).
+    let allInLine = false;
+    await eventually(
+      async () => writerGaveUp || (allInLine = (await a.inspect('q:remote'))?.waiting === 3),
+    );
+    expect(allInLine).toBe(true);
     expect(await writer).toBeInstanceOf(LockNotAcquiredError);
     const got = await cReader;
     const bGot = await bReader;
@@ -98,8 +111,9 @@ describe('modes, adversarial: defects found in review, fixed (regression tests)'
     await reader.release();
     expect(got.error).toBeUndefined();
     expect(got.status).toBe('resolved');
-    // A lost wake-up: the 3 s timeout runs out first (rejected), over this bound.
-    expect(got.ms).toBeLessThan(600 + LOAD_SLACK_MS);
+    // A lost wake-up sleeps until its entry's renewal (a third of its 30 s lease) or the
+    // reader's lease end: the 8 s timeout runs out first (rejected), over this bound.
+    expect(got.ms).toBeLessThan(writerTimeoutMs + LOAD_SLACK_MS);
   });
 
   // The same lost wake-up with a semaphore: a wide request first in a process times out; the

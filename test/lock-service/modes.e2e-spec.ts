@@ -138,7 +138,8 @@ describe('Lock modes: shared/exclusive locks and semaphores', () => {
     const b = await kit.service();
     const reader = await a.acquire('fair', { mode: 'shared' });
     const writer = b.acquire('fair', { timeoutMs: 10_000 });
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // The writer's join landed: it waits in line behind the reader.
+    await eventually(async () => (await a.inspect('fair'))?.waiting === 1);
     // A later reader, here or elsewhere, waits behind the writer although only readers hold.
     await expect(a.tryAcquire('fair', { mode: 'shared' })).resolves.toBeNull();
     const laterReader = a.acquire('fair', { mode: 'shared', timeoutMs: 10_000 });
@@ -158,7 +159,10 @@ describe('Lock modes: shared/exclusive locks and semaphores', () => {
     const a = await kit.service();
     const b = await kit.service();
     const reader = await a.acquire('withdrawn', { mode: 'shared' });
-    await expect(b.acquire('withdrawn', { timeoutMs: 300 })).rejects.toBeInstanceOf(
+    // A join answered after the deadline fails the wait as unavailable: b's pool connection is
+    // opened first, and the wait is long enough for the join's reply on a loaded machine.
+    await b.inspect('withdrawn');
+    await expect(b.acquire('withdrawn', { timeoutMs: 1_000 })).rejects.toBeInstanceOf(
       LockNotAcquiredError,
     );
     await new Promise((resolve) => setTimeout(resolve, 200));

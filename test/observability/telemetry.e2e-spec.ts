@@ -109,8 +109,12 @@ describe('OpenTelemetry metrics and spans', () => {
     const other = await kit.service();
 
     const held = await locks.acquire('invoices:2024-06', { metricsLabel: 'invoices:{month}' });
+    // A wait whose join is answered after its deadline fails as unavailable, not as a timeout:
+    // `other`'s pool connection is opened first (a read counts in no instrument), and the wait
+    // is long enough for its join's reply on a loaded machine (`held` stays until released).
+    await other.inspect('invoices:2024-06');
     await expect(
-      other.acquire('invoices:2024-06', { timeoutMs: 100, metricsLabel: 'invoices:{month}' }),
+      other.acquire('invoices:2024-06', { timeoutMs: 1_000, metricsLabel: 'invoices:{month}' }),
     ).rejects.toBeInstanceOf(LockNotAcquiredError);
     await held.release();
 

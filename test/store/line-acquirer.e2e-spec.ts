@@ -19,6 +19,10 @@ import { LineStore } from '../../lib/store/line/line-store';
 import { LineWaiters } from '../../lib/waiting/line-waiters';
 import { LockTestKit, eventually, sleep } from '../lock-service/lock-test-kit';
 import { commandOf, interceptedCollection } from '../support/intercepted-collection';
+import { LOAD_SLACK_MS } from '../support/load-slack';
+
+// Jest's 5 s default is a few steps of a loaded machine; each test bounds its own waits.
+jest.setTimeout(30_000);
 
 const kit = LockTestKit.forSuite();
 const settings = { operationTimeoutMs: 5_000, idleRetentionMs: 60_000 };
@@ -111,12 +115,14 @@ it('a waiter in the same service is woken by the release reply, with no stream',
   const a = await service('a', false);
   const held = await a.acquirer.acquire(request('local'));
   const waiting = a.acquirer.acquire(request('local', { timeoutMs: 5_000 }));
-  await new Promise((resolve) => setTimeout(resolve, 100));
+  // Its join landed: it waits in line (it does not hold by its join's reply).
+  await eventually(async () => (await lineOf(a.collection, 'local')).length === 2);
   await a.acquirer.release(held);
   const startedAt = performance.now();
   await waiting;
-  // Not by its renewal timer (10 s at this lease) nor its deadline (5 s): by the reply.
-  expect(performance.now() - startedAt).toBeLessThan(1_000);
+  // By the reply; not by its renewal timer (10 s at this lease) nor its deadline (5 s, where it
+  // would fail).
+  expect(performance.now() - startedAt).toBeLessThan(1_000 + LOAD_SLACK_MS);
 });
 
 it('a lease ahead that runs out is confirmed by renewing our own entry', async () => {
@@ -132,7 +138,10 @@ it('a waiter that times out rejects and leaves the line', async () => {
   const a = await service('a');
   const b = await service('b');
   await a.acquirer.acquire(request('t'));
-  await expect(b.acquirer.acquire(request('t', { timeoutMs: 200 }))).rejects.toBeInstanceOf(
+  // A read connects the pool (b's stream holds a connection) before the wait: its join's reply,
+  // late, would fail it as MongoDB's silence (LockStoreUnavailableError), not by its place.
+  expect(await lineOf(b.collection, 't')).toEqual(['a']);
+  await expect(b.acquirer.acquire(request('t', { timeoutMs: 1_500 }))).rejects.toBeInstanceOf(
     LockNotAcquiredError,
   );
   expect(await lineSettled(a.collection, 't')).toEqual(['a']);
@@ -200,10 +209,13 @@ it("routes a release's event to the process its entry leads to (everyone for sha
   streams.push(...watches);
   const first = await a.acquirer.acquire(request('route'));
   const next = b.acquirer.acquire(request('route'));
-  await new Promise((resolve) => setTimeout(resolve, 100));
+  // b waits in line: a's release makes it holder.
+  await eventually(async () => (await lineOf(a.collection, 'route')).length === 2);
   await a.acquirer.release(first);
   const held = await next;
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  await eventually(() => heard.b.length > 0);
+  // Time for a wrong event to c (and the shared half's below comes after it, on c's stream).
+  await sleep(100);
   expect(heard.b).toEqual([[held.token]]);
   expect(heard.c).toEqual([]);
 
@@ -211,11 +223,13 @@ it("routes a release's event to the process its entry leads to (everyone for sha
   const shared = { mode: 'shared' } as const;
   const x = await b.acquirer.acquire(request('route-s'));
   const s1 = a.acquirer.acquire(request('route-s', { kind: shared }));
-  await new Promise((resolve) => setTimeout(resolve, 100));
+  await eventually(async () => (await lineOf(a.collection, 'route-s')).length === 2);
   await b.acquirer.release(x);
-  await s1;
-  await new Promise((resolve) => setTimeout(resolve, 300));
-  expect(heard.c).toHaveLength(1);
+  const sharedHeld = await s1;
+  await eventually(() => heard.c.length > 0);
+  await sleep(100);
+  // Only the shared front's event: none of the release routed to b came before it.
+  expect(heard.c).toEqual([[sharedHeld.token]]);
 });
 
 describe('what the second review found', () => {
@@ -255,11 +269,16 @@ describe('what the second review found', () => {
     const held = await a.acquirer.acquire(request('stale', { ttlMs: 30_000 }));
     let got: LineHold | undefined;
     const waiting = b.acquirer.acquire(request('stale', { ttlMs: 600 })).then((h) => (got = h));
-    await sleep(50);
+    await eventually(async () => (await lineOf(b.collection, 'stale')).length === 2);
     const ended = (await b.collection.findOne({ _id: 'stale' }))!.line![1];
     // The waiter's entry ends (as in a long stall); its renewal finds it gone and joins again.
     await b.collection.updateOne({ _id: 'stale' }, { $set: { 'line.1.e': new Date(0) } });
-    await sleep(400);
+    // Joined again: another entry (another fence) in its place, which news of the ended one
+    // below must not wake.
+    await eventually(async () => {
+      const entry = (await b.collection.findOne({ _id: 'stale' }))?.line?.[1];
+      return entry !== undefined && String(entry.f) !== String(ended.f);
+    });
     b.waiters.heard('stale', [holdingEntry(ended)]);
     await sleep(100);
     expect(got).toBeUndefined();

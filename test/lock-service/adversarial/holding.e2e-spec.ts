@@ -26,19 +26,24 @@ describeWithFailPoints('adversarial review: holding and releasing', () => {
       const locks = await kit.service({
         uri: `mongodb://127.0.0.1:${proxy.port}/?directConnection=true`,
       });
-      const handle = await locks.acquire('late-reply:k', { ttlMs: 2_000 });
+      // A lease long enough that the release, sent well before the local deadline, is applied
+      // before the server's lease end even if a late timer on a loaded machine delays it.
+      const handle = await locks.acquire('late-reply:k', { ttlMs: 6_000 });
       const serverEnd = ((await rawLock('late-reply:k'))?.line as { e: Date }[])[0].e.getTime();
-      // Release 600 ms before the local deadline; the server applies it at once (lease live),
-      // its reply reaches us 1 s later, after the local deadline.
-      await sleep(Math.max(0, handle.expiresAt.getTime() - Date.now() - 600));
-      const replyHeld = proxy.holdNextReply('findAndModify', 1_000);
-      const releasing = settleWithin(handle.release(), 4_000);
+      const localEnd = handle.expiresAt.getTime();
+      // Release 1.5 s before the local deadline (1.8 s before the server's); the server applies it
+      // at once (lease live), its reply reaches us 2.5 s later, 1 s after the local deadline.
+      await sleep(Math.max(0, localEnd - Date.now() - 1_500));
+      const replyHeld = proxy.holdNextReply('findAndModify', 2_500);
+      const releasing = settleWithin(handle.release(), 6_000);
       await replyHeld;
       const appliedAt = Date.now();
       expect(await rawLock('late-reply:k')).toMatchObject({ line: [] });
       expect(appliedAt).toBeLessThan(serverEnd);
 
       const released = await releasing;
+      // The reply did come after the local deadline.
+      expect(Date.now()).toBeGreaterThan(localEnd);
       expect(released.error).toBeUndefined();
       expect(released.status).toBe('resolved');
     } finally {
