@@ -43,7 +43,17 @@ async function atSharedClock(at: number, action: () => void): Promise<void> {
 function commandCounter(variant: VariantName) {
   return (event: CommandStartedEvent): void => {
     if (variant !== activeVariant) return;
-    commandsSent[event.commandName] = (commandsSent[event.commandName] ?? 0) + 1;
+    const vars = Object.keys((event.command as { let?: object }).let ?? {});
+    const kind =
+      event.commandName !== 'findAndModify'
+        ? ''
+        : vars.includes('h')
+          ? ':join'
+          : vars.includes('d')
+            ? ':renew'
+            : ':leave';
+    const name = event.commandName + kind;
+    commandsSent[name] = (commandsSent[name] ?? 0) + 1;
   };
 }
 
