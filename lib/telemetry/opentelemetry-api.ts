@@ -82,9 +82,7 @@ export function loadOpenTelemetryApi(
   }
 }
 
-/** The package itself is missing (a file it requires that is missing is a broken install). */
 function isModuleNotFound(error: unknown): boolean {
-  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
-  const notFound = code === 'MODULE_NOT_FOUND' || code === 'ERR_MODULE_NOT_FOUND';
-  return notFound && String(message).includes("'@opentelemetry/api'");
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === 'MODULE_NOT_FOUND' || code === 'ERR_MODULE_NOT_FOUND';
 }
