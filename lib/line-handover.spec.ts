@@ -82,8 +82,9 @@ describe('LineHandover: entries kept for a loop here', () => {
     loop(handover, 'k');
     const leave = jest.fn(() => Promise.resolve());
     const hold = holding(handover, 'k', true);
-    handover.closeKey('k');
+    const reopen = handover.closeKey('k');
     expect(handover.handOn(hold, lease(), leave)).toBe(false);
+    reopen();
     // The loop asks again right after that release's leave: its next entry is kept.
     loop(handover, 'k');
     handover.handOn(holding(handover, 'k', true), lease(), leave);
@@ -129,6 +130,19 @@ describe('LineHandover: an entry without room', () => {
       Array.from({ length: 16 }, () => undefined),
     );
     expect(handover.size).toBe(0);
+  });
+
+  it('opens no entry on a key while an operator command removes its holders', () => {
+    const handover = new LineHandover(true);
+    const reopen = handover.closeKey('k');
+    // A join answered "holds" meanwhile: the command removes its entry too, so nobody follows.
+    expect(handover.opened('k', true)).toBeUndefined();
+    expect(follow(handover, 'k')).toBeUndefined();
+    expect(handover.opened('other', true)).toBeDefined();
+    reopen();
+    reopen();
+    expect(handover.opened('k', true)).toBeDefined();
+    handover.closeAll();
   });
 
   it('takes no new entry while the open one has room', () => {

@@ -98,6 +98,8 @@ export class LineHandover {
   private readonly leftThisTurn = new Set<string>();
   /** Keys a caller here asked for again within a turn of our release: kept at the next one. */
   private readonly looped = new Set<string>();
+  /** Keys an operator command is removing the holders of (`closeKey` until reopened). */
+  private readonly closing = new Map<string, number>();
 
   constructor(private readonly enabled: boolean) {}
 
@@ -114,7 +116,9 @@ export class LineHandover {
     const current = this.open.get(key);
     // One whose run ended is left to its last holder; one without room to its queue. Callers
     // who come now follow this entry, which joined behind the other processes' (fair).
-    if (!this.enabled || (current?.running && current.room)) return undefined;
+    if (!this.enabled || this.closing.has(key) || (current?.running && current.room)) {
+      return undefined;
+    }
     const followers = new EntryFollowers(key, !holds);
     this.open.set(key, followers);
     const live = this.live.get(key) ?? new Set<EntryFollowers>();
@@ -183,11 +187,28 @@ export class LineHandover {
 
   /** At close: every entry is handed to nobody more, and a kept one leaves. */
   closeAll(): void {
-    for (const key of [...this.live.keys()]) this.closeKey(key);
+    for (const key of [...this.live.keys()]) this.dissolveKey(key);
   }
 
-  /** Before `forceRelease` removes `key`'s holders: so that no caller is handed a removed entry. */
-  closeKey(key: string): void {
+  /**
+   * Before `forceRelease` removes `key`'s holders: no entry here is handed on from now until
+   * the returned function is called, once the command is answered (an entry that holds by a
+   * join answered meanwhile is removed by it too), so no caller is handed a removed entry.
+   */
+  closeKey(key: string): () => void {
+    this.closing.set(key, (this.closing.get(key) ?? 0) + 1);
+    this.dissolveKey(key);
+    let reopened = false;
+    return () => {
+      if (reopened) return;
+      reopened = true;
+      const count = this.closing.get(key)! - 1;
+      if (count === 0) this.closing.delete(key);
+      else this.closing.set(key, count);
+    };
+  }
+
+  private dissolveKey(key: string): void {
     for (const followers of [...(this.live.get(key) ?? [])]) this.dissolved(followers);
   }
 

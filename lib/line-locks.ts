@@ -98,9 +98,12 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
    */
   beforeForceRelease(key: string): () => void {
     // The barrier first: closing the key makes a kept entry of ours leave.
-    const commandDone = this.acquirer.holdLeaves(key);
-    this.handover.closeKey(key);
-    return commandDone;
+    const leavesHeld = this.acquirer.holdLeaves(key);
+    const reopen = this.handover.closeKey(key);
+    return () => {
+      leavesHeld();
+      reopen();
+    };
   }
 
   /** Whether the change stream wakes waits now (else they poll). */
