@@ -51,7 +51,7 @@ export class MongoLockHealthIndicator {
     options: MongoLockHealthOptions = {},
   ): Promise<HealthIndicatorResult<Key>> {
     // Checked before the probe: a bad value is the caller's error, not the store being down.
-    const timeoutMs = integer('timeoutMs', options.timeoutMs, 1, MAX_TIMER_MS, 2_000);
+    const timeoutMs = integer('timeoutMs', options?.timeoutMs, 1, MAX_TIMER_MS, 2_000);
     const indicator = this.health.check(key);
     const startedAt = performance.now();
     try {

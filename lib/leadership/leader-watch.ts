@@ -1,5 +1,6 @@
 import { Observable } from 'rxjs';
 import type { LockEvent, LockState } from '../interfaces/lock-state.interface';
+import { MAX_TIMER_MS } from '../util/timers';
 
 /** Who leads a name now, as any instance sees it. */
 export interface LeaderInfo {
@@ -48,7 +49,7 @@ export function watchLeader(source: LeaderWatchSource, key: string): Observable<
 
     const schedule = (inMs: number) => {
       clearTimeout(timer);
-      timer = setTimeout(() => void read(), Math.max(0, inMs));
+      timer = setTimeout(() => void read(), Math.min(Math.max(0, inMs), MAX_TIMER_MS));
       timer.unref();
     };
     async function read(): Promise<void> {

@@ -22,3 +22,10 @@ describe('MongoLockHealthIndicator timeoutMs', () => {
     },
   );
 });
+
+describe('MongoLockHealthIndicator options', () => {
+  it('takes null options as none: the probe runs with the default timeout', async () => {
+    const indicator = new MongoLockHealthIndicator(untouched, new HealthIndicatorService());
+    await expect(indicator.isHealthy('locks', null as never)).rejects.toThrow('the probe ran');
+  });
+});
