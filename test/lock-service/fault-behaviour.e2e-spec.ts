@@ -579,6 +579,28 @@ describeWithFailPoints('LockService under faults', () => {
       }
     });
 
+    it('waitForRelease sends no look after an unsubscribe during one', async () => {
+      const holder = await kit.service();
+      const held = await holder.acquire('look:k', { ttlMs: 30_000 });
+      const client = await appClient('look-waiter', { monitorCommands: true });
+      let looks = 0;
+      client.on('commandStarted', (event: CommandStartedEvent) => {
+        if (event.commandName === 'find') looks += 1;
+      });
+      // Safety looks every 100 ms: a wait that went on would look several times below.
+      const waiter = await kit.service({ client, safetyPollIntervalMs: 100 });
+      await failPoint(
+        { times: 1 },
+        { failCommands: ['find'], appName: 'look-waiter', blockConnection: true, blockTimeMS: 300 },
+      );
+      const subscription = waiter.waitForRelease('look:k').subscribe();
+      await eventually(() => looks === 1, 3_000);
+      subscription.unsubscribe();
+      await sleep(800);
+      expect(looks).toBe(1);
+      await held.release();
+    });
+
     // On v2 a released event carries no holder id or fence (docs/engine-v2.md): it must never
     // carry the next holder's, even when read late.
     it("a released event read late never carries the next holder's id or fence", async () => {
