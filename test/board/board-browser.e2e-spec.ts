@@ -15,6 +15,9 @@ import { TS_CHILD_FLAGS } from '@nestjs-mongo-lock/process-harness';
 import { HTTP_ADAPTERS, lockModule } from '../nest/support/nest-apps';
 import { EventsGate, listeningApp, OperatorHeaderGuard } from './board-app';
 
+/** How long a change may take to show: under the page's 5 s refresh, so the stream shows it. */
+const LIVE_MS = 4_000;
+
 jest.setTimeout(90_000);
 
 /**
@@ -160,20 +163,20 @@ describeInBrowser.each(HTTP_ADAPTERS)('the lock board in a real browser (%s)', (
     const worker = new LockWorker(child);
     workers.push(worker);
     const { fence } = (await worker.next('acquired', 60_000)) as { fence: string };
-    await untilShown('remote:report', true, 1_000);
+    await untilShown('remote:report', true, LIVE_MS);
     const text = await rowText('remote:report');
     expect(text).toContain(`fence ${fence}`);
     expect(text).toMatch(/exclusive/);
     expect(text).toMatch(/\d+(\.\d)? s left/);
     worker.send({ type: 'release' });
     await worker.next('released');
-    await untilShown('remote:report', false, 1_000);
+    await untilShown('remote:report', false, LIVE_MS);
     await worker.exited;
   });
 
   it('shows hostile key names as text: no dialog, no injected node', async () => {
     const held = await Promise.all(HOSTILE_KEYS.map((key) => locks.acquire(key)));
-    for (const key of HOSTILE_KEYS) await untilShown(key, true, 2_000);
+    for (const key of HOSTILE_KEYS) await untilShown(key, true, LIVE_MS);
     for (const key of HOSTILE_KEYS) {
       const shown = await page.$$eval(
         '#rows tr',
@@ -188,12 +191,12 @@ describeInBrowser.each(HTTP_ADAPTERS)('the lock board in a real browser (%s)', (
     expect(await page.$$eval('img, #rows script', (nodes) => nodes.length)).toBe(0);
     expect(dialogs).toEqual([]);
     await Promise.all(held.map((handle) => handle.release()));
-    for (const key of HOSTILE_KEYS) await untilShown(key, false, 2_000);
+    for (const key of HOSTILE_KEYS) await untilShown(key, false, LIVE_MS);
   });
 
   it('force-releases from the page only when the guard allows (403 otherwise)', async () => {
     const handle = await locks.acquire('stuck:page', { ttlMs: 60_000 });
-    await untilShown('stuck:page', true, 2_000);
+    await untilShown('stuck:page', true, LIVE_MS);
     const button = () => page.locator('#rows tr[data-key="stuck:page"] button.release');
     await button().click();
     await button().click(); // confirm
@@ -213,7 +216,7 @@ describeInBrowser.each(HTTP_ADAPTERS)('the lock board in a real browser (%s)', (
         ),
       );
       expect(handle.signal.aborted).toBe(true);
-      await untilShown('stuck:page', false, 1_000);
+      await untilShown('stuck:page', false, LIVE_MS);
       expect((await locks.inspect('stuck:page'))?.held).toBe(false);
     } finally {
       await context.setExtraHTTPHeaders({});
@@ -222,7 +225,7 @@ describeInBrowser.each(HTTP_ADAPTERS)('the lock board in a real browser (%s)', (
 
   it('does not offer a release on its way again when the page renders meanwhile', async () => {
     const handle = await locks.acquire('stuck:slow', { ttlMs: 60_000 });
-    await untilShown('stuck:slow', true, 2_000);
+    await untilShown('stuck:slow', true, LIVE_MS);
     let letThrough!: () => void;
     const held = new Promise<void>((resolve) => (letThrough = resolve));
     let sent = 0;
@@ -238,11 +241,11 @@ describeInBrowser.each(HTTP_ADAPTERS)('the lock board in a real browser (%s)', (
       await button().click(); // confirm: the release is on its way, held back
       // Another key's event renders the rows again while the release is held back.
       const other = await locks.acquire('stuck:other');
-      await untilShown('stuck:other', true, 2_000);
+      await untilShown('stuck:other', true, LIVE_MS);
       expect(await button().isDisabled()).toBe(true);
       expect(await button().textContent()).toBe('Releasing');
       letThrough();
-      await untilShown('stuck:slow', false, 2_000);
+      await untilShown('stuck:slow', false, LIVE_MS);
       expect(sent).toBe(1);
       expect(handle.signal.aborted).toBe(true);
       await other.release();
@@ -262,7 +265,7 @@ describeInBrowser.each(HTTP_ADAPTERS)('the lock board in a real browser (%s)', (
       locks.acquire('exports', { permits: 3, weight: 2, ttlMs: 60_000 }),
       locks.acquire(`${LEADER_KEY_PREFIX}digest`, { ttlMs: 15_000 }),
     ]);
-    await untilShown(`${LEADER_KEY_PREFIX}digest`, true, 2_000);
+    await untilShown(`${LEADER_KEY_PREFIX}digest`, true, LIVE_MS);
     expect(await rowText(`${LEADER_KEY_PREFIX}digest`)).toContain('leader of digest');
     if (adapter === 'express') await page.screenshot({ path: SCREENSHOT });
     await page.fill('#prefix', 'orders:');
