@@ -27,6 +27,21 @@ describe('engine v2: an entry kept for a loop in the same process', () => {
     return { held, fromA };
   };
 
+  /**
+   * b asks again only after its last leave was answered and a turn passed (not at once: asked in
+   * the turn that answered a leave, it would count as a loop), waits behind `taken`, and holds by
+   * its release: b's own release then writes before it resolves, keeping nothing.
+   */
+  const askedOnceLeavesOnRelease = async (b: LockService, taken: LockHandle, key: string) => {
+    await eventually(async () => (await line(key)).length === 1);
+    await new Promise((resolve) => setImmediate(resolve));
+    const fromB = b.acquire(key, wait);
+    await eventually(async () => (await line(key)).length === 2);
+    await taken.release();
+    await (await fromB).release();
+    expect(await line(key)).toEqual([]);
+  };
+
   it('hands a loop’s next call the entry its last one released, with the next fence and no write', async () => {
     const [a, b] = [await v2(), await v2()];
     const held = await loopingHolder(a, b, 'loop');
@@ -45,16 +60,7 @@ describe('engine v2: an entry kept for a loop in the same process', () => {
     const taken = await fromA;
     // Told by the leave's change event, not by b's lease (30 s) running out.
     expect(performance.now() - startedAt).toBeLessThan(5_000);
-    // b asks again only after its kept entry's leave was answered and a turn passed: not at
-    // once, so its next contended release writes before it resolves. (Asked in the turn that
-    // answered the leave, it would count as a loop, and its entry would be kept again.)
-    await eventually(async () => (await line('left')).length === 1);
-    await new Promise((resolve) => setImmediate(resolve));
-    const fromB = b.acquire('left', wait);
-    await eventually(async () => (await line('left')).length === 2);
-    await taken.release();
-    await (await fromB).release();
-    expect(await line('left')).toEqual([]);
+    await askedOnceLeavesOnRelease(b, taken, 'left');
   });
 
   it('forgets a loop whose release was not kept (its run had ended): a later release writes', async () => {
@@ -64,14 +70,7 @@ describe('engine v2: an entry kept for a loop in the same process', () => {
     await new Promise((resolve) => setTimeout(resolve, 120));
     await held.release();
     const taken = await fromA;
-    await eventually(async () => (await line('ended-run')).length === 1);
-    await new Promise((resolve) => setImmediate(resolve));
-    // b waits behind a and holds by a's release: its own release must not keep the entry.
-    const fromB = b.acquire('ended-run', wait);
-    await eventually(async () => (await line('ended-run')).length === 2);
-    await taken.release();
-    await (await fromB).release();
-    expect(await line('ended-run')).toEqual([]);
+    await askedOnceLeavesOnRelease(b, taken, 'ended-run');
   });
 
   it('hands a kept entry to a try here', async () => {
