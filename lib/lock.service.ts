@@ -105,6 +105,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
       // Until the stream is established a change may pass unseen: read on a timer till then.
       eventsFlow: () => this.runtime.diagnostics().eventsFlowing,
       pollIntervalMs: this.options.maxPollIntervalMs,
+      safetyPollIntervalMs: this.options.safetyPollIntervalMs,
       termBegan: (name) => this.telemetry.termBegan(name),
     });
   }

@@ -22,6 +22,7 @@ describe('watchLeader', () => {
         events$: NEVER,
         eventsFlow: () => true,
         pollIntervalMs: 60_000,
+        safetyPollIntervalMs: 60_000,
       },
       'k',
     ).subscribe();
@@ -29,5 +30,32 @@ describe('watchLeader', () => {
     await new Promise((resolve) => setTimeout(resolve, 50));
     subscription.unsubscribe();
     expect(reads).toBe(1);
+  });
+
+  it('reads again at the safety interval while events flow and nobody leads', async () => {
+    // A stream reopened afresh has missed the change: nothing else would show the new leader.
+    let state: LockState | null = null;
+    const seen: (string | null)[] = [];
+    const subscription = watchLeader(
+      {
+        inspect: () => Promise.resolve(state),
+        events$: NEVER,
+        eventsFlow: () => true,
+        pollIntervalMs: 60_000,
+        safetyPollIntervalMs: 100,
+      },
+      'k',
+    ).subscribe((leader) => seen.push(leader?.holderId ?? null));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    state = {
+      held: true,
+      holderId: 'b',
+      fence: 2n,
+      acquiredAt: new Date(),
+      remainingMs: 60_000,
+    } as unknown as LockState;
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    subscription.unsubscribe();
+    expect(seen).toEqual([null, 'b']);
   });
 });

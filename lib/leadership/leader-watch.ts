@@ -20,6 +20,8 @@ export interface LeaderWatchSource {
   eventsFlow(): boolean;
   /** How often to re-read while events do not flow. */
   readonly pollIntervalMs: number;
+  /** How often to re-read while they do: a stream reopened afresh has missed what changed. */
+  readonly safetyPollIntervalMs: number;
 }
 
 /** A lease can end without a change event: re-read this long after it should have. */
@@ -36,8 +38,8 @@ function sameLeader(a: LeaderInfo | null, b: LeaderInfo | null): boolean {
 
 /**
  * The leader of `key` now, then only its changes. Re-reads on the key's change events, when the
- * leader's lease should have ended (which makes no event), and on a timer while events do not
- * flow. A failed read is retried.
+ * leader's lease should have ended (which makes no event), and on a timer: the poll interval
+ * while events do not flow, the safety interval while they do. A failed read is retried.
  */
 export function watchLeader(source: LeaderWatchSource, key: string): Observable<LeaderInfo | null> {
   return new Observable<LeaderInfo | null>((subscriber) => {
@@ -59,7 +61,7 @@ export function watchLeader(source: LeaderWatchSource, key: string): Observable<
         return;
       }
       reading = true;
-      let nextInMs = source.eventsFlow() ? Number.POSITIVE_INFINITY : source.pollIntervalMs;
+      let nextInMs = source.eventsFlow() ? source.safetyPollIntervalMs : source.pollIntervalMs;
       try {
         const state = await source.inspect(key);
         const leader = leaderOf(state);
@@ -77,7 +79,7 @@ export function watchLeader(source: LeaderWatchSource, key: string): Observable<
       if (readAgain) {
         readAgain = false;
         void read();
-      } else if (Number.isFinite(nextInMs)) schedule(nextInMs);
+      } else schedule(nextInMs);
     }
 
     const events = source.events$.subscribe({
