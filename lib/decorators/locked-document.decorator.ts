@@ -51,14 +51,16 @@ function compileDocumentId(
       `@LockedDocument on ${where}: the id must be a template or a function`,
     );
   }
-  if (spec.replace(/\{[^}]*\}/g, '').includes('%')) {
+  const { parts } = parseKeyTemplate(spec);
+  // Its text is decoded with the rendered values; `{{%}}` is text too.
+  if (parts.some((part) => part.kind === 'text' && part.text.includes('%'))) {
     throw new InvalidLockKeyError(
       `@LockedDocument on ${where}: the id template must not contain %`,
     );
   }
   // Two values could split one _id two ways ('{user.tenant}-{params.id}': tenant 'acme' with
   // id 'x-1' and tenant 'acme-x' with id '1'), so that a caller names another's document.
-  const placeholders = parseKeyTemplate(spec).parts.filter((part) => part.kind === 'value');
+  const placeholders = parts.filter((part) => part.kind === 'value');
   if (placeholders.length > 1)
     throw new InvalidLockKeyError(MESSAGES.documentIdPlaceholders(where));
   const resolve = compileLockKeys(spec, where);

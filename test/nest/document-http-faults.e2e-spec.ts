@@ -93,6 +93,22 @@ describe('@LockedDocument id templates', () => {
     expect(decorate).toThrow(/one placeholder/);
   });
 
+  it.each(['a%{params.id}', '{{%}}{params.id}'])(
+    'refuses %s when the decorator is applied: its text would be decoded',
+    (template) => {
+      const decorate = () => {
+        class NotesController {
+          @LockedDocument('notes', template)
+          edit() {
+            return undefined;
+          }
+        }
+        return NotesController;
+      };
+      expect(decorate).toThrow(/the id template must not contain %/);
+    },
+  );
+
   it('takes one placeholder with literal text around it', () => {
     const decorate = () => {
       class NotesController {
