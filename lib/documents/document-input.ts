@@ -136,7 +136,7 @@ export function resolveDocumentId(
   if (id instanceof Date) return id;
   // Anything but a plain document or BSON value (a Map, a class instance) would be serialised
   // into a filter we did not mean.
-  if (!isIdValue(id) || id instanceof RegExp) {
+  if (!isIdValue(id)) {
     badId(id, 'is not a usable _id (a string, number, Date, BSON value or plain document)');
   }
   return id;
@@ -172,7 +172,7 @@ export function resolveAttemptTarget(
     if (settings.version) checkCreatedVersion(createIfMissing, settings.version);
     if (where !== undefined) refuseOverlap(where, createIfMissing);
   }
-  return { where: where, createIfMissing };
+  return { where, createIfMissing };
 }
 
 /**
@@ -350,13 +350,12 @@ export function resolveDocumentUpdate(
   }
   if (!isPlainObject(update)) bad('update', 'must be an update document or a pipeline');
   for (const [operator, fields] of Object.entries(update)) {
-    if (!UPDATE_OPERATORS.has(operator) && operator.startsWith('$')) {
-      bad('update', `must not have ${JSON.stringify(operator)}: it is not an update operator`);
-    }
     if (!UPDATE_OPERATORS.has(operator)) {
       bad(
         'update',
-        `must use update operators ($set, $inc, …), got ${JSON.stringify(operator)}: a replacement would wipe the lock`,
+        operator.startsWith('$')
+          ? `must not have ${JSON.stringify(operator)}: it is not an update operator`
+          : `must use update operators ($set, $inc, …), got ${JSON.stringify(operator)}: a replacement would wipe the lock`,
       );
     }
     if (!isPlainObject(fields)) bad('update', `${operator} must be an object of fields`);

@@ -1,14 +1,12 @@
 import type { Document } from 'mongodb';
-import { DocumentNotFoundError } from '../errors/document-not-found.error';
 import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
-import type { LockState } from '../interfaces/lock-state.interface';
 import { LineLocks } from '../line-locks';
 import type { MongoLockHandle } from '../lock-handle';
 import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from '../options';
 import type { HeldLocks } from '../held-locks';
 import type { AttemptTarget } from '../store/line/line-commands';
 import type { DocumentCollection } from '../store/documents/document-writes';
-import { documentIdOfKey } from '../store/documents/document-key';
+import { documentNotFound } from '../store/documents/document-key';
 import { DocumentLineFields } from '../store/documents/document-line';
 import { DocumentLineStore } from '../store/documents/document-line-store';
 import { updateIfCurrent, writeWhileHeld } from '../store/documents/document-writes';
@@ -21,6 +19,7 @@ import type { HeldDocument, Successor } from '../store/line/line-commands';
  * `LineLocks` without the in-process hand-over (a commit ends the entry by its own write).
  */
 export class DocumentLineLocks {
+  readonly store: DocumentLineStore;
   private readonly lines: LineLocks<DocumentLineStore>;
   /** Per owner token, the entry behind ours when the document was read (see `unlockBefore`). */
   private readonly successors = new Map<string, Successor | null>();
@@ -33,12 +32,12 @@ export class DocumentLineLocks {
     options: ResolvedLockModuleOptions,
     private readonly version: DocumentVersion | undefined,
   ) {
-    const store = new DocumentLineStore(
+    this.store = new DocumentLineStore(
       collection,
       new DocumentLineFields(lockField),
       options.operationTimeoutMs,
     );
-    this.lines = new LineLocks(store, held, { ...options, localHandOff: false });
+    this.lines = new LineLocks(this.store, held, { ...options, localHandOff: false });
   }
 
   /** The handle, and the document as our entry began to hold (read by the join, or after). */
@@ -69,33 +68,20 @@ export class DocumentLineLocks {
     if (document && !(document.fromEvent && target?.where)) return known(document);
     let doc: HeldDocument | null | undefined;
     try {
-      doc = await this.lines.store.readHeld(key, hold.token, target?.where);
+      doc = await this.store.readHeld(key, hold.token, target?.where);
     } catch (error) {
       await handle.release().catch(() => undefined);
       throw error;
     }
     if (doc) return known(doc);
     await handle.release().catch(() => undefined);
-    if (doc === null) {
-      throw new DocumentNotFoundError(
-        `No document with _id ${key}${target?.where ? " that meets the lock's `where`" : ''}`,
-        { id: documentIdOfKey(key) },
-      );
-    }
+    if (doc === null) throw documentNotFound(key, target?.where);
     // Our entry held when we heard it, with a third of its lease left: only other code
     // rewriting the lock field meanwhile gets here.
     throw new LockNotAcquiredError(
       `Document ${key}: its lock was taken from us before the document could be read`,
       { keys: [key] },
     );
-  }
-
-  exists(key: string, where: AttemptTarget['where']): Promise<boolean> {
-    return this.lines.store.exists(key, where);
-  }
-
-  inspect(key: string): Promise<LockState | null> {
-    return this.lines.store.inspect(key);
   }
 
   async waitForRelease(key: string, signal: AbortSignal): Promise<void> {
@@ -110,20 +96,14 @@ export class DocumentLineLocks {
     update: DocumentUpdate | undefined,
     unlock: boolean,
   ): Promise<Document | null> {
-    const command = unlock ? 'commit' : 'update';
-    return this.lines.store.send(command, () =>
-      writeWhileHeld(this.writeTarget(), key, owner, update, {
-        unlock,
-        next: this.successors.get(owner),
-      }),
+    return this.store.send(unlock ? 'commit' : 'update', () =>
+      writeWhileHeld(this.writeTarget(), key, owner, update, unlock, this.successors.get(owner)),
     );
   }
 
   updateIfCurrent(key: string, expected: unknown, update: DocumentUpdate): Promise<Document> {
     const target = { ...this.writeTarget(), version: this.version as DocumentVersion };
-    return this.lines.store.send('updateIfCurrent', () =>
-      updateIfCurrent(target, key, expected, update),
-    );
+    return this.store.send('updateIfCurrent', () => updateIfCurrent(target, key, expected, update));
   }
 
   close(): Promise<void> {
@@ -137,6 +117,6 @@ export class DocumentLineLocks {
   }
 
   private writeTarget(): DocumentWriteTarget {
-    return { collection: this.collection, lock: this.lines.store.fields, version: this.version };
+    return { collection: this.collection, lock: this.store.fields, version: this.version };
   }
 }

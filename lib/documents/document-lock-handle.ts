@@ -32,10 +32,14 @@ export interface DocumentLockHandle<T extends Document = Document> extends LockH
 
 /** What a document handle's writes go through (the collection's `DocumentLocks`). */
 export interface DocumentLockWriter {
-  update(handle: MongoLockHandle, update: unknown): Promise<Document | null>;
-  commit(handle: MongoLockHandle, update: unknown): Promise<Document | null>;
-  /** Throws `InvalidLockOptionsError`, before anything is sent, for an update `commit` refuses. */
-  checkCommit(update: unknown): void;
+  /** Throws `InvalidLockOptionsError` for an update refused (only `commit` may leave it out). */
+  check(update: unknown, commit: boolean): DocumentUpdate | undefined;
+  /** Writes (and with `commit`, unlocks): `null` when the lock was not ours. */
+  write(
+    handle: MongoLockHandle,
+    update: DocumentUpdate | undefined,
+    commit: boolean,
+  ): Promise<Document | null>;
 }
 
 /** The {@link DocumentLockHandle} that `DocumentLocks` hands out: a lock handle plus document. */
@@ -106,7 +110,7 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
 
   async update(update: DocumentUpdate): Promise<WithId<T>> {
     this.checkWritable('update');
-    const written = await this.writer.update(this.lock, update);
+    const written = await this.writer.write(this.lock, this.writer.check(update, false), false);
     return this.afterWrite(written);
   }
 
@@ -115,15 +119,14 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
     if (this.committing) throw this.notWritable('commit');
     this.checkWritable('commit');
     // An update refused before anything is sent leaves the lock held and the handle usable.
-    this.writer.checkCommit(update);
-    this.committing = this.commitOnce(update);
+    this.committing = this.commitOnce(this.writer.check(update, true));
     return this.committing;
   }
 
   private async commitOnce(update: DocumentUpdate | undefined): Promise<WithId<T>> {
     let written: Document | null;
     try {
-      written = await this.writer.commit(this.lock, update);
+      written = await this.writer.write(this.lock, update, true);
     } catch (error) {
       // Outcome unknown: the commit may have landed. The release leaves our entry by token:
       // either the commit already ended it, or the release frees the lock and the late commit,

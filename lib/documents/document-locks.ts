@@ -6,16 +6,17 @@ import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
 import { documentNotAcquiredMessage, notAcquiredMessage } from '../lock.messages';
 import type { HeldLocks } from '../held-locks';
 import type { LockStore } from '../store/lock-store';
-import { documentIdOfKey, keyOfDocumentId } from '../store/documents/document-key';
-import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from '../options';
+import {
+  documentIdOfKey,
+  documentNotFound,
+  keyOfDocumentId,
+} from '../store/documents/document-key';
+import type { ResolvedLockModuleOptions } from '../options';
 import type { LockState } from '../interfaces/lock-state.interface';
 import { heldLocksOf, runWithHeldLock } from '../lock-context';
-import type { MongoLockHandle } from '../lock-handle';
 import { resolveAcquireOptions } from '../options';
 import { openLeaseCollection } from '../store/lock-collection';
 import type { DocumentUpdate } from '../store/documents/document-writes';
-import type { AttemptTarget } from '../store/line/line-commands';
-import { DocumentNotFoundError } from '../errors/document-not-found.error';
 import type { DocumentVersion } from '../store/documents/document-version';
 import type { LockTelemetry } from '../telemetry';
 import type { LinkedAbortSignal } from '../waiting/linked-abort-signal';
@@ -144,7 +145,7 @@ export class DocumentLocks<T extends Document = Document> {
    */
   async inspect(id: unknown): Promise<LockState | null> {
     const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
-    return (await this.lines()).inspect(key);
+    return (await this.lines()).store.inspect(key);
   }
 
   /**
@@ -175,13 +176,8 @@ export class DocumentLocks<T extends Document = Document> {
       this.settings,
       documentIdOfKey(key),
     );
-    if (!(await (await this.lines()).exists(key, target?.where))) {
-      throw new DocumentNotFoundError(
-        `No document with _id ${key} that meets the lock's \`where\``,
-        {
-          id: documentIdOfKey(key),
-        },
-      );
+    if (!(await (await this.lines()).store.exists(key, target?.where))) {
+      throw documentNotFound(key, true);
     }
   }
 
@@ -203,43 +199,32 @@ export class DocumentLocks<T extends Document = Document> {
       const option = resolved.mode.permits === undefined ? 'mode' : 'permits';
       throw new InvalidLockOptionsError(
         `${option} is not supported by document locks: they are exclusive`,
-        {
-          option,
-        },
+        { option },
       );
     }
     const target = resolveAttemptTarget(options as DocumentLockOptions, this.settings, documentId);
     const label = options?.metricsLabel ?? `${this.settings.collection}/{id}`;
     return this.host.telemetry.acquisition(label, 1, startedAt, async () => {
       const linked = this.host.link(resolved.signal);
-      return this.acquireOnLines(key, resolved, linked, startedAt, target);
+      try {
+        linked.signal.throwIfAborted();
+        const lines = await this.lines();
+        const { handle, document } = await lines.acquire(
+          key,
+          resolved,
+          linked.signal,
+          startedAt,
+          target,
+        );
+        const doc = document.doc as WithId<T>;
+        const writer = this.lineWriter(lines);
+        return new MongoDocumentLockHandle<T>(handle, doc, document.created, writer);
+      } catch (error) {
+        throw this.documentNotAcquired(error, key, resolved.timeoutMs);
+      } finally {
+        linked.unlink();
+      }
     });
-  }
-
-  private async acquireOnLines(
-    key: string,
-    resolved: ResolvedAcquireOptions,
-    linked: LinkedAbortSignal,
-    startedAt: number,
-    target: AttemptTarget | undefined,
-  ): Promise<MongoDocumentLockHandle<T>> {
-    try {
-      linked.signal.throwIfAborted();
-      const lines = await this.lines();
-      const { handle, document } = await lines.acquire(
-        key,
-        resolved,
-        linked.signal,
-        startedAt,
-        target,
-      );
-      const doc = document.doc as WithId<T>;
-      return new MongoDocumentLockHandle<T>(handle, doc, document.created, this.lineWriter(lines));
-    } catch (error) {
-      throw this.documentNotAcquired(error, key, resolved.timeoutMs);
-    } finally {
-      linked.unlink();
-    }
   }
 
   /** A lock's not-acquired error in a document's words (the key is the id's Extended JSON). */
@@ -259,17 +244,10 @@ export class DocumentLocks<T extends Document = Document> {
   }
 
   private lineWriter(lines: DocumentLineLocks): DocumentLockWriter {
-    const ownerOf = (handle: MongoLockHandle) => handle.ownerOf(handle.key);
     return {
-      update: (handle, update) => {
-        const checked = resolveDocumentUpdate(update, this.settings, false);
-        return lines.writeWhileHeld(handle.key, ownerOf(handle), checked, false);
-      },
-      commit: (handle, update) => {
-        const checked = resolveDocumentUpdate(update, this.settings, true);
-        return lines.writeWhileHeld(handle.key, ownerOf(handle), checked, true);
-      },
-      checkCommit: (update) => void resolveDocumentUpdate(update, this.settings, true),
+      check: (update, commit) => resolveDocumentUpdate(update, this.settings, commit),
+      write: (handle, update, commit) =>
+        lines.writeWhileHeld(handle.key, handle.ownerOf(handle.key), update, commit),
     };
   }
 

@@ -12,9 +12,9 @@ import { versionTag } from '../store/documents/document-version';
 
 // Literals: some of these `HttpStatus` members do not exist in @nestjs/common 10.
 export const HTTP_BAD_REQUEST = 400;
-export const HTTP_NOT_FOUND = 404;
-export const HTTP_CONFLICT = 409;
-export const HTTP_PRECONDITION_FAILED = 412;
+const HTTP_NOT_FOUND = 404;
+const HTTP_CONFLICT = 409;
+const HTTP_PRECONDITION_FAILED = 412;
 export const HTTP_LOCKED = 423;
 export const HTTP_PRECONDITION_REQUIRED = 428;
 export const HTTP_SERVICE_UNAVAILABLE = 503;
@@ -41,7 +41,7 @@ export function retryAfterSecondsOf(retryAfterMs: number | undefined): number {
 }
 
 /** What a document error becomes over HTTP, and the `Retry-After` it needs, if any. */
-export interface DocumentHttpError {
+interface DocumentHttpError {
   exception: HttpException;
   retryAfterSeconds?: number;
 }

@@ -50,6 +50,8 @@ export class DocumentHttpInterceptor implements NestInterceptor {
     const ifMatch = this.reflector.get<IfMatchMetadata | undefined>(IF_MATCH_METADATA, handler);
     const etagField = this.reflector.get<string | undefined>(VERSION_ETAG_METADATA, handler);
     const request = context.switchToHttp().getRequest<object>();
+    const setHeader = (name: string, value: string) =>
+      setHeaderIfUnsent(this.adapterHost, context, name, value);
     if (ifMatch) {
       try {
         readIfMatch(request, ifMatch.required);
@@ -65,7 +67,9 @@ export class DocumentHttpInterceptor implements NestInterceptor {
         tap({
           next: (result: unknown) => (last = { result }),
           complete: () => {
-            if (etagField !== undefined && last) this.setETag(context, last.result, etagField);
+            if (etagField === undefined || !last) return;
+            const tag = versionTag(readPath(last.result, etagField));
+            if (tag !== undefined) setHeader('ETag', `"${tag}"`);
           },
         }),
       );
@@ -74,19 +78,10 @@ export class DocumentHttpInterceptor implements NestInterceptor {
         const mapped = documentHttpError(error, ifMatchVersionOf(request));
         if (!mapped) return throwError(() => error);
         if (mapped.retryAfterSeconds !== undefined) {
-          this.setHeader(context, 'Retry-After', String(mapped.retryAfterSeconds));
+          setHeader('Retry-After', String(mapped.retryAfterSeconds));
         }
         return throwError(() => mapped.exception);
       }),
     );
-  }
-
-  private setETag(context: ExecutionContext, result: unknown, field: string): void {
-    const tag = versionTag(readPath(result, field));
-    if (tag !== undefined) this.setHeader(context, 'ETag', `"${tag}"`);
-  }
-
-  private setHeader(context: ExecutionContext, name: string, value: string): void {
-    setHeaderIfUnsent(this.adapterHost, context, name, value);
   }
 }

@@ -15,9 +15,7 @@ export interface IfMatchOptions {
   required?: boolean;
 }
 
-export interface IfMatchMetadata {
-  required: boolean;
-}
+export type IfMatchMetadata = Required<IfMatchOptions>;
 
 export type RequestLike = { headers?: Record<string, string | string[] | undefined> } & {
   [IF_MATCH_VERSION]?: string;

@@ -1,16 +1,11 @@
 import type { ExecutionContext } from '@nestjs/common';
-import type { AbstractHttpAdapter, HttpAdapterHost } from '@nestjs/core';
+import type { HttpAdapterHost } from '@nestjs/core';
 
 /**
  * The response of `context` and its adapter, while the response has not gone out yet: after a
  * handler that answered through `@Res()`, or a stream, Express throws on header changes.
  */
-function unsentResponse(
-  adapterHost: HttpAdapterHost | undefined,
-  context: ExecutionContext,
-):
-  | { adapter: AbstractHttpAdapter; response: { removeHeader?: (name: string) => void } }
-  | undefined {
+function unsentResponse(adapterHost: HttpAdapterHost | undefined, context: ExecutionContext) {
   const adapter = adapterHost?.httpAdapter;
   if (!adapter) return undefined;
   const response = context.switchToHttp().getResponse<{ removeHeader?: (name: string) => void }>();

@@ -1,5 +1,6 @@
 import { BSON, Double, Int32, Long } from 'mongodb';
 import type { Document, Filter } from 'mongodb';
+import { DocumentNotFoundError } from '../../errors/document-not-found.error';
 import { isPlainObject } from '../../util/value-kinds';
 import { isDuplicateKeyError } from '../mongo-error-codes';
 
@@ -36,6 +37,14 @@ export function documentIdOfKey(key: string): unknown {
 
 export function byKey(key: string): Filter<Document> {
   return { _id: documentIdOfKey(key) } as Filter<Document>;
+}
+
+/** No document has the id of `key` (that meets `where`, when one was given). */
+export function documentNotFound(key: string, where?: unknown): DocumentNotFoundError {
+  return new DocumentNotFoundError(
+    `No document with _id ${key}${where ? " that meets the lock's `where`" : ''}`,
+    { id: documentIdOfKey(key) },
+  );
 }
 
 /** A duplicate key on `_id` (not on another unique index of the application's). */

@@ -38,8 +38,7 @@ export function watchDocumentLines(
     (event) => {
       const key = keyOfDocumentId(event.documentKey._id);
       if (event.operationType !== 'update' || !event.fullDocument) {
-        onChange({ key, holders: [], lookAgain: true });
-        return;
+        return onChange({ key, holders: [], lookAgain: true });
       }
       const lock = event.fullDocument[fields.field] as { line?: LineEntry[] } | undefined;
       // A commit by update document leaves dead entries behind: none of them leads.

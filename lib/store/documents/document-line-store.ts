@@ -1,5 +1,4 @@
 import type { Document } from 'mongodb';
-import { DocumentNotFoundError } from '../../errors/document-not-found.error';
 import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error';
 import { LockNotAcquiredError } from '../../errors/lock-not-acquired.error';
 import type { LockEvent, LockState } from '../../interfaces/lock-state.interface';
@@ -21,15 +20,14 @@ import type { LineChange, LineWatch } from '../line/line-events';
 import { decodeLineState } from '../line/line-state';
 import type { LineStorage } from '../line/line-store';
 import type { DocumentCollection } from './document-writes';
-import { byKey, documentIdOfKey, isDuplicateIdError } from './document-key';
+import { byKey, documentNotFound, isDuplicateIdError } from './document-key';
 import { watchDocumentEvents, watchDocumentLines } from './document-line-events';
 import { isBsonNumber, isLockShaped, type DocumentLineFields } from './document-line';
 
 /** A document as a line command's reply holds it: the lock field's line and the server time. */
-interface LineRead {
+interface LineRead extends LineDocument {
   doc: Document;
   line: LineEntry[];
-  f: LineDocument['f'];
   now: Date;
 }
 
@@ -60,10 +58,7 @@ export class DocumentLineStore implements LineStorage {
         const lockField: unknown = read.doc[this.fields.field];
         if (!isLockShaped(lockField))
           throw notALockField(request.key, this.fields.field, lockField);
-        const result = decodeJoin(
-          { _id: request.key, line: read.line, f: read.f, now: read.now },
-          request,
-        );
+        const result = decodeJoin(read, request);
         if (result.joined) {
           const next = entryBehind(read, request.token);
           return { ...result, document: { doc: this.fields.strip(read.doc), created, next } };
@@ -88,7 +83,7 @@ export class DocumentLineStore implements LineStorage {
       if (!reply) return { left: false, holders: [] };
       const before = await this.decode(key, reply);
       // A retried write's reply has no time of its own: the change stream tells the holders.
-      return decodeLeave(asLine(key, before), token, before.now, isProjected(reply));
+      return decodeLeave(before, token, before.now, isProjected(reply));
     });
   }
 
@@ -101,7 +96,7 @@ export class DocumentLineStore implements LineStorage {
       );
       if (!reply) return { renewed: false };
       const read = await this.decode(key, reply, { token, ttlMs });
-      const place = placeOf(asLine(key, read), token, read.now);
+      const place = placeOf(read, token, read.now);
       return place ? { renewed: true, ...place } : { renewed: false };
     });
   }
@@ -111,7 +106,7 @@ export class DocumentLineStore implements LineStorage {
       const reply = await this.collection.findOne(byKey(key), { projection: this.lineProjection });
       if (!reply) return undefined;
       const read = await this.decode(key, reply);
-      return placeOf(asLine(key, read), token, read.now);
+      return placeOf(read, token, read.now);
     });
   }
 
@@ -127,7 +122,7 @@ export class DocumentLineStore implements LineStorage {
       );
       if (!reply) return null;
       const read = await this.decode(key, reply);
-      if (!placeOf(asLine(key, read), token, read.now)?.holds) return undefined;
+      if (!placeOf(read, token, read.now)?.holds) return undefined;
       return { doc: this.fields.strip(read.doc), created: false, next: entryBehind(read, token) };
     });
   }
@@ -147,7 +142,7 @@ export class DocumentLineStore implements LineStorage {
       const reply = await this.collection.findOne(byKey(key), { projection: this.lineProjection });
       if (!reply) return null;
       const read = await this.decode(key, reply);
-      return decodeLineState({ _id: key, line: read.line, f: read.f }, read.now);
+      return decodeLineState(read, read.now);
     });
   }
 
@@ -196,10 +191,7 @@ export class DocumentLineStore implements LineStorage {
       const raced = await this.joinOnce(request, false);
       if (raced) return raced;
     }
-    throw new DocumentNotFoundError(
-      `No document with _id ${request.key}${request.target?.where ? " that meets the lock's `where`" : ''}`,
-      { id: documentIdOfKey(request.key) },
-    );
+    throw documentNotFound(request.key, request.target?.where);
   }
 
   private async joinOnce(
@@ -246,7 +238,7 @@ export class DocumentLineStore implements LineStorage {
     // Only what a lock writes: the application's own values there read as no lock.
     const line = (Array.isArray(lock?.line) ? lock.line : []).filter(isEntry) as LineEntry[];
     const f = (isBsonNumber(lock?.f) ? lock?.f : undefined) as LineDocument['f'];
-    const read = { doc: doc ?? {}, line, f };
+    const read = { _id: key, doc: doc ?? {}, line, f };
     if (projected) return { ...read, now: reply.now as Date };
     const entry = ours && line.find((candidate) => candidate.t === ours.token);
     if (entry && ours) return { ...read, now: new Date(entry.e.getTime() - ours.ttlMs) };
@@ -272,10 +264,6 @@ function entryBehind(read: LineRead, token: string): { t: string; h: string } | 
   const live = liveEntries(read.line, read.now);
   const behind = live[live.findIndex((entry) => entry.t === token) + 1] as LineEntry | undefined;
   return behind ? { t: behind.t, h: behind.h } : null;
-}
-
-function asLine(key: string, read: Pick<LineRead, 'line' | 'f'>): LineDocument {
-  return { _id: key, line: read.line, f: read.f };
 }
 
 function notALockField(key: string, field: string, value: unknown): InvalidLockOptionsError {

@@ -22,6 +22,11 @@ export function versionTyped(version: DocumentVersion): Document {
   return { [version.field]: { $type: BSON_TYPES[version.type] } };
 }
 
+/** Expression: the version field has the configured type. */
+export function versionTypedExpr(version: DocumentVersion): Document {
+  return { $in: [{ $type: `$${version.field}` }, BSON_TYPES[version.type]] };
+}
+
 /**
  * The operators and filter that bump the version in an update document. A date moves to the
  * server's time, which must be later than the stored one: a second write in the same ms matches

@@ -1,14 +1,18 @@
 import type { Collection, Document } from 'mongodb';
 import { DocumentLockedError } from '../../errors/document-locked.error';
-import { DocumentNotFoundError } from '../../errors/document-not-found.error';
 import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error';
 import { MongoLockError } from '../../errors/mongo-lock.error';
 import { VersionConflictError } from '../../errors/version-conflict.error';
 import { formatMs } from '../../util/durations';
 import { toRemainingMs } from '../bson-values';
 import type { BsonInteger } from '../bson-values';
-import { byKey, documentIdOfKey } from './document-key';
-import { versionBumpOperators, versionBumpStage, versionTyped } from './document-version';
+import { byKey, documentIdOfKey, documentNotFound } from './document-key';
+import {
+  versionBumpOperators,
+  versionBumpStage,
+  versionTyped,
+  versionTypedExpr,
+} from './document-version';
 import type { DocumentVersion } from './document-version';
 import type { Successor } from '../line/line-commands';
 import type { DocumentLineFields } from './document-line';
@@ -91,14 +95,9 @@ export async function writeWhileHeld(
   key: string,
   owner: string,
   update: DocumentUpdate | undefined,
-  {
-    unlock = false,
-    next,
-  }: {
-    unlock?: boolean;
-    /** The entry a commit expects behind ours (`null`: none), tried first (`unlockBefore`). */
-    next?: Successor | null;
-  } = {},
+  unlock: boolean,
+  /** The entry a commit expects behind ours (`null`: none), tried first (`unlockBefore`). */
+  next: Successor | null | undefined,
 ): Promise<Document | null> {
   const unlocking = unlock ? owner : undefined;
   const expected =
@@ -166,7 +165,7 @@ export async function updateIfCurrent(
       projection: {
         _id: 0,
         version: `$${version.field}`,
-        typed: { $in: [{ $type: `$${version.field}` }, versionTypesOf(version)] },
+        typed: versionTypedExpr(version),
         // Compared by the server, as the write's filter is (decimals past a double's precision).
         current: { $eq: [`$${version.field}`, { $literal: expected }] },
         held: lock.held,
@@ -175,7 +174,7 @@ export async function updateIfCurrent(
       },
     });
     const id = documentIdOfKey(key);
-    if (state === null) throw new DocumentNotFoundError(`No document with _id ${key}`, { id });
+    if (state === null) throw documentNotFound(key);
     if (state.typed !== true) throw badVersionField(target, key);
     if (state.current !== true) {
       throw new VersionConflictError(
@@ -198,10 +197,6 @@ export async function updateIfCurrent(
   }
 }
 
-function versionTypesOf(version: DocumentVersion): string[] {
-  return (versionTyped(version)[version.field] as { $type: string[] }).$type;
-}
-
 async function readWriteState(
   target: DocumentWriteTarget,
   key: string,
@@ -214,7 +209,7 @@ async function readWriteState(
       ours: lock.ownedBy(owner),
       ...(version
         ? {
-            typed: { $in: [{ $type: `$${version.field}` }, versionTypesOf(version)] },
+            typed: versionTypedExpr(version),
             version: `$${version.field}`,
           }
         : {}),
@@ -232,19 +227,17 @@ async function readWriteState(
  * @internal
  */
 export function notWritten(version: DocumentVersion | undefined, key: string): MongoLockError {
-  if (version?.type === 'date') return dateVersionAhead(version, key);
+  if (version?.type === 'date') {
+    return new MongoLockError(
+      `Document ${key}'s date version ${JSON.stringify(version.field)} is not before MongoDB's ` +
+        'clock, so an update document cannot move it forward; use an update pipeline (the ' +
+        'version then moves to a millisecond after it), or let only the library write the version',
+    );
+  }
   // No date to blame (no version, or a number): say what was seen, not a cause we cannot know.
   return new MongoLockError(
     `Document ${key} was not written in ${SAME_MILLISECOND_TRIES} tries, though the read after ` +
       'each found nothing in the way; nothing was written',
-  );
-}
-
-function dateVersionAhead(version: DocumentVersion, key: string): MongoLockError {
-  return new MongoLockError(
-    `Document ${key}'s date version ${JSON.stringify(version.field)} is not before MongoDB's ` +
-      'clock, so an update document cannot move it forward; use an update pipeline (the version ' +
-      'then moves to a millisecond after it), or let only the library write the version',
   );
 }
 
