@@ -9,7 +9,7 @@ import { DiscoveryService } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper.js';
 import { bindLockService } from './decorators/lock-bindings';
 import { decoratedMethods } from './decorators/decorated-methods';
-import { getLockedMetadata, type LockedMetadata } from './decorators/locked-metadata';
+import { getLockedMetadata } from './decorators/locked-metadata';
 import { getOnlyLeaderMetadata, type OnlyLeaderMetadata } from './decorators/only-leader.decorator';
 import { hasDocumentLocks } from './documents/document-locks-registry';
 import { InvalidLockKeyError } from './errors/invalid-lock-key.error';
@@ -51,21 +51,15 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
   ) {}
 
   onModuleInit(): void {
+    const providers = this.discoveryService.getProviders();
+    const controllers = this.discoveryService.getControllers();
     // A controller also listed as a provider still has routes, with a request to read.
-    const controllers = new Set(this.discoveryService.getControllers().map((w) => w.metatype));
-    for (const wrapper of this.discoveryService.getProviders()) {
-      this.bindProvider(wrapper, controllers.has(wrapper.metatype));
+    const controllerTypes = new Set(controllers.map((w) => w.metatype));
+    for (const wrapper of providers) {
+      this.bindProvider(wrapper, controllerTypes.has(wrapper.metatype));
     }
-    for (const wrapper of [
-      ...this.discoveryService.getProviders(),
-      ...this.discoveryService.getControllers(),
-    ]) {
-      this.checkDocumentNames(wrapper);
-    }
-    for (const wrapper of this.discoveryService.getControllers()) {
-      this.refuseLeaderRoutes(wrapper);
-      this.warnUnlockedOverrides(wrapper);
-    }
+    for (const wrapper of [...providers, ...controllers]) this.checkDocumentNames(wrapper);
+    for (const wrapper of controllers) this.checkRoutes(wrapper);
     // Created once every method is known, with the one ttlMs they ask.
     for (const { name, options } of this.leaderNames.values()) {
       this.lockService.leadership(name, options);
@@ -109,10 +103,7 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
       : decoratedMethods(prototype, getOnlyLeaderMetadata);
     if (locked.size === 0 && leaders.size === 0) return;
     // Nearest methods only: an ancestor's body behind an override runs only through super.
-    for (const name of isController ? [] : locked.keys()) {
-      this.refuseSynchronous(method(name));
-      this.refuseHttpPlaceholders(method(name));
-    }
+    for (const name of isController ? [] : locked.keys()) this.refuseUnusable(method(name));
     if (!wrapper.isDependencyTreeStatic()) {
       for (const name of [...locked.keys(), ...leaders.keys()]) {
         this.logger.warn(MESSAGES.requestScopedProvider(String(wrapper.name), String(name)));
@@ -134,21 +125,16 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     }
   }
 
-  /** Any instance serves a route's requests: `@OnlyLeader` belongs on providers. */
-  private refuseLeaderRoutes(wrapper: InstanceWrapper): void {
+  private checkRoutes(wrapper: InstanceWrapper): void {
     const prototype: unknown = (wrapper.metatype as { prototype?: unknown } | null)?.prototype;
     if (typeof prototype !== 'object' || prototype === null) return;
+    // Any instance serves a route's requests: `@OnlyLeader` belongs on providers.
     for (const [metadata] of decoratedMethods(prototype, getOnlyLeaderMetadata).values()) {
       throw new MongoLockError(
         `@OnlyLeader on ${metadata.where}: a controller's handler serves requests on every instance; put it on a provider method the handler calls`,
       );
     }
-  }
-
-  /** A route overriding a `@Locked` handler without `@Locked` runs the ancestor's body unlocked. */
-  private warnUnlockedOverrides(wrapper: InstanceWrapper): void {
-    const prototype: unknown = (wrapper.metatype as { prototype?: unknown } | null)?.prototype;
-    if (typeof prototype !== 'object' || prototype === null) return;
+    // A route overriding a `@Locked` handler without `@Locked` runs the ancestor's body unlocked.
     for (const [name, [nearest]] of decoratedMethods(prototype, getLockedMetadata)) {
       const own = getLockedMetadata((prototype as Record<PropertyKey, unknown>)[name]);
       if (own !== nearest) {
@@ -177,25 +163,20 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
   }
 
   /**
-   * A provider method has arguments, not a request: `{params.id}` (query, body, user, headers)
-   * would fail every call, so the start-up fails. Framework handlers' interceptors may fill them.
+   * Fails start-up for a provider method `@Locked` cannot serve (framework handlers excepted: Nest
+   * awaits them, and their interceptors may fill request values).
    */
-  private refuseHttpPlaceholders(method: unknown): void {
-    const metadata: LockedMetadata | undefined = getLockedMetadata(method);
+  private refuseUnusable(method: unknown): void {
+    const metadata = getLockedMetadata(method);
     if (!metadata || isFrameworkHandler(method)) return;
+    // `@Locked` makes a provider method's result a Promise.
+    if (metadata.returns === 'value') throw new MongoLockError(MESSAGES.syncMethod(metadata.where));
+    // A provider method has arguments, not a request: `{params.id}` would fail every call.
     const [first] = httpOnlyPlaceholders(metadata.templates ?? []);
     if (first) {
       throw new InvalidLockKeyError(
         MESSAGES.httpPlaceholderInProvider(metadata.where, first.template, first.placeholder),
       );
-    }
-  }
-
-  /** `@Locked` makes a provider method's result a Promise: a synchronous one fails start-up. */
-  private refuseSynchronous(method: unknown): void {
-    const metadata: LockedMetadata | undefined = getLockedMetadata(method);
-    if (metadata?.returns === 'value' && !isFrameworkHandler(method)) {
-      throw new MongoLockError(MESSAGES.syncMethod(metadata.where));
     }
   }
 }

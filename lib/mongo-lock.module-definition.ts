@@ -32,8 +32,6 @@ interface MongoLockExtras {
 export const {
   ConfigurableModuleClass: MongoLockConfigurableModule,
   MODULE_OPTIONS_TOKEN: MONGO_LOCK_OPTIONS,
-  OPTIONS_TYPE: MONGO_LOCK_OPTIONS_TYPE,
-  ASYNC_OPTIONS_TYPE: MONGO_LOCK_ASYNC_OPTIONS_TYPE,
 }: {
   ConfigurableModuleClass: ConfigurableModuleCls<
     MongoLockModuleOptions,
@@ -42,12 +40,6 @@ export const {
     MongoLockExtras
   >;
   MODULE_OPTIONS_TOKEN: string | symbol;
-  OPTIONS_TYPE: MongoLockModuleOptions & Partial<MongoLockExtras>;
-  ASYNC_OPTIONS_TYPE: ConfigurableModuleAsyncOptions<
-    MongoLockModuleOptions,
-    'createMongoLockOptions'
-  > &
-    Partial<MongoLockExtras>;
 } = new ConfigurableModuleBuilder<MongoLockModuleOptions>({ moduleName: 'MongoLock' })
   .setClassMethodName('forRoot')
   .setFactoryMethodName('createMongoLockOptions')
@@ -68,4 +60,8 @@ export const {
  *   useFactory: (config: ConfigService) => ({ uri: config.getOrThrow('MONGODB_URI') }),
  * };
  */
-export type MongoLockModuleAsyncOptions = typeof MONGO_LOCK_ASYNC_OPTIONS_TYPE;
+export type MongoLockModuleAsyncOptions = ConfigurableModuleAsyncOptions<
+  MongoLockModuleOptions,
+  'createMongoLockOptions'
+> &
+  Partial<MongoLockExtras>;

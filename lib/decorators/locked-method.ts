@@ -53,12 +53,13 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
     }
     const binding = lockBindingOf(this);
     if (!binding && isControllerInstance(this)) return original.apply(this, args);
+    const run = () => original.apply(this, withDocumentHandle(metadata, args));
     // Fail the way the method reports failures: a rejected Promise or an erroring Observable.
     const fail = (error: Error) =>
       returnsObservable ? throwError(() => error) : Promise.reject(error);
     if (!binding) return fail(new MongoLockError(MESSAGES.unboundInstance(where)));
     // No lock, so no document handle: `@LockedDoc()` positions get undefined, not the caller's.
-    if (!binding.enabled) return original.apply(this, withDocumentHandle(metadata, args));
+    if (!binding.enabled) return run();
 
     let keys: string[];
     let scope: string | undefined;
@@ -76,7 +77,7 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
         keys,
         metadata,
         () => {
-          const result = original.apply(this, withDocumentHandle(metadata, args));
+          const result = run();
           if (isObservable(result)) return result;
           return throwError(() => new TypeError(MESSAGES.observableExpected(where)));
         },
@@ -85,7 +86,7 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
       );
     }
     const work = async () => {
-      const result = original.apply(this, withDocumentHandle(metadata, args));
+      const result = run();
       if (isObservable(result) && !warnedAboutObservable) {
         warnedAboutObservable = true;
         logger.warn(MESSAGES.observableWithoutType(where));

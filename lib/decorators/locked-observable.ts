@@ -5,7 +5,7 @@ import { MESSAGES } from '../mongo-lock.messages';
 import type { LockedMetadata } from './locked-metadata';
 import { runLocked, SKIPPED } from './locked-run';
 
-export interface LockedObservableHooks<T> {
+interface LockedObservableHooks<T> {
   /** Maps the lock's own errors (taking it; finishing it: commit, lost lease), never `source`'s. */
   mapLockError?: (error: unknown) => unknown;
   /** With `onBusy: 'skip'`, what to emit when busy; without it the Observable completes empty. */
@@ -42,7 +42,6 @@ export function lockedObservable<T>(
   scope?: string,
 ): Observable<T> {
   const { mapLockError = (error: unknown) => error, skippedValue } = hooks;
-  const abortOnUnsubscribe = hooks.abortTransactionOnUnsubscribe === true;
   return new Observable<T>((subscriber) => {
     const cancelWait = new AbortController();
     let started = false;
@@ -59,7 +58,7 @@ export function lockedObservable<T>(
         if (hooks.endOnLockLoss && endOnLoss(lockSignal, reject)) return;
         // A transaction whose client left is aborted, never committed half done.
         stop =
-          abortOnUnsubscribe && metadata.options.transaction
+          hooks.abortTransactionOnUnsubscribe && metadata.options.transaction
             ? () => reject(new MongoLockError(MESSAGES.transactionUnsubscribed(metadata.where)))
             : resolve;
         // `defer`: a source that throws instead of returning fails like one that errors.

@@ -50,8 +50,8 @@ export function checkOptions(
   for (const name of Object.keys(options)) {
     if (!names.has(name)) bad(name, `one of ${[...names].join(', ')}`);
   }
-  const integerIn = (value: unknown, min: number) =>
-    Number.isInteger(value) && (value as number) >= min && (value as number) <= MAX_TIMER_MS;
+  const integerIn = (value: unknown, min: number, max = MAX_TIMER_MS) =>
+    Number.isInteger(value) && (value as number) >= min && (value as number) <= max;
   if (options.ttlMs !== undefined && !integerIn(options.ttlMs, MIN_TTL_MS)) {
     bad('ttlMs', `an integer from ${MIN_TTL_MS} to ${MAX_TIMER_MS}`);
   }
@@ -71,12 +71,10 @@ export function checkOptions(
   const mode = options.mode as unknown;
   if (mode !== undefined && mode !== 'exclusive' && mode !== 'shared')
     bad('mode', "'exclusive' or 'shared'");
-  const count = (value: unknown, max: number) =>
-    Number.isInteger(value) && (value as number) >= 1 && (value as number) <= max;
-  if (options.permits !== undefined && !count(options.permits, MAX_HOLDERS_PER_KEY)) {
+  if (options.permits !== undefined && !integerIn(options.permits, 1, MAX_HOLDERS_PER_KEY)) {
     bad('permits', `an integer from 1 to ${MAX_HOLDERS_PER_KEY}`);
   }
-  if (options.weight !== undefined && !count(options.weight, options.permits ?? 0)) {
+  if (options.weight !== undefined && !integerIn(options.weight, 1, options.permits ?? 0)) {
     bad('weight', 'an integer from 1 to permits, given with permits');
   }
   if (mode !== undefined && options.permits !== undefined) {
@@ -120,12 +118,6 @@ function compileScope(
   return (context) => render(context)[0];
 }
 
-/** Templates as written are few and fixed: safe as a metric attribute, unlike the keys. */
-function metricsLabelOf(keys: LockKeySpec, where: string): string {
-  if (typeof keys === 'function') return where;
-  return typeof keys === 'string' ? keys : keys.join(',');
-}
-
 const isType = (type: unknown, expected: { name: string }) =>
   type === expected || (typeof type === 'function' && type.name === expected.name);
 
@@ -158,12 +150,15 @@ export function createLockedDecorator(interceptor: Type<LockedInterceptor> = Loc
     return (target, propertyKey, descriptor) =>
       decorateLockedMethod(target, propertyKey, descriptor, [interceptor], (where) => {
         checkOptions(options, where);
+        const keyTemplates =
+          typeof keys === 'string' ? [keys] : typeof keys === 'function' ? [] : keys;
         return {
           resolveKeys: compileLockKeys(keys, where),
           resolveScope: compileScope(options.scope, where),
-          metricsLabel: metricsLabelOf(keys, where),
+          // Templates as written are few and fixed: safe as a metric attribute, unlike the keys.
+          metricsLabel: typeof keys === 'function' ? where : keyTemplates.join(','),
           templates: [
-            ...(typeof keys === 'string' ? [keys] : typeof keys === 'function' ? [] : keys),
+            ...keyTemplates,
             ...(typeof options.scope === 'string' ? [options.scope] : []),
           ],
           options: { ...options },

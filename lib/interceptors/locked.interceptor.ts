@@ -41,14 +41,6 @@ import { LOCKED_METADATA } from '../mongo-lock.constants';
 import { MONGO_LOCK_OPTIONS } from '../mongo-lock.module-definition';
 import { MESSAGES } from '../mongo-lock.messages';
 
-interface HttpRequestLike {
-  params?: unknown;
-  query?: unknown;
-  body?: unknown;
-  user?: unknown;
-  headers?: unknown;
-}
-
 /**
  * Locks `@Locked` handlers for their call and the Observable they return; `@Locked` applies it,
  * you never register it yourself. Lock errors become HTTP errors (see
@@ -135,7 +127,7 @@ export class LockedInterceptor implements NestInterceptor {
       methodName: metadata.methodName,
     };
     if (context.getType() !== 'http') return base;
-    const request = context.switchToHttp().getRequest<HttpRequestLike>();
+    const request = context.switchToHttp().getRequest<Partial<LockKeyContext>>();
     const { params, query, body, user, headers } = request;
     return { ...base, params, query, body, user, headers };
   }

@@ -15,22 +15,19 @@ const ALWAYS_ENCODED = ['%', ':'] as const;
 const LETTER_OR_DIGIT = /^[A-Za-z0-9]$/;
 const LONE_SURROGATE = /^[\uD800-\uDFFF]$/;
 
-export function encodedCharacters(literalText: string): ReadonlySet<string> {
-  const encoded = new Set<string>(ALWAYS_ENCODED);
-  // Iterating a string yields code points: a character outside the BMP is one entry.
-  for (const char of literalText) {
-    // A lone surrogate has no UTF-8 form; the key validation refuses it anyway.
-    if (!LETTER_OR_DIGIT.test(char) && !LONE_SURROGATE.test(char)) encoded.add(char);
-  }
-  return encoded;
+/** Neither a letter nor a digit. A lone surrogate has no UTF-8 form; key validation refuses it. */
+function isSymbol(char: string): boolean {
+  return !LETTER_OR_DIGIT.test(char) && !LONE_SURROGATE.test(char);
 }
 
+export function encodedCharacters(literalText: string): ReadonlySet<string> {
+  // Iterating a string yields code points: a character outside the BMP is one entry.
+  return new Set<string>([...ALWAYS_ENCODED, ...[...literalText].filter(isSymbol)]);
+}
+
+/** `%XX` per UTF-8 byte of `char`. */
 function percentEncode(char: string): string {
-  let out = '';
-  for (const byte of Buffer.from(char, 'utf8')) {
-    out += `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
-  }
-  return out;
+  return Buffer.from(char, 'utf8').toString('hex').toUpperCase().replace(/../g, '%$&');
 }
 
 /**
@@ -46,8 +43,5 @@ export function escapeKeyValue(value: string, encoded: ReadonlySet<string>): str
 
 /** Whether text between two placeholders holds a separator: not a letter, digit or `%`. */
 export function hasSeparatingCharacter(text: string): boolean {
-  for (const char of text) {
-    if (char !== '%' && !LETTER_OR_DIGIT.test(char) && !LONE_SURROGATE.test(char)) return true;
-  }
-  return false;
+  return [...text].some((char) => char !== '%' && isSymbol(char));
 }

@@ -4,8 +4,8 @@ import { encodedCharacters, escapeKeyValue, hasSeparatingCharacter } from './key
 import { validateLockKey } from './lock-key';
 
 /** Where a `{source.path}` placeholder reads from. HTTP sources exist only on HTTP handlers. */
-export const KEY_TEMPLATE_SOURCES = ['params', 'query', 'body', 'user', 'headers', 'args'] as const;
-export type KeyTemplateSource = (typeof KEY_TEMPLATE_SOURCES)[number];
+const KEY_TEMPLATE_SOURCES = ['params', 'query', 'body', 'user', 'headers', 'args'] as const;
+type KeyTemplateSource = (typeof KEY_TEMPLATE_SOURCES)[number];
 
 /**
  * The values a key template or key function is resolved against.
@@ -185,19 +185,15 @@ function readPath(root: unknown, path: readonly string[]): { found: boolean; val
   return { found: value !== undefined, value };
 }
 
-function sourceValue(context: LockKeyContext, source: KeyTemplateSource): unknown {
-  return source === 'args' ? context.args : context[source];
-}
-
 /** Fills a parsed template, escaping values (see `key-escaping.ts`); else `InvalidLockKeyError`. */
-export function renderKeyTemplate(parsed: ParsedKeyTemplate, context: LockKeyContext): string {
+function renderKeyTemplate(parsed: ParsedKeyTemplate, context: LockKeyContext): string {
   let key = '';
   for (const part of parsed.parts) {
     if (part.kind === 'text') {
       key += part.text;
       continue;
     }
-    const { found, value } = readPath(sourceValue(context, part.source), part.path);
+    const { found, value } = readPath(context[part.source], part.path);
     if (!found) {
       fail(MESSAGES.templateValueMissing(parsed.template, part.placeholder, context.type));
     }

@@ -69,7 +69,6 @@ export function normalizeLockKeys(keys: unknown): string[] {
   if (keys.length === 0) {
     throw new InvalidLockKeyError('At least one lock key is required, got an empty list');
   }
-  const unique = new Set<string>();
-  for (const key of keys as unknown[]) unique.add(validateLockKey(key));
+  const unique = new Set((keys as unknown[]).map((key) => validateLockKey(key)));
   return [...unique].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
 }
