@@ -6,7 +6,7 @@ import { BOARD_MESSAGES } from './board.messages';
 export interface ResolvedBoardOptions {
   /** Without leading or trailing slashes. */
   path: string;
-  guard: NonNullable<MongoLockBoardOptions['guard']> | undefined;
+  guard: MongoLockBoardOptions['guard'];
   allowRelease: boolean;
   eventStreamMaxMs: number;
 }

@@ -29,11 +29,9 @@ export const BOARD_SCRIPT = `
     statusLine.textContent = text;
     statusLine.className = isError ? 'error' : '';
   }
-  function seconds(ms) {
-    return (ms >= 10000 ? String(Math.round(ms / 1000)) : (ms / 1000).toFixed(1)) + ' s left';
-  }
-  function leftNow(ms) {
-    return Math.max(0, ms - (performance.now() - page.loadedAt));
+  function leaseLeft(ms) {
+    var left = Math.max(0, ms - (performance.now() - page.loadedAt));
+    return (left >= 10000 ? String(Math.round(left / 1000)) : (left / 1000).toFixed(1)) + ' s left';
   }
   function failure(response) {
     return response.json().catch(function () { return {}; }).then(function (body) {
@@ -67,7 +65,7 @@ export const BOARD_SCRIPT = `
     var line = el('div', 'holder');
     line.appendChild(el('span', 'holder-id', holder.holderId === null ? '(unknown)' : holder.holderId));
     line.appendChild(el('span', 'fence', 'fence ' + holder.fence));
-    var lease = el('span', 'lease', seconds(leftNow(holder.remainingMs)));
+    var lease = el('span', 'lease', leaseLeft(holder.remainingMs));
     lease.setAttribute('data-ms', String(holder.remainingMs));
     line.appendChild(lease);
     if (holder.weight !== 1) line.appendChild(el('span', 'weight', holder.weight + ' permits'));
@@ -199,7 +197,7 @@ export const BOARD_SCRIPT = `
   // Leases count down here; a lease that runs out writes nothing, so look again now and then.
   setInterval(function () {
     document.querySelectorAll('.lease').forEach(function (lease) {
-      lease.textContent = seconds(leftNow(Number(lease.getAttribute('data-ms'))));
+      lease.textContent = leaseLeft(Number(lease.getAttribute('data-ms')));
     });
   }, 1000);
   setInterval(soon, 5000);

@@ -30,11 +30,6 @@ import { BOARD_MESSAGES } from './board.messages';
 
 export const MONGO_LOCK_BOARD_OPTIONS = Symbol('MONGO_LOCK:BOARD_OPTIONS');
 
-const PageHeaders = () =>
-  applyDecorators(
-    ...Object.entries(BOARD_PAGE_HEADERS).map(([name, value]) => Header(name, value)),
-  );
-
 /** How often the event stream looks whether changes reach it. */
 const FLOW_CHECK_MS = 250;
 /** A new connection's change stream takes a moment to open: not live only if it has not by then. */
@@ -55,13 +50,8 @@ export class LockBoardController {
 
   /** The app's `LockService`, wherever `MongoLockModule` was imported (global or not). */
   protected get locks(): LockService {
-    this.service ??= this.findLockService();
-    return this.service;
-  }
-
-  private findLockService(): LockService {
     try {
-      return this.moduleRef.get(LockService, { strict: false });
+      return (this.service ??= this.moduleRef.get<LockService>(LockService, { strict: false }));
     } catch (error) {
       // Nest throws its generic "could not find" error when no module provides the service.
       throw new Error(BOARD_MESSAGES.noLockService(), { cause: error });
@@ -69,7 +59,9 @@ export class LockBoardController {
   }
 
   @Get()
-  @PageHeaders()
+  @applyDecorators(
+    ...Object.entries(BOARD_PAGE_HEADERS).map(([name, value]) => Header(name, value)),
+  )
   page(): string {
     return boardPage(this.options.allowRelease);
   }

@@ -75,12 +75,7 @@ export class MongoLockHealthIndicator {
     });
   }
 
-  private details(): {
-    changeStream: LockChangeStreamState;
-    waiters: number;
-    held: number;
-    leadership?: Record<string, 'leader' | 'follower'>;
-  } {
+  private details() {
     const { streamOpen, streamEstablished, waiters, held } = this.locks.diagnostics;
     const changeStream = streamEstablished ? 'established' : streamOpen ? 'opening' : 'idle';
     const leading = this.locks.leading;

@@ -77,12 +77,8 @@ export function loadOpenTelemetryApi(
   try {
     return load();
   } catch (error) {
-    if (isModuleNotFound(error)) return undefined;
+    const code = (error as { code?: unknown } | null)?.code;
+    if (code === 'MODULE_NOT_FOUND' || code === 'ERR_MODULE_NOT_FOUND') return undefined;
     throw error;
   }
-}
-
-function isModuleNotFound(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return code === 'MODULE_NOT_FOUND' || code === 'ERR_MODULE_NOT_FOUND';
 }

@@ -4,7 +4,6 @@ import type {
   OtelCounter as Counter,
   OtelHistogram as Histogram,
   OtelMeter as Meter,
-  OtelObservableResult as ObservableResult,
   OtelSpan as Span,
   OtelTracer as Tracer,
 } from './opentelemetry-api';
@@ -43,8 +42,8 @@ function instrumentsOf(meter: Meter): LockInstruments {
   if (instruments) return instruments;
   const loads = new Set<() => LockLoad>();
   const leadershipsSeen = new Set<string>();
-  const counter = (name: string, description: string) =>
-    meter.createCounter(name, { description, unit: '{lock}' });
+  const counter = (name: string, description: string, unit = '{lock}') =>
+    meter.createCounter(name, { description, unit });
   instruments = {
     waitTime: meter.createHistogram('lock.acquire.duration', {
       description: 'Time from an acquisition call to its outcome (waiting included)',
@@ -62,36 +61,24 @@ function instrumentsOf(meter: Meter): LockInstruments {
       'lock.unavailable',
       'Acquisitions that failed with LockStoreUnavailableError',
     ),
-    terms: meter.createCounter('lock.leader.terms', {
-      description: 'Leader terms won by this process',
-      unit: '{term}',
-    }),
+    terms: counter('lock.leader.terms', 'Leader terms won by this process', '{term}'),
     loads,
   };
   // One callback per meter that sums every service: two services must add up, not overwrite.
-  const sum = (field: 'waiters' | 'held') => (result: ObservableResult) => {
-    let total = 0;
-    for (const read of loads) total += read()[field];
-    result.observe(total);
-  };
-  meter
-    .createObservableUpDownCounter('lock.waiters', {
-      description: 'Callers waiting for a lock in this process',
-      unit: '{caller}',
-    })
-    .addCallback(sum('waiters'));
-  meter
-    .createObservableUpDownCounter('lock.held', {
-      description: 'Handles holding locks in this process',
-      unit: '{lock}',
-    })
-    .addCallback(sum('held'));
+  const sum = (name: string, field: 'waiters' | 'held', description: string, unit: string) =>
+    meter.createObservableUpDownCounter(name, { description, unit }).addCallback((result) => {
+      let total = 0;
+      for (const read of loads) total += read()[field];
+      result.observe(total);
+    });
+  sum('lock.waiters', 'waiters', 'Callers waiting for a lock in this process', '{caller}');
+  sum('lock.held', 'held', 'Handles holding locks in this process', '{lock}');
   meter
     .createObservableGauge('lock.leader', {
       description: 'Whether this process leads (1) or not (0), per leadership name',
       unit: '{leader}',
     })
-    .addCallback((result: ObservableResult) => {
+    .addCallback((result) => {
       // A name no service stands for any more reads 0, not its last value.
       const leading = new Map<string, boolean>([...leadershipsSeen].map((name) => [name, false]));
       for (const read of loads) {

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { isDeepStrictEqual } from 'node:util';
 import { Long } from 'mongodb';
 import type { LockHolderState, LockState } from '../interfaces/lock-state.interface';
 import type { ListLocksQuery } from '../store/list-locks';
@@ -202,7 +203,7 @@ export class InMemoryLines {
       for (const field of ['f', 'line', 'permits', 'gcAt', 'lead'] as const) {
         if (!(field in after) || after[field] === undefined) {
           if (before[field] !== undefined) removedFields.push(field);
-        } else if (!sameValue(before[field], after[field])) {
+        } else if (!isDeepStrictEqual(before[field], after[field])) {
           updatedFields[field] = field === 'line' ? fullDocument.line : after[field];
         }
       }
@@ -252,26 +253,4 @@ function maxDate(...dates: (Date | undefined)[]): Date {
 /** A copy that readers of a change cannot alter the store through (dates are never mutated). */
 function copyOf(doc: LineDocument): LineDocument {
   return { ...doc, ...(doc.line ? { line: doc.line.map((entry) => ({ ...entry })) } : {}) };
-}
-
-function sameValue(a: unknown, b: unknown): boolean {
-  if (a instanceof Date && b instanceof Date) return a.getTime() === b.getTime();
-  if (Long.isLong(a) && Long.isLong(b)) return a.equals(b);
-  if (Array.isArray(a) && Array.isArray(b)) {
-    const [x, y] = [a as LineEntry[], b as LineEntry[]];
-    return x.length === y.length && x.every((entry, i) => sameEntry(entry, y[i]));
-  }
-  return a === b;
-}
-
-function sameEntry(a: LineEntry, b: LineEntry): boolean {
-  return (
-    a.t === b.t &&
-    a.f.equals(b.f) &&
-    a.e.getTime() === b.e.getTime() &&
-    a.h === b.h &&
-    a.m === b.m &&
-    a.w === b.w &&
-    a.sc === b.sc
-  );
 }

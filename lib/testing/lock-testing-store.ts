@@ -53,6 +53,9 @@ export interface ForeignLock {
 
 const DEFAULT_FOREIGN_TTL_MS = 30_000;
 
+/** Unused by the in-memory store; the `.invalid` domain never resolves, should anything try. */
+export const IN_MEMORY_URI = 'mongodb://in-memory.nestjs-mongo-lock.invalid/test';
+
 /**
  * The in-memory lock collection behind `MongoLockTestingModule`: it decides as the MongoDB store
  * does, by its own clock (leases, owner checks, fences, shared and permit holds, line order),
@@ -117,8 +120,7 @@ export class LockTestingStore {
     validateForeignTtl(ttlMs);
     const kind = foreignKind(options);
     const token = newToken();
-    const lines = this.lines;
-    const joined = lines.join({
+    const joined = this.lines.join({
       key: validKey,
       token,
       holderId,
@@ -134,18 +136,18 @@ export class LockTestingStore {
       holderId,
       fence: joined.fence,
       release: async () => {
-        released = lines.leave(validKey, token).left || released;
+        released = this.lines.leave(validKey, token).left || released;
         if (released) return 'released';
         // Lost to a holder that came after us; else the lease had ended with nobody after us.
-        const after = lines.inspect(validKey)?.holders.some((h) => h.fence > joined.fence);
+        const after = this.lines.inspect(validKey)?.holders.some((h) => h.fence > joined.fence);
         return after ? 'lost' : 'expired';
       },
       renew: async (renewTtlMs = ttlMs) => {
         validateForeignTtl(renewTtlMs);
         // Exactly `renewTtlMs`: a test shortens another instance's lease this way.
-        return lines.renew(validKey, token, renewTtlMs, 0, true).renewed;
+        return this.lines.renew(validKey, token, renewTtlMs, 0, true).renewed;
       },
-      expire: () => lines.expire(validKey, token),
+      expire: () => this.lines.expire(validKey, token),
     };
   }
 
@@ -172,12 +174,11 @@ export class LockTestingStore {
   connect(options: ResolvedLockModuleOptions): LockConnection {
     const holderId = options.holderId;
     this.connected.set(holderId, (this.connected.get(holderId) ?? 0) + 1);
-    const store = new InMemoryLineStore(this.lines, options, () => {
+    return new InMemoryLineStore(this.lines, options, () => {
       const left = (this.connected.get(holderId) ?? 1) - 1;
       if (left > 0) this.connected.set(holderId, left);
       else this.connected.delete(holderId);
     });
-    return store;
   }
 }
 
@@ -193,7 +194,7 @@ function foreignKind(options: unknown): LineKind {
   }
   const { mode, permits, weight } = options as ForeignHoldOptions;
   validationDefaults ??= resolveModuleOptions({
-    uri: 'mongodb://in-memory.nestjs-mongo-lock.invalid/test',
+    uri: IN_MEMORY_URI,
     holderId: 'lock-testing-store',
   });
   return lineKind(resolveAcquireOptions({ mode, permits, weight }, validationDefaults, false).mode);

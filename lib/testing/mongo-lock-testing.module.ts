@@ -6,10 +6,7 @@ import { LOCK_STORE_FACTORY, LockService } from '../lock.service';
 import type { LockStoreFactory } from '../lock.service';
 import { LockedMethodsExplorer } from '../locked-methods.explorer';
 import { MONGO_LOCK_OPTIONS } from '../mongo-lock.module-definition';
-import { LockTestingStore } from './lock-testing-store';
-
-/** Unused by the in-memory store; the `.invalid` domain never resolves, should anything try. */
-const IN_MEMORY_URI = 'mongodb://in-memory.nestjs-mongo-lock.invalid/test';
+import { IN_MEMORY_URI, LockTestingStore } from './lock-testing-store';
 
 /** Options of `MongoLockTestingModule.forRoot()`: `MongoLockModule`'s, less the connection. */
 export interface MongoLockTestingModuleOptions extends Omit<
