@@ -15,11 +15,7 @@ export function runWithHeldLock<T>(service: object, handle: LockHandle, fn: () =
 }
 
 export function innermostHeldLock(): LockHandle | undefined {
-  const held = storage.getStore() ?? [];
-  for (let index = held.length - 1; index >= 0; index -= 1) {
-    if (!held[index].handle.released) return held[index].handle;
-  }
-  return undefined;
+  return storage.getStore()?.findLast((entry) => !entry.handle.released)?.handle;
 }
 
 /** The locks of `service` that the current async context holds, innermost first. */

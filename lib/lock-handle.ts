@@ -78,6 +78,8 @@ export class MongoLockHandle implements LockHandle {
   readonly lost$: Observable<LockLostError>;
   readonly mode: 'exclusive' | 'shared';
   readonly permits: { of: number; held: number } | undefined;
+  /** The session of the transaction the protected work runs in, set by `runInTransaction`. */
+  session: ClientSession | undefined;
   /** Resolves once the handle holds nothing any more: released, or lost. */
   readonly done: Promise<void>;
   private readonly abortController = new AbortController();
@@ -92,7 +94,6 @@ export class MongoLockHandle implements LockHandle {
   /** The background release of a lost handle's keys, with how many were live. */
   private givingBack: Promise<number> | undefined;
   private markDone!: () => void;
-  private transactionSession: ClientSession | undefined;
 
   constructor(private readonly init: LockHandleInit) {
     this.keys = init.held.map((held) => held.key);
@@ -211,18 +212,9 @@ export class MongoLockHandle implements LockHandle {
     this.settle();
   }
 
-  get session(): ClientSession | undefined {
-    return this.transactionSession;
-  }
-
   /** Pauses renewals until the returned function is called (see `LeaseKeeper.pauseRenewal`). */
   pauseRenewal(): () => void {
     return this.keeper.pauseRenewal();
-  }
-
-  /** Sets (or clears) the session of the transaction the protected work runs in. @internal */
-  useSession(session: ClientSession | undefined): void {
-    this.transactionSession = session;
   }
 
   /** The owner tokens of every key, for writes that must prove ownership. @internal */

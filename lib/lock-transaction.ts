@@ -16,11 +16,6 @@ export interface TransactionLocks {
   endTransactionOf(session: ClientSession): Promise<void>;
 }
 
-/** The `transaction` option of `withLock`, resolved. */
-export interface TransactionOptions {
-  maxCommitTimeMS?: number;
-}
-
 /** Fails before any work runs where a transaction cannot: never a silent run without one. */
 export async function requireTransactions(store: LockConnection): Promise<void> {
   const refusal = await store.transactionsRefusal();
@@ -41,34 +36,29 @@ export async function runInTransaction<T>(
   store: TransactionLocks,
   handle: MongoLockHandle,
   fn: () => T | Promise<T>,
-  options: TransactionOptions,
+  options: { maxCommitTimeMS?: number },
 ): Promise<T> {
   // A renewal would write the lock the transaction checks (a write conflict, `fn` rerun again
   // and again): renewed in full now and not until the end, so the work must fit in one lease.
   await handle.extend();
   const resumeRenewal = handle.pauseRenewal();
   const session = store.client.startSession();
-  handle.useSession(session);
+  handle.session = session;
   try {
     let result!: T;
-    await session.withTransaction(
-      async () => {
-        result = await fn();
-        for (const { key, owner } of handle.heldKeys) {
-          if (!(await store.confirmHeldIn(key, owner, session))) {
-            throw new LockLostError(
-              lostMessage(key, 'it was lost before the transaction committed'),
-              {
-                key,
-              },
-            );
-          }
+    await session.withTransaction(async () => {
+      result = await fn();
+      for (const { key, owner } of handle.heldKeys) {
+        if (!(await store.confirmHeldIn(key, owner, session))) {
+          throw new LockLostError(
+            lostMessage(key, 'it was lost before the transaction committed'),
+            { key },
+          );
         }
-        // The local deadline runs ahead of the server's: past it, do not commit either.
-        if (handle.signal.aborted) throw handle.signal.reason;
-      },
-      options.maxCommitTimeMS === undefined ? {} : { maxCommitTimeMS: options.maxCommitTimeMS },
-    );
+      }
+      // The local deadline runs ahead of the server's: past it, do not commit either.
+      if (handle.signal.aborted) throw handle.signal.reason;
+    }, options);
     return result;
   } catch (error) {
     // A commit with no answer, or a failed abort (the driver ignores it), may leave the
@@ -85,7 +75,7 @@ export async function runInTransaction<T>(
     throw error;
   } finally {
     resumeRenewal();
-    handle.useSession(undefined);
+    handle.session = undefined;
     await session.endSession().catch(() => undefined);
   }
 }

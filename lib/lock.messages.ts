@@ -35,9 +35,7 @@ export function lostMessage(key: string, reason: string): string {
   return `Lock ${quoteLockKey(key)} was lost: ${reason}`;
 }
 
-export function serviceClosedMessage(): string {
-  return 'LockService is closed';
-}
+export const SERVICE_CLOSED_MESSAGE = 'LockService is closed';
 
 /** Why holders still running at the end of the shutdown grace period lost their locks. */
 export const SHUTDOWN_REVOKE_REASON = 'the LockService shut down before the work under it ended';
@@ -56,12 +54,9 @@ export function releasesUnconfirmedMessage(call: string, operationTimeoutMs: num
   );
 }
 
-export function startTooSlowMessage(): string {
-  return (
-    'LockService had not started (connected to MongoDB) within the time of the call ' +
-    '(timeoutMs, plus up to 1 s); the start goes on'
-  );
-}
+export const START_TOO_SLOW_MESSAGE =
+  'LockService had not started (connected to MongoDB) within the time of the call ' +
+  '(timeoutMs, plus up to 1 s); the start goes on';
 
 export function clientCloseUnfinishedMessage(marginMs: number): string {
   return (

@@ -20,12 +20,11 @@ export async function forceReleaseKey(
   let endsAt: number;
   try {
     const lines = await runtime.started();
-    const { store } = lines;
     endsAt = performance.now() + operationTimeoutMs;
     revoking = held
       .revokeKey(key, lines, `forceRelease(${JSON.stringify(key)}) released it`)
       .then((handles) => (here = handles));
-    released = await store.forceRelease(key);
+    released = await lines.store.forceRelease(key);
   } finally {
     commandDone?.();
   }
@@ -48,9 +47,8 @@ export async function releaseScopeEverywhere(
   scope: string,
 ): Promise<number> {
   const { held, options } = runtime.deps;
-  const { operationTimeoutMs } = options;
   const { store } = await runtime.started();
-  const endsAt = performance.now() + operationTimeoutMs;
+  const endsAt = performance.now() + options.operationTimeoutMs;
   // The command frees every lease of the scope, local ones included, so local give-backs are
   // awaited only within the command's bound; one still retrying goes on uncounted.
   let here = 0;

@@ -57,30 +57,16 @@ export const LOCK_OPTION_DEFAULTS = {
 } as const;
 
 /** Module options with every default filled in. Exactly one of `uri` and `client` is set. */
-export interface ResolvedLockModuleOptions {
+export type ResolvedLockModuleOptions = Required<
+  Omit<MongoLockModuleOptions, 'uri' | 'client' | 'dbName' | 'renewal' | 'engine'>
+> & {
   uri: string | undefined;
   client: MongoClient | undefined;
   dbName: string | undefined;
-  collectionName: string;
-  defaultTtlMs: number;
-  defaultTimeoutMs: number;
   /** `undefined` = per method (`withLock` renews, `acquire` does not). */
   renewalEnabled: boolean | undefined;
   renewalIntervalRatio: number;
-  maxHoldMs: number;
-  holderId: string;
-  idleRetentionMs: number;
-  ensureIndexes: boolean;
-  changeStreams: 'auto' | 'off';
-  localHandOff: boolean;
-  pollIntervalMs: number;
-  maxPollIntervalMs: number;
-  safetyPollIntervalMs: number;
-  operationTimeoutMs: number;
-  shutdownGraceMs: number;
-  /** False: `@Locked` runs methods without a lock, and the service connects only when used. */
-  enabled: boolean;
-}
+};
 
 /** One acquisition's options with the module defaults applied. */
 export interface ResolvedAcquireOptions {
@@ -160,20 +146,11 @@ const RENEWAL_OPTION_NAMES = Object.keys({
   intervalRatio: true,
 } satisfies Record<keyof LockRenewalOptions, true>);
 
-/** The module options that are whole numbers of milliseconds. */
-type IntegerOption =
-  | 'pollIntervalMs'
-  | 'defaultTtlMs'
-  | 'defaultTimeoutMs'
-  | 'maxHoldMs'
-  | 'idleRetentionMs'
-  | 'maxPollIntervalMs'
-  | 'safetyPollIntervalMs'
-  | 'operationTimeoutMs'
-  | 'shutdownGraceMs';
+/** The module options that are whole numbers of milliseconds: those named `…Ms`. */
+type IntegerOption = Extract<keyof MongoLockModuleOptions, `${string}Ms`>;
 
 /** A holder id that says which host and process holds a lock, plus a random part per instance. */
-export function defaultHolderId(): string {
+function defaultHolderId(): string {
   return `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
 }
 
@@ -314,8 +291,8 @@ export function resolveTransactionOption(value: unknown): { maxCommitTimeMS?: nu
     fail('transaction', 'true, false or { maxCommitTimeMS }', value);
   }
   const { maxCommitTimeMS, ...rest } = value as Record<string, unknown>;
-  const unknown = Object.keys(rest)[0];
-  if (unknown !== undefined) fail('transaction', 'true, false or { maxCommitTimeMS }', value);
+  if (Object.keys(rest).length > 0)
+    fail('transaction', 'true, false or { maxCommitTimeMS }', value);
   if (maxCommitTimeMS === undefined) return {};
   return {
     maxCommitTimeMS: integer('transaction.maxCommitTimeMS', maxCommitTimeMS, 1, MAX_TIMER_MS, 0),

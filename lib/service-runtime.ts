@@ -14,10 +14,10 @@ import {
   clientCloseUnfinishedMessage,
   duplicateHolderIdMessage,
   releasesUnconfirmedMessage,
-  serviceClosedMessage,
+  SERVICE_CLOSED_MESSAGE,
   SHUTDOWN_REVOKE_REASON,
   shutdownGraceEndedMessage,
-  startTooSlowMessage,
+  START_TOO_SLOW_MESSAGE,
 } from './lock.messages';
 import { acquireOverrunMs } from './options';
 import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from './options';
@@ -95,7 +95,7 @@ export class ServiceRuntime {
 
   ensureStarted(): Promise<LockConnection> {
     if (this.closing.signal.aborted) {
-      return Promise.reject(new LockServiceClosedError(serviceClosedMessage()));
+      return Promise.reject(new LockServiceClosedError(SERVICE_CLOSED_MESSAGE));
     }
     this.starting ??= this.connect().catch((error: unknown) => {
       this.starting = undefined;
@@ -116,7 +116,7 @@ export class ServiceRuntime {
     if (this.keyLocks || (await settlesWithin(starting, endsAt - performance.now()))) {
       return starting;
     }
-    throw new LockStoreUnavailableError(startTooSlowMessage());
+    throw new LockStoreUnavailableError(START_TOO_SLOW_MESSAGE);
   }
 
   /** The started MongoDB store, for document locks. */
@@ -148,18 +148,16 @@ export class ServiceRuntime {
     const { telemetry, options: settings } = this.deps;
     return telemetry.acquisition(options.metricsLabel, keys.length, startedAt, async () => {
       const linked = this.links.link(options.signal);
-      let lines: LineLocks<KeyLineStorage>;
       try {
         linked.signal.throwIfAborted();
-        lines = await this.startedWithin(
+        const lines = await this.startedWithin(
           startedAt + options.timeoutMs + acquireOverrunMs(settings.operationTimeoutMs),
         );
         linked.signal.throwIfAborted();
-      } catch (error) {
+        return await lines.acquire(keys, options, linked.signal, startedAt);
+      } finally {
         linked.unlink();
-        throw error;
       }
-      return lines.acquire(keys, options, linked.signal, startedAt).finally(() => linked.unlink());
     });
   }
 
@@ -171,10 +169,7 @@ export class ServiceRuntime {
       closing: this.closing.signal,
       link: (signal) => this.links.link(signal),
       telemetry,
-      logger: {
-        warn: (message: string) => logger.warn(message),
-        error: (message: string) => logger.error(message),
-      },
+      logger,
       started: () => this.mongoStore(),
     };
   }
@@ -206,11 +201,8 @@ export class ServiceRuntime {
   events(): Observable<LockEvent> {
     const closing = this.closing.signal;
     return new Observable<LockEvent>((subscriber) => {
+      if (closing.aborted) return subscriber.complete();
       const onClose = () => subscriber.complete();
-      if (closing.aborted) {
-        onClose();
-        return undefined;
-      }
       closing.addEventListener('abort', onClose, { once: true });
       let unwatch: (() => void) | undefined;
       let unsubscribed = false;
@@ -268,7 +260,7 @@ export class ServiceRuntime {
 
   private async drainOnce(): Promise<void> {
     const { options, held, logger } = this.deps;
-    const closedError = new LockServiceClosedError(serviceClosedMessage());
+    const closedError = new LockServiceClosedError(SERVICE_CLOSED_MESSAGE);
     this.closing.abort(closedError);
     await this.starting?.catch(() => undefined);
     // Leaders resign first, so that another instance takes over at once.
@@ -289,7 +281,7 @@ export class ServiceRuntime {
       this.revoking ??
       this.deps.held.revokeAll(
         SHUTDOWN_REVOKE_REASON,
-        new LockServiceClosedError(serviceClosedMessage()),
+        new LockServiceClosedError(SERVICE_CLOSED_MESSAGE),
       );
     // Closing a change stream asks MongoDB to end its cursor: bounded like the rest.
     const closingStreams = Promise.all([
