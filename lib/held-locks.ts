@@ -46,13 +46,19 @@ export class HeldLocks {
 
   /**
    * {@link revokeAll} for the handles taken through `takenThrough` (a lock key may equal a document
-   * id's Extended JSON) that hold `key`; a multi-key handle loses all. Resolves to those whose
-   * release freed a live lease.
+   * id's Extended JSON) that hold `key` (and pass `only`); a multi-key handle loses all. Resolves
+   * to those whose release freed a live lease.
    */
-  async revokeKey(key: string, takenThrough: object, reason: string): Promise<MongoLockHandle[]> {
+  async revokeKey(
+    key: string,
+    takenThrough: object,
+    reason: string,
+    only: (handle: MongoLockHandle) => boolean = () => true,
+  ): Promise<MongoLockHandle[]> {
     const holding = [...this.handles]
       .filter(([handle, through]) => through === takenThrough && handle.keys.includes(key))
-      .map(([handle]) => handle);
+      .map(([handle]) => handle)
+      .filter(only);
     const counts = await Promise.all(holding.map((handle) => handle.revoke(reason)));
     return holding.filter((_, index) => counts[index] > 0);
   }

@@ -14,25 +14,29 @@ export async function forceReleaseKey(
   // stops before another instance holds the key; their releases wait for the command, as one
   // sent before it could hand the key to a waiting process whose grant the command would free.
   const commandDone = runtime.lines?.beforeForceRelease(key);
+  const reason = `forceRelease(${JSON.stringify(key)}) released it`;
+  const fenceOf = (handle: MongoLockHandle) => handle.fences.get(key) ?? handle.fence;
   let here: MongoLockHandle[] = [];
   let revoking: Promise<unknown>;
   let released: LockHolderState[];
   let endsAt: number;
+  let lines: Awaited<ReturnType<ServiceRuntime['started']>>;
   try {
-    const lines = await runtime.started();
+    lines = await runtime.started();
     endsAt = performance.now() + operationTimeoutMs;
-    revoking = held
-      .revokeKey(key, lines, `forceRelease(${JSON.stringify(key)}) released it`)
-      .then((handles) => (here = handles));
+    revoking = held.revokeKey(key, lines, reason).then((handles) => (here = handles));
     released = await lines.store.forceRelease(key);
   } finally {
     commandDone?.();
   }
-  await settlesWithin(revoking, endsAt - performance.now());
+  // A join of ours answered while the command was in flight, which the command removed too.
+  const removedHere = new Set(released.filter((h) => h.holderId === holderId).map((h) => h.fence));
+  const late = held.revokeKey(key, lines, reason, (handle) => removedHere.has(fenceOf(handle)));
+  await settlesWithin(Promise.all([revoking, late]), endsAt - performance.now());
   // A local holder's own release may have freed its lease before the command did.
   const reported = new Set(released.map((holder) => `${holder.holderId}\0${holder.fence}`));
   for (const handle of here) {
-    const fence = handle.fences.get(key) ?? handle.fence;
+    const fence = fenceOf(handle);
     if (reported.has(`${holderId}\0${fence}`)) continue;
     const scope = handle.scope === undefined ? {} : { scope: handle.scope };
     const weight = handle.permits?.held ?? 1;

@@ -1,4 +1,5 @@
 import { LockLostError } from '../../lib/errors';
+import { describeWithFailPoints, faultTools } from './adversarial/kit';
 import { eventually, LockTestKit, sleep } from './lock-test-kit';
 
 jest.setTimeout(60_000);
@@ -46,5 +47,36 @@ describe('LockService.forceRelease', () => {
     expect(key.lost).toBe(true);
     expect(document.lost).toBe(false);
     await document.release();
+  });
+});
+
+describeWithFailPoints('LockService.forceRelease with its command in flight', () => {
+  const kit = LockTestKit.forSuite();
+  const { failPoint, appClient } = faultTools(kit);
+
+  it('tells a holder here whose join was answered meanwhile and removed by the command', async () => {
+    const client = await appClient('forced-late');
+    const b = await kit.service({ client, holderId: 'B' });
+    await b.acquire('warm').then((handle) => handle.release());
+    // The next lock write, forceRelease's, runs 600 ms late; B's join lands before it.
+    await failPoint(
+      { times: 1 },
+      {
+        failCommands: ['findAndModify'],
+        appName: 'forced-late',
+        blockConnection: true,
+        blockTimeMS: 600,
+      },
+    );
+    const forced = b.forceRelease('forced-late');
+    await sleep(150);
+    const held = await b.acquire('forced-late', { ttlMs: 30_000 });
+    expect(held.lost).toBe(false);
+    const released = await forced;
+    expect(released.map((holder) => holder.fence)).toEqual([held.fence]);
+    // Told now, not at its renewal ten seconds on.
+    expect(held.lost).toBe(true);
+    expect(held.signal.reason).toBeInstanceOf(LockLostError);
+    await held.release().catch(() => undefined);
   });
 });
