@@ -66,6 +66,12 @@ describe('normalizeLockKeys', () => {
   it('rejects a list with one bad key', () => {
     expect(() => normalizeLockKeys(['a', { $gt: '' }])).toThrow(/must be a string, got an object/);
   });
+
+  it('rejects a hole in a sparse list (from JavaScript)', () => {
+    // eslint-disable-next-line no-sparse-arrays -- the input under test
+    expect(() => normalizeLockKeys(['b', , 'a'])).toThrow(/must be a string, got undefined/);
+    expect(() => normalizeLockKeys(new Array(1))).toThrow(/must be a string, got undefined/);
+  });
 });
 
 function captureError(fn: () => unknown): Error {

@@ -22,7 +22,7 @@ export const LONE_SURROGATE =
   /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 function describeNonString(value: unknown): string {
-  if (value === null) return 'null';
+  if (value === null || value === undefined) return String(value);
   if (Array.isArray(value)) return 'an array';
   return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
 }
@@ -69,6 +69,7 @@ export function normalizeLockKeys(keys: unknown): string[] {
   if (keys.length === 0) {
     throw new InvalidLockKeyError('At least one lock key is required, got an empty list');
   }
-  const unique = new Set((keys as unknown[]).map((key) => validateLockKey(key)));
+  // `Array.from`, not `map`: a hole of a sparse array is checked too.
+  const unique = new Set(Array.from(keys as unknown[], (key) => validateLockKey(key)));
   return [...unique].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
 }
