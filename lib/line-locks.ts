@@ -9,15 +9,15 @@ import { MongoLockHandle } from './lock-handle';
 import { notAcquiredMessage } from './lock.messages';
 import { acquireOverrunMs } from './options';
 import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from './options';
-import type { LineKind } from './store/line/line-document';
+import { entryFenceOf, type LineKind } from './store/line/line-document';
 import type { LineWatch } from './store/line/line-events';
 import type { LineStorage, LineStore } from './store/line/line-store';
 import type { AttemptTarget } from './store/line/line-commands';
 import type { LockModeRequest } from './store/lock-modes';
-import { settlesWithin, wakeUp } from './util/timers';
+import { MAX_TIMER_MS, settlesWithin, wakeUp } from './util/timers';
 import { LineWaiters } from './waiting/line-waiters';
 import { LEASE_END_MARGIN_MS, pollDelayMs } from './waiting/wait-timing';
-import type { LockEvent } from './interfaces/lock-state.interface';
+import type { LockEvent, LockHolderState } from './interfaces/lock-state.interface';
 
 /**
  * Locks on keys: one entry per key in the key's line, keys taken one at a time in sorted
@@ -37,6 +37,9 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
   /** Whether `events$` carries every change now (open, and no failure since). */
   eventsFlowing = false;
   private readonly eventListeners = new Set<(event: LockEvent) => void>();
+  /** Per key, the entries of ours (first fences) that `forceRelease` removed, while a call of
+   * several keys may still hold one on its way to a handle. */
+  private readonly removedByForce = new Map<string, Set<bigint>>();
 
   constructor(
     readonly store: Storage,
@@ -94,16 +97,47 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
   /**
    * Before an operator command removes `key`'s holders: our entry on it is handed on no more
    * (queued callers join the line), and our leaves of it, a kept entry's too, wait until the
-   * returned function is called, once the command is answered (`LineLeaves.holdBack`).
+   * returned function is called, once the command is answered (`LineLeaves.holdBack`), with the
+   * holders it removed.
    */
-  beforeForceRelease(key: string): () => void {
+  beforeForceRelease(key: string): (removed: readonly LockHolderState[]) => void {
     // The barrier first: closing the key makes a kept entry of ours leave.
     const leavesHeld = this.acquirer.holdLeaves(key);
     const reopen = this.handover.closeKey(key);
-    return () => {
+    return (removed) => {
       leavesHeld();
       reopen();
+      this.rememberRemoved(key, removed);
     };
+  }
+
+  /** A call still taking other keys takes `key` again rather than hand out a removed entry. */
+  private rememberRemoved(key: string, removed: readonly LockHolderState[]): void {
+    const ours = removed.filter((holder) => holder.holderId === this.options.holderId);
+    if (ours.length === 0) return;
+    const fences = this.removedByForce.get(key) ?? new Set<bigint>();
+    this.removedByForce.set(key, fences);
+    for (const holder of ours) fences.add(holder.fence);
+    // Past its lease a hold is renewed before hand-out (`refreshEarlier`), which finds it gone.
+    const leaseMs = Math.max(...ours.map((holder) => holder.remainingMs)) + LEASE_END_MARGIN_MS;
+    const forget = setTimeout(
+      () => {
+        for (const holder of ours) fences.delete(holder.fence);
+        if (fences.size === 0 && this.removedByForce.get(key) === fences) {
+          this.removedByForce.delete(key);
+        }
+      },
+      Math.min(leaseMs, MAX_TIMER_MS),
+    );
+    forget.unref();
+  }
+
+  /** The index of the first hold whose entry `forceRelease` removed here, if any. */
+  private removedIndex(holds: readonly LineHold[]): number | undefined {
+    const index = holds.findIndex((hold) =>
+      this.removedByForce.get(hold.key)?.has(entryFenceOf(hold.fence)),
+    );
+    return index === -1 ? undefined : index;
   }
 
   /** Whether the change stream wakes waits now (else they poll). */
@@ -131,11 +165,13 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
         }
         signal.throwIfAborted();
         // Waiting for later keys may have run the earlier leases short: renewed before hand-out.
-        const lost = await this.refreshEarlier(holds, options.ttlMs);
+        // Checked for removal by a forceRelease here with no await before the handle is made.
+        const lost = (await this.refreshEarlier(holds, options.ttlMs)) ?? this.removedIndex(holds);
         // Aborted (a close) while renewing: nobody is handed the lock.
         signal.throwIfAborted();
         if (lost === undefined) break;
-        // A stall outlived a lease before the lock was handed out: nothing was protected yet.
+        // A stall outlived a lease (or an operator removed it) before the lock was handed out:
+        // nothing was protected yet.
         for (const hold of holds.splice(lost)) void this.acquirer.giveBack(hold, options.ttlMs);
       }
     } catch (error) {

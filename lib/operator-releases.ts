@@ -1,6 +1,7 @@
 import type { LockHolderState } from './interfaces/lock-state.interface';
 import type { MongoLockHandle } from './lock-handle';
 import type { ServiceRuntime } from './service-runtime';
+import { entryFenceOf } from './store/line/line-document';
 import { settlesWithin } from './util/timers';
 
 /** `LockService.forceRelease`: frees `key` whoever holds it; the holders released. */
@@ -18,7 +19,7 @@ export async function forceReleaseKey(
   const fenceOf = (handle: MongoLockHandle) => handle.fences.get(key) ?? handle.fence;
   let here: MongoLockHandle[] = [];
   let revoking: Promise<unknown>;
-  let released: LockHolderState[];
+  let released: LockHolderState[] = [];
   let endsAt: number;
   let lines: Awaited<ReturnType<ServiceRuntime['started']>>;
   try {
@@ -27,11 +28,14 @@ export async function forceReleaseKey(
     revoking = held.revokeKey(key, lines, reason).then((handles) => (here = handles));
     released = await lines.store.forceRelease(key);
   } finally {
-    commandDone?.();
+    commandDone?.(released);
   }
-  // A join of ours answered while the command was in flight, which the command removed too.
+  // A join of ours answered while the command was in flight, which the command removed too: a
+  // handle made since is told now; a call still taking other keys takes it again (told above).
   const removedHere = new Set(released.filter((h) => h.holderId === holderId).map((h) => h.fence));
-  const late = held.revokeKey(key, lines, reason, (handle) => removedHere.has(fenceOf(handle)));
+  const late = held.revokeKey(key, lines, reason, (handle) =>
+    removedHere.has(entryFenceOf(fenceOf(handle))),
+  );
   await settlesWithin(Promise.all([revoking, late]), endsAt - performance.now());
   // A local holder's own release may have freed its lease before the command did.
   const reported = new Set(released.map((holder) => `${holder.holderId}\0${holder.fence}`));

@@ -30,6 +30,28 @@ describe('LockService.forceRelease', () => {
     }
   });
 
+  it('a call of several keys here that held one it removed takes that key again', async () => {
+    const a = await kit.service({ holderId: 'A' });
+    const b = await kit.service({ holderId: 'B' });
+    const other = await a.acquire('multi:z', { ttlMs: 30_000 });
+    // Keys are taken in sorted order: B holds multi:k, then waits for multi:z.
+    const both = b.acquire(['multi:k', 'multi:z'], { ttlMs: 30_000, timeoutMs: 10_000 });
+    await eventually(async () => (await b.inspect('multi:k'))?.holderId === 'B');
+    await eventually(async () => (await b.inspect('multi:z'))?.waiting === 1);
+    const [removed] = await b.forceRelease('multi:k');
+    expect(removed.holderId).toBe('B');
+    await other.release();
+    const handle = await both;
+    // Not the removed entry, which another process could have taken meanwhile.
+    expect(handle.fences.get('multi:k')).toBeGreaterThan(removed.fence);
+    expect(await b.inspect('multi:k')).toMatchObject({
+      held: true,
+      holderId: 'B',
+      fence: handle.fences.get('multi:k'),
+    });
+    await handle.release();
+  });
+
   it('leaves a document lock whose id reads like the key alone', async () => {
     const service = await kit.service({ holderId: 'A' });
     const name = 'force_release_documents';
