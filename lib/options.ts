@@ -273,7 +273,7 @@ function lockMode(given: AcquireOptions): LockModeRequest {
 }
 
 /** Telemetry labels are bounded: they become attribute values on every instrument. */
-const MAX_METRICS_LABEL_LENGTH = 200;
+export const MAX_METRICS_LABEL_LENGTH = 200;
 
 function metricsLabel(value: unknown): string {
   if (value === undefined) return DIRECT_LABEL;

@@ -51,6 +51,21 @@ describe('@Locked options, checked when the class is defined', () => {
   });
 });
 
+describe('@Locked metrics label', () => {
+  it('is the method when the templates are too long for a label', () => {
+    const long = `report:${'x'.repeat(200)}:{args.0}`;
+    class Reports {
+      @Locked(long)
+      async build(): Promise<void> {}
+      @Locked('report:{args.0}')
+      async read(): Promise<void> {}
+    }
+    // A label over 200 characters would make every call fail `withLock`'s option check.
+    expect(getLockedMetadata(Reports.prototype.build)?.metricsLabel).toBe('Reports.build');
+    expect(getLockedMetadata(Reports.prototype.read)?.metricsLabel).toBe('report:{args.0}');
+  });
+});
+
 describe('@Locked tells what a method returns, for the start-up check', () => {
   class Shapes {
     @Locked('s')

@@ -6,7 +6,12 @@ import { LockedInterceptor } from '../interceptors/locked.interceptor';
 import { compileLockKeys, type LockKeyContext, type LockKeySpec } from '../keys/key-template';
 import { LOCKED_METADATA } from '../mongo-lock.constants';
 import { MESSAGES } from '../mongo-lock.messages';
-import { MAX_TIMER_MS, MIN_TTL_MS, resolveTransactionOption } from '../options';
+import {
+  MAX_METRICS_LABEL_LENGTH,
+  MAX_TIMER_MS,
+  MIN_TTL_MS,
+  resolveTransactionOption,
+} from '../options';
 import { createLockedMethod } from './locked-method';
 import {
   getLockedMetadata,
@@ -195,11 +200,13 @@ export function decorateLockedMethod<D>(
   if (getLockedMetadata(original)) throw new MongoLockError(MESSAGES.lockedTwice(where));
 
   const method = original as (...args: unknown[]) => unknown;
+  const given = spec(where);
   const metadata: LockedMetadata = {
     className,
     methodName,
     where,
-    ...spec(where),
+    ...given,
+    metricsLabel: boundedLabel(given.metricsLabel, where),
     returns: methodReturn(target, propertyKey, method),
   };
   const wrapper = createLockedMethod(method, metadata);
@@ -210,6 +217,14 @@ export function decorateLockedMethod<D>(
   for (const interceptor of interceptors)
     useInterceptorOnce(target, propertyKey, descriptor, interceptor);
   return descriptor;
+}
+
+/** Labels are at most 200 characters: long templates are named by their method instead. */
+function boundedLabel(label: string, where: string): string {
+  if (label.length <= MAX_METRICS_LABEL_LENGTH) return label;
+  return where.length <= MAX_METRICS_LABEL_LENGTH
+    ? where
+    : where.slice(0, MAX_METRICS_LABEL_LENGTH);
 }
 
 /** `UseInterceptors(interceptor)` unless the method has it already (from another decorator). */

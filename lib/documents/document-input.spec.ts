@@ -1,5 +1,6 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
-import { resolveDocumentLocksOptions } from './document-input';
+import { InvalidLockKeyError } from '../errors/invalid-lock-key.error';
+import { resolveDocumentId, resolveDocumentLocksOptions } from './document-input';
 
 describe('resolveDocumentLocksOptions: the version field path', () => {
   it.each(['a..b', 'a.', '.a', '.', 'meta..v.x'])(
@@ -22,5 +23,18 @@ describe('resolveDocumentLocksOptions: the version field path', () => {
     expect(() => resolveDocumentLocksOptions('accounts', { lockField: 'a..b' })).toThrow(
       'lockField must not contain . or $',
     );
+  });
+});
+
+describe('resolveDocumentId', () => {
+  it('refuses an invalid Date (its Extended JSON key could not be read back)', () => {
+    const resolve = () => resolveDocumentId(new Date('not a date'), undefined);
+    expect(resolve).toThrow(InvalidLockKeyError);
+    expect(resolve).toThrow(/is an invalid Date/);
+  });
+
+  it('takes a valid Date', () => {
+    const id = new Date(0);
+    expect(resolveDocumentId(id, undefined)).toBe(id);
   });
 });

@@ -133,7 +133,10 @@ export function resolveDocumentId(
     if (!Number.isFinite(id)) badId(id, 'must be a finite number');
     return id;
   }
-  if (id instanceof Date) return id;
+  if (id instanceof Date) {
+    if (Number.isNaN(id.getTime())) badId(id, 'is an invalid Date');
+    return id;
+  }
   // Anything but a plain document or BSON value (a Map, a class instance) would be serialised
   // into a filter we did not mean.
   if (!isIdValue(id)) {

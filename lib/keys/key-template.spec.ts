@@ -132,6 +132,19 @@ describe('key templates: resolution', () => {
     expect(huge.message).toMatch(/limit is 512/);
     expect(huge.message.length).toBeLessThan(400);
   });
+
+  it('refuses a value too long for a key before escaping it (a request cannot make it work)', () => {
+    // Escaped, the 600 colons would be 1,800 bytes: the count says it stopped before that.
+    const error = rejection(() =>
+      keysOf('k:{body.id}', httpContext({ body: { id: ':'.repeat(600) } })),
+    );
+    expect(error.message).toMatch(/is 602 bytes long/);
+  });
+
+  it('refuses a hole in a sparse list of templates when compiled', () => {
+    // eslint-disable-next-line no-sparse-arrays -- the input under test
+    expect(() => compileLockKeys(['a', , 'b'] as string[], 'C.m')).toThrow(/non-empty/);
+  });
 });
 
 describe('key functions', () => {
@@ -141,10 +154,14 @@ describe('key functions', () => {
     expect(keysOf(() => ['a', 'b'], context)).toEqual(['a', 'b']);
   });
 
-  it.each([[[]], [['a', 3]], [{}], [''], [undefined]])('rejects the result %p', (result) => {
-    const error = rejection(() => keysOf(() => result as never, httpContext()));
-    expect(error.message).toContain('C.m');
-  });
+  // eslint-disable-next-line no-sparse-arrays -- a sparse result is one of the inputs
+  it.each([[[]], [['a', 3]], [{}], [''], [undefined], [['a', , 'b']]])(
+    'rejects the result %p',
+    (result) => {
+      const error = rejection(() => keysOf(() => result as never, httpContext()));
+      expect(error.message).toContain('C.m');
+    },
+  );
 
   it('applies the core key validation to what it returns', () => {
     expect(() => keysOf(() => 'a\0', httpContext())).toThrow(/C\.m gave an invalid key/);

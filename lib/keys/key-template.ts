@@ -1,7 +1,7 @@
 import { InvalidLockKeyError } from '../errors';
 import { MESSAGES } from '../mongo-lock.messages';
 import { encodedCharacters, escapeKeyValue, hasSeparatingCharacter } from './key-escaping';
-import { validateLockKey } from './lock-key';
+import { MAX_LOCK_KEY_BYTES, validateLockKey } from './lock-key';
 
 /** Where a `{source.path}` placeholder reads from. HTTP sources exist only on HTTP handlers. */
 const KEY_TEMPLATE_SOURCES = ['params', 'query', 'body', 'user', 'headers', 'args'] as const;
@@ -201,6 +201,10 @@ function renderKeyTemplate(parsed: ParsedKeyTemplate, context: LockKeyContext): 
     if (text === undefined) {
       fail(MESSAGES.templateValueNotScalar(parsed.template, part.placeholder, describeKind(value)));
     }
+    // Escaping only lengthens a value: one already too long is refused before that work.
+    if (text.length > MAX_LOCK_KEY_BYTES) {
+      checkedKey(key + text, MESSAGES.templateInvalidKey(parsed.template));
+    }
     key += escapeKeyValue(text, parsed.encoded);
   }
   return checkedKey(key, MESSAGES.templateInvalidKey(parsed.template));
@@ -221,7 +225,7 @@ function keysFromFunctionResult(result: unknown, where: string): string[] {
   if (
     !Array.isArray(keys) ||
     keys.length === 0 ||
-    keys.some((key) => typeof key !== 'string' || key.length === 0)
+    !Array.from(keys as unknown[]).every((key) => typeof key === 'string' && key.length > 0)
   ) {
     fail(MESSAGES.keyFunctionBadResult(where));
   }
@@ -239,6 +243,7 @@ export function compileLockKeys(spec: LockKeySpec, where: string): LockKeyResolv
   }
   const templates: readonly unknown[] = typeof spec === 'string' ? [spec] : spec;
   if (!Array.isArray(templates) || templates.length === 0) fail(MESSAGES.noKeys(where));
-  const parsed = templates.map((template) => parseKeyTemplate(template as string));
+  // `Array.from`, not `map`: a hole of a sparse list is parsed (and refused) too.
+  const parsed = Array.from(templates, (template) => parseKeyTemplate(template as string));
   return (context) => [...new Set(parsed.map((template) => renderKeyTemplate(template, context)))];
 }
