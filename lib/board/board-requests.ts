@@ -1,6 +1,7 @@
 import { BadRequestException, HttpException, ServiceUnavailableException } from '@nestjs/common';
 import { InvalidLockKeyError } from '../errors/invalid-lock-key.error';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
+import { LockServiceClosedError } from '../errors/lock-service-closed.error';
 import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
 import { BOARD_MESSAGES } from './board.messages';
 
@@ -32,7 +33,10 @@ export function pageLimit(value: unknown): number {
   return limit;
 }
 
-/** Service errors as HTTP: bad input 400, MongoDB away 503 (keys shortened: safe to echo). */
+/**
+ * Service errors as HTTP: bad input 400, MongoDB away or the service shutting down 503 (keys
+ * shortened: safe to echo).
+ */
 export async function answer<T>(call: () => Promise<T>): Promise<T> {
   try {
     return await call();
@@ -41,7 +45,7 @@ export async function answer<T>(call: () => Promise<T>): Promise<T> {
     if (error instanceof InvalidLockKeyError || error instanceof InvalidLockOptionsError) {
       throw new BadRequestException(error.message);
     }
-    if (error instanceof LockStoreUnavailableError) {
+    if (error instanceof LockStoreUnavailableError || error instanceof LockServiceClosedError) {
       throw new ServiceUnavailableException(error.message);
     }
     throw error;

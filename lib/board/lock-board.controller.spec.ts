@@ -1,6 +1,7 @@
-import type { Type } from '@nestjs/common';
+import { ServiceUnavailableException, type Type } from '@nestjs/common';
+import { LockServiceClosedError } from '../errors/lock-service-closed.error';
 import { Test } from '@nestjs/testing';
-import { BOARD_PAGE_SIZE, pageLimit } from './board-requests';
+import { answer, BOARD_PAGE_SIZE, pageLimit } from './board-requests';
 import { BOARD_MESSAGES } from './board.messages';
 import type { LockBoardController } from './lock-board.controller';
 import { MongoLockBoardModule } from './mongo-lock-board.module';
@@ -28,5 +29,17 @@ describe('the board’s limit message', () => {
     expect(BOARD_MESSAGES.badLimit('26', 25)).toBe(
       'limit must be an integer from 1 to 25, got "26"',
     );
+  });
+});
+
+describe('the board’s answers to service errors', () => {
+  it('answers 503, not 500, while the service shuts down', async () => {
+    const closed = answer(() => Promise.reject(new LockServiceClosedError('closed')));
+    await expect(closed).rejects.toBeInstanceOf(ServiceUnavailableException);
+  });
+
+  it('passes on an error it does not know', async () => {
+    const unknown = new Error('not the service’s');
+    await expect(answer(() => Promise.reject(unknown))).rejects.toBe(unknown);
   });
 });

@@ -17,7 +17,11 @@ export interface MongoLockHealthOptions {
   timeoutMs?: number;
 }
 
-/** How the waiters' change stream stands: `idle` (nobody waits), `opening`, `established`. */
+/**
+ * How the waiters' change stream stands: `established` while it is open, `idle` without one
+ * (`changeStreams: 'off'`, a standalone server, or while it reopens). `opening` is not reported;
+ * it stays in the type so that code matching on it still compiles.
+ */
 export type LockChangeStreamState = 'idle' | 'opening' | 'established';
 
 /**
@@ -76,8 +80,8 @@ export class MongoLockHealthIndicator {
   }
 
   private details() {
-    const { streamOpen, streamEstablished, waiters, held } = this.locks.diagnostics;
-    const changeStream = streamEstablished ? 'established' : streamOpen ? 'opening' : 'idle';
+    const { streamOpen, waiters, held } = this.locks.diagnostics;
+    const changeStream: LockChangeStreamState = streamOpen ? 'established' : 'idle';
     const leading = this.locks.leading;
     if (leading.size === 0) return { changeStream, waiters, held };
     const leadership = Object.fromEntries(

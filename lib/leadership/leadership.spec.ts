@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { NEVER } from 'rxjs';
+import { NEVER, Subject } from 'rxjs';
 import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
 import type { MongoLockHandle } from '../lock-handle';
 import { Leadership, type LeadershipHost } from './leadership';
@@ -47,6 +47,50 @@ describe('Leadership retries', () => {
     await sleep(1_500);
     expect(host.attempts).toBeGreaterThanOrEqual(2);
     expect(host.attempts).toBeLessThanOrEqual(3);
+    subscription.unsubscribe();
+    await leadership.close();
+  });
+});
+
+/** A handle as `acquire` gives it; `lost` ones have their signal aborted already. */
+function handleOf(fence: bigint, lost: boolean): MongoLockHandle {
+  const abort = new AbortController();
+  if (lost) abort.abort(new Error('lost in a pause'));
+  let done!: () => void;
+  const handle = {
+    fence,
+    signal: abort.signal,
+    lost$: new Subject(),
+    done: new Promise<void>((resolve) => (done = resolve)),
+    expiresAt: new Date(Date.now() + 60_000),
+    release: () => {
+      abort.abort(new Error('released'));
+      done();
+      return lost ? Promise.reject(new Error('lost')) : Promise.resolve();
+    },
+  };
+  return handle as unknown as MongoLockHandle;
+}
+
+describe('Leadership terms', () => {
+  it('never hands out a term whose lock was lost before it was handed out', async () => {
+    const handles = [handleOf(1n, true), handleOf(2n, false)];
+    const host: LeadershipHost = {
+      acquire: () => Promise.resolve(handles.shift() ?? handleOf(3n, false)),
+      termBegan: () => undefined,
+      inspect: () => Promise.resolve(null),
+      events$: NEVER,
+      eventsFlow: () => true,
+      pollIntervalMs: 60_000,
+      safetyPollIntervalMs: 60_000,
+    };
+    const leadership = new Leadership('jobs', 'leader:jobs', 1_000, host);
+    const fences: bigint[] = [];
+    const subscription = leadership.terms$.subscribe((term) => fences.push(term.fence));
+    const term = await leadership.campaign();
+    expect(term.fence).toBe(2n);
+    expect(term.active).toBe(true);
+    expect(fences).toEqual([2n]);
     subscription.unsubscribe();
     await leadership.close();
   });

@@ -275,6 +275,11 @@ export class Leadership {
         throw signal.reason;
       }
       const term = new HeldLeaderTerm(this.name, handle);
+      if (!term.active) {
+        // Lost before it was handed out (a pause past its lease): no term; stand again.
+        await term.resign();
+        continue;
+      }
       this.live = term;
       // Before terms$ hears of it: a subscriber leaving at once must not end a campaign()'s term.
       this.liveClaimed = (this.election?.callers ?? 0) > 0;
