@@ -1,4 +1,5 @@
-import { Observable } from 'rxjs';
+import { Observable, type Subscription } from 'rxjs';
+import { LockServiceClosedError } from '../errors/lock-service-closed.error';
 import type { LockEvent, LockState } from '../interfaces/lock-state.interface';
 import { MAX_TIMER_MS } from '../util/timers';
 
@@ -39,7 +40,8 @@ function sameLeader(a: LeaderInfo | null, b: LeaderInfo | null): boolean {
 /**
  * The leader of `key` now, then only its changes. Re-reads on the key's change events, when the
  * leader's lease should have ended (which makes no event), and on a timer: the poll interval
- * while events do not flow, the safety interval while they do. A failed read is retried.
+ * while events do not flow, the safety interval while they do. A failed read is retried, and so
+ * are events that fail (a service that could not start); the watch completes with the service.
  */
 export function watchLeader(source: LeaderWatchSource, key: string): Observable<LeaderInfo | null> {
   return new Observable<LeaderInfo | null>((subscriber) => {
@@ -82,18 +84,30 @@ export function watchLeader(source: LeaderWatchSource, key: string): Observable<
       } else schedule(nextInMs);
     }
 
-    const events = source.events$.subscribe({
-      next: (event) => {
-        if (event.key === key) void read();
-      },
-      complete: () => subscriber.complete(),
-      error: (error: unknown) => subscriber.error(error),
-    });
+    let events: Subscription | undefined;
+    let relisten: NodeJS.Timeout | undefined;
+    const listen = () => {
+      if (closed) return;
+      events = source.events$.subscribe({
+        next: (event) => {
+          if (event.key === key) void read();
+        },
+        complete: () => subscriber.complete(),
+        error: (error: unknown) => {
+          if (error instanceof LockServiceClosedError) return subscriber.complete();
+          // The service could not start (MongoDB away): reads go on by the timer; listen anew.
+          relisten = setTimeout(listen, source.pollIntervalMs);
+          relisten.unref();
+        },
+      });
+    };
+    listen();
     void read();
     return () => {
       closed = true;
       clearTimeout(timer);
-      events.unsubscribe();
+      clearTimeout(relisten);
+      events?.unsubscribe();
     };
   });
 }
