@@ -116,6 +116,18 @@ describe('resolveModuleOptions', () => {
     ).toContain('(did you mean renewal.intervalRatio?)');
   });
 
+  it('refuses an unknown renew option of one call, naming it', () => {
+    const defaults = resolveModuleOptions({ uri });
+    const error = capture(() =>
+      resolveAcquireOptions({ renew: { intervalRation: 0.5 } as never }, defaults, true),
+    );
+    expect(error).toBeInstanceOf(InvalidLockOptionsError);
+    expect(error.message).toContain('(did you mean renew.intervalRatio?)');
+    expect(resolveAcquireOptions({ renew: { intervalRatio: 0.5 } }, defaults, false)).toMatchObject(
+      { renew: true, renewalIntervalRatio: 0.5 },
+    );
+  });
+
   it('checks the renewal options', () => {
     expect(() => resolveModuleOptions({ uri, renewal: { intervalRatio: 0 } })).toThrow(
       'renewal.intervalRatio must be a number greater than 0 and less than 1, got 0',

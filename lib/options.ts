@@ -232,20 +232,11 @@ export function resolveAcquireOptions(
   const signal = given.signal;
   if (signal !== undefined && !(signal instanceof AbortSignal))
     fail('signal', 'an AbortSignal', signal);
-  const renewOption = given.renew;
-  let renew = defaults.renewalEnabled ?? renewByDefault;
-  let renewalIntervalRatio = defaults.renewalIntervalRatio;
-  if (typeof renewOption === 'boolean') renew = renewOption;
-  else if (typeof renewOption === 'object' && renewOption !== null) {
-    renew = boolean('renew.enabled', renewOption.enabled, true);
-    renewalIntervalRatio = ratio(
-      'renew.intervalRatio',
-      renewOption.intervalRatio,
-      renewalIntervalRatio,
-    );
-  } else if (renewOption !== undefined) {
-    fail('renew', 'true, false or renewal options', renewOption);
-  }
+  const { renew, renewalIntervalRatio } = resolveRenewOption(
+    given.renew,
+    defaults.renewalEnabled ?? renewByDefault,
+    defaults.renewalIntervalRatio,
+  );
   return {
     ttlMs: integer('ttlMs', given.ttlMs, MIN_TTL_MS, MAX_TIMER_MS, defaults.defaultTtlMs),
     timeoutMs: integer('timeoutMs', given.timeoutMs, 0, MAX_TIMER_MS, defaults.defaultTimeoutMs),
@@ -281,6 +272,25 @@ function metricsLabel(value: unknown): string {
     fail('metricsLabel', `a string of 1 to ${MAX_METRICS_LABEL_LENGTH} characters`, value);
   }
   return value;
+}
+
+/** One call's `renew` option over the defaults given: whether it renews, and how often. */
+export function resolveRenewOption(
+  value: unknown,
+  renew: boolean,
+  renewalIntervalRatio: number,
+): { renew: boolean; renewalIntervalRatio: number } {
+  if (value === undefined) return { renew, renewalIntervalRatio };
+  if (typeof value === 'boolean') return { renew: value, renewalIntervalRatio };
+  if (typeof value !== 'object' || value === null) {
+    fail('renew', 'true, false or renewal options', value);
+  }
+  refuseUnknownOptions(value, RENEWAL_OPTION_NAMES, 'renew.');
+  const given = value as LockRenewalOptions;
+  return {
+    renew: boolean('renew.enabled', given.enabled, true),
+    renewalIntervalRatio: ratio('renew.intervalRatio', given.intervalRatio, renewalIntervalRatio),
+  };
 }
 
 /** `withLock`'s `transaction` option: `undefined` for none. */

@@ -7,9 +7,11 @@ import { compileLockKeys, type LockKeyContext, type LockKeySpec } from '../keys/
 import { LOCKED_METADATA } from '../mongo-lock.constants';
 import { MESSAGES } from '../mongo-lock.messages';
 import {
+  LOCK_OPTION_DEFAULTS,
   MAX_METRICS_LABEL_LENGTH,
   MAX_TIMER_MS,
   MIN_TTL_MS,
+  resolveRenewOption,
   resolveTransactionOption,
 } from '../options';
 import { createLockedMethod } from './locked-method';
@@ -63,9 +65,11 @@ export function checkOptions(
   if (options.timeoutMs !== undefined && !integerIn(options.timeoutMs, 0)) {
     bad('timeoutMs', `an integer from 0 to ${MAX_TIMER_MS}`);
   }
-  const renew = options.renew as unknown;
-  if (renew !== undefined && typeof renew !== 'boolean' && (typeof renew !== 'object' || !renew)) {
-    bad('renew', 'true, false or renewal options');
+  try {
+    resolveRenewOption(options.renew, true, LOCK_OPTION_DEFAULTS.renewalIntervalRatio);
+  } catch (error) {
+    const detail = error instanceof InvalidLockOptionsError ? `: ${error.message}` : '';
+    bad('renew', `true, false or { enabled, intervalRatio }${detail}`);
   }
   const onBusy = options.onBusy as unknown;
   if (onBusy !== undefined && onBusy !== 'wait' && onBusy !== 'skip')
