@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { NEVER, Subject } from 'rxjs';
+import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
 import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
 import type { MongoLockHandle } from '../lock-handle';
 import { Leadership, type LeadershipHost } from './leadership';
@@ -91,6 +92,40 @@ describe('Leadership terms', () => {
     expect(term.fence).toBe(2n);
     expect(term.active).toBe(true);
     expect(fences).toEqual([2n]);
+    subscription.unsubscribe();
+    await leadership.close();
+  });
+});
+
+describe('Leadership campaigns that give up', () => {
+  it('leave nothing on an election that goes on (a follower may campaign for weeks)', async () => {
+    // Held elsewhere: the first try is refused, then the wait in line lasts until aborted.
+    const host: LeadershipHost = {
+      acquire: (_key, options) =>
+        options.timeoutMs === 0
+          ? Promise.reject(new LockNotAcquiredError('held', { keys: ['leader:jobs'] }))
+          : new Promise((_resolve, reject) =>
+              options.signal?.addEventListener('abort', () =>
+                reject(options.signal?.reason as Error),
+              ),
+            ),
+      termBegan: () => undefined,
+      inspect: () => Promise.resolve(null),
+      events$: NEVER,
+      eventsFlow: () => true,
+      pollIntervalMs: 60_000,
+      safetyPollIntervalMs: 60_000,
+    };
+    const leadership = new Leadership('jobs', 'leader:jobs', 1_000, host);
+    const subscription = leadership.terms$.subscribe();
+    for (let call = 0; call < 5; call += 1) {
+      await expect(leadership.campaign({ timeoutMs: 0 })).rejects.toBeInstanceOf(
+        LockNotAcquiredError,
+      );
+    }
+    const { election } = leadership as unknown as { election: { waiters: Set<unknown> } };
+    // Only the standing campaign of terms$ still waits.
+    expect(election.waiters.size).toBe(1);
     subscription.unsubscribe();
     await leadership.close();
   });

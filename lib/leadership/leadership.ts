@@ -40,8 +40,16 @@ const LONGEST_WAIT_MS = MAX_TIMER_MS - 60_000;
 /** Pause after a failed attempt (MongoDB unreachable, the line full) before the next. */
 const RETRY_DELAY_MS = 1_000;
 
+/** A campaign call waiting for an election; it leaves the election when it gives up. */
+interface ElectionWaiter {
+  won(term: HeldLeaderTerm): void;
+  failed(error: unknown): void;
+}
+
 interface Election {
   readonly won: Promise<HeldLeaderTerm>;
+  /** Told of the outcome; a campaign that gives up leaves (an election may run for weeks). */
+  readonly waiters: Set<ElectionWaiter>;
   /** Settles when the first attempt is answered; no campaign times out before that. */
   readonly firstAnswer: Promise<void>;
   readonly abort: AbortController;
@@ -152,10 +160,23 @@ export class Leadership {
     return new Promise<LeaderTerm>((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
       let settled = false;
+      const waiter: ElectionWaiter = {
+        won: (term) => {
+          done();
+          // Never hand out a term that ended meanwhile (resigned, lost).
+          if (term.active) resolve(term);
+          else reject(new LeadershipResignedError(this.name));
+        },
+        failed: (error) => {
+          done();
+          reject(error); // eslint-disable-line @typescript-eslint/prefer-promise-reject-errors -- passed on as thrown
+        },
+      };
       const done = () => {
         settled = true;
         clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
+        election.waiters.delete(waiter);
       };
       const giveUp = (reason: unknown) => {
         if (settled) return;
@@ -181,20 +202,7 @@ export class Leadership {
           timer = setTimeout(() => giveUp(notElected), leftMs);
         });
       }
-      election.won.then(
-        (term) => {
-          if (settled) return;
-          done();
-          // Never hand out a term that ended meanwhile (resigned, lost).
-          if (term.active) resolve(term);
-          else reject(new LeadershipResignedError(this.name));
-        },
-        (error: unknown) => {
-          if (settled) return;
-          done();
-          reject(error); // eslint-disable-line @typescript-eslint/prefer-promise-reject-errors -- passed on as thrown
-        },
-      );
+      election.waiters.add(waiter);
     });
   }
 
@@ -230,7 +238,12 @@ export class Leadership {
     let answered!: () => void;
     const firstAnswer = new Promise<void>((resolve) => (answered = resolve));
     const won = this.win(abort.signal, answered);
-    const election: Election = { abort, interested: 0, callers: 0, won, firstAnswer };
+    const waiters = new Set<ElectionWaiter>();
+    const election: Election = { abort, interested: 0, callers: 0, won, firstAnswer, waiters };
+    won.then(
+      (term) => [...waiters].forEach((waiter) => waiter.won(term)),
+      (error: unknown) => [...waiters].forEach((waiter) => waiter.failed(error)),
+    );
     void won.finally(answered).catch(() => undefined);
     this.election = election;
     const forget = () => {
