@@ -37,9 +37,12 @@ export const MESSAGES = {
   noKeys: (where: string) => `@Locked on ${where} needs at least one key template`,
   lockedTwice: (where: string) =>
     `@Locked is applied twice to ${where}; give both keys to one @Locked([...])`,
-  notAMethod: (where: string) => `@Locked can only decorate a method; ${where} is not one`,
-  badOption: (where: string, option: string, accepted: string) =>
-    `@Locked on ${where}: option ${option} must be ${accepted}`,
+  twoLockDecorators: (where: string) =>
+    `${where} has both @Locked and @LockedDocument; a method takes one of them`,
+  notAMethod: (where: string, decorator = '@Locked') =>
+    `${decorator} can only decorate a method; ${where} is not one`,
+  badOption: (where: string, option: string, accepted: string, decorator = '@Locked') =>
+    `${decorator} on ${where}: option ${option} must be ${accepted}`,
   syncMethod: (where: string) =>
     `${where} is @Locked but is neither async nor declared to return a Promise or an Observable. ` +
     'Taking a lock means waiting, so the method would return a Promise that its callers do not ' +

@@ -90,7 +90,7 @@ export function createLockedDocumentDecorator(
             );
           };
           if (typeof name !== 'string' || name.length === 0) bad('name', 'a forFeature() name');
-          checkOptions(options, where, OPTION_NAMES);
+          checkOptions(options, where, OPTION_NAMES, '@LockedDocument');
           const { where: filter, createIfMissing, ...lockOptions } = options;
           if (filter !== undefined && !isPlainObject(filter)) bad('where', 'a filter object');
           if (createIfMissing !== undefined && !isPlainObject(createIfMissing)) {
@@ -109,6 +109,7 @@ export function createLockedDocumentDecorator(
             },
           };
         },
+        '@LockedDocument',
       );
   };
 }

@@ -45,15 +45,14 @@ export function checkOptions(
   options: LockedOptions,
   where: string,
   names: ReadonlySet<string> = OPTION_NAMES,
+  decorator = '@Locked',
 ): void {
-  if (typeof options !== 'object' || options === null) {
-    throw new InvalidLockOptionsError(MESSAGES.badOption(where, 'options', 'an object'), {
-      option: 'options',
-    });
-  }
   const bad = (option: string, accepted: string): never => {
-    throw new InvalidLockOptionsError(MESSAGES.badOption(where, option, accepted), { option });
+    throw new InvalidLockOptionsError(MESSAGES.badOption(where, option, accepted, decorator), {
+      option,
+    });
   };
+  if (typeof options !== 'object' || options === null) bad('options', 'an object');
   for (const name of Object.keys(options)) {
     if (!names.has(name)) bad(name, `one of ${[...names].join(', ')}`);
   }
@@ -192,6 +191,7 @@ export function decorateLockedMethod<D>(
   descriptor: TypedPropertyDescriptor<D>,
   interceptors: readonly Type<NestInterceptor>[],
   spec: (where: string) => LockedMethodSpec,
+  decorator = '@Locked',
 ): TypedPropertyDescriptor<D> {
   const isStatic = typeof target === 'function';
   const className = isStatic ? target.name : target.constructor.name;
@@ -199,9 +199,14 @@ export function decorateLockedMethod<D>(
   const where = `${className}.${methodName}`;
   const original: unknown = descriptor?.value;
   if (isStatic || typeof original !== 'function') {
-    throw new MongoLockError(MESSAGES.notAMethod(where));
+    throw new MongoLockError(MESSAGES.notAMethod(where, decorator));
   }
-  if (getLockedMetadata(original)) throw new MongoLockError(MESSAGES.lockedTwice(where));
+  const earlier = getLockedMetadata(original);
+  if (earlier) {
+    const bothLocked = decorator === '@Locked' && earlier.document === undefined;
+    const message = bothLocked ? MESSAGES.lockedTwice(where) : MESSAGES.twoLockDecorators(where);
+    throw new MongoLockError(message);
+  }
 
   const method = original as (...args: unknown[]) => unknown;
   const given = spec(where);

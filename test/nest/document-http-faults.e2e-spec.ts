@@ -3,7 +3,13 @@
 import { Body, Controller, HttpCode, Module, Post, type INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { InvalidLockKeyError, LockStoreUnavailableError } from '../../lib/errors';
-import { type DocumentLockHandle, LockedDoc, LockedDocument, MongoLockModule } from '../../lib';
+import {
+  type DocumentLockHandle,
+  Locked,
+  LockedDoc,
+  LockedDocument,
+  MongoLockModule,
+} from '../../lib';
 import { faultTools } from '../lock-service/adversarial/kit';
 import { LockTestKit } from '../lock-service/lock-test-kit';
 
@@ -108,6 +114,32 @@ describe('@LockedDocument id templates', () => {
       expect(decorate).toThrow(/the id template must not contain %/);
     },
   );
+
+  it('names itself in its errors, and refuses @Locked beside it', () => {
+    const badOption = () => {
+      class NotesController {
+        @LockedDocument('notes', '{params.id}', { ttlMs: 5 })
+        edit() {
+          return undefined;
+        }
+      }
+      return NotesController;
+    };
+    expect(badOption).toThrow(/^@LockedDocument on NotesController\.edit: option ttlMs must be/);
+    const both = () => {
+      class NotesController {
+        @Locked('notes')
+        @LockedDocument('notes', '{params.id}')
+        edit() {
+          return undefined;
+        }
+      }
+      return NotesController;
+    };
+    expect(both).toThrow(
+      'NotesController.edit has both @Locked and @LockedDocument; a method takes one of them',
+    );
+  });
 
   it('takes one placeholder with literal text around it', () => {
     const decorate = () => {
