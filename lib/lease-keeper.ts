@@ -160,11 +160,22 @@ export class LeaseKeeper {
   /** Renews every key now; `ttlMs` also becomes the lease of later renewals. */
   async renewNow(ttlMs: number | undefined): Promise<void> {
     if (ttlMs !== undefined) this.ttlMs = ttlMs;
-    await this.renewing;
+    // One renewal at a time; an earlier one's failure was its caller's, not this one's.
+    await this.renewing?.catch(() => undefined);
     if (this.stopped || this.renewalStopped) return;
     const renewal = this.renewAll(false);
     this.renewing = renewal;
     await renewal;
+  }
+
+  /**
+   * Before a write that ends the hold (a document's commit): no renewal is sent from now on, and
+   * the one in flight is answered first (it could otherwise land after the write and find the
+   * hold gone).
+   */
+  async stopRenewalsBeforeEnd(): Promise<void> {
+    this.stopRenewal();
+    await this.renewing?.catch(() => undefined);
   }
 
   /**
@@ -242,7 +253,7 @@ export class LeaseKeeper {
     this.renewTimer = unrefTimer(() => {
       if (this.renewInFlight) {
         // One renewal at a time: an extend() is renewing now.
-        void this.renewing?.finally(() => this.scheduleRenewal());
+        void this.renewing?.catch(() => undefined).finally(() => this.scheduleRenewal());
         return;
       }
       // A throwing loss listener must not become an unhandled rejection.

@@ -223,6 +223,19 @@ describe('MongoLockHandle', () => {
       await expect(handle.extend()).rejects.toBeInstanceOf(MongoLockError);
     });
 
+    it('renews again on a later call after one failed (MongoDB back)', async () => {
+      const { handle, leases } = setUp(['a']);
+      leases.renewReply = () => Promise.reject(new LockStoreUnavailableError('away'));
+      await expect(handle.extend()).rejects.toBeInstanceOf(LockStoreUnavailableError);
+      leases.renewReply = async () => ({
+        renewed: true,
+        sentAt: performance.now(),
+        remainingMs: TTL_MS,
+      });
+      await handle.extend();
+      expect(leases.log).toEqual(['renew a', 'renew a']);
+    });
+
     it('rejects with LockLostError when the renewal is refused', async () => {
       const { handle, leases } = setUp(['a']);
       leases.renewReply = async () => ({ renewed: false, sentAt: performance.now() });
@@ -245,5 +258,38 @@ describe('MongoLockHandle', () => {
     await handle.extend(20_000);
     // The server's 20 s less the safety margin (5 % of 20 s).
     expect(expiresInMs()).toBeCloseTo(19_000, 0);
+  });
+});
+
+describe('MongoLockHandle renewals (real timers)', () => {
+  it('an extend() failing while a scheduled renewal waits for it leaves no unhandled rejection', async () => {
+    const leases = new FakeLeases();
+    const handle = new MongoLockHandle({
+      held: [{ key: 'a', owner: 'token', fence: 1n }],
+      leaseEnd: performance.now() + 1_000,
+      ttlMs: 1_000,
+      renew: true,
+      renewalIntervalRatio: 0.5,
+      maxHoldMs: 3_600_000,
+      operations: leases,
+    });
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      let fail!: (error: Error) => void;
+      leases.renewReply = () => new Promise((_resolve, reject) => (fail = reject));
+      const extended = handle.extend();
+      // The scheduled renewal's turn (at 500 ms) comes while the extend() is in flight.
+      await new Promise((resolve) => setTimeout(resolve, 650));
+      leases.renewReply = new FakeLeases().renewReply;
+      fail(new LockStoreUnavailableError('away'));
+      await expect(extended).rejects.toBeInstanceOf(LockStoreUnavailableError);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      await handle.release().catch(() => undefined);
+    }
   });
 });

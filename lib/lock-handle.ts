@@ -212,6 +212,11 @@ export class MongoLockHandle implements LockHandle {
     this.settle();
   }
 
+  /** Before a write that ends the hold (see `LeaseKeeper.stopRenewalsBeforeEnd`). @internal */
+  stopRenewalsBeforeEnd(): Promise<void> {
+    return this.keeper.stopRenewalsBeforeEnd();
+  }
+
   /** Pauses renewals until the returned function is called (see `LeaseKeeper.pauseRenewal`). */
   pauseRenewal(): () => void {
     return this.keeper.pauseRenewal();

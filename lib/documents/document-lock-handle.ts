@@ -124,6 +124,8 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
   }
 
   private async commitOnce(update: DocumentUpdate | undefined): Promise<WithId<T>> {
+    // A renewal answered after the commit landed would find our entry gone and report a loss.
+    await this.lock.stopRenewalsBeforeEnd();
     let written: Document | null;
     try {
       written = await this.writer.write(this.lock, update, true);

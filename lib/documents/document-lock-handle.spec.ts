@@ -1,0 +1,55 @@
+import type { HeldKey, RenewLeaseOutcome } from '../lease-keeper';
+import { MongoLockHandle } from '../lock-handle';
+import { MongoDocumentLockHandle, type DocumentLockWriter } from './document-lock-handle';
+
+describe('MongoDocumentLockHandle.commit', () => {
+  it('sends no renewal past its commit, and lets the one in flight answer first', async () => {
+    let committed = false;
+    let answerRenewal!: () => void;
+    const renewals: string[] = [];
+    const lock = new MongoLockHandle({
+      held: [{ key: 'k', owner: 'token', fence: 1n }],
+      leaseEnd: performance.now() + 1_000,
+      ttlMs: 1_000,
+      renew: true,
+      renewalIntervalRatio: 0.5,
+      maxHoldMs: 3_600_000,
+      operations: {
+        // As MongoDB answers: a renewal that runs after the commit finds the entry gone.
+        renew: (held: HeldKey) => {
+          renewals.push(held.key);
+          return new Promise<RenewLeaseOutcome>((resolve) => {
+            answerRenewal = () =>
+              resolve(
+                committed
+                  ? { renewed: false, sentAt: performance.now() }
+                  : { renewed: true, sentAt: performance.now(), remainingMs: 1_000 },
+              );
+          });
+        },
+        release: () => Promise.resolve('released'),
+        giveBack: () => Promise.resolve('released'),
+        ended: () => undefined,
+      },
+    });
+    const writer: DocumentLockWriter = {
+      check: (update) => update as never,
+      // The commit lands at once; its reply comes 50 ms later.
+      write: () => {
+        committed = true;
+        return new Promise((resolve) => setTimeout(() => resolve({ _id: 'k', n: 1 }), 50));
+      },
+    };
+    const handle = new MongoDocumentLockHandle(lock, { _id: 'k' }, false, writer);
+    // The scheduled renewal (at 500 ms) is in flight when the commit is asked for.
+    await new Promise((resolve) => setTimeout(resolve, 550));
+    expect(renewals).toEqual(['k']);
+    const commit = handle.commit({ $inc: { n: 1 } });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    answerRenewal();
+    await expect(commit).resolves.toEqual({ _id: 'k', n: 1 });
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    expect(lock.lost).toBe(false);
+    expect(renewals).toEqual(['k']);
+  });
+});
