@@ -18,10 +18,13 @@ export function innermostHeldLock(): LockHandle | undefined {
   return storage.getStore()?.findLast((entry) => !entry.handle.released)?.handle;
 }
 
-/** The locks of `service` that the current async context holds, innermost first. */
+/**
+ * The locks of `service` that the current async context holds, innermost first, and those it
+ * lost (taken away by an operator too): a call re-entering one fails rather than take it anew.
+ */
 export function heldLocksOf(service: object): LockHandle[] {
   return (storage.getStore() ?? [])
-    .filter((entry) => entry.service === service && !entry.handle.released)
+    .filter((entry) => entry.service === service && (!entry.handle.released || entry.handle.lost))
     .map((entry) => entry.handle)
     .reverse();
 }

@@ -119,6 +119,19 @@ describe('LockService holding', () => {
     expect((await locks.inspect('a'))?.held).toBe(false);
   });
 
+  it('a call re-entering a lock taken away by an operator fails, and does not take it anew', async () => {
+    const locks = await kit.service();
+    const inner = jest.fn();
+    await expect(
+      locks.withLock('revoked', async () => {
+        await locks.releaseAllHeld();
+        await expect(locks.withLock('revoked', inner)).rejects.toBeInstanceOf(LockLostError);
+      }),
+    ).rejects.toBeInstanceOf(LockLostError);
+    expect(inner).not.toHaveBeenCalled();
+    expect((await locks.inspect('revoked'))?.held).toBe(false);
+  });
+
   it('another async context of the same service waits instead of re-entering', async () => {
     const locks = await kit.service();
     let enterElsewhere!: () => void;
