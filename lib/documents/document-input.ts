@@ -314,11 +314,16 @@ export function resolveDocumentUpdate(
           settings.version.field.startsWith(`${path}.`)))
     );
   };
-  const checkPaths = (paths: string[]) => {
-    // The server refuses `$` field names only after the lock was taken: name the field now.
-    // `$[]` is the one positional form usable without a query or arrayFilters (never passed).
+  const checkPaths = (paths: string[], inPipeline = false) => {
+    // The server refuses these only after the lock was taken: name the field now.
+    const empty = paths.find((path) => path.split('.').includes(''));
+    if (empty !== undefined) {
+      bad('update', `must not name the field ${JSON.stringify(empty)}: it has an empty part`);
+    }
+    // `$[]` is the one positional form usable without a query or arrayFilters (never passed);
+    // a pipeline takes field names only.
     const dollar = paths.find((path) =>
-      path.split('.').some((part) => part.startsWith('$') && part !== '$[]'),
+      path.split('.').some((part) => part.startsWith('$') && (inPipeline || part !== '$[]')),
     );
     if (dollar !== undefined)
       bad(
@@ -341,9 +346,13 @@ export function resolveDocumentUpdate(
       const body = (stage as Record<string, unknown>)[names[0]];
       const unsetPaths = typeof body === 'string' ? [body] : Array.isArray(body) ? body : undefined;
       if (names[0] === '$unset' && unsetPaths?.every((path) => typeof path === 'string')) {
-        checkPaths(unsetPaths);
+        if (unsetPaths.length === 0) bad('update', 'a $unset stage needs at least one field');
+        checkPaths(unsetPaths, true);
       } else if (isPlainObject(body)) {
-        checkPaths(Object.keys(body));
+        if (Object.keys(body).length === 0) {
+          bad('update', `a ${names[0]} stage needs at least one field`);
+        }
+        checkPaths(Object.keys(body), true);
       } else {
         // A Map or a class instance would be serialised with fields we cannot see here.
         bad('update', `a ${names[0]} stage needs a plain object of fields`);

@@ -245,7 +245,17 @@ export class DocumentLocks<T extends Document = Document> {
 
   private lineWriter(lines: DocumentLineLocks): DocumentLockWriter {
     return {
-      check: (update, commit) => resolveDocumentUpdate(update, this.settings, commit),
+      check: (update, commit) => {
+        const checked = resolveDocumentUpdate(update, this.settings, commit);
+        // Without a commit's unlock there is nothing to send: MongoDB refuses an empty update.
+        if (!commit && checked !== undefined && Object.keys(checked).length === 0) {
+          throw new InvalidLockOptionsError(
+            'update must change at least one field (an empty update writes nothing)',
+            { option: 'update' },
+          );
+        }
+        return checked;
+      },
       write: (handle, update, commit) =>
         lines.writeWhileHeld(handle.key, handle.ownerOf(handle.key), update, commit),
     };

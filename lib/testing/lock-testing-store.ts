@@ -5,6 +5,7 @@ import { newToken } from '../line-entry';
 import { joinRefused } from '../line-refusals';
 import { lineKind } from '../line-locks';
 import { fail } from '../option-checks';
+import { MAX_TIMER_MS } from '../util/timers';
 import { holderIdOption, resolveAcquireOptions, resolveModuleOptions } from '../options';
 import type { ResolvedLockModuleOptions } from '../options';
 import type { LineKind } from '../store/line/line-document';
@@ -201,9 +202,10 @@ function foreignKind(options: unknown): LineKind {
 }
 
 function validateForeignTtl(ttlMs: unknown): void {
-  if (typeof ttlMs !== 'number' || !Number.isInteger(ttlMs) || ttlMs < 1) {
-    throw new InvalidLockOptionsError(`ttlMs must be a positive integer, got ${String(ttlMs)}`, {
-      option: 'ttlMs',
-    });
+  if (typeof ttlMs !== 'number' || !Number.isInteger(ttlMs) || ttlMs < 1 || ttlMs > MAX_TIMER_MS) {
+    throw new InvalidLockOptionsError(
+      `ttlMs must be an integer from 1 to ${MAX_TIMER_MS}, got ${String(ttlMs)}`,
+      { option: 'ttlMs' },
+    );
   }
 }

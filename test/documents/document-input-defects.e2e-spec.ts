@@ -41,6 +41,8 @@ describe('Document locks: reported input defects', () => {
       ['a $ target of $rename', { $rename: { balance: '$money' } }, '$money'],
       ['a $ field in a pipeline $set', [{ $set: { $where: 1 } }], '$where'],
       ['$where as the operator', { $where: 'true' }, '$where'],
+      ['$[] in a pipeline (field names only)', [{ $set: { 'tags.$[]': 1 } }], 'tags.$[]'],
+      ['a path with an empty part', { $set: { 'meta..x': 1 } }, 'meta..x'],
     ];
 
     it.each(updates)('commit: %s', async (_label, update, field) => {
@@ -71,6 +73,22 @@ describe('Document locks: reported input defects', () => {
         balance: 100,
         version: 1,
       });
+    });
+
+    it('an empty update, or a pipeline stage without fields, is refused before anything is sent', async () => {
+      const docs = await documents();
+      const lock = await docs.acquire('a');
+      await expect(lock.update({})).rejects.toThrow('update must change at least one field');
+      await expect(lock.update([])).rejects.toThrow('update must change at least one field');
+      await expect(lock.update([{ $set: {} }])).rejects.toThrow(
+        'a $set stage needs at least one field',
+      );
+      await expect(lock.commit([{ $unset: [] }])).rejects.toThrow(
+        'a $unset stage needs at least one field',
+      );
+      expect(await accounts.findOne({ _id: 'a' })).toMatchObject({ balance: 100, version: 1 });
+      await lock.commit({ $inc: { balance: 1 } });
+      expect(await accounts.findOne({ _id: 'a' })).toMatchObject({ balance: 101, version: 2 });
     });
 
     it('$[] (every array element) is still accepted', async () => {

@@ -133,6 +133,17 @@ describe('MongoLockTestingModule: shared locks and semaphores', () => {
     await Promise.all([granted.release(), narrow.release()]);
   });
 
+  it('refuses a foreign lease no instance could have, and writes nothing', async () => {
+    await expect(store.holdAs('too-long', 'other', 2 ** 31)).rejects.toThrow(
+      'ttlMs must be an integer from 1 to 2147483647, got 2147483648',
+    );
+    expect(store.inspect('too-long')).toBeNull();
+    const held = await store.holdAs('too-long', 'other', 10_000);
+    await expect(held.renew(1e16)).rejects.toBeInstanceOf(InvalidLockOptionsError);
+    expect(store.inspect('too-long')?.held).toBe(true);
+    await held.release();
+  });
+
   it('refuses a key used in another form, naming it, and writes nothing', async () => {
     const a = await service('a');
     const sem = await a.acquire('mixed', { permits: 2 });
