@@ -173,10 +173,39 @@ export function resolveAttemptTarget(
     const { _id: _ignored, ...fields } = create;
     createIfMissing = mergeDeep(initialVersion(settings.version), fields);
     if (settings.version) checkCreatedVersion(createIfMissing, settings.version);
-    if (where !== undefined) refuseOverlap(where, createIfMissing);
+    if (where !== undefined) {
+      refuseNonEquality(where);
+      refuseOverlap(where, createIfMissing);
+    }
   }
   return { where, createIfMissing };
 }
+
+/**
+ * With `createIfMissing`, `where` must be equalities (top level or in `$and`): an upsert copies
+ * those into the created document, and nothing else, so a document made under `$ne`, `$in` or a
+ * pattern would not meet the `where` it was locked by.
+ */
+function refuseNonEquality(where: Record<string, unknown>): void {
+  for (const [name, condition] of Object.entries(where)) {
+    if (name === '$and' && Array.isArray(condition) && condition.every(isPlainObject)) {
+      for (const clause of condition) refuseNonEquality(clause);
+      continue;
+    }
+    const pattern =
+      condition instanceof RegExp ||
+      (condition as { _bsontype?: unknown } | null)?._bsontype === 'BSONRegExp';
+    const operator = isPlainObject(condition) && keysAtAnyDepth(condition).some(isOperator);
+    if (isOperator(name) || pattern || operator) {
+      bad(
+        'createIfMissing',
+        `needs a where of equalities (a created document must meet it); where's ${JSON.stringify(name)} is not one`,
+      );
+    }
+  }
+}
+
+const isOperator = (name: string) => name.startsWith('$');
 
 /**
  * An upsert takes `where`'s equality fields over `createIfMissing`'s, whole: a `where` on

@@ -136,6 +136,36 @@ describe('Document locks and the shapes of the application’s documents', () =>
       expect(await collection.countDocuments()).toBe(0);
     });
 
+    it.each<[string, Record<string, unknown>]>([
+      ['$in', { tenant: { $in: ['t1', 't2'] } }],
+      ['$ne', { archived: { $ne: true } }],
+      ['a pattern', { tenant: /^t/ }],
+      ['$or', { $or: [{ tenant: 't1' }] }],
+      ['$in inside $and', { $and: [{ tenant: 't1' }, { plan: { $in: ['a'] } }] }],
+    ])(
+      'refuses a where with %s beside createIfMissing: a created document would not meet it',
+      async (_label, where) => {
+        const documents = (await kit.service()).documents(name);
+        const outcome = await settle(
+          documents.acquire('n4', { where, createIfMissing: { tenant: 'other', archived: true } }),
+        );
+        expect(outcome).toBeInstanceOf(InvalidLockOptionsError);
+        expect((outcome as Error).message).toMatch(/needs a where of equalities/);
+        expect(await collection.countDocuments()).toBe(0);
+      },
+    );
+
+    it('takes equalities, in $and too, beside createIfMissing', async () => {
+      const documents = (await kit.service()).documents(name);
+      const handle = await documents.acquire('n5', {
+        where: { $and: [{ tenant: 't1' }, { plan: 'free' }] },
+        createIfMissing: { balance: 0 },
+      });
+      expect(handle.created).toBe(true);
+      expect(handle.doc).toMatchObject({ tenant: 't1', plan: 'free', balance: 0 });
+      await handle.release();
+    });
+
     it('does not refuse a where outside createIfMissing’s objects', async () => {
       const documents = (await kit.service()).documents(name, { version: { field: 'meta.v' } });
       const handle = await documents.acquire('n3', {
