@@ -4,7 +4,7 @@ import type {
   OnApplicationShutdown,
   OnModuleInit,
 } from '@nestjs/common';
-import { Observable, share } from 'rxjs';
+import { Observable, share, throwError } from 'rxjs';
 import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
 import { MongoLockError } from './errors/mongo-lock.error';
 import { HeldLocks } from './held-locks';
@@ -13,7 +13,7 @@ import { requireTransactions, runInTransaction } from './lock-transaction';
 import type { LockEvent, LockHolderState, LockState } from './interfaces/lock-state.interface';
 import type { MongoLockModuleOptions } from './interfaces/mongo-lock-options.interface';
 import { normalizeLockKeys, validateLockKey } from './keys/lock-key';
-import { fail } from './option-checks';
+import { fail, optionsObject } from './option-checks';
 import { innermostHeldLock, runWithHeldLock } from './lock-context';
 import type { LockHandle } from './lock-handle';
 import { MONGO_LOCK_OPTIONS } from './mongo-lock.module-definition';
@@ -182,7 +182,8 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    */
   async tryAcquire(keys: string | string[], options?: AcquireOptions): Promise<LockHandle | null> {
     try {
-      return await this.acquire(keys, { ...options, timeoutMs: options?.timeoutMs ?? 0 });
+      const given = optionsObject(options);
+      return await this.acquire(keys, { ...given, timeoutMs: given.timeoutMs ?? 0 });
     } catch (error) {
       if (error instanceof LockNotAcquiredError) return null;
       throw error;
@@ -206,7 +207,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     options?: WithLockOptions,
   ): Promise<T> {
     const keyList = normalizeLockKeys(keys);
-    const resolved = resolveAcquireOptions(options, this.options, true);
+    const resolved = resolveAcquireOptions(options, this.options, true, ['transaction']);
     const transaction = resolveTransactionOption(options?.transaction);
     const enclosing = enclosingHandle(this, keyList, resolved.mode);
     // Re-entered: the outer call's lock and transaction.
@@ -234,6 +235,12 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    *   .subscribe((lock) => sync().finally(() => lock.release()));
    */
   acquire$(keys: string | string[], options?: AcquireOptions): Observable<LockHandle> {
+    try {
+      // Before the signal is linked: a bad one is the option error, not a TypeError.
+      resolveAcquireOptions(options, this.options, false);
+    } catch (error) {
+      return throwError(() => error);
+    }
     return waitObservable(
       (signal) => this.acquire(keys, { ...options, signal }),
       [options?.signal],

@@ -216,9 +216,22 @@ export function resolveModuleOptions(options: MongoLockModuleOptions): ResolvedL
   };
 }
 
+const ACQUIRE_OPTION_NAMES = Object.keys({
+  ttlMs: true,
+  timeoutMs: true,
+  signal: true,
+  renew: true,
+  metricsLabel: true,
+  scope: true,
+  mode: true,
+  permits: true,
+  weight: true,
+} satisfies Record<keyof AcquireOptions, true>);
+
 /**
  * Validates one call's options, filling in the module defaults. `renewByDefault`: the method's
  * own (`withLock`: true, `acquire`: false), used when neither the call nor the module says.
+ * `moreNames`: the options the method takes beyond an acquisition's (others are refused).
  *
  * @example
  * resolveAcquireOptions({ timeoutMs: 0 }, moduleOptions, false).timeoutMs; // 0
@@ -227,8 +240,14 @@ export function resolveAcquireOptions(
   options: AcquireOptions | undefined,
   defaults: ResolvedLockModuleOptions,
   renewByDefault: boolean,
+  moreNames: readonly string[] = [],
 ): ResolvedAcquireOptions {
   const given = optionsObject(options);
+  // An option left undefined (spread from an optional field) is no option.
+  const named = Object.fromEntries(
+    Object.entries(given).filter(([, value]) => value !== undefined),
+  );
+  refuseUnknownOptions(named, [...ACQUIRE_OPTION_NAMES, ...moreNames]);
   const signal = given.signal;
   if (signal !== undefined && !(signal instanceof AbortSignal))
     fail('signal', 'an AbortSignal', signal);

@@ -189,7 +189,10 @@ export class DocumentLocks<T extends Document = Document> {
     const startedAt = performance.now();
     const documentId = resolveDocumentId(id, this.settings.idType);
     const key = keyOfDocumentId(documentId);
-    const resolved = resolveAcquireOptions(options, this.host.options, renewByDefault);
+    const resolved = resolveAcquireOptions(options, this.host.options, renewByDefault, [
+      'where',
+      'createIfMissing',
+    ]);
     if (resolved.scope !== undefined) {
       throw new InvalidLockOptionsError('scope is not supported by document locks yet', {
         option: 'scope',

@@ -3,6 +3,7 @@ import {
   InvalidLockOptionsError,
   LockNotAcquiredError,
 } from '../../lib/errors';
+import { firstValueFrom } from 'rxjs';
 import { LockService } from '../../lib/lock.service';
 import { countCommands, LockTestKit } from './lock-test-kit';
 
@@ -136,12 +137,28 @@ describe('LockService acquire and release', () => {
       /renew.intervalRatio must be a number greater than 0 and less than 1/,
     ],
     [{ signal: 'stop' }, /signal must be an AbortSignal/],
+    [{ timeOutMs: 0 }, /timeOutMs is not an option \(did you mean timeoutMs\?\)/],
+    [{ transaction: true }, /transaction is not an option/],
   ])('rejects acquire options %p before writing anything', async (options, message) => {
     const locks = await kit.service();
     await expect(locks.acquire('k', options as never)).rejects.toThrow(message);
     await expect(locks.acquire('k', options as never)).rejects.toBeInstanceOf(
       InvalidLockOptionsError,
     );
+    expect(await kit.rawLocks()).toEqual([]);
+  });
+
+  it('tryAcquire and acquire$ check their options as acquire does', async () => {
+    const locks = await kit.service();
+    await expect(locks.tryAcquire('k', 5_000 as never)).rejects.toBeInstanceOf(
+      InvalidLockOptionsError,
+    );
+    await expect(locks.tryAcquire('k', { timeOutMs: 0 } as never)).rejects.toBeInstanceOf(
+      InvalidLockOptionsError,
+    );
+    await expect(
+      firstValueFrom(locks.acquire$('k', { signal: {} as AbortSignal })),
+    ).rejects.toThrow(/signal must be an AbortSignal/);
     expect(await kit.rawLocks()).toEqual([]);
   });
 
