@@ -5,14 +5,10 @@ import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.erro
 import type { MongoLockHandle } from '../lock-handle';
 import { Leadership, type LeadershipHost } from './leadership';
 
-/** A host whose every acquisition fails with `failure()`; counts the attempts. */
-function failingHost(failure: () => Error): LeadershipHost & { attempts: number } {
-  const host = {
-    attempts: 0,
-    acquire(): Promise<MongoLockHandle> {
-      host.attempts += 1;
-      return Promise.reject(failure());
-    },
+/** A host that acquires by `acquire` and watches nothing. */
+function hostOf(acquire: LeadershipHost['acquire']): LeadershipHost {
+  return {
+    acquire,
     termBegan: () => undefined,
     inspect: () => Promise.resolve(null),
     events$: NEVER,
@@ -20,6 +16,17 @@ function failingHost(failure: () => Error): LeadershipHost & { attempts: number 
     pollIntervalMs: 60_000,
     safetyPollIntervalMs: 60_000,
   };
+}
+
+/** A host whose every acquisition fails with `failure()`; counts the attempts. */
+function failingHost(failure: () => Error): LeadershipHost & { attempts: number } {
+  const host = Object.assign(
+    hostOf(() => {
+      host.attempts += 1;
+      return Promise.reject(failure());
+    }),
+    { attempts: 0 },
+  );
   return host;
 }
 
@@ -76,15 +83,7 @@ function handleOf(fence: bigint, lost: boolean): MongoLockHandle {
 describe('Leadership terms', () => {
   it('never hands out a term whose lock was lost before it was handed out', async () => {
     const handles = [handleOf(1n, true), handleOf(2n, false)];
-    const host: LeadershipHost = {
-      acquire: () => Promise.resolve(handles.shift() ?? handleOf(3n, false)),
-      termBegan: () => undefined,
-      inspect: () => Promise.resolve(null),
-      events$: NEVER,
-      eventsFlow: () => true,
-      pollIntervalMs: 60_000,
-      safetyPollIntervalMs: 60_000,
-    };
+    const host = hostOf(() => Promise.resolve(handles.shift() ?? handleOf(3n, false)));
     const leadership = new Leadership('jobs', 'leader:jobs', 1_000, host);
     const fences: bigint[] = [];
     const subscription = leadership.terms$.subscribe((term) => fences.push(term.fence));
@@ -100,22 +99,15 @@ describe('Leadership terms', () => {
 describe('Leadership campaigns that give up', () => {
   it('leave nothing on an election that goes on (a follower may campaign for weeks)', async () => {
     // Held elsewhere: the first try is refused, then the wait in line lasts until aborted.
-    const host: LeadershipHost = {
-      acquire: (_key, options) =>
-        options.timeoutMs === 0
-          ? Promise.reject(new LockNotAcquiredError('held', { keys: ['leader:jobs'] }))
-          : new Promise((_resolve, reject) =>
-              options.signal?.addEventListener('abort', () =>
-                reject(options.signal?.reason as Error),
-              ),
+    const host = hostOf((_key, options) =>
+      options.timeoutMs === 0
+        ? Promise.reject(new LockNotAcquiredError('held', { keys: ['leader:jobs'] }))
+        : new Promise((_resolve, reject) =>
+            options.signal?.addEventListener('abort', () =>
+              reject(options.signal?.reason as Error),
             ),
-      termBegan: () => undefined,
-      inspect: () => Promise.resolve(null),
-      events$: NEVER,
-      eventsFlow: () => true,
-      pollIntervalMs: 60_000,
-      safetyPollIntervalMs: 60_000,
-    };
+          ),
+    );
     const leadership = new Leadership('jobs', 'leader:jobs', 1_000, host);
     const subscription = leadership.terms$.subscribe();
     for (let call = 0; call < 5; call += 1) {
