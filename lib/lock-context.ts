@@ -5,13 +5,28 @@ interface HeldInContext {
   /** The service that acquired the handle: re-entrancy is per service (per lock collection). */
   readonly service: object;
   readonly handle: LockHandle;
+  /** Its function still runs (timers and promises it made outlive it in the context). */
+  running: boolean;
 }
 
 const storage = new AsyncLocalStorage<readonly HeldInContext[]>();
 
 /** Runs `fn` with `handle` added to the current async context's held locks. */
 export function runWithHeldLock<T>(service: object, handle: LockHandle, fn: () => T): T {
-  return storage.run([...(storage.getStore() ?? []), { service, handle }], fn);
+  const entry: HeldInContext = { service, handle, running: true };
+  const ended = () => void (entry.running = false);
+  return storage.run([...(storage.getStore() ?? []), entry], () => {
+    let result: T;
+    try {
+      result = fn();
+    } catch (error) {
+      ended();
+      throw error;
+    }
+    if (result instanceof Promise) return result.finally(ended) as T;
+    ended();
+    return result;
+  });
 }
 
 export function innermostHeldLock(): LockHandle | undefined {
@@ -20,11 +35,14 @@ export function innermostHeldLock(): LockHandle | undefined {
 
 /**
  * The locks of `service` that the current async context holds, innermost first, and those it
- * lost (taken away by an operator too): a call re-entering one fails rather than take it anew.
+ * lost (taken away by an operator too) while their function runs: a call re-entering one fails
+ * rather than take it anew.
  */
 export function heldLocksOf(service: object): LockHandle[] {
+  const enclosing = ({ handle, running }: HeldInContext) =>
+    !handle.released || (handle.lost && running);
   return (storage.getStore() ?? [])
-    .filter((entry) => entry.service === service && (!entry.handle.released || entry.handle.lost))
+    .filter((entry) => entry.service === service && enclosing(entry))
     .map((entry) => entry.handle)
     .reverse();
 }

@@ -41,7 +41,8 @@ export async function forceReleaseKey(
   const reported = new Set(released.map((holder) => `${holder.holderId}\0${holder.fence}`));
   for (const handle of here) {
     const fence = fenceOf(handle);
-    if (reported.has(`${holderId}\0${fence}`)) continue;
+    // The server names an entry by its first fence; a holder it was handed to has a later one.
+    if (reported.has(`${holderId}\0${entryFenceOf(fence)}`)) continue;
     const scope = handle.scope === undefined ? {} : { scope: handle.scope };
     const weight = handle.permits?.held ?? 1;
     released.push({ holderId, fence, weight, remainingMs: 0, ...scope });

@@ -5,7 +5,7 @@ import { leaderKey } from '../leadership/leader-key';
 import type { LeaderTerm } from '../leadership/leader-term';
 import type { LeadershipOptions } from '../leadership/leadership';
 import { runInTerm } from '../leadership/term-context';
-import { optionsObject } from '../option-checks';
+import { optionsObject, refuseUnknownOptions } from '../option-checks';
 import { validateTtlMs } from '../options';
 import { lockBindingOf } from './lock-bindings';
 import { keepMethodIdentity, methodReturn } from './locked.decorator';
@@ -63,6 +63,7 @@ type AnyMethod = (this: unknown, ...args: unknown[]) => unknown;
 export function OnlyLeader(name: string, options?: LeadershipOptions | null): MethodDecorator {
   leaderKey(name);
   const given = optionsObject(options);
+  refuseUnknownOptions(given, ['ttlMs']);
   if (given.ttlMs !== undefined) validateTtlMs('ttlMs', given.ttlMs);
   return (target, propertyKey, descriptor) => {
     // On a static method the target is the class itself.

@@ -192,11 +192,7 @@ function refuseNonEquality(where: Record<string, unknown>): void {
       for (const clause of condition) refuseNonEquality(clause);
       continue;
     }
-    const pattern =
-      condition instanceof RegExp ||
-      (condition as { _bsontype?: unknown } | null)?._bsontype === 'BSONRegExp';
-    const operator = isPlainObject(condition) && keysAtAnyDepth(condition).some(isOperator);
-    if (isOperator(name) || pattern || operator) {
+    if (isOperator(name) || !isEquality(condition)) {
       bad(
         'createIfMissing',
         `needs a where of equalities (a created document must meet it); where's ${JSON.stringify(name)} is not one`,
@@ -206,6 +202,23 @@ function refuseNonEquality(where: Record<string, unknown>): void {
 }
 
 const isOperator = (name: string) => name.startsWith('$');
+
+/** A condition an upsert copies into the document it makes: a value, or `{ $eq: value }`. */
+function isEquality(condition: unknown): boolean {
+  if (condition === null || typeof condition !== 'object' || condition instanceof Date) return true;
+  const bsonType = (condition as { _bsontype?: unknown })._bsontype;
+  if (typeof bsonType === 'string') return bsonType !== 'BSONRegExp';
+  if (Array.isArray(condition)) return !keysAtAnyDepth(condition).some(isOperator);
+  // A Map, a pattern or a class instance: its fields are not what they seem here.
+  if (!isPlainObject(condition)) return false;
+  const names = Object.keys(condition);
+  if (names.length === 1 && names[0] === '$eq') return isLiteral(condition.$eq);
+  return !keysAtAnyDepth(condition).some(isOperator);
+}
+
+function isLiteral(value: unknown): boolean {
+  return isEquality(value) && !(isPlainObject(value) && '$eq' in value);
+}
 
 /**
  * An upsert takes `where`'s equality fields over `createIfMissing`'s, whole: a `where` on

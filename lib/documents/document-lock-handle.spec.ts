@@ -1,3 +1,4 @@
+import { LockLostError } from '../errors/lock-lost.error';
 import type { HeldKey, RenewLeaseOutcome } from '../lease-keeper';
 import { MongoLockHandle } from '../lock-handle';
 import { MongoDocumentLockHandle, type DocumentLockWriter } from './document-lock-handle';
@@ -51,5 +52,37 @@ describe('MongoDocumentLockHandle.commit', () => {
     await new Promise((resolve) => setTimeout(resolve, 600));
     expect(lock.lost).toBe(false);
     expect(renewals).toEqual(['k']);
+  });
+});
+
+describe('MongoDocumentLockHandle.commit after a loss', () => {
+  it('writes nothing when the renewal it waited for found the lock lost', async () => {
+    let answerRenewal!: () => void;
+    const lock = new MongoLockHandle({
+      held: [{ key: 'k', owner: 'token', fence: 1n }],
+      leaseEnd: performance.now() + 1_000,
+      ttlMs: 1_000,
+      renew: true,
+      renewalIntervalRatio: 0.5,
+      maxHoldMs: 3_600_000,
+      operations: {
+        renew: () =>
+          new Promise<RenewLeaseOutcome>((resolve) => {
+            answerRenewal = () => resolve({ renewed: false, sentAt: performance.now() });
+          }),
+        release: () => Promise.resolve('lost'),
+        giveBack: () => Promise.resolve('lost'),
+        ended: () => undefined,
+      },
+    });
+    const write = jest.fn();
+    const writer: DocumentLockWriter = { check: (update) => update as never, write };
+    const handle = new MongoDocumentLockHandle(lock, { _id: 'k' }, false, writer);
+    await new Promise((resolve) => setTimeout(resolve, 550));
+    const commit = handle.commit({ $inc: { n: 1 } });
+    answerRenewal();
+    await expect(commit).rejects.toBeInstanceOf(LockLostError);
+    expect(lock.lost).toBe(true);
+    expect(write).not.toHaveBeenCalled();
   });
 });

@@ -126,6 +126,8 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
   private async commitOnce(update: DocumentUpdate | undefined): Promise<WithId<T>> {
     // A renewal answered after the commit landed would find our entry gone and report a loss.
     await this.lock.stopRenewalsBeforeEnd();
+    // That renewal may have found the lock lost: nothing is written then.
+    if (this.lock.lostReason) throw this.lock.lostReason;
     let written: Document | null;
     try {
       written = await this.writer.write(this.lock, update, true);

@@ -14,6 +14,7 @@ import {
 import type { ResolvedLockModuleOptions } from '../options';
 import type { LockState } from '../interfaces/lock-state.interface';
 import { heldLocksOf, runWithHeldLock } from '../lock-context';
+import { optionsObject } from '../option-checks';
 import { resolveAcquireOptions } from '../options';
 import { openLeaseCollection } from '../store/lock-collection';
 import type { DocumentUpdate } from '../store/documents/document-writes';
@@ -48,6 +49,9 @@ export interface DocumentLocksHost {
   /** The started store, whose client document locks share. */
   started(): Promise<LockStore>;
 }
+
+/** What a document lock takes beyond an acquisition's options. */
+const DOCUMENT_OPTION_NAMES = ['where', 'createIfMissing'];
 
 /**
  * Locks on one collection's documents, kept in a field of each (`_lock` by default) and decided
@@ -93,7 +97,8 @@ export class DocumentLocks<T extends Document = Document> {
     options?: DocumentLockOptions<T>,
   ): Promise<DocumentLockHandle<T> | null> {
     try {
-      return await this.acquire(id, { ...options, timeoutMs: options?.timeoutMs ?? 0 });
+      const given = optionsObject(options);
+      return await this.acquire(id, { ...given, timeoutMs: given.timeoutMs ?? 0 });
     } catch (error) {
       if (error instanceof LockNotAcquiredError) return null;
       throw error;
@@ -110,6 +115,8 @@ export class DocumentLocks<T extends Document = Document> {
     options?: DocumentLockOptions<T>,
   ): Promise<R> {
     const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
+    // Checked here too: a re-entered call resolves no options, and should refuse the same ones.
+    resolveAcquireOptions(options, this.host.options, true, DOCUMENT_OPTION_NAMES);
     const enclosing = heldLocksOf(this).find((handle) => handle.key === key);
     if (enclosing) {
       const lostReason = (enclosing as MongoDocumentLockHandle<T>).inner.lostReason;
@@ -189,10 +196,12 @@ export class DocumentLocks<T extends Document = Document> {
     const startedAt = performance.now();
     const documentId = resolveDocumentId(id, this.settings.idType);
     const key = keyOfDocumentId(documentId);
-    const resolved = resolveAcquireOptions(options, this.host.options, renewByDefault, [
-      'where',
-      'createIfMissing',
-    ]);
+    const resolved = resolveAcquireOptions(
+      options,
+      this.host.options,
+      renewByDefault,
+      DOCUMENT_OPTION_NAMES,
+    );
     if (resolved.scope !== undefined) {
       throw new InvalidLockOptionsError('scope is not supported by document locks yet', {
         option: 'scope',

@@ -122,3 +122,36 @@ describe('Leadership campaigns that give up', () => {
     await leadership.close();
   });
 });
+
+describe('Leadership options and first answers', () => {
+  it('refuses option names it does not know', () => {
+    const leadership = new Leadership(
+      'jobs',
+      'leader:jobs',
+      1_000,
+      failingHost(() => new Error()),
+    );
+    return expect(leadership.campaign({ timeOutMs: 0 } as never)).rejects.toThrow(
+      /timeOutMs is not an option \(did you mean timeoutMs\?\)/,
+    );
+  });
+
+  it('a campaign whose first win was lost at birth still times out', async () => {
+    // The first try wins a lock already lost; then the wait in line lasts until aborted.
+    let tries = 0;
+    const host = hostOf((_key, options) =>
+      tries++ === 0
+        ? Promise.resolve(handleOf(1n, true))
+        : new Promise((_resolve, reject) =>
+            options.signal?.addEventListener('abort', () =>
+              reject(options.signal?.reason as Error),
+            ),
+          ),
+    );
+    const leadership = new Leadership('jobs', 'leader:jobs', 1_000, host);
+    await expect(leadership.campaign({ timeoutMs: 100 })).rejects.toBeInstanceOf(
+      LockNotAcquiredError,
+    );
+    await leadership.close();
+  });
+});

@@ -7,7 +7,7 @@ import { LockServiceClosedError } from '../errors/lock-service-closed.error';
 import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
 import type { AcquireOptions } from '../interfaces/lock-options.interface';
 import type { MongoLockHandle } from '../lock-handle';
-import { optionsObject } from '../option-checks';
+import { optionsObject, refuseUnknownOptions } from '../option-checks';
 import { MAX_TIMER_MS, validateWaitMs } from '../options';
 import { wakeUp } from '../util/timers';
 import { HeldLeaderTerm, type LeaderTerm } from './leader-term';
@@ -142,6 +142,7 @@ export class Leadership {
     let timeoutMs: number | undefined;
     try {
       const given = optionsObject(options);
+      refuseUnknownOptions(given, ['signal', 'timeoutMs']);
       signal = given.signal;
       if (signal !== undefined && !(signal instanceof AbortSignal)) {
         throw new InvalidLockOptionsError('signal must be an AbortSignal', { option: 'signal' });
@@ -289,7 +290,9 @@ export class Leadership {
       }
       const term = new HeldLeaderTerm(this.name, handle);
       if (!term.active) {
-        // Lost before it was handed out (a pause past its lease): no term; stand again.
+        // Lost before it was handed out (a pause past its lease): no term; stand again. It
+        // answers the first try, so a campaign's timeout runs.
+        answered();
         await term.resign();
         continue;
       }

@@ -1,5 +1,5 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
-import { optionsObject } from '../option-checks';
+import { optionsObject, refuseUnknownOptions } from '../option-checks';
 import { validateTtlMs } from '../options';
 import { leaderKey } from './leader-key';
 import { Leadership, type LeadershipHost, type LeadershipOptions } from './leadership';
@@ -17,6 +17,7 @@ export class Leaderships {
   get(name: string, options?: LeadershipOptions | null): Leadership {
     const key = leaderKey(name);
     const given = optionsObject(options);
+    refuseUnknownOptions(given, ['ttlMs']);
     const ttlMs = given.ttlMs === undefined ? undefined : validateTtlMs('ttlMs', given.ttlMs);
     const known = this.byName.get(name);
     if (known) {

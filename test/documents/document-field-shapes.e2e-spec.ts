@@ -142,6 +142,7 @@ describe('Document locks and the shapes of the application’s documents', () =>
       ['a pattern', { tenant: /^t/ }],
       ['$or', { $or: [{ tenant: 't1' }] }],
       ['$in inside $and', { $and: [{ tenant: 't1' }, { plan: { $in: ['a'] } }] }],
+      ['a Map (serialised with its $ keys)', { tenant: new Map([['$ne', 'x']]) }],
     ])(
       'refuses a where with %s beside createIfMissing: a created document would not meet it',
       async (_label, where) => {
@@ -155,10 +156,10 @@ describe('Document locks and the shapes of the application’s documents', () =>
       },
     );
 
-    it('takes equalities, in $and too, beside createIfMissing', async () => {
+    it('takes equalities, $eq and in $and too, beside createIfMissing', async () => {
       const documents = (await kit.service()).documents(name);
       const handle = await documents.acquire('n5', {
-        where: { $and: [{ tenant: 't1' }, { plan: 'free' }] },
+        where: { $and: [{ tenant: 't1' }, { plan: { $eq: 'free' } }] },
         createIfMissing: { balance: 0 },
       });
       expect(handle.created).toBe(true);

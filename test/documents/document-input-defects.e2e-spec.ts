@@ -91,6 +91,18 @@ describe('Document locks: reported input defects', () => {
       expect(await accounts.findOne({ _id: 'a' })).toMatchObject({ balance: 101, version: 2 });
     });
 
+    it('tryAcquire and a nested withLock refuse option names they do not know', async () => {
+      const docs = await documents();
+      await expect(docs.tryAcquire('a', 5 as never)).rejects.toBeInstanceOf(
+        InvalidLockOptionsError,
+      );
+      await docs.withLock('a', async () => {
+        await expect(docs.withLock('a', () => 1, { timeOutMs: 0 } as never)).rejects.toThrow(
+          /timeOutMs is not an option/,
+        );
+      });
+    });
+
     it('$[] (every array element) is still accepted', async () => {
       await accounts.updateOne({ _id: 'a' }, { $set: { tags: [1, 2] } });
       const docs = await documents();

@@ -52,6 +52,20 @@ describe('LockService.forceRelease', () => {
     await handle.release();
   });
 
+  it('names a holder the entry was handed to once', async () => {
+    const b = await kit.service({ holderId: 'B' });
+    const first = await b.acquire('handed');
+    const next = b.acquire('handed', { timeoutMs: 10_000 });
+    await sleep(10);
+    await first.release();
+    const handle = await next;
+    // Taken over in the process: the entry's next fence, the server names the entry's first.
+    expect(handle.fence).toBe(first.fence + 1n);
+    const released = await b.forceRelease('handed');
+    expect(released.map((holder) => holder.holderId)).toEqual(['B']);
+    expect(handle.lost).toBe(true);
+  });
+
   it('leaves a document lock whose id reads like the key alone', async () => {
     const service = await kit.service({ holderId: 'A' });
     const name = 'force_release_documents';

@@ -122,14 +122,18 @@ describe('LockService holding', () => {
   it('a call re-entering a lock taken away by an operator fails, and does not take it anew', async () => {
     const locks = await kit.service();
     const inner = jest.fn();
+    let later!: Promise<string>;
     await expect(
       locks.withLock('revoked', async () => {
+        // Made inside, run after the outer call returned: no longer re-entry, so it locks.
+        later = sleep(300).then(() => locks.withLock('revoked', () => 'taken anew'));
         await locks.releaseAllHeld();
         await expect(locks.withLock('revoked', inner)).rejects.toBeInstanceOf(LockLostError);
       }),
     ).rejects.toBeInstanceOf(LockLostError);
     expect(inner).not.toHaveBeenCalled();
     expect((await locks.inspect('revoked'))?.held).toBe(false);
+    await expect(later).resolves.toBe('taken anew');
   });
 
   it('another async context of the same service waits instead of re-entering', async () => {
