@@ -35,13 +35,13 @@ class FakeLeases implements LeaseOperations {
   };
 }
 
-function setUp(keys = ['a']) {
+function setUp(keys = ['a'], ttlMs = TTL_MS, renew = false) {
   const leases = new FakeLeases();
   const handle = new MongoLockHandle({
     held: keys.map((key, index) => ({ key, owner: 'token', fence: BigInt(index + 1) })),
-    leaseEnd: performance.now() + TTL_MS,
-    ttlMs: TTL_MS,
-    renew: false,
+    leaseEnd: performance.now() + ttlMs,
+    ttlMs,
+    renew,
     renewalIntervalRatio: 0.5,
     maxHoldMs: 3_600_000,
     operations: leases,
@@ -263,16 +263,8 @@ describe('MongoLockHandle', () => {
 
 describe('MongoLockHandle renewals (real timers)', () => {
   it('an extend() failing while a scheduled renewal waits for it leaves no unhandled rejection', async () => {
-    const leases = new FakeLeases();
-    const handle = new MongoLockHandle({
-      held: [{ key: 'a', owner: 'token', fence: 1n }],
-      leaseEnd: performance.now() + 1_000,
-      ttlMs: 1_000,
-      renew: true,
-      renewalIntervalRatio: 0.5,
-      maxHoldMs: 3_600_000,
-      operations: leases,
-    });
+    // A 1 s lease whose scheduled renewal comes at 500 ms.
+    const { handle, leases } = setUp(['a'], 1_000, true);
     const unhandled: unknown[] = [];
     const onUnhandled = (reason: unknown) => unhandled.push(reason);
     process.on('unhandledRejection', onUnhandled);
