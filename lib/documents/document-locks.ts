@@ -24,17 +24,13 @@ import type { LinkedAbortSignal } from '../waiting/linked-abort-signal';
 import { waitObservable } from '../waiting/wait-observable';
 import { runThenRelease } from '../run-then-release';
 import type { WaitLogger } from '../waiting/wait-logger';
-import {
-  resolveAttemptTarget,
-  resolveDocumentId,
-  resolveDocumentUpdate,
-  resolveExpectedVersion,
-} from './document-input';
+import { resolveAttemptTarget, resolveDocumentId, resolveExpectedVersion } from './document-input';
 import type { ResolvedDocumentLocksOptions } from './document-input';
 import { DocumentLineLocks } from './document-line-locks';
 import { MongoDocumentLockHandle } from './document-lock-handle';
 import type { DocumentLockHandle, DocumentLockWriter } from './document-lock-handle';
 import type { DocumentLockOptions } from './document-locks-options.interface';
+import { resolveDocumentUpdate } from './document-update-input';
 
 /** What `DocumentLocks` uses of the `LockService` that made it. */
 export interface DocumentLocksHost {
