@@ -36,12 +36,14 @@ export class HeldLocks {
     return this.revoke([...this.handles.keys()], reason, cause);
   }
 
-  /** {@link revokeAll} for the handles of one owner scope. */
-  async revokeScope(scope: string, reason: string): Promise<number> {
-    return this.revoke(
-      [...this.handles.keys()].filter((handle) => handle.scope === scope),
-      reason,
-    );
+  /** {@link revokeAll} for the handles of one owner scope (that pass `only`). */
+  async revokeScope(
+    scope: string,
+    reason: string,
+    only: (handle: MongoLockHandle) => boolean = () => true,
+  ): Promise<number> {
+    const handles = [...this.handles.keys()].filter((handle) => handle.scope === scope);
+    return this.revoke(handles.filter(only), reason);
   }
 
   /**

@@ -37,9 +37,9 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
   /** Whether `events$` carries every change now (open, and no failure since). */
   eventsFlowing = false;
   private readonly eventListeners = new Set<(event: LockEvent) => void>();
-  /** Per key, the entries of ours (first fences) that `forceRelease` removed, while a call of
-   * several keys may still hold one on its way to a handle. */
-  private readonly removedByForce = new Map<string, Set<bigint>>();
+  /** Per key, the entries of ours (first fences) that `forceRelease` or `releaseScope` removed,
+   * while a call of several keys may still hold one on its way to a handle. */
+  private readonly removedByOperator = new Map<string, Set<bigint>>();
 
   constructor(
     readonly store: Storage,
@@ -112,19 +112,19 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
   }
 
   /** A call still taking other keys takes `key` again rather than hand out a removed entry. */
-  private rememberRemoved(key: string, removed: readonly LockHolderState[]): void {
+  rememberRemoved(key: string, removed: readonly LockHolderState[]): void {
     const ours = removed.filter((holder) => holder.holderId === this.options.holderId);
     if (ours.length === 0) return;
-    const fences = this.removedByForce.get(key) ?? new Set<bigint>();
-    this.removedByForce.set(key, fences);
+    const fences = this.removedByOperator.get(key) ?? new Set<bigint>();
+    this.removedByOperator.set(key, fences);
     for (const holder of ours) fences.add(holder.fence);
     // Past its lease a hold is renewed before hand-out (`refreshEarlier`), which finds it gone.
     const leaseMs = Math.max(...ours.map((holder) => holder.remainingMs)) + LEASE_END_MARGIN_MS;
     const forget = setTimeout(
       () => {
         for (const holder of ours) fences.delete(holder.fence);
-        if (fences.size === 0 && this.removedByForce.get(key) === fences) {
-          this.removedByForce.delete(key);
+        if (fences.size === 0 && this.removedByOperator.get(key) === fences) {
+          this.removedByOperator.delete(key);
         }
       },
       Math.min(leaseMs, MAX_TIMER_MS),
@@ -132,10 +132,10 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
     forget.unref();
   }
 
-  /** The index of the first hold whose entry `forceRelease` removed here, if any. */
+  /** The index of the first hold whose entry an operator's command here removed, if any. */
   private removedIndex(holds: readonly LineHold[]): number | undefined {
     const index = holds.findIndex((hold) =>
-      this.removedByForce.get(hold.key)?.has(entryFenceOf(hold.fence)),
+      this.removedByOperator.get(hold.key)?.has(entryFenceOf(hold.fence)),
     );
     return index === -1 ? undefined : index;
   }
@@ -165,7 +165,7 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
         }
         signal.throwIfAborted();
         // Waiting for later keys may have run the earlier leases short: renewed before hand-out.
-        // Checked for removal by a forceRelease here with no await before the handle is made.
+        // Checked for removal by an operator here with no await before the handle is made.
         const lost = (await this.refreshEarlier(holds, options.ttlMs)) ?? this.removedIndex(holds);
         // Aborted (a close) while renewing: nobody is handed the lock.
         signal.throwIfAborted();

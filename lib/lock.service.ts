@@ -306,7 +306,8 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   /**
    * Releases every lock of owner scope `scope` (`AcquireOptions.scope`) on any instance;
    * resolves to how many had a live lease. Holders here are told at once (`signal`, `lost$`);
-   * holders elsewhere learn it at their next renewal; waiters everywhere wake.
+   * holders elsewhere learn it at their next renewal; waiters everywhere wake (those of the scope
+   * join the line again, at the back).
    *
    * @example
    * await locks.withLock('cart:42', checkout, { scope: `session:${sessionId}` });

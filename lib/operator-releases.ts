@@ -56,15 +56,26 @@ export async function releaseScopeEverywhere(
   scope: string,
 ): Promise<number> {
   const { held, options } = runtime.deps;
-  const { store } = await runtime.started();
+  const lines = await runtime.started();
   const endsAt = performance.now() + options.operationTimeoutMs;
+  const reason = `releaseScope(${JSON.stringify(scope)}) released it`;
   // The command frees every lease of the scope, local ones included, so local give-backs are
   // awaited only within the command's bound; one still retrying goes on uncounted.
   let here = 0;
-  const revoking = held
-    .revokeScope(scope, `releaseScope(${JSON.stringify(scope)}) released it`)
-    .then((count) => (here = count));
-  const there = await store.releaseScope(scope);
-  await settlesWithin(revoking, endsAt - performance.now());
-  return here + there;
+  const revoking = held.revokeScope(scope, reason).then((count) => (here = count));
+  const removed = await lines.store.releaseScope(scope);
+  // As for forceRelease: a call still taking other keys takes a removed key again, and a
+  // handle made while the command was in flight from a removed entry is told now.
+  const removedHere = new Set<string>();
+  for (const { key, holders } of removed) {
+    lines.rememberRemoved(key, holders);
+    for (const holder of holders) {
+      if (holder.holderId === options.holderId) removedHere.add(`${key}\0${holder.fence}`);
+    }
+  }
+  const late = held.revokeScope(scope, reason, (handle) =>
+    [...handle.fences].some(([key, fence]) => removedHere.has(`${key}\0${entryFenceOf(fence)}`)),
+  );
+  await settlesWithin(Promise.all([revoking, late]), endsAt - performance.now());
+  return here + removed.reduce((sum, { holders }) => sum + holders.length, 0);
 }

@@ -13,6 +13,7 @@ import { lineEvents } from '../store/line/line-state';
 import type { KeyLineStorage, LineStoreSettings } from '../store/line/line-store';
 import type { InMemoryLines } from './in-memory-lines';
 import type { LockConnection } from '../store/lock-store';
+import type { ScopeHoldersRemoved } from '../store/line/line-admin';
 
 /**
  * One `LockService`'s connection to {@link InMemoryLines}, as engine v2's `LineStore`. Commands
@@ -64,7 +65,7 @@ export class InMemoryLineStore implements KeyLineStorage, LockConnection {
     return this.send(() => this.memory.forceRelease(key, this.settings.idleRetentionMs));
   }
 
-  releaseScope(scope: string): Promise<number> {
+  releaseScope(scope: string): Promise<ScopeHoldersRemoved[]> {
     return this.send(() => this.memory.releaseScope(scope, this.settings.idleRetentionMs));
   }
 

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import { Long } from 'mongodb';
 import type { LockHolderState, LockState } from '../interfaces/lock-state.interface';
@@ -15,6 +14,7 @@ import type { LineDocument, LineEntry, LinePlace } from '../store/line/line-docu
 import { LINE_CAPACITY } from '../store/line/line-pipelines';
 import type { LineChangeEvent } from '../store/line/line-state';
 import { decodeLineState, lineHolders } from '../store/line/line-state';
+import { operatorLead, type ScopeHoldersRemoved } from '../store/line/line-admin';
 
 /**
  * Engine v2's lock collection in memory: `line-document.ts` documents written by the rules of
@@ -143,18 +143,19 @@ export class InMemoryLines {
     return lineHolders(before, now);
   }
 
-  /** `releaseScopeInLines`: every entry of `scope` goes; how many of them held. */
-  releaseScope(scope: string, idleRetentionMs: number): number {
+  /** `releaseScopeInLines`: every entry of `scope` goes; the keys whose holders went, with them. */
+  releaseScope(scope: string, idleRetentionMs: number): ScopeHoldersRemoved[] {
     const now = this.now();
-    let freed = 0;
+    const removed: ScopeHoldersRemoved[] = [];
     for (const before of [...this.docs.values()]) {
       const live = liveEntries(before.line, now);
       if (!live.some((entry) => entry.sc === scope)) continue;
       const line = live.filter((entry) => entry.sc !== scope);
       this.clearEntries(before, line, now, idleRetentionMs);
-      freed += lineHolders(before, now).filter((holder) => holder.scope === scope).length;
+      const holders = lineHolders(before, now).filter((holder) => holder.scope === scope);
+      if (holders.length > 0) removed.push({ key: before._id, holders });
     }
-    return freed;
+    return removed;
   }
 
   /**
@@ -176,7 +177,7 @@ export class InMemoryLines {
       line.length === 0
         ? maxDate(new Date(now.getTime() + idleMs), fenceTime(before.f))
         : before.gcAt;
-    const lead = `* ${randomBytes(12).toString('base64url')}`;
+    const lead = operatorLead();
     this.write(before, { ...before, line, gcAt, lead }, now);
   }
 

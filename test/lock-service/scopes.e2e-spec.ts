@@ -3,7 +3,8 @@ import { LockService } from '../../lib';
 import { InvalidLockOptionsError, LockLostError } from '../../lib/errors';
 import { LockTestingStore, MongoLockTestingModule } from '../../lib/testing';
 import { startTestingModule } from '../testing/testing-kit';
-import { LockTestKit } from './lock-test-kit';
+import { describeWithFailPoints, faultTools } from './adversarial/kit';
+import { eventually, LockTestKit, sleep } from './lock-test-kit';
 
 jest.setTimeout(60_000);
 
@@ -49,6 +50,45 @@ describe('Owner scopes: releaseScope()', () => {
     await again.release();
   });
 
+  // A lease of 60 s renews a waiting entry at 20 s: a removed waiter that waited for that
+  // renewal to notice would miss its 15 s timeout.
+  const waitOptions = { scope: 'S', ttlMs: 60_000, timeoutMs: 15_000 };
+
+  it('a waiter of the scope elsewhere joins again at once, and gets the key when it frees', async () => {
+    const a = await kit.service({ holderId: 'A' });
+    const c = await kit.service({ holderId: 'C' });
+    const holder = await a.acquire('rejoin:1', { ttlMs: 60_000 });
+    const waiting = c.acquire('rejoin:1', waitOptions);
+    await eventually(async () => (await a.inspect('rejoin:1'))?.waiting === 1);
+    expect(await a.releaseScope('S')).toBe(0);
+    // Back in line under a new entry, before the key frees.
+    await eventually(async () => (await a.inspect('rejoin:1'))?.waiting === 1);
+    await holder.release();
+    const handle = await waiting;
+    expect(await a.inspect('rejoin:1')).toMatchObject({ holderId: 'C', fence: handle.fence });
+    await handle.release();
+  });
+
+  it('a call of several keys here that held one it removed takes that key again', async () => {
+    const a = await kit.service({ holderId: 'A' });
+    const b = await kit.service({ holderId: 'B' });
+    const other = await a.acquire('several:z', { ttlMs: 60_000 });
+    // Keys are taken in sorted order: B holds several:k, then waits for several:z.
+    const both = b.acquire(['several:k', 'several:z'], waitOptions);
+    await eventually(async () => (await b.inspect('several:k'))?.holderId === 'B');
+    await eventually(async () => (await b.inspect('several:z'))?.waiting === 1);
+    const removedFence = (await b.inspect('several:k'))?.fence as bigint;
+    expect(await b.releaseScope('S')).toBe(1);
+    await other.release();
+    const handle = await both;
+    // Not the removed entry, which another process could have taken meanwhile.
+    expect(handle.fences.get('several:k')).toBeGreaterThan(removedFence);
+    for (const key of ['several:k', 'several:z']) {
+      expect(await b.inspect(key)).toMatchObject({ holderId: 'B', fence: handle.fences.get(key) });
+    }
+    await handle.release();
+  });
+
   it('refuses a scope that is not a bounded string, and document locks refuse scopes', async () => {
     const a = await kit.service();
     await expect(a.acquire('k', { scope: '' })).rejects.toBeInstanceOf(InvalidLockOptionsError);
@@ -82,5 +122,39 @@ describe('Owner scopes: releaseScope()', () => {
     expect(await firstValueFrom(mine.lost$)).toBeInstanceOf(LockLostError);
     expect((await locks.inspect('b'))?.held).toBe(true);
     await moduleRef.close();
+  });
+});
+
+describeWithFailPoints('releaseScope() with its command in flight', () => {
+  const kit = LockTestKit.forSuite();
+  const { failPoint, appClient } = faultTools(kit);
+
+  it('tells a holder here whose wait ended meanwhile and whose entry the command removed', async () => {
+    const a = await kit.service({ holderId: 'A' });
+    const client = await appClient('scope-late');
+    const b = await kit.service({ client, holderId: 'B' });
+    const holder = await a.acquire('scope-late', { ttlMs: 60_000 });
+    const waiting = b.acquire('scope-late', { scope: 'S', ttlMs: 60_000, timeoutMs: 15_000 });
+    await eventually(async () => (await a.inspect('scope-late'))?.waiting === 1);
+    // B's next lock write, the command's, runs 600 ms late; B's wait ends before it lands.
+    await failPoint(
+      { times: 1 },
+      {
+        failCommands: ['findAndModify'],
+        appName: 'scope-late',
+        blockConnection: true,
+        blockTimeMS: 600,
+      },
+    );
+    const releasing = b.releaseScope('S');
+    await sleep(150);
+    await holder.release();
+    const held = await waiting;
+    expect(held.lost).toBe(false);
+    expect(await releasing).toBe(1);
+    // Told now, not at its renewal twenty seconds on.
+    expect(held.lost).toBe(true);
+    expect(held.signal.reason).toBeInstanceOf(LockLostError);
+    await held.release().catch(() => undefined);
   });
 });

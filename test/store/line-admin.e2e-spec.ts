@@ -13,6 +13,7 @@ import {
   releaseScopeInLines,
   watchLineEvents,
 } from '../../lib/store/line/line-admin';
+import type { ScopeHoldersRemoved } from '../../lib/store/line/line-admin';
 import { joinLine, leaveLine, renewInLine } from '../../lib/store/line/line-commands';
 import type { JoinRequest, JoinResult, LineCollection } from '../../lib/store/line/line-commands';
 import { FENCES_PER_ENTRY, holdersOf, liveEntries } from '../../lib/store/line/line-document';
@@ -251,7 +252,9 @@ describe('forceReleaseLine', () => {
     ]);
     expect(released[0].remainingMs).toBeGreaterThan(20_000);
     await until(() => heardByB.length > 0);
-    expect(heardByB).toEqual([{ key: 'fr', holders: [{ t: b.token, fence: b.fence }] }]);
+    expect(heardByB).toEqual([
+      { key: 'fr', holders: [{ t: b.token, fence: b.fence }], lookAgain: true },
+    ]);
     expect(await renewInLine(locks, 'fr', a.token, 30_000, RETENTION)).toEqual({ renewed: false });
     expect(await renewInLine(locks, 'fr', b.token, 30_000, RETENTION)).toMatchObject({
       holds: true,
@@ -362,6 +365,11 @@ describe('forceReleaseLine', () => {
 });
 
 describe('releaseScopeInLines', () => {
+  const holdersBy = (removed: ScopeHoldersRemoved[]) =>
+    removed
+      .map(({ key, holders }) => [key, holders.map((holder) => holder.holderId)])
+      .sort(([a], [b]) => String(a).localeCompare(String(b)));
+
   it("removes that scope's entries only, counts its live holders, wakes the waiters behind", async () => {
     const S = 'session:42';
     await join('k1', 'svc-a', EXCLUSIVE, { scope: S });
@@ -378,7 +386,10 @@ describe('releaseScopeInLines', () => {
 
     // k1's holder and k3's first shared holder; k2's entry of the scope only waited, and
     // k4's lease had ended. Dead entries go with them (k2's last).
-    expect(await releaseScopeInLines(locks, S, RETENTION)).toBe(2);
+    expect(holdersBy(await releaseScopeInLines(locks, S, RETENTION))).toEqual([
+      ['k1', ['svc-a']],
+      ['k3', ['svc-e']],
+    ]);
 
     const lineOf = async (key: string) =>
       ((await locks.findOne({ _id: key }))?.line ?? []).map((entry) => entry.t);
@@ -389,24 +400,28 @@ describe('releaseScopeInLines', () => {
     // Every process hears each write (k2's and k3's too): their waiters look.
     await until(() => heardByB.some((change) => change.key === 'k1'));
     expect(heardByB.filter((change) => change.key === 'k1')).toEqual([
-      { key: 'k1', holders: [{ t: b.token, fence: b.fence }] },
+      { key: 'k1', holders: [{ t: b.token, fence: b.fence }], lookAgain: true },
     ]);
     expect(await renewInLine(locks, 'k1', b.token, 30_000, RETENTION)).toMatchObject({
       holds: true,
     });
-    expect(await releaseScopeInLines(locks, S, RETENTION)).toBe(0);
+    expect(await releaseScopeInLines(locks, S, RETENTION)).toEqual([]);
   });
 
   it('takes a scope name as it is (no expression), and empties a line as a leave does', async () => {
     const scope = '$$NOW';
     await join('lit', 'svc-a', EXCLUSIVE, { scope });
     await join('lit', 'svc-b', EXCLUSIVE, { scope: '$other' });
-    expect(await releaseScopeInLines(locks, scope, RETENTION)).toBe(1);
+    expect(holdersBy(await releaseScopeInLines(locks, scope, RETENTION))).toEqual([
+      ['lit', ['svc-a']],
+    ]);
     expect((await inspectLine(locks, 'lit'))?.holders[0]).toMatchObject({
       holderId: 'svc-b',
       scope: '$other',
     });
-    expect(await releaseScopeInLines(locks, '$other', RETENTION)).toBe(1);
+    expect(holdersBy(await releaseScopeInLines(locks, '$other', RETENTION))).toEqual([
+      ['lit', ['svc-b']],
+    ]);
     const doc = (await locks.findOne({ _id: 'lit' }))!;
     expect(doc.line).toEqual([]);
     expect(doc.gcAt!.getTime()).toBeGreaterThan(Date.now() + RETENTION - 5_000);

@@ -171,7 +171,12 @@ async function runScript(open: Open, quietMs: number): Promise<unknown> {
     await settled();
   };
   const releaseScope = async (store: KeyLineStorage, scope: string) => {
-    replies.push(['releaseScope', scope, await store.releaseScope(scope)]);
+    const removed = await store.releaseScope(scope);
+    const holders = removed.map(({ key, holders }) => [
+      key,
+      holders.map((h) => [h.holderId, fence(key, h.fence)]),
+    ]);
+    replies.push(['releaseScope', scope, holders]);
     await settled();
   };
   const place = async (key: string, name: string) => {

@@ -28,9 +28,18 @@ const GC_WHEN_EMPTY = {
   $cond: [{ $eq: ['$line', []] }, { $max: [{ $add: [NOW, '$$i'] }, { $toDate: '$f' }] }, '$gcAt'],
 };
 
-/** A `lead` every process's waiters hear (`* <token>`), new each write to be in `updatedFields`. */
-function wakeEveryone(): string {
-  return `* ${randomBytes(12).toString('base64url')}`;
+/**
+ * The `lead` of an operator's write (`! <token>`, new each write to be in `updatedFields`): every
+ * process's waiters on the key look at their place again, as the write may have removed theirs.
+ */
+export function operatorLead(): string {
+  return `! ${randomBytes(12).toString('base64url')}`;
+}
+
+/** The holders of `scope` that `releaseScope` removed from `key`'s line. */
+export interface ScopeHoldersRemoved {
+  key: string;
+  holders: LockHolderState[];
 }
 
 /** The key's state by the server clock, or `null` if it has no document. */
@@ -93,7 +102,7 @@ export async function forceReleaseLine(
     {
       returnDocument: 'before',
       projection: LINE_STATE_PROJECTION,
-      let: { i: idleRetentionMs, l: wakeEveryone() },
+      let: { i: idleRetentionMs, l: operatorLead() },
     },
   )) as LineStateReply | null;
   if (!before) return [];
@@ -134,8 +143,8 @@ function liveEntryOf(scope: string): Document {
 }
 
 /**
- * Removes every entry of `scope`, holding or waiting, from every line; resolves to how many
- * held. One `findOneAndUpdate` per document (a scope has few keys), each decided by the server
+ * Removes every entry of `scope`, holding or waiting, from every line; resolves to the keys whose
+ * holders it removed, with them. One `findOneAndUpdate` per document (a scope has few keys), each decided by the server
  * clock and heard as with {@link forceReleaseLine}. A document whose scope entries left or
  * ended since the read is not written.
  */
@@ -143,26 +152,25 @@ export async function releaseScopeInLines(
   collection: LineCollection,
   scope: string,
   idleRetentionMs: number,
-): Promise<number> {
+): Promise<ScopeHoldersRemoved[]> {
   const filter = liveEntryOf(scope);
   const keys = await collection.find(filter, { projection: { _id: 1 } }).toArray();
-  const freed = await Promise.all(
-    keys.map(async ({ _id: key }) => {
+  const removed = await Promise.all(
+    keys.map(async ({ _id: key }): Promise<ScopeHoldersRemoved> => {
       const before = (await collection.findOneAndUpdate(
         { _id: key, ...filter },
         RELEASE_SCOPE_PIPELINE,
         {
           returnDocument: 'before',
           projection: LINE_STATE_PROJECTION,
-          let: { s: { $literal: scope }, i: idleRetentionMs, l: wakeEveryone() },
+          let: { s: { $literal: scope }, i: idleRetentionMs, l: operatorLead() },
         },
       )) as LineStateReply | null;
-      if (!before) return 0;
-      const holders = lineHolders(before, await timeOf(collection, key, before));
-      return holders.filter((holder) => holder.scope === scope).length;
+      const holders = before ? lineHolders(before, await timeOf(collection, key, before)) : [];
+      return { key, holders: holders.filter((holder) => holder.scope === scope) };
     }),
   );
-  return freed.reduce((sum, count) => sum + count, 0);
+  return removed.filter(({ holders }) => holders.length > 0);
 }
 
 /** The changes {@link lineEvents} can make an event of: renewals never leave the server. */

@@ -16,7 +16,10 @@ import type { LineCollection } from './line-commands';
 export interface LineChange {
   key: string;
   holders: HoldingEntry[];
-  /** The change may have ended entries otherwise (a document replaced): the key's waiters look. */
+  /**
+   * The change may have removed waiting entries (an operator's command, a document replaced): the
+   * key's waiters look.
+   */
   lookAgain?: boolean;
   /** For the holders: a document lock's document, as read after the change. */
   news?: unknown;
@@ -34,11 +37,11 @@ function leadsTo(holderId: string) {
   };
 }
 
-/** The `lead` values for `holderId`'s process: its own id whole, or everyone's `*`. */
+/** The `lead` values for `holderId`'s process: its own id whole, everyone's `*`, an operator's `!`. */
 export function leadPattern(holderId: string): string {
   const escaped = holderId.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
   // The id whole: `a` must not match the leads of a holder `a b`.
-  return `^(\\*|${escaped}) [\\w-]+$`;
+  return `^([*!]|${escaped}) [\\w-]+$`;
 }
 
 /** Who holds the key after a change that {@link leadsTo} matched. */
@@ -47,7 +50,8 @@ export function lineChangeOf(event: ChangeStreamDocument<LineDocument>): LineCha
   const doc = event.fullDocument;
   const line = doc.line ?? [];
   const holders = line.slice(0, holdingCount(line, doc.permits)).map(holdingEntry);
-  return { key: doc._id, holders };
+  const lead = event.operationType === 'update' ? event.updateDescription.updatedFields?.lead : '';
+  return { key: doc._id, holders, ...(lead?.startsWith('!') ? { lookAgain: true } : {}) };
 }
 
 export interface LineWatch {

@@ -23,6 +23,7 @@ import type { LinePlace } from './line-document';
 import type { LineChange, LineWatch } from './line-events';
 import { watchLines } from './line-events';
 import { JoinsInFlight } from './joins-in-flight';
+import type { ScopeHoldersRemoved } from './line-admin';
 
 export interface LineStoreSettings {
   /** Ms the caller waits for one command before giving up on it. */
@@ -70,7 +71,7 @@ export interface LineStorage {
 export interface KeyLineStorage extends LineStorage {
   list(query: ListLocksQuery): Promise<LockState[]>;
   forceRelease(key: string): Promise<LockHolderState[]>;
-  releaseScope(scope: string): Promise<number>;
+  releaseScope(scope: string): Promise<ScopeHoldersRemoved[]>;
   confirmHeldIn(key: string, token: string, session: ClientSession): Promise<boolean>;
 }
 
@@ -152,7 +153,7 @@ export class LineStore implements KeyLineStorage {
     );
   }
 
-  releaseScope(scope: string): Promise<number> {
+  releaseScope(scope: string): Promise<ScopeHoldersRemoved[]> {
     return this.send('releaseScope', () =>
       releaseScopeInLines(this.collection, scope, this.settings.idleRetentionMs),
     );
