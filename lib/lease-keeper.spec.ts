@@ -263,7 +263,7 @@ describe('LeaseKeeper', () => {
   describe('releaseAll', () => {
     const threeKeys = { held: [heldKey('a'), heldKey('b'), heldKey('c')] };
 
-    it('releases in reverse order, stops renewing, and returns the keys found lost', async () => {
+    it('releases the last key taken first, stops renewing, and returns the keys found lost', async () => {
       const { keeper, leases, lost } = keep(threeKeys);
       leases.releaseReply = async (held) =>
         held.key === 'b' ? 'lost' : held.key === 'a' ? 'expired' : 'released';
@@ -274,6 +274,17 @@ describe('LeaseKeeper', () => {
       expect(leases.renewed).toEqual([]);
       // Released: the deadline no longer fires.
       expect(lost).toEqual([]);
+    });
+
+    it('sends the release of every key before any is answered', async () => {
+      const { keeper, leases } = keep(threeKeys);
+      const answers: (() => void)[] = [];
+      leases.releaseReply = () => new Promise((resolve) => answers.push(() => resolve('released')));
+      const releasing = keeper.releaseAll();
+      await Promise.resolve();
+      expect(leases.released).toEqual(['c', 'b', 'a']);
+      for (const answer of answers) answer();
+      await expect(releasing).resolves.toEqual([]);
     });
 
     it('keeps the deadline armed when a release fails, so the loss is still reported', async () => {

@@ -179,8 +179,8 @@ export class LeaseKeeper {
   }
 
   /**
-   * Releases in reverse order of acquisition; returns the keys found lost. A key whose release
-   * failed stays (a second call retries only it), and the deadline stays armed until all are.
+   * Releases every key at once (the last taken first); returns the keys found lost. A key whose release failed stays (a
+   * second call retries only it), and the deadline stays armed until all are.
    */
   async releaseAll(): Promise<string[]> {
     this.stopRenewal();
@@ -191,14 +191,17 @@ export class LeaseKeeper {
     const lease =
       this.stopped || this.onlyByWrite ? undefined : { end: this.leaseEnd, ttlMs: this.ttlMs };
     this.onlyByWrite = true;
-    for (const held of [...this.remaining].reverse()) {
-      try {
-        const outcome = await this.init.operations.release(held, lease);
-        if (outcome !== 'released') lostKeys.push(held.key);
-        this.remaining = this.remaining.filter((kept) => kept !== held);
-      } catch (error) {
-        failure ??= { error };
+    const releasing = [...this.remaining].reverse();
+    const outcomes = await Promise.allSettled(
+      releasing.map((held) => this.init.operations.release(held, lease)),
+    );
+    for (const [index, outcome] of outcomes.entries()) {
+      if (outcome.status === 'rejected') {
+        failure ??= { error: outcome.reason };
+        continue;
       }
+      if (outcome.value !== 'released') lostKeys.push(releasing[index].key);
+      this.remaining = this.remaining.filter((kept) => kept !== releasing[index]);
     }
     if (failure) throw failure.error;
     this.stop();
