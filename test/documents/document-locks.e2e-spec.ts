@@ -205,6 +205,10 @@ describe.each(['v2'] as const)('Document locks (engine %s)', (engine) => {
       { $set: { balance: 0 } },
     ]);
     expect(String(after.dec)).toBe('2.5');
+    // A version whose text has an exponent (as its ETag shows it) is matched by that text.
+    await accounts.updateOne({ _id: 'd' }, { $set: { dec: Decimal128.fromString('1E+3') } });
+    const exponent = await decimal.updateIfCurrent('d', '1E+3', { $set: { balance: 1 } });
+    expect(String(exponent.dec)).toBe('1001');
   });
 
   it('refuses bad input with typed errors and writes nothing', async () => {

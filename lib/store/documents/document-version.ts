@@ -95,7 +95,8 @@ export function toVersionValue(version: DocumentVersion, value: unknown): unknow
       if (typeof value === 'number' && Number.isFinite(value)) {
         return Decimal128.fromString(String(value));
       }
-      if (typeof value === 'string' && /^-?\d+(\.\d+)?$/.test(value)) {
+      // With the exponent form `toString` gives for some values (`1E+3`, `1.5E-7`).
+      if (typeof value === 'string' && /^-?\d+(\.\d+)?(E[+-]\d+)?$/.test(value)) {
         return canonical(Decimal128.fromString(value));
       }
       return undefined;
