@@ -36,6 +36,13 @@ export class HeldLocks {
     return this.revoke([...this.handles.keys()], reason, cause);
   }
 
+  /** The keys that the handles of owner scope `scope` hold. */
+  keysOfScope(scope: string): string[] {
+    return [...this.handles.keys()]
+      .filter((handle) => handle.scope === scope)
+      .flatMap((handle) => handle.keys);
+  }
+
   /** {@link revokeAll} for the handles of one owner scope (that pass `only`). */
   async revokeScope(
     scope: string,

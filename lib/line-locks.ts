@@ -111,6 +111,18 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
     };
   }
 
+  /**
+   * Before `releaseScope`: our leaves of `keys` (its holders' here) wait until the returned
+   * function is called, once the command is answered. A leave first could make a waiter of the
+   * scope elsewhere holder, whose entry the command would then remove without telling it.
+   */
+  beforeScopeRelease(keys: Iterable<string>): () => void {
+    const released = [...new Set(keys)].map((key) => this.acquirer.holdLeaves(key));
+    return () => {
+      for (const release of released) release();
+    };
+  }
+
   /** A call still taking other keys takes `key` again rather than hand out a removed entry. */
   rememberRemoved(key: string, removed: readonly LockHolderState[]): void {
     const ours = removed.filter((holder) => holder.holderId === this.options.holderId);

@@ -1,6 +1,7 @@
 import type { LockHolderState } from './interfaces/lock-state.interface';
 import type { MongoLockHandle } from './lock-handle';
 import type { ServiceRuntime } from './service-runtime';
+import type { ScopeHoldersRemoved } from './store/line/line-admin';
 import { entryFenceOf } from './store/line/line-document';
 import { settlesWithin } from './util/timers';
 
@@ -60,10 +61,18 @@ export async function releaseScopeEverywhere(
   const endsAt = performance.now() + options.operationTimeoutMs;
   const reason = `releaseScope(${JSON.stringify(scope)}) released it`;
   // The command frees every lease of the scope, local ones included, so local give-backs are
-  // awaited only within the command's bound; one still retrying goes on uncounted.
+  // awaited only within the command's bound; one still retrying goes on uncounted. They are
+  // sent once it is answered: the command decides who holds next.
   let here = 0;
-  const revoking = held.revokeScope(scope, reason).then((count) => (here = count));
-  const removed = await lines.store.releaseScope(scope);
+  const leavesHeld = lines.beforeScopeRelease(held.keysOfScope(scope));
+  let removed: ScopeHoldersRemoved[];
+  let revoking: Promise<unknown>;
+  try {
+    revoking = held.revokeScope(scope, reason).then((count) => (here = count));
+    removed = await lines.store.releaseScope(scope);
+  } finally {
+    leavesHeld();
+  }
   // As for forceRelease: a call still taking other keys takes a removed key again, and a
   // handle made while the command was in flight from a removed entry is told now.
   const removedHere = new Set<string>();

@@ -83,10 +83,13 @@ export interface ResolvedAcquireOptions {
   maxHoldMs?: number;
 }
 
-/** A holder id goes into the lock's update pipelines as a value: `$` would make it a path. */
+/**
+ * A holder id goes into the lock's update pipelines as a value: `$` would make it a path. `*` and
+ * `!` start the leads every process hears (`line-events.ts`).
+ */
 export function holderIdOption(value: unknown): string | undefined {
   const id = name('holderId', value, /\0/, 200);
-  if (id?.startsWith('$')) fail('holderId', 'an id that does not start with $', id);
+  if (id && /^[$*!]/.test(id)) fail('holderId', 'an id that does not start with $, * or !', id);
   return id;
 }
 

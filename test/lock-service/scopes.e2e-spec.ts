@@ -8,6 +8,10 @@ import { eventually, LockTestKit, sleep } from './lock-test-kit';
 
 jest.setTimeout(60_000);
 
+// A lease of 60 s renews a waiting entry at 20 s: a removed waiter that waited for that
+// renewal to notice would miss its 15 s timeout.
+const waitOptions = { scope: 'S', ttlMs: 60_000, timeoutMs: 15_000 };
+
 describe('Owner scopes: releaseScope()', () => {
   const kit = LockTestKit.forSuite();
 
@@ -50,19 +54,19 @@ describe('Owner scopes: releaseScope()', () => {
     await again.release();
   });
 
-  // A lease of 60 s renews a waiting entry at 20 s: a removed waiter that waited for that
-  // renewal to notice would miss its 15 s timeout.
-  const waitOptions = { scope: 'S', ttlMs: 60_000, timeoutMs: 15_000 };
-
   it('a waiter of the scope elsewhere joins again at once, and gets the key when it frees', async () => {
     const a = await kit.service({ holderId: 'A' });
     const c = await kit.service({ holderId: 'C' });
     const holder = await a.acquire('rejoin:1', { ttlMs: 60_000 });
     const waiting = c.acquire('rejoin:1', waitOptions);
     await eventually(async () => (await a.inspect('rejoin:1'))?.waiting === 1);
+    const joined = (await a.inspect('rejoin:1'))?.fence as bigint;
     expect(await a.releaseScope('S')).toBe(0);
-    // Back in line under a new entry, before the key frees.
-    await eventually(async () => (await a.inspect('rejoin:1'))?.waiting === 1);
+    // Back in line under a new entry (a later fence), before the key frees.
+    await eventually(async () => {
+      const state = await a.inspect('rejoin:1');
+      return state?.waiting === 1 && state.fence > joined;
+    });
     await holder.release();
     const handle = await waiting;
     expect(await a.inspect('rejoin:1')).toMatchObject({ holderId: 'C', fence: handle.fence });
@@ -129,6 +133,36 @@ describeWithFailPoints('releaseScope() with its command in flight', () => {
   const kit = LockTestKit.forSuite();
   const { failPoint, appClient } = faultTools(kit);
 
+  it("holds back its holders' leaves here until the command lands: a waiter of the scope elsewhere is never handed the key", async () => {
+    const client = await appClient('scope-first');
+    const b = await kit.service({ client, holderId: 'B' });
+    const c = await kit.service({ holderId: 'C' });
+    const d = await kit.service({ holderId: 'D' });
+    await b.acquire('scope-first', { scope: 'S', ttlMs: 60_000 });
+    let scopeWaiterSettled = false;
+    const scopeWaiter = c.acquire('scope-first', waitOptions).finally(() => {
+      scopeWaiterSettled = true;
+    });
+    await eventually(async () => (await d.inspect('scope-first'))?.waiting === 1);
+    const other = d.acquire('scope-first', { ttlMs: 60_000, timeoutMs: 15_000 });
+    await eventually(async () => (await d.inspect('scope-first'))?.waiting === 2);
+    // The command's read runs 600 ms late: a leave of B's sent meanwhile would land first.
+    await failPoint(
+      { times: 1 },
+      { failCommands: ['find'], appName: 'scope-first', blockConnection: true, blockTimeMS: 600 },
+    );
+    expect(await b.releaseScope('S')).toBe(1);
+    const next = await other;
+    // The scope's waiter lost its place (behind D now); it was never handed the key.
+    expect(scopeWaiterSettled).toBe(false);
+    expect((await d.inspect('scope-first'))?.holderId).toBe('D');
+    await eventually(async () => (await d.inspect('scope-first'))?.waiting === 1);
+    await next.release();
+    const last = await scopeWaiter;
+    expect(last.fence).toBeGreaterThan(next.fence);
+    await last.release();
+  });
+
   it('tells a holder here whose wait ended meanwhile and whose entry the command removed', async () => {
     const a = await kit.service({ holderId: 'A' });
     const client = await appClient('scope-late');
@@ -136,14 +170,14 @@ describeWithFailPoints('releaseScope() with its command in flight', () => {
     const holder = await a.acquire('scope-late', { ttlMs: 60_000 });
     const waiting = b.acquire('scope-late', { scope: 'S', ttlMs: 60_000, timeoutMs: 15_000 });
     await eventually(async () => (await a.inspect('scope-late'))?.waiting === 1);
-    // B's next lock write, the command's, runs 600 ms late; B's wait ends before it lands.
+    // B's next lock write, the command's, runs 1.5 s late; B's wait ends before it lands.
     await failPoint(
       { times: 1 },
       {
         failCommands: ['findAndModify'],
         appName: 'scope-late',
         blockConnection: true,
-        blockTimeMS: 600,
+        blockTimeMS: 1_500,
       },
     );
     const releasing = b.releaseScope('S');

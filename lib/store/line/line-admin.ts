@@ -144,9 +144,9 @@ function liveEntryOf(scope: string): Document {
 
 /**
  * Removes every entry of `scope`, holding or waiting, from every line; resolves to the keys whose
- * holders it removed, with them. One `findOneAndUpdate` per document (a scope has few keys), each decided by the server
- * clock and heard as with {@link forceReleaseLine}. A document whose scope entries left or
- * ended since the read is not written.
+ * holders it removed, with them. One `findOneAndUpdate` per document (a scope has few keys),
+ * each decided by the server clock and heard as with {@link forceReleaseLine}. A document whose
+ * scope entries left or ended since the read is not written.
  */
 export async function releaseScopeInLines(
   collection: LineCollection,

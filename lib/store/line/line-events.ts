@@ -37,7 +37,7 @@ function leadsTo(holderId: string) {
   };
 }
 
-/** The `lead` values for `holderId`'s process: its own id whole, everyone's `*`, an operator's `!`. */
+/** The `lead` values for `holderId`'s process: its id whole, everyone's `*`, an operator's `!`. */
 export function leadPattern(holderId: string): string {
   const escaped = holderId.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
   // The id whole: `a` must not match the leads of a holder `a b`.
