@@ -34,13 +34,14 @@ export function innermostHeldLock(): LockHandle | undefined {
 }
 
 /**
- * The locks of `service` that the current async context holds, innermost first, and those it
- * lost (taken away by an operator too) while their function runs: a call re-entering one fails
- * rather than take it anew.
+ * The locks of `service` that the current async context holds while their function runs,
+ * innermost first, lost ones too (taken away by an operator as well): a call re-entering one
+ * fails rather than take it anew. Once the function returned its lock is being released, maybe
+ * already free on the server: code it left behind locks the key as any caller would.
  */
 export function heldLocksOf(service: object): LockHandle[] {
   const enclosing = ({ handle, running }: HeldInContext) =>
-    !handle.released || (handle.lost && running);
+    running && (!handle.released || handle.lost);
   return (storage.getStore() ?? [])
     .filter((entry) => entry.service === service && enclosing(entry))
     .map((entry) => entry.handle)

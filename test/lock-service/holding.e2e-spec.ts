@@ -136,6 +136,23 @@ describe('LockService holding', () => {
     await expect(later).resolves.toBe('taken anew');
   });
 
+  it('code a withLock left behind, run while its release is on its way, locks the key anew', async () => {
+    // The leave lands on the server, and its reply comes 500 ms later.
+    const client = interceptedClient(await kit.client(), async (target, args) => {
+      const reply = await target.findOneAndUpdate(...args);
+      if (commandOf(args).pipeline === LEAVE_PIPELINE) await sleep(500);
+      return reply;
+    });
+    const locks = await kit.service({ client, localHandOff: false });
+    let later!: Promise<bigint>;
+    const outer = await locks.withLock('left-behind', async (lock) => {
+      later = sleep(100).then(() => locks.withLock('left-behind', (inner) => inner.fence));
+      return lock.fence;
+    });
+    // Not run under the outer lock, whose release had freed the key: it took the key itself.
+    expect(await later).toBeGreaterThan(outer);
+  });
+
   it('another async context of the same service waits instead of re-entering', async () => {
     const locks = await kit.service();
     let enterElsewhere!: () => void;
