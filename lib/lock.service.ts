@@ -215,14 +215,20 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     if (transaction) await requireTransactions(await this.runtime.ensureStarted());
     const handle = await this.runtime.acquire(keyList, resolved);
     const run = async () => runWithHeldLock(this, handle, () => fn(handle));
+    // A commit proves the lock was ours (its check's write kept others out until then), even if
+    // the local lease ran out while it was on its way: the work is done, never to be retried.
+    let committed = false;
+    const inTransaction = async (options: { maxCommitTimeMS?: number }) => {
+      const result = await runInTransaction(this.runtime.transactionLocks(), handle, run, options);
+      committed = true;
+      return result;
+    };
     return runThenRelease(
       handle,
-      () =>
-        transaction
-          ? runInTransaction(this.runtime.transactionLocks(), handle, run, transaction)
-          : run(),
+      () => (transaction ? inTransaction(transaction) : run()),
       (error) =>
         this.logger.warn(`Could not release ${JSON.stringify(handle.key)}: ${String(error)}`),
+      () => committed,
     );
   }
 

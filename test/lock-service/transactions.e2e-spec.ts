@@ -262,6 +262,30 @@ describe('withLock in a transaction: a commit of unknown outcome', () => {
     expect((await locks.inspect('tx:unknown'))?.held).toBe(false);
   });
 
+  it('a commit answered after the local lease ran out still resolves: the work committed once', async () => {
+    const client = await kit.client();
+    const locks = await kit.service({ client });
+    const marks = client.db(kit.mongo.dbName).collection<{ _id: string }>('tx_late_commit');
+    // The commit lands, and is answered after the 1 s lease has run out locally.
+    await failPoint(
+      { times: 1 },
+      { failCommands: ['commitTransaction'], blockConnection: true, blockTimeMS: 1_500 },
+    );
+    let lost = false;
+    const result = await locks.withLock(
+      'tx:late-commit',
+      async (lock) => {
+        lock.signal.addEventListener('abort', () => (lost = true));
+        await marks.insertOne({ _id: 'once' }, { session: lock.session });
+        return 'committed';
+      },
+      { transaction: true, ttlMs: 1_000 },
+    );
+    expect(lost).toBe(true);
+    expect(result).toBe('committed');
+    expect(await marks.countDocuments()).toBe(1);
+  });
+
   it('ends a transaction whose abort failed, so that the key is free for others', async () => {
     const client = await kit.client();
     const locks = await kit.service({ client });
