@@ -229,11 +229,18 @@ export class LineAcquirer {
       const before = entry.state;
       entry.state = 'unknown';
       attempt.joinSentAt = performance.now();
-      return this.deps.store.join(this.joinRequest(attempt)).catch((error: unknown) => {
-        // Nothing written: the state before this try (an earlier unanswered one may have joined).
-        if (wroteNothing(error)) entry.state = before;
-        throw error;
-      });
+      // Nothing written (refused, or failed so): the state before this try, as an earlier
+      // unanswered one may have joined and land later.
+      return this.deps.store.join(this.joinRequest(attempt)).then(
+        (result) => {
+          entry.state = result.joined ? 'joined' : before;
+          return result;
+        },
+        (error: unknown) => {
+          if (wroteNothing(error)) entry.state = before;
+          throw error;
+        },
+      );
     };
     // An entry of ours kept for a caller here (`line-handover.ts`): a mutex's try takes it over
     // if it fits, a mutex's wait queues to it (below); any other caller joins after it left.
@@ -252,14 +259,14 @@ export class LineAcquirer {
         ? await this.tried(join(), request)
         : inCallOrder(request)
           ? await this.joinsInCallOrder.run(request.key, async (ahead) => {
-              await settledBy(ahead, attempt.deadline, request.signal, () => attempt.timedOut());
+              // Earlier callers' steps wait for MongoDB's replies only.
+              await settledBy(ahead, attempt.deadline, request.signal, () => attempt.unanswered());
               if (!takesOver(request)) await this.letGo(attempt);
               const following = this.deps.handover.follow(attempt);
               return following ? { following } : this.send(attempt, join);
             })
           : await this.send(attempt, join);
     if ('following' in joined) return joined;
-    entry.state = joined.joined ? 'joined' : 'none';
     if (joined.joined) return joined;
     throw joinRefused(request, joined);
   }
@@ -283,6 +290,8 @@ export class LineAcquirer {
    */
   private send<T>(attempt: LineAttempt, command: () => Promise<T>): Promise<T> {
     const { deadline, signal } = attempt;
+    // Past the deadline already (waiting for a kept entry's leave): nothing more is sent.
+    if (performance.now() >= deadline) return Promise.reject(attempt.unanswered());
     const tolerated = this.tolerant(command, deadline, signal);
     return settledBy(tolerated, deadline, signal, () => attempt.unanswered());
   }

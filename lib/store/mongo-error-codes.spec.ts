@@ -1,4 +1,4 @@
-import { MongoNetworkError, MongoServerError } from 'mongodb';
+import { MongoNetworkError, MongoOperationTimeoutError, MongoServerError } from 'mongodb';
 import { LockStoreUnavailableError } from '../errors';
 import { isStoreUnavailableError, toStoreError } from './mongo-error-codes';
 
@@ -18,6 +18,17 @@ describe('store error classification', () => {
       expect(thrown.cause).toBe(error);
     },
   );
+
+  it('counts an overloaded server and a client timeoutMS that ran out as unavailable', () => {
+    for (const label of ['RetryableError', 'SystemOverloadedError']) {
+      const overloaded = new MongoServerError({ message: 'overloaded', code: 462 });
+      overloaded.addErrorLabel(label);
+      expect(isStoreUnavailableError(overloaded)).toBe(true);
+    }
+    const timedOut = new MongoOperationTimeoutError('Timed out during socket read (100ms)');
+    expect(isStoreUnavailableError(timedOut)).toBe(true);
+    expect(toStoreError(timedOut, 'acquire')).toBeInstanceOf(LockStoreUnavailableError);
+  });
 
   it('keeps the driver network error unavailable and other errors final', () => {
     expect(isStoreUnavailableError(new MongoNetworkError('reset'))).toBe(true);

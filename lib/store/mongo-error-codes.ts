@@ -29,10 +29,13 @@ const UNAVAILABLE_CODES = new Set([
   10058, // LegacyNotPrimary
 ]);
 
-const UNAVAILABLE_LABELS = [
+const UNAVAILABLE_LABELS: string[] = [
   MongoErrorLabel.RetryableWriteError,
   MongoErrorLabel.ResumableChangeStreamError,
   MongoErrorLabel.TransientTransactionError,
+  // An overloaded server (8.x) after driver 7's own backoff: by name, as driver 6 lacks them.
+  'RetryableError',
+  'SystemOverloadedError',
 ];
 
 function codeOf(error: unknown): unknown {
@@ -69,6 +72,8 @@ export function isStoreUnavailableError(error: unknown): boolean {
   // The command may have been applied, but its durability is unknown: retry by token.
   if (error instanceof MongoWriteConcernError) return true;
   if (!(error instanceof MongoError)) return false;
+  // The client's own `timeoutMS` ran out (driver 6.11+): like our bound, the outcome is unknown.
+  if (error.name === 'MongoOperationTimeoutError') return true;
   if (UNAVAILABLE_LABELS.some((label) => error.hasErrorLabel(label))) return true;
   if (UNAVAILABLE_CODES.has(Number(codeOf(error)))) return true;
   return /not (writable )?primary|node is recovering/i.test(error.message);

@@ -1,7 +1,8 @@
 import type { Collection } from 'mongodb';
 import type { LockHandle, LockService } from '../../lib';
 import { describeWithFailPoints, faultTools } from './adversarial/kit';
-import { LockTestKit, countCommands, eventually } from './lock-test-kit';
+import { LockStoreUnavailableError } from '../../lib/errors';
+import { LockTestKit, countCommands, eventually, sleep } from './lock-test-kit';
 
 jest.setTimeout(60_000);
 
@@ -166,6 +167,31 @@ describeWithFailPoints('engine v2: a kept entry, under fail points', () => {
   const kit = LockTestKit.forSuite();
   const { failPoint, appClient } = faultTools(kit);
   const line = lineReader(kit);
+
+  it('a wait here in another mode whose deadline passes while the kept entry leaves sends no join', async () => {
+    const a = await kit.service({ engine: 'v2' });
+    const b = await kit.service({ engine: 'v2', client: await appClient('kept-late') });
+    const held = await heldInLoop(a, b, 'late-join', line);
+    const fence = (await a.inspect('late-join'))?.fence;
+    // b's next findAndModify, the kept entry's leave, reaches MongoDB 600 ms late.
+    await failPoint(
+      { times: 1 },
+      {
+        failCommands: ['findAndModify'],
+        appName: 'kept-late',
+        blockConnection: true,
+        blockTimeMS: 600,
+      },
+    );
+    await held.release();
+    await expect(b.acquire('late-join', { mode: 'shared', timeoutMs: 100 })).rejects.toBeInstanceOf(
+      LockStoreUnavailableError,
+    );
+    await eventually(async () => (await line('late-join')).length === 0);
+    await sleep(300);
+    // Nothing joined after the call had failed: the key's last fence is still the kept entry's.
+    expect((await a.inspect('late-join'))?.fence).toBe(fence);
+  });
 
   it('a try here in another mode waits for the kept entry’s leave, however slow, before it joins', async () => {
     const a = await kit.service({ engine: 'v2' });
