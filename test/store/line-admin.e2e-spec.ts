@@ -512,6 +512,29 @@ describe('line events', () => {
     ]);
   });
 
+  it('a write MongoDB logged whole (a replace event): the waiter named hears it, and events$ reports the holders', async () => {
+    await join('whole', 'svc-a');
+    const b = await join('whole', 'svc-b');
+    await next(1);
+    const heardByB = await waitersOf('svc-b');
+    // A leave as MongoDB streams it when its delta is not smaller than the document: the document
+    // as written (a key of a few bytes).
+    const doc = (await locks.findOne({ _id: 'whole' }))!;
+    const rest = (doc.line ?? []).slice(1);
+    await locks.replaceOne({ _id: 'whole' }, { ...doc, line: rest, lead: `svc-b ${b.token}` });
+    await until(() => heardByB.length > 0);
+    expect(heardByB).toEqual([
+      { key: 'whole', holders: [{ t: b.token, fence: b.fence }], lookAgain: true },
+    ]);
+    expect(await next(1)).toEqual([
+      { type: 'acquired', key: 'whole', holderId: 'svc-b', fence: b.fence },
+    ]);
+    await locks.replaceOne({ _id: 'whole' }, { ...doc, line: [], lead: `- ${b.token}` });
+    expect(await next(1)).toEqual([
+      { type: 'released', key: 'whole', holderId: null, fence: null },
+    ]);
+  });
+
   it('a join whose entry left before the lookup is reported from the delta when it was first', () => {
     const entry = { t: 'tok', f: Long.fromNumber(1_000), e: new Date(), h: 'svc-gone' };
     const change = {

@@ -178,7 +178,7 @@ const EVENT_CHANGES = [
   {
     $match: {
       $or: [
-        { operationType: { $in: ['insert', 'delete'] } },
+        { operationType: { $in: ['insert', 'delete', 'replace'] } },
         ...['f', 'lead', 'line'].map((field) => ({
           operationType: 'update',
           [`updateDescription.updatedFields.${field}`]: { $exists: true },

@@ -28,12 +28,16 @@ export interface LineChange {
 /**
  * Changes that can make an entry of `holderId`'s process holder: a leave that set `lead` to it
  * or to everyone (see `LEAD`). A joiner learns from its reply; an entry ahead that runs out is
- * noticed by the waiter's own renewal timer.
+ * noticed by the waiter's own renewal timer. MongoDB logs a pipeline update whose delta is not
+ * smaller than the document as a replacement, streamed as `replace`: its `lead` is as written.
  */
 function leadsTo(holderId: string) {
+  const leads = { $regex: leadPattern(holderId) };
   return {
-    operationType: 'update',
-    'updateDescription.updatedFields.lead': { $regex: leadPattern(holderId) },
+    $or: [
+      { operationType: 'update', 'updateDescription.updatedFields.lead': leads },
+      { operationType: 'replace', 'fullDocument.lead': leads },
+    ],
   };
 }
 
@@ -50,8 +54,11 @@ export function lineChangeOf(event: ChangeStreamDocument<LineDocument>): LineCha
   const doc = event.fullDocument;
   const line = doc.line ?? [];
   const holders = line.slice(0, holdingCount(line, doc.permits)).map(holdingEntry);
-  const lead = event.operationType === 'update' ? event.updateDescription.updatedFields?.lead : '';
-  return { key: doc._id, holders, ...(lead?.startsWith('!') ? { lookAgain: true } : {}) };
+  // An operator's write may have removed waiting entries; a replacement may have changed anything.
+  const lookAgain =
+    event.operationType === 'replace' ||
+    (event.operationType === 'update' && event.updateDescription.updatedFields?.lead?.[0] === '!');
+  return { key: doc._id, holders, ...(lookAgain ? { lookAgain } : {}) };
 }
 
 export interface LineWatch {

@@ -237,7 +237,9 @@ function emptied(change: LineChangeEvent & { operationType: 'update' }): boolean
  *   (the delta does not say who left; a waiter's leave may have freed nothing), then `acquired`
  *   per holder of the looked-up document, which may be later: holders repeat, or joined since;
  * - an update emptying the line without `lead` (e.g. a renewal ended every lease): `released`;
- * - other updates (renewals, waiters leaving) and `replace` (never written): nothing;
+ * - replace (a pipeline update MongoDB logged whole, its delta not being smaller): `acquired`
+ *   per holder as written (who is new is unknown: holders may repeat), `released` if none;
+ * - other updates (renewals, waiters leaving): nothing;
  * - delete (TTL removed an idle document): `deleted`. A lease running out is no event itself.
  */
 export function lineEvents(change: LineChangeEvent): LockEvent[] {
@@ -258,6 +260,11 @@ export function lineEvents(change: LineChangeEvent): LockEvent[] {
       }
       if ('f' in updated) return joinEvents(key, change);
       return emptied(change) ? [released] : [];
+    }
+    case 'replace': {
+      const holders = writtenHolders(change.fullDocument);
+      if (holders.length > 0) return holders.map((entry) => acquired(key, entry, at));
+      return [{ type: 'released', key, holderId: null, fence: null, at }];
     }
     default:
       return [];
