@@ -93,6 +93,8 @@ export class MongoLockHandle implements LockHandle {
   private releaseConfirmed = false;
   /** The background release of a lost handle's keys, with how many were live. */
   private givingBack: Promise<number> | undefined;
+  /** Set by {@link expireAtRelease}: the monotonic time until which `release()` keeps the lease. */
+  private keptUntil: number | undefined;
   private markDone!: () => void;
 
   constructor(private readonly init: LockHandleInit) {
@@ -146,6 +148,11 @@ export class MongoLockHandle implements LockHandle {
   }
 
   release(): Promise<void> {
+    const keptMs = this.keptUntil === undefined ? 0 : this.keptUntil - performance.now();
+    this.keptUntil = undefined;
+    if (keptMs > 0 && !this.isReleased && !this.lostError && !this.releasing) {
+      return this.expireIn(keptMs);
+    }
     if (this.isReleased) {
       return this.lostError && !this.releaseConfirmed
         ? Promise.reject(this.lostError)
@@ -186,6 +193,15 @@ export class MongoLockHandle implements LockHandle {
       this.releasing = undefined;
     });
     return this.releasing;
+  }
+
+  /**
+   * Makes the next `release()` let the lease run out at `until` (monotonic ms) instead, as
+   * {@link expireIn} would then: `minHoldMs` in a transaction, whose check a write before its
+   * commit would conflict with. @internal
+   */
+  expireAtRelease(until: number): void {
+    this.keptUntil = until;
   }
 
   /**

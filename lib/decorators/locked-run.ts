@@ -19,6 +19,7 @@ export const SKIPPED: unique symbol = Symbol('MONGO_LOCK:SKIPPED');
 /** A handle that can end its hold by letting the lease run out (`MongoLockHandle`). */
 interface ExpirableHandle extends LockHandle {
   expireIn(ttlMs: number): Promise<void>;
+  expireAtRelease(until: number): void;
 }
 
 function canExpire(handle: LockHandle): handle is ExpirableHandle {
@@ -119,6 +120,9 @@ async function leaveToExpire(handle: LockHandle, heldUntil: number, where: strin
   const remainingMs = Math.min(Math.ceil(heldUntil - performance.now()), MAX_TIMER_MS);
   // Held long enough, or nothing to keep: withLock releases (or reports the loss) as usual.
   if (remainingMs <= 0 || handle.lost || handle.released || !canExpire(handle)) return;
+  // In a transaction (still open): a write now would conflict with its check, and the work run
+  // again. The release after the commit lets the lease run out instead.
+  if (handle.session) return handle.expireAtRelease(heldUntil);
   try {
     await handle.expireIn(remainingMs);
   } catch (error) {

@@ -40,6 +40,18 @@ class ReportJob {
     return 'done';
   }
 
+  /** Counts its runs: the driver runs a transaction's function again after a write conflict. */
+  static transactionRuns = 0;
+
+  @Locked('job:min-hold-tx', { onBusy: 'skip', minHoldMs: 3_000, transaction: true })
+  async inTransaction(): Promise<string> {
+    ReportJob.transactionRuns += 1;
+    // A read in the transaction fixes its snapshot: a later write of the lock outside conflicts.
+    const session = LockService.current()?.session;
+    await session?.client.db().collection('jobs').findOne({}, { session });
+    return 'done';
+  }
+
   @Locked('job:slow', { onBusy: 'skip', minHoldMs: 1_000 })
   async slow(): Promise<string> {
     await sleep(1_300);
@@ -156,6 +168,18 @@ describe('@Locked for scheduled jobs: onBusy and minHoldMs', () => {
       holderId: 'A',
     });
     await expect(appB.get(ReportJob).quick('failing')).resolves.toBeUndefined();
+  });
+
+  it('minHoldMs in a transaction: the hold is written after the commit, and the method runs once', async () => {
+    const locks = appA.get(LockService);
+    await expect(appA.get(ReportJob).inTransaction()).resolves.toBe('done');
+    // Written before the commit, the hold conflicted with the transaction's check: run again.
+    expect(ReportJob.transactionRuns).toBe(1);
+    const state = await locks.inspect('job:min-hold-tx');
+    expect(state).toMatchObject({ held: true, holderId: 'A' });
+    expect(state!.remainingMs).toBeLessThanOrEqual(3_000);
+    expect(locks.diagnostics.held).toBe(0);
+    await expect(appB.get(ReportJob).inTransaction()).resolves.toBeUndefined();
   });
 
   it('minHoldMs: work longer than minHoldMs releases as usual', async () => {
