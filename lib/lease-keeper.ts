@@ -157,15 +157,19 @@ export class LeaseKeeper {
     clearTimeout(this.deadlineTimer);
   }
 
-  /** Renews every key now; `ttlMs` also becomes the lease of later renewals. */
-  async renewNow(ttlMs: number | undefined): Promise<void> {
-    if (ttlMs !== undefined) this.ttlMs = ttlMs;
+  /**
+   * Renews every key now; `ttlMs` also becomes the lease of later renewals. False if nothing was
+   * sent: the hold ended, or is ending (a release or commit stopped renewals), meanwhile.
+   */
+  async renewNow(ttlMs: number | undefined): Promise<boolean> {
     // One renewal at a time; an earlier one's failure was its caller's, not this one's.
     await this.renewing?.catch(() => undefined);
-    if (this.stopped || this.renewalStopped) return;
+    if (this.stopped || this.renewalStopped) return false;
+    if (ttlMs !== undefined) this.ttlMs = ttlMs;
     const renewal = this.renewAll(false);
     this.renewing = renewal;
     await renewal;
+    return true;
   }
 
   /**

@@ -223,6 +223,25 @@ describe('MongoLockHandle', () => {
       await expect(handle.extend()).rejects.toBeInstanceOf(MongoLockError);
     });
 
+    it('rejects when a release came while it waited for an earlier renewal', async () => {
+      const { handle, leases } = setUp(['a']);
+      let answer!: () => void;
+      leases.renewReply = () =>
+        new Promise((resolve) => {
+          answer = () => resolve({ renewed: true, sentAt: performance.now(), remainingMs: TTL_MS });
+        });
+      const first = handle.extend();
+      await jest.advanceTimersByTimeAsync(0);
+      // Waits for the first one's reply; the release asked for meanwhile stops renewals.
+      const second = expect(handle.extend()).rejects.toBeInstanceOf(MongoLockError);
+      const releasing = handle.release();
+      answer();
+      await first;
+      await second;
+      await releasing;
+      expect(leases.log).toEqual(['renew a', 'release a']);
+    });
+
     it('renews again on a later call after one failed (MongoDB back)', async () => {
       const { handle, leases } = setUp(['a']);
       leases.renewReply = () => Promise.reject(new LockStoreUnavailableError('away'));

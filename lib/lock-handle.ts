@@ -137,14 +137,15 @@ export class MongoLockHandle implements LockHandle {
   }
 
   async extend(ttlMs?: number): Promise<void> {
+    const released = () =>
+      new MongoLockError(`Lock ${JSON.stringify(this.key)} was released; it cannot be extended`);
     if (this.lostError) throw this.lostError;
-    if (this.isReleased || this.releasing || this.releaseSent) {
-      throw new MongoLockError(
-        `Lock ${JSON.stringify(this.key)} was released; it cannot be extended`,
-      );
-    }
-    await this.keeper.renewNow(ttlMs === undefined ? undefined : validateTtlMs('ttlMs', ttlMs));
+    if (this.isReleased || this.releasing || this.releaseSent) throw released();
+    const lease = ttlMs === undefined ? undefined : validateTtlMs('ttlMs', ttlMs);
+    const renewed = await this.keeper.renewNow(lease);
     this.throwIfLost();
+    // Released (or committed) while an earlier renewal was answered: nothing was renewed.
+    if (!renewed) throw released();
   }
 
   release(): Promise<void> {

@@ -1,5 +1,6 @@
 import { Injectable, type INestApplicationContext, Logger } from '@nestjs/common';
 import { Cron, Interval, ScheduleModule } from '@nestjs/schedule';
+import type { MongoClient } from 'mongodb';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Locked, LockLostError, LockService } from '../../lib';
 import { LOAD_SLACK_MS } from '../support/load-slack';
@@ -48,7 +49,9 @@ class ReportJob {
     ReportJob.transactionRuns += 1;
     // A read in the transaction fixes its snapshot: a later write of the lock outside conflicts.
     const session = LockService.current()?.session;
-    await session?.client.db().collection('jobs').findOne({}, { session });
+    // The module's own client (the session's, which the driver's typings do not show).
+    const client = (session as unknown as { client: MongoClient } | undefined)?.client;
+    await client?.db().collection('jobs').findOne({}, { session });
     return 'done';
   }
 
