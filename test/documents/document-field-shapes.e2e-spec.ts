@@ -28,6 +28,8 @@ describe('Document locks and the shapes of the application’s documents', () =>
       ['an object whose line is not an array', { line: 'x' }],
       ['an object whose fence is not a number', { f: 'abc' }],
       ['an object whose fence is an ObjectId', { f: new ObjectId() }],
+      ['a date', new Date(0)],
+      ['an ObjectId', new ObjectId()],
     ];
 
     it.each(values)('is %s: InvalidLockOptionsError, nothing written', async (_kind, value) => {

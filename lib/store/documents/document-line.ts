@@ -1,4 +1,5 @@
 import type { Document } from 'mongodb';
+import { isPlainObject } from '../../util/value-kinds';
 import { LINE_CAPACITY } from '../line/line-pipelines';
 import type { Successor } from '../line/line-commands';
 
@@ -13,7 +14,8 @@ export function isBsonNumber(value: unknown): boolean {
 /** What {@link DocumentLineFields.lockShaped} checks on the server, for a value read back. */
 export function isLockShaped(value: unknown): boolean {
   if (value === undefined || value === null) return true;
-  if (typeof value !== 'object' || Array.isArray(value)) return false;
+  // A subdocument reads back as a plain object; a date or any other BSON value does not.
+  if (!isPlainObject(value)) return false;
   const { line, f } = value as { line?: unknown; f?: unknown };
   return (line === undefined || Array.isArray(line)) && (f === undefined || isBsonNumber(f));
 }
