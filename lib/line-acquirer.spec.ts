@@ -61,15 +61,4 @@ describe('LineAcquirer: an entry of unknown outcome', () => {
     await acquirer.leavesSettled();
     expect(left).toEqual([]);
   });
-
-  it('a wait here behind a join MongoDB has not answered fails as MongoDB unavailable', async () => {
-    const { acquirer } = acquirerOn([() => new Promise<JoinResult>(() => undefined)]);
-    const first = acquirer.acquire({ ...request, timeoutMs: 300 });
-    // Behind the first caller's join in call order: never joined, MongoDB's silence is why.
-    await expect(acquirer.acquire({ ...request, timeoutMs: 150 })).rejects.toBeInstanceOf(
-      LockStoreUnavailableError,
-    );
-    await expect(first).rejects.toBeInstanceOf(LockStoreUnavailableError);
-    await acquirer.leavesSettled();
-  });
 });

@@ -259,8 +259,7 @@ export class LineAcquirer {
         ? await this.tried(join(), request)
         : inCallOrder(request)
           ? await this.joinsInCallOrder.run(request.key, async (ahead) => {
-              // Earlier callers' steps wait for MongoDB's replies only.
-              await settledBy(ahead, attempt.deadline, request.signal, () => attempt.unanswered());
+              await settledBy(ahead, attempt.deadline, request.signal, () => attempt.timedOut());
               if (!takesOver(request)) await this.letGo(attempt);
               const following = this.deps.handover.follow(attempt);
               return following ? { following } : this.send(attempt, join);

@@ -29,8 +29,9 @@ export function runWithHeldLock<T>(service: object, handle: LockHandle, fn: () =
   });
 }
 
+/** `LockService.current()`: as {@link heldLocksOf} sees re-entry, lost locks aside. */
 export function innermostHeldLock(): LockHandle | undefined {
-  return storage.getStore()?.findLast((entry) => !entry.handle.released)?.handle;
+  return storage.getStore()?.findLast((entry) => entry.running && !entry.handle.released)?.handle;
 }
 
 /**

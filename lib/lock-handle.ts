@@ -141,6 +141,13 @@ export class MongoLockHandle implements LockHandle {
       new MongoLockError(`Lock ${JSON.stringify(this.key)} was released; it cannot be extended`);
     if (this.lostError) throw this.lostError;
     if (this.isReleased || this.releasing || this.releaseSent) throw released();
+    if (this.session) {
+      // A write of the lock outside the transaction would conflict with its check: rerun.
+      throw new MongoLockError(
+        `Lock ${JSON.stringify(this.key)} cannot be extended inside its transaction: ` +
+          'the lease was renewed in full when it began, and the work must fit in it',
+      );
+    }
     const lease = ttlMs === undefined ? undefined : validateTtlMs('ttlMs', ttlMs);
     const renewed = await this.keeper.renewNow(lease);
     this.throwIfLost();

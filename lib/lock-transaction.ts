@@ -37,6 +37,8 @@ export async function runInTransaction<T>(
   handle: MongoLockHandle,
   fn: () => T | Promise<T>,
   options: { maxCommitTimeMS?: number },
+  /** Told once the transaction committed (not when `fn` ended it itself). */
+  onCommitted: () => void = () => undefined,
 ): Promise<T> {
   // A renewal would write the lock the transaction checks (a write conflict, `fn` rerun again
   // and again): renewed in full now and not until the end, so the work must fit in one lease.
@@ -46,6 +48,7 @@ export async function runInTransaction<T>(
   handle.session = session;
   try {
     let result!: T;
+    let open = false;
     await session.withTransaction(async () => {
       result = await fn();
       for (const { key, owner } of handle.heldKeys) {
@@ -58,7 +61,10 @@ export async function runInTransaction<T>(
       }
       // The local deadline runs ahead of the server's: past it, do not commit either.
       if (handle.signal.aborted) throw handle.signal.reason;
+      // Ended by `fn` itself (an abort): the driver then commits nothing.
+      open = session.inTransaction();
     }, options);
+    if (open) onCommitted();
     return result;
   } catch (error) {
     // A commit with no answer, or a failed abort (the driver ignores it), may leave the

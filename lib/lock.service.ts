@@ -218,11 +218,10 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     // A commit proves the lock was ours (its check's write kept others out until then), even if
     // the local lease ran out while it was on its way: the work is done, never to be retried.
     let committed = false;
-    const inTransaction = async (options: { maxCommitTimeMS?: number }) => {
-      const result = await runInTransaction(this.runtime.transactionLocks(), handle, run, options);
-      committed = true;
-      return result;
-    };
+    const inTransaction = (options: { maxCommitTimeMS?: number }) =>
+      runInTransaction(this.runtime.transactionLocks(), handle, run, options, () => {
+        committed = true;
+      });
     return runThenRelease(
       handle,
       () => (transaction ? inTransaction(transaction) : run()),

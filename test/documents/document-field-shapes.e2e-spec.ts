@@ -1,7 +1,7 @@
 // Document locks and what the application's documents hold: a lock field with the
 // application's own value, ids past 2^53 and -0, a created document's fields and version.
 // Each test failed before its fix.
-import { Long, ObjectId } from 'mongodb';
+import { DBRef, Long, ObjectId } from 'mongodb';
 import type { Collection, Document } from 'mongodb';
 import { InvalidLockOptionsError } from '../../lib/errors';
 import { LockTestKit, settle } from '../lock-service/lock-test-kit';
@@ -30,6 +30,7 @@ describe('Document locks and the shapes of the application’s documents', () =>
       ['an object whose fence is an ObjectId', { f: new ObjectId() }],
       ['a date', new Date(0)],
       ['an ObjectId', new ObjectId()],
+      ['a DBRef', new DBRef('accounts', new ObjectId())],
     ];
 
     it.each(values)('is %s: InvalidLockOptionsError, nothing written', async (_kind, value) => {

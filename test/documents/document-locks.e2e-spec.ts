@@ -209,6 +209,12 @@ describe.each(['v2'] as const)('Document locks (engine %s)', (engine) => {
     await accounts.updateOne({ _id: 'd' }, { $set: { dec: Decimal128.fromString('1E+3') } });
     const exponent = await decimal.updateIfCurrent('d', '1E+3', { $set: { balance: 1 } });
     expect(String(exponent.dec)).toBe('1001');
+    // Past a decimal's range: not a version (a client's If-Match answers 400, not 500).
+    for (const text of ['1E+99999', '1'.repeat(40)]) {
+      await expect(
+        decimal.updateIfCurrent('d', text, { $set: { balance: 1 } }),
+      ).rejects.toBeInstanceOf(InvalidLockOptionsError);
+    }
   });
 
   it('refuses bad input with typed errors and writes nothing', async () => {

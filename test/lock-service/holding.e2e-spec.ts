@@ -145,12 +145,17 @@ describe('LockService holding', () => {
     });
     const locks = await kit.service({ client, localHandOff: false });
     let later!: Promise<bigint>;
+    let currentThen: unknown = 'not read';
     const outer = await locks.withLock('left-behind', async (lock) => {
-      later = sleep(100).then(() => locks.withLock('left-behind', (inner) => inner.fence));
+      later = sleep(100).then(() => {
+        currentThen = LockService.current();
+        return locks.withLock('left-behind', (inner) => inner.fence);
+      });
       return lock.fence;
     });
     // Not run under the outer lock, whose release had freed the key: it took the key itself.
     expect(await later).toBeGreaterThan(outer);
+    expect(currentThen).toBeUndefined();
   });
 
   it('another async context of the same service waits instead of re-entering', async () => {

@@ -262,6 +262,25 @@ describe('withLock in a transaction: a commit of unknown outcome', () => {
     expect((await locks.inspect('tx:unknown'))?.held).toBe(false);
   });
 
+  it('extend() inside the transaction is refused: its write would conflict with the check', async () => {
+    const locks = await kit.service({ client: await kit.client() });
+    let runs = 0;
+    const outcome = await locks
+      .withLock(
+        'tx:extend',
+        async (lock) => {
+          runs += 1;
+          await lock.extend();
+        },
+        { transaction: true },
+      )
+      .catch((error: unknown) => error);
+    expect(outcome).toBeInstanceOf(MongoLockError);
+    expect((outcome as Error).message).toMatch(/cannot be extended inside its transaction/);
+    expect(runs).toBe(1);
+    expect((await locks.inspect('tx:extend'))?.held).toBe(false);
+  });
+
   it('a commit answered after the local lease ran out still resolves: the work committed once', async () => {
     const client = await kit.client();
     const locks = await kit.service({ client });

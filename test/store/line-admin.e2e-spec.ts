@@ -526,7 +526,8 @@ describe('line events', () => {
     expect(heardByB).toEqual([
       { key: 'whole', holders: [{ t: b.token, fence: b.fence }], lookAgain: true },
     ]);
-    expect(await next(1)).toEqual([
+    expect(await next(2)).toEqual([
+      { type: 'released', key: 'whole', holderId: null, fence: null },
       { type: 'acquired', key: 'whole', holderId: 'svc-b', fence: b.fence },
     ]);
     await locks.replaceOne({ _id: 'whole' }, { ...doc, line: [], lead: `- ${b.token}` });

@@ -14,7 +14,7 @@ export function isBsonNumber(value: unknown): boolean {
 /** What {@link DocumentLineFields.lockShaped} checks on the server, for a value read back. */
 export function isLockShaped(value: unknown): boolean {
   if (value === undefined || value === null) return true;
-  // A subdocument reads back as a plain object; a date or any other BSON value does not.
+  // A subdocument reads back as a plain object; a date, a DBRef or any other BSON value does not.
   if (!isPlainObject(value)) return false;
   const { line, f } = value as { line?: unknown; f?: unknown };
   return (line === undefined || Array.isArray(line)) && (f === undefined || isBsonNumber(f));
@@ -59,6 +59,13 @@ export class DocumentLineFields {
         {
           $and: [
             { $eq: [type, 'object'] },
+            // A DBRef is a subdocument too, but the application's value ({ $ref, $id }).
+            {
+              $eq: [
+                { $type: { $getField: { field: { $literal: '$ref' }, input: `$${this.field}` } } },
+                'missing',
+              ],
+            },
             { $in: [{ $type: this.value('line') }, ['missing', 'array']] },
             {
               $or: [

@@ -97,7 +97,9 @@ export function toVersionValue(version: DocumentVersion, value: unknown): unknow
       }
       // With the exponent form `toString` gives for some values (`1E+3`, `1.5E-7`).
       if (typeof value === 'string' && /^-?\d+(\.\d+)?(E[+-]\d+)?$/.test(value)) {
-        return canonical(Decimal128.fromString(value));
+        // Past a decimal's 34 digits or exponent range: not a version.
+        const decimal = decimalOf(value);
+        return decimal && canonical(decimal);
       }
       return undefined;
     case 'date': {
@@ -108,6 +110,14 @@ export function toVersionValue(version: DocumentVersion, value: unknown): unknow
       }
       return canonical(new Date(ms));
     }
+  }
+}
+
+function decimalOf(text: string): Decimal128 | undefined {
+  try {
+    return Decimal128.fromString(text);
+  } catch {
+    return undefined;
   }
 }
 

@@ -237,8 +237,8 @@ function emptied(change: LineChangeEvent & { operationType: 'update' }): boolean
  *   (the delta does not say who left; a waiter's leave may have freed nothing), then `acquired`
  *   per holder of the looked-up document, which may be later: holders repeat, or joined since;
  * - an update emptying the line without `lead` (e.g. a renewal ended every lease): `released`;
- * - replace (a pipeline update MongoDB logged whole, its delta not being smaller): `acquired`
- *   per holder as written (who is new is unknown: holders may repeat), `released` if none;
+ * - replace (a pipeline update MongoDB logged whole, its delta not being smaller): as an update
+ *   of `lead`, from the document as written (a join on an idle key repeats a `released`);
  * - other updates (renewals, waiters leaving): nothing;
  * - delete (TTL removed an idle document): `deleted`. A lease running out is no event itself.
  */
@@ -262,9 +262,9 @@ export function lineEvents(change: LineChangeEvent): LockEvent[] {
       return emptied(change) ? [released] : [];
     }
     case 'replace': {
+      const released: LockEvent = { type: 'released', key, holderId: null, fence: null, at };
       const holders = writtenHolders(change.fullDocument);
-      if (holders.length > 0) return holders.map((entry) => acquired(key, entry, at));
-      return [{ type: 'released', key, holderId: null, fence: null, at }];
+      return [released, ...holders.map((entry) => acquired(key, entry, at))];
     }
     default:
       return [];
