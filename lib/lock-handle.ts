@@ -43,7 +43,8 @@ export interface LockHandle {
   readonly lost: boolean;
   /**
    * Renews now: the lease then ends no sooner than `ttlMs` (default: the acquisition's) from
-   * now. Rejects with {@link LockLostError} if lost, and with `MongoLockError` once released.
+   * now. Rejects with {@link LockLostError} if lost, and with `MongoLockError` once released (or
+   * being released), or inside the lock's transaction (renewed in full when it began).
    */
   extend(ttlMs?: number): Promise<void>;
   /**

@@ -59,7 +59,7 @@ export const LOCK_STORE_FACTORY = Symbol('MONGO_LOCK:STORE_FACTORY');
 
 @Injectable()
 export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnApplicationShutdown {
-  /** Written to the `holder` field of every lock this instance takes. */
+  /** Written to the `h` field of every lock entry this instance makes. */
   readonly holderId: string;
   /**
    * Every acquisition and release on the lock collection (hot; its change stream, shared with
@@ -110,7 +110,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     });
   }
 
-  /** The handle of the innermost lock that the current async context holds. */
+  /** The handle of the innermost lock whose function still runs in the current async context. */
   static current(): LockHandle | undefined {
     return innermostHeldLock();
   }
@@ -192,7 +192,8 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
 
   /**
    * Runs `fn` under the lock, renewed unless `renew: false`, and always releases it. `fn`'s
-   * errors pass through; if `fn` succeeds but the lease was lost, rejects with `LockLostError`.
+   * errors pass through; if `fn` succeeds but the lease was lost, rejects with `LockLostError`
+   * (unless its `transaction` committed: its result is returned).
    * Re-entrant: if an enclosing `withLock` of this service holds ALL the keys under one handle,
    * `fn` runs at once with it. Some held keys plus others is refused (it would wait for itself).
    *

@@ -103,7 +103,8 @@ export class DocumentLocks<T extends Document = Document> {
 
   /**
    * Runs `fn` under the document's lock, renewed meanwhile (unless `renew: false`), then
-   * releases it, unless `fn` committed. Re-entrant within the current async context.
+   * releases it, unless `fn` committed. Re-entrant within the current async context while `fn`
+   * runs.
    */
   async withLock<R>(
     id: unknown,

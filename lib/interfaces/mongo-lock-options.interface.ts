@@ -26,7 +26,10 @@ export interface MongoLockModuleOptions {
   renewal?: LockRenewalOptions;
   /** Longest total hold of one acquisition with renewal (stops a stuck method). Default 10 min. */
   maxHoldMs?: number;
-  /** Identifies this instance in lock documents (`holder`). Default `host:pid:random`. */
+  /**
+   * Identifies this instance in lock entries (`h`): 1 to 200 characters, not starting with `$`,
+   * `*` or `!`, unique per process. Default `host:pid:random`.
+   */
   holderId?: string;
   /** How long a released lock document is kept before the TTL index deletes it. Default 24 h. */
   idleRetentionMs?: number;
@@ -63,7 +66,8 @@ export interface MongoLockModuleOptions {
   /**
    * On shutdown, how long running locked work may finish, its locks renewed, before its
    * holders are told of the loss and the locks released (a locked HTTP handler still running
-   * is answered 503). `close()` returns at most 2 s later. Default 10 000 ms.
+   * is answered 503). `close()` returns at most 2 s later, plus a leader's resignation and a start
+   * still under way (docs/outages-and-shutdown.md). Default 10 000 ms.
    */
   shutdownGraceMs?: number;
   /**
