@@ -67,6 +67,8 @@ async function runScript(open: Open, quietMs: number): Promise<unknown> {
     heard[who].push([
       change.key,
       change.holders.map((h) => [named(h.t), fence(change.key, h.fence)]),
+      // An operator's write makes the key's waiters read their place again.
+      change.lookAgain ?? false,
     ]);
   const onEvent = (event: LockEvent) =>
     heard.events.push([event.type, event.key, event.holderId, fence(event.key, event.fence)]);

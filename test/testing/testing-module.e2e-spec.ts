@@ -200,6 +200,13 @@ describe('MongoLockTestingModule', () => {
     expect(ran).toBe(false);
   });
 
+  it('refuses document locks, naming the testing module', async () => {
+    const accounts = locks.documents('accounts');
+    await expect(accounts.acquire('acc-1')).rejects.toThrow(
+      /the in-memory store of MongoLockTestingModule has none/,
+    );
+  });
+
   it('expire ends a holder lease: its signal aborts at its next renewal and the call fails', async () => {
     const held = gate();
     holds.set('monthly', held.opened);
