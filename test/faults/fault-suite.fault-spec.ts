@@ -185,8 +185,10 @@ const lineEngineMutants: LibraryMutant[] = [
     patches: [
       {
         file: 'store/line/line-events.ts',
-        anchor: "    operationType: 'update',",
-        replacement: "    operationType: 'none', // mutant",
+        anchor:
+          "      { operationType: 'update', 'updateDescription.updatedFields.lead': leads },\n" +
+          "      { operationType: 'replace', 'fullDocument.lead': leads },",
+        replacement: "      { operationType: 'none' }, // mutant",
       },
     ],
     run: (server, libDir) => runLineContentionScenario(server, { libDir, durationMs: 3_000 }),
