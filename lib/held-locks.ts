@@ -36,6 +36,13 @@ export class HeldLocks {
     return this.revoke([...this.handles.keys()], reason, cause);
   }
 
+  /** The handles taken through `takenThrough` that hold `key`. */
+  holding(key: string, takenThrough: object): MongoLockHandle[] {
+    return [...this.handles]
+      .filter(([handle, through]) => through === takenThrough && handle.keys.includes(key))
+      .map(([handle]) => handle);
+  }
+
   /** The keys that the handles of owner scope `scope` hold. */
   keysOfScope(scope: string): string[] {
     return [...this.handles.keys()]
@@ -64,10 +71,7 @@ export class HeldLocks {
     reason: string,
     only: (handle: MongoLockHandle) => boolean = () => true,
   ): Promise<MongoLockHandle[]> {
-    const holding = [...this.handles]
-      .filter(([handle, through]) => through === takenThrough && handle.keys.includes(key))
-      .map(([handle]) => handle)
-      .filter(only);
+    const holding = this.holding(key, takenThrough).filter(only);
     const counts = await Promise.all(holding.map((handle) => handle.revoke(reason)));
     return holding.filter((_, index) => counts[index] > 0);
   }

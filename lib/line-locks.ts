@@ -69,6 +69,7 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
       (change) => {
         this.waiters.heard(change.key, change.holders, change.news);
         if (change.lookAgain) this.waiters.lookAgain(change.key);
+        if (change.byOperator) void this.tellRemovedHolders(change.key);
       },
       () => {
         failed = true;
@@ -150,6 +151,22 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
       this.removedByOperator.get(hold.key)?.has(entryFenceOf(hold.fence)),
     );
     return index === -1 ? undefined : index;
+  }
+
+  /**
+   * After an operator's command on `key` (here or in another instance): our holders of it whose
+   * entry it removed are told now, by a read, rather than at their next renewal.
+   */
+  private async tellRemovedHolders(key: string): Promise<void> {
+    for (const handle of this.held.holding(key, this)) {
+      const owner = handle.heldKeys.find((held) => held.key === key)?.owner;
+      const fence = handle.fences.get(key);
+      if (owner === undefined || fence === undefined) continue;
+      const place = await this.store.place(key, owner).catch(() => null);
+      // Unanswered: its next renewal decides. A token's later entry is not this hold's.
+      if (place === null || place?.fence === entryFenceOf(fence)) continue;
+      void handle.revoke('an operator released it (forceRelease or releaseScope)');
+    }
   }
 
   /** Whether the change stream wakes waits now (else they poll). */

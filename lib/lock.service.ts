@@ -299,7 +299,8 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    * Frees a stuck key lock (never a document lock) whoever holds it; resolves to the holders
    * released (holder id, fence). Holders here not already releasing are told first (`signal`,
    * `lost$`; a multi-key handle loses all keys) and their releases wait for the command; holders
-   * elsewhere learn it at their next renewal. The fence is never reset: the next one is larger.
+   * elsewhere when their instance hears it (else at their next renewal). The fence is never
+   * reset: the next one is larger.
    *
    * @example
    * const released = await locks.forceRelease('orders:42');
@@ -312,7 +313,8 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   /**
    * Releases every lock of owner scope `scope` (`AcquireOptions.scope`) on any instance;
    * resolves to how many had a live lease. Holders here are told at once (`signal`, `lost$`);
-   * holders elsewhere learn it at their next renewal; waiters everywhere wake (those of the scope
+   * holders elsewhere when their instance hears it (else at their next renewal); waiters
+   * everywhere wake (those of the scope
    * join the line again, at the back).
    *
    * @example

@@ -52,6 +52,16 @@ describe('LockService.forceRelease', () => {
     await handle.release();
   });
 
+  it('a holder in another instance is told when its process hears the command, not at its renewal', async () => {
+    const a = await kit.service({ holderId: 'A' });
+    const b = await kit.service({ holderId: 'B' });
+    // Renewed a third of 60 s in: told before that, it was told by the command's news.
+    const held = await a.acquire('told-elsewhere', { ttlMs: 60_000, renew: true });
+    await b.forceRelease('told-elsewhere');
+    await eventually(() => held.lost, 10_000);
+    expect(held.signal.reason).toBeInstanceOf(LockLostError);
+  });
+
   it('names a holder the entry was handed to once', async () => {
     const b = await kit.service({ holderId: 'B' });
     const first = await b.acquire('handed');

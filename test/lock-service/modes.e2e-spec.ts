@@ -191,10 +191,14 @@ describe('Lock modes: shared/exclusive locks and semaphores', () => {
     const other = await b.acquire('scoped-s', { permits: 2, scope: 'tenant:2' });
     expect(await a.releaseScope('tenant:1')).toBe(3);
     expect(here.signal.aborted).toBe(true);
-    await new Promise<void>((resolve) => there.signal.addEventListener('abort', () => resolve()));
-    await new Promise<void>((resolve) =>
-      permit.signal.aborted ? resolve() : permit.signal.addEventListener('abort', () => resolve()),
-    );
+    // Told when their instance hears the command (else at their next renewal).
+    for (const handle of [there, permit]) {
+      await new Promise<void>((resolve) =>
+        handle.signal.aborted
+          ? resolve()
+          : handle.signal.addEventListener('abort', () => resolve()),
+      );
+    }
     expect(other.lost).toBe(false);
     expect((await a.inspect('scoped-s'))?.holders).toHaveLength(1);
     await other.release();

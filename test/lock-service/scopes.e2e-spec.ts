@@ -28,12 +28,11 @@ describe('Owner scopes: releaseScope()', () => {
     // Here: told at once.
     expect(here.lost).toBe(true);
     expect(here.signal.aborted).toBe(true);
-    // Elsewhere: the key is free at once (the waiter gets it), the holder learns at its next renewal.
+    // Elsewhere: the key is free at once (the waiter gets it), the holder is told when its
+    // process hears the command (or at its next renewal).
     const next = await waiter;
     expect(next.fence).toBeGreaterThan(elsewhere.fence);
-    await new Promise<void>((resolve) =>
-      elsewhere.signal.addEventListener('abort', () => resolve()),
-    );
+    await eventually(() => elsewhere.signal.aborted);
     expect(elsewhere.signal.reason).toBeInstanceOf(LockLostError);
     // Other scopes and unscoped locks are untouched.
     expect((await a.inspect('cart:3'))?.held).toBe(true);

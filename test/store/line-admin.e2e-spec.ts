@@ -253,7 +253,7 @@ describe('forceReleaseLine', () => {
     expect(released[0].remainingMs).toBeGreaterThan(20_000);
     await until(() => heardByB.length > 0);
     expect(heardByB).toEqual([
-      { key: 'fr', holders: [{ t: b.token, fence: b.fence }], lookAgain: true },
+      { key: 'fr', holders: [{ t: b.token, fence: b.fence }], lookAgain: true, byOperator: true },
     ]);
     expect(await renewInLine(locks, 'fr', a.token, 30_000, RETENTION)).toEqual({ renewed: false });
     expect(await renewInLine(locks, 'fr', b.token, 30_000, RETENTION)).toMatchObject({
@@ -400,7 +400,7 @@ describe('releaseScopeInLines', () => {
     // Every process hears each write (k2's and k3's too): their waiters look.
     await until(() => heardByB.some((change) => change.key === 'k1'));
     expect(heardByB.filter((change) => change.key === 'k1')).toEqual([
-      { key: 'k1', holders: [{ t: b.token, fence: b.fence }], lookAgain: true },
+      { key: 'k1', holders: [{ t: b.token, fence: b.fence }], lookAgain: true, byOperator: true },
     ]);
     expect(await renewInLine(locks, 'k1', b.token, 30_000, RETENTION)).toMatchObject({
       holds: true,

@@ -87,7 +87,7 @@ const FORCE_RELEASE_PIPELINE: Document[] = [
 
 /**
  * Frees `key` whoever holds it, in one write by the server clock; the entries behind hold with
- * no further write. Every waiter hears it (`lead`); holders learn at their next renewal. The
+ * no further write. Every process hears it (`lead`): waiters look again, holders check. The
  * fence is kept, so the next join's is larger. A key with no live entry is not written.
  * Resolves to the holders removed, in line order.
  */

@@ -21,6 +21,8 @@ export interface LineChange {
    * key's waiters look.
    */
   lookAgain?: boolean;
+  /** An operator's command (`forceRelease`, `releaseScope`) wrote it: it may have removed holders. */
+  byOperator?: boolean;
   /** For the holders: a document lock's document, as read after the change. */
   news?: unknown;
 }
@@ -54,11 +56,17 @@ export function lineChangeOf(event: ChangeStreamDocument<LineDocument>): LineCha
   const doc = event.fullDocument;
   const line = doc.line ?? [];
   const holders = line.slice(0, holdingCount(line, doc.permits)).map(holdingEntry);
+  const lead =
+    event.operationType === 'update' ? event.updateDescription.updatedFields?.lead : doc.lead;
+  const byOperator = lead?.[0] === '!';
   // An operator's write may have removed waiting entries; a replacement may have changed anything.
-  const lookAgain =
-    event.operationType === 'replace' ||
-    (event.operationType === 'update' && event.updateDescription.updatedFields?.lead?.[0] === '!');
-  return { key: doc._id, holders, ...(lookAgain ? { lookAgain } : {}) };
+  const lookAgain = byOperator || event.operationType === 'replace';
+  return {
+    key: doc._id,
+    holders,
+    ...(lookAgain ? { lookAgain } : {}),
+    ...(byOperator ? { byOperator } : {}),
+  };
 }
 
 export interface LineWatch {
