@@ -98,22 +98,14 @@ describe('LockService.forceRelease', () => {
 
 describeWithFailPoints('LockService.forceRelease with its command in flight', () => {
   const kit = LockTestKit.forSuite();
-  const { failPoint, appClient } = faultTools(kit);
+  const { delayNext, appClient } = faultTools(kit);
 
   it('tells a holder here whose join was answered meanwhile and removed by the command', async () => {
     const client = await appClient('forced-late');
     const b = await kit.service({ client, holderId: 'B' });
     await b.acquire('warm').then((handle) => handle.release());
     // The next lock write, forceRelease's, runs 600 ms late; B's join lands before it.
-    await failPoint(
-      { times: 1 },
-      {
-        failCommands: ['findAndModify'],
-        appName: 'forced-late',
-        blockConnection: true,
-        blockTimeMS: 600,
-      },
-    );
+    await delayNext('forced-late', 'findAndModify', 600);
     const forced = b.forceRelease('forced-late');
     await sleep(150);
     const held = await b.acquire('forced-late', { ttlMs: 30_000 });

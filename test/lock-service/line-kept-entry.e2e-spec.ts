@@ -165,7 +165,7 @@ async function heldInLoop(
 
 describeWithFailPoints('engine v2: a kept entry, under fail points', () => {
   const kit = LockTestKit.forSuite();
-  const { failPoint, appClient } = faultTools(kit);
+  const { delayNext, appClient } = faultTools(kit);
   const line = lineReader(kit);
 
   it('a wait here in another mode whose deadline passes while the kept entry leaves sends no join', async () => {
@@ -174,15 +174,7 @@ describeWithFailPoints('engine v2: a kept entry, under fail points', () => {
     const held = await heldInLoop(a, b, 'late-join', line);
     const fence = (await a.inspect('late-join'))?.fence;
     // b's next findAndModify, the kept entry's leave, reaches MongoDB 600 ms late.
-    await failPoint(
-      { times: 1 },
-      {
-        failCommands: ['findAndModify'],
-        appName: 'kept-late',
-        blockConnection: true,
-        blockTimeMS: 600,
-      },
-    );
+    await delayNext('kept-late', 'findAndModify', 600);
     await held.release();
     await expect(b.acquire('late-join', { mode: 'shared', timeoutMs: 100 })).rejects.toBeInstanceOf(
       LockStoreUnavailableError,
@@ -198,15 +190,7 @@ describeWithFailPoints('engine v2: a kept entry, under fail points', () => {
     const b = await kit.service({ engine: 'v2', client: await appClient('kept-leave') });
     const held = await heldInLoop(a, b, 'slow-leave', line);
     // b's next findAndModify, the kept entry's leave, reaches MongoDB 300 ms late.
-    await failPoint(
-      { times: 1 },
-      {
-        failCommands: ['findAndModify'],
-        appName: 'kept-leave',
-        blockConnection: true,
-        blockTimeMS: 300,
-      },
-    );
+    await delayNext('kept-leave', 'findAndModify', 300);
     await held.release();
     // Joined before that leave landed, the try would find our own entry holding: refused.
     const shared = await b.tryAcquire('slow-leave', { mode: 'shared' });

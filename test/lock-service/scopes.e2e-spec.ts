@@ -130,7 +130,7 @@ describe('Owner scopes: releaseScope()', () => {
 
 describeWithFailPoints('releaseScope() with its command in flight', () => {
   const kit = LockTestKit.forSuite();
-  const { failPoint, appClient } = faultTools(kit);
+  const { delayNext, appClient } = faultTools(kit);
 
   it("holds back its holders' leaves here until the command lands: a waiter of the scope elsewhere is never handed the key", async () => {
     const client = await appClient('scope-first');
@@ -146,10 +146,7 @@ describeWithFailPoints('releaseScope() with its command in flight', () => {
     const other = d.acquire('scope-first', { ttlMs: 60_000, timeoutMs: 15_000 });
     await eventually(async () => (await d.inspect('scope-first'))?.waiting === 2);
     // The command's read runs 600 ms late: a leave of B's sent meanwhile would land first.
-    await failPoint(
-      { times: 1 },
-      { failCommands: ['find'], appName: 'scope-first', blockConnection: true, blockTimeMS: 600 },
-    );
+    await delayNext('scope-first', 'find', 600);
     expect(await b.releaseScope('S')).toBe(1);
     const next = await other;
     // The scope's waiter lost its place (behind D now); it was never handed the key.
@@ -170,15 +167,7 @@ describeWithFailPoints('releaseScope() with its command in flight', () => {
     const waiting = b.acquire('scope-late', { scope: 'S', ttlMs: 60_000, timeoutMs: 15_000 });
     await eventually(async () => (await a.inspect('scope-late'))?.waiting === 1);
     // B's next lock write, the command's, runs 1.5 s late; B's wait ends before it lands.
-    await failPoint(
-      { times: 1 },
-      {
-        failCommands: ['findAndModify'],
-        appName: 'scope-late',
-        blockConnection: true,
-        blockTimeMS: 1_500,
-      },
-    );
+    await delayNext('scope-late', 'findAndModify', 1_500);
     const releasing = b.releaseScope('S');
     await sleep(150);
     await holder.release();

@@ -61,6 +61,14 @@ export function faultTools(kit: LockTestKit) {
     return Number(reply.count);
   }
 
+  /** The next `command` of the client named `appName` reaches MongoDB `ms` late (it then runs). */
+  function delayNext(appName: string, command: string, ms: number): Promise<number> {
+    return failPoint(
+      { times: 1 },
+      { failCommands: [command], appName, blockConnection: true, blockTimeMS: ms },
+    );
+  }
+
   async function appClient(appName: string, options: MongoClientOptions = {}) {
     const client = new MongoClient(kit.mongo.uri, { appName, runtimeAdapters: { os }, ...options });
     clients.push(client);
@@ -77,7 +85,7 @@ export function faultTools(kit: LockTestKit) {
     clients.push(client);
   }
 
-  return { failPoint, appClient, rawLock, closeAfterTest };
+  return { failPoint, delayNext, appClient, rawLock, closeAfterTest };
 }
 
 /** Applied on the primary, reply says the majority did not confirm it in time (not retried). */
