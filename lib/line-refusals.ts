@@ -3,23 +3,14 @@ import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
 import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
 import { quoteLockKey } from './keys/lock-key';
 import { notAcquiredMessage } from './lock.messages';
-import type { JoinResult } from './store/line/line-commands';
 import type { LineKind } from './store/line/line-document';
 import { LINE_CAPACITY } from './store/line/line-pipelines';
-import { modeConflictError } from './store/lock-mode-errors';
-import type { LockModeRequest } from './store/lock-modes';
+import type { JoinResult, KeyInUse } from './store/line/line-commands';
 
 interface RefusedRequest {
   key: string;
   kind: LineKind;
   timeoutMs: number;
-}
-
-/** The current engine's form of a line kind, for its error messages. */
-function modeRequestOf(kind: LineKind): LockModeRequest {
-  return kind.mode === 'permits'
-    ? { mode: 'exclusive', permits: kind.permits, weight: kind.weight }
-    : { mode: kind.mode, permits: undefined, weight: 1 };
 }
 
 /** A join error raised from a reply (no document, a 0.1 lock field, a bad option): no write. */
@@ -48,7 +39,7 @@ export function joinRefused(
   joined: Extract<JoinResult, { joined: false }>,
 ): Error {
   if (joined.reason === 'kind') {
-    return modeConflictError(request.key, modeRequestOf(request.kind), joined.inUse);
+    return modeConflictError(request.key, request.kind, joined.inUse);
   }
   if (joined.reason === 'full') {
     // Not a wait that ran out: the line has no room for one more entry now.
@@ -59,4 +50,23 @@ export function joinRefused(
     );
   }
   return notAcquired(request, joined.holderId, joined.retryAfterMs);
+}
+
+/** The key is in use in another form than `kind` asks for: nothing was written. */
+function modeConflictError(key: string, kind: LineKind, inUse: KeyInUse): InvalidLockOptionsError {
+  const asked =
+    kind.mode === 'permits'
+      ? `a semaphore of ${kind.permits} permits`
+      : `${kind.mode === 'shared' ? 'a shared' : 'an exclusive'} lock`;
+  // `permits` outlives the semaphore's holders: a live exclusive lease says more.
+  const current = inUse.exclusiveLive
+    ? 'an exclusive lock'
+    : inUse.permits !== null
+      ? `a semaphore of ${inUse.permits} permits`
+      : 'a shared lock';
+  return new InvalidLockOptionsError(
+    `Lock ${quoteLockKey(key)} is in use as ${current}; it cannot be taken as ${asked} ` +
+      '(every caller of one key must use it in the same form)',
+    { option: kind.mode === 'permits' ? 'permits' : 'mode' },
+  );
 }

@@ -5,7 +5,6 @@ import { EXCLUSIVE, MAX_HOLDERS_PER_KEY } from './store/lock-modes';
 import type { LockModeRequest } from './store/lock-modes';
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
 import type { AcquireOptions } from './interfaces/lock-options.interface';
-import { DIRECT_LABEL } from './telemetry/lock-telemetry-attributes';
 import { LONE_SURROGATE } from './keys/lock-key';
 import {
   boolean,
@@ -284,6 +283,9 @@ function lockMode(given: AcquireOptions): LockModeRequest {
   const count = integer('permits', permits, 1, MAX_HOLDERS_PER_KEY, 1);
   return { mode: 'shared', permits: count, weight: integer('weight', weight, 1, count, 1) };
 }
+
+/** The label of acquisitions that name none (`LockService` called directly). */
+const DIRECT_LABEL = '(direct)';
 
 /** Telemetry labels are bounded: they become attribute values on every instrument. */
 export const MAX_METRICS_LABEL_LENGTH = 200;

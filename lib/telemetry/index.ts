@@ -2,10 +2,8 @@ import { NOOP_LOCK_TELEMETRY, type LockTelemetry } from './lock-telemetry';
 import { loadOpenTelemetryApi, type OpenTelemetryLoader } from './opentelemetry-api';
 import { OpenTelemetryLockTelemetry } from './opentelemetry-lock-telemetry';
 
-export type { HoldSubject, LockLoad, LockTelemetry } from './lock-telemetry';
+export type { LockTelemetry } from './lock-telemetry';
 export { NOOP_LOCK_TELEMETRY } from './lock-telemetry';
-export { DIRECT_LABEL, TELEMETRY_SCOPE } from './lock-telemetry-attributes';
-export type { OpenTelemetryApi, OpenTelemetryLoader } from './opentelemetry-api';
 
 /** OpenTelemetry if `@opentelemetry/api` is installed, else a no-op. `load`: tests. @internal */
 export function createLockTelemetry(load?: OpenTelemetryLoader): LockTelemetry {

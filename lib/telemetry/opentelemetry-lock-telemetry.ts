@@ -7,19 +7,37 @@ import type {
   OtelSpan as Span,
   OtelTracer as Tracer,
 } from './opentelemetry-api';
-import {
-  acquireOutcomeOf,
-  ATTR_ERROR_TYPE,
-  ATTR_KEY_COUNT,
-  ATTR_LEADERSHIP,
-  ATTR_METHOD,
-  ATTR_OUTCOME,
-  ATTR_TEMPLATE,
-  errorTypeOf,
-  TELEMETRY_SCOPE,
-  type AcquireOutcome,
-} from './lock-telemetry-attributes';
+import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
+import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
 import type { HoldSubject, LockLoad, LockTelemetry } from './lock-telemetry';
+
+/** Meter and tracer name. */
+const TELEMETRY_SCOPE = 'nestjs-mongo-lock';
+
+/** Attribute names, the same on metrics and spans. */
+const ATTR_TEMPLATE = 'lock.template';
+const ATTR_OUTCOME = 'lock.outcome';
+const ATTR_KEY_COUNT = 'lock.key_count';
+const ATTR_METHOD = 'lock.method';
+const ATTR_ERROR_TYPE = 'error.type';
+const ATTR_LEADERSHIP = 'lock.leadership';
+
+/**
+ * How an acquisition ended: `timeout` is `LockNotAcquiredError` (busy, whatever the wait),
+ * `unavailable` is `LockStoreUnavailableError`, `error` anything else (aborted, closed).
+ */
+type AcquireOutcome = 'acquired' | 'timeout' | 'unavailable' | 'error';
+
+function acquireOutcomeOf(error: unknown): Exclude<AcquireOutcome, 'acquired'> {
+  if (error instanceof LockNotAcquiredError) return 'timeout';
+  if (error instanceof LockStoreUnavailableError) return 'unavailable';
+  return 'error';
+}
+
+/** The error's class name: never its message, which may quote a key. */
+function errorTypeOf(error: unknown): string {
+  return error instanceof Error ? error.name : typeof error;
+}
 
 /** The instruments of one meter, shared by every service that reports to it. */
 interface LockInstruments {

@@ -4,7 +4,6 @@ import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error
 import { isDuplicateKeyError } from '../mongo-error-codes';
 import type { HoldingEntry, LineDocument, LineEntry, LineKind, LinePlace } from './line-document';
 import { holdersOf, holdingEntry, liveEntries, placeOf } from './line-document';
-import type { KeyInUse } from '../lock-mode-errors';
 import {
   EXPIRE_PIPELINE,
   LEAVE_PIPELINE,
@@ -109,6 +108,13 @@ export interface HeldDocument {
 export interface Successor {
   t: string;
   h: string;
+}
+
+/** How a key is in use, as a refused join's reply tells it. */
+export interface KeyInUse {
+  exclusiveLive: boolean;
+  /** The semaphore's permits (outliving its holders), or null for a lock. */
+  permits: number | bigint | null;
 }
 
 export type JoinResult =
