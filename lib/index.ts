@@ -21,8 +21,7 @@ export * from './errors';
 export * from './interfaces';
 export { Locked, createLockedDecorator, type LockedOptions } from './decorators/locked.decorator';
 export type { LockedMetadata, LockedMethodReturn } from './decorators/locked-metadata';
-export { LockHandleParam } from './decorators/lock-handle-param.decorator';
-export { LockSession } from './decorators/lock-session-param.decorator';
+export { LockHandleParam, LockSession, LockedDoc } from './decorators/param.decorators';
 export { LockedInterceptor } from './interceptors/locked.interceptor';
 export type { LockKeyContext, LockKeySpec } from './keys/key-template';
 export { MAX_LOCK_KEY_BYTES } from './keys/lock-key';
@@ -46,7 +45,6 @@ export {
   type LockedDocumentOptions,
   type DocumentIdSpec,
 } from './decorators/locked-document.decorator';
-export { LockedDoc } from './decorators/locked-doc-param.decorator';
 export { IfMatch, VersionETag } from './http/version.decorators';
 export type { IfMatchOptions } from './http/if-match';
 export { DocumentHttpInterceptor } from './http/document-http.interceptor';

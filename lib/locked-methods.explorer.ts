@@ -8,7 +8,6 @@ import {
 import { DiscoveryService } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper.js';
 import { bindLockService } from './decorators/lock-bindings';
-import { decoratedMethods } from './decorators/decorated-methods';
 import { getLockedMetadata } from './decorators/locked-metadata';
 import { getOnlyLeaderMetadata, type OnlyLeaderMetadata } from './decorators/only-leader.decorator';
 import { hasDocumentLocks } from './documents/document-locks-registry';
@@ -20,6 +19,30 @@ import { httpOnlyPlaceholders } from './keys/key-template';
 import { LockService } from './lock.service';
 import { MONGO_LOCK_OPTIONS } from './mongo-lock.module-definition';
 import { MESSAGES } from './mongo-lock.messages';
+
+/**
+ * Decorated methods of a class and its ancestors, by name or symbol (Nest's `MetadataScanner`
+ * lists names only), each with the metadata of every level that has it, nearest first: an
+ * undecorated override calling `super` runs the ancestor's decorated body. Accessors are skipped.
+ */
+function decoratedMethods<T>(
+  prototype: object,
+  metadataOf: (method: unknown) => T | undefined,
+): Map<PropertyKey, T[]> {
+  const found = new Map<PropertyKey, T[]>();
+  for (
+    let level: object | null = prototype;
+    level !== null && level !== Object.prototype;
+    level = Object.getPrototypeOf(level) as object | null
+  ) {
+    for (const key of Reflect.ownKeys(level)) {
+      const value: unknown = Object.getOwnPropertyDescriptor(level, key)?.value;
+      const metadata = typeof value === 'function' ? metadataOf(value) : undefined;
+      if (metadata !== undefined) found.set(key, [...(found.get(key) ?? []), metadata]);
+    }
+  }
+  return found;
+}
 
 /**
  * Metadata of handlers Nest calls through interceptors and awaits whatever they return

@@ -271,7 +271,7 @@ export function resolveAcquireOptions(
 }
 
 /** `mode`, `permits` and `weight` of one acquisition. */
-function lockMode(given: AcquireOptions): LockModeRequest {
+export function lockMode(given: AcquireOptions): LockModeRequest {
   const { mode = 'exclusive', permits, weight } = given;
   if (mode !== 'exclusive' && mode !== 'shared') fail('mode', "'exclusive' or 'shared'", mode);
   if (permits === undefined) {

@@ -3,6 +3,7 @@ import { noop } from 'rxjs';
 import { MongoLockError } from '../errors/mongo-lock.error';
 import { MESSAGES } from '../mongo-lock.messages';
 import { isThenable } from '../util/value-kinds';
+import type { DocumentLockHandle } from '../documents/document-lock-handle';
 import type { LockService } from '../lock.service';
 import type { LockedMetadata } from './locked-metadata';
 
@@ -70,4 +71,16 @@ export function interceptedCall(metadata: LockedMetadata): InterceptedCall | und
 /** Runs the method body without the interceptor's mark, so nested calls lock normally. */
 export function withoutInterceptorMark<T>(run: () => T): T {
   return lockedByInterceptor.exit(run);
+}
+
+/** The handle of the `@LockedDocument` call the current async context runs in. */
+const current = new AsyncLocalStorage<DocumentLockHandle>();
+
+export function runWithDocumentLock<T>(handle: DocumentLockHandle, run: () => T): T {
+  return current.run(handle, run);
+}
+
+/** The innermost `@LockedDocument` handle (still given after a `commit`), or `undefined`. */
+export function currentDocumentLock(): DocumentLockHandle | undefined {
+  return current.getStore();
 }

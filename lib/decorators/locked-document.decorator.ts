@@ -6,7 +6,7 @@ import { LockedInterceptor } from '../interceptors/locked.interceptor';
 import { compileLockKeys, type LockKeyContext, parseKeyTemplate } from '../keys/key-template';
 import { MESSAGES } from '../mongo-lock.messages';
 import { isPlainObject } from '../util/value-kinds';
-import { lockedDocParams } from './document-lock-context';
+import { lockedDocParams } from './param.decorators';
 import type { LockedOptions } from './locked-metadata';
 import { checkOptions, decorateLockedMethod } from './locked.decorator';
 

@@ -4,7 +4,7 @@ import { MongoLockError } from '../errors';
 import { NEST_CONTROLLER_WATERMARK } from '../mongo-lock.constants';
 import { MESSAGES } from '../mongo-lock.messages';
 import { isThenable } from '../util/value-kinds';
-import { currentDocumentLock } from './document-lock-context';
+import { currentDocumentLock } from './lock-bindings';
 import { interceptedCall, lockBindingOf, withoutInterceptorMark } from './lock-bindings';
 import type { LockedMetadata } from './locked-metadata';
 import { lockedObservable } from './locked-observable';

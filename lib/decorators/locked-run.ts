@@ -7,7 +7,7 @@ import type { LockService } from '../lock.service';
 import { MESSAGES } from '../mongo-lock.messages';
 import { MAX_TIMER_MS } from '../options';
 import { documentLocksNamed } from '../documents/document-locks-registry';
-import { runWithDocumentLock } from './document-lock-context';
+import { runWithDocumentLock } from './lock-bindings';
 import type { LockedMetadata } from './locked-metadata';
 import { NOOP_LOCK_TELEMETRY, type LockTelemetry } from '../telemetry/lock-telemetry';
 

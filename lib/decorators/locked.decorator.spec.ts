@@ -31,7 +31,7 @@ describe('@Locked options, checked when the class is defined', () => {
       /option minHoldMs must be an integer from 0 to 2147483647/,
     ],
     [{ onbusy: 'skip' }, 'onbusy', /one of ttlMs, timeoutMs, renew, onBusy, minHoldMs/],
-    [{ renew: 'yes' }, 'renew', /option renew must be true, false or \{ enabled, intervalRatio \}/],
+    [{ renew: 'yes' }, 'renew', /option renew must be true, false or renewal options/],
     [{ renew: { intervalRatio: 2 } }, 'renew', /renew.intervalRatio must be a number greater/],
     [{ renew: { enabled: 'no' } }, 'renew', /renew.enabled must be true or false/],
     [{ renew: { intervalRation: 0.5 } }, 'renew', /did you mean renew.intervalRatio/],

@@ -1,4 +1,3 @@
-import { MAX_HOLDERS_PER_KEY } from '../store/lock-modes';
 import { type NestInterceptor, type Type, UseInterceptors } from '@nestjs/common';
 import { Observable } from 'rxjs';
 import { InvalidLockOptionsError, MongoLockError } from '../errors';
@@ -6,8 +5,10 @@ import { LockedInterceptor } from '../interceptors/locked.interceptor';
 import { compileLockKeys, type LockKeyContext, type LockKeySpec } from '../keys/key-template';
 import { LOCKED_METADATA } from '../mongo-lock.constants';
 import { MESSAGES } from '../mongo-lock.messages';
+import { integer } from '../option-checks';
 import {
   LOCK_OPTION_DEFAULTS,
+  lockMode,
   MAX_METRICS_LABEL_LENGTH,
   MAX_TIMER_MS,
   MIN_TTL_MS,
@@ -56,48 +57,28 @@ export function checkOptions(
   for (const name of Object.keys(options)) {
     if (!names.has(name)) bad(name, `one of ${[...names].join(', ')}`);
   }
-  const integerIn = (value: unknown, min: number, max = MAX_TIMER_MS) =>
-    Number.isInteger(value) && (value as number) >= min && (value as number) <= max;
-  if (options.ttlMs !== undefined && !integerIn(options.ttlMs, MIN_TTL_MS)) {
-    bad('ttlMs', `an integer from ${MIN_TTL_MS} to ${MAX_TIMER_MS}`);
-  }
-  if (options.timeoutMs !== undefined && !integerIn(options.timeoutMs, 0)) {
-    bad('timeoutMs', `an integer from 0 to ${MAX_TIMER_MS}`);
-  }
-  try {
-    resolveRenewOption(options.renew, true, LOCK_OPTION_DEFAULTS.renewalIntervalRatio);
-  } catch (error) {
-    const detail = error instanceof InvalidLockOptionsError ? `: ${error.message}` : '';
-    bad('renew', `true, false or { enabled, intervalRatio }${detail}`);
-  }
   const onBusy = options.onBusy as unknown;
   if (onBusy !== undefined && onBusy !== 'wait' && onBusy !== 'skip')
     bad('onBusy', "'wait' or 'skip'");
-  if (options.minHoldMs !== undefined && !integerIn(options.minHoldMs, 0)) {
-    bad('minHoldMs', `an integer from 0 to ${MAX_TIMER_MS}`);
-  }
-  const mode = options.mode as unknown;
-  if (mode !== undefined && mode !== 'exclusive' && mode !== 'shared')
-    bad('mode', "'exclusive' or 'shared'");
-  if (options.permits !== undefined && !integerIn(options.permits, 1, MAX_HOLDERS_PER_KEY)) {
-    bad('permits', `an integer from 1 to ${MAX_HOLDERS_PER_KEY}`);
-  }
-  if (options.weight !== undefined && !integerIn(options.weight, 1, options.permits ?? 0)) {
-    bad('weight', 'an integer from 1 to permits, given with permits');
-  }
-  if (mode !== undefined && options.permits !== undefined) {
-    bad('mode', 'left out with permits (a semaphore has no mode)');
-  }
   const scope = options.scope as unknown;
   if (scope !== undefined && typeof scope !== 'function' && (typeof scope !== 'string' || !scope)) {
     bad('scope', 'a non-empty scope template or a function of the call');
   }
-  if (options.transaction !== undefined) {
-    try {
-      resolveTransactionOption(options.transaction);
-    } catch {
-      bad('transaction', 'true, false or { maxCommitTimeMS }');
-    }
+  // The checks `withLock` makes on every call, made once here: a bad option fails at start-up.
+  try {
+    integer('ttlMs', options.ttlMs, MIN_TTL_MS, MAX_TIMER_MS, 0);
+    integer('timeoutMs', options.timeoutMs, 0, MAX_TIMER_MS, 0);
+    integer('minHoldMs', options.minHoldMs, 0, MAX_TIMER_MS, 0);
+    resolveRenewOption(options.renew, true, LOCK_OPTION_DEFAULTS.renewalIntervalRatio);
+    lockMode({ mode: options.mode, permits: options.permits, weight: options.weight });
+    resolveTransactionOption(options.transaction);
+  } catch (error) {
+    if (!(error instanceof InvalidLockOptionsError)) throw error;
+    // Named by the option given (`renew`, not `renew.intervalRatio`).
+    const [option] = error.option.split('.');
+    throw new InvalidLockOptionsError(`${decorator} on ${where}: option ${error.message}`, {
+      option,
+    });
   }
 }
 
@@ -121,7 +102,7 @@ function compileScope(
   where: string,
 ): ((context: LockKeyContext) => string) | undefined {
   if (scope === undefined) return undefined;
-  if (typeof scope === 'function') return (context) => scope(context);
+  if (typeof scope === 'function') return scope;
   const render = compileLockKeys(scope, where);
   return (context) => render(context)[0];
 }
@@ -230,9 +211,8 @@ export function decorateLockedMethod<D>(
 
 /** Labels are at most 200 characters: long templates are named by their method instead. */
 function boundedLabel(label: string, where: string): string {
-  if (label.length <= MAX_METRICS_LABEL_LENGTH) return label;
-  return where.length <= MAX_METRICS_LABEL_LENGTH
-    ? where
+  return label.length <= MAX_METRICS_LABEL_LENGTH
+    ? label
     : where.slice(0, MAX_METRICS_LABEL_LENGTH);
 }
 

@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { Observable, fromEvent, isObservable, takeUntil, throwError } from 'rxjs';
+import { defer, EMPTY, Observable, fromEvent, isObservable, takeUntil, throwError } from 'rxjs';
 import { MongoLockError } from '../errors/mongo-lock.error';
 import { leaderKey } from '../leadership/leader-key';
 import type { LeaderTerm } from '../leadership/leader-term';
@@ -79,43 +79,38 @@ export function OnlyLeader(name: string, options?: LeadershipOptions | null): Me
         `@OnlyLeader on ${where}: not an instance method (a static method belongs to no provider)`,
       );
     }
-    const returns = methodReturn(target, propertyKey, original as AnyMethod);
+    const method = original as AnyMethod;
+    const returns = methodReturn(target, propertyKey, method);
     const notBound = () =>
       new MongoLockError(
         `@OnlyLeader on ${where}: the instance belongs to no application with MongoLockModule (a singleton provider Nest created is needed)`,
       );
-    const skipped = () =>
+    const skip = <T>(result: T): T => {
       logger.debug(`${where} skipped: this instance does not lead ${JSON.stringify(name)}`);
+      return result;
+    };
     const wrapper = function onlyLeader(this: unknown, ...args: unknown[]): unknown {
       const binding = lockBindingOf(this);
       if (!binding)
         return returns === 'observable' ? throwError(notBound) : Promise.reject(notBound());
-      if (!binding.enabled) return (original as AnyMethod).apply(this, args);
+      if (!binding.enabled) return method.apply(this, args);
       const leadership = binding.service.leadership(name, given);
+      const run = (term: LeaderTerm) => {
+        const result = runInTerm(term, () => method.apply(this, args));
+        // An Observable, announced or not (no declared type), is kept to the term.
+        return isObservable(result) ? underTerm(result, term) : result;
+      };
+      // An Observable method is decided at subscription, run under the term, and ended with it.
       if (returns === 'observable') {
-        // Decided at subscription, run under the term, and ended with it.
-        return new Observable<unknown>((subscriber) => {
+        return defer(() => {
           const term = leadership.term;
-          if (!term) {
-            skipped();
-            subscriber.complete();
-            return undefined;
-          }
-          return underTerm(
-            runInTerm(term, () => (original as AnyMethod).apply(this, args) as Observable<unknown>),
-            term,
-          ).subscribe(subscriber);
+          return term ? (run(term) as Observable<unknown>) : skip(EMPTY);
         });
       }
       const term = leadership.term;
-      if (!term) {
-        skipped();
-        // A synchronous method keeps its shape: `undefined`, not a Promise.
-        return returns === 'value' ? undefined : Promise.resolve(undefined);
-      }
-      const result = runInTerm(term, () => (original as AnyMethod).apply(this, args));
-      // An Observable the metadata did not announce (no declared type) is still kept to the term.
-      return isObservable(result) ? underTerm(result, term) : result;
+      // A synchronous method keeps its shape: `undefined`, not a Promise.
+      if (!term) return skip(returns === 'value' ? undefined : Promise.resolve(undefined));
+      return run(term);
     };
     keepMethodIdentity(original, wrapper);
     const metadata: OnlyLeaderMetadata = { name, options: given, where };

@@ -7,6 +7,7 @@ import {
 } from '@nestjs/common';
 import { HttpAdapterHost, Reflector } from '@nestjs/core';
 import { catchError, defer, type Observable, tap, throwError } from 'rxjs';
+import { readPath } from '../keys/key-template';
 import { versionTag } from '../store/documents/document-version';
 import { documentHttpError } from './document-http-errors';
 import { setHeaderIfUnsent } from './response-headers';
@@ -17,15 +18,6 @@ import {
   readIfMatch,
   VERSION_ETAG_METADATA,
 } from './if-match';
-
-function readPath(value: unknown, path: string): unknown {
-  let current = value;
-  for (const segment of path.split('.')) {
-    if (typeof current !== 'object' || current === null) return undefined;
-    current = (current as Record<string, unknown>)[segment];
-  }
-  return current;
-}
 
 /**
  * The HTTP side of document locks and versions, applied by `@LockedDocument`, `@IfMatch()` and
@@ -52,23 +44,18 @@ export class DocumentHttpInterceptor implements NestInterceptor {
     const request = context.switchToHttp().getRequest<object>();
     const setHeader = (name: string, value: string) =>
       setHeaderIfUnsent(this.adapterHost, context, name, value);
-    if (ifMatch) {
-      try {
-        readIfMatch(request, ifMatch.required);
-      } catch (error) {
-        return throwError(() => error);
-      }
-    }
     // ETag only on completion: a locked transaction may still fail to commit after its value,
     // and that answer must not name a version it never wrote. `defer`: each subscription's own.
     return defer(() => {
+      // 428 or 400 before the handler runs or any lock is taken (not a document error: unmapped).
+      if (ifMatch) readIfMatch(request, ifMatch.required);
       let last: { result: unknown } | undefined;
       return next.handle().pipe(
         tap({
           next: (result: unknown) => (last = { result }),
           complete: () => {
             if (etagField === undefined || !last) return;
-            const tag = versionTag(readPath(last.result, etagField));
+            const tag = versionTag(readPath(last.result, etagField.split('.')));
             if (tag !== undefined) setHeader('ETag', `"${tag}"`);
           },
         }),

@@ -197,29 +197,26 @@ export class LockedInterceptor implements NestInterceptor {
 
   /** The application's LockService, found across modules so feature modules need no import. */
   protected getLockService(): LockService {
-    this.lockService ??= this.findLockService();
-    return this.lockService;
+    if (this.lockService) return this.lockService;
+    try {
+      this.lockService = this.moduleRef.get<LockService>(LockService, { strict: false });
+      return this.lockService;
+    } catch (error) {
+      throw new MongoLockError(MESSAGES.serviceMissing(), { cause: error });
+    }
   }
 
   /** False when the module was given `enabled: false`: handlers then run without a lock. */
   protected locksEnabled(): boolean {
-    this.enabled ??= this.findModuleOptions()?.enabled !== false;
-    return this.enabled;
-  }
-
-  private findModuleOptions(): MongoLockModuleOptions | undefined {
+    if (this.enabled !== undefined) return this.enabled;
     try {
-      return this.moduleRef.get<MongoLockModuleOptions>(MONGO_LOCK_OPTIONS, { strict: false });
+      const options = this.moduleRef.get<MongoLockModuleOptions>(MONGO_LOCK_OPTIONS, {
+        strict: false,
+      });
+      this.enabled = options.enabled !== false;
     } catch {
-      return undefined; // no module: getLockService() says so
+      this.enabled = true; // no module: getLockService() says so
     }
-  }
-
-  private findLockService(): LockService {
-    try {
-      return this.moduleRef.get(LockService, { strict: false });
-    } catch (error) {
-      throw new MongoLockError(MESSAGES.serviceMissing(), { cause: error });
-    }
+    return this.enabled;
   }
 }

@@ -171,18 +171,19 @@ function scalarToKeyPart(value: unknown): string | undefined {
   }
 }
 
-function readPath(root: unknown, path: readonly string[]): { found: boolean; value: unknown } {
+/** The value at `path` in `root`, or `undefined` if there is none. */
+export function readPath(root: unknown, path: readonly string[]): unknown {
   let value = root;
   for (const segment of path) {
     if (value === null || (typeof value !== 'object' && typeof value !== 'function')) {
-      return { found: false, value: undefined };
+      return undefined;
     }
     // `in` also sees getters of class instances (e.g. a user entity); whatever Object.prototype
     // offers is a function or `__proto__`, and both are refused.
-    if (!(segment in value)) return { found: false, value: undefined };
+    if (!(segment in value)) return undefined;
     value = (value as Record<string, unknown>)[segment];
   }
-  return { found: value !== undefined, value };
+  return value;
 }
 
 /** Fills a parsed template, escaping values (see `key-escaping.ts`); else `InvalidLockKeyError`. */
@@ -193,8 +194,8 @@ function renderKeyTemplate(parsed: ParsedKeyTemplate, context: LockKeyContext): 
       key += part.text;
       continue;
     }
-    const { found, value } = readPath(context[part.source], part.path);
-    if (!found) {
+    const value = readPath(context[part.source], part.path);
+    if (value === undefined) {
       fail(MESSAGES.templateValueMissing(parsed.template, part.placeholder, context.type));
     }
     const text = scalarToKeyPart(value);
