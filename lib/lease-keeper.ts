@@ -1,6 +1,6 @@
 import { isStoreUnavailableError } from './store/mongo-error-codes';
 import { formatMs } from './util/durations';
-import { MAX_TIMER_MS } from './util/timers';
+import { unrefTimer } from './util/timers';
 
 /** What a renewal found: our lease extended (remaining time by the server clock), or not ours. */
 export type RenewLeaseOutcome =
@@ -64,12 +64,7 @@ export function localLeaseEnd(sentAt: number, remainingMs: number, ttlMs: number
   return sentAt + remainingMs - leaseSafetyMarginMs(ttlMs);
 }
 
-function unrefTimer(callback: () => void, delayMs: number): NodeJS.Timeout {
-  const timer = setTimeout(callback, Math.max(0, Math.min(delayMs, MAX_TIMER_MS)));
-  // A forgotten lock must not keep the process alive; its lease simply runs out.
-  timer.unref();
-  return timer;
-}
+const RAN_OUT = 'its lease ran out before it was renewed';
 
 /**
  * Renews a lease at `renewalIntervalRatio` of it; declares it lost when a renewal is refused,
@@ -146,7 +141,7 @@ export class LeaseKeeper {
    */
   checkDeadline(): void {
     if (!this.stopped && performance.now() >= this.leaseEnd) {
-      this.lose(this.firstUnreleasedKey(), 'its lease ran out before it was renewed');
+      this.lose(this.firstUnreleasedKey(), RAN_OUT);
     }
   }
 
@@ -245,7 +240,7 @@ export class LeaseKeeper {
   private armDeadline(): void {
     clearTimeout(this.deadlineTimer);
     this.deadlineTimer = unrefTimer(
-      () => this.lose(this.firstUnreleasedKey(), 'its lease ran out before it was renewed'),
+      () => this.lose(this.firstUnreleasedKey(), RAN_OUT),
       this.leaseEnd - performance.now(),
     );
   }
@@ -301,7 +296,7 @@ export class LeaseKeeper {
     // Answered after the lease ended (deadline timer not yet run): it may have landed after
     // that end, the lease taken in between, so it proves nothing.
     if (performance.now() >= this.leaseEnd) {
-      this.lose(this.firstUnreleasedKey(), 'its lease ran out before it was renewed');
+      this.lose(this.firstUnreleasedKey(), RAN_OUT);
       return;
     }
     let leaseEnd = Infinity;

@@ -261,7 +261,11 @@ export class LineAcquirer {
           ? await this.joinsInCallOrder.run(request.key, async (ahead) => {
               await settledBy(ahead, attempt.deadline, request.signal, () => attempt.timedOut());
               if (!takesOver(request)) await this.letGo(attempt);
-              const following = this.deps.handover.follow(attempt);
+              const following = this.deps.handover.follow({
+                ...request,
+                deadline: attempt.deadline,
+                timedOut: () => attempt.timedOut(),
+              });
               return following ? { following } : this.send(attempt, join);
             })
           : await this.send(attempt, join);
@@ -288,7 +292,10 @@ export class LineAcquirer {
    * command's own bound is the operation timeout: the deadline's error must come first).
    */
   private send<T>(attempt: LineAttempt, command: () => Promise<T>): Promise<T> {
-    const { deadline, signal } = attempt;
+    const {
+      deadline,
+      request: { signal },
+    } = attempt;
     // Past the deadline already (waiting for a kept entry's leave): nothing more is sent.
     if (performance.now() >= deadline) return Promise.reject(attempt.unanswered());
     const tolerated = this.tolerant(command, deadline, signal);

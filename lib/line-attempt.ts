@@ -1,7 +1,7 @@
 import { LockStoreUnavailableError } from './errors/lock-store-unavailable.error';
 import { quoteLockKey } from './keys/lock-key';
 import { LineEntryState } from './line-entry';
-import type { EntryFollowers, FollowRequest } from './line-handover';
+import type { EntryFollowers } from './line-handover';
 import { notAcquired } from './line-refusals';
 import type { AttemptTarget, HeldDocument } from './store/line/line-commands';
 import type { LineKind, LinePlace } from './store/line/line-document';
@@ -26,7 +26,7 @@ export interface LineAcquireRequest {
  * One call's acquisition of one key, shared by its commands, waits and turn as a follower.
  * Methods, not closures: a process may park thousands.
  */
-export class LineAttempt implements FollowRequest {
+export class LineAttempt {
   readonly entry: LineEntryState;
   /** Our place in line as last read; undefined until a reply placed us. */
   place: (LinePlace & { document?: HeldDocument }) | undefined;
@@ -43,22 +43,6 @@ export class LineAttempt implements FollowRequest {
     this.entry = new LineEntryState(waiters, request.key);
   }
 
-  get key(): string {
-    return this.request.key;
-  }
-
-  get scope(): string | undefined {
-    return this.request.scope;
-  }
-
-  get ttlMs(): number {
-    return this.request.ttlMs;
-  }
-
-  get signal(): AbortSignal | undefined {
-    return this.request.signal;
-  }
-
   /** At the deadline: who leads the line, and when its lease ends by itself, as last seen. */
   timedOut(): Error {
     return notAcquired(this.request, this.place?.leaderId, this.place?.aheadEndsInMs);
@@ -68,7 +52,7 @@ export class LineAttempt implements FollowRequest {
   unanswered(): Error {
     if (this.place) return this.timedOut();
     return new LockStoreUnavailableError(
-      `MongoDB did not answer the acquisition of ${quoteLockKey(this.key)} within ` +
+      `MongoDB did not answer the acquisition of ${quoteLockKey(this.request.key)} within ` +
         `${formatMs(this.request.timeoutMs)}`,
     );
   }

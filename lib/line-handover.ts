@@ -80,7 +80,7 @@ export interface FollowRequest {
   ttlMs: number;
   /** Monotonic time at which the caller gives up. */
   deadline: number;
-  signal: AbortSignal | undefined;
+  signal?: AbortSignal;
   /** The error a caller that waited until its deadline fails with. */
   timedOut(): Error;
 }

@@ -14,7 +14,7 @@ import type { LineWatch } from './store/line/line-events';
 import type { LineStorage, LineStore } from './store/line/line-store';
 import type { AttemptTarget } from './store/line/line-commands';
 import type { LockModeRequest } from './store/lock-modes';
-import { MAX_TIMER_MS, settlesWithin, wakeUp } from './util/timers';
+import { settlesWithin, unrefTimer, wakeUp } from './util/timers';
 import { LineWaiters } from './waiting/line-waiters';
 import { LEASE_END_MARGIN_MS, pollDelayMs } from './waiting/wait-timing';
 import type { LockEvent, LockHolderState } from './interfaces/lock-state.interface';
@@ -29,9 +29,10 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
   private readonly handover: LineHandover;
   private readonly acquirer: LineAcquirer;
   private watch: LineWatch | undefined;
-  /** Whether the change stream carries the lines' news; false: waiters poll. */
-  private streaming = false;
-  private opens = 0;
+  /** Whether the change stream carries the lines' news (it wakes waits); false: waiters poll. */
+  streamOpen = false;
+  /** How many times the change stream was opened (a stream that keeps failing counts up). */
+  streamsOpened = 0;
   /** The `events$` stream, open while anyone listens. */
   private eventWatch: LineWatch | undefined;
   /** Whether `events$` carries every change now (open, and no failure since). */
@@ -54,7 +55,7 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
       holderId: options.holderId,
       tryReplyMs: acquireOverrunMs(options.operationTimeoutMs),
       polling: () =>
-        this.streaming
+        this.streamOpen
           ? undefined
           : { firstMs: options.pollIntervalMs, maxMs: options.maxPollIntervalMs },
     });
@@ -73,21 +74,21 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
       },
       () => {
         failed = true;
-        this.streaming = false;
+        this.streamOpen = false;
         this.waiters.lookAgain();
       },
       () => {
-        this.opens += 1;
-        if (this.streaming) return;
+        this.streamsOpened += 1;
+        if (this.streamOpen) return;
         // (Re)opened: news from before may have been missed; none is from now on.
-        this.streaming = true;
+        this.streamOpen = true;
         this.waiters.lookAgain();
       },
     );
     this.watch = watch;
     // Not open in time, or failed first: waiters poll until the stream carries a change.
     const opened = await settlesWithin(watch.opened, this.options.operationTimeoutMs);
-    this.streaming = opened && !failed;
+    this.streamOpen = opened && !failed;
   }
 
   /** Callers waiting in this process: in a key's line, or queued behind an entry of ours. */
@@ -133,23 +134,22 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
     for (const holder of ours) fences.add(holder.fence);
     // Past its lease a hold is renewed before hand-out (`refreshEarlier`), which finds it gone.
     const leaseMs = Math.max(...ours.map((holder) => holder.remainingMs)) + LEASE_END_MARGIN_MS;
-    const forget = setTimeout(
-      () => {
-        for (const holder of ours) fences.delete(holder.fence);
-        if (fences.size === 0 && this.removedByOperator.get(key) === fences) {
-          this.removedByOperator.delete(key);
-        }
-      },
-      Math.min(leaseMs, MAX_TIMER_MS),
-    );
-    forget.unref();
+    unrefTimer(() => {
+      for (const holder of ours) fences.delete(holder.fence);
+      if (fences.size === 0 && this.removedByOperator.get(key) === fences) {
+        this.removedByOperator.delete(key);
+      }
+    }, leaseMs);
+  }
+
+  /** Whether an operator's command here removed the entry that `fence` on `key` came from. */
+  removedHere(key: string, fence: bigint): boolean {
+    return this.removedByOperator.get(key)?.has(entryFenceOf(fence)) ?? false;
   }
 
   /** The index of the first hold whose entry an operator's command here removed, if any. */
   private removedIndex(holds: readonly LineHold[]): number | undefined {
-    const index = holds.findIndex((hold) =>
-      this.removedByOperator.get(hold.key)?.has(entryFenceOf(hold.fence)),
-    );
+    const index = holds.findIndex((hold) => this.removedHere(hold.key, hold.fence));
     return index === -1 ? undefined : index;
   }
 
@@ -167,16 +167,6 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
       if (place === null || place?.fence === entryFenceOf(fence)) continue;
       void handle.revoke('an operator released it (forceRelease or releaseScope)');
     }
-  }
-
-  /** Whether the change stream wakes waits now (else they poll). */
-  get streamOpen(): boolean {
-    return this.streaming;
-  }
-
-  /** How many times the change stream was opened (a stream that keeps failing counts up). */
-  get streamsOpened(): number {
-    return this.opens;
   }
 
   async acquire(
@@ -288,7 +278,7 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
         const sentAt = performance.now();
         const state = await this.store.inspect(key);
         if (!state?.held) return;
-        const pollMs = this.streaming
+        const pollMs = this.streamOpen
           ? this.options.safetyPollIntervalMs
           : pollDelayMs(round, this.options);
         const lookAt = Math.min(
@@ -304,7 +294,7 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
 
   /** Settles background leaves and closes the change streams; running waits end by their timers. */
   async close(): Promise<void> {
-    this.streaming = false;
+    this.streamOpen = false;
     const events = this.eventWatch;
     this.eventWatch = undefined;
     this.eventsFlowing = false;

@@ -33,6 +33,7 @@ export async function forceReleaseKey(
   }
   // A join of ours answered while the command was in flight, which the command removed too: a
   // handle made since is told now; a call still taking other keys takes it again (told above).
+  // (From `released`: a command sent before this service started remembered nothing.)
   const removedHere = new Set(released.filter((h) => h.holderId === holderId).map((h) => h.fence));
   const late = held.revokeKey(key, lines, reason, (handle) =>
     removedHere.has(entryFenceOf(fenceOf(handle))),
@@ -75,15 +76,9 @@ export async function releaseScopeEverywhere(
   }
   // As for forceRelease: a call still taking other keys takes a removed key again, and a
   // handle made while the command was in flight from a removed entry is told now.
-  const removedHere = new Set<string>();
-  for (const { key, holders } of removed) {
-    lines.rememberRemoved(key, holders);
-    for (const holder of holders) {
-      if (holder.holderId === options.holderId) removedHere.add(`${key}\0${holder.fence}`);
-    }
-  }
+  for (const { key, holders } of removed) lines.rememberRemoved(key, holders);
   const late = held.revokeScope(scope, reason, (handle) =>
-    [...handle.fences].some(([key, fence]) => removedHere.has(`${key}\0${entryFenceOf(fence)}`)),
+    [...handle.fences].some(([key, fence]) => lines.removedHere(key, fence)),
   );
   await settlesWithin(Promise.all([revoking, late]), endsAt - performance.now());
   return here + removed.reduce((sum, { holders }) => sum + holders.length, 0);

@@ -23,7 +23,6 @@ import type { LockTelemetry } from '../telemetry';
 import type { LinkedAbortSignal } from '../waiting/linked-abort-signal';
 import { waitObservable } from '../waiting/wait-observable';
 import { runThenRelease } from '../run-then-release';
-import type { WaitLogger } from '../waiting/wait-logger';
 import { resolveAttemptTarget, resolveDocumentId, resolveExpectedVersion } from './document-input';
 import type { ResolvedDocumentLocksOptions } from './document-input';
 import { DocumentLineLocks } from './document-line-locks';
@@ -41,7 +40,7 @@ export interface DocumentLocksHost {
   /** A caller's signal linked with the closing signal; unlinked when the call is over. */
   link(signal: AbortSignal | undefined): LinkedAbortSignal;
   readonly telemetry: LockTelemetry;
-  readonly logger: WaitLogger;
+  readonly logger: { warn(message: string): void; error(message: string): void };
   /** The started store, whose client document locks share. */
   started(): Promise<LockStore>;
 }

@@ -18,6 +18,14 @@ export function settlesWithin(task: Promise<unknown>, ms: number): Promise<boole
   ]).finally(() => clearTimeout(timer));
 }
 
+/**
+ * Runs `callback` after `delayMs` (clamped to 0..{@link MAX_TIMER_MS}) without keeping the process
+ * alive. On the global timers, unlike the rest of this file: a test's fake clock drives leases.
+ */
+export function unrefTimer(callback: () => void, delayMs: number): NodeJS.Timeout {
+  return globalThis.setTimeout(callback, Math.max(0, Math.min(delayMs, MAX_TIMER_MS))).unref();
+}
+
 /** Resolves after `ms`; unless `keepsAlive`, its timer does not keep the process running. */
 export function sleep(ms: number, keepsAlive = true): Promise<void> {
   return new Promise((resolve) => {

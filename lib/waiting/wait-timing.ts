@@ -1,10 +1,3 @@
-/** How often the waiting layer retries when no event tells it to: the module options' values. */
-export interface WaitTiming {
-  safetyPollIntervalMs: number;
-  pollIntervalMs: number;
-  maxPollIntervalMs: number;
-}
-
 /**
  * Added to a holder's remaining lease before re-trying: our countdown starts when the request
  * is sent, before the server measures the lease, so the lease can end a little after it.
@@ -20,7 +13,7 @@ export const LEASE_END_MARGIN_MS = 5;
  */
 export function pollDelayMs(
   round: number,
-  { pollIntervalMs, maxPollIntervalMs }: Pick<WaitTiming, 'pollIntervalMs' | 'maxPollIntervalMs'>,
+  { pollIntervalMs, maxPollIntervalMs }: { pollIntervalMs: number; maxPollIntervalMs: number },
   random: () => number = Math.random,
 ): number {
   const nominal = Math.min(maxPollIntervalMs, pollIntervalMs * 2 ** Math.min(round, 30));

@@ -4,7 +4,7 @@ import type { HeldDocument } from '../line/line-commands';
 import type { LineEntry } from '../line/line-document';
 import { holdingEntry } from '../line/line-document';
 import type { LineChange, LineWatch } from '../line/line-events';
-import { leadPattern, reopeningStream, resumingAfter } from '../line/line-events';
+import { leadPattern, reopeningStream } from '../line/line-events';
 import type { DocumentCollection } from './document-writes';
 import { keyOfDocumentId } from './document-key';
 import type { DocumentLineFields } from './document-line';
@@ -135,12 +135,8 @@ function watchChanges(
   onOpen?: () => void,
 ): LineWatch {
   return reopeningStream<DocumentChange>(
-    (resumeAfter) =>
-      collection.watch<Document, DocumentChange>([{ $match: filter }], {
-        ...options,
-        maxAwaitTimeMS: 1_000,
-        ...resumingAfter(resumeAfter),
-      }),
+    (resuming) =>
+      collection.watch<Document, DocumentChange>([{ $match: filter }], { ...options, ...resuming }),
     (event) => {
       if (event.documentKey?._id !== undefined) onChange(event);
     },

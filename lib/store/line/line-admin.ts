@@ -5,7 +5,7 @@ import { keyRangeFilter, type ListLocksQuery } from '../list-locks';
 import { timeOf, type LineCollection } from './line-commands';
 import type { LineDocument } from './line-document';
 import type { LineWatch } from './line-events';
-import { lastClusterTime, reopeningStream, resumingAfter, startingAt } from './line-events';
+import { lastClusterTime, reopeningStream } from './line-events';
 import type { LineChangeEvent, LineStateReply } from './line-state';
 import {
   LINE_STATE_PROJECTION,
@@ -201,12 +201,10 @@ export function watchLineEvents(
   onOpen?: () => void,
 ): LineWatch {
   return reopeningStream<LineChangeEvent>(
-    (resumeAfter, startAt) =>
+    (resuming) =>
       collection.watch<LineDocument, LineChangeEvent>(EVENT_CHANGES, {
         fullDocument: 'updateLookup',
-        maxAwaitTimeMS: 1_000,
-        ...resumingAfter(resumeAfter),
-        ...startingAt(startAt),
+        ...resuming,
       }),
     (change) => {
       for (const event of lineEvents(change)) onEvent(event);

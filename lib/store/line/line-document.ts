@@ -44,9 +44,15 @@ export type LineKind =
   | { readonly mode: 'exclusive' | 'shared' }
   | { readonly mode: 'permits'; readonly permits: number; readonly weight: number };
 
+/** What deciding who holds reads of an entry (a state entry, without its token, has it too). */
+type HoldingFields = Pick<LineEntry, 'e' | 'm' | 'w'>;
+
 /** How many leading entries of `live` hold: one exclusive, a shared run, or permits that fit. */
-export function holdingCount(live: readonly LineEntry[], permits: number | undefined): number {
-  if (permits !== undefined) {
+export function holdingCount(
+  live: readonly HoldingFields[],
+  permits: number | null | undefined,
+): number {
+  if (permits != null) {
     let used = 0;
     let count = 0;
     for (const entry of live) {
@@ -104,7 +110,10 @@ export interface LinePlace {
   leaderId: string;
 }
 
-export function liveEntries(line: readonly LineEntry[] | undefined, now: Date): LineEntry[] {
+export function liveEntries<E extends HoldingFields>(
+  line: readonly E[] | undefined,
+  now: Date,
+): E[] {
   return (line ?? []).filter((entry) => entry.e.getTime() > now.getTime());
 }
 
@@ -126,7 +135,14 @@ export function placeOf(doc: LineDocument, token: string, now: Date): LinePlace 
   };
 }
 
+/** The holding prefix of `entries`: live ones, or all of a written line (each live at the write). */
+export function leadingHolders<E extends HoldingFields>(
+  entries: readonly E[],
+  permits: number | null | undefined,
+): E[] {
+  return entries.slice(0, holdingCount(entries, permits));
+}
+
 export function holdersOf(doc: LineDocument, now: Date): LineEntry[] {
-  const live = liveEntries(doc.line, now);
-  return live.slice(0, holdingCount(live, doc.permits));
+  return leadingHolders(liveEntries(doc.line, now), doc.permits);
 }

@@ -1,6 +1,7 @@
 import {
   type ChangeStream,
   type ChangeStreamDocument,
+  type ChangeStreamOptions,
   type Document,
   type ResumeToken,
   Timestamp,
@@ -9,7 +10,7 @@ import { isResumePointLostError } from '../mongo-error-codes';
 import { setImmediate } from 'node:timers';
 import { sleep } from '../../util/timers';
 import type { HoldingEntry, LineDocument } from './line-document';
-import { holdingCount, holdingEntry } from './line-document';
+import { holdingEntry, leadingHolders } from './line-document';
 import type { LineCollection } from './line-commands';
 
 /** A key's line changed: the entries that now hold it, in line order. */
@@ -54,8 +55,7 @@ export function leadPattern(holderId: string): string {
 export function lineChangeOf(event: ChangeStreamDocument<LineDocument>): LineChange | undefined {
   if (!('fullDocument' in event) || !event.fullDocument) return undefined;
   const doc = event.fullDocument;
-  const line = doc.line ?? [];
-  const holders = line.slice(0, holdingCount(line, doc.permits)).map(holdingEntry);
+  const holders = leadingHolders(doc.line ?? [], doc.permits).map(holdingEntry);
   const lead =
     event.operationType === 'update' ? event.updateDescription.updatedFields?.lead : doc.lead;
   const byOperator = lead?.[0] === '!';
@@ -88,10 +88,10 @@ export function watchLines(
   onOpen?: () => void,
 ): LineWatch {
   return reopeningStream<ChangeStreamDocument<LineDocument>>(
-    (resumeAfter) =>
+    (resuming) =>
       collection.watch<LineDocument, ChangeStreamDocument<LineDocument>>(
         [{ $match: leadsTo(holderId) }],
-        { fullDocument: 'updateLookup', maxAwaitTimeMS: 1_000, ...resumingAfter(resumeAfter) },
+        { fullDocument: 'updateLookup', ...resuming },
       ),
     (event) => {
       const change = lineChangeOf(event);
@@ -109,7 +109,8 @@ export function watchLines(
  * `opened` settles on the first start or failure, so nobody waits on a stream that cannot open.
  */
 export function reopeningStream<Change extends Document>(
-  open: (resumeAfter: ResumeToken, startAt?: Timestamp) => ChangeStream<LineDocument, Change>,
+  /** Opens the stream with `resuming`: where to start, and the wait per `getMore`. */
+  open: (resuming: ChangeStreamOptions) => ChangeStream<LineDocument, Change>,
   onChange: (change: Change) => void,
   onFailure: (error: unknown) => void,
   onOpen: () => void = () => undefined,
@@ -135,7 +136,10 @@ export function reopeningStream<Change extends Document>(
   const readOnce = async () => {
     started = false;
     read = false;
-    stream = open(resumeAfter, resumeAfter == null ? startAt : undefined);
+    stream = open({
+      maxAwaitTimeMS: 1_000,
+      ...(resumeAfter != null ? { resumeAfter } : startAt ? { startAtOperationTime: startAt } : {}),
+    });
     // Started once the first reply sets a resume token: the first `tryNext` waits for a change.
     stream.once('resumeTokenChanged', start);
     while (!closing) {
@@ -188,12 +192,4 @@ export function lastClusterTime(collection: object): Timestamp | undefined {
   const seen = client?.topology?.clusterTime?.clusterTime;
   if (seen === undefined) return undefined;
   return new Timestamp({ t: seen.high >>> 0, i: Math.min((seen.low >>> 0) + 1, 0xffffffff) });
-}
-
-export function startingAt(time: Timestamp | undefined): { startAtOperationTime?: Timestamp } {
-  return time === undefined ? {} : { startAtOperationTime: time };
-}
-
-export function resumingAfter(token: ResumeToken): { resumeAfter?: ResumeToken } {
-  return token === undefined || token === null ? {} : { resumeAfter: token };
 }

@@ -19,7 +19,7 @@ const AFTER_LAST_FENCE = { $toDate: '$f' };
 /** `gcAt` past every lease plus the idle retention (`$$g`): it only moves later. */
 const GC_AFTER_LEASE = { $max: ['$gcAt', { $add: [NOW, '$$g'] }, AFTER_LAST_FENCE] };
 
-export interface JoinShape {
+interface JoinShape {
   kind: LineKind['mode'];
   onlyIfHolds: boolean;
   scoped: boolean;
@@ -89,9 +89,7 @@ const joins = new Map<string, Document[]>();
  */
 export function joinPipeline(shape: JoinShape): Document[] {
   const id = `${shape.kind}:${shape.onlyIfHolds}:${shape.scoped}`;
-  let pipeline = joins.get(id);
-  if (!pipeline) joins.set(id, (pipeline = buildJoin(shape)));
-  return pipeline;
+  return joins.get(id) ?? joins.set(id, buildJoin(shape)).get(id)!;
 }
 
 /**
@@ -109,43 +107,34 @@ export function exclusiveJoinFilter(key: string, token: string) {
   };
 }
 
-const exclusiveJoins = new Map<boolean, Document[]>();
+/** A mutex's join to wait, unscoped and scoped. */
+const EXCLUSIVE_JOINS = [false, true].map((scoped): Document[] => [
+  { $set: { f: NEXT_FENCE } },
+  {
+    $set: {
+      line: {
+        $concatArrays: [LIVE, [newEntry({ kind: 'exclusive', onlyIfHolds: false, scoped })]],
+      },
+      gcAt: GC_AFTER_LEASE,
+    },
+  },
+]);
 
-export function exclusiveJoinPipeline(scoped: boolean): Document[] {
-  let pipeline = exclusiveJoins.get(scoped);
-  if (!pipeline) {
-    const entry = newEntry({ kind: 'exclusive', onlyIfHolds: false, scoped });
-    pipeline = [
-      { $set: { f: NEXT_FENCE } },
-      { $set: { line: { $concatArrays: [LIVE, [entry]] }, gcAt: GC_AFTER_LEASE } },
-    ];
-    exclusiveJoins.set(scoped, pipeline);
-  }
-  return pipeline;
-}
-
-const exclusiveTryJoins = new Map<boolean, Document[]>();
+export const exclusiveJoinPipeline = (scoped: boolean) => EXCLUSIVE_JOINS[Number(scoped)];
 
 /**
  * A mutex's `tryAcquire`: joins a lock key nobody holds, else writes nothing. A free key last
  * used as a semaphore is left to the full {@link joinPipeline}.
  */
-export function exclusiveTryJoinPipeline(scoped: boolean): Document[] {
-  let pipeline = exclusiveTryJoins.get(scoped);
-  if (!pipeline) {
-    const entry = { ...newEntry({ kind: 'exclusive', onlyIfHolds: true, scoped }), f: '$$n' };
-    const joins = {
-      $and: [{ $not: ['$permits'] }, { $not: [{ $gt: [{ $max: '$line.e' }, NOW] }] }],
-    };
-    const gcAt = { $max: ['$gcAt', { $add: [NOW, '$$g'] }, { $toDate: '$$n' }] };
-    const joined = { $let: { vars: { n: NEXT_FENCE }, in: { f: '$$n', line: [entry], gcAt } } };
-    pipeline = [
-      { $replaceWith: { $cond: [joins, { $mergeObjects: ['$$ROOT', joined] }, '$$ROOT'] } },
-    ];
-    exclusiveTryJoins.set(scoped, pipeline);
-  }
-  return pipeline;
-}
+const EXCLUSIVE_TRY_JOINS = [false, true].map((scoped): Document[] => {
+  const entry = { ...newEntry({ kind: 'exclusive', onlyIfHolds: true, scoped }), f: '$$n' };
+  const joins = { $and: [{ $not: ['$permits'] }, { $not: [{ $gt: [{ $max: '$line.e' }, NOW] }] }] };
+  const gcAt = { $max: ['$gcAt', { $add: [NOW, '$$g'] }, { $toDate: '$$n' }] };
+  const joined = { $let: { vars: { n: NEXT_FENCE }, in: { f: '$$n', line: [entry], gcAt } } };
+  return [{ $replaceWith: { $cond: [joins, { $mergeObjects: ['$$ROOT', joined] }, '$$ROOT'] } }];
+});
+
+export const exclusiveTryJoinPipeline = (scoped: boolean) => EXCLUSIVE_TRY_JOINS[Number(scoped)];
 
 /**
  * Who a leave may have made holder, for the streams' filters (`line-events.ts`): for an

@@ -2,7 +2,7 @@ import type { ChangeStreamDocument, Document } from 'mongodb';
 import type { LockEvent, LockHolderState, LockState } from '../../interfaces/lock-state.interface';
 import { toBigInt } from '../bson-values';
 import type { LineDocument, LineEntry } from './line-document';
-import { firstFence, holdingCount } from './line-document';
+import { firstFence, holdingCount, leadingHolders, liveEntries } from './line-document';
 
 /**
  * Lines as `inspect`, `list`, `forceRelease` and `events$` report them (`LockState`,
@@ -89,15 +89,6 @@ export function holdingCountExpression(live: unknown): Document {
   };
 }
 
-function live(line: readonly LineStateEntry[] | undefined, now: Date): LineStateEntry[] {
-  return (line ?? []).filter((entry) => entry.e.getTime() > now.getTime());
-}
-
-/** `holdingCount` reads only `m` and `w`, which a state entry has. */
-function holding(entries: readonly LineStateEntry[], permits: number | null | undefined): number {
-  return holdingCount(entries as readonly LineEntry[], permits ?? undefined);
-}
-
 function holderState(entry: LineStateEntry, now: Date): LockHolderState {
   return {
     holderId: entry.h,
@@ -109,8 +100,7 @@ function holderState(entry: LineStateEntry, now: Date): LockHolderState {
 }
 
 export function lineHolders(doc: LineStateReply, now: Date): LockHolderState[] {
-  const entries = live(doc.line, now);
-  return entries.slice(0, holding(entries, doc.permits)).map((entry) => holderState(entry, now));
+  return leadingHolders(liveEntries(doc.line, now), doc.permits).map((e) => holderState(e, now));
 }
 
 /**
@@ -119,8 +109,8 @@ export function lineHolders(doc: LineStateReply, now: Date): LockHolderState[] {
  * so it is at most a few ms late; it is capped at `now`.
  */
 export function decodeLineState(doc: LineStateReply, now: Date): LockState {
-  const entries = live(doc.line, now);
-  const count = holding(entries, doc.permits);
+  const entries = liveEntries(doc.line, now);
+  const count = holdingCount(entries, doc.permits);
   const base = { key: doc._id, fence: firstFence(doc.f), waiting: entries.length - count };
   if (count === 0) {
     return {
@@ -168,10 +158,7 @@ const acquired = (key: string, entry: LineStateEntry, at: Date): LockEvent => ({
 });
 
 /** The holders of a document as written (every entry of it was live at that write). */
-function writtenHolders(doc: LineDocument | undefined): LineEntry[] {
-  const line = doc?.line ?? [];
-  return line.slice(0, holdingCount(line, doc?.permits ?? undefined));
-}
+const writtenHolders = (doc?: LineDocument) => leadingHolders(doc?.line ?? [], doc?.permits);
 
 /** From the delta: the new `f`'s entry index just after the write (entries ahead), if shown. */
 function joinedAt(updated: Document, fence: bigint): number | undefined {
@@ -214,7 +201,7 @@ function joinEvents(
   const lock = (doc?.permits ?? updated.permits) == null;
   if (index !== undefined && lock && entry.m !== 's') return [];
   if (there < 0) return [];
-  return there < holdingCount(line, doc?.permits ?? undefined) ? [acquired(key, entry, at)] : [];
+  return there < holdingCount(line, doc?.permits) ? [acquired(key, entry, at)] : [];
 }
 
 /** The delta shows the line emptied (a leave or renewal dropped its last entries). */
