@@ -7,28 +7,18 @@ function keyList(keys: readonly string[]): string {
   return keys.map(quoteLockKey).join(', ');
 }
 
+/** `subject`: a document's names itself (`Document {"$oid":"…"} of "orders"`). */
 export function notAcquiredMessage(
   keys: readonly string[],
   timeoutMs: number,
   holderId: string | undefined,
   retryAfterMs: number | undefined,
+  subject = `Lock ${keyList(keys)}`,
 ): string {
   const within = timeoutMs === 0 ? 'at once' : `within ${formatMs(timeoutMs)}`;
   const holder = holderId ? `; held by ${holderId}` : '';
   const lease = retryAfterMs !== undefined ? ` for ${formatMs(retryAfterMs)} more` : '';
-  return `Lock ${keyList(keys)} not acquired ${within}${holder}${lease}`;
-}
-
-/** For a document: its key, the `_id` as Extended JSON, unquoted (`Document {"$oid":"…"}`). */
-export function documentNotAcquiredMessage(
-  collection: string,
-  key: string,
-  timeoutMs: number,
-  holderId: string | undefined,
-  retryAfterMs: number | undefined,
-): string {
-  const lockMessage = notAcquiredMessage([key], timeoutMs, holderId, retryAfterMs);
-  return `Document ${key} of ${JSON.stringify(collection)}${lockMessage.slice(`Lock ${keyList([key])}`.length)}`;
+  return `${subject} not acquired ${within}${holder}${lease}`;
 }
 
 export function lostMessage(key: string, reason: string): string {

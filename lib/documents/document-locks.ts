@@ -3,7 +3,7 @@ import type { Document, WithId } from 'mongodb';
 import { Observable } from 'rxjs';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
 import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
-import { documentNotAcquiredMessage, notAcquiredMessage } from '../lock.messages';
+import { notAcquiredMessage } from '../lock.messages';
 import type { HeldLocks } from '../held-locks';
 import type { LockStore } from '../store/lock-store';
 import {
@@ -244,9 +244,10 @@ export class DocumentLocks<T extends Document = Document> {
     const detail = error.message.startsWith(standard)
       ? error.message.slice(standard.length)
       : ` (${error.message})`;
+    // The key is the id's Extended JSON, unquoted.
+    const subject = `Document ${key} of ${JSON.stringify(this.settings.collection)}`;
     return new LockNotAcquiredError(
-      documentNotAcquiredMessage(this.settings.collection, key, timeoutMs, holderId, retryAfterMs) +
-        detail,
+      notAcquiredMessage([key], timeoutMs, holderId, retryAfterMs, subject) + detail,
       { keys: error.keys, retryAfterMs, holderId },
     );
   }
