@@ -12,12 +12,19 @@ import {
   keyOfDocumentId,
 } from '../store/documents/document-key';
 import type { ResolvedLockModuleOptions } from '../options';
+import { LineLocks } from '../line-locks';
+import type { MongoLockHandle } from '../lock-handle';
+import type { AttemptTarget, HeldDocument, Successor } from '../store/line/line-commands';
+import type { LineHold } from '../line-handover';
+import { DocumentLineFields } from '../store/documents/document-line';
+import { DocumentLineStore } from '../store/documents/document-line-store';
+import { updateIfCurrent, writeWhileHeld } from '../store/documents/document-writes';
 import type { LockState } from '../interfaces/lock-state.interface';
 import { heldLocksOf, runWithHeldLock } from '../lock-context';
 import { optionsObject } from '../option-checks';
 import { resolveAcquireOptions } from '../options';
 import { openLeaseCollection } from '../store/lock-collection';
-import type { DocumentUpdate } from '../store/documents/document-writes';
+import type { DocumentUpdate, DocumentWriteTarget } from '../store/documents/document-writes';
 import type { DocumentVersion } from '../store/documents/document-version';
 import type { LockTelemetry } from '../telemetry';
 import type { LinkedAbortSignal } from '../waiting/linked-abort-signal';
@@ -25,7 +32,6 @@ import { waitObservable } from '../waiting/wait-observable';
 import { runThenRelease } from '../run-then-release';
 import { resolveAttemptTarget, resolveDocumentId, resolveExpectedVersion } from './document-input';
 import type { ResolvedDocumentLocksOptions } from './document-input';
-import { DocumentLineLocks } from './document-line-locks';
 import { MongoDocumentLockHandle } from './document-lock-handle';
 import type { DocumentLockHandle, DocumentLockWriter } from './document-lock-handle';
 import type { DocumentLockOptions } from './document-locks-options.interface';
@@ -59,7 +65,12 @@ const DOCUMENT_OPTION_NAMES = ['where', 'createIfMissing'];
  * await accounts.withLock(id, (lock) => lock.commit({ $inc: { balance: -lock.doc.pending } }));
  */
 export class DocumentLocks<T extends Document = Document> {
-  private lineLocks: DocumentLineLocks | undefined;
+  /** The collection's lines, on the service's client, made on first use. */
+  private lineLocks: LineLocks<DocumentLineStore> | undefined;
+  /** The change stream's first opening, shared by every acquisition and wait. */
+  private streamStarted: Promise<void> | undefined;
+  /** Per owner token, the entry behind ours when the document was read (see `unlockBefore`). */
+  private readonly successors = new Map<string, Successor | null>();
 
   /** Made by `LockService.documents()` and `forFeature()`; not constructed directly. @internal */
   constructor(
@@ -112,7 +123,7 @@ export class DocumentLocks<T extends Document = Document> {
   ): Promise<R> {
     const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
     // Checked here too: a re-entered call resolves no options, and should refuse the same ones.
-    resolveAcquireOptions(options, this.host.options, true, DOCUMENT_OPTION_NAMES);
+    this.acquireOptions(options, true);
     const enclosing = heldLocksOf(this).find((handle) => handle.key === key);
     if (enclosing) {
       const lostReason = (enclosing as MongoDocumentLockHandle<T>).inner.lostReason;
@@ -136,7 +147,7 @@ export class DocumentLocks<T extends Document = Document> {
     return waitObservable(
       async (signal) => {
         const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
-        await (await this.lines()).waitForRelease(key, signal);
+        await (await this.started()).waitForRelease(key, signal);
       },
       [this.host.closing],
     );
@@ -164,7 +175,14 @@ export class DocumentLocks<T extends Document = Document> {
     const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
     const expected = resolveExpectedVersion(expectedVersion, this.settings.version);
     const checked = resolveDocumentUpdate(update, this.settings, false) as DocumentUpdate;
-    return (await (await this.lines()).updateIfCurrent(key, expected, checked)) as WithId<T>;
+    const { store } = await this.lines();
+    const target = {
+      ...this.writeTarget(store),
+      version: this.settings.version as DocumentVersion,
+    };
+    return (await store.send('updateIfCurrent', () =>
+      updateIfCurrent(target, key, expected, checked),
+    )) as WithId<T>;
   }
 
   /** Stops the change stream, waits (bounded) for give-backs; the client closes after. @internal */
@@ -184,14 +202,8 @@ export class DocumentLocks<T extends Document = Document> {
     }
   }
 
-  private async acquireDocument(
-    id: unknown,
-    options: DocumentLockOptions<T> | undefined,
-    renewByDefault: boolean,
-  ): Promise<MongoDocumentLockHandle<T>> {
-    const startedAt = performance.now();
-    const documentId = resolveDocumentId(id, this.settings.idType);
-    const key = keyOfDocumentId(documentId);
+  /** The lock options a document lock takes: no scope, and exclusive only. */
+  private acquireOptions(options: DocumentLockOptions<T> | undefined, renewByDefault: boolean) {
     const resolved = resolveAcquireOptions(
       options,
       this.host.options,
@@ -210,23 +222,36 @@ export class DocumentLocks<T extends Document = Document> {
         { option },
       );
     }
+    return resolved;
+  }
+
+  private async acquireDocument(
+    id: unknown,
+    options: DocumentLockOptions<T> | undefined,
+    renewByDefault: boolean,
+  ): Promise<MongoDocumentLockHandle<T>> {
+    const startedAt = performance.now();
+    const documentId = resolveDocumentId(id, this.settings.idType);
+    const key = keyOfDocumentId(documentId);
+    const resolved = this.acquireOptions(options, renewByDefault);
     const target = resolveAttemptTarget(options as DocumentLockOptions, this.settings, documentId);
     const label = options?.metricsLabel ?? `${this.settings.collection}/{id}`;
     return this.host.telemetry.acquisition(label, 1, startedAt, async () => {
       const linked = this.host.link(resolved.signal);
       try {
         linked.signal.throwIfAborted();
-        const lines = await this.lines();
-        const { handle, document } = await lines.acquire(
+        const lines = await this.started();
+        const acquired = await lines.acquireDocument(
           key,
           resolved,
           linked.signal,
           startedAt,
           target,
         );
+        const document = await this.heldDocument(lines.store, key, acquired, target);
         const doc = document.doc as WithId<T>;
-        const writer = this.lineWriter(lines);
-        return new MongoDocumentLockHandle<T>(handle, doc, document.created, writer);
+        const writer = this.lineWriter(lines.store);
+        return new MongoDocumentLockHandle<T>(acquired.handle, doc, document.created, writer);
       } catch (error) {
         throw this.documentNotAcquired(error, key, resolved.timeoutMs);
       } finally {
@@ -252,7 +277,42 @@ export class DocumentLocks<T extends Document = Document> {
     );
   }
 
-  private lineWriter(lines: DocumentLineLocks): DocumentLockWriter {
+  /** The document as our entry began to hold (read by the join, or after). */
+  private async heldDocument(
+    store: DocumentLineStore,
+    key: string,
+    { handle, hold }: { handle: MongoLockHandle; hold: LineHold },
+    target: AttemptTarget | undefined,
+  ): Promise<HeldDocument> {
+    const known = (document: HeldDocument) => {
+      if (document.next !== undefined) {
+        this.successors.set(hold.token, document.next);
+        void handle.done.then(() => this.successors.delete(hold.token));
+      }
+      return document;
+    };
+    // A document a change event carried was not checked against `where`: read it instead.
+    const { document } = hold;
+    if (document && !(document.fromEvent && target?.where)) return known(document);
+    let doc: HeldDocument | null | undefined;
+    try {
+      doc = await store.readHeld(key, hold.token, target?.where);
+    } catch (error) {
+      await handle.release().catch(() => undefined);
+      throw error;
+    }
+    if (doc) return known(doc);
+    await handle.release().catch(() => undefined);
+    if (doc === null) throw documentNotFound(key, target?.where);
+    // Our entry held when we heard it, with a third of its lease left: only other code
+    // rewriting the lock field meanwhile gets here.
+    throw new LockNotAcquiredError(
+      `Document ${key}: its lock was taken from us before the document could be read`,
+      { keys: [key] },
+    );
+  }
+
+  private lineWriter(store: DocumentLineStore): DocumentLockWriter {
     return {
       check: (update, commit) => {
         const checked = resolveDocumentUpdate(update, this.settings, commit);
@@ -265,27 +325,45 @@ export class DocumentLocks<T extends Document = Document> {
         }
         return checked;
       },
-      write: (handle, update, commit) =>
-        lines.writeWhileHeld(handle.key, handle.ownerOf(handle.key), update, commit),
+      // Only while our entry holds the document; a commit leaves the line in the same write.
+      write: (handle, update, commit) => {
+        const owner = handle.ownerOf(handle.key);
+        const next = this.successors.get(owner);
+        return store.send(commit ? 'commit' : 'update', () =>
+          writeWhileHeld(this.writeTarget(store), handle.key, owner, update, commit, next),
+        );
+      },
     };
   }
 
-  /** The locks on the collection, on the service's client, made on first use. */
-  private async lines(): Promise<DocumentLineLocks> {
+  private writeTarget(store: DocumentLineStore): DocumentWriteTarget {
+    return { collection: store.collection, lock: store.fields, version: this.settings.version };
+  }
+
+  /**
+   * The lines in the collection's documents, run without the in-process hand-over (a commit
+   * ends the entry by its own write), made on first use.
+   */
+  private async lines(): Promise<LineLocks<DocumentLineStore>> {
     if (this.lineLocks) return this.lineLocks;
-    const main = await this.host.started();
-    this.lineLocks ??= new DocumentLineLocks(
-      openLeaseCollection<Document>(
-        main.client,
-        this.settings.dbName ?? this.host.options.dbName,
-        this.settings.collection,
-        this.host.options.operationTimeoutMs,
-      ),
-      this.settings.lockField,
-      this.host.held,
-      this.host.options,
-      this.settings.version,
+    const { client } = await this.host.started();
+    const { options } = this.host;
+    const collection = openLeaseCollection<Document>(
+      client,
+      this.settings.dbName ?? options.dbName,
+      this.settings.collection,
+      options.operationTimeoutMs,
     );
+    const fields = new DocumentLineFields(this.settings.lockField);
+    const store = new DocumentLineStore(collection, fields, options.operationTimeoutMs);
+    this.lineLocks ??= new LineLocks(store, this.host.held, { ...options, localHandOff: false });
     return this.lineLocks;
+  }
+
+  /** {@link lines}, its change stream opened once (see `LineLocks.start`). */
+  private async started(): Promise<LineLocks<DocumentLineStore>> {
+    const lines = await this.lines();
+    await (this.streamStarted ??= lines.start());
+    return lines;
   }
 }

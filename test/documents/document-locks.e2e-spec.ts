@@ -321,6 +321,18 @@ describe.each(['v2'] as const)('Document locks (engine %s)', (engine) => {
     );
     expect(inner).toBe(true);
   });
+
+  it('a re-entered document lock refuses the options a first call refuses', async () => {
+    const docs = (await kit.service({ engine })).documents<Account>(collectionName);
+    const refusals = await docs.withLock('a', async () =>
+      Promise.all(
+        [{ mode: 'shared' as const }, { permits: 2 }, { scope: 'job' }].map((options) =>
+          docs.withLock('a', () => 'ran', options).catch((error: unknown) => error),
+        ),
+      ),
+    );
+    for (const refusal of refusals) expect(refusal).toBeInstanceOf(InvalidLockOptionsError);
+  });
 });
 
 describe('Document locks on engine v2', () => {

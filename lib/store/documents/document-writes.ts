@@ -122,9 +122,16 @@ export async function writeWhileHeld(
       { returnDocument: 'after', projection: { [target.lock.field]: 0 } },
     );
     if (written !== null) return written;
-    const state = await readWriteState(target, key, owner);
-    if (!state.ours) return null;
-    if (!state.versionTyped) throw badVersionField(target, key);
+    const { version } = target;
+    const state = await target.collection.findOne(byKey(key), {
+      projection: {
+        _id: 0,
+        ours: target.lock.ownedBy(owner),
+        ...(version && { typed: versionTypedExpr(version), version: `$${version.field}` }),
+      },
+    });
+    if (state?.ours !== true) return null;
+    if (version && state.typed !== true) throw badVersionField(target, key);
     // Ours, typed, yet not written: a date version not before the server's clock, or a race
     // (the entry ahead of ours ran out between the write and the read).
     if (tries >= SAME_MILLISECOND_TRIES) throw notWritten(target.version, key);
@@ -195,31 +202,6 @@ export async function updateIfCurrent(
     if (tries >= SAME_MILLISECOND_TRIES) throw notWritten(target.version, key);
     if (state.version instanceof Date) bumped = compose(state.version);
   }
-}
-
-async function readWriteState(
-  target: DocumentWriteTarget,
-  key: string,
-  owner: string,
-): Promise<{ ours: boolean; versionTyped: boolean; version: unknown }> {
-  const { lock, version } = target;
-  const state = await target.collection.findOne(byKey(key), {
-    projection: {
-      _id: 0,
-      ours: lock.ownedBy(owner),
-      ...(version
-        ? {
-            typed: versionTypedExpr(version),
-            version: `$${version.field}`,
-          }
-        : {}),
-    },
-  });
-  return {
-    ours: state?.ours === true,
-    versionTyped: version === undefined || state?.typed === true,
-    version: state?.version,
-  };
 }
 
 /**
