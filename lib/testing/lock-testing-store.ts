@@ -4,9 +4,9 @@ import { validateLockKey } from '../keys/lock-key';
 import { newToken } from '../line-entry';
 import { joinRefused } from '../line-refusals';
 import { lineKind } from '../line-locks';
-import { fail } from '../option-checks';
+import { fail, integer } from '../option-checks';
 import { MAX_TIMER_MS } from '../util/timers';
-import { holderIdOption, resolveAcquireOptions, resolveModuleOptions } from '../options';
+import { holderIdOption, lockMode } from '../options';
 import type { ResolvedLockModuleOptions } from '../options';
 import type { LineKind } from '../store/line/line-document';
 import type { LockConnection } from '../store/lock-store';
@@ -183,9 +183,7 @@ export class LockTestingStore {
   }
 }
 
-/** Module options that only serve to validate a foreign hold's form as `acquire` does. */
-let validationDefaults: ResolvedLockModuleOptions | undefined;
-
+/** The form `acquire` would take, checked as it checks it. */
 function foreignKind(options: unknown): LineKind {
   if (typeof options !== 'object' || options === null) {
     throw new InvalidLockOptionsError(
@@ -194,18 +192,9 @@ function foreignKind(options: unknown): LineKind {
     );
   }
   const { mode, permits, weight } = options as ForeignHoldOptions;
-  validationDefaults ??= resolveModuleOptions({
-    uri: IN_MEMORY_URI,
-    holderId: 'lock-testing-store',
-  });
-  return lineKind(resolveAcquireOptions({ mode, permits, weight }, validationDefaults, false).mode);
+  return lineKind(lockMode({ mode, permits, weight }));
 }
 
 function validateForeignTtl(ttlMs: unknown): void {
-  if (typeof ttlMs !== 'number' || !Number.isInteger(ttlMs) || ttlMs < 1 || ttlMs > MAX_TIMER_MS) {
-    throw new InvalidLockOptionsError(
-      `ttlMs must be an integer from 1 to ${MAX_TIMER_MS}, got ${String(ttlMs)}`,
-      { option: 'ttlMs' },
-    );
-  }
+  integer('ttlMs', ttlMs, 1, MAX_TIMER_MS, 1);
 }
