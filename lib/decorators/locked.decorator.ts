@@ -102,7 +102,7 @@ function compileScope(
   where: string,
 ): ((context: LockKeyContext) => string) | undefined {
   if (scope === undefined) return undefined;
-  if (typeof scope === 'function') return scope;
+  if (typeof scope === 'function') return (context) => scope(context);
   const render = compileLockKeys(scope, where);
   return (context) => render(context)[0];
 }
