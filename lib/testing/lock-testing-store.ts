@@ -118,7 +118,7 @@ export class LockTestingStore {
     }
     const options = typeof ttlOrOptions === 'number' ? { ttlMs: ttlOrOptions } : ttlOrOptions;
     const { ttlMs = DEFAULT_FOREIGN_TTL_MS } = options ?? {};
-    validateForeignTtl(ttlMs);
+    integer('ttlMs', ttlMs, 1, MAX_TIMER_MS, 1);
     const kind = foreignKind(options);
     const token = newToken();
     const joined = this.lines.join({
@@ -144,7 +144,7 @@ export class LockTestingStore {
         return after ? 'lost' : 'expired';
       },
       renew: async (renewTtlMs = ttlMs) => {
-        validateForeignTtl(renewTtlMs);
+        integer('ttlMs', renewTtlMs, 1, MAX_TIMER_MS, 1);
         // Exactly `renewTtlMs`: a test shortens another instance's lease this way.
         return this.lines.renew(validKey, token, renewTtlMs, 0, true).renewed;
       },
@@ -193,8 +193,4 @@ function foreignKind(options: unknown): LineKind {
   }
   const { mode, permits, weight } = options as ForeignHoldOptions;
   return lineKind(lockMode({ mode, permits, weight }));
-}
-
-function validateForeignTtl(ttlMs: unknown): void {
-  integer('ttlMs', ttlMs, 1, MAX_TIMER_MS, 1);
 }
