@@ -97,12 +97,16 @@ export function writeMerge(context: CommandContext, spec: unknown, results: Docu
     } else {
       merged = { ...existing, ...result, _id: existing._id };
     }
+    // 'merge' is a `$set` of the result's fields: an operator update, never logged whole.
+    const { _id: _ignored, ...fields } = result;
+    const modifier = whenMatched === 'merge' ? { $set: fields } : undefined;
     storage.update(
       collection,
       existing,
       idFirst(merged),
       whenMatched === 'replace',
       context.origin,
+      modifier,
     );
   }
 }

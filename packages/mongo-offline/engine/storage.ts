@@ -3,7 +3,7 @@ import { CommandError } from '../commands/errors';
 import { Collection } from './collection';
 import { LogicalClock } from './logical-clock';
 import { Oplog, type OplogEntry } from './oplog';
-import { describeUpdate } from './update-description';
+import { describePipelineUpdate } from './update-delta';
 import { describeOperatorUpdate } from './operator-update-description';
 import type { DataStore } from './data-store';
 import type { IndexSpec } from './index-keys';
@@ -119,18 +119,20 @@ export class Storage implements DataStore {
   ): void {
     this.assertUnlocked(collection, [after._id], origin);
     collection.replace(before, after);
+    // A pipeline update whose delta is not the smaller is logged whole: a `replace` event.
+    const updateDescription = replacement
+      ? undefined
+      : modifier
+        ? describeOperatorUpdate(before, after, modifier)
+        : describePipelineUpdate(before, after);
     this.record({
-      op: replacement ? 'replace' : 'update',
+      op: updateDescription ? 'update' : 'replace',
       db: collection.db,
       coll: collection.name,
       documentKey: { _id: after._id },
       fullDocument: after,
       preImage: before,
-      updateDescription: replacement
-        ? undefined
-        : modifier
-          ? describeOperatorUpdate(before, after, modifier)
-          : describeUpdate(before, after),
+      updateDescription,
       ...origin,
     });
   }

@@ -18,21 +18,6 @@ export function isPlainObject(value: unknown): value is Document {
   );
 }
 
-/**
- * The delta a change stream reports for an update, computed from the before and after
- * images the way MongoDB's v2 oplog diffs describe it: embedded documents are descended
- * into, arrays report changed or appended elements by index and shrinking as truncation.
- */
-export function describeUpdate(before: Document, after: Document): UpdateDescription {
-  const description: UpdateDescription = {
-    updatedFields: {},
-    removedFields: [],
-    truncatedArrays: [],
-  };
-  diffObjects(before, after, '', description);
-  return description;
-}
-
 /** Equal canonical keys (bson-values.ts) and the same JavaScript type at the top. */
 export function same(a: unknown, b: unknown): boolean {
   return typeOfValue(a) === typeOfValue(b) && canonicallyEqual(a, b);

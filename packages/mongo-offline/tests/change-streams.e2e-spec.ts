@@ -77,6 +77,30 @@ describe('offline mongo: change streams', () => {
     await stream.close();
   });
 
+  it('streams a pipeline update as replace when MongoDB would log it whole', async () => {
+    const items = db().collection<any>('whole');
+    await items.insertMany([
+      { _id: 'short', a: 1 },
+      { _id: 'long', a: 1, s: 'x'.repeat(100) },
+    ]);
+    const stream = items.watch<any, any>();
+    const { next: first } = await openStream(client(), stream);
+    // The delta of `a` (20 bytes, plus 15 of the oplog entry) outweighs the 21-byte document.
+    await items.updateOne({ _id: 'short' }, [{ $set: { a: 2 } }]);
+    await items.updateOne({ _id: 'long' }, [{ $set: { a: 2 } }]);
+    await items.updateOne({ _id: 'short' }, { $set: { a: 3 } }); // an operator update: a delta
+    expect(await first).toMatchObject({ operationType: 'replace', fullDocument: { a: 2 } });
+    expect(await stream.next()).toMatchObject({
+      operationType: 'update',
+      updateDescription: { updatedFields: { a: 2 } },
+    });
+    expect(await stream.next()).toMatchObject({
+      operationType: 'update',
+      updateDescription: { updatedFields: { a: 3 } },
+    });
+    await stream.close();
+  });
+
   it('wakes a waiting getMore as soon as a write happens', async () => {
     const items = db().collection<any>('wake');
     // Without the wake-up the getMore would wait 60 s, far beyond this test's timeout.
@@ -203,7 +227,12 @@ describe('offline mongo: change streams', () => {
     await joinLine(locks, join('t3', 'h1'));
     await leaveLine(locks, 'k', 't2'); // t3 now leads: h1
     await forceReleaseLine(locks, 'k', 60_000); // everyone: an operator's lead
-    const lead = (event: any): unknown => event.updateDescription.updatedFields.lead;
+    // An update's delta, or (a write MongoDB logs whole, as a force release of a short line
+    // document) a replacement's document.
+    const lead = (event: any): unknown =>
+      event.operationType === 'replace'
+        ? event.fullDocument.lead
+        : event.updateDescription.updatedFields.lead;
     const everyone = /^! [\w-]+$/;
     expect(lead(await h2.next)).toBe('h2 t2');
     expect(lead(await h2.stream.next())).toMatch(everyone);
