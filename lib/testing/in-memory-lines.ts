@@ -78,7 +78,7 @@ export class InMemoryLines {
     const line = liveEntries(before.line, now).filter((entry) => entry.t !== token);
     // `LEAD`: the exclusive entry now first, else (shared, a semaphore) every process looks.
     const first = line.at(0);
-    const everyone = first?.m === 's' || before.permits !== undefined;
+    const everyone = first?.m === 's' || (first !== undefined && before.permits !== undefined);
     const lead = everyone ? `* ${token}` : first ? `${first.h} ${first.t}` : null;
     this.write(before, { ...before, line, lead }, now);
     return decodeLeave(before, token, now, true);

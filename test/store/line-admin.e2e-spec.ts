@@ -513,7 +513,7 @@ describe('line events', () => {
   });
 
   it('a write MongoDB logged whole (a replace event): the waiter named hears it, and events$ reports the holders', async () => {
-    await join('whole', 'svc-a');
+    const a = await join('whole', 'svc-a');
     const b = await join('whole', 'svc-b');
     await next(1);
     const heardByB = await waitersOf('svc-b');
@@ -530,9 +530,16 @@ describe('line events', () => {
       { type: 'released', key: 'whole', holderId: null, fence: null },
       { type: 'acquired', key: 'whole', holderId: 'svc-b', fence: b.fence },
     ]);
-    await locks.replaceOne({ _id: 'whole' }, { ...doc, line: [], lead: `- ${b.token}` });
+    // The last leave leaves `lead` null.
+    await locks.replaceOne({ _id: 'whole' }, { ...doc, line: [], lead: null });
     expect(await next(1)).toEqual([
       { type: 'released', key: 'whole', holderId: null, fence: null },
+    ]);
+    // A join on the emptied line: entries under a null `lead` (no leave since) are joins.
+    const [first] = doc.line ?? [];
+    await locks.replaceOne({ _id: 'whole' }, { ...doc, f: first.f, line: [first], lead: null });
+    expect(await next(1)).toEqual([
+      { type: 'acquired', key: 'whole', holderId: 'svc-a', fence: a.fence },
     ]);
   });
 

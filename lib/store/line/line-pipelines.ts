@@ -138,8 +138,9 @@ export const exclusiveTryJoinPipeline = (scoped: boolean) => EXCLUSIVE_TRY_JOINS
 
 /**
  * Who a leave may have made holder, for the streams' filters (`line-events.ts`): for an
- * exclusive first entry `<holder id> <token>` (changes exactly when the holder does); else
- * `* <leaver's token>`, as a leave may let several shared or semaphore entries hold: all look.
+ * exclusive first entry `<holder id> <token>` (changes exactly when the holder does); for a
+ * shared or semaphore one `* <leaver's token>`, as several may now hold: all look. Nobody left:
+ * null, so a later write MongoDB streams whole (`replace`) names nobody.
  */
 const LEAD = {
   $let: {
@@ -147,7 +148,7 @@ const LEAD = {
     in: {
       $cond: [
         // `m` is set only on shared entries; `permits` only on semaphores.
-        { $or: ['$$x.m', '$permits'] },
+        { $or: ['$$x.m', { $and: ['$$x.t', '$permits'] }] },
         { $concat: ['* ', '$$t'] },
         { $concat: ['$$x.h', ' ', '$$x.t'] },
       ],

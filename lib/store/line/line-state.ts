@@ -224,8 +224,11 @@ function emptied(change: LineChangeEvent & { operationType: 'update' }): boolean
  *   (the delta does not say who left; a waiter's leave may have freed nothing), then `acquired`
  *   per holder of the looked-up document, which may be later: holders repeat, or joined since;
  * - an update emptying the line without `lead` (e.g. a renewal ended every lease): `released`;
- * - replace (a pipeline update MongoDB logged whole, its delta not being smaller): as an update
- *   of `lead`, from the document as written (a join on an idle key repeats a `released`);
+ * - replace (a pipeline update MongoDB logged whole, its delta not being smaller): from the
+ *   document as written, with no delta to tell a join from a leave. Entries in line under a
+ *   null `lead` (no leave since the line was last empty) make it a join: `acquired` for the
+ *   newest entry if it holds. Otherwise as an update of `lead` (after a join behind a leader,
+ *   the holders repeat);
  * - other updates (renewals, waiters leaving): nothing;
  * - delete (TTL removed an idle document): `deleted`. A lease running out is no event itself.
  */
@@ -249,8 +252,13 @@ export function lineEvents(change: LineChangeEvent): LockEvent[] {
       return emptied(change) ? [released] : [];
     }
     case 'replace': {
+      const doc = change.fullDocument;
+      const holders = writtenHolders(doc);
+      if (doc?.lead == null && (doc?.line?.length ?? 0) > 0) {
+        const newest = toBigInt(doc?.f);
+        return holders.filter((e) => toBigInt(e.f) === newest).map((e) => acquired(key, e, at));
+      }
       const released: LockEvent = { type: 'released', key, holderId: null, fence: null, at };
-      const holders = writtenHolders(change.fullDocument);
       return [released, ...holders.map((entry) => acquired(key, entry, at))];
     }
     default:
