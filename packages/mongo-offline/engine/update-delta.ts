@@ -7,6 +7,10 @@ import { isPlainObject, same, type UpdateDescription } from './update-descriptio
  * instead, streamed as `replace`, when the delta plus the 15 bytes of `{ $v: 2, diff }` is not
  * smaller than the new document. Inside, a changed embedded document or array whose own delta
  * is not smaller than its new value is logged whole as an updated field.
+ *
+ * Deltas are `{ d: { f: false }, u: { f: v }, i: { f: v }, s<f>: delta }` for a document and
+ * `{ a: true, l: length, u<n>: v, s<n>: delta }` for an array; their BSON size is counted as
+ * entries are added (as a mongod does), and a delta that outgrows its value is given up at once.
  */
 const DELTA_ENTRY_PADDING = 15;
 
@@ -17,6 +21,7 @@ interface DocumentDelta {
   readonly updated: Array<[string, unknown]>;
   readonly inserted: Array<[string, unknown]>;
   readonly nested: Array<[string, Delta]>;
+  size: number;
 }
 
 interface ArrayDelta {
@@ -25,9 +30,22 @@ interface ArrayDelta {
   readonly nested: Array<[number, Delta]>;
   /** The new length, when the array shrank. */
   newSize?: number;
+  size: number;
 }
 
 type Delta = DocumentDelta | ArrayDelta;
+
+/** An empty BSON document: its length and terminator. */
+const EMPTY_SIZE = 5;
+/** A section's first entry opens it: type byte, one-letter name and its NUL, an empty document. */
+const SECTION_SIZE = 3 + EMPTY_SIZE;
+
+/** The BSON size of one element `name: value`. */
+const elementSize = (name: string, value: unknown) =>
+  BSON.calculateObjectSize({ [name]: value }) - EMPTY_SIZE;
+
+/** An embedded delta's element: type byte, name and NUL, then the delta itself. */
+const nestedSize = (name: string, delta: Delta) => 2 + name.length + delta.size;
 
 /**
  * The change event of a pipeline update: its description (an `update` event), or `undefined`
@@ -48,14 +66,23 @@ export function describePipelineUpdate(
   return description;
 }
 
-/** The delta, or `undefined` if it (plus `padding`) is not smaller than `post`. */
+/** The delta, or `undefined` once it (plus `padding`) is not smaller than `post`. */
 function documentDelta(pre: Document, post: Document, padding = 0): DocumentDelta | undefined {
+  const limit = BSON.calculateObjectSize(post);
   const delta: DocumentDelta = {
     kind: 'document',
     deleted: [],
     updated: [],
     inserted: [],
     nested: [],
+    size: EMPTY_SIZE + padding,
+  };
+  const add = (section: unknown[], size: number) => {
+    delta.size += size + (section.length === 0 ? SECTION_SIZE : 0);
+  };
+  const remove = (name: string) => {
+    add(delta.deleted, elementSize(name, false));
+    delta.deleted.push(name);
   };
   const preNames = Object.keys(pre);
   const postNames = Object.keys(post);
@@ -64,6 +91,7 @@ function documentDelta(pre: Document, post: Document, padding = 0): DocumentDelt
   let i = 0;
   let j = 0;
   for (; i < preNames.length && j < postNames.length; i++) {
+    if (delta.size >= limit) return undefined;
     const name = preNames[i];
     if (name !== postNames[j]) {
       passedOver.add(name);
@@ -72,28 +100,45 @@ function documentDelta(pre: Document, post: Document, padding = 0): DocumentDelt
     j++;
     if (same(pre[name], post[name])) continue;
     const nested = nestedDelta(pre[name], post[name]);
-    if (nested) delta.nested.push([name, nested]);
-    else delta.updated.push([name, post[name]]);
+    if (nested) {
+      delta.size += nestedSize(`s${name}`, nested);
+      delta.nested.push([name, nested]);
+    } else {
+      add(delta.updated, elementSize(name, post[name]));
+      delta.updated.push([name, post[name]]);
+    }
   }
-  for (; i < preNames.length; i++) delta.deleted.push(preNames[i]);
+  for (; i < preNames.length; i++) remove(preNames[i]);
   for (; j < postNames.length; j++) {
+    add(delta.inserted, elementSize(postNames[j], post[postNames[j]]));
     delta.inserted.push([postNames[j], post[postNames[j]]]);
     passedOver.delete(postNames[j]);
   }
-  delta.deleted.push(...[...passedOver].sort());
-  return sizeOf(delta) + padding < BSON.calculateObjectSize(post) ? delta : undefined;
+  for (const name of [...passedOver].sort()) remove(name);
+  return delta.size < limit ? delta : undefined;
 }
 
 function arrayDelta(pre: unknown[], post: unknown[]): ArrayDelta | undefined {
-  const delta: ArrayDelta = { kind: 'array', updated: [], nested: [] };
+  const limit = BSON.calculateObjectSize(post);
+  // `a: true`.
+  const delta: ArrayDelta = { kind: 'array', updated: [], nested: [], size: EMPTY_SIZE + 4 };
   for (let i = 0; i < post.length; i++) {
+    if (delta.size >= limit) return undefined;
     if (i < pre.length && same(pre[i], post[i])) continue;
     const nested = i < pre.length ? nestedDelta(pre[i], post[i]) : undefined;
-    if (nested) delta.nested.push([i, nested]);
-    else delta.updated.push([i, post[i]]);
+    if (nested) {
+      delta.size += nestedSize(`s${i}`, nested);
+      delta.nested.push([i, nested]);
+    } else {
+      delta.size += elementSize(`u${i}`, post[i]);
+      delta.updated.push([i, post[i]]);
+    }
   }
-  if (pre.length > post.length) delta.newSize = post.length;
-  return sizeOf(delta) < BSON.calculateObjectSize({ ...post }) ? delta : undefined;
+  if (pre.length > post.length) {
+    delta.size += elementSize('l', post.length);
+    delta.newSize = post.length;
+  }
+  return delta.size < limit ? delta : undefined;
 }
 
 /** Two documents, or two arrays: their delta, if it is the smaller. Else the value goes whole. */
@@ -103,33 +148,12 @@ function nestedDelta(pre: unknown, post: unknown): Delta | undefined {
   return undefined;
 }
 
-/** The delta as the oplog holds it: `{ d, u, i, s<field> }`, or `{ a: true, l, u<n>, s<n> }`. */
-function serialize(delta: Delta): Document {
-  if (delta.kind === 'array') {
-    return {
-      a: true,
-      ...(delta.newSize === undefined ? {} : { l: delta.newSize }),
-      ...Object.fromEntries(delta.updated.map(([index, value]) => [`u${index}`, value])),
-      ...Object.fromEntries(delta.nested.map(([index, child]) => [`s${index}`, serialize(child)])),
-    };
-  }
-  const section = (entries: Array<[string, unknown]>) =>
-    entries.length === 0 ? {} : Object.fromEntries(entries);
-  const out: Document = {};
-  if (delta.deleted.length > 0) out.d = section(delta.deleted.map((name) => [name, false]));
-  if (delta.updated.length > 0) out.u = section(delta.updated);
-  if (delta.inserted.length > 0) out.i = section(delta.inserted);
-  for (const [name, child] of delta.nested) out[`s${name}`] = serialize(child);
-  return out;
-}
-
-const sizeOf = (delta: Delta) => BSON.calculateObjectSize(serialize(delta));
-
 /** The change stream's reading of a delta (deletions, updates and insertions, then nested). */
 function describe(delta: Delta, path: string, out: UpdateDescription): void {
   if (delta.kind === 'array') {
-    if (delta.newSize !== undefined)
+    if (delta.newSize !== undefined) {
       out.truncatedArrays.push({ field: path, newSize: delta.newSize });
+    }
     for (const [index, value] of delta.updated) out.updatedFields[`${path}.${index}`] = value;
     for (const [index, child] of delta.nested) describe(child, `${path}.${index}`, out);
     return;

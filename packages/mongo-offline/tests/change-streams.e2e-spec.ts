@@ -85,7 +85,7 @@ describe('offline mongo: change streams', () => {
     ]);
     const stream = items.watch<any, any>();
     const { next: first } = await openStream(client(), stream);
-    // The delta of `a` (20 bytes, plus 15 of the oplog entry) outweighs the 21-byte document.
+    // The delta of `a` (20 bytes, plus 15 of the oplog entry) outweighs the 27-byte document.
     await items.updateOne({ _id: 'short' }, [{ $set: { a: 2 } }]);
     await items.updateOne({ _id: 'long' }, [{ $set: { a: 2 } }]);
     await items.updateOne({ _id: 'short' }, { $set: { a: 3 } }); // an operator update: a delta

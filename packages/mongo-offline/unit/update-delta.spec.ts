@@ -66,11 +66,30 @@ describe('describePipelineUpdate (MongoDB v2 update deltas)', () => {
   });
 
   it('is logged whole (a replace event) when the delta plus 15 bytes is not smaller', () => {
-    // { _id: 1, a: 2 } is 21 bytes; the delta { u: { a: 2 } } 20, plus 15.
-    expect(describePipelineUpdate({ _id: 1, a: 1 }, { _id: 1, a: 2 })).toBeUndefined();
-    // The same change in a 129-byte document is a delta.
-    expect(
-      describePipelineUpdate({ _id: 1, a: 1, s: medium }, { _id: 1, a: 2, s: medium }),
-    ).toEqual({ updatedFields: { a: 2 }, removedFields: [], truncatedArrays: [] });
+    // { _id: 1, s: 'xxxxxx', a: 2 } is 35 bytes; its delta { u: { a: 2 } } 20, plus 15.
+    const six = { _id: 1, s: 'x'.repeat(6), a: 1 };
+    expect(describePipelineUpdate(six, { ...six, a: 2 })).toBeUndefined();
+    // One byte longer, the same change is a delta.
+    const seven = { _id: 1, s: 'x'.repeat(7), a: 1 };
+    expect(describePipelineUpdate(seven, { ...seven, a: 2 })).toEqual({
+      updatedFields: { a: 2 },
+      removedFields: [],
+      truncatedArrays: [],
+    });
+  });
+
+  it('sets a nested array whole when its delta is not smaller than it', () => {
+    // ['abc'] is 16 bytes, as its delta { a: true, l: 1 }: set whole.
+    const short = { _id: 1, kept: filler, arr: ['abc', 'd'] };
+    expect(describePipelineUpdate(short, { ...short, arr: ['abc'] })?.updatedFields).toEqual({
+      arr: ['abc'],
+    });
+    // ['abcd'] is 17: truncated.
+    const long = { _id: 1, kept: filler, arr: ['abcd', 'e'] };
+    expect(describePipelineUpdate(long, { ...long, arr: ['abcd'] })).toEqual({
+      updatedFields: {},
+      removedFields: [],
+      truncatedArrays: [{ field: 'arr', newSize: 1 }],
+    });
   });
 });
