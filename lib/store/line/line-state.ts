@@ -227,8 +227,8 @@ function emptied(change: LineChangeEvent & { operationType: 'update' }): boolean
  * - replace (a pipeline update MongoDB logged whole, its delta not being smaller): from the
  *   document as written, with no delta to tell a join from a leave. Entries in line under a
  *   null `lead` (no leave since the line was last empty) make it a join: `acquired` for the
- *   newest entry if it holds. Otherwise as an update of `lead` (after a join behind a leader,
- *   the holders repeat);
+ *   newest entry if it holds (a renewal dropping ended entries repeats it). Otherwise as an
+ *   update of `lead` (after a join behind a leader, the holders repeat);
  * - other updates (renewals, waiters leaving): nothing;
  * - delete (TTL removed an idle document): `deleted`. A lease running out is no event itself.
  */
