@@ -76,7 +76,8 @@ export class InMemoryLines {
     const before = this.docs.get(key);
     if (!before?.line?.some((entry) => entry.t === token)) return { left: false, holders: [] };
     const line = liveEntries(before.line, now).filter((entry) => entry.t !== token);
-    // `LEAD`: the exclusive entry now first, else (shared, a semaphore) every process looks.
+    // `LEAD`: the exclusive entry now first, else (shared, a semaphore) every process looks;
+    // nobody left: null.
     const first = line.at(0);
     const everyone = first?.m === 's' || (first !== undefined && before.permits !== undefined);
     const lead = everyone ? `* ${token}` : first ? `${first.h} ${first.t}` : null;

@@ -543,6 +543,19 @@ describe('line events', () => {
     ]);
   });
 
+  it("a semaphore's last leave names nobody: neither it nor a later join streamed whole wakes a process", async () => {
+    const p1 = await join('sem-idle', 'svc-a', permits(3, 1));
+    const heardByB = await waitersOf('svc-b');
+    await leaveLine(locks, 'sem-idle', p1.token);
+    await join('sem-idle', 'svc-c', permits(3, 1));
+    // The join as MongoDB streams it when it logs it whole: the document as written.
+    const doc = (await locks.findOne({ _id: 'sem-idle' }))!;
+    expect(doc.lead ?? null).toBeNull();
+    await locks.replaceOne({ _id: 'sem-idle' }, doc);
+    await pause(300);
+    expect(heardByB).toEqual([]);
+  });
+
   it('a join whose entry left before the lookup is reported from the delta when it was first', () => {
     const entry = { t: 'tok', f: Long.fromNumber(1_000), e: new Date(), h: 'svc-gone' };
     const change = {
