@@ -246,10 +246,22 @@ export class ServiceRuntime {
     }
     liveHolderIds.add(options.holderId);
     this.holderIdRegistered = true;
+    // A close() during the start does not wait for it: the start stops, and closes what it made.
+    const closed = () => new LockServiceClosedError(SERVICE_CLOSED_MESSAGE);
     const factory = this.deps.storeFactory();
-    this.store = factory ? await factory(options) : await LockStore.open(options);
-    this.keyLocks = new LineLocks<KeyLineStorage>(this.store.lines(), held, options);
+    const opening = factory ? factory(options) : LockStore.open(options, this.closing.signal);
+    const store = await Promise.resolve(opening).catch((error: unknown) => {
+      throw this.closing.signal.aborted ? closed() : error;
+    });
+    if (this.closing.signal.aborted) {
+      await store.close().catch(() => undefined);
+      throw closed();
+    }
+    this.store = store;
+    this.keyLocks = new LineLocks<KeyLineStorage>(store.lines(), held, options);
     await this.keyLocks.start();
+    // Closed meanwhile: finish() closes the store and its stream.
+    if (this.closing.signal.aborted) throw closed();
     this.stopObservingLoad = telemetry.observeLoad(() => ({
       waiters: this.keyLocks?.waiting ?? 0,
       held: held.size,
@@ -262,7 +274,6 @@ export class ServiceRuntime {
     const { options, held, logger } = this.deps;
     const closedError = new LockServiceClosedError(SERVICE_CLOSED_MESSAGE);
     this.closing.abort(closedError);
-    await this.starting?.catch(() => undefined);
     // Leaders resign first, so that another instance takes over at once.
     await settlesWithin(this.deps.leaderships().closeAll(), options.operationTimeoutMs);
     const drained = await held.drain(options.shutdownGraceMs);

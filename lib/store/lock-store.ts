@@ -46,13 +46,17 @@ export class LockStore implements LockConnection {
 
   /**
    * Connects and ensures the indexes if asked, retrying until `operationTimeoutMs` while MongoDB
-   * is unavailable (an election, a blip). On failure, closes a client created here.
+   * is unavailable (an election, a blip), or until `closing` aborts. On failure, closes a client
+   * created here.
    */
-  static async open(options: ResolvedLockModuleOptions): Promise<LockStore> {
+  static async open(options: ResolvedLockModuleOptions, closing: AbortSignal): Promise<LockStore> {
     const ownsClient = options.client === undefined;
     const client = options.client ?? new MongoClient(options.uri as string);
     const endsAt = performance.now() + options.operationTimeoutMs;
     let lastError: unknown;
+    // Closing the client stops a server selection under way: the start fails at once.
+    const stop = () => void client.close().catch(() => undefined);
+    if (ownsClient) closing.addEventListener('abort', stop, { once: true });
     const connecting = boundedCommand(
       'start',
       options.operationTimeoutMs,
@@ -67,9 +71,8 @@ export class LockStore implements LockConnection {
           } catch (error) {
             lastError = error;
             const delayMs = retryDelayMs(tries);
-            if (!isStoreUnavailableError(error) || performance.now() + delayMs >= endsAt) {
-              throw startError(error);
-            }
+            const retries = isStoreUnavailableError(error) && !closing.aborted;
+            if (!retries || performance.now() + delayMs >= endsAt) throw startError(error);
             await sleep(delayMs);
           }
         }
@@ -82,9 +85,10 @@ export class LockStore implements LockConnection {
     try {
       return await connecting.result;
     } catch (error) {
-      // Closing also stops a server selection still under way.
       if (ownsClient) await client.close().catch(() => undefined);
       throw error;
+    } finally {
+      closing.removeEventListener('abort', stop);
     }
   }
 

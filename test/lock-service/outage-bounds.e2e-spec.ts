@@ -4,6 +4,7 @@
 // be signalled; with MONGODB_URI (no process to signal) the suite is skipped.
 import { MongoClient } from 'mongodb';
 import { LockService } from '../../lib/lock.service';
+import { LockServiceClosedError } from '../../lib/errors/lock-service-closed.error';
 import type { MongoLockModuleOptions } from '../../lib/interfaces';
 import { spawnOfflineMongo, type OfflineMongoProcess } from '../support/offline-mongo-process';
 import { settleWithin, type Settled } from './adversarial/kit';
@@ -167,6 +168,25 @@ describeWithProcess.each(['frozen', 'dead'] as const)(
       ).toEqual([]);
       expect(heldByOwn.signal.aborted).toBe(true);
       expect(await settleWithin(waiter, 1_000)).toMatchObject({ status: 'resolved' });
+    });
+
+    it('close() while the service is still starting settles within shutdownGraceMs + 2 s', async () => {
+      breakServer();
+      // The start alone could take operationTimeoutMs, longer than close()'s bound.
+      const locks = new LockService(options({ operationTimeoutMs: 6_000 }));
+      services.push(locks);
+      const starting = settleWithin(locks.acquire('bound:starting', { timeoutMs }), 20_000);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const closed = await settleWithin(locks.close(), 20_000);
+      expect(
+        outOfBound([['close while starting', shutdownGraceMs + closeMarginMs, closed]]),
+      ).toEqual([]);
+      // The start stopped too: the call learns the service closed, within its own bound.
+      const call = await starting;
+      expect(call).toMatchObject({ status: 'rejected', error: expect.any(LockServiceClosedError) });
+      expect(outOfBound([['acquire while closing', timeoutMs + acquireOverrunMs, call]])).toEqual(
+        [],
+      );
     });
   },
 );

@@ -106,7 +106,8 @@ export function watchLines(
  * Hands each change of `open`'s stream to `onChange`. On a failure the driver cannot resume,
  * `onFailure` hears why and the stream reopens after a pause, after its last change (or afresh
  * if that point is lost; readers then wake on their timers). `onOpen` hears each start;
- * `opened` settles on the first start or failure, so nobody waits on a stream that cannot open.
+ * `opened` settles on the first start, failure or close: nobody waits on a stream that cannot
+ * open.
  */
 export function reopeningStream<Change extends Document>(
   /** Opens the stream with `resuming`: where to start, and the wait per `getMore`. */
@@ -175,6 +176,8 @@ export function reopeningStream<Change extends Document>(
     opened,
     close: async () => {
       closing = true;
+      // A closed stream will not open: nobody waits for it.
+      markOpened();
       await stream?.close();
       await reading;
     },

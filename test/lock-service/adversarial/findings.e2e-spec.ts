@@ -1,6 +1,7 @@
 // Adversarial review: each test reproduces one promise of the library that the review found
 // broken (fixed since); each now passes, and proves that its fault fired.
-import { LockStoreUnavailableError } from '../../../lib/errors';
+import { LockServiceClosedError, LockStoreUnavailableError } from '../../../lib/errors';
+import { LockService } from '../../../lib/lock.service';
 import { eventually, LockTestKit, sleep } from '../lock-test-kit';
 import {
   canTake,
@@ -121,7 +122,7 @@ describeWithFailPoints('adversarial review: broken promises', () => {
 
 describeWithFailPoints('adversarial review: shutdown', () => {
   const kit = LockTestKit.forSuite();
-  const { failPoint } = faultTools(kit);
+  const { failPoint, appClient } = faultTools(kit);
 
   it('close() right after an attempt timed out on a slow server waits for its late win and gives it back', async () => {
     const locks = await kit.service({ operationTimeoutMs: 400 }); // it owns its client
@@ -144,5 +145,33 @@ describeWithFailPoints('adversarial review: shutdown', () => {
       6_000,
     );
     expect(free.status).toBe('resolved');
+  });
+
+  it('close() while the change stream is still opening does not wait for it, and closes it', async () => {
+    const client = await appClient('slow-stream');
+    const shutdownGraceMs = 200;
+    const locks = new LockService(
+      kit.options({ client, operationTimeoutMs: 6_000, shutdownGraceMs, ensureIndexes: false }),
+    );
+    // The service's change stream opens 4 s late: connected, but not started yet.
+    const delayed = await failPoint(
+      { times: 1 },
+      {
+        failCommands: ['aggregate'],
+        appName: 'slow-stream',
+        blockConnection: true,
+        blockTimeMS: 4_000,
+      },
+    );
+    const starting = settleWithin(locks.start(), 10_000);
+    await sleep(300);
+    const closed = await settleWithin(locks.close(), 10_000);
+    // Waiting for the start, close() takes the stream's 4 s.
+    expect(closed.ms).toBeLessThan(shutdownGraceMs + 2_000 + LOAD_SLACK_MS);
+    expect((await failPoint('off')) - delayed).toBe(1);
+    expect(await starting).toMatchObject({
+      status: 'rejected',
+      error: expect.any(LockServiceClosedError),
+    });
   });
 });
