@@ -36,7 +36,8 @@ export interface LineAcquirerDeps {
 
 /** Whether a request may take over an entry of ours (`line-handover.ts`): an unscoped mutex. */
 function takesOver(request: LineAcquireRequest): boolean {
-  return request.kind.mode === 'exclusive' && request.scope === undefined && !request.target;
+  const { kind, scope, target, handOff } = request;
+  return kind.mode === 'exclusive' && scope === undefined && !target && handOff !== false;
 }
 
 /** Whether a request waits its turn behind earlier callers here: a mutex's wait. */

@@ -20,6 +20,8 @@ export interface LineAcquireRequest {
   scope?: string;
   /** A document lock's conditions on its document. */
   target?: AttemptTarget;
+  /** `false`: never takes over, nor hands over, an entry here (`line-handover.ts`). */
+  handOff?: false;
 }
 
 /**

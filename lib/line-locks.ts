@@ -370,6 +370,7 @@ function requestFor(
     deadline,
     signal,
     ...(options.scope === undefined ? {} : { scope: options.scope }),
+    ...(options.handOff === false ? { handOff: false } : {}),
   };
 }
 

@@ -99,6 +99,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
         this.runtime.acquire([key], {
           ...resolveAcquireOptions(acquireOptions, this.options, false),
           maxHoldMs: Number.POSITIVE_INFINITY,
+          handOff: false,
         }),
       inspect: (key) => this.inspect(key),
       events$: this.events$,

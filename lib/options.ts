@@ -80,6 +80,11 @@ export interface ResolvedAcquireOptions {
   mode: LockModeRequest;
   /** Overrides the module's `maxHoldMs` (`Infinity` for a leader's term, held while renewed). */
   maxHoldMs?: number;
+  /**
+   * `false`: no hand-over here (`localHandOff`) to or from this acquisition. A leader's term: a
+   * candidate that resigns and stands again goes to the back of the line.
+   */
+  handOff?: false;
 }
 
 /**

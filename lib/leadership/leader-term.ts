@@ -1,4 +1,4 @@
-import type { Observable } from 'rxjs';
+import { filter, type Observable } from 'rxjs';
 import type { LockLostError } from '../errors/lock-lost.error';
 import type { MongoLockHandle } from '../lock-handle';
 import { checkedAtEveryLook } from '../util/checked-signal';
@@ -32,13 +32,16 @@ export class HeldLeaderTerm implements LeaderTerm {
   readonly ended: Promise<void>;
   private readonly ending = new AbortController();
   private resigning: Promise<void> | undefined;
+  /** Set at the first `resign()`. */
+  private lostBeforeResigning: boolean | undefined;
 
   constructor(
     readonly name: string,
     private readonly handle: MongoLockHandle,
   ) {
     this.fence = handle.fence;
-    this.lost$ = handle.lost$;
+    // A resigned term is not lost: a release MongoDB never confirmed ends with the lease.
+    this.lost$ = handle.lost$.pipe(filter(() => this.lostBeforeResigning !== false));
     // At once, with the loss as the reason (the end of the hold below comes a turn later).
     const onLost = () => this.ending.abort(handle.signal.reason);
     if (handle.signal.aborted) onLost();
@@ -66,6 +69,7 @@ export class HeldLeaderTerm implements LeaderTerm {
   resign(): Promise<void> {
     // The signal first: work under the term stops before the next leader can be elected.
     this.ending.abort(new Error(`Leadership ${JSON.stringify(this.name)}: resigned`));
+    this.lostBeforeResigning ??= this.handle.lost;
     this.resigning ??= this.handle.release().catch(() => undefined);
     return this.resigning;
   }

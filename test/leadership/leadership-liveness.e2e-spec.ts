@@ -73,6 +73,58 @@ describe('leadership: leadership liveness', () => {
     await elected.resign();
   });
 
+  it('a term resigned while MongoDB is unreachable is not reported lost on lost$', async () => {
+    const a = await proxied({ holderId: 'A' });
+    const term = await a.leadership('resigned-lost', { ttlMs: 2_000 }).campaign();
+    const lost: string[] = [];
+    let completed = false;
+    term.lost$.subscribe({
+      next: (error) => lost.push(error.message),
+      complete: () => (completed = true),
+    });
+    proxies.proxy.setMode({ blackHole: 'drop' });
+    await term.resign();
+    // Past the lease: the release MongoDB never confirmed ends with it.
+    await eventually(() => completed, 6_000);
+    proxies.proxy.setMode(passThrough);
+    expect(lost).toEqual([]);
+  });
+
+  it('a candidate that resigns at once does not win again while another stands in line', async () => {
+    const a = await kit.service({ holderId: 'A' });
+    const b = await kit.service({ holderId: 'B' });
+    const elected: string[] = [];
+    const subscriptions: Subscription[] = [];
+    // A leads 100 ms a term, then resigns and stands again.
+    subscriptions.push(
+      a.leadership('rotating', { ttlMs: 5_000 }).terms$.subscribe((term) => {
+        elected.push('A');
+        setTimeout(() => void term.resign(), 100);
+      }),
+    );
+    await eventually(() => a.leadership('rotating').isLeader);
+    // B hands every term it wins straight back.
+    subscriptions.push(
+      b.leadership('rotating', { ttlMs: 5_000 }).terms$.subscribe((term) => {
+        elected.push('B');
+        void term.resign();
+      }),
+    );
+    await eventually(async () => (await a.inspect(`${LEADER_KEY_PREFIX}rotating`))?.waiting === 1);
+    await sleep(1_000);
+    subscriptions.forEach((subscription) => subscription.unsubscribe());
+    // A resigned candidate is back in line after its try and its join; B's tries may win
+    // meanwhile (runs of 3). Taking over its own resigned entry, B wins 16 times in a row.
+    const longestRunOfB = Math.max(
+      ...elected
+        .join('')
+        .split('A')
+        .map((run) => run.length),
+    );
+    expect(elected).toContain('A');
+    expect(longestRunOfB).toBeLessThanOrEqual(4);
+  });
+
   it('close() of a leader with MongoDB unreachable stays bounded', async () => {
     const a = await proxied({ holderId: 'A', shutdownGraceMs: 1_000 });
     const terms: LeaderTerm[] = [];
