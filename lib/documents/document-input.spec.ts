@@ -37,4 +37,39 @@ describe('resolveDocumentId', () => {
     const id = new Date(0);
     expect(resolveDocumentId(id, undefined)).toBe(id);
   });
+
+  describe("idType 'number'", () => {
+    it.each<[string, number]>([
+      ['1', 1],
+      ['-42', -42],
+      ['999999999999999', 999_999_999_999_999],
+      ['1000000000000000', 1_000_000_000_000_000],
+      ['9007199254740991', Number.MAX_SAFE_INTEGER],
+      ['-9007199254740991', Number.MIN_SAFE_INTEGER],
+      ['007', 7],
+    ])('converts %j (a safe integer)', (text, value) => {
+      expect(resolveDocumentId(text, 'number')).toBe(value);
+    });
+
+    it('keeps -0 as it converts', () => {
+      expect(Object.is(resolveDocumentId('-0', 'number'), -0)).toBe(true);
+    });
+
+    it.each([
+      '9007199254740992',
+      '-9007199254740992',
+      '10000000000000000',
+      '00000000000000001',
+      '+1',
+      '1.5',
+      '1e3',
+      ' 1',
+      '',
+      'abc',
+    ])('refuses %j', (text) => {
+      const resolve = () => resolveDocumentId(text, 'number');
+      expect(resolve).toThrow(InvalidLockKeyError);
+      expect(resolve).toThrow(/is not a safe integer/);
+    });
+  });
 });

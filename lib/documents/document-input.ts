@@ -117,8 +117,12 @@ export function resolveDocumentId(
     return new ObjectId(id);
   }
   if (typeof id === 'string' && idType === 'number') {
-    if (!/^-?\d{1,15}$/.test(id)) badId(id, 'is not an integer');
-    return Number(id);
+    // Digits, at most 16 (2^53 - 1 has 16), of a safe integer: one a double holds exactly.
+    const value = Number(id);
+    if (!/^-?\d{1,16}$/.test(id) || !Number.isSafeInteger(value)) {
+      badId(id, 'is not a safe integer (-9007199254740991 to 9007199254740991)');
+    }
+    return value;
   }
   if (idType === 'objectId' && !(id instanceof ObjectId)) badId(id, 'is not an ObjectId');
   if (idType === 'number' && typeof id !== 'number') badId(id, 'is not a number');
@@ -175,6 +179,12 @@ export function resolveAttemptTarget(
     if (where !== undefined) {
       refuseNonEquality(where);
       refuseOverlap(where, createIfMissing);
+      // The upsert puts where's equalities over these: `where: { version: '0' }` would make a
+      // document no commit could write.
+      if (settings.version) {
+        const created = { ...createIfMissing, ...documentOfEqualities(where) };
+        checkCreatedVersion(created, settings.version, 'where');
+      }
     }
   }
   return { where, createIfMissing };
@@ -240,6 +250,34 @@ function refuseOverlap(where: Record<string, unknown>, created: Record<string, u
   }
 }
 
+/**
+ * The fields an upsert takes from `where` (its equalities, at the top level and in `$and`), as
+ * a document: `'meta.v': 1` is `{ meta: { v: 1 } }`. Its fields replace `createIfMissing`'s
+ * whole (`joinOrCreate` merges `$$ROOT` over them with `$mergeObjects`).
+ */
+function documentOfEqualities(where: Record<string, unknown>): Document {
+  let found: Document = {};
+  for (const [name, condition] of Object.entries(where)) {
+    if (name === '$and' && Array.isArray(condition)) {
+      for (const clause of condition) {
+        if (isPlainObject(clause)) found = mergeDeep(found, documentOfEqualities(clause));
+      }
+      continue;
+    }
+    if (isOperator(name)) continue;
+    const value =
+      isPlainObject(condition) && Object.keys(condition).length === 1 && '$eq' in condition
+        ? condition.$eq
+        : condition;
+    const nested = name
+      .split('.')
+      .reverse()
+      .reduce<unknown>((inner, part) => ({ [part]: inner }), value) as Document;
+    found = mergeDeep(found, nested);
+  }
+  return found;
+}
+
 const isInt32 = (value: number) =>
   Number.isInteger(value) && value >= -(2 ** 31) && value < 2 ** 31 && !Object.is(value, -0);
 
@@ -247,7 +285,11 @@ const isInt32 = (value: number) =>
  * A created document's version must have the field's type (`versionTyped`): one created with
  * `version: '1'` could never be written by `commit` or `updateIfCurrent`.
  */
-function checkCreatedVersion(created: Document, version: DocumentVersion): void {
+function checkCreatedVersion(
+  created: Document,
+  version: DocumentVersion,
+  option: 'createIfMissing' | 'where' = 'createIfMissing',
+): void {
   const value = version.field
     .split('.')
     .reduce<unknown>((inner, name) => (isPlainObject(inner) ? inner[name] : undefined), created);
@@ -279,9 +321,13 @@ function checkCreatedVersion(created: Document, version: DocumentVersion): void 
               : typeof value === 'number'
                 ? `the number ${value}`
                 : `a ${typeof value}`;
+    const why =
+      option === 'where'
+        ? " (with createIfMissing, a created document takes where's equalities)"
+        : '';
     bad(
-      'createIfMissing',
-      `must give the version field ${JSON.stringify(version.field)} ${accepted} (it is a ${version.type} version) or leave it out, got ${shown}`,
+      option,
+      `must give the version field ${JSON.stringify(version.field)} ${accepted} (it is a ${version.type} version) or leave it out${why}, got ${shown}`,
     );
   }
 }

@@ -157,6 +157,35 @@ describe('Document locks: reported input defects', () => {
     });
   });
 
+  describe('a where equality on the version field, with createIfMissing', () => {
+    it('of the wrong type is refused before anything is written', async () => {
+      const docs = await documents();
+      for (const where of [
+        { version: '0' },
+        { version: { $eq: '0' } },
+        { $and: [{ tenant: 't1' }, { version: '0' }] },
+        { 'version.n': 1 },
+      ]) {
+        const result = await settle(docs.acquire('y', { where, createIfMissing: { balance: 0 } }));
+        expect(result).toBeInstanceOf(InvalidLockOptionsError);
+        expect((result as InvalidLockOptionsError).option).toBe('where');
+        expect((result as Error).message).toContain('"version"');
+      }
+      expect(await accounts.findOne({ _id: 'y' })).toBeNull();
+    });
+
+    it('of the right type makes the document with it, and commits', async () => {
+      const docs = await documents();
+      const lock = await docs.acquire('y', {
+        where: { version: 3 },
+        createIfMissing: { balance: 0 },
+      });
+      expect(lock.created).toBe(true);
+      await lock.commit({ $inc: { balance: 5 } });
+      expect(await accounts.findOne({ _id: 'y' })).toMatchObject({ balance: 5, version: 4 });
+    });
+  });
+
   describe('updateIfCurrent with a decimal128 version', () => {
     it('conflicts on a version that differs past a double’s precision', async () => {
       const docs = (await kit.service()).documents<Document>(collectionName, {
