@@ -176,6 +176,44 @@ describe.each(['v2'] as const)('Document locks (adversarial review, engine %s)',
       expect(error).toBeInstanceOf(Error);
       expect(error).not.toBeInstanceOf(DocumentNotFoundError);
     });
+
+    it('the caller whose insert landed is told created, though its reply came too late', async () => {
+      const target = new URL(kit.mongo.uri);
+      const proxy = new ReplyDelayProxy({ host: target.hostname, port: Number(target.port) });
+      await proxy.start();
+      try {
+        const docs = (
+          await kit.service({
+            engine,
+            operationTimeoutMs: 300,
+            uri: `mongodb://127.0.0.1:${proxy.port}/?directConnection=true`,
+          })
+        ).documents<Account>(collectionName);
+        // The first join finds nothing; the upsert's reply then comes after operationTimeoutMs,
+        // and the retried join finds our entry in the line.
+        const firstJoin = proxy.holdNextReply('findAndModify', 1);
+        const acquiring = docs.acquire('new', {
+          createIfMissing: { balance: 0 },
+          ttlMs: 20_000,
+          timeoutMs: 5_000,
+        });
+        await firstJoin;
+        await proxy.holdNextReply('findAndModify', 1_500);
+        const lock = await acquiring;
+        const { created } = lock;
+        await lock.release();
+        expect(await accounts.countDocuments({ _id: 'new' })).toBe(1);
+        expect(created).toBe(true);
+        // No mark is left behind: the next caller did not create it.
+        const again = await docs.acquire('new');
+        expect(again.created).toBe(false);
+        await again.release();
+        const { _lock: lockField } = (await accounts.findOne({ _id: 'new' })) ?? {};
+        expect(lockField).toEqual({ f: expect.anything(), line: [], lead: expect.any(String) });
+      } finally {
+        await proxy.stop();
+      }
+    });
   });
 
   describe('date and decimal versions', () => {

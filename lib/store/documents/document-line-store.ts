@@ -203,7 +203,13 @@ export class DocumentLineStore implements LineStorage {
     if (upsert) {
       // Only the upsert's own document has no lock field (a racing creator's has one).
       const fresh = { $eq: [{ $type: `$${field}` }, 'missing'] };
-      const created = { $mergeObjects: [{ $literal: request.target?.createIfMissing }, '$$ROOT'] };
+      const created = {
+        $mergeObjects: [
+          { $literal: request.target?.createIfMissing },
+          '$$ROOT',
+          this.fields.createdMark,
+        ],
+      };
       stages.push({ $replaceWith: { $cond: [fresh, created, '$$ROOT'] } });
     }
     stages.push(this.fields.joinStage(request));
@@ -219,7 +225,9 @@ export class DocumentLineStore implements LineStorage {
     );
     if (!result.value) return undefined;
     const read = await this.decode(request.key, result.value, request);
-    return { read, created: result.lastErrorObject?.upserted !== undefined };
+    // Our entry's mark: an earlier upsert of this join created the document, its reply lost.
+    const marked = read.line.some((entry) => entry.t === request.token && entry.c === true);
+    return { read, created: result.lastErrorObject?.upserted !== undefined || marked };
   }
 
   /**

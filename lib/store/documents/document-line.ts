@@ -33,7 +33,7 @@ export class DocumentLineFields {
     return `${this.field}.${name}`;
   }
 
-  private value(name: 'f' | 'line' | 'lead' | 'owner' | 'holder' | 'expiresAt'): string {
+  private value(name: 'f' | 'line' | 'lead' | 'c' | 'owner' | 'holder' | 'expiresAt'): string {
     return `$${this.field}.${name}`;
   }
 
@@ -158,6 +158,8 @@ export class DocumentLineFields {
       f: '$$n',
       e: { $add: ['$$NOW', request.ttlMs] },
       h: { $literal: request.holderId },
+      // Made by this join's upsert (see `createdMark`): a retry whose reply was lost reads it.
+      c: { $cond: [{ $eq: [this.value('c'), true] }, true, '$$REMOVE'] },
     };
     const joined = {
       f: '$$n',
@@ -234,6 +236,14 @@ export class DocumentLineFields {
     return {
       $set: { [this.field]: { f: this.value('f'), line: renewed, lead: this.value('lead') } },
     };
+  }
+
+  /**
+   * The lock field of a document an upsert creates: `c` marks it made by the join that follows
+   * in the same command (`joinStage` moves it into the entry).
+   */
+  get createdMark(): Document {
+    return { [this.field]: { c: true } };
   }
 
   strip<T extends Document>(document: T): T {

@@ -38,6 +38,8 @@ export interface LineEntry {
   w?: number;
   /** The call's owner scope (`releaseScope`), if any. */
   sc?: string;
+  /** A document lock's entry whose join created the document (`createIfMissing`). */
+  c?: true;
 }
 
 export type LineKind =
