@@ -79,6 +79,21 @@ describe.each(['v2'] as const)('Document locks (engine %s)', (engine) => {
     await next?.release();
   });
 
+  it('a commit MongoDB refuses leaves the document unchanged and unlocked', async () => {
+    const docs = (await kit.service({ engine })).documents<Account>(collectionName);
+    const lock = await docs.acquire('a');
+    // Two operators on one field: the library passes it, MongoDB refuses it.
+    const refused = lock.commit({ $set: { balance: 1 }, $inc: { balance: 1 } });
+    await expect(refused).rejects.toThrow();
+    await expect(lock.update({ $inc: { balance: 1 } })).rejects.toThrow(/released or committed/);
+    await eventually(
+      async () => (await accounts.countDocuments({ _id: 'a', '_lock.line': [] })) === 1,
+    );
+    const next = await docs.tryAcquire('a');
+    expect(next?.doc).toEqual({ _id: 'a', balance: 100, tenant: 't1', version: 1 });
+    await next?.release();
+  });
+
   it('wakes a waiter when the holder commits, through the change stream', async () => {
     const holder = (await kit.service({ engine })).documents<Account>(collectionName);
     // Only the change stream can wake it in time: its safety poll is a minute away.
