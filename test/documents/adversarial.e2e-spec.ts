@@ -208,8 +208,8 @@ describe.each(['v2'] as const)('Document locks (adversarial review, engine %s)',
         const again = await docs.acquire('new');
         expect(again.created).toBe(false);
         await again.release();
-        const { _lock: lockField } = (await accounts.findOne({ _id: 'new' })) ?? {};
-        expect(lockField).toEqual({ f: expect.anything(), line: [], lead: expect.any(String) });
+        const stored = await accounts.findOne({ _id: 'new' });
+        expect(stored?._lock).toEqual({ f: expect.anything(), line: [], lead: expect.any(String) });
       } finally {
         await proxy.stop();
       }

@@ -114,6 +114,46 @@ describe('withLock in a transaction', () => {
     expect((await locks.inspect('account:a'))?.held).toBe(false);
   });
 
+  it('a call re-entering a lock held without a transaction is refused before its work runs', async () => {
+    const client = await kit.client();
+    const locks = await kit.service({ client });
+    const accounts = client
+      .db(kit.mongo.dbName)
+      .collection<{ _id: string; balance: number }>('tx_reentered');
+    await accounts.insertOne({ _id: 'a', balance: 10 });
+    let ran = false;
+    const outcome = await locks
+      .withLock('account:a', () =>
+        locks.withLock(
+          'account:a',
+          async (lock) => {
+            ran = true;
+            await accounts.updateOne(
+              { _id: 'a' },
+              { $inc: { balance: 5 } },
+              { session: lock.session },
+            );
+            throw new Error('payment declined');
+          },
+          { transaction: true },
+        ),
+      )
+      .catch((error: unknown) => error);
+    expect(outcome).toBeInstanceOf(MongoLockError);
+    expect((outcome as Error).message).toMatch(/already held here without a transaction/);
+    expect(ran).toBe(false);
+    expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(10);
+    // Re-entering a lock held in a transaction runs in that transaction.
+    await locks.withLock(
+      'account:a',
+      (outer) =>
+        locks.withLock('account:a', (inner) => expect(inner.session).toBe(outer.session), {
+          transaction: true,
+        }),
+      { transaction: true },
+    );
+  });
+
   it('refuses a bad transaction option before acquiring', async () => {
     const locks = await kit.service();
     await expect(
