@@ -3,7 +3,7 @@ import { Observable, ReplaySubject } from 'rxjs';
 import { LockLostError } from './errors/lock-lost.error';
 import { MongoLockError } from './errors/mongo-lock.error';
 import { LeaseKeeper } from './lease-keeper';
-import type { LeaseKeeperInit } from './lease-keeper';
+import type { HeldKey, LeaseKeeperInit } from './lease-keeper';
 import { lostMessage } from './lock.messages';
 import { MAX_TIMER_MS, validateTtlMs } from './options';
 import { EXCLUSIVE } from './store/lock-modes';
@@ -248,7 +248,7 @@ export class MongoLockHandle implements LockHandle {
   }
 
   /** The owner tokens of every key, for writes that must prove ownership. @internal */
-  get heldKeys(): readonly { key: string; owner: string }[] {
+  get heldKeys(): readonly HeldKey[] {
     return this.init.held;
   }
 

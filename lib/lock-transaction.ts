@@ -3,6 +3,7 @@ import type { ClientSession, MongoClient } from 'mongodb';
 import { LockLostError } from './errors/lock-lost.error';
 import { MongoLockError } from './errors/mongo-lock.error';
 import { TransactionOutcomeUnknownError } from './errors/transaction-outcome-unknown.error';
+import type { HeldKey } from './lease-keeper';
 import type { MongoLockHandle } from './lock-handle';
 import { lostMessage } from './lock.messages';
 import type { LockConnection } from './store/lock-store';
@@ -10,8 +11,8 @@ import type { LockConnection } from './store/lock-store';
 /** Where a locked transaction runs (the client) and checks its locks (the lock collection). */
 export interface TransactionLocks {
   readonly client: MongoClient;
-  /** Inside `session`'s transaction: `owner` still holds `key`, proven by a write. */
-  confirmHeldIn(key: string, owner: string, session: ClientSession): Promise<boolean>;
+  /** Inside `session`'s transaction: the entry `held` came from still holds, proven by a write. */
+  confirmHeldIn(held: HeldKey, session: ClientSession): Promise<boolean>;
   /** Aborts `session`'s transaction if a failure left it open on the server; else a no-op. */
   endTransactionOf(session: ClientSession): Promise<void>;
 }
@@ -51,11 +52,11 @@ export async function runInTransaction<T>(
     let open = false;
     await session.withTransaction(async () => {
       result = await fn();
-      for (const { key, owner } of handle.heldKeys) {
-        if (!(await store.confirmHeldIn(key, owner, session))) {
+      for (const held of handle.heldKeys) {
+        if (!(await store.confirmHeldIn(held, session))) {
           throw new LockLostError(
-            lostMessage(key, 'it was lost before the transaction committed'),
-            { key },
+            lostMessage(held.key, 'it was lost before the transaction committed'),
+            { key: held.key },
           );
         }
       }

@@ -23,6 +23,7 @@ import { acquireOverrunMs } from './options';
 import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from './options';
 import type { MongoLockHandle } from './lock-handle';
 import { SharedSignalLinks } from './waiting/linked-abort-signal';
+import { entryFenceOf } from './store/line/line-document';
 import type { KeyLineStorage } from './store/line/line-store';
 import { LockStore } from './store/lock-store';
 import type { LockConnection } from './store/lock-store';
@@ -137,7 +138,8 @@ export class ServiceRuntime {
     }
     return {
       client: store.client,
-      confirmHeldIn: (key, token, session) => keyLocks.store.confirmHeldIn(key, token, session),
+      confirmHeldIn: ({ key, owner, fence }, session) =>
+        keyLocks.store.confirmHeldIn(key, { t: owner, fence: entryFenceOf(fence) }, session),
       endTransactionOf: (session) => store.endTransactionOf(session),
     };
   }

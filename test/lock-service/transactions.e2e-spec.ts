@@ -1,6 +1,6 @@
 import { Controller, Injectable, Module, Param, Post } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import type { ClientSession, MongoClient } from 'mongodb';
+import { Long, type ClientSession, type Document, type MongoClient } from 'mongodb';
 import { defer, firstValueFrom, Observable } from 'rxjs';
 import { LockService, Locked, LockSession, MongoLockModule } from '../../lib';
 import {
@@ -88,6 +88,53 @@ describe('withLock in a transaction', () => {
       expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(10);
     },
   );
+
+  it('never commits when its entry was removed and its token joined again behind another holder', async () => {
+    const client = await kit.client();
+    const locks = await kit.service({ client });
+    const accounts = client
+      .db(kit.mongo.dbName)
+      .collection<{ _id: string; balance: number }>('tx_readded');
+    await accounts.insertOne({ _id: 'a', balance: 10 });
+    const line = client
+      .db(kit.mongo.dbName)
+      .collection<{ _id: string; f: Long; line: Document[] }>(`${kit.collectionName}_line`);
+    let runs = 0;
+    await expect(
+      locks.withLock(
+        'account:a',
+        async (lock) => {
+          await accounts.updateOne(
+            { _id: 'a' },
+            { $inc: { balance: 5 } },
+            { session: lock.session },
+          );
+          // Our entry removed, another holder first, and a late join of our token behind it
+          // (a retry MongoDB applied after an operator removed the entry): ours is live, not first.
+          // Once: the write conflicts with the transaction, which runs again.
+          runs += 1;
+          if (runs > 1) return;
+          const [ours] = (await line.findOne({ _id: 'account:a' }))!.line;
+          const later = (n: number) => Long.fromBigInt(BigInt(ours.f as number) + BigInt(n));
+          const leaseEnd = new Date(Date.now() + 30_000);
+          await line.updateOne(
+            { _id: 'account:a' },
+            {
+              $set: {
+                f: later(2),
+                line: [
+                  { t: 'other-token', f: later(1), e: leaseEnd, h: 'other' },
+                  { ...ours, f: later(2), e: leaseEnd },
+                ],
+              },
+            },
+          );
+        },
+        { transaction: true },
+      ),
+    ).rejects.toBeInstanceOf(LockLostError);
+    expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(10);
+  });
 
   it('aborts when the work fails, and releases the lock', async () => {
     const client = await kit.client();

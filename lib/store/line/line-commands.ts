@@ -1,9 +1,9 @@
-import { ObjectId } from 'mongodb';
+import { Long, ObjectId } from 'mongodb';
 import type { ClientSession, Collection, Document } from 'mongodb';
 import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error';
 import { isDuplicateKeyError } from '../mongo-error-codes';
 import type { HoldingEntry, LineDocument, LineEntry, LineKind, LinePlace } from './line-document';
-import { holdersOf, holdingEntry, liveEntries, placeOf } from './line-document';
+import { FENCES_PER_ENTRY, holdersOf, holdingEntry, liveEntries, placeOf } from './line-document';
 import {
   EXPIRE_PIPELINE,
   LEAVE_PIPELINE,
@@ -309,24 +309,31 @@ export async function readPlace(
 }
 
 /**
- * In `session`'s transaction: true if `token`'s entry is live (a holder holds until it leaves or
- * ends), proven by a write, so any line change before the commit conflicts and the transaction
- * reruns. A fresh `tx` id keeps the write from being a no-op (which conflicts with nothing).
+ * In `session`'s transaction: true if the entry that held is live (a holder holds until it leaves
+ * or ends), proven by a write, so any line change before the commit conflicts and the transaction
+ * reruns. By token and fence: a late retry of the join may have added the token again, behind
+ * others. A fresh `tx` id keeps the write from being a no-op (which conflicts with nothing).
  */
 export async function confirmInLine(
   collection: LineCollection,
   key: string,
-  token: string,
+  entry: HoldingEntry,
   session: ClientSession,
 ): Promise<boolean> {
-  const liveTokens = {
-    $map: {
-      input: { $filter: { input: '$line', cond: { $gt: ['$$this.e', '$$NOW'] } } },
-      in: '$$this.t',
+  const ours = {
+    $filter: {
+      input: '$line',
+      cond: {
+        $and: [
+          { $gt: ['$$this.e', '$$NOW'] },
+          { $eq: ['$$this.t', { $literal: entry.t }] },
+          { $eq: ['$$this.f', Long.fromBigInt(entry.fence / FENCES_PER_ENTRY)] },
+        ],
+      },
     },
   };
   const result = await collection.updateOne(
-    { _id: key, $expr: { $in: [{ $literal: token }, liveTokens] } },
+    { _id: key, $expr: { $gt: [{ $size: ours }, 0] } },
     { $set: { tx: new ObjectId() } },
     { session },
   );

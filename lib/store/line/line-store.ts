@@ -19,7 +19,7 @@ import {
   releaseScopeInLines,
   watchLineEvents,
 } from './line-admin';
-import type { LinePlace } from './line-document';
+import type { HoldingEntry, LinePlace } from './line-document';
 import type { LineChange, LineWatch } from './line-events';
 import { watchLines } from './line-events';
 import { JoinsInFlight } from './joins-in-flight';
@@ -72,7 +72,7 @@ export interface KeyLineStorage extends LineStorage {
   list(query: ListLocksQuery): Promise<LockState[]>;
   forceRelease(key: string): Promise<LockHolderState[]>;
   releaseScope(scope: string): Promise<ScopeHoldersRemoved[]>;
-  confirmHeldIn(key: string, token: string, session: ClientSession): Promise<boolean>;
+  confirmHeldIn(key: string, entry: HoldingEntry, session: ClientSession): Promise<boolean>;
 }
 
 /**
@@ -121,13 +121,13 @@ export class LineStore implements KeyLineStorage {
   }
 
   /**
-   * In `session`'s transaction, `token`'s entry still holds `key` (see `confirmInLine`). A
+   * In `session`'s transaction, `entry` still holds `key` (see `confirmInLine`). A
    * transient transaction error (someone wrote the line meanwhile) passes through unwrapped so
    * that `withTransaction` reruns; others become the library's.
    */
-  async confirmHeldIn(key: string, token: string, session: ClientSession): Promise<boolean> {
+  async confirmHeldIn(key: string, entry: HoldingEntry, session: ClientSession): Promise<boolean> {
     try {
-      return await confirmInLine(this.collection, key, token, session);
+      return await confirmInLine(this.collection, key, entry, session);
     } catch (error) {
       if (error instanceof MongoError && error.hasErrorLabel('TransientTransactionError'))
         throw error;

@@ -10,8 +10,8 @@ function unprovenCommit(): LibraryMutant {
     patches: [
       {
         file: 'lock-transaction.ts',
-        anchor: 'if (!(await store.confirmHeldIn(key, owner, session))) {',
-        replacement: 'if (!(await store.confirmHeldIn(key, owner, session)) && false) {',
+        anchor: 'if (!(await store.confirmHeldIn(held, session))) {',
+        replacement: 'if (!(await store.confirmHeldIn(held, session)) && false) {',
       },
       {
         file: 'lock-transaction.ts',
