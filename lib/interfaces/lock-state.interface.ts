@@ -5,11 +5,14 @@ export interface LockState {
   held: boolean;
   /** Id of the `LockService` instance holding it (the latest, if several); `null` when free. */
   holderId: string | null;
-  /** Fencing token of the latest acquisition, in any mode. */
+  /** Fencing token of the latest holder, in any mode; of the last acquisition when free. */
   fence: bigint;
   /** Milliseconds left by the server clock until the (last) lease ends; 0 when free. */
   remainingMs: number;
-  /** When the current (latest) holder got it; `null` when free. */
+  /**
+   * When the current (latest) holder joined the key's line, by the server clock: its grant, or
+   * earlier if it waited in line; `null` when free.
+   */
   acquiredAt: Date | null;
   /** When the lease ends (with several holders, the last one's); `null` when free. */
   expiresAt: Date | null;

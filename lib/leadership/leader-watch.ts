@@ -9,7 +9,10 @@ export interface LeaderInfo {
   readonly holderId: string;
   /** Its term's fencing token. */
   readonly fence: bigint;
-  /** When its term began, by the server clock. */
+  /**
+   * When it stood (joined the key's line), by the server clock: its term began then, or later if
+   * it waited as a candidate.
+   */
   readonly since: Date;
 }
 

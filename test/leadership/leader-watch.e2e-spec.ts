@@ -81,6 +81,25 @@ describe('leadership: leader$', () => {
     await term.resign();
   });
 
+  it("a candidate joining the line changes neither the leader's fence nor leader$", async () => {
+    const observer = await kit.service({ holderId: 'observer' });
+    const a = await kit.service({ holderId: 'A' });
+    const b = await kit.service({ holderId: 'B' });
+    const term = await a.leadership('standing', { ttlMs: 30_000 }).campaign();
+    const seen: (LeaderInfo | null)[] = [];
+    const sub = observer.leadership('standing').leader$.subscribe((info) => seen.push(info));
+    await eventually(() => seen.length === 1);
+    const candidate = b.leadership('standing', { ttlMs: 30_000 }).campaign();
+    await eventually(async () => (await a.inspect(`${LEADER_KEY_PREFIX}standing`))?.waiting === 1);
+    await sleep(500); // the candidate's join event has been read
+    const state = await observer.inspect(`${LEADER_KEY_PREFIX}standing`);
+    expect(state?.fence).toBe(term.fence);
+    expect(seen).toEqual([{ holderId: 'A', fence: term.fence, since: expect.any(Date) }]);
+    sub.unsubscribe();
+    await term.resign();
+    await (await candidate).resign();
+  });
+
   it('since is the start of the term (not of the latest renewal)', async () => {
     const observer = await kit.service({ holderId: 'observer' });
     const a = await kit.service({ holderId: 'A' });

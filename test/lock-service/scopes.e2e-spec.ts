@@ -59,13 +59,17 @@ describe('Owner scopes: releaseScope()', () => {
     const holder = await a.acquire('rejoin:1', { ttlMs: 60_000 });
     const waiting = c.acquire('rejoin:1', waitOptions);
     await eventually(async () => (await a.inspect('rejoin:1'))?.waiting === 1);
-    const joined = (await a.inspect('rejoin:1'))?.fence as bigint;
+    // The waiting entry's fence number, as the line stores it.
+    const waiterFence = async () => {
+      const doc = (await kit.rawLocks()).find((candidate) => candidate._id === 'rejoin:1');
+      const entry = (doc?.line as { h: string; f: number }[]).find(({ h }) => h === 'C');
+      return entry === undefined ? undefined : Number(entry.f);
+    };
+    const joined = (await waiterFence()) as number;
     expect(await a.releaseScope('S')).toBe(0);
     // Back in line under a new entry (a later fence), before the key frees.
-    await eventually(async () => {
-      const state = await a.inspect('rejoin:1');
-      return state?.waiting === 1 && state.fence > joined;
-    });
+    await eventually(async () => ((await waiterFence()) ?? 0) > joined);
+    expect((await a.inspect('rejoin:1'))?.waiting).toBe(1);
     await holder.release();
     const handle = await waiting;
     expect(await a.inspect('rejoin:1')).toMatchObject({ holderId: 'C', fence: handle.fence });

@@ -104,9 +104,10 @@ export function lineHolders(doc: LineStateReply, now: Date): LockHolderState[] {
 }
 
 /**
- * A key's state at server time `now`. `acquiredAt` is the latest holder's fence read as ms: a
- * join's fence is the server clock, or a little above it on a busy key (last fence plus one),
- * so it is at most a few ms late; it is capped at `now`.
+ * A key's state at server time `now`. `fence` is the latest holder's (a free key's: the last
+ * given). `acquiredAt` is the latest holder's fence read as ms: when it joined the line (the
+ * server clock, or a little above it on a busy key: last fence plus one), capped at `now`; no
+ * write records when a waiter came to hold.
  */
 export function decodeLineState(doc: LineStateReply, now: Date): LockState {
   const entries = liveEntries(doc.line, now);
@@ -130,6 +131,7 @@ export function decodeLineState(doc: LineStateReply, now: Date): LockState {
   const permits = doc.permits ?? undefined;
   return {
     ...base,
+    fence: firstFence(latest.f),
     held: true,
     holderId: latest.h,
     remainingMs: end - now.getTime(),
