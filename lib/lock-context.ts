@@ -1,5 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { LockHandle } from './lock-handle';
+import { isThenable } from './util/value-kinds';
 
 interface HeldInContext {
   /** The service that acquired the handle: re-entrancy is per service (per lock collection). */
@@ -23,7 +24,8 @@ export function runWithHeldLock<T>(service: object, handle: LockHandle, fn: () =
       ended();
       throw error;
     }
-    if (result instanceof Promise) return result.finally(ended) as T;
+    // Any thenable adopted here, inside the context: its work then runs with the lock in view.
+    if (isThenable(result)) return Promise.resolve(result).finally(ended) as T;
     ended();
     return result;
   });

@@ -205,7 +205,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    */
   async withLock<T>(
     keys: string | string[],
-    fn: (handle: LockHandle) => T | Promise<T>,
+    fn: (handle: LockHandle) => T | PromiseLike<T>,
     options?: WithLockOptions,
   ): Promise<T> {
     const keyList = normalizeLockKeys(keys);

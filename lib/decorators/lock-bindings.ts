@@ -45,8 +45,12 @@ export class InterceptedCall {
       throw new MongoLockError(MESSAGES.handlerAfterRequestEnded(this.metadata.where));
     this.called = true;
     const result = handler();
-    if (isThenable(result)) this.runs = Promise.resolve(result).then(noop, noop);
-    return result;
+    if (!isThenable(result)) return result;
+    // Adopted once, and that Promise handed on: a lazy thenable (a Mongoose query) runs its work
+    // at every `then`.
+    const settled = Promise.resolve(result);
+    this.runs = settled.then(noop, noop);
+    return settled as T;
   }
 
   /** The request stopped listening: a handler not called yet (async pipe) must never run. */

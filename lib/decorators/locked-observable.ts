@@ -70,6 +70,8 @@ export function lockedObservable<T>(
             error: (error: unknown) => afterWork(() => reject(error)),
             complete: () => afterWork(resolve),
           });
+        // The caller left on a value sent during `subscribe`, before `inner` was set.
+        if (subscriber.closed) inner.unsubscribe();
       });
 
     /** Runs `end` once the work in flight, if any, settles: the lock is held until then. */
