@@ -262,11 +262,13 @@ export class LineAcquirer {
           ? await this.joinsInCallOrder.run(request.key, async (ahead) => {
               await settledBy(ahead, attempt.deadline, request.signal, () => attempt.timedOut());
               if (!takesOver(request)) await this.letGo(attempt);
-              const following = this.deps.handover.follow({
-                ...request,
-                deadline: attempt.deadline,
-                timedOut: () => attempt.timedOut(),
-              });
+              const following =
+                takesOver(request) &&
+                this.deps.handover.follow({
+                  ...request,
+                  deadline: attempt.deadline,
+                  timedOut: () => attempt.timedOut(),
+                });
               return following ? { following } : this.send(attempt, join);
             })
           : await this.send(attempt, join);

@@ -88,6 +88,8 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
     this.watch = watch;
     // Not open in time, or failed first: waiters poll until the stream carries a change.
     const opened = await settlesWithin(watch.opened, this.options.operationTimeoutMs);
+    // Closed meanwhile (a close() during the start): it stays closed.
+    if (this.watch !== watch) return;
     this.streamOpen = opened && !failed;
   }
 
@@ -295,12 +297,14 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
   /** Settles background leaves and closes the change streams; running waits end by their timers. */
   async close(): Promise<void> {
     this.streamOpen = false;
+    const watch = this.watch;
+    this.watch = undefined;
     const events = this.eventWatch;
     this.eventWatch = undefined;
     this.eventsFlowing = false;
     this.eventListeners.clear();
     // Give-backs and late wins still on their way are left before the client closes.
-    await Promise.all([this.acquirer.leavesSettled(), this.watch?.close(), events?.close()]);
+    await Promise.all([this.acquirer.leavesSettled(), watch?.close(), events?.close()]);
   }
 
   /** The index of the first hold whose lease ended, after renewing those that ran short. */

@@ -28,7 +28,7 @@ import type { KeyLineStorage } from './store/line/line-store';
 import { LockStore } from './store/lock-store';
 import type { LockConnection } from './store/lock-store';
 import type { LockTelemetry } from './telemetry';
-import { settlesWithin } from './util/timers';
+import { settledBy, settlesWithin } from './util/timers';
 
 /** Time `close()` may take past `shutdownGraceMs` (`docs/outages-and-shutdown.md`: under 2 s). */
 const CLOSE_MARGIN_MS = 1_500;
@@ -111,13 +111,15 @@ export class ServiceRuntime {
     return this.keyLocks as LineLocks<KeyLineStorage>;
   }
 
-  /** A lazy start counts in the call's time: {@link ensureStarted}, given up on at `endsAt`. */
+  /**
+   * A lazy start counts in the call's time: {@link ensureStarted}, given up on at `endsAt`, or
+   * at once when the service closes (a start on the application's client is not stopped).
+   */
   async startedWithin(endsAt: number): Promise<LineLocks<KeyLineStorage>> {
     const starting = this.started();
-    if (this.keyLocks || (await settlesWithin(starting, endsAt - performance.now()))) {
-      return starting;
-    }
-    throw new LockStoreUnavailableError(START_TOO_SLOW_MESSAGE);
+    if (this.keyLocks) return starting;
+    const late = () => new LockStoreUnavailableError(START_TOO_SLOW_MESSAGE);
+    return settledBy(starting, endsAt, this.closing.signal, late);
   }
 
   /** The started MongoDB store, for document locks. */

@@ -118,8 +118,9 @@ describe('inspectLine', () => {
     const state = (await inspectLine(locks, 'x'))!;
     expect(state).toMatchObject({ key: 'x', held: true, holderId: 'svc-a', mode: 'exclusive' });
     expect(state.waiting).toBe(1);
-    // The last fence handed out: the waiter's.
-    expect(state.fence).toBe(b.fence);
+    // The holder's, not the waiter's (the last handed out).
+    expect(state.fence).toBe(a.fence);
+    expect(b.fence).toBeGreaterThan(a.fence);
     expect(state.holders).toEqual([
       { holderId: 'svc-a', fence: a.fence, weight: 1, remainingMs: state.remainingMs },
     ]);

@@ -213,16 +213,16 @@ export class DocumentLineStore implements LineStorage {
       stages.push({ $replaceWith: { $cond: [fresh, created, '$$ROOT'] } });
     }
     stages.push(this.fields.joinStage(request));
-    const result = await this.collection.findOneAndUpdate(
-      { ...request.target?.where, ...byKey(request.key) },
-      stages,
-      {
-        upsert,
-        returnDocument: 'after',
-        projection: { _id: 0, doc: '$$ROOT', now: '$$NOW' },
-        includeResultMetadata: true,
-      },
-    );
+    // The upsert matches only a document with a lock field (a racing locker's), else inserts: an
+    // existing one without is a duplicate key (see `joinOrCreate`), so `fresh` means inserted.
+    const filter = { ...request.target?.where, ...byKey(request.key) };
+    if (upsert) filter[field] = { $exists: true };
+    const result = await this.collection.findOneAndUpdate(filter, stages, {
+      upsert,
+      returnDocument: 'after',
+      projection: { _id: 0, doc: '$$ROOT', now: '$$NOW' },
+      includeResultMetadata: true,
+    });
     if (!result.value) return undefined;
     const read = await this.decode(request.key, result.value, request);
     // Our entry's mark: an earlier upsert of this join created the document, its reply lost.

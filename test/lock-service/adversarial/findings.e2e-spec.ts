@@ -173,5 +173,7 @@ describeWithFailPoints('adversarial review: shutdown', () => {
       status: 'rejected',
       error: expect.any(LockServiceClosedError),
     });
+    // The stream the start was opening stays closed.
+    expect(locks.diagnostics.streamOpen).toBe(false);
   });
 });
