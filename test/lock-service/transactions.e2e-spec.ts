@@ -1,8 +1,14 @@
 import { Controller, Injectable, Module, Param, Post } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { Long, type ClientSession, type Document, type MongoClient } from 'mongodb';
+import {
+  Long,
+  type ClientSession,
+  type Collection,
+  type Document,
+  type MongoClient,
+} from 'mongodb';
 import { defer, firstValueFrom, Observable } from 'rxjs';
-import { LockService, Locked, LockSession, MongoLockModule } from '../../lib';
+import { LockService, Locked, LockSession, MongoLockModule, type LockHandle } from '../../lib';
 import {
   InvalidLockOptionsError,
   LockLostError,
@@ -16,28 +22,36 @@ import { LockTestKit } from './lock-test-kit';
 
 jest.setTimeout(60_000);
 
+type Accounts = Collection<{ _id: string; balance: number }>;
+
+/** A service on its own client, and collection `name` of that client with account a at 10. */
+async function serviceWithAccount(kit: LockTestKit, name: string, extra: { engine?: 'v2' } = {}) {
+  const client = await kit.client();
+  const locks = await kit.service({ client, ...extra });
+  const accounts: Accounts = client.db(kit.mongo.dbName).collection(name);
+  await accounts.insertOne({ _id: 'a', balance: 10 });
+  return { client, locks, accounts };
+}
+
+/** Account a gets 5 more, in the lock's transaction. */
+const addFive = (accounts: Accounts, lock: LockHandle) =>
+  accounts.updateOne({ _id: 'a' }, { $inc: { balance: 5 } }, { session: lock.session });
+
 describe('withLock in a transaction', () => {
   const kit = LockTestKit.forSuite();
 
   it.each(['v2'] as const)(
     'commits the work with the lock held, on the session the handle carries (engine %s)',
     async (engine) => {
-      const client = await kit.client();
-      const locks = await kit.service({ client, engine });
-      const accounts = client
-        .db(kit.mongo.dbName)
-        .collection<{ _id: string; balance: number }>(`tx_accounts_${engine}`);
-      await accounts.insertOne({ _id: 'a', balance: 10 });
+      const { locks, accounts } = await serviceWithAccount(kit, `tx_accounts_${engine}`, {
+        engine,
+      });
       const seen = await locks.withLock(
         'account:a',
         async (lock) => {
           expect(lock.session).toBeDefined();
           expect(LockService.current()?.session).toBe(lock.session);
-          await accounts.updateOne(
-            { _id: 'a' },
-            { $inc: { balance: 5 } },
-            { session: lock.session },
-          );
+          await addFive(accounts, lock);
           // Not visible outside the transaction before it commits.
           return (await accounts.findOne({ _id: 'a' }))?.balance;
         },
@@ -61,23 +75,16 @@ describe('withLock in a transaction', () => {
   it.each(['v2'] as const)(
     'never commits work whose lock was taken over before the commit (engine %s)',
     async (engine) => {
-      const client = await kit.client();
-      const locks = await kit.service({ client, engine });
-      const accounts = client
-        .db(kit.mongo.dbName)
-        .collection<{ _id: string; balance: number }>(`tx_lost_${engine}`);
-      await accounts.insertOne({ _id: 'a', balance: 10 });
+      const { client, locks, accounts } = await serviceWithAccount(kit, `tx_lost_${engine}`, {
+        engine,
+      });
       let runs = 0;
       await expect(
         locks.withLock(
           'account:a',
           async (lock) => {
             runs += 1;
-            await accounts.updateOne(
-              { _id: 'a' },
-              { $inc: { balance: 5 } },
-              { session: lock.session },
-            );
+            await addFive(accounts, lock);
             // While the work runs, after the transaction began (as after a pause past the lease).
             await takeOver[engine](client);
           },
@@ -90,12 +97,7 @@ describe('withLock in a transaction', () => {
   );
 
   it('never commits when its entry was removed and its token joined again behind another holder', async () => {
-    const client = await kit.client();
-    const locks = await kit.service({ client });
-    const accounts = client
-      .db(kit.mongo.dbName)
-      .collection<{ _id: string; balance: number }>('tx_readded');
-    await accounts.insertOne({ _id: 'a', balance: 10 });
+    const { client, locks, accounts } = await serviceWithAccount(kit, 'tx_readded');
     const line = client
       .db(kit.mongo.dbName)
       .collection<{ _id: string; f: Long; line: Document[] }>(`${kit.collectionName}_line`);
@@ -104,11 +106,7 @@ describe('withLock in a transaction', () => {
       locks.withLock(
         'account:a',
         async (lock) => {
-          await accounts.updateOne(
-            { _id: 'a' },
-            { $inc: { balance: 5 } },
-            { session: lock.session },
-          );
+          await addFive(accounts, lock);
           // Our entry removed, another holder first, and a late join of our token behind it
           // (a retry MongoDB applied after an operator removed the entry): ours is live, not first.
           // Once: the write conflicts with the transaction, which runs again.
@@ -137,21 +135,12 @@ describe('withLock in a transaction', () => {
   });
 
   it('aborts when the work fails, and releases the lock', async () => {
-    const client = await kit.client();
-    const locks = await kit.service({ client });
-    const accounts = client
-      .db(kit.mongo.dbName)
-      .collection<{ _id: string; balance: number }>('tx_fail');
-    await accounts.insertOne({ _id: 'a', balance: 10 });
+    const { locks, accounts } = await serviceWithAccount(kit, 'tx_fail');
     await expect(
       locks.withLock(
         'account:a',
         async (lock) => {
-          await accounts.updateOne(
-            { _id: 'a' },
-            { $inc: { balance: 5 } },
-            { session: lock.session },
-          );
+          await addFive(accounts, lock);
           throw new Error('payment declined');
         },
         { transaction: true },
@@ -162,12 +151,7 @@ describe('withLock in a transaction', () => {
   });
 
   it('a call re-entering a lock held without a transaction is refused before its work runs', async () => {
-    const client = await kit.client();
-    const locks = await kit.service({ client });
-    const accounts = client
-      .db(kit.mongo.dbName)
-      .collection<{ _id: string; balance: number }>('tx_reentered');
-    await accounts.insertOne({ _id: 'a', balance: 10 });
+    const { locks, accounts } = await serviceWithAccount(kit, 'tx_reentered');
     let ran = false;
     const outcome = await locks
       .withLock('account:a', () =>
@@ -175,11 +159,7 @@ describe('withLock in a transaction', () => {
           'account:a',
           async (lock) => {
             ran = true;
-            await accounts.updateOne(
-              { _id: 'a' },
-              { $inc: { balance: 5 } },
-              { session: lock.session },
-            );
+            await addFive(accounts, lock);
             throw new Error('payment declined');
           },
           { transaction: true },
@@ -473,20 +453,17 @@ describe('withLock in a transaction on engine v2', () => {
   const kit = LockTestKit.forSuite();
 
   it('runs again when the line changed during the work, and commits once', async () => {
-    const client = await kit.client();
-    const locks = await kit.service({ client, engine: 'v2' });
+    const { locks, accounts } = await serviceWithAccount(kit, 'v2_tx_rerun', {
+      engine: 'v2',
+    });
     const other = await kit.service({ engine: 'v2' });
-    const accounts = client
-      .db(kit.mongo.dbName)
-      .collection<{ _id: string; balance: number }>('v2_tx_rerun');
-    await accounts.insertOne({ _id: 'a', balance: 10 });
     let runs = 0;
     let waiting: Promise<unknown> | undefined;
     await locks.withLock(
       'account:a',
       async (lock) => {
         runs += 1;
-        await accounts.updateOne({ _id: 'a' }, { $inc: { balance: 5 } }, { session: lock.session });
+        await addFive(accounts, lock);
         // Another process joins the line to wait: a write to the document the check writes.
         if (runs === 1) {
           waiting = other.acquire('account:a', { timeoutMs: 20_000 });
