@@ -22,8 +22,11 @@ export interface LeaseOperations {
   renew(held: HeldKey, ttlMs: number, exactly?: boolean): Promise<RenewLeaseOutcome>;
   /** `lease`: given only when it may pass to another caller without a write (see `releaseAll`). */
   release(held: HeldKey, lease?: HandableLease): Promise<ReleaseLeaseOutcome>;
-  /** Releases in the background, retrying a little; `undefined` if it could not be sent. */
-  giveBack(held: HeldKey): Promise<ReleaseLeaseOutcome | undefined>;
+  /**
+   * Releases in the background, retrying while `lease` (as last renewed or extended) may run;
+   * `undefined` if it could not be sent.
+   */
+  giveBack(held: HeldKey, lease: HandableLease): Promise<ReleaseLeaseOutcome | undefined>;
   /** The lease ended without a release (a write, `expireIn`): its token's late win is nobody's. */
   ended(held: HeldKey): void;
 }
@@ -111,6 +114,11 @@ export class LeaseKeeper {
 
   get unreleased(): readonly HeldKey[] {
     return this.remaining;
+  }
+
+  /** The lease as last renewed or extended: its local deadline, and the `ttlMs` last asked. */
+  get lease(): HandableLease {
+    return { end: this.leaseEnd, ttlMs: this.ttlMs };
   }
 
   /** Renews no more; the local deadline still reports the loss when the lease runs out. */

@@ -177,7 +177,8 @@ export class LineAcquirer {
    * when only a write can tell it is ours), or leaves the line. False if our entry was gone.
    */
   async release(hold: LineHold, lease?: HandableLease): Promise<boolean> {
-    const leaveKept = () => this.giveBack(hold, hold.ttlMs);
+    // Kept only with `lease` known: retried while it may run (an extend() may have lengthened it).
+    const leaveKept = () => this.giveBack(hold, lease?.ttlMs ?? hold.ttlMs, lease?.end);
     if (this.deps.handover.handOn(hold, lease, leaveKept)) return true;
     const left = await this.leaves.leave(hold.key, hold.token);
     this.deps.handover.left(hold.key);
@@ -206,14 +207,15 @@ export class LineAcquirer {
   }
 
   /**
-   * Leaves a hold nobody will use, in the background, retried until a lease of `ttlMs` from now
-   * would have ended (a renewal may have moved it past `leaseEnd`). Resolves once a leave is
-   * answered (whether our entry was still there), or undefined if none was.
+   * Leaves a hold nobody will use, in the background, retried until its lease (`leaseEnd`, the
+   * local deadline as last renewed) or one of `ttlMs` from now would have ended (a renewal in
+   * flight may move it). Resolves once a leave is answered (whether our entry was still there),
+   * or undefined if none was.
    */
-  giveBack(hold: LineHold, ttlMs: number): Promise<boolean | undefined> {
+  giveBack(hold: LineHold, ttlMs: number, leaseEnd = hold.leaseEnd): Promise<boolean | undefined> {
     // Its lease may be known lost (a renewal before hand-out found it gone): never handed on.
     this.deps.handover.dissolved(hold.followers);
-    const until = Math.max(hold.leaseEnd, performance.now() + ttlMs);
+    const until = Math.max(leaseEnd, performance.now() + ttlMs);
     const leaving = this.leaves.inBackground(hold.key, hold.token, until, 'joined');
     void leaving.then(() => this.ended(hold));
     return leaving;

@@ -341,13 +341,13 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
         // Handed to a caller here queued behind it when the keeper knows the lease is ours.
         release: async (held, lease) =>
           (await this.acquirer.release(holdOf(held.key), lease)) ? 'released' : 'lost',
-        giveBack: async (held) => {
+        giveBack: async (held, lease) => {
           try {
             return (await this.acquirer.release(holdOf(held.key))) ? 'released' : 'lost';
           } catch {
             // No reply: left in the background, retried until its lease ends; settles when a
             // leave is answered, so that a caller bounding it knows whether it landed.
-            const left = await this.acquirer.giveBack(holdOf(held.key), options.ttlMs);
+            const left = await this.acquirer.giveBack(holdOf(held.key), lease.ttlMs, lease.end);
             return left === undefined ? undefined : left ? 'released' : 'lost';
           }
         },

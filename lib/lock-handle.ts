@@ -312,8 +312,10 @@ export class MongoLockHandle implements LockHandle {
     if (this.givingBack) return this.givingBack;
     if (this.isReleased) return Promise.resolve(0);
     const keys = [...this.keeper.unreleased];
+    const lease = this.keeper.lease;
     this.settle();
-    this.givingBack = Promise.all(keys.map((held) => this.init.operations.giveBack(held))).then(
+    const givingBack = keys.map((held) => this.init.operations.giveBack(held, lease));
+    this.givingBack = Promise.all(givingBack).then(
       (outcomes) => outcomes.filter((outcome) => outcome === 'released').length,
     );
     return this.givingBack;

@@ -117,6 +117,30 @@ describeWithFailPoints('adversarial review: broken promises', () => {
       // A missed wake-up waits out timeoutMs (4 s): rejected, and over this bound.
       expect(performance.now() - freedAt).toBeLessThan(1_000 + LOAD_SLACK_MS);
     });
+
+    it('a give-back after extend() is retried while the extended lease runs, not the first one', async () => {
+      const client = await appClient('extended-give-back');
+      const locks = await kit.service({ client, operationTimeoutMs: 300 });
+      const other = await kit.service();
+      const handle = await locks.acquire('extended:k', { ttlMs: 1_000 });
+      await handle.extend(30_000);
+      // This client's lock writes fail for 2 s: longer than the 1 s lease the handle was taken
+      // with, far shorter than the 30 s it was extended to.
+      await failPoint('alwaysOn', {
+        failCommands: ['findAndModify'],
+        appName: 'extended-give-back',
+        closeConnection: true,
+      });
+      const revoking = locks.releaseAllHeld().catch((error: unknown) => error);
+      expect(handle.signal.aborted).toBe(true);
+      await sleep(2_000);
+      await failPoint('off');
+      await revoking;
+      // Given up after the first lease, the entry holds the key for its 30 s: the wait times out.
+      const taken = await settleWithin(other.acquire('extended:k', { timeoutMs: 6_000 }), 8_000);
+      expect(taken.status).toBe('resolved');
+      await taken.value?.release();
+    });
   });
 });
 
