@@ -511,7 +511,8 @@ async function packLibrary(shouldBuild) {
   }
   // compat/.work is git-ignored: a fresh clone has none.
   await mkdir(work, { recursive: true });
-  const pack = await npm(['pack', '--json', '--pack-destination', work], {
+  // Built above (or by the caller): not again by `prepack`.
+  const pack = await npm(['pack', '--json', '--ignore-scripts', '--pack-destination', work], {
     cwd: root,
     timeoutMs: 60_000,
   });
