@@ -95,7 +95,7 @@ export class DocumentLineStore implements LineStorage {
         { returnDocument: 'after', projection: this.lineProjection },
       );
       if (!reply) return { renewed: false };
-      const read = await this.decode(key, reply);
+      const read = await this.decode(key, reply, { token, ttlMs });
       const place = placeOf(read, token, read.now);
       return place ? { renewed: true, ...place } : { renewed: false };
     });
@@ -224,7 +224,7 @@ export class DocumentLineStore implements LineStorage {
       includeResultMetadata: true,
     });
     if (!result.value) return undefined;
-    const read = await this.decode(request.key, result.value);
+    const read = await this.decode(request.key, result.value, request);
     // Our entry's mark: an earlier upsert of this join created the document, its reply lost.
     const marked = read.line.some((entry) => entry.t === request.token && entry.c === true);
     return { read, created: result.lastErrorObject?.upserted !== undefined || marked };
@@ -232,10 +232,14 @@ export class DocumentLineStore implements LineStorage {
 
   /**
    * A reply's line and the server time to read it by: the command's `$$NOW`; for a write the
-   * driver retried after it landed (answered unprojected: SERVER-31242), a fresh read's (later
-   * is the safe side: fewer live entries, less lease left; see `timeOf`).
+   * driver retried after it landed (answered unprojected: SERVER-31242), the time our lease was
+   * set from, else a fresh read's (later is the safe side: fewer live entries).
    */
-  private async decode(key: string, reply: Document): Promise<LineRead> {
+  private async decode(
+    key: string,
+    reply: Document,
+    ours?: { token: string; ttlMs: number },
+  ): Promise<LineRead> {
     const projected = isProjected(reply);
     const doc = (projected ? reply.doc : reply) as Document | undefined;
     const lock = (projected && !doc ? reply : doc?.[this.fields.field]) as Document | undefined;
@@ -244,6 +248,8 @@ export class DocumentLineStore implements LineStorage {
     const f = (isBsonNumber(lock?.f) ? lock?.f : undefined) as LineDocument['f'];
     const read = { _id: key, doc: doc ?? {}, line, f };
     if (projected) return { ...read, now: reply.now as Date };
+    const entry = ours && line.find((candidate) => candidate.t === ours.token);
+    if (entry && ours) return { ...read, now: new Date(entry.e.getTime() - ours.ttlMs) };
     const time = await this.collection.findOne(byKey(key), {
       projection: { _id: 0, now: '$$NOW' },
     });

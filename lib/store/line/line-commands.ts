@@ -38,16 +38,18 @@ type LineReply = LineDocument & { now: Date };
 
 /**
  * The server time to decode a reply by: its `$$NOW`. A retried write that had landed replies
- * without the projection (SERVER-31242): then the server's time read now, later than the write
- * (the safe side: fewer live entries, less lease left). Not our entry's end less its lease: an
- * earlier attempt, sent before the one our lease counts from, may have set it.
+ * without the projection (SERVER-31242): then the time our lease was set from, else the
+ * server's time read now; later is the safe side (fewer live entries, less lease left).
  */
 export async function timeOf(
   collection: LineCollection,
   key: string,
-  doc: { now?: Date },
+  doc: { line?: readonly { t?: string; e: Date }[]; now?: Date },
+  ours?: { token: string; ttlMs: number },
 ): Promise<Date> {
   if (doc.now instanceof Date) return doc.now;
+  const entry = ours && doc.line?.find((candidate) => candidate.t === ours.token);
+  if (entry && ours) return new Date(entry.e.getTime() - ours.ttlMs);
   const read = (await collection.findOne(
     { _id: key },
     { projection: { _id: 1, now: '$$NOW' } },
@@ -202,7 +204,7 @@ async function sendJoin(
   });
   // An upsert always returns the document.
   const doc = reply as LineReply;
-  return { ...doc, now: await timeOf(collection, request.key, doc) };
+  return { ...doc, now: await timeOf(collection, request.key, doc, request) };
 }
 
 /** A join's result from the document after it, at the join's server time. */
@@ -288,7 +290,8 @@ export async function renewInLine(
     projection: LINE_REPLY,
     let: { t: literal(token), d: ttlMs, g: ttlMs + idleRetentionMs },
   })) as LineReply | null;
-  const place = after && placeOf(after, token, await timeOf(collection, key, after));
+  const place =
+    after && placeOf(after, token, await timeOf(collection, key, after, { token, ttlMs }));
   return place ? { renewed: true, ...place } : { renewed: false };
 }
 
