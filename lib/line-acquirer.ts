@@ -215,7 +215,9 @@ export class LineAcquirer {
   giveBack(hold: LineHold, ttlMs: number, leaseEnd = hold.leaseEnd): Promise<boolean | undefined> {
     // Its lease may be known lost (a renewal before hand-out found it gone): never handed on.
     this.deps.handover.dissolved(hold.followers);
-    const until = Math.max(leaseEnd, performance.now() + ttlMs);
+    // The hold's own lease too: a key of several may end after the keeper's shortest.
+    const untilMs = Math.max(ttlMs, hold.ttlMs);
+    const until = Math.max(leaseEnd, hold.leaseEnd, performance.now() + untilMs);
     const leaving = this.leaves.inBackground(hold.key, hold.token, until, 'joined');
     void leaving.then(() => this.ended(hold));
     return leaving;
