@@ -55,6 +55,33 @@ describe('LineAcquirer: an entry of unknown outcome', () => {
     expect(left.length).toBeGreaterThan(0);
   });
 
+  it("a lease counts from the first join that may have landed: a retry's reply may give that one's time", async () => {
+    let firstSentAt = 0;
+    const holds: JoinResult = {
+      joined: true,
+      holds: true,
+      fence: 16n,
+      // A stored image (no server time) times our entry by its lease end less ttlMs: the whole
+      // lease, as the first join, which landed, set it.
+      remainingMs: request.ttlMs,
+      ahead: 0,
+      aheadEndsInMs: 0,
+      leaderId: 'me',
+    };
+    const { acquirer } = acquirerOn([
+      // Unanswered within 300 ms; the retry, sent after that, is answered at once.
+      () => {
+        firstSentAt = performance.now();
+        return new Promise((_, reject) =>
+          setTimeout(() => reject(new LockStoreUnavailableError('no reply in time')), 300),
+        );
+      },
+      () => Promise.resolve(holds),
+    ]);
+    const hold = await acquirer.acquire(request);
+    expect(hold.leaseEnd).toBeLessThanOrEqual(firstSentAt + request.ttlMs);
+  });
+
   it('a join refused with nothing sent before it leaves nothing', async () => {
     const { acquirer, left } = acquirerOn([() => Promise.resolve(full)]);
     await expect(acquirer.acquire(request)).rejects.toBeInstanceOf(LockNotAcquiredError);

@@ -233,7 +233,9 @@ export class LineAcquirer {
       void entry.listen();
       const before = entry.state;
       entry.state = 'unknown';
-      attempt.joinSentAt = performance.now();
+      // Counted from the first join of this token that may have landed: a retry's reply may be
+      // that one's stored image, timed by the lease it set (`timeOf`).
+      if (before === 'none') attempt.joinSentAt = performance.now();
       // Nothing written (refused, or failed so): the state before this try, as an earlier
       // unanswered one may have joined and land later.
       return this.deps.store.join(this.joinRequest(attempt)).then(

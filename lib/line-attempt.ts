@@ -34,7 +34,10 @@ export class LineAttempt {
   place: (LinePlace & { document?: HeldDocument }) | undefined;
   /** Callers here that will take our entry over, while it waits (`line-handover.ts`). */
   followers: EntryFollowers | undefined;
-  /** When the join try whose reply placed us was sent: our lease counts from it, not the call. */
+  /**
+   * When the first join of our token that may have landed was sent: our lease counts from it,
+   * not from the call (nor from a retry, whose reply may be that join's stored image).
+   */
   joinSentAt = 0;
 
   constructor(
