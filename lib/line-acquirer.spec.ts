@@ -89,3 +89,37 @@ describe('LineAcquirer: an entry of unknown outcome', () => {
     expect(left).toEqual([]);
   });
 });
+
+describe('LineAcquirer: a give-back', () => {
+  /** An acquirer whose leaves fail (no reply) for `failingMs`, then are answered. */
+  function acquirerWhoseLeavesFailFor(failingMs: number) {
+    const failUntil = performance.now() + failingMs;
+    const store = {
+      leave: (): Promise<LeaveResult> =>
+        performance.now() < failUntil
+          ? Promise.reject(new LockStoreUnavailableError('no reply in time'))
+          : Promise.resolve({ left: true, holders: [] }),
+    } as unknown as LineStorage;
+    return new LineAcquirer({
+      store,
+      waiters: new LineWaiters(),
+      handover: new LineHandover(true),
+      holderId: 'me',
+    });
+  }
+
+  it.each([
+    ["the handle's lease as extended", { hold: 100, lease: 1_000 }],
+    [
+      'its own lease, a key of several that ends after the handle shortest',
+      { hold: 1_000, lease: 100 },
+    ],
+  ])('is retried while %s may run', async (_what, ms) => {
+    const acquirer = acquirerWhoseLeavesFailFor(400);
+    const now = performance.now();
+    const hold = { key: 'k', token: 't', fence: 16n, leaseEnd: now + ms.hold, ttlMs: ms.hold };
+    const lease = { end: now + ms.lease, ttlMs: ms.lease };
+    // Given up at the shorter lease (300 ms before MongoDB answers), it would settle undefined.
+    await expect(acquirer.giveBack(hold, lease)).resolves.toBe(true);
+  });
+});

@@ -178,7 +178,7 @@ export class LineAcquirer {
    */
   async release(hold: LineHold, lease?: HandableLease): Promise<boolean> {
     // Kept only with `lease` known: retried while it may run (an extend() may have lengthened it).
-    const leaveKept = () => this.giveBack(hold, lease?.ttlMs ?? hold.ttlMs, lease?.end);
+    const leaveKept = () => this.giveBack(hold, lease);
     if (this.deps.handover.handOn(hold, lease, leaveKept)) return true;
     const left = await this.leaves.leave(hold.key, hold.token);
     this.deps.handover.left(hold.key);
@@ -207,17 +207,16 @@ export class LineAcquirer {
   }
 
   /**
-   * Leaves a hold nobody will use, in the background, retried until its lease (`leaseEnd`, the
-   * local deadline as last renewed) or one of `ttlMs` from now would have ended (a renewal in
-   * flight may move it). Resolves once a leave is answered (whether our entry was still there),
-   * or undefined if none was.
+   * Leaves a hold nobody will use, in the background, retried until its lease would have ended:
+   * the hold's, the handle's `lease` as last renewed or extended (the keeper's shortest over its
+   * keys), or one of either `ttlMs` from now (a renewal in flight may move it). Resolves once a
+   * leave is answered (whether our entry was still there), or undefined if none was.
    */
-  giveBack(hold: LineHold, ttlMs: number, leaseEnd = hold.leaseEnd): Promise<boolean | undefined> {
+  giveBack(hold: LineHold, lease?: HandableLease): Promise<boolean | undefined> {
     // Its lease may be known lost (a renewal before hand-out found it gone): never handed on.
     this.deps.handover.dissolved(hold.followers);
-    // The hold's own lease too: a key of several may end after the keeper's shortest.
-    const untilMs = Math.max(ttlMs, hold.ttlMs);
-    const until = Math.max(leaseEnd, hold.leaseEnd, performance.now() + untilMs);
+    const ttlMs = Math.max(hold.ttlMs, lease?.ttlMs ?? 0);
+    const until = Math.max(hold.leaseEnd, lease?.end ?? 0, performance.now() + ttlMs);
     const leaving = this.leaves.inBackground(hold.key, hold.token, until, 'joined');
     void leaving.then(() => this.ended(hold));
     return leaving;

@@ -193,12 +193,12 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
         if (lost === undefined) break;
         // A stall outlived a lease (or an operator removed it) before the lock was handed out:
         // nothing was protected yet.
-        for (const hold of holds.splice(lost)) void this.acquirer.giveBack(hold, options.ttlMs);
+        for (const hold of holds.splice(lost)) void this.acquirer.giveBack(hold);
       }
     } catch (error) {
       // All or nothing: the keys taken are given back before the call fails, by its end (what
       // is not answered by then goes on in the background).
-      const givingBack = holds.map((hold) => this.acquirer.giveBack(hold, options.ttlMs));
+      const givingBack = holds.map((hold) => this.acquirer.giveBack(hold));
       const callEnd = deadline + acquireOverrunMs(this.options.operationTimeoutMs);
       await settlesWithin(Promise.all(givingBack), callEnd - performance.now());
       throw withAllKeys(error, keys, options.timeoutMs);
@@ -225,7 +225,7 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
       throw withAllKeys(error, [key], options.timeoutMs);
     }
     if (signal.aborted) {
-      void this.acquirer.giveBack(hold, options.ttlMs);
+      void this.acquirer.giveBack(hold);
       throw signal.reason;
     }
     return { handle: this.handleFor([hold], options), hold };
@@ -347,7 +347,7 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
           } catch {
             // No reply: left in the background, retried until its lease ends; settles when a
             // leave is answered, so that a caller bounding it knows whether it landed.
-            const left = await this.acquirer.giveBack(holdOf(held.key), lease.ttlMs, lease.end);
+            const left = await this.acquirer.giveBack(holdOf(held.key), lease);
             return left === undefined ? undefined : left ? 'released' : 'lost';
           }
         },

@@ -211,19 +211,9 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     const keyList = normalizeLockKeys(keys);
     const resolved = resolveAcquireOptions(options, this.options, true, ['transaction']);
     const transaction = resolveTransactionOption(options?.transaction);
-    const enclosing = enclosingHandle(this, keyList, resolved.mode);
-    if (enclosing) {
-      // Re-entered: the outer call's lock and transaction. Work asked to run in a transaction
-      // never runs without one.
-      if (transaction && !enclosing.session) {
-        throw new MongoLockError(
-          `${keyList.map((key) => JSON.stringify(key)).join(', ')} already held here without a ` +
-            "transaction: a call that re-enters it runs in the holder's; take the outer lock " +
-            'with transaction: true',
-        );
-      }
-      return await fn(enclosing);
-    }
+    const enclosing = enclosingHandle(this, keyList, resolved.mode, transaction !== undefined);
+    // Re-entered: the outer call's lock and transaction.
+    if (enclosing) return await fn(enclosing);
     if (transaction) await requireTransactions(await this.runtime.ensureStarted());
     const handle = await this.runtime.acquire(keyList, resolved);
     const run = async () => runWithHeldLock(this, handle, () => fn(handle));

@@ -8,12 +8,14 @@ import type { LockModeRequest } from './store/lock-modes';
 /**
  * The enclosing handle of service `owner` in this async context holding all of `keys`, for a
  * re-entered call; undefined if none holds any. Throws for some held keys plus others (it would
- * wait for itself), a lost enclosing lock, or a mode it does not cover.
+ * wait for itself), a lost enclosing lock, a mode it does not cover, or (`inTransaction`) one
+ * held without a transaction: work asked to run in one never runs without.
  */
 export function enclosingHandle(
   owner: object,
   keys: readonly string[],
   mode: LockModeRequest,
+  inTransaction = false,
 ): LockHandle | undefined {
   for (const handle of heldLocksOf(owner)) {
     const covered = keys.filter((key) => handle.keys.includes(key));
@@ -21,6 +23,12 @@ export function enclosingHandle(
       const lostReason = (handle as MongoLockHandle).lostReason;
       if (lostReason) throw lostReason;
       checkReentrantMode(handle, keys, mode);
+      if (inTransaction && !handle.session) {
+        throw new MongoLockError(
+          `${quoted(keys)} already held here without a transaction: a call that re-enters it ` +
+            "runs in the holder's; take the outer lock with transaction: true",
+        );
+      }
       return handle;
     }
     if (covered.length > 0) throw new MongoLockError(wouldDeadlockMessage(handle.keys, keys));
@@ -32,8 +40,10 @@ export function enclosingHandle(
  * An exclusive lock covers a shared request; a shared one cannot become exclusive (it would wait
  * for itself); a semaphore's permits are the same for every caller.
  */
+const quoted = (keys: readonly string[]) => keys.map((key) => JSON.stringify(key)).join(', ');
+
 function checkReentrantMode(handle: LockHandle, keys: readonly string[], mode: LockModeRequest) {
-  const keyList = keys.map((key) => JSON.stringify(key)).join(', ');
+  const keyList = quoted(keys);
   const semaphore = mode.permits !== undefined;
   if (semaphore !== (handle.permits !== undefined)) {
     throw new InvalidLockOptionsError(
