@@ -68,6 +68,7 @@ export class LineAcquirer {
           if (handed) return handed;
           continue;
         }
+        if (!attempt.place && !joined.holds) request.queued?.();
         attempt.place = joined;
         attempt.followers = this.followersOf(request, joined);
         const held = await this.waitInLine(attempt, attempt.joinSentAt, looked);

@@ -22,6 +22,8 @@ export interface LineAcquireRequest {
   target?: AttemptTarget;
   /** `false`: never takes over, nor hands over, an entry here (`line-handover.ts`). */
   handOff?: false;
+  /** Told once if the first join's reply leaves the call waiting in line. */
+  queued?: () => void;
 }
 
 /**

@@ -375,6 +375,7 @@ function requestFor(
     signal,
     ...(options.scope === undefined ? {} : { scope: options.scope }),
     ...(options.handOff === false ? { handOff: false } : {}),
+    ...(options.queued ? { queued: options.queued } : {}),
   };
 }
 

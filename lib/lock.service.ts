@@ -95,11 +95,12 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     this.events$ = this.runtime.events().pipe(share());
     this.leaderships = new Leaderships({
       // A term is held while renewed, for as long as the instance leads: no maxHoldMs.
-      acquire: (key, acquireOptions) =>
+      acquire: (key, acquireOptions, queued) =>
         this.runtime.acquire([key], {
           ...resolveAcquireOptions(acquireOptions, this.options, false),
           maxHoldMs: Number.POSITIVE_INFINITY,
           handOff: false,
+          queued,
         }),
       inspect: (key) => this.inspect(key),
       events$: this.events$,

@@ -85,6 +85,8 @@ export interface ResolvedAcquireOptions {
    * candidate that resigns and stands again goes to the back of the line.
    */
   handOff?: false;
+  /** Told once if the first join's reply leaves the call waiting (a leader's election). */
+  queued?: () => void;
 }
 
 /**

@@ -30,6 +30,8 @@ export class HeldLeaderTerm implements LeaderTerm {
   readonly lost$: Observable<LockLostError>;
   /** Resolves when the term is over and its lock no longer held. */
   readonly ended: Promise<void>;
+  /** Resolves when the term is over (its signal aborted), its lock perhaps still being left. */
+  readonly over: Promise<void>;
   private readonly ending = new AbortController();
   private resigning: Promise<void> | undefined;
   /** Set at the first `resign()`. */
@@ -41,6 +43,9 @@ export class HeldLeaderTerm implements LeaderTerm {
   ) {
     this.fence = handle.fence;
     // A resigned term is not lost: a release MongoDB never confirmed ends with the lease.
+    this.over = new Promise((resolve) =>
+      this.ending.signal.addEventListener('abort', () => resolve(), { once: true }),
+    );
     this.lost$ = handle.lost$.pipe(filter(() => this.lostBeforeResigning !== false));
     // At once, with the loss as the reason (the end of the hold below comes a turn later).
     const onLost = () => this.ending.abort(handle.signal.reason);

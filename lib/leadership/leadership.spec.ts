@@ -98,16 +98,13 @@ describe('Leadership terms', () => {
 
 describe('Leadership campaigns that give up', () => {
   it('leave nothing on an election that goes on (a follower may campaign for weeks)', async () => {
-    // Held elsewhere: the first try is refused, then the wait in line lasts until aborted.
-    const host = hostOf((_key, options) =>
-      options.timeoutMs === 0
-        ? Promise.reject(new LockNotAcquiredError('held', { keys: ['leader:jobs'] }))
-        : new Promise((_resolve, reject) =>
-            options.signal?.addEventListener('abort', () =>
-              reject(options.signal?.reason as Error),
-            ),
-          ),
-    );
+    // Held elsewhere: the join's reply puts the call in line, where it waits until aborted.
+    const host = hostOf((_key, options, queued) => {
+      queued();
+      return new Promise((_resolve, reject) =>
+        options.signal?.addEventListener('abort', () => reject(options.signal?.reason as Error)),
+      );
+    });
     const leadership = new Leadership('jobs', 'leader:jobs', 1_000, host);
     const subscription = leadership.terms$.subscribe();
     for (let call = 0; call < 5; call += 1) {
@@ -134,6 +131,26 @@ describe('Leadership options and first answers', () => {
     return expect(leadership.campaign({ timeOutMs: 0 } as never)).rejects.toThrow(
       /timeOutMs is not an option \(did you mean timeoutMs\?\)/,
     );
+  });
+
+  it("a campaign's timeout runs from the join's reply: even 0 gets an answer", async () => {
+    let queued!: () => void;
+    const host = hostOf((_key, options, told) => {
+      queued = told;
+      return new Promise((_resolve, reject) =>
+        options.signal?.addEventListener('abort', () => reject(options.signal?.reason as Error)),
+      );
+    });
+    const leadership = new Leadership('jobs', 'leader:jobs', 1_000, host);
+    let outcome: unknown;
+    const campaign = leadership.campaign({ timeoutMs: 0 }).catch((error: unknown) => error);
+    void campaign.then((error) => (outcome = error));
+    await sleep(50);
+    expect(outcome).toBeUndefined();
+    // The reply: in line behind a leader.
+    queued();
+    expect(await campaign).toBeInstanceOf(LockNotAcquiredError);
+    await leadership.close();
   });
 
   it('a campaign whose first win was lost at birth still times out', async () => {

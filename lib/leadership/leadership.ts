@@ -29,7 +29,8 @@ export interface CampaignOptions {
 
 /** What a leadership needs of its service. @internal */
 export interface LeadershipHost extends LeaderWatchSource {
-  acquire(key: string, options: AcquireOptions): Promise<MongoLockHandle>;
+  /** `queued`: told once if the join's reply leaves the call waiting in line. */
+  acquire(key: string, options: AcquireOptions, queued: () => void): Promise<MongoLockHandle>;
   /** Called at the start of every term (metrics). */
   termBegan(name: string): void;
 }
@@ -260,27 +261,28 @@ export class Leadership {
     election.abort.abort(reason);
   }
 
-  /** One try first (so a short campaign timeout gets its answer), then the wait in line. */
+  /**
+   * Stands in line in one write, whose reply is the first answer (a campaign's timeout runs from
+   * it): a try before the join would leave a gap in which a resigning leader wins again.
+   */
   private async win(signal: AbortSignal, answered: () => void): Promise<HeldLeaderTerm> {
-    for (let attempt = 0; ; attempt += 1) {
+    for (;;) {
       let handle: MongoLockHandle;
       try {
-        handle = await this.host.acquire(this.key, {
+        const options = {
           ttlMs: this.ttlMs,
-          timeoutMs: attempt === 0 ? 0 : LONGEST_WAIT_MS,
+          timeoutMs: LONGEST_WAIT_MS,
           renew: true,
           signal,
           metricsLabel: 'leadership',
-        });
+        };
+        handle = await this.host.acquire(this.key, options, answered);
       } catch (error) {
         answered();
         // Given up meanwhile: the reason is why, whatever the attempt answered.
         if (signal.aborted) throw signal.reason;
         if (!isWorthRetrying(error)) throw error;
-        // A first attempt refused (held) goes straight to the wait; other failures pause first.
-        if (attempt > 0 || error instanceof LockStoreUnavailableError) {
-          await wakeUp({}, performance.now() + RETRY_DELAY_MS, signal);
-        }
+        await wakeUp({}, performance.now() + RETRY_DELAY_MS, signal);
         continue;
       }
       if (signal.aborted) {
@@ -331,7 +333,9 @@ export class Leadership {
           }
           continue;
         }
-        await (term as HeldLeaderTerm).ended;
+        // Back in line as the term ends, not once its leave is answered: the next candidate may
+        // hear of its term from that leave first, resign at once and stand again ahead of us.
+        await (term as HeldLeaderTerm).over;
       }
     } finally {
       this.standingLoop = undefined;
