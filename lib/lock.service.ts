@@ -18,6 +18,7 @@ import { innermostHeldLock, runWithHeldLock } from './lock-context';
 import type { LockHandle } from './lock-handle';
 import { MONGO_LOCK_OPTIONS } from './mongo-lock.module-definition';
 import {
+  acquireOverrunMs,
   resolveAcquireOptions,
   resolveModuleOptions,
   resolveTransactionOption,
@@ -102,6 +103,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
           handOff: false,
           queued,
         }),
+      answerWithinMs: acquireOverrunMs(this.options.operationTimeoutMs),
       inspect: (key) => this.inspect(key),
       events$: this.events$,
       // Until the stream is established a change may pass unseen: read on a timer till then.

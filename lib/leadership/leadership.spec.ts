@@ -15,6 +15,7 @@ function hostOf(acquire: LeadershipHost['acquire']): LeadershipHost {
     eventsFlow: () => true,
     pollIntervalMs: 60_000,
     safetyPollIntervalMs: 60_000,
+    answerWithinMs: 1_000,
   };
 }
 

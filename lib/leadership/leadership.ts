@@ -9,7 +9,7 @@ import type { AcquireOptions } from '../interfaces/lock-options.interface';
 import type { MongoLockHandle } from '../lock-handle';
 import { optionsObject, refuseUnknownOptions } from '../option-checks';
 import { MAX_TIMER_MS, validateWaitMs } from '../options';
-import { wakeUp } from '../util/timers';
+import { unrefTimer, wakeUp } from '../util/timers';
 import { HeldLeaderTerm, type LeaderTerm } from './leader-term';
 import { watchLeader, type LeaderInfo, type LeaderWatchSource } from './leader-watch';
 
@@ -31,6 +31,8 @@ export interface CampaignOptions {
 export interface LeadershipHost extends LeaderWatchSource {
   /** `queued`: told once if the join's reply leaves the call waiting in line. */
   acquire(key: string, options: AcquireOptions, queued: () => void): Promise<MongoLockHandle>;
+  /** How late a try's reply may be: a join unanswered by then counts as answered. */
+  answerWithinMs: number;
   /** Called at the start of every term (metrics). */
   termBegan(name: string): void;
 }
@@ -263,7 +265,8 @@ export class Leadership {
 
   /**
    * Stands in line in one write, whose reply is the first answer (a campaign's timeout runs from
-   * it): a try before the join would leave a gap in which a resigning leader wins again.
+   * it): a try before the join would leave a gap in which a resigning leader wins again. A join
+   * unanswered as long as a try's reply may be (MongoDB away, the service starting) answers too.
    */
   private async win(signal: AbortSignal, answered: () => void): Promise<HeldLeaderTerm> {
     for (;;) {
@@ -276,7 +279,10 @@ export class Leadership {
           signal,
           metricsLabel: 'leadership',
         };
-        handle = await this.host.acquire(this.key, options, answered);
+        const late = unrefTimer(answered, this.host.answerWithinMs);
+        handle = await this.host.acquire(this.key, options, answered).finally(() => {
+          clearTimeout(late);
+        });
       } catch (error) {
         answered();
         // Given up meanwhile: the reason is why, whatever the attempt answered.

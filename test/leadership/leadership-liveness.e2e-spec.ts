@@ -1,5 +1,6 @@
 import type { Subscription } from 'rxjs';
 import { LEADER_KEY_PREFIX } from '../../lib/leadership/leader-key';
+import { LockNotAcquiredError } from '../../lib/errors/lock-not-acquired.error';
 import type { LeaderTerm } from '../../lib/leadership/leader-term';
 import { passThrough } from '../support/fault-proxy';
 import { LOAD_SLACK_MS } from '../support/load-slack';
@@ -72,6 +73,22 @@ describe('leadership: leadership liveness', () => {
     proxies.proxy.setMode(passThrough);
     await elected.resign();
   });
+
+  for (const timeoutMs of [0, 1_000]) {
+    it(`campaign({ timeoutMs: ${timeoutMs} }) gives up while MongoDB is unreachable`, async () => {
+      const a = await proxied({ holderId: 'A' });
+      const leadership = a.leadership(`unreachable-${timeoutMs}`, { ttlMs: 2_000 });
+      proxies.proxy.setMode({ blackHole: 'drop' });
+      const startedAt = performance.now();
+      // The join is never answered: the timeout runs once a try's reply would have been late.
+      const outcome = await leadership.campaign({ timeoutMs }).catch((error: unknown) => error);
+      const tookMs = performance.now() - startedAt;
+      proxies.proxy.setMode(passThrough);
+      await leadership.resign();
+      expect(outcome).toBeInstanceOf(LockNotAcquiredError);
+      expect(tookMs).toBeLessThan(timeoutMs + 2_000 + LOAD_SLACK_MS);
+    });
+  }
 
   it('a term resigned while MongoDB is unreachable is not reported lost on lost$', async () => {
     const a = await proxied({ holderId: 'A' });
