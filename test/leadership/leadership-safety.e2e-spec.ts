@@ -1,3 +1,4 @@
+import { LEADER_KEY_PREFIX } from '../../lib/leadership/leader-key';
 import type { LeaderTerm } from '../../lib/leadership/leader-term';
 import { passThrough } from '../support/fault-proxy';
 import { proxiedServices } from './proxied-services';
@@ -36,10 +37,8 @@ describe('leadership: leadership safety', () => {
   it('releaseAllHeld and forceRelease (local) end the term before another instance is elected', async () => {
     const a = await kit.service({ holderId: 'A' });
     const b = await kit.service({ holderId: 'B' });
-    for (const revoke of [
-      () => a.releaseAllHeld(),
-      () => a.forceRelease('nestjs-mongo-lock:leader:revoked'),
-    ]) {
+    const key = `${LEADER_KEY_PREFIX}revoked`;
+    for (const revoke of [() => a.releaseAllHeld(), () => a.forceRelease(key)]) {
       const term = await a.leadership('revoked').campaign();
       let bLeadsAtAbort: boolean | undefined;
       term.signal.addEventListener(
@@ -47,7 +46,8 @@ describe('leadership: leadership safety', () => {
         () => (bLeadsAtAbort = b.leadership('revoked').isLeader),
       );
       const next = b.leadership('revoked').campaign();
-      await sleep(50);
+      // B must be in line before the revoke, or "B not leader at abort" would hold trivially.
+      await eventually(async () => (await a.inspect(key))?.waiting === 1);
       await revoke();
       const elected = await next;
       expect(bLeadsAtAbort).toBe(false);
