@@ -1,5 +1,6 @@
 // Adversarial review: each test reproduces one promise of the library that the review found
 // broken (fixed since); each now passes, and proves that its fault fired.
+import type { CommandStartedEvent } from 'mongodb';
 import { LockServiceClosedError, LockStoreUnavailableError } from '../../../lib/errors';
 import { LockService } from '../../../lib/lock.service';
 import { eventually, LockTestKit, sleep } from '../lock-test-kit';
@@ -63,7 +64,7 @@ describeWithFailPoints('adversarial review: broken promises', () => {
 
   describe('no false LockLostError on a successful release', () => {
     it('release() in flight when releaseAllHeld() runs resolves: the release was confirmed', async () => {
-      const client = await appClient('release-race');
+      const client = await appClient('release-race', { monitorCommands: true });
       const locks = await kit.service({ client });
       const handle = await locks.acquire('race:k', { ttlMs: 10_000 });
       const before = await failPoint(
@@ -75,10 +76,24 @@ describeWithFailPoints('adversarial review: broken promises', () => {
           blockTimeMS: 300,
         },
       );
-      const releasing = settleWithin(handle.release(), 3_000);
-      await sleep(100);
-      await locks.releaseAllHeld();
+      // releaseAllHeld() starts as the release's write is sent (held 300 ms by the server), so
+      // it meets a release in flight; `settledAtRevoke` proves the release had no answer yet.
+      let releaseSettled = false;
+      let settledAtRevoke: boolean | undefined;
+      let revoking: Promise<number> | undefined;
+      client.on('commandStarted', (event: CommandStartedEvent) => {
+        if (event.commandName !== 'findAndModify' || revoking) return;
+        settledAtRevoke = releaseSettled;
+        revoking = locks.releaseAllHeld();
+      });
+      const releasing = settleWithin(
+        handle.release().finally(() => (releaseSettled = true)),
+        3_000,
+      );
+      await eventually(() => revoking !== undefined, 3_000);
+      await revoking;
       const released = await releasing;
+      expect(settledAtRevoke).toBe(false);
       expect(await rawLock('race:k')).toMatchObject({ line: [] });
       expect(released.error).toBeUndefined();
       expect(released.status).toBe('resolved');
