@@ -3,10 +3,14 @@
 // earlier attempt whose reply the caller stopped waiting for, and which reaches MongoDB after
 // the commit, takes the free document again. That win is nobody's and must not keep the
 // document locked for a whole lease.
-import { LockTestKit, eventually, sleep } from '../lock-service/lock-test-kit';
+import type { CommandStartedEvent, CommandSucceededEvent } from 'mongodb';
+import { LockTestKit, eventually } from '../lock-service/lock-test-kit';
 import { describeWithFailPoints, faultTools } from '../lock-service/adversarial/kit';
 
 jest.setTimeout(30_000);
+
+/** How long the server holds up the first attempt. */
+const BLOCK_MS = 1_200;
 
 interface Account {
   _id: string;
@@ -18,7 +22,7 @@ describeWithFailPoints('a late attempt after the lock ended by a write', () => {
   const { failPoint, appClient } = faultTools(kit);
 
   it('a late win after commit() is given back, not left locked for its lease', async () => {
-    const client = await appClient('late-commit');
+    const client = await appClient('late-commit', { monitorCommands: true });
     const locks = await kit.service({ client, operationTimeoutMs: 400 });
     const other = await kit.service();
     const seed = await kit.client();
@@ -29,20 +33,40 @@ describeWithFailPoints('a late attempt after the lock ended by a write', () => {
       .insertOne({ _id: 'a1', balance: 10 });
     const accounts = locks.documents<Account>(collectionName);
 
+    // The client's first lock write is the one the fail point holds up: when it was sent, and
+    // when its (late) reply came, so the test waits for it instead of sleeping.
+    let blockedId: number | undefined;
+    let blockedSentAt = Number.NaN;
+    let landed = false;
+    client.on('commandStarted', (event: CommandStartedEvent) => {
+      if (event.commandName !== 'findAndModify' || blockedId !== undefined) return;
+      blockedId = event.requestId;
+      blockedSentAt = performance.now();
+    });
+    client.on('commandSucceeded', (event: CommandSucceededEvent) => {
+      if (event.requestId === blockedId) landed = true;
+    });
+
     // The first attempt lands 1.2 s after it was sent, long after the call stopped waiting for
     // it (400 ms) and retried with the same token on another connection, and after the commit.
-    await failPoint(
+    const before = await failPoint(
       { times: 1 },
       {
         failCommands: ['findAndModify'],
         appName: 'late-commit',
         blockConnection: true,
-        blockTimeMS: 1_200,
+        blockTimeMS: BLOCK_MS,
       },
     );
     const lock = await accounts.acquire('a1', { timeoutMs: 5_000, ttlMs: 20_000 });
     await lock.commit({ $inc: { balance: 1 } });
-    await sleep(1_200); // the late attempt has landed (and won the free document)
+    const committedAt = performance.now();
+    await eventually(() => landed, 3_000);
+
+    // The race ran: the fail point held the attempt, and commit() was done before the server
+    // could run it (it waits BLOCK_MS from no earlier than the send), so it met a free document.
+    expect(await failPoint('off')).toBe(before + 1);
+    expect(committedAt).toBeLessThan(blockedSentAt + BLOCK_MS);
 
     // Given back within a few commands, not after the 20 s lease.
     await eventually(async () => {
