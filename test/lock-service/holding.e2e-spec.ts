@@ -49,7 +49,12 @@ describe('LockService holding', () => {
 
   it('a refused renewal marks the handle lost and never takes the key back', async () => {
     const locks = await kit.service();
-    const handle = await locks.acquire('stolen', { ttlMs: 1_200, renew: { intervalRatio: 0.25 } });
+    // A lease far longer than the wait below, renewed every 600 ms: a loss seen in time can only
+    // come from a refused renewal, not from the lease running out.
+    const handle = await locks.acquire('stolen', { ttlMs: 6_000, renew: { intervalRatio: 0.1 } });
+    const leaseEnd = handle.expiresAt.getTime();
+    let lostAt = Number.POSITIVE_INFINITY;
+    handle.signal.addEventListener('abort', () => (lostAt = Date.now()), { once: true });
     const client = await kit.client();
     // Another writer replaces our entry in the key's line by its own.
     const [before] = await kit.rawLocks();
@@ -59,8 +64,8 @@ describe('LockService holding', () => {
       .db(kit.mongo.dbName)
       .collection<{ _id: string }>(`${kit.collectionName}_line`)
       .updateOne({ _id: 'stolen' }, { $set: { line: [thief] } });
-    await sleep(800);
-    expect(handle.lost).toBe(true);
+    await eventually(() => handle.lost, 2_000);
+    expect(lostAt).toBeLessThan(leaseEnd);
     expect(handle.signal.reason).toMatchObject({ name: 'LockLostError', key: 'stolen' });
     await expect(handle.release()).rejects.toBeInstanceOf(LockLostError);
     const [raw] = await kit.rawLocks();
