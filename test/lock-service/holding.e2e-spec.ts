@@ -142,17 +142,27 @@ describe('LockService holding', () => {
   });
 
   it('code a withLock left behind, run while its release is on its way, locks the key anew', async () => {
-    // The leave lands on the server, and its reply comes 500 ms later.
+    // The leave lands on the server, and its reply comes 500 ms later: the code left behind
+    // runs as soon as the leave has landed, and checks that its reply has not come yet.
+    let leaveLanded!: () => void;
+    const landed = new Promise<void>((resolve) => (leaveLanded = resolve));
+    let leaveAnswered = false;
     const client = interceptedClient(await kit.client(), async (target, args) => {
       const reply = await target.findOneAndUpdate(...args);
-      if (commandOf(args).pipeline === LEAVE_PIPELINE) await sleep(500);
+      if (commandOf(args).pipeline === LEAVE_PIPELINE) {
+        leaveLanded();
+        await sleep(500);
+        leaveAnswered = true;
+      }
       return reply;
     });
     const locks = await kit.service({ client, localHandOff: false });
     let later!: Promise<bigint>;
     let currentThen: unknown = 'not read';
+    let answeredThen: boolean | undefined;
     const outer = await locks.withLock('left-behind', async (lock) => {
-      later = sleep(100).then(() => {
+      later = landed.then(() => {
+        answeredThen = leaveAnswered;
         currentThen = LockService.current();
         return locks.withLock('left-behind', (inner) => inner.fence);
       });
@@ -160,6 +170,7 @@ describe('LockService holding', () => {
     });
     // Not run under the outer lock, whose release had freed the key: it took the key itself.
     expect(await later).toBeGreaterThan(outer);
+    expect(answeredThen).toBe(false);
     expect(currentThen).toBeUndefined();
   });
 
