@@ -11,7 +11,7 @@ import {
   LockLostError,
   VersionConflictError,
 } from '../../lib/errors';
-import { LockTestKit, settle, sleep } from '../lock-service/lock-test-kit';
+import { LockTestKit, listeningWhileHeld, settle, sleep } from '../lock-service/lock-test-kit';
 import { LOAD_SLACK_MS } from '../support/load-slack';
 import { ReplyDelayProxy } from '../support/reply-delay-proxy';
 
@@ -295,12 +295,15 @@ describe.each(['v2'] as const)('Document locks (adversarial review, engine %s)',
     it('a $set of the lock field to null by other code wakes waiters at once', async () => {
       const holder = (await service()).documents<Account>(collectionName);
       // Its safety poll is a minute away: only the change can wake it in time.
+      const client = await kit.client({ monitorCommands: true });
       const waiter = (
-        await kit.service({ engine, shutdownGraceMs: 200, safetyPollIntervalMs: 60_000 })
+        await kit.service({ engine, client, shutdownGraceMs: 200, safetyPollIntervalMs: 60_000 })
       ).documents<Account>(collectionName);
       await holder.acquire('a', { ttlMs: 20_000 });
+      const listening = listeningWhileHeld(client, collectionName);
       const woken = firstValueFrom(waiter.waitForRelease('a'));
-      await sleep(300);
+      // Its look saw 'a' held and its stream is open: only a wake-up can end the wait now.
+      await listening;
       const freedAt = performance.now();
       await accounts.updateOne({ _id: 'a' }, { $set: { _lock: null } });
       await woken;
@@ -311,12 +314,15 @@ describe.each(['v2'] as const)('Document locks (adversarial review, engine %s)',
     it('an unlock by other code (v1: $unset of the owner; v2: of the line) wakes waiters at once', async () => {
       const holder = (await service()).documents<Account>(collectionName);
       // Its safety poll is a minute away: only the change can wake it in time.
+      const client = await kit.client({ monitorCommands: true });
       const waiter = (
-        await kit.service({ engine, shutdownGraceMs: 200, safetyPollIntervalMs: 60_000 })
+        await kit.service({ engine, client, shutdownGraceMs: 200, safetyPollIntervalMs: 60_000 })
       ).documents<Account>(collectionName);
       await holder.acquire('a', { ttlMs: 20_000 });
+      const listening = listeningWhileHeld(client, collectionName);
       const woken = firstValueFrom(waiter.waitForRelease('a'));
-      await sleep(300);
+      // Its look saw 'a' held and its stream is open: only a wake-up can end the wait now.
+      await listening;
       const freedAt = performance.now();
       await accounts.updateOne({ _id: 'a' }, form.unlockByHand);
       await woken;

@@ -2,7 +2,7 @@ import { fork } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { BSON, MongoClient } from 'mongodb';
-import type { CommandStartedEvent } from 'mongodb';
+import type { CommandStartedEvent, CommandSucceededEvent, Document } from 'mongodb';
 import { LockService } from '../../lib/lock.service';
 import type { MongoLockModuleOptions } from '../../lib/interfaces';
 import { startTestMongo } from '../support/mongo';
@@ -166,6 +166,40 @@ export function countCommands(client: MongoClient): {
     }
   });
   return { names, sizes, reset: () => void (names.splice(0), sizes.splice(0)) };
+}
+
+/**
+ * Resolves once a `waitForRelease` through `client` (made with `monitorCommands: true`) listens
+ * while the key is held: every change stream it opened on `collection` (an `aggregate` with
+ * `$changeStream`) was answered, and then a look at `collection` (a `find`) sent after that was
+ * answered too. A release written after this can end the wait only by waking it: the look saw
+ * the key held. Call it before `waitForRelease`.
+ */
+export function listeningWhileHeld(client: MongoClient, collection: string): Promise<void> {
+  return new Promise((resolve) => {
+    const streams = new Set<number>();
+    const looks = new Set<number>();
+    let answeredStreams = 0;
+    const started = (event: CommandStartedEvent) => {
+      if (event.command[event.commandName] !== collection) return;
+      const pipeline = event.command.pipeline as Document[] | undefined;
+      if (event.commandName === 'aggregate' && pipeline?.[0]?.$changeStream) {
+        streams.add(event.requestId);
+      } else if (event.commandName === 'find' && answeredStreams > 0) {
+        // Sent once every stream it opened is open.
+        if (answeredStreams === streams.size) looks.add(event.requestId);
+      }
+    };
+    const succeeded = (event: CommandSucceededEvent) => {
+      if (streams.has(event.requestId)) answeredStreams += 1;
+      if (!looks.has(event.requestId)) return;
+      client.off('commandStarted', started);
+      client.off('commandSucceeded', succeeded);
+      resolve();
+    };
+    client.on('commandStarted', started);
+    client.on('commandSucceeded', succeeded);
+  });
 }
 
 export async function eventually(check: () => boolean | Promise<boolean>, timeoutMs = 10_000) {
