@@ -1,6 +1,6 @@
 import { firstValueFrom } from 'rxjs';
 import { Decimal128, ObjectId } from 'mongodb';
-import type { Collection, Document } from 'mongodb';
+import type { Collection, Document, MongoClient } from 'mongodb';
 import {
   DocumentLockedError,
   DocumentNotFoundError,
@@ -10,7 +10,7 @@ import {
   LockNotAcquiredError,
   VersionConflictError,
 } from '../../lib/errors';
-import { LockTestKit, eventually } from '../lock-service/lock-test-kit';
+import { LockTestKit, eventually, listeningWhileHeld } from '../lock-service/lock-test-kit';
 import type { DocumentLockHandle } from '../../lib/documents/document-lock-handle';
 import { LOAD_SLACK_MS } from '../support/load-slack';
 import { ReplyDelayProxy } from '../support/reply-delay-proxy';
@@ -102,7 +102,8 @@ describe.each(['v2'] as const)('Document locks (engine %s)', (engine) => {
     );
     const lock = await holder.acquire('a');
     const waiting = waiter.acquire('a', { timeoutMs: 10_000 });
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // In line behind the holder: the commit can reach it only as news.
+    await eventually(async () => (await holder.inspect('a'))?.waiting === 1);
     const started = performance.now();
     await lock.commit([{ $set: { balance: { $add: ['$balance', 1] } } }]);
     const next = await waiting;
@@ -262,12 +263,21 @@ describe.each(['v2'] as const)('Document locks (engine %s)', (engine) => {
 
   it('a replacement by code that ignores the lock wipes it: the holder learns, waiters wake', async () => {
     const holder = (await kit.service({ engine })).documents<Account>(collectionName);
-    const waiter = (await kit.service({ engine })).documents<Account>(collectionName);
+    // Its safety poll is a minute away: only the change can wake it in time.
+    const client = await kit.client({ monitorCommands: true });
+    const waiter = (
+      await kit.service({ engine, client, safetyPollIntervalMs: 60_000 })
+    ).documents<Account>(collectionName);
     const lock = await holder.acquire('a');
+    const listening = listeningWhileHeld(client, collectionName);
     const woken = firstValueFrom(waiter.waitForRelease('a'));
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Its look saw 'a' held and its stream is open: only a wake-up can end the wait now.
+    await listening;
+    const replacedAt = performance.now();
     await accounts.replaceOne({ _id: 'a' }, { _id: 'a', balance: 1 });
     await woken;
+    // Not woken by the change, it waits for the poll (60 s) or the lease end (30 s).
+    expect(performance.now() - replacedAt).toBeLessThan(1_000 + LOAD_SLACK_MS);
     await expect(lock.commit({ $inc: { balance: 1 } })).rejects.toBeInstanceOf(LockLostError);
     expect(lock.lost).toBe(true);
     expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(1);
@@ -355,11 +365,12 @@ describe('Document locks on engine v2', () => {
   let accounts: Collection<Account>;
 
   /** Two services' locks on the collection; the second's safety poll is a minute away. */
-  const holderAndDeafOther = async () => [
+  /** The other's service uses `client` when given. */
+  const holderAndDeafOther = async (client?: MongoClient) => [
     (await kit.service({ engine: 'v2' })).documents<Account>(accounts.collectionName),
-    (await kit.service({ engine: 'v2', safetyPollIntervalMs: 60_000 })).documents<Account>(
-      accounts.collectionName,
-    ),
+    (
+      await kit.service({ engine: 'v2', safetyPollIntervalMs: 60_000, ...(client && { client }) })
+    ).documents<Account>(accounts.collectionName),
   ];
 
   beforeEach(async () => {
@@ -537,10 +548,13 @@ describe('Document locks on engine v2', () => {
   ])(
     'waitForRelease elsewhere hears %s of a document nobody else waited for',
     async (_end, end) => {
-      const [holder, watcher] = await holderAndDeafOther();
+      const client = await kit.client({ monitorCommands: true });
+      const [holder, watcher] = await holderAndDeafOther(client);
       const lock = await holder.acquire('b', { ttlMs: 30_000 });
+      const listening = listeningWhileHeld(client, accounts.collectionName);
       const released = firstValueFrom(watcher.waitForRelease('b'));
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      // Its look saw 'b' held and its stream is open: only a wake-up can end the wait now.
+      await listening;
       const endedAt = performance.now();
       await end(lock);
       await released;
