@@ -388,7 +388,8 @@ describe('modes, adversarial: holds', () => {
     const r1 = await a.acquire('wake:rw', { mode: 'shared', ttlMs: 30_000 });
     const r2 = await a.acquire('wake:rw', { mode: 'shared', ttlMs: 30_000 });
     const writer = settleWithin(b.acquire('wake:rw', { timeoutMs: 5_000 }), 6_000);
-    await sleep(200);
+    // In line behind the readers: their releases can reach it only as news.
+    await eventually(async () => (await a.inspect('wake:rw'))?.waiting === 1);
     await r1.release();
     const freedAt = performance.now();
     await r2.release();
@@ -418,7 +419,8 @@ describe('modes, adversarial: holds', () => {
     const p1 = await a.acquire('poll:sem', { permits: 2, ttlMs: 30_000 });
     const p2 = await a.acquire('poll:sem', { permits: 2, ttlMs: 30_000 });
     const waiting = settleWithin(b.acquire('poll:sem', { permits: 2, timeoutMs: 5_000 }), 6_000);
-    await sleep(300);
+    // In line: only a poll can show it the freed permit.
+    await eventually(async () => (await a.inspect('poll:sem'))?.waiting === 1);
     await p1.release();
     const freedAt = performance.now();
     const got = await waiting;
@@ -440,7 +442,8 @@ describe('modes, adversarial: holds', () => {
       c.acquire('leave:rw', { mode: 'shared', timeoutMs: 5_000 }),
       6_000,
     );
-    await sleep(200);
+    // In line behind the writer: only news of its leave lets the follower through.
+    await eventually(async () => (await a.inspect('leave:rw'))?.waiting === 2);
     const leftAt = performance.now();
     sub.unsubscribe();
     const got = await follower;

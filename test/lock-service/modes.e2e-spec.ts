@@ -256,7 +256,9 @@ describe('Lock modes: shared/exclusive locks and semaphores', () => {
     const permit = await holding.acquire('woken-s', { permits: 1, ttlMs: 60_000 });
     const writer = waiting.acquire('woken', { timeoutMs: 5_000 });
     const single = waiting.acquire('woken-s', { permits: 1, timeoutMs: 5_000 });
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Both in line: the releases can reach them only as news.
+    await eventually(async () => (await holding.inspect('woken'))?.waiting === 1);
+    await eventually(async () => (await holding.inspect('woken-s'))?.waiting === 1);
     await Promise.all([reader.release(), permit.release()]);
     const [w, s] = await Promise.all([writer, single]);
     await Promise.all([w.release(), s.release()]);
