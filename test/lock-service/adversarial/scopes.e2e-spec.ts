@@ -1,7 +1,7 @@
 import { filter, firstValueFrom, take, toArray } from 'rxjs';
 import { LockStoreUnavailableError } from '../../../lib/errors';
 import { FaultProxy, passThrough, proxiedUri, proxyTarget } from '../../support/fault-proxy';
-import { LockTestKit } from '../lock-test-kit';
+import { LockTestKit, eventually } from '../lock-test-kit';
 
 jest.setTimeout(60_000);
 
@@ -81,7 +81,8 @@ describe('adversarial: owner scopes', () => {
     const b = await service();
     const held = await b.acquire('w:1', { scope: 'w', ttlMs: 30_000 });
     const waiting = a.acquire('w:1', { timeoutMs: 10_000 });
-    await sleep(200);
+    // In line behind the scope's holder: only news of the release can wake it.
+    await eventually(async () => (await b.inspect('w:1'))?.waiting === 1);
     const startedAt = performance.now();
     expect(await a.releaseScope('w')).toBe(1);
     const next = await waiting;
