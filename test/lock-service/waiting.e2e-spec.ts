@@ -2,7 +2,8 @@ import { getEventListeners } from 'node:events';
 import { firstValueFrom, toArray } from 'rxjs';
 import type { LockEvent } from '../../lib/interfaces';
 import { RUN_MS } from '../../lib/line-handover';
-import { countCommands, eventually, LockTestKit, sleep } from './lock-test-kit';
+import { LOAD_SLACK_MS } from '../support/load-slack';
+import { countCommands, eventually, listeningWhileHeld, LockTestKit, sleep } from './lock-test-kit';
 
 jest.setTimeout(60_000);
 
@@ -106,15 +107,21 @@ describe('LockService waiting', () => {
 
   it('waitForRelease emits when the holder releases', async () => {
     const holder = await kit.service();
-    const watcher = await kit.service({ safetyPollIntervalMs: 600_000 });
-    const held = await holder.acquire('watched', { ttlMs: 60_000 });
+    const client = await kit.client({ monitorCommands: true });
+    const watcher = await kit.service({ client, safetyPollIntervalMs: 600_000 });
+    const held = await holder.acquire('watched', { ttlMs: 30_000 });
     let released = false;
+    const listening = listeningWhileHeld(client, `${kit.collectionName}_line`);
     const freed = firstValueFrom(watcher.waitForRelease('watched')).then(() => (released = true));
-    await sleep(300);
+    // Its look saw the key held and its stream is open: only a wake-up can end the wait now.
+    await listening;
     expect(released).toBe(false);
+    const releasedAt = performance.now();
     await held.release();
     await freed;
     expect(released).toBe(true);
+    // Not woken, it waits for the lease end (30 s) or its safety poll (10 min).
+    expect(performance.now() - releasedAt).toBeLessThan(1_000 + LOAD_SLACK_MS);
   });
 
   it('waitForRelease does not emit when our release grants the key to a caller waiting here', async () => {
