@@ -14,6 +14,7 @@ import { proxiedServices } from '../leadership/proxied-services';
 import { LockTestKit, eventually, sleep } from './lock-test-kit';
 import { describeWithFailPoints, faultTools } from './adversarial/kit';
 import { FENCES_PER_ENTRY } from '../../lib/store/line/line-document';
+import { LEADER_KEY_PREFIX } from '../../lib/leadership/leader-key';
 
 jest.setTimeout(60_000);
 
@@ -266,12 +267,16 @@ describe('LockService on engine v2', () => {
   it('elects one leader at a time, the next after a resignation with a larger fence', async () => {
     const a = await v2();
     const b = await v2();
-    const first = await a.leadership('jobs', { ttlMs: 2_000 }).campaign();
-    const second = b.leadership('jobs', { ttlMs: 2_000 }).campaign();
-    await sleep(300);
+    const first = await a.leadership('jobs', { ttlMs: 20_000 }).campaign();
+    const second = b.leadership('jobs', { ttlMs: 20_000 }).campaign();
+    // In line behind the leader: only news of the resignation can make it leader now.
+    await eventually(async () => (await a.inspect(`${LEADER_KEY_PREFIX}jobs`))?.waiting === 1);
     expect(b.leadership('jobs').isLeader).toBe(false);
+    const resignedAt = performance.now();
     await first.resign();
     const term = await second;
+    // Not woken, it looks again at its renewal (a third of its 20 s lease).
+    expect(performance.now() - resignedAt).toBeLessThan(1_000 + LOAD_SLACK_MS);
     expect(term.fence).toBeGreaterThan(first.fence);
     expect(first.signal.aborted).toBe(true);
   });
