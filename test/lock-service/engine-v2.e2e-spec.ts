@@ -1,4 +1,5 @@
 import { firstValueFrom } from 'rxjs';
+import type { CommandStartedEvent, CommandSucceededEvent } from 'mongodb';
 import { filter, take, toArray } from 'rxjs/operators';
 import {
   InvalidLockOptionsError,
@@ -287,25 +288,45 @@ describeWithFailPoints('LockService on engine v2, under fail points', () => {
   const { failPoint, appClient } = faultTools(kit);
 
   it('a wait that gives up leaves again once a join of it lands after its leave', async () => {
-    const client = await appClient('late-join-v2');
+    const client = await appClient('late-join-v2', { monitorCommands: true });
     const locks = await kit.service({ client, operationTimeoutMs: 500 });
     const other = await kit.service();
     const held = await other.acquire('late:k', { ttlMs: 20_000 });
     // The first join reaches MongoDB 2 s late; the call retries it at once (same token), waits
     // behind the holder, gives up at 1.2 s and leaves: the late join then makes the entry again.
-    await failPoint(
+    const blockTimeMS = 2_000;
+    const fired = await failPoint(
       { times: 1 },
       {
         failCommands: ['findAndModify'],
         appName: 'late-join-v2',
         blockConnection: true,
-        blockTimeMS: 2_000,
+        blockTimeMS,
       },
     );
-    await expect(locks.acquire('late:k', { timeoutMs: 1_200, ttlMs: 20_000 })).rejects.toThrow(
-      LockNotAcquiredError,
-    );
-    await sleep(1_500);
+    let lateJoinSentAt = Infinity;
+    const lateJoinAnswered = new Promise<void>((resolve) => {
+      let lateJoin: number | undefined;
+      client.on('commandStarted', (event: CommandStartedEvent) => {
+        if (lateJoin !== undefined || event.commandName !== 'findAndModify') return;
+        lateJoin = event.requestId;
+        lateJoinSentAt = performance.now();
+      });
+      client.on('commandSucceeded', (event: CommandSucceededEvent) => {
+        if (event.requestId === lateJoin) resolve();
+      });
+    });
+    const outcome = locks
+      .acquire('late:k', { timeoutMs: 1_200, ttlMs: 20_000 })
+      .catch((error: unknown) => error);
+    // In line by its retried join, then out of it by its leave...
+    await eventually(async () => (await other.inspect('late:k'))?.waiting === 1);
+    expect(await outcome).toBeInstanceOf(LockNotAcquiredError);
+    await eventually(async () => (await other.inspect('late:k'))?.waiting === 0);
+    // ...before the first join could run (it runs 2 s after it was sent): it lands after the leave.
+    expect(performance.now()).toBeLessThan(lateJoinSentAt + blockTimeMS);
+    await lateJoinAnswered;
+    expect(await failPoint('off')).toBe(fired + 1);
     await held.release();
     // Left again, not held by nobody for the late entry's 20 s lease.
     await eventually(async () => {
