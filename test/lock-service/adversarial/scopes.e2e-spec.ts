@@ -1,7 +1,9 @@
 import { filter, firstValueFrom, take, toArray } from 'rxjs';
-import { LockStoreUnavailableError } from '../../../lib/errors';
+import type { CommandStartedEvent, MongoClient } from 'mongodb';
+import { LockLostError, LockStoreUnavailableError } from '../../../lib/errors';
 import { FaultProxy, passThrough, proxiedUri, proxyTarget } from '../../support/fault-proxy';
 import { LockTestKit, eventually } from '../lock-test-kit';
+import { describeWithFailPoints, faultTools } from './kit';
 
 jest.setTimeout(60_000);
 
@@ -54,14 +56,6 @@ describe('adversarial: owner scopes', () => {
     await b.acquire('ev:1', { scope: 'sess' });
     expect(await a.releaseScope('sess')).toBe(1);
     await expect(released).resolves.toMatchObject({ type: 'released', key: 'ev:1' });
-  });
-
-  it('releaseScope racing with the holder releasing itself: counted at most once, no error', async () => {
-    const a = await service();
-    const lock = await a.acquire('race:1', { scope: 'r' });
-    const [count] = await Promise.all([a.releaseScope('r'), lock.release().catch(() => undefined)]);
-    expect(count).toBeLessThanOrEqual(1);
-    expect((await a.inspect('race:1'))?.held).toBe(false);
   });
 
   it('a scoped lock re-acquired without a scope is not released by the old scope', async () => {
@@ -139,4 +133,73 @@ describe('adversarial: owner scopes', () => {
     const seen = await events;
     expect(seen.map((event) => event.key).sort()).toEqual(['self:1', 'self:2']);
   });
+});
+
+describeWithFailPoints('adversarial: owner scopes, under fail points', () => {
+  const kit = LockTestKit.forSuite();
+  const { failPoint, appClient } = faultTools(kit);
+  /** Resolves when `client` sends its next `findAndModify` (a leave, or releaseScope's write). */
+  const nextWrite = (client: MongoClient) =>
+    new Promise<void>((resolve) => {
+      const sent = (event: CommandStartedEvent) => {
+        if (event.commandName !== 'findAndModify') return;
+        client.off('commandStarted', sent);
+        resolve();
+      };
+      client.on('commandStarted', sent);
+    });
+  /** The app's next `times` findAndModifys each reach MongoDB 1 s late; how often it fired so far. */
+  const lateWrites = (times: number) =>
+    failPoint(times > 0 ? { times } : 'off', {
+      failCommands: ['findAndModify'],
+      appName: 'scope-race',
+      blockConnection: true,
+      blockTimeMS: 1_000,
+    });
+
+  // The lease is freed once, by whichever write lands first: releaseScope counts it and the
+  // holder's release() rejects with LockLostError (docs: a lost handle's release does), or the
+  // release resolves and releaseScope counts nothing. Never both, never another error.
+  it.each([
+    // The order, which call is on its way first, how many writes are held up, who frees it.
+    ['in the same tick', 'neither', 0, 'either'],
+    ["the release lands between releaseScope's look and its write", 'release', 2, 'release'],
+    ["releaseScope's write lands before a release sent earlier", 'release', 1, 'scope'],
+    ["release() is called while releaseScope's write is on its way", 'scope', 1, 'scope'],
+  ] as const)(
+    'releaseScope racing with the holder releasing itself, %s: counted once or released, never both',
+    async (_order, first, late, freedBy) => {
+      const client = await appClient('scope-race', { monitorCommands: true });
+      const a = await kit.service({ client, shutdownGraceMs: 100 });
+      const lock = await a.acquire('race:1', { scope: 'r' });
+      const fired = await lateWrites(late);
+      const firstWrite = nextWrite(client);
+      let count: Promise<number>;
+      let released: Promise<unknown>;
+      if (first === 'release') {
+        released = lock.release().then(
+          () => 'released',
+          (error: unknown) => error,
+        );
+        await firstWrite; // the leave, held up
+        count = a.releaseScope('r');
+      } else {
+        count = a.releaseScope('r');
+        if (first === 'scope') await firstWrite; // its write, held up
+        released = lock.release().then(
+          () => 'released',
+          (error: unknown) => error,
+        );
+      }
+      const outcome = { count: await count, released: await released };
+      // Held up as meant: with two, releaseScope's write was sent, so its look saw the entry.
+      expect(await lateWrites(0)).toBe(fired + late);
+      const byScope = { count: 1, released: expect.any(LockLostError) };
+      const byRelease = { count: 0, released: 'released' };
+      if (freedBy === 'either') expect([byScope, byRelease]).toContainEqual(outcome);
+      else expect(outcome).toEqual(freedBy === 'scope' ? byScope : byRelease);
+      expect(lock.lost).toBe(outcome.count === 1);
+      expect((await a.inspect('race:1'))?.held).toBe(false);
+    },
+  );
 });
