@@ -1,8 +1,8 @@
-import type { Collection } from 'mongodb';
+import type { Collection, CommandStartedEvent, CommandSucceededEvent } from 'mongodb';
 import type { LockHandle, LockService } from '../../lib';
 import { describeWithFailPoints, faultTools } from './adversarial/kit';
 import { LockStoreUnavailableError } from '../../lib/errors';
-import { LockTestKit, countCommands, eventually, sleep } from './lock-test-kit';
+import { LockTestKit, countCommands, eventually } from './lock-test-kit';
 
 jest.setTimeout(60_000);
 
@@ -165,24 +165,43 @@ async function heldInLoop(
 
 describeWithFailPoints('engine v2: a kept entry, under fail points', () => {
   const kit = LockTestKit.forSuite();
-  const { delayNext, appClient } = faultTools(kit);
+  const { delayNext, appClient, failPoint } = faultTools(kit);
   const line = lineReader(kit);
 
   it('a wait here in another mode whose deadline passes while the kept entry leaves sends no join', async () => {
     const a = await kit.service({ engine: 'v2' });
-    const b = await kit.service({ engine: 'v2', client: await appClient('kept-late') });
+    const client = await appClient('kept-late', { monitorCommands: true });
+    const b = await kit.service({ engine: 'v2', client });
     const held = await heldInLoop(a, b, 'late-join', line);
     const fence = (await a.inspect('late-join'))?.fence;
+    // b's findAndModify commands from the release on: the kept entry's leave first.
+    const writes: { answeredAt?: number }[] = [];
+    const byRequest = new Map<number, { answeredAt?: number }>();
+    client.on('commandStarted', (event: CommandStartedEvent) => {
+      if (event.commandName !== 'findAndModify') return;
+      writes.push({});
+      byRequest.set(event.requestId, writes.at(-1)!);
+    });
+    client.on('commandSucceeded', (event: CommandSucceededEvent) => {
+      const write = byRequest.get(event.requestId);
+      if (write) write.answeredAt = performance.now();
+    });
     // b's next findAndModify, the kept entry's leave, reaches MongoDB 600 ms late.
-    await delayNext('kept-late', 'findAndModify', 600);
+    const fired = await delayNext('kept-late', 'findAndModify', 600);
     await held.release();
+    const calledAt = performance.now();
     await expect(b.acquire('late-join', { mode: 'shared', timeoutMs: 100 })).rejects.toBeInstanceOf(
       LockStoreUnavailableError,
     );
-    await eventually(async () => (await line('late-join')).length === 0);
-    await sleep(300);
-    // Nothing joined after the call had failed: the key's last fence is still the kept entry's.
-    expect((await a.inspect('late-join'))?.fence).toBe(fence);
+    // The call's deadline passed while the leave was held up...
+    await eventually(() => writes[0].answeredAt !== undefined);
+    expect(writes[0].answeredAt).toBeGreaterThan(calledAt + 100);
+    // ...and sent nothing on: a join after that reply would have been sent before this round
+    // trip through b's client is answered.
+    expect(await b.inspect('late-join')).toMatchObject({ held: false, fence });
+    expect(writes).toHaveLength(1);
+    expect(await line('late-join')).toEqual([]);
+    expect(await failPoint('off')).toBe(fired + 1);
   });
 
   it('a try here in another mode waits for the kept entry’s leave, however slow, before it joins', async () => {
