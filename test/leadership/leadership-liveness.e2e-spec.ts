@@ -177,14 +177,24 @@ describe('leadership: leadership liveness', () => {
   it('close() racing an election just won releases the key', async () => {
     const a = await kit.service({ holderId: 'A' });
     const b = await kit.service({ holderId: 'B' });
+    const key = `${LEADER_KEY_PREFIX}race-close`;
     const held = await a.leadership('race-close').campaign();
-    b.leadership('race-close').terms$.subscribe();
-    await sleep(100);
-    void held.resign();
-    // b's election is won around now; b closes in the same breath.
-    await b.close();
-    await sleep(500);
-    expect((await a.inspect(`${LEADER_KEY_PREFIX}race-close`))?.held).toBe(false);
+    const won: LeaderTerm[] = [];
+    let closing: Promise<void> | undefined;
+    // b closes in the same breath as its election is won: as its term is handed out.
+    b.leadership('race-close').terms$.subscribe((term) => {
+      won.push(term);
+      closing ??= b.close();
+    });
+    await eventually(async () => (await a.inspect(key))?.waiting === 1);
+    await held.resign();
+    await eventually(() => closing !== undefined);
+    await closing;
+    // b did win, after a's term, and close() ended that term and left the key.
+    expect(won).toHaveLength(1);
+    expect(won[0].fence).toBeGreaterThan(held.fence);
+    expect(won[0].active).toBe(false);
+    expect((await a.inspect(key))?.held).toBe(false);
   });
 
   it('resign() then campaign() of one instance: the terms never overlap and fences increase', async () => {
