@@ -52,7 +52,7 @@ async function closedPort(): Promise<number> {
 describeWithFailPoints('LockService under faults', () => {
   const kit = LockTestKit.forSuite();
   // Fail points, app-named clients (the `os` adapter lets Jest's VM send `appName`), raw locks.
-  const { failPoint, appClient, rawLock, closeAfterTest } = faultTools(kit);
+  const { failPoint, failPointFired, appClient, rawLock, closeAfterTest } = faultTools(kit);
 
   const blockFindAndModify = (appName: string, blockTimeMS: number) => ({
     failCommands: ['findAndModify'],
@@ -504,22 +504,25 @@ describeWithFailPoints('LockService under faults', () => {
       // appClient), but b's attempt is the only findAndModify while the fail point is armed.
       const b = await kit.service({ operationTimeoutMs: 2_000 });
       const c = await kit.service();
-      await failPoint(
+      const blockTimeMS = 600;
+      const fired = await failPoint(
         { times: 1 },
-        { failCommands: ['findAndModify'], blockConnection: true, blockTimeMS: 600 },
+        { failCommands: ['findAndModify'], blockConnection: true, blockTimeMS },
       );
       const started = performance.now();
       const acquiring = b.acquire('close:k', { ttlMs: 10_000, timeoutMs: 5_000 }).then(
         () => 'acquired',
         (error: unknown) => error,
       );
-      await sleep(100);
+      // b's join reached MongoDB and is held there: close() while it is in flight...
+      await failPointFired(fired + 1);
+      expect(performance.now() - started).toBeLessThan(blockTimeMS);
       await b.close();
-      // The write has landed (600 ms after it reached the server; 2 s leaves room for load),
-      // then it is given back: not given back, the key stays held for its 10 s lease.
-      await sleep(Math.max(0, 2_000 - (performance.now() - started)));
-      await eventually(() => canTake(c, 'close:k'), 3_000);
       expect(await acquiring).toBeInstanceOf(LockServiceClosedError);
+      // ...and it lands (it makes the key's document), then it is given back: not given back, the
+      // key stays held for its 10 s lease.
+      await eventually(async () => (await rawLock('close:k')) !== undefined, 5_000);
+      await eventually(() => canTake(c, 'close:k'), 3_000);
     });
 
     it("lock writes carry the client's wtimeout, else operationTimeoutMs", async () => {

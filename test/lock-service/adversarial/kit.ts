@@ -61,6 +61,16 @@ export function faultTools(kit: LockTestKit) {
     return Number(reply.count);
   }
 
+  /**
+   * Resolves once `failCommand` has fired `times` times since the server started (compare with
+   * `failPoint`'s count); rejects if it has not within `ms`.
+   */
+  async function failPointFired(times: number, ms = 10_000): Promise<void> {
+    await admin!
+      .db('admin')
+      .command({ waitForFailPoint: 'failCommand', timesEntered: times, maxTimeMS: ms });
+  }
+
   /** The next `command` of the client named `appName` reaches MongoDB `ms` late (it then runs). */
   function delayNext(appName: string, command: string, ms: number): Promise<number> {
     return failPoint(
@@ -85,7 +95,7 @@ export function faultTools(kit: LockTestKit) {
     clients.push(client);
   }
 
-  return { failPoint, delayNext, appClient, rawLock, closeAfterTest };
+  return { failPoint, failPointFired, delayNext, appClient, rawLock, closeAfterTest };
 }
 
 /** Applied on the primary, reply says the majority did not confirm it in time (not retried). */
