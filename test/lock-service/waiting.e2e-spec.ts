@@ -1,7 +1,11 @@
 import { getEventListeners } from 'node:events';
+import { isDeepStrictEqual } from 'node:util';
+import type { CommandStartedEvent, CommandSucceededEvent, MongoClient } from 'mongodb';
 import { firstValueFrom, toArray } from 'rxjs';
 import type { LockEvent } from '../../lib/interfaces';
 import { RUN_MS } from '../../lib/line-handover';
+import { FENCES_PER_ENTRY } from '../../lib/store/line/line-document';
+import { LINE_STATE_PROJECTION } from '../../lib/store/line/line-state';
 import { LOAD_SLACK_MS } from '../support/load-slack';
 import { countCommands, eventually, listeningWhileHeld, LockTestKit, sleep } from './lock-test-kit';
 
@@ -125,22 +129,32 @@ describe('LockService waiting', () => {
   });
 
   it('waitForRelease does not emit when our release grants the key to a caller waiting here', async () => {
-    const locks = await kit.service({ safetyPollIntervalMs: 600_000 });
+    const client = await kit.client({ monitorCommands: true });
+    const locks = await kit.service({ client, safetyPollIntervalMs: 600_000 });
+    const lines = `${kit.collectionName}_line`;
     const first = await locks.acquire('handed', { ttlMs: 30_000 });
     const second = locks.acquire('handed', { ttlMs: 30_000, timeoutMs: 10_000 });
     const third = locks.acquire('handed', { ttlMs: 30_000, timeoutMs: 10_000 });
     await eventually(async () => (await locks.inspect('handed'))?.waiting === 1);
     await eventually(() => locks.diagnostics.waiters === 2);
-    await sleep(100);
     await first.release(); // to the second caller, within the lease
     const secondHandle = await second;
     await sleep(RUN_MS + 20); // the local run is over: the next release leaves the line
+    // The third caller is in line behind the second's entry, not queued behind it here.
+    await eventually(async () => (await locks.inspect('handed'))?.waiting === 1);
     let released = false;
+    const listening = listeningWhileHeld(client, lines);
     const freed = firstValueFrom(locks.waitForRelease('handed')).then(() => (released = true));
-    await sleep(100);
+    // Its look saw the key held and its stream is open: it hears the leave's change event.
+    await listening;
+    const lookedAgain = lookAnsweredAfterLeave(client, lines);
     await secondHandle.release(); // a leave: the third caller's entry, next in line, holds
     const thirdHandle = await third;
-    await sleep(200);
+    expect(thirdHandle.fence).toBeGreaterThanOrEqual(secondHandle.fence + FENCES_PER_ENTRY);
+    // Woken by that event, it looks again, sees the third caller hold and goes on waiting (an
+    // emission instead ends this wait too, and fails below).
+    await Promise.race([lookedAgain, freed]);
+    expect((await locks.inspect('handed'))?.held).toBe(true);
     expect(released).toBe(false);
     await thirdHandle.release();
     await freed;
@@ -196,3 +210,34 @@ describe('LockService waiting', () => {
     expect(lateCompleted).toBe(true);
   });
 });
+
+/**
+ * Resolves once a look at `collection` as `inspect` and `waitForRelease` make it (a `find` with
+ * their projection), sent after the next `findAndModify` on it was, is answered.
+ */
+function lookAnsweredAfterLeave(client: MongoClient, collection: string): Promise<void> {
+  return new Promise((resolve) => {
+    let leaveSent = false;
+    const looks = new Set<number>();
+    const started = (event: CommandStartedEvent) => {
+      if (event.command[event.commandName] !== collection) return;
+      if (event.commandName === 'findAndModify') leaveSent = true;
+      const { projection } = event.command;
+      if (
+        leaveSent &&
+        event.commandName === 'find' &&
+        isDeepStrictEqual(projection, LINE_STATE_PROJECTION)
+      ) {
+        looks.add(event.requestId);
+      }
+    };
+    const succeeded = (event: CommandSucceededEvent) => {
+      if (!looks.has(event.requestId)) return;
+      client.off('commandStarted', started);
+      client.off('commandSucceeded', succeeded);
+      resolve();
+    };
+    client.on('commandStarted', started);
+    client.on('commandSucceeded', succeeded);
+  });
+}
