@@ -169,6 +169,31 @@ export function countCommands(client: MongoClient): {
 }
 
 /**
+ * Resolves once `client` (made with `monitorCommands: true`) has an answer to a command that
+ * `watch` picked as it started; `heard` is told of every other answer meanwhile.
+ */
+export function answerTo(
+  client: MongoClient,
+  watch: (event: CommandStartedEvent) => boolean,
+  heard?: (event: CommandSucceededEvent) => void,
+): Promise<void> {
+  return new Promise((resolve) => {
+    const watched = new Set<number>();
+    const started = (event: CommandStartedEvent) => {
+      if (watch(event)) watched.add(event.requestId);
+    };
+    const succeeded = (event: CommandSucceededEvent) => {
+      if (!watched.has(event.requestId)) return heard?.(event);
+      client.off('commandStarted', started);
+      client.off('commandSucceeded', succeeded);
+      resolve();
+    };
+    client.on('commandStarted', started);
+    client.on('commandSucceeded', succeeded);
+  });
+}
+
+/**
  * Resolves once a `waitForRelease` through `client` (made with `monitorCommands: true`) listens
  * while the key is held: every change stream it opened on `collection` (an `aggregate` with
  * `$changeStream`) was answered, and then a look at `collection` (a `find`) sent after that was
@@ -176,29 +201,20 @@ export function countCommands(client: MongoClient): {
  * the key held. Call it before `waitForRelease`.
  */
 export function listeningWhileHeld(client: MongoClient, collection: string): Promise<void> {
-  return new Promise((resolve) => {
-    const streams = new Set<number>();
-    const looks = new Set<number>();
-    let answeredStreams = 0;
-    const started = (event: CommandStartedEvent) => {
-      if (event.command[event.commandName] !== collection) return;
-      const pipeline = event.command.pipeline as Document[] | undefined;
-      if (event.commandName === 'aggregate' && pipeline?.[0]?.$changeStream) {
-        streams.add(event.requestId);
-      } else if (event.commandName === 'find' && answeredStreams > 0) {
-        // Sent once every stream it opened is open.
-        if (answeredStreams === streams.size) looks.add(event.requestId);
-      }
-    };
-    const succeeded = (event: CommandSucceededEvent) => {
-      if (streams.has(event.requestId)) answeredStreams += 1;
-      if (!looks.has(event.requestId)) return;
-      client.off('commandStarted', started);
-      client.off('commandSucceeded', succeeded);
-      resolve();
-    };
-    client.on('commandStarted', started);
-    client.on('commandSucceeded', succeeded);
+  const streams = new Set<number>();
+  let answeredStreams = 0;
+  const watch = (event: CommandStartedEvent) => {
+    if (event.command[event.commandName] !== collection) return false;
+    const pipeline = event.command.pipeline as Document[] | undefined;
+    if (event.commandName === 'aggregate' && pipeline?.[0]?.$changeStream) {
+      streams.add(event.requestId);
+      return false;
+    }
+    // A look sent once every stream it opened is open.
+    return event.commandName === 'find' && answeredStreams > 0 && answeredStreams === streams.size;
+  };
+  return answerTo(client, watch, (event) => {
+    if (streams.has(event.requestId)) answeredStreams += 1;
   });
 }
 

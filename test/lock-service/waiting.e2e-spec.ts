@@ -1,13 +1,20 @@
 import { getEventListeners } from 'node:events';
 import { isDeepStrictEqual } from 'node:util';
-import type { CommandStartedEvent, CommandSucceededEvent, MongoClient } from 'mongodb';
+import type { MongoClient } from 'mongodb';
 import { firstValueFrom, toArray } from 'rxjs';
 import type { LockEvent } from '../../lib/interfaces';
 import { RUN_MS } from '../../lib/line-handover';
 import { FENCES_PER_ENTRY } from '../../lib/store/line/line-document';
 import { LINE_STATE_PROJECTION } from '../../lib/store/line/line-state';
 import { LOAD_SLACK_MS } from '../support/load-slack';
-import { countCommands, eventually, listeningWhileHeld, LockTestKit, sleep } from './lock-test-kit';
+import {
+  answerTo,
+  countCommands,
+  eventually,
+  listeningWhileHeld,
+  LockTestKit,
+  sleep,
+} from './lock-test-kit';
 
 jest.setTimeout(60_000);
 
@@ -216,28 +223,15 @@ describe('LockService waiting', () => {
  * their projection), sent after the next `findAndModify` on it was, is answered.
  */
 function lookAnsweredAfterLeave(client: MongoClient, collection: string): Promise<void> {
-  return new Promise((resolve) => {
-    let leaveSent = false;
-    const looks = new Set<number>();
-    const started = (event: CommandStartedEvent) => {
-      if (event.command[event.commandName] !== collection) return;
-      if (event.commandName === 'findAndModify') leaveSent = true;
-      const { projection } = event.command;
-      if (
-        leaveSent &&
-        event.commandName === 'find' &&
-        isDeepStrictEqual(projection, LINE_STATE_PROJECTION)
-      ) {
-        looks.add(event.requestId);
-      }
-    };
-    const succeeded = (event: CommandSucceededEvent) => {
-      if (!looks.has(event.requestId)) return;
-      client.off('commandStarted', started);
-      client.off('commandSucceeded', succeeded);
-      resolve();
-    };
-    client.on('commandStarted', started);
-    client.on('commandSucceeded', succeeded);
+  let leaveSent = false;
+  return answerTo(client, (event) => {
+    if (event.command[event.commandName] !== collection) return false;
+    if (event.commandName === 'findAndModify') leaveSent = true;
+    const { projection } = event.command;
+    return (
+      leaveSent &&
+      event.commandName === 'find' &&
+      isDeepStrictEqual(projection, LINE_STATE_PROJECTION)
+    );
   });
 }
