@@ -123,3 +123,57 @@ describe('LineAcquirer: a give-back', () => {
     await expect(acquirer.giveBack(hold, lease)).resolves.toBe(true);
   });
 });
+
+describe('LineAcquirer: queued', () => {
+  // A lease long enough that the wait sends nothing more while the test looks.
+  const request: LineAcquireRequest = {
+    key: 'k',
+    kind: { mode: 'exclusive' },
+    ttlMs: 30_000,
+    timeoutMs: 60_000,
+  };
+  const placed = (holds: boolean): JoinResult => ({
+    joined: true,
+    holds,
+    fence: 16n,
+    remainingMs: request.ttlMs,
+    ahead: holds ? 0 : 1,
+    aheadEndsInMs: holds ? 0 : 20_000,
+    leaderId: holds ? 'me' : 'other',
+  });
+  function acquirerJoining(result: JoinResult) {
+    const store = {
+      join: () => Promise.resolve(result),
+      leave: (): Promise<LeaveResult> => Promise.resolve({ left: true, holders: [] }),
+    } as unknown as LineStorage;
+    return new LineAcquirer({
+      store,
+      waiters: new LineWaiters(),
+      handover: new LineHandover(true),
+      holderId: 'me',
+    });
+  }
+
+  it("is told once when the join's reply leaves the call waiting in line", async () => {
+    const acquirer = acquirerJoining(placed(false));
+    const abort = new AbortController();
+    let told = 0;
+    let queued!: () => void;
+    const inLine = new Promise<void>((resolve) => (queued = resolve));
+    const acquiring = acquirer
+      .acquire({ ...request, signal: abort.signal, queued: () => (told++, queued()) })
+      .catch((error: unknown) => error);
+    await inLine;
+    abort.abort(new Error('gave up'));
+    await acquiring;
+    await acquirer.leavesSettled();
+    expect(told).toBe(1);
+  });
+
+  it("is not told when the join's reply says the call holds", async () => {
+    let told = 0;
+    const hold = await acquirerJoining(placed(true)).acquire({ ...request, queued: () => told++ });
+    expect(hold.fence).toBe(16n);
+    expect(told).toBe(0);
+  });
+});
