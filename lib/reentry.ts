@@ -36,12 +36,12 @@ export function enclosingHandle(
   return undefined;
 }
 
+const quoted = (keys: readonly string[]) => keys.map((key) => JSON.stringify(key)).join(', ');
+
 /**
  * An exclusive lock covers a shared request; a shared one cannot become exclusive (it would wait
  * for itself); a semaphore's permits are the same for every caller.
  */
-const quoted = (keys: readonly string[]) => keys.map((key) => JSON.stringify(key)).join(', ');
-
 function checkReentrantMode(handle: LockHandle, keys: readonly string[], mode: LockModeRequest) {
   const keyList = quoted(keys);
   const semaphore = mode.permits !== undefined;

@@ -42,10 +42,10 @@ export class HeldLeaderTerm implements LeaderTerm {
     private readonly handle: MongoLockHandle,
   ) {
     this.fence = handle.fence;
-    // A resigned term is not lost: a release MongoDB never confirmed ends with the lease.
     this.over = new Promise((resolve) =>
       this.ending.signal.addEventListener('abort', () => resolve(), { once: true }),
     );
+    // A resigned term is not lost: a release MongoDB never confirmed ends with the lease.
     this.lost$ = handle.lost$.pipe(filter(() => this.lostBeforeResigning !== false));
     // At once, with the loss as the reason (the end of the hold below comes a turn later).
     const onLost = () => this.ending.abort(handle.signal.reason);
