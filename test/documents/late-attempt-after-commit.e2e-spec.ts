@@ -3,8 +3,7 @@
 // earlier attempt whose reply the caller stopped waiting for, and which reaches MongoDB after
 // the commit, takes the free document again. That win is nobody's and must not keep the
 // document locked for a whole lease.
-import type { CommandStartedEvent, CommandSucceededEvent } from 'mongodb';
-import { LockTestKit, eventually } from '../lock-service/lock-test-kit';
+import { LockTestKit, answerTo, eventually } from '../lock-service/lock-test-kit';
 import { describeWithFailPoints, faultTools } from '../lock-service/adversarial/kit';
 
 jest.setTimeout(30_000);
@@ -35,16 +34,11 @@ describeWithFailPoints('a late attempt after the lock ended by a write', () => {
 
     // The client's first lock write is the one the fail point holds up: when it was sent, and
     // when its (late) reply came, so the test waits for it instead of sleeping.
-    let blockedId: number | undefined;
     let blockedSentAt = Number.NaN;
-    let landed = false;
-    client.on('commandStarted', (event: CommandStartedEvent) => {
-      if (event.commandName !== 'findAndModify' || blockedId !== undefined) return;
-      blockedId = event.requestId;
+    const landed = answerTo(client, (event) => {
+      if (event.commandName !== 'findAndModify' || !Number.isNaN(blockedSentAt)) return false;
       blockedSentAt = performance.now();
-    });
-    client.on('commandSucceeded', (event: CommandSucceededEvent) => {
-      if (event.requestId === blockedId) landed = true;
+      return true;
     });
 
     // The first attempt lands 1.2 s after it was sent, long after the call stopped waiting for
@@ -61,7 +55,7 @@ describeWithFailPoints('a late attempt after the lock ended by a write', () => {
     const lock = await accounts.acquire('a1', { timeoutMs: 5_000, ttlMs: 20_000 });
     await lock.commit({ $inc: { balance: 1 } });
     const committedAt = performance.now();
-    await eventually(() => landed, 3_000);
+    await landed;
 
     // The race ran: the fail point held the attempt, and commit() was done before the server
     // could run it (it waits BLOCK_MS from no earlier than the send), so it met a free document.

@@ -1,5 +1,4 @@
 import { firstValueFrom } from 'rxjs';
-import type { CommandStartedEvent, CommandSucceededEvent } from 'mongodb';
 import { filter, take, toArray } from 'rxjs/operators';
 import {
   InvalidLockOptionsError,
@@ -12,7 +11,7 @@ import { LOAD_SLACK_MS } from '../support/load-slack';
 import { ReplyDelayProxy } from '../support/reply-delay-proxy';
 import { passThrough } from '../support/fault-proxy';
 import { proxiedServices } from '../leadership/proxied-services';
-import { LockTestKit, eventually, sleep } from './lock-test-kit';
+import { LockTestKit, answerTo, eventually, sleep } from './lock-test-kit';
 import { describeWithFailPoints, faultTools } from './adversarial/kit';
 import { FENCES_PER_ENTRY } from '../../lib/store/line/line-document';
 import { LEADER_KEY_PREFIX } from '../../lib/leadership/leader-key';
@@ -305,16 +304,10 @@ describeWithFailPoints('LockService on engine v2, under fail points', () => {
       },
     );
     let lateJoinSentAt = Infinity;
-    const lateJoinAnswered = new Promise<void>((resolve) => {
-      let lateJoin: number | undefined;
-      client.on('commandStarted', (event: CommandStartedEvent) => {
-        if (lateJoin !== undefined || event.commandName !== 'findAndModify') return;
-        lateJoin = event.requestId;
-        lateJoinSentAt = performance.now();
-      });
-      client.on('commandSucceeded', (event: CommandSucceededEvent) => {
-        if (event.requestId === lateJoin) resolve();
-      });
+    const lateJoinAnswered = answerTo(client, (event) => {
+      if (lateJoinSentAt !== Infinity || event.commandName !== 'findAndModify') return false;
+      lateJoinSentAt = performance.now();
+      return true;
     });
     const outcome = locks
       .acquire('late:k', { timeoutMs: 1_200, ttlMs: 20_000 })
