@@ -6,6 +6,16 @@ import type { JoinResult, LeaveResult } from './store/line/line-commands';
 import type { LineStorage } from './store/line/line-store';
 import { LineWaiters } from './waiting/line-waiters';
 
+/** An acquirer of holder `me` over `store`, whose replies the test decides. */
+function acquirerOver(store: LineStorage): LineAcquirer {
+  return new LineAcquirer({
+    store,
+    waiters: new LineWaiters(),
+    handover: new LineHandover(true),
+    holderId: 'me',
+  });
+}
+
 /**
  * The acquirer's bookkeeping of its entry, on a storage whose replies the test decides (the
  * MongoDB store's commands are tested over the wire in `test/store`).
@@ -34,14 +44,7 @@ describe('LineAcquirer: an entry of unknown outcome', () => {
         return Promise.resolve({ left: false, holders: [] });
       },
     } as unknown as LineStorage;
-    const waiters = new LineWaiters();
-    const acquirer = new LineAcquirer({
-      store,
-      waiters,
-      handover: new LineHandover(true),
-      holderId: 'me',
-    });
-    return { acquirer, left };
+    return { acquirer: acquirerOver(store), left };
   }
 
   it('a join refused after an unanswered one is left in the background: the first may land', async () => {
@@ -100,12 +103,7 @@ describe('LineAcquirer: a give-back', () => {
           ? Promise.reject(new LockStoreUnavailableError('no reply in time'))
           : Promise.resolve({ left: true, holders: [] }),
     } as unknown as LineStorage;
-    return new LineAcquirer({
-      store,
-      waiters: new LineWaiters(),
-      handover: new LineHandover(true),
-      holderId: 'me',
-    });
+    return acquirerOver(store);
   }
 
   it.each([
@@ -146,12 +144,7 @@ describe('LineAcquirer: queued', () => {
       join: () => Promise.resolve(result),
       leave: (): Promise<LeaveResult> => Promise.resolve({ left: true, holders: [] }),
     } as unknown as LineStorage;
-    return new LineAcquirer({
-      store,
-      waiters: new LineWaiters(),
-      handover: new LineHandover(true),
-      holderId: 'me',
-    });
+    return acquirerOver(store);
   }
 
   it("is told once when the join's reply leaves the call waiting in line", async () => {
