@@ -11,7 +11,7 @@ import type {
 } from '../store/line/line-commands';
 import { holdingCount, liveEntries, placeOf } from '../store/line/line-document';
 import type { LineDocument, LineEntry, LinePlace } from '../store/line/line-document';
-import { LINE_CAPACITY } from '../store/line/line-pipelines';
+import { LINE_CAPACITY, LOOK_AGAIN_LEAD } from '../store/line/line-pipelines';
 import type { LineChangeEvent } from '../store/line/line-state';
 import { decodeLineState, lineHolders } from '../store/line/line-state';
 import { operatorLead, type ScopeHoldersRemoved } from '../store/line/line-admin';
@@ -87,7 +87,7 @@ export class InMemoryLines {
 
   /**
    * `RENEW_PIPELINE`: the dead entries go, ours (if live) ends `ttlMs` from now at the
-   * earliest (`EXPIRE_PIPELINE`, `exactly`: at that time).
+   * earliest (`EXPIRE_PIPELINE`, `exactly`: at that time, and every process's waiters look).
    */
   renew(
     key: string,
@@ -106,7 +106,8 @@ export class InMemoryLines {
         : entry,
     );
     const gcAt = gcAfterLease(before, before.f, now, ttlMs + idleRetentionMs);
-    const after = { ...before, line, gcAt };
+    const lead = exactly ? { lead: `${LOOK_AGAIN_LEAD}${token}` } : {};
+    const after = { ...before, line, gcAt, ...lead };
     this.write(before, after, now);
     const place = placeOf(after, token, now);
     return place ? { renewed: true, ...place } : { renewed: false };

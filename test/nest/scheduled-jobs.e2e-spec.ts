@@ -55,6 +55,12 @@ class ReportJob {
     return 'done';
   }
 
+  /** Holds `job:kept` until a test's gate opens, then keeps it till 1.5 s after the grant. */
+  @Locked('job:kept', { minHoldMs: 1_500 })
+  async kept(): Promise<void> {
+    await ReportJob.holds.get('kept');
+  }
+
   @Locked('job:slow', { onBusy: 'skip', minHoldMs: 1_000 })
   async slow(): Promise<string> {
     await sleep(1_300);
@@ -162,6 +168,31 @@ describe('@Locked for scheduled jobs: onBusy and minHoldMs', () => {
     await sleep(3_100);
     expect((await locks.inspect('job:min-hold:ok'))?.held).toBe(false);
     await expect(appB.get(ReportJob).quick('ok')).resolves.toBe('done');
+  });
+
+  it('minHoldMs: a caller waiting on another instance takes the lock as the kept lease ends, not at its own next renewal', async () => {
+    const hold = gate();
+    ReportJob.holds.set('kept', hold.opened);
+    const locksB = appB.get(LockService);
+    try {
+      const run = appA.get(ReportJob).kept();
+      await waitUntilHeld(appA.get(LockService), 'job:kept');
+      // B's lease is 30 s: it would renew, and find the key free, 10 s into its wait.
+      const waiting = locksB.acquire('job:kept', { timeoutMs: 8_000 });
+      await waitUntil(async () => (await locksB.inspect('job:kept'))?.waiting === 1);
+      // B read A's 30 s lease as it joined; the kept lease now ends 1.5 s after A's grant.
+      hold.open();
+      await run;
+      const keptUntil = (await locksB.inspect('job:kept'))!.expiresAt!.getTime();
+      const handle = await waiting;
+      expect(await locksB.inspect('job:kept')).toMatchObject({ held: true, holderId: 'B' });
+      // Not before the kept lease ended (by the server's clock, which is this host's).
+      expect(Date.now()).toBeGreaterThanOrEqual(keptUntil);
+      await handle.release();
+    } finally {
+      hold.open();
+      ReportJob.holds.delete('kept');
+    }
   });
 
   it('minHoldMs applies when the method fails too; its error passes through', async () => {
@@ -274,6 +305,14 @@ describe('@Locked with @nestjs/schedule on two instances', () => {
     );
   });
 });
+
+async function waitUntil(condition: () => Promise<boolean>): Promise<void> {
+  for (let attempt = 0; attempt < 400; attempt += 1) {
+    if (await condition()) return;
+    await sleep(25);
+  }
+  throw new Error('the condition never held');
+}
 
 async function waitUntilHeld(locks: LockService, key: string): Promise<void> {
   for (let attempt = 0; attempt < 400; attempt += 1) {

@@ -419,6 +419,17 @@ describe('engine v2 lock collection contract: MongoDB and the in-memory kit', ()
     ]);
   });
 
+  it('makes every process look when a lease is cut short (expireIn), and streams no lock event', () => {
+    const { heard } = mongo as { heard: Record<string, unknown[][]> };
+    // L1 holds `ext` alone; only the exact renewal tells the key's waiters to look.
+    for (const who of ['a', 'b']) {
+      const looks = heard[who].filter(([key, , look]) => key === 'ext' && look === true);
+      expect(looks).toEqual([['ext', [['L1', expect.anything()]], true]]);
+    }
+    const onExt = heard.events.filter(([, key]) => key === 'ext').map(([type]) => type);
+    expect(onExt).toEqual(['acquired', 'released']);
+  });
+
   it('is not vacuous: the script saw holds, waits, refusals and hand-offs', () => {
     const { replies, heard } = mongo as { replies: unknown[][]; heard: Record<string, unknown[]> };
     const joins = replies.filter((reply) => reply[0] === 'join');

@@ -11,6 +11,7 @@ import { setImmediate } from 'node:timers';
 import { sleep } from '../../util/timers';
 import type { HoldingEntry, LineDocument } from './line-document';
 import { holdingEntry, leadingHolders } from './line-document';
+import { isLookAgainLead } from './line-pipelines';
 import type { LineCollection } from './line-commands';
 
 /** A key's line changed: the entries that now hold it, in line order. */
@@ -30,8 +31,8 @@ export interface LineChange {
 
 /**
  * Changes that can make an entry of `holderId`'s process holder: a leave that set `lead` to it
- * or to everyone (see `LEAD`). A joiner learns from its reply; an entry ahead that runs out is
- * noticed by the waiter's own renewal timer. MongoDB logs a pipeline update whose delta is not
+ * or to everyone (see `LEAD`), and a lease cut short. A joiner learns from its reply; an entry
+ * ahead that runs out is noticed by the waiter's own renewal timer. MongoDB logs a pipeline update whose delta is not
  * smaller than the document as a replacement, streamed as `replace`: its `lead` is as written.
  */
 function leadsTo(holderId: string) {
@@ -44,11 +45,14 @@ function leadsTo(holderId: string) {
   };
 }
 
-/** The `lead` values for `holderId`'s process: its id whole, everyone's `*`, an operator's `!`. */
+/**
+ * The `lead` values for `holderId`'s process: its id whole, everyone's `*`, an operator's `!`,
+ * a lease cut short's `?` (`EXPIRE_PIPELINE`).
+ */
 export function leadPattern(holderId: string): string {
   const escaped = holderId.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
   // The id whole: `a` must not match the leads of a holder `a b`.
-  return `^([*!]|${escaped}) [\\w-]+$`;
+  return `^([*!?]|${escaped}) [\\w-]+$`;
 }
 
 /** Who holds the key after a change that {@link leadsTo} matched. */
@@ -59,8 +63,9 @@ export function lineChangeOf(event: ChangeStreamDocument<LineDocument>): LineCha
   const lead =
     event.operationType === 'update' ? event.updateDescription.updatedFields?.lead : doc.lead;
   const byOperator = lead?.[0] === '!';
-  // An operator's write may have removed waiting entries; a replacement may have changed anything.
-  const lookAgain = byOperator || event.operationType === 'replace';
+  // An operator's write may have removed waiting entries, a lease cut short ends before the time
+  // its waiters read, and a replacement may have changed anything.
+  const lookAgain = byOperator || isLookAgainLead(lead) || event.operationType === 'replace';
   return {
     key: doc._id,
     holders,

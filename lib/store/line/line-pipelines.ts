@@ -11,6 +11,12 @@ import type { LineKind } from './line-document';
 export const LINE_CAPACITY = 1_000;
 
 const NOW = '$$NOW';
+/** The start of a `lead` that changes no holder but makes every process's waiters look. */
+export const LOOK_AGAIN_LEAD = '? ';
+
+export function isLookAgainLead(lead: unknown): boolean {
+  return typeof lead === 'string' && lead.startsWith(LOOK_AGAIN_LEAD);
+}
 const LIVE = { $filter: { input: { $ifNull: ['$line', []] }, cond: { $gt: ['$$this.e', NOW] } } };
 const NOBODY_LIVE = { $eq: ['$_l', []] };
 const NEXT_FENCE = { $max: [{ $add: ['$f', 1] }, { $toLong: NOW }] };
@@ -174,12 +180,12 @@ export const LEAVE_PIPELINE: Document[] = [
   { $set: { lead: LEAD } },
 ];
 
-function renewPipeline(end: unknown): Document[] {
+function renewPipeline(end: unknown, more: Document = {}): Document[] {
   const renewed = { $mergeObjects: ['$$this', { e: end }] };
   const line = {
     $map: { input: LIVE, in: { $cond: [{ $eq: ['$$this.t', '$$t'] }, renewed, '$$this'] } },
   };
-  return [{ $set: { line, gcAt: GC_AFTER_LEASE } }];
+  return [{ $set: { line, gcAt: GC_AFTER_LEASE, ...more } }];
 }
 
 /**
@@ -189,8 +195,15 @@ function renewPipeline(end: unknown): Document[] {
  */
 export const RENEW_PIPELINE = renewPipeline({ $max: ['$$this.e', { $add: [NOW, '$$d'] }] });
 
-/** {@link RENEW_PIPELINE}, but the lease ends exactly `$$d` ms from now (`expireIn`). */
-export const EXPIRE_PIPELINE = renewPipeline({ $add: [NOW, '$$d'] });
+/**
+ * {@link RENEW_PIPELINE}, but the lease ends exactly `$$d` ms from now (`expireIn`). A lease
+ * cut short ends before the time its waiters read: `lead` `? <token>` makes every process's
+ * waiters of the key read it again (see `line-events.ts`).
+ */
+export const EXPIRE_PIPELINE = renewPipeline(
+  { $add: [NOW, '$$d'] },
+  { lead: { $concat: [LOOK_AGAIN_LEAD, '$$t'] } },
+);
 
 /** The line, and the server time to decode it by. */
 export const LINE_REPLY = { line: 1, permits: 1, now: NOW };

@@ -3,6 +3,7 @@ import type { LockEvent, LockHolderState, LockState } from '../../interfaces/loc
 import { toBigInt } from '../bson-values';
 import type { LineDocument, LineEntry } from './line-document';
 import { firstFence, holdingCount, leadingHolders, liveEntries } from './line-document';
+import { isLookAgainLead } from './line-pipelines';
 
 /**
  * Lines as `inspect`, `list`, `forceRelease` and `events$` report them (`LockState`,
@@ -231,7 +232,7 @@ function emptied(change: LineChangeEvent & { operationType: 'update' }): boolean
  *   null `lead` (no leave since the line was last empty) make it a join: `acquired` for the
  *   newest entry if it holds (a renewal dropping ended entries repeats it). Otherwise as an
  *   update of `lead` (after a join behind a leader, the holders repeat);
- * - other updates (renewals, waiters leaving): nothing;
+ * - other updates (renewals, a lease cut short, waiters leaving): nothing;
  * - delete (TTL removed an idle document): `deleted`. A lease running out is no event itself.
  */
 export function lineEvents(change: LineChangeEvent): LockEvent[] {
@@ -246,7 +247,7 @@ export function lineEvents(change: LineChangeEvent): LockEvent[] {
     case 'update': {
       const updated = (change.updateDescription?.updatedFields ?? {}) as Document;
       const released: LockEvent = { type: 'released', key, holderId: null, fence: null, at };
-      if ('lead' in updated) {
+      if ('lead' in updated && !isLookAgainLead(updated.lead)) {
         const holders = writtenHolders(change.fullDocument);
         return [released, ...holders.map((entry) => acquired(key, entry, at))];
       }
