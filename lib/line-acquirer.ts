@@ -69,7 +69,7 @@ export class LineAcquirer {
           continue;
         }
         if (!attempt.place && !joined.holds) request.queued?.();
-        attempt.place = joined;
+        attempt.placed(joined);
         attempt.followers = this.followersOf(request, joined);
         const held = await this.waitInLine(attempt, attempt.joinSentAt, looked);
         if (held) return held;
@@ -141,7 +141,8 @@ export class LineAcquirer {
         // ahead may have ended by time alone, and a transaction under the last of them may
         // yet commit (its check's write keeps other writes of that document waiting till then).
         if (seen && !seen.holds) {
-          place = attempt.place = seen;
+          place = seen;
+          attempt.placed(place);
           continue;
         }
       }
@@ -157,7 +158,8 @@ export class LineAcquirer {
         void this.leaves.inBackground(key, entry.token, performance.now() + ttlMs, 'joined');
         return undefined;
       }
-      place = attempt.place = renewed;
+      place = renewed;
+      attempt.placed(place);
     }
   }
 

@@ -32,8 +32,10 @@ export interface LineAcquireRequest {
  */
 export class LineAttempt {
   readonly entry: LineEntryState;
-  /** Our place in line as last read; undefined until a reply placed us. */
+  /** Our place in line as last read ({@link placed}); undefined until a reply placed us. */
   place: (LinePlace & { document?: HeldDocument }) | undefined;
+  /** When {@link place} was read (monotonic ms): its lease times count from then. */
+  private placeReadAt = 0;
   /** Callers here that will take our entry over, while it waits (`line-handover.ts`). */
   followers: EntryFollowers | undefined;
   /**
@@ -50,9 +52,18 @@ export class LineAttempt {
     this.entry = new LineEntryState(waiters, request.key);
   }
 
-  /** At the deadline: who leads the line, and when its lease ends by itself, as last seen. */
+  /** A reply's place for us, just read. */
+  placed(place: NonNullable<LineAttempt['place']>): void {
+    this.place = place;
+    this.placeReadAt = performance.now();
+  }
+
+  /** At the deadline: who leads the line, as last seen, and how long its lease has left then. */
   timedOut(): Error {
-    return notAcquired(this.request, this.place?.leaderId, this.place?.aheadEndsInMs);
+    const place = this.place;
+    const leftMs =
+      place && Math.max(0, place.aheadEndsInMs - (performance.now() - this.placeReadAt));
+    return notAcquired(this.request, place?.leaderId, leftMs);
   }
 
   /** A command unanswered at the deadline: before any reply placed us, MongoDB's silence is why. */

@@ -46,6 +46,24 @@ describe('LockService acquire and release', () => {
     expect(lockCommands(commands.names)).toEqual(['findAndModify']);
   });
 
+  it('a wait that runs out reports the lease left at its end, not the lease it read on joining', async () => {
+    const a = await kit.service();
+    const b = await kit.service();
+    const held = await a.acquire('countdown', { ttlMs: 10_000, renew: false });
+    const error = await b
+      .acquire('countdown', { timeoutMs: 2_000 })
+      .catch((caught: unknown) => caught);
+    const { remainingMs } = (await b.inspect('countdown'))!;
+    expect(error).toBeInstanceOf(LockNotAcquiredError);
+    const { retryAfterMs, holderId } = error as LockNotAcquiredError;
+    expect(holderId).toBe(a.holderId);
+    // Counted from b's join (read after the join's reply: a little long), read back since then.
+    // The lease read on joining is 2 s longer.
+    expect(retryAfterMs! - remainingMs).toBeGreaterThanOrEqual(0);
+    expect(retryAfterMs! - remainingMs).toBeLessThan(1_000);
+    await held.release();
+  });
+
   it('timeoutMs 0 makes one attempt and reports the holder and its remaining lease', async () => {
     const a = await kit.service();
     const b = await kit.service();
