@@ -17,8 +17,11 @@ import {
 } from '@nestjs/common';
 import type { MessageEvent, Type } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
+import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
+import { setImmediate } from 'node:timers';
 import { distinctUntilChanged, endWith, ignoreElements, map, merge, skipWhile } from 'rxjs';
-import { takeUntil, timer, type Observable } from 'rxjs';
+import { finalize, takeUntil, timer, type Observable } from 'rxjs';
 import { LockService } from '../lock.service';
 import { eventJson, holderJson, lockJson } from './board-json';
 import type { BoardLockJson, BoardLockPageJson, BoardReleaseJson } from './board-json';
@@ -94,7 +97,7 @@ export class LockBoardController {
   }
 
   @Sse('api/events')
-  async events(): Promise<Observable<MessageEvent>> {
+  async events(@Req() request: StreamRequest): Promise<Observable<MessageEvent>> {
     // Connected first, so that MongoDB unreachable is a 503 before the stream's headers go out.
     await answer(() => this.locks.start());
     const changes = this.locks.events$.pipe(map((event) => ({ data: eventJson(event) })));
@@ -112,8 +115,29 @@ export class LockBoardController {
     return merge(changes, flow).pipe(
       takeUntil(timer(this.options.eventStreamMaxMs)),
       endWith({ type: 'reconnect', data: {} }),
+      finalize(() => closeConnectionAfter(request)),
     );
   }
+}
+
+/** The request of an event stream: Express's, or Fastify's with the Node one as `raw`. */
+interface StreamRequest {
+  raw?: IncomingMessage;
+  httpVersionMajor?: number;
+  socket?: Socket;
+}
+
+/**
+ * Closes an ended stream's HTTP/1 connection once its last bytes are written. A browser keeps
+ * it alive for the next request, and one that ends during shutdown (when `events$` completes)
+ * is still busy as the server closes its idle connections: the close would wait for the
+ * keep-alive timeout. (HTTP/2 streams share a session: left alone.)
+ */
+function closeConnectionAfter(request: StreamRequest): void {
+  const incoming = request.raw ?? request;
+  if (incoming.httpVersionMajor !== 1) return;
+  // After Nest's handler has ended the response.
+  setImmediate(() => incoming.socket?.end());
 }
 
 /** The board with the forced release (`allowRelease`), which only a guard may let through. */

@@ -1,6 +1,8 @@
 import type { LineDocument } from '../../lib/store/line/line-document';
 import type { CanActivate, INestApplication } from '@nestjs/common';
 import { createServer, type AddressInfo } from 'node:net';
+import { Agent, get as httpGet, type Server } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { MongoClient } from 'mongodb';
 import { LockLostError, LockService, MongoLockModule } from '../../lib';
 import { MongoLockBoardModule } from '../../lib/board';
@@ -446,6 +448,32 @@ describe.each(HTTP_ADAPTERS)('the lock board over HTTP (%s)', (adapter) => {
     expect(ended).toBe(true);
     await closed;
     expect(events.at(-1)).toEqual({ type: 'reconnect', data: '{}' });
+  });
+
+  it("does not hold up the app's close on a browser's keep-alive connection", async () => {
+    const closing = await listeningApp(
+      { imports: [lockModule(mongo), MongoLockBoardModule.forRoot()] },
+      adapter,
+    );
+    // A connection idle at shutdown is closed at once; one whose stream ends during shutdown
+    // would stay open (and the close wait) until this timeout, unless the board closes it.
+    const server = closing.app.getHttpServer() as Server;
+    server.keepAliveTimeout = 600_000;
+    const agent = new Agent({ keepAlive: true });
+    try {
+      const streaming = new Promise<void>((resolve, reject) => {
+        const { port } = server.address() as AddressInfo;
+        httpGet({ host: '127.0.0.1', port, path: '/locks/api/events', agent }, (response) => {
+          response.once('data', () => resolve());
+        }).once('error', reject);
+      });
+      await streaming;
+      const hung = sleep(20_000, 'hung', { ref: false });
+      const closed = closing.app.close().then(() => 'closed');
+      await expect(Promise.race([closed, hung])).resolves.toBe('closed');
+    } finally {
+      agent.destroy();
+    }
   });
 });
 
