@@ -253,6 +253,33 @@ describeWithFailPoints('LockService under faults', () => {
     });
   });
 
+  describe('change stream', () => {
+    it("a waiter whose change stream's read stalls is served soon after a release, not at its renewal", async () => {
+      const client = await appClient('stalled-stream');
+      const waiter = await kit.service({ client, operationTimeoutMs: 1_000 });
+      const holder = await kit.service();
+      const held = await holder.acquire('stalled:k', { ttlMs: 30_000 });
+      // The waiter's next getMore gets no answer for a minute (a connection gone silent).
+      const before = await failPoint(
+        { times: 1 },
+        {
+          failCommands: ['getMore'],
+          appName: 'stalled-stream',
+          blockConnection: true,
+          blockTimeMS: 60_000,
+        },
+      );
+      // Its 30 s lease is renewed 10 s into the wait: within 8 s, only the stream can tell it.
+      const waiting = waiter.acquire('stalled:k', { timeoutMs: 8_000 });
+      await failPointFired(before + 1);
+      await eventually(async () => (await holder.inspect('stalled:k'))?.waiting === 1, 3_000);
+      await held.release();
+      const handle = await waiting;
+      expect(handle.fence).toBeGreaterThan(held.fence);
+      await handle.release();
+    });
+  });
+
   describe('silent loss', () => {
     it("when release() fails, the handle's signal still aborts at its lease end, before the server's", async () => {
       const client = await appClient('silent');

@@ -12,6 +12,8 @@ import type { DocumentLineFields } from './document-line';
 interface DocumentLines {
   collection: DocumentCollection;
   fields: DocumentLineFields;
+  /** How late past its wait a stream's read may be answered. */
+  operationTimeoutMs: number;
 }
 
 type DocumentChange = Extract<
@@ -25,14 +27,14 @@ type DocumentChange = Extract<
  * other code make the key's waiters look.
  */
 export function watchDocumentLines(
-  { collection, fields }: DocumentLines,
+  { collection, fields, operationTimeoutMs }: DocumentLines,
   holderId: string,
   onChange: (change: LineChange) => void,
   onFailure?: (error: unknown) => void,
   onOpen?: () => void,
 ): LineWatch {
   return watchChanges(
-    collection,
+    { collection, operationTimeoutMs },
     changeFilter(fields, leadPattern(holderId)),
     { fullDocument: 'updateLookup' },
     (event) => {
@@ -59,13 +61,13 @@ export function watchDocumentLines(
 
 /** Every change that may free a document's lock, as a release (or deletion) event. */
 export function watchDocumentEvents(
-  { collection, fields }: DocumentLines,
+  { collection, fields, operationTimeoutMs }: DocumentLines,
   onEvent: (event: LockEvent) => void,
   onFailure?: (error: unknown) => void,
   onOpen?: () => void,
 ): LineWatch {
   return watchChanges(
-    collection,
+    { collection, operationTimeoutMs },
     changeFilter(fields),
     {},
     (event) => {
@@ -127,7 +129,7 @@ function changeFilter(fields: DocumentLineFields, leads?: string): Document {
 }
 
 function watchChanges(
-  collection: DocumentCollection,
+  { collection, operationTimeoutMs }: Omit<DocumentLines, 'fields'>,
   filter: Document,
   options: { fullDocument?: 'updateLookup' },
   onChange: (event: DocumentChange) => void,
@@ -142,5 +144,6 @@ function watchChanges(
     },
     onFailure,
     onOpen,
+    { answerWithinMs: operationTimeoutMs },
   );
 }

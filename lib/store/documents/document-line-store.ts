@@ -42,7 +42,7 @@ export class DocumentLineStore implements LineStorage {
   constructor(
     readonly collection: DocumentCollection,
     readonly fields: DocumentLineFields,
-    private readonly operationTimeoutMs: number,
+    readonly operationTimeoutMs: number,
   ) {}
 
   joinsSettled(key: string, token: string): Promise<void> | undefined {

@@ -199,6 +199,7 @@ export function watchLineEvents(
   onEvent: (event: LockEvent) => void,
   onFailure: (error: unknown) => void = () => undefined,
   onOpen?: () => void,
+  answerWithinMs?: number,
 ): LineWatch {
   return reopeningStream<LineChangeEvent>(
     (resuming) =>
@@ -212,6 +213,6 @@ export function watchLineEvents(
     onFailure,
     onOpen,
     // Start from now, when events$ (or waitForRelease) listens, not when the aggregate runs.
-    lastClusterTime(collection),
+    { startAt: lastClusterTime(collection), answerWithinMs },
   );
 }

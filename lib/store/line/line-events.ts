@@ -8,7 +8,7 @@ import {
 } from 'mongodb';
 import { isResumePointLostError } from '../mongo-error-codes';
 import { setImmediate } from 'node:timers';
-import { sleep } from '../../util/timers';
+import { settledBy, sleep } from '../../util/timers';
 import type { HoldingEntry, LineDocument } from './line-document';
 import { holdingEntry, leadingHolders } from './line-document';
 import { isLookAgainLead } from './line-pipelines';
@@ -91,6 +91,7 @@ export function watchLines(
   onChange: (change: LineChange) => void,
   onFailure: (error: unknown) => void = () => undefined,
   onOpen?: () => void,
+  answerWithinMs?: number,
 ): LineWatch {
   return reopeningStream<ChangeStreamDocument<LineDocument>>(
     (resuming) =>
@@ -104,15 +105,25 @@ export function watchLines(
     },
     onFailure,
     onOpen,
+    { answerWithinMs },
   );
 }
 
+/** The longest a `getMore` waits for changes before it answers an empty batch. */
+const MAX_AWAIT_MS = 1_000;
+/** `answerWithinMs` if not given: `operationTimeoutMs`'s default. */
+const DEFAULT_ANSWER_WITHIN_MS = 5_000;
+
+/** A stream's read unanswered for its wait plus `answerWithinMs`: treated as failed. */
+export class StreamStalledError extends Error {}
+
 /**
- * Hands each change of `open`'s stream to `onChange`. On a failure the driver cannot resume,
- * `onFailure` hears why and the stream reopens after a pause, after its last change (or afresh
- * if that point is lost; readers then wake on their timers). `onOpen` hears each start;
- * `opened` settles on the first start, failure or close: nobody waits on a stream that cannot
- * open.
+ * Hands each change of `open`'s stream to `onChange`. On a failure the driver cannot resume, or
+ * a read unanswered `answerWithinMs` past its wait (a connection that went silent: the driver
+ * would wait for ever), `onFailure` hears why and the stream reopens after a pause, after its
+ * last change (or afresh if that point is lost; readers then wake on their timers). `onOpen`
+ * hears each start; `opened` settles on the first start, failure or close: nobody waits on a
+ * stream that cannot open.
  */
 export function reopeningStream<Change extends Document>(
   /** Opens the stream with `resuming`: where to start, and the wait per `getMore`. */
@@ -120,12 +131,21 @@ export function reopeningStream<Change extends Document>(
   onChange: (change: Change) => void,
   onFailure: (error: unknown) => void,
   onOpen: () => void = () => undefined,
-  /**
-   * Where a stream without a resume token starts: the time of watching, so a first `aggregate`
-   * held back (no selectable server) still sees every change since. None: from when it runs.
-   */
-  startAt?: Timestamp,
+  {
+    startAt,
+    answerWithinMs = DEFAULT_ANSWER_WITHIN_MS,
+  }: {
+    /**
+     * Where a stream without a resume token starts: the time of watching, so a first `aggregate`
+     * held back (no selectable server) still sees every change since. None: from when it runs.
+     */
+    startAt?: Timestamp;
+    /** How late past its wait a read may be answered (`operationTimeoutMs`). */
+    answerWithinMs?: number;
+  } = {},
 ): LineWatch {
+  const stalled = () =>
+    new StreamStalledError(`a change stream read was not answered within ${answerWithinMs} ms`);
   let closing = false;
   let stream: ChangeStream<LineDocument, Change> | undefined;
   let resumeAfter: ResumeToken = undefined;
@@ -143,13 +163,14 @@ export function reopeningStream<Change extends Document>(
     started = false;
     read = false;
     stream = open({
-      maxAwaitTimeMS: 1_000,
+      maxAwaitTimeMS: MAX_AWAIT_MS,
       ...(resumeAfter != null ? { resumeAfter } : startAt ? { startAtOperationTime: startAt } : {}),
     });
     // Started once the first reply sets a resume token: the first `tryNext` waits for a change.
     stream.once('resumeTokenChanged', start);
     while (!closing) {
-      const change = await stream.tryNext();
+      const until = performance.now() + MAX_AWAIT_MS + answerWithinMs;
+      const change = await settledBy(stream.tryNext(), until, undefined, stalled);
       read = true;
       start();
       if (!change) continue;
@@ -170,7 +191,9 @@ export function reopeningStream<Change extends Document>(
         if (isResumePointLostError(error)) resumeAfter = startAt = undefined;
         markOpened();
         onFailure(error);
-        await stream?.close().catch(() => undefined);
+        // A stalled read is not waited for: the stream reopens on another connection.
+        const closed = stream?.close().catch(() => undefined);
+        if (!(error instanceof StreamStalledError)) await closed;
         // Reads that went through reset the backoff.
         pauseMs = read ? 100 : Math.min(pauseMs * 2, 1_000);
         await sleep(pauseMs, false);

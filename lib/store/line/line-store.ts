@@ -164,7 +164,8 @@ export class LineStore implements KeyLineStorage {
     onFailure?: (error: unknown) => void,
     onOpen?: () => void,
   ): LineWatch {
-    return watchLineEvents(this.collection, onEvent, onFailure, onOpen);
+    const { operationTimeoutMs } = this.settings;
+    return watchLineEvents(this.collection, onEvent, onFailure, onOpen, operationTimeoutMs);
   }
 
   watch(
@@ -173,7 +174,8 @@ export class LineStore implements KeyLineStorage {
     onFailure?: (error: unknown) => void,
     onOpen?: () => void,
   ): LineWatch {
-    return watchLines(this.collection, holderId, onChange, onFailure, onOpen);
+    const { operationTimeoutMs } = this.settings;
+    return watchLines(this.collection, holderId, onChange, onFailure, onOpen, operationTimeoutMs);
   }
 
   private send<T>(command: string, run: () => Promise<T>) {
