@@ -61,8 +61,11 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
     });
   }
 
-  /** Opens the change stream unless `changeStreams: 'off'` (a standalone server has none). */
-  async start(): Promise<void> {
+  /**
+   * Opens the change stream unless `changeStreams: 'off'` (a standalone server has none); waits
+   * for it until monotonic time `endsAt` (default: `operationTimeoutMs` from now).
+   */
+  async start(endsAt = performance.now() + this.options.operationTimeoutMs): Promise<void> {
     if (this.options.changeStreams === 'off' || this.watch) return;
     let failed = false;
     const watch = this.store.watch(
@@ -87,7 +90,7 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
     );
     this.watch = watch;
     // Not open in time, or failed first: waiters poll until the stream carries a change.
-    const opened = await settlesWithin(watch.opened, this.options.operationTimeoutMs);
+    const opened = await settlesWithin(watch.opened, endsAt - performance.now());
     // Closed meanwhile (a close() during the start): it stays closed.
     if (this.watch !== watch) return;
     this.streamOpen = opened && !failed;

@@ -242,6 +242,8 @@ export class ServiceRuntime {
 
   private async connect(): Promise<LockConnection> {
     const { options, held, telemetry } = this.deps;
+    // The whole start, connection and change stream, within one operationTimeoutMs.
+    const endsAt = performance.now() + options.operationTimeoutMs;
     // Two live services with one holder id could not be told apart in lock documents.
     if (liveHolderIds.has(options.holderId)) {
       throw new InvalidLockOptionsError(duplicateHolderIdMessage(options.holderId), {
@@ -263,7 +265,8 @@ export class ServiceRuntime {
     }
     this.store = store;
     this.keyLocks = new LineLocks<KeyLineStorage>(store.lines(), held, options);
-    await this.keyLocks.start();
+    // Not open by then: waiters poll until it carries a change.
+    await this.keyLocks.start(endsAt);
     // Closed meanwhile: finish() closes the store and its stream.
     if (this.closing.signal.aborted) throw closed();
     this.stopObservingLoad = telemetry.observeLoad(() => ({

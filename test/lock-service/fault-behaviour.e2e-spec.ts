@@ -254,6 +254,26 @@ describeWithFailPoints('LockService under faults', () => {
   });
 
   describe('change stream', () => {
+    it('start() settles within operationTimeoutMs when its indexes and its change stream are each slow', async () => {
+      const client = await appClient('slow-start');
+      await failPoint('alwaysOn', {
+        failCommands: ['createIndexes', 'aggregate'],
+        appName: 'slow-start',
+        blockConnection: true,
+        blockTimeMS: 3_500,
+      });
+      const locks = new LockService(kit.options({ client, operationTimeoutMs: 4_000 }));
+      const startedAt = performance.now();
+      const starting = await settleWithin(locks.start(), 15_000);
+      const tookMs = performance.now() - startedAt;
+      await failPoint('off');
+      await locks.close();
+      // Started, its waiters polling until the stream opens; within one operationTimeoutMs, not
+      // one for the indexes and another for the stream (7 s).
+      expect(starting.status).toBe('resolved');
+      expect(tookMs).toBeLessThan(4_000 + LOAD_SLACK_MS);
+    });
+
     it("a waiter whose change stream's read stalls is served soon after a release, not at its renewal", async () => {
       const client = await appClient('stalled-stream');
       const waiter = await kit.service({ client, operationTimeoutMs: 1_000 });
