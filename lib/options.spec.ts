@@ -82,12 +82,21 @@ describe('resolveModuleOptions', () => {
     ['collectionName', 'system.locks', 'collectionName must be a name without'],
     ['dbName', 'a.b', 'dbName must be a name without'],
     ['holderId', 42, 'holderId must be a non-empty string of at most 200 characters, got 42'],
-    ['holderId', '$host', 'holderId must be an id that does not start with $, * or !, got "$host"'],
-    ['holderId', '!host', 'holderId must be an id that does not start with $, * or !, got "!host"'],
+    [
+      'holderId',
+      '$host',
+      'holderId must be an id that does not start with $, *, ! or ?, got "$host"',
+    ],
+    [
+      'holderId',
+      '!host',
+      'holderId must be an id that does not start with $, *, ! or ?, got "!host"',
+    ],
+    ['holderId', '?', 'holderId must be an id that does not start with $, *, ! or ?, got "?"'],
     [
       'holderId',
       '* host',
-      'holderId must be an id that does not start with $, * or !, got "* host"',
+      'holderId must be an id that does not start with $, *, ! or ?, got "* host"',
     ],
     // Stored as UTF-8, a lone surrogate would come back as U+FFFD: another id.
     ['holderId', 'web-\uD800', 'holderId must be well-formed Unicode (no lone surrogate)'],

@@ -95,7 +95,8 @@ export interface ResolvedAcquireOptions {
  */
 export function holderIdOption(value: unknown): string | undefined {
   const id = name('holderId', value, /\0/, 200);
-  if (id && /^[$*!]/.test(id)) fail('holderId', 'an id that does not start with $, * or !', id);
+  // `*`, `!` and `?` start the leads meant for every process (`line-events.ts`).
+  if (id && /^[$*!?]/.test(id)) fail('holderId', 'an id that does not start with $, *, ! or ?', id);
   return id;
 }
 

@@ -28,7 +28,7 @@ export interface MongoLockModuleOptions {
   maxHoldMs?: number;
   /**
    * Identifies this instance in lock entries (`h`): 1 to 200 characters, not starting with `$`,
-   * `*` or `!`, unique per process. Default `host:pid:random`.
+   * `*`, `!` or `?`, unique per process. Default `host:pid:random`.
    */
   holderId?: string;
   /** How long a released lock document is kept before the TTL index deletes it. Default 24 h. */
