@@ -42,6 +42,11 @@ export function integer(
   return value;
 }
 
+/** A callback the call runs (`withLock`'s work): refused before anything is written. */
+export function callback(name: string, value: unknown): void {
+  if (typeof value !== 'function') fail(name, 'a function', value);
+}
+
 export function ratio(option: string, value: unknown, fallback: number): number {
   if (value === undefined) return fallback;
   if (typeof value !== 'number' || !(value > 0 && value < 1)) {

@@ -21,7 +21,7 @@ import { DocumentLineStore } from '../store/documents/document-line-store';
 import { updateIfCurrent, writeWhileHeld } from '../store/documents/document-writes';
 import type { LockState } from '../interfaces/lock-state.interface';
 import { heldLocksOf, runWithHeldLock } from '../lock-context';
-import { optionsObject } from '../option-checks';
+import { callback, optionsObject } from '../option-checks';
 import { resolveAcquireOptions } from '../options';
 import { openLeaseCollection } from '../store/lock-collection';
 import type { DocumentUpdate, DocumentWriteTarget } from '../store/documents/document-writes';
@@ -122,6 +122,7 @@ export class DocumentLocks<T extends Document = Document> {
     options?: DocumentLockOptions<T>,
   ): Promise<R> {
     const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
+    callback('fn', fn);
     // Checked here too: a re-entered call resolves no options, and should refuse the same ones.
     this.acquireOptions(options, true);
     const enclosing = heldLocksOf(this).find((handle) => handle.key === key);

@@ -4,7 +4,7 @@ import { validateLockKey } from '../keys/lock-key';
 import { newToken } from '../line-entry';
 import { joinRefused } from '../line-refusals';
 import { lineKind } from '../line-locks';
-import { fail, integer } from '../option-checks';
+import { fail, integer, refuseUnknownOptions } from '../option-checks';
 import { MAX_TIMER_MS } from '../util/timers';
 import { holderIdOption, lockMode } from '../options';
 import type { ResolvedLockModuleOptions } from '../options';
@@ -191,6 +191,7 @@ function foreignKind(options: unknown): LineKind {
       { option: 'options' },
     );
   }
+  refuseUnknownOptions(options, ['ttlMs', 'mode', 'permits', 'weight']);
   const { mode, permits, weight } = options as ForeignHoldOptions;
   return lineKind(lockMode({ mode, permits, weight }));
 }

@@ -33,6 +33,14 @@ describe('Document locks: reported input defects', () => {
   const documents = async () =>
     (await kit.service()).documents<Document>(collectionName, { version: { field: 'version' } });
 
+  it('withLock refuses work that is not a function before it locks the document', async () => {
+    const docs = await documents();
+    const result = await settle(docs.withLock('a', 'not work' as never));
+    expect(result).toBeInstanceOf(InvalidLockOptionsError);
+    expect((result as Error).message).toBe('fn must be a function, got "not work"');
+    expect(await accounts.findOne({ _id: 'a' })).toEqual({ _id: 'a', balance: 100, version: 1 });
+  });
+
   describe('an update with a $-prefixed field name is InvalidLockOptionsError, nothing written', () => {
     const updates: [string, Document | Document[], string][] = [
       ['$where in $set', { $set: { $where: 'sleep(1000)' } }, '$where'],

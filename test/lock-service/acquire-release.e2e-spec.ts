@@ -180,6 +180,17 @@ describe('LockService acquire and release', () => {
     expect(await kit.rawLocks()).toEqual([]);
   });
 
+  it('withLock refuses work that is not a function, and list an unknown option, before any command', async () => {
+    const locks = await kit.service();
+    await expect(locks.withLock('k', 5 as never)).rejects.toThrow(
+      new InvalidLockOptionsError('fn must be a function, got 5', { option: 'fn' }),
+    );
+    await expect(locks.list({ prefx: 'k' } as never)).rejects.toThrow(
+      /prefx is not an option \(did you mean prefix\?\)/,
+    );
+    expect(await kit.rawLocks()).toEqual([]);
+  });
+
   it('rejects module options when constructed, naming the option and its range', () => {
     expect(() => new LockService(kit.options({ defaultTtlMs: -5 }))).toThrow(
       'defaultTtlMs must be an integer from 1000 to 2147483647, got -5',

@@ -191,6 +191,11 @@ describe('MongoLockTestingModule', () => {
         InvalidLockOptionsError,
       );
     }
+    // A misspelt option is refused, not held for the default lease.
+    await expect(store.holdAs('ledger:acc-2', 'worker', { ttl: 5 } as never)).rejects.toThrow(
+      /ttl is not an option \(did you mean ttlMs\?\)/,
+    );
+    expect(await locks.inspect('ledger:acc-2')).toBeNull();
   });
 
   it('refuses a locked transaction, naming the testing module', async () => {
