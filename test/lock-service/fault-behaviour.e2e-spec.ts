@@ -289,8 +289,9 @@ describeWithFailPoints('LockService under faults', () => {
           blockTimeMS: 60_000,
         },
       );
-      // Its 30 s lease is renewed 10 s into the wait: within 8 s, only the stream can tell it.
-      const waiting = waiter.acquire('stalled:k', { timeoutMs: 8_000 });
+      // Its 60 s lease is renewed 20 s into the wait; the stall counts as a failure 1 s + 5 s
+      // (operationTimeoutMs, at least 5 s) after the read was sent, and waiters then poll.
+      const waiting = waiter.acquire('stalled:k', { ttlMs: 60_000, timeoutMs: 14_000 });
       await failPointFired(before + 1);
       await eventually(async () => (await holder.inspect('stalled:k'))?.waiting === 1, 3_000);
       await held.release();

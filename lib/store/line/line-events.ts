@@ -111,8 +111,11 @@ export function watchLines(
 
 /** The longest a `getMore` waits for changes before it answers an empty batch. */
 const MAX_AWAIT_MS = 1_000;
-/** `answerWithinMs` if not given: `operationTimeoutMs`'s default. */
-const DEFAULT_ANSWER_WITHIN_MS = 5_000;
+/**
+ * The least `answerWithinMs`, and its default: a loaded server answers a read late now and then,
+ * and each stall reopens the stream and makes every waiter read its place.
+ */
+const MIN_ANSWER_WITHIN_MS = 5_000;
 
 /** A stream's read unanswered for its wait plus `answerWithinMs`: treated as failed. */
 export class StreamStalledError extends Error {}
@@ -133,17 +136,18 @@ export function reopeningStream<Change extends Document>(
   onOpen: () => void = () => undefined,
   {
     startAt,
-    answerWithinMs = DEFAULT_ANSWER_WITHIN_MS,
+    answerWithinMs = MIN_ANSWER_WITHIN_MS,
   }: {
     /**
      * Where a stream without a resume token starts: the time of watching, so a first `aggregate`
      * held back (no selectable server) still sees every change since. None: from when it runs.
      */
     startAt?: Timestamp;
-    /** How late past its wait a read may be answered (`operationTimeoutMs`). */
+    /** How late past its wait a read may be answered (`operationTimeoutMs`; at least 5 s). */
     answerWithinMs?: number;
   } = {},
 ): LineWatch {
+  answerWithinMs = Math.max(answerWithinMs, MIN_ANSWER_WITHIN_MS);
   const stalled = () =>
     new StreamStalledError(`a change stream read was not answered within ${answerWithinMs} ms`);
   let closing = false;
