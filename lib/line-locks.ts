@@ -9,11 +9,11 @@ import { MongoLockHandle } from './lock-handle';
 import { notAcquiredMessage } from './lock.messages';
 import { acquireOverrunMs } from './options';
 import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from './options';
-import { entryFenceOf, type LineKind } from './store/line/line-document';
+import { entryFenceOf } from './store/line/line-document';
 import type { LineWatch } from './store/line/line-events';
 import type { LineStorage, LineStore } from './store/line/line-store';
 import type { AttemptTarget } from './store/line/line-commands';
-import type { LockModeRequest } from './store/lock-modes';
+import { lineKind } from './store/lock-modes';
 import { settlesWithin, unrefTimer, wakeUp } from './util/timers';
 import { LineWaiters } from './waiting/line-waiters';
 import { LEASE_END_MARGIN_MS, pollDelayMs } from './waiting/wait-timing';
@@ -264,8 +264,9 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
   }
 
   /**
-   * Resolves once `key` is free: looks again on each event of the key, when the last lease
-   * should end, and at the safety interval (or polls, without change streams). Takes no lock.
+   * Resolves once `key` is free: looks again on each event of the key, on a lease cut short (the
+   * waiters' `lookAgain`), when the last lease should end, and at the safety interval (or polls,
+   * without change streams). Takes no lock.
    */
   async waitForRelease(key: string, signal: AbortSignal): Promise<void> {
     let onEvent = () => {};
@@ -278,19 +279,24 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
         await settlesWithin(this.eventWatch.opened, this.options.operationTimeoutMs);
       for (let round = 0; ; round += 1) {
         signal.throwIfAborted();
-        // Made before the look: an event during it cuts the sleep after it short.
+        // Made before the look: news during it cuts the sleep after it short.
         const heard = new Promise<void>((resolve) => (onEvent = resolve));
-        const sentAt = performance.now();
-        const state = await this.store.inspect(key);
-        if (!state?.held) return;
-        const pollMs = this.streamOpen
-          ? this.options.safetyPollIntervalMs
-          : pollDelayMs(round, this.options);
-        const lookAt = Math.min(
-          sentAt + state.remainingMs + LEASE_END_MARGIN_MS,
-          performance.now() + pollMs,
-        );
-        await wakeUp({ heard }, lookAt, signal);
+        const nudge = this.waiters.nudged(key, this.waiters.stamp(key));
+        try {
+          const sentAt = performance.now();
+          const state = await this.store.inspect(key);
+          if (!state?.held) return;
+          const pollMs = this.streamOpen
+            ? this.options.safetyPollIntervalMs
+            : pollDelayMs(round, this.options);
+          const lookAt = Math.min(
+            sentAt + state.remainingMs + LEASE_END_MARGIN_MS,
+            performance.now() + pollMs,
+          );
+          await wakeUp({ heard, nudged: nudge.nudged }, lookAt, signal);
+        } finally {
+          nudge.cancel();
+        }
       }
     } finally {
       unwatch();
@@ -380,13 +386,6 @@ function requestFor(
     ...(options.handOff === false ? { handOff: false } : {}),
     ...(options.queued ? { queued: options.queued } : {}),
   };
-}
-
-/** What a request asks of a key's line. */
-export function lineKind(mode: LockModeRequest): LineKind {
-  return mode.permits === undefined
-    ? { mode: mode.mode }
-    : { mode: 'permits', permits: mode.permits, weight: mode.weight };
 }
 
 /** A multi-key acquisition reports all its keys, with the blocking key's holder. */

@@ -1,3 +1,5 @@
+import type { LineKind } from './line/line-document';
+
 /**
  * How an acquisition holds a key: `exclusive`, `shared` (coexists with shared holders only), or
  * a semaphore (`permits`: the holders' weights never exceed them).
@@ -18,4 +20,11 @@ export const MAX_HOLDERS_PER_KEY = 1_000;
 /** A shared lock or a semaphore: the kinds whose holders coexist. */
 export function isEntryMode(request: LockModeRequest): boolean {
   return request.mode === 'shared' || request.permits !== undefined;
+}
+
+/** What a request asks of a key's line. */
+export function lineKind(mode: LockModeRequest): LineKind {
+  return mode.permits === undefined
+    ? { mode: mode.mode }
+    : { mode: 'permits', permits: mode.permits, weight: mode.weight };
 }

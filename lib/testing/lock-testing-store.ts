@@ -3,7 +3,7 @@ import type { LockState } from '../interfaces/lock-state.interface';
 import { validateLockKey } from '../keys/lock-key';
 import { newToken } from '../line-entry';
 import { joinRefused } from '../line-refusals';
-import { lineKind } from '../line-locks';
+import { lineKind } from '../store/lock-modes';
 import { fail, integer, refuseUnknownOptions } from '../option-checks';
 import { MAX_TIMER_MS } from '../util/timers';
 import { holderIdOption, lockMode } from '../options';

@@ -1,6 +1,7 @@
 import { Injectable, type INestApplicationContext, Logger } from '@nestjs/common';
 import { Cron, Interval, ScheduleModule } from '@nestjs/schedule';
 import type { MongoClient } from 'mongodb';
+import { firstValueFrom } from 'rxjs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Locked, LockLostError, LockService } from '../../lib';
 import { LOAD_SLACK_MS } from '../support/load-slack';
@@ -192,6 +193,36 @@ describe('@Locked for scheduled jobs: onBusy and minHoldMs', () => {
     } finally {
       hold.open();
       ReportJob.holds.delete('kept');
+    }
+  });
+
+  it('minHoldMs: waitForRelease on another instance resolves as the kept lease ends', async () => {
+    const hold = gate();
+    ReportJob.holds.set('kept', hold.opened);
+    // Its safety look a minute away: only the news of the lease cut short can wake it sooner.
+    const watcher = new LockService({
+      uri: mongo.uri,
+      dbName: mongo.dbName,
+      holderId: 'C',
+      safetyPollIntervalMs: 60_000,
+    });
+    try {
+      await watcher.start();
+      const run = appA.get(ReportJob).kept();
+      await waitUntilHeld(watcher, 'job:kept');
+      // Watched while A's 30 s lease stands: its end is the watcher's next look.
+      const freed = firstValueFrom(watcher.waitForRelease('job:kept')).then(() => 'free');
+      await sleep(300);
+      hold.open();
+      await run;
+      const keptUntil = (await watcher.inspect('job:kept'))!.expiresAt!.getTime();
+      const hung = sleep(20_000, 'hung', { ref: false });
+      await expect(Promise.race([freed, hung])).resolves.toBe('free');
+      expect(Date.now()).toBeGreaterThanOrEqual(keptUntil);
+    } finally {
+      hold.open();
+      ReportJob.holds.delete('kept');
+      await watcher.close();
     }
   });
 
