@@ -18,7 +18,7 @@ import {
   truthy,
 } from './compiled-operator-support';
 import { isDecimal128 } from './decimal128-arithmetic';
-import { compareValues } from './decimal128-operators';
+import { compareValues } from './value-order';
 import { bindSystemVariables } from './system-variables';
 
 /**
@@ -27,13 +27,14 @@ import { bindSystemVariables } from './system-variables';
  * expression tree afresh on every evaluation, which made a findAndModify's update pipeline
  * and projection most of the server's CPU time.
  *
- * Semantics stay mingo's (this server's reference for expressions) by construction:
+ * Semantics stay the operator table's (mingo's, with the server's replacements) by construction:
  *
- * - Only a few operators are compiled, each a line-by-line mirror of mingo's own code using
- *   mingo's exported helpers (`isEqual`, `compare`, `typeOf`, `resolve`); whenever a value
- *   is not of a type the mirror handles (an array for `$eq`, a string for `$add`...), the
- *   operator's whole subtree is handed to mingo instead, which returns its value or throws its
- *   error exactly as before (expressions are pure, so evaluating the arguments again is safe).
+ * - Only a few operators are compiled, each a line-by-line mirror of the operator table's
+ *   (mingo's own code using its exported helpers `isEqual`, `typeOf`, `resolve`, with values
+ *   ordered by the server's `compareValues`, value-order.ts); whenever a value is not of a
+ *   type the mirror handles (an array for `$eq`, a string for `$add`...), the operator's
+ *   whole subtree is handed to mingo instead, which returns its value or throws its error
+ *   exactly as before (expressions are pure, so evaluating the arguments again is safe).
  * - Everything else (other operators, `$$ROOT`, user variables, `$let`...) is evaluated by
  *   mingo as a subtree, with `$$NOW` / `$$CLUSTER_TIME` bound as before.
  * - A compiled form is cached by the expression's *shape*: operator names, argument
@@ -45,7 +46,7 @@ import { bindSystemVariables } from './system-variables';
 export type { Bindings, Evaluate } from './compiled-operator-support';
 
 // Plain references: mingo's CommonJS exports are getters, which cost a call each time.
-const { compare, isEqual, isOperator, isRegExp, resolve, typeOf } = mingoUtil;
+const { isEqual, isOperator, isRegExp, resolve, typeOf } = mingoUtil;
 
 const MAX_INT = 2147483647;
 const MIN_INT = -2147483648;
@@ -53,7 +54,8 @@ const MAX_LONG = 9007199254740991;
 const MIN_LONG = -9007199254740991;
 
 /**
- * mingo's comparison predicate (`_predicates.compare`) for `$lt`, `$lte`, `$gt`, `$gte`;
+ * mingo's comparison predicate (`_predicates.compare`) for `$lt`, `$lte`, `$gt`, `$gte`, in
+ * the server's order (value-order.ts: strings by code point, as the operator table's);
  * Decimal128 operands (compared by value, decimal128-operators.ts) are left to mingo.
  */
 function comparison(holds: (order: number) => boolean): NativeOperator {
@@ -68,7 +70,7 @@ function comparison(holds: (order: number) => boolean): NativeOperator {
         const typeB = typeOf(b);
         for (const value of Array.isArray(a) ? (a as unknown[]) : [a]) {
           if (isDecimal128(value)) return viaMingo(document, bindings);
-          if (typeOf(value) === typeB && holds(compare(value, b))) return true;
+          if (typeOf(value) === typeB && holds(compareValues(value, b))) return true;
         }
         return false;
       },

@@ -20,6 +20,9 @@ import {
   isNaNValue,
   isNumeric,
 } from './decimal128-arithmetic';
+import { compareValues } from './value-order';
+
+export { compareValues } from './value-order';
 
 /**
  * mingo's operators with Decimal128 as MongoDB has it: a number. mingo knows only JS numbers,
@@ -29,7 +32,7 @@ import {
  * operator, with the already evaluated arguments as literals, so nothing else changes.
  */
 
-const { compare, ensureArray, flatten, isEqual, isNil, resolve, typeOf } = mingoUtil;
+const { ensureArray, flatten, isEqual, isNil, resolve, typeOf } = mingoUtil;
 
 type ExpressionOperator = (obj: AnyObject, expr: unknown, options: Options) => unknown;
 type AccumulatorOperator = (collection: AnyObject[], expr: unknown, options: Options) => unknown;
@@ -43,16 +46,6 @@ type QueryOperator = (
 function involvesDecimal(value: unknown): boolean {
   if (isDecimal128(value)) return true;
   return Array.isArray(value) && value.some(involvesDecimal);
-}
-
-/** Numeric order when either is a decimal (and the other numeric), else mingo's `compare`. */
-export function compareValues(a: unknown, b: unknown): number {
-  const decimalA = isDecimal128(a);
-  const decimalB = isDecimal128(b);
-  if (!decimalA && !decimalB) return compare(a, b);
-  if (isNumeric(a) && isNumeric(b)) return compareNumeric(a, b);
-  // A decimal against a non-number: it sorts where numbers sort.
-  return compare(decimalA ? 0 : a, decimalB ? 0 : b);
 }
 
 /** mingo's `isEqual`, with a decimal equal to any number or decimal of the same value. */
@@ -78,7 +71,8 @@ function equalityHolds(a: unknown, b: unknown, depth: number): boolean {
 
 /**
  * mingo's ordering predicate (`_predicates.compare`: an element of `a` of `b`'s type) with
- * numbers and decimals ordered together. In a query (`nanNeverOrders`) NaN orders nothing,
+ * the server's order (value-order.ts: strings by code point, numbers and decimals together;
+ * mingo compares strings by UTF-16 unit). In a query (`nanNeverOrders`) NaN orders nothing,
  * as in MongoDB's matcher: it is only equal (`$lte`, `$gte`) to NaN.
  */
 function orderHolds(
@@ -95,7 +89,7 @@ function orderHolds(
       } else if (holds(compareNumeric(value, b))) {
         return true;
       }
-    } else if (typeOf(value) === typeB && holds(compare(value, b))) {
+    } else if (typeOf(value) === typeB && holds(compareValues(value, b))) {
       return true;
     }
   }
@@ -106,6 +100,7 @@ const literal = (value: unknown): { $literal: unknown } => ({ $literal: value })
 
 // ---------------------------------------------------------------- expression operators
 
+/** mingo's `$gt` and co. (`processExpression` with its predicate), in the server's order. */
 function comparisonExpression(
   mingoOperator: ExpressionOperator,
   holds: (order: number) => boolean,
@@ -113,9 +108,6 @@ function comparisonExpression(
   return (obj, expr, options) => {
     if (!Array.isArray(expr) || expr.length !== 2) return mingoOperator(obj, expr, options);
     const [a, b] = evalExpr(obj, expr, options) as unknown[];
-    if (!involvesDecimal(a) && !involvesDecimal(b)) {
-      return mingoOperator(obj, [literal(a), literal(b)], options);
-    }
     return orderHolds(a, b, holds, false);
   };
 }
@@ -320,8 +312,10 @@ const $nin: QueryOperator = (selector, value, options) => {
 };
 
 /**
- * `$gt` and co. against a number: mingo's test, or the decimal-aware one when it says no.
- * Against a decimal mingo's answer is not used at all (it orders decimals by their text).
+ * `$gt` and co.: mingo's `processQuery` with its predicate, in the server's order. Against a
+ * number, mingo's test, or the decimal-aware one when it says no; against anything else (a
+ * decimal, which mingo orders by its text, a string, which it orders by UTF-16 unit...) only
+ * the server's.
  */
 function orderQuery(
   mingoOperator: QueryOperator,
@@ -329,11 +323,10 @@ function orderQuery(
 ): QueryOperator {
   return (selector, value, options) => {
     const test = mingoOperator(selector, value, options);
-    if (!isNumeric(value)) return test;
-    const decimalAware = (document: AnyObject): boolean =>
+    const ordered = (document: AnyObject): boolean =>
       orderHolds(resolved(document, selector), value, holds, true);
-    if (isDecimal128(value)) return decimalAware;
-    return (document) => test(document) || decimalAware(document);
+    if (typeof value !== 'number') return ordered;
+    return (document) => test(document) || ordered(document);
   };
 }
 

@@ -3,13 +3,14 @@ import * as mingoUtil from 'mingo/util';
 import { CommandError } from '../commands/errors';
 import { formatForErrmsg } from './bson-values';
 import { decimalAdd, decimalMultiply, isDecimal128, isNumeric } from './decimal128-arithmetic';
-import { compareValues } from './decimal128-operators';
+import { compareValues } from './value-order';
 
 const { typeOf } = mingoUtil;
 
 /**
  * `$inc`, `$mul`, `$min` and `$max` with a Decimal128 (as the amount or as the field's value),
- * done as MongoDB does them. mingo's updater takes its operators from a fixed table, in which
+ * and `$min` / `$max` of a string over a string (in code point order, value-order.ts), done
+ * as MongoDB does them. mingo's updater takes its operators from a fixed table, in which
  * `$inc` refuses a decimal amount ("Cannot increment with non-numeric argument.") and leaves
  * a decimal field unchanged, so these entries are computed here and handed to mingo as
  * `$set`s of their results.
@@ -124,7 +125,13 @@ export function resolveDecimalOperators(document: Document, modifier: Document):
       if (path.split('.').some((part) => part.startsWith('$'))) continue;
       const found = lookup(document, path);
       const decimalField = found.status === 'value' && isDecimal128(found.value);
-      if (!isDecimal128(argument) && !decimalField) continue;
+      // Two strings: mingo's updater would compare them by UTF-16 unit, not by code point.
+      const strings =
+        (operator === '$min' || operator === '$max') &&
+        typeof argument === 'string' &&
+        found.status === 'value' &&
+        typeof found.value === 'string';
+      if (!isDecimal128(argument) && !decimalField && !strings) continue;
       paths ??= touchedPaths(modifier);
       const conflicting = paths.some(
         ([other, otherPath]) =>

@@ -15,6 +15,7 @@ import {
   DECIMAL_EXPRESSION_OPERATORS,
   DECIMAL_QUERY_OPERATORS,
 } from './decimal128-operators';
+import { $sort, $sortArray } from './sort-stage';
 
 const ACCUMULATORS = { ...accumulatorOperators, ...DECIMAL_ACCUMULATOR_OPERATORS };
 
@@ -46,7 +47,9 @@ const ACCUMULATOR_EXPRESSIONS = Object.fromEntries(
  * Query, Aggregator, update) copy every operator table on every call, which made a
  * findAndModify cost milliseconds; the base classes used here take these options as is.
  * Arithmetic and comparison operators are mingo's made Decimal128-aware
- * (decimal128-operators.ts); mingo's updater adds its own operators without replacing these.
+ * (decimal128-operators.ts), and they, `$sort` and `$sortArray` order values as MongoDB (value-order.ts:
+ * strings by code point, not by UTF-16 unit); mingo's updater adds its own operators without
+ * replacing these.
  */
 const FULL_CONTEXT = Context.init({
   accumulator: ACCUMULATORS,
@@ -54,8 +57,9 @@ const FULL_CONTEXT = Context.init({
     ...expressionOperators,
     ...DECIMAL_EXPRESSION_OPERATORS,
     ...ACCUMULATOR_EXPRESSIONS,
+    $sortArray,
   },
-  pipeline: { ...pipelineOperators, $addFields, $set: $addFields },
+  pipeline: { ...pipelineOperators, $addFields, $set: $addFields, $sort },
   projection: projectionOperators,
   query: { ...queryOperators, ...DECIMAL_QUERY_OPERATORS },
   window: windowOperators,

@@ -155,12 +155,4 @@ export function selectDocuments(
   return result;
 }
 
-/** Sorts a copy with MongoDB's cross-type ordering (via mingo). */
-export function sortDocuments(
-  documents: Document[],
-  sort: Document | undefined,
-  options: Partial<Options>,
-): Document[] {
-  if (!sort || Object.keys(sort).length === 0) return documents;
-  return new Query({}, options).find<Document>(documents).sort(sort).all();
-}
+export { sortDocuments } from './sort-stage';
