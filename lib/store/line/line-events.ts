@@ -147,9 +147,12 @@ export function reopeningStream<Change extends Document>(
     answerWithinMs?: number;
   } = {},
 ): LineWatch {
-  answerWithinMs = Math.max(answerWithinMs, MIN_ANSWER_WITHIN_MS);
+  const promptMs = Math.max(answerWithinMs, MIN_ANSWER_WITHIN_MS);
+  // Doubled after each stall (a slow server would cost a connection and every waiter a read
+  // per cycle), back to `promptMs` once a read is answered within it.
+  let allowedMs = promptMs;
   const stalled = () =>
-    new StreamStalledError(`a change stream read was not answered within ${answerWithinMs} ms`);
+    new StreamStalledError(`a change stream read was not answered within ${allowedMs} ms`);
   let closing = false;
   let stream: ChangeStream<LineDocument, Change> | undefined;
   let resumeAfter: ResumeToken = undefined;
@@ -173,8 +176,14 @@ export function reopeningStream<Change extends Document>(
     // Started once the first reply sets a resume token: the first `tryNext` waits for a change.
     stream.once('resumeTokenChanged', start);
     while (!closing) {
-      const until = performance.now() + MAX_AWAIT_MS + answerWithinMs;
-      const change = await settledBy(stream.tryNext(), until, undefined, stalled);
+      const sentAt = performance.now();
+      const change = await settledBy(
+        stream.tryNext(),
+        sentAt + MAX_AWAIT_MS + allowedMs,
+        undefined,
+        stalled,
+      );
+      if (performance.now() - sentAt <= MAX_AWAIT_MS + promptMs) allowedMs = promptMs;
       read = true;
       start();
       if (!change) continue;
@@ -197,7 +206,8 @@ export function reopeningStream<Change extends Document>(
         onFailure(error);
         // A stalled read is not waited for: the stream reopens on another connection.
         const closed = stream?.close().catch(() => undefined);
-        if (!(error instanceof StreamStalledError)) await closed;
+        if (error instanceof StreamStalledError) allowedMs = Math.min(allowedMs * 2, 60_000);
+        else await closed;
         // Reads that went through reset the backoff.
         pauseMs = read ? 100 : Math.min(pauseMs * 2, 1_000);
         await sleep(pauseMs, false);
