@@ -11,15 +11,14 @@ import {
   Post,
   Query,
   Req,
+  Res,
   Sse,
   UseGuards,
   applyDecorators,
 } from '@nestjs/common';
 import type { MessageEvent, Type } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
-import type { IncomingMessage } from 'node:http';
-import type { Socket } from 'node:net';
-import { setImmediate } from 'node:timers';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { distinctUntilChanged, endWith, ignoreElements, map, merge, skipWhile } from 'rxjs';
 import { finalize, takeUntil, timer, type Observable } from 'rxjs';
 import { LockService } from '../lock.service';
@@ -97,7 +96,10 @@ export class LockBoardController {
   }
 
   @Sse('api/events')
-  async events(@Req() request: StreamRequest): Promise<Observable<MessageEvent>> {
+  async events(
+    @Req() request: StreamRequest,
+    @Res({ passthrough: true }) response: StreamResponse,
+  ): Promise<Observable<MessageEvent>> {
     // Connected first, so that MongoDB unreachable is a 503 before the stream's headers go out.
     await answer(() => this.locks.start());
     const changes = this.locks.events$.pipe(map((event) => ({ data: eventJson(event) })));
@@ -115,29 +117,29 @@ export class LockBoardController {
     return merge(changes, flow).pipe(
       takeUntil(timer(this.options.eventStreamMaxMs)),
       endWith({ type: 'reconnect', data: {} }),
-      finalize(() => closeConnectionAfter(request)),
+      finalize(() => closeConnectionAfter(request, response)),
     );
   }
 }
 
-/** The request of an event stream: Express's, or Fastify's with the Node one as `raw`. */
-interface StreamRequest {
-  raw?: IncomingMessage;
-  httpVersionMajor?: number;
-  socket?: Socket;
-}
+/** An event stream's request and response: Express's, or Fastify's with Node's as `raw`. */
+type StreamRequest = { raw?: IncomingMessage } & Partial<IncomingMessage>;
+type StreamResponse = { raw?: ServerResponse } & Partial<ServerResponse>;
 
 /**
- * Closes an ended stream's HTTP/1 connection once its last bytes are written. A browser keeps
- * it alive for the next request, and one that ends during shutdown (when `events$` completes)
- * is still busy as the server closes its idle connections: the close would wait for the
+ * Closes an ended stream's HTTP/1 connection once its response is sent. A browser keeps it
+ * alive for the next request, and one that ends during shutdown (when `events$` completes) is
+ * still busy as the server closes its idle connections: the close would wait for the
  * keep-alive timeout. (HTTP/2 streams share a session: left alone.)
  */
-function closeConnectionAfter(request: StreamRequest): void {
-  const incoming = request.raw ?? request;
-  if (incoming.httpVersionMajor !== 1) return;
-  // After Nest's handler has ended the response.
-  setImmediate(() => incoming.socket?.end());
+function closeConnectionAfter(request: StreamRequest, response: StreamResponse): void {
+  const incoming = (request.raw ?? request) as IncomingMessage;
+  const outgoing = (response.raw ?? response) as ServerResponse;
+  const socket = outgoing.socket ?? incoming.socket;
+  if (incoming.httpVersionMajor !== 1 || !socket) return;
+  // Nest ends the response once its last events are written: only then.
+  if (outgoing.writableFinished) socket.end();
+  else outgoing.once('finish', () => socket.end());
 }
 
 /** The board with the forced release (`allowRelease`), which only a guard may let through. */
