@@ -117,13 +117,14 @@ const MAX_AWAIT_MS = 1_000;
  */
 const MIN_ANSWER_WITHIN_MS = 5_000;
 
-/** A stream's read unanswered for its wait plus `answerWithinMs`: treated as failed. */
+/** A stream's read unanswered in time (see {@link reopeningStream}): treated as failed. */
 export class StreamStalledError extends Error {}
 
 /**
  * Hands each change of `open`'s stream to `onChange`. On a failure the driver cannot resume, or
- * a read unanswered `answerWithinMs` past its wait (a connection that went silent: the driver
- * would wait for ever), `onFailure` hears why and the stream reopens after a pause, after its
+ * a read unanswered `answerWithinMs` (at least 5 s; doubled after each stall, up to a minute or
+ * `answerWithinMs` if longer, until a read of the server's is answered in time) past its wait
+ * (a connection that went silent: the driver would wait for ever), `onFailure` hears why and the stream reopens after a pause, after its
  * last change (or afresh if that point is lost; readers then wake on their timers). `onOpen`
  * hears each start; `opened` settles on the first start, failure or close: nobody waits on a
  * stream that cannot open.
@@ -176,6 +177,8 @@ export function reopeningStream<Change extends Document>(
     // Started once the first reply sets a resume token: the first `tryNext` waits for a change.
     stream.once('resumeTokenChanged', start);
     while (!closing) {
+      // A change already buffered says nothing of how promptly the server answers.
+      const fromServer = !(stream.bufferedCount?.() > 0);
       const sentAt = performance.now();
       const change = await settledBy(
         stream.tryNext(),
@@ -183,7 +186,9 @@ export function reopeningStream<Change extends Document>(
         undefined,
         stalled,
       );
-      if (performance.now() - sentAt <= MAX_AWAIT_MS + promptMs) allowedMs = promptMs;
+      if (fromServer && performance.now() - sentAt <= MAX_AWAIT_MS + promptMs) {
+        allowedMs = promptMs;
+      }
       read = true;
       start();
       if (!change) continue;
@@ -206,8 +211,9 @@ export function reopeningStream<Change extends Document>(
         onFailure(error);
         // A stalled read is not waited for: the stream reopens on another connection.
         const closed = stream?.close().catch(() => undefined);
-        if (error instanceof StreamStalledError) allowedMs = Math.min(allowedMs * 2, 60_000);
-        else await closed;
+        if (error instanceof StreamStalledError) {
+          allowedMs = Math.min(allowedMs * 2, Math.max(60_000, promptMs));
+        } else await closed;
         // Reads that went through reset the backoff.
         pauseMs = read ? 100 : Math.min(pauseMs * 2, 1_000);
         await sleep(pauseMs, false);
