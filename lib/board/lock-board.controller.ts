@@ -20,7 +20,7 @@ import type { MessageEvent, Type } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { distinctUntilChanged, endWith, ignoreElements, map, merge, skipWhile } from 'rxjs';
-import { finalize, takeUntil, timer, type Observable } from 'rxjs';
+import { finalize, takeUntil, tap, timer, type Observable } from 'rxjs';
 import { LockService } from '../lock.service';
 import { eventJson, holderJson, lockJson } from './board-json';
 import type { BoardLockJson, BoardLockPageJson, BoardReleaseJson } from './board-json';
@@ -104,7 +104,12 @@ export class LockBoardController {
     await answer(() => this.locks.start());
     const changes = this.locks.events$.pipe(map((event) => ({ data: eventJson(event) })));
     // Ends with events$, which completes when the service closes: shutdown never waits on it.
-    const changesEnd = this.locks.events$.pipe(ignoreElements(), endWith(null));
+    let shuttingDown = false;
+    const changesEnd = this.locks.events$.pipe(
+      ignoreElements(),
+      endWith(null),
+      tap(() => (shuttingDown = true)),
+    );
     // The page says "live" only while changes reach this stream (not while polling or reopening).
     const flow = timer(0, FLOW_CHECK_MS).pipe(
       takeUntil(changesEnd),
@@ -117,7 +122,8 @@ export class LockBoardController {
     return merge(changes, flow).pipe(
       takeUntil(timer(this.options.eventStreamMaxMs)),
       endWith({ type: 'reconnect', data: {} }),
-      finalize(() => closeConnectionAfter(request, response)),
+      // At shutdown only: a planned end's connection serves the page's next requests.
+      finalize(() => shuttingDown && closeConnectionAfter(request, response)),
     );
   }
 }
@@ -127,10 +133,9 @@ type StreamRequest = { raw?: IncomingMessage } & Partial<IncomingMessage>;
 type StreamResponse = { raw?: ServerResponse } & Partial<ServerResponse>;
 
 /**
- * Closes an ended stream's HTTP/1 connection once its response is sent. A browser keeps it
- * alive for the next request, and one that ends during shutdown (when `events$` completes) is
- * still busy as the server closes its idle connections: the close would wait for the
- * keep-alive timeout. (HTTP/2 streams share a session: left alone.)
+ * Closes a stream's HTTP/1 connection once its response is sent, at shutdown (when `events$`
+ * completes): still busy as the server closes its idle connections, a browser's keep-alive
+ * connection would hold up the close until its timeout. (HTTP/2 streams share a session.)
  */
 function closeConnectionAfter(request: StreamRequest, response: StreamResponse): void {
   const incoming = (request.raw ?? request) as IncomingMessage;
