@@ -4,6 +4,7 @@ import type { MongoClient } from 'mongodb';
 import { firstValueFrom } from 'rxjs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Locked, LockLostError, LockService } from '../../lib';
+import { eventually } from '../lock-service/lock-test-kit';
 import { LOAD_SLACK_MS } from '../support/load-slack';
 import { startTestMongo, type TestMongo } from '../support/mongo';
 import { gate, lockModule, openLockCollection, startAppContext } from './support/nest-apps';
@@ -180,7 +181,7 @@ describe('@Locked for scheduled jobs: onBusy and minHoldMs', () => {
       await waitUntilHeld(appA.get(LockService), 'job:kept');
       // B's lease is 30 s: it would renew, and find the key free, 10 s into its wait.
       const waiting = locksB.acquire('job:kept', { timeoutMs: 8_000 });
-      await waitUntil(async () => (await locksB.inspect('job:kept'))?.waiting === 1);
+      await eventually(async () => (await locksB.inspect('job:kept'))?.waiting === 1);
       // B read A's 30 s lease as it joined; the kept lease now ends 1.5 s after A's grant.
       hold.open();
       await run;
@@ -336,14 +337,6 @@ describe('@Locked with @nestjs/schedule on two instances', () => {
     );
   });
 });
-
-async function waitUntil(condition: () => Promise<boolean>): Promise<void> {
-  for (let attempt = 0; attempt < 400; attempt += 1) {
-    if (await condition()) return;
-    await sleep(25);
-  }
-  throw new Error('the condition never held');
-}
 
 async function waitUntilHeld(locks: LockService, key: string): Promise<void> {
   for (let attempt = 0; attempt < 400; attempt += 1) {
