@@ -81,7 +81,8 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
           if (isObservable(result)) return result;
           return throwError(() => new TypeError(MESSAGES.observableExpected(where)));
         },
-        {},
+        // Work that can be stopped is, once its lock is gone; its subscriber gets the error.
+        { endOnLockLoss: true },
         scope,
       );
     }

@@ -10,6 +10,7 @@ import {
   LockedDocument,
   MongoLockModule,
   OnlyLeader,
+  LockLostError,
   LockNotAcquiredError,
   LockService,
   MongoLockError,
@@ -53,6 +54,11 @@ class Ledger {
       take(3),
       map((tick) => tick),
     );
+  }
+
+  @Locked('endless:{args.0}')
+  endless(_name: string): Observable<number> {
+    return interval(10);
   }
 }
 
@@ -245,6 +251,28 @@ describe('@Locked provider methods', () => {
     await waitUntilHeld(locks, 'ticker:t1');
     expect(await values).toEqual([0, 1, 2]);
     expect((await locks.inspect('ticker:t1'))?.held).toBe(false);
+  });
+
+  it('ends a method’s Observable with LockLostError when its lock is lost, and stops its source', async () => {
+    const locks = appA.get(LockService);
+    let ticks = 0;
+    let end!: (outcome: unknown) => void;
+    const ended = new Promise<unknown>((resolve) => (end = resolve));
+    const subscription = appA
+      .get(Ledger)
+      .endless('e1')
+      .subscribe({ next: () => (ticks += 1), error: end, complete: () => end('completed') });
+    try {
+      await waitUntilHeld(locks, 'endless:e1');
+      expect(await locks.releaseAllHeld()).toBe(1);
+      const late = new Promise((resolve) => setTimeout(() => resolve('still running'), 5_000));
+      expect(await Promise.race([ended, late])).toBeInstanceOf(LockLostError);
+      const atEnd = ticks;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(ticks).toBe(atEnd);
+    } finally {
+      subscription.unsubscribe();
+    }
   });
 
   it('fails rather than run unlocked when the instance is not bound to an application', async () => {
