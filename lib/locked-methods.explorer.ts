@@ -7,6 +7,7 @@ import {
 } from '@nestjs/common';
 import { DiscoveryService } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper.js';
+import { replacedPlaces } from './decorators/decorated-places';
 import { bindLockService } from './decorators/lock-bindings';
 import { getLockedMetadata } from './decorators/locked-metadata';
 import { getOnlyLeaderMetadata, type OnlyLeaderMetadata } from './decorators/only-leader.decorator';
@@ -81,7 +82,10 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     for (const wrapper of providers) {
       this.bindProvider(wrapper, controllerTypes.has(wrapper.metatype));
     }
-    for (const wrapper of [...providers, ...controllers]) this.checkDocumentNames(wrapper);
+    for (const wrapper of [...providers, ...controllers]) {
+      this.refuseReplaced(wrapper);
+      this.checkDocumentNames(wrapper);
+    }
     for (const wrapper of controllers) this.checkRoutes(wrapper);
     // Created once every method is known, with the one ttlMs they ask.
     for (const { name, options } of this.leaderNames.values()) {
@@ -94,6 +98,16 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     if (this.options.enabled === false) return;
     for (const { name, options } of this.leaderNames.values()) {
       this.lockService.leadership(name, options).terms$.subscribe();
+    }
+  }
+
+  /** A method of ours another decorator replaced would run without it: fail the start-up. */
+  private refuseReplaced(wrapper: InstanceWrapper): void {
+    const instance: unknown = wrapper.instance;
+    if (wrapper.isAlias || typeof instance !== 'object' || instance === null) return;
+    const [replaced] = replacedPlaces(instance);
+    if (replaced) {
+      throw new MongoLockError(MESSAGES.decoratorReplaced(replaced.where, replaced.decorator));
     }
   }
 

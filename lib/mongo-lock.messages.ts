@@ -41,6 +41,12 @@ export const MESSAGES = {
     `${where} has both @Locked and @LockedDocument; a method takes one of them`,
   notAMethod: (where: string, decorator = '@Locked') =>
     `${decorator} can only decorate a method; ${where} is not one`,
+  staticMethod: (where: string, decorator: string) =>
+    `${decorator} on ${where}: not an instance method (a static method belongs to no provider)`,
+  decoratorReplaced: (where: string, decorator: string) =>
+    `${decorator} on ${where} was replaced by a decorator applied after it (written above it) ` +
+    `that did not copy the method's metadata: the method would run without ${decorator}. Write ` +
+    `${decorator} above that decorator, or have it copy the metadata (Reflect.getMetadataKeys)`,
   badOption: (where: string, option: string, accepted: string, decorator = '@Locked') =>
     `${decorator} on ${where}: option ${option} must be ${accepted}`,
   syncMethod: (where: string) =>

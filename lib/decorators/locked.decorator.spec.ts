@@ -127,3 +127,18 @@ describe('@Locked tells what a method returns, for the start-up check', () => {
     expect(getLockedMetadata(descriptor.value)?.returns).toBe('unknown');
   });
 });
+
+describe('@Locked on a static method', () => {
+  it('is refused when the class is defined, saying why', () => {
+    const declare = () => {
+      class Reports {
+        @Locked('reports')
+        static async build(): Promise<void> {}
+      }
+      return Reports;
+    };
+    expect(declare).toThrow(
+      '@Locked on Reports.build: not an instance method (a static method belongs to no provider)',
+    );
+  });
+});

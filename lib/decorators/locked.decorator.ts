@@ -16,6 +16,7 @@ import {
   resolveTransactionOption,
 } from '../options';
 import { createLockedMethod } from './locked-method';
+import { recordDecoratedPlace } from './decorated-places';
 import {
   getLockedMetadata,
   type LockedMetadata,
@@ -179,9 +180,9 @@ export function decorateLockedMethod<D>(
   const methodName = String(propertyKey);
   const where = `${className}.${methodName}`;
   const original: unknown = descriptor?.value;
-  if (isStatic || typeof original !== 'function') {
+  if (typeof original !== 'function')
     throw new MongoLockError(MESSAGES.notAMethod(where, decorator));
-  }
+  if (isStatic) throw new MongoLockError(MESSAGES.staticMethod(where, decorator));
   const earlier = getLockedMetadata(original);
   if (earlier) {
     const bothLocked = decorator === '@Locked' && earlier.document === undefined;
@@ -203,6 +204,12 @@ export function decorateLockedMethod<D>(
   keepMethodIdentity(original, wrapper);
   Reflect.defineMetadata(LOCKED_METADATA, metadata, wrapper);
   descriptor.value = wrapper as D;
+  recordDecoratedPlace(target, propertyKey, {
+    where,
+    decorator,
+    metadata,
+    read: getLockedMetadata,
+  });
   // One interceptor per handler, whatever the module set-up: locked exactly once.
   for (const interceptor of interceptors)
     useInterceptorOnce(target, propertyKey, descriptor, interceptor);

@@ -7,6 +7,8 @@ import type { LeadershipOptions } from '../leadership/leadership';
 import { runInTerm } from '../leadership/term-context';
 import { optionsObject, refuseUnknownOptions } from '../option-checks';
 import { validateTtlMs } from '../options';
+import { MESSAGES } from '../mongo-lock.messages';
+import { recordDecoratedPlace } from './decorated-places';
 import { lockBindingOf } from './lock-bindings';
 import { keepMethodIdentity, methodReturn } from './locked.decorator';
 
@@ -74,11 +76,7 @@ export function OnlyLeader(name: string, options?: LeadershipOptions | null): Me
     if (typeof original !== 'function') {
       throw new MongoLockError(`@OnlyLeader on ${where}: not a method`);
     }
-    if (isStatic) {
-      throw new MongoLockError(
-        `@OnlyLeader on ${where}: not an instance method (a static method belongs to no provider)`,
-      );
-    }
+    if (isStatic) throw new MongoLockError(MESSAGES.staticMethod(where, '@OnlyLeader'));
     const method = original as AnyMethod;
     const returns = methodReturn(target, propertyKey, method);
     const notBound = () =>
@@ -116,5 +114,7 @@ export function OnlyLeader(name: string, options?: LeadershipOptions | null): Me
     const metadata: OnlyLeaderMetadata = { name, options: given, where };
     Reflect.defineMetadata(ONLY_LEADER_METADATA, metadata, wrapper);
     (descriptor as PropertyDescriptor).value = wrapper;
+    const read = getOnlyLeaderMetadata;
+    recordDecoratedPlace(target, propertyKey, { where, decorator: '@OnlyLeader', metadata, read });
   };
 }

@@ -172,6 +172,45 @@ class SubPayments extends BasePayments {
   }
 }
 
+/** A hand-written method decorator that wraps the method and copies no metadata. */
+function Timed(): MethodDecorator {
+  return (_target, _key, descriptor) => {
+    const method = descriptor.value as unknown as (...args: unknown[]) => unknown;
+    const timed = function (this: unknown, ...args: unknown[]) {
+      return method.apply(this, args);
+    };
+    (descriptor as PropertyDescriptor).value = timed;
+  };
+}
+
+/** `@Timed` above `@Locked` replaces the locked route: its requests would take no lock. */
+@Controller('timed')
+class TimedPayments {
+  @Get('pay')
+  @Timed()
+  @Locked('timed-pay')
+  async pay(): Promise<string | undefined> {
+    return LockService.current()?.key;
+  }
+}
+
+@Injectable()
+class TimedJob {
+  @Timed()
+  @OnlyLeader('timed-job')
+  async run(): Promise<void> {}
+}
+
+/** Below `@Locked`, `@Timed` is what the lock wraps: fine. */
+@Injectable()
+class TimedInside {
+  @Locked('timed-inside')
+  @Timed()
+  async run(): Promise<string | undefined> {
+    return LockService.current()?.key;
+  }
+}
+
 describe('@Locked provider methods', () => {
   let mongo: TestMongo;
   let appA: INestApplicationContext;
@@ -364,6 +403,31 @@ describe('@Locked provider methods', () => {
     } finally {
       warn.mockRestore();
       await moduleRef.close();
+    }
+  });
+
+  it('refuses to start when a decorator above @Locked or @OnlyLeader replaced the method', async () => {
+    for (const [unit, where] of [
+      [{ controllers: [TimedPayments] }, '@Locked on TimedPayments.pay'],
+      [{ providers: [TimedJob] }, '@OnlyLeader on TimedJob.run'],
+    ] as const) {
+      const moduleRef = await Test.createTestingModule({
+        imports: [lockModule(mongo)],
+        ...unit,
+      }).compile();
+      try {
+        await expect(moduleRef.init()).rejects.toThrow(
+          `${where} was replaced by a decorator applied after it`,
+        );
+      } finally {
+        await moduleRef.close().catch(() => undefined);
+      }
+    }
+    const app = await startAppContext({ imports: [lockModule(mongo)], providers: [TimedInside] });
+    try {
+      await expect(app.get(TimedInside).run()).resolves.toBe('timed-inside');
+    } finally {
+      await app.close();
     }
   });
 
