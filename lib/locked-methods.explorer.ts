@@ -77,6 +77,9 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
   onModuleInit(): void {
     const providers = this.discoveryService.getProviders();
     const controllers = this.discoveryService.getControllers();
+    const services = new Set(providers.map((w) => w.instance as unknown));
+    const count = [...services].filter((instance) => instance instanceof LockService).length;
+    if (count > 1) throw new MongoLockError(MESSAGES.moduleImportedTwice(count));
     // A controller also listed as a provider still has routes, with a request to read.
     const controllerTypes = new Set(controllers.map((w) => w.metatype));
     for (const wrapper of providers) {

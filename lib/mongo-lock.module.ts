@@ -6,7 +6,13 @@ import {
 } from './documents/document-locks-feature';
 import { LockService } from './lock.service';
 import { LockedMethodsExplorer } from './locked-methods.explorer';
-import { MongoLockConfigurableModule } from './mongo-lock.module-definition';
+import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
+import type { MongoLockModuleOptions } from './interfaces/mongo-lock-options.interface';
+import {
+  MongoLockConfigurableModule,
+  type MongoLockModuleAsyncOptions,
+} from './mongo-lock.module-definition';
+import { MESSAGES } from './mongo-lock.messages';
 
 /**
  * Distributed locks on MongoDB: exports `LockService`, and makes `@Locked` work on controller
@@ -42,5 +48,26 @@ export class MongoLockModule extends MongoLockConfigurableModule {
    */
   static forFeature(features: DocumentLocksFeature[]): DynamicModule {
     return documentLocksFeatureModule(features);
+  }
+
+  /** Nest's own, with an options object required: it fails opaquely on `undefined` or `null`. */
+  static override forRoot(options: MongoLockModuleOptions & { isGlobal?: boolean }): DynamicModule {
+    if (typeof options !== 'object' || options === null) {
+      throw new InvalidLockOptionsError(MESSAGES.moduleOptionsMissing('forRoot'), {
+        option: 'options',
+      });
+    }
+    return super.forRoot(options);
+  }
+
+  /** Nest's own, with one of `useFactory`, `useClass` or `useExisting` required. */
+  static override forRootAsync(options: MongoLockModuleAsyncOptions): DynamicModule {
+    const given = (typeof options === 'object' && options) || {};
+    if (!('useFactory' in given || 'useClass' in given || 'useExisting' in given)) {
+      throw new InvalidLockOptionsError(MESSAGES.moduleOptionsMissing('forRootAsync'), {
+        option: 'options',
+      });
+    }
+    return super.forRootAsync(options);
   }
 }

@@ -163,6 +163,43 @@ describe('MongoLockModule configuration', () => {
     expect((error as InvalidLockOptionsError).option).toBe('defaultTimeoutMS');
     expect((error as Error).message).toMatch(/did you mean defaultTimeoutMs\?/);
   });
+
+  it('forRoot and forRootAsync without their options fail at once, saying what they need', () => {
+    for (const missing of [undefined, null]) {
+      expect(() => MongoLockModule.forRoot(missing as never)).toThrow(InvalidLockOptionsError);
+      expect(() => MongoLockModule.forRoot(missing as never)).toThrow(
+        'MongoLockModule.forRoot() needs an options object: { uri } or { client }',
+      );
+    }
+    for (const given of [{}, { isGlobal: true }, undefined]) {
+      expect(() => MongoLockModule.forRootAsync(given as never)).toThrow(
+        /forRootAsync\(\) needs one of useFactory, useClass or useExisting/,
+      );
+    }
+  });
+
+  it('refuses to start with forRoot imported twice with different options', async () => {
+    @Injectable()
+    class Ledger {
+      @Locked('ledger')
+      async post(): Promise<void> {}
+    }
+    @Module({
+      imports: [lockModule(mongo, { collectionName: 'other_locks' })],
+      providers: [Ledger],
+    })
+    class LedgerModule {}
+    const moduleRef = await Test.createTestingModule({
+      imports: [lockModule(mongo, { isGlobal: true }), LedgerModule],
+    }).compile();
+    try {
+      await expect(moduleRef.init()).rejects.toThrow(
+        /forRoot\(\) is imported 2 times in this application/,
+      );
+    } finally {
+      await moduleRef.close().catch(() => undefined);
+    }
+  });
 });
 
 describe('MongoLockModule shutdown', () => {

@@ -1,5 +1,5 @@
 import { Controller, Get, Injectable, Logger, Scope } from '@nestjs/common';
-import type { INestApplicationContext } from '@nestjs/common';
+import type { INestApplicationContext, ModuleMetadata } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 // Observable is imported as a value: the declared return type must be emitted as metadata.
 import { firstValueFrom, interval, map, Observable, take, toArray } from 'rxjs';
@@ -407,10 +407,11 @@ describe('@Locked provider methods', () => {
   });
 
   it('refuses to start when a decorator above @Locked or @OnlyLeader replaced the method', async () => {
-    for (const [unit, where] of [
+    const cases: [ModuleMetadata, string][] = [
       [{ controllers: [TimedPayments] }, '@Locked on TimedPayments.pay'],
       [{ providers: [TimedJob] }, '@OnlyLeader on TimedJob.run'],
-    ] as const) {
+    ];
+    for (const [unit, where] of cases) {
       const moduleRef = await Test.createTestingModule({
         imports: [lockModule(mongo)],
         ...unit,
