@@ -4,6 +4,7 @@ import type { LockService } from '../lock.service';
 import { MESSAGES } from '../mongo-lock.messages';
 import type { LockedMetadata } from './locked-metadata';
 import { runLocked, SKIPPED } from './locked-run';
+import { releaseUnderWay } from './releases-under-way';
 
 interface LockedObservableHooks<T> {
   /** Maps the lock's own errors (taking it; finishing it: commit, lost lease), never `source`'s. */
@@ -29,7 +30,8 @@ interface LockedObservableHooks<T> {
 /**
  * Holds the lock on `keys` while the Observable from `source` runs: acquired on subscription,
  * released on completion, error or unsubscription (or left to run out with `minHoldMs`).
- * Completion and errors come after the release, so a caller that sees the end sees the lock free.
+ * Completion and errors come after the release, so a caller that sees the end sees the lock free;
+ * one that unsubscribes does not wait for it, but its next locked call here does.
  * `source` is called inside `withLock`, in the lock's async context. Lock errors go through
  * `mapLockError`; the source's pass unchanged, even lock errors (its own failed `acquire`).
  */
@@ -96,7 +98,8 @@ export function lockedObservable<T>(
       return false;
     };
 
-    runLocked(lockService, keys, metadata, run, cancelWait.signal, scope).then(
+    const locked = runLocked(lockService, keys, metadata, run, cancelWait.signal, scope);
+    locked.then(
       (outcome) => {
         if (outcome === SKIPPED && skippedValue) {
           let value: T;
@@ -120,6 +123,8 @@ export function lockedObservable<T>(
 
     return () => {
       if (!started) cancelWait.abort();
+      // Ends at once (no work it must wait for): a call right after this one waits for it.
+      else if (!hooks.workInFlight) releaseUnderWay(lockService, keys, locked);
       inner?.unsubscribe();
       hooks.unsubscribed?.();
       afterWork(() => stop?.());

@@ -8,6 +8,7 @@ import { MESSAGES } from '../mongo-lock.messages';
 import { MAX_TIMER_MS } from '../options';
 import { documentLocksNamed } from '../documents/document-locks-registry';
 import { runWithDocumentLock } from './lock-bindings';
+import { releasesUnderWay } from './releases-under-way';
 import type { LockedMetadata } from './locked-metadata';
 import { NOOP_LOCK_TELEMETRY, type LockTelemetry } from '../telemetry/lock-telemetry';
 
@@ -59,6 +60,9 @@ export async function runLocked<T>(
   const traced = (lockSignal: AbortSignal) =>
     telemetry.lockedMethod(metadata.metricsLabel, where, () => work(lockSignal));
   let started = false;
+  // Not inside a lock of this service: its release waits for this call's chain (re-entry).
+  const releasing = releasesUnderWay(lockService, keys);
+  if (releasing && heldLocksOf(lockService).length === 0) await releasing;
   try {
     if (metadata.document) {
       const { name, where: filter, createIfMissing } = metadata.document;

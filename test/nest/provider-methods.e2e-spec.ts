@@ -56,6 +56,16 @@ class Ledger {
     );
   }
 
+  @Locked('first:{args.0}', { timeoutMs: 0 })
+  first(name: string): Observable<string> {
+    return interval(1).pipe(map(() => name));
+  }
+
+  @Locked('skipped:{args.0}', { onBusy: 'skip' })
+  firstOrSkip(name: string): Observable<string> {
+    return interval(1).pipe(map(() => name));
+  }
+
   @Locked('endless:{args.0}')
   endless(_name: string): Observable<number> {
     return interval(10);
@@ -312,6 +322,16 @@ describe('@Locked provider methods', () => {
     } finally {
       subscription.unsubscribe();
     }
+  });
+
+  it('lets a caller that took the first value and left call again at once (its release first)', async () => {
+    const ledger = appA.get(Ledger);
+    const runs: string[] = [];
+    for (let call = 0; call < 10; call += 1) {
+      runs.push(await firstValueFrom(ledger.first('f')));
+      runs.push(await firstValueFrom(ledger.firstOrSkip('s').pipe(take(1)), { defaultValue: '-' }));
+    }
+    expect(runs).toEqual(Array.from({ length: 10 }, () => ['f', 's']).flat());
   });
 
   it('fails rather than run unlocked when the instance is not bound to an application', async () => {
