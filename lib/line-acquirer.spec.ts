@@ -69,7 +69,8 @@ describe('LineAcquirer: an entry of unknown outcome', () => {
       remainingMs: request.ttlMs,
       ahead: 0,
       aheadEndsInMs: 0,
-      leaderId: 'me',
+      holdsInMs: 0,
+      blockerId: 'me',
     };
     const { acquirer } = acquirerOn([
       // Unanswered within 300 ms; the retry, sent after that, is answered at once.
@@ -137,7 +138,8 @@ describe('LineAcquirer: queued', () => {
     remainingMs: request.ttlMs,
     ahead: holds ? 0 : 1,
     aheadEndsInMs: holds ? 0 : 20_000,
-    leaderId: holds ? 'me' : 'other',
+    holdsInMs: holds ? 0 : 20_000,
+    blockerId: holds ? 'me' : 'other',
   });
   function acquirerJoining(result: JoinResult) {
     const store = {

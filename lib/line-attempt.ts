@@ -58,12 +58,11 @@ export class LineAttempt {
     this.placeReadAt = performance.now();
   }
 
-  /** At the deadline: who leads the line, as last seen, and how long its lease has left then. */
+  /** At the deadline: the holder we could hold after, as last seen, and its lease left then. */
   timedOut(): Error {
     const place = this.place;
-    const leftMs =
-      place && Math.max(0, place.aheadEndsInMs - (performance.now() - this.placeReadAt));
-    return notAcquired(this.request, place?.leaderId, leftMs);
+    const leftMs = place && Math.max(0, place.holdsInMs - (performance.now() - this.placeReadAt));
+    return notAcquired(this.request, place?.blockerId, leftMs);
   }
 
   /** A command unanswered at the deadline: before any reply placed us, MongoDB's silence is why. */

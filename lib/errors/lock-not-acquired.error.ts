@@ -13,9 +13,13 @@ import { MongoLockError } from './mongo-lock.error';
 export class LockNotAcquiredError extends MongoLockError {
   /** The keys that were asked for, sorted. */
   readonly keys: readonly string[];
-  /** The holder's remaining lease by the server clock, when known. */
+  /**
+   * Until the lock could be had as far as the holders' leases tell, by the server clock, when
+   * known: a mutex's holder's remaining lease; behind shared holders the last one's; for a
+   * semaphore, until enough holders have ended to free the permits asked for.
+   */
   readonly retryAfterMs: number | undefined;
-  /** Id of the `LockService` instance that held the lock, when known. */
+  /** Id of the `LockService` instance whose lease end that is, when known. */
   readonly holderId: string | undefined;
 
   constructor(

@@ -298,24 +298,60 @@ describe('Lock modes: shared/exclusive locks and semaphores', () => {
     expect(await kit.rawLocks()).toEqual(before);
   });
 
-  // retryAfterMs is the time until the first lease ahead ends (docs/engine-v2.md), not until
-  // the last holder's.
-  it('tells a refused exclusive or semaphore request to retry when the first lease ahead of it ends', async () => {
-    const a = await kit.service();
-    const short = await a.acquire('retry-after', { mode: 'shared', ttlMs: 5_000, renew: false });
-    const long = await a.acquire('retry-after', { mode: 'shared', ttlMs: 20_000, renew: false });
-    const writer = await a.acquire('retry-after', { timeoutMs: 0 }).catch((e: unknown) => e);
-    expect(writer).toBeInstanceOf(LockNotAcquiredError);
-    expect((writer as LockNotAcquiredError).retryAfterMs).toBeGreaterThan(3_000);
-    expect((writer as LockNotAcquiredError).retryAfterMs).toBeLessThanOrEqual(5_000);
-    const p1 = await a.acquire('retry-permits', { permits: 2, ttlMs: 5_000, renew: false });
-    const p2 = await a.acquire('retry-permits', { permits: 2, ttlMs: 20_000, renew: false });
-    const single = await a
-      .acquire('retry-permits', { permits: 2, timeoutMs: 0 })
-      .catch((e: unknown) => e);
-    expect(single).toBeInstanceOf(LockNotAcquiredError);
-    expect((single as LockNotAcquiredError).retryAfterMs).toBeGreaterThan(3_000);
-    expect((single as LockNotAcquiredError).retryAfterMs).toBeLessThanOrEqual(5_000);
-    await Promise.all([short, long, p1, p2].map((held) => held.release()));
+  // retryAfterMs is the time until the request could hold as far as the holders' leases tell
+  // (docs/engine-v2.md), and holderId the holder whose lease end that is. The short leases end
+  // 10 s from their grant, the long ones 40 s: over 10 s left can only be a long one's.
+  describe('tells a refused request to retry when it could hold, naming the holder it waits for', () => {
+    const SHORT_MS = 10_000;
+    const LONG_MS = 40_000;
+    const refusal = async (attempt: Promise<unknown>) => {
+      const error = await attempt.catch((caught: unknown) => caught);
+      expect(error).toBeInstanceOf(LockNotAcquiredError);
+      const { retryAfterMs, holderId } = error as LockNotAcquiredError;
+      return { retryAfterMs: retryAfterMs!, holderId };
+    };
+
+    it('an exclusive request behind shared holders: the last of their leases', async () => {
+      const short = await kit.service({ holderId: 'reader-short' });
+      const long = await kit.service({ holderId: 'reader-long' });
+      const writer = await kit.service();
+      const options = { mode: 'shared', renew: false } as const;
+      const held = [
+        await short.acquire('retry-shared', { ...options, ttlMs: SHORT_MS }),
+        await long.acquire('retry-shared', { ...options, ttlMs: LONG_MS }),
+      ];
+      for (const timeoutMs of [0, 300]) {
+        const refused = await refusal(writer.acquire('retry-shared', { timeoutMs }));
+        expect(refused.holderId).toBe('reader-long');
+        expect(refused.retryAfterMs).toBeGreaterThan(SHORT_MS);
+        expect(refused.retryAfterMs).toBeLessThanOrEqual(LONG_MS);
+      }
+      await Promise.all(held.map((handle) => handle.release()));
+    });
+
+    it('a semaphore request: when enough holders have ended to free its weight', async () => {
+      const long = await kit.service({ holderId: 'permit-long' });
+      const short = await kit.service({ holderId: 'permit-short' });
+      const other = await kit.service();
+      const options = { permits: 2, renew: false } as const;
+      const held = [
+        await long.acquire('retry-permits', { ...options, ttlMs: LONG_MS }),
+        await short.acquire('retry-permits', { ...options, ttlMs: SHORT_MS }),
+      ];
+      for (const timeoutMs of [0, 300]) {
+        const one = await refusal(other.acquire('retry-permits', { ...options, timeoutMs }));
+        expect(one.holderId).toBe('permit-short');
+        expect(one.retryAfterMs).toBeGreaterThan(0);
+        expect(one.retryAfterMs).toBeLessThanOrEqual(SHORT_MS);
+        // Two permits free only once both holders have ended.
+        const both = await refusal(
+          other.acquire('retry-permits', { ...options, weight: 2, timeoutMs }),
+        );
+        expect(both.holderId).toBe('permit-long');
+        expect(both.retryAfterMs).toBeGreaterThan(SHORT_MS);
+        expect(both.retryAfterMs).toBeLessThanOrEqual(LONG_MS);
+      }
+      await Promise.all(held.map((handle) => handle.release()));
+    });
   });
 });

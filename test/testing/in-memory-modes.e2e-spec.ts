@@ -373,6 +373,32 @@ describe('MongoLockTestingModule: shared locks and semaphores', () => {
     await r2.release();
   });
 
+  it('a refused request is told when it could hold, and which holder it waits for', async () => {
+    const a = await service('a');
+    const refusal = async (attempt: Promise<unknown>) => {
+      const error = await attempt.catch((caught: unknown) => caught);
+      expect(error).toBeInstanceOf(LockNotAcquiredError);
+      return error as LockNotAcquiredError;
+    };
+    // Short leases end within 10 s; over 10 s left can only be a long one's.
+    const held = [
+      await store.holdAs('rw', 'reader-short', { mode: 'shared', ttlMs: 10_000 }),
+      await store.holdAs('rw', 'reader-long', { mode: 'shared', ttlMs: 40_000 }),
+      await store.holdAs('sem', 'permit-long', { permits: 2, ttlMs: 40_000 }),
+      await store.holdAs('sem', 'permit-short', { permits: 2, ttlMs: 10_000 }),
+    ];
+    const writer = await refusal(a.acquire('rw', { timeoutMs: 0 }));
+    expect(writer.holderId).toBe('reader-long');
+    expect(writer.retryAfterMs).toBeGreaterThan(10_000);
+    const one = await refusal(a.acquire('sem', { permits: 2, timeoutMs: 0 }));
+    expect(one.holderId).toBe('permit-short');
+    expect(one.retryAfterMs).toBeLessThanOrEqual(10_000);
+    const both = await refusal(a.acquire('sem', { permits: 2, weight: 2, timeoutMs: 0 }));
+    expect(both.holderId).toBe('permit-long');
+    expect(both.retryAfterMs).toBeGreaterThan(10_000);
+    await Promise.all(held.map((hold) => hold.release()));
+  });
+
   it('a key has at most 1000 entries, holding or waiting', async () => {
     const a = await service('a');
     const holders = [];

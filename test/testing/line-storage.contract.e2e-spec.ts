@@ -123,7 +123,7 @@ async function runScript(open: Open, quietMs: number): Promise<unknown> {
             true,
             result.holds,
             result.ahead,
-            result.leaderId,
+            result.blockerId,
             fence(key, result.fence),
           ]
         : ['join', name, false, result.reason, result.holderId, result.inUse],
@@ -183,7 +183,7 @@ async function runScript(open: Open, quietMs: number): Promise<unknown> {
   };
   const place = async (key: string, name: string) => {
     const result = await b.place(key, token(name));
-    replies.push(['place', name, result && [result.holds, result.ahead, result.leaderId]]);
+    replies.push(['place', name, result && [result.holds, result.ahead, result.blockerId]]);
   };
   // `joinedSince`: the clock before the latest holder's join.
   const inspect = async (key: string, joinedSince?: number) => {

@@ -3,7 +3,14 @@ import type { ClientSession, Collection, Document } from 'mongodb';
 import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error';
 import { isDuplicateKeyError } from '../mongo-error-codes';
 import type { HoldingEntry, LineDocument, LineEntry, LineKind, LinePlace } from './line-document';
-import { FENCES_PER_ENTRY, holdersOf, holdingEntry, liveEntries, placeOf } from './line-document';
+import {
+  FENCES_PER_ENTRY,
+  blockingHolder,
+  holdersOf,
+  holdingEntry,
+  liveEntries,
+  placeOf,
+} from './line-document';
 import {
   EXPIRE_PIPELINE,
   LEAVE_PIPELINE,
@@ -123,7 +130,10 @@ export type JoinResult =
       joined: false;
       /** `held`: would not hold at once; `kind`: in use in another form; `full`: at capacity. */
       reason: 'held' | 'kind' | 'full';
-      /** The first holder's service, and until its lease ends by itself. */
+      /**
+       * Until the request could hold, as far as the holders' leases tell (`blockingHolder`),
+       * and the service of the holder whose lease end that is.
+       */
       holderId: string | undefined;
       retryAfterMs: number | undefined;
       inUse: KeyInUse;
@@ -220,11 +230,12 @@ export function decodeJoin(
   const inOtherForm =
     live.length > 0 &&
     (kind.mode === 'permits' ? doc.permits !== kind.permits : doc.permits !== undefined);
+  const blocker = blockingHolder(live, doc.permits, kind.mode === 'permits' ? kind.weight : 1);
   return {
     joined: false,
     reason: inOtherForm ? 'kind' : live.length >= LINE_CAPACITY ? 'full' : 'held',
-    holderId: first?.h,
-    retryAfterMs: first ? first.e.getTime() - doc.now.getTime() : undefined,
+    holderId: blocker?.h,
+    retryAfterMs: blocker ? blocker.e.getTime() - doc.now.getTime() : undefined,
     inUse: {
       exclusiveLive: first !== undefined && first.m !== 's' && doc.permits === undefined,
       permits: doc.permits ?? null,

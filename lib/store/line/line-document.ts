@@ -106,10 +106,12 @@ export interface LinePlace {
   remainingMs: number;
   /** Live entries ahead of it. */
   ahead: number;
-  /** Until the first lease ahead ends by itself (no write); 0 when it holds. */
+  /** Until the first lease ahead ends by itself (no write): when to look again; 0 when it holds. */
   aheadEndsInMs: number;
-  /** The holder id of the first live entry (ours, when it holds). */
-  leaderId: string;
+  /** Until it could hold, as far as the leases of the holders ahead tell; 0 when it holds. */
+  holdsInMs: number;
+  /** The holder id whose lease end that is (see {@link blockingHolder}); ours, when it holds. */
+  blockerId: string;
 }
 
 export function liveEntries<E extends HoldingFields>(
@@ -126,14 +128,17 @@ export function placeOf(doc: LineDocument, token: string, now: Date): LinePlace 
   if (index < 0) return undefined;
   const entry = live[index];
   const holds = index < holdingCount(live, doc.permits);
-  const aheadEnds = live.slice(0, index).map((ahead) => ahead.e.getTime());
+  const ahead = live.slice(0, index);
+  const aheadEnds = ahead.map((other) => other.e.getTime());
+  const blocker = holds ? entry : (blockingHolder(ahead, doc.permits, entry.w ?? 1) ?? entry);
   return {
     holds,
     fence: firstFence(entry.f),
     remainingMs: entry.e.getTime() - now.getTime(),
     ahead: index,
     aheadEndsInMs: holds ? 0 : Math.max(0, Math.min(...aheadEnds) - now.getTime()),
-    leaderId: live[0].h,
+    holdsInMs: holds ? 0 : Math.max(0, blocker.e.getTime() - now.getTime()),
+    blockerId: blocker.h,
   };
 }
 
@@ -147,4 +152,26 @@ export function leadingHolders<E extends HoldingFields>(
 
 export function holdersOf(doc: LineDocument, now: Date): LineEntry[] {
   return leadingHolders(liveEntries(doc.line, now), doc.permits);
+}
+
+/**
+ * The holder among `ahead` (live entries, in line order) whose lease end is the earliest an entry
+ * of `weight` behind them all could hold, as far as the holders' leases tell (the waiters ahead
+ * stay): a lock's entry waits for every holder, a semaphore's until the holders left free its
+ * weight and the waiters'. Undefined when nobody holds.
+ */
+export function blockingHolder<E extends HoldingFields>(
+  ahead: readonly E[],
+  permits: number | null | undefined,
+  weight: number,
+): E | undefined {
+  const byEnd = leadingHolders(ahead, permits).sort((a, b) => a.e.getTime() - b.e.getTime());
+  if (permits == null) return byEnd.at(-1);
+  // Permits taken by every entry ahead and the request: each holder that ends gives its back.
+  let taken = ahead.reduce((sum, entry) => sum + (entry.w ?? 1), weight);
+  for (const holder of byEnd) {
+    taken -= holder.w ?? 1;
+    if (taken <= permits) return holder;
+  }
+  return byEnd.at(-1);
 }
