@@ -1,5 +1,6 @@
 // The timers module's own functions: a test's fake timers replace the globals and must not hold
-// back the library's commands.
+// back the library's commands. Waits and lease deadlines (`wakeUp`, `unrefTimer`) are the
+// exceptions: they compare against `performance.now()`, which fake timers move too.
 import { setTimeout } from 'node:timers';
 
 /** Largest delay `setTimeout` accepts (2^31 - 1 ms, about 24.8 days): longer ones fire at once. */
@@ -54,8 +55,9 @@ export async function wakeUp(
     const arm = () => {
       const leftMs = until - performance.now();
       if (leftMs <= 0) resolve('timer');
-      // A longer delay would fire at once: the timer is armed again when it fires.
-      else timer = setTimeout(arm, Math.min(Math.ceil(leftMs), MAX_TIMER_MS));
+      // A longer delay would fire at once: the timer is armed again when it fires. On the global
+      // timers, as `performance.now()`: one clock, so a test's fake timers drive waits whole.
+      else timer = globalThis.setTimeout(arm, Math.min(Math.ceil(leftMs), MAX_TIMER_MS));
     };
     arm();
     onAbort = () => resolve('aborted');
@@ -67,7 +69,7 @@ export async function wakeUp(
       ...Object.entries(news).map(([reason, promise]) => promise.then(() => reason as WakeReason)),
     ]);
   } finally {
-    clearTimeout(timer);
+    globalThis.clearTimeout(timer);
     if (onAbort) signal?.removeEventListener('abort', onAbort);
   }
 }

@@ -1,0 +1,65 @@
+import type { TestingModule } from '@nestjs/testing';
+import { setTimeout as realSleep } from 'node:timers/promises';
+import { LockNotAcquiredError, LockService } from '../../lib';
+import { LockTestingStore, MongoLockTestingModule } from '../../lib/testing';
+import { LOAD_SLACK_MS } from '../support/load-slack';
+import { startTestingModule } from './testing-kit';
+
+jest.setTimeout(30_000);
+
+/**
+ * Under Jest's modern fake timers, on before the application starts (as a test of the user's
+ * would have them), a waiting call follows fake time alone: it neither needs real time to pass
+ * nor ends while fake time stands still.
+ */
+describe('the testing kit under fake timers: waits follow fake time', () => {
+  let moduleRef: TestingModule;
+  let store: LockTestingStore;
+  let locks: LockService;
+
+  beforeEach(async () => {
+    jest.useFakeTimers();
+    moduleRef = await startTestingModule({
+      imports: [MongoLockTestingModule.forRoot({ holderId: 'app' })],
+    });
+    store = moduleRef.get(LockTestingStore);
+    locks = moduleRef.get(LockService);
+  });
+
+  afterEach(async () => {
+    jest.useRealTimers();
+    await moduleRef.close();
+  });
+
+  /** How `promise` stands after `ms` of real time (fake time standing still): 'pending' if open. */
+  async function outcomeAfter(promise: Promise<unknown>, ms: number): Promise<unknown> {
+    let outcome: unknown = 'pending';
+    promise.then(
+      (value) => (outcome = value),
+      (error: unknown) => (outcome = error),
+    );
+    for (let waited = 0; waited < ms && outcome === 'pending'; waited += 20) await realSleep(20);
+    return outcome;
+  }
+
+  it('a waiter takes the key once fake time passes the holder’s lease', async () => {
+    await store.holdAs('k', 'other'); // a 30 s lease
+    const waiting = locks.acquire('k', { timeoutMs: 60_000 });
+    await jest.advanceTimersByTimeAsync(31_000);
+    // Broken: the waiter looks again on a real timer, a third of its lease (10 s) later.
+    const outcome = await outcomeAfter(waiting, 1_000 + LOAD_SLACK_MS);
+    expect(outcome).toMatchObject({ key: 'k' });
+    await (outcome as { release(): Promise<void> }).release();
+  });
+
+  it('a wait ends at its timeoutMs of fake time, and not while fake time stands still', async () => {
+    await store.holdAs('k', 'other');
+    const waiting = locks.acquire('k', { timeoutMs: 5_000 });
+    await jest.advanceTimersByTimeAsync(4_000);
+    expect(await outcomeAfter(waiting, 300)).toBe('pending');
+    await jest.advanceTimersByTimeAsync(2_000);
+    // Broken: its timer counts real time, 5 s from the call.
+    const outcome = await outcomeAfter(waiting, 1_000 + LOAD_SLACK_MS);
+    expect(outcome).toBeInstanceOf(LockNotAcquiredError);
+  });
+});
