@@ -221,6 +221,20 @@ class TimedInside {
   }
 }
 
+/** Our decorators stacked keep each other's metadata: no replacement to refuse. */
+@Injectable()
+class StackedJob {
+  @OnlyLeader('stacked-job')
+  @Locked('stacked-lock')
+  async run(): Promise<string | undefined> {
+    return LockService.current()?.key;
+  }
+
+  @Locked('stacked-lock-2')
+  @OnlyLeader('stacked-job-2')
+  async other(): Promise<void> {}
+}
+
 describe('@Locked provider methods', () => {
   let mongo: TestMongo;
   let appA: INestApplicationContext;
@@ -444,7 +458,10 @@ describe('@Locked provider methods', () => {
         await moduleRef.close().catch(() => undefined);
       }
     }
-    const app = await startAppContext({ imports: [lockModule(mongo)], providers: [TimedInside] });
+    const app = await startAppContext({
+      imports: [lockModule(mongo)],
+      providers: [TimedInside, StackedJob],
+    });
     try {
       await expect(app.get(TimedInside).run()).resolves.toBe('timed-inside');
     } finally {
