@@ -1,4 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import type { ClientSession } from 'mongodb';
 import type { LockHandle } from './lock-handle';
 import { isThenable } from './util/value-kinds';
 
@@ -34,6 +35,16 @@ export function runWithHeldLock<T>(service: object, handle: LockHandle, fn: () =
 /** `LockService.current()`: as {@link heldLocksOf} sees re-entry, lost locks aside. */
 export function innermostHeldLock(): LockHandle | undefined {
   return storage.getStore()?.findLast((entry) => entry.running && !entry.handle.released)?.handle;
+}
+
+/**
+ * The session of a locked transaction (`transaction: true`, of any service) whose work runs in
+ * the current async context, while it is open: a write made here without it is no part of it.
+ */
+export function openLockedTransaction(): ClientSession | undefined {
+  const inTransaction = ({ handle, running }: HeldInContext) =>
+    running && handle.session?.inTransaction() === true;
+  return storage.getStore()?.findLast(inTransaction)?.handle.session;
 }
 
 /**

@@ -20,7 +20,8 @@ import { DocumentLineFields } from '../store/documents/document-line';
 import { DocumentLineStore } from '../store/documents/document-line-store';
 import { updateIfCurrent, writeWhileHeld } from '../store/documents/document-writes';
 import type { LockState } from '../interfaces/lock-state.interface';
-import { heldLocksOf, runWithHeldLock } from '../lock-context';
+import { heldLocksOf, openLockedTransaction, runWithHeldLock } from '../lock-context';
+import { MongoLockError } from '../errors/mongo-lock.error';
 import { callback, optionsObject } from '../option-checks';
 import { resolveAcquireOptions } from '../options';
 import { openLeaseCollection } from '../store/lock-collection';
@@ -94,6 +95,7 @@ export class DocumentLocks<T extends Document = Document> {
    * `where`) and `createIfMissing` was not given; with `LockNotAcquiredError` on timeout.
    */
   async acquire(id: unknown, options?: DocumentLockOptions<T>): Promise<DocumentLockHandle<T>> {
+    this.refuseInTransaction();
     return this.acquireDocument(id, options, false);
   }
 
@@ -121,6 +123,7 @@ export class DocumentLocks<T extends Document = Document> {
     fn: (handle: DocumentLockHandle<T>) => R | Promise<R>,
     options?: DocumentLockOptions<T>,
   ): Promise<R> {
+    this.refuseInTransaction();
     const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
     callback('fn', fn);
     // Checked here too: a re-entered call resolves no options, and should refuse the same ones.
@@ -200,6 +203,20 @@ export class DocumentLocks<T extends Document = Document> {
     );
     if (!(await (await this.lines()).store.exists(key, target?.where))) {
       throw documentNotFound(key, true);
+    }
+  }
+
+  /**
+   * A document lock's writes would land at once, outside a locked transaction the caller runs
+   * in: kept after its abort, and made again each time the driver reruns its work.
+   */
+  private refuseInTransaction(): void {
+    if (openLockedTransaction()) {
+      throw new MongoLockError(
+        `Document locks of ${JSON.stringify(this.settings.collection)} cannot be taken inside a ` +
+          'locked transaction (withLock with transaction: true): their writes would not be part ' +
+          "of it. Lock the document outside the transaction, or write it with the transaction's session",
+      );
     }
   }
 
