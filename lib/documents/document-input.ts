@@ -1,10 +1,11 @@
-import { Decimal128, Int32, Long, ObjectId } from 'mongodb';
+import { Decimal128, Int32, ObjectId } from 'mongodb';
 import type { Document } from 'mongodb';
 import { InvalidLockKeyError } from '../errors/invalid-lock-key.error';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
 import type { AttemptTarget } from '../store/line/line-commands';
 import type { DocumentVersion } from '../store/documents/document-version';
 import { toVersionValue } from '../store/documents/document-version';
+import { isLong } from '../store/bson-values';
 import { isPlainObject } from '../util/value-kinds';
 import type { DocumentLockOptions, DocumentLocksOptions } from './document-locks-options.interface';
 
@@ -298,7 +299,7 @@ function checkCreatedVersion(
       ? // A number outside int32 (or -0) is sent as a double, which is no int version.
         (typeof value === 'number' && isInt32(value)) ||
         typeof value === 'bigint' ||
-        value instanceof Long ||
+        isLong(value) ||
         value instanceof Int32
       : version.type === 'decimal128'
         ? value instanceof Decimal128
@@ -309,27 +310,26 @@ function checkCreatedVersion(
       decimal128: 'a Decimal128',
       date: 'a valid Date',
     }[version.type];
-    const shown =
-      value === undefined
-        ? 'nothing'
-        : typeof value === 'string'
-          ? JSON.stringify(value.slice(0, 64))
-          : value === null
-            ? 'null'
-            : typeof value === 'object'
-              ? 'an object'
-              : typeof value === 'number'
-                ? `the number ${value}`
-                : `a ${typeof value}`;
     const why =
       option === 'where'
         ? " (with createIfMissing, a created document takes where's equalities)"
         : '';
     bad(
       option,
-      `must give the version field ${JSON.stringify(version.field)} ${accepted} (it is a ${version.type} version) or leave it out${why}, got ${shown}`,
+      `must give the version field ${JSON.stringify(version.field)} ${accepted} (it is a ${version.type} version) or leave it out${why}, got ${shownValue(value)}`,
     );
   }
+}
+
+/** A value as a message shows it: text quoted (shortened), else its kind (a BSON value's type). */
+function shownValue(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.slice(0, 64));
+  if (value === undefined) return 'nothing';
+  if (value === null) return 'null';
+  if (typeof value === 'number') return `the number ${value}`;
+  if (typeof value !== 'object') return `a ${typeof value}`;
+  const bsonType = (value as { _bsontype?: unknown })._bsontype;
+  return typeof bsonType === 'string' ? `a ${bsonType}` : 'an object';
 }
 
 function sameId(a: unknown, b: unknown): boolean {
@@ -376,10 +376,7 @@ export function resolveExpectedVersion(
     bad('expectedVersion', 'must be a version value, not an object');
   const converted = toVersionValue(version, value);
   if (converted === undefined) {
-    bad(
-      'expectedVersion',
-      `must be a ${version.type} version, got ${typeof value === 'string' ? JSON.stringify(value.slice(0, 64)) : typeof value}`,
-    );
+    bad('expectedVersion', `must be a ${version.type} version, got ${shownValue(value)}`);
   }
   return converted;
 }

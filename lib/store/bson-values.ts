@@ -16,3 +16,11 @@ export function toRemainingMs(value: BsonInteger | null | undefined): number {
   const ms = typeof value === 'number' ? value : Number(value);
   return Number.isFinite(ms) && ms > 0 ? ms : 0;
 }
+
+/**
+ * A BSON Long, by its BSON type: the bson library makes Timestamp a subclass of Long, but a
+ * Timestamp is another type to MongoDB (no number, never equal to one).
+ */
+export function isLong(value: unknown): value is Long {
+  return (value as { _bsontype?: unknown } | null | undefined)?._bsontype === 'Long';
+}

@@ -1,6 +1,6 @@
 // Reported defects of document locks: `$` field names in updates, the type of a created
 // version, and the busy message. Each test failed before its fix.
-import { Decimal128 } from 'mongodb';
+import { Decimal128, Long, Timestamp } from 'mongodb';
 import type { Collection, Document } from 'mongodb';
 import {
   InvalidLockOptionsError,
@@ -205,6 +205,68 @@ describe('Document locks: reported input defects', () => {
       const result = await settle(docs.updateIfCurrent('precise', expected, { $set: { n: 1 } }));
       expect(result).toBeInstanceOf(VersionConflictError);
       expect(await accounts.findOne({ _id: 'precise' })).toEqual({ _id: 'precise', v: stored });
+    });
+  });
+
+  describe('a BSON Timestamp (a Long subclass to the bson library, another type to MongoDB)', () => {
+    it('as an _id is locked and keyed as itself, not as the number of its bits', async () => {
+      const byAnyId = accounts as unknown as Collection<{
+        _id: Timestamp | Long;
+        balance: number;
+        version: number;
+      }>;
+      const stamp = new Timestamp({ t: 5, i: 1 });
+      await byAnyId.insertOne({ _id: stamp, balance: 1, version: 0 });
+      // The same 64 bits as a number: another document, another lock.
+      await byAnyId.insertOne({ _id: Long.fromBigInt(21474836481n), balance: 2, version: 0 });
+      const docs = await documents();
+      const lock = await docs.acquire(stamp);
+      expect(lock.key).toBe('{"$timestamp":{"t":5,"i":1}}');
+      expect(lock.doc).toEqual({ _id: stamp, balance: 1, version: 0 });
+      const number = await docs.tryAcquire(21474836481);
+      expect(number?.doc).toMatchObject({ balance: 2 });
+      await number?.release();
+      await lock.commit({ $inc: { balance: 10 } });
+      const created = await docs.acquire(new Timestamp({ t: 6, i: 0 }), {
+        createIfMissing: { balance: 0 },
+      });
+      expect(created.doc._id).toEqual(new Timestamp({ t: 6, i: 0 }));
+      await created.commit();
+      expect(await byAnyId.findOne({ _id: stamp }, { projection: { _lock: 0 } })).toEqual({
+        _id: stamp,
+        balance: 11,
+        version: 1,
+      });
+      expect(await accounts.countDocuments()).toBe(4);
+    });
+
+    it('as a version to create with is refused, nothing written', async () => {
+      const docs = await documents();
+      const result = await settle(
+        docs.acquire('new', { createIfMissing: { version: new Timestamp({ t: 0, i: 0 }) } }),
+      );
+      expect(result).toBeInstanceOf(InvalidLockOptionsError);
+      expect((result as Error).message).toContain('got a Timestamp');
+      expect(await accounts.findOne({ _id: 'new' })).toBeNull();
+    });
+
+    it('as an expected version is refused, not a conflict, nothing written', async () => {
+      await accounts.insertOne({ _id: 'zero', version: 0 });
+      const docs = await documents();
+      for (const [id, t] of [
+        ['a', 1],
+        ['zero', 0],
+      ] as const) {
+        const expected = new Timestamp({ t, i: 0 });
+        const result = await settle(docs.updateIfCurrent(id, expected, { $set: { n: 1 } }));
+        expect(result).toBeInstanceOf(InvalidLockOptionsError);
+        expect((result as InvalidLockOptionsError).option).toBe('expectedVersion');
+        expect((result as Error).message).toBe(
+          'expectedVersion must be a int version, got a Timestamp',
+        );
+      }
+      expect(await accounts.findOne({ _id: 'a' })).toEqual({ _id: 'a', balance: 100, version: 1 });
+      expect(await accounts.findOne({ _id: 'zero' })).toEqual({ _id: 'zero', version: 0 });
     });
   });
 

@@ -2,6 +2,7 @@ import { BSON, Double, Int32, Long } from 'mongodb';
 import type { Document, Filter } from 'mongodb';
 import { DocumentNotFoundError } from '../../errors/document-not-found.error';
 import { isPlainObject } from '../../util/value-kinds';
+import { isLong } from '../bson-values';
 import { isDuplicateKeyError } from '../mongo-error-codes';
 
 /** An `_id` as a lock key: canonical Extended JSON, so ids of different types never share one. */
@@ -9,12 +10,15 @@ export function keyOfDocumentId(id: unknown): string {
   return BSON.EJSON.stringify(canonicalId(id), { relaxed: false });
 }
 
-/** The server matches 1, Long(1), 1.0 and -0.0 alike, at any depth: so must the key. */
+/**
+ * The server matches 1, Long(1), 1.0 and -0.0 alike, at any depth: so must the key. A Timestamp
+ * (a Long to the bson library) is no number: keyed as itself.
+ */
 function canonicalId(id: unknown): unknown {
   if (typeof id === 'number' || id instanceof Int32 || id instanceof Double) {
     return canonicalNumber(id.valueOf());
   }
-  if (id instanceof Long) return Number.isSafeInteger(id.toNumber()) ? id.toNumber() : id;
+  if (isLong(id)) return Number.isSafeInteger(id.toNumber()) ? id.toNumber() : id;
   if (!isPlainObject(id)) return id;
   return Object.fromEntries(Object.entries(id).map(([name, value]) => [name, canonicalId(value)]));
 }

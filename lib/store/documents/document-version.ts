@@ -1,4 +1,5 @@
 import { Decimal128, Long } from 'mongodb';
+import { isLong } from '../bson-values';
 import type { Document } from 'mongodb';
 
 export type DocumentVersionType = 'int' | 'date' | 'decimal128';
@@ -82,7 +83,8 @@ export function toVersionValue(version: DocumentVersion, value: unknown): unknow
     case 'int':
       if (typeof value === 'number' && Number.isSafeInteger(value)) return value;
       if (typeof value === 'bigint') return Long.fromBigInt(value);
-      if (value instanceof Long) return value;
+      // Not a Timestamp (a Long subclass): no version type.
+      if (isLong(value)) return value;
       if (typeof value === 'string' && /^-?\d{1,19}$/.test(value)) {
         const parsed = BigInt(value);
         const safe =
@@ -124,7 +126,7 @@ function decimalOf(text: string): Decimal128 | undefined {
 /** The version as a strong ETag value: `17`, a decimal's digits, a date's epoch milliseconds. */
 export function versionTag(value: unknown): string | undefined {
   if (typeof value === 'number' || typeof value === 'bigint') return String(value);
-  if (value instanceof Long || value instanceof Decimal128) return value.toString();
+  if (isLong(value) || value instanceof Decimal128) return value.toString();
   if (value instanceof Date) return String(value.getTime());
   return undefined;
 }
