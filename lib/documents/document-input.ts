@@ -2,6 +2,7 @@ import { Decimal128, Int32, ObjectId } from 'mongodb';
 import type { Document } from 'mongodb';
 import { InvalidLockKeyError } from '../errors/invalid-lock-key.error';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
+import { LONE_SURROGATE } from '../keys/lock-key';
 import type { AttemptTarget } from '../store/line/line-commands';
 import type { DocumentVersion } from '../store/documents/document-version';
 import { toVersionValue } from '../store/documents/document-version';
@@ -28,6 +29,10 @@ function fieldName(option: string, value: unknown, allowDots: boolean): string {
   }
   if (value.includes('\0') || value.startsWith('$') || value.includes('.$')) {
     bad(option, `must not contain NUL nor start a part with $, got ${JSON.stringify(value)}`);
+  }
+  // Stored as UTF-8, a lone surrogate becomes U+FFFD: another field than the one named.
+  if (LONE_SURROGATE.test(value)) {
+    bad(option, `must be well-formed Unicode (no lone surrogate), got ${JSON.stringify(value)}`);
   }
   if (!allowDots && (value.includes('.') || value.includes('$'))) {
     bad(option, `must not contain . or $, got ${JSON.stringify(value)}`);
@@ -89,7 +94,7 @@ function keysAtAnyDepth(value: unknown): string[] {
 /** A usable `_id`: a scalar, a BSON value, or a plain document of those without `$` keys. */
 function isIdValue(value: unknown, depth = 0): boolean {
   if (depth > 20) return false;
-  if (typeof value === 'string') return !value.includes('\0');
+  if (typeof value === 'string') return !value.includes('\0') && !LONE_SURROGATE.test(value);
   if (typeof value === 'number') return Number.isFinite(value);
   if (value instanceof Date) return !Number.isNaN(value.getTime());
   if (typeof value !== 'object' || value === null) return false;
@@ -98,7 +103,8 @@ function isIdValue(value: unknown, depth = 0): boolean {
   }
   if (!isPlainObject(value)) return false;
   return Object.entries(value).every(
-    ([key, inner]) => !key.startsWith('$') && isIdValue(inner, depth + 1),
+    ([key, inner]) =>
+      !key.startsWith('$') && !LONE_SURROGATE.test(key) && isIdValue(inner, depth + 1),
   );
 }
 
@@ -131,6 +137,8 @@ export function resolveDocumentId(
   if (typeof id === 'string') {
     if (id.length === 0 || id.length > 1024 || id.includes('\0'))
       badId(id, 'must be 1 to 1024 characters without NUL');
+    // Stored as UTF-8, a lone surrogate becomes U+FFFD: another id than the one given.
+    if (LONE_SURROGATE.test(id)) badId(id, 'is not well-formed Unicode (it has a lone surrogate)');
     return id;
   }
   if (typeof id === 'number') {

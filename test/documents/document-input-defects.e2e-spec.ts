@@ -3,6 +3,7 @@
 import { Decimal128, Long, Timestamp } from 'mongodb';
 import type { Collection, Document } from 'mongodb';
 import {
+  InvalidLockKeyError,
   InvalidLockOptionsError,
   LockNotAcquiredError,
   VersionConflictError,
@@ -267,6 +268,51 @@ describe('Document locks: reported input defects', () => {
       }
       expect(await accounts.findOne({ _id: 'a' })).toEqual({ _id: 'a', balance: 100, version: 1 });
       expect(await accounts.findOne({ _id: 'zero' })).toEqual({ _id: 'zero', version: 0 });
+    });
+  });
+
+  describe('a lone UTF-16 surrogate (stored as U+FFFD, so another id or field)', () => {
+    it.each<[string, unknown]>([
+      ['a high one in a string id', 'x\uD800y'],
+      ['a low one ending a string id', 'x\uDC00'],
+      ['one in a string of an embedded id', { tenant: 't\uDBFF', n: 1 }],
+      ['one in a field name of an embedded id', { ['t\uDFFF']: 1 }],
+    ])('%s is refused with InvalidLockKeyError, nothing written', async (_label, id) => {
+      const docs = await documents();
+      const calls = [
+        () => docs.acquire(id, { createIfMissing: { balance: 0 } }),
+        () => docs.withLock(id, () => 'ran'),
+        () => docs.updateIfCurrent(id, 1, { $set: { n: 1 } }),
+        () => docs.inspect(id),
+      ];
+      for (const call of calls) {
+        const result = await settle(call());
+        expect(result).toBeInstanceOf(InvalidLockKeyError);
+        if (typeof id === 'string') expect((result as Error).message).toContain('lone surrogate');
+      }
+      expect(await accounts.find().toArray()).toEqual([{ _id: 'a', balance: 100, version: 1 }]);
+    });
+
+    it('a well-formed pair is accepted', async () => {
+      const docs = await documents();
+      const lock = await docs.acquire('x\uD83D\uDE00', { createIfMissing: { balance: 0 } });
+      await lock.commit();
+      expect(await accounts.findOne({ _id: 'x\uD83D\uDE00' })).toMatchObject({ version: 0 });
+    });
+
+    it.each<[string, object]>([
+      ['lockField', { lockField: '_l\uD800' }],
+      ['version.field', { version: { field: 'v\uDC00' } }],
+      ['version.field', { version: { field: 'meta.v\uD800x' } }],
+    ])('in %s is refused with InvalidLockOptionsError', async (option, settings) => {
+      const service = await kit.service();
+      const result = await settle(
+        (async () => service.documents<Document>(collectionName, settings).acquire('a'))(),
+      );
+      expect(result).toBeInstanceOf(InvalidLockOptionsError);
+      expect((result as InvalidLockOptionsError).option).toBe(option);
+      expect((result as Error).message).toContain('no lone surrogate');
+      expect(await accounts.find().toArray()).toEqual([{ _id: 'a', balance: 100, version: 1 }]);
     });
   });
 
