@@ -81,6 +81,11 @@ export class MongoLockHandle implements LockHandle {
   readonly permits: { of: number; held: number } | undefined;
   /** The session of the transaction the protected work runs in, set by `runInTransaction`. */
   session: ClientSession | undefined;
+  /**
+   * How messages name the lock, when not by its key: a document lock's names its document
+   * (`Document "a" of "orders"`), set as it is handed out. @internal
+   */
+  subject: string | undefined;
   /** Resolves once the handle holds nothing any more: released, or lost. */
   readonly done: Promise<void>;
   private readonly abortController = new AbortController();
@@ -138,8 +143,7 @@ export class MongoLockHandle implements LockHandle {
   }
 
   async extend(ttlMs?: number): Promise<void> {
-    const released = () =>
-      new MongoLockError(`Lock ${JSON.stringify(this.key)} was released; it cannot be extended`);
+    const released = () => new MongoLockError(`${this.named} was released; it cannot be extended`);
     if (this.lostError) throw this.lostError;
     if (this.isReleased || this.releasing || this.releaseSent) throw released();
     if (this.session) {
@@ -192,9 +196,7 @@ export class MongoLockHandle implements LockHandle {
   expireIn(ttlMs: number): Promise<void> {
     if (this.lostError) return Promise.reject(this.lostError);
     if (this.isReleased || this.releasing) {
-      return Promise.reject(
-        new MongoLockError(`Lock ${JSON.stringify(this.key)} is already being released`),
-      );
+      return Promise.reject(new MongoLockError(`${this.named} is already being released`));
     }
     const leaseMs = Math.min(Math.max(1, Math.ceil(ttlMs)), MAX_TIMER_MS);
     // Shared with release(): a release asked for meanwhile waits for this and sends nothing.
@@ -245,6 +247,11 @@ export class MongoLockHandle implements LockHandle {
   /** Pauses renewals until the returned function is called (see `LeaseKeeper.pauseRenewal`). */
   pauseRenewal(): () => void {
     return this.keeper.pauseRenewal();
+  }
+
+  /** The lock as messages name it. */
+  get named(): string {
+    return this.subject ?? `Lock ${JSON.stringify(this.key)}`;
   }
 
   /** The owner tokens of every key, for writes that must prove ownership. @internal */
@@ -336,7 +343,7 @@ export class MongoLockHandle implements LockHandle {
   private markLost(key: string, reason: string, cause?: unknown): void {
     if (this.lostError || this.isReleased) return;
     this.keeper.stop();
-    this.lostError = new LockLostError(lostMessage(key, reason), { key, cause });
+    this.lostError = new LockLostError(lostMessage(key, reason, this.subject), { key, cause });
     this.abortController.abort(this.lostError);
     this.lostSubject.next(this.lostError);
     this.lostSubject.complete();

@@ -21,8 +21,13 @@ export function notAcquiredMessage(
   return `${subject} not acquired ${within}${holder}${lease}`;
 }
 
-export function lostMessage(key: string, reason: string): string {
-  return `Lock ${quoteLockKey(key)} was lost: ${reason}`;
+/** `subject`: a document lock's names its document, as {@link notAcquiredMessage}'s does. */
+export function lostMessage(
+  key: string,
+  reason: string,
+  subject = `Lock ${quoteLockKey(key)}`,
+): string {
+  return `${subject} was lost: ${reason}`;
 }
 
 export const SERVICE_CLOSED_MESSAGE = 'LockService is closed';

@@ -162,7 +162,7 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
 
   private notWritable(what: string): MongoLockError {
     return new MongoLockError(
-      `Document lock ${this.lock.key} was released or committed; it cannot ${what} any more`,
+      `${this.lock.named} was released or committed; it cannot ${what} any more`,
     );
   }
 }

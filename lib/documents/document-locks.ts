@@ -266,6 +266,7 @@ export class DocumentLocks<T extends Document = Document> {
           startedAt,
           target,
         );
+        acquired.handle.subject = this.subjectOf(key);
         const document = await this.heldDocument(lines.store, key, acquired, target);
         const doc = document.doc as WithId<T>;
         const writer = this.lineWriter(lines.store);
@@ -287,12 +288,16 @@ export class DocumentLocks<T extends Document = Document> {
     const detail = error.message.startsWith(standard)
       ? error.message.slice(standard.length)
       : ` (${error.message})`;
-    // The key is the id's Extended JSON, unquoted.
-    const subject = `Document ${key} of ${JSON.stringify(this.settings.collection)}`;
+    const subject = this.subjectOf(key);
     return new LockNotAcquiredError(
       notAcquiredMessage([key], timeoutMs, holderId, retryAfterMs, subject) + detail,
       { keys: error.keys, retryAfterMs, holderId },
     );
+  }
+
+  /** How messages name the document of `key` (the id's Extended JSON, unquoted). */
+  private subjectOf(key: string): string {
+    return `Document ${key} of ${JSON.stringify(this.settings.collection)}`;
   }
 
   /** The document as our entry began to hold (read by the join, or after). */

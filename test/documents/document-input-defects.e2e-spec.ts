@@ -5,7 +5,9 @@ import type { Collection, Document } from 'mongodb';
 import {
   InvalidLockKeyError,
   InvalidLockOptionsError,
+  LockLostError,
   LockNotAcquiredError,
+  MongoLockError,
   VersionConflictError,
 } from '../../lib/errors';
 import { LockTestKit, settle } from '../lock-service/lock-test-kit';
@@ -337,6 +339,36 @@ describe('Document locks: reported input defects', () => {
       }
       expect((waited as LockNotAcquiredError).keys).toEqual(['"a"']);
       await lock.release();
+    });
+  });
+
+  describe('the lost and released messages', () => {
+    it('name the document as the busy message does', async () => {
+      const docs = await documents();
+      const subject = `Document "a" of "${collectionName}"`;
+      // Lost: taken away from under the holder (the lock field rewritten by other code).
+      const lost = await docs.acquire('a');
+      await accounts.updateOne({ _id: 'a' }, { $unset: { _lock: '' } });
+      const writes = [
+        await settle(lost.commit({ $inc: { balance: 1 } })),
+        await settle(lost.release()),
+      ];
+      for (const error of writes) {
+        expect(error).toBeInstanceOf(LockLostError);
+        expect((error as Error).message).toMatch(new RegExp(`^${subject} was lost: `));
+      }
+      expect((writes[0] as LockLostError).key).toBe('"a"');
+      // Released: a write, or an extension, after the release.
+      const released = await docs.acquire('a');
+      await released.release();
+      for (const error of [
+        await settle(released.update({ $inc: { balance: 1 } })),
+        await settle(released.extend()),
+      ]) {
+        expect(error).toBeInstanceOf(MongoLockError);
+        expect((error as Error).message).toMatch(new RegExp(`^${subject} was released`));
+      }
+      expect(await accounts.findOne({ _id: 'a' })).toMatchObject({ balance: 100, version: 1 });
     });
   });
 });
