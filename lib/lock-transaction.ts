@@ -27,18 +27,27 @@ export async function requireTransactions(store: LockConnection): Promise<void> 
   }
 }
 
+function endedByWorkMessage(keys: readonly string[]): string {
+  return (
+    `The work under ${keys.map((key) => JSON.stringify(key)).join(', ')} ended its transaction ` +
+    'itself (commitTransaction or abortTransaction): a commit of its own lands its writes ' +
+    'before the check that the lock is still held. Let withLock commit; throw to abort'
+  );
+}
+
 /**
  * Runs `fn` in a transaction on the handle's session. Before the commit, a write to each lock in
  * the transaction proves it still ours: a takeover makes the commit fail, a lost lock aborts it.
  * `withTransaction` reruns `fn` after a transient error and retries a commit of unknown outcome;
- * one still unconfirmed is a {@link TransactionOutcomeUnknownError}.
+ * one still unconfirmed is a {@link TransactionOutcomeUnknownError}. `fn` must not end the
+ * transaction itself: that is a `MongoLockError`.
  */
 export async function runInTransaction<T>(
   store: TransactionLocks,
   handle: MongoLockHandle,
   fn: () => T | Promise<T>,
   options: { maxCommitTimeMS?: number },
-  /** Told once the transaction committed (not when `fn` ended it itself). */
+  /** Told once the transaction committed. */
   onCommitted: () => void = () => undefined,
 ): Promise<T> {
   // A renewal would write the lock the transaction checks (a write conflict, `fn` rerun again
@@ -49,9 +58,15 @@ export async function runInTransaction<T>(
   handle.session = session;
   try {
     let result!: T;
-    let open = false;
+    let endedByWork = false;
     await session.withTransaction(async () => {
       result = await fn();
+      // Its own commit landed the writes before the check below. Refused after the driver
+      // returns: thrown here, the driver would try to abort it and throw its own error instead.
+      if (!session.inTransaction()) {
+        endedByWork = true;
+        return;
+      }
       for (const held of handle.heldKeys) {
         if (!(await store.confirmHeldIn(held, session))) {
           throw new LockLostError(
@@ -62,10 +77,9 @@ export async function runInTransaction<T>(
       }
       // The local deadline runs ahead of the server's: past it, do not commit either.
       if (handle.signal.aborted) throw handle.signal.reason;
-      // Ended by `fn` itself (an abort): the driver then commits nothing.
-      open = session.inTransaction();
     }, options);
-    if (open) onCommitted();
+    if (endedByWork) throw new MongoLockError(endedByWorkMessage(handle.keys));
+    onCommitted();
     return result;
   } catch (error) {
     // A commit with no answer, or a failed abort (the driver ignores it), may leave the

@@ -150,6 +150,34 @@ describe('withLock in a transaction', () => {
     expect((await locks.inspect('account:a'))?.held).toBe(false);
   });
 
+  it.each([
+    ['commits', 15, (session: ClientSession) => session.commitTransaction()],
+    ['aborts', 10, (session: ClientSession) => session.abortTransaction()],
+  ] as const)(
+    'work that %s the transaction itself is refused with MongoLockError, and the lock released',
+    async (_label, balance, end) => {
+      const { locks, accounts } = await serviceWithAccount(kit, `tx_ended_${balance}`);
+      const outcome = await locks
+        .withLock(
+          'account:a',
+          async (lock) => {
+            await addFive(accounts, lock);
+            await end(lock.session as ClientSession);
+            return 'returned';
+          },
+          { transaction: true },
+        )
+        .catch((error: unknown) => error);
+      expect(outcome).toBeInstanceOf(MongoLockError);
+      expect((outcome as Error).message).toMatch(
+        /^The work under "account:a" ended its transaction itself/,
+      );
+      // A commit of its own landed before the library could check the lock: told, not undone.
+      expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(balance);
+      expect((await locks.inspect('account:a'))?.held).toBe(false);
+    },
+  );
+
   it('a call re-entering a lock held without a transaction is refused before its work runs', async () => {
     const { locks, accounts } = await serviceWithAccount(kit, 'tx_reentered');
     let ran = false;
