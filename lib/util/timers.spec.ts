@@ -21,15 +21,15 @@ describe('wakeUp', () => {
 
 describe('timers beyond setTimeout’s range', () => {
   // A longer delay makes Node fire at once (with a warning): a wait would spin on its timer.
+  const armed = () => jest.spyOn(timers, 'setTimeout');
   afterEach(() => jest.restoreAllMocks());
   const pause = () => new Promise((resolve) => globalThis.setTimeout(resolve, 50));
 
   it('wakeUp waits past 2^31 - 1 ms on one timer', async () => {
-    // On the global timers (a test's fake timers drive waits), so paused on the module's.
-    const setTimeoutCalls = jest.spyOn(globalThis, 'setTimeout');
+    const setTimeoutCalls = armed();
     const aborted = new AbortController();
     const woke = wakeUp({}, performance.now() + MAX_TIMER_MS + 10_000, aborted.signal);
-    await new Promise((resolve) => timers.setTimeout(resolve, 50));
+    await pause();
     aborted.abort();
     expect(await woke).toBe('aborted');
     expect(setTimeoutCalls).toHaveBeenCalledTimes(1);

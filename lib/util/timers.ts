@@ -1,6 +1,6 @@
 // The timers module's own functions: a test's fake timers replace the globals and must not hold
-// back the library's commands. Waits and lease deadlines (`wakeUp`, `unrefTimer`) are the
-// exceptions: they compare against `performance.now()`, which fake timers move too.
+// back the library's commands. Waits and lease deadlines (`wakeUp`, `unrefTimer`) also follow
+// the global timers: a test that advances fake time past a lease or a `timeoutMs` sees it end.
 import { setTimeout } from 'node:timers';
 
 /** Largest delay `setTimeout` accepts (2^31 - 1 ms, about 24.8 days): longer ones fire at once. */
@@ -42,24 +42,30 @@ export type WakeReason = 'heard' | 'nudged' | 'timer' | 'aborted';
  * Settles at monotonic time `until` ('timer'), on abort ('aborted'), or when one of `news`
  * settles first. Never 'timer' early: a timer counts from the loop's cached time, so it can fire
  * a millisecond before `until`, and a wait woken early would send a needless renewal.
+ *
+ * A wait (`fakeable`) also arms the global timer when a test's fake timers replace it, whichever
+ * clock they fake: modern ones move `performance.now()` too, so advancing them ends the wait;
+ * legacy ones do not, and the real timer ends it. A command's deadline stays on real time.
  */
 export async function wakeUp(
   news: Partial<Record<'heard' | 'nudged', Promise<unknown>>>,
   until: number,
   signal: AbortSignal | undefined,
+  fakeable = true,
 ): Promise<WakeReason> {
-  let timer: NodeJS.Timeout | undefined;
+  const timers: NodeJS.Timeout[] = [];
   let onAbort: (() => void) | undefined;
   const ended = new Promise<'timer' | 'aborted'>((resolve) => {
     if (signal?.aborted) return resolve('aborted');
-    const arm = () => {
+    const arm = (schedule: typeof setTimeout) => {
       const leftMs = until - performance.now();
-      if (leftMs <= 0) resolve('timer');
-      // A longer delay would fire at once: the timer is armed again when it fires. On the global
-      // timers, as `performance.now()`: one clock, so a test's fake timers drive waits whole.
-      else timer = globalThis.setTimeout(arm, Math.min(Math.ceil(leftMs), MAX_TIMER_MS));
+      if (leftMs <= 0) return resolve('timer');
+      // A longer delay would fire at once: the timer is armed again when it fires.
+      const delayMs = Math.min(Math.ceil(leftMs), MAX_TIMER_MS);
+      timers.push(schedule(() => arm(schedule), delayMs));
     };
-    arm();
+    arm(setTimeout);
+    if (fakeable && globalThis.setTimeout !== setTimeout) arm(globalThis.setTimeout);
     onAbort = () => resolve('aborted');
     signal?.addEventListener('abort', onAbort, { once: true });
   });
@@ -69,7 +75,11 @@ export async function wakeUp(
       ...Object.entries(news).map(([reason, promise]) => promise.then(() => reason as WakeReason)),
     ]);
   } finally {
-    globalThis.clearTimeout(timer);
+    // Each clears its own kind: a real timer's id means nothing to fake timers, and back.
+    for (const timer of timers) {
+      clearTimeout(timer);
+      globalThis.clearTimeout(timer);
+    }
     if (onAbort) signal?.removeEventListener('abort', onAbort);
   }
 }
@@ -85,7 +95,7 @@ export async function settledBy<T>(
   late: () => Error,
 ): Promise<T> {
   task.catch(() => undefined);
-  const woke = await wakeUp({ heard: task.then(() => undefined) }, until, signal);
+  const woke = await wakeUp({ heard: task.then(() => undefined) }, until, signal, false);
   if (woke === 'timer') throw late();
   if (woke === 'aborted') throw signal?.reason;
   return task;

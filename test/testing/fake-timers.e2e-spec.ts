@@ -12,6 +12,24 @@ jest.setTimeout(30_000);
  * would have them), a waiting call follows fake time alone: it neither needs real time to pass
  * nor ends while fake time stands still.
  */
+describe('the testing kit under legacy fake timers (performance.now() stays real)', () => {
+  it('a wait still ends at its timeoutMs of real time', async () => {
+    jest.useFakeTimers({ legacyFakeTimers: true });
+    const moduleRef = await startTestingModule({
+      imports: [MongoLockTestingModule.forRoot({ holderId: 'app' })],
+    });
+    try {
+      await moduleRef.get(LockTestingStore).holdAs('k', 'other');
+      const waiting = moduleRef.get(LockService).acquire('k', { timeoutMs: 300 });
+      // Broken: its only timer is a fake one that nobody advances, and it waits for ever.
+      await expect(waiting).rejects.toBeInstanceOf(LockNotAcquiredError);
+    } finally {
+      jest.useRealTimers();
+      await moduleRef.close();
+    }
+  });
+});
+
 describe('the testing kit under fake timers: waits follow fake time', () => {
   let moduleRef: TestingModule;
   let store: LockTestingStore;
