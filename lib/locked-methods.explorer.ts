@@ -77,9 +77,7 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
   onModuleInit(): void {
     const providers = this.discoveryService.getProviders();
     const controllers = this.discoveryService.getControllers();
-    const services = new Set(providers.map((w) => w.instance as unknown));
-    const count = [...services].filter((instance) => instance instanceof LockService).length;
-    if (count > 1) throw new MongoLockError(MESSAGES.moduleImportedTwice(count));
+    this.refuseOtherCollections(providers);
     // A controller also listed as a provider still has routes, with a request to read.
     const controllerTypes = new Set(controllers.map((w) => w.metatype));
     for (const wrapper of providers) {
@@ -102,6 +100,23 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     for (const { name, options } of this.leaderNames.values()) {
       this.lockService.leadership(name, options).terms$.subscribe();
     }
+  }
+
+  /**
+   * Several `forRoot` imports (Nest keeps each as its own module) bind `@Locked` methods to any
+   * one of their services: refused unless they all lock in one collection of one server.
+   */
+  private refuseOtherCollections(providers: InstanceWrapper[]): void {
+    const where = (options: MongoLockModuleOptions) => [
+      options.client ?? options.uri,
+      options.dbName,
+      options.collectionName ?? 'locks',
+    ];
+    const places = providers
+      .filter((wrapper) => wrapper.token === MONGO_LOCK_OPTIONS && !wrapper.isAlias)
+      .map((wrapper) => where(wrapper.instance as MongoLockModuleOptions));
+    const differs = places.some((place) => place.some((part, i) => part !== places[0][i]));
+    if (differs) throw new MongoLockError(MESSAGES.moduleImportedTwice(places.length));
   }
 
   /** A method of ours another decorator replaced would run without it: fail the start-up. */

@@ -46,9 +46,10 @@ export const MESSAGES = {
       ? 'MongoLockModule.forRoot() needs an options object: { uri } or { client }'
       : 'MongoLockModule.forRootAsync() needs one of useFactory, useClass or useExisting',
   moduleImportedTwice: (count: number) =>
-    `MongoLockModule.forRoot() is imported ${count} times in this application with different ` +
-    'options: each import has its own LockService, and @Locked methods would lock through any ' +
-    'one of them. Import it once, with isGlobal: true, and MongoLockModule.forFeature() elsewhere',
+    `MongoLockModule.forRoot() is imported ${count} times in this application, locking in ` +
+    'different collections or servers: each import has its own LockService, and @Locked methods ' +
+    'would lock through any one of them. Import it once, with isGlobal: true, and ' +
+    'MongoLockModule.forFeature() elsewhere',
   staticMethod: (where: string, decorator: string) =>
     `${decorator} on ${where}: not an instance method (a static method belongs to no provider)`,
   decoratorReplaced: (where: string, decorator: string) =>

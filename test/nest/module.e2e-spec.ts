@@ -194,11 +194,26 @@ describe('MongoLockModule configuration', () => {
     }).compile();
     try {
       await expect(moduleRef.init()).rejects.toThrow(
-        /forRoot\(\) is imported 2 times in this application/,
+        /forRoot\(\) is imported 2 times in this application, locking in different collections/,
       );
     } finally {
       await moduleRef.close().catch(() => undefined);
     }
+  });
+
+  it('starts with forRoot imported twice on one collection, or a LockService of its own beside it', async () => {
+    @Module({ imports: [lockModule(mongo)] })
+    class SameLocksModule {}
+    @Module({
+      providers: [
+        { provide: 'AUDIT_LOCKS', useFactory: () => new LockService({ uri: mongo.uri }) },
+      ],
+    })
+    class AuditModule {}
+    const app = await startAppContext({
+      imports: [lockModule(mongo), SameLocksModule, AuditModule],
+    });
+    await app.close();
   });
 });
 
