@@ -83,10 +83,10 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     for (const wrapper of providers) {
       this.bindProvider(wrapper, controllerTypes.has(wrapper.metatype));
     }
-    for (const wrapper of [...providers, ...controllers]) {
-      this.refuseReplaced(wrapper);
-      this.checkDocumentNames(wrapper);
-    }
+    for (const wrapper of providers)
+      this.refuseReplaced(wrapper, controllerTypes.has(wrapper.metatype));
+    for (const wrapper of controllers) this.refuseReplaced(wrapper, true);
+    for (const wrapper of [...providers, ...controllers]) this.checkDocumentNames(wrapper);
     for (const wrapper of controllers) this.checkRoutes(wrapper);
     // Created once every method is known, with the one ttlMs they ask.
     for (const { name, options } of this.leaderNames.values()) {
@@ -119,11 +119,16 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     if (differs) throw new MongoLockError(MESSAGES.moduleImportedTwice(places.length));
   }
 
-  /** A method of ours another decorator replaced would run without it: fail the start-up. */
-  private refuseReplaced(wrapper: InstanceWrapper): void {
+  /**
+   * A method of ours another decorator replaced is hidden: a route's would take no lock (Nest no
+   * longer sees our interceptor), an `@OnlyLeader` name would never be campaigned for. Fail the
+   * start-up. A provider's `@Locked` body still runs locked through the wrapper (bound below).
+   */
+  private refuseReplaced(wrapper: InstanceWrapper, hasRoutes: boolean): void {
     const instance: unknown = wrapper.instance;
     if (wrapper.isAlias || typeof instance !== 'object' || instance === null) return;
-    const [replaced] = replacedPlaces(instance);
+    const hidden = replacedPlaces(instance);
+    const [replaced] = hidden.filter((p) => hasRoutes || p.decorator === '@OnlyLeader');
     if (replaced) {
       throw new MongoLockError(MESSAGES.decoratorReplaced(replaced.where, replaced.decorator));
     }
@@ -156,7 +161,9 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     const leaders = isController
       ? new Map<PropertyKey, OnlyLeaderMetadata[]>()
       : decoratedMethods(prototype, getOnlyLeaderMetadata);
-    if (locked.size === 0 && leaders.size === 0) return;
+    // A `@Locked` method another decorator wraps still needs its instance bound.
+    const hidden = replacedPlaces(prototype).length > 0;
+    if (locked.size === 0 && leaders.size === 0 && !hidden) return;
     // Nearest methods only: an ancestor's body behind an override runs only through super.
     for (const name of isController ? [] : locked.keys()) this.refuseUnusable(method(name));
     if (!wrapper.isDependencyTreeStatic()) {

@@ -211,6 +211,16 @@ class TimedJob {
   async run(): Promise<void> {}
 }
 
+/** On a provider, `@Timed` above `@Locked` still calls the locked body: it runs locked. */
+@Injectable()
+class TimedLedger {
+  @Timed()
+  @Locked('timed-ledger')
+  async post(): Promise<string | undefined> {
+    return LockService.current()?.key;
+  }
+}
+
 /** Below `@Locked`, `@Timed` is what the lock wraps: fine. */
 @Injectable()
 class TimedInside {
@@ -440,7 +450,7 @@ describe('@Locked provider methods', () => {
     }
   });
 
-  it('refuses to start when a decorator above @Locked or @OnlyLeader replaced the method', async () => {
+  it('refuses to start when a decorator above a route’s @Locked or an @OnlyLeader replaced it', async () => {
     const cases: [ModuleMetadata, string][] = [
       [{ controllers: [TimedPayments] }, '@Locked on TimedPayments.pay'],
       [{ providers: [TimedJob] }, '@OnlyLeader on TimedJob.run'],
@@ -460,10 +470,11 @@ describe('@Locked provider methods', () => {
     }
     const app = await startAppContext({
       imports: [lockModule(mongo)],
-      providers: [TimedInside, StackedJob],
+      providers: [TimedInside, StackedJob, TimedLedger],
     });
     try {
       await expect(app.get(TimedInside).run()).resolves.toBe('timed-inside');
+      await expect(app.get(TimedLedger).post()).resolves.toBe('timed-ledger');
     } finally {
       await app.close();
     }
