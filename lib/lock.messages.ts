@@ -68,15 +68,6 @@ export function duplicateHolderIdMessage(holderId: string): string {
   );
 }
 
-/** `acquire`, `tryAcquire` or `acquire$` of keys that a lock of the same call chain holds. */
-export function heldByCallerMessage(held: readonly string[], wanted: readonly string[]): string {
-  return (
-    `Acquiring ${keyList(wanted)} inside a lock on ${keyList(held)} of the same call chain ` +
-    "would wait for itself: withLock re-enters a held lock (or use the held lock's handle, " +
-    'LockService.current())'
-  );
-}
-
 export function wouldDeadlockMessage(held: readonly string[], wanted: readonly string[]): string {
   return (
     `withLock(${keyList(wanted)}) inside a lock on ${keyList(held)}: nested locks must ask for ` +

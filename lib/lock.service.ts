@@ -32,7 +32,7 @@ import { DocumentLocks } from './documents/document-locks';
 import { resolveDocumentLocksOptions } from './documents/document-input';
 import type { DocumentLocksOptions } from './documents/document-locks-options.interface';
 import type { Document } from 'mongodb';
-import { enclosingHandle, refuseHeldByCaller } from './reentry';
+import { enclosingHandle } from './reentry';
 import { runThenRelease } from './run-then-release';
 import { forceReleaseKey, releaseScopeEverywhere } from './operator-releases';
 import { ServiceRuntime, type LockDiagnostics, type LockStoreFactory } from './service-runtime';
@@ -164,9 +164,9 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   }
 
   /**
-   * Acquires `keys` (all or nothing), waiting up to `timeoutMs`. Rejects: `LockNotAcquiredError`
-   * on timeout, `signal.reason` when aborted, `MongoLockError` at once for a key a lock of this
-   * call chain holds (it would wait for itself). Renews only if `renew` says so: release it.
+   * Acquires `keys` (all or nothing), waiting up to `timeoutMs`. Rejects with
+   * `LockNotAcquiredError` on timeout and with `signal.reason` when aborted. Does not renew
+   * unless `renew` says so: release the handle yourself.
    *
    * @example
    * const lock = await locks.acquire(['accounts:1', 'accounts:2'], { timeoutMs: 2_000 });
@@ -174,12 +174,11 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    */
   async acquire(keys: string | string[], options?: AcquireOptions): Promise<LockHandle> {
     const keyList = normalizeLockKeys(keys);
-    refuseHeldByCaller(this, keyList);
     return this.runtime.acquire(keyList, resolveAcquireOptions(options, this.options, false));
   }
 
   /**
-   * As {@link acquire}, but one attempt (or a wait up to an explicit `timeoutMs`); `null` when held.
+   * One attempt (or a wait up to an explicit `timeoutMs`); `null` when the lock is held.
    *
    * @example
    * const lock = await locks.tryAcquire('nightly-report');
@@ -322,7 +321,8 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    * Releases every lock of owner scope `scope` (`AcquireOptions.scope`) on any instance;
    * resolves to how many had a live lease. Holders here are told at once (`signal`, `lost$`);
    * holders elsewhere when their instance hears it (else at their next renewal); waiters
-   * everywhere wake (those of the scope join the line again, at the back).
+   * everywhere wake (those of the scope
+   * join the line again, at the back).
    *
    * @example
    * await locks.withLock('cart:42', checkout, { scope: `session:${sessionId}` });

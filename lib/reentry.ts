@@ -2,7 +2,7 @@ import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
 import { MongoLockError } from './errors/mongo-lock.error';
 import { heldLocksOf } from './lock-context';
 import type { LockHandle, MongoLockHandle } from './lock-handle';
-import { heldByCallerMessage, wouldDeadlockMessage } from './lock.messages';
+import { wouldDeadlockMessage } from './lock.messages';
 import type { LockModeRequest } from './store/lock-modes';
 
 /**
@@ -34,21 +34,6 @@ export function enclosingHandle(
     if (covered.length > 0) throw new MongoLockError(wouldDeadlockMessage(handle.keys, keys));
   }
   return undefined;
-}
-
-/**
- * Refuses an acquisition by hand (`acquire`, `tryAcquire`, `acquire$`) of keys that a lock of
- * service `owner` in this async context holds: its handle is the caller's to release, so it
- * cannot re-enter; a new entry would wait behind the held one (or behind a waiter for it). A
- * lost enclosing lock's keys fail with the loss: never taken anew.
- */
-export function refuseHeldByCaller(owner: object, keys: readonly string[]): void {
-  for (const handle of heldLocksOf(owner)) {
-    const held = keys.filter((key) => handle.keys.includes(key));
-    if (held.length === 0) continue;
-    const lostReason = (handle as MongoLockHandle).lostReason;
-    throw lostReason ?? new MongoLockError(heldByCallerMessage(held, keys));
-  }
 }
 
 const quoted = (keys: readonly string[]) => keys.map((key) => JSON.stringify(key)).join(', ');

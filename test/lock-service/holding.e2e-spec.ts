@@ -124,54 +124,6 @@ describe('LockService holding', () => {
     expect((await locks.inspect('a'))?.held).toBe(false);
   });
 
-  it('acquire, tryAcquire and acquire$ of a key the call chain holds are refused at once, writing nothing', async () => {
-    const locks = await kit.service();
-    // Not LockNotAcquiredError (also a MongoLockError): refused before waiting, not timed out.
-    const refusedAtOnce = async (attempt: Promise<unknown>, held: string) => {
-      const before = await kit.rawLocks();
-      const error = await attempt.then(
-        (value) => value,
-        (caught: unknown) => caught,
-      );
-      expect(error).toBeInstanceOf(MongoLockError);
-      expect(error).not.toBeInstanceOf(LockNotAcquiredError);
-      expect((error as Error).message).toContain(`inside a lock on ${held}`);
-      expect((error as Error).message).toContain('would wait for itself');
-      expect(await kit.rawLocks()).toEqual(before);
-    };
-    const wait = { timeoutMs: 5_000 };
-    await locks.withLock(
-      'reader',
-      async () => {
-        await refusedAtOnce(locks.acquire('reader', wait), '"reader"');
-        await refusedAtOnce(locks.tryAcquire('reader'), '"reader"');
-        await refusedAtOnce(firstValueFrom(locks.acquire$('reader', wait)), '"reader"');
-        await refusedAtOnce(locks.acquire('reader', { ...wait, mode: 'shared' }), '"reader"');
-      },
-      { mode: 'shared' },
-    );
-    await locks.withLock(['a', 'b'], async () => {
-      await refusedAtOnce(locks.acquire(['b', 'z'], wait), '"b"');
-      await refusedAtOnce(locks.tryAcquire('a', { mode: 'shared' }), '"a"');
-      // Keys the call chain does not hold are taken as usual.
-      const other = await locks.acquire('z', wait);
-      await other.release();
-    });
-    // Outside the lock's function, the key is taken as usual.
-    await (await locks.acquire('reader', { timeoutMs: 0 })).release();
-  });
-
-  it('acquire of a key whose enclosing lock was lost fails with the loss, and takes nothing', async () => {
-    const locks = await kit.service();
-    await expect(
-      locks.withLock('lost-outer', async () => {
-        await locks.releaseAllHeld();
-        await expect(locks.acquire('lost-outer')).rejects.toBeInstanceOf(LockLostError);
-      }),
-    ).rejects.toBeInstanceOf(LockLostError);
-    expect((await locks.inspect('lost-outer'))?.held).toBe(false);
-  });
-
   it('a call re-entering a lock taken away by an operator fails, and does not take it anew', async () => {
     const locks = await kit.service();
     const inner = jest.fn();
