@@ -2,6 +2,7 @@ import type { Document, WithId } from 'mongodb';
 import type { Observable } from 'rxjs';
 import { LockLostError } from '../errors/lock-lost.error';
 import { MongoLockError } from '../errors/mongo-lock.error';
+import { openLockedTransaction } from '../lock-context';
 import type { LockHandle, MongoLockHandle } from '../lock-handle';
 import type { DocumentUpdate } from '../store/documents/document-writes';
 
@@ -157,6 +158,14 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
     if (lostReason) throw lostReason;
     if (this.lock.released || this.lock.releaseUnderWay || this.committing) {
       throw this.notWritable(what);
+    }
+    // Its write would land at once, outside the transaction: kept after an abort, made again
+    // each time the driver reruns the work.
+    if (openLockedTransaction()) {
+      throw new MongoLockError(
+        `${this.lock.named} cannot ${what} inside a locked transaction (withLock with ` +
+          "transaction: true): its write would not be part of it. Write the document with the transaction's session, or after it",
+      );
     }
   }
 

@@ -82,6 +82,28 @@ describe('Document locks inside a locked transaction', () => {
     });
   });
 
+  it('a handle taken outside cannot update or commit inside the transaction', async () => {
+    const { documents, inTransaction } = await setUp();
+    const lock = await documents.acquire('d');
+    try {
+      for (const write of [() => lock.update({ $inc: { n: 1 } }), () => lock.commit()]) {
+        const result = await settle(inTransaction(write));
+        expect(result).toBeInstanceOf(MongoLockError);
+        expect((result as Error).message).toMatch(
+          /cannot (update|commit) inside a locked transaction/,
+        );
+      }
+      // Still held and writable outside it.
+      await lock.commit({ $inc: { n: 1 } });
+    } finally {
+      await lock.release();
+    }
+    expect(await docs.findOne({ _id: 'd' }, { projection: { _lock: 0 } })).toEqual({
+      _id: 'd',
+      n: 1,
+    });
+  });
+
   it('without a transaction, or after it, document locks work as before', async () => {
     const { service, documents, inTransaction } = await setUp();
     await service.withLock('outer', () =>
