@@ -60,9 +60,10 @@ export async function runLocked<T>(
   const traced = (lockSignal: AbortSignal) =>
     telemetry.lockedMethod(metadata.metricsLabel, where, () => work(lockSignal));
   let started = false;
-  // Not inside a lock of this service: its release waits for this call's chain (re-entry).
+  // Unless re-entering (an enclosing lock holds one of the keys: its release waits for us).
   const releasing = releasesUnderWay(lockService, keys);
-  if (releasing && heldLocksOf(lockService).length === 0) await releasing;
+  const reenters = () => heldLocksOf(lockService).some((h) => keys.some((k) => h.keys.includes(k)));
+  if (releasing && !reenters()) await releasing;
   try {
     if (metadata.document) {
       const { name, where: filter, createIfMissing } = metadata.document;
