@@ -27,6 +27,18 @@ export async function requireTransactions(store: LockConnection): Promise<void> 
   }
 }
 
+/**
+ * The transaction `session` runs, as the object the driver replaces at each `startTransaction`
+ * (one per transaction number). No public API tells transactions apart: the public
+ * `serverSession.txnNumber` moves only at the next command, so the work's first write moves it
+ * as a new transaction would. The `transaction` field is internal, but replaced at each start
+ * since driver 3.x; were it gone, this is `undefined` before and after: no false refusal, and
+ * `inTransaction()` is still checked.
+ */
+function transactionOf(session: ClientSession): unknown {
+  return (session as unknown as { transaction?: object }).transaction;
+}
+
 function endedByWorkMessage(keys: readonly string[]): string {
   return (
     `The work under ${keys.map((key) => JSON.stringify(key)).join(', ')} ended its transaction ` +
@@ -40,7 +52,7 @@ function endedByWorkMessage(keys: readonly string[]): string {
  * the transaction proves it still ours: a takeover makes the commit fail, a lost lock aborts it.
  * `withTransaction` reruns `fn` after a transient error and retries a commit of unknown outcome;
  * one still unconfirmed is a {@link TransactionOutcomeUnknownError}. `fn` must not end the
- * transaction itself: that is a `MongoLockError`.
+ * transaction itself (nor end it and start another): that is a `MongoLockError`.
  */
 export async function runInTransaction<T>(
   store: TransactionLocks,
@@ -60,10 +72,14 @@ export async function runInTransaction<T>(
     let result!: T;
     let endedByWork = false;
     await session.withTransaction(async () => {
+      const started = transactionOf(session);
       result = await fn();
-      // Its own commit landed the writes before the check below. Refused after the driver
-      // returns: thrown here, the driver would try to abort it and throw its own error instead.
-      if (!session.inTransaction()) {
+      // Its own commit landed the writes before the check below, even if it started another
+      // transaction after it: that one is aborted, not committed unchecked. Refused after the
+      // driver returns: thrown here, the driver would try to abort the ended transaction and
+      // throw its own error instead.
+      if (transactionOf(session) !== started || !session.inTransaction()) {
+        if (session.inTransaction()) await session.abortTransaction();
         endedByWork = true;
         return;
       }

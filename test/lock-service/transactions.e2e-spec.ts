@@ -178,6 +178,35 @@ describe('withLock in a transaction', () => {
     },
   );
 
+  it('work that commits the transaction itself and starts another is refused too, the other aborted', async () => {
+    const { locks, accounts } = await serviceWithAccount(kit, 'tx_ended_restarted');
+    let runs = 0;
+    const outcome = await locks
+      .withLock(
+        'account:a',
+        async (lock) => {
+          runs += 1;
+          const session = lock.session as ClientSession;
+          await addFive(accounts, lock);
+          await session.commitTransaction();
+          // In a transaction again when it returns, but not the one the lock check guards.
+          session.startTransaction();
+          await addFive(accounts, lock);
+          return 'returned';
+        },
+        { transaction: true },
+      )
+      .catch((error: unknown) => error);
+    expect(outcome).toBeInstanceOf(MongoLockError);
+    expect((outcome as Error).message).toMatch(
+      /^The work under "account:a" ended its transaction itself/,
+    );
+    expect(runs).toBe(1);
+    // The first commit landed before any check: told, not undone. The second never commits.
+    expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(15);
+    expect((await locks.inspect('account:a'))?.held).toBe(false);
+  });
+
   it('a call re-entering a lock held without a transaction is refused before its work runs', async () => {
     const { locks, accounts } = await serviceWithAccount(kit, 'tx_reentered');
     let ran = false;
