@@ -95,7 +95,7 @@ export class DocumentLocks<T extends Document = Document> {
    * `where`) and `createIfMissing` was not given; with `LockNotAcquiredError` on timeout.
    */
   async acquire(id: unknown, options?: DocumentLockOptions<T>): Promise<DocumentLockHandle<T>> {
-    this.refuseInTransaction();
+    this.refuseInTransaction('lock');
     return this.acquireDocument(id, options, false);
   }
 
@@ -123,7 +123,7 @@ export class DocumentLocks<T extends Document = Document> {
     fn: (handle: DocumentLockHandle<T>) => R | Promise<R>,
     options?: DocumentLockOptions<T>,
   ): Promise<R> {
-    this.refuseInTransaction();
+    this.refuseInTransaction('lock');
     const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
     callback('fn', fn);
     // Checked here too: a re-entered call resolves no options, and should refuse the same ones.
@@ -170,12 +170,14 @@ export class DocumentLocks<T extends Document = Document> {
    * Applies `update`, bumping the version in the same write, only while the version equals
    * `expectedVersion` and nobody holds the lock. Rejects with `VersionConflictError`,
    * `DocumentNotFoundError` or `DocumentLockedError` (inside a lock, use the handle's `update`).
+   * Refused inside a locked transaction's work (`MongoLockError`): it would write outside it.
    */
   async updateIfCurrent(
     id: unknown,
     expectedVersion: unknown,
     update: DocumentUpdate,
   ): Promise<WithId<T>> {
+    this.refuseInTransaction('updateIfCurrent');
     const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
     const expected = resolveExpectedVersion(expectedVersion, this.settings.version);
     const checked = resolveDocumentUpdate(update, this.settings, false) as DocumentUpdate;
@@ -207,17 +209,21 @@ export class DocumentLocks<T extends Document = Document> {
   }
 
   /**
-   * A document lock's writes would land at once, outside a locked transaction the caller runs
-   * in: kept after its abort, and made again each time the driver reruns its work.
+   * Our writes would land at once, outside a locked transaction the caller runs in: kept after
+   * its abort, and made again each time the driver reruns its work.
    */
-  private refuseInTransaction(): void {
-    if (openLockedTransaction()) {
-      throw new MongoLockError(
-        `Document locks of ${JSON.stringify(this.settings.collection)} cannot be taken inside a ` +
-          'locked transaction (withLock with transaction: true): their writes would not be part ' +
-          "of it. Lock the document outside the transaction, or write it with the transaction's session",
-      );
-    }
+  private refuseInTransaction(what: 'lock' | 'updateIfCurrent'): void {
+    if (!openLockedTransaction()) return;
+    const collection = JSON.stringify(this.settings.collection);
+    throw new MongoLockError(
+      what === 'lock'
+        ? `Document locks of ${collection} cannot be taken inside a locked transaction (withLock ` +
+            'with transaction: true): their writes would not be part of it. Lock the document ' +
+            "outside the transaction, or write it with the transaction's session"
+        : `updateIfCurrent on ${collection} cannot run inside a locked transaction (withLock ` +
+            'with transaction: true): its write would not be part of it. Write the document ' +
+            "with the transaction's session, or after it",
+    );
   }
 
   /** The lock options a document lock takes: no scope, and exclusive only. */

@@ -1,8 +1,9 @@
 // A document lock's writes cannot join a locked transaction (withLock with transaction: true):
 // taken inside one, its commit landed at once, stayed after the transaction aborted, and was
-// made again when the driver reran the work. Refused instead, before anything is written.
+// made again when the driver reran the work. Refused instead, before anything is written; so is
+// updateIfCurrent, whose write landed outside the transaction the same way.
 import type { Collection } from 'mongodb';
-import type { DocumentLocks } from '../../lib';
+import type { DocumentLocks, DocumentLocksOptions } from '../../lib';
 import { MongoLockError } from '../../lib/errors';
 import { LockTestKit, settle } from '../lock-service/lock-test-kit';
 
@@ -31,9 +32,9 @@ describe('Document locks inside a locked transaction', () => {
   });
 
   /** The service (on the data's client), its document locks, and a transactional run. */
-  async function setUp() {
+  async function setUp(options?: DocumentLocksOptions<Raw>) {
     const service = await kit.service({ client: await kit.client() });
-    const documents = service.documents<Raw>(collectionName);
+    const documents = service.documents<Raw>(collectionName, options);
     let runs = 0;
     const inTransaction = (work: () => Promise<unknown>) =>
       service.withLock(
@@ -102,6 +103,31 @@ describe('Document locks inside a locked transaction', () => {
       _id: 'd',
       n: 1,
     });
+  });
+
+  it('updateIfCurrent is refused with MongoLockError, nothing written; after it, it writes', async () => {
+    await docs.updateOne({ _id: 'd' }, { $set: { v: 1 } });
+    const { documents, inTransaction, runs } = await setUp({ version: { field: 'v' } });
+    const result = await settle(
+      inTransaction(() => documents.updateIfCurrent('d', 1, { $inc: { n: 1 } })),
+    );
+    expect(result).toBeInstanceOf(MongoLockError);
+    expect((result as Error).message).toMatch(
+      /^updateIfCurrent on "in_transaction_\d+" cannot run inside a locked transaction/,
+    );
+    expect(runs()).toBe(1);
+    expect(await docs.findOne({ _id: 'd' })).toEqual({ _id: 'd', n: 0, v: 1 });
+    expect(await documents.updateIfCurrent('d', 1, { $inc: { n: 1 } })).toEqual({
+      _id: 'd',
+      n: 1,
+      v: 2,
+    });
+  });
+
+  it('inspect writes nothing: it still answers inside the work', async () => {
+    const { documents, inTransaction } = await setUp();
+    const state = await inTransaction(() => documents.inspect('d'));
+    expect(state).toMatchObject({ key: '"d"', held: false });
   });
 
   it('without a transaction, or after it, document locks work as before', async () => {
