@@ -1,4 +1,5 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
+import { boolean, optionsObject, refuseUnknownOptions } from '../option-checks';
 import type { MongoLockBoardOptions } from './board-options.interface';
 import { BOARD_MESSAGES } from './board.messages';
 
@@ -18,7 +19,10 @@ const SEGMENT = String.raw`(?!\.+(?:/|$))[A-Za-z0-9._~-]+`;
 const SAFE_PATH = new RegExp(`^${SEGMENT}(?:/${SEGMENT})*$`);
 
 /** Throws `InvalidLockOptionsError` when the module is built: a bad board never starts. */
-export function resolveBoardOptions(options: MongoLockBoardOptions = {}): ResolvedBoardOptions {
+export function resolveBoardOptions(given?: MongoLockBoardOptions | null): ResolvedBoardOptions {
+  // A misspelt guard (`gaurd`, `guards`) would serve the board to everyone: refused, like a typo.
+  const options = optionsObject(given);
+  refuseUnknownOptions(options, ['path', 'guard', 'allowRelease', 'eventStreamMaxMs']);
   const rawPath = options.path ?? 'locks';
   const path = typeof rawPath === 'string' ? rawPath.replace(/^\/+|\/+$/g, '') : rawPath;
   if (typeof path !== 'string' || !SAFE_PATH.test(path)) {
@@ -30,7 +34,7 @@ export function resolveBoardOptions(options: MongoLockBoardOptions = {}): Resolv
     typeof guard === 'function' ||
     (typeof guard === 'object' && guard !== null && typeof guard.canActivate === 'function');
   if (!isGuard) throw new InvalidLockOptionsError(BOARD_MESSAGES.badGuard(), { option: 'guard' });
-  const allowRelease = options.allowRelease === true;
+  const allowRelease = boolean('allowRelease', options.allowRelease, false);
   if (allowRelease && guard === undefined) {
     throw new InvalidLockOptionsError(BOARD_MESSAGES.releaseNeedsGuard(), {
       option: 'allowRelease',

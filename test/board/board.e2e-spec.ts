@@ -26,6 +26,22 @@ describe('MongoLockBoardModule.forRoot', () => {
     expect(() => MongoLockBoardModule.forRoot({ allowRelease: true })).toThrow(/needs a guard/);
   });
 
+  // A misspelt guard would serve the board to everyone.
+  const denyAll = { canActivate: () => false };
+  it.each([
+    [{ gaurd: denyAll }, /gaurd is not an option \(did you mean guard\?\)/],
+    [{ guards: [denyAll] }, /guards is not an option \(did you mean guard\?\)/],
+    [{ guard: denyAll, allowRelease: 'true' }, /allowRelease must be true or false/],
+    [[], /options must be an object/],
+  ])('refuses the options %p', (options, message) => {
+    expect(() => MongoLockBoardModule.forRoot(options as never)).toThrow(InvalidLockOptionsError);
+    expect(() => MongoLockBoardModule.forRoot(options as never)).toThrow(message);
+  });
+
+  it('takes null options as none', () => {
+    expect(MongoLockBoardModule.forRoot(null as never).controllers).toHaveLength(1);
+  });
+
   it.each(['', 'locks/:key', 'a b', '../x', '*', 'ops//locks'])('refuses the path %j', (path) => {
     expect(() => MongoLockBoardModule.forRoot({ path })).toThrow(/path must be/);
   });

@@ -28,4 +28,11 @@ describe('MongoLockHealthIndicator options', () => {
     const indicator = new MongoLockHealthIndicator(untouched, new HealthIndicatorService());
     await expect(indicator.isHealthy('locks', null as never)).rejects.toThrow('the probe ran');
   });
+
+  it('refuses an unknown option rather than probing with the default timeout', async () => {
+    const indicator = new MongoLockHealthIndicator(untouched, new HealthIndicatorService());
+    const probing = indicator.isHealthy('locks', { timeout: 5 } as never);
+    await expect(probing).rejects.toThrow(InvalidLockOptionsError);
+    await expect(probing).rejects.toThrow(/timeout is not an option \(did you mean timeoutMs\?\)/);
+  });
 });
