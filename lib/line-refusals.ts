@@ -6,6 +6,7 @@ import { notAcquiredMessage } from './lock.messages';
 import type { LineKind } from './store/line/line-document';
 import { LINE_CAPACITY } from './store/line/line-pipelines';
 import type { JoinResult, KeyInUse } from './store/line/line-commands';
+import { isDefiniteFailure } from './store/mongo-error-codes';
 
 interface RefusedRequest {
   key: string;
@@ -13,12 +14,17 @@ interface RefusedRequest {
   timeoutMs: number;
 }
 
-/** A join error raised from a reply (no document, a 0.1 lock field, a bad option): no write. */
+/**
+ * A join error that says the join wrote nothing: raised from a reply (no document, a 0.1 lock
+ * field, a bad option), or MongoDB refused its write. The join's earlier writes, if any, made no
+ * entry of ours (a miss, a duplicate key), nor did a read after a write that found none.
+ */
 export function wroteNothing(error: unknown): boolean {
   return (
     error instanceof DocumentNotFoundError ||
     error instanceof LockNotAcquiredError ||
-    error instanceof InvalidLockOptionsError
+    error instanceof InvalidLockOptionsError ||
+    isDefiniteFailure(error)
   );
 }
 

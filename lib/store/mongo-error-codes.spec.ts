@@ -1,6 +1,11 @@
-import { MongoNetworkError, MongoOperationTimeoutError, MongoServerError } from 'mongodb';
+import {
+  MongoNetworkError,
+  MongoOperationTimeoutError,
+  MongoServerError,
+  MongoWriteConcernError,
+} from 'mongodb';
 import { LockStoreUnavailableError } from '../errors';
-import { isStoreUnavailableError, toStoreError } from './mongo-error-codes';
+import { isDefiniteFailure, isStoreUnavailableError, toStoreError } from './mongo-error-codes';
 
 /** A Node socket error as the driver may pass it on, unwrapped (see SOCKET_ERROR_CODES). */
 function socketError(code: string): Error {
@@ -38,5 +43,24 @@ describe('store error classification', () => {
     expect(isStoreUnavailableError(Object.assign(new Error('odd'), { code: 'ENOENT' }))).toBe(
       false,
     );
+  });
+
+  it('counts only a server refusal that is not retryable as a definite failure', () => {
+    for (const code of [121, 13, 10334, 11000]) {
+      const refused = new MongoServerError({ message: 'refused', code });
+      expect(isDefiniteFailure(refused)).toBe(true);
+      expect(isDefiniteFailure(toStoreError(refused, 'acquire'))).toBe(true);
+    }
+    const steppedDown = new MongoServerError({ message: 'stepped down', code: 189 });
+    const lateMajority = new MongoWriteConcernError({
+      message: 'waiting for replication timed out',
+      code: 64,
+      writeConcernError: { code: 64, errmsg: 'waiting for replication timed out' },
+    } as unknown as ConstructorParameters<typeof MongoWriteConcernError>[0]);
+    for (const unknown of [steppedDown, lateMajority, new MongoNetworkError('reset')]) {
+      expect(isDefiniteFailure(unknown)).toBe(false);
+      expect(isDefiniteFailure(toStoreError(unknown, 'acquire'))).toBe(false);
+    }
+    expect(isDefiniteFailure(new LockStoreUnavailableError('no answer in time'))).toBe(false);
   });
 });

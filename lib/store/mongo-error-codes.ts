@@ -2,6 +2,7 @@ import {
   MongoError,
   MongoErrorLabel,
   MongoNetworkError,
+  MongoServerError,
   MongoServerSelectionError,
   MongoTopologyClosedError,
   MongoWriteConcernError,
@@ -77,6 +78,18 @@ export function isStoreUnavailableError(error: unknown): boolean {
   if (UNAVAILABLE_LABELS.some((label) => error.hasErrorLabel(label))) return true;
   if (UNAVAILABLE_CODES.has(Number(codeOf(error)))) return true;
   return /not (writable )?primary|node is recovering/i.test(error.message);
+}
+
+/**
+ * MongoDB answered that the command failed, so it did not take effect: a write error (a
+ * validation failure, a duplicate key, a document too large) or a refusal (no authorization).
+ * Checked on a driver error or on the library's error that wraps it (`cause`). Everything else,
+ * a lost or late reply or a write concern error included, leaves the outcome unknown.
+ */
+export function isDefiniteFailure(error: unknown): boolean {
+  const driverError = error instanceof MongoLockError ? error.cause : error;
+  // A write concern error is a server error too, raised after the write: not definite.
+  return driverError instanceof MongoServerError && !isStoreUnavailableError(driverError);
 }
 
 /** Node socket errors the driver may pass on unwrapped (`write ECONNRESET` on a big command). */
