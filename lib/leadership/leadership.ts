@@ -50,7 +50,6 @@ interface ElectionWaiter {
 }
 
 interface Election {
-  readonly won: Promise<HeldLeaderTerm>;
   /** Told of the outcome; a campaign that gives up leaves (an election may run for weeks). */
   readonly waiters: Set<ElectionWaiter>;
   /** Settles when the first attempt is answered; no campaign times out before that. */
@@ -60,6 +59,8 @@ interface Election {
   interested: number;
   /** Of them, `campaign()` calls (not the `terms$` standing loop). */
   callers: number;
+  /** Of them, those that wait past the first answer (any but `timeoutMs: 0`). */
+  patient: number;
 }
 
 /**
@@ -159,7 +160,8 @@ export class Leadership {
       return Promise.resolve(this.live);
     }
     if (signal?.aborted) return Promise.reject(signal.reason as Error);
-    const election = this.elect();
+    const patient = timeoutMs !== 0;
+    const election = this.elect(!patient);
     const startedAt = performance.now();
     return new Promise<LeaderTerm>((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
@@ -187,6 +189,7 @@ export class Leadership {
         done();
         election.interested -= 1;
         if (!standing) election.callers -= 1;
+        if (patient) election.patient -= 1;
         if (election.interested === 0) this.abandon(election, reason);
         reject(reason); // eslint-disable-line @typescript-eslint/prefer-promise-reject-errors -- the caller's own abort reason
       };
@@ -194,14 +197,13 @@ export class Leadership {
       signal?.addEventListener('abort', onAbort, { once: true });
       election.interested += 1;
       if (!standing) election.callers += 1;
+      if (patient) election.patient += 1;
       if (timeoutMs !== undefined) {
         const waitMs = timeoutMs;
         // From the call, but not before the first answer: even 0 gets one attempt's answer.
         void election.firstAnswer.then(() => {
           if (settled) return;
-          const notElected = new LockNotAcquiredError(notElectedMessage(this.name, waitMs), {
-            keys: [this.key],
-          });
+          const notElected = this.notElected(waitMs);
           const leftMs = Math.max(0, waitMs - (performance.now() - startedAt));
           timer = setTimeout(() => giveUp(notElected), leftMs);
         });
@@ -236,14 +238,22 @@ export class Leadership {
     await this.standingLoop;
   }
 
-  private elect(): Election {
+  /** The election under way, or a new one; `tries`: it starts with a try (`timeoutMs: 0`). */
+  private elect(tries: boolean): Election {
     if (this.election) return this.election;
     const abort = new AbortController();
     let answered!: () => void;
     const firstAnswer = new Promise<void>((resolve) => (answered = resolve));
-    const won = this.win(abort.signal, answered);
     const waiters = new Set<ElectionWaiter>();
-    const election: Election = { abort, interested: 0, callers: 0, won, firstAnswer, waiters };
+    const election: Election = {
+      abort,
+      interested: 0,
+      callers: 0,
+      patient: 0,
+      firstAnswer,
+      waiters,
+    };
+    const won = this.win(election, answered, tries);
     won.then(
       (term) => [...waiters].forEach((waiter) => waiter.won(term)),
       (error: unknown) => [...waiters].forEach((waiter) => waiter.failed(error)),
@@ -253,7 +263,7 @@ export class Leadership {
     const forget = () => {
       if (this.election === election) this.election = undefined;
     };
-    election.won.then(forget, forget);
+    won.then(forget, forget);
     return election;
   }
 
@@ -267,14 +277,22 @@ export class Leadership {
    * Stands in line in one write, whose reply is the first answer (a campaign's timeout runs from
    * it): a try before the join would leave a gap in which a resigning leader wins again. A join
    * unanswered as long as a try's reply may be (MongoDB away, the service starting) answers too.
+   * Only `tries` (a `campaign({ timeoutMs: 0 })` started it) sends a try first, as `tryAcquire`
+   * does: no entry unless it wins. Refused, it ends, unless a campaign that waits came meanwhile.
    */
-  private async win(signal: AbortSignal, answered: () => void): Promise<HeldLeaderTerm> {
-    for (;;) {
+  private async win(
+    election: Election,
+    answered: () => void,
+    tries: boolean,
+  ): Promise<HeldLeaderTerm> {
+    const { signal } = election.abort;
+    for (let first = true; ; first = false) {
+      const trying = tries && first;
       let handle: MongoLockHandle;
       try {
         const options = {
           ttlMs: this.ttlMs,
-          timeoutMs: LONGEST_WAIT_MS,
+          timeoutMs: trying ? 0 : LONGEST_WAIT_MS,
           renew: true,
           signal,
           metricsLabel: 'leadership',
@@ -288,6 +306,12 @@ export class Leadership {
         // Given up meanwhile: the reason is why, whatever the attempt answered.
         if (signal.aborted) throw signal.reason;
         if (!isWorthRetrying(error)) throw error;
+        if (trying && election.patient === 0) {
+          // Synchronously: a campaign called from now on starts a new election.
+          this.abandon(election, error);
+          throw this.notElected(0, error);
+        }
+        if (trying && error instanceof LockNotAcquiredError) continue;
         await wakeUp({}, performance.now() + RETRY_DELAY_MS, signal);
         continue;
       }
@@ -314,6 +338,12 @@ export class Leadership {
       this.termStarts.next(term);
       return term;
     }
+  }
+
+  /** Not elected within `timeoutMs`; `cause`: why a try's answer was no. */
+  private notElected(timeoutMs: number, cause?: unknown): LockNotAcquiredError {
+    const message = notElectedMessage(this.name, timeoutMs);
+    return new LockNotAcquiredError(message, { keys: [this.key], cause });
   }
 
   /** While `terms$` has subscribers: campaign, lead until the term ends, campaign again. */

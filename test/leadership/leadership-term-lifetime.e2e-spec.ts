@@ -1,4 +1,4 @@
-import { Long, type Document } from 'mongodb';
+import { Long, type CommandStartedEvent, type Document } from 'mongodb';
 import { firstValueFrom } from 'rxjs';
 import { OnlyLeader } from '../../lib/decorators/only-leader.decorator';
 import {
@@ -68,6 +68,60 @@ describe('leadership: a term lasts as long as it is renewed', () => {
     if (outcome instanceof Error) {
       expect((await a.inspect(`${LEADER_KEY_PREFIX}zero-timeout`))?.held ?? false).toBe(false);
     }
+  });
+
+  it('campaign({ timeoutMs: 0 }) on a leadership held elsewhere is one write that leaves nothing in line', async () => {
+    const a = await kit.service({ holderId: 'A' });
+    const term = await a.leadership('held-elsewhere').campaign();
+    const client = await kit.client({ monitorCommands: true });
+    const b = await kit.service({ holderId: 'B', client });
+    const key = `${LEADER_KEY_PREFIX}held-elsewhere`;
+    const writes: Document[] = [];
+    client.on('commandStarted', (event: CommandStartedEvent) => {
+      const query = event.command.query as Document | undefined;
+      if (event.commandName === 'findAndModify' && query?._id === key) writes.push(event.command);
+    });
+    const outcome = await b
+      .leadership('held-elsewhere')
+      .campaign({ timeoutMs: 0 })
+      .catch((error: unknown) => error);
+    // Closing waits for the leaves under way in the background.
+    await b.close();
+
+    expect(outcome).toBeInstanceOf(LockNotAcquiredError);
+    // A try, as tryAcquire sends: no join and no leave after it.
+    expect(writes).toHaveLength(1);
+    const doc = (await kit.rawLocks()).find((raw) => raw._id === key);
+    expect((doc?.line as { h: string }[]).map((entry) => entry.h)).toEqual(['A']);
+    await term.resign();
+  });
+
+  it('a campaign that waits, called while a zero-timeout one tries, shares the term it wins', async () => {
+    const a = await kit.service({ holderId: 'A' });
+    const leadership = a.leadership('try-then-wait');
+    const trying = leadership.campaign({ timeoutMs: 0 });
+    const waiting = leadership.campaign({ timeoutMs: 5_000 });
+    const [tried, waited] = await Promise.all([trying, waiting]);
+    expect(waited).toBe(tried);
+    const state = await a.inspect(`${LEADER_KEY_PREFIX}try-then-wait`);
+    expect(state?.waiting ?? 0).toBe(0);
+    await tried.resign();
+  });
+
+  it('a campaign that waits, called while a zero-timeout one tries, stands in line once the try is refused', async () => {
+    const a = await kit.service({ holderId: 'A' });
+    const held = await a.leadership('try-refused-then-wait').campaign();
+    const b = await kit.service({ holderId: 'B' });
+    const leadership = b.leadership('try-refused-then-wait');
+    const trying = leadership.campaign({ timeoutMs: 0 }).catch((error: unknown) => error);
+    const waiting = leadership.campaign({ timeoutMs: 10_000 });
+    expect(await trying).toBeInstanceOf(LockNotAcquiredError);
+    const key = `${LEADER_KEY_PREFIX}try-refused-then-wait`;
+    await eventually(async () => (await a.inspect(key))?.waiting === 1, 3_000);
+    await held.resign();
+    const term = await waiting;
+    expect(term.active).toBe(true);
+    await term.resign();
   });
 
   it('a short campaign timeout (10 ms) on a free leadership wins too', async () => {
