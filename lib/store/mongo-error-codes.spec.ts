@@ -52,12 +52,20 @@ describe('store error classification', () => {
       expect(isDefiniteFailure(toStoreError(refused, 'acquire'))).toBe(true);
     }
     const steppedDown = new MongoServerError({ message: 'stepped down', code: 189 });
+    const outOfTime = new MongoServerError({ message: 'operation exceeded time limit', code: 50 });
+    const interrupted = new MongoServerError({ message: 'operation was interrupted', code: 11601 });
     const lateMajority = new MongoWriteConcernError({
       message: 'waiting for replication timed out',
       code: 64,
       writeConcernError: { code: 64, errmsg: 'waiting for replication timed out' },
     } as unknown as ConstructorParameters<typeof MongoWriteConcernError>[0]);
-    for (const unknown of [steppedDown, lateMajority, new MongoNetworkError('reset')]) {
+    for (const unknown of [
+      steppedDown,
+      outOfTime,
+      interrupted,
+      lateMajority,
+      new MongoNetworkError('reset'),
+    ]) {
       expect(isDefiniteFailure(unknown)).toBe(false);
       expect(isDefiniteFailure(toStoreError(unknown, 'acquire'))).toBe(false);
     }

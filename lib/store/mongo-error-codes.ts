@@ -88,9 +88,19 @@ export function isStoreUnavailableError(error: unknown): boolean {
  */
 export function isDefiniteFailure(error: unknown): boolean {
   const driverError = error instanceof MongoLockError ? error.cause : error;
-  // A write concern error is a server error too, raised after the write: not definite.
-  return driverError instanceof MongoServerError && !isStoreUnavailableError(driverError);
+  // A write concern error is a server error too, raised after the write: not definite. Nor is
+  // a time limit or an interruption, which may come after the write (a leave costs less).
+  return (
+    driverError instanceof MongoServerError &&
+    !isStoreUnavailableError(driverError) &&
+    !OUTCOME_OPEN_CODES.has(Number(codeOf(driverError)))
+  );
 }
+
+const OUTCOME_OPEN_CODES = new Set([
+  50, // MaxTimeMSExpired
+  11601, // Interrupted
+]);
 
 /** Node socket errors the driver may pass on unwrapped (`write ECONNRESET` on a big command). */
 const SOCKET_ERROR_CODES = new Set([
