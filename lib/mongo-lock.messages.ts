@@ -80,6 +80,8 @@ export const MESSAGES = {
     'MongoLockModule (it was created with `new`, is request-scoped, was called before the ' +
     'application initialised, or was created after it: `app.resolve()` of a transient ' +
     'provider, a module loaded by LazyModuleLoader), so it cannot be locked',
+  clientLeftWhileWaiting: (where: string) =>
+    `${where} was not run: its client left while it waited for the lock`,
   handlerAfterRequestEnded: (where: string) =>
     `${where} was not run: its request ended (an interceptor stopped listening) before Nest ` +
     'called it, and the lock was released then',

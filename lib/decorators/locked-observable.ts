@@ -6,7 +6,7 @@ import type { LockedMetadata } from './locked-metadata';
 import { runLocked, SKIPPED } from './locked-run';
 import { releaseUnderWay } from './releases-under-way';
 
-interface LockedObservableHooks<T> {
+export interface LockedObservableHooks<T> {
   /** Maps the lock's own errors (taking it; finishing it: commit, lost lease), never `source`'s. */
   mapLockError?: (error: unknown) => unknown;
   /** With `onBusy: 'skip'`, what to emit when busy; without it the Observable completes empty. */
@@ -25,6 +25,12 @@ interface LockedObservableHooks<T> {
   workInFlight?: () => PromiseLike<unknown> | undefined;
   /** Told when the subscriber leaves, before the lock ends. */
   unsubscribed?: () => void;
+  /**
+   * Ends the wait for the lock when it aborts (an HTTP client left): `source` is never called,
+   * and the Observable fails with its reason (through `mapLockError`). Once `source` runs, it
+   * is not listened to.
+   */
+  waitSignal?: AbortSignal;
 }
 
 /**
@@ -57,6 +63,9 @@ export function lockedObservable<T>(
       new Promise<void>((resolve, reject) => {
         started = true;
         if (subscriber.closed) return resolve();
+        // Given up while the grant was on its way: the lock is released unused.
+        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
+        if (cancelWait.signal.aborted) return reject(cancelWait.signal.reason);
         if (hooks.endOnLockLoss && endOnLoss(lockSignal, reject)) return;
         // A transaction whose client left is aborted, never committed half done.
         stop =
@@ -98,6 +107,14 @@ export function lockedObservable<T>(
       return false;
     };
 
+    const { waitSignal } = hooks;
+    if (waitSignal) {
+      const giveUp = () => {
+        if (!started) cancelWait.abort(waitSignal.reason);
+      };
+      whenAborted(waitSignal, giveUp, subscriber);
+    }
+
     const locked = runLocked(lockService, keys, metadata, run, cancelWait.signal, scope);
     locked.then(
       (outcome) => {
@@ -130,6 +147,13 @@ export function lockedObservable<T>(
       afterWork(() => stop?.());
     };
   });
+}
+
+/** Runs `listener` once `signal` aborts (now, if it has), until `subscription` ends. */
+function whenAborted(signal: AbortSignal, listener: () => void, subscription: Subscription) {
+  if (signal.aborted) return listener();
+  signal.addEventListener('abort', listener, { once: true });
+  subscription.add(() => signal.removeEventListener('abort', listener));
 }
 
 /** `map(error)`, or `error` itself if the mapping throws: an error is never lost to a mapper. */

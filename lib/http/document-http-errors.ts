@@ -18,6 +18,8 @@ const HTTP_PRECONDITION_FAILED = 412;
 export const HTTP_LOCKED = 423;
 export const HTTP_PRECONDITION_REQUIRED = 428;
 export const HTTP_SERVICE_UNAVAILABLE = 503;
+/** Not in RFC 9110: nginx's status for a request whose client closed the connection first. */
+export const HTTP_CLIENT_CLOSED_REQUEST = 499;
 
 const REASONS: Record<number, string> = {
   [HTTP_BAD_REQUEST]: 'Bad Request',
@@ -27,6 +29,7 @@ const REASONS: Record<number, string> = {
   [HTTP_LOCKED]: 'Locked',
   [HTTP_PRECONDITION_REQUIRED]: 'Precondition Required',
   [HTTP_SERVICE_UNAVAILABLE]: 'Service Unavailable',
+  [HTTP_CLIENT_CLOSED_REQUEST]: 'Client Closed Request',
 };
 
 /** An `HttpException` with Nest's `{ statusCode, message, error }` body, on every Nest version. */

@@ -7,14 +7,14 @@ import {
   Optional,
 } from '@nestjs/common';
 import { HttpAdapterHost, ModuleRef, Reflector } from '@nestjs/core';
-import { type Observable, throwError } from 'rxjs';
+import { defer, finalize, type Observable, throwError } from 'rxjs';
 import {
   InterceptedCall,
   interceptedCall,
   runLockedByInterceptor,
 } from '../decorators/lock-bindings';
 import type { LockedMetadata } from '../decorators/locked-metadata';
-import { lockedObservable } from '../decorators/locked-observable';
+import { type LockedObservableHooks, lockedObservable } from '../decorators/locked-observable';
 import {
   DocumentNotFoundError,
   InvalidLockKeyError,
@@ -25,9 +25,11 @@ import {
   LockStoreUnavailableError,
   MongoLockError,
 } from '../errors';
+import { watchClientDeparture } from '../http/client-departure';
 import {
   documentHttpError,
   HTTP_BAD_REQUEST,
+  HTTP_CLIENT_CLOSED_REQUEST,
   HTTP_LOCKED,
   HTTP_SERVICE_UNAVAILABLE,
   httpError,
@@ -91,23 +93,40 @@ export class LockedInterceptor implements NestInterceptor {
     } catch (error) {
       return throwError(() => this.mapLockError(error, context));
     }
-    return lockedObservable(
-      this.getLockService(),
-      keys,
-      metadata,
-      handle,
-      {
-        mapLockError: (error) => this.mapLockError(error, context),
-        skippedValue: () => this.skippedResult(context, metadata),
-        // Nest unsubscribes from a handler's Observable when its client goes away.
-        abortTransactionOnUnsubscribe: true,
-        // Answer a handler outliving its lock (grace period over) at once: the server can close.
-        endOnLockLoss: true,
-        workInFlight: () => call?.runs,
-        unsubscribed: () => call?.leave(),
-      },
-      scope,
-    );
+    // Nest stops listening when a client leaves only on @Sse routes: a request waiting for its
+    // lock watches its client itself, and leaves the line when it goes.
+    return defer(() => {
+      const departure = watchClientDeparture(context, () => this.clientLeftError(metadata));
+      const hooks = this.lockHooks(context, metadata, () => call, departure?.signal);
+      return lockedObservable(this.getLockService(), keys, metadata, handle, hooks, scope).pipe(
+        finalize(() => departure?.stop()),
+      );
+    });
+  }
+
+  private lockHooks(
+    context: ExecutionContext,
+    metadata: LockedMetadata,
+    call: () => InterceptedCall | undefined,
+    waitSignal: AbortSignal | undefined,
+  ): LockedObservableHooks<unknown> {
+    return {
+      mapLockError: (error) => this.mapLockError(error, context),
+      skippedValue: () => this.skippedResult(context, metadata),
+      // Nest unsubscribes from a handler's Observable when its client goes away.
+      abortTransactionOnUnsubscribe: true,
+      // Answer a handler outliving its lock (grace period over) at once: the server can close.
+      endOnLockLoss: true,
+      workInFlight: () => call()?.runs,
+      unsubscribed: () => call()?.leave(),
+      waitSignal,
+    };
+  }
+
+  /** Ends the wait of a request whose client left. An `HttpException`: Nest does not log it. */
+  private clientLeftError(metadata: LockedMetadata): unknown {
+    const message = MESSAGES.clientLeftWhileWaiting(metadata.where);
+    return httpError(HTTP_CLIENT_CLOSED_REQUEST, message);
   }
 
   /**

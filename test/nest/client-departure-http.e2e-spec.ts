@@ -1,0 +1,177 @@
+// Clients that go away from @Locked routes, over a real HTTP server: Express and Fastify.
+import { Controller, HttpCode, Module, Param, Post, type INestApplication } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
+import { MongoClient } from 'mongodb';
+import * as os from 'node:os';
+import { request as httpRequest, type Server, type ServerResponse } from 'node:http';
+import { Locked, LockService, MongoLockModule } from '../../lib';
+import { describeWithFailPoints, faultTools } from '../lock-service/adversarial/kit';
+import { LockTestKit } from '../lock-service/lock-test-kit';
+import { eventually, gate, HTTP_ADAPTERS } from './support/nest-apps';
+
+jest.setTimeout(60_000);
+
+/** What the handlers did, by request id. */
+const calls = { started: [] as string[], finished: [] as string[] };
+/** The handlers wait on this, so a test can look while they hold their lock. */
+let hold: Promise<void> = Promise.resolve();
+
+@Controller('departure')
+class DepartureController {
+  @Post('wait/:id')
+  @HttpCode(200)
+  @Locked('wait:{params.id}', { timeoutMs: 30_000 })
+  async wait(@Param('id') id: string) {
+    calls.started.push(id);
+    await hold;
+    calls.finished.push(id);
+    return { ran: id };
+  }
+
+  @Post('tx/:id')
+  @HttpCode(200)
+  @Locked('tx:{params.id}', { transaction: true })
+  transaction(@Param('id') id: string) {
+    calls.started.push(id);
+    return { ran: id };
+  }
+}
+
+/** A POST with a JSON body on its own connection; `leave()` closes it unanswered. */
+function post(url: string, path: string, body: unknown = { note: 'a body the server reads' }) {
+  const request = httpRequest(`${url}${path}`, {
+    method: 'POST',
+    agent: false,
+    headers: { 'content-type': 'application/json' },
+  });
+  const answer = new Promise<{ status: number; body: string }>((resolve, reject) => {
+    request.on('response', (response) => {
+      let text = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => (text += chunk));
+      response.on('end', () => resolve({ status: response.statusCode ?? 0, body: text }));
+    });
+    request.on('error', reject);
+  });
+  request.end(JSON.stringify(body));
+  return {
+    answer,
+    leave: () => {
+      answer.catch(() => undefined);
+      request.destroy();
+    },
+  };
+}
+
+describe.each(HTTP_ADAPTERS)('clients leaving @Locked routes (%s)', (adapter) => {
+  let app: INestApplication;
+  let appClient: MongoClient;
+  let url: string;
+  let other: LockService;
+  /** Settles when the server has seen the next response it sends close, and whether it finished. */
+  let nextResponseClosed: () => Promise<boolean>;
+  const appName = `departure-${adapter}`;
+  // Before the kit's own: the app closes while the server is up.
+  afterEach(async () => {
+    await app?.close();
+    await appClient?.close();
+  });
+  const kit = LockTestKit.forSuite();
+
+  beforeEach(async () => {
+    calls.started = [];
+    calls.finished = [];
+    hold = Promise.resolve();
+    // `os` given: the driver's own import of it fails under Jest, and the handshake then lacks
+    // the appName fail points match on.
+    appClient = await MongoClient.connect(kit.mongo.uri, { appName, runtimeAdapters: { os } });
+    @Module({
+      imports: [MongoLockModule.forRoot(kit.options({ client: appClient, holderId: appName }))],
+      controllers: [DepartureController],
+    })
+    class AppModule {}
+    const options = { logger: false as const, forceCloseConnections: true };
+    app =
+      adapter === 'fastify'
+        ? await NestFactory.create(AppModule, new FastifyAdapter(), options)
+        : await NestFactory.create(AppModule, options);
+    await app.listen(0, '127.0.0.1');
+    url = await app.getUrl();
+    const server = app.getHttpServer() as Server;
+    nextResponseClosed = () =>
+      new Promise((resolve) =>
+        server.once('request', (_request, response: ServerResponse) =>
+          response.once('close', () => resolve(response.writableFinished)),
+        ),
+      );
+    other = await kit.service({ holderId: 'other' });
+  });
+
+  it('a client that leaves while waiting for the lock: the handler never runs and its place in line is withdrawn', async () => {
+    const held = await other.acquire('wait:1', { ttlMs: 30_000 });
+    try {
+      const leaving = post(url, '/departure/wait/1');
+      await eventually(async () => (await other.inspect('wait:1'))?.waiting === 1);
+      leaving.leave();
+      await eventually(async () => (await other.inspect('wait:1'))?.waiting === 0);
+    } finally {
+      await held.release();
+    }
+    // The line is first served to the next request: nobody left waits ahead of it.
+    const next = await post(url, '/departure/wait/1').answer;
+    expect(next.status).toBe(200);
+    expect(calls.started).toEqual(['1']);
+    expect(await other.inspect('wait:1')).toMatchObject({ held: false, waiting: 0 });
+  });
+
+  it('a client that stays while waiting (its body read long before) is served once the lock is free', async () => {
+    const held = await other.acquire('wait:2', { ttlMs: 30_000 });
+    let staying: ReturnType<typeof post>;
+    try {
+      staying = post(url, '/departure/wait/2', { note: 'x'.repeat(10_000) });
+      await eventually(async () => (await other.inspect('wait:2'))?.waiting === 1);
+    } finally {
+      await held.release();
+    }
+    expect((await staying.answer).status).toBe(200);
+    expect(calls.finished).toEqual(['2']);
+  });
+
+  it('a client that leaves while the handler runs: the handler runs to its end under the lock', async () => {
+    const handler = gate();
+    hold = handler.opened;
+    const closed = nextResponseClosed();
+    const leaving = post(url, '/departure/wait/3');
+    await eventually(() => calls.started.includes('3'));
+    leaving.leave();
+    expect(await closed).toBe(false);
+    expect((await other.inspect('wait:3'))?.held).toBe(true);
+    handler.open();
+    await eventually(async () => (await other.inspect('wait:3'))?.held === false);
+    expect(calls.finished).toEqual(['3']);
+  });
+
+  describeWithFailPoints('on a slow server', () => {
+    const { failPoint, failPointFired } = faultTools(kit);
+
+    it('a client that leaves between the grant and the handler (a transaction’s first write): the handler never runs', async () => {
+      // The join is granted; the write after it (the lease renewed before the transaction)
+      // reaches MongoDB a second late.
+      const fired = await failPoint(
+        { skip: 1, times: 1 },
+        { failCommands: ['findAndModify'], appName, blockConnection: true, blockTimeMS: 1_000 },
+      );
+      const closed = nextResponseClosed();
+      const leaving = post(url, '/departure/tx/1');
+      await failPointFired(fired + 1);
+      leaving.leave();
+      expect(await closed).toBe(false);
+      await eventually(async () => (await other.inspect('tx:1'))?.held === false);
+      expect(calls.started).toEqual([]);
+      // Served to the next request.
+      expect((await post(url, '/departure/tx/1').answer).status).toBe(200);
+      expect(calls.started).toEqual(['1']);
+    });
+  });
+});
