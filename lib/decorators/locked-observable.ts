@@ -140,8 +140,9 @@ export function lockedObservable<T>(
 
     return () => {
       if (!started) cancelWait.abort();
-      // Ends at once (no work it must wait for): a call right after this one waits for it.
-      else if (!hooks.workInFlight) releaseUnderWay(lockService, keys, locked);
+      // The release begins once the work in flight (if any) settles: a call after that waits
+      // for it, rather than find this lock still held.
+      else afterWork(() => releaseUnderWay(lockService, keys, locked));
       inner?.unsubscribe();
       hooks.unsubscribed?.();
       afterWork(() => stop?.());

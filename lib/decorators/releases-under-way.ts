@@ -2,8 +2,9 @@ import type { LockService } from '../lock.service';
 
 /**
  * Releases begun by an Observable's unsubscription, per service and key. RxJS cannot wait for a
- * teardown, so a caller that got its value and left (`firstValueFrom`, `take(1)`) and calls again
- * at once would find its own lock still held: with `timeoutMs: 0` or `onBusy: 'skip'`, busy.
+ * teardown, so a caller that got its value and left (`firstValueFrom`, `take(1)`, an HTTP client
+ * of an `@Sse` route, a request timeout) and calls again at once would find its own lock still
+ * held: with `timeoutMs: 0` or `onBusy: 'skip'`, busy.
  * `runLocked` lets such releases settle first (each within one command's bound).
  */
 const underWay = new WeakMap<LockService, Map<string, Promise<unknown>>>();

@@ -1,13 +1,24 @@
 // Clients that go away from @Locked routes, over a real HTTP server: Express and Fastify.
-import { Controller, HttpCode, Module, Param, Post, type INestApplication } from '@nestjs/common';
+import {
+  Controller,
+  HttpCode,
+  Module,
+  Param,
+  Post,
+  Sse,
+  UseInterceptors,
+  type INestApplication,
+} from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { MongoClient } from 'mongodb';
 import * as os from 'node:os';
 import { request as httpRequest, type Server, type ServerResponse } from 'node:http';
+import { interval, map } from 'rxjs';
 import { Locked, LockService, MongoLockModule } from '../../lib';
 import { describeWithFailPoints, faultTools } from '../lock-service/adversarial/kit';
 import { LockTestKit } from '../lock-service/lock-test-kit';
+import { RequestTimeoutInterceptor } from './fixtures/locked-http.fixture';
 import { eventually, gate, HTTP_ADAPTERS } from './support/nest-apps';
 
 jest.setTimeout(60_000);
@@ -34,6 +45,35 @@ class DepartureController {
   @Locked('tx:{params.id}', { transaction: true })
   transaction(@Param('id') id: string) {
     calls.started.push(id);
+    return { ran: id };
+  }
+
+  @Sse('feed/:id')
+  @Locked('feed:{params.id}', { timeoutMs: 0 })
+  feed() {
+    return interval(20).pipe(map((tick) => ({ data: { tick } })));
+  }
+
+  /** Takes the key of `/timed/slow/:id` at once or not at all. */
+  @Post('quick/:id')
+  @HttpCode(200)
+  @Locked('slow:{params.id}', { timeoutMs: 0 })
+  quick(@Param('id') id: string) {
+    return { ran: id };
+  }
+}
+
+/** A request timeout outside the lock: it stops listening to a handler that still runs. */
+@Controller('timed')
+@UseInterceptors(RequestTimeoutInterceptor)
+class TimedController {
+  @Post('slow/:id')
+  @HttpCode(200)
+  @Locked('slow:{params.id}')
+  async slow(@Param('id') id: string) {
+    calls.started.push(id);
+    await hold;
+    calls.finished.push(id);
     return { ran: id };
   }
 }
@@ -64,6 +104,18 @@ function post(url: string, path: string, body: unknown = { note: 'a body the ser
   };
 }
 
+/** The first event of a server-sent event stream, as sent. */
+async function firstEvent(response: Response): Promise<string> {
+  const reader = response.body!.getReader();
+  let text = '';
+  while (!text.includes('\n\n')) {
+    const chunk = await reader.read();
+    if (chunk.done) break;
+    text += new TextDecoder().decode(chunk.value);
+  }
+  return text;
+}
+
 describe.each(HTTP_ADAPTERS)('clients leaving @Locked routes (%s)', (adapter) => {
   let app: INestApplication;
   let appClient: MongoClient;
@@ -88,7 +140,7 @@ describe.each(HTTP_ADAPTERS)('clients leaving @Locked routes (%s)', (adapter) =>
     appClient = await MongoClient.connect(kit.mongo.uri, { appName, runtimeAdapters: { os } });
     @Module({
       imports: [MongoLockModule.forRoot(kit.options({ client: appClient, holderId: appName }))],
-      controllers: [DepartureController],
+      controllers: [DepartureController, TimedController],
     })
     class AppModule {}
     const options = { logger: false as const, forceCloseConnections: true };
@@ -154,6 +206,12 @@ describe.each(HTTP_ADAPTERS)('clients leaving @Locked routes (%s)', (adapter) =>
 
   describeWithFailPoints('on a slow server', () => {
     const { failPoint, failPointFired } = faultTools(kit);
+    /** The app's next lock write reaches MongoDB a second late: a release on its way. */
+    const slowNextWrite = () =>
+      failPoint(
+        { times: 1 },
+        { failCommands: ['findAndModify'], appName, blockConnection: true, blockTimeMS: 1_000 },
+      );
 
     it('a client that leaves between the grant and the handler (a transaction’s first write): the handler never runs', async () => {
       // The join is granted; the write after it (the lease renewed before the transaction)
@@ -172,6 +230,41 @@ describe.each(HTTP_ADAPTERS)('clients leaving @Locked routes (%s)', (adapter) =>
       // Served to the next request.
       expect((await post(url, '/departure/tx/1').answer).status).toBe(200);
       expect(calls.started).toEqual(['1']);
+    });
+
+    it('a stream its client left: the next request on its key waits for its release, not 423', async () => {
+      const leaving = new AbortController();
+      const first = await fetch(`${url}/departure/feed/1`, { signal: leaving.signal });
+      const reader = first.body!.getReader();
+      await reader.read();
+      expect((await other.inspect('feed:1'))?.held).toBe(true);
+      const fired = await slowNextWrite();
+      leaving.abort();
+      await reader.cancel().catch(() => undefined);
+      await failPointFired(fired + 1);
+      const staying = new AbortController();
+      const next = await fetch(`${url}/departure/feed/1`, { signal: staying.signal });
+      try {
+        // Nest answers an @Sse route 200 at once: a lock error would come as an error event.
+        const event = await firstEvent(next);
+        expect(event).not.toContain('event: error');
+        expect(event).toContain('data: {"tick":0}');
+      } finally {
+        staying.abort();
+      }
+    });
+
+    it('a handler outliving its request timeout: the next request on its key waits for its release, not 423', async () => {
+      const handler = gate();
+      hold = handler.opened;
+      expect((await post(url, '/timed/slow/1').answer).status).toBe(408);
+      expect(calls.finished).toEqual([]);
+      const fired = await slowNextWrite();
+      handler.open();
+      await failPointFired(fired + 1);
+      expect(calls.finished).toEqual(['1']);
+      const next = await post(url, '/departure/quick/1').answer;
+      expect(next.status).toBe(200);
     });
   });
 });
