@@ -8,15 +8,16 @@ import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
 import { MongoLockHandle } from './lock-handle';
 import { notAcquiredMessage } from './lock.messages';
 import { acquireOverrunMs } from './options';
+import { waitForRelease } from './release-wait';
 import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from './options';
 import { entryFenceOf } from './store/line/line-document';
 import type { LineWatch } from './store/line/line-events';
 import type { LineStorage, LineStore } from './store/line/line-store';
 import type { AttemptTarget } from './store/line/line-commands';
 import { lineKind } from './store/lock-modes';
-import { settlesWithin, unrefTimer, wakeUp } from './util/timers';
+import { settlesWithin, unrefTimer } from './util/timers';
 import { LineWaiters } from './waiting/line-waiters';
-import { LEASE_END_MARGIN_MS, pollDelayMs } from './waiting/wait-timing';
+import { LEASE_END_MARGIN_MS } from './waiting/wait-timing';
 import type { LockEvent, LockHolderState } from './interfaces/lock-state.interface';
 
 /**
@@ -263,44 +264,16 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
     };
   }
 
-  /**
-   * Resolves once `key` is free: looks again on each event of the key, on a lease cut short (the
-   * waiters' `lookAgain`), when the last lease should end, and at the safety interval (or polls,
-   * without change streams). Takes no lock.
-   */
-  async waitForRelease(key: string, signal: AbortSignal): Promise<void> {
-    let onEvent = () => {};
-    const unwatch = this.watchEvents((event) => {
-      if (event.key === key) onEvent();
+  /** Resolves once `key` is free (`release-wait.ts`). Takes no lock. */
+  waitForRelease(key: string, signal: AbortSignal): Promise<void> {
+    return waitForRelease(key, signal, {
+      store: this.store,
+      waiters: this.waiters,
+      options: this.options,
+      watchEvents: (listener) => this.watchEvents(listener),
+      eventsOpened: () => this.eventWatch?.opened,
+      streamOpen: () => this.streamOpen,
     });
-    try {
-      // Opened before the first look, so that no release after it goes unheard.
-      if (this.eventWatch)
-        await settlesWithin(this.eventWatch.opened, this.options.operationTimeoutMs);
-      for (let round = 0; ; round += 1) {
-        signal.throwIfAborted();
-        // Made before the look: news during it cuts the sleep after it short.
-        const heard = new Promise<void>((resolve) => (onEvent = resolve));
-        const nudge = this.waiters.nudged(key, this.waiters.stamp(key));
-        try {
-          const sentAt = performance.now();
-          const state = await this.store.inspect(key);
-          if (!state?.held) return;
-          const pollMs = this.streamOpen
-            ? this.options.safetyPollIntervalMs
-            : pollDelayMs(round, this.options);
-          const lookAt = Math.min(
-            sentAt + state.remainingMs + LEASE_END_MARGIN_MS,
-            performance.now() + pollMs,
-          );
-          await wakeUp({ heard, nudged: nudge.nudged }, lookAt, signal);
-        } finally {
-          nudge.cancel();
-        }
-      }
-    } finally {
-      unwatch();
-    }
   }
 
   /** Settles background leaves and closes the change streams; running waits end by their timers. */

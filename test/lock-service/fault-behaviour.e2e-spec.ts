@@ -657,6 +657,45 @@ describeWithFailPoints('LockService under faults', () => {
       await held.release();
     });
 
+    it('waitForRelease rides through a step-down: a look MongoDB refuses is made again, and it emits once the key is free', async () => {
+      const holder = await kit.service();
+      const held = await holder.acquire('blip:k', { ttlMs: 30_000 });
+      // A short heartbeat: after a "not primary" error the driver selects the server again soon.
+      const client = await appClient('blip-waiter', {
+        monitorCommands: true,
+        heartbeatFrequencyMS: 500,
+      });
+      let looks = 0;
+      client.on('commandStarted', (event: CommandStartedEvent) => {
+        if (event.commandName === 'find') looks += 1;
+      });
+      // Safety looks every 100 ms: the next one meets the fail point.
+      const waiter = await kit.service({ client, safetyPollIntervalMs: 100 });
+      const outcome: { emitted: boolean; error?: unknown } = { emitted: false };
+      const subscription = waiter.waitForRelease('blip:k').subscribe({
+        next: () => (outcome.emitted = true),
+        error: (error: unknown) => (outcome.error = error),
+      });
+      try {
+        await eventually(() => looks >= 1, 3_000);
+        // Twice: the driver's one retry of the read fails too, as during a step-down's election.
+        const before = await failPoint(
+          { times: 2 },
+          { failCommands: ['find'], appName: 'blip-waiter', errorCode: 189 },
+        );
+        await failPointFired(before + 2);
+        const failedAt = looks;
+        // It looks again (the key is still held), rather than failing.
+        await eventually(() => looks > failedAt || outcome.error !== undefined, 5_000);
+        expect(outcome).toEqual({ emitted: false });
+        await held.release();
+        await eventually(() => outcome.emitted || outcome.error !== undefined, 5_000);
+        expect(outcome).toEqual({ emitted: true });
+      } finally {
+        subscription.unsubscribe();
+      }
+    });
+
     // On v2 a released event carries no holder id or fence (docs/engine-v2.md): it must never
     // carry the next holder's, even when read late.
     it("a released event read late never carries the next holder's id or fence", async () => {
