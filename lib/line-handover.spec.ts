@@ -93,7 +93,8 @@ describe('LineHandover: entries kept for a loop here', () => {
   });
 });
 
-describe('LineHandover: an entry without room', () => {
+describe('LineHandover: one entry per key to follow, in call order', () => {
+  const lease = () => ({ end: performance.now() + 30_000, ttlMs: 30_000 });
   const follow = (handover: LineHandover, key: string) =>
     handover.follow({
       key,
@@ -110,26 +111,52 @@ describe('LineHandover: an entry without room', () => {
     return { entry, queued };
   }
 
-  it('lets the next entry here take followers, while its own queue still waits for it', async () => {
+  it('queues every caller behind the open entry, past its 16 fences, and opens no other', async () => {
     const handover = new LineHandover(true);
-    // 15 followers: with the first holder, the entry's 16 fences.
-    const { entry, queued } = waitingWith(handover, 'k', 15);
+    const { queued } = waitingWith(handover, 'k', 20);
     expect(queued.every((promise) => promise !== undefined)).toBe(true);
-    expect(entry?.room).toBe(false);
-    expect(follow(handover, 'k')).toBeUndefined();
-    // A caller who joined the line itself: callers who come now may follow its entry.
-    const next = handover.opened('k', false);
-    expect(next).toBeDefined();
-    expect(next).not.toBe(entry);
-    const behindNext = follow(handover, 'k');
-    expect(behindNext).toBeDefined();
-    expect(handover.size).toBe(16);
-    // forceRelease's barrier reaches both entries: nobody is handed a removed entry.
-    handover.closeKey('k');
-    await expect(Promise.all([...queued, behindNext])).resolves.toEqual(
-      Array.from({ length: 16 }, () => undefined),
+    // A second entry here would take later callers ahead of those still queued at its run's end.
+    expect(handover.opened('k', false)).toBeUndefined();
+    expect(handover.size).toBe(20);
+    // forceRelease's barrier reaches the entry: nobody is handed a removed entry.
+    const reopen = handover.closeKey('k');
+    await expect(Promise.all(queued.map((promise) => promise!))).resolves.toEqual(
+      Array.from({ length: 20 }, () => undefined),
     );
     expect(handover.size).toBe(0);
+    reopen();
+    // Dissolved: the first caller to join again opens the next entry.
+    expect(handover.opened('k', false)).toBeDefined();
+    handover.closeAll();
+  });
+
+  it('hands the entry on up to its last fence, then tells the callers still queued to join, in call order', async () => {
+    const handover = new LineHandover(true);
+    const { entry, queued } = waitingWith(handover, 'k', 20);
+    handover.held(entry);
+    const settled: number[] = [];
+    const fences = queued.map((promise, i) =>
+      promise!.then((hold) => {
+        settled.push(i);
+        return hold?.fence;
+      }),
+    );
+    const leave = jest.fn(() => Promise.resolve());
+    const first = { key: 'k', token: 't', fence: 32n, leaseEnd: lease().end, ttlMs: 30_000 };
+    let hold: LineHold = { ...first, followers: entry };
+    for (let i = 0; i < 15; i += 1) {
+      expect(handover.handOn(hold, lease(), leave)).toBe(true);
+      hold = { ...hold, fence: (await fences[i])! };
+    }
+    // The entry's 16 fences are taken: the release leaves, and the others join themselves.
+    expect(handover.handOn(hold, lease(), leave)).toBe(false);
+    expect(await Promise.all(fences)).toEqual([
+      ...Array.from({ length: 15 }, (_, i) => 33n + BigInt(i)),
+      ...Array.from({ length: 5 }, () => undefined),
+    ]);
+    expect(settled).toEqual(Array.from({ length: 20 }, (_, i) => i));
+    expect(leave).not.toHaveBeenCalled();
+    handover.closeAll();
   });
 
   it('opens no entry on a key while an operator command removes its holders', () => {
@@ -143,14 +170,5 @@ describe('LineHandover: an entry without room', () => {
     reopen();
     expect(handover.opened('k', true)).toBeDefined();
     handover.closeAll();
-  });
-
-  it('takes no new entry while the open one has room', () => {
-    const handover = new LineHandover(true);
-    const { entry } = waitingWith(handover, 'k', 3);
-    expect(entry?.room).toBe(true);
-    expect(handover.opened('k', false)).toBeUndefined();
-    handover.closeAll();
-    expect(handover.size).toBe(0);
   });
 });

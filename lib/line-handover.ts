@@ -13,6 +13,8 @@ import type { HeldDocument } from './store/line/line-commands';
  * with nobody queued. Safe: the entry holds by position until it leaves or its lease ends, and
  * each taker keeps its predecessor's local deadline (before the server's). Fair: a run ends
  * {@link RUN_MS} after its first holder began, or at 16 holders; those still queued join the line.
+ * In call order: a key has one such entry here at a time, and every caller comes behind it (past
+ * its 16 fences too) until the run ends; then they join again, the first making the next one.
  */
 
 /** A key held by position in its line; its entry may pass to `followers`. */
@@ -38,8 +40,6 @@ export class EntryFollowers {
   readonly queue: Follower[] = [];
   /** When the entry's first holder began (monotonic); undefined while it waits. */
   heldSince: number | undefined;
-  /** Followers it was handed to so far: each took one of its fences. */
-  handed = 0;
   runTimer: NodeJS.Timeout | undefined;
   /** Released with nobody queued, and kept for a caller who asks before the next turn. */
   kept: KeptEntry | undefined;
@@ -53,11 +53,6 @@ export class EntryFollowers {
   /** Whether the entry still passes to followers: it waits, or its run is young. */
   get running(): boolean {
     return this.heldSince === undefined || performance.now() - this.heldSince < RUN_MS;
-  }
-
-  /** Whether a fence is left for one more caller: the first holder and each follower take one. */
-  get room(): boolean {
-    return BigInt(1 + this.handed + this.queue.length) < FENCES_PER_ENTRY;
   }
 }
 
@@ -89,10 +84,8 @@ export interface FollowRequest {
 const LOOPED_KEYS = 256;
 
 export class LineHandover {
-  /** Per key, the entry of this process that callers here may follow. */
+  /** Per key, the entry of this process that callers here follow, until it is dissolved. */
   private readonly open = new Map<string, EntryFollowers>();
-  /** Per key, every entry here not yet dissolved: one without room may still hand on. */
-  private readonly live = new Map<string, Set<EntryFollowers>>();
   private following = 0;
   /** Keys whose release's leave was answered in this turn of the event loop. */
   private readonly leftThisTurn = new Set<string>();
@@ -113,16 +106,11 @@ export class LineHandover {
    * queue behind it. Undefined when another entry here takes them (or the option is off).
    */
   opened(key: string, holds: boolean): EntryFollowers | undefined {
-    const current = this.open.get(key);
-    // One whose run ended is left to its last holder; one without room to its queue. Callers
-    // who come now follow this entry, which joined behind the other processes' (fair).
-    if (!this.enabled || this.closing.has(key) || (current?.running && current.room)) {
-      return undefined;
-    }
+    // Callers join only while no entry here is open (`follow`): one is never replaced, or those
+    // queued behind it would rejoin behind later callers.
+    if (!this.enabled || this.closing.has(key) || this.open.has(key)) return undefined;
     const followers = new EntryFollowers(key, !holds);
     this.open.set(key, followers);
-    const live = this.live.get(key) ?? new Set<EntryFollowers>();
-    this.live.set(key, live.add(followers));
     if (holds) this.held(followers);
     return followers;
   }
@@ -135,13 +123,15 @@ export class LineHandover {
     followers.runTimer.unref();
   }
 
-  /** The entry is gone or will not be handed on: its followers join the line themselves. */
+  /**
+   * The entry is gone or will not be handed on: its followers join the line themselves, behind
+   * the other processes (fair), in call order and before any caller here who comes later (the
+   * first of them opens the next entry, and the others follow it).
+   */
   dissolved(followers: EntryFollowers | undefined): void {
     if (!followers) return;
     clearTimeout(followers.runTimer);
     if (this.open.get(followers.key) === followers) this.open.delete(followers.key);
-    const live = this.live.get(followers.key);
-    if (live?.delete(followers) && live.size === 0) this.live.delete(followers.key);
     for (const follower of followers.queue.splice(0)) follower.take(undefined);
     const kept = followers.kept;
     followers.kept = undefined;
@@ -181,13 +171,12 @@ export class LineHandover {
     if (!followers.running || !passes(hold, lease, ttlMs)) return undefined;
     clearImmediate(timer);
     followers.kept = undefined;
-    followers.handed += 1;
     return { ...hold, fence: hold.fence + 1n, leaseEnd: lease.end };
   }
 
   /** At close: every entry is handed to nobody more, and a kept one leaves. */
   closeAll(): void {
-    for (const key of [...this.live.keys()]) this.dissolveKey(key);
+    for (const followers of [...this.open.values()]) this.dissolved(followers);
   }
 
   /**
@@ -197,7 +186,7 @@ export class LineHandover {
    */
   closeKey(key: string): () => void {
     this.closing.set(key, (this.closing.get(key) ?? 0) + 1);
-    this.dissolveKey(key);
+    this.dissolved(this.open.get(key));
     let reopened = false;
     return () => {
       if (reopened) return;
@@ -208,14 +197,11 @@ export class LineHandover {
     };
   }
 
-  private dissolveKey(key: string): void {
-    for (const followers of [...(this.live.get(key) ?? [])]) this.dissolved(followers);
-  }
-
   /**
-   * Queues behind this process's entry on the key, if there is one in its run with room: settles
-   * with the hold once it is handed over, or with undefined when the caller must join the line
-   * itself; rejects at the deadline or abort, having sent nothing. Undefined: no entry to follow.
+   * Queues behind this process's entry on the key, if there is one (its run over, or its fences
+   * taken: it is dissolved soon, and the caller joins again in its turn): settles with the hold
+   * once it is handed over, or with undefined when the caller must join the line itself; rejects
+   * at the deadline or abort, having sent nothing. Undefined: no entry to follow.
    */
   follow(request: FollowRequest): Promise<LineHold | undefined> | undefined {
     if (request.scope !== undefined) return undefined;
@@ -226,7 +212,7 @@ export class LineHandover {
       if (!kept) this.dissolved(followers);
       return Promise.resolve(kept);
     }
-    if (!followers?.running || !followers.room) return undefined;
+    if (!followers) return undefined;
     return new Promise<LineHold | undefined>((resolve, reject) => {
       const { signal } = request;
       const leave = (settle: () => void) => {
@@ -289,7 +275,6 @@ export class LineHandover {
       this.dissolved(followers);
       return false;
     }
-    followers.handed += 1;
     next.take({ ...hold, fence: hold.fence + 1n, leaseEnd: lease.end });
     return true;
   }

@@ -172,9 +172,8 @@ const lineEngineMutants: LibraryMutant[] = [
     patches: [
       {
         file: 'line-handover.ts',
-        anchor:
-          '    clearImmediate(timer);\n    followers.kept = undefined;\n    followers.handed += 1;',
-        replacement: '    followers.handed += 1; // mutant',
+        anchor: '    clearImmediate(timer);\n    followers.kept = undefined;\n',
+        replacement: '    // mutant: neither cleared nor forgotten\n',
       },
     ],
     run: (server, libDir) => runLineContentionScenario(server, { libDir, ...loop }),

@@ -148,6 +148,24 @@ describe('engine v2: hand-over within one process', () => {
     expect(served).toEqual([1, 2, 3]);
   });
 
+  it("serves a burst of one process's callers in call order, past an entry's 16 fences and its run", async () => {
+    const b = await v2();
+    const served: number[] = [];
+    // 40 callers at once, 20 ms each: every run ends with callers still queued, who join again.
+    const calls = Array.from({ length: 40 }, (_, i) =>
+      b.withLock(
+        'burst',
+        async () => {
+          served.push(i);
+          await sleep(20);
+        },
+        { timeoutMs: 30_000 },
+      ),
+    );
+    await Promise.all(calls);
+    expect(served).toEqual(Array.from({ length: 40 }, (_, i) => i));
+  });
+
   it('a caller queued behind an entry left to run out (expireIn) joins the line when the run ends', async () => {
     const b = await v2();
     const first = (await b.acquire('expiring')) as MongoLockHandle;
