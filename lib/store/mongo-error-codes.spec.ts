@@ -54,6 +54,7 @@ describe('store error classification', () => {
     const steppedDown = new MongoServerError({ message: 'stepped down', code: 189 });
     const outOfTime = new MongoServerError({ message: 'operation exceeded time limit', code: 50 });
     const interrupted = new MongoServerError({ message: 'operation was interrupted', code: 11601 });
+    const retryRefused = new MongoServerError({ message: 'incomplete history', code: 217 });
     const lateMajority = new MongoWriteConcernError({
       message: 'waiting for replication timed out',
       code: 64,
@@ -63,6 +64,7 @@ describe('store error classification', () => {
       steppedDown,
       outOfTime,
       interrupted,
+      retryRefused,
       lateMajority,
       new MongoNetworkError('reset'),
     ]) {

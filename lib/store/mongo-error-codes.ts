@@ -81,26 +81,37 @@ export function isStoreUnavailableError(error: unknown): boolean {
 }
 
 /**
+ * Codes by which MongoDB refuses a write before it takes effect. Listed, not inferred: the
+ * driver retries a write whose reply was lost and throws the retry's error, so another code
+ * (IncompleteTransactionHistory, a time limit, an interruption) may follow a write that landed.
+ */
+const NOTHING_WRITTEN_CODES = new Set([
+  2, // BadValue
+  9, // FailedToParse
+  13, // Unauthorized
+  14, // TypeMismatch
+  121, // DocumentValidationFailure
+  10334, // BSONObjectTooLarge
+  11000, // DuplicateKey
+  17419, // the updated document would exceed the size limit
+]);
+
+/**
  * MongoDB answered that the command failed, so it did not take effect: a write error (a
  * validation failure, a duplicate key, a document too large) or a refusal (no authorization).
  * Checked on a driver error or on the library's error that wraps it (`cause`). Everything else,
- * a lost or late reply or a write concern error included, leaves the outcome unknown.
+ * a lost or late reply or a write concern error included, leaves the outcome unknown: a leave by
+ * token costs one write, a stale entry keeps the key for its lease.
  */
 export function isDefiniteFailure(error: unknown): boolean {
   const driverError = error instanceof MongoLockError ? error.cause : error;
-  // A write concern error is a server error too, raised after the write: not definite. Nor is
-  // a time limit or an interruption, which may come after the write (a leave costs less).
+  // A write concern error carries a code too, but comes after the write.
   return (
     driverError instanceof MongoServerError &&
-    !isStoreUnavailableError(driverError) &&
-    !OUTCOME_OPEN_CODES.has(Number(codeOf(driverError)))
+    !(driverError instanceof MongoWriteConcernError) &&
+    NOTHING_WRITTEN_CODES.has(Number(codeOf(driverError)))
   );
 }
-
-const OUTCOME_OPEN_CODES = new Set([
-  50, // MaxTimeMSExpired
-  11601, // Interrupted
-]);
 
 /** Node socket errors the driver may pass on unwrapped (`write ECONNRESET` on a big command). */
 const SOCKET_ERROR_CODES = new Set([

@@ -2,7 +2,7 @@
 // server said, and no leave follows. A join whose outcome is unknown (a lost reply) may have
 // landed: the caller sees LockStoreUnavailableError and a leave by token is sent.
 import type { CommandStartedEvent, Document, MongoClientOptions } from 'mongodb';
-import { MongoServerError } from 'mongodb';
+import { MongoClient, MongoServerError } from 'mongodb';
 import { LockStoreUnavailableError, MongoLockError } from '../../lib/errors';
 import { describeWithFailPoints, faultTools } from './adversarial/kit';
 import { LockTestKit } from './lock-test-kit';
@@ -101,4 +101,38 @@ describeWithFailPoints('a join that fails', () => {
     expect(((failed as Error).cause as MongoServerError).code).toBe(121);
     expect(leaves.length).toBeGreaterThan(0);
   });
+
+  it.each(['tryAcquire', 'acquire'] as const)(
+    'a join that landed, whose driver retry is refused, of %s still leaves: the key is not kept for a lease',
+    async (call) => {
+      const appName = `landed-${call}`;
+      const { locks, leaves } = await watchedService(appName);
+      const other = await kit.service({ holderId: 'other' });
+      const key = `landed:${call}`;
+      await locks.inspect(key);
+      // The first attempt lands and its reply is lost; the driver retries it, and the retry is
+      // refused with IncompleteTransactionHistory (a server that lost the write's history).
+      const admin = await MongoClient.connect(kit.mongo.uri);
+      await admin.db('admin').command({
+        configureFailPoint: 'onPrimaryTransactionalWrite',
+        mode: { times: 1 },
+        data: { closeConnection: true },
+      });
+      await admin.close();
+      await failPoint(
+        { skip: 1 },
+        { failCommands: ['findAndModify'], appName, errorCode: 217, errorLabels: [] },
+      );
+      const failed = await outcome(
+        call === 'tryAcquire' ? locks.tryAcquire(key) : locks.acquire(key, { timeoutMs: 2_000 }),
+      );
+      await failPoint('off');
+      const taken = await other.acquire(key, { timeoutMs: 5_000 });
+      await taken.release();
+      await locks.close();
+
+      expect(((failed as Error).cause as MongoServerError).code).toBe(217);
+      expect(leaves.length).toBeGreaterThan(0);
+    },
+  );
 });
