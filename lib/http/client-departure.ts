@@ -1,11 +1,15 @@
 import type { ExecutionContext } from '@nestjs/common';
 
-/** What is read of Node's `ServerResponse`: Express's response itself, Fastify's `reply.raw`. */
-interface NodeResponse {
-  readonly destroyed: boolean;
-  readonly writableFinished: boolean;
+/** What is watched for 'close': a Node response, or an HTTP/1 request's connection. */
+interface Closable {
+  readonly destroyed?: boolean;
   once(event: 'close', listener: () => void): unknown;
   removeListener(event: 'close', listener: () => void): unknown;
+}
+
+/** What is read of Node's `ServerResponse`: Express's response itself, Fastify's `reply.raw`. */
+interface NodeResponse extends Closable {
+  readonly writableEnded: boolean;
 }
 
 export interface ClientDeparture {
@@ -15,38 +19,60 @@ export interface ClientDeparture {
   stop(): void;
 }
 
+function closable(value: unknown): Closable | undefined {
+  const candidate = value as Partial<Closable> | null | undefined;
+  return typeof candidate?.once === 'function' && typeof candidate.removeListener === 'function'
+    ? (candidate as Closable)
+    : undefined;
+}
+
 function nodeResponseOf(response: unknown): NodeResponse | undefined {
   const raw = (response as { raw?: unknown } | null | undefined)?.raw ?? response;
-  const candidate = raw as Partial<NodeResponse> | null | undefined;
-  return typeof candidate?.once === 'function' &&
-    typeof candidate.removeListener === 'function' &&
-    typeof candidate.writableFinished === 'boolean'
-    ? (candidate as NodeResponse)
-    : undefined;
+  const candidate = closable(raw) as Partial<NodeResponse> | undefined;
+  return typeof candidate?.writableEnded === 'boolean' ? (candidate as NodeResponse) : undefined;
+}
+
+/**
+ * An HTTP/1 request's connection. A pipelined request's response gets no socket until the ones
+ * before it are sent, so it never closes when the client goes: its connection does. HTTP/2
+ * streams share a session's socket; a stream's end shows on its response.
+ */
+function connectionOf(request: unknown): Closable | undefined {
+  const raw = ((request as { raw?: unknown } | null | undefined)?.raw ?? request) as
+    { httpVersionMajor?: unknown; socket?: unknown } | null | undefined;
+  return raw?.httpVersionMajor === 1 ? closable(raw.socket) : undefined;
 }
 
 /**
  * Watches for the client of an HTTP request going away before its response was sent, on
- * Express and Fastify alike: the response closes unfinished (its socket closed). The request's
- * 'close' cannot tell: Node emits it once the body is read, the client still there. Undefined
- * off HTTP, or without a Node response to watch.
+ * Express and Fastify alike: the response or the connection closes before the app ended the
+ * response (`writableEnded`: an HTTP/2 stream reset reads as finished). The request's 'close'
+ * cannot tell: Node emits it once the body is read, the client still there. Undefined off HTTP,
+ * or without a Node response to watch.
  */
 export function watchClientDeparture(
   context: ExecutionContext,
   reason: () => unknown,
 ): ClientDeparture | undefined {
   if (context.getType() !== 'http') return undefined;
-  const response = nodeResponseOf(context.switchToHttp().getResponse());
+  const http = context.switchToHttp();
+  const response = nodeResponseOf(http.getResponse());
   if (!response) return undefined;
   const departed = new AbortController();
   const onClose = () => {
-    if (!response.writableFinished) departed.abort(reason());
+    if (!response.writableEnded && !departed.signal.aborted) departed.abort(reason());
   };
+  const watched = [response, connectionOf(http.getRequest())].filter(
+    (target): target is Closable => target !== undefined,
+  );
   // Closed already: its 'close' has been emitted.
-  if (response.destroyed) {
+  if (watched.some((target) => target.destroyed === true)) {
     onClose();
     return { signal: departed.signal, stop: () => undefined };
   }
-  response.once('close', onClose);
-  return { signal: departed.signal, stop: () => response.removeListener('close', onClose) };
+  for (const target of watched) target.once('close', onClose);
+  return {
+    signal: departed.signal,
+    stop: () => watched.forEach((target) => target.removeListener('close', onClose)),
+  };
 }

@@ -12,6 +12,8 @@ import {
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { MongoClient } from 'mongodb';
+import * as http2 from 'node:http2';
+import { connect } from 'node:net';
 import * as os from 'node:os';
 import { request as httpRequest, type Server, type ServerResponse } from 'node:http';
 import { interval, map } from 'rxjs';
@@ -104,6 +106,14 @@ function post(url: string, path: string, body: unknown = { note: 'a body the ser
   };
 }
 
+/** A POST as sent on a connection of its own making (two of them pipeline). */
+function rawPost(path: string): string {
+  return (
+    `POST ${path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n` +
+    'Content-Length: 2\r\n\r\n{}'
+  );
+}
+
 /** The first event of a server-sent event stream, as sent. */
 async function firstEvent(response: Response): Promise<string> {
   const reader = response.body!.getReader();
@@ -175,6 +185,27 @@ describe.each(HTTP_ADAPTERS)('clients leaving @Locked routes (%s)', (adapter) =>
     expect(next.status).toBe(200);
     expect(calls.started).toEqual(['1']);
     expect(await other.inspect('wait:1')).toMatchObject({ held: false, waiting: 0 });
+  });
+
+  it('pipelined requests whose client leaves while they wait: neither runs, both leave the line', async () => {
+    const first = await other.acquire('wait:p1', { ttlMs: 30_000 });
+    const second = await other.acquire('wait:p2', { ttlMs: 30_000 });
+    try {
+      const socket = connect(Number(new URL(url).port), '127.0.0.1');
+      socket.on('error', () => undefined);
+      // The second response waits for the first to be sent: it has no socket to close.
+      socket.write(rawPost('/departure/wait/p1') + rawPost('/departure/wait/p2'));
+      await eventually(async () => (await other.inspect('wait:p2'))?.waiting === 1);
+      await eventually(async () => (await other.inspect('wait:p1'))?.waiting === 1);
+      socket.destroy();
+      await eventually(async () => (await other.inspect('wait:p1'))?.waiting === 0);
+      await eventually(async () => (await other.inspect('wait:p2'))?.waiting === 0);
+    } finally {
+      await first.release();
+      await second.release();
+    }
+    expect((await post(url, '/departure/wait/p2').answer).status).toBe(200);
+    expect(calls.started).toEqual(['p2']);
   });
 
   it('a client that stays while waiting (its body read long before) is served once the lock is free', async () => {
@@ -266,5 +297,54 @@ describe.each(HTTP_ADAPTERS)('clients leaving @Locked routes (%s)', (adapter) =>
       const next = await post(url, '/departure/quick/1').answer;
       expect(next.status).toBe(200);
     });
+  });
+});
+
+describe('a client leaving a @Locked route over HTTP/2 (fastify)', () => {
+  let app: INestApplication;
+  let appClient: MongoClient;
+  afterEach(async () => {
+    await app?.close();
+    await appClient?.close();
+  });
+  const kit = LockTestKit.forSuite();
+
+  it('a stream reset while waiting: the handler never runs and its place in line is withdrawn', async () => {
+    calls.started = [];
+    appClient = await MongoClient.connect(kit.mongo.uri, { runtimeAdapters: { os } });
+    @Module({
+      imports: [MongoLockModule.forRoot(kit.options({ client: appClient, holderId: 'h2' }))],
+      controllers: [DepartureController],
+    })
+    class AppModule {}
+    const adapter = new FastifyAdapter({ http2: true } as ConstructorParameters<
+      typeof FastifyAdapter
+    >[0]);
+    app = await NestFactory.create(AppModule, adapter, { logger: false });
+    await app.listen(0, '127.0.0.1');
+    const { port } = (app.getHttpServer() as { address(): { port: number } }).address();
+    const other = await kit.service({ holderId: 'other' });
+    const held = await other.acquire('wait:h2', { ttlMs: 30_000 });
+    const session = http2.connect(`http://127.0.0.1:${port}`);
+    session.on('error', () => undefined);
+    try {
+      const stream = session.request({
+        ':method': 'POST',
+        ':path': '/departure/wait/h2',
+        'content-type': 'application/json',
+      });
+      stream.on('error', () => undefined);
+      stream.end('{}');
+      await eventually(async () => (await other.inspect('wait:h2'))?.waiting === 1);
+      // The session stays: only this request's stream ends.
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+      await eventually(async () => (await other.inspect('wait:h2'))?.waiting === 0);
+    } finally {
+      session.destroy();
+      await held.release();
+    }
+    const next = await other.acquire('wait:h2', { timeoutMs: 5_000 });
+    await next.release();
+    expect(calls.started).toEqual([]);
   });
 });
