@@ -70,17 +70,24 @@ export async function runInTransaction<T>(
   handle.session = session;
   try {
     let result!: T;
-    let endedByWork = false;
+    let endedByWork: { cause?: unknown } | undefined;
     await session.withTransaction(async () => {
       const started = transactionOf(session);
-      result = await fn();
+      const endedItself = () => transactionOf(session) !== started || !session.inTransaction();
+      try {
+        result = await fn();
+      } catch (error) {
+        // Failed after ending its transaction itself: rerun, its own commit would go unseen.
+        if (!endedItself()) throw error;
+        endedByWork = { cause: error };
+      }
       // Its own commit landed the writes before the check below, even if it started another
       // transaction after it: that one is aborted, not committed unchecked. Refused after the
       // driver returns: thrown here, the driver would try to abort the ended transaction and
       // throw its own error instead.
-      if (transactionOf(session) !== started || !session.inTransaction()) {
+      if (endedByWork || endedItself()) {
         if (session.inTransaction()) await session.abortTransaction();
-        endedByWork = true;
+        endedByWork ??= {};
         return;
       }
       for (const held of handle.heldKeys) {
@@ -94,7 +101,7 @@ export async function runInTransaction<T>(
       // The local deadline runs ahead of the server's: past it, do not commit either.
       if (handle.signal.aborted) throw handle.signal.reason;
     }, options);
-    if (endedByWork) throw new MongoLockError(endedByWorkMessage(handle.keys));
+    if (endedByWork) throw new MongoLockError(endedByWorkMessage(handle.keys), endedByWork);
     onCommitted();
     return result;
   } catch (error) {

@@ -3,6 +3,7 @@ import { NestFactory } from '@nestjs/core';
 import {
   Long,
   type ClientSession,
+  type MongoServerError,
   type Collection,
   type Document,
   type MongoClient,
@@ -533,5 +534,46 @@ describe('withLock in a transaction on engine v2', () => {
     expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(15);
     const next = (await waiting) as { release(): Promise<void> };
     await next.release();
+  });
+});
+
+describe('withLock in a transaction: work that ends its transaction, then fails', () => {
+  const kit = LockTestKit.forSuite();
+  const { failPoint } = faultTools(kit);
+
+  it('is refused, not rerun: a rerun that behaved would hide its own commit', async () => {
+    const { locks, accounts } = await serviceWithAccount(kit, 'tx_ended_then_transient');
+    let runs = 0;
+    const outcome = await locks
+      .withLock(
+        'account:a',
+        async (lock) => {
+          runs += 1;
+          await addFive(accounts, lock);
+          if (runs > 1) return 'rerun';
+          const session = lock.session as ClientSession;
+          await session.commitTransaction();
+          session.startTransaction();
+          // A transient error: the driver would abort this transaction and run the work again.
+          await failPoint(
+            { times: 1 },
+            {
+              failCommands: ['update'],
+              errorCode: 112,
+              errorLabels: ['TransientTransactionError'],
+            },
+          );
+          await addFive(accounts, lock);
+          return 'first run';
+        },
+        { transaction: true },
+      )
+      .catch((error: unknown) => error);
+    expect(outcome).toBeInstanceOf(MongoLockError);
+    expect((outcome as Error).message).toMatch(/ended its transaction itself/);
+    expect(((outcome as Error).cause as MongoServerError).code).toBe(112);
+    expect(runs).toBe(1);
+    expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(15);
+    expect((await locks.inspect('account:a'))?.held).toBe(false);
   });
 });
