@@ -30,8 +30,11 @@ export interface LineAcquirerDeps {
   holderId: string;
   /** Poll backoff, doubling up to `maxMs`, while no change stream carries news; else undefined. */
   polling?: () => { firstMs: number; maxMs: number } | undefined;
-  /** How long a try (`timeoutMs` 0) waits for its join's reply; default: the store's bound. */
-  tryReplyMs?: number;
+  /**
+   * How long a reply on its way is waited for past the call's deadline (a try's: its start);
+   * default: a try waits for the store's bound, a wait not at all.
+   */
+  lateReplyMs?: number;
 }
 
 /** Whether a request may take over an entry of ours (`line-handover.ts`): an unscoped mutex. */
@@ -268,7 +271,9 @@ export class LineAcquirer {
         ? await this.tried(join(), request)
         : inCallOrder(request)
           ? await this.joinsInCallOrder.run(request.key, async (ahead) => {
-              await settledBy(ahead, attempt.deadline, request.signal, () => attempt.timedOut());
+              // Their replies, like ours, may be on their way past our deadline (`send`).
+              const until = attempt.deadline + this.firstReplyGraceMs(attempt);
+              await settledBy(ahead, until, request.signal, () => attempt.timedOut());
               if (!takesOver(request)) await this.letGo(attempt);
               const following =
                 takesOver(request) &&
@@ -300,17 +305,30 @@ export class LineAcquirer {
 
   /**
    * A wait's command, retried while MongoDB is unavailable and given up on at the deadline (a
-   * command's own bound is the operation timeout: the deadline's error must come first).
+   * command's own bound is the operation timeout: the deadline's error must come first). A first
+   * join's reply on its way then is waited for `lateReplyMs` more, as a try's is: a `timeoutMs`
+   * shorter than a round trip does no worse than none.
    */
   private send<T>(attempt: LineAttempt, command: () => Promise<T>): Promise<T> {
     const {
       deadline,
       request: { signal },
     } = attempt;
-    // Past the deadline already (waiting for a kept entry's leave): nothing more is sent.
-    if (performance.now() >= deadline) return Promise.reject(attempt.unanswered());
+    const lateReplyMs = this.firstReplyGraceMs(attempt);
+    // Past the time for a reply already (a rejoin after the deadline, a kept entry's leave waited
+    // for as long): nothing more is sent. A first join that only callers here held back is.
+    if (performance.now() >= deadline + lateReplyMs) {
+      return Promise.reject(attempt.unanswered(lateReplyMs));
+    }
     const tolerated = this.tolerant(command, deadline, signal);
-    return settledBy(tolerated, deadline, signal, () => attempt.unanswered());
+    return settledBy(tolerated, deadline + lateReplyMs, signal, () =>
+      attempt.unanswered(lateReplyMs),
+    );
+  }
+
+  /** How long past the deadline a reply is waited for while none has placed us yet. */
+  private firstReplyGraceMs(attempt: LineAttempt): number {
+    return attempt.place ? 0 : (this.deps.lateReplyMs ?? 0);
   }
 
   /**
@@ -337,9 +355,9 @@ export class LineAcquirer {
     }
   }
 
-  /** A try's join, or `LockStoreUnavailableError` once its reply is `tryReplyMs` late. */
+  /** A try's join, or `LockStoreUnavailableError` once its reply is `lateReplyMs` late. */
   private tried<T>(join: Promise<T>, request: LineAcquireRequest): Promise<T> {
-    const replyMs = this.deps.tryReplyMs;
+    const replyMs = this.deps.lateReplyMs;
     if (replyMs === undefined) return join;
     const late = () =>
       new LockStoreUnavailableError(
@@ -351,11 +369,12 @@ export class LineAcquirer {
     return settledBy(join, callEnd, request.signal, late);
   }
 
-  /** Makes a kept entry of ours leave; waits for that until the deadline (a try's: its reply's). */
-  private async letGo({ request, deadline }: LineAttempt): Promise<void> {
+  /** Makes a kept entry of ours leave; waits for that as long as for a reply (`send`). */
+  private async letGo(attempt: LineAttempt): Promise<void> {
+    const { request, deadline } = attempt;
     const leaving = this.deps.handover.letGo(request.key);
     if (!leaving) return;
-    const until = Math.max(deadline, performance.now() + (this.deps.tryReplyMs ?? 0));
+    const until = deadline + this.firstReplyGraceMs(attempt);
     const woke = await wakeUp({ heard: leaving }, until, request.signal);
     if (woke === 'aborted') throw request.signal?.reason;
   }

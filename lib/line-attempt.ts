@@ -65,12 +65,16 @@ export class LineAttempt {
     return notAcquired(this.request, place?.blockerId, leftMs);
   }
 
-  /** A command unanswered at the deadline: before any reply placed us, MongoDB's silence is why. */
-  unanswered(): Error {
+  /**
+   * A command unanswered `lateReplyMs` past the deadline: before any reply placed us, MongoDB's
+   * silence is why.
+   */
+  unanswered(lateReplyMs: number): Error {
     if (this.place) return this.timedOut();
+    const more = lateReplyMs > 0 ? ` and ${formatMs(lateReplyMs)} more for its reply` : '';
     return new LockStoreUnavailableError(
       `MongoDB did not answer the acquisition of ${quoteLockKey(this.request.key)} within ` +
-        `${formatMs(this.request.timeoutMs)}`,
+        `${formatMs(this.request.timeoutMs)}${more}`,
     );
   }
 }

@@ -54,7 +54,7 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
       waiters: this.waiters,
       handover: this.handover,
       holderId: options.holderId,
-      tryReplyMs: acquireOverrunMs(options.operationTimeoutMs),
+      lateReplyMs: acquireOverrunMs(options.operationTimeoutMs),
       polling: () =>
         this.streamOpen
           ? undefined

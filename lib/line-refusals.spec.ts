@@ -26,7 +26,7 @@ describe('acquisition messages quote a long key shortened', () => {
   it('MongoDB silent before any reply', () => {
     const request = { key: longKey, kind: exclusive, ttlMs: 5_000, timeoutMs: 1_000 };
     const attempt = new LineAttempt(request, performance.now(), {} as LineWaiters);
-    const error = attempt.unanswered();
+    const error = attempt.unanswered(1_000);
     expect(error.message).toContain(`acquisition of ${shownKey} within`);
     expect(error.message).not.toContain(longKey);
   });
