@@ -304,29 +304,26 @@ export class LineAcquirer {
   }
 
   /**
-   * A wait's command, retried while MongoDB is unavailable and given up on at the deadline (a
-   * command's own bound is the operation timeout: the deadline's error must come first). A first
-   * join's reply on its way then is waited for `lateReplyMs` more, as a try's is: a `timeoutMs`
-   * shorter than a round trip does no worse than none.
+   * A wait's command, retried while MongoDB is unavailable until the deadline. A reply on its way
+   * then is waited for `lateReplyMs` more, as a try's is: a `timeoutMs` shorter than a round trip
+   * does no worse than none. Past that, MongoDB's silence fails the call, in line or not.
    */
   private send<T>(attempt: LineAttempt, command: () => Promise<T>): Promise<T> {
-    const {
-      deadline,
-      request: { signal },
-    } = attempt;
-    const lateReplyMs = this.firstReplyGraceMs(attempt);
-    // Past the time for a reply already (a rejoin after the deadline, a kept entry's leave waited
-    // for as long): nothing more is sent. A first join that only callers here held back is.
+    const { deadline, request } = attempt;
+    const lateReplyMs = this.deps.lateReplyMs ?? 0;
+    // Nothing more is sent past the deadline with a place in line (a rejoin), nor past a reply's
+    // time (a kept entry's leave waited for as long); a first join held back by callers here is.
+    if (attempt.place && performance.now() >= deadline) return Promise.reject(attempt.timedOut());
     if (performance.now() >= deadline + lateReplyMs) {
       return Promise.reject(attempt.unanswered(lateReplyMs));
     }
-    const tolerated = this.tolerant(command, deadline, signal);
-    return settledBy(tolerated, deadline + lateReplyMs, signal, () =>
+    const tolerated = this.tolerant(command, deadline, request.signal);
+    return settledBy(tolerated, deadline + lateReplyMs, request.signal, () =>
       attempt.unanswered(lateReplyMs),
     );
   }
 
-  /** How long past the deadline a reply is waited for while none has placed us yet. */
+  /** How long past the deadline callers here are waited for while no reply has placed us. */
   private firstReplyGraceMs(attempt: LineAttempt): number {
     return attempt.place ? 0 : (this.deps.lateReplyMs ?? 0);
   }

@@ -66,11 +66,10 @@ export class LineAttempt {
   }
 
   /**
-   * A command unanswered `lateReplyMs` past the deadline: before any reply placed us, MongoDB's
-   * silence is why.
+   * A command unanswered `lateReplyMs` past the deadline: MongoDB's silence is why, whether or not
+   * an earlier reply placed us (a wait with nothing to ask fails by {@link timedOut}).
    */
   unanswered(lateReplyMs: number): Error {
-    if (this.place) return this.timedOut();
     const more = lateReplyMs > 0 ? ` and ${formatMs(lateReplyMs)} more for its reply` : '';
     return new LockStoreUnavailableError(
       `MongoDB did not answer the acquisition of ${quoteLockKey(this.request.key)} within ` +

@@ -1,5 +1,6 @@
 // A reply on its way at a wait's deadline: a `timeoutMs` shorter than a round trip does no worse
-// than none (the first join's reply is waited for, as a try's is).
+// than none (the first join's reply is waited for, as a try's is), and a waiter in line whose
+// command MongoDB leaves unanswered fails for that (LockStoreUnavailableError), not as busy.
 import { LockNotAcquiredError, LockStoreUnavailableError } from '../../lib/errors';
 import { describeWithFailPoints, faultTools } from './adversarial/kit';
 import { LockTestKit, eventually, settle } from './lock-test-kit';
@@ -8,7 +9,7 @@ jest.setTimeout(30_000);
 
 describeWithFailPoints('a reply on its way at the deadline', () => {
   const kit = LockTestKit.forSuite();
-  const { delayNext, appClient } = faultTools(kit);
+  const { failPoint, failPointFired, delayNext, appClient } = faultTools(kit);
 
   it('a free key is acquired with a timeoutMs shorter than its join takes to answer', async () => {
     const appName = 'short-timeout-free';
@@ -33,6 +34,28 @@ describeWithFailPoints('a reply on its way at the deadline', () => {
     expect(failed).toBeInstanceOf(LockNotAcquiredError);
     expect(failed).not.toBeInstanceOf(LockStoreUnavailableError);
     await eventually(async () => (await holder.inspect('short:held'))?.waiting === 0);
+    await held.release();
+  });
+
+  it('a waiter in line whose renewal MongoDB leaves unanswered fails with LockStoreUnavailableError', async () => {
+    const appName = 'parked-unanswered';
+    const holder = await kit.service();
+    const held = await holder.acquire('parked:k', { ttlMs: 30_000 });
+    const locks = await kit.service({ client: await appClient(appName) });
+    // Renewed a third into its 3 s lease, well before its deadline.
+    const waiting = settle(locks.acquire('parked:k', { timeoutMs: 2_500, ttlMs: 3_000 }));
+    await eventually(async () => (await holder.inspect('parked:k'))?.waiting === 1);
+    // Its next write (the renewal) is held on the server past the deadline and the wait for a
+    // late reply, as a frozen or unreachable MongoDB would leave it.
+    const before = await failPoint(
+      { times: 1 },
+      { failCommands: ['findAndModify'], appName, blockConnection: true, blockTimeMS: 4_000 },
+    );
+
+    const failed = await waiting;
+
+    await failPointFired(before + 1);
+    expect(failed).toBeInstanceOf(LockStoreUnavailableError);
     await held.release();
   });
 });
