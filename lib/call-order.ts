@@ -1,13 +1,14 @@
 /**
  * Per key, runs steps in call order: each is handed the steps ahead to wait for (bounded as it
- * likes). One that gives up still holds back those behind it until those ahead settle.
+ * likes), or undefined when there are none. One that gives up still holds back those behind it
+ * until those ahead settle.
  */
 export class CallOrder {
   /** Per key, settles once every step started on it so far has settled. */
   private readonly ahead = new Map<string, Promise<void>>();
 
-  async run<T>(key: string, step: (ahead: Promise<void>) => Promise<T>): Promise<T> {
-    const ahead = this.ahead.get(key) ?? Promise.resolve();
+  async run<T>(key: string, step: (ahead: Promise<void> | undefined) => Promise<T>): Promise<T> {
+    const ahead = this.ahead.get(key);
     let settled!: () => void;
     const own = new Promise<void>((resolve) => (settled = resolve));
     const upToMine = Promise.all([ahead, own]).then(() => undefined);

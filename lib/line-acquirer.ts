@@ -271,9 +271,11 @@ export class LineAcquirer {
         ? await this.tried(join(), request)
         : inCallOrder(request)
           ? await this.joinsInCallOrder.run(request.key, async (ahead) => {
-              // Their replies, like ours, may be on their way past our deadline (`send`).
-              const until = attempt.deadline + this.firstReplyGraceMs(attempt);
-              await settledBy(ahead, until, request.signal, () => attempt.timedOut());
+              // Callers here ahead hold us back until our deadline, no longer: the key is busy
+              // with them, and a join sent later could not be answered in time (`send`).
+              if (ahead) {
+                await settledBy(ahead, attempt.deadline, request.signal, () => attempt.timedOut());
+              }
               if (!takesOver(request)) await this.letGo(attempt);
               const following =
                 takesOver(request) &&

@@ -37,6 +37,30 @@ describeWithFailPoints('a reply on its way at the deadline', () => {
     await held.release();
   });
 
+  it('a burst of short waits on a held key: each is busy (LockNotAcquiredError), none blames MongoDB', async () => {
+    const appName = 'short-timeout-burst';
+    const holder = await kit.service();
+    const held = await holder.acquire('short:burst', { ttlMs: 30_000 });
+    const locks = await kit.service({ client: await appClient(appName) });
+    // Every join answers 40 ms late: 40 callers in call order would take 1.6 s one by one.
+    await failPoint('alwaysOn', {
+      failCommands: ['findAndModify'],
+      appName,
+      blockConnection: true,
+      blockTimeMS: 40,
+    });
+
+    const outcomes = await Promise.all(
+      Array.from({ length: 40 }, () => settle(locks.acquire('short:burst', { timeoutMs: 2 }))),
+    );
+    await failPoint('off');
+
+    const kinds = outcomes.map((outcome) => (outcome as Error).constructor.name);
+    expect(new Set(kinds)).toEqual(new Set(['LockNotAcquiredError']));
+    await eventually(async () => (await holder.inspect('short:burst'))?.waiting === 0);
+    await held.release();
+  });
+
   it('a waiter in line whose renewal MongoDB leaves unanswered fails with LockStoreUnavailableError', async () => {
     const appName = 'parked-unanswered';
     const holder = await kit.service();
