@@ -112,6 +112,11 @@ export interface ScaleResult {
    */
   parkedBytesPerSecondPerKey: number;
   parkedWindowMs: number;
+  /**
+   * Joins among them: each one sent again because its first try was not answered within
+   * `operationTimeoutMs` (a server starved of CPU); none on a server that keeps up.
+   */
+  parkedJoins: number;
   changeStreamsOpened: number;
   changeStreamsOpenAtPeak: number;
   serverCursorsOpenAtPeak: number | null;

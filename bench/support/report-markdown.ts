@@ -346,6 +346,11 @@ function scaleSection(scale: BenchResults['scale']): string {
           `≤ ${targets.parkedBytesPerSecondPerKey} B`,
         ],
         [
+          'joins sent again while parked (a reply later than operationTimeoutMs)',
+          scale.parkedJoins,
+          0,
+        ],
+        [
           'change streams opened / open at peak',
           `${scale.changeStreamsOpened} / ${scale.changeStreamsOpenAtPeak}`,
           '1 / 1',

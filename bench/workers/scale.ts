@@ -18,7 +18,7 @@ const waiterTtlMs = LOCK_OPTION_DEFAULTS.defaultTtlMs;
  */
 const parkedMs = waiterTtlMs / 3;
 
-const counts = { attempts: 0, bytes: 0, streamsOpened: 0, cursorsKilled: 0 };
+const counts = { attempts: 0, joins: 0, bytes: 0, streamsOpened: 0, cursorsKilled: 0 };
 /** Commands (findAndModify: join, renew, leave) per key, read from the command itself. */
 const attemptsByKey = new Map<string, number>();
 
@@ -26,6 +26,8 @@ function onCommand(event: CommandStartedEvent): void {
   counts.bytes += BSON.calculateObjectSize(event.command);
   if (event.commandName === 'findAndModify') {
     counts.attempts++;
+    // Only a join upserts: a key's document may not exist yet.
+    if (event.command.upsert === true) counts.joins++;
     const key = String((event.command.query as { _id?: unknown } | undefined)?._id);
     attemptsByKey.set(key, (attemptsByKey.get(key) ?? 0) + 1);
   }
@@ -106,10 +108,12 @@ export async function waitAtScale(args: ScaleArgs): Promise<ScaleResult> {
   // Parked: nothing is released, so whatever is sent now is the waiting entries' own upkeep.
   const parkedFrom = counts.attempts;
   const parkedBytesFrom = counts.bytes;
+  const parkedJoinsFrom = counts.joins;
   await sleep(parkedMs);
   const parkedAttemptsPerSecond = (counts.attempts - parkedFrom) / (parkedMs / 1000);
   const parkedBytesPerSecondPerKey =
     (counts.bytes - parkedBytesFrom) / (parkedMs / 1000) / args.keys;
+  const parkedJoins = counts.joins - parkedJoinsFrom;
   const peak = memory();
   const streamsOpenAtPeak = counts.streamsOpened - counts.cursorsKilled;
   const serverCursorsOpenAtPeak = await serverCursorsOpen(waiterClient);
@@ -142,6 +146,7 @@ export async function waitAtScale(args: ScaleArgs): Promise<ScaleResult> {
     parkedAttemptsPerSecond: Math.round(parkedAttemptsPerSecond * 10) / 10,
     parkedBytesPerSecondPerKey: Math.round(parkedBytesPerSecondPerKey),
     parkedWindowMs: parkedMs,
+    parkedJoins,
     changeStreamsOpened: counts.streamsOpened,
     changeStreamsOpenAtPeak: streamsOpenAtPeak,
     serverCursorsOpenAtPeak,

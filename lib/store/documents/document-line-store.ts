@@ -50,8 +50,9 @@ export class DocumentLineStore implements LineStorage {
   }
 
   join(request: Omit<JoinRequest, 'idleRetentionMs'>): Promise<JoinResult> {
-    const join = boundedCommand(
-      'acquire',
+    return this.joins.join(
+      request.key,
+      request.token,
       this.operationTimeoutMs,
       async (): Promise<JoinResult> => {
         const { read, created } = await this.joinOrCreate(request);
@@ -70,7 +71,6 @@ export class DocumentLineStore implements LineStorage {
         return result;
       },
     );
-    return this.joins.track(request.key, request.token, join);
   }
 
   leave(key: string, token: string): Promise<LeaveResult> {

@@ -1,32 +1,88 @@
-import type { BoundedCommand } from '../bounded-command';
+import { boundedCommand } from '../bounded-command';
 
 /**
- * Joins sent and not yet settled, by key and token. A join given up on still goes on and may
- * land after its entry ended (a leave, a commit): whoever ends an entry asks here first.
+ * How many joins of one entry may be unanswered at once: the first, and one copy sent again
+ * after `operationTimeoutMs` (on another connection, should the first's have gone silent).
+ * More copies would only pile onto a server that has fallen behind.
+ */
+const UNANSWERED_JOINS = 2;
+
+interface JoinCopy<T> {
+  reply: Promise<T>;
+  state: 'unanswered' | 'answered' | 'failed';
+}
+
+/**
+ * The joins of each entry (by key and token) sent so far. A try answers with the first reply
+ * among them, one its predecessor stopped waiting for included, so a server slower than
+ * `operationTimeoutMs` still places a patient wait; a try sends a copy only while fewer than
+ * {@link UNANSWERED_JOINS} are unanswered and none answered. A join given up on still goes on
+ * and may land after its entry ended (a leave, a commit): whoever ends an entry asks here first.
  */
 export class JoinsInFlight {
-  private readonly byEntry = new Map<string, Set<Promise<unknown>>>();
+  /** Per entry, the copies no try has taken a reply from yet. */
+  private readonly unclaimed = new Map<string, JoinCopy<unknown>[]>();
+  /** Per entry, the copies not settled yet. */
+  private readonly unsettled = new Map<string, Set<Promise<unknown>>>();
 
-  /** `join`'s bounded result; its command is kept here until it settles. */
-  track<T>(key: string, token: string, join: BoundedCommand<T>): Promise<T> {
-    const id = `${token}\0${key}`;
-    let joins = this.byEntry.get(id);
-    if (!joins) this.byEntry.set(id, (joins = new Set()));
-    const settled = join.sent.then(
-      () => undefined,
-      () => undefined,
-    );
-    joins.add(settled);
-    void settled.then(() => {
-      joins.delete(settled);
-      if (joins.size === 0 && this.byEntry.get(id) === joins) this.byEntry.delete(id);
+  /**
+   * The first reply to a join of `token` on `key`, bounded by `timeoutMs`; `send` sends a copy
+   * (`retry`: an earlier one is unanswered and may land).
+   */
+  join<T>(
+    key: string,
+    token: string,
+    timeoutMs: number,
+    send: (retry: boolean) => Promise<T>,
+  ): Promise<T> {
+    const id = entryId(key, token);
+    const copies = (this.unclaimed.get(id) ?? []).filter(
+      (copy) => copy.state !== 'failed',
+    ) as JoinCopy<T>[];
+    const unanswered = copies.filter((copy) => copy.state === 'unanswered').length;
+    const answered = copies.length > unanswered;
+    if (!answered && unanswered < UNANSWERED_JOINS) {
+      copies.push(this.sent(id, () => send(unanswered > 0)));
+    }
+    this.unclaimed.set(id, copies);
+    const replies = copies.map((copy) => copy.reply);
+    return boundedCommand('acquire', timeoutMs, () => firstReply(replies)).result.then((reply) => {
+      if (this.unclaimed.get(id) === copies) this.unclaimed.delete(id);
+      return reply;
     });
-    return join.result;
   }
 
-  /** Settles once every join of `token` on `key` sent so far has; undefined if none is pending. */
+  /**
+   * The entry ended: no try takes a reply from its joins any more. Settles once every copy
+   * sent so far has; undefined if none is unsettled.
+   */
   settled(key: string, token: string): Promise<void> | undefined {
-    const joins = this.byEntry.get(`${token}\0${key}`);
-    return joins ? Promise.all([...joins]).then(() => undefined) : undefined;
+    const id = entryId(key, token);
+    this.unclaimed.delete(id);
+    const copies = this.unsettled.get(id);
+    return copies ? Promise.allSettled([...copies]).then(() => undefined) : undefined;
   }
+
+  private sent<T>(id: string, send: () => Promise<T>): JoinCopy<T> {
+    const copy: JoinCopy<T> = { reply: Promise.resolve().then(send), state: 'unanswered' };
+    let copies = this.unsettled.get(id);
+    if (!copies) this.unsettled.set(id, (copies = new Set()));
+    copies.add(copy.reply);
+    const settle = (state: JoinCopy<T>['state']) => () => {
+      copy.state = state;
+      copies.delete(copy.reply);
+      if (copies.size === 0 && this.unsettled.get(id) === copies) this.unsettled.delete(id);
+    };
+    copy.reply.then(settle('answered'), settle('failed'));
+    return copy;
+  }
+}
+
+const entryId = (key: string, token: string) => `${token}\0${key}`;
+
+/** The first reply among `replies`; if every one fails, the last failure. */
+function firstReply<T>(replies: Promise<T>[]): Promise<T> {
+  return Promise.any(replies).catch((error: AggregateError) => {
+    throw error.errors.at(-1);
+  });
 }

@@ -142,10 +142,13 @@ export type JoinResult =
 export async function joinLine(
   collection: LineCollection,
   request: JoinRequest,
+  retry = false,
 ): Promise<JoinResult> {
   checkJoin(request);
+  // A retry of a join that may have landed would miss the short command's filter (`line.t`).
+  const short = request.kind.mode === 'exclusive' && !retry;
   const doc =
-    (request.kind.mode === 'exclusive' ? await exclusiveJoin(collection, request) : undefined) ??
+    (short ? await exclusiveJoin(collection, request) : undefined) ??
     (await sendJoin(collection, request, { _id: request.key }, fullJoinPipeline(request)));
   return decodeJoin(doc, request);
 }

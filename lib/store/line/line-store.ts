@@ -100,10 +100,9 @@ export class LineStore implements KeyLineStorage {
 
   join(request: Omit<JoinRequest, 'idleRetentionMs'>): Promise<JoinResult> {
     const full = { ...request, idleRetentionMs: this.settings.idleRetentionMs };
-    const join = boundedCommand('acquire', this.settings.operationTimeoutMs, () =>
-      joinLine(this.collection, full),
+    return this.joins.join(request.key, request.token, this.settings.operationTimeoutMs, (retry) =>
+      joinLine(this.collection, full, retry),
     );
-    return this.joins.track(request.key, request.token, join);
   }
 
   joinsSettled(key: string, token: string): Promise<void> | undefined {
