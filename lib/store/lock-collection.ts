@@ -19,5 +19,10 @@ export function openLeaseCollection<T extends Document>(
   return client.db(dbName).collection<T>(collectionName, {
     writeConcern: { w: 'majority', wtimeoutMS: wtimeoutMS ?? operationTimeoutMs },
     readPreference: ReadPreference.primary,
+    // Values decoded as JavaScript's, whatever the client's BSON options (a client with
+    // `promoteValues: false` would hand fences and permits over as BSON wrapper objects).
+    raw: false,
+    promoteValues: true,
+    promoteLongs: true,
   });
 }
