@@ -5,7 +5,10 @@ export interface LockState {
   held: boolean;
   /** Id of the `LockService` instance holding it (the latest, if several); `null` when free. */
   holderId: string | null;
-  /** Fencing token of the latest holder, in any mode; of the last acquisition when free. */
+  /**
+   * Fencing token of the latest holder's entry, in any mode; of the last acquisition when free.
+   * An entry's first: a caller of the same process handed the entry over holds a later one.
+   */
   fence: bigint;
   /** Milliseconds left by the server clock until the (last) lease ends; 0 when free. */
   remainingMs: number;
@@ -29,6 +32,7 @@ export interface LockState {
 /** One live holder of a key, as `inspect()` reports it. */
 export interface LockHolderState {
   holderId: string | null;
+  /** Its entry's first fence (see `LockState.fence`). */
   fence: bigint;
   /** Permits held (1 for an exclusive or shared holder). */
   weight: number;
