@@ -1,4 +1,5 @@
 import { boundedCommand } from '../bounded-command';
+import { isStoreUnavailableError } from '../mongo-error-codes';
 
 /**
  * How many joins of one entry may be unanswered at once: the first, and one copy sent again
@@ -80,9 +81,19 @@ export class JoinsInFlight {
 
 const entryId = (key: string, token: string) => `${token}\0${key}`;
 
-/** The first reply among `replies`; if every one fails, the last failure. */
+/**
+ * The first reply among `replies`, or the first refusal (a decided answer, such as a document
+ * no longer found); if each fails for MongoDB's silence or absence, the last failure.
+ */
 function firstReply<T>(replies: Promise<T>[]): Promise<T> {
-  return Promise.any(replies).catch((error: AggregateError) => {
-    throw error.errors.at(-1);
+  return new Promise<T>((resolve, reject) => {
+    let unavailable = 0;
+    for (const reply of replies) {
+      reply.then(resolve, (error: unknown) => {
+        const another = isStoreUnavailableError(error) && ++unavailable < replies.length;
+        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- the copy's own error
+        if (!another) reject(error);
+      });
+    }
   });
 }
