@@ -7,15 +7,25 @@ interface HeldInContext {
   /** The service that acquired the handle: re-entrancy is per service (per lock collection). */
   readonly service: object;
   readonly handle: LockHandle;
+  /** What `LockService.current()` gives: a re-entered call's view of `handle`, or `handle`. */
+  readonly shown: LockHandle;
   /** Its function still runs (timers and promises it made outlive it in the context). */
   running: boolean;
 }
 
 const storage = new AsyncLocalStorage<readonly HeldInContext[]>();
 
-/** Runs `fn` with `handle` added to the current async context's held locks. */
-export function runWithHeldLock<T>(service: object, handle: LockHandle, fn: () => T): T {
-  const entry: HeldInContext = { service, handle, running: true };
+/**
+ * Runs `fn` with `handle` added to the current async context's held locks; `shown` is what
+ * `LockService.current()` gives meanwhile (a re-entered call's view of `handle`).
+ */
+export function runWithHeldLock<T>(
+  service: object,
+  handle: LockHandle,
+  fn: () => T,
+  shown: LockHandle = handle,
+): T {
+  const entry: HeldInContext = { service, handle, shown, running: true };
   const ended = () => void (entry.running = false);
   return storage.run([...(storage.getStore() ?? []), entry], () => {
     let result: T;
@@ -34,7 +44,7 @@ export function runWithHeldLock<T>(service: object, handle: LockHandle, fn: () =
 
 /** `LockService.current()`: as {@link heldLocksOf} sees re-entry, lost locks aside. */
 export function innermostHeldLock(): LockHandle | undefined {
-  return storage.getStore()?.findLast((entry) => entry.running && !entry.handle.released)?.handle;
+  return storage.getStore()?.findLast((entry) => entry.running && !entry.handle.released)?.shown;
 }
 
 /**

@@ -32,7 +32,7 @@ import { DocumentLocks } from './documents/document-locks';
 import { resolveDocumentLocksOptions } from './documents/document-input';
 import type { DocumentLocksOptions } from './documents/document-locks-options.interface';
 import type { Document } from 'mongodb';
-import { enclosingHandle } from './reentry';
+import { enclosingHandle, reenter } from './reentry';
 import { runThenRelease } from './run-then-release';
 import { forceReleaseKey, releaseScopeEverywhere } from './operator-releases';
 import { ServiceRuntime, type LockDiagnostics, type LockStoreFactory } from './service-runtime';
@@ -114,7 +114,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     });
   }
 
-  /** The handle of the innermost lock whose function still runs in the current async context. */
+  /** The handle of the innermost lock whose function still runs here (a re-entered call's view). */
   static current(): LockHandle | undefined {
     return innermostHeldLock();
   }
@@ -198,8 +198,8 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    * Runs `fn` under the lock, renewed unless `renew: false`, and always releases it. `fn`'s
    * errors pass through; if `fn` succeeds but the lease was lost, rejects with `LockLostError`
    * (unless its `transaction` committed: its result is returned).
-   * Re-entrant: if an enclosing `withLock` of this service holds ALL the keys under one handle,
-   * `fn` runs at once with it. Some held keys plus others is refused (it would wait for itself).
+   * Re-entrant: if an enclosing `withLock` holds ALL the keys under one handle, `fn` runs at once
+   * with its view of them (their fences; releases nothing). Some held keys plus others: refused.
    *
    * @example
    * await locks.withLock(`orders:${id}`, async (lock) => {
@@ -216,8 +216,8 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     const resolved = resolveAcquireOptions(options, this.options, true, ['transaction']);
     const transaction = resolveTransactionOption(options?.transaction);
     const enclosing = enclosingHandle(this, keyList, resolved.mode, transaction !== undefined);
-    // Re-entered: the outer call's lock and transaction.
-    if (enclosing) return await fn(enclosing);
+    // Re-entered: the outer call's lock and transaction, seen through this call's keys.
+    if (enclosing) return await reenter(this, enclosing, keyList, fn);
     if (transaction) await requireTransactions(await this.runtime.ensureStarted());
     const handle = await this.runtime.acquire(keyList, resolved);
     const run = async () => runWithHeldLock(this, handle, () => fn(handle));

@@ -77,13 +77,14 @@ export async function runLocked<T>(
         { ...acquireOptions(metadata, signal, undefined), where: filter, createIfMissing },
       );
     }
-    const enclosing = new Set(heldLocksOf(lockService));
+    // Re-entered (or refused as a deadlock): the handle is a view of the outer holder's lock.
+    const reentered = reenters();
     return await lockService.withLock(
       keys,
       (handle) => {
         started = true;
         const run = () => traced(handle.signal);
-        if (!options.minHoldMs || enclosing.has(handle)) return run();
+        if (!options.minHoldMs || reentered) return run();
         return holdAtLeast(handle, options.minHoldMs, where, run);
       },
       acquireOptions(metadata, signal, scope),

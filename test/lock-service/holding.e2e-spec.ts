@@ -106,7 +106,11 @@ describe('LockService holding', () => {
     const fences = await locks.withLock(['a', 'b'], async (outer) => {
       expect(LockService.current()).toBe(outer);
       const inner = await locks.withLock('a', async (handle) => {
-        expect(handle).toBe(outer);
+        // The outer lock, seen through the inner call's keys.
+        expect(handle.keys).toEqual(['a']);
+        expect(handle.fence).toBe(outer.fences.get('a'));
+        expect(handle.signal).toBe(outer.signal);
+        expect(LockService.current()).toBe(handle);
         return handle.fence;
       });
       // Disjoint keys nest normally.
@@ -122,6 +126,54 @@ describe('LockService holding', () => {
     expect(fences[0]).toBeGreaterThan(0n);
     expect(LockService.current()).toBeUndefined();
     expect((await locks.inspect('a'))?.held).toBe(false);
+  });
+
+  it('a re-entered withLock sees only its own keys and fences, and releases nothing', async () => {
+    const locks = await kit.service();
+    await locks.withLock(['view-a', 'view-b', 'view-c'], async (outer) => {
+      const seen = await locks.withLock(['view-c', 'view-b'], async (inner) => ({
+        key: inner.key,
+        keys: inner.keys,
+        fence: inner.fence,
+        fences: inner.fences,
+        current: LockService.current() === inner,
+        signal: inner.signal === outer.signal,
+      }));
+      const serverFenceOfB = (await locks.inspect('view-b'))?.fence;
+      expect(serverFenceOfB).not.toBe(outer.fence);
+      expect(seen).toEqual({
+        key: 'view-b',
+        keys: ['view-b', 'view-c'],
+        fence: serverFenceOfB,
+        fences: new Map([
+          ['view-b', serverFenceOfB],
+          ['view-c', (await locks.inspect('view-c'))?.fence],
+        ]),
+        current: true,
+        signal: true,
+      });
+      // Its release, and its end, leave the outer lock held: the outer call releases it.
+      await locks.withLock('view-b', (inner) => inner.release());
+      expect(outer.released).toBe(false);
+      expect(LockService.current()).toBe(outer);
+      const holders = (await locks.inspect('view-b'))?.holders ?? [];
+      expect(holders.map((holder) => holder.fence)).toEqual([serverFenceOfB]);
+    });
+    expect((await locks.inspect('view-b'))?.held).toBe(false);
+  });
+
+  it('a re-entered call sees the loss of the outer lock: signal, lost, and release rejects', async () => {
+    const locks = await kit.service();
+    await expect(
+      locks.withLock(['gone-a', 'gone-b'], () =>
+        locks.withLock('gone-b', async (inner) => {
+          await locks.releaseAllHeld();
+          expect(inner.lost).toBe(true);
+          expect(inner.signal.reason).toBeInstanceOf(LockLostError);
+          await expect(inner.release()).rejects.toBeInstanceOf(LockLostError);
+        }),
+      ),
+    ).rejects.toBeInstanceOf(LockLostError);
   });
 
   it('a call re-entering a lock taken away by an operator fails, and does not take it anew', async () => {

@@ -43,6 +43,26 @@ class Ledger {
     return (await this.post(account)).key;
   }
 
+  /** Locks the account's audit key too; `ownView` inside re-enters the ledger key alone. */
+  @Locked(['audit:{args.0}', 'ledger:{args.0}'], { timeoutMs: 0 })
+  async audited(account: string) {
+    const outer = LockService.current();
+    const inner = await this.ownView(account);
+    return {
+      outer,
+      inner,
+      heldAfter: outer?.released === false,
+      currentAfter: LockService.current() === outer,
+    };
+  }
+
+  @Locked('ledger:{args.0}', { timeoutMs: 0 })
+  async ownView(_account: string) {
+    const lock = LockService.current();
+    await lock?.release();
+    return { key: lock?.key, keys: lock?.keys, fence: lock?.fence, fences: lock?.fences };
+  }
+
   @Locked('ledger:{args.0.id}')
   async byObject(_account: { id: unknown }): Promise<string> {
     return 'done';
@@ -309,6 +329,26 @@ describe('@Locked provider methods', () => {
   it('re-enters a lock on the same key held by the same call chain', async () => {
     await expect(appA.get(Ledger).transfer('acc-4')).resolves.toBe('ledger:acc-4');
     expect((await appA.get(LockService).inspect('ledger:acc-4'))?.held).toBe(false);
+  });
+
+  it('a re-entered @Locked method gets its own key and fence from current(), and releases nothing', async () => {
+    const locks = appA.get(LockService);
+    const { outer, inner, heldAfter, currentAfter } = await appA.get(Ledger).audited('acc-9');
+    // Free now: each key's fence is that of its last acquisition, the outer call's.
+    const ledgerFence = (await locks.inspect('ledger:acc-9'))?.fence;
+    expect(outer?.key).toBe('audit:acc-9');
+    expect(ledgerFence).not.toBe(outer?.fence);
+    expect(inner).toEqual({
+      key: 'ledger:acc-9',
+      keys: ['ledger:acc-9'],
+      fence: ledgerFence,
+      fences: new Map([['ledger:acc-9', ledgerFence]]),
+    });
+    expect(heldAfter).toBe(true);
+    expect(currentAfter).toBe(true);
+    // Released by the outer call when it returned, not by the inner call's release().
+    expect(outer?.released).toBe(true);
+    expect(outer?.lost).toBe(false);
   });
 
   it('refuses a non-scalar argument with InvalidLockKeyError and writes nothing', async () => {

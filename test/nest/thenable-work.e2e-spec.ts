@@ -30,7 +30,9 @@ describe('withLock whose function returns a non-native thenable', () => {
     const seen = await locks.withLock('thenable:1', (outer) =>
       lazy(async () => ({
         current: LockService.current() === outer,
-        nested: await locks.withLock('thenable:1', (inner) => inner === outer, { timeoutMs: 0 }),
+        nested: await locks.withLock('thenable:1', (inner) => inner.signal === outer.signal, {
+          timeoutMs: 0,
+        }),
       })),
     );
     expect(seen).toEqual({ current: true, nested: true });
