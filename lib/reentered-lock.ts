@@ -1,6 +1,7 @@
 import type { ClientSession } from 'mongodb';
 import type { Observable } from 'rxjs';
 import type { LockLostError } from './errors/lock-lost.error';
+import { MongoLockError } from './errors/mongo-lock.error';
 import type { LockHandle } from './lock-handle';
 
 /**
@@ -74,6 +75,6 @@ export class ReenteredLock implements LockHandle {
 
 function fenceOf(handle: LockHandle, key: string): bigint {
   const fence = handle.fences.get(key);
-  if (fence === undefined) throw new Error(`The enclosing lock does not hold ${key}`);
+  if (fence === undefined) throw new MongoLockError(`The enclosing lock does not hold ${JSON.stringify(key)}`);
   return fence;
 }
