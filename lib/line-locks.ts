@@ -15,10 +15,9 @@ import type { LineWatch } from './store/line/line-events';
 import type { LineStorage, LineStore } from './store/line/line-store';
 import type { AttemptTarget } from './store/line/line-commands';
 import { lineKind } from './store/lock-modes';
-import { settlesWithin, unrefTimer } from './util/timers';
+import { settlesWithin } from './util/timers';
 import { LineWaiters } from './waiting/line-waiters';
-import { LEASE_END_MARGIN_MS } from './waiting/wait-timing';
-import type { LockEvent, LockHolderState } from './interfaces/lock-state.interface';
+import type { LockEvent } from './interfaces/lock-state.interface';
 
 /**
  * Locks on keys: one entry per key in the key's line, keys taken one at a time in sorted
@@ -39,9 +38,8 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
   /** Whether `events$` carries every change now (open, and no failure since). */
   eventsFlowing = false;
   private readonly eventListeners = new Set<(event: LockEvent) => void>();
-  /** Per key, the entries of ours (first fences) that `forceRelease` or `releaseScope` removed,
-   * while a call of several keys may still hold one on its way to a handle. */
-  private readonly removedByOperator = new Map<string, Set<bigint>>();
+  /** The calls here still taking their keys, each with those of its keys operator news named. */
+  private readonly takingCalls = new Set<TakingCall>();
 
   constructor(
     readonly store: Storage,
@@ -74,7 +72,10 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
       (change) => {
         this.waiters.heard(change.key, change.holders, change.news);
         if (change.lookAgain) this.waiters.lookAgain(change.key);
-        if (change.byOperator) void this.tellRemovedHolders(change.key);
+        if (change.byOperator) {
+          this.operatorChanged(change.key);
+          void this.tellRemovedHolders(change.key);
+        }
       },
       () => {
         failed = true;
@@ -105,17 +106,17 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
   /**
    * Before an operator command removes `key`'s holders: our entry on it is handed on no more
    * (queued callers join the line), and our leaves of it, a kept entry's too, wait until the
-   * returned function is called, once the command is answered (`LineLeaves.holdBack`), with the
-   * holders it removed.
+   * returned function is called, once the command is answered or failed (`LineLeaves.holdBack`).
    */
-  beforeForceRelease(key: string): (removed: readonly LockHolderState[]) => void {
+  beforeForceRelease(key: string): () => void {
     // The barrier first: closing the key makes a kept entry of ours leave.
     const leavesHeld = this.acquirer.holdLeaves(key);
     const reopen = this.handover.closeKey(key);
-    return (removed) => {
+    return () => {
       leavesHeld();
       reopen();
-      this.rememberRemoved(key, removed);
+      // Answered or not: a command whose reply was lost may have landed.
+      this.operatorChanged(key);
     };
   }
 
@@ -131,32 +132,14 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
     };
   }
 
-  /** A call still taking other keys takes `key` again rather than hand out a removed entry. */
-  rememberRemoved(key: string, removed: readonly LockHolderState[]): void {
-    const ours = removed.filter((holder) => holder.holderId === this.options.holderId);
-    if (ours.length === 0) return;
-    const fences = this.removedByOperator.get(key) ?? new Set<bigint>();
-    this.removedByOperator.set(key, fences);
-    for (const holder of ours) fences.add(holder.fence);
-    // Past its lease a hold is renewed before hand-out (`refreshEarlier`), which finds it gone.
-    const leaseMs = Math.max(...ours.map((holder) => holder.remainingMs)) + LEASE_END_MARGIN_MS;
-    unrefTimer(() => {
-      for (const holder of ours) fences.delete(holder.fence);
-      if (fences.size === 0 && this.removedByOperator.get(key) === fences) {
-        this.removedByOperator.delete(key);
-      }
-    }, leaseMs);
-  }
-
-  /** Whether an operator's command here removed the entry that `fence` on `key` came from. */
-  removedHere(key: string, fence: bigint): boolean {
-    return this.removedByOperator.get(key)?.has(entryFenceOf(fence)) ?? false;
-  }
-
-  /** The index of the first hold whose entry an operator's command here removed, if any. */
-  private removedIndex(holds: readonly LineHold[]): number | undefined {
-    const index = holds.findIndex((hold) => this.removedHere(hold.key, hold.fence));
-    return index === -1 ? undefined : index;
+  /**
+   * An operator's command (`forceRelease`, `releaseScope`) changed `key`'s line, here or (heard
+   * by its news) in another instance: a call here still taking `key` may hold an entry it
+   * removed, taken before the news came or answered after. It renews that hold before hand-out,
+   * which finds a removed entry gone, and takes the key again.
+   */
+  operatorChanged(key: string): void {
+    for (const call of this.takingCalls) if (call.keys.includes(key)) call.named.add(key);
   }
 
   /**
@@ -183,21 +166,28 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
   ): Promise<MongoLockHandle> {
     const deadline = startedAt + options.timeoutMs;
     const holds: LineHold[] = [];
+    // From before any join is sent: news of a key may come before the reply that holds it.
+    const call: TakingCall = { keys, named: new Set() };
+    this.takingCalls.add(call);
     try {
       for (;;) {
         for (const key of keys.slice(holds.length)) {
           holds.push(await this.acquirer.acquire(requestFor(key, options, signal, deadline)));
         }
         signal.throwIfAborted();
-        // Waiting for later keys may have run the earlier leases short: renewed before hand-out.
-        // Checked for removal by an operator here with no await before the handle is made.
-        const lost = (await this.refreshEarlier(holds, options.ttlMs)) ?? this.removedIndex(holds);
+        // Waiting for later keys may have run the earlier leases short, and an operator may have
+        // removed a hold (news named its key): those are renewed before hand-out.
+        const lost = await this.refreshEarlier(holds, options.ttlMs, call.named);
         // Aborted (a close) while renewing: nobody is handed the lock.
         signal.throwIfAborted();
-        if (lost === undefined) break;
+        // No news since, checked with no await before the handle is made: later news finds it
+        // in `held` (`tellRemovedHolders`, `forceReleaseKey`).
+        if (lost === undefined && call.named.size === 0) break;
         // A stall outlived a lease (or an operator removed it) before the lock was handed out:
         // nothing was protected yet.
-        for (const hold of holds.splice(lost)) void this.acquirer.giveBack(hold);
+        if (lost !== undefined) {
+          for (const hold of holds.splice(lost)) void this.acquirer.giveBack(hold);
+        }
       }
     } catch (error) {
       // All or nothing: the keys taken are given back before the call fails, by its end (what
@@ -206,6 +196,8 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
       const callEnd = deadline + acquireOverrunMs(this.options.operationTimeoutMs);
       await settlesWithin(Promise.all(givingBack), callEnd - performance.now());
       throw withAllKeys(error, keys, options.timeoutMs);
+    } finally {
+      this.takingCalls.delete(call);
     }
     return this.handleFor(holds, options);
   }
@@ -289,10 +281,18 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
     await Promise.all([this.acquirer.leavesSettled(), watch?.close(), events?.close()]);
   }
 
-  /** The index of the first hold whose lease ended, after renewing those that ran short. */
-  private async refreshEarlier(holds: LineHold[], ttlMs: number): Promise<number | undefined> {
+  /**
+   * The index of the first hold whose lease ended or was removed, after renewing those that ran
+   * short and those whose key is `named` by operator news (each forgotten as its renewal is sent).
+   */
+  private async refreshEarlier(
+    holds: LineHold[],
+    ttlMs: number,
+    named: Set<string>,
+  ): Promise<number | undefined> {
     for (const [index, hold] of holds.entries()) {
-      if (hold.leaseEnd - performance.now() >= ttlMs / 2) continue;
+      const heard = named.delete(hold.key);
+      if (!heard && hold.leaseEnd - performance.now() >= ttlMs / 2) continue;
       const sentAt = performance.now();
       const renewed = await this.acquirer.renew(hold, ttlMs);
       // Answered after the lease had ended, it proves nothing (see `LeaseKeeper`).
@@ -340,6 +340,12 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
     this.held.add(handle, this);
     return handle;
   }
+}
+
+/** A call still taking its keys: the keys that operator news named since it began. */
+interface TakingCall {
+  keys: readonly string[];
+  named: Set<string>;
 }
 
 function requestFor(

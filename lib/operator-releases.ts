@@ -20,7 +20,7 @@ export async function forceReleaseKey(
   const fenceOf = (handle: MongoLockHandle) => handle.fences.get(key) ?? handle.fence;
   let here: MongoLockHandle[] = [];
   let revoking: Promise<unknown>;
-  let released: LockHolderState[] = [];
+  let released: LockHolderState[];
   let endsAt: number;
   let lines: Awaited<ReturnType<ServiceRuntime['started']>>;
   try {
@@ -29,10 +29,10 @@ export async function forceReleaseKey(
     revoking = held.revokeKey(key, lines, reason).then((handles) => (here = handles));
     released = await lines.store.forceRelease(key);
   } finally {
-    commandDone?.(released);
+    commandDone?.();
   }
   // A join of ours answered while the command was in flight, which the command removed too: a
-  // handle made since is told now; a call still taking other keys takes it again (told above).
+  // handle made since is told now; a call still taking the key takes it again (told above).
   // (From `released`: a command sent before this service started remembered nothing.)
   const removedHere = new Set(released.filter((h) => h.holderId === holderId).map((h) => h.fence));
   const late = held.revokeKey(key, lines, reason, (handle) =>
@@ -74,11 +74,17 @@ export async function releaseScopeEverywhere(
   } finally {
     leavesHeld();
   }
-  // As for forceRelease: a call still taking other keys takes a removed key again, and a
-  // handle made while the command was in flight from a removed entry is told now.
-  for (const { key, holders } of removed) lines.rememberRemoved(key, holders);
+  // As for forceRelease: a call still taking a removed key takes it again, and a handle made
+  // while the command was in flight from a removed entry is told now.
+  const removedHere = new Set<string>();
+  for (const { key, holders } of removed) {
+    lines.operatorChanged(key);
+    for (const holder of holders) {
+      if (holder.holderId === options.holderId) removedHere.add(`${key}\0${holder.fence}`);
+    }
+  }
   const late = held.revokeScope(scope, reason, (handle) =>
-    [...handle.fences].some(([key, fence]) => lines.removedHere(key, fence)),
+    [...handle.fences].some(([key, fence]) => removedHere.has(`${key}\0${entryFenceOf(fence)}`)),
   );
   await settlesWithin(Promise.all([revoking, late]), endsAt - performance.now());
   return here + removed.reduce((sum, { holders }) => sum + holders.length, 0);

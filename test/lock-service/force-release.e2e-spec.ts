@@ -1,5 +1,7 @@
 import { LockLostError } from '../../lib/errors';
+import type { LockHandle } from '../../lib/lock-handle';
 import { describeWithFailPoints, faultTools } from './adversarial/kit';
+import { ReplyDelayProxy } from '../support/reply-delay-proxy';
 import { eventually, LockTestKit, sleep } from './lock-test-kit';
 
 jest.setTimeout(60_000);
@@ -46,6 +48,44 @@ describe('LockService.forceRelease', () => {
     expect(handle.fences.get('multi:k')).toBeGreaterThan(removed.fence);
     expect(await b.inspect('multi:k')).toMatchObject({
       held: true,
+      holderId: 'B',
+      fence: handle.fences.get('multi:k'),
+    });
+    await handle.release();
+  });
+
+  it('a call of several keys in another instance that held one it removed takes that key again', async () => {
+    const a = await kit.service({ holderId: 'A' });
+    const b = await kit.service({ holderId: 'B' });
+    const c = await kit.service({ holderId: 'C' });
+    const other = await a.acquire('multi:z', { ttlMs: 30_000 });
+    // Keys are taken in sorted order: B holds multi:k, then waits for multi:z.
+    const both = b.acquire(['multi:k', 'multi:z'], { ttlMs: 30_000, timeoutMs: 15_000 });
+    await eventually(async () => (await a.inspect('multi:k'))?.holderId === 'B');
+    await eventually(async () => (await a.inspect('multi:z'))?.waiting === 1);
+    const cWaits = c.acquire('multi:k', { ttlMs: 30_000, timeoutMs: 15_000 });
+    await eventually(async () => (await a.inspect('multi:k'))?.waiting === 1);
+    // The operator is in A: B hears of it by the command's news only.
+    const [removed] = await a.forceRelease('multi:k');
+    expect(removed.holderId).toBe('B');
+    const cHandle = await cWaits;
+    let handed: LockHandle | undefined;
+    void both.then(
+      (handle) => (handed = handle),
+      () => undefined,
+    );
+    await other.release();
+    // B takes multi:z, then multi:k again: it waits behind C, and is handed nothing meanwhile.
+    await eventually(
+      async () => handed !== undefined || (await a.inspect('multi:k'))?.waiting === 1,
+    );
+    expect(handed?.fences.get('multi:k')).toBeUndefined();
+    expect(cHandle.lost).toBe(false);
+    await cHandle.release();
+    const handle = await both;
+    // Not the removed entry: C held the key in between.
+    expect(handle.fences.get('multi:k')).toBeGreaterThan(cHandle.fence);
+    expect(await a.inspect('multi:k')).toMatchObject({
       holderId: 'B',
       fence: handle.fences.get('multi:k'),
     });
@@ -116,5 +156,37 @@ describeWithFailPoints('LockService.forceRelease with its command in flight', ()
     expect(held.lost).toBe(true);
     expect(held.signal.reason).toBeInstanceOf(LockLostError);
     await held.release().catch(() => undefined);
+  });
+});
+
+describe('LockService.forceRelease of a join whose reply is late', () => {
+  const kit = LockTestKit.forSuite();
+
+  it('a call whose join it removed, answered after its news, takes the key again (or is told)', async () => {
+    const target = new URL(kit.mongo.uri);
+    const proxy = new ReplyDelayProxy({ host: target.hostname, port: Number(target.port) });
+    await proxy.start();
+    try {
+      const a = await kit.service({ holderId: 'A' });
+      const uri = `mongodb://127.0.0.1:${proxy.port}/?directConnection=true`;
+      const b = await kit.service({ holderId: 'B', uri });
+      await b.acquire('warm').then((handle) => handle.release());
+      // B's join lands at once and holds; its reply reaches B 2 s later.
+      const replyHeld = proxy.holdNextReply('findAndModify', 2_000);
+      const taking = b.acquire('late-reply', { ttlMs: 30_000, timeoutMs: 10_000 });
+      await replyHeld;
+      const [removed] = await a.forceRelease('late-reply');
+      expect(removed.holderId).toBe('B');
+      const handle = await taking;
+      // Its news reached B before the reply (a hold to check) or after (a handle to tell).
+      await eventually(() => handle.lost || handle.fence > removed.fence);
+      if (!handle.lost) {
+        expect(await a.inspect('late-reply')).toMatchObject({ holderId: 'B', fence: handle.fence });
+      }
+      await handle.release().catch(() => undefined);
+    } finally {
+      await kit.cleanup();
+      await proxy.stop();
+    }
   });
 });
