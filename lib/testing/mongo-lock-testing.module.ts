@@ -1,17 +1,27 @@
 import { Module } from '@nestjs/common';
 import type { DynamicModule } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
+import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
 import type { MongoLockModuleOptions } from '../interfaces/mongo-lock-options.interface';
 import { LOCK_STORE_FACTORY, LockService } from '../lock.service';
 import type { LockStoreFactory } from '../lock.service';
 import { LockedMethodsExplorer } from '../locked-methods.explorer';
+import { optionsObject } from '../option-checks';
 import { MONGO_LOCK_OPTIONS } from '../mongo-lock.module-definition';
 import { IN_MEMORY_URI, LockTestingStore } from './lock-testing-store';
 
-/** Options of `MongoLockTestingModule.forRoot()`: `MongoLockModule`'s, less the connection. */
+/** `MongoLockModule`'s options of the connection: the in-memory store has none. */
+const CONNECTION_OPTIONS = ['uri', 'client', 'dbName', 'collectionName', 'ensureIndexes'] as const;
+/** The testing module sets these itself (see `forRoot`). */
+const KIT_OPTIONS = ['localHandOff'] as const;
+
+/**
+ * Options of `MongoLockTestingModule.forRoot()`: `MongoLockModule`'s, less the connection and
+ * `localHandOff` (given, they are refused).
+ */
 export interface MongoLockTestingModuleOptions extends Omit<
   MongoLockModuleOptions,
-  'uri' | 'client' | 'dbName' | 'collectionName' | 'ensureIndexes' | 'localHandOff'
+  (typeof CONNECTION_OPTIONS)[number] | (typeof KIT_OPTIONS)[number]
 > {
   /** Make `LockService` (and `LockTestingStore`) injectable everywhere. Default `false`. */
   isGlobal?: boolean;
@@ -37,8 +47,14 @@ export interface MongoLockTestingModuleOptions extends Omit<
  */
 @Module({})
 export class MongoLockTestingModule {
-  static forRoot(options: MongoLockTestingModuleOptions = {}): DynamicModule {
-    const { isGlobal = false, store, ...lockOptions } = options;
+  /**
+   * Throws `InvalidLockOptionsError` naming any of `uri`, `client`, `dbName`, `collectionName`,
+   * `ensureIndexes` and `localHandOff` given.
+   */
+  static forRoot(options?: MongoLockTestingModuleOptions | null): DynamicModule {
+    const given = optionsObject(options);
+    refuseMongoDbOptions(given);
+    const { isGlobal = false, store, ...lockOptions } = given;
     // Every hand-off writes, so a release finds a lease that `expire()` ended, as on MongoDB.
     const moduleOptions: MongoLockModuleOptions = {
       ...lockOptions,
@@ -67,4 +83,26 @@ export class MongoLockTestingModule {
       exports: [LockService, LockTestingStore],
     };
   }
+}
+
+/**
+ * Refuses what only `MongoLockModule` uses, naming it: silently dropped, a spread of the app's
+ * options would hide that the test runs on neither its database nor its hand-off setting.
+ */
+function refuseMongoDbOptions(options: object): void {
+  const given = (names: readonly string[]) =>
+    names.filter((name) => (options as Record<string, unknown>)[name] !== undefined);
+  const connection = given(CONNECTION_OPTIONS);
+  const kit = given(KIT_OPTIONS);
+  if (connection.length === 0 && kit.length === 0) return;
+  const reasons = [
+    connection.length > 0 ? 'it connects to no MongoDB (its lock collection is in memory)' : '',
+    kit.length > 0 ? 'it sets localHandOff: false itself (every hand-off writes)' : '',
+  ];
+  const names = [...connection, ...kit];
+  throw new InvalidLockOptionsError(
+    `MongoLockTestingModule.forRoot() takes no ${names.join(', ')}: ` +
+      `${reasons.filter(Boolean).join(', and ')}; leave ${names.length > 1 ? 'them' : 'it'} out`,
+    { option: names[0] },
+  );
 }
