@@ -7,12 +7,13 @@ import { LONE_SURROGATE } from './keys/lock-key';
  */
 
 export function fail(option: string, expected: string, value: unknown): never {
-  throw new InvalidLockOptionsError(`${option} must be ${expected}, got ${describe(value)}`, {
+  throw new InvalidLockOptionsError(`${option} must be ${expected}, got ${describeValue(value)}`, {
     option,
   });
 }
 
-function describe(value: unknown): string {
+/** A value as an error message shows it: strings quoted and cut, objects by their kind. */
+export function describeValue(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value.slice(0, 64));
   if (typeof value === 'number' || typeof value === 'boolean' || value == null)
     return String(value);

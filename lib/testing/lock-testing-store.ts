@@ -4,7 +4,7 @@ import { validateLockKey } from '../keys/lock-key';
 import { newToken } from '../line-entry';
 import { joinRefused } from '../line-refusals';
 import { lineKind } from '../store/lock-modes';
-import { fail, integer, refuseUnknownOptions } from '../option-checks';
+import { describeValue, fail, integer, refuseUnknownOptions } from '../option-checks';
 import { MAX_TIMER_MS } from '../util/timers';
 import { holderIdOption, lockMode } from '../options';
 import type { ResolvedLockModuleOptions } from '../options';
@@ -15,8 +15,11 @@ import { InMemoryLines } from './in-memory-lines';
 
 /** Options of a {@link LockTestingStore}. */
 export interface LockTestingStoreOptions {
-  /** Clock (ms since the epoch) that decides leases; default `Date.now`, so fake timers move it. */
-  clock?: () => number;
+  /**
+   * Clock that decides leases: ms since the epoch, or a `Date`; default `Date.now`, so fake
+   * timers move it. A reading that is neither fails the call with `InvalidLockOptionsError`.
+   */
+  clock?: () => number | Date;
 }
 
 /**
@@ -76,11 +79,9 @@ export class LockTestingStore {
   constructor(options: LockTestingStoreOptions = {}) {
     const clock = options.clock ?? (() => Date.now());
     if (typeof clock !== 'function') {
-      throw new InvalidLockOptionsError('clock must be a function returning ms since the epoch', {
-        option: 'clock',
-      });
+      fail('clock', 'a function returning ms since the epoch or a Date', clock);
     }
-    this.lines = new InMemoryLines(clock);
+    this.lines = new InMemoryLines(checkedClock(clock));
   }
 
   /** The store's clock now, in ms since the epoch. */
@@ -181,6 +182,25 @@ export class LockTestingStore {
       else this.connected.delete(holderId);
     });
   }
+}
+
+/**
+ * `clock`, read as ms since the epoch. Each reading is checked, not the first only: a fake
+ * clock's variable may be set after the store is made. Unchecked, a `NaN` would reach the
+ * fences as a `RangeError`.
+ */
+function checkedClock(clock: () => number | Date): () => number {
+  return () => {
+    const reading: unknown = clock();
+    const ms = reading instanceof Date ? reading.getTime() : reading;
+    // A `Date` holds ±8.64e15 ms: beyond it (or not a number) no lease can be dated.
+    if (typeof ms !== 'number' || Number.isNaN(new Date(ms).getTime())) {
+      const got = reading instanceof Date ? 'an invalid Date' : describeValue(reading);
+      const message = `clock must return ms since the epoch or a valid Date, got ${got}`;
+      throw new InvalidLockOptionsError(message, { option: 'clock' });
+    }
+    return ms;
+  };
 }
 
 /** The form `acquire` would take, checked as it checks it. */

@@ -1,5 +1,10 @@
 import { MongoClient } from 'mongodb';
-import { InvalidLockOptionsError, LockService, type MongoLockModuleOptions } from '../../lib';
+import {
+  InvalidLockOptionsError,
+  LockService,
+  MongoLockError,
+  type MongoLockModuleOptions,
+} from '../../lib';
 import { LockTestingStore, MongoLockTestingModule } from '../../lib/testing';
 import { startTestingModule } from './testing-kit';
 
@@ -91,5 +96,52 @@ describe('MongoLockTestingModule.forRoot() options', () => {
     } finally {
       await moduleRef.close();
     }
+  });
+});
+
+describe('LockTestingStore clock', () => {
+  it.each([
+    ['undefined', () => undefined, 'undefined'],
+    ['a string', () => '1700000000000', '"1700000000000"'],
+    ['NaN', () => NaN, 'NaN'],
+    ['Infinity', () => Infinity, 'Infinity'],
+    ['past what a Date holds', () => 9e15, '9000000000000000'],
+    ['an invalid Date', () => new Date('no date'), 'an invalid Date'],
+  ])('refuses a reading of %s with InvalidLockOptionsError naming clock', async (_, clock, got) => {
+    const store = new LockTestingStore({ clock: clock as () => number });
+    const moduleRef = await startTestingModule({
+      imports: [MongoLockTestingModule.forRoot({ store })],
+    });
+    try {
+      const expected = {
+        name: 'InvalidLockOptionsError',
+        option: 'clock',
+        message: `clock must return ms since the epoch or a valid Date, got ${got}`,
+      };
+      await expect(store.holdAs('k', 'other-instance')).rejects.toMatchObject(expected);
+      const acquired = moduleRef.get(LockService).acquire('k', { timeoutMs: 0 });
+      await expect(acquired).rejects.toBeInstanceOf(MongoLockError);
+      await expect(acquired).rejects.toMatchObject(expected);
+      expect(() => store.now()).toThrow(InvalidLockOptionsError);
+    } finally {
+      await moduleRef.close();
+    }
+  });
+
+  it('takes a clock that returns a Date', async () => {
+    let now = new Date('2030-01-01T00:00:00Z');
+    const store = new LockTestingStore({ clock: () => now });
+    const other = await store.holdAs('k', 'other-instance', 60_000);
+    expect(store.now()).toBe(now.getTime());
+    expect(store.inspect('k')).toMatchObject({ held: true, remainingMs: 60_000 });
+    now = new Date(now.getTime() + 60_000);
+    expect(store.inspect('k')?.held).toBe(false);
+    await expect(other.release()).resolves.toBe('expired');
+  });
+
+  it('refuses a clock that is not a function when made', () => {
+    expect(() => new LockTestingStore({ clock: 5 as unknown as () => number })).toThrow(
+      InvalidLockOptionsError,
+    );
   });
 });
