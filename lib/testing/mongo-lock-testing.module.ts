@@ -33,6 +33,8 @@ export interface MongoLockTestingModuleOptions extends Omit<
  * `MongoLockModule` without MongoDB, for tests: the same `LockService` and `@Locked` over an
  * in-memory {@link LockTestingStore}; exports both. As with `MongoLockModule`, call `init()` on
  * the testing module or app (to bind `@Locked` provider methods) and `close()` after.
+ * In place of an app's `MongoLockModule`, override the module object its `forRoot()` returned
+ * (`overrideModule(LOCKS)`): `overrideModule(MongoLockModule)` matches no import.
  *
  * @example
  * const moduleRef = await Test.createTestingModule({
