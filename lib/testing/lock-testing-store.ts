@@ -94,7 +94,8 @@ export class LockTestingStore {
    * (`423`, `LockNotAcquiredError`, or a wait). The third argument is the lease in ms or
    * {@link ForeignHoldOptions}. Rejects with `LockNotAcquiredError` if the key is held (or has
    * no room for a shared or permit hold), with `InvalidLockOptionsError` if it is in use in
-   * another form or `holderId` is a `LockService` of this store (whose waits would take it).
+   * another form or `holderId` is a started `LockService` of this store (whose waits would take
+   * it); before its `init()` the store does not know that id yet and takes it.
    *
    * @example
    * const other = await store.holdAs('order:42', 'billing-worker', 5_000);
