@@ -75,6 +75,7 @@ export class ReenteredLock implements LockHandle {
 
 function fenceOf(handle: LockHandle, key: string): bigint {
   const fence = handle.fences.get(key);
-  if (fence === undefined) throw new MongoLockError(`The enclosing lock does not hold ${JSON.stringify(key)}`);
+  if (fence === undefined)
+    throw new MongoLockError(`The enclosing lock does not hold ${JSON.stringify(key)}`);
   return fence;
 }
