@@ -5,6 +5,7 @@ import type { LineAcquireRequest } from './line-attempt';
 import { LineHandover } from './line-handover';
 import type { LineHold } from './line-handover';
 import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
+import { LockStoreUnavailableError } from './errors/lock-store-unavailable.error';
 import { MongoLockHandle } from './lock-handle';
 import { notAcquiredMessage } from './lock.messages';
 import { acquireOverrunMs } from './options';
@@ -15,7 +16,9 @@ import type { LineWatch } from './store/line/line-events';
 import type { LineStorage, LineStore } from './store/line/line-store';
 import type { AttemptTarget } from './store/line/line-commands';
 import { lineKind } from './store/lock-modes';
-import { settlesWithin } from './util/timers';
+import { notAcquired } from './line-refusals';
+import { quoteLockKey } from './keys/lock-key';
+import { settledBy, settlesWithin } from './util/timers';
 import { LineWaiters } from './waiting/line-waiters';
 import type { LockEvent } from './interfaces/lock-state.interface';
 
@@ -177,7 +180,8 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
         signal.throwIfAborted();
         // Waiting for later keys may have run the earlier leases short, and an operator may have
         // removed a hold (news named its key): those are renewed before hand-out.
-        const lost = await this.refreshEarlier(holds, options.ttlMs, call.named);
+        const callEnd = deadline + acquireOverrunMs(this.options.operationTimeoutMs);
+        const lost = await this.refreshEarlier(holds, options.ttlMs, call.named, callEnd);
         // Aborted (a close) while renewing: nobody is handed the lock.
         signal.throwIfAborted();
         // No news since, checked with no await before the handle is made: later news finds it
@@ -186,7 +190,10 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
         // A stall outlived a lease (or an operator removed it) before the lock was handed out:
         // nothing was protected yet.
         if (lost !== undefined) {
+          const key = holds[lost].key;
           for (const hold of holds.splice(lost)) void this.acquirer.giveBack(hold);
+          // Taken again only within the call's time: a join sent later could not be answered.
+          if (performance.now() >= deadline) throw notAcquired({ key, ...options });
         }
       }
     } catch (error) {
@@ -289,12 +296,16 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
     holds: LineHold[],
     ttlMs: number,
     named: Set<string>,
+    callEnd: number,
   ): Promise<number | undefined> {
     for (const [index, hold] of holds.entries()) {
       const heard = named.delete(hold.key);
       if (!heard && hold.leaseEnd - performance.now() >= ttlMs / 2) continue;
       const sentAt = performance.now();
-      const renewed = await this.acquirer.renew(hold, ttlMs);
+      // Within the call's bound, as its joins are (`timeoutMs` + the late-reply margin).
+      const renewed = await settledBy(this.acquirer.renew(hold, ttlMs), callEnd, undefined, () =>
+        unansweredRenewal(hold.key),
+      );
       // Answered after the lease had ended, it proves nothing (see `LeaseKeeper`).
       if (!renewed || performance.now() >= hold.leaseEnd) return index;
       holds[index] = { ...hold, leaseEnd: localLeaseEnd(sentAt, renewed.remainingMs, ttlMs) };
@@ -373,5 +384,12 @@ function withAllKeys(error: unknown, keys: string[], timeoutMs: number): unknown
   return new LockNotAcquiredError(
     notAcquiredMessage(keys, timeoutMs, error.holderId, error.retryAfterMs),
     { keys, retryAfterMs: error.retryAfterMs, holderId: error.holderId, cause: error },
+  );
+}
+
+/** A hold's renewal before hand-out, unanswered by the end of the call's time. */
+function unansweredRenewal(key: string): LockStoreUnavailableError {
+  return new LockStoreUnavailableError(
+    `MongoDB did not answer the renewal of ${quoteLockKey(key)} before its lock was handed out`,
   );
 }

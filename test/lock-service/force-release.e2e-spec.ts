@@ -1,6 +1,7 @@
-import { LockLostError } from '../../lib/errors';
+import { LockLostError, LockStoreUnavailableError } from '../../lib/errors';
 import type { LockHandle } from '../../lib/lock-handle';
-import { describeWithFailPoints, faultTools } from './adversarial/kit';
+import { describeWithFailPoints, faultTools, settleWithin } from './adversarial/kit';
+import { LOAD_SLACK_MS } from '../support/load-slack';
 import { ReplyDelayProxy } from '../support/reply-delay-proxy';
 import { eventually, LockTestKit, sleep } from './lock-test-kit';
 
@@ -161,6 +162,34 @@ describeWithFailPoints('LockService.forceRelease with its command in flight', ()
 
 describe('LockService.forceRelease of a join whose reply is late', () => {
   const kit = LockTestKit.forSuite();
+
+  it("a try whose hold it removed settles within the try's bound though its check is unanswered", async () => {
+    const target = new URL(kit.mongo.uri);
+    const proxy = new ReplyDelayProxy({ host: target.hostname, port: Number(target.port) });
+    await proxy.start();
+    try {
+      const a = await kit.service({ holderId: 'A' });
+      const uri = `mongodb://127.0.0.1:${proxy.port}/?directConnection=true`;
+      const b = await kit.service({ holderId: 'B', uri });
+      await b.acquire('warm').then((handle) => handle.release());
+      // B's join lands at once and holds; its reply reaches B 600 ms later, after the news.
+      const replyHeld = proxy.holdNextReply('findAndModify', 600);
+      const trying = b.tryAcquire('bound-after-news');
+      await replyHeld;
+      await a.forceRelease('bound-after-news');
+      // The renewal that checks the hold before hand-out is answered 3 s late.
+      void proxy.holdNextReply('findAndModify', 3_000);
+
+      // A try settles within 1 s (the late-reply margin); it was held by the check's 3 s.
+      const settled = await settleWithin(trying, 1_000 + LOAD_SLACK_MS);
+      expect(settled.status).toBe('rejected');
+      expect(settled.error).toBeInstanceOf(LockStoreUnavailableError);
+      expect((settled.error as Error).message).toMatch(/renewal of "bound-after-news"/);
+    } finally {
+      await kit.cleanup();
+      await proxy.stop();
+    }
+  });
 
   it('a call whose join it removed, answered after its news, takes the key again (or is told)', async () => {
     const target = new URL(kit.mongo.uri);

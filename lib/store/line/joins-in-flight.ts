@@ -47,10 +47,20 @@ export class JoinsInFlight {
     }
     this.unclaimed.set(id, copies);
     const replies = copies.map((copy) => copy.reply);
-    return boundedCommand('acquire', timeoutMs, () => firstReply(replies)).result.then((reply) => {
+    const forget = () => {
       if (this.unclaimed.get(id) === copies) this.unclaimed.delete(id);
-      return reply;
-    });
+    };
+    return boundedCommand('acquire', timeoutMs, () => firstReply(replies)).result.then(
+      (reply) => {
+        forget();
+        return reply;
+      },
+      (error: unknown) => {
+        // Every copy refused or failed: none is left to answer a later try (which may not come).
+        if (copies.every((copy) => copy.state === 'failed')) forget();
+        throw error;
+      },
+    );
   }
 
   /**
