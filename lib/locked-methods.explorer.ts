@@ -75,9 +75,11 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
   ) {}
 
   onModuleInit(): void {
-    const providers = this.discoveryService.getProviders();
-    const controllers = this.discoveryService.getControllers();
-    this.refuseOtherCollections(providers);
+    this.explore(this.discoveryService.getProviders(), this.discoveryService.getControllers());
+  }
+
+  private explore(providers: InstanceWrapper[], controllers: InstanceWrapper[]): void {
+    this.refuseSecondModule(providers);
     // A controller also listed as a provider still has routes, with a request to read.
     const controllerTypes = new Set(controllers.map((w) => w.metatype));
     for (const wrapper of providers) {
@@ -103,20 +105,15 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
   }
 
   /**
-   * Several `forRoot` imports (Nest keeps each as its own module) bind `@Locked` methods to any
-   * one of their services: refused unless they all lock in one collection of one server.
+   * Several `forRoot` imports (Nest keeps each as its own module) each make a LockService: routes
+   * would lock through one, provider methods through another, and a nested call (a handler
+   * calling a `@Locked` method on the same key) would wait on its own caller. Refused.
    */
-  private refuseOtherCollections(providers: InstanceWrapper[]): void {
-    const where = (options: MongoLockModuleOptions) => [
-      options.client ?? options.uri,
-      options.dbName,
-      options.collectionName ?? 'locks',
-    ];
-    const places = providers
-      .filter((wrapper) => wrapper.token === MONGO_LOCK_OPTIONS && !wrapper.isAlias)
-      .map((wrapper) => where(wrapper.instance as MongoLockModuleOptions));
-    const differs = places.some((place) => place.some((part, i) => part !== places[0][i]));
-    if (differs) throw new MongoLockError(MESSAGES.moduleImportedTwice(places.length));
+  private refuseSecondModule(providers: InstanceWrapper[]): void {
+    const count = providers.filter(
+      (wrapper) => wrapper.token === MONGO_LOCK_OPTIONS && !wrapper.isAlias,
+    ).length;
+    if (count > 1) throw new MongoLockError(MESSAGES.moduleImportedTwice(count));
   }
 
   /**

@@ -46,9 +46,10 @@ export const MESSAGES = {
       ? 'MongoLockModule.forRoot() needs an options object: { uri } or { client }'
       : 'MongoLockModule.forRootAsync() needs one of useFactory, useClass or useExisting',
   moduleImportedTwice: (count: number) =>
-    `MongoLockModule.forRoot() is imported ${count} times in this application, locking in ` +
-    'different collections or servers: each import has its own LockService, and @Locked methods ' +
-    'would lock through any one of them. Import it once, with isGlobal: true, and ' +
+    `MongoLockModule.forRoot() is imported ${count} times in this application (forRootAsync() ` +
+    'and MongoLockTestingModule.forRoot() count too): each import has its own LockService, so ' +
+    'routes and @Locked methods would lock through different services, and a nested call on a ' +
+    'key its caller holds would wait for that caller. Import it once, with isGlobal: true, and ' +
     'MongoLockModule.forFeature() elsewhere',
   staticMethod: (where: string, decorator: string) =>
     `${decorator} on ${where}: not an instance method (a static method belongs to no provider)`,

@@ -1,4 +1,4 @@
-import { Injectable, Module } from '@nestjs/common';
+import { Injectable, Logger, Module } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
@@ -194,26 +194,75 @@ describe('MongoLockModule configuration', () => {
     }).compile();
     try {
       await expect(moduleRef.init()).rejects.toThrow(
-        /forRoot\(\) is imported 2 times in this application, locking in different collections/,
+        /forRoot\(\) is imported 2 times in this application/,
       );
     } finally {
       await moduleRef.close().catch(() => undefined);
     }
   });
 
-  it('starts with forRoot imported twice on one collection, or a LockService of its own beside it', async () => {
-    @Module({ imports: [lockModule(mongo)] })
-    class SameLocksModule {}
+  // Each import has its own LockService: the route locked through one, the provider method
+  // through the other, and the provider call waited for its own handler until timeoutMs.
+  it('refuses to start with forRoot imported twice on one collection', async () => {
+    @Injectable()
+    class Orders {
+      @Locked('order:{args.0}', { timeoutMs: 1_000 })
+      async pay(id: string): Promise<string> {
+        return `paid ${id}`;
+      }
+    }
+    @Module({ imports: [lockModule(mongo)], providers: [Orders], exports: [Orders] })
+    class OrdersModule {}
+    const moduleRef = await Test.createTestingModule({
+      imports: [lockModule(mongo, { isGlobal: true }), OrdersModule],
+    }).compile();
+    try {
+      await expect(moduleRef.init()).rejects.toThrow(
+        /forRoot\(\) is imported 2 times in this application.*Import it once, with isGlobal: true/,
+      );
+    } finally {
+      await moduleRef.close().catch(() => undefined);
+    }
+  });
+
+  it('starts with a LockService of its own beside the module', async () => {
     @Module({
       providers: [
         { provide: 'AUDIT_LOCKS', useFactory: () => new LockService({ uri: mongo.uri }) },
       ],
     })
     class AuditModule {}
-    const app = await startAppContext({
-      imports: [lockModule(mongo), SameLocksModule, AuditModule],
-    });
+    const app = await startAppContext({ imports: [lockModule(mongo), AuditModule] });
     await app.close();
+  });
+
+  it('starts two applications in one process, each with its own import, warning of an instance they share', async () => {
+    @Injectable()
+    class Ledger {
+      @Locked('ledger:{args.0}')
+      async post(account: string): Promise<string | undefined> {
+        return LockService.current()?.key ?? `unlocked ${account}`;
+      }
+    }
+    const shared = new Ledger();
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    const start = (holderId: string) =>
+      startAppContext({
+        imports: [lockModule(mongo, { holderId })],
+        providers: [Ledger, { provide: 'SHARED_LEDGER', useValue: shared }],
+      });
+    const appA = await start('app-a');
+    const appB = await start('app-b');
+    try {
+      expect(warn).toHaveBeenCalledWith(expect.stringMatching(/shared by several applications/));
+      for (const app of [appA, appB]) {
+        await expect(app.get(Ledger).post('1')).resolves.toBe('ledger:1');
+      }
+      await expect(shared.post('2')).resolves.toBe('ledger:2');
+    } finally {
+      warn.mockRestore();
+      await Promise.all([appA.close(), appB.close()]);
+    }
   });
 });
 
