@@ -74,8 +74,15 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     @Inject(MONGO_LOCK_OPTIONS) private readonly options: MongoLockModuleOptions,
   ) {}
 
-  onModuleInit(): void {
-    this.explore(this.discoveryService.getProviders(), this.discoveryService.getControllers());
+  async onModuleInit(): Promise<void> {
+    const providers = this.discoveryService.getProviders();
+    try {
+      this.explore(providers, this.discoveryService.getControllers());
+    } catch (error) {
+      // Nest runs no shutdown hook after a refused start-up: close what connected already.
+      await this.closeServices(providers);
+      throw error;
+    }
   }
 
   private explore(providers: InstanceWrapper[], controllers: InstanceWrapper[]): void {
@@ -94,6 +101,15 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     for (const { name, options } of this.leaderNames.values()) {
       this.lockService.leadership(name, options);
     }
+  }
+
+  /** Closes the LockServices of this application's lock modules (several when refused for that). */
+  private async closeServices(providers: InstanceWrapper[]): Promise<void> {
+    const services = providers
+      .filter((wrapper) => wrapper.token === LockService && !wrapper.isAlias)
+      .map((wrapper): unknown => wrapper.instance)
+      .filter((instance) => instance instanceof LockService);
+    await Promise.all(services.map((service) => service.close()));
   }
 
   /** Campaigns for every `@OnlyLeader` name until shutdown (`terms$` completes then). */

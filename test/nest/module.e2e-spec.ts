@@ -6,6 +6,7 @@ import {
   InvalidLockOptionsError,
   Locked,
   LockService,
+  LockServiceClosedError,
   MONGO_LOCK_OPTIONS,
   MongoLockModule,
   type MongoLockModuleOptions,
@@ -203,7 +204,7 @@ describe('MongoLockModule configuration', () => {
 
   // Each import has its own LockService: the route locked through one, the provider method
   // through the other, and the provider call waited for its own handler until timeoutMs.
-  it('refuses to start with forRoot imported twice on one collection', async () => {
+  it('refuses to start with forRoot imported twice on one collection, and closes both services', async () => {
     @Injectable()
     class Orders {
       @Locked('order:{args.0}', { timeoutMs: 1_000 })
@@ -220,6 +221,11 @@ describe('MongoLockModule configuration', () => {
       await expect(moduleRef.init()).rejects.toThrow(
         /forRoot\(\) is imported 2 times in this application.*Import it once, with isGlobal: true/,
       );
+      const services = moduleRef.get(LockService, { strict: false, each: true });
+      expect(services).toHaveLength(2);
+      for (const locks of services) {
+        await expect(locks.acquire('refused:any')).rejects.toBeInstanceOf(LockServiceClosedError);
+      }
     } finally {
       await moduleRef.close().catch(() => undefined);
     }
@@ -327,6 +333,35 @@ describe('MongoLockModule shutdown', () => {
       expect(await collection.ownedBy('sigterm-child')).toEqual([]);
     } finally {
       await collection.close();
+    }
+  });
+});
+
+describe('MongoLockModule refused start-up', () => {
+  // Nest runs no shutdown hook when init fails: the module closes its LockService itself.
+  it('closes the connection it opened, so a process that caught the refusal ends by itself', async () => {
+    const child = spawn(
+      process.execPath,
+      [...TS_CHILD_FLAGS, join(__dirname, 'fixtures/refused-startup-child.ts')],
+      {
+        cwd: join(__dirname, '../..'),
+        env: { ...process.env, MONGODB_URI: mongo.uri, MONGODB_DB: mongo.dbName },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const exited = new Promise<number | null | 'still running'>((resolve) => {
+      child.on('exit', (code) => resolve(code));
+      // Far past a start-up and close: the child is stuck on an open handle.
+      setTimeout(() => resolve('still running'), 30_000).unref();
+    });
+    try {
+      expect(await exited).toBe(0);
+      expect(output).toMatch(/refused: SyncReports\.build is @Locked but is neither async/);
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
     }
   });
 });
