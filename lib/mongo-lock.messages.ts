@@ -1,6 +1,9 @@
 // Messages of the Nest-facing layer, as functions so that wording lives in one place.
 
-const quote = (text: string) => JSON.stringify(text);
+import { quoteLockKey } from './keys/lock-key';
+
+// Shortened: a template or key quoted in a message cannot flood a log line.
+const quote = quoteLockKey;
 
 export const MESSAGES = {
   templateEmpty: () => 'Lock key template must be a non-empty string',
@@ -23,6 +26,8 @@ export const MESSAGES = {
   templateUnseparated: (template: string, first: string, second: string) =>
     `Lock key template ${quote(template)}: ${first} and ${second} must be separated by a character ` +
     'other than a letter, a digit or % (for example ":"), or different values could build the same key',
+  templateNeverValid: (template: string) =>
+    `Lock key template ${quote(template)} can never give a valid key, whatever its values`,
   templateInvalidKey: (template: string) =>
     `Lock key template ${quote(template)} gave an invalid key`,
   transactionUnsubscribed: (where: string) =>

@@ -1,6 +1,6 @@
 // Observable is imported as a value: the declared return type must be emitted as metadata.
 import { Observable, of } from 'rxjs';
-import { InvalidLockOptionsError } from '../errors';
+import { InvalidLockKeyError, InvalidLockOptionsError } from '../errors';
 import { Locked, type LockedOptions } from './locked.decorator';
 import { getLockedMetadata } from './locked-metadata';
 
@@ -140,5 +140,22 @@ describe('@Locked on a static method', () => {
     expect(declare).toThrow(
       '@Locked on Reports.build: not an instance method (a static method belongs to no provider)',
     );
+  });
+});
+
+describe('@Locked key templates that can never give a valid key', () => {
+  it.each([
+    ['a key', () => Locked('a\u0000b:{params.id}')],
+    ['a scope', () => Locked('ok:{params.id}', { scope: `${'s'.repeat(600)}:{user.id}` })],
+  ])('refuses %s when the class is defined, not on every request', (_label, decorator) => {
+    const declare = () => {
+      class Orders {
+        @decorator()
+        async pay(): Promise<void> {}
+      }
+      return Orders;
+    };
+    expect(declare).toThrow(InvalidLockKeyError);
+    expect(declare).toThrow(/can never give a valid key, whatever its values/);
   });
 });

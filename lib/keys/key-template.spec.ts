@@ -49,6 +49,42 @@ describe('key templates: parsing (at decoration time)', () => {
     expect(() => compileLockKeys([], 'C.m')).toThrow(/at least one key template/);
   });
 
+  it.each([
+    ['a NUL', 'a\u0000b:{params.id}', /can never give a valid key.*contains a NUL character/],
+    ['a lone surrogate', 'a\uD800:{params.id}', /can never give a valid key.*lone surrogate/],
+    ['a lone surrogate between values', '{params.a}:\uDC00:{params.b}', /lone surrogate/],
+    [
+      'over 512 bytes of text',
+      `${'x'.repeat(600)}:{params.id}`,
+      /601 bytes long; the limit is 512/,
+    ],
+    [
+      'over 512 bytes split by values',
+      `${'x'.repeat(300)}:{params.a}:${'y'.repeat(300)}`,
+      /602 bytes/,
+    ],
+    ['over 512 bytes without values', 'é'.repeat(257), /514 bytes/],
+  ])(
+    'refuses literal text with %s when parsed, quoting the template shortened',
+    (_label, template, message) => {
+      const error = rejection(() => compileLockKeys(template, 'C.m'));
+      expect(error.message).toMatch(message);
+      expect(error.message.length).toBeLessThan(400);
+      expect(error.message).toContain(
+        `Lock key template ${JSON.stringify(template.slice(0, 64) + (template.length > 64 ? '…' : ''))}`,
+      );
+    },
+  );
+
+  it('accepts literal text up to the key limit, and a surrogate pair', () => {
+    expect(keysOf(`${'x'.repeat(510)}:{args.0}`, httpContext({ args: ['7'] }))).toEqual([
+      `${'x'.repeat(510)}:7`,
+    ]);
+    expect(keysOf('\uD83D\uDE00:{args.0}', httpContext({ args: ['7'] }))).toEqual([
+      '\uD83D\uDE00:7',
+    ]);
+  });
+
   it('reads {{ and }} as literal braces', () => {
     expect(keysOf('a{{b}}:{params.id}', httpContext({ params: { id: '7' } }))).toEqual(['a{b}:7']);
   });

@@ -131,7 +131,12 @@ export function parseKeyTemplate(template: string): ParsedKeyTemplate {
   }
   if (text) parts.push({ kind: 'text', text });
   checkSeparated(template, parts);
-  const literalText = parts.map((part) => (part.kind === 'text' ? part.text : '')).join('');
+  const texts = parts.flatMap((part) => (part.kind === 'text' ? [part.text] : []));
+  const literalText = texts.join('');
+  // Text no value can mend fails now, not as a 400 on every request.
+  for (const each of texts.length > 0 ? [...texts, literalText] : []) {
+    checkedKey(each, MESSAGES.templateNeverValid(template));
+  }
   return { template, parts, encoded: encodedCharacters(literalText) };
 }
 
