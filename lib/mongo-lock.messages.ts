@@ -58,6 +58,10 @@ export const MESSAGES = {
     'MongoLockModule.forFeature() elsewhere',
   staticMethod: (where: string, decorator: string) =>
     `${decorator} on ${where}: not an instance method (a static method belongs to no provider)`,
+  asyncGenerator: (where: string, decorator: string) =>
+    `${decorator} on ${where}: async generator methods (async *) are not supported, as the lock ` +
+    'would end when the generator is returned, before its body runs. Lock inside it ' +
+    '(LockService.withLock around the work), or return an Observable',
   decoratorReplaced: (where: string, decorator: string) =>
     `${decorator} on ${where} was replaced by a decorator applied after it (written above it) ` +
     `that did not copy the method's metadata: the method would run without ${decorator}. Write ` +

@@ -159,3 +159,20 @@ describe('@Locked key templates that can never give a valid key', () => {
     expect(declare).toThrow(/can never give a valid key, whatever its values/);
   });
 });
+
+describe('@Locked on an async generator method', () => {
+  it('is refused when the class is defined, saying that async generators are not supported', () => {
+    const declare = () => {
+      class Feed {
+        @Locked('feed:{args.0}')
+        async *items(): AsyncGenerator<number> {
+          yield 1;
+        }
+      }
+      return Feed;
+    };
+    expect(declare).toThrow(
+      '@Locked on Feed.items: async generator methods (async *) are not supported',
+    );
+  });
+});

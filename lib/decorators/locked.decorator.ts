@@ -183,6 +183,10 @@ export function decorateLockedMethod<D>(
   if (typeof original !== 'function')
     throw new MongoLockError(MESSAGES.notAMethod(where, decorator));
   if (isStatic) throw new MongoLockError(MESSAGES.staticMethod(where, decorator));
+  // Called, it returns its generator at once: a lock would end before the body ran.
+  if (original.constructor.name === 'AsyncGeneratorFunction') {
+    throw new MongoLockError(MESSAGES.asyncGenerator(where, decorator));
+  }
   const earlier = getLockedMetadata(original);
   if (earlier) {
     const bothLocked = decorator === '@Locked' && earlier.document === undefined;
