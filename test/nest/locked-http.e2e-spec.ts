@@ -221,6 +221,13 @@ describe.each(HTTP_ADAPTERS)('@Locked handlers over HTTP (%s)', (adapter) => {
     expect((await locks.inspect('order:6'))?.held).toBe(false);
   });
 
+  // As README and docs/http.md say: the route takes a handler's lock, not the method.
+  it('takes no lock for a @Locked handler called as a method; its provider method locks', async () => {
+    const response = await request(server()).post('/t/batch/7').expect(200);
+    expect(response.body).toEqual({ handler: null, provider: 'order:7' });
+    expect((await locks.inspect('order:7'))?.held).toBe(false);
+  });
+
   describe('under a request timeout', () => {
     let hold: ReturnType<typeof gate<void>>;
     beforeEach(() => {
