@@ -112,7 +112,9 @@ export class LineAcquirer {
     let pollMs: number | undefined;
     for (;;) {
       const leaseEnd = localLeaseEnd(sentAt, place.remainingMs, ttlMs);
-      if (place.holds) return this.hold(attempt, leaseEnd);
+      // Read after our lease ended (a late copy's reply, a stall), it proves nothing: rejoin.
+      const live = leaseEnd > performance.now();
+      if (place.holds) return live ? this.hold(attempt, leaseEnd) : undefined;
       // Renew when the first lease ahead ends (to confirm it) or a third of ours has run, as a
       // holder does (by our own remaining lease: a poll's read renews nothing).
       const renewAt =
@@ -140,9 +142,8 @@ export class LineAcquirer {
         // A look without a write: polling, or the stream was reopened and may have missed news.
         looked = this.deps.waiters.stamp(key);
         const seen = await this.send(attempt, () => this.deps.store.place(key, entry.token));
-        // A read that finds us holding is confirmed by the renewal's write below: the entries
-        // ahead may have ended by time alone, and a transaction under the last of them may
-        // yet commit (its check's write keeps other writes of that document waiting till then).
+        // A read that finds us holding is confirmed by the renewal's write below: entries ahead
+        // may have ended by time alone, and a transaction under the last of them may yet commit.
         if (seen && !seen.holds) {
           place = seen;
           attempt.placed(place);

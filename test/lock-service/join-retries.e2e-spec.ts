@@ -2,8 +2,11 @@
 // would only pile onto a server that has fallen behind. The one copy goes straight to the full
 // join, which finds the first copy's entry if it landed.
 import type { CommandStartedEvent } from 'mongodb';
+import type { AcquireOptions } from '../../lib/interfaces/lock-options.interface';
+import type { LockService } from '../../lib/lock.service';
 import { describeWithFailPoints, faultTools } from './adversarial/kit';
-import { LockTestKit, eventually } from './lock-test-kit';
+import { ReplyDelayProxy } from '../support/reply-delay-proxy';
+import { LockTestKit, eventually, sleep } from './lock-test-kit';
 
 jest.setTimeout(30_000);
 
@@ -41,4 +44,53 @@ describeWithFailPoints('a join answered late', () => {
     await handle.release();
     expect((await rawLock('late-join:k'))?.line ?? []).toEqual([]);
   });
+});
+
+describe('a join answered after its lease ended', () => {
+  const kit = LockTestKit.forSuite();
+
+  it.each(['a key', 'a document'])(
+    'on %s does not make its caller a holder: it joins again, behind who took it',
+    async (what) => {
+      const target = new URL(kit.mongo.uri);
+      const proxy = new ReplyDelayProxy({ host: target.hostname, port: Number(target.port) });
+      await proxy.start();
+      try {
+        const uri = `mongodb://127.0.0.1:${proxy.port}/?directConnection=true`;
+        const late = await kit.service({ uri, operationTimeoutMs: 200 });
+        const other = await kit.service();
+        const client = await kit.client();
+        await client
+          .db(kit.mongo.dbName)
+          .collection('stale')
+          .replaceOne({ _id: 'd' as never }, {}, { upsert: true });
+        // Document locks hand a hold out as the line gives it; key locks check a short lease.
+        const locks = (service: LockService) =>
+          what === 'a key'
+            ? { acquire: (options: AcquireOptions) => service.acquire('stale-reply', options) }
+            : {
+                acquire: (options: AcquireOptions) =>
+                  service.documents('stale').acquire('d', options),
+              };
+        await late.acquire('warm').then((handle) => handle.release());
+        // The join lands and holds for 1 s; its reply, and its copy's, come 1.5 s later.
+        const landed = proxy.holdNextReply('findAndModify', 1_500);
+        const acquiring = locks(late).acquire({ ttlMs: 1_000, timeoutMs: 10_000 });
+        await landed;
+        void proxy.holdNextReply('findAndModify', 1_500);
+        // Its entry's lease ends unrenewed: the other service takes the key meanwhile.
+        const taken = await locks(other).acquire({ timeoutMs: 5_000 });
+        await sleep(1_000);
+        await taken.release();
+
+        const handle = await acquiring;
+        expect(handle.fence).toBeGreaterThan(taken.fence);
+        expect(handle.lost).toBe(false);
+        await handle.release();
+      } finally {
+        await kit.cleanup();
+        await proxy.stop();
+      }
+    },
+  );
 });
