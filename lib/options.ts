@@ -342,12 +342,15 @@ export function resolveTransactionOption(value: unknown): { maxCommitTimeMS?: nu
 }
 
 /** An owner scope: a bounded string, as every other name the library stores. */
+/** The longest scope, in UTF-16 code units. */
+export const MAX_SCOPE_LENGTH = 200;
+
 export function scopeName(value: unknown): string | undefined {
   if (value === undefined) return undefined;
   if (
     typeof value !== 'string' ||
     value.length === 0 ||
-    value.length > 200 ||
+    value.length > MAX_SCOPE_LENGTH ||
     value.includes('\0') ||
     LONE_SURROGATE.test(value)
   ) {

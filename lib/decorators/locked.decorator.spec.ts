@@ -160,6 +160,20 @@ describe('@Locked key templates that can never give a valid key', () => {
   });
 });
 
+describe('@Locked scope templates longer than a scope can be', () => {
+  it('refuses a scope whose text alone passes 200 characters when the class is defined', () => {
+    const declare = () => {
+      class Orders {
+        @Locked('ok:{params.id}', { scope: `tenant-${'x'.repeat(200)}:{user.id}` })
+        async pay(): Promise<void> {}
+      }
+      return Orders;
+    };
+    expect(declare).toThrow(InvalidLockOptionsError);
+    expect(declare).toThrow(/scope .* can never be a valid scope: .* at least 209 characters, over 200/);
+  });
+});
+
 describe('@Locked on an async generator method', () => {
   it('is refused when the class is defined, saying that async generators are not supported', () => {
     const declare = () => {

@@ -2,14 +2,21 @@ import { type NestInterceptor, type Type, UseInterceptors } from '@nestjs/common
 import { Observable } from 'rxjs';
 import { InvalidLockOptionsError, MongoLockError } from '../errors';
 import { LockedInterceptor } from '../interceptors/locked.interceptor';
-import { compileLockKeys, type LockKeyContext, type LockKeySpec } from '../keys/key-template';
+import {
+  compileLockKeys,
+  parseKeyTemplate,
+  type LockKeyContext,
+  type LockKeySpec,
+} from '../keys/key-template';
 import { LOCKED_METADATA } from '../mongo-lock.constants';
+import { quoteLockKey } from '../keys/lock-key';
 import { MESSAGES } from '../mongo-lock.messages';
 import { integer } from '../option-checks';
 import {
   LOCK_OPTION_DEFAULTS,
   lockMode,
   MAX_METRICS_LABEL_LENGTH,
+  MAX_SCOPE_LENGTH,
   MAX_TIMER_MS,
   MIN_TTL_MS,
   resolveRenewOption,
@@ -104,6 +111,16 @@ function compileScope(
 ): ((context: LockKeyContext) => string) | undefined {
   if (scope === undefined) return undefined;
   if (typeof scope === 'function') return (context) => scope(context);
+  // A scope's limit is shorter than a key's: text no value can shorten fails now, not per call.
+  const { parts } = parseKeyTemplate(scope);
+  const least = parts.reduce((sum, part) => sum + (part.kind === 'text' ? part.text.length : 1), 0);
+  if (least > MAX_SCOPE_LENGTH) {
+    throw new InvalidLockOptionsError(
+      `@Locked on ${where}: scope ${quoteLockKey(scope)} can never be a valid ` +
+        `scope: its text and placeholders take at least ${least} characters, over ${MAX_SCOPE_LENGTH}`,
+      { option: 'scope' },
+    );
+  }
   const render = compileLockKeys(scope, where);
   return (context) => render(context)[0];
 }

@@ -40,8 +40,8 @@ export type LockChangeStreamState = 'idle' | 'opening' | 'established';
  *     return this.health.check([() => this.locks.isHealthy('locks', { timeoutMs: 1_000 })]);
  *   }
  * }
- * // module: imports [TerminusModule, MongoLockModule.forRoot(...)],
- * //         providers [MongoLockHealthIndicator]
+ * // module: imports [TerminusModule], providers [MongoLockHealthIndicator]; LockService
+ * // from the app's one MongoLockModule.forRoot({ ..., isGlobal: true })
  */
 @Injectable()
 export class MongoLockHealthIndicator {

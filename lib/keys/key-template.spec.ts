@@ -64,6 +64,7 @@ describe('key templates: parsing (at decoration time)', () => {
       /602 bytes/,
     ],
     ['over 512 bytes without values', 'é'.repeat(257), /514 bytes/],
+    ['512 bytes and a value', `${'x'.repeat(511)}:{args.0}`, /at least 513 UTF-8 bytes/],
   ])(
     'refuses literal text with %s when parsed, quoting the template shortened',
     (_label, template, message) => {

@@ -137,6 +137,14 @@ export function parseKeyTemplate(template: string): ParsedKeyTemplate {
   for (const each of texts.length > 0 ? [...texts, literalText] : []) {
     checkedKey(each, MESSAGES.templateNeverValid(template));
   }
+  // Each placeholder adds a byte at least (a value is never empty).
+  const leastBytes = Buffer.byteLength(literalText) + parts.length - texts.length;
+  if (leastBytes > MAX_LOCK_KEY_BYTES) {
+    fail(
+      `${MESSAGES.templateNeverValid(template)}: its text and placeholders take at least ` +
+        `${leastBytes} UTF-8 bytes, over ${MAX_LOCK_KEY_BYTES}`,
+    );
+  }
   return { template, parts, encoded: encodedCharacters(literalText) };
 }
 
