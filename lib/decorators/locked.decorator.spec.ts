@@ -170,7 +170,9 @@ describe('@Locked scope templates longer than a scope can be', () => {
       return Orders;
     };
     expect(declare).toThrow(InvalidLockOptionsError);
-    expect(declare).toThrow(/scope .* can never be a valid scope: .* at least 209 characters, over 200/);
+    expect(declare).toThrow(
+      /scope .* can never be a valid scope: .* at least 209 characters, over 200/,
+    );
   });
 });
 
