@@ -1,8 +1,8 @@
 import { LockLostError, LockStoreUnavailableError } from '../../lib/errors';
-import type { LockHandle } from '../../lib/lock-handle';
 import { describeWithFailPoints, faultTools, settleWithin } from './adversarial/kit';
 import { LOAD_SLACK_MS } from '../support/load-slack';
 import { ReplyDelayProxy } from '../support/reply-delay-proxy';
+import { removedWhileTakingSeveralKeys } from './operator-removal-scenario';
 import { eventually, LockTestKit, sleep } from './lock-test-kit';
 
 jest.setTimeout(60_000);
@@ -55,43 +55,16 @@ describe('LockService.forceRelease', () => {
     await handle.release();
   });
 
-  it('a call of several keys in another instance that held one it removed takes that key again', async () => {
-    const a = await kit.service({ holderId: 'A' });
-    const b = await kit.service({ holderId: 'B' });
-    const c = await kit.service({ holderId: 'C' });
-    const other = await a.acquire('multi:z', { ttlMs: 30_000 });
-    // Keys are taken in sorted order: B holds multi:k, then waits for multi:z.
-    const both = b.acquire(['multi:k', 'multi:z'], { ttlMs: 30_000, timeoutMs: 15_000 });
-    await eventually(async () => (await a.inspect('multi:k'))?.holderId === 'B');
-    await eventually(async () => (await a.inspect('multi:z'))?.waiting === 1);
-    const cWaits = c.acquire('multi:k', { ttlMs: 30_000, timeoutMs: 15_000 });
-    await eventually(async () => (await a.inspect('multi:k'))?.waiting === 1);
-    // The operator is in A: B hears of it by the command's news only.
-    const [removed] = await a.forceRelease('multi:k');
-    expect(removed.holderId).toBe('B');
-    const cHandle = await cWaits;
-    let handed: LockHandle | undefined;
-    void both.then(
-      (handle) => (handed = handle),
-      () => undefined,
-    );
-    await other.release();
-    // B takes multi:z, then multi:k again: it waits behind C, and is handed nothing meanwhile.
-    await eventually(
-      async () => handed !== undefined || (await a.inspect('multi:k'))?.waiting === 1,
-    );
-    expect(handed?.fences.get('multi:k')).toBeUndefined();
-    expect(cHandle.lost).toBe(false);
-    await cHandle.release();
-    const handle = await both;
-    // Not the removed entry: C held the key in between.
-    expect(handle.fences.get('multi:k')).toBeGreaterThan(cHandle.fence);
-    expect(await a.inspect('multi:k')).toMatchObject({
-      holderId: 'B',
-      fence: handle.fences.get('multi:k'),
-    });
-    await handle.release();
-  });
+  it('a call of several keys in another instance that held one it removed takes that key again', () =>
+    removedWhileTakingSeveralKeys(
+      kit,
+      'multi',
+      { ttlMs: 30_000, timeoutMs: 15_000 },
+      async (operator, key) => {
+        const [removed] = await operator.forceRelease(key);
+        expect(removed.holderId).toBe('B');
+      },
+    ));
 
   it('a holder in another instance is told when its process hears the command, not at its renewal', async () => {
     const a = await kit.service({ holderId: 'A' });

@@ -1,10 +1,10 @@
 import { firstValueFrom } from 'rxjs';
 import { LockService } from '../../lib';
 import { InvalidLockOptionsError, LockLostError } from '../../lib/errors';
-import type { LockHandle } from '../../lib/lock-handle';
 import { LockTestingStore, MongoLockTestingModule } from '../../lib/testing';
 import { startTestingModule } from '../testing/testing-kit';
 import { describeWithFailPoints, faultTools } from './adversarial/kit';
+import { removedWhileTakingSeveralKeys } from './operator-removal-scenario';
 import { eventually, LockTestKit, sleep } from './lock-test-kit';
 
 jest.setTimeout(60_000);
@@ -97,42 +97,10 @@ describe('Owner scopes: releaseScope()', () => {
     await handle.release();
   });
 
-  it('a call of several keys in another instance that held one it removed takes that key again', async () => {
-    const a = await kit.service({ holderId: 'A' });
-    const b = await kit.service({ holderId: 'B' });
-    const c = await kit.service({ holderId: 'C' });
-    const other = await a.acquire('several:z', { ttlMs: 60_000 });
-    // Keys are taken in sorted order: B holds several:k, then waits for several:z.
-    const both = b.acquire(['several:k', 'several:z'], waitOptions);
-    await eventually(async () => (await a.inspect('several:k'))?.holderId === 'B');
-    await eventually(async () => (await a.inspect('several:z'))?.waiting === 1);
-    const cWaits = c.acquire('several:k', { ttlMs: 60_000, timeoutMs: 15_000 });
-    await eventually(async () => (await a.inspect('several:k'))?.waiting === 1);
-    // The operator is in A: B hears of it by the command's news only.
-    expect(await a.releaseScope('S')).toBe(1);
-    const cHandle = await cWaits;
-    let handed: LockHandle | undefined;
-    void both.then(
-      (handle) => (handed = handle),
-      () => undefined,
-    );
-    await other.release();
-    // B takes several:z, then several:k again: it waits behind C, and is handed nothing meanwhile.
-    await eventually(
-      async () => handed !== undefined || (await a.inspect('several:k'))?.waiting === 1,
-    );
-    expect(handed?.fences.get('several:k')).toBeUndefined();
-    expect(cHandle.lost).toBe(false);
-    await cHandle.release();
-    const handle = await both;
-    // Not the removed entry: C held the key in between.
-    expect(handle.fences.get('several:k')).toBeGreaterThan(cHandle.fence);
-    expect(await a.inspect('several:k')).toMatchObject({
-      holderId: 'B',
-      fence: handle.fences.get('several:k'),
-    });
-    await handle.release();
-  });
+  it('a call of several keys in another instance that held one it removed takes that key again', () =>
+    removedWhileTakingSeveralKeys(kit, 'several', waitOptions, async (operator) => {
+      expect(await operator.releaseScope('S')).toBe(1);
+    }));
 
   it('refuses a scope that is not a bounded string, and document locks refuse scopes', async () => {
     const a = await kit.service();
