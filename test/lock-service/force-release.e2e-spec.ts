@@ -1,7 +1,7 @@
 import { LockLostError, LockStoreUnavailableError } from '../../lib/errors';
 import { describeWithFailPoints, faultTools, settleWithin } from './adversarial/kit';
 import { LOAD_SLACK_MS } from '../support/load-slack';
-import { ReplyDelayProxy } from '../support/reply-delay-proxy';
+import { withReplyDelayProxy } from '../support/reply-delay-proxy';
 import { removedWhileTakingSeveralKeys } from './operator-removal-scenario';
 import { eventually, LockTestKit, sleep } from './lock-test-kit';
 
@@ -137,12 +137,8 @@ describe('LockService.forceRelease of a join whose reply is late', () => {
   const kit = LockTestKit.forSuite();
 
   it("a try whose hold it removed settles within the try's bound though its check is unanswered", async () => {
-    const target = new URL(kit.mongo.uri);
-    const proxy = new ReplyDelayProxy({ host: target.hostname, port: Number(target.port) });
-    await proxy.start();
-    try {
+    await withReplyDelayProxy(kit, async (proxy, uri) => {
       const a = await kit.service({ holderId: 'A' });
-      const uri = `mongodb://127.0.0.1:${proxy.port}/?directConnection=true`;
       const b = await kit.service({ holderId: 'B', uri });
       await b.acquire('warm').then((handle) => handle.release());
       // B's join lands at once and holds; its reply reaches B 600 ms later, after the news.
@@ -158,19 +154,12 @@ describe('LockService.forceRelease of a join whose reply is late', () => {
       expect(settled.status).toBe('rejected');
       expect(settled.error).toBeInstanceOf(LockStoreUnavailableError);
       expect((settled.error as Error).message).toMatch(/renewal of "bound-after-news"/);
-    } finally {
-      await kit.cleanup();
-      await proxy.stop();
-    }
+    });
   });
 
   it('a call whose join it removed, answered after its news, takes the key again (or is told)', async () => {
-    const target = new URL(kit.mongo.uri);
-    const proxy = new ReplyDelayProxy({ host: target.hostname, port: Number(target.port) });
-    await proxy.start();
-    try {
+    await withReplyDelayProxy(kit, async (proxy, uri) => {
       const a = await kit.service({ holderId: 'A' });
-      const uri = `mongodb://127.0.0.1:${proxy.port}/?directConnection=true`;
       const b = await kit.service({ holderId: 'B', uri });
       await b.acquire('warm').then((handle) => handle.release());
       // B's join lands at once and holds; its reply reaches B 2 s later.
@@ -186,9 +175,6 @@ describe('LockService.forceRelease of a join whose reply is late', () => {
         expect(await a.inspect('late-reply')).toMatchObject({ holderId: 'B', fence: handle.fence });
       }
       await handle.release().catch(() => undefined);
-    } finally {
-      await kit.cleanup();
-      await proxy.stop();
-    }
+    });
   });
 });

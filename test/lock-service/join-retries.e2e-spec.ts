@@ -5,7 +5,7 @@ import type { CommandStartedEvent } from 'mongodb';
 import type { AcquireOptions } from '../../lib/interfaces/lock-options.interface';
 import type { LockService } from '../../lib/lock.service';
 import { describeWithFailPoints, faultTools } from './adversarial/kit';
-import { ReplyDelayProxy } from '../support/reply-delay-proxy';
+import { withReplyDelayProxy } from '../support/reply-delay-proxy';
 import { LockTestKit, eventually, sleep } from './lock-test-kit';
 
 jest.setTimeout(30_000);
@@ -52,11 +52,7 @@ describe('a join answered after its lease ended', () => {
   it.each(['a key', 'a document'])(
     'on %s does not make its caller a holder: it joins again, behind who took it',
     async (what) => {
-      const target = new URL(kit.mongo.uri);
-      const proxy = new ReplyDelayProxy({ host: target.hostname, port: Number(target.port) });
-      await proxy.start();
-      try {
-        const uri = `mongodb://127.0.0.1:${proxy.port}/?directConnection=true`;
+      await withReplyDelayProxy(kit, async (proxy, uri) => {
         const late = await kit.service({ uri, operationTimeoutMs: 200 });
         const other = await kit.service();
         const client = await kit.client();
@@ -87,10 +83,7 @@ describe('a join answered after its lease ended', () => {
         expect(handle.fence).toBeGreaterThan(taken.fence);
         expect(handle.lost).toBe(false);
         await handle.release();
-      } finally {
-        await kit.cleanup();
-        await proxy.stop();
-      }
+      });
     },
   );
 });

@@ -93,3 +93,22 @@ export class ReplyDelayProxy {
     });
   }
 }
+
+/**
+ * Runs `body` with a proxy in front of `kit`'s server (`uri` reaches the server through it),
+ * then closes the kit's services before the proxy, so none waits on a connection it cut.
+ */
+export async function withReplyDelayProxy(
+  kit: { mongo: { uri: string }; cleanup(): Promise<void> },
+  body: (proxy: ReplyDelayProxy, uri: string) => Promise<void>,
+): Promise<void> {
+  const target = new URL(kit.mongo.uri);
+  const proxy = new ReplyDelayProxy({ host: target.hostname, port: Number(target.port) });
+  await proxy.start();
+  try {
+    await body(proxy, `mongodb://127.0.0.1:${proxy.port}/?directConnection=true`);
+  } finally {
+    await kit.cleanup();
+    await proxy.stop();
+  }
+}
