@@ -168,6 +168,8 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
     startedAt: number,
   ): Promise<MongoLockHandle> {
     const deadline = startedAt + options.timeoutMs;
+    // Past its deadline a call still waits this long for replies on their way.
+    const callEnd = deadline + acquireOverrunMs(this.options.operationTimeoutMs);
     const holds: LineHold[] = [];
     // From before any join is sent: news of a key may come before the reply that holds it.
     const call: TakingCall = { keys, named: new Set() };
@@ -180,7 +182,6 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
         signal.throwIfAborted();
         // Waiting for later keys may have run the earlier leases short, and an operator may have
         // removed a hold (news named its key): those are renewed before hand-out.
-        const callEnd = deadline + acquireOverrunMs(this.options.operationTimeoutMs);
         const lost = await this.refreshEarlier(holds, options.ttlMs, call.named, callEnd);
         // Aborted (a close) while renewing: nobody is handed the lock.
         signal.throwIfAborted();
@@ -200,7 +201,6 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
       // All or nothing: the keys taken are given back before the call fails, by its end (what
       // is not answered by then goes on in the background).
       const givingBack = holds.map((hold) => this.acquirer.giveBack(hold));
-      const callEnd = deadline + acquireOverrunMs(this.options.operationTimeoutMs);
       await settlesWithin(Promise.all(givingBack), callEnd - performance.now());
       throw withAllKeys(error, keys, options.timeoutMs);
     } finally {
