@@ -32,8 +32,9 @@ export interface LineChange {
 /**
  * Changes that can make an entry of `holderId`'s process holder: a leave that set `lead` to it
  * or to everyone (see `LEAD`), and a lease cut short. A joiner learns from its reply; an entry
- * ahead that runs out is noticed by the waiter's own renewal timer. MongoDB logs a pipeline update whose delta is not
- * smaller than the document as a replacement, streamed as `replace`: its `lead` is as written.
+ * ahead that runs out is noticed by the waiter's own renewal timer. MongoDB logs a pipeline
+ * update whose delta is not smaller than the document as a replacement, streamed as `replace`:
+ * its `lead` is as written.
  */
 function leadsTo(holderId: string) {
   const leads = { $regex: leadPattern(holderId) };
@@ -122,12 +123,12 @@ export class StreamStalledError extends Error {}
 
 /**
  * Hands each change of `open`'s stream to `onChange`. On a failure the driver cannot resume, or
- * a read unanswered `answerWithinMs` (at least 5 s; doubled after each stall, up to a minute or
- * `answerWithinMs` if longer, until a read of the server's is answered in time) past its wait
- * (a connection that went silent: the driver would wait for ever), `onFailure` hears why and the stream reopens after a pause, after its
- * last change (or afresh if that point is lost; readers then wake on their timers). `onOpen`
- * hears each start; `opened` settles on the first start, failure or close: nobody waits on a
- * stream that cannot open.
+ * a read unanswered `answerWithinMs` past its wait (a connection gone silent: the driver would
+ * wait for ever; at least 5 s, doubled after each stall up to a minute or `answerWithinMs`,
+ * until a read is answered in time), `onFailure` hears why and the stream reopens after a pause,
+ * after its last change (or afresh if that point is lost; readers then wake on their timers).
+ * `onOpen` hears each start; `opened` settles on the first start, failure or close: nobody waits
+ * on a stream that cannot open.
  */
 export function reopeningStream<Change extends Document>(
   /** Opens the stream with `resuming`: where to start, and the wait per `getMore`. */
