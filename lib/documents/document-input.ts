@@ -199,17 +199,24 @@ export function resolveAttemptTarget(
   return { where, createIfMissing };
 }
 
+/** `where`'s conditions, its `$and` clauses' in their place (an upsert copies from both). */
+function* conditionsOf(where: Record<string, unknown>): Generator<[string, unknown]> {
+  for (const [name, condition] of Object.entries(where)) {
+    if (name === '$and' && Array.isArray(condition) && condition.every(isPlainObject)) {
+      for (const clause of condition) yield* conditionsOf(clause);
+    } else {
+      yield [name, condition];
+    }
+  }
+}
+
 /**
  * With `createIfMissing`, `where` must be equalities (top level or in `$and`): an upsert copies
  * those into the created document, and nothing else, so a document made under `$ne`, `$in` or a
  * pattern would not meet the `where` it was locked by.
  */
 function refuseNonEquality(where: Record<string, unknown>): void {
-  for (const [name, condition] of Object.entries(where)) {
-    if (name === '$and' && Array.isArray(condition) && condition.every(isPlainObject)) {
-      for (const clause of condition) refuseNonEquality(clause);
-      continue;
-    }
+  for (const [name, condition] of conditionsOf(where)) {
     if (isOperator(name) || !isEquality(condition)) {
       bad(
         'createIfMissing',
@@ -243,13 +250,9 @@ function isLiteral(value: unknown): boolean {
  * `meta.tenant` would drop the rest of a created `meta` (the version too). Refused instead.
  */
 function refuseOverlap(where: Record<string, unknown>, created: Record<string, unknown>): void {
-  // An upsert takes equality fields from the top level and from `$and` clauses.
-  if (Array.isArray(where.$and)) {
-    for (const clause of where.$and) if (isPlainObject(clause)) refuseOverlap(clause, created);
-  }
-  for (const name of Object.keys(where)) {
+  for (const [name] of conditionsOf(where)) {
     const [root] = name.split('.');
-    if (!name.startsWith('$') && isPlainObject(created[root])) {
+    if (!isOperator(name) && isPlainObject(created[root])) {
       bad(
         'createIfMissing',
         `must not have the object ${JSON.stringify(root)} while where names ${JSON.stringify(name)}: ` +
@@ -260,31 +263,28 @@ function refuseOverlap(where: Record<string, unknown>, created: Record<string, u
 }
 
 /**
- * The fields an upsert takes from `where` (its equalities, at the top level and in `$and`), as
- * a document: `'meta.v': 1` is `{ meta: { v: 1 } }`. Its fields replace `createIfMissing`'s
- * whole (`joinOrCreate` merges `$$ROOT` over them with `$mergeObjects`).
+ * The fields an upsert takes from `where`'s equalities, as a document: `'meta.v': 1` is
+ * `{ meta: { v: 1 } }`. Its fields replace `createIfMissing`'s whole (`joinOrCreate` merges
+ * `$$ROOT` over them with `$mergeObjects`).
  */
 function documentOfEqualities(where: Record<string, unknown>): Document {
   let found: Document = {};
-  for (const [name, condition] of Object.entries(where)) {
-    if (name === '$and' && Array.isArray(condition)) {
-      for (const clause of condition) {
-        if (isPlainObject(clause)) found = mergeDeep(found, documentOfEqualities(clause));
-      }
-      continue;
-    }
+  for (const [name, condition] of conditionsOf(where)) {
     if (isOperator(name)) continue;
     const value =
       isPlainObject(condition) && Object.keys(condition).length === 1 && '$eq' in condition
         ? condition.$eq
         : condition;
-    const nested = name
-      .split('.')
-      .reverse()
-      .reduce<unknown>((inner, part) => ({ [part]: inner }), value) as Document;
-    found = mergeDeep(found, nested);
+    found = mergeDeep(found, nestedAt(name, value));
   }
   return found;
+}
+
+/** `value` at the dotted `path`: `nestedAt('meta.v', 0)` is `{ meta: { v: 0 } }`. */
+function nestedAt(path: string, value: unknown): Document {
+  return path
+    .split('.')
+    .reduceRight<unknown>((inner, part) => ({ [part]: inner }), value) as Document;
 }
 
 const isInt32 = (value: number) =>
@@ -352,11 +352,7 @@ function initialVersion(version: DocumentVersion | undefined): Document {
       : version.type === 'decimal128'
         ? Decimal128.fromString('0')
         : new Date(0);
-  // `meta.v` starts as `{ meta: { v: 0 } }`.
-  return version.field
-    .split('.')
-    .reverse()
-    .reduce<unknown>((inner, name) => ({ [name]: inner }), initial) as Document;
+  return nestedAt(version.field, initial);
 }
 
 function mergeDeep(base: Document, extra: Document): Document {

@@ -273,10 +273,9 @@ export class DocumentLocks<T extends Document = Document> {
           target,
         );
         acquired.handle.subject = this.subjectOf(key);
-        const document = await this.heldDocument(lines.store, key, acquired, target);
-        const doc = document.doc as WithId<T>;
+        const { doc, created } = await this.heldDocument(lines.store, key, acquired, target);
         const writer = this.lineWriter(lines.store);
-        return new MongoDocumentLockHandle<T>(acquired.handle, doc, document.created, writer);
+        return new MongoDocumentLockHandle<T>(acquired.handle, doc as WithId<T>, created, writer);
       } catch (error) {
         throw this.documentNotAcquired(error, key, resolved.timeoutMs);
       } finally {
