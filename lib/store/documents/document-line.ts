@@ -99,10 +99,6 @@ export class DocumentLineFields {
     return { $eq: [this.first('t'), { $literal: token }] };
   }
 
-  heldBy(token: string): Document[] {
-    return [{ $expr: this.ownedBy(token) }];
-  }
-
   /** The holder id of the first live entry (or of a live lease in the 0.1 form). */
   get holder(): Document {
     return {
@@ -126,10 +122,7 @@ export class DocumentLineFields {
       filter: {
         $expr: next ? { $eq: [behind, { $literal: next.t }] } : { $eq: [{ $size: this.live }, 1] },
       },
-      operators: {
-        $pull: { [this.path('line')]: { t: token } },
-        $set: { [this.path('lead')]: next ? `${next.h} ${next.t}` : `- ${token}` },
-      },
+      operators: this.leaveOperators(token, next ? `${next.h} ${next.t}` : `- ${token}`),
     };
   }
 
@@ -209,13 +202,13 @@ export class DocumentLineFields {
     };
   }
 
-  /** The update operators that end `token`'s entry, for a commit written as an update document. */
-  leaveOperators(token: string): Document {
-    // No pipeline here to drop dead entries or name the next leader: every process looks.
-    return {
-      $pull: { [this.path('line')]: { t: token } },
-      $set: { [this.path('lead')]: `* ${token}` },
-    };
+  /**
+   * The update operators that end `token`'s entry, for a commit written as an update document.
+   * Without a pipeline to drop dead entries or find the next leader, `lead` defaults to `*`:
+   * every process looks.
+   */
+  leaveOperators(token: string, lead = `* ${token}`): Document {
+    return { $pull: { [this.path('line')]: { t: token } }, $set: { [this.path('lead')]: lead } };
   }
 
   /** Renews `token`'s lease to `ttlMs` from now (not earlier unless `exactly`); drops dead ones. */

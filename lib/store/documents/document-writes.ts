@@ -100,6 +100,7 @@ export async function writeWhileHeld(
   next: Successor | null | undefined,
 ): Promise<Document | null> {
   const unlocking = unlock ? owner : undefined;
+  const held = { $expr: target.lock.ownedBy(owner) };
   const expected =
     unlock && next !== undefined && !isPipeline(update) && !isEmpty(update)
       ? target.lock.unlockBefore(owner, next)
@@ -107,7 +108,7 @@ export async function writeWhileHeld(
   if (expected) {
     const write = composeWrite(target, update, undefined);
     const written = await target.collection.findOneAndUpdate(
-      and(byKey(key), ...target.lock.heldBy(owner), expected.filter, write.filter),
+      and(byKey(key), held, expected.filter, write.filter),
       mergeOperators(write.update, expected.operators),
       { returnDocument: 'after', projection: { [target.lock.field]: 0 } },
     );
@@ -117,7 +118,7 @@ export async function writeWhileHeld(
   let write = composeWrite(target, update, unlocking);
   for (let tries = 1; ; tries += 1) {
     const written = await target.collection.findOneAndUpdate(
-      and(byKey(key), ...target.lock.heldBy(owner), write.filter),
+      and(byKey(key), held, write.filter),
       write.update,
       { returnDocument: 'after', projection: { [target.lock.field]: 0 } },
     );
