@@ -41,23 +41,22 @@ export function versionBumpOperators(
   operators: Document;
   filter: Document;
 } {
-  if (version.type === 'date' && dateAhead) {
-    // Compare-and-set on the value read: strictly later, whatever the clocks say.
-    return {
-      operators: { $set: { [version.field]: new Date(dateAhead.getTime() + 1) } },
-      filter: { [version.field]: dateAhead },
-    };
-  }
   switch (version.type) {
     case 'int':
       return { operators: { $inc: { [version.field]: 1 } }, filter: {} };
     case 'decimal128':
       return { operators: { $inc: { [version.field]: DECIMAL_ONE } }, filter: {} };
     case 'date':
-      return {
-        operators: { $currentDate: { [version.field]: { $type: 'date' } } },
-        filter: { $expr: { $lt: [`$${version.field}`, '$$NOW'] } },
-      };
+      // After `dateAhead`: compare-and-set on the value read, strictly later whatever the clocks.
+      return dateAhead
+        ? {
+            operators: { $set: { [version.field]: new Date(dateAhead.getTime() + 1) } },
+            filter: { [version.field]: dateAhead },
+          }
+        : {
+            operators: { $currentDate: { [version.field]: { $type: 'date' } } },
+            filter: { $expr: { $lt: [`$${version.field}`, '$$NOW'] } },
+          };
   }
 }
 
