@@ -4,22 +4,11 @@ import { isPlainObject } from '../util/value-kinds';
 import { bad } from './document-input';
 import type { ResolvedDocumentLocksOptions } from './document-input';
 
-const UPDATE_OPERATORS = new Set([
-  '$set',
-  '$unset',
-  '$inc',
-  '$mul',
-  '$min',
-  '$max',
-  '$rename',
-  '$currentDate',
-  '$push',
-  '$pull',
-  '$addToSet',
-  '$pop',
-  '$pullAll',
-  '$bit',
-]);
+const UPDATE_OPERATORS = new Set(
+  '$set $unset $inc $mul $min $max $rename $currentDate $push $pull $addToSet $pop $pullAll $bit'.split(
+    ' ',
+  ),
+);
 const PIPELINE_STAGES = new Set(['$set', '$addFields', '$unset']);
 
 /**
