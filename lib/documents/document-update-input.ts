@@ -64,18 +64,16 @@ export function resolveDocumentUpdate(
       }
       const body = (stage as Record<string, unknown>)[names[0]];
       const unsetPaths = typeof body === 'string' ? [body] : Array.isArray(body) ? body : undefined;
-      if (names[0] === '$unset' && unsetPaths?.every((path) => typeof path === 'string')) {
-        if (unsetPaths.length === 0) bad('update', 'a $unset stage needs at least one field');
-        checkPaths(unsetPaths, true);
-      } else if (isPlainObject(body)) {
-        if (Object.keys(body).length === 0) {
-          bad('update', `a ${names[0]} stage needs at least one field`);
-        }
-        checkPaths(Object.keys(body), true);
-      } else {
-        // A Map or a class instance would be serialised with fields we cannot see here.
-        bad('update', `a ${names[0]} stage needs a plain object of fields`);
-      }
+      const paths =
+        names[0] === '$unset' && unsetPaths?.every((path) => typeof path === 'string')
+          ? unsetPaths
+          : isPlainObject(body)
+            ? Object.keys(body)
+            : undefined;
+      // A Map or a class instance would be serialised with fields we cannot see here.
+      if (!paths) bad('update', `a ${names[0]} stage needs a plain object of fields`);
+      if (paths.length === 0) bad('update', `a ${names[0]} stage needs at least one field`);
+      checkPaths(paths, true);
     }
     return update as Document[];
   }
