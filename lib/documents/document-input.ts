@@ -139,16 +139,9 @@ export function resolveDocumentId(
       badId(id, 'must be 1 to 1024 characters without NUL');
     // Stored as UTF-8, a lone surrogate becomes U+FFFD: another id than the one given.
     if (LONE_SURROGATE.test(id)) badId(id, 'is not well-formed Unicode (it has a lone surrogate)');
-    return id;
   }
-  if (typeof id === 'number') {
-    if (!Number.isFinite(id)) badId(id, 'must be a finite number');
-    return id;
-  }
-  if (id instanceof Date) {
-    if (Number.isNaN(id.getTime())) badId(id, 'is an invalid Date');
-    return id;
-  }
+  if (typeof id === 'number' && !Number.isFinite(id)) badId(id, 'must be a finite number');
+  if (id instanceof Date && Number.isNaN(id.getTime())) badId(id, 'is an invalid Date');
   // Anything but a plain document or BSON value (a Map, a class instance) would be serialised
   // into a filter we did not mean.
   if (!isIdValue(id)) {
