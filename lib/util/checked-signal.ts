@@ -11,24 +11,19 @@ const reasonOf = (signal: AbortSignal) => reasonProperty.get?.call(signal) as un
  * still hear the abort, from `check` or the timer.
  */
 export function checkedAtEveryLook(signal: AbortSignal, check: () => void): AbortSignal {
+  const checkedFirst =
+    <T>(look: () => T) =>
+    (): T => {
+      check();
+      return look();
+    };
   Object.defineProperties(signal, {
-    aborted: {
-      get: () => {
-        check();
-        return abortedOf(signal);
-      },
-    },
-    reason: {
-      get: () => {
-        check();
-        return reasonOf(signal);
-      },
-    },
+    aborted: { get: checkedFirst(() => abortedOf(signal)) },
+    reason: { get: checkedFirst(() => reasonOf(signal)) },
     throwIfAborted: {
-      value: () => {
-        check();
+      value: checkedFirst(() => {
         if (abortedOf(signal)) throw reasonOf(signal);
-      },
+      }),
     },
   });
   return signal;
