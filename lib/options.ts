@@ -90,12 +90,11 @@ export interface ResolvedAcquireOptions {
 }
 
 /**
- * A holder id goes into the lock's update pipelines as a value: `$` would make it a path. `*` and
- * `!` start the leads every process hears (`line-events.ts`).
+ * A holder id goes into the lock's update pipelines as a value: `$` would make it a path. `*`,
+ * `!` and `?` start the leads meant for every process (`line-events.ts`).
  */
 export function holderIdOption(value: unknown): string | undefined {
   const id = name('holderId', value, /\0/, 200);
-  // `*`, `!` and `?` start the leads meant for every process (`line-events.ts`).
   if (id && /^[$*!?]/.test(id)) fail('holderId', 'an id that does not start with $, *, ! or ?', id);
   return id;
 }
@@ -329,22 +328,20 @@ export function resolveRenewOption(
 export function resolveTransactionOption(value: unknown): { maxCommitTimeMS?: number } | undefined {
   if (value === undefined || value === false) return undefined;
   if (value === true) return {};
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    fail('transaction', 'true, false or { maxCommitTimeMS }', value);
-  }
+  const refuse = () => fail('transaction', 'true, false or { maxCommitTimeMS }', value);
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) refuse();
   const { maxCommitTimeMS, ...rest } = value as Record<string, unknown>;
-  if (Object.keys(rest).length > 0)
-    fail('transaction', 'true, false or { maxCommitTimeMS }', value);
+  if (Object.keys(rest).length > 0) refuse();
   if (maxCommitTimeMS === undefined) return {};
   return {
     maxCommitTimeMS: integer('transaction.maxCommitTimeMS', maxCommitTimeMS, 1, MAX_TIMER_MS, 0),
   };
 }
 
-/** An owner scope: a bounded string, as every other name the library stores. */
 /** The longest scope, in UTF-16 code units. */
 export const MAX_SCOPE_LENGTH = 200;
 
+/** An owner scope: a bounded string, as every other name the library stores. */
 export function scopeName(value: unknown): string | undefined {
   if (value === undefined) return undefined;
   if (
