@@ -57,9 +57,6 @@ export interface ForeignLock {
 
 const DEFAULT_FOREIGN_TTL_MS = 30_000;
 
-/** Unused by the in-memory store; the `.invalid` domain never resolves, should anything try. */
-export const IN_MEMORY_URI = 'mongodb://in-memory.nestjs-mongo-lock.invalid/test';
-
 /**
  * The in-memory lock collection behind `MongoLockTestingModule`: it decides as the MongoDB store
  * does, by its own clock (leases, owner checks, fences, shared and permit holds, line order),

@@ -8,7 +8,10 @@ import type { LockStoreFactory } from '../lock.service';
 import { LockedMethodsExplorer } from '../locked-methods.explorer';
 import { optionsObject } from '../option-checks';
 import { MONGO_LOCK_OPTIONS } from '../mongo-lock.module-definition';
-import { IN_MEMORY_URI, LockTestingStore } from './lock-testing-store';
+import { LockTestingStore } from './lock-testing-store';
+
+/** Unused by the in-memory store; the `.invalid` domain never resolves, should anything try. */
+const IN_MEMORY_URI = 'mongodb://in-memory.nestjs-mongo-lock.invalid/test';
 
 /** `MongoLockModule`'s options of the connection: the in-memory store has none. */
 const CONNECTION_OPTIONS = ['uri', 'client', 'dbName', 'collectionName', 'ensureIndexes'] as const;
