@@ -42,12 +42,6 @@ export class InMemoryLines {
     const live = liveEntries(doc.line, now);
     const { kind } = request;
     const permits = kind.mode === 'permits' ? kind.permits : undefined;
-    const joins =
-      (live.length === 0 || doc.permits === permits) &&
-      !live.some((entry) => entry.t === request.token) &&
-      live.length < LINE_CAPACITY &&
-      (!request.onlyIfHolds || wouldHold(live, request));
-    if (!joins) return decodeJoin({ ...doc, now }, request);
     const fence = nextFence(doc, now);
     const entry: LineEntry = {
       t: request.token,
@@ -58,11 +52,19 @@ export class InMemoryLines {
       ...(kind.mode === 'permits' ? { w: kind.weight } : {}),
       ...(request.scope === undefined ? {} : { sc: request.scope }),
     };
+    const line = [...live, entry];
+    const joins =
+      (live.length === 0 || doc.permits === permits) &&
+      !live.some((other) => other.t === request.token) &&
+      live.length < LINE_CAPACITY &&
+      // `wouldHold`: the new entry, last in line, would hold at once.
+      (!request.onlyIfHolds || holdingCount(line, permits) === line.length);
+    if (!joins) return decodeJoin({ ...doc, now }, request);
     const { permits: _formerPermits, ...rest } = doc;
     const after: LineDocument = {
       ...rest,
       f: fence,
-      line: [...live, entry],
+      line,
       ...(permits === undefined ? {} : { permits }),
       gcAt: gcAfterLease(doc, fence, now, request.ttlMs + request.idleRetentionMs),
     };
@@ -222,15 +224,6 @@ export class InMemoryLines {
     }
     for (const listener of [...this.listeners]) listener(change);
   }
-}
-
-/** `wouldHold`: the new entry, last in line, would hold at once. */
-function wouldHold(live: readonly LineEntry[], { kind }: JoinRequest): boolean {
-  if (kind.mode !== 'permits') {
-    return kind.mode === 'shared' ? live.every((entry) => entry.m === 's') : live.length === 0;
-  }
-  const used = live.reduce((sum, entry) => sum + (entry.w ?? 1), 0);
-  return used + kind.weight <= kind.permits;
 }
 
 /** `NEXT_FENCE`: the last fence plus one, never below the clock in ms. */
