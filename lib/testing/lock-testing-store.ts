@@ -210,6 +210,5 @@ function foreignKind(options: unknown): LineKind {
     );
   }
   refuseUnknownOptions(options, ['ttlMs', 'mode', 'permits', 'weight']);
-  const { mode, permits, weight } = options as ForeignHoldOptions;
-  return lineKind(lockMode({ mode, permits, weight }));
+  return lineKind(lockMode(options));
 }
