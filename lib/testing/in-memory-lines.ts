@@ -192,17 +192,10 @@ export class InMemoryLines {
   /** Stores `after` and streams the change, as MongoDB reports a write that changed fields. */
   private write(before: LineDocument, after: LineDocument, now: Date): void {
     this.docs.set(after._id, after);
-    const documentKey = { _id: after._id };
     const fullDocument = copyOf(after);
-    let change: LineChangeEvent;
-    if (before.line === undefined && before.f === undefined) {
-      change = {
-        operationType: 'insert',
-        documentKey,
-        fullDocument,
-        wallTime: now,
-      } as LineChangeEvent;
-    } else {
+    const event = { documentKey: { _id: after._id }, fullDocument, wallTime: now };
+    let change = { operationType: 'insert', ...event } as LineChangeEvent;
+    if (before.line !== undefined || before.f !== undefined) {
       const updatedFields: Record<string, unknown> = {};
       const removedFields: string[] = [];
       for (const field of ['f', 'line', 'permits', 'gcAt', 'lead'] as const) {
@@ -216,10 +209,8 @@ export class InMemoryLines {
       const updateDescription = { updatedFields, removedFields, truncatedArrays: [] };
       change = {
         operationType: 'update',
-        documentKey,
+        ...event,
         updateDescription,
-        fullDocument,
-        wallTime: now,
       } as unknown as LineChangeEvent;
     }
     for (const listener of [...this.listeners]) listener(change);
