@@ -119,10 +119,10 @@ function connection(
   return { uri, client };
 }
 
-function renewal(value: unknown): LockRenewalOptions {
-  if (value === undefined) return {};
-  if (typeof value !== 'object' || value === null) fail('renewal', 'an object', value);
-  refuseUnknownOptions(value, RENEWAL_OPTION_NAMES, 'renewal.');
+/** The module's `renewal` or a call's `renew` given as an object, its names checked. */
+function renewalObject(option: string, value: unknown, expected: string): LockRenewalOptions {
+  if (typeof value !== 'object' || value === null) fail(option, expected, value);
+  refuseUnknownOptions(value, RENEWAL_OPTION_NAMES, `${option}.`);
   return value;
 }
 
@@ -176,7 +176,8 @@ export function resolveModuleOptions(options: MongoLockModuleOptions): ResolvedL
   const d = LOCK_OPTION_DEFAULTS;
   const int = (name: IntegerOption, min: number, max: number, fallback: number = d[name]) =>
     integer(name, options[name], min, max, fallback);
-  const renew = renewal(options.renewal);
+  const renew =
+    options.renewal === undefined ? {} : renewalObject('renewal', options.renewal, 'an object');
   const pollIntervalMs = int('pollIntervalMs', 1, 60_000);
   const changeStreams = options.changeStreams ?? d.changeStreams;
   if (changeStreams !== 'auto' && changeStreams !== 'off') {
@@ -313,11 +314,7 @@ export function resolveRenewOption(
 ): { renew: boolean; renewalIntervalRatio: number } {
   if (value === undefined) return { renew, renewalIntervalRatio };
   if (typeof value === 'boolean') return { renew: value, renewalIntervalRatio };
-  if (typeof value !== 'object' || value === null) {
-    fail('renew', 'true, false or renewal options', value);
-  }
-  refuseUnknownOptions(value, RENEWAL_OPTION_NAMES, 'renew.');
-  const given = value as LockRenewalOptions;
+  const given = renewalObject('renew', value, 'true, false or renewal options');
   return {
     renew: boolean('renew.enabled', given.enabled, true),
     renewalIntervalRatio: ratio('renew.intervalRatio', given.intervalRatio, renewalIntervalRatio),
