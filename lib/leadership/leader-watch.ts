@@ -1,7 +1,7 @@
 import { Observable, type Subscription } from 'rxjs';
 import { LockServiceClosedError } from '../errors/lock-service-closed.error';
 import type { LockEvent, LockState } from '../interfaces/lock-state.interface';
-import { MAX_TIMER_MS } from '../util/timers';
+import { unrefTimer } from '../util/timers';
 
 /** Who leads a name now, as any instance sees it. */
 export interface LeaderInfo {
@@ -54,11 +54,6 @@ export function watchLeader(source: LeaderWatchSource, key: string): Observable<
     let timer: NodeJS.Timeout | undefined;
     let closed = false;
 
-    const schedule = (inMs: number) => {
-      clearTimeout(timer);
-      timer = setTimeout(() => void read(), Math.min(Math.max(0, inMs), MAX_TIMER_MS));
-      timer.unref();
-    };
     async function read(): Promise<void> {
       if (closed) return;
       if (reading) {
@@ -77,14 +72,16 @@ export function watchLeader(source: LeaderWatchSource, key: string): Observable<
         if (state?.held) nextInMs = Math.min(nextInMs, state.remainingMs + LEASE_END_MARGIN_MS);
       } catch {
         nextInMs = Math.min(nextInMs, source.pollIntervalMs);
-      } finally {
-        reading = false;
       }
+      reading = false;
       if (closed) return;
       if (readAgain) {
         readAgain = false;
         void read();
-      } else schedule(nextInMs);
+      } else {
+        clearTimeout(timer);
+        timer = unrefTimer(() => void read(), nextInMs);
+      }
     }
 
     let events: Subscription | undefined;
@@ -99,8 +96,7 @@ export function watchLeader(source: LeaderWatchSource, key: string): Observable<
         error: (error: unknown) => {
           if (error instanceof LockServiceClosedError) return subscriber.complete();
           // The service could not start (MongoDB away): reads go on by the timer; listen anew.
-          relisten = setTimeout(listen, source.pollIntervalMs);
-          relisten.unref();
+          relisten = unrefTimer(listen, source.pollIntervalMs);
         },
       });
     };
