@@ -119,8 +119,15 @@ export class Leadership {
     return this.standers > 0 || this.election !== undefined || this.isLeader;
   }
 
-  /** Sets the lease of terms to come: a first `ttlMs` given after calls without. @internal */
-  useTtl(ttlMs: number): void {
+  /** The first `ttlMs` given sets the lease of terms (not a call that only watched). @internal */
+  useTtl(ttlMs: number | undefined): void {
+    if (ttlMs === undefined || ttlMs === this.ttlMs) return;
+    if (this.ttlMs !== undefined) {
+      throw new InvalidLockOptionsError(
+        `Leadership ${JSON.stringify(this.name)} already exists with ttlMs ${this.ttlMs}; got ${ttlMs}`,
+        { option: 'ttlMs' },
+      );
+    }
     this.ttlMs = ttlMs;
   }
 

@@ -1,4 +1,3 @@
-import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
 import { optionsObject, refuseUnknownOptions } from '../option-checks';
 import { validateTtlMs } from '../options';
 import { leaderKey } from './leader-key';
@@ -6,10 +5,7 @@ import { Leadership, type LeadershipHost, type LeadershipOptions } from './leade
 
 /** The leaderships of one `LockService`: the one record of which names it stands for. */
 export class Leaderships {
-  private readonly byName = new Map<
-    string,
-    { leadership: Leadership; ttlMs: number | undefined }
-  >();
+  private readonly byName = new Map<string, Leadership>();
 
   constructor(private readonly host: LeadershipHost) {}
 
@@ -21,31 +17,22 @@ export class Leaderships {
     const ttlMs = given.ttlMs === undefined ? undefined : validateTtlMs('ttlMs', given.ttlMs);
     const known = this.byName.get(name);
     if (known) {
-      if (ttlMs !== undefined && known.ttlMs === undefined) {
-        // A call that only watched (leader$) does not decide the lease of the terms to come.
-        known.ttlMs = ttlMs;
-        known.leadership.useTtl(ttlMs);
-      } else if (ttlMs !== undefined && ttlMs !== known.ttlMs) {
-        throw new InvalidLockOptionsError(
-          `Leadership ${JSON.stringify(name)} already exists with ttlMs ${String(known.ttlMs)}; got ${ttlMs}`,
-          { option: 'ttlMs' },
-        );
-      }
-      return known.leadership;
+      known.useTtl(ttlMs);
+      return known;
     }
     const leadership = new Leadership(name, key, ttlMs, this.host);
-    this.byName.set(name, { leadership, ttlMs });
+    this.byName.set(name, leadership);
     return leadership;
   }
 
   /** Whether this instance leads, per name it stands for now (health and metrics). */
   leading(): Map<string, boolean> {
-    const standing = [...this.byName].filter(([, { leadership }]) => leadership.standing);
-    return new Map(standing.map(([name, { leadership }]) => [name, leadership.isLeader]));
+    const standing = [...this.byName].filter(([, leadership]) => leadership.standing);
+    return new Map(standing.map(([name, leadership]) => [name, leadership.isLeader]));
   }
 
   /** Resigns every leadership for good; first at shutdown, so that others take over at once. */
   async closeAll(): Promise<void> {
-    await Promise.all([...this.byName.values()].map(({ leadership }) => leadership.close()));
+    await Promise.all([...this.byName.values()].map((leadership) => leadership.close()));
   }
 }
