@@ -248,29 +248,25 @@ export class Leadership {
   /** The election under way, or a new one; `tries`: it starts with a try (`timeoutMs: 0`). */
   private elect(tries: boolean): Election {
     if (this.election) return this.election;
-    const abort = new AbortController();
     let answered!: () => void;
-    const firstAnswer = new Promise<void>((resolve) => (answered = resolve));
-    const waiters = new Set<ElectionWaiter>();
     const election: Election = {
-      abort,
+      abort: new AbortController(),
       interested: 0,
       callers: 0,
       patient: 0,
-      firstAnswer,
-      waiters,
+      firstAnswer: new Promise<void>((resolve) => (answered = resolve)),
+      waiters: new Set(),
     };
-    const won = this.win(election, answered, tries);
-    won.then(
-      (term) => [...waiters].forEach((waiter) => waiter.won(term)),
-      (error: unknown) => [...waiters].forEach((waiter) => waiter.failed(error)),
-    );
-    void won.finally(answered).catch(() => undefined);
-    this.election = election;
-    const forget = () => {
+    const tell = (notify: (waiter: ElectionWaiter) => void) => {
+      [...election.waiters].forEach(notify);
+      answered();
       if (this.election === election) this.election = undefined;
     };
-    won.then(forget, forget);
+    this.win(election, answered, tries).then(
+      (term) => tell((waiter) => waiter.won(term)),
+      (error: unknown) => tell((waiter) => waiter.failed(error)),
+    );
+    this.election = election;
     return election;
   }
 
@@ -312,7 +308,9 @@ export class Leadership {
         answered();
         // Given up meanwhile: the reason is why, whatever the attempt answered.
         if (signal.aborted) throw signal.reason;
-        if (!isWorthRetrying(error)) throw error;
+        const worthRetrying =
+          error instanceof LockNotAcquiredError || error instanceof LockStoreUnavailableError;
+        if (!worthRetrying) throw error;
         if (trying && election.patient === 0) {
           // Synchronously: a campaign called from now on starts a new election.
           this.abandon(election, error);
@@ -349,7 +347,7 @@ export class Leadership {
 
   /** Not elected within `timeoutMs`; `cause`: why a try's answer was no. */
   private notElected(timeoutMs: number, cause?: unknown): LockNotAcquiredError {
-    const message = notElectedMessage(this.name, timeoutMs);
+    const message = `Leadership ${JSON.stringify(this.name)} was not won within ${timeoutMs} ms`;
     return new LockNotAcquiredError(message, { keys: [this.key], cause });
   }
 
@@ -384,12 +382,4 @@ export class Leadership {
       this.standingLoop = undefined;
     }
   }
-}
-
-function isWorthRetrying(error: unknown): boolean {
-  return error instanceof LockNotAcquiredError || error instanceof LockStoreUnavailableError;
-}
-
-function notElectedMessage(name: string, timeoutMs: number): string {
-  return `Leadership ${JSON.stringify(name)} was not won within ${timeoutMs} ms`;
 }
