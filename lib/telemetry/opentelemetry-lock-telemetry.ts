@@ -34,11 +34,6 @@ function acquireOutcomeOf(error: unknown): Exclude<AcquireOutcome, 'acquired'> {
   return 'error';
 }
 
-/** The error's class name: never its message, which may quote a key. */
-function errorTypeOf(error: unknown): string {
-  return error instanceof Error ? error.name : typeof error;
-}
-
 /** The instruments of one meter, shared by every service that reports to it. */
 interface LockInstruments {
   waitTime: Histogram;
@@ -46,7 +41,8 @@ interface LockInstruments {
   acquired: Counter;
   released: Counter;
   lost: Counter;
-  timeouts: Counter;
+  /** Acquisitions that failed, by outcome. */
+  timeout: Counter;
   unavailable: Counter;
   terms: Counter;
   /** The services whose load the gauges sum. */
@@ -62,19 +58,18 @@ function instrumentsOf(meter: Meter): LockInstruments {
   const leadershipsSeen = new Set<string>();
   const counter = (name: string, description: string, unit = '{lock}') =>
     meter.createCounter(name, { description, unit });
+  const histogram = (name: string, description: string) =>
+    meter.createHistogram(name, { description, unit: 'ms' });
   instruments = {
-    waitTime: meter.createHistogram('lock.acquire.duration', {
-      description: 'Time from an acquisition call to its outcome (waiting included)',
-      unit: 'ms',
-    }),
-    holdTime: meter.createHistogram('lock.hold.duration', {
-      description: 'Time from acquisition to release or loss',
-      unit: 'ms',
-    }),
+    waitTime: histogram(
+      'lock.acquire.duration',
+      'Time from an acquisition call to its outcome (waiting included)',
+    ),
+    holdTime: histogram('lock.hold.duration', 'Time from acquisition to release or loss'),
     acquired: counter('lock.acquired', 'Acquisitions that returned a handle'),
     released: counter('lock.released', 'Handles that ended released (or left to expire)'),
     lost: counter('lock.lost', 'Handles whose lease was lost or revoked'),
-    timeouts: counter('lock.timeouts', 'Acquisitions that failed with LockNotAcquiredError'),
+    timeout: counter('lock.timeouts', 'Acquisitions that failed with LockNotAcquiredError'),
     unavailable: counter(
       'lock.unavailable',
       'Acquisitions that failed with LockStoreUnavailableError',
@@ -152,8 +147,7 @@ export class OpenTelemetryLockTelemetry implements LockTelemetry {
         },
         (error: unknown) => {
           const outcome = acquireOutcomeOf(error);
-          if (outcome === 'timeout') this.instruments.timeouts.add(1, attributes);
-          if (outcome === 'unavailable') this.instruments.unavailable.add(1, attributes);
+          if (outcome !== 'error') this.instruments[outcome].add(1, attributes);
           // A busy lock is an answer, not a failure: only the others mark the span failed.
           if (outcome !== 'timeout') this.fail(span, error);
           settle(outcome);
@@ -203,8 +197,9 @@ export class OpenTelemetryLockTelemetry implements LockTelemetry {
   }
 
   private fail(span: Span, error: unknown): void {
-    // Never recordException: messages quote keys, and keys must stay out of telemetry.
-    const type = errorTypeOf(error);
+    // The class name, never the message nor recordException: messages quote keys, and keys must
+    // stay out of telemetry.
+    const type = error instanceof Error ? error.name : typeof error;
     span.setAttribute(ATTR_ERROR_TYPE, type);
     span.setStatus({ code: this.api.SpanStatusCode.ERROR, message: type });
   }
