@@ -148,7 +148,7 @@ export class Leadership {
   private enter(
     options: CampaignOptions | null | undefined,
     standing: boolean,
-  ): Promise<LeaderTerm> {
+  ): Promise<HeldLeaderTerm> {
     let signal: AbortSignal | undefined;
     let timeoutMs: number | undefined;
     try {
@@ -170,7 +170,7 @@ export class Leadership {
     const patient = timeoutMs !== 0;
     const election = this.elect(!patient);
     const startedAt = performance.now();
-    return new Promise<LeaderTerm>((resolve, reject) => {
+    return new Promise<HeldLeaderTerm>((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
       let settled = false;
       const waiter: ElectionWaiter = {
@@ -353,30 +353,24 @@ export class Leadership {
 
   /** While `terms$` has subscribers: campaign, lead until the term ends, campaign again. */
   private async stand(): Promise<void> {
+    const wanted = () => this.standers > 0 && !this.closing.signal.aborted;
     try {
-      while (this.standers > 0 && !this.closing.signal.aborted) {
-        let term: LeaderTerm;
-        const campaign = new AbortController();
-        this.standingCampaign = campaign;
+      while (wanted()) {
+        this.standingCampaign = new AbortController();
         try {
-          term = await this.enter({ signal: campaign.signal }, true);
+          const term = await this.enter({ signal: this.standingCampaign.signal }, true);
+          // Back in line as the term ends, not once its leave is answered: the next candidate may
+          // hear of its term from that leave first, resign at once and stand again ahead of us.
+          await term.over;
         } catch (error) {
           if (error instanceof LockServiceClosedError) return;
-          if (
-            this.standers > 0 &&
-            !this.closing.signal.aborted &&
-            !(error instanceof LeadershipResignedError)
-          ) {
+          if (wanted() && !(error instanceof LeadershipResignedError)) {
             this.logger.warn(
               `Leadership ${JSON.stringify(this.name)}: campaign failed, retrying: ${String(error)}`,
             );
             await wakeUp({}, performance.now() + RETRY_DELAY_MS, this.closing.signal);
           }
-          continue;
         }
-        // Back in line as the term ends, not once its leave is answered: the next candidate may
-        // hear of its term from that leave first, resign at once and stand again ahead of us.
-        await (term as HeldLeaderTerm).over;
       }
     } finally {
       this.standingLoop = undefined;
