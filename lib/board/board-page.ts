@@ -5,7 +5,7 @@ import { BOARD_STYLE } from './board-page-style';
 const sha256 = (text: string) => `'sha256-${createHash('sha256').update(text).digest('base64')}'`;
 
 /** CSP: only the page's own inline style and script (hashes of the served strings), same origin. */
-export const BOARD_CSP = [
+const BOARD_CSP = [
   "default-src 'none'",
   `script-src ${sha256(BOARD_SCRIPT)}`,
   `style-src ${sha256(BOARD_STYLE)}`,
