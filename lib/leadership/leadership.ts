@@ -43,8 +43,12 @@ const LONGEST_WAIT_MS = MAX_TIMER_MS - 60_000;
 /** Pause after a failed attempt (MongoDB unreachable, the line full) before the next. */
 const RETRY_DELAY_MS = 1_000;
 
-/** A campaign call waiting for an election; it leaves the election when it gives up. */
+/** A `campaign()` call or `terms$` waiting for an election; it leaves when it gives up. */
 interface ElectionWaiter {
+  /** A `campaign()` call, not the `terms$` standing loop. */
+  readonly caller: boolean;
+  /** Waits past the first answer (any but `timeoutMs: 0`). */
+  readonly patient: boolean;
   won(term: HeldLeaderTerm): void;
   failed(error: unknown): void;
 }
@@ -55,12 +59,6 @@ interface Election {
   /** Settles when the first attempt is answered; no campaign times out before that. */
   readonly firstAnswer: Promise<void>;
   readonly abort: AbortController;
-  /** Campaign calls and `terms$` still waiting for this election. */
-  interested: number;
-  /** Of them, `campaign()` calls (not the `terms$` standing loop). */
-  callers: number;
-  /** Of them, those that wait past the first answer (any but `timeoutMs: 0`). */
-  patient: number;
 }
 
 /**
@@ -174,6 +172,8 @@ export class Leadership {
       let timer: NodeJS.Timeout | undefined;
       let settled = false;
       const waiter: ElectionWaiter = {
+        caller: !standing,
+        patient,
         won: (term) => {
           done();
           // Never hand out a term that ended meanwhile (resigned, lost).
@@ -194,17 +194,11 @@ export class Leadership {
       const giveUp = (reason: unknown) => {
         if (settled) return;
         done();
-        election.interested -= 1;
-        if (!standing) election.callers -= 1;
-        if (patient) election.patient -= 1;
-        if (election.interested === 0) this.abandon(election, reason);
+        if (election.waiters.size === 0) this.abandon(election, reason);
         reject(reason); // eslint-disable-line @typescript-eslint/prefer-promise-reject-errors -- the caller's own abort reason
       };
       const onAbort = () => giveUp(signal?.reason);
       signal?.addEventListener('abort', onAbort, { once: true });
-      election.interested += 1;
-      if (!standing) election.callers += 1;
-      if (patient) election.patient += 1;
       if (timeoutMs !== undefined) {
         const waitMs = timeoutMs;
         // From the call, but not before the first answer: even 0 gets one attempt's answer.
@@ -251,9 +245,6 @@ export class Leadership {
     let answered!: () => void;
     const election: Election = {
       abort: new AbortController(),
-      interested: 0,
-      callers: 0,
-      patient: 0,
       firstAnswer: new Promise<void>((resolve) => (answered = resolve)),
       waiters: new Set(),
     };
@@ -311,7 +302,7 @@ export class Leadership {
         const worthRetrying =
           error instanceof LockNotAcquiredError || error instanceof LockStoreUnavailableError;
         if (!worthRetrying) throw error;
-        if (trying && election.patient === 0) {
+        if (trying && ![...election.waiters].some((waiter) => waiter.patient)) {
           // Synchronously: a campaign called from now on starts a new election.
           this.abandon(election, error);
           throw this.notElected(0, error);
@@ -335,7 +326,7 @@ export class Leadership {
       }
       this.live = term;
       // Before terms$ hears of it: a subscriber leaving at once must not end a campaign()'s term.
-      this.liveClaimed = (this.election?.callers ?? 0) > 0;
+      this.liveClaimed = [...(this.election?.waiters ?? [])].some((waiter) => waiter.caller);
       void term.ended.then(() => {
         if (this.live === term) this.live = undefined;
       });
