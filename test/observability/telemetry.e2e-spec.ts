@@ -185,14 +185,16 @@ describe('OpenTelemetry metrics and spans', () => {
     // One service leads, the other stands: the process leads the name.
     expect(leaderOf(gauges.get('lock.leader'), 'metrics-leader')).toBe(1);
     expect(leaderOf(gauges.get('lock.leader.terms'), 'metrics-leader')).toBe(1);
+    // The standing service may win as soon as the first resigns: the gauge is read once it has.
     await term.resign();
-    gauges = await readMetrics();
-    expect(leaderOf(gauges.get('lock.leader'), 'metrics-leader')).toBe(0);
     const second = await next;
     gauges = await readMetrics();
     expect(leaderOf(gauges.get('lock.leader'), 'metrics-leader')).toBe(1);
     expect(leaderOf(gauges.get('lock.leader.terms'), 'metrics-leader')).toBe(2);
+    // Nobody stands any more: the process leads the name no longer.
     await second.resign();
+    gauges = await readMetrics();
+    expect(leaderOf(gauges.get('lock.leader'), 'metrics-leader')).toBe(0);
   });
 
   it('labels @Locked with its templates as written and traces the method', async () => {
