@@ -98,21 +98,13 @@ export function lockedObservable<T>(
         inner?.unsubscribe();
         reject(lockSignal.reason);
       };
-      if (lockSignal.aborted) {
-        onLoss();
-        return true;
-      }
-      lockSignal.addEventListener('abort', onLoss, { once: true });
-      subscriber.add(() => lockSignal.removeEventListener('abort', onLoss));
-      return false;
+      whenAborted(lockSignal, onLoss, subscriber);
+      return lockSignal.aborted;
     };
 
     const { waitSignal } = hooks;
     if (waitSignal) {
-      const giveUp = () => {
-        if (!started) cancelWait.abort(waitSignal.reason);
-      };
-      whenAborted(waitSignal, giveUp, subscriber);
+      whenAborted(waitSignal, () => !started && cancelWait.abort(waitSignal.reason), subscriber);
     }
 
     const locked = runLocked(lockService, keys, metadata, run, cancelWait.signal, scope);
