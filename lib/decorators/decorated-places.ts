@@ -1,3 +1,10 @@
+import { Observable } from 'rxjs';
+import { MongoLockError } from '../errors/mongo-lock.error';
+import { MESSAGES } from '../mongo-lock.messages';
+import type { LockedMethodReturn } from './locked-metadata';
+
+export type AnyMethod = (this: unknown, ...args: unknown[]) => unknown;
+
 /** What a method decorator of ours put on a method, and how to read it back. */
 interface Place {
   where: string;
@@ -9,10 +16,77 @@ interface Place {
 /** Per prototype (or class, for statics), the methods our decorators replaced. */
 const places = new WeakMap<object, Map<PropertyKey, Place>>();
 
-/** Records that `decorator` replaced `target[key]` with a method carrying `metadata`. */
-export function recordDecoratedPlace(target: object, key: PropertyKey, place: Place): void {
+/** `prototype` and its ancestors up to, not including, `Object.prototype`. */
+export function* prototypeChain(prototype: object): Generator<object> {
+  for (
+    let level: object | null = prototype;
+    level !== null && level !== Object.prototype;
+    level = Object.getPrototypeOf(level) as object | null
+  ) {
+    yield level;
+  }
+}
+
+/** The decorated instance method: its names, or `notAMethod`/`staticMethod` thrown. */
+export function decoratedMethod(
+  target: object,
+  propertyKey: string | symbol,
+  descriptor: { value?: unknown } | undefined,
+  decorator: string,
+  notAMethod: (where: string, decorator: string) => string = MESSAGES.notAMethod,
+): { className: string; methodName: string; where: string; method: AnyMethod } {
+  // On a static method the target is the class itself.
+  const isStatic = typeof target === 'function';
+  const className = isStatic ? target.name : target.constructor.name;
+  const methodName = String(propertyKey);
+  const where = `${className}.${methodName}`;
+  const method: unknown = descriptor?.value;
+  if (typeof method !== 'function') throw new MongoLockError(notAMethod(where, decorator));
+  if (isStatic) throw new MongoLockError(MESSAGES.staticMethod(where, decorator));
+  return { className, methodName, where, method: method as AnyMethod };
+}
+
+/**
+ * Puts `wrapper` in `original`'s place, carrying `place.metadata` under `metadataKey`, and made
+ * to look like `original` to Nest, Swagger and the rest.
+ */
+export function replaceMethod(
+  target: object,
+  propertyKey: PropertyKey,
+  descriptor: PropertyDescriptor,
+  original: AnyMethod,
+  wrapper: AnyMethod,
+  metadataKey: unknown,
+  place: Place,
+): void {
+  for (const key of Reflect.getOwnMetadataKeys(original)) {
+    Reflect.defineMetadata(key, Reflect.getOwnMetadata(key, original), wrapper);
+  }
+  for (const property of ['name', 'length'] as const) {
+    Object.defineProperty(wrapper, property, { value: original[property] });
+  }
+  // Metadata defined on the original later is still found through the prototype chain.
+  Object.setPrototypeOf(wrapper, original);
+  Reflect.defineMetadata(metadataKey, place.metadata, wrapper);
+  descriptor.value = wrapper;
   const known = places.get(target) ?? new Map<PropertyKey, Place>();
-  places.set(target, known.set(key, place));
+  places.set(target, known.set(propertyKey, place));
+}
+
+const isType = (type: unknown, expected: { name: string }) =>
+  type === expected || (typeof type === 'function' && type.name === expected.name);
+
+/** The method's {@link LockedMethodReturn}: from `async`, else its `design:returntype` metadata. */
+export function methodReturn(
+  target: object,
+  propertyKey: string | symbol,
+  method: AnyMethod,
+): LockedMethodReturn {
+  const type: unknown = Reflect.getMetadata('design:returntype', target, propertyKey);
+  if (isType(type, Observable)) return 'observable';
+  if (method.constructor.name === 'AsyncFunction' || isType(type, Promise)) return 'promise';
+  if (!Reflect.hasOwnMetadata('design:returntype', target, propertyKey)) return 'unknown';
+  return 'value';
 }
 
 /**
@@ -23,11 +97,7 @@ export function recordDecoratedPlace(target: object, key: PropertyKey, place: Pl
  */
 export function replacedPlaces(prototype: object): Place[] {
   const replaced: Place[] = [];
-  for (
-    let level: object | null = prototype;
-    level !== null && level !== Object.prototype;
-    level = Object.getPrototypeOf(level) as object | null
-  ) {
+  for (const level of prototypeChain(prototype)) {
     for (const [key, place] of places.get(level) ?? []) {
       const method: unknown = Object.getOwnPropertyDescriptor(level, key)?.value;
       if (place.read(method) !== place.metadata) replaced.push(place);

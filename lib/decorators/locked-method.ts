@@ -4,13 +4,16 @@ import { MongoLockError } from '../errors';
 import { NEST_CONTROLLER_WATERMARK } from '../mongo-lock.constants';
 import { MESSAGES } from '../mongo-lock.messages';
 import { isThenable } from '../util/value-kinds';
-import { currentDocumentLock } from './lock-bindings';
-import { interceptedCall, lockBindingOf, withoutInterceptorMark } from './lock-bindings';
+import type { AnyMethod } from './decorated-places';
+import {
+  currentDocumentLock,
+  interceptedCall,
+  lockBindingOf,
+  withoutInterceptorMark,
+} from './lock-bindings';
 import type { LockedMetadata } from './locked-metadata';
 import { lockedObservable } from './locked-observable';
 import { runLocked, SKIPPED } from './locked-run';
-
-type AnyMethod = (this: unknown, ...args: unknown[]) => unknown;
 
 const logger = new Logger('MongoLockModule');
 

@@ -1,5 +1,4 @@
 import { type NestInterceptor, type Type, UseInterceptors } from '@nestjs/common';
-import { Observable } from 'rxjs';
 import { InvalidLockOptionsError, MongoLockError } from '../errors';
 import { LockedInterceptor } from '../interceptors/locked.interceptor';
 import {
@@ -23,13 +22,8 @@ import {
   resolveTransactionOption,
 } from '../options';
 import { createLockedMethod } from './locked-method';
-import { recordDecoratedPlace } from './decorated-places';
-import {
-  getLockedMetadata,
-  type LockedMetadata,
-  type LockedMethodReturn,
-  type LockedOptions,
-} from './locked-metadata';
+import { decoratedMethod, methodReturn, replaceMethod } from './decorated-places';
+import { getLockedMetadata, type LockedMetadata, type LockedOptions } from './locked-metadata';
 
 export type { LockedOptions } from './locked-metadata';
 
@@ -90,20 +84,6 @@ export function checkOptions(
   }
 }
 
-/** Makes the wrapper look like the method it replaces to Nest, Swagger and the rest. @internal */
-export function keepMethodIdentity(original: object, wrapper: object): void {
-  for (const key of Reflect.getOwnMetadataKeys(original)) {
-    Reflect.defineMetadata(key, Reflect.getOwnMetadata(key, original), wrapper);
-  }
-  for (const property of ['name', 'length'] as const) {
-    Object.defineProperty(wrapper, property, {
-      value: (original as Record<string, unknown>)[property],
-    });
-  }
-  // Metadata defined on the original later is still found through the prototype chain.
-  Object.setPrototypeOf(wrapper, original);
-}
-
 /** A scope template renders like a key template (values escaped); a function's result as is. */
 function compileScope(
   scope: LockedOptions['scope'],
@@ -123,22 +103,6 @@ function compileScope(
   }
   const render = compileLockKeys(scope, where);
   return (context) => render(context)[0];
-}
-
-const isType = (type: unknown, expected: { name: string }) =>
-  type === expected || (typeof type === 'function' && type.name === expected.name);
-
-/** The method's {@link LockedMethodReturn}: from `async`, else its `design:returntype` metadata. */
-export function methodReturn(
-  target: object,
-  propertyKey: string | symbol,
-  method: (...args: unknown[]) => unknown,
-): LockedMethodReturn {
-  const type: unknown = Reflect.getMetadata('design:returntype', target, propertyKey);
-  if (isType(type, Observable)) return 'observable';
-  if (method.constructor.name === 'AsyncFunction' || isType(type, Promise)) return 'promise';
-  if (!Reflect.hasOwnMetadata('design:returntype', target, propertyKey)) return 'unknown';
-  return 'value';
 }
 
 /**
@@ -192,14 +156,12 @@ export function decorateLockedMethod<D>(
   spec: (where: string) => LockedMethodSpec,
   decorator = '@Locked',
 ): TypedPropertyDescriptor<D> {
-  const isStatic = typeof target === 'function';
-  const className = isStatic ? target.name : target.constructor.name;
-  const methodName = String(propertyKey);
-  const where = `${className}.${methodName}`;
-  const original: unknown = descriptor?.value;
-  if (typeof original !== 'function')
-    throw new MongoLockError(MESSAGES.notAMethod(where, decorator));
-  if (isStatic) throw new MongoLockError(MESSAGES.staticMethod(where, decorator));
+  const {
+    className,
+    methodName,
+    where,
+    method: original,
+  } = decoratedMethod(target, propertyKey, descriptor, decorator);
   // Called, it returns its generator at once: a lock would end before the body ran.
   if (original.constructor.name === 'AsyncGeneratorFunction') {
     throw new MongoLockError(MESSAGES.asyncGenerator(where, decorator));
@@ -211,7 +173,6 @@ export function decorateLockedMethod<D>(
     throw new MongoLockError(message);
   }
 
-  const method = original as (...args: unknown[]) => unknown;
   const given = spec(where);
   const metadata: LockedMetadata = {
     className,
@@ -219,18 +180,11 @@ export function decorateLockedMethod<D>(
     where,
     ...given,
     metricsLabel: boundedLabel(given.metricsLabel, where),
-    returns: methodReturn(target, propertyKey, method),
+    returns: methodReturn(target, propertyKey, original),
   };
-  const wrapper = createLockedMethod(method, metadata);
-  keepMethodIdentity(original, wrapper);
-  Reflect.defineMetadata(LOCKED_METADATA, metadata, wrapper);
-  descriptor.value = wrapper as D;
-  recordDecoratedPlace(target, propertyKey, {
-    where,
-    decorator,
-    metadata,
-    read: getLockedMetadata,
-  });
+  const wrapper = createLockedMethod(original, metadata);
+  const place = { where, decorator, metadata, read: getLockedMetadata };
+  replaceMethod(target, propertyKey, descriptor, original, wrapper, LOCKED_METADATA, place);
   // One interceptor per handler, whatever the module set-up: locked exactly once.
   for (const interceptor of interceptors)
     useInterceptorOnce(target, propertyKey, descriptor, interceptor);

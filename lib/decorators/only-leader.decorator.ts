@@ -7,10 +7,8 @@ import type { LeadershipOptions } from '../leadership/leadership';
 import { runInTerm } from '../leadership/term-context';
 import { optionsObject, refuseUnknownOptions } from '../option-checks';
 import { validateTtlMs } from '../options';
-import { MESSAGES } from '../mongo-lock.messages';
-import { recordDecoratedPlace } from './decorated-places';
+import { decoratedMethod, methodReturn, replaceMethod } from './decorated-places';
 import { lockBindingOf } from './lock-bindings';
-import { keepMethodIdentity, methodReturn } from './locked.decorator';
 
 const ONLY_LEADER_METADATA = Symbol('MONGO_LOCK:ONLY_LEADER');
 
@@ -42,8 +40,6 @@ function underTerm<T>(source: Observable<T>, term: LeaderTerm): Observable<T> {
   });
 }
 
-type AnyMethod = (this: unknown, ...args: unknown[]) => unknown;
-
 /**
  * Runs the provider method only while this instance leads `name`; otherwise the call resolves
  * `undefined` (a synchronous method returns it), logged at debug level. An Observable method is
@@ -68,16 +64,13 @@ export function OnlyLeader(name: string, options?: LeadershipOptions | null): Me
   refuseUnknownOptions(given, ['ttlMs']);
   if (given.ttlMs !== undefined) validateTtlMs('ttlMs', given.ttlMs);
   return (target, propertyKey, descriptor) => {
-    // On a static method the target is the class itself.
-    const isStatic = typeof target === 'function';
-    const className = isStatic ? target.name : target.constructor.name;
-    const where = `${className}.${String(propertyKey)}`;
-    const original = descriptor.value as unknown;
-    if (typeof original !== 'function') {
-      throw new MongoLockError(`@OnlyLeader on ${where}: not a method`);
-    }
-    if (isStatic) throw new MongoLockError(MESSAGES.staticMethod(where, '@OnlyLeader'));
-    const method = original as AnyMethod;
+    const { where, method } = decoratedMethod(
+      target,
+      propertyKey,
+      descriptor,
+      '@OnlyLeader',
+      (at) => `@OnlyLeader on ${at}: not a method`,
+    );
     const returns = methodReturn(target, propertyKey, method);
     const notBound = () =>
       new MongoLockError(
@@ -110,11 +103,8 @@ export function OnlyLeader(name: string, options?: LeadershipOptions | null): Me
       if (!term) return skip(returns === 'value' ? undefined : Promise.resolve(undefined));
       return run(term);
     };
-    keepMethodIdentity(original, wrapper);
     const metadata: OnlyLeaderMetadata = { name, options: given, where };
-    Reflect.defineMetadata(ONLY_LEADER_METADATA, metadata, wrapper);
-    (descriptor as PropertyDescriptor).value = wrapper;
-    const read = getOnlyLeaderMetadata;
-    recordDecoratedPlace(target, propertyKey, { where, decorator: '@OnlyLeader', metadata, read });
+    const place = { where, decorator: '@OnlyLeader', metadata, read: getOnlyLeaderMetadata };
+    replaceMethod(target, propertyKey, descriptor, method, wrapper, ONLY_LEADER_METADATA, place);
   };
 }
