@@ -7,7 +7,7 @@ import {
 } from '@nestjs/common';
 import { DiscoveryService } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper.js';
-import { replacedPlaces } from './decorators/decorated-places';
+import { prototypeChain, replacedPlaces } from './decorators/decorated-places';
 import { bindLockService } from './decorators/lock-bindings';
 import { getLockedMetadata } from './decorators/locked-metadata';
 import { getOnlyLeaderMetadata, type OnlyLeaderMetadata } from './decorators/only-leader.decorator';
@@ -31,11 +31,7 @@ function decoratedMethods<T>(
   metadataOf: (method: unknown) => T | undefined,
 ): Map<PropertyKey, T[]> {
   const found = new Map<PropertyKey, T[]>();
-  for (
-    let level: object | null = prototype;
-    level !== null && level !== Object.prototype;
-    level = Object.getPrototypeOf(level) as object | null
-  ) {
+  for (const level of prototypeChain(prototype)) {
     for (const key of Reflect.ownKeys(level)) {
       const value: unknown = Object.getOwnPropertyDescriptor(level, key)?.value;
       const metadata = typeof value === 'function' ? metadataOf(value) : undefined;
@@ -43,6 +39,14 @@ function decoratedMethods<T>(
     }
   }
   return found;
+}
+
+/** The prototype of the instance Nest made for `wrapper`, if it is an object. */
+function instancePrototype(wrapper: InstanceWrapper): object | undefined {
+  const instance: unknown = wrapper.instance;
+  // Aliases (useExisting) point at an instance that is visited under its own token.
+  if (wrapper.isAlias || typeof instance !== 'object' || instance === null) return undefined;
+  return (Object.getPrototypeOf(instance) as object | null) ?? undefined;
 }
 
 /**
@@ -138,10 +142,11 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
    * start-up. A provider's `@Locked` body still runs locked through the wrapper (bound below).
    */
   private refuseReplaced(wrapper: InstanceWrapper, hasRoutes: boolean): void {
-    const instance: unknown = wrapper.instance;
-    if (wrapper.isAlias || typeof instance !== 'object' || instance === null) return;
-    const hidden = replacedPlaces(instance);
-    const [replaced] = hidden.filter((p) => hasRoutes || p.decorator === '@OnlyLeader');
+    const prototype = instancePrototype(wrapper);
+    if (!prototype) return;
+    const replaced = replacedPlaces(prototype).find(
+      (place) => hasRoutes || place.decorator === '@OnlyLeader',
+    );
     if (replaced) {
       throw new MongoLockError(MESSAGES.decoratorReplaced(replaced.where, replaced.decorator));
     }
@@ -149,9 +154,7 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
 
   /** An unknown `@LockedDocument` name fails the start-up rather than every call. */
   private checkDocumentNames(wrapper: InstanceWrapper): void {
-    const instance: unknown = wrapper.instance;
-    if (wrapper.isAlias || typeof instance !== 'object' || instance === null) return;
-    const prototype: unknown = Object.getPrototypeOf(instance);
+    const prototype = instancePrototype(wrapper);
     if (!prototype) return;
     for (const metadata of [...decoratedMethods(prototype, getLockedMetadata).values()].flat()) {
       if (metadata.document && !hasDocumentLocks(this.lockService, metadata.document.name)) {
@@ -164,12 +167,9 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
   }
 
   private bindProvider(wrapper: InstanceWrapper, isController: boolean): void {
-    const instance: unknown = wrapper.instance;
-    // Aliases (useExisting) point at an instance that is visited under its own token.
-    if (wrapper.isAlias || typeof instance !== 'object' || instance === null) return;
-    const prototype: unknown = Object.getPrototypeOf(instance);
+    const prototype = instancePrototype(wrapper);
     if (!prototype) return;
-    const method = (name: PropertyKey) => (instance as Record<PropertyKey, unknown>)[name];
+    const instance = wrapper.instance as Record<PropertyKey, unknown>;
     const locked = decoratedMethods(prototype, getLockedMetadata);
     const leaders = isController
       ? new Map<PropertyKey, OnlyLeaderMetadata[]>()
@@ -178,7 +178,7 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     const hidden = replacedPlaces(prototype).length > 0;
     if (locked.size === 0 && leaders.size === 0 && !hidden) return;
     // Nearest methods only: an ancestor's body behind an override runs only through super.
-    for (const name of isController ? [] : locked.keys()) this.refuseUnusable(method(name));
+    for (const name of isController ? [] : locked.keys()) this.refuseUnusable(instance[name]);
     if (!wrapper.isDependencyTreeStatic()) {
       for (const name of [...locked.keys(), ...leaders.keys()]) {
         this.logger.warn(MESSAGES.requestScopedProvider(String(wrapper.name), String(name)));
