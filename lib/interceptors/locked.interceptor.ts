@@ -96,37 +96,25 @@ export class LockedInterceptor implements NestInterceptor {
     // Nest stops listening when a client leaves only on @Sse routes: a request waiting for its
     // lock watches its client itself, and leaves the line when it goes.
     return defer(() => {
-      const departure = watchClientDeparture(context, () => this.clientLeftError(metadata));
-      const hooks = this.lockHooks(context, metadata, () => call, departure?.signal);
+      // An `HttpException`: Nest does not log it.
+      const departure = watchClientDeparture(context, () =>
+        httpError(HTTP_CLIENT_CLOSED_REQUEST, MESSAGES.clientLeftWhileWaiting(metadata.where)),
+      );
+      const hooks: LockedObservableHooks<unknown> = {
+        mapLockError: (error) => this.mapLockError(error, context),
+        skippedValue: () => this.skippedResult(context, metadata),
+        // Nest unsubscribes from a handler's Observable when its client goes away.
+        abortTransactionOnUnsubscribe: true,
+        // Answer a handler outliving its lock (grace period over) at once: the server can close.
+        endOnLockLoss: true,
+        workInFlight: () => call?.runs,
+        unsubscribed: () => call?.leave(),
+        waitSignal: departure?.signal,
+      };
       return lockedObservable(this.getLockService(), keys, metadata, handle, hooks, scope).pipe(
         finalize(() => departure?.stop()),
       );
     });
-  }
-
-  private lockHooks(
-    context: ExecutionContext,
-    metadata: LockedMetadata,
-    call: () => InterceptedCall | undefined,
-    waitSignal: AbortSignal | undefined,
-  ): LockedObservableHooks<unknown> {
-    return {
-      mapLockError: (error) => this.mapLockError(error, context),
-      skippedValue: () => this.skippedResult(context, metadata),
-      // Nest unsubscribes from a handler's Observable when its client goes away.
-      abortTransactionOnUnsubscribe: true,
-      // Answer a handler outliving its lock (grace period over) at once: the server can close.
-      endOnLockLoss: true,
-      workInFlight: () => call()?.runs,
-      unsubscribed: () => call()?.leave(),
-      waitSignal,
-    };
-  }
-
-  /** Ends the wait of a request whose client left. An `HttpException`: Nest does not log it. */
-  private clientLeftError(metadata: LockedMetadata): unknown {
-    const message = MESSAGES.clientLeftWhileWaiting(metadata.where);
-    return httpError(HTTP_CLIENT_CLOSED_REQUEST, message);
   }
 
   /**
