@@ -110,15 +110,10 @@ export function lockedObservable<T>(
     const locked = runLocked(lockService, keys, metadata, run, cancelWait.signal, scope);
     locked.then(
       (outcome) => {
-        if (outcome === SKIPPED && skippedValue) {
-          let value: T;
-          try {
-            value = skippedValue();
-          } catch (error) {
-            subscriber.error(error);
-            return;
-          }
-          subscriber.next(value);
+        try {
+          if (outcome === SKIPPED && skippedValue) subscriber.next(skippedValue());
+        } catch (error) {
+          return subscriber.error(error);
         }
         subscriber.complete();
       },

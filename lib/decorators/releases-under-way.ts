@@ -1,3 +1,4 @@
+import { noop } from 'rxjs';
 import type { LockService } from '../lock.service';
 
 /**
@@ -13,10 +14,7 @@ const underWay = new WeakMap<LockService, Map<string, Promise<unknown>>>();
 export function releaseUnderWay(service: LockService, keys: string[], released: Promise<unknown>) {
   const byKey = underWay.get(service) ?? new Map<string, Promise<unknown>>();
   underWay.set(service, byKey);
-  const settled = released.then(
-    () => undefined,
-    () => undefined,
-  );
+  const settled = released.then(noop, noop);
   for (const key of keys) byKey.set(key, settled);
   void settled.then(() => {
     for (const key of keys) if (byKey.get(key) === settled) byKey.delete(key);

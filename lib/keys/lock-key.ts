@@ -71,5 +71,6 @@ export function normalizeLockKeys(keys: unknown): string[] {
   }
   // `Array.from`, not `map`: a hole of a sparse array is checked too.
   const unique = new Set(Array.from(keys as unknown[], (key) => validateLockKey(key)));
-  return [...unique].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  // The default sort compares UTF-16 code units.
+  return [...unique].sort();
 }
