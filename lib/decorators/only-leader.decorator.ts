@@ -76,32 +76,26 @@ export function OnlyLeader(name: string, options?: LeadershipOptions | null): Me
       new MongoLockError(
         `@OnlyLeader on ${where}: the instance belongs to no application with MongoLockModule (a singleton provider Nest created is needed)`,
       );
-    const skip = <T>(result: T): T => {
-      logger.debug(`${where} skipped: this instance does not lead ${JSON.stringify(name)}`);
-      return result;
-    };
     const wrapper = function onlyLeader(this: unknown, ...args: unknown[]): unknown {
       const binding = lockBindingOf(this);
       if (!binding)
         return returns === 'observable' ? throwError(notBound) : Promise.reject(notBound());
       if (!binding.enabled) return method.apply(this, args);
       const leadership = binding.service.leadership(name, given);
-      const run = (term: LeaderTerm) => {
+      const decide = () => {
+        const term = leadership.term;
+        if (!term) {
+          logger.debug(`${where} skipped: this instance does not lead ${JSON.stringify(name)}`);
+          // A synchronous method keeps its shape: `undefined`, not a Promise.
+          if (returns === 'observable') return EMPTY;
+          return returns === 'value' ? undefined : Promise.resolve(undefined);
+        }
         const result = runInTerm(term, () => method.apply(this, args));
         // An Observable, announced or not (no declared type), is kept to the term.
         return isObservable(result) ? underTerm(result, term) : result;
       };
       // An Observable method is decided at subscription, run under the term, and ended with it.
-      if (returns === 'observable') {
-        return defer(() => {
-          const term = leadership.term;
-          return term ? (run(term) as Observable<unknown>) : skip(EMPTY);
-        });
-      }
-      const term = leadership.term;
-      // A synchronous method keeps its shape: `undefined`, not a Promise.
-      if (!term) return skip(returns === 'value' ? undefined : Promise.resolve(undefined));
-      return run(term);
+      return returns === 'observable' ? defer(() => decide() as Observable<unknown>) : decide();
     };
     const metadata: OnlyLeaderMetadata = { name, options: given, where };
     const place = { where, decorator: '@OnlyLeader', metadata, read: getOnlyLeaderMetadata };
