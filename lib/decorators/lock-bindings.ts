@@ -59,12 +59,11 @@ export class InterceptedCall {
   }
 }
 
-/** Set around a handler call the interceptor locked, so the wrapper runs it as is: locked once. */
-const lockedByInterceptor = new AsyncLocalStorage<InterceptedCall>();
-
-export function runLockedByInterceptor<T>(call: InterceptedCall, run: () => T): T {
-  return lockedByInterceptor.run(call, run);
-}
+/**
+ * Set around a handler call the interceptor locked, so the wrapper runs it as is: locked once.
+ * The wrapper runs the body outside it (`exit`), so nested calls lock normally.
+ */
+export const lockedByInterceptor = new AsyncLocalStorage<InterceptedCall>();
 
 /** The interceptor's mark if it has locked this method's current call (handed over once). */
 export function interceptedCall(metadata: LockedMetadata): InterceptedCall | undefined {
@@ -72,19 +71,5 @@ export function interceptedCall(metadata: LockedMetadata): InterceptedCall | und
   return call?.metadata === metadata ? call : undefined;
 }
 
-/** Runs the method body without the interceptor's mark, so nested calls lock normally. */
-export function withoutInterceptorMark<T>(run: () => T): T {
-  return lockedByInterceptor.exit(run);
-}
-
-/** The handle of the `@LockedDocument` call the current async context runs in. */
-const current = new AsyncLocalStorage<DocumentLockHandle>();
-
-export function runWithDocumentLock<T>(handle: DocumentLockHandle, run: () => T): T {
-  return current.run(handle, run);
-}
-
 /** The innermost `@LockedDocument` handle (still given after a `commit`), or `undefined`. */
-export function currentDocumentLock(): DocumentLockHandle | undefined {
-  return current.getStore();
-}
+export const documentLockContext = new AsyncLocalStorage<DocumentLockHandle>();

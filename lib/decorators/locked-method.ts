@@ -6,10 +6,10 @@ import { MESSAGES } from '../mongo-lock.messages';
 import { isThenable } from '../util/value-kinds';
 import type { AnyMethod } from './decorated-places';
 import {
-  currentDocumentLock,
+  documentLockContext,
   interceptedCall,
   lockBindingOf,
-  withoutInterceptorMark,
+  lockedByInterceptor,
 } from './lock-bindings';
 import type { LockedMetadata } from './locked-metadata';
 import { lockedObservable } from './locked-observable';
@@ -28,7 +28,7 @@ function isControllerInstance(instance: unknown): boolean {
 function withDocumentHandle(metadata: LockedMetadata, args: unknown[]): unknown[] {
   const indexes = metadata.document?.handleParams ?? [];
   if (indexes.length === 0) return args;
-  const handle = currentDocumentLock();
+  const handle = documentLockContext.getStore();
   const given = [...args];
   for (const index of indexes) given[index] = handle;
   return given;
@@ -52,7 +52,7 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
   return function lockedMethod(this: unknown, ...args: unknown[]): unknown {
     const intercepted = interceptedCall(metadata);
     if (intercepted) {
-      return withoutInterceptorMark(() => intercepted.enter(() => original.apply(this, args)));
+      return lockedByInterceptor.exit(() => intercepted.enter(() => original.apply(this, args)));
     }
     const binding = lockBindingOf(this);
     if (!binding && isControllerInstance(this)) return original.apply(this, args);

@@ -7,7 +7,7 @@ import type { LockService } from '../lock.service';
 import { MESSAGES } from '../mongo-lock.messages';
 import { MAX_TIMER_MS } from '../options';
 import { documentLocksNamed } from '../documents/document-locks-registry';
-import { runWithDocumentLock } from './lock-bindings';
+import { documentLockContext } from './lock-bindings';
 import { releasesUnderWay } from './releases-under-way';
 import type { LockedMetadata } from './locked-metadata';
 import { NOOP_LOCK_TELEMETRY, type LockTelemetry } from '../telemetry/lock-telemetry';
@@ -72,7 +72,7 @@ export async function runLocked<T>(
         keys[0],
         (handle) => {
           started = true;
-          return runWithDocumentLock(handle, () => traced(handle.signal));
+          return documentLockContext.run(handle, () => traced(handle.signal));
         },
         { ...acquireOptions(metadata, signal, undefined), where: filter, createIfMissing },
       );

@@ -1,6 +1,6 @@
 import { createParamDecorator } from '@nestjs/common';
 import { LockService } from '../lock.service';
-import { currentDocumentLock } from './lock-bindings';
+import { documentLockContext } from './lock-bindings';
 
 /**
  * Injects the `LockHandle` a `@Locked` handler runs under (`fence`, `signal`, `expiresAt`...),
@@ -34,7 +34,7 @@ export function lockedDocParams(target: object, propertyKey: string | symbol): r
   return (Reflect.getOwnMetadata(LOCKED_DOC_PARAMS, target, propertyKey) as number[]) ?? [];
 }
 
-const handlerParam = createParamDecorator(() => currentDocumentLock());
+const handlerParam = createParamDecorator(() => documentLockContext.getStore());
 
 /**
  * Injects the `DocumentLockHandle` of the `@LockedDocument` lock the method runs under (`doc`,

@@ -8,11 +8,7 @@ import {
 } from '@nestjs/common';
 import { HttpAdapterHost, ModuleRef, Reflector } from '@nestjs/core';
 import { defer, finalize, type Observable, throwError } from 'rxjs';
-import {
-  InterceptedCall,
-  interceptedCall,
-  runLockedByInterceptor,
-} from '../decorators/lock-bindings';
+import { InterceptedCall, interceptedCall, lockedByInterceptor } from '../decorators/lock-bindings';
 import type { LockedMetadata } from '../decorators/locked-metadata';
 import { type LockedObservableHooks, lockedObservable } from '../decorators/locked-observable';
 import {
@@ -81,7 +77,7 @@ export class LockedInterceptor implements NestInterceptor {
     let call: InterceptedCall | undefined;
     const handle = () => {
       call = new InterceptedCall(metadata);
-      return runLockedByInterceptor(call, () => next.handle());
+      return lockedByInterceptor.run(call, () => next.handle());
     };
     if (!this.locksEnabled()) return handle();
     let keys: string[];
