@@ -171,17 +171,9 @@ export function httpOnlyPlaceholders(
 
 /** Non-empty strings, finite numbers, bigints and booleans; nothing else becomes part of a key. */
 function scalarToKeyPart(value: unknown): string | undefined {
-  switch (typeof value) {
-    case 'string':
-      return value.length > 0 ? value : undefined;
-    case 'number':
-      return Number.isFinite(value) ? String(value) : undefined;
-    case 'bigint':
-    case 'boolean':
-      return String(value);
-    default:
-      return undefined;
-  }
+  if (typeof value === 'string') return value.length > 0 ? value : undefined;
+  if (typeof value === 'number') return Number.isFinite(value) ? String(value) : undefined;
+  return typeof value === 'bigint' || typeof value === 'boolean' ? String(value) : undefined;
 }
 
 /** The value at `path` in `root`, or `undefined` if there is none. */
