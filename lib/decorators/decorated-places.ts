@@ -5,12 +5,12 @@ import type { LockedMethodReturn } from './locked-metadata';
 
 export type AnyMethod = (this: unknown, ...args: unknown[]) => unknown;
 
-/** What a method decorator of ours put on a method, and how to read it back. */
+/** What a method decorator of ours put on a method, under which metadata key. */
 interface Place {
   where: string;
   decorator: string;
+  metadataKey: string | symbol;
   metadata: object;
-  read: (method: unknown) => object | undefined;
 }
 
 /** Per prototype (or class, for statics), the methods our decorators replaced. */
@@ -47,8 +47,8 @@ export function decoratedMethod(
 }
 
 /**
- * Puts `wrapper` in `original`'s place, carrying `place.metadata` under `metadataKey`, and made
- * to look like `original` to Nest, Swagger and the rest.
+ * Puts `wrapper` in `original`'s place, carrying `place.metadata`, and made to look like
+ * `original` to Nest, Swagger and the rest.
  */
 export function replaceMethod(
   target: object,
@@ -56,7 +56,6 @@ export function replaceMethod(
   descriptor: PropertyDescriptor,
   original: AnyMethod,
   wrapper: AnyMethod,
-  metadataKey: unknown,
   place: Place,
 ): void {
   for (const key of Reflect.getOwnMetadataKeys(original)) {
@@ -67,7 +66,7 @@ export function replaceMethod(
   }
   // Metadata defined on the original later is still found through the prototype chain.
   Object.setPrototypeOf(wrapper, original);
-  Reflect.defineMetadata(metadataKey, place.metadata, wrapper);
+  Reflect.defineMetadata(place.metadataKey, place.metadata, wrapper);
   descriptor.value = wrapper;
   const known = places.get(target) ?? new Map<PropertyKey, Place>();
   places.set(target, known.set(propertyKey, place));
@@ -100,7 +99,9 @@ export function replacedPlaces(prototype: object): Place[] {
   for (const level of prototypeChain(prototype)) {
     for (const [key, place] of places.get(level) ?? []) {
       const method: unknown = Object.getOwnPropertyDescriptor(level, key)?.value;
-      if (place.read(method) !== place.metadata) replaced.push(place);
+      const metadata: unknown =
+        typeof method === 'function' && Reflect.getMetadata(place.metadataKey, method);
+      if (metadata !== place.metadata) replaced.push(place);
     }
   }
   return replaced;

@@ -179,23 +179,20 @@ export function decorateLockedMethod<D>(
     methodName,
     where,
     ...given,
-    metricsLabel: boundedLabel(given.metricsLabel, where),
+    // Labels are at most 200 characters: long templates are named by their method instead.
+    metricsLabel:
+      given.metricsLabel.length <= MAX_METRICS_LABEL_LENGTH
+        ? given.metricsLabel
+        : where.slice(0, MAX_METRICS_LABEL_LENGTH),
     returns: methodReturn(target, propertyKey, original),
   };
   const wrapper = createLockedMethod(original, metadata);
-  const place = { where, decorator, metadata, read: getLockedMetadata };
-  replaceMethod(target, propertyKey, descriptor, original, wrapper, LOCKED_METADATA, place);
+  const place = { where, decorator, metadataKey: LOCKED_METADATA, metadata };
+  replaceMethod(target, propertyKey, descriptor, original, wrapper, place);
   // One interceptor per handler, whatever the module set-up: locked exactly once.
   for (const interceptor of interceptors)
     useInterceptorOnce(target, propertyKey, descriptor, interceptor);
   return descriptor;
-}
-
-/** Labels are at most 200 characters: long templates are named by their method instead. */
-function boundedLabel(label: string, where: string): string {
-  return label.length <= MAX_METRICS_LABEL_LENGTH
-    ? label
-    : where.slice(0, MAX_METRICS_LABEL_LENGTH);
 }
 
 /** `UseInterceptors(interceptor)` unless the method has it already (from another decorator). */

@@ -98,7 +98,7 @@ export function OnlyLeader(name: string, options?: LeadershipOptions | null): Me
       return returns === 'observable' ? defer(() => decide() as Observable<unknown>) : decide();
     };
     const metadata: OnlyLeaderMetadata = { name, options: given, where };
-    const place = { where, decorator: '@OnlyLeader', metadata, read: getOnlyLeaderMetadata };
-    replaceMethod(target, propertyKey, descriptor, method, wrapper, ONLY_LEADER_METADATA, place);
+    const place = { where, decorator: '@OnlyLeader', metadataKey: ONLY_LEADER_METADATA, metadata };
+    replaceMethod(target, propertyKey, descriptor, method, wrapper, place);
   };
 }
