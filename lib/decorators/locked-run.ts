@@ -2,7 +2,7 @@ import { Logger } from '@nestjs/common';
 import { LockLostError, LockNotAcquiredError } from '../errors';
 import type { WithLockOptions } from '../interfaces/lock-options.interface';
 import { heldLocksOf } from '../lock-context';
-import type { LockHandle } from '../lock-handle';
+import { type LockHandle, MongoLockHandle } from '../lock-handle';
 import type { LockService } from '../lock.service';
 import { MESSAGES } from '../mongo-lock.messages';
 import { MAX_TIMER_MS } from '../options';
@@ -16,16 +16,6 @@ const logger = new Logger('MongoLockModule');
 
 /** What {@link runLocked} resolves to when `onBusy: 'skip'` found the lock held. */
 export const SKIPPED: unique symbol = Symbol('MONGO_LOCK:SKIPPED');
-
-/** A handle that can end its hold by letting the lease run out (`MongoLockHandle`). */
-interface ExpirableHandle extends LockHandle {
-  expireIn(ttlMs: number): Promise<void>;
-  expireAtRelease(until: number): void;
-}
-
-function canExpire(handle: LockHandle): handle is ExpirableHandle {
-  return typeof (handle as Partial<ExpirableHandle>).expireIn === 'function';
-}
 
 /** `@Locked` options as `withLock` takes them: `'skip'` makes one attempt unless told otherwise. */
 function acquireOptions(
@@ -125,7 +115,8 @@ async function holdAtLeast<T>(
 async function leaveToExpire(handle: LockHandle, heldUntil: number, where: string): Promise<void> {
   const remainingMs = Math.min(Math.ceil(heldUntil - performance.now()), MAX_TIMER_MS);
   // Held long enough, or nothing to keep: withLock releases (or reports the loss) as usual.
-  if (remainingMs <= 0 || handle.lost || handle.released || !canExpire(handle)) return;
+  if (remainingMs <= 0 || handle.lost || handle.released || !(handle instanceof MongoLockHandle))
+    return;
   // In a transaction (still open): a write now would conflict with its check, and the work run
   // again. The release after the commit lets the lease run out instead.
   if (handle.session) return handle.expireAtRelease(heldUntil);
