@@ -7,7 +7,7 @@ import type { DocumentLockHandle } from '../documents/document-lock-handle';
 import type { LockService } from '../lock.service';
 import type { LockedMetadata } from './locked-metadata';
 
-export interface LockBinding {
+interface LockBinding {
   readonly service: LockService;
   /** False when the module was given `enabled: false`: `@Locked` methods run without a lock. */
   readonly enabled: boolean;

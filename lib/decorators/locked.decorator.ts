@@ -139,7 +139,7 @@ export function createLockedDecorator(interceptor: Type<LockedInterceptor> = Loc
 }
 
 /** What a locking decorator decides about a method besides its identity and return shape. */
-export type LockedMethodSpec = Pick<
+type LockedMethodSpec = Pick<
   LockedMetadata,
   'resolveKeys' | 'resolveScope' | 'metricsLabel' | 'templates' | 'options' | 'document'
 >;
