@@ -85,6 +85,7 @@ export class LeaseKeeper {
   private renewalStopped = false;
   private renewalPaused = false;
   private renewInFlight = false;
+  /** The renewal under way, if any; never rejects (a failure is its caller's). */
   private renewing: Promise<void> | undefined;
   private remaining: HeldKey[];
   /**
@@ -149,7 +150,7 @@ export class LeaseKeeper {
    */
   checkDeadline(): void {
     if (!this.stopped && performance.now() >= this.leaseEnd) {
-      this.lose(this.firstUnreleasedKey(), RAN_OUT);
+      this.loseFirstKey(RAN_OUT);
     }
   }
 
@@ -165,12 +166,12 @@ export class LeaseKeeper {
    * sent: the hold ended, or is ending (a release or commit stopped renewals), meanwhile.
    */
   async renewNow(ttlMs: number | undefined): Promise<boolean> {
-    // One renewal at a time; an earlier one's failure was its caller's, not this one's.
-    await this.renewing?.catch(() => undefined);
+    // One renewal at a time.
+    await this.renewing;
     if (this.stopped || this.renewalStopped) return false;
     if (ttlMs !== undefined) this.ttlMs = ttlMs;
     const renewal = this.renewAll(false);
-    this.renewing = renewal;
+    this.renewing = renewal.catch(() => undefined);
     await renewal;
     return true;
   }
@@ -182,35 +183,31 @@ export class LeaseKeeper {
    */
   async stopRenewalsBeforeEnd(): Promise<void> {
     this.stopRenewal();
-    await this.renewing?.catch(() => undefined);
+    await this.renewing;
   }
 
   /**
-   * Releases every key at once (the last taken first); returns the keys found lost. A key whose release failed stays (a
-   * second call retries only it), and the deadline stays armed until all are.
+   * Releases every key at once (the last taken first); returns the keys found lost. A key whose
+   * release failed stays (a second call retries only it); the deadline stays armed until none do.
    */
   async releaseAll(): Promise<string[]> {
     this.stopRenewal();
-    await this.renewing?.catch(() => undefined);
-    const lostKeys: string[] = [];
-    let failure: { error: unknown } | undefined;
+    await this.renewing;
     // Handed on without a write only on a first try, with the lease known to be ours.
-    const lease =
-      this.stopped || this.onlyByWrite ? undefined : { end: this.leaseEnd, ttlMs: this.ttlMs };
+    const lease = this.stopped || this.onlyByWrite ? undefined : this.lease;
     this.onlyByWrite = true;
     const releasing = [...this.remaining].reverse();
     const outcomes = await Promise.allSettled(
       releasing.map((held) => this.init.operations.release(held, lease)),
     );
+    const lostKeys: string[] = [];
     for (const [index, outcome] of outcomes.entries()) {
-      if (outcome.status === 'rejected') {
-        failure ??= { error: outcome.reason };
-        continue;
-      }
+      if (outcome.status === 'rejected') continue;
       if (outcome.value !== 'released') lostKeys.push(releasing[index].key);
       this.remaining = this.remaining.filter((kept) => kept !== releasing[index]);
     }
-    if (failure) throw failure.error;
+    const failed = outcomes.find((outcome) => outcome.status === 'rejected');
+    if (failed) throw failed.reason;
     this.stop();
     return lostKeys;
   }
@@ -222,7 +219,7 @@ export class LeaseKeeper {
    */
   async expireIn(ttlMs: number): Promise<string[]> {
     this.stopRenewal();
-    await this.renewing?.catch(() => undefined);
+    await this.renewing;
     if (this.stopped) return [];
     const keys = [...this.remaining];
     try {
@@ -241,14 +238,15 @@ export class LeaseKeeper {
     this.init.onLost(key, reason, cause);
   }
 
-  private firstUnreleasedKey(): string {
-    return (this.remaining[0] ?? this.init.held[0]).key;
+  /** {@link lose}, named by the first key not yet released. */
+  private loseFirstKey(reason: string, cause?: unknown): void {
+    this.lose((this.remaining[0] ?? this.init.held[0]).key, reason, cause);
   }
 
   private armDeadline(): void {
     clearTimeout(this.deadlineTimer);
     this.deadlineTimer = unrefTimer(
-      () => this.lose(this.firstUnreleasedKey(), RAN_OUT),
+      () => this.loseFirstKey(RAN_OUT),
       this.leaseEnd - performance.now(),
     );
   }
@@ -263,7 +261,7 @@ export class LeaseKeeper {
     this.renewTimer = unrefTimer(() => {
       if (this.renewInFlight) {
         // One renewal at a time: an extend() is renewing now.
-        void this.renewing?.catch(() => undefined).finally(() => this.scheduleRenewal());
+        void this.renewing?.finally(() => this.scheduleRenewal());
         return;
       }
       // A throwing loss listener must not become an unhandled rejection.
@@ -292,7 +290,7 @@ export class LeaseKeeper {
       if (scheduled && isStoreUnavailableError(error) && performance.now() < this.leaseEnd) {
         this.scheduleRenewal(Math.min(RENEW_RETRY_MS, (this.leaseEnd - performance.now()) / 4));
       } else if (scheduled) {
-        this.lose(this.firstUnreleasedKey(), 'renewing it failed', error);
+        this.loseFirstKey('renewing it failed', error);
       } else {
         throw error;
       }
@@ -303,10 +301,7 @@ export class LeaseKeeper {
     if (this.stopped) return;
     // Answered after the lease ended (deadline timer not yet run): it may have landed after
     // that end, the lease taken in between, so it proves nothing.
-    if (performance.now() >= this.leaseEnd) {
-      this.lose(this.firstUnreleasedKey(), RAN_OUT);
-      return;
-    }
+    if (performance.now() >= this.leaseEnd) return this.loseFirstKey(RAN_OUT);
     let leaseEnd = Infinity;
     for (const [index, outcome] of outcomes.entries()) {
       if (!outcome.renewed) {
