@@ -36,6 +36,8 @@ const CLOSE_MARGIN_MS = 1_500;
 /** Holder ids of the services started in this process and not yet closed. */
 const liveHolderIds = new Set<string>();
 
+const serviceClosed = () => new LockServiceClosedError(SERVICE_CLOSED_MESSAGE);
+
 /**
  * Opens a service's connection; without one it opens the MongoDB store. `nestjs-mongo-lock/testing`
  * provides an in-memory one under `LOCK_STORE_FACTORY`. @internal
@@ -96,7 +98,7 @@ export class ServiceRuntime {
 
   ensureStarted(): Promise<LockConnection> {
     if (this.closing.signal.aborted) {
-      return Promise.reject(new LockServiceClosedError(SERVICE_CLOSED_MESSAGE));
+      return Promise.reject(serviceClosed());
     }
     this.starting ??= this.connect().catch((error: unknown) => {
       this.starting = undefined;
@@ -109,28 +111,6 @@ export class ServiceRuntime {
   async started(): Promise<LineLocks<KeyLineStorage>> {
     await this.ensureStarted();
     return this.keyLocks as LineLocks<KeyLineStorage>;
-  }
-
-  /**
-   * A lazy start counts in the call's time: {@link ensureStarted}, given up on at `endsAt`, or
-   * at once when the service closes (a start on the application's client is not stopped).
-   */
-  async startedWithin(endsAt: number): Promise<LineLocks<KeyLineStorage>> {
-    const starting = this.started();
-    if (this.keyLocks) return starting;
-    const late = () => new LockStoreUnavailableError(START_TOO_SLOW_MESSAGE);
-    return settledBy(starting, endsAt, this.closing.signal, late);
-  }
-
-  /** The started MongoDB store, for document locks. */
-  async mongoStore(): Promise<LockStore> {
-    const store = await this.ensureStarted();
-    if (!(store instanceof LockStore)) {
-      throw new MongoLockError(
-        'Document locks need MongoDB: the in-memory store of MongoLockTestingModule has none',
-      );
-    }
-    return store;
   }
 
   transactionLocks(): TransactionLocks {
@@ -146,7 +126,11 @@ export class ServiceRuntime {
     };
   }
 
-  /** Acquires `keys`, starting first if need be (the start counts in the call's time). */
+  /**
+   * Acquires `keys`, starting first if need be: the start counts in the call's time, given up on
+   * at its end, or at once when the service closes (a start on the application's client is not
+   * stopped).
+   */
   acquire(keys: string[], options: ResolvedAcquireOptions): Promise<MongoLockHandle> {
     const startedAt = performance.now();
     const { telemetry, options: settings } = this.deps;
@@ -154,9 +138,15 @@ export class ServiceRuntime {
       const linked = this.links.link(options.signal);
       try {
         linked.signal.throwIfAborted();
-        const lines = await this.startedWithin(
-          startedAt + options.timeoutMs + acquireOverrunMs(settings.operationTimeoutMs),
-        );
+        const starting = this.started();
+        const lines = this.keyLocks
+          ? await starting
+          : await settledBy(
+              starting,
+              startedAt + options.timeoutMs + acquireOverrunMs(settings.operationTimeoutMs),
+              this.closing.signal,
+              () => new LockStoreUnavailableError(START_TOO_SLOW_MESSAGE),
+            );
         linked.signal.throwIfAborted();
         return await lines.acquire(keys, options, linked.signal, startedAt);
       } finally {
@@ -174,7 +164,13 @@ export class ServiceRuntime {
       link: (signal) => this.links.link(signal),
       telemetry,
       logger,
-      started: () => this.mongoStore(),
+      started: async () => {
+        const store = await this.ensureStarted();
+        if (store instanceof LockStore) return store;
+        throw new MongoLockError(
+          'Document locks need MongoDB: the in-memory store of MongoLockTestingModule has none',
+        );
+      },
     };
   }
 
@@ -253,22 +249,21 @@ export class ServiceRuntime {
     liveHolderIds.add(options.holderId);
     this.holderIdRegistered = true;
     // A close() during the start does not wait for it: the start stops, and closes what it made.
-    const closed = () => new LockServiceClosedError(SERVICE_CLOSED_MESSAGE);
     const factory = this.deps.storeFactory();
     const opening = factory ? factory(options) : LockStore.open(options, this.closing.signal);
     const store = await Promise.resolve(opening).catch((error: unknown) => {
-      throw this.closing.signal.aborted ? closed() : error;
+      throw this.closing.signal.aborted ? serviceClosed() : error;
     });
     if (this.closing.signal.aborted) {
       await store.close().catch(() => undefined);
-      throw closed();
+      throw serviceClosed();
     }
     this.store = store;
     this.keyLocks = new LineLocks<KeyLineStorage>(store.lines(), held, options);
     // Not open by then: waiters poll until it carries a change.
     await this.keyLocks.start(endsAt);
     // Closed meanwhile: finish() closes the store and its stream.
-    if (this.closing.signal.aborted) throw closed();
+    if (this.closing.signal.aborted) throw serviceClosed();
     this.stopObservingLoad = telemetry.observeLoad(() => ({
       waiters: this.keyLocks?.waiting ?? 0,
       held: held.size,
@@ -279,7 +274,7 @@ export class ServiceRuntime {
 
   private async drainOnce(): Promise<void> {
     const { options, held, logger } = this.deps;
-    const closedError = new LockServiceClosedError(SERVICE_CLOSED_MESSAGE);
+    const closedError = serviceClosed();
     this.closing.abort(closedError);
     // Leaders resign first, so that another instance takes over at once.
     await settlesWithin(this.deps.leaderships().closeAll(), options.operationTimeoutMs);
@@ -296,11 +291,7 @@ export class ServiceRuntime {
     const remainingMs = () => endsAt - performance.now();
     // Holders still running are told now, unless the grace period's end already did.
     const revoking =
-      this.revoking ??
-      this.deps.held.revokeAll(
-        SHUTDOWN_REVOKE_REASON,
-        new LockServiceClosedError(SERVICE_CLOSED_MESSAGE),
-      );
+      this.revoking ?? this.deps.held.revokeAll(SHUTDOWN_REVOKE_REASON, serviceClosed());
     // Closing a change stream asks MongoDB to end its cursor: bounded like the rest.
     const closingStreams = Promise.all([
       this.keyLocks?.close(),
