@@ -1,3 +1,4 @@
+import { CallOrder } from './call-order';
 import type { LineHold } from './line-handover';
 import type { LineStorage } from './store/line/line-store';
 import { sleep } from './util/timers';
@@ -10,8 +11,8 @@ import type { LineWaiters } from './waiting/line-waiters';
  */
 export class LineLeaves {
   private readonly leaving = new Set<Promise<boolean | undefined>>();
-  /** Per key, an operator command under way that the key's leaves wait for (`holdBack`). */
-  private readonly heldBack = new Map<string, Promise<void>>();
+  /** Per key, the operator commands under way that the key's leaves wait for (`holdBack`). */
+  private readonly heldBack = new CallOrder();
 
   constructor(
     private readonly store: LineStorage,
@@ -23,22 +24,12 @@ export class LineLeaves {
    * removes its holders: a leave could hand the key to a process whose grant it would remove.
    */
   holdBack(key: string): () => void {
-    let done!: () => void;
-    const command = new Promise<void>((resolve) => (done = resolve));
-    const before = this.heldBack.get(key);
-    const all = before ? Promise.all([before, command]).then(() => undefined) : command;
-    this.heldBack.set(key, all);
-    return () => {
-      done();
-      void all.then(() => {
-        if (this.heldBack.get(key) === all) this.heldBack.delete(key);
-      });
-    };
+    return this.heldBack.start(key).done;
   }
 
   /** Leaves the line by token; tells local waiters that now hold. False: no entry of ours. */
   async leave(key: string, token: string): Promise<boolean> {
-    await this.heldBack.get(key);
+    await this.heldBack.pending(key);
     const left = await this.store.leave(key, token);
     this.waiters.heard(key, left.holders);
     return left.left;
