@@ -31,9 +31,15 @@ export class HeldLocks {
     return drained;
   }
 
-  /** Tells every holder (with `cause`), then releases; resolves to how many were live. */
-  async revokeAll(reason: string, cause?: unknown): Promise<number> {
-    return this.revoke([...this.handles.keys()], reason, cause);
+  /** Tells every holder (that passes `only`; with `cause`), then releases; how many were live. */
+  async revokeAll(
+    reason: string,
+    cause?: unknown,
+    only: (handle: MongoLockHandle) => boolean = () => true,
+  ): Promise<number> {
+    const handles = [...this.handles.keys()].filter(only);
+    const counts = await Promise.all(handles.map((handle) => handle.revoke(reason, cause)));
+    return counts.reduce((sum, count) => sum + count, 0);
   }
 
   /** The handles taken through `takenThrough` that hold `key`. */
@@ -56,8 +62,7 @@ export class HeldLocks {
     reason: string,
     only: (handle: MongoLockHandle) => boolean = () => true,
   ): Promise<number> {
-    const handles = [...this.handles.keys()].filter((handle) => handle.scope === scope);
-    return this.revoke(handles.filter(only), reason);
+    return this.revokeAll(reason, undefined, (handle) => handle.scope === scope && only(handle));
   }
 
   /**
@@ -74,14 +79,5 @@ export class HeldLocks {
     const holding = this.holding(key, takenThrough).filter(only);
     const counts = await Promise.all(holding.map((handle) => handle.revoke(reason)));
     return holding.filter((_, index) => counts[index] > 0);
-  }
-
-  private async revoke(
-    handles: MongoLockHandle[],
-    reason: string,
-    cause?: unknown,
-  ): Promise<number> {
-    const counts = await Promise.all(handles.map((handle) => handle.revoke(reason, cause)));
-    return counts.reduce((sum, count) => sum + count, 0);
   }
 }
