@@ -114,10 +114,6 @@ export class LockStore implements LockConnection {
 
   /** Transactions need a replica set or a sharded cluster. */
   async transactionsRefusal(): Promise<string | undefined> {
-    return (await this.supportsTransactions()) ? undefined : 'this deployment has none';
-  }
-
-  private supportsTransactions(): Promise<boolean> {
     this.transactional ??= boundedCommand('hello', this.options.operationTimeoutMs, async () => {
       const hello = await this.client.db('admin').command({ hello: 1 });
       return typeof hello.setName === 'string' || hello.msg === 'isdbgrid';
@@ -125,7 +121,7 @@ export class LockStore implements LockConnection {
       this.transactional = undefined;
       throw error;
     });
-    return this.transactional;
+    return (await this.transactional) ? undefined : 'this deployment has none';
   }
 
   /**

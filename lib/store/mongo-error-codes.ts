@@ -69,7 +69,7 @@ export function isResumePointLostError(error: unknown): boolean {
 export function isStoreUnavailableError(error: unknown): boolean {
   if (error instanceof LockStoreUnavailableError) return true;
   if (error instanceof MongoNetworkError || error instanceof MongoServerSelectionError) return true;
-  if (isSocketError(error)) return true;
+  if (error instanceof Error && SOCKET_ERROR_CODES.has(String(codeOf(error)))) return true;
   // The command may have been applied, but its durability is unknown: retry by token.
   if (error instanceof MongoWriteConcernError) return true;
   if (!(error instanceof MongoError)) return false;
@@ -124,10 +124,6 @@ const SOCKET_ERROR_CODES = new Set([
   'ENETUNREACH',
   'EHOSTUNREACH',
 ]);
-
-function isSocketError(error: unknown): boolean {
-  return error instanceof Error && SOCKET_ERROR_CODES.has(String(codeOf(error)));
-}
 
 /**
  * The library's error for a driver error (kept as `cause`): `LockStoreUnavailableError` when a
