@@ -97,9 +97,7 @@ export class ServiceRuntime {
   }
 
   ensureStarted(): Promise<LockConnection> {
-    if (this.closing.signal.aborted) {
-      return Promise.reject(serviceClosed());
-    }
+    if (this.closing.signal.aborted) return Promise.reject(serviceClosed());
     this.starting ??= this.connect().catch((error: unknown) => {
       this.starting = undefined;
       this.unregisterHolderId();
