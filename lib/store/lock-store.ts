@@ -26,8 +26,6 @@ function startError(error: unknown): MongoLockError {
 
 /** Pauses between tries of the start while MongoDB is unavailable. */
 const RETRY_DELAYS_MS = [50, 100, 200, 400, 500];
-const retryDelayMs = (tries: number) =>
-  RETRY_DELAYS_MS[Math.min(tries, RETRY_DELAYS_MS.length - 1)];
 
 /** How a `LockService` reaches MongoDB: {@link LockStore}, or the testing kit's in-memory store. */
 export interface LockConnection {
@@ -70,7 +68,7 @@ export class LockStore implements LockConnection {
             return store;
           } catch (error) {
             lastError = error;
-            const delayMs = retryDelayMs(tries);
+            const delayMs = RETRY_DELAYS_MS[Math.min(tries, RETRY_DELAYS_MS.length - 1)];
             const retries = isStoreUnavailableError(error) && !closing.aborted;
             if (!retries || performance.now() + delayMs >= endsAt) throw startError(error);
             await sleep(delayMs);
