@@ -42,14 +42,12 @@ export class HeldLocks {
     return counts.reduce((sum, count) => sum + count, 0);
   }
 
-  /** The handles taken through `takenThrough` that hold `key`. */
   holding(key: string, takenThrough: object): MongoLockHandle[] {
     return [...this.handles]
       .filter(([handle, through]) => through === takenThrough && handle.keys.includes(key))
       .map(([handle]) => handle);
   }
 
-  /** The keys that the handles of owner scope `scope` hold. */
   keysOfScope(scope: string): string[] {
     return [...this.handles.keys()]
       .filter((handle) => handle.scope === scope)

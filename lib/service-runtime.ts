@@ -185,7 +185,6 @@ export class ServiceRuntime {
     };
   }
 
-  /** `LockService.releaseAllHeld`: see there. */
   async releaseAllHeld(): Promise<number> {
     const { held, options } = this.deps;
     const revoking = held.revokeAll('releaseAllHeld() released it');
