@@ -13,6 +13,8 @@ class EntryNews {
   private byFence: Map<bigint, unknown> | undefined;
   private wake: (() => void) | undefined;
 
+  constructor(readonly stop: () => void) {}
+
   add(fence: bigint, news: unknown): void {
     this.byFence ??= new Map();
     if (!this.byFence.has(fence)) this.byFence.set(fence, news);
@@ -31,10 +33,7 @@ class EntryNews {
 }
 
 /** A waiting entry's ear: {@link EntryNews.heardAs}, and `stop()` to forget it. */
-export interface EntryListener {
-  heardAs(fence: bigint): Promise<unknown>;
-  stop(): void;
-}
+export type EntryListener = Pick<EntryNews, 'heardAs' | 'stop'>;
 
 /**
  * The callers of this process waiting in keys' lines, by key and entry: woken when a decoded
@@ -51,19 +50,18 @@ export class LineWaiters {
 
   /** Listens for news that entry `entry` holds `key`, with its opaque payload (a document). */
   wait(key: string, entry: string): EntryListener {
-    const news = new EntryNews();
-    let waiters = this.byKey.get(key);
-    if (!waiters) this.byKey.set(key, (waiters = new Map<string, EntryNews>()));
-    waiters.set(entry, news);
-    const stop = () => {
+    const news: EntryNews = new EntryNews(() => {
       const current = this.byKey.get(key);
       if (current?.get(entry) !== news) return;
       current.delete(entry);
       if (current.size > 0) return;
       this.byKey.delete(key);
       this.looksAtKey.delete(key);
-    };
-    return { heardAs: (fence) => news.heardAs(fence), stop };
+    });
+    let waiters = this.byKey.get(key);
+    if (!waiters) this.byKey.set(key, (waiters = new Map<string, EntryNews>()));
+    waiters.set(entry, news);
+    return news;
   }
 
   /** `holders` hold `key` now: tells those that wait here, with `news`. */
