@@ -60,17 +60,16 @@ export class SharedSignalLinks {
       this.links.set(signal, link);
     }
     link.calls += 1;
-    const shared = link;
     let unlinked = false;
     const unlink = () => {
       if (unlinked) return;
       unlinked = true;
-      shared.calls -= 1;
-      if (shared.calls > 0) return;
-      shared.linked.unlink();
+      link.calls -= 1;
+      if (link.calls > 0) return;
+      link.linked.unlink();
       this.links.delete(signal);
     };
-    return { signal: shared.linked.signal, unlink };
+    return { signal: link.linked.signal, unlink };
   }
 
   /** Caller signals linked now (each with calls under way). */
