@@ -368,6 +368,23 @@ describe('LeaseKeeper', () => {
       expect(lost).toMatchObject([{ key: 'a', at: start + TTL_MS }]);
     });
 
+    it('pauseRenewal() renews nothing until resumed, and then only a lease kept by renewals', async () => {
+      const renewed = keep();
+      const resume = renewed.keeper.pauseRenewal();
+      await advance(TTL_MS / 2);
+      expect(renewed.leases.renewed).toEqual([]);
+      resume();
+      await advance(1);
+      expect(renewed.leases.renewed).toHaveLength(1);
+      renewed.keeper.stop();
+      // `renew: false` (a locked transaction of withLock): resuming schedules no renewal.
+      const { keeper, leases, lost, start } = keep({ renew: false });
+      keeper.pauseRenewal()();
+      await advance(TTL_MS);
+      expect(leases.renewed).toEqual([]);
+      expect(lost).toMatchObject([{ key: 'a', at: start + TTL_MS }]);
+    });
+
     it('stop() clears the renewal, the deadline and maxHoldMs', async () => {
       const { keeper, leases, lost } = keep({ maxHoldMs: 2_000 });
       keeper.stop();

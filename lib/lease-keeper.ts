@@ -140,7 +140,8 @@ export class LeaseKeeper {
     clearTimeout(this.renewTimer);
     return () => {
       this.renewalPaused = false;
-      this.scheduleRenewal();
+      // Only a lease kept by renewals: `renew: false` renews nothing after the transaction either.
+      if (this.init.renew) this.scheduleRenewal();
     };
   }
 
