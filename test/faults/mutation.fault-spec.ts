@@ -127,9 +127,9 @@ describe('mutation test: a library granting locks 300 ms before the lease ends',
 const documentMutants = [
   {
     name: 'no check of the line',
-    file: 'store/documents/document-line.ts',
-    anchor: 'return [{ $expr: this.ownedBy(token) }];',
-    replacement: 'return []; // mutant: no check of the line',
+    file: 'store/documents/document-writes.ts',
+    anchor: 'const held = { $expr: target.lock.ownedBy(owner) };',
+    replacement: 'const held = {}; // mutant: no check of the line',
   },
 ];
 
