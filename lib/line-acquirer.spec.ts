@@ -94,50 +94,6 @@ describe('LineAcquirer: an entry of unknown outcome', () => {
   });
 });
 
-describe("LineAcquirer: a renewal's lease counts from the copy that answered", () => {
-  const request: LineAcquireRequest = {
-    key: 'k',
-    kind: { mode: 'exclusive' },
-    ttlMs: 500,
-    timeoutMs: 5_000,
-  };
-  const place = (holds: boolean, aheadEndsInMs: number) => ({
-    holds,
-    fence: 16n,
-    remainingMs: request.ttlMs,
-    ahead: holds ? 0 : 1,
-    aheadEndsInMs,
-    holdsInMs: aheadEndsInMs,
-    blockerId: holds ? 'me' : 'other',
-  });
-  /** A store whose renewals are answered by a copy sent 200 ms before the try. */
-  function acquirerRenewingLate() {
-    let copySentAt = 0;
-    const store = {
-      join: (): Promise<JoinResult> => Promise.resolve({ joined: true, ...place(false, 10) }),
-      renew: () => {
-        copySentAt = performance.now() - 200;
-        return Promise.resolve({ renewed: true, ...place(true, 0), sentAt: copySentAt });
-      },
-      leave: (): Promise<LeaveResult> => Promise.resolve({ left: true, holders: [] }),
-    } as unknown as LineStorage;
-    return { acquirer: acquirerOver(store), copySentAt: () => copySentAt };
-  }
-
-  it("a waiting entry confirmed holder by a renewal holds until that copy's lease ends", async () => {
-    const { acquirer, copySentAt } = acquirerRenewingLate();
-    const hold = await acquirer.acquire(request);
-    expect(hold.leaseEnd).toBeLessThanOrEqual(copySentAt() + request.ttlMs);
-    await acquirer.leavesSettled();
-  });
-
-  it("a holder's renewal reports the answering copy's send time", async () => {
-    const { acquirer, copySentAt } = acquirerRenewingLate();
-    const renewed = await acquirer.renew({ key: 'k', token: 't', fence: 16n }, request.ttlMs);
-    expect(renewed).toEqual({ remainingMs: request.ttlMs, sentAt: copySentAt() });
-  });
-});
-
 describe('LineAcquirer: a give-back', () => {
   /** An acquirer whose leaves fail (no reply) for `failingMs`, then are answered. */
   function acquirerWhoseLeavesFailFor(failingMs: number) {

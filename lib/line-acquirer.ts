@@ -162,8 +162,6 @@ export class LineAcquirer {
         void this.leaves.inBackground(key, entry.token, performance.now() + ttlMs, 'joined');
         return undefined;
       }
-      // From the answering copy's send: an earlier try's copy may answer.
-      sentAt = renewed.sentAt;
       place = renewed;
       attempt.placed(place);
     }
@@ -201,18 +199,18 @@ export class LineAcquirer {
   }
 
   /**
-   * The held entry's new remaining lease from `sentAt`, or undefined when it ended. Our token
-   * with another fence is not ours: a late join of the call made it after `forceRelease` removed
-   * ours, and others may have held in between. `exactly`: end in `ttlMs`, maybe sooner.
+   * The held entry's new remaining lease, or undefined when it ended. Our token with another
+   * fence is not ours: a late join of the call made it after `forceRelease` removed ours, and
+   * others may have held in between. `exactly`: end in `ttlMs`, maybe sooner (`expireIn`).
    */
   async renew(
     hold: Pick<LineHold, 'key' | 'token' | 'fence'>,
     ttlMs: number,
     exactly = false,
-  ): Promise<{ remainingMs: number; sentAt: number } | undefined> {
+  ): Promise<{ remainingMs: number } | undefined> {
     const renewed = await this.deps.store.renew(hold.key, hold.token, ttlMs, exactly);
-    if (!renewed.renewed || renewed.fence !== entryFenceOf(hold.fence)) return undefined;
-    return renewed.holds ? { remainingMs: renewed.remainingMs, sentAt: renewed.sentAt } : undefined;
+    const ours = renewed.renewed && renewed.fence === entryFenceOf(hold.fence);
+    return ours && renewed.holds ? { remainingMs: renewed.remainingMs } : undefined;
   }
 
   /**
@@ -328,6 +326,11 @@ export class LineAcquirer {
     );
   }
 
+  /** How long past the deadline callers here are waited for while no reply has placed us. */
+  private firstReplyGraceMs(attempt: LineAttempt): number {
+    return attempt.place ? 0 : (this.deps.lateReplyMs ?? 0);
+  }
+
   /**
    * Retries `command` after a pause while MongoDB is unavailable and time remains: every command
    * goes by our token, so a retry of one that landed finds its own work done.
@@ -371,8 +374,7 @@ export class LineAcquirer {
     const { request, deadline } = attempt;
     const leaving = this.deps.handover.letGo(request.key);
     if (!leaving) return;
-    // Past the deadline, as long as a reply is waited for while none has placed us.
-    const until = deadline + (attempt.place ? 0 : (this.deps.lateReplyMs ?? 0));
+    const until = deadline + this.firstReplyGraceMs(attempt);
     const woke = await wakeUp({ heard: leaving }, until, request.signal);
     if (woke === 'aborted') throw request.signal?.reason;
   }

@@ -301,14 +301,14 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
     for (const [index, hold] of holds.entries()) {
       const heard = named.delete(hold.key);
       if (!heard && hold.leaseEnd - performance.now() >= ttlMs / 2) continue;
+      const sentAt = performance.now();
       // Within the call's bound, as its joins are (`timeoutMs` + the late-reply margin).
       const renewed = await settledBy(this.acquirer.renew(hold, ttlMs), callEnd, undefined, () =>
         unansweredRenewal(hold.key),
       );
       // Answered after the lease had ended, it proves nothing (see `LeaseKeeper`).
       if (!renewed || performance.now() >= hold.leaseEnd) return index;
-      const { sentAt, remainingMs } = renewed;
-      holds[index] = { ...hold, leaseEnd: localLeaseEnd(sentAt, remainingMs, ttlMs) };
+      holds[index] = { ...hold, leaseEnd: localLeaseEnd(sentAt, renewed.remainingMs, ttlMs) };
     }
     return undefined;
   }
@@ -329,7 +329,7 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
         renew: async (held, ttlMs, exactly) => {
           const sentAt = performance.now();
           const renewed = await this.acquirer.renew(holdOf(held.key), ttlMs, exactly);
-          return renewed ? { renewed: true, ...renewed } : { renewed: false, sentAt };
+          return renewed ? { renewed: true, sentAt, ...renewed } : { renewed: false, sentAt };
         },
         // Handed to a caller here queued behind it when the keeper knows the lease is ours.
         release: async (held, lease) =>

@@ -1,6 +1,5 @@
 import type { LockEvent, LockHolderState, LockState } from '../interfaces/lock-state.interface';
 import type { ListLocksQuery } from '../store/list-locks';
-import type { Sent } from '../store/line/renewals-in-flight';
 import type {
   JoinRequest,
   JoinResult,
@@ -45,13 +44,9 @@ export class InMemoryLineStore implements KeyLineStorage, LockConnection {
     return this.send(() => this.memory.leave(key, token));
   }
 
-  renew(key: string, token: string, ttlMs: number, exactly = false): Promise<Sent<RenewResult>> {
+  renew(key: string, token: string, ttlMs: number, exactly = false): Promise<RenewResult> {
     const { idleRetentionMs } = this.settings;
-    const sentAt = performance.now();
-    return this.send(() => ({
-      ...this.memory.renew(key, token, ttlMs, idleRetentionMs, exactly),
-      sentAt,
-    }));
+    return this.send(() => this.memory.renew(key, token, ttlMs, idleRetentionMs, exactly));
   }
 
   place(key: string, token: string): Promise<LinePlace | undefined> {

@@ -7,8 +7,6 @@ import type { AttemptTarget } from '../line/line-commands';
 import { decodeJoin, decodeLeave } from '../line/line-commands';
 import { boundedCommand } from '../bounded-command';
 import { JoinsInFlight } from '../line/joins-in-flight';
-import { RenewalsInFlight } from '../line/renewals-in-flight';
-import type { Sent } from '../line/renewals-in-flight';
 import type {
   HeldDocument,
   JoinRequest,
@@ -40,7 +38,6 @@ interface LineRead extends LineDocument {
  */
 export class DocumentLineStore implements LineStorage {
   private readonly joins = new JoinsInFlight();
-  private readonly renewals = new RenewalsInFlight();
 
   constructor(
     readonly collection: DocumentCollection,
@@ -90,9 +87,8 @@ export class DocumentLineStore implements LineStorage {
     });
   }
 
-  renew(key: string, token: string, ttlMs: number, exactly = false): Promise<Sent<RenewResult>> {
-    const renewal = { key, token, ttlMs, exactly };
-    return this.renewals.renew(renewal, this.operationTimeoutMs, async (): Promise<RenewResult> => {
+  renew(key: string, token: string, ttlMs: number, exactly = false): Promise<RenewResult> {
+    return this.send('renew', async () => {
       const reply = await this.collection.findOneAndUpdate(
         { ...byKey(key), [this.fields.path('line') + '.t']: token },
         [this.fields.renewStage(token, ttlMs, exactly)],

@@ -95,7 +95,7 @@ const entryId = (key: string, token: string) => `${token}\0${key}`;
  * The first reply among `replies`, or the first refusal (a decided answer, such as a document
  * no longer found); if each fails for MongoDB's silence or absence, the last failure.
  */
-export function firstReply<T>(replies: Promise<T>[]): Promise<T> {
+function firstReply<T>(replies: Promise<T>[]): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let unavailable = 0;
     for (const reply of replies) {

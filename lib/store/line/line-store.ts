@@ -23,8 +23,6 @@ import type { HoldingEntry, LinePlace } from './line-document';
 import type { LineChange, LineWatch } from './line-events';
 import { watchLines } from './line-events';
 import { JoinsInFlight } from './joins-in-flight';
-import { RenewalsInFlight } from './renewals-in-flight';
-import type { Sent } from './renewals-in-flight';
 import type { ScopeHoldersRemoved } from './line-admin';
 
 export interface LineStoreSettings {
@@ -38,11 +36,8 @@ export interface LineStoreSettings {
 export interface LineStorage {
   join(request: Omit<JoinRequest, 'idleRetentionMs'>): Promise<JoinResult>;
   leave(key: string, token: string): Promise<LeaveResult>;
-  /**
-   * Lease ends `ttlMs` from now or later; `exactly` (`expireIn`): exactly then, maybe sooner.
-   * `sentAt`: when the write that answered was sent (a copy sent earlier may answer).
-   */
-  renew(key: string, token: string, ttlMs: number, exactly?: boolean): Promise<Sent<RenewResult>>;
+  /** Lease ends `ttlMs` from now or later; `exactly` (`expireIn`): exactly then, maybe sooner. */
+  renew(key: string, token: string, ttlMs: number, exactly?: boolean): Promise<RenewResult>;
   /** Where `token`'s entry stands, by a read (polling without change streams). */
   place(key: string, token: string): Promise<LinePlace | undefined>;
   inspect(key: string): Promise<LockState | null>;
@@ -86,7 +81,6 @@ export interface KeyLineStorage extends LineStorage {
  */
 export class LineStore implements KeyLineStorage {
   private readonly joins = new JoinsInFlight();
-  private readonly renewals = new RenewalsInFlight();
 
   constructor(
     readonly collection: LineCollection,
@@ -119,10 +113,9 @@ export class LineStore implements KeyLineStorage {
     return this.send('release', () => leaveLine(this.collection, key, token));
   }
 
-  renew(key: string, token: string, ttlMs: number, exactly = false): Promise<Sent<RenewResult>> {
-    const { operationTimeoutMs, idleRetentionMs } = this.settings;
-    return this.renewals.renew({ key, token, ttlMs, exactly }, operationTimeoutMs, () =>
-      renewInLine(this.collection, key, token, ttlMs, idleRetentionMs, exactly),
+  renew(key: string, token: string, ttlMs: number, exactly = false): Promise<RenewResult> {
+    return this.send('renew', () =>
+      renewInLine(this.collection, key, token, ttlMs, this.settings.idleRetentionMs, exactly),
     );
   }
 
