@@ -16,6 +16,13 @@ describe('@OnlyLeader, checked when the class is defined', () => {
     );
   });
 
+  it('refuses a property with its own error, not a TypeError', () => {
+    const onlyLeader = OnlyLeader('digest') as unknown as (target: object, name: string) => void;
+    const declare = () => onlyLeader(class Digest {}.prototype, 'send');
+    expect(declare).toThrow(MongoLockError);
+    expect(declare).toThrow('@OnlyLeader on Digest.send: not a method');
+  });
+
   it('accepts an instance method', () => {
     expect(() => {
       class Digest {
