@@ -13,7 +13,7 @@ import { requireTransactions, runInTransaction } from './lock-transaction';
 import type { LockEvent, LockHolderState, LockState } from './interfaces/lock-state.interface';
 import type { MongoLockModuleOptions } from './interfaces/mongo-lock-options.interface';
 import { normalizeLockKeys, validateLockKey } from './keys/lock-key';
-import { callback, fail, optionsObject, refuseUnknownOptions } from './option-checks';
+import { callback, fail, optionsObject } from './option-checks';
 import { innermostHeldLock, runWithHeldLock } from './lock-context';
 import type { LockHandle } from './lock-handle';
 import { MONGO_LOCK_OPTIONS } from './mongo-lock.module-definition';
@@ -296,8 +296,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   async list(
     options: { prefix?: string; after?: string; limit?: number } = {},
   ): Promise<LockState[]> {
-    const given = optionsObject(options);
-    refuseUnknownOptions(given, ['prefix', 'after', 'limit']);
+    const given = optionsObject(options, ['prefix', 'after', 'limit']);
     const query = listLocksQuery(given);
     return (await this.runtime.started()).store.list(query);
   }

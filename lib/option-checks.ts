@@ -22,10 +22,17 @@ export function describeValue(value: unknown): string {
   return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
 }
 
-/** A call's options: none (undefined or null) is `{}`; anything but an object is refused. */
-export function optionsObject<T extends object>(value: T | null | undefined): T {
+/**
+ * A call's options: none (undefined or null) is `{}`; anything but an object is refused, and so
+ * are names outside `names` when given.
+ */
+export function optionsObject<T extends object>(
+  value: T | null | undefined,
+  names?: readonly string[],
+): T {
   const given = value ?? ({} as T);
   if (typeof given !== 'object' || Array.isArray(given)) fail('options', 'an object', given);
+  if (names) refuseUnknownOptions(given, names);
   return given;
 }
 

@@ -1,5 +1,5 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
-import { boolean, optionsObject, refuseUnknownOptions } from '../option-checks';
+import { boolean, optionsObject } from '../option-checks';
 import type { MongoLockBoardOptions } from './board-options.interface';
 import { BOARD_MESSAGES } from './board.messages';
 
@@ -21,8 +21,7 @@ const SAFE_PATH = new RegExp(`^${SEGMENT}(?:/${SEGMENT})*$`);
 /** Throws `InvalidLockOptionsError` when the module is built: a bad board never starts. */
 export function resolveBoardOptions(given?: MongoLockBoardOptions | null): ResolvedBoardOptions {
   // A misspelt guard (`gaurd`, `guards`) would serve the board to everyone: refused, like a typo.
-  const options = optionsObject(given);
-  refuseUnknownOptions(options, ['path', 'guard', 'allowRelease', 'eventStreamMaxMs']);
+  const options = optionsObject(given, ['path', 'guard', 'allowRelease', 'eventStreamMaxMs']);
   const rawPath = options.path ?? 'locks';
   const path = typeof rawPath === 'string' ? rawPath.replace(/^\/+|\/+$/g, '') : rawPath;
   if (typeof path !== 'string' || !SAFE_PATH.test(path)) {

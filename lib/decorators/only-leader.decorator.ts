@@ -5,7 +5,7 @@ import { leaderKey } from '../leadership/leader-key';
 import type { LeaderTerm } from '../leadership/leader-term';
 import type { LeadershipOptions } from '../leadership/leadership';
 import { runInTerm } from '../leadership/term-context';
-import { optionsObject, refuseUnknownOptions } from '../option-checks';
+import { optionsObject } from '../option-checks';
 import { validateTtlMs } from '../options';
 import { decoratedMethod, methodReturn, replaceMethod } from './decorated-places';
 import { lockBindingOf } from './lock-bindings';
@@ -60,8 +60,7 @@ function underTerm<T>(source: Observable<T>, term: LeaderTerm): Observable<T> {
  */
 export function OnlyLeader(name: string, options?: LeadershipOptions | null): MethodDecorator {
   leaderKey(name);
-  const given = optionsObject(options);
-  refuseUnknownOptions(given, ['ttlMs']);
+  const given = optionsObject(options, ['ttlMs']);
   if (given.ttlMs !== undefined) validateTtlMs('ttlMs', given.ttlMs);
   return (target, propertyKey, descriptor) => {
     const { where, method } = decoratedMethod(

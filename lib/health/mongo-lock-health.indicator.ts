@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { HealthIndicatorService, type HealthIndicatorResult } from '@nestjs/terminus';
 import { LockService } from '../lock.service';
-import { integer, optionsObject, refuseUnknownOptions } from '../option-checks';
+import { integer, optionsObject } from '../option-checks';
 import { formatMs } from '../util/durations';
 import { MAX_TIMER_MS, settledBy } from '../util/timers';
 
@@ -55,8 +55,7 @@ export class MongoLockHealthIndicator {
     options: MongoLockHealthOptions = {},
   ): Promise<HealthIndicatorResult<Key>> {
     // Checked before the probe: a bad value is the caller's error, not the store being down.
-    const given = optionsObject(options);
-    refuseUnknownOptions(given, ['timeoutMs']);
+    const given = optionsObject(options, ['timeoutMs']);
     const timeoutMs = integer('timeoutMs', given.timeoutMs, 1, MAX_TIMER_MS, 2_000);
     const indicator = this.health.check(key);
     const startedAt = performance.now();

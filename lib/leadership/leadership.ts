@@ -7,7 +7,7 @@ import { LockServiceClosedError } from '../errors/lock-service-closed.error';
 import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
 import type { AcquireOptions } from '../interfaces/lock-options.interface';
 import type { MongoLockHandle } from '../lock-handle';
-import { optionsObject, refuseUnknownOptions } from '../option-checks';
+import { optionsObject } from '../option-checks';
 import { MAX_TIMER_MS, validateWaitMs } from '../options';
 import { unrefTimer, wakeUp } from '../util/timers';
 import { HeldLeaderTerm, type LeaderTerm } from './leader-term';
@@ -150,8 +150,7 @@ export class Leadership {
     let signal: AbortSignal | undefined;
     let timeoutMs: number | undefined;
     try {
-      const given = optionsObject(options);
-      refuseUnknownOptions(given, ['signal', 'timeoutMs']);
+      const given = optionsObject(options, ['signal', 'timeoutMs']);
       signal = given.signal;
       if (signal !== undefined && !(signal instanceof AbortSignal)) {
         throw new InvalidLockOptionsError('signal must be an AbortSignal', { option: 'signal' });

@@ -1,4 +1,4 @@
-import { optionsObject, refuseUnknownOptions } from '../option-checks';
+import { optionsObject } from '../option-checks';
 import { validateTtlMs } from '../options';
 import { leaderKey } from './leader-key';
 import { Leadership, type LeadershipHost, type LeadershipOptions } from './leadership';
@@ -12,8 +12,7 @@ export class Leaderships {
   /** The leadership of `name`, made on first use; once its `ttlMs` is set, another one throws. */
   get(name: string, options?: LeadershipOptions | null): Leadership {
     const key = leaderKey(name);
-    const given = optionsObject(options);
-    refuseUnknownOptions(given, ['ttlMs']);
+    const given = optionsObject(options, ['ttlMs']);
     const ttlMs = given.ttlMs === undefined ? undefined : validateTtlMs('ttlMs', given.ttlMs);
     const known = this.byName.get(name);
     if (known) {
