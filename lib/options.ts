@@ -21,8 +21,6 @@ import type {
 } from './interfaces/mongo-lock-options.interface';
 import { MAX_TIMER_MS } from './util/timers';
 
-export { MAX_TIMER_MS };
-
 /** Shortest lease: shorter ones cannot survive one renewal round trip under load. */
 export const MIN_TTL_MS = 1_000;
 

@@ -5,7 +5,7 @@ import { heldLocksOf } from '../lock-context';
 import { type LockHandle, MongoLockHandle } from '../lock-handle';
 import type { LockService } from '../lock.service';
 import { MESSAGES } from '../mongo-lock.messages';
-import { MAX_TIMER_MS } from '../options';
+import { MAX_TIMER_MS } from '../util/timers';
 import { documentLocksNamed } from '../documents/document-locks-registry';
 import { documentLockContext } from './lock-bindings';
 import { releasesUnderWay } from './releases-under-way';

@@ -11,12 +11,12 @@ import { LOCKED_METADATA } from '../mongo-lock.constants';
 import { quoteLockKey } from '../keys/lock-key';
 import { MESSAGES } from '../mongo-lock.messages';
 import { integer } from '../option-checks';
+import { MAX_TIMER_MS } from '../util/timers';
 import {
   LOCK_OPTION_DEFAULTS,
   lockMode,
   MAX_METRICS_LABEL_LENGTH,
   MAX_SCOPE_LENGTH,
-  MAX_TIMER_MS,
   MIN_TTL_MS,
   resolveRenewOption,
   resolveTransactionOption,

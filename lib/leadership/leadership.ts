@@ -8,7 +8,8 @@ import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.erro
 import type { AcquireOptions } from '../interfaces/lock-options.interface';
 import type { MongoLockHandle } from '../lock-handle';
 import { optionsObject } from '../option-checks';
-import { MAX_TIMER_MS, validateWaitMs } from '../options';
+import { validateWaitMs } from '../options';
+import { MAX_TIMER_MS } from '../util/timers';
 import { unrefTimer, wakeUp } from '../util/timers';
 import { HeldLeaderTerm, type LeaderTerm } from './leader-term';
 import { watchLeader, type LeaderInfo, type LeaderWatchSource } from './leader-watch';
