@@ -147,18 +147,20 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
 
   /**
    * After an operator's command on `key` (here or in another instance): our holders of it whose
-   * entry it removed are told now, by a read, rather than at their next renewal.
+   * entry it removed are told now, by reads in parallel (the last within a round trip of the
+   * first, however many shared holders), rather than at their next renewal.
    */
   private async tellRemovedHolders(key: string): Promise<void> {
-    for (const handle of this.held.holding(key, this)) {
+    const tell = async (handle: MongoLockHandle) => {
       const owner = handle.heldKeys.find((held) => held.key === key)?.owner;
       const fence = handle.fences.get(key);
-      if (owner === undefined || fence === undefined) continue;
+      if (owner === undefined || fence === undefined) return;
       const place = await this.store.place(key, owner).catch(() => null);
       // Unanswered: its next renewal decides. A token's later entry is not this hold's.
-      if (place === null || place?.fence === entryFenceOf(fence)) continue;
+      if (place === null || place?.fence === entryFenceOf(fence)) return;
       void handle.revoke('an operator released it (forceRelease or releaseScope)');
-    }
+    };
+    await Promise.all([...this.held.holding(key, this)].map(tell));
   }
 
   async acquire(

@@ -76,6 +76,35 @@ describe('LockService.forceRelease', () => {
     expect(held.signal.reason).toBeInstanceOf(LockLostError);
   });
 
+  it("tells another instance's shared holders by reads in parallel, not one after another", async () => {
+    const client = await kit.client({ monitorCommands: true });
+    const a = await kit.service({ holderId: 'A', client });
+    const b = await kit.service({ holderId: 'B' });
+    const holders = await Promise.all(
+      Array.from({ length: 8 }, () =>
+        a.acquire('told-together', { mode: 'shared', ttlMs: 60_000 }),
+      ),
+    );
+    // The line's reads (`find`) A has under way at once, and the most at any moment: one after
+    // another, never more than 1.
+    let open = 0;
+    let most = 0;
+    const reads = new Set<number>();
+    client.on('commandStarted', (event) => {
+      if (event.commandName !== 'find') return;
+      reads.add(event.requestId);
+      most = Math.max(most, ++open);
+    });
+    const ended = (event: { requestId: number }) => {
+      if (reads.delete(event.requestId)) open -= 1;
+    };
+    client.on('commandSucceeded', ended);
+    client.on('commandFailed', ended);
+    await b.forceRelease('told-together');
+    await eventually(() => holders.every((held) => held.lost), 10_000);
+    expect(most).toBeGreaterThan(1);
+  });
+
   it('names a holder the entry was handed to once', async () => {
     const b = await kit.service({ holderId: 'B' });
     const first = await b.acquire('handed');
