@@ -12,6 +12,11 @@ export interface LockedObservableHooks<T> {
   /** With `onBusy: 'skip'`, what to emit when busy; without it the Observable completes empty. */
   skippedValue?: () => T;
   /**
+   * With it, a `skippedValue` of `undefined` is not emitted: the Observable completes empty (an
+   * SSE stream that ends without an event, where `undefined` would send an empty one).
+   */
+  skipsUndefined?: boolean;
+  /**
    * Abort, not commit, a locked transaction on unsubscription before `source` completed (a client
    * left). Off by default: `firstValueFrom` or `take(1)` also unsubscribe once satisfied.
    */
@@ -107,11 +112,15 @@ export function lockedObservable<T>(
       whenAborted(waitSignal, () => !started && cancelWait.abort(waitSignal.reason), subscriber);
     }
 
+    const emitSkipped = (value: T) => {
+      if (value !== undefined || !hooks.skipsUndefined) subscriber.next(value);
+    };
+
     const locked = runLocked(lockService, keys, metadata, run, cancelWait.signal, scope);
     locked.then(
       (outcome) => {
         try {
-          if (outcome === SKIPPED && skippedValue) subscriber.next(skippedValue());
+          if (outcome === SKIPPED && skippedValue) emitSkipped(skippedValue());
         } catch (error) {
           return subscriber.error(error);
         }

@@ -32,6 +32,7 @@ import {
   retryAfterSecondsOf,
 } from '../http/document-http-errors';
 import { removeHeaderIfUnsent, setHeaderIfUnsent } from '../http/response-headers';
+import { isSseRoute } from '../http/sse-route';
 import type { LockKeyContext } from '../keys/key-template';
 import type { MongoLockModuleOptions } from '../interfaces/mongo-lock-options.interface';
 import { LockService } from '../lock.service';
@@ -99,6 +100,8 @@ export class LockedInterceptor implements NestInterceptor {
       const hooks: LockedObservableHooks<unknown> = {
         mapLockError: (error) => this.mapLockError(error, context),
         skippedValue: () => this.skippedResult(context, metadata),
+        // An empty body on other routes; on @Sse ones, `undefined` would be an empty event.
+        skipsUndefined: isSseRoute(context),
         // Nest unsubscribes from a handler's Observable when its client goes away.
         abortTransactionOnUnsubscribe: true,
         // Answer a handler outliving its lock (grace period over) at once: the server can close.
@@ -115,7 +118,8 @@ export class LockedInterceptor implements NestInterceptor {
 
   /**
    * What a handler with `onBusy: 'skip'` yields when busy. Default `undefined`: on HTTP, the
-   * route's success status (`@HttpCode`, else 200, 201 for POST) with an empty body.
+   * route's success status (`@HttpCode`, else 200, 201 for POST) with an empty body; on an
+   * `@Sse()` route, a stream that ends without an event.
    */
   protected skippedResult(_context: ExecutionContext, _metadata: LockedMetadata): unknown {
     return undefined;

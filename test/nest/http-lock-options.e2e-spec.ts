@@ -7,7 +7,9 @@ import {
   type INestApplicationContext,
   Param,
   Post,
+  Sse,
 } from '@nestjs/common';
+import { type Observable, of } from 'rxjs';
 import request from 'supertest';
 import { Locked, LockService } from '../../lib';
 import { startTestMongo, type TestMongo } from '../support/mongo';
@@ -45,6 +47,13 @@ class LockOptionsController {
   tick(@Param('id') id: string) {
     LockOptionsController.runs += 1;
     return { ran: id };
+  }
+
+  @Sse('events/:id')
+  @Locked('report:{params.id}', { onBusy: 'skip' })
+  events(@Param('id') id: string): Observable<{ data: object }> {
+    LockOptionsController.runs += 1;
+    return of({ data: { ran: id } });
   }
 
   @Post('keyed')
@@ -104,6 +113,22 @@ describe.each(HTTP_ADAPTERS)('@Locked options over HTTP (%s)', (adapter) => {
         expect(LockOptionsController.runs).toBe(runsBefore + 1);
       },
     );
+
+    it('@Sse: a busy lock ends the stream without an event (no id a browser would keep)', async () => {
+      const held = await other.get(LockService).acquire('report:2', { ttlMs: 30_000 });
+      const runsBefore = LockOptionsController.runs;
+      try {
+        const response = await request(server()).get('/opts/events/2').expect(200);
+        expect(response.headers['content-type']).toMatch(/^text\/event-stream/);
+        // Nest opens every stream with a blank line; an event would add `id:` and `data:`.
+        expect(response.text.trim()).toBe('');
+        expect(LockOptionsController.runs).toBe(runsBefore);
+      } finally {
+        await held.release();
+      }
+      const response = await request(server()).get('/opts/events/2').expect(200);
+      expect(response.text.trim()).toBe('id: 1\ndata: {"ran":"2"}');
+    });
 
     it('with minHoldMs: a second trigger within the period is skipped, the next one runs', async () => {
       await request(server()).post('/opts/tick/1').expect(200, { ran: '1' });
