@@ -13,8 +13,11 @@ interface Place {
   metadata: object;
 }
 
-/** Per prototype (or class, for statics), the methods our decorators replaced. */
-const places = new WeakMap<object, Map<PropertyKey, Place>>();
+/**
+ * Per prototype (or class, for statics), the methods our decorators replaced: every decorator of
+ * ours on a property, innermost first (`@Locked` above `@OnlyLeader` leaves both to check).
+ */
+const places = new WeakMap<object, Map<PropertyKey, Place[]>>();
 
 /** `prototype` and its ancestors up to, not including, `Object.prototype`. */
 export function* prototypeChain(prototype: object): Generator<object> {
@@ -68,8 +71,8 @@ export function replaceMethod(
   Object.setPrototypeOf(wrapper, original);
   Reflect.defineMetadata(place.metadataKey, place.metadata, wrapper);
   descriptor.value = wrapper;
-  const known = places.get(target) ?? new Map<PropertyKey, Place>();
-  places.set(target, known.set(propertyKey, place));
+  const known = places.get(target) ?? new Map<PropertyKey, Place[]>();
+  places.set(target, known.set(propertyKey, [...(known.get(propertyKey) ?? []), place]));
 }
 
 const isType = (type: unknown, expected: { name: string }) =>
@@ -97,11 +100,13 @@ export function methodReturn(
 export function replacedPlaces(prototype: object): Place[] {
   const replaced: Place[] = [];
   for (const level of prototypeChain(prototype)) {
-    for (const [key, place] of places.get(level) ?? []) {
+    for (const [key, ours] of places.get(level) ?? []) {
       const method: unknown = Object.getOwnPropertyDescriptor(level, key)?.value;
-      const metadata: unknown =
-        typeof method === 'function' && Reflect.getMetadata(place.metadataKey, method);
-      if (metadata !== place.metadata) replaced.push(place);
+      for (const place of ours) {
+        const metadata: unknown =
+          typeof method === 'function' && Reflect.getMetadata(place.metadataKey, method);
+        if (metadata !== place.metadata) replaced.push(place);
+      }
     }
   }
   return replaced;

@@ -23,6 +23,19 @@ describe('@OnlyLeader, checked when the class is defined', () => {
     expect(declare).toThrow('@OnlyLeader on Digest.send: not a method');
   });
 
+  it('refuses two on one method: only the outer name would be stood for', () => {
+    const declare = () => {
+      class Digest {
+        @OnlyLeader('a')
+        @OnlyLeader('b')
+        async send(): Promise<void> {}
+      }
+      return Digest;
+    };
+    expect(declare).toThrow(MongoLockError);
+    expect(declare).toThrow('@OnlyLeader is applied twice to Digest.send');
+  });
+
   it('accepts an instance method', () => {
     expect(() => {
       class Digest {

@@ -70,6 +70,10 @@ export function OnlyLeader(name: string, options?: LeadershipOptions | null): Me
       '@OnlyLeader',
       (at) => `@OnlyLeader on ${at}: not a method`,
     );
+    // The module stands only for the outer name: the inner one would never be led.
+    if (getOnlyLeaderMetadata(method)) {
+      throw new MongoLockError(`@OnlyLeader is applied twice to ${where}; a method has one name`);
+    }
     const returns = methodReturn(target, propertyKey, method);
     const notBound = () =>
       new MongoLockError(

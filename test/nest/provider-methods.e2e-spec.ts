@@ -231,6 +231,15 @@ class TimedJob {
   async run(): Promise<void> {}
 }
 
+/** `@Timed` above `@Locked` above `@OnlyLeader` hides the leader name under `@Locked`'s. */
+@Injectable()
+class TimedLockedJob {
+  @Timed()
+  @Locked('timed-locked-lock')
+  @OnlyLeader('timed-locked-job')
+  async run(): Promise<void> {}
+}
+
 /** On a provider, `@Timed` above `@Locked` still calls the locked body: it runs locked. */
 @Injectable()
 class TimedLedger {
@@ -496,6 +505,7 @@ describe('@Locked provider methods', () => {
     const cases: [ModuleMetadata, string][] = [
       [{ controllers: [TimedPayments] }, '@Locked on TimedPayments.pay'],
       [{ providers: [TimedJob] }, '@OnlyLeader on TimedJob.run'],
+      [{ providers: [TimedLockedJob] }, '@OnlyLeader on TimedLockedJob.run'],
     ];
     for (const [unit, where] of cases) {
       const moduleRef = await Test.createTestingModule({
