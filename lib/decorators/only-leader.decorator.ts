@@ -1,5 +1,14 @@
 import { Logger } from '@nestjs/common';
-import { defer, EMPTY, Observable, fromEvent, isObservable, takeUntil, throwError } from 'rxjs';
+import {
+  defer,
+  EMPTY,
+  Observable,
+  fromEvent,
+  isObservable,
+  takeUntil,
+  takeWhile,
+  throwError,
+} from 'rxjs';
 import { MongoLockError } from '../errors/mongo-lock.error';
 import { leaderKey } from '../leadership/leader-key';
 import type { LeaderTerm } from '../leadership/leader-term';
@@ -27,7 +36,11 @@ export function getOnlyLeaderMetadata(method: unknown): OnlyLeaderMetadata | und
 
 const logger = new Logger('MongoLockModule');
 
-/** Subscribed under the term (for `currentTerm()`), and completed when the term ends. */
+/**
+ * Subscribed under the term (for `currentTerm()`), and completed when the term ends. Each value
+ * looks at `term.active` first: after a pause past the deadline, a timer due before the keeper's
+ * would otherwise deliver a value outside the term.
+ */
 function underTerm<T>(source: Observable<T>, term: LeaderTerm): Observable<T> {
   return new Observable<T>((subscriber) => {
     if (!term.active) {
@@ -35,7 +48,12 @@ function underTerm<T>(source: Observable<T>, term: LeaderTerm): Observable<T> {
       return undefined;
     }
     return runInTerm(term, () =>
-      source.pipe(takeUntil(fromEvent(term.signal, 'abort'))).subscribe(subscriber),
+      source
+        .pipe(
+          takeWhile(() => term.active),
+          takeUntil(fromEvent(term.signal, 'abort')),
+        )
+        .subscribe(subscriber),
     );
   });
 }

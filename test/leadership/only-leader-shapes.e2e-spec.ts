@@ -56,6 +56,15 @@ class StreamJob {
   }
 }
 
+/** A short lease, for a pause of the event loop to outlast. */
+@Injectable()
+class PausedStream {
+  @OnlyLeader('paused-stream', { ttlMs: 1_000 })
+  ticks(): Observable<number> {
+    return interval(10);
+  }
+}
+
 @Injectable()
 class EarlyCaller implements OnModuleInit {
   early: unknown = 'not called';
@@ -189,6 +198,27 @@ describe('leadership: @OnlyLeader', () => {
       completed: true,
       emittedAfter: 0,
     });
+  });
+
+  it('an Observable method passes on no value once its term is past its deadline (the event loop paused past the lease)', async () => {
+    const a = await app([PausedStream]);
+    await eventually(() => a.get(LockService).leading.get('paused-stream') === true);
+    const term = a.get(LockService).leadership('paused-stream').term!;
+    const seenAt: number[] = [];
+    const completed = new Promise<void>((resolve) =>
+      a
+        .get(PausedStream)
+        .ticks()
+        .subscribe({ next: () => seenAt.push(Date.now()), complete: resolve }),
+    );
+    await sleep(100);
+    const deadline = term.expiresAt.getTime();
+    // Paused past the whole lease, the interval due long before the keeper's deadline timer.
+    const resumeAt = performance.now() + 1_600;
+    while (performance.now() < resumeAt);
+    await completed;
+    expect(seenAt.length).toBeGreaterThan(0);
+    expect(seenAt.filter((at) => at > deadline)).toEqual([]);
   });
 
   it('a follower decides at subscription, not at the call: an Observable got while leading, subscribed later, does not run', async () => {
