@@ -354,7 +354,12 @@ export class Leadership {
           // hear of its term from that leave first, resign at once and stand again ahead of us.
           await term.over;
         } catch (error) {
-          if (error instanceof LockServiceClosedError) return;
+          if (error instanceof LockServiceClosedError) {
+            // Closed for good, this leadership perhaps made after close(): end as close() does.
+            this.closing.abort();
+            this.termStarts.complete();
+            return;
+          }
           if (wanted() && !(error instanceof LeadershipResignedError)) {
             this.logger.warn(
               `Leadership ${JSON.stringify(this.name)}: campaign failed, retrying: ${String(error)}`,

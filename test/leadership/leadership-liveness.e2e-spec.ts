@@ -1,7 +1,9 @@
 import type { Subscription } from 'rxjs';
 import { LEADER_KEY_PREFIX } from '../../lib/leadership/leader-key';
 import { LockNotAcquiredError } from '../../lib/errors/lock-not-acquired.error';
+import { LockServiceClosedError } from '../../lib/errors/lock-service-closed.error';
 import type { LeaderTerm } from '../../lib/leadership/leader-term';
+import type { Leadership } from '../../lib/leadership/leadership';
 import { passThrough } from '../support/fault-proxy';
 import { LOAD_SLACK_MS } from '../support/load-slack';
 import { proxiedServices } from './proxied-services';
@@ -172,6 +174,27 @@ describe('leadership: leadership liveness', () => {
     await held.resign();
     await sleep(300);
     expect((await a.inspect(`${LEADER_KEY_PREFIX}close-campaign`))?.held).toBe(false);
+  });
+
+  it('a leadership first asked for after close() ends as one made before: terms$ completes, campaign() rejects', async () => {
+    const a = await kit.service({ holderId: 'A' });
+    const before = a.leadership('closed-before');
+    await a.close();
+    const outcome = (leadership: Leadership) =>
+      new Promise<string>((resolve) => {
+        leadership.terms$.subscribe({
+          next: () => resolve('term'),
+          error: (error: unknown) => resolve(`error ${String(error)}`),
+          complete: () => resolve('completed'),
+        });
+        void sleep(3_000).then(() => resolve('nothing in 3 s'));
+      });
+    const outcomes = [outcome(before), outcome(a.leadership('closed-after'))];
+    expect(await Promise.all(outcomes)).toEqual(['completed', 'completed']);
+    expect([...a.leading]).toEqual([]);
+    await expect(a.leadership('closed-after-2').campaign()).rejects.toBeInstanceOf(
+      LockServiceClosedError,
+    );
   });
 
   it('close() racing an election just won releases the key', async () => {
