@@ -1,5 +1,5 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
-import { MAX_LOCK_KEY_BYTES, validateLockKey } from '../keys/lock-key';
+import { LONE_SURROGATE, MAX_LOCK_KEY_BYTES, validateLockKey } from '../keys/lock-key';
 
 /** A leadership's lock key: this prefix plus its name (the board shows such keys as leaders). */
 export const LEADER_KEY_PREFIX = 'nestjs-mongo-lock:leader:';
@@ -10,6 +10,13 @@ export function leaderKey(name: unknown): string {
     throw new InvalidLockOptionsError('A leadership name must be a non-empty string', {
       option: 'name',
     });
+  }
+  // Checked on the name, as every other rule is, not later on the key it makes.
+  if (name.includes('\0') || LONE_SURROGATE.test(name)) {
+    throw new InvalidLockOptionsError(
+      'A leadership name must be well-formed Unicode without NUL characters',
+      { option: 'name' },
+    );
   }
   const limit = MAX_LOCK_KEY_BYTES - Buffer.byteLength(LEADER_KEY_PREFIX);
   if (Buffer.byteLength(name) > limit) {
