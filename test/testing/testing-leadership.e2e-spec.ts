@@ -36,4 +36,17 @@ describe('leadership under MongoLockTestingModule', () => {
     expect(fence).toBeGreaterThan(other.fence);
     await moduleRef.close();
   });
+
+  it('after init(), a test waits for the first election with campaign(), as docs/testing.md says', async () => {
+    const moduleRef = await Test.createTestingModule({
+      imports: [MongoLockTestingModule.forRoot({ shutdownGraceMs: 0 })],
+      providers: [Projector],
+    }).compile();
+    moduleRef.useLogger(false);
+    await moduleRef.init();
+    // Shares the module's place in line: resolves with the term the module's campaign wins.
+    const term = await moduleRef.get(LockService).leadership('projector').campaign();
+    await expect(moduleRef.get(Projector).tick()).resolves.toBe(term.fence);
+    await moduleRef.close();
+  });
 });
