@@ -81,7 +81,11 @@ export function lockedObservable<T>(
         inner = defer(source)
           .pipe(tap({ error: (error: unknown) => (sourceFailure = { error }) }))
           .subscribe({
-            next: (value) => subscriber.next(value),
+            // Each value looks at the signal first: after a pause past the lease, a timer due
+            // before the keeper's would otherwise deliver one outside the lock.
+            next: (value) => {
+              if (!(hooks.endOnLockLoss && lockSignal.aborted)) subscriber.next(value);
+            },
             // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
             error: (error: unknown) => afterWork(() => reject(error)),
             complete: () => afterWork(resolve),

@@ -14,6 +14,7 @@ import {
   LockNotAcquiredError,
   LockService,
   MongoLockError,
+  type LockHandle,
 } from '../../lib';
 import { eventually } from '../lock-service/lock-test-kit';
 import { startTestMongo, type TestMongo } from '../support/mongo';
@@ -88,6 +89,16 @@ class Ledger {
 
   @Locked('endless:{args.0}')
   endless(_name: string): Observable<number> {
+    return interval(10);
+  }
+
+  /** The handle `paused` ran under. */
+  pausedUnder: LockHandle | undefined;
+
+  /** A short lease, for a pause of the event loop to outlast. */
+  @Locked('paused:{args.0}', { ttlMs: 1_000 })
+  paused(_name: string): Observable<number> {
+    this.pausedUnder = LockService.current();
     return interval(10);
   }
 }
@@ -395,6 +406,21 @@ describe('@Locked provider methods', () => {
     } finally {
       subscription.unsubscribe();
     }
+  });
+
+  it('passes on no value of a method’s Observable once its lease is past its deadline (the event loop paused past it)', async () => {
+    const ledger = appA.get(Ledger);
+    const seenAt: number[] = [];
+    const ended = new Promise<unknown>((resolve) =>
+      ledger.paused('p1').subscribe({ next: () => seenAt.push(Date.now()), error: resolve }),
+    );
+    await eventually(() => seenAt.length > 0);
+    const deadline = ledger.pausedUnder!.expiresAt.getTime();
+    // Paused past the whole lease: the interval is due long before the keeper's deadline timer.
+    const resumeAt = performance.now() + 1_600;
+    while (performance.now() < resumeAt);
+    expect(await ended).toBeInstanceOf(LockLostError);
+    expect(seenAt.filter((at) => at > deadline)).toEqual([]);
   });
 
   it('lets a caller that took the first value and left call again at once (its release first)', async () => {
