@@ -11,9 +11,8 @@ import type { HeldDocument, JoinRequest, JoinResult } from './store/line/line-co
 import type { LinePlace } from './store/line/line-document';
 import { entryFenceOf } from './store/line/line-document';
 import type { LineStorage } from './store/line/line-store';
-import { isStoreUnavailableError } from './store/mongo-error-codes';
 import { formatMs } from './util/durations';
-import { settledBy, sleep, wakeUp } from './util/timers';
+import { settledBy, wakeUp } from './util/timers';
 import type { LineWaiters } from './waiting/line-waiters';
 
 /**
@@ -320,7 +319,7 @@ export class LineAcquirer {
     if (performance.now() >= deadline + lateReplyMs) {
       return Promise.reject(attempt.unanswered(lateReplyMs));
     }
-    const tolerated = this.tolerant(command, deadline, request.signal);
+    const tolerated = attempt.retried(command);
     return settledBy(tolerated, deadline + lateReplyMs, request.signal, () =>
       attempt.unanswered(lateReplyMs),
     );
@@ -329,30 +328,6 @@ export class LineAcquirer {
   /** How long past the deadline callers here are waited for while no reply has placed us. */
   private firstReplyGraceMs(attempt: LineAttempt): number {
     return attempt.place ? 0 : (this.deps.lateReplyMs ?? 0);
-  }
-
-  /**
-   * Retries `command` after a pause while MongoDB is unavailable and time remains: every command
-   * goes by our token, so a retry of one that landed finds its own work done.
-   */
-  private async tolerant<T>(
-    command: () => Promise<T>,
-    deadline: number,
-    signal: AbortSignal | undefined,
-  ): Promise<T> {
-    for (let delayMs = 50; ; delayMs = Math.min(delayMs * 2, 1_000)) {
-      try {
-        return await command();
-      } catch (error) {
-        // An aborted call sends nothing more: a join landing later would be nobody's.
-        const givenUp = signal?.aborted || performance.now() + delayMs >= deadline;
-        if (!isStoreUnavailableError(error) || givenUp) {
-          throw error;
-        }
-        await sleep(delayMs, false);
-        signal?.throwIfAborted();
-      }
-    }
   }
 
   /** A try's join, or `LockStoreUnavailableError` once its reply is `lateReplyMs` late. */

@@ -5,7 +5,9 @@ import type { EntryFollowers } from './line-handover';
 import { notAcquired } from './line-refusals';
 import type { AttemptTarget, HeldDocument } from './store/line/line-commands';
 import type { LineKind, LinePlace } from './store/line/line-document';
+import { isStoreUnavailableError } from './store/mongo-error-codes';
 import { formatMs } from './util/durations';
+import { sleep } from './util/timers';
 import type { LineWaiters } from './waiting/line-waiters';
 
 export interface LineAcquireRequest {
@@ -75,5 +77,26 @@ export class LineAttempt {
       `MongoDB did not answer the acquisition of ${quoteLockKey(this.request.key)} within ` +
         `${formatMs(this.request.timeoutMs)}${more}`,
     );
+  }
+
+  /**
+   * Retries `command` after a pause while MongoDB is unavailable and time remains: every command
+   * goes by our token, so a retry of one that landed finds its own work done.
+   */
+  async retried<T>(command: () => Promise<T>): Promise<T> {
+    const { signal } = this.request;
+    for (let delayMs = 50; ; delayMs = Math.min(delayMs * 2, 1_000)) {
+      try {
+        return await command();
+      } catch (error) {
+        // An aborted call sends nothing more: a join landing later would be nobody's.
+        const givenUp = signal?.aborted || performance.now() + delayMs >= this.deadline;
+        if (!isStoreUnavailableError(error) || givenUp) {
+          throw error;
+        }
+        await sleep(delayMs, false);
+        signal?.throwIfAborted();
+      }
+    }
   }
 }
