@@ -11,6 +11,7 @@ import type { HeldDocument, JoinRequest, JoinResult } from './store/line/line-co
 import type { LinePlace } from './store/line/line-document';
 import { entryFenceOf } from './store/line/line-document';
 import type { LineStorage } from './store/line/line-store';
+import { isStoreUnavailableError } from './store/mongo-error-codes';
 import { formatMs } from './util/durations';
 import { settledBy, wakeUp } from './util/timers';
 import type { LineWaiters } from './waiting/line-waiters';
@@ -50,6 +51,8 @@ function inCallOrder(request: LineAcquireRequest): boolean {
 export class LineAcquirer {
   /** The line serves this process's mutex waits on a key in the order they called. */
   private readonly joinsInCallOrder = new CallOrder();
+  /** Per key, since when the front caller of `joinsInCallOrder` has been asking MongoDB. */
+  private readonly frontSince = new Map<string, number>();
   private readonly leaves: LineLeaves;
 
   constructor(private readonly deps: LineAcquirerDeps) {
@@ -271,25 +274,45 @@ export class LineAcquirer {
         ? await this.tried(join(), request)
         : inCallOrder(request)
           ? await this.joinsInCallOrder.run(request.key, async (ahead) => {
-              // Callers here ahead hold us back until our deadline, no longer: the key is busy
-              // with them, and a join sent later could not be answered in time (`send`).
-              if (ahead) {
-                await settledBy(ahead, attempt.deadline, request.signal, () => attempt.timedOut());
+              if (ahead) await this.behindCallersHere(attempt, ahead);
+              // One caller at a time per key gets here: the front of the call order.
+              this.frontSince.set(request.key, performance.now());
+              try {
+                if (!takesOver(request)) await this.letGo(attempt);
+                const following =
+                  takesOver(request) &&
+                  this.deps.handover.follow({
+                    ...request,
+                    deadline: attempt.deadline,
+                    timedOut: () => attempt.timedOut(),
+                  });
+                return following ? { following } : await this.send(attempt, join);
+              } finally {
+                this.frontSince.delete(request.key);
               }
-              if (!takesOver(request)) await this.letGo(attempt);
-              const following =
-                takesOver(request) &&
-                this.deps.handover.follow({
-                  ...request,
-                  deadline: attempt.deadline,
-                  timedOut: () => attempt.timedOut(),
-                });
-              return following ? { following } : this.send(attempt, join);
             })
           : await this.send(attempt, join);
     if ('following' in joined) return joined;
     if (joined.joined) return joined;
     throw joinRefused(request, joined);
+  }
+
+  /**
+   * Waits for the callers here ahead until their joins were answered (or they gave up), until our
+   * deadline and a reply's margin. Past our deadline a join of ours would come too late: we were
+   * busy with them, unless MongoDB's silence kept them (the last one failed so, or the front one's
+   * command has gone unanswered for that margin).
+   */
+  private async behindCallersHere(attempt: LineAttempt, ahead: Promise<unknown>): Promise<void> {
+    const { request, deadline } = attempt;
+    const graceMs = this.firstReplyGraceMs(attempt);
+    const frontAskedMs = () => performance.now() - (this.frontSince.get(request.key) ?? Infinity);
+    const silent = (failure?: unknown) =>
+      isStoreUnavailableError(failure) || frontAskedMs() >= (this.deps.lateReplyMs ?? 0);
+    const late = (failure?: unknown) =>
+      silent(failure) ? attempt.unanswered(graceMs) : attempt.timedOut();
+    const failure = await settledBy(ahead, deadline + graceMs, request.signal, late);
+    if (performance.now() >= deadline) throw late(failure);
   }
 
   private joinRequest({ request, entry }: LineAttempt): Omit<JoinRequest, 'idleRetentionMs'> {

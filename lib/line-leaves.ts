@@ -24,7 +24,8 @@ export class LineLeaves {
    * removes its holders: a leave could hand the key to a process whose grant it would remove.
    */
   holdBack(key: string): () => void {
-    return this.heldBack.start(key).done;
+    const { done } = this.heldBack.start(key);
+    return () => done();
   }
 
   /** Leaves the line by token; tells local waiters that now hold. False: no entry of ours. */

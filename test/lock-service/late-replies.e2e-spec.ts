@@ -3,7 +3,7 @@
 // command MongoDB leaves unanswered fails for that (LockStoreUnavailableError), not as busy.
 import { LockNotAcquiredError, LockStoreUnavailableError } from '../../lib/errors';
 import { describeWithFailPoints, faultTools } from './adversarial/kit';
-import { LockTestKit, eventually, settle } from './lock-test-kit';
+import { LockTestKit, eventually, settle, sleep } from './lock-test-kit';
 
 jest.setTimeout(30_000);
 
@@ -80,6 +80,52 @@ describeWithFailPoints('a reply on its way at the deadline', () => {
 
     await failPointFired(before + 1);
     expect(failed).toBeInstanceOf(LockStoreUnavailableError);
+    await held.release();
+  });
+
+  it('callers held back by an earlier caller here whose join MongoDB leaves unanswered fail with LockStoreUnavailableError', async () => {
+    const appName = 'call-order-unanswered';
+    const locks = await kit.service({ client: await appClient(appName) });
+    // The first caller's join on each key is held on the server past the later callers'
+    // deadlines and margins; the first caller on `b` gives up before it is answered.
+    const before = await failPoint(
+      { times: 2 },
+      { failCommands: ['findAndModify'], appName, blockConnection: true, blockTimeMS: 3_000 },
+    );
+    const first = locks.acquire('order:a', { timeoutMs: 10_000 });
+    const firstOnB = settle(locks.acquire('order:b', { timeoutMs: 200 }));
+    await failPointFired(before + 2);
+
+    const [second, secondOnB] = await Promise.all([
+      settle(locks.acquire('order:a', { timeoutMs: 200 })),
+      settle(locks.acquire('order:b', { timeoutMs: 300 })),
+    ]);
+
+    // MongoDB, not a holder, kept them (503 over HTTP, not 423), and the errors name the key.
+    expect(second).toBeInstanceOf(LockStoreUnavailableError);
+    expect((second as Error).message).toContain('"order:a"');
+    expect(await firstOnB).toBeInstanceOf(LockStoreUnavailableError);
+    expect(secondOnB).toBeInstanceOf(LockStoreUnavailableError);
+    expect((secondOnB as Error).message).toContain('"order:b"');
+    await (await first).release();
+  });
+
+  it('a caller behind earlier callers here on a key held elsewhere is busy (LockNotAcquiredError)', async () => {
+    const holder = await kit.service();
+    const held = await holder.acquire('order:held', { ttlMs: 30_000 });
+    for (const localHandOff of [true, false]) {
+      const locks = await kit.service({ localHandOff });
+      // The first caller's join was answered: it waits in line.
+      const first = settle(locks.acquire('order:held', { timeoutMs: 3_000 }));
+      await eventually(async () => (await holder.inspect('order:held'))?.waiting === 1);
+      await sleep(10);
+
+      const second = await settle(locks.acquire('order:held', { timeoutMs: 200 }));
+
+      expect(second).toBeInstanceOf(LockNotAcquiredError);
+      expect(second).not.toBeInstanceOf(LockStoreUnavailableError);
+      expect(await first).toBeInstanceOf(LockNotAcquiredError);
+    }
     await held.release();
   });
 });
