@@ -68,14 +68,16 @@ export class LineAttempt {
   }
 
   /**
-   * A command unanswered `lateReplyMs` past the deadline: MongoDB's silence is why, whether or not
-   * an earlier reply placed us (a wait with nothing to ask fails by {@link timedOut}).
+   * A command unanswered `lateReplyMs` past the deadline (or failed so, `cause`): MongoDB's silence
+   * is why, whether or not an earlier reply placed us (a wait with nothing to ask fails by
+   * {@link timedOut}).
    */
-  unanswered(lateReplyMs: number): Error {
+  unanswered(lateReplyMs: number, cause?: unknown): Error {
     const more = lateReplyMs > 0 ? ` and ${formatMs(lateReplyMs)} more for its reply` : '';
     return new LockStoreUnavailableError(
       `MongoDB did not answer the acquisition of ${quoteLockKey(this.request.key)} within ` +
         `${formatMs(this.request.timeoutMs)}${more}`,
+      cause === undefined ? undefined : { cause },
     );
   }
 
@@ -90,10 +92,9 @@ export class LineAttempt {
         return await command();
       } catch (error) {
         // An aborted call sends nothing more: a join landing later would be nobody's.
-        const givenUp = signal?.aborted || performance.now() + delayMs >= this.deadline;
-        if (!isStoreUnavailableError(error) || givenUp) {
-          throw error;
-        }
+        if (!isStoreUnavailableError(error) || signal?.aborted) throw error;
+        // Out of time: named by the key, with the store's error as the cause.
+        if (performance.now() + delayMs >= this.deadline) throw this.unanswered(0, error);
         await sleep(delayMs, false);
         signal?.throwIfAborted();
       }

@@ -83,6 +83,24 @@ describeWithFailPoints('a reply on its way at the deadline', () => {
     await held.release();
   });
 
+  it('a wait whose command times out just before its deadline names the key, with the store error as its cause', async () => {
+    const appName = 'command-timeout';
+    const locks = await kit.service({ client: await appClient(appName), operationTimeoutMs: 300 });
+    // The join is held on the server; the command's bound (300 ms) ends just before the wait's
+    // deadline, too late for another try.
+    await failPoint(
+      { times: 1 },
+      { failCommands: ['findAndModify'], appName, blockConnection: true, blockTimeMS: 2_000 },
+    );
+
+    const failed = await settle(locks.acquire('deadline:k', { timeoutMs: 320 }));
+
+    expect(failed).toBeInstanceOf(LockStoreUnavailableError);
+    expect((failed as Error).message).toContain('"deadline:k"');
+    expect((failed as Error).cause).toBeInstanceOf(LockStoreUnavailableError);
+    expect(((failed as Error).cause as Error).message).toMatch(/did not answer acquire/);
+  });
+
   it('callers held back by an earlier caller here whose join MongoDB leaves unanswered fail with LockStoreUnavailableError', async () => {
     const appName = 'call-order-unanswered';
     const locks = await kit.service({ client: await appClient(appName) });
