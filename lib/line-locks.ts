@@ -336,15 +336,11 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
         // Handed to a caller here queued behind it when the keeper knows the lease is ours.
         release: async (held, lease) =>
           (await this.acquirer.release(holdOf(held.key), lease)) ? 'released' : 'lost',
+        // Left in the background from the first try (`close()` waits for it), retried until the
+        // lease ends; settles when a leave is answered, so a caller bounding it knows if it landed.
         giveBack: async (held, lease) => {
-          try {
-            return (await this.acquirer.release(holdOf(held.key))) ? 'released' : 'lost';
-          } catch {
-            // No reply: left in the background, retried until its lease ends; settles when a
-            // leave is answered, so that a caller bounding it knows whether it landed.
-            const left = await this.acquirer.giveBack(holdOf(held.key), lease);
-            return left === undefined ? undefined : left ? 'released' : 'lost';
-          }
+          const left = await this.acquirer.giveBack(holdOf(held.key), lease);
+          return left === undefined ? undefined : left ? 'released' : 'lost';
         },
         // A commit ended it: a late join of the call is left again.
         ended: (held) => this.acquirer.ended(holdOf(held.key)),

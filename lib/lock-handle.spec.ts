@@ -109,40 +109,62 @@ describe('MongoLockHandle', () => {
       await expect(handle.release()).rejects.toBe(error);
     });
 
-    it('rejects with LockStoreUnavailableError, stays held, and aborts the signal at the deadline', async () => {
+    it('rejects with LockStoreUnavailableError, gives the keys left back, and aborts the signal at the deadline if none answers', async () => {
       const { handle, leases, emitted } = setUp(['a', 'b']);
       const failure = new LockStoreUnavailableError('no primary');
       leases.releaseReply = async (held) => {
         if (held.key === 'a') throw failure;
         return 'released';
       };
+      leases.giveBackReply = never;
       await expect(handle.release()).rejects.toBe(failure);
+      expect(leases.log).toEqual(['release b', 'release a', 'giveBack a']);
+      // No longer held (shutdown does not wait for it), but not known to be released.
+      await expect(stateOf(handle.done)).resolves.toBe('resolved');
       expect(handle.released).toBe(false);
       expect(handle.lost).toBe(false);
       expect(handle.signal.aborted).toBe(false);
-      await expect(stateOf(handle.done)).resolves.toBe('pending');
+      // A later call sends nothing more while the give-back goes on.
+      await expect(handle.release()).rejects.toBe(failure);
+      expect(leases.log).toEqual(['release b', 'release a', 'giveBack a']);
       await jest.advanceTimersByTimeAsync(TTL_MS - 1);
       expect(handle.signal.aborted).toBe(false);
       await jest.advanceTimersByTimeAsync(1);
       expect(handle.signal.aborted).toBe(true);
       expect(handle.signal.reason).toBeInstanceOf(LockLostError);
       expect(emitted).toHaveLength(1);
-      await expect(stateOf(handle.done)).resolves.toBe('resolved');
     });
 
-    it('after a failed release, a second call releases only the keys left', async () => {
-      const { handle, leases } = setUp(['a', 'b']);
-      leases.releaseReply = async (held) => {
-        if (held.key === 'a') throw new LockStoreUnavailableError('no primary');
-        return 'released';
-      };
-      await expect(handle.release()).rejects.toBeInstanceOf(LockStoreUnavailableError);
-      leases.releaseReply = async () => 'released';
-      leases.log.length = 0;
-      await handle.release();
-      expect(leases.log).toEqual(['release a']);
-      expect(handle.released).toBe(true);
-    });
+    it.each([
+      ['released', 'resolves'],
+      ['lost', 'rejects'],
+    ] as const)(
+      'after a failed release, a give-back answered %s settles the handle; later calls %s',
+      async (outcome, later) => {
+        const { handle, leases, emitted } = setUp(['a', 'b']);
+        leases.releaseReply = async (held) => {
+          if (held.key === 'a') throw new LockStoreUnavailableError('no primary');
+          return 'released';
+        };
+        leases.giveBackReply = async () => outcome;
+        await expect(handle.release()).rejects.toBeInstanceOf(LockStoreUnavailableError);
+        await jest.advanceTimersByTimeAsync(0);
+        // Found gone, the lease is reported lost, as a confirmed release finding it gone would.
+        const log = [
+          'release b',
+          'release a',
+          'giveBack a',
+          ...(later === 'rejects' ? ['abort'] : []),
+        ];
+        expect(leases.log).toEqual(log);
+        expect(handle.released).toBe(true);
+        if (later === 'resolves') await expect(handle.release()).resolves.toBeUndefined();
+        else await expect(handle.release()).rejects.toBeInstanceOf(LockLostError);
+        await jest.advanceTimersByTimeAsync(60_000);
+        expect(emitted).toHaveLength(later === 'resolves' ? 0 : 1);
+        expect(leases.log).toEqual(log);
+      },
+    );
 
     it('on a handle already lost, rejects at once without the store, and gives its keys back', async () => {
       const { handle, leases } = setUp(['a', 'b']);

@@ -8,6 +8,7 @@ import { lostMessage } from './lock.messages';
 import { validateTtlMs } from './options';
 import { MAX_TIMER_MS } from './util/timers';
 import { EXCLUSIVE } from './store/lock-modes';
+import { isStoreUnavailableError } from './store/mongo-error-codes';
 import type { LockModeRequest } from './store/lock-modes';
 import { checkedAtEveryLook } from './util/checked-signal';
 
@@ -51,7 +52,9 @@ export interface LockHandle {
   /**
    * Gives the lock back (owner-checked); after a success, later calls resolve too. Rejects at
    * once with {@link LockLostError} if the lease was lost, and with `LockStoreUnavailableError`
-   * if MongoDB did not confirm (the handle counts as held until `signal` aborts at lease end).
+   * if MongoDB did not confirm: the release is then retried in the background until the lease
+   * would end (later calls reject with the same error until it is answered), and `signal` still
+   * aborts at the lease end unless it is answered first.
    * Passing it to a caller here, or keeping it a turn for one (`localHandOff`), needs no write.
    */
   release(): Promise<void>;
@@ -63,6 +66,8 @@ export interface LockHandle {
   /** A semaphore's permits, and how many of them this handle holds; `undefined` for a lock. */
   readonly permits: { of: number; held: number } | undefined;
 }
+
+const RELEASED_TOO_LATE = 'its lease had ended or another holder had taken it before release';
 
 /** The lease keeper's inputs, less `onLost` (the handle's own). */
 export type LockHandleInit = Omit<LeaseKeeperInit, 'onLost'> & {
@@ -87,7 +92,7 @@ export class MongoLockHandle implements LockHandle {
    * (`Document "a" of "orders"`), set as it is handed out. @internal
    */
   subject: string | undefined;
-  /** Resolves once the handle holds nothing any more: released, or lost. */
+  /** Resolves once the handle holds nothing any more: released, lost, or left to a give-back. */
   readonly done: Promise<void>;
   private readonly abortController = new AbortController();
   private readonly lostSubject = new ReplaySubject<LockLostError>(1);
@@ -100,6 +105,8 @@ export class MongoLockHandle implements LockHandle {
   private releaseConfirmed = false;
   /** The background release of a lost handle's keys, with how many were live. */
   private givingBack: Promise<number> | undefined;
+  /** Why a release was not confirmed, while its give-back in the background goes on. */
+  private unconfirmed: Error | undefined;
   /** Set by {@link expireAtRelease}: the monotonic time until which `release()` keeps the lease. */
   private keptUntil: number | undefined;
   private markDone!: () => void;
@@ -177,6 +184,7 @@ export class MongoLockHandle implements LockHandle {
       void this.giveBackUnreleased();
       return Promise.reject(this.lostError);
     }
+    if (this.unconfirmed) return Promise.reject(this.unconfirmed);
     this.releasing ??= this.releaseOnce().finally(() => {
       this.releasing = undefined;
     });
@@ -279,7 +287,13 @@ export class MongoLockHandle implements LockHandle {
 
   private async releaseOnce(): Promise<void> {
     this.releaseSent = true;
-    const lostKeys = await this.keeper.releaseAll();
+    let lostKeys: string[];
+    try {
+      lostKeys = await this.keeper.releaseAll();
+    } catch (error) {
+      if (error instanceof Error && isStoreUnavailableError(error)) this.releaseInBackground(error);
+      throw error;
+    }
     if (lostKeys.length === 0) {
       // Released while live by the server clock, even if the local deadline (which runs a
       // little ahead) passed while the reply was on its way.
@@ -287,7 +301,7 @@ export class MongoLockHandle implements LockHandle {
       this.settle();
       return;
     }
-    this.markLost(lostKeys[0], 'its lease had ended or another holder had taken it before release');
+    this.markLost(lostKeys[0], RELEASED_TOO_LATE);
     this.settle();
     this.throwIfLost();
   }
@@ -313,6 +327,29 @@ export class MongoLockHandle implements LockHandle {
       }, endsInMs).unref();
     }
     this.throwIfLost();
+  }
+
+  /**
+   * After a release MongoDB did not confirm: the keys left are given back in the background,
+   * retried while the lease may run, and the handle stops counting as held (`done`): shutdown
+   * does not wait for it. The deadline stays armed until every give-back is answered.
+   */
+  private releaseInBackground(error: Error): void {
+    this.unconfirmed = error;
+    const keys = [...this.keeper.unreleased];
+    const lease = this.keeper.lease;
+    const givingBack = keys.map((held) => this.init.operations.giveBack(held, lease));
+    this.givingBack = Promise.all(givingBack).then((outcomes) => {
+      const released = outcomes.filter((outcome) => outcome === 'released').length;
+      // One unanswered by the lease end: the deadline told the holder.
+      if (outcomes.includes(undefined)) return released;
+      const lost = outcomes.findIndex((outcome) => outcome !== 'released');
+      if (lost >= 0) this.markLost(keys[lost].key, RELEASED_TOO_LATE);
+      this.releaseConfirmed = lost < 0;
+      this.settle();
+      return released;
+    });
+    this.markDone();
   }
 
   /** Gives back the keys not yet released, once; every caller shares that one give-back. */

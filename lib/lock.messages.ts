@@ -1,4 +1,5 @@
 import { formatMs } from './util/durations';
+import { LockStoreUnavailableError } from './errors/lock-store-unavailable.error';
 import { quoteLockKey } from './keys/lock-key';
 
 // Messages of the library core, as functions so the wording lives in one place.
@@ -73,4 +74,13 @@ export function wouldDeadlockMessage(held: readonly string[], wanted: readonly s
     `withLock(${keyList(wanted)}) inside a lock on ${keyList(held)}: nested locks must ask for ` +
     "all of a held lock's keys or none of them, or they would wait for themselves"
   );
+}
+
+/** `withLock`'s release failed after the work (`named`: how the lock is named). */
+export function releaseFailedMessage(named: string, error: unknown): string {
+  const later =
+    error instanceof LockStoreUnavailableError
+      ? '; it is retried in the background until its lease would end'
+      : '';
+  return `Could not release ${named}: ${String(error)}${later}`;
 }

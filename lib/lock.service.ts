@@ -40,6 +40,7 @@ import { Leaderships } from './leadership/leaderships';
 import type { Leadership, LeadershipOptions } from './leadership/leadership';
 import type { LeaderTerm } from './leadership/leader-term';
 import { currentLeaderTerm } from './leadership/term-context';
+import { releaseFailedMessage } from './lock.messages';
 
 export type { LockDiagnostics, LockStoreFactory } from './service-runtime';
 
@@ -231,8 +232,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     return runThenRelease(
       handle,
       () => (transaction ? inTransaction(transaction) : run()),
-      (error) =>
-        this.logger.warn(`Could not release ${JSON.stringify(handle.key)}: ${String(error)}`),
+      (error) => this.logger.warn(releaseFailedMessage(JSON.stringify(handle.key), error)),
       () => committed,
     );
   }

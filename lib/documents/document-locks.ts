@@ -3,7 +3,7 @@ import type { Document, WithId } from 'mongodb';
 import { Observable } from 'rxjs';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
 import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
-import { notAcquiredMessage } from '../lock.messages';
+import { notAcquiredMessage, releaseFailedMessage } from '../lock.messages';
 import type { HeldLocks } from '../held-locks';
 import type { LockStore } from '../store/lock-store';
 import {
@@ -141,8 +141,7 @@ export class DocumentLocks<T extends Document = Document> {
     return runThenRelease(
       handle,
       async () => runWithHeldLock(this, handle, () => fn(handle)),
-      (error) =>
-        this.host.logger.warn(`Could not release document ${handle.key}: ${String(error)}`),
+      (error) => this.host.logger.warn(releaseFailedMessage(`document ${handle.key}`, error)),
     );
   }
 

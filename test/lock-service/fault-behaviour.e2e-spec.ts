@@ -244,10 +244,11 @@ describeWithFailPoints('LockService under faults', () => {
       expect(first.status).toBe('rejected');
       expect(first.error).toBeInstanceOf(LockStoreUnavailableError);
       expect((first.error as Error).cause).toBeInstanceOf(MongoWriteConcernError);
-      expect(handle.released).toBe(false);
       // The write landed: the key is free.
       expect(await canTake(other, 'unknown:release')).toBe(true);
 
+      // The release retried in the background finds the entry gone.
+      await eventually(() => handle.released);
       await expect(handle.release()).rejects.toBeInstanceOf(LockLostError);
       expect(handle.lost).toBe(true);
     });
@@ -314,10 +315,13 @@ describeWithFailPoints('LockService under faults', () => {
       handle.lost$.subscribe((error) => losses.push(error));
       let abortedAt: number | undefined;
       handle.signal.addEventListener('abort', () => (abortedAt = Date.now()));
-      await failPoint(
-        { times: 5 },
-        { failCommands: ['findAndModify'], appName: 'silent', errorCode: 89, errorLabels: [] },
-      );
+      // The release, and its retries in the background, fail until the lease has ended.
+      await failPoint('alwaysOn', {
+        failCommands: ['findAndModify'],
+        appName: 'silent',
+        errorCode: 89,
+        errorLabels: [],
+      });
 
       const releasing = await settleWithin(handle.release(), 3_000);
       expect(releasing.status).toBe('rejected');
@@ -334,6 +338,36 @@ describeWithFailPoints('LockService under faults', () => {
       expect(serverEnd - localEnd).toBeGreaterThanOrEqual(250);
       expect(abortedAt).toBeGreaterThanOrEqual(localEnd - 20);
       expect(abortedAt).toBeLessThan(serverEnd);
+      await failPoint('off');
+    });
+
+    it('a release that meets a passing failure is retried in the background: the key is freed, and the handle no longer counts as held', async () => {
+      const client = await appClient('release-blip');
+      const locks = await kit.service({ client });
+      const other = await kit.service();
+      let waiting: Promise<LockHandle> | undefined;
+      const result = await locks.withLock(
+        'blip:k',
+        async () => {
+          waiting = other.acquire('blip:k', { timeoutMs: 10_000 });
+          await eventually(async () => (await other.inspect('blip:k'))?.waiting === 1);
+          // The release's write and the driver's one retry of it fail; MongoDB is fine after.
+          await failPoint(
+            { times: 2 },
+            { failCommands: ['findAndModify'], appName: 'release-blip', errorCode: 10107 },
+          );
+          return 'result';
+        },
+        { ttlMs: 30_000 },
+      );
+
+      expect(result).toBe('result');
+      // Shutdown would not wait for it: it holds nothing any more.
+      expect(locks.diagnostics.held).toBe(0);
+      // The waiter elsewhere is served long before the 30 s lease would have ended.
+      const handle = await waiting!;
+      expect(handle.fence).toBeGreaterThan(0n);
+      await handle.release();
     });
   });
 
