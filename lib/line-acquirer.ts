@@ -337,7 +337,7 @@ export class LineAcquirer {
     const { deadline, request } = attempt;
     const lateReplyMs = this.deps.lateReplyMs ?? 0;
     // Nothing more is sent past the deadline with a place in line (a rejoin), nor past a reply's
-    // time (a kept entry's leave waited for as long); a first join held back by callers here is.
+    // time (a kept entry's leave waited for as long); a first join held back by that leave is.
     if (attempt.place && performance.now() >= deadline) return Promise.reject(attempt.timedOut());
     if (performance.now() >= deadline + lateReplyMs) {
       return Promise.reject(attempt.unanswered(lateReplyMs));
