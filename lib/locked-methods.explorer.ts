@@ -8,7 +8,7 @@ import {
 import { DiscoveryService } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper.js';
 import { prototypeChain, replacedPlaces } from './decorators/decorated-places';
-import { bindLockService } from './decorators/lock-bindings';
+import { bindLockService, markRequestScopedController } from './decorators/lock-bindings';
 import { getLockedMetadata } from './decorators/locked-metadata';
 import { getOnlyLeaderMetadata, type OnlyLeaderMetadata } from './decorators/only-leader.decorator';
 import { hasDocumentLocks } from './documents/document-locks-registry';
@@ -63,9 +63,10 @@ function isFrameworkHandler(method: unknown): boolean {
 }
 
 /**
- * At module init, binds singleton providers with `@Locked` or `@OnlyLeader` methods to this
- * application's LockService; from bootstrap, campaigns for every `@OnlyLeader` name. Binding
- * instances, not classes, lets two applications in one process use their own services.
+ * At module init, binds singleton providers and controllers (for calls other than their routes')
+ * with `@Locked` or `@OnlyLeader` methods to this application's LockService; from bootstrap,
+ * campaigns for every `@OnlyLeader` name. Binding instances, not classes, lets two applications
+ * in one process use their own services.
  */
 @Injectable()
 export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstrap {
@@ -94,8 +95,11 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     // A controller also listed as a provider still has routes, with a request to read.
     const controllerTypes = new Set(controllers.map((w) => w.metatype));
     for (const wrapper of providers) {
-      this.bindProvider(wrapper, controllerTypes.has(wrapper.metatype));
+      this.bindInstances(wrapper, controllerTypes.has(wrapper.metatype));
     }
+    // Nest calls a route through LockedInterceptor; other calls (a scheduler's, `this.helper()`)
+    // lock through the binding, as a provider method's do.
+    for (const wrapper of controllers) this.bindInstances(wrapper, true);
     for (const wrapper of providers)
       this.refuseReplaced(wrapper, controllerTypes.has(wrapper.metatype));
     for (const wrapper of controllers) this.refuseReplaced(wrapper, true);
@@ -166,7 +170,7 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     }
   }
 
-  private bindProvider(wrapper: InstanceWrapper, isController: boolean): void {
+  private bindInstances(wrapper: InstanceWrapper, isController: boolean): void {
     const prototype = instancePrototype(wrapper);
     if (!prototype) return;
     const instance = wrapper.instance as Record<PropertyKey, unknown>;
@@ -179,10 +183,15 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     if (locked.size === 0 && leaders.size === 0 && !hidden) return;
     // Nearest methods only: an ancestor's body behind an override runs only through super.
     for (const name of isController ? [] : locked.keys()) this.refuseUnusable(instance[name]);
-    if (!wrapper.isDependencyTreeStatic()) {
+    const warn = (message: (name: string, method: string) => string) => {
       for (const name of [...locked.keys(), ...leaders.keys()]) {
-        this.logger.warn(MESSAGES.requestScopedProvider(String(wrapper.name), String(name)));
+        this.logger.warn(message(String(wrapper.name), String(name)));
       }
+    };
+    if (!wrapper.isDependencyTreeStatic()) {
+      // Its routes lock through the interceptor; its other calls cannot be locked and fail.
+      if (isController && wrapper.metatype) markRequestScopedController(wrapper.metatype);
+      else warn(MESSAGES.requestScopedProvider);
       return;
     }
     for (const metadata of [...leaders.values()].flat()) this.standFor(metadata);
@@ -209,7 +218,7 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
         `@OnlyLeader on ${metadata.where}: a controller's handler serves requests on every instance; put it on a provider method the handler calls`,
       );
     }
-    // A route overriding a `@Locked` handler without `@Locked` runs the ancestor's body unlocked.
+    // A route overriding a `@Locked` handler without `@Locked` takes no lock as a route.
     for (const [name, [nearest]] of decoratedMethods(prototype, getLockedMetadata)) {
       const own = getLockedMetadata((prototype as Record<PropertyKey, unknown>)[name]);
       if (own !== nearest) {

@@ -97,7 +97,19 @@ export const MESSAGES = {
     'called it, and the lock was released then',
   unlockedOverride: (method: string, ancestor: string) =>
     `${method} overrides ${ancestor}, which is @Locked, without @Locked: as a route it takes no ` +
-    'lock, and through super the locked body runs unlocked. Put @Locked on the override too',
+    'lock, and through super the locked body is called outside its route (a key from the ' +
+    'request fails it). Put @Locked on the override too',
+  calledOutsideRoute: (where: string, template: string, placeholder: string) =>
+    `${where} is @Locked with ${quote(template)}, which reads ${placeholder} from the request, ` +
+    'but it was called outside its route (by another method through `this`, by a scheduler, or ' +
+    'by a decorator written above @Locked that wraps it), where there is no request: it was not ' +
+    'run. Give such calls a method whose keys come from its arguments ({args.0}, ...), or write ' +
+    '@Locked above the other decorator',
+  requestScopedControllerOutsideRoute: (where: string) =>
+    `${where} is @Locked on a request-scoped controller and was called outside its route (by ` +
+    'another method through `this`, or by a decorator written above @Locked that wraps it): ' +
+    'such an instance is made per request and cannot be locked there, so it was not run. Move ' +
+    'the method to a singleton provider',
   requestScopedProvider: (name: string, method: string) =>
     `Cannot lock "${name}@${method}": @Locked needs a static (singleton) provider; calls to it will fail`,
   sharedInstance: (name: string) =>

@@ -24,6 +24,20 @@ export function bindLockService(instance: object, binding: LockBinding): boolean
   return true;
 }
 
+// Classes, as their instances are made per request and never bound: a call of theirs that is not
+// a route's fails (it cannot be locked), where an unbound controller made with `new` runs as is.
+const requestScopedControllers = new WeakSet<object>();
+
+/** Marks a controller class an application makes per request (or per durable context). */
+export function markRequestScopedController(type: object): void {
+  requestScopedControllers.add(type);
+}
+
+export function isRequestScopedController(instance: unknown): boolean {
+  const type = (instance as { constructor?: unknown } | null | undefined)?.constructor;
+  return typeof type === 'function' && requestScopedControllers.has(type);
+}
+
 export function lockBindingOf(instance: unknown): LockBinding | undefined {
   return typeof instance === 'object' && instance !== null
     ? bindingByInstance.get(instance)

@@ -4,10 +4,12 @@ import { MongoLockError } from '../errors';
 import { NEST_CONTROLLER_WATERMARK } from '../mongo-lock.constants';
 import { MESSAGES } from '../mongo-lock.messages';
 import { isThenable } from '../util/value-kinds';
+import { httpOnlyPlaceholders } from '../keys/key-template';
 import type { AnyMethod } from './decorated-places';
 import {
   documentLockContext,
   interceptedCall,
+  isRequestScopedController,
   lockBindingOf,
   lockedByInterceptor,
 } from './lock-bindings';
@@ -24,6 +26,15 @@ function isControllerInstance(instance: unknown): boolean {
   );
 }
 
+/** Why an instance no binding reaches cannot be locked. */
+function unboundError(instance: unknown, where: string): MongoLockError {
+  return new MongoLockError(
+    isRequestScopedController(instance)
+      ? MESSAGES.requestScopedControllerOutsideRoute(where)
+      : MESSAGES.unboundInstance(where),
+  );
+}
+
 /** The arguments with the current document handle at the method's `@LockedDoc()` positions. */
 function withDocumentHandle(metadata: LockedMetadata, args: unknown[]): unknown[] {
   const indexes = metadata.document?.handleParams ?? [];
@@ -37,10 +48,12 @@ function withDocumentHandle(metadata: LockedMetadata, args: unknown[]): unknown[
 /**
  * Builds the function that replaces a `@Locked` method. The body runs:
  * - as is under `LockedInterceptor`, which holds the lock already;
- * - on a provider instance `LockedMethodsExplorer` bound to a `LockService`: under `runLocked`
- *   (`lockedObservable` if declared Observable), or as is with the module's `enabled: false`;
- * - as is when called directly on a controller: its lock protects requests;
- * - otherwise (an instance Nest did not create, request-scoped, before init) not at all: it
+ * - on an instance `LockedMethodsExplorer` bound to a `LockService` (a provider, or a controller
+ *   whose method was called other than as its route: by a scheduler, through `this`): under
+ *   `runLocked` (`lockedObservable` if declared Observable), or as is with the module's
+ *   `enabled: false`; a key needing the request fails that call;
+ * - as is on a controller Nest did not create (`new` in a unit test): no application's;
+ * - otherwise (a provider Nest did not create, request-scoped, before init) not at all: it
  *   fails with `MongoLockError` rather than run unlocked.
  */
 export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata): AnyMethod {
@@ -48,6 +61,8 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
   const returnsObservable = metadata.returns === 'observable';
   let warnedAboutObservable = false;
   let warnedAboutValue = false;
+  // Outside its route a call has arguments, not a request.
+  const [requestPlaceholder] = httpOnlyPlaceholders(metadata.templates ?? []);
 
   return function lockedMethod(this: unknown, ...args: unknown[]): unknown {
     const intercepted = interceptedCall(metadata);
@@ -55,14 +70,20 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
       return lockedByInterceptor.exit(() => intercepted.enter(() => original.apply(this, args)));
     }
     const binding = lockBindingOf(this);
-    if (!binding && isControllerInstance(this)) return original.apply(this, args);
+    if (!binding && isControllerInstance(this) && !isRequestScopedController(this)) {
+      return original.apply(this, args);
+    }
     const run = () => original.apply(this, withDocumentHandle(metadata, args));
     // Fail the way the method reports failures: a rejected Promise or an erroring Observable.
     const fail = (error: Error) =>
       returnsObservable ? throwError(() => error) : Promise.reject(error);
-    if (!binding) return fail(new MongoLockError(MESSAGES.unboundInstance(where)));
+    if (!binding) return fail(unboundError(this, where));
     // No lock, so no document handle: `@LockedDoc()` positions get undefined, not the caller's.
     if (!binding.enabled) return run();
+    if (requestPlaceholder) {
+      const { template, placeholder } = requestPlaceholder;
+      return fail(new MongoLockError(MESSAGES.calledOutsideRoute(where, template, placeholder)));
+    }
 
     let keys: string[];
     let scope: string | undefined;

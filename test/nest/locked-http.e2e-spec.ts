@@ -222,9 +222,19 @@ describe.each(HTTP_ADAPTERS)('@Locked handlers over HTTP (%s)', (adapter) => {
   });
 
   // As README and docs/http.md say: the route takes a handler's lock, not the method.
-  it('takes no lock for a @Locked handler called as a method; its provider method locks', async () => {
+  it('refuses a @Locked handler keyed by the request called as a method; its provider method locks', async () => {
     const response = await request(server()).post('/t/batch/7').expect(200);
-    expect(response.body).toEqual({ handler: null, provider: 'order:7' });
+    const outsideRoute = (where: string) =>
+      expect.stringMatching(
+        new RegExp(
+          `^LockedHttpController\\.${where} is @Locked with "order:\\{params\\.id\\}", .*called outside its route`,
+        ),
+      );
+    expect(response.body).toEqual({
+      handler: outsideRoute('shipKey'),
+      syncHandler: outsideRoute('reenter'),
+      provider: 'order:7',
+    });
     expect((await locks.inspect('order:7'))?.held).toBe(false);
   });
 
