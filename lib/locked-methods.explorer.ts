@@ -50,6 +50,34 @@ function instancePrototype(wrapper: InstanceWrapper): object | undefined {
 }
 
 /**
+ * Transient providers a consumer makes per request (a request-scoped consumer, or a transient one
+ * made so): the instances made there are never bound, so their `@Locked` calls fail.
+ */
+function transientsMadePerRequest(wrappers: InstanceWrapper[]): Set<InstanceWrapper> {
+  const hostsOf = new Map<InstanceWrapper, InstanceWrapper[]>();
+  for (const host of wrappers) {
+    const properties = (host.getPropertiesMetadata() ?? []).map((property) => property.wrapper);
+    for (const dependency of [...(host.getCtorMetadata() ?? []), ...properties]) {
+      if (!dependency?.isTransient) continue;
+      hostsOf.set(dependency, [...(hostsOf.get(dependency) ?? []), host]);
+    }
+  }
+  const madePerRequest = new Set<InstanceWrapper>();
+  const visit = (wrapper: InstanceWrapper, seen: Set<InstanceWrapper>): boolean => {
+    if (madePerRequest.has(wrapper)) return true;
+    if (seen.has(wrapper)) return false;
+    seen.add(wrapper);
+    const perRequest = (hostsOf.get(wrapper) ?? []).some(
+      (host) => !host.isDependencyTreeStatic() || (host.isTransient && visit(host, seen)),
+    );
+    if (perRequest) madePerRequest.add(wrapper);
+    return perRequest;
+  };
+  for (const wrapper of hostsOf.keys()) visit(wrapper, new Set());
+  return madePerRequest;
+}
+
+/**
  * Metadata of handlers Nest calls through interceptors and awaits whatever they return
  * (websockets' `@SubscribeMessage`, graphql resolvers): these may stay synchronous.
  */
@@ -94,12 +122,13 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     this.refuseSecondModule(providers);
     // A controller also listed as a provider still has routes, with a request to read.
     const controllerTypes = new Set(controllers.map((w) => w.metatype));
+    const madePerRequest = transientsMadePerRequest([...providers, ...controllers]);
     for (const wrapper of providers) {
-      this.bindInstances(wrapper, controllerTypes.has(wrapper.metatype));
+      this.bindInstances(wrapper, controllerTypes.has(wrapper.metatype), madePerRequest);
     }
     // Nest calls a route through LockedInterceptor; other calls (a scheduler's, `this.helper()`)
     // lock through the binding, as a provider method's do.
-    for (const wrapper of controllers) this.bindInstances(wrapper, true);
+    for (const wrapper of controllers) this.bindInstances(wrapper, true, madePerRequest);
     for (const wrapper of providers)
       this.refuseReplaced(wrapper, controllerTypes.has(wrapper.metatype));
     for (const wrapper of controllers) this.refuseReplaced(wrapper, true);
@@ -170,7 +199,11 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     }
   }
 
-  private bindInstances(wrapper: InstanceWrapper, isController: boolean): void {
+  private bindInstances(
+    wrapper: InstanceWrapper,
+    isController: boolean,
+    madePerRequest: ReadonlySet<InstanceWrapper>,
+  ): void {
     const prototype = instancePrototype(wrapper);
     if (!prototype) return;
     const instance = wrapper.instance as Record<PropertyKey, unknown>;
@@ -194,6 +227,8 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
       else warn(MESSAGES.requestScopedProvider);
       return;
     }
+    // Its instances made for request-scoped consumers are not bound; the static ones are.
+    if (madePerRequest.has(wrapper)) warn(MESSAGES.transientInRequestScope);
     for (const metadata of [...leaders.values()].flat()) this.standFor(metadata);
     // A transient provider has one instance per consumer besides the static one.
     const transients = wrapper.isTransient

@@ -112,6 +112,10 @@ export const MESSAGES = {
     'the method to a singleton provider',
   requestScopedProvider: (name: string, method: string) =>
     `Cannot lock "${name}@${method}": @Locked needs a static (singleton) provider; calls to it will fail`,
+  transientInRequestScope: (name: string, method: string) =>
+    `Cannot lock "${name}@${method}" where a request-scoped provider or controller injects it: ` +
+    '@Locked needs a static (singleton) provider, and a transient one is made per request there; ' +
+    'calls to those instances will fail',
   sharedInstance: (name: string) =>
     `"${name}" is shared by several applications; its @Locked methods use the first one's LockService`,
   serviceMissing: () =>

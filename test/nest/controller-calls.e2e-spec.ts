@@ -1,4 +1,12 @@
-import { Controller, Get, type INestApplication, Param, Scope } from '@nestjs/common';
+import {
+  Controller,
+  Get,
+  type INestApplication,
+  Injectable,
+  Logger,
+  Param,
+  Scope,
+} from '@nestjs/common';
 import { Interval, ScheduleModule } from '@nestjs/schedule';
 import { setTimeout as sleep } from 'node:timers/promises';
 import request from 'supertest';
@@ -71,6 +79,19 @@ class PerRequestController {
   async get(): Promise<string> {
     return await this.helper();
   }
+}
+
+@Injectable({ scope: Scope.TRANSIENT })
+class TransientAudit {
+  @Locked('audit:{args.0}')
+  async record(id: string): Promise<string | undefined> {
+    return LockService.current()?.key ?? `unlocked ${id}`;
+  }
+}
+
+@Controller({ path: 'audited', scope: Scope.REQUEST })
+class AuditedController {
+  constructor(readonly audit: TransientAudit) {}
 }
 
 describe('@Locked controller methods called other than as routes', () => {
@@ -165,5 +186,23 @@ describe('@Locked controller methods called other than as routes', () => {
     it('still runs a controller made with new (a unit test) as is', async () => {
       await expect(new OrdersController().helper('3')).resolves.toBe('unlocked');
     });
+  });
+
+  it('warns at start-up of a transient @Locked provider a request-scoped consumer injects', async () => {
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    const app = await startAppContext({
+      imports: [lockModule(mongo)],
+      providers: [TransientAudit],
+      controllers: [AuditedController],
+    });
+    try {
+      expect(warn).toHaveBeenCalledWith(
+        expect.stringContaining(
+          'Cannot lock "TransientAudit@record" where a request-scoped provider or controller injects it',
+        ),
+      );
+    } finally {
+      await app.close();
+    }
   });
 });
