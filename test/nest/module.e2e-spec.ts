@@ -8,10 +8,12 @@ import {
   LockService,
   LockServiceClosedError,
   MONGO_LOCK_OPTIONS,
+  MongoLockError,
   MongoLockModule,
   type MongoLockModuleOptions,
   type MongoLockOptionsFactory,
 } from '../../lib';
+import { MongoLockTestingModule } from '../../lib/testing';
 import { startTestMongo, type TestMongo } from '../support/mongo';
 import { TS_CHILD_FLAGS } from '@nestjs-mongo-lock/process-harness';
 import { lockModule, openLockCollection, startAppContext } from './support/nest-apps';
@@ -226,6 +228,38 @@ describe('MongoLockModule configuration', () => {
       for (const locks of services) {
         await expect(locks.acquire('refused:any')).rejects.toBeInstanceOf(LockServiceClosedError);
       }
+    } finally {
+      await moduleRef.close().catch(() => undefined);
+    }
+  });
+
+  // A feature module with a route and a provider on one key, locking in its own collection while
+  // the app's import locks elsewhere: the two would not exclude each other.
+  it.each([
+    [
+      'forRootAsync',
+      () => MongoLockModule.forRootAsync({ useFactory: () => ({ uri: mongo.uri }) }),
+    ],
+    ['MongoLockTestingModule.forRoot', () => MongoLockTestingModule.forRoot()],
+  ])('refuses to start with %s beside forRoot', async (_name, secondImport) => {
+    @Injectable()
+    class Reports {
+      @Locked('report:{args.0}')
+      async build(id: string): Promise<string> {
+        return id;
+      }
+    }
+    @Module({ imports: [secondImport()], providers: [Reports] })
+    class ReportsModule {}
+    const moduleRef = await Test.createTestingModule({
+      imports: [ReportsModule, lockModule(mongo, { isGlobal: true })],
+    }).compile();
+    try {
+      const refusal: unknown = await moduleRef.init().catch((error: unknown) => error);
+      expect(refusal).toBeInstanceOf(MongoLockError);
+      expect((refusal as Error).message).toMatch(
+        /forRoot\(\) is imported 2 times in this application.*Import it once, with isGlobal: true/,
+      );
     } finally {
       await moduleRef.close().catch(() => undefined);
     }
