@@ -7,7 +7,7 @@ import {
   Optional,
 } from '@nestjs/common';
 import { HttpAdapterHost, ModuleRef, Reflector } from '@nestjs/core';
-import { defer, finalize, type Observable, throwError } from 'rxjs';
+import { defer, finalize, Observable, throwError } from 'rxjs';
 import { InterceptedCall, interceptedCall, lockedByInterceptor } from '../decorators/lock-bindings';
 import type { LockedMetadata } from '../decorators/locked-metadata';
 import { type LockedObservableHooks, lockedObservable } from '../decorators/locked-observable';
@@ -77,8 +77,12 @@ export class LockedInterceptor implements NestInterceptor {
     // waited for before the lock ends, even after an outer interceptor stopped listening.
     let call: InterceptedCall | undefined;
     const handle = () => {
-      call = new InterceptedCall(metadata);
-      return lockedByInterceptor.run(call, () => next.handle());
+      const marked = (call = new InterceptedCall(metadata));
+      // Subscribed under the mark too: an interceptor inside ours that defers `next.handle()`
+      // (`@VersionETag`'s) calls the handler at subscription.
+      return new Observable<unknown>((subscriber) =>
+        lockedByInterceptor.run(marked, () => next.handle().subscribe(subscriber)),
+      );
     };
     if (!this.locksEnabled()) return handle();
     let keys: string[];
