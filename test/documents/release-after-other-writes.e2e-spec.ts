@@ -194,17 +194,22 @@ describeWithFailPoints('A release tried again after one MongoDB did not confirm'
   it('a retry that finds our entry with the lease run out is a plain loss: the first try never landed', async () => {
     const appName = 'never-landed';
     const { lock, holderId } = await holder(appName);
-    // The first release never arrives (the driver's own retry fails too).
-    await failPoint(
-      { times: 2 },
-      { failCommands: ['findAndModify'], appName, closeConnection: true },
-    );
+    // The release never arrives (the driver's own retry fails too), nor do its retries in the
+    // background, until the failpoint is off.
+    await failPoint('alwaysOn', {
+      failCommands: ['findAndModify'],
+      appName,
+      closeConnection: true,
+    });
     const first = await settleWithin(lock.release(), 5_000);
     expect(first.error).toBeInstanceOf(LockStoreUnavailableError);
     expect((await accounts.findOne({ _id: 'a' }))?._lock?.line).toMatchObject([{ h: holderId }]);
     // The lease runs out on the server while the holder still counts on it (here by hand: the
     // offline test server fixes $$NOW before a blocked command, so a late retry cannot show it).
     await accounts.updateOne({ _id: 'a' }, { $set: { '_lock.line.0.e': new Date(0) } });
+    await failPoint('off');
+    // The retry in the background finds the entry ended: a loss, not a release.
+    await eventually(() => lock.lost, 5_000);
     const error = await expectLost(lock);
     expect(error.message).toMatch(LOST_BEFORE_RELEASE);
     // The ended entry holds nothing: another takes the document at once.

@@ -254,7 +254,12 @@ describe('LockService on engine v2', () => {
     proxies.proxy.setMode({ latency: { baseMs: 300, jitterMs: 0 } });
     const patient = callers.acquire('queued', { timeoutMs: 20_000 });
     const impatient = callers.acquire('queued', { timeoutMs: 50 });
-    await expect(impatient).rejects.toBeInstanceOf(LockNotAcquiredError);
+    // Busy behind the patient caller, or (its join unanswered past the reply margin, 300 ms a
+    // command) blaming MongoDB: either way it sends nothing.
+    const gaveUp = await impatient.catch((error: unknown) => error);
+    expect([LockNotAcquiredError, LockStoreUnavailableError]).toContain(
+      (gaveUp as Error).constructor,
+    );
     await sleep(1_500);
     proxies.proxy.setMode(passThrough);
     // Only the patient caller is in line: a late join would wait there until its lease ended.
