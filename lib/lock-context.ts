@@ -42,9 +42,17 @@ export function runWithHeldLock<T>(
   });
 }
 
+/**
+ * Let go by its holder: released, or its release sent (`releaseUnderWay`, answered or not): the
+ * key may be free on the server already, so nothing runs under it any more.
+ */
+function letGo(handle: LockHandle): boolean {
+  return handle.released || (handle as { releaseUnderWay?: boolean }).releaseUnderWay === true;
+}
+
 /** `LockService.current()`: as {@link heldLocksOf} sees re-entry, lost locks aside. */
 export function innermostHeldLock(): LockHandle | undefined {
-  return storage.getStore()?.findLast((entry) => entry.running && !entry.handle.released)?.shown;
+  return storage.getStore()?.findLast((entry) => entry.running && !letGo(entry.handle))?.shown;
 }
 
 /**
@@ -60,12 +68,12 @@ export function openLockedTransaction(): ClientSession | undefined {
 /**
  * The locks of `service` that the current async context holds while their function runs,
  * innermost first, lost ones too (taken away by an operator as well): a call re-entering one
- * fails rather than take it anew. Once the function returned its lock is being released, maybe
- * already free on the server: code it left behind locks the key as any caller would.
+ * fails rather than take it anew. Once the function returned, or its holder let it go, its lock
+ * is being released, maybe already free on the server: a call then locks the key as any would.
  */
 export function heldLocksOf(service: object): LockHandle[] {
   const enclosing = ({ handle, running }: HeldInContext) =>
-    running && (!handle.released || handle.lost);
+    running && (!letGo(handle) || handle.lost);
   return (storage.getStore() ?? [])
     .filter((entry) => entry.service === service && enclosing(entry))
     .map((entry) => entry.handle)

@@ -280,9 +280,9 @@ export class MongoLockHandle implements LockHandle {
     return held.owner;
   }
 
-  /** True while a release (or `expireIn`) is on its way. */
+  /** True while a release (or `expireIn`) is on its way, or retried in the background. */
   get releaseUnderWay(): boolean {
-    return this.releasing !== undefined;
+    return this.releasing !== undefined || (this.unconfirmed !== undefined && !this.isReleased);
   }
 
   private async releaseOnce(): Promise<void> {

@@ -84,6 +84,10 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
   get released(): boolean {
     return this.lock.released;
   }
+  /** @internal A release is on its way (see `MongoLockHandle.releaseUnderWay`). */
+  get releaseUnderWay(): boolean {
+    return this.lock.releaseUnderWay;
+  }
   get lost(): boolean {
     return this.lock.lost;
   }

@@ -369,6 +369,33 @@ describeWithFailPoints('LockService under faults', () => {
       expect(handle.fence).toBeGreaterThan(0n);
       await handle.release();
     });
+
+    it('a lock whose release MongoDB did not confirm is not re-entered: a nested call on its key takes it anew', async () => {
+      const client = await appClient('release-then-nest');
+      const locks = await kit.service({ client });
+      const other = await kit.service();
+      await locks.withLock(
+        'nest:k',
+        async (outer) => {
+          await failPoint(
+            { times: 2 },
+            { failCommands: ['findAndModify'], appName: 'release-then-nest', errorCode: 10107 },
+          );
+          await expect(outer.release()).rejects.toBeInstanceOf(LockStoreUnavailableError);
+          expect(LockService.current()).toBeUndefined();
+          await locks.withLock(
+            'nest:k',
+            async (inner) => {
+              // Its own entry, after the background leave: no other instance can have the key.
+              expect(inner.fence).toBeGreaterThan(outer.fence);
+              expect(await other.tryAcquire('nest:k')).toBeNull();
+            },
+            { timeoutMs: 10_000 },
+          );
+        },
+        { ttlMs: 30_000 },
+      );
+    });
   });
 
   describe('lost wake-ups', () => {
