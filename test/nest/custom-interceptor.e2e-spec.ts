@@ -5,11 +5,17 @@ import {
   type INestApplication,
   type INestApplicationContext,
   Injectable,
+  type NestInterceptor,
+  type CallHandler,
+  Param,
   Post,
+  UseInterceptors,
 } from '@nestjs/common';
+import { defer, from, switchMap } from 'rxjs';
 import request from 'supertest';
 import {
   createLockedDecorator,
+  Locked,
   type LockedMetadata,
   LockedInterceptor,
   LockNotAcquiredError,
@@ -48,6 +54,24 @@ class CustomController {
   }
 }
 
+/** Calls the handler only once subscribed, after a promise turn: inside `@Locked`'s interceptor. */
+@Injectable()
+class DeferringInterceptor implements NestInterceptor {
+  intercept(_context: ExecutionContext, next: CallHandler) {
+    return defer(() => from(Promise.resolve()).pipe(switchMap(() => next.handle())));
+  }
+}
+
+@Controller('inner')
+class InnerInterceptorController {
+  @Post(':id')
+  @UseInterceptors(DeferringInterceptor)
+  @Locked('inner:{params.id}', { timeoutMs: 0 })
+  run(@Param('id') _id: string) {
+    return { key: LockService.current()?.key };
+  }
+}
+
 describe.each(HTTP_ADAPTERS)(
   'a LockedInterceptor subclass through createLockedDecorator (%s)',
   (adapter) => {
@@ -59,7 +83,10 @@ describe.each(HTTP_ADAPTERS)(
     beforeAll(async () => {
       mongo = await startTestMongo();
       app = await startHttpApp(
-        { imports: [lockModule(mongo)], controllers: [CustomController] },
+        {
+          imports: [lockModule(mongo)],
+          controllers: [CustomController, InnerInterceptorController],
+        },
         adapter,
       );
       other = await startAppContext({ imports: [lockModule(mongo, { holderId: 'other' })] });
@@ -74,6 +101,11 @@ describe.each(HTTP_ADAPTERS)(
     it('uses the overridden key context', async () => {
       const response = await request(server()).post('/custom/jobs').expect(201);
       expect(response.body).toEqual({ key: 'job:from-hook' });
+    });
+
+    it('a route with an interceptor inside ours that calls the handler later is locked once, by the route', async () => {
+      const response = await request(server()).post('/inner/7').expect(201);
+      expect(response.body).toEqual({ key: 'inner:7' });
     });
 
     it('uses the overridden error mapping and Retry-After', async () => {
