@@ -68,6 +68,8 @@ export interface LockHandle {
 }
 
 const RELEASED_TOO_LATE = 'its lease had ended or another holder had taken it before release';
+/** A retried release found no entry: the unconfirmed one may have landed, or it ended before. */
+const UNCONFIRMED_RELEASE_FOUND_NONE = `a release MongoDB did not confirm may have landed, or ${RELEASED_TOO_LATE}`;
 
 /** The lease keeper's inputs, less `onLost` (the handle's own). */
 export type LockHandleInit = Omit<LeaseKeeperInit, 'onLost'> & {
@@ -344,7 +346,7 @@ export class MongoLockHandle implements LockHandle {
       // One unanswered by the lease end: the deadline told the holder.
       if (outcomes.includes(undefined)) return released;
       const lost = outcomes.findIndex((outcome) => outcome !== 'released');
-      if (lost >= 0) this.markLost(keys[lost].key, RELEASED_TOO_LATE);
+      if (lost >= 0) this.markLost(keys[lost].key, UNCONFIRMED_RELEASE_FOUND_NONE);
       this.releaseConfirmed = lost < 0;
       this.settle();
       return released;
