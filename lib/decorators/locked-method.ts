@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { isObservable, throwError } from 'rxjs';
+import { isObservable, Observable, throwError } from 'rxjs';
 import { MongoLockError } from '../errors';
 import { NEST_CONTROLLER_WATERMARK } from '../mongo-lock.constants';
 import { MESSAGES } from '../mongo-lock.messages';
@@ -67,7 +67,15 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
   return function lockedMethod(this: unknown, ...args: unknown[]): unknown {
     const intercepted = interceptedCall(metadata);
     if (intercepted) {
-      return lockedByInterceptor.exit(() => intercepted.enter(() => original.apply(this, args)));
+      const result = lockedByInterceptor.exit(() =>
+        intercepted.enter(() => original.apply(this, args)),
+      );
+      // Nest subscribes to it under our mark: its work runs outside the mark, as the body's does.
+      return isObservable(result)
+        ? new Observable((subscriber) =>
+            lockedByInterceptor.exit(() => result.subscribe(subscriber)),
+          )
+        : result;
     }
     const binding = lockBindingOf(this);
     if (!binding && isControllerInstance(this) && !isRequestScopedController(this)) {

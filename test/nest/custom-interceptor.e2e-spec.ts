@@ -11,7 +11,7 @@ import {
   Post,
   UseInterceptors,
 } from '@nestjs/common';
-import { defer, from, switchMap } from 'rxjs';
+import { defer, firstValueFrom, from, Observable, of, switchMap, tap } from 'rxjs';
 import request from 'supertest';
 import {
   createLockedDecorator,
@@ -21,6 +21,7 @@ import {
   LockNotAcquiredError,
   LockService,
 } from '../../lib';
+import { sleep } from '../lock-service/lock-test-kit';
 import { startTestMongo, type TestMongo } from '../support/mongo';
 import { HTTP_ADAPTERS, lockModule, startAppContext, startHttpApp } from './support/nest-apps';
 
@@ -62,8 +63,27 @@ class DeferringInterceptor implements NestInterceptor {
   }
 }
 
+/** What a follow-up call that a route's Observable schedules saw as its lock. */
+let followUp: Promise<unknown> | undefined;
+
 @Controller('inner')
 class InnerInterceptorController {
+  /** Schedules a call of itself for after the route answered: a call of its own, locked anew. */
+  @Post('streams/:id')
+  @Locked((context) =>
+    context.type === 'http'
+      ? `stream:${(context.params as { id: string }).id}`
+      : `stream:${String(context.args[0])}`,
+  )
+  stream(@Param('id') id: string): Observable<{ key: string | undefined }> {
+    return of({ key: LockService.current()?.key }).pipe(
+      tap(() => {
+        if (id !== 'first') return;
+        followUp = sleep(100).then(() => firstValueFrom(this.stream('second')));
+      }),
+    );
+  }
+
   @Post(':id')
   @UseInterceptors(DeferringInterceptor)
   @Locked('inner:{params.id}', { timeoutMs: 0 })
@@ -106,6 +126,12 @@ describe.each(HTTP_ADAPTERS)(
     it('a route with an interceptor inside ours that calls the handler later is locked once, by the route', async () => {
       const response = await request(server()).post('/inner/7').expect(201);
       expect(response.body).toEqual({ key: 'inner:7' });
+    });
+
+    it("a call that a route's Observable makes of the same method later is locked on its own", async () => {
+      const response = await request(server()).post('/inner/streams/first').expect(201);
+      expect(response.body).toEqual({ key: 'stream:first' });
+      expect(await followUp).toEqual({ key: 'stream:second' });
     });
 
     it('uses the overridden error mapping and Retry-After', async () => {
