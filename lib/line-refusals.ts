@@ -2,14 +2,18 @@ import { DocumentNotFoundError } from './errors/document-not-found.error';
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
 import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
 import { quoteLockKey } from './keys/lock-key';
-import type { LineAcquireRequest } from './line-attempt';
 import { notAcquiredMessage } from './lock.messages';
 import type { LineKind } from './store/line/line-document';
 import { LINE_CAPACITY } from './store/line/line-pipelines';
 import type { JoinResult, KeyInUse } from './store/line/line-commands';
 import { isDefiniteFailure } from './store/mongo-error-codes';
 
-type RefusedRequest = Pick<LineAcquireRequest, 'key' | 'kind' | 'timeoutMs'>;
+/** What a refusal names of its request (`LineAcquireRequest`). */
+interface RefusedRequest {
+  key: string;
+  kind: LineKind;
+  timeoutMs: number;
+}
 
 /**
  * A join error that says the join wrote nothing: raised from a reply (no document, a 0.1 lock
