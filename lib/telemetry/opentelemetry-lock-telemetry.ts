@@ -1,8 +1,6 @@
 import type {
   OpenTelemetryApi,
   OtelAttributes as Attributes,
-  OtelCounter as Counter,
-  OtelHistogram as Histogram,
   OtelMeter as Meter,
   OtelSpan as Span,
   OtelTracer as Tracer,
@@ -35,32 +33,15 @@ function acquireOutcomeOf(error: unknown): Exclude<AcquireOutcome, 'acquired'> {
 }
 
 /** The instruments of one meter, shared by every service that reports to it. */
-interface LockInstruments {
-  waitTime: Histogram;
-  holdTime: Histogram;
-  acquired: Counter;
-  released: Counter;
-  lost: Counter;
-  /** Acquisitions that failed, by outcome. */
-  timeout: Counter;
-  unavailable: Counter;
-  terms: Counter;
+function createInstruments(meter: Meter) {
   /** The services whose load the gauges sum. */
-  loads: Set<() => LockLoad>;
-}
-
-const instrumentsByMeter = new WeakMap<Meter, LockInstruments>();
-
-function instrumentsOf(meter: Meter): LockInstruments {
-  let instruments = instrumentsByMeter.get(meter);
-  if (instruments) return instruments;
   const loads = new Set<() => LockLoad>();
   const leadershipsSeen = new Set<string>();
   const counter = (name: string, description: string, unit = '{lock}') =>
     meter.createCounter(name, { description, unit });
   const histogram = (name: string, description: string) =>
     meter.createHistogram(name, { description, unit: 'ms' });
-  instruments = {
+  const instruments = {
     waitTime: histogram(
       'lock.acquire.duration',
       'Time from an acquisition call to its outcome (waiting included)',
@@ -69,6 +50,7 @@ function instrumentsOf(meter: Meter): LockInstruments {
     acquired: counter('lock.acquired', 'Acquisitions that returned a handle'),
     released: counter('lock.released', 'Handles that ended released (or left to expire)'),
     lost: counter('lock.lost', 'Handles whose lease was lost or revoked'),
+    // Acquisitions that failed, by outcome.
     timeout: counter('lock.timeouts', 'Acquisitions that failed with LockNotAcquiredError'),
     unavailable: counter(
       'lock.unavailable',
@@ -103,7 +85,16 @@ function instrumentsOf(meter: Meter): LockInstruments {
       for (const [name, leads] of leading)
         result.observe(leads ? 1 : 0, { [ATTR_LEADERSHIP]: name });
     });
-  instrumentsByMeter.set(meter, instruments);
+  return instruments;
+}
+
+type LockInstruments = ReturnType<typeof createInstruments>;
+
+const instrumentsByMeter = new WeakMap<Meter, LockInstruments>();
+
+function instrumentsOf(meter: Meter): LockInstruments {
+  let instruments = instrumentsByMeter.get(meter);
+  if (!instruments) instrumentsByMeter.set(meter, (instruments = createInstruments(meter)));
   return instruments;
 }
 
