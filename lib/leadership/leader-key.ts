@@ -6,23 +6,17 @@ export const LEADER_KEY_PREFIX = 'nestjs-mongo-lock:leader:';
 
 /** The lock key that leadership `name` holds. Rejects what could not be a lock key. */
 export function leaderKey(name: unknown): string {
+  const refuse = (message: string) => new InvalidLockOptionsError(message, { option: 'name' });
   if (typeof name !== 'string' || name.length === 0) {
-    throw new InvalidLockOptionsError('A leadership name must be a non-empty string', {
-      option: 'name',
-    });
+    throw refuse('A leadership name must be a non-empty string');
   }
   // Checked on the name, as every other rule is, not later on the key it makes.
   if (name.includes('\0') || LONE_SURROGATE.test(name)) {
-    throw new InvalidLockOptionsError(
-      'A leadership name must be well-formed Unicode without NUL characters',
-      { option: 'name' },
-    );
+    throw refuse('A leadership name must be well-formed Unicode without NUL characters');
   }
   const limit = MAX_LOCK_KEY_BYTES - Buffer.byteLength(LEADER_KEY_PREFIX);
   if (Buffer.byteLength(name) > limit) {
-    throw new InvalidLockOptionsError(`A leadership name is at most ${limit} UTF-8 bytes`, {
-      option: 'name',
-    });
+    throw refuse(`A leadership name is at most ${limit} UTF-8 bytes`);
   }
   return validateLockKey(LEADER_KEY_PREFIX + name);
 }
