@@ -12,8 +12,6 @@ export interface ResolvedBoardOptions {
   eventStreamMaxMs: number;
 }
 
-const EVENT_STREAM_MAX_MS = { min: 1_000, max: 3_600_000, default: 60_000 };
-
 /** Plain segments only: no route parameters (`:`), wildcards, escapes, or all-dot segments. */
 const SEGMENT = String.raw`(?!\.+(?:/|$))[A-Za-z0-9._~-]+`;
 const SAFE_PATH = new RegExp(`^${SEGMENT}(?:/${SEGMENT})*$`);
@@ -39,12 +37,12 @@ export function resolveBoardOptions(given?: MongoLockBoardOptions | null): Resol
       option: 'allowRelease',
     });
   }
-  const eventStreamMaxMs = options.eventStreamMaxMs ?? EVENT_STREAM_MAX_MS.default;
-  const inRange =
-    Number.isInteger(eventStreamMaxMs) &&
-    eventStreamMaxMs >= EVENT_STREAM_MAX_MS.min &&
-    eventStreamMaxMs <= EVENT_STREAM_MAX_MS.max;
-  if (!inRange) {
+  const eventStreamMaxMs = options.eventStreamMaxMs ?? 60_000;
+  if (
+    !Number.isInteger(eventStreamMaxMs) ||
+    eventStreamMaxMs < 1_000 ||
+    eventStreamMaxMs > 3_600_000
+  ) {
     throw new InvalidLockOptionsError(BOARD_MESSAGES.badEventStreamMaxMs(eventStreamMaxMs), {
       option: 'eventStreamMaxMs',
     });

@@ -74,16 +74,12 @@ export class LockBoardController {
     @Query('after') after: unknown,
     @Query('limit') limit: unknown,
   ): Promise<BoardLockPageJson> {
-    const query = {
-      prefix: optionalText(prefix, 'prefix'),
-      after: optionalText(after, 'after'),
-      limit: pageLimit(limit),
-    };
+    const query = { prefix: optionalText(prefix, 'prefix'), after: optionalText(after, 'after') };
+    const size = pageLimit(limit);
     // One key more than the page tells whether a next page exists.
-    const found = await answer(() => this.locks.list({ ...query, limit: query.limit + 1 }));
-    const locks = found.slice(0, query.limit);
-    const next = found.length > query.limit ? locks[locks.length - 1].key : null;
-    return { locks: locks.map(lockJson), next };
+    const found = await answer(() => this.locks.list({ ...query, limit: size + 1 }));
+    const locks = found.slice(0, size);
+    return { locks: locks.map(lockJson), next: found.length > size ? locks[size - 1].key : null };
   }
 
   // Key in the query: browsers drop a `.` or `..` path segment (even encoded); both are valid keys.
