@@ -10,26 +10,17 @@ import {
 import { MESSAGES } from '../mongo-lock.messages';
 import { versionTag } from '../store/documents/document-version';
 
-// Literals: some of these `HttpStatus` members do not exist in @nestjs/common 10.
-export const HTTP_BAD_REQUEST = 400;
-const HTTP_NOT_FOUND = 404;
-const HTTP_CONFLICT = 409;
-const HTTP_PRECONDITION_FAILED = 412;
-export const HTTP_LOCKED = 423;
-export const HTTP_PRECONDITION_REQUIRED = 428;
-export const HTTP_SERVICE_UNAVAILABLE = 503;
-/** Not in RFC 9110: nginx's status for a request whose client closed the connection first. */
-export const HTTP_CLIENT_CLOSED_REQUEST = 499;
-
+// Statuses as literals: some `HttpStatus` members do not exist in @nestjs/common 10.
 const REASONS: Record<number, string> = {
-  [HTTP_BAD_REQUEST]: 'Bad Request',
-  [HTTP_NOT_FOUND]: 'Not Found',
-  [HTTP_CONFLICT]: 'Conflict',
-  [HTTP_PRECONDITION_FAILED]: 'Precondition Failed',
-  [HTTP_LOCKED]: 'Locked',
-  [HTTP_PRECONDITION_REQUIRED]: 'Precondition Required',
-  [HTTP_SERVICE_UNAVAILABLE]: 'Service Unavailable',
-  [HTTP_CLIENT_CLOSED_REQUEST]: 'Client Closed Request',
+  400: 'Bad Request',
+  404: 'Not Found',
+  409: 'Conflict',
+  412: 'Precondition Failed',
+  423: 'Locked',
+  428: 'Precondition Required',
+  503: 'Service Unavailable',
+  // Not in RFC 9110: nginx's status for a request whose client closed the connection first.
+  499: 'Client Closed Request',
 };
 
 /** An `HttpException` with Nest's `{ statusCode, message, error }` body, on every Nest version. */
@@ -43,24 +34,21 @@ export function retryAfterSecondsOf(retryAfterMs: number | undefined): number {
   return Math.max(1, Math.ceil((retryAfterMs ?? 0) / 1000));
 }
 
-/** What a document error becomes over HTTP, and the `Retry-After` it needs, if any. */
-interface DocumentHttpError {
-  exception: HttpException;
-  retryAfterSeconds?: number;
-}
-
-/** The HTTP error for a document error, as listed on `DocumentHttpInterceptor`, or `undefined`. */
+/**
+ * The HTTP error for a document error, as listed on `DocumentHttpInterceptor`, and the
+ * `Retry-After` it needs; `undefined` for other errors.
+ */
 export function documentHttpError(
   error: unknown,
   ifMatchVersion: string | undefined,
-): DocumentHttpError | undefined {
+): { exception: HttpException; retryAfterSeconds?: number } | undefined {
   if (error instanceof DocumentLockedError) {
     const seconds = retryAfterSecondsOf(error.retryAfterMs);
     const message = `The document is locked; try again in ${seconds} s`;
-    return { exception: httpError(HTTP_LOCKED, message, error), retryAfterSeconds: seconds };
+    return { exception: httpError(423, message, error), retryAfterSeconds: seconds };
   }
   if (error instanceof DocumentNotFoundError) {
-    return { exception: httpError(HTTP_NOT_FOUND, 'No such document', error) };
+    return { exception: httpError(404, 'No such document', error) };
   }
   if (error instanceof VersionConflictError) {
     const expectedTag =
@@ -68,16 +56,13 @@ export function documentHttpError(
     const fromIfMatch = ifMatchVersion !== undefined && expectedTag === ifMatchVersion;
     const current = versionTag(error.current);
     const message = `The document was changed meanwhile: its version is ${current ?? 'another'}, not ${expectedTag ?? 'the one given'}`;
-    return {
-      exception: httpError(fromIfMatch ? HTTP_PRECONDITION_FAILED : HTTP_CONFLICT, message, error),
-    };
+    return { exception: httpError(fromIfMatch ? 412 : 409, message, error) };
   }
   if (error instanceof InvalidLockKeyError || error instanceof InvalidLockOptionsError) {
-    return { exception: httpError(HTTP_BAD_REQUEST, error.message, error) };
+    return { exception: httpError(400, error.message, error) };
   }
   if (error instanceof LockStoreUnavailableError) {
-    const exception = httpError(HTTP_SERVICE_UNAVAILABLE, MESSAGES.unavailable(1), error);
-    return { exception, retryAfterSeconds: 1 };
+    return { exception: httpError(503, MESSAGES.unavailable(1), error), retryAfterSeconds: 1 };
   }
   return undefined;
 }

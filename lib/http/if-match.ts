@@ -1,4 +1,4 @@
-import { HTTP_BAD_REQUEST, HTTP_PRECONDITION_REQUIRED, httpError } from './document-http-errors';
+import { httpError } from './document-http-errors';
 
 /** Metadata key of `@IfMatch()` on a handler: `{ required }`. */
 export const IF_MATCH_METADATA = 'MONGO_LOCK:IF_MATCH';
@@ -32,16 +32,13 @@ export function readIfMatch(request: RequestLike, required: boolean): string | u
   const header = request.headers?.['if-match'];
   if (header === undefined) {
     if (!required) return undefined;
-    throw httpError(
-      HTTP_PRECONDITION_REQUIRED,
-      'This request must carry If-Match with the ETag of the version it read',
-    );
+    throw httpError(428, 'This request must carry If-Match with the ETag of the version it read');
   }
   const value = (Array.isArray(header) ? header.join(',') : header).trim();
   const match = STRONG_ETAG.exec(value);
   if (!match) {
     throw httpError(
-      HTTP_BAD_REQUEST,
+      400,
       `If-Match must be one strong ETag such as "17", got ${JSON.stringify(value.slice(0, 64))}`,
     );
   }

@@ -22,15 +22,7 @@ import {
   MongoLockError,
 } from '../errors';
 import { watchClientDeparture } from '../http/client-departure';
-import {
-  documentHttpError,
-  HTTP_BAD_REQUEST,
-  HTTP_CLIENT_CLOSED_REQUEST,
-  HTTP_LOCKED,
-  HTTP_SERVICE_UNAVAILABLE,
-  httpError,
-  retryAfterSecondsOf,
-} from '../http/document-http-errors';
+import { documentHttpError, httpError, retryAfterSecondsOf } from '../http/document-http-errors';
 import { removeHeaderIfUnsent, setHeaderIfUnsent } from '../http/response-headers';
 import { isSseRoute } from '../http/sse-route';
 import type { LockKeyContext } from '../keys/key-template';
@@ -99,7 +91,7 @@ export class LockedInterceptor implements NestInterceptor {
     return defer(() => {
       // An `HttpException`: Nest does not log it.
       const departure = watchClientDeparture(context, () =>
-        httpError(HTTP_CLIENT_CLOSED_REQUEST, MESSAGES.clientLeftWhileWaiting(metadata.where)),
+        httpError(499, MESSAGES.clientLeftWhileWaiting(metadata.where)),
       );
       const hooks: LockedObservableHooks<unknown> = {
         mapLockError: (error) => this.mapLockError(error, context),
@@ -187,16 +179,16 @@ export class LockedInterceptor implements NestInterceptor {
   }
 
   protected toUnavailableException(error: MongoLockError, retryAfterSeconds: number): unknown {
-    return httpError(HTTP_SERVICE_UNAVAILABLE, MESSAGES.unavailable(retryAfterSeconds), error);
+    return httpError(503, MESSAGES.unavailable(retryAfterSeconds), error);
   }
 
   protected toLockedException(error: LockNotAcquiredError, retryAfterSeconds: number): unknown {
-    return httpError(HTTP_LOCKED, MESSAGES.locked(retryAfterSeconds), error);
+    return httpError(423, MESSAGES.locked(retryAfterSeconds), error);
   }
 
   /** `400 Bad Request`; the message says which placeholder of the template was missing or bad. */
   protected toInvalidKeyException(error: InvalidLockKeyError): unknown {
-    const body = { statusCode: HTTP_BAD_REQUEST, message: error.message, error: 'Bad Request' };
+    const body = { statusCode: 400, message: error.message, error: 'Bad Request' };
     // Spelled out so every Nest version and adapter gives this shape; still a BadRequestException.
     return new BadRequestException(body, { cause: error });
   }
