@@ -24,13 +24,15 @@ import {
 import { watchClientDeparture } from '../http/client-departure';
 import { documentHttpError, httpError, retryAfterSecondsOf } from '../http/document-http-errors';
 import { removeHeaderIfUnsent, setHeaderIfUnsent } from '../http/response-headers';
-import { isSseRoute } from '../http/sse-route';
 import type { LockKeyContext } from '../keys/key-template';
 import type { MongoLockModuleOptions } from '../interfaces/mongo-lock-options.interface';
 import { LockService } from '../lock.service';
 import { LOCKED_METADATA } from '../mongo-lock.constants';
 import { MONGO_LOCK_OPTIONS } from '../mongo-lock.module-definition';
 import { MESSAGES } from '../mongo-lock.messages';
+
+/** Nest's `SSE_METADATA`: the same value in Nest 10 to 12, whose export moved between them. */
+const SSE_METADATA = '__sse__';
 
 /**
  * Locks `@Locked` handlers for their call and the Observable they return; `@Locked` applies it,
@@ -97,7 +99,9 @@ export class LockedInterceptor implements NestInterceptor {
         mapLockError: (error) => this.mapLockError(error, context),
         skippedValue: () => this.skippedResult(context, metadata),
         // An empty body on other routes; on @Sse ones, `undefined` would be an empty event.
-        skipsUndefined: isSseRoute(context),
+        skipsUndefined:
+          context.getType() === 'http' &&
+          Reflect.getMetadata(SSE_METADATA, context.getHandler()) === true,
         // Nest unsubscribes from a handler's Observable when its client goes away.
         abortTransactionOnUnsubscribe: true,
         // Answer a handler outliving its lock (grace period over) at once: the server can close.
