@@ -12,13 +12,6 @@ interface NodeResponse extends Closable {
   readonly writableEnded: boolean;
 }
 
-export interface ClientDeparture {
-  /** Aborts, with the reason given, once the client has gone away. */
-  readonly signal: AbortSignal;
-  /** Stops watching the response. */
-  stop(): void;
-}
-
 function closable(value: unknown): Closable | undefined {
   const candidate = value as Partial<Closable> | null | undefined;
   return typeof candidate?.once === 'function' && typeof candidate.removeListener === 'function'
@@ -26,9 +19,13 @@ function closable(value: unknown): Closable | undefined {
     : undefined;
 }
 
+/** Fastify's `raw` Node object, or Express's own. */
+function rawOf(value: unknown): unknown {
+  return (value as { raw?: unknown } | null | undefined)?.raw ?? value;
+}
+
 function nodeResponseOf(response: unknown): NodeResponse | undefined {
-  const raw = (response as { raw?: unknown } | null | undefined)?.raw ?? response;
-  const candidate = closable(raw) as Partial<NodeResponse> | undefined;
+  const candidate = closable(rawOf(response)) as Partial<NodeResponse> | undefined;
   return typeof candidate?.writableEnded === 'boolean' ? (candidate as NodeResponse) : undefined;
 }
 
@@ -38,8 +35,7 @@ function nodeResponseOf(response: unknown): NodeResponse | undefined {
  * streams share a session's socket; a stream's end shows on its response.
  */
 function connectionOf(request: unknown): Closable | undefined {
-  const raw = ((request as { raw?: unknown } | null | undefined)?.raw ?? request) as
-    { httpVersionMajor?: unknown; socket?: unknown } | null | undefined;
+  const raw = rawOf(request) as { httpVersionMajor?: unknown; socket?: unknown } | null | undefined;
   return raw?.httpVersionMajor === 1 ? closable(raw.socket) : undefined;
 }
 
@@ -48,12 +44,12 @@ function connectionOf(request: unknown): Closable | undefined {
  * Express and Fastify alike: the response or the connection closes before the app ended the
  * response (`writableEnded`: an HTTP/2 stream reset reads as finished). The request's 'close'
  * cannot tell: Node emits it once the body is read, the client still there. Undefined off HTTP,
- * or without a Node response to watch.
+ * or without a Node response to watch. `signal` aborts with `reason()` once the client is gone.
  */
 export function watchClientDeparture(
   context: ExecutionContext,
   reason: () => unknown,
-): ClientDeparture | undefined {
+): { signal: AbortSignal; stop(): void } | undefined {
   if (context.getType() !== 'http') return undefined;
   const http = context.switchToHttp();
   const response = nodeResponseOf(http.getResponse());
@@ -66,11 +62,8 @@ export function watchClientDeparture(
     (target): target is Closable => target !== undefined,
   );
   // Closed already: its 'close' has been emitted.
-  if (watched.some((target) => target.destroyed === true)) {
-    onClose();
-    return { signal: departed.signal, stop: () => undefined };
-  }
-  for (const target of watched) target.once('close', onClose);
+  if (watched.some((target) => target.destroyed === true)) onClose();
+  else for (const target of watched) target.once('close', onClose);
   return {
     signal: departed.signal,
     stop: () => watched.forEach((target) => target.removeListener('close', onClose)),
