@@ -38,10 +38,9 @@ export function isRequestScopedController(instance: unknown): boolean {
   return typeof type === 'function' && requestScopedControllers.has(type);
 }
 
+/** `WeakMap.get` answers `undefined` for a non-object `this` (a function called unbound). */
 export function lockBindingOf(instance: unknown): LockBinding | undefined {
-  return typeof instance === 'object' && instance !== null
-    ? bindingByInstance.get(instance)
-    : undefined;
+  return bindingByInstance.get(instance as object);
 }
 
 /** `LockedInterceptor`'s mark on a handler call it locked: was it called, and its Promise. */
