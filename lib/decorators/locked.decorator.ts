@@ -30,18 +30,9 @@ export type { LockedOptions } from './locked-metadata';
 // @nestjs/common's `INTERCEPTORS_METADATA`, which its root does not export.
 const INTERCEPTORS_METADATA = '__interceptors__';
 
-const OPTION_NAMES = new Set([
-  'ttlMs',
-  'timeoutMs',
-  'renew',
-  'onBusy',
-  'minHoldMs',
-  'transaction',
-  'scope',
-  'mode',
-  'permits',
-  'weight',
-]);
+const OPTION_NAMES = new Set(
+  'ttlMs timeoutMs renew onBusy minHoldMs transaction scope mode permits weight'.split(' '),
+);
 
 /** Checks `@Locked`-style options; `names` are the accepted option names. @internal */
 export function checkOptions(

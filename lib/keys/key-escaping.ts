@@ -12,12 +12,9 @@
 /** Encoded in every substituted value, whatever the template: the escape itself and `:`. */
 const ALWAYS_ENCODED = ['%', ':'] as const;
 
-const LETTER_OR_DIGIT = /^[A-Za-z0-9]$/;
-const LONE_SURROGATE = /^[\uD800-\uDFFF]$/;
-
-/** Neither a letter nor a digit. A lone surrogate has no UTF-8 form; key validation refuses it. */
+/** Neither a letter, a digit, nor a lone surrogate (no UTF-8 form: key validation refuses it). */
 function isSymbol(char: string): boolean {
-  return !LETTER_OR_DIGIT.test(char) && !LONE_SURROGATE.test(char);
+  return !/^[A-Za-z0-9\uD800-\uDFFF]$/.test(char);
 }
 
 export function encodedCharacters(literalText: string): ReadonlySet<string> {
