@@ -16,7 +16,8 @@ const BSON_TYPES: Record<DocumentVersionType, string[]> = {
   decimal128: ['decimal'],
 };
 
-const DECIMAL_ONE = Decimal128.fromString('1');
+/** What a number version's bump adds. */
+const ONE = { int: 1, decimal128: Decimal128.fromString('1') };
 
 /** Filter: the version field exists with the configured type. */
 export function versionTyped(version: DocumentVersion): Document {
@@ -37,38 +38,29 @@ export function versionBumpOperators(
   version: DocumentVersion,
   /** A date version found not before the server's clock: move it 1 ms past this value instead. */
   dateAhead?: Date,
-): {
-  operators: Document;
-  filter: Document;
-} {
-  switch (version.type) {
-    case 'int':
-      return { operators: { $inc: { [version.field]: 1 } }, filter: {} };
-    case 'decimal128':
-      return { operators: { $inc: { [version.field]: DECIMAL_ONE } }, filter: {} };
-    case 'date':
-      // After `dateAhead`: compare-and-set on the value read, strictly later whatever the clocks.
-      return dateAhead
-        ? {
-            operators: { $set: { [version.field]: new Date(dateAhead.getTime() + 1) } },
-            filter: { [version.field]: dateAhead },
-          }
-        : {
-            operators: { $currentDate: { [version.field]: { $type: 'date' } } },
-            filter: { $expr: { $lt: [`$${version.field}`, '$$NOW'] } },
-          };
+): { operators: Document; filter: Document } {
+  if (version.type !== 'date') {
+    return { operators: { $inc: { [version.field]: ONE[version.type] } }, filter: {} };
   }
+  // After `dateAhead`: compare-and-set on the value read, strictly later whatever the clocks.
+  return dateAhead
+    ? {
+        operators: { $set: { [version.field]: new Date(dateAhead.getTime() + 1) } },
+        filter: { [version.field]: dateAhead },
+      }
+    : {
+        operators: { $currentDate: { [version.field]: { $type: 'date' } } },
+        filter: { $expr: { $lt: [`$${version.field}`, '$$NOW'] } },
+      };
 }
 
 /** The pipeline stage that bumps the version: +1, or a date strictly later than the stored one. */
 export function versionBumpStage(version: DocumentVersion): Document {
   const current = `$${version.field}`;
   const next =
-    version.type === 'int'
-      ? { $add: [current, 1] }
-      : version.type === 'decimal128'
-        ? { $add: [current, DECIMAL_ONE] }
-        : { $max: ['$$NOW', { $add: [current, 1] }] };
+    version.type === 'date'
+      ? { $max: ['$$NOW', { $add: [current, 1] }] }
+      : { $add: [current, ONE[version.type]] };
   return { $set: { [version.field]: next } };
 }
 
