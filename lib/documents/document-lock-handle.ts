@@ -45,6 +45,12 @@ export interface DocumentLockWriter {
 
 /** The {@link DocumentLockHandle} that `DocumentLocks` hands out: a lock handle plus document. */
 export class MongoDocumentLockHandle<T extends Document> implements DocumentLockHandle<T> {
+  readonly key: string;
+  readonly keys: readonly string[];
+  readonly fence: bigint;
+  readonly fences: ReadonlyMap<string, bigint>;
+  readonly mode = 'exclusive';
+  readonly permits = undefined;
   private committing: Promise<WithId<T>> | undefined;
 
   constructor(
@@ -52,26 +58,10 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
     readonly doc: WithId<T>,
     readonly created: boolean,
     private readonly writer: DocumentLockWriter,
-  ) {}
+  ) {
+    ({ key: this.key, keys: this.keys, fence: this.fence, fences: this.fences } = lock);
+  }
 
-  get key(): string {
-    return this.lock.key;
-  }
-  get mode(): 'exclusive' {
-    return 'exclusive';
-  }
-  get permits(): undefined {
-    return undefined;
-  }
-  get keys(): readonly string[] {
-    return this.lock.keys;
-  }
-  get fence(): bigint {
-    return this.lock.fence;
-  }
-  get fences(): ReadonlyMap<string, bigint> {
-    return this.lock.fences;
-  }
   get expiresAt(): Date {
     return this.lock.expiresAt;
   }
