@@ -5,16 +5,9 @@ import type { LineEntry } from '../line/line-document';
 import { holdingEntry } from '../line/line-document';
 import type { LineChange, LineWatch } from '../line/line-events';
 import { leadPattern, reopeningStream } from '../line/line-events';
-import type { DocumentCollection } from './document-writes';
 import { keyOfDocumentId } from './document-key';
 import type { DocumentLineFields } from './document-line';
-
-interface DocumentLines {
-  collection: DocumentCollection;
-  fields: DocumentLineFields;
-  /** How late past its wait a stream's read may be answered. */
-  operationTimeoutMs: number;
-}
+import type { DocumentLineStore } from './document-line-store';
 
 type DocumentChange = Extract<
   ChangeStreamDocument<Document>,
@@ -27,7 +20,7 @@ type DocumentChange = Extract<
  * other code make the key's waiters look.
  */
 export function watchDocumentLines(
-  { collection, fields, operationTimeoutMs }: DocumentLines,
+  { collection, fields, operationTimeoutMs }: DocumentLineStore,
   holderId: string,
   onChange: (change: LineChange) => void,
   onFailure?: (error: unknown) => void,
@@ -61,7 +54,7 @@ export function watchDocumentLines(
 
 /** Every change that may free a document's lock, as a release (or deletion) event. */
 export function watchDocumentEvents(
-  { collection, fields, operationTimeoutMs }: DocumentLines,
+  { collection, fields, operationTimeoutMs }: DocumentLineStore,
   onEvent: (event: LockEvent) => void,
   onFailure?: (error: unknown) => void,
   onOpen?: () => void,
@@ -129,7 +122,7 @@ function changeFilter(fields: DocumentLineFields, leads?: string): Document {
 }
 
 function watchChanges(
-  { collection, operationTimeoutMs }: Omit<DocumentLines, 'fields'>,
+  { collection, operationTimeoutMs }: Pick<DocumentLineStore, 'collection' | 'operationTimeoutMs'>,
   filter: Document,
   options: { fullDocument?: 'updateLookup' },
   onChange: (event: DocumentChange) => void,
