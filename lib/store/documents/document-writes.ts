@@ -101,11 +101,8 @@ export async function writeWhileHeld(
 ): Promise<Document | null> {
   const unlocking = unlock ? owner : undefined;
   const held = { $expr: target.lock.ownedBy(owner) };
-  const expected =
-    unlock && next !== undefined && !isPipeline(update) && !isEmpty(update)
-      ? target.lock.unlockBefore(owner, next)
-      : undefined;
-  if (expected) {
+  if (unlock && next !== undefined && !isPipeline(update) && !isEmpty(update)) {
+    const expected = target.lock.unlockBefore(owner, next);
     const write = composeWrite(target, update, undefined);
     const written = await target.collection.findOneAndUpdate(
       and(byKey(key), held, expected.filter, write.filter),
