@@ -229,14 +229,12 @@ function isEquality(condition: unknown): boolean {
   if (Array.isArray(condition)) return !keysAtAnyDepth(condition).some(isOperator);
   // A Map, a pattern or a class instance: its fields are not what they seem here.
   if (!isPlainObject(condition)) return false;
-  const names = Object.keys(condition);
-  if (names.length === 1 && names[0] === '$eq') return isLiteral(condition.$eq);
+  if (isEqForm(condition)) return isEquality(condition.$eq) && !isEqForm(condition.$eq);
   return !keysAtAnyDepth(condition).some(isOperator);
 }
 
-function isLiteral(value: unknown): boolean {
-  return isEquality(value) && !(isPlainObject(value) && '$eq' in value);
-}
+const isEqForm = (condition: unknown): condition is { $eq: unknown } =>
+  isPlainObject(condition) && Object.keys(condition).length === 1 && '$eq' in condition;
 
 /**
  * An upsert takes `where`'s equality fields over `createIfMissing`'s, whole: a `where` on
@@ -264,11 +262,7 @@ function documentOfEqualities(where: Record<string, unknown>): Document {
   let found: Document = {};
   for (const [name, condition] of conditionsOf(where)) {
     if (isOperator(name)) continue;
-    const value =
-      isPlainObject(condition) && Object.keys(condition).length === 1 && '$eq' in condition
-        ? condition.$eq
-        : condition;
-    found = mergeDeep(found, nestedAt(name, value));
+    found = mergeDeep(found, nestedAt(name, isEqForm(condition) ? condition.$eq : condition));
   }
   return found;
 }
