@@ -126,10 +126,10 @@ export class DocumentLocks<T extends Document = Document> {
     this.refuseInTransaction('lock');
     const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
     callback('fn', fn);
-    // Checked here too: a re-entered call resolves no options, and should refuse the same ones.
-    this.acquireOptions(options, true);
     const enclosing = heldLocksOf(this).find((handle) => handle.key === key);
     if (enclosing) {
+      // Not acquired again, yet the same options are refused.
+      this.acquireOptions(options, true);
       const lostReason = (enclosing as MongoDocumentLockHandle<T>).inner.lostReason;
       if (lostReason) throw lostReason;
       // The enclosing lock was taken under its own conditions: check this call's too.
@@ -321,22 +321,20 @@ export class DocumentLocks<T extends Document = Document> {
     // A document a change event carried was not checked against `where`: read it instead.
     const { document } = hold;
     if (document && !(document.fromEvent && target?.where)) return known(document);
-    let doc: HeldDocument | null | undefined;
     try {
-      doc = await store.readHeld(key, hold.token, target?.where);
+      const doc = await store.readHeld(key, hold.token, target?.where);
+      if (doc) return known(doc);
+      if (doc === null) throw documentNotFound(key, target?.where);
+      // Our entry held when we heard it, with a third of its lease left: only other code
+      // rewriting the lock field meanwhile gets here.
+      throw new LockNotAcquiredError(
+        `Document ${key}: its lock was taken from us before the document could be read`,
+        { keys: [key] },
+      );
     } catch (error) {
       await handle.release().catch(() => undefined);
       throw error;
     }
-    if (doc) return known(doc);
-    await handle.release().catch(() => undefined);
-    if (doc === null) throw documentNotFound(key, target?.where);
-    // Our entry held when we heard it, with a third of its lease left: only other code
-    // rewriting the lock field meanwhile gets here.
-    throw new LockNotAcquiredError(
-      `Document ${key}: its lock was taken from us before the document could be read`,
-      { keys: [key] },
-    );
   }
 
   private lineWriter(store: DocumentLineStore): DocumentLockWriter {
