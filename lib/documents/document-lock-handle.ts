@@ -54,7 +54,8 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
   private committing: Promise<WithId<T>> | undefined;
 
   constructor(
-    private readonly lock: MongoLockHandle,
+    /** The underlying lock handle (re-entrance). @internal */
+    readonly lock: MongoLockHandle,
     readonly doc: WithId<T>,
     readonly created: boolean,
     private readonly writer: DocumentLockWriter,
@@ -83,10 +84,6 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
   }
   get done(): Promise<void> {
     return this.lock.done;
-  }
-  /** The underlying lock handle (shutdown, re-entrance). @internal */
-  get inner(): MongoLockHandle {
-    return this.lock;
   }
 
   extend(ttlMs?: number): Promise<void> {

@@ -130,7 +130,7 @@ export class DocumentLocks<T extends Document = Document> {
     if (enclosing) {
       // Not acquired again, yet the same options are refused.
       this.acquireOptions(options, true);
-      const lostReason = (enclosing as MongoDocumentLockHandle<T>).inner.lostReason;
+      const lostReason = (enclosing as MongoDocumentLockHandle<T>).lock.lostReason;
       if (lostReason) throw lostReason;
       // The enclosing lock was taken under its own conditions: check this call's too.
       if (options?.where !== undefined) await this.requireWhere(key, options);
