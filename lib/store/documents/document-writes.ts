@@ -99,7 +99,6 @@ export async function writeWhileHeld(
   /** The entry a commit expects behind ours (`null`: none), tried first (`unlockBefore`). */
   next: Successor | null | undefined,
 ): Promise<Document | null> {
-  const unlocking = unlock ? owner : undefined;
   const held = { $expr: target.lock.ownedBy(owner) };
   if (unlock && next !== undefined && !isPipeline(update) && !isEmpty(update)) {
     const expected = target.lock.unlockBefore(owner, next);
@@ -112,7 +111,9 @@ export async function writeWhileHeld(
     if (written !== null) return written;
     // The entry behind us changed (or not ours, or a same-ms date): the general form decides.
   }
-  let write = composeWrite(target, update, unlocking);
+  const compose = (dateAhead?: Date) =>
+    composeWrite(target, update, unlock ? owner : undefined, dateAhead);
+  let write = compose();
   for (let tries = 1; ; tries += 1) {
     const written = await target.collection.findOneAndUpdate(
       and(byKey(key), held, write.filter),
@@ -133,9 +134,7 @@ export async function writeWhileHeld(
     // Ours, typed, yet not written: a date version not before the server's clock, or a race
     // (the entry ahead of ours ran out between the write and the read).
     if (tries >= SAME_MILLISECOND_TRIES) throw notWritten(target.version, key);
-    if (state.version instanceof Date) {
-      write = composeWrite(target, update, unlocking, state.version);
-    }
+    if (state.version instanceof Date) write = compose(state.version);
     // One wait a try: a date version from this very ms, or the race, has moved on by then.
     await new Promise((resolve) => setTimeout(resolve, 1));
   }
