@@ -292,9 +292,8 @@ export class DocumentLocks<T extends Document = Document> {
     const detail = error.message.startsWith(standard)
       ? error.message.slice(standard.length)
       : ` (${error.message})`;
-    const subject = this.subjectOf(key);
     return new LockNotAcquiredError(
-      notAcquiredMessage([key], timeoutMs, holderId, retryAfterMs, subject) + detail,
+      notAcquiredMessage([key], timeoutMs, holderId, retryAfterMs, this.subjectOf(key)) + detail,
       { keys: error.keys, retryAfterMs, holderId },
     );
   }
