@@ -15,13 +15,14 @@ import type {
   RenewResult,
 } from '../line/line-commands';
 import type { LineDocument, LineEntry, LinePlace } from '../line/line-document';
-import { liveEntries, placeOf } from '../line/line-document';
+import { holdingEntry, liveEntries, placeOf } from '../line/line-document';
 import type { LineChange, LineWatch } from '../line/line-events';
+import { leadPattern } from '../line/line-events';
 import { decodeLineState } from '../line/line-state';
 import type { LineStorage } from '../line/line-store';
 import type { DocumentCollection } from './document-writes';
-import { byKey, documentNotFound, isDuplicateIdError } from './document-key';
-import { watchDocumentEvents, watchDocumentLines } from './document-line-events';
+import { byKey, documentNotFound, isDuplicateIdError, keyOfDocumentId } from './document-key';
+import { changeFilter, watchChanges, type DocumentChange } from './document-line-events';
 import { isBsonNumber, isLockShaped, type DocumentLineFields } from './document-line';
 
 /** A document as a line command's reply holds it: the lock field's line and the server time. */
@@ -146,21 +147,55 @@ export class DocumentLineStore implements LineStorage {
     });
   }
 
+  /**
+   * Changes that may make an entry of `holderId`'s process hold: a leave or commit naming it (or
+   * `*`: every process) as leader. Replacements, deletions and lock fields or lines removed by
+   * other code make the key's waiters look.
+   */
   watch(
     holderId: string,
     onChange: (change: LineChange) => void,
     onFailure?: (error: unknown) => void,
     onOpen?: () => void,
   ): LineWatch {
-    return watchDocumentLines(this, holderId, onChange, onFailure, onOpen);
+    const { fields } = this;
+    const filter = changeFilter(fields, leadPattern(holderId));
+    const onEvent = (event: DocumentChange) => {
+      const key = keyOfDocumentId(event.documentKey._id);
+      if (event.operationType !== 'update' || !event.fullDocument) {
+        return onChange({ key, holders: [], lookAgain: true });
+      }
+      const lock = event.fullDocument[fields.field] as { line?: LineEntry[] } | undefined;
+      // A commit by update document leaves dead entries behind: none of them leads.
+      const at = event.wallTime instanceof Date ? event.wallTime.getTime() : -Infinity;
+      const live = (lock?.line ?? []).filter((entry) => entry.e.getTime() > at);
+      // No entry left: other code may have removed the line.
+      if (live.length === 0) return onChange({ key, holders: [], lookAgain: true });
+      // `updateLookup` read the document after the change: the holder gets it, saving a read.
+      const doc = fields.strip(event.fullDocument);
+      const next = live[1] ? { t: live[1].t, h: live[1].h } : null;
+      const news: HeldDocument = { doc, created: false, fromEvent: true, next };
+      onChange({ key, holders: [holdingEntry(live[0])], news });
+    };
+    const options = { fullDocument: 'updateLookup' } as const;
+    return watchChanges(this, filter, options, onEvent, onFailure, onOpen);
   }
 
+  /** Every change that may free a document's lock, as a release (or deletion) event. */
   watchEvents(
     onEvent: (event: LockEvent) => void,
     onFailure?: (error: unknown) => void,
     onOpen?: () => void,
   ): LineWatch {
-    return watchDocumentEvents(this, onEvent, onFailure, onOpen);
+    const asEvent = (event: DocumentChange) =>
+      onEvent({
+        type: event.operationType === 'delete' ? 'deleted' : 'released',
+        key: keyOfDocumentId(event.documentKey._id),
+        holderId: null,
+        fence: null,
+        at: event.wallTime instanceof Date ? event.wallTime : new Date(),
+      });
+    return watchChanges(this, changeFilter(this.fields), {}, asEvent, onFailure, onOpen);
   }
 
   private get lineProjection(): Document {
