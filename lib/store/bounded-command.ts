@@ -14,7 +14,8 @@ export interface BoundedCommand<T> {
  * Sends one command and stops waiting after `timeoutMs`, failing with
  * {@link LockStoreUnavailableError}; driver errors become the library's (`toStoreError`). A
  * timed-out command's outcome is unknown: callers that may have written watch `sent` to clean
- * up. `timeoutMessage` words the timeout for non-lock commands (the start).
+ * up. `timeoutError` makes the timeout's error for non-lock commands (the start, which gives
+ * its last try's failure as the cause).
  *
  * @example
  * const { result } = boundedCommand('release', 5_000, () => leaveLine(collection, key, token));
@@ -23,16 +24,15 @@ export function boundedCommand<T>(
   command: string,
   timeoutMs: number,
   send: () => Promise<T>,
-  timeoutMessage: (timeoutMs: number) => string = (ms) =>
-    `MongoDB did not answer ${command} within ${formatMs(ms)}; its outcome is unknown`,
+  timeoutError: (timeoutMs: number) => LockStoreUnavailableError = (ms) =>
+    new LockStoreUnavailableError(
+      `MongoDB did not answer ${command} within ${formatMs(ms)}; its outcome is unknown`,
+    ),
 ): BoundedCommand<T> {
   const sent = Promise.resolve().then(send);
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new LockStoreUnavailableError(timeoutMessage(timeoutMs))),
-      timeoutMs,
-    );
+    timer = setTimeout(() => reject(timeoutError(timeoutMs)), timeoutMs);
   });
   const result = Promise.race([sent, deadline])
     .catch((error: unknown) => {

@@ -1,5 +1,4 @@
-import { MongoClient } from 'mongodb';
-import type { ClientSession } from 'mongodb';
+import type { ClientSession, MongoClient } from 'mongodb';
 import type { ResolvedLockModuleOptions } from '../options';
 import { formatMs } from '../util/durations';
 import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
@@ -10,6 +9,7 @@ import type { LineDocument } from './line/line-document';
 import { LineStore } from './line/line-store';
 import type { KeyLineStorage } from './line/line-store';
 import { isStoreUnavailableError, toStoreError } from './mongo-error-codes';
+import { createOwnClient } from './own-client';
 import { sleep } from '../util/timers';
 
 /**
@@ -49,7 +49,8 @@ export class LockStore implements LockConnection {
    */
   static async open(options: ResolvedLockModuleOptions, closing: AbortSignal): Promise<LockStore> {
     const ownsClient = options.client === undefined;
-    const client = options.client ?? new MongoClient(options.uri as string);
+    const client =
+      options.client ?? createOwnClient(options.uri as string, options.operationTimeoutMs);
     const endsAt = performance.now() + options.operationTimeoutMs;
     let lastError: unknown;
     // Closing the client stops a server selection under way: the start fails at once.
@@ -76,9 +77,12 @@ export class LockStore implements LockConnection {
         }
       },
       (ms) =>
-        `LockService could not start: MongoDB did not answer within ${formatMs(ms)} ` +
-        "(connecting, then creating the lock collection's indexes)" +
-        (lastError instanceof Error ? `; the last try failed: ${lastError.message}` : ''),
+        new LockStoreUnavailableError(
+          `LockService could not start: MongoDB did not answer within ${formatMs(ms)} ` +
+            "(connecting, then creating the lock collection's indexes)" +
+            (lastError instanceof Error ? `; the last try failed: ${lastError.message}` : ''),
+          lastError === undefined ? undefined : { cause: lastError },
+        ),
     );
     try {
       return await connecting.result;
