@@ -59,6 +59,27 @@ describe('resolveModuleOptions', () => {
   });
 
   it.each([
+    [
+      'mongodb://user:secretpw@127.0.0.1/?directConection=true',
+      /option directconection is not supported/,
+    ],
+    ['mongodb://user:secretpw@127.0.0.1/?readPreference=bogus', /Invalid read preference mode/],
+    ['mongodb+srv://user:secretpw@h1,h2/', /multiple service names/],
+  ])('refuses a uri the driver cannot read, with its reason and no password (%#)', (bad, why) => {
+    const error = capture(() => resolveModuleOptions({ uri: bad }));
+    expect(error).toBeInstanceOf(InvalidLockOptionsError);
+    expect(error).toMatchObject({ option: 'uri', cause: expect.any(Error) });
+    expect(error.message).toMatch(/^uri is not a connection string the driver can read: /);
+    expect(error.message).toMatch(why);
+    expect(error.message).not.toContain('secretpw');
+  });
+
+  it('accepts a uri with options the driver reads', () => {
+    const good = 'mongodb+srv://user:pw@cluster0.example.net/app?retryWrites=true&w=majority';
+    expect(resolveModuleOptions({ uri: good }).uri).toBe(good);
+  });
+
+  it.each([
     ['defaultTtlMs', -5, 'defaultTtlMs must be an integer from 1000 to 2147483647, got -5'],
     ['defaultTtlMs', 999, 'defaultTtlMs must be an integer from 1000 to 2147483647, got 999'],
     ['defaultTimeoutMs', 1.5, 'defaultTimeoutMs must be an integer from 0 to 2147483647, got 1.5'],

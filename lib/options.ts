@@ -19,6 +19,7 @@ import type {
   LockRenewalOptions,
   MongoLockModuleOptions,
 } from './interfaces/mongo-lock-options.interface';
+import { connectionStringError } from './store/own-client';
 import { MAX_TIMER_MS } from './util/timers';
 
 /** Shortest lease: shorter ones cannot survive one renewal round trip under load. */
@@ -110,6 +111,14 @@ function connection(
   }
   if (uri !== undefined && (typeof uri !== 'string' || !/^mongodb(\+srv)?:\/\//.test(uri))) {
     fail('uri', 'a string starting with mongodb:// or mongodb+srv://', '(hidden)');
+  }
+  const unreadable = uri === undefined ? undefined : connectionStringError(uri);
+  if (unreadable) {
+    // The driver's reason names the option or part, not the credentials.
+    throw new InvalidLockOptionsError(
+      `uri is not a connection string the driver can read: ${unreadable.message}`,
+      { option: 'uri', cause: unreadable },
+    );
   }
   if (client !== undefined && typeof (client as { db?: unknown } | null)?.db !== 'function') {
     fail('client', 'a MongoClient', client);

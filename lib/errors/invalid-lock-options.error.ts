@@ -12,8 +12,8 @@ export class InvalidLockOptionsError extends MongoLockError {
   /** Name of the offending option. */
   readonly option: string;
 
-  constructor(message: string, details: { option: string }) {
-    super(message);
+  constructor(message: string, details: { option: string; cause?: unknown }) {
+    super(message, details.cause === undefined ? undefined : { cause: details.cause });
     this.option = details.option;
   }
 

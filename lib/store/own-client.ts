@@ -21,6 +21,20 @@ export function uriSetsOption(uri: string, option: string): boolean {
 }
 
 /**
+ * Why the driver cannot read `uri` (an unknown option, a bad host list, ...), or undefined if it
+ * can. It reads it as it makes a client, with no connection: so a typo fails where the options
+ * are checked, not at the first command.
+ */
+export function connectionStringError(uri: string): Error | undefined {
+  try {
+    new MongoClient(uri);
+    return undefined;
+  } catch (error) {
+    return error instanceof Error ? error : new Error(String(error));
+  }
+}
+
+/**
  * The client the service creates from `uri`, with {@link serverSelectionTimeoutFor} unless the
  * URI sets its own (an options object would override the URI's). `connectTimeoutMS` stays the
  * driver's: it also bounds each new connection's handshake, which a slow link (TLS,
