@@ -4,8 +4,6 @@
 // (scoped to one service by its client's `appName`), from a stopped server, and, where a
 // reply must arrive after the write it answers, from a small TCP proxy that holds it back.
 import { Controller, HttpCode, Injectable, Post } from '@nestjs/common';
-import type { AddressInfo } from 'node:net';
-import { createServer } from 'node:net';
 import {
   MongoClient,
   MongoServerSelectionError,
@@ -37,17 +35,9 @@ import {
 } from './adversarial/kit';
 import { LOAD_SLACK_MS } from '../support/load-slack';
 import { eventually, LockTestKit, sleep } from './lock-test-kit';
+import { closedPort } from '../support/closed-port';
 
 jest.setTimeout(30_000);
-
-/** A port nothing listens on (it was just closed). */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 describeWithFailPoints('LockService under faults', () => {
   const kit = LockTestKit.forSuite();

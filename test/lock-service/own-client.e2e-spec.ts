@@ -1,8 +1,6 @@
 // The client the service creates from `uri` (lib/store/own-client.ts): its server selection
 // ends before `operationTimeoutMs`, so a start or a command MongoDB cannot be reached for fails
 // with the driver's reason, and a URI's own serverSelectionTimeoutMS is kept.
-import type { AddressInfo } from 'node:net';
-import { createServer } from 'node:net';
 import { MongoClient, MongoServerSelectionError } from 'mongodb';
 import { LockStoreUnavailableError } from '../../lib/errors';
 import { LockService } from '../../lib/lock.service';
@@ -11,17 +9,9 @@ import { LockStore } from '../../lib/store/lock-store';
 import { spawnOfflineMongo } from '../support/offline-mongo-process';
 import { settleWithin } from './adversarial/kit';
 import { LockTestKit } from './lock-test-kit';
+import { closedPort } from '../support/closed-port';
 
 jest.setTimeout(60_000);
-
-/** A port nothing listens on (it was just closed). */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** `uri` with the option `name` set to `value`. */
 function withOption(uri: string, name: string, value: string): string {

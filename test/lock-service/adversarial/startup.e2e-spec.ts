@@ -1,21 +1,12 @@
 // Adversarial review, part 3: errors and bounds before the store is open. Expected to FAIL on
 // the code as reviewed.
-import type { AddressInfo } from 'node:net';
-import { createServer } from 'node:net';
 import { LockStoreUnavailableError, MongoLockError } from '../../../lib/errors';
 import { LockService } from '../../../lib/lock.service';
 import { settleWithin } from './kit';
 import { LOAD_SLACK_MS } from '../../support/load-slack';
+import { closedPort } from '../../support/closed-port';
 
 jest.setTimeout(60_000);
-
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 describe('adversarial review: a service whose MongoDB is unreachable at start', () => {
   it('acquire() on a service not yet started fails with a library error within timeoutMs + operationTimeoutMs', async () => {
