@@ -28,7 +28,8 @@ import type { KeyLineStorage } from './store/line/line-store';
 import { LockStore } from './store/lock-store';
 import type { LockConnection } from './store/lock-store';
 import type { LockTelemetry } from './telemetry';
-import { settledBy, settlesWithin } from './util/timers';
+import { settledBy, settlesWithin, wakeUp } from './util/timers';
+import { pollDelayMs } from './waiting/wait-timing';
 
 /** Time `close()` may take past `shutdownGraceMs` (`docs/outages-and-shutdown.md`: under 2 s). */
 const CLOSE_MARGIN_MS = 1_500;
@@ -194,30 +195,46 @@ export class ServiceRuntime {
     );
   }
 
-  /** A hot feed of the change stream; subscribers complete when the service closes. */
+  /**
+   * A hot feed of the change stream; subscribers complete when the service closes. It starts the
+   * service, and retries a start that fails (MongoDB away at boot) until it succeeds: it never
+   * errors.
+   */
   events(): Observable<LockEvent> {
     const closing = this.closing.signal;
     return new Observable<LockEvent>((subscriber) => {
       if (closing.aborted) return subscriber.complete();
       const onClose = () => subscriber.complete();
       closing.addEventListener('abort', onClose, { once: true });
+      const unsubscribed = new AbortController();
+      const linked = this.links.link(unsubscribed.signal);
       let unwatch: (() => void) | undefined;
-      let unsubscribed = false;
-      this.started().then(
-        (lines) => {
-          if (unsubscribed) return;
-          unwatch = lines.watchEvents((event: LockEvent) => subscriber.next(event));
-        },
-        (error: unknown) => {
-          if (!closing.aborted) subscriber.error(error);
-        },
-      );
+      void this.startedUnlessEnded(linked.signal).then((lines) => {
+        if (lines) unwatch = lines.watchEvents((event: LockEvent) => subscriber.next(event));
+      });
       return () => {
-        unsubscribed = true;
+        unsubscribed.abort();
+        linked.unlink();
         closing.removeEventListener('abort', onClose);
         unwatch?.();
       };
     });
+  }
+
+  /** The key locks once started, trying again on the poll's backoff; undefined if `ended` first. */
+  private async startedUnlessEnded(
+    ended: AbortSignal,
+  ): Promise<LineLocks<KeyLineStorage> | undefined> {
+    for (let failures = 0; !ended.aborted; failures += 1) {
+      try {
+        const lines = await this.started();
+        return ended.aborted ? undefined : lines;
+      } catch {
+        // MongoDB away, say: calls that start the service report it; here it is tried again.
+      }
+      await wakeUp({}, performance.now() + pollDelayMs(failures, this.deps.options), ended);
+    }
+    return undefined;
   }
 
   /** Stops taking new locks and waits, up to `shutdownGraceMs`, for locked work in flight. */

@@ -1,6 +1,4 @@
-import { defer, NEVER, Subject, throwError } from 'rxjs';
-import type { LockEvent } from '../interfaces/lock-state.interface';
-import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
+import { NEVER } from 'rxjs';
 import type { LockState } from '../interfaces/lock-state.interface';
 import { MAX_TIMER_MS } from '../util/timers';
 import { watchLeader } from './leader-watch';
@@ -59,43 +57,5 @@ describe('watchLeader', () => {
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     subscription.unsubscribe();
     expect(seen).toEqual([null, 'b']);
-  });
-
-  it('goes on when events fail to start (MongoDB away at first), and listens again', async () => {
-    let state: LockState | null = null;
-    let starts = 0;
-    const events = new Subject<LockEvent>();
-    const seen: (string | null)[] = [];
-    let failed: unknown;
-    const subscription = watchLeader(
-      {
-        inspect: () => Promise.resolve(state),
-        // The first subscription fails as a service that could not start; later ones work.
-        events$: defer(() =>
-          starts++ === 0 ? throwError(() => new LockStoreUnavailableError('away')) : events,
-        ),
-        eventsFlow: () => starts > 1,
-        pollIntervalMs: 100,
-        safetyPollIntervalMs: 60_000,
-      },
-      'k',
-    ).subscribe({
-      next: (leader) => seen.push(leader?.holderId ?? null),
-      error: (error: unknown) => (failed = error),
-    });
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    expect(failed).toBeUndefined();
-    expect(starts).toBe(2);
-    state = {
-      held: true,
-      holderId: 'c',
-      fence: 3n,
-      acquiredAt: new Date(),
-      remainingMs: 60_000,
-    } as unknown as LockState;
-    events.next({ key: 'k' } as LockEvent);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    subscription.unsubscribe();
-    expect(seen).toEqual([null, 'c']);
   });
 });

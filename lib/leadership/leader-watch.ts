@@ -1,5 +1,4 @@
-import { Observable, type Subscription } from 'rxjs';
-import { LockServiceClosedError } from '../errors/lock-service-closed.error';
+import { Observable } from 'rxjs';
 import type { LockEvent, LockState } from '../interfaces/lock-state.interface';
 import { unrefTimer } from '../util/timers';
 
@@ -19,6 +18,7 @@ export interface LeaderInfo {
 /** What a leader watch reads. @internal */
 export interface LeaderWatchSource {
   inspect(key: string): Promise<LockState | null>;
+  /** Completes when the service closes; never errors. */
   readonly events$: Observable<LockEvent>;
   /** False while changes may pass unseen (polling, or the change stream not open yet). */
   eventsFlow(): boolean;
@@ -43,8 +43,8 @@ function sameLeader(a: LeaderInfo | null, b: LeaderInfo | null): boolean {
 /**
  * The leader of `key` now, then only its changes. Re-reads on the key's change events, when the
  * leader's lease should have ended (which makes no event), and on a timer: the poll interval
- * while events do not flow, the safety interval while they do. A failed read is retried, and so
- * are events that fail (a service that could not start); the watch completes with the service.
+ * while events do not flow, the safety interval while they do. A failed read is retried; the
+ * watch completes with the service.
  */
 export function watchLeader(source: LeaderWatchSource, key: string): Observable<LeaderInfo | null> {
   return new Observable<LeaderInfo | null>((subscriber) => {
@@ -84,29 +84,18 @@ export function watchLeader(source: LeaderWatchSource, key: string): Observable<
       }
     }
 
-    let events: Subscription | undefined;
-    let relisten: NodeJS.Timeout | undefined;
-    const listen = () => {
-      if (closed) return;
-      events = source.events$.subscribe({
-        next: (event) => {
-          if (event.key === key) void read();
-        },
-        complete: () => subscriber.complete(),
-        error: (error: unknown) => {
-          if (error instanceof LockServiceClosedError) return subscriber.complete();
-          // The service could not start (MongoDB away): reads go on by the timer; listen anew.
-          relisten = unrefTimer(listen, source.pollIntervalMs);
-        },
-      });
-    };
-    listen();
+    // Never errors: it retries a start that fails (MongoDB away at boot) on its own.
+    const events = source.events$.subscribe({
+      next: (event) => {
+        if (event.key === key) void read();
+      },
+      complete: () => subscriber.complete(),
+    });
     void read();
     return () => {
       closed = true;
       clearTimeout(timer);
-      clearTimeout(relisten);
-      events?.unsubscribe();
+      events.unsubscribe();
     };
   });
 }

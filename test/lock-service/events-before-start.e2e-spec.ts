@@ -1,0 +1,61 @@
+import type { LockEvent } from '../../lib/interfaces/lock-state.interface';
+import { LockService } from '../../lib/lock.service';
+import { FaultProxy, passThrough, proxiedUri, proxyTarget } from '../support/fault-proxy';
+import { eventually, LockTestKit, sleep } from './lock-test-kit';
+
+jest.setTimeout(30_000);
+
+// MongoDB away at boot: a proxy that forwards nothing stands between the service and the server.
+describe('events$ subscribed before the service could start', () => {
+  const kit = LockTestKit.forSuite();
+  let proxy: FaultProxy;
+
+  beforeEach(async () => {
+    proxy = new FaultProxy(proxyTarget(kit.mongo.uri));
+    await proxy.start();
+    proxy.setMode({ blackHole: 'drop' });
+  });
+
+  afterEach(async () => {
+    await proxy.stop();
+  });
+
+  it('does not error while MongoDB is away, then reports changes, and completes on close', async () => {
+    const locks = new LockService(
+      kit.options({ uri: proxiedUri(kit.mongo.uri, proxy.port), operationTimeoutMs: 300 }),
+    );
+    const seen: LockEvent[] = [];
+    let failed: unknown;
+    let completed = false;
+    locks.events$.subscribe({
+      next: (event) => seen.push(event),
+      error: (error: unknown) => (failed = error),
+      complete: () => (completed = true),
+    });
+    // Several starts fail meanwhile: each gives up after operationTimeoutMs.
+    await sleep(1_500);
+    proxy.setMode(passThrough);
+    await eventually(() => locks.diagnostics.eventsFlowing, 10_000);
+    const other = await kit.service({ holderId: 'other' });
+    await other.withLock('after-boot', () => sleep(50));
+    await eventually(() => seen.some((e) => e.key === 'after-boot' && e.type === 'acquired'));
+    expect(failed).toBeUndefined();
+    await locks.close();
+    expect(completed).toBe(true);
+  });
+
+  it('stops trying to start once its only subscriber leaves', async () => {
+    const locks = new LockService(
+      kit.options({ uri: proxiedUri(kit.mongo.uri, proxy.port), operationTimeoutMs: 300 }),
+    );
+    const subscription = locks.events$.subscribe();
+    await sleep(500);
+    subscription.unsubscribe();
+    // A start under way when it left may still end; none follows it.
+    await sleep(1_000);
+    const connections = proxy.counters.connections;
+    await sleep(1_500);
+    expect(proxy.counters.connections).toBe(connections);
+    await locks.close();
+  });
+});
