@@ -110,13 +110,14 @@ export const BOARD_SCRIPT = `
     clearTimeout(armedTimer);
     armedKey = null;
   }
-  // Keys whose release is on its way: a render meanwhile must not offer the button again.
-  var releasing = {};
+  // Keys whose release is on its way: a render meanwhile must not offer the button again. A Set:
+  // in an object, keys such as "constructor" or "__proto__" would read as on their way.
+  var releasing = new Set();
   function releaseButton(key) {
     var armed = key === armedKey;
     var button = el('button', armed ? 'release armed' : 'release', armed ? 'Confirm release' : 'Release');
     button.type = 'button';
-    if (releasing[key]) {
+    if (releasing.has(key)) {
       button.disabled = true;
       button.textContent = 'Releasing';
       return button;
@@ -131,7 +132,7 @@ export const BOARD_SCRIPT = `
       }
       disarm();
       button.disabled = true;
-      releasing[key] = true;
+      releasing.add(key);
       fetch(api + '/lock/release?key=' + encodeURIComponent(key), {
         method: 'POST',
         credentials: 'same-origin',
@@ -139,13 +140,13 @@ export const BOARD_SCRIPT = `
       })
         .then(function (response) { return response.ok ? response.json() : failure(response); })
         .then(function (body) {
-          delete releasing[key];
+          releasing.delete(key);
           var who = body.released.map(function (h) { return h.holderId + ' (fence ' + h.fence + ')'; });
           say('Released ' + key + (who.length ? ' from ' + who.join(', ') : ': nobody held it'), false);
           load();
         })
         .catch(function (error) {
-          delete releasing[key];
+          releasing.delete(key);
           render();
           say('Release of ' + key + ' failed: ' + error.message, true);
         });

@@ -42,7 +42,13 @@ const describeInBrowser = hasChromium ? describe : describe.skip;
 
 /** Where the screenshot for docs/images/lock-board.png is written (copied by hand). */
 const SCREENSHOT = join(tmpdir(), 'lock-board.png');
-const HOSTILE_KEYS = ['<img src=x onerror=alert(1)>', '</script><script>alert(2)</script>'];
+/** Keys named like members of every object: the page must not take them for its own data. */
+const PROTOTYPE_KEYS = ['constructor', 'toString', '__proto__', 'hasOwnProperty'];
+const HOSTILE_KEYS = [
+  '<img src=x onerror=alert(1)>',
+  '</script><script>alert(2)</script>',
+  ...PROTOTYPE_KEYS,
+];
 
 describeInBrowser.each(HTTP_ADAPTERS)('the lock board in a real browser (%s)', (adapter) => {
   let mongo: TestMongo;
@@ -179,7 +185,7 @@ describeInBrowser.each(HTTP_ADAPTERS)('the lock board in a real browser (%s)', (
     await worker.exited;
   });
 
-  it('shows hostile key names as text: no dialog, no injected node', async () => {
+  it('shows hostile key names as text (no dialog, no injected node) and offers their release', async () => {
     const held = await Promise.all(HOSTILE_KEYS.map((key) => locks.acquire(key)));
     for (const key of HOSTILE_KEYS) await untilShown(key, true, SHOWN_MS);
     for (const key of HOSTILE_KEYS) {
@@ -195,7 +201,26 @@ describeInBrowser.each(HTTP_ADAPTERS)('the lock board in a real browser (%s)', (
     await page.waitForTimeout(300); // an onerror would have fired by now
     expect(await page.$$eval('img, #rows script', (nodes) => nodes.length)).toBe(0);
     expect(dialogs).toEqual([]);
-    await Promise.all(held.map((handle) => handle.release()));
+    // Each offers its release, and a key named like an object member is released from the page.
+    const button = (key: string) =>
+      page.locator(`#rows tr[data-key=${JSON.stringify(key)}] button.release`);
+    for (const key of HOSTILE_KEYS) {
+      expect(await button(key).textContent()).toBe('Release');
+      expect(await button(key).isDisabled()).toBe(false);
+    }
+    await context.setExtraHTTPHeaders({ 'x-operator': 'browser-admin' });
+    try {
+      for (const key of PROTOTYPE_KEYS) {
+        await button(key).click();
+        await button(key).click(); // confirm
+        await untilShown(key, false, SHOWN_MS);
+        expect((await locks.inspect(key))?.held).toBe(false);
+      }
+    } finally {
+      await context.setExtraHTTPHeaders({});
+    }
+    // Those released from the page are lost to their handles: release the others.
+    await Promise.all(held.filter((h) => !h.signal.aborted).map((h) => h.release()));
     for (const key of HOSTILE_KEYS) await untilShown(key, false, SHOWN_MS);
   });
 
