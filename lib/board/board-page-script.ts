@@ -173,7 +173,7 @@ export const BOARD_SCRIPT = `
     source.addEventListener('reconnect', function () { source.close(); listen(); });
     source.onerror = function () {
       if (source.readyState === EventSource.CLOSED) {
-        // Refused (a guard's 403, a 503 while MongoDB is unreachable): the browser gives up.
+        // Refused (a guard's 403, a 503 before the service could connect): the browser gives up.
         showLive('not live, refreshing every 5 s', false);
         setTimeout(listen, 5000);
       } else {

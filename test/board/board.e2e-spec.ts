@@ -8,6 +8,7 @@ import { LockLostError, LockService, MongoLockModule } from '../../lib';
 import { MongoLockBoardModule } from '../../lib/board';
 import { InvalidLockOptionsError } from '../../lib/errors/invalid-lock-options.error';
 import { LEADER_KEY_PREFIX } from '../../lib/leadership/leader-key';
+import { FaultProxy, passThrough, proxiedUri, proxyTarget } from '../support/fault-proxy';
 import { startTestMongo, type TestMongo } from '../support/mongo';
 import { HTTP_ADAPTERS, lockModule } from '../nest/support/nest-apps';
 import { EventsGate, listeningApp, OperatorHeaderGuard, readEvents } from './board-app';
@@ -536,3 +537,52 @@ describe.each(HTTP_ADAPTERS)('the lock board with MongoDB unreachable (%s)', (ad
     await events.body?.cancel();
   });
 });
+
+describe.each(HTTP_ADAPTERS)(
+  'the lock board when MongoDB goes away after the start (%s)',
+  (adapter) => {
+    let mongo: TestMongo;
+    let proxy: FaultProxy;
+    let app: INestApplication;
+    let url: string;
+
+    beforeAll(async () => {
+      mongo = await startTestMongo();
+      proxy = new FaultProxy(proxyTarget(mongo.uri));
+      await proxy.start();
+      ({ app, url } = await listeningApp(
+        {
+          imports: [
+            MongoLockModule.forRoot({
+              uri: proxiedUri(mongo.uri, proxy.port),
+              dbName: mongo.dbName,
+              operationTimeoutMs: 1_000,
+            }),
+            MongoLockBoardModule.forRoot(),
+          ],
+        },
+        adapter,
+      ));
+    });
+
+    afterAll(async () => {
+      proxy?.setMode(passThrough);
+      await app?.close();
+      await proxy?.stop();
+      await mongo?.stop();
+    });
+
+    it('answers the event stream 200 and says changes do not flow, then that they do again', async () => {
+      proxy.setMode({ blackHole: 'drop' });
+      expect((await fetch(`${url}/locks/api/locks`)).status).toBe(503);
+      const away = await fetch(`${url}/locks/api/events`, { signal: AbortSignal.timeout(15_000) });
+      expect(away.status).toBe(200);
+      const { events } = await readEvents(away, (all) => flowStates(all).length > 0);
+      expect(flowStates(events)).toEqual([false]);
+      proxy.setMode(passThrough);
+      const back = await fetch(`${url}/locks/api/events`, { signal: AbortSignal.timeout(30_000) });
+      const { events: later } = await readEvents(back, (all) => flowStates(all).includes(true));
+      expect(flowStates(later).at(-1)).toBe(true);
+    });
+  },
+);
