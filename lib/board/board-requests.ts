@@ -1,4 +1,5 @@
 import { BadRequestException, HttpException, ServiceUnavailableException } from '@nestjs/common';
+import { createParamDecorator, type ExecutionContext } from '@nestjs/common';
 import { InvalidLockKeyError } from '../errors/invalid-lock-key.error';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
 import { LockServiceClosedError } from '../errors/lock-service-closed.error';
@@ -8,23 +9,32 @@ import { BOARD_MESSAGES } from './board.messages';
 /** Keys per page of the board, and the most a caller may ask for. */
 export const BOARD_PAGE_SIZE = 100;
 
-/** A parameter given at most once: parsed arrays (`?a=1&a=2`) and objects (`?a[b]=1`) are a 400. */
-export function queryText(value: unknown, name: string): string | undefined {
-  if (value === undefined) return undefined;
-  if (typeof value !== 'string') throw new BadRequestException(BOARD_MESSAGES.notAString(name));
-  return value;
+/**
+ * Query parameter `name`, read from the request's URL as `URLSearchParams` reads it (bad UTF-8 as
+ * U+FFFD, `a[b]` a name like any other): Express and Fastify would not agree, nor apps that set
+ * their own query parser. Given more than once, a 400.
+ */
+export const QueryText = createParamDecorator((name: string, context: ExecutionContext) => {
+  const request = context.switchToHttp().getRequest<{ originalUrl?: string; url?: string }>();
+  return queryText(request.originalUrl ?? request.url ?? '', name);
+});
+
+/** Parameter `name` of `url`'s query, given at most once. */
+export function queryText(url: string, name: string): string | undefined {
+  const start = url.indexOf('?');
+  const values = start < 0 ? [] : new URLSearchParams(url.slice(start + 1)).getAll(name);
+  if (values.length > 1) throw new BadRequestException(BOARD_MESSAGES.notAString(name));
+  return values[0];
 }
 
 /** `key`: given once, not empty (the service refuses a key that is not valid). */
-export function requiredKey(value: unknown): string {
-  const key = queryText(value, 'key');
+export function requiredKey(key: string | undefined): string {
   if (!key) throw new BadRequestException(BOARD_MESSAGES.noKey());
   return key;
 }
 
 /** `limit`: digits only, 1 to {@link BOARD_PAGE_SIZE}; absent or empty means a full page. */
-export function pageLimit(value: unknown): number {
-  const text = queryText(value, 'limit');
+export function pageLimit(text: string | undefined): number {
   if (text === undefined || text === '') return BOARD_PAGE_SIZE;
   const limit = /^\d{1,3}$/.test(text) ? Number(text) : NaN;
   if (!(limit >= 1 && limit <= BOARD_PAGE_SIZE)) {

@@ -9,7 +9,6 @@ import {
   Logger,
   NotFoundException,
   Post,
-  Query,
   Req,
   Res,
   Sse,
@@ -26,7 +25,7 @@ import { eventJson, holderJson, lockJson } from './board-json';
 import type { BoardLockJson, BoardLockPageJson, BoardReleaseJson } from './board-json';
 import type { ResolvedBoardOptions } from './board-options';
 import { BOARD_PAGE_HEADERS, boardPage } from './board-page';
-import { answer, pageLimit, queryText, requesterOf, requiredKey } from './board-requests';
+import { answer, pageLimit, QueryText, requesterOf, requiredKey } from './board-requests';
 import type { BoardRequest } from './board-requests';
 import { BOARD_MESSAGES } from './board.messages';
 
@@ -36,9 +35,6 @@ export const MONGO_LOCK_BOARD_OPTIONS = Symbol('MONGO_LOCK:BOARD_OPTIONS');
 const FLOW_CHECK_MS = 250;
 /** A new connection's change stream takes a moment to open: not live only if it has not by then. */
 const OPEN_GRACE_MS = 2_000;
-
-/** `''` for a parameter means "not given", as a cleared filter field sends it. */
-const optionalText = (value: unknown, name: string) => queryText(value, name) || undefined;
 
 /** The read-only board over `LockService`; `boardControllerFor` mounts a subclass at the path. */
 export class LockBoardController {
@@ -70,11 +66,12 @@ export class LockBoardController {
 
   @Get('api/locks')
   async list(
-    @Query('prefix') prefix: unknown,
-    @Query('after') after: unknown,
-    @Query('limit') limit: unknown,
+    @QueryText('prefix') prefix: string | undefined,
+    @QueryText('after') after: string | undefined,
+    @QueryText('limit') limit: string | undefined,
   ): Promise<BoardLockPageJson> {
-    const query = { prefix: optionalText(prefix, 'prefix'), after: optionalText(after, 'after') };
+    // '' means "not given", as a cleared filter field sends it.
+    const query = { prefix: prefix || undefined, after: after || undefined };
     const size = pageLimit(limit);
     // One key more than the page tells whether a next page exists.
     const found = await answer(() => this.locks.list({ ...query, limit: size + 1 }));
@@ -84,7 +81,7 @@ export class LockBoardController {
 
   // Key in the query: browsers drop a `.` or `..` path segment (even encoded); both are valid keys.
   @Get('api/lock')
-  async one(@Query('key') key: unknown): Promise<BoardLockJson> {
+  async one(@QueryText('key') key: string | undefined): Promise<BoardLockJson> {
     const valid = requiredKey(key);
     const state = await answer(() => this.locks.inspect(valid));
     if (state === null) throw new NotFoundException(BOARD_MESSAGES.noSuchKey(valid));
@@ -148,7 +145,7 @@ export class LockBoardReleaseController extends LockBoardController {
   @Post('api/lock/release')
   @HttpCode(200)
   async release(
-    @Query('key') given: unknown,
+    @QueryText('key') given: string | undefined,
     @Req() request: BoardRequest,
     @Headers('x-lock-board') marker: unknown,
     @Headers('sec-fetch-site') site: unknown,

@@ -241,6 +241,21 @@ describe.each(HTTP_ADAPTERS)('the lock board over HTTP (%s)', (adapter) => {
     }
   });
 
+  it('reads bad UTF-8 in the query as U+FFFD, never as the escapes typed (a key of that name)', async () => {
+    const typed = await locks.acquire('%E0%A4');
+    try {
+      const bad = await get('/locks/api/lock?key=%E0%A4');
+      expect(bad.status).toBe(404);
+      expect((await readJson(bad)).message).toBe('No lock document for key "\uFFFD"');
+      const escaped = await get(`/locks/api/lock?key=${encodeURIComponent('%E0%A4')}`);
+      expect((await readJson(escaped)).key).toBe('%E0%A4');
+      const list = await get('/locks/api/locks?prefix=%E0%A4');
+      expect((await readJson(list)).locks).toEqual([]);
+    } finally {
+      await typed.release();
+    }
+  });
+
   it.each([
     ['a NUL', 'a%00b', [400]],
     ['over 512 bytes', 'k'.repeat(513), [400]],
