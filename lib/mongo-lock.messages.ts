@@ -21,6 +21,9 @@ export const MESSAGES = {
     `Lock key template ${quote(template)}: {${placeholder}} must start with an argument index, e.g. {args.0.id}`,
   templateValueMissing: (template: string, placeholder: string, contextType: string) =>
     `Lock key template ${quote(template)}: ${placeholder} has no value in this ${contextType} call`,
+  routeParamMissing: (missing: string) =>
+    `${missing}: route parameters come from the route's path, so the template names one the ` +
+    'route does not have (or leaves optional); fix the template or the route',
   templateValueNotScalar: (template: string, placeholder: string, kind: string) =>
     `Lock key template ${quote(template)}: ${placeholder} is ${kind}; it must be a non-empty string, a finite number, a bigint or a boolean`,
   templateUnseparated: (template: string, first: string, second: string) =>

@@ -145,6 +145,7 @@ export class LockedInterceptor implements NestInterceptor {
    * `InvalidLockOptionsError` 400; `DocumentNotFoundError` 404; `LockStoreUnavailableError`
    * (`TransactionOutcomeUnknownError` too), `LockServiceClosedError` and `LockLostError` (the
    * response is not the handler's) 503 with `Retry-After`; bodies `{ statusCode, message, error }`.
+   * A missing `{params.x}` (a `MongoLockError`: the template's bug) passes on, a logged 500.
    * Drops an `ETag` set inside the lock: the version may never have been written. Other
    * transports: unchanged.
    */

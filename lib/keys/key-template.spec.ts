@@ -1,4 +1,4 @@
-import { InvalidLockKeyError } from '../errors';
+import { InvalidLockKeyError, MongoLockError } from '../errors';
 import { compileLockKeys, type LockKeyContext, parseKeyTemplate } from './key-template';
 
 function httpContext(parts: Partial<LockKeyContext> = {}): LockKeyContext {
@@ -158,6 +158,15 @@ describe('key templates: resolution', () => {
       /has no value/,
     );
     expect(() => keysOf('{params.id}', httpContext())).toThrow(/has no value in this http call/);
+  });
+
+  it('fails a missing route parameter as a server error, a missing request value as invalid', () => {
+    const run = (template: string) => () =>
+      keysOf(template, httpContext({ params: {}, query: {} }));
+    expect(run('{params.orderId}')).toThrow(MongoLockError);
+    expect(run('{params.orderId}')).not.toThrow(InvalidLockKeyError);
+    expect(run('{params.orderId}')).toThrow(/route parameters come from the route's path/);
+    expect(run('{query.term}')).toThrow(InvalidLockKeyError);
   });
 
   it('applies the core key validation to the rendered key (NUL, length)', () => {

@@ -1,4 +1,4 @@
-import { InvalidLockKeyError } from '../errors';
+import { InvalidLockKeyError, MongoLockError } from '../errors';
 import { MESSAGES } from '../mongo-lock.messages';
 import { encodedCharacters, escapeKeyValue, hasSeparatingCharacter } from './key-escaping';
 import { MAX_LOCK_KEY_BYTES, validateLockKey } from './lock-key';
@@ -38,9 +38,8 @@ export type LockKeySpec =
 /** Turns a call's context into lock keys; built once per decorated method. */
 export type LockKeyResolver = (context: LockKeyContext) => string[];
 
-type TemplatePart =
-  | { kind: 'text'; text: string }
-  | { kind: 'value'; source: KeyTemplateSource; path: string[]; placeholder: string };
+type ValuePart = { kind: 'value'; source: KeyTemplateSource; path: string[]; placeholder: string };
+type TemplatePart = { kind: 'text'; text: string } | ValuePart;
 
 interface ParsedKeyTemplate {
   template: string;
@@ -191,7 +190,21 @@ export function readPath(root: unknown, path: readonly string[]): unknown {
   return value;
 }
 
-/** Fills a parsed template, escaping values (see `key-escaping.ts`); else `InvalidLockKeyError`. */
+/**
+ * A missing value is the request's fault (`InvalidLockKeyError`, HTTP 400), but route parameters
+ * come from the route: one missing is the template's bug (`MongoLockError`, HTTP 500, logged).
+ */
+function missingValueError(template: string, part: ValuePart, contextType: string): Error {
+  const message = MESSAGES.templateValueMissing(template, part.placeholder, contextType);
+  return part.source === 'params'
+    ? new MongoLockError(MESSAGES.routeParamMissing(message))
+    : new InvalidLockKeyError(message);
+}
+
+/**
+ * Fills a parsed template, escaping values (see `key-escaping.ts`); else `InvalidLockKeyError`,
+ * or `MongoLockError` for a missing `{params...}` value.
+ */
 function renderKeyTemplate(parsed: ParsedKeyTemplate, context: LockKeyContext): string {
   let key = '';
   for (const part of parsed.parts) {
@@ -200,9 +213,7 @@ function renderKeyTemplate(parsed: ParsedKeyTemplate, context: LockKeyContext): 
       continue;
     }
     const value = readPath(context[part.source], part.path);
-    if (value === undefined) {
-      fail(MESSAGES.templateValueMissing(parsed.template, part.placeholder, context.type));
-    }
+    if (value === undefined) throw missingValueError(parsed.template, part, context.type);
     const text = scalarToKeyPart(value);
     if (text === undefined) {
       fail(MESSAGES.templateValueNotScalar(parsed.template, part.placeholder, describeKind(value)));
