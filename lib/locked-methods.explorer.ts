@@ -16,7 +16,8 @@ import { InvalidLockKeyError } from './errors/invalid-lock-key.error';
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
 import { MongoLockError } from './errors/mongo-lock.error';
 import type { MongoLockModuleOptions } from './interfaces/mongo-lock-options.interface';
-import { httpOnlyPlaceholders } from './keys/key-template';
+import { routeParamNames } from './http/route-params';
+import { httpOnlyPlaceholders, routeParamPlaceholders } from './keys/key-template';
 import { LockService } from './lock.service';
 import { MONGO_LOCK_OPTIONS } from './mongo-lock.module-definition';
 import { MESSAGES } from './mongo-lock.messages';
@@ -255,11 +256,26 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     }
     // A route overriding a `@Locked` handler without `@Locked` takes no lock as a route.
     for (const [name, [nearest]] of decoratedMethods(prototype, getLockedMetadata)) {
-      const own = getLockedMetadata((prototype as Record<PropertyKey, unknown>)[name]);
-      if (own !== nearest) {
+      const method = (prototype as Record<PropertyKey, unknown>)[name];
+      if (getLockedMetadata(method) !== nearest) {
         this.logger.warn(
           MESSAGES.unlockedOverride(`${String(wrapper.name)}.${String(name)}`, nearest.where),
         );
+      } else if (wrapper.metatype) this.checkRouteParams(wrapper.metatype, method as object);
+    }
+  }
+
+  /**
+   * A `{params.x}` its route's paths do not name fails every request. Warned, not refused: a
+   * global prefix or a `RouterModule` path may add parameters the route's own paths do not show.
+   */
+  private checkRouteParams(controller: object, handler: object): void {
+    const names = routeParamNames(controller, handler);
+    const metadata = getLockedMetadata(handler);
+    if (!names || !metadata) return;
+    for (const { template, param } of routeParamPlaceholders(metadata.templates ?? [])) {
+      if (!names.has(param)) {
+        this.logger.warn(MESSAGES.unknownRouteParam(metadata.where, template, param, names));
       }
     }
   }

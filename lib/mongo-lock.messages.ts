@@ -102,6 +102,10 @@ export const MESSAGES = {
     `${method} overrides ${ancestor}, which is @Locked, without @Locked: as a route it takes no ` +
     'lock, and through super the locked body is called outside its route (a key from the ' +
     'request fails it). Put @Locked on the override too',
+  unknownRouteParam: (where: string, template: string, param: string, params: Iterable<string>) =>
+    `${where} is @Locked with ${quote(template)}, but its route's paths have no parameter ` +
+    `${quote(param)} (they have: ${[...params].join(', ') || 'none'}): unless a global prefix or ` +
+    'a RouterModule path adds it, every request will fail with a server error',
   calledOutsideRoute: (where: string, template: string, placeholder: string) =>
     `${where} is @Locked with ${quote(template)}, which reads ${placeholder} from the request, ` +
     'but it was called outside its route (by another method through `this`, by a scheduler, or ' +

@@ -168,6 +168,17 @@ export function httpOnlyPlaceholders(
   );
 }
 
+/** The route parameters the `{params...}` placeholders of `templates` name, by template. */
+export function routeParamPlaceholders(
+  templates: readonly string[],
+): { template: string; param: string }[] {
+  return templates.flatMap((template) =>
+    parseKeyTemplate(template).parts.flatMap((part) =>
+      part.kind === 'value' && part.source === 'params' ? [{ template, param: part.path[0] }] : [],
+    ),
+  );
+}
+
 /** Non-empty strings, finite numbers, bigints and booleans; nothing else becomes part of a key. */
 function scalarToKeyPart(value: unknown): string | undefined {
   if (typeof value === 'string') return value.length > 0 ? value : undefined;

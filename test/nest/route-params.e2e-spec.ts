@@ -43,14 +43,21 @@ describe.each(HTTP_ADAPTERS)('@Locked with a {params.x} its route lacks (%s)', (
   let mongo: TestMongo;
   let app: INestApplication;
   let collection: Awaited<ReturnType<typeof openLockCollection>>;
+  let startWarnings: string[];
   const server = () => app.getHttpServer() as Parameters<typeof request>[0];
 
   beforeAll(async () => {
     mongo = await startTestMongo();
-    app = await startHttpApp(
-      { imports: [lockModule(mongo)], controllers: [OrdersController, TenantItemsController] },
-      adapter,
-    );
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    try {
+      app = await startHttpApp(
+        { imports: [lockModule(mongo)], controllers: [OrdersController, TenantItemsController] },
+        adapter,
+      );
+      startWarnings = warn.mock.calls.map(([message]) => String(message));
+    } finally {
+      warn.mockRestore();
+    }
     collection = await openLockCollection(mongo);
   });
 
@@ -61,6 +68,16 @@ describe.each(HTTP_ADAPTERS)('@Locked with a {params.x} its route lacks (%s)', (
   });
 
   afterEach(() => jest.restoreAllMocks());
+
+  it('warns at start-up about that handler only, naming the template and the parameter', () => {
+    expect(
+      startWarnings.filter((message) => /route's paths have no parameter/.test(message)),
+    ).toEqual([
+      'OrdersController.refund is @Locked with "refund:{params.orderId}", but its route\'s ' +
+        'paths have no parameter "orderId" (they have: id): unless a global prefix or a ' +
+        'RouterModule path adds it, every request will fail with a server error',
+    ]);
+  });
 
   it('answers every request 500 and logs the template and the placeholder, writing nothing', async () => {
     const logged = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
