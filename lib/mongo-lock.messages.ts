@@ -127,6 +127,10 @@ export const MESSAGES = {
     `"${name}" is shared by several applications; its @Locked methods use the first one's LockService`,
   serviceMissing: () =>
     'No LockService in this application: import MongoLockModule.forRoot() or forRootAsync()',
+  serviceMissingAtStart: () =>
+    '@Locked is used in this application, but no MongoLockModule is imported: every locked ' +
+    'route and method call will fail. Import MongoLockModule.forRoot() or forRootAsync() (in ' +
+    'tests, MongoLockTestingModule.forRoot())',
   observableWithoutType: (where: string) =>
     `${where} is @Locked and returned an Observable, but its declared return type is not ` +
     'Observable, so the lock was released before the Observable ran; declare `: Observable<T>` ' +

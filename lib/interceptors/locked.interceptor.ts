@@ -3,7 +3,9 @@ import {
   type CallHandler,
   type ExecutionContext,
   Injectable,
+  Logger,
   type NestInterceptor,
+  type OnApplicationBootstrap,
   Optional,
 } from '@nestjs/common';
 import { HttpAdapterHost, ModuleRef, Reflector } from '@nestjs/core';
@@ -34,6 +36,9 @@ import { MESSAGES } from '../mongo-lock.messages';
 /** Nest's `SSE_METADATA`: the same value in Nest 10 to 12, whose export moved between them. */
 const SSE_METADATA = '__sse__';
 
+/** Applications warned of a missing LockService, by their Reflector (one per application). */
+const warnedOfMissingService = new WeakSet<Reflector>();
+
 /**
  * Locks `@Locked` handlers for their call and the Observable they return; `@Locked` applies it,
  * you never register it yourself. Lock errors become HTTP errors (see
@@ -50,7 +55,7 @@ const SSE_METADATA = '__sse__';
  * export const Locked = createLockedDecorator(PoliteLockedInterceptor);
  */
 @Injectable()
-export class LockedInterceptor implements NestInterceptor {
+export class LockedInterceptor implements NestInterceptor, OnApplicationBootstrap {
   private lockService: LockService | undefined;
   private enabled: boolean | undefined;
 
@@ -59,6 +64,21 @@ export class LockedInterceptor implements NestInterceptor {
     protected readonly moduleRef: ModuleRef,
     @Optional() protected readonly adapterHost?: HttpAdapterHost,
   ) {}
+
+  /**
+   * Nest makes this interceptor wherever `@Locked` is used: without a LockService every locked
+   * call would fail, so say so at start-up, once per application. Not a failure: a unit test may
+   * compile a controller without the module and never call its locked routes.
+   */
+  onApplicationBootstrap(): void {
+    if (warnedOfMissingService.has(this.reflector)) return;
+    try {
+      this.getLockService();
+    } catch {
+      warnedOfMissingService.add(this.reflector);
+      new Logger('MongoLockModule').warn(MESSAGES.serviceMissingAtStart());
+    }
+  }
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     const metadata = this.reflector.get<LockedMetadata | undefined>(
