@@ -37,6 +37,12 @@ describe('the published package', () => {
     expect(packed).toContain('docs/images/lock-board.png');
   });
 
+  it('ships the figure BENCHMARKS.md shows', () => {
+    const links = relativeLinks(readFileSync(join(root, 'BENCHMARKS.md'), 'utf8'));
+    expect(links).toContain('bench/results/handoff-latency.svg');
+    expect(links.filter((link) => !packed.has(link))).toEqual([]);
+  });
+
   it('ships docs/upgrading.md, which error messages point to', () => {
     expect(packed).toContain('docs/upgrading.md');
   });
@@ -44,6 +50,10 @@ describe('the published package', () => {
   it('ships nothing else: no tests, sources or tooling', () => {
     const shipped = ['BENCHMARKS.md', 'CHANGELOG.md', 'LICENSE', 'README.md', 'package.json'];
     const tops = new Set([...packed].map((path) => path.split('/')[0]));
-    expect([...tops].filter((top) => ![...shipped, 'dist', 'docs'].includes(top))).toEqual([]);
+    expect([...tops].filter((top) => ![...shipped, 'dist', 'docs', 'bench'].includes(top))).toEqual(
+      [],
+    );
+    const bench = [...packed].filter((path) => path.startsWith('bench/'));
+    expect(bench).toEqual(['bench/results/handoff-latency.svg']);
   });
 });
