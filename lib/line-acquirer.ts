@@ -265,9 +265,7 @@ export class LineAcquirer {
       const kept = this.deps.handover.takeKept(request.key, request.ttlMs);
       if (kept) return { following: Promise.resolve(kept) };
     }
-    // A try also waits for our leaves of the key retried in the background (a release MongoDB did
-    // not confirm): else it finds our own entry, on its way out, in its way.
-    if (!inCallOrder(request)) await this.letGo(attempt, tries && this.leaves.ofKey(request.key));
+    if (!inCallOrder(request)) await this.letGo(attempt);
     // A try is one attempt, now; a wait retries an unanswered join by its token. A mutex's waits
     // join in call order, once earlier callers' joins here were answered (one that gave up sent
     // nothing), or queue behind an entry of ours to take it over.
@@ -369,13 +367,13 @@ export class LineAcquirer {
     return settledBy(join, callEnd, request.signal, late);
   }
 
-  /** Makes a kept entry of ours leave; waits for it and `retried` as for a reply (`send`). */
-  private async letGo(attempt: LineAttempt, retried?: Promise<unknown> | false): Promise<void> {
+  /** Makes a kept entry of ours leave; waits for that as long as for a reply (`send`). */
+  private async letGo(attempt: LineAttempt): Promise<void> {
     const { request, deadline } = attempt;
-    const kept = this.deps.handover.letGo(request.key);
-    if (!kept && !retried) return;
+    const leaving = this.deps.handover.letGo(request.key);
+    if (!leaving) return;
     const until = deadline + this.firstReplyGraceMs(attempt);
-    const woke = await wakeUp({ heard: Promise.all([kept, retried]) }, until, request.signal);
+    const woke = await wakeUp({ heard: leaving }, until, request.signal);
     if (woke === 'aborted') throw request.signal?.reason;
   }
 

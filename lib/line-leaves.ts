@@ -11,8 +11,6 @@ import type { LineWaiters } from './waiting/line-waiters';
  */
 export class LineLeaves {
   private readonly leaving = new Set<Promise<boolean | undefined>>();
-  /** The background leaves under way of entries known to exist, by key (`ofKey`). */
-  private readonly leavingKnown = new Map<Promise<boolean | undefined>, string>();
   /** Per key, the operator commands under way that the key's leaves wait for (`holdBack`). */
   private readonly heldBack = new CallOrder();
 
@@ -60,22 +58,7 @@ export class LineLeaves {
       }
       return undefined;
     };
-    const leaving = this.track(leave());
-    if (entry === 'joined') {
-      this.leavingKnown.set(leaving, key);
-      void leaving.finally(() => this.leavingKnown.delete(leaving));
-    }
-    return leaving;
-  }
-
-  /**
-   * Settles once this process's background leaves of `key`'s entries known to exist (such as a
-   * release MongoDB did not confirm) were answered or ran out of lease; undefined if none is.
-   */
-  ofKey(key: string): Promise<unknown> | undefined {
-    if (this.leavingKnown.size === 0) return undefined;
-    const leaving = [...this.leavingKnown].filter(([, of]) => of === key);
-    return leaving.length === 0 ? undefined : Promise.all(leaving.map(([left]) => left));
+    return this.track(leave());
   }
 
   /**
