@@ -45,6 +45,8 @@ export class LineAttempt {
    * not from the call (nor from a retry, whose reply may be that join's stored image).
    */
   joinSentAt = 0;
+  /** The store's last failure of a command while MongoDB was unavailable: a silence's cause. */
+  private lastUnavailable: unknown;
 
   constructor(
     readonly request: LineAcquireRequest,
@@ -68,15 +70,16 @@ export class LineAttempt {
   }
 
   /**
-   * A command unanswered `lateReplyMs` past the deadline (or failed so, `cause`): MongoDB's silence
-   * is why, whether or not an earlier reply placed us (a wait with nothing to ask fails by
-   * {@link timedOut}).
+   * A command unanswered `lateReplyMs` past the deadline (or failed so, `cause`: by default the
+   * last failure {@link retried} saw): MongoDB's silence is why, whether or not an earlier reply
+   * placed us (a wait with nothing to ask fails by {@link timedOut}).
    */
-  unanswered(lateReplyMs: number, cause?: unknown): Error {
+  unanswered(lateReplyMs: number, cause: unknown = this.lastUnavailable): Error {
     const more = lateReplyMs > 0 ? ` and ${formatMs(lateReplyMs)} more for its reply` : '';
+    const why = cause instanceof Error ? `; the last try failed: ${cause.message}` : '';
     return new LockStoreUnavailableError(
       `MongoDB did not answer the acquisition of ${quoteLockKey(this.request.key)} within ` +
-        `${formatMs(this.request.timeoutMs)}${more}`,
+        `${formatMs(this.request.timeoutMs)}${more}${why}`,
       cause === undefined ? undefined : { cause },
     );
   }
@@ -93,6 +96,7 @@ export class LineAttempt {
       } catch (error) {
         // An aborted call sends nothing more: a join landing later would be nobody's.
         if (!isStoreUnavailableError(error) || signal?.aborted) throw error;
+        this.lastUnavailable = error;
         // Out of time: named by the key, with the store's error as the cause.
         if (performance.now() + delayMs >= this.deadline) throw this.unanswered(0, error);
         await sleep(delayMs, false);

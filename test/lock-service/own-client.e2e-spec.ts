@@ -87,7 +87,9 @@ const describeWithProcess = process.env.MONGODB_URI ? describe.skip : describe;
 describeWithProcess('a command while MongoDB is down', () => {
   it('fails with the driver reason, not only our bound', async () => {
     const server = await spawnOfflineMongo();
-    const locks = new LockService({ uri: server.uri, dbName: 'own', operationTimeoutMs: 2_000 });
+    // Server selection (4 s) outlasts the reply margin (1 s): a wait's last command is cut by our
+    // bound, after earlier ones failed with the driver's reason.
+    const locks = new LockService({ uri: server.uri, dbName: 'own', operationTimeoutMs: 5_000 });
     try {
       await locks.start();
       await locks.inspect('down:k');
@@ -95,6 +97,13 @@ describeWithProcess('a command while MongoDB is down', () => {
       const inspected = await settleWithin(locks.inspect('down:k'), 10_000);
       expect(inspected.status).toBe('rejected');
       expectRefusalCause(inspected.error);
+      // A wait cut by our bound names the failure its earlier retries saw.
+      const waited = await settleWithin(locks.acquire('down:k', { timeoutMs: 6_000 }), 10_000);
+      expect(waited.status).toBe('rejected');
+      const error = waited.error as Error;
+      expect(error.message).toMatch(/did not answer the acquisition of "down:k".*ECONNREFUSED/);
+      // The cause is the store's error for the last try, which carries the driver's.
+      expectRefusalCause(error.cause);
     } finally {
       await settleWithin(locks.close(), 10_000);
       await server.stop().catch(() => undefined);
