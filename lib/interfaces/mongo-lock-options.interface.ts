@@ -4,7 +4,10 @@ import type { MongoClient } from 'mongodb';
 export interface LockRenewalOptions {
   /** Renew while held. Default `true` for `withLock` and `@Locked`, `false` for `acquire`. */
   enabled?: boolean;
-  /** Renew when this fraction of the lease has passed (0 < ratio < 1). Default `1/3`. */
+  /**
+   * Renew when about this fraction of the lease has passed (0 < ratio < 1): the renewal is sent
+   * `(1 - ratio) × ttlMs` before the lease's local deadline. Default `1/3`.
+   */
   intervalRatio?: number;
 }
 
