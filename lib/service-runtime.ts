@@ -197,8 +197,8 @@ export class ServiceRuntime {
 
   /**
    * A hot feed of the change stream; subscribers complete when the service closes. It starts the
-   * service, and retries a start that fails (MongoDB away at boot) until it succeeds: it never
-   * errors.
+   * service, and retries a start that MongoDB's absence failed (away at boot) until it succeeds;
+   * any other failed start (a refused login, a holder id in use) errors it.
    */
   events(): Observable<LockEvent> {
     const closing = this.closing.signal;
@@ -209,9 +209,14 @@ export class ServiceRuntime {
       const unsubscribed = new AbortController();
       const linked = this.links.link(unsubscribed.signal);
       let unwatch: (() => void) | undefined;
-      void this.startedUnlessEnded(linked.signal).then((lines) => {
-        if (lines) unwatch = lines.watchEvents((event: LockEvent) => subscriber.next(event));
-      });
+      void this.startedUnlessEnded(linked.signal).then(
+        (lines) => {
+          // It may have left in the turn since: a watch now would outlive it.
+          if (!lines || unsubscribed.signal.aborted) return;
+          unwatch = lines.watchEvents((event: LockEvent) => subscriber.next(event));
+        },
+        (error: unknown) => subscriber.error(error),
+      );
       return () => {
         unsubscribed.abort();
         linked.unlink();
@@ -221,7 +226,10 @@ export class ServiceRuntime {
     });
   }
 
-  /** The key locks once started, trying again on the poll's backoff; undefined if `ended` first. */
+  /**
+   * The key locks once started, trying again on the poll's backoff while MongoDB is unavailable;
+   * undefined if `ended` first. Rejects with any other failure, which trying again would repeat.
+   */
   private async startedUnlessEnded(
     ended: AbortSignal,
   ): Promise<LineLocks<KeyLineStorage> | undefined> {
@@ -229,8 +237,9 @@ export class ServiceRuntime {
       try {
         const lines = await this.started();
         return ended.aborted ? undefined : lines;
-      } catch {
-        // MongoDB away, say: calls that start the service report it; here it is tried again.
+      } catch (error) {
+        if (ended.aborted) return undefined;
+        if (!(error instanceof LockStoreUnavailableError)) throw error;
       }
       await wakeUp({}, performance.now() + pollDelayMs(failures, this.deps.options), ended);
     }

@@ -18,7 +18,7 @@ export interface LeaderInfo {
 /** What a leader watch reads. @internal */
 export interface LeaderWatchSource {
   inspect(key: string): Promise<LockState | null>;
-  /** Completes when the service closes; never errors. */
+  /** Completes when the service closes; errors only for a start that cannot succeed. */
   readonly events$: Observable<LockEvent>;
   /** False while changes may pass unseen (polling, or the change stream not open yet). */
   eventsFlow(): boolean;
@@ -84,12 +84,14 @@ export function watchLeader(source: LeaderWatchSource, key: string): Observable<
       }
     }
 
-    // Never errors: it retries a start that fails (MongoDB away at boot) on its own.
+    // It retries a start MongoDB's absence failed on its own; after any other failure, which
+    // fails each read too, the reads' timer goes on alone.
     const events = source.events$.subscribe({
       next: (event) => {
         if (event.key === key) void read();
       },
       complete: () => subscriber.complete(),
+      error: () => undefined,
     });
     void read();
     return () => {

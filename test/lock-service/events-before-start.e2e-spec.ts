@@ -1,3 +1,4 @@
+import { LockStoreUnavailableError, MongoLockError } from '../../lib/errors';
 import type { LockEvent } from '../../lib/interfaces/lock-state.interface';
 import { LockService } from '../../lib/lock.service';
 import { FaultProxy, passThrough, proxiedUri, proxyTarget } from '../support/fault-proxy';
@@ -57,5 +58,43 @@ describe('events$ subscribed before the service could start', () => {
     await sleep(1_500);
     expect(proxy.counters.connections).toBe(connections);
     await locks.close();
+  });
+});
+
+describe('events$ and the start it makes', () => {
+  const kit = LockTestKit.forSuite();
+
+  it('errors with a start that would fail again: a holderId another service uses', async () => {
+    const first = await kit.service({ holderId: 'events-twice' });
+    const second = new LockService(kit.options({ holderId: 'events-twice' }));
+    try {
+      let failed: unknown;
+      second.events$.subscribe({ error: (error: unknown) => (failed = error) });
+      await eventually(() => failed !== undefined, 5_000);
+      expect(failed).toBeInstanceOf(MongoLockError);
+      expect(failed).not.toBeInstanceOf(LockStoreUnavailableError);
+      expect((failed as Error).message).toMatch(/already used by another LockService/);
+      // A leader watch, which listens to events$ too, goes on with its reads (and no crash).
+      const watch = second.leadership('events-twice-job').leader$.subscribe();
+      await sleep(500);
+      expect(watch.closed).toBe(false);
+      watch.unsubscribe();
+    } finally {
+      await second.close();
+      await first.close();
+    }
+  });
+
+  it('leaves no watch behind when its subscriber leaves as the start ends', async () => {
+    const locks = new LockService(kit.options());
+    try {
+      const subscription = locks.events$.subscribe();
+      await locks.start();
+      subscription.unsubscribe();
+      await sleep(300);
+      expect(locks.diagnostics.eventsFlowing).toBe(false);
+    } finally {
+      await locks.close();
+    }
   });
 });
