@@ -169,6 +169,13 @@ describe('key templates: resolution', () => {
     expect(run('{query.term}')).toThrow(InvalidLockKeyError);
   });
 
+  it('fails a missing params value off HTTP as the message fault: interceptors may fill params', () => {
+    for (const type of ['ws', 'rpc']) {
+      const run = () => keysOf('{params.room}', { ...httpContext({ params: {} }), type });
+      expect(run).toThrow(InvalidLockKeyError);
+    }
+  });
+
   it('applies the core key validation to the rendered key (NUL, length)', () => {
     const nul = rejection(() => keysOf('k:{body.id}', httpContext({ body: { id: 'a\0b' } })));
     expect(nul.message).toMatch(/"k:\{body.id\}" gave an invalid key: .*NUL/);

@@ -202,12 +202,13 @@ export function readPath(root: unknown, path: readonly string[]): unknown {
 }
 
 /**
- * A missing value is the request's fault (`InvalidLockKeyError`, HTTP 400), but route parameters
- * come from the route: one missing is the template's bug (`MongoLockError`, HTTP 500, logged).
+ * A missing value is the request's fault (`InvalidLockKeyError`, HTTP 400), but an HTTP route's
+ * parameters come from its path: one missing is the template's bug (`MongoLockError`, HTTP 500,
+ * logged). Elsewhere (ws, rpc) an interceptor may fill `params` from the client's message.
  */
 function missingValueError(template: string, part: ValuePart, contextType: string): Error {
   const message = MESSAGES.templateValueMissing(template, part.placeholder, contextType);
-  return part.source === 'params'
+  return part.source === 'params' && contextType === 'http'
     ? new MongoLockError(MESSAGES.routeParamMissing(message))
     : new InvalidLockKeyError(message);
 }
