@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, posix } from 'node:path';
 
 // What `npm pack` ships: the README's links and the guides error messages name must not be dead
 // inside node_modules. `--ignore-scripts`: no build; dist/ is not what this is about.
@@ -35,6 +35,17 @@ describe('the published package', () => {
     expect(links).toContain('BENCHMARKS.md');
     expect(links.filter((link) => !packed.has(link))).toEqual([]);
     expect(packed).toContain('docs/images/lock-board.png');
+  });
+
+  it('ships what every shipped guide links to', () => {
+    const guides = [...packed].filter((path) => /^docs\/[^/]+\.md$/.test(path));
+    expect(guides).toContain('docs/testing.md');
+    const dead = guides.flatMap((guide) =>
+      relativeLinks(readFileSync(join(root, guide), 'utf8'))
+        .map((link) => posix.normalize(posix.join(posix.dirname(guide), link)))
+        .filter((target) => target !== '.' && !packed.has(target)),
+    );
+    expect(dead).toEqual([]);
   });
 
   it('ships the figure BENCHMARKS.md shows', () => {
