@@ -16,7 +16,7 @@ import { InvalidLockKeyError } from './errors/invalid-lock-key.error';
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
 import { MongoLockError } from './errors/mongo-lock.error';
 import type { MongoLockModuleOptions } from './interfaces/mongo-lock-options.interface';
-import { routeParamNames } from './http/route-params';
+import { paramsOfEveryRoute } from './http/route-params';
 import { httpOnlyPlaceholders, routeParamPlaceholders } from './keys/key-template';
 import { LockService } from './lock.service';
 import { MONGO_LOCK_OPTIONS } from './mongo-lock.module-definition';
@@ -266,11 +266,11 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
   }
 
   /**
-   * A `{params.x}` its route's paths do not name fails every request. Warned, not refused: a
-   * global prefix or a `RouterModule` path may add parameters the route's own paths do not show.
+   * A `{params.x}` one of its routes does not always give fails those requests. Warned, not
+   * refused: a global prefix or a `RouterModule` path may add parameters the paths do not show.
    */
   private checkRouteParams(controller: object, handler: object): void {
-    const names = routeParamNames(controller, handler);
+    const names = paramsOfEveryRoute(controller, handler);
     const metadata = getLockedMetadata(handler);
     if (!names || !metadata) return;
     for (const { template, param } of routeParamPlaceholders(metadata.templates ?? [])) {

@@ -103,9 +103,10 @@ export const MESSAGES = {
     'lock, and through super the locked body is called outside its route (a key from the ' +
     'request fails it). Put @Locked on the override too',
   unknownRouteParam: (where: string, template: string, param: string, params: Iterable<string>) =>
-    `${where} is @Locked with ${quote(template)}, but its route's paths have no parameter ` +
-    `${quote(param)} (they have: ${[...params].join(', ') || 'none'}): unless a global prefix or ` +
-    'a RouterModule path adds it, every request will fail with a server error',
+    `${where} is @Locked with ${quote(template)}, but not every route of its paths has the ` +
+    `parameter ${quote(param)} (every one has: ${[...params].join(', ') || 'none'}): unless a ` +
+    'global prefix or a RouterModule path adds it, the requests without it will fail with a ' +
+    'server error',
   calledOutsideRoute: (where: string, template: string, placeholder: string) =>
     `${where} is @Locked with ${quote(template)}, which reads ${placeholder} from the request, ` +
     'but it was called outside its route (by another method through `this`, by a scheduler, or ' +

@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { Controller, Get } from '@nestjs/common';
-import { routeParamNames } from './route-params';
+import { paramsOfEveryRoute } from './route-params';
 
 /** The parameter names of a route `@Controller(controllerPath)` + `@Get(methodPath)`. */
 function namesOf(controllerPath: string | string[] | undefined, methodPath?: string | string[]) {
@@ -9,21 +9,25 @@ function namesOf(controllerPath: string | string[] | undefined, methodPath?: str
     @Get(methodPath)
     handler(): void {}
   }
-  return routeParamNames(Routes, Routes.prototype.handler);
+  return paramsOfEveryRoute(Routes, Routes.prototype.handler);
 }
 
-describe('routeParamNames', () => {
+describe('paramsOfEveryRoute', () => {
   it.each<[string | string[] | undefined, string | string[] | undefined, string[]]>([
     [undefined, undefined, []],
     ['orders', ':id/refund', ['id']],
     ['tenants/:tenant', 'items/:id', ['tenant', 'id']],
-    ['a', ['x/:one', 'y/:two'], ['one', 'two']],
-    [['v1/:tenant', 'v2'], ':id', ['tenant', 'id']],
+    // Only what every controller path with every method path gives.
+    ['a', ['x/:one', 'y/:two'], []],
+    ['a', ['x/:id', 'y/:id/:more'], ['id']],
+    [['v1/:tenant', 'v2'], ':id', ['id']],
     ['files', '*path', ['path']],
-    ['files', '{*path}', ['path']],
-    ['items', 'list{/:page}', ['page']],
+    // Optional segments give nothing for sure.
+    ['files', '{*path}', []],
+    ['items', 'list{/:page}', []],
+    ['items', ':kind{/:page}', ['kind']],
     ['flights', ':from-:to', ['from', 'to']],
-    ['express4', ':id?', ['id']],
+    ['express4', ':id?', []],
   ])('reads %j + %j', (controllerPath, methodPath, names) => {
     expect([...(namesOf(controllerPath, methodPath) ?? ['unreadable'])]).toEqual(names);
   });
@@ -42,7 +46,7 @@ describe('routeParamNames', () => {
       handler(): void {}
     }
     Reflect.defineMetadata('path', /^\/x/, Routes.prototype.handler);
-    expect(routeParamNames(Routes, Routes.prototype.handler)).toBeUndefined();
+    expect(paramsOfEveryRoute(Routes, Routes.prototype.handler)).toBeUndefined();
   });
 
   it('has nothing to say about a method that is no route', () => {
@@ -50,6 +54,6 @@ describe('routeParamNames', () => {
     class Routes {
       helper(): void {}
     }
-    expect(routeParamNames(Routes, Routes.prototype.helper)).toBeUndefined();
+    expect(paramsOfEveryRoute(Routes, Routes.prototype.helper)).toBeUndefined();
   });
 });
