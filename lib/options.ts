@@ -19,7 +19,7 @@ import type {
   LockRenewalOptions,
   MongoLockModuleOptions,
 } from './interfaces/mongo-lock-options.interface';
-import { connectionStringError } from './store/own-client';
+import { connectionStringError } from './store/connection-string';
 import { MAX_TIMER_MS } from './util/timers';
 
 /** Shortest lease: shorter ones cannot survive one renewal round trip under load. */

@@ -1,4 +1,5 @@
-import type { ClientSession, MongoClient } from 'mongodb';
+import { MongoClient } from 'mongodb';
+import type { ClientSession, ServerHeartbeatFailedEvent } from 'mongodb';
 import type { ResolvedLockModuleOptions } from '../options';
 import { formatMs } from '../util/durations';
 import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
@@ -9,7 +10,6 @@ import type { LineDocument } from './line/line-document';
 import { LineStore } from './line/line-store';
 import type { KeyLineStorage } from './line/line-store';
 import { isStoreUnavailableError, toStoreError } from './mongo-error-codes';
-import { createOwnClient } from './own-client';
 import { sleep } from '../util/timers';
 
 /**
@@ -49,10 +49,15 @@ export class LockStore implements LockConnection {
    */
   static async open(options: ResolvedLockModuleOptions, closing: AbortSignal): Promise<LockStore> {
     const ownsClient = options.client === undefined;
-    const client =
-      options.client ?? createOwnClient(options.uri as string, options.operationTimeoutMs);
+    const client = options.client ?? new MongoClient(options.uri as string);
     const endsAt = performance.now() + options.operationTimeoutMs;
     let lastError: unknown;
+    // The driver looks for a server for longer than our bound (30 s by default), so a try may
+    // never fail within it: its server monitor's last failed check says why (a refused
+    // connection, an unknown host).
+    let monitorFailure: Error | undefined;
+    const heard = (event: ServerHeartbeatFailedEvent) => (monitorFailure = event.failure);
+    client.on('serverHeartbeatFailed', heard);
     // Closing the client stops a server selection under way: the start fails at once.
     const stop = () => void client.close().catch(() => undefined);
     if (ownsClient) closing.addEventListener('abort', stop, { once: true });
@@ -76,13 +81,16 @@ export class LockStore implements LockConnection {
           }
         }
       },
-      (ms) =>
-        new LockStoreUnavailableError(
+      (ms) => {
+        const why = lastError ?? monitorFailure;
+        const said = lastError === undefined ? "the server monitor's last check" : 'the last try';
+        return new LockStoreUnavailableError(
           `LockService could not start: MongoDB did not answer within ${formatMs(ms)} ` +
             "(connecting, then creating the lock collection's indexes)" +
-            (lastError instanceof Error ? `; the last try failed: ${lastError.message}` : ''),
-          lastError === undefined ? undefined : { cause: lastError },
-        ),
+            (why instanceof Error ? `; ${said} failed: ${why.message}` : ''),
+          why === undefined ? undefined : { cause: why },
+        );
+      },
     );
     try {
       return await connecting.result;
@@ -91,6 +99,7 @@ export class LockStore implements LockConnection {
       throw error;
     } finally {
       closing.removeEventListener('abort', stop);
+      client.off('serverHeartbeatFailed', heard);
     }
   }
 
