@@ -300,8 +300,8 @@ export class LineAcquirer {
   /**
    * Waits for the callers here ahead until their joins were answered (or they gave up), until our
    * deadline and a reply's margin. Past our deadline a join of ours would come too late: we were
-   * busy with them, unless MongoDB's silence kept them (the last one failed so, or the front one's
-   * command has gone unanswered for that margin).
+   * busy with them, unless MongoDB's silence kept them (the last one failed so, and is the cause,
+   * or the front one's command has gone unanswered for that margin).
    */
   private async behindCallersHere(attempt: LineAttempt, ahead: Promise<unknown>): Promise<void> {
     const { request, deadline } = attempt;
@@ -310,7 +310,9 @@ export class LineAcquirer {
     const silent = (failure?: unknown) =>
       isStoreUnavailableError(failure) || frontAskedMs() >= (this.deps.lateReplyMs ?? 0);
     const late = (failure?: unknown) =>
-      silent(failure) ? attempt.unanswered(graceMs) : attempt.timedOut();
+      silent(failure)
+        ? attempt.unanswered(graceMs, isStoreUnavailableError(failure) ? failure : undefined)
+        : attempt.timedOut();
     const failure = await settledBy(ahead, deadline + graceMs, request.signal, late);
     if (performance.now() >= deadline) throw late(failure);
   }

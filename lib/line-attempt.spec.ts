@@ -35,6 +35,17 @@ describe('LineAttempt.unanswered', () => {
     );
   });
 
+  it('names no failure that a later try saw answered', async () => {
+    const attempt = attemptOnK();
+    const refused = new LockStoreUnavailableError('MongoDB is unavailable (join): ECONNREFUSED');
+    let sent = 0;
+    const command = () => (sent++ === 0 ? Promise.reject(refused) : Promise.resolve('placed'));
+    await expect(attempt.retried(command)).resolves.toBe('placed');
+    // A later command that is never answered: its silence has no known reason.
+    void attempt.retried(() => new Promise<never>(() => {}));
+    expect(attempt.unanswered(1_000).cause).toBeUndefined();
+  });
+
   it('names no cause when no command failed', () => {
     const error = attemptOnK().unanswered(1_000);
     expect(error.cause).toBeUndefined();

@@ -92,7 +92,10 @@ export class LineAttempt {
     const { signal } = this.request;
     for (let delayMs = 50; ; delayMs = Math.min(delayMs * 2, 1_000)) {
       try {
-        return await command();
+        const answer = await command();
+        // A cause names the tries just before a silence, not one answered since.
+        this.lastUnavailable = undefined;
+        return answer;
       } catch (error) {
         // An aborted call sends nothing more: a join landing later would be nobody's.
         if (!isStoreUnavailableError(error) || signal?.aborted) throw error;

@@ -26,6 +26,7 @@ describe('paramsOfEveryRoute', () => {
     ['files', '{*path}', []],
     ['items', 'list{/:page}', []],
     ['items', ':kind{/:page}', ['kind']],
+    ['items', ':kind{/:page{/:size}}', ['kind']],
     ['flights', ':from-:to', ['from', 'to']],
     ['express4', ':id?', []],
   ])('reads %j + %j', (controllerPath, methodPath, names) => {

@@ -13,7 +13,13 @@ const OPTIONAL_PARAM = /[:*][A-Za-z_$][\w$]*[?*]/g;
 /** The parameters one path always gives, or `undefined` when the path cannot be read so. */
 function requiredParamsOf(path: unknown): string[] | undefined {
   if (typeof path !== 'string' || UNREADABLE.test(path)) return undefined;
-  const required = path.replace(OPTIONAL_GROUP, '').replace(OPTIONAL_PARAM, '');
+  let required = path;
+  // Groups nest (`{/:page{/:size}}`): the innermost go first, until none is left.
+  for (let before = ''; before !== required;) {
+    before = required;
+    required = required.replace(OPTIONAL_GROUP, '');
+  }
+  required = required.replace(OPTIONAL_PARAM, '');
   return [...required.matchAll(NAMED_PARAM)].map(([, name]) => name);
 }
 

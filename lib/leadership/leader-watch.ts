@@ -1,4 +1,5 @@
 import { Observable } from 'rxjs';
+import { LockServiceClosedError } from '../errors/lock-service-closed.error';
 import type { LockEvent, LockState } from '../interfaces/lock-state.interface';
 import { unrefTimer } from '../util/timers';
 
@@ -70,7 +71,9 @@ export function watchLeader(source: LeaderWatchSource, key: string): Observable<
           subscriber.next(leader);
         }
         if (state?.held) nextInMs = Math.min(nextInMs, state.remainingMs + LEASE_END_MARGIN_MS);
-      } catch {
+      } catch (error) {
+        // Closed: so is the watch, even when events$, which completes it, failed to start.
+        if (error instanceof LockServiceClosedError) return subscriber.complete();
         nextInMs = Math.min(nextInMs, source.pollIntervalMs);
       }
       reading = false;
@@ -85,7 +88,7 @@ export function watchLeader(source: LeaderWatchSource, key: string): Observable<
     }
 
     // It retries a start MongoDB's absence failed on its own; after any other failure, which
-    // fails each read too, the reads' timer goes on alone.
+    // fails each read too, the reads' timer goes on alone until the service closes.
     const events = source.events$.subscribe({
       next: (event) => {
         if (event.key === key) void read();

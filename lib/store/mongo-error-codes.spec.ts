@@ -13,7 +13,7 @@ function socketError(code: string): Error {
 }
 
 describe('store error classification', () => {
-  it.each(['ECONNRESET', 'EPIPE', 'ECONNREFUSED', 'ETIMEDOUT'])(
+  it.each(['ECONNRESET', 'EPIPE', 'ECONNREFUSED', 'ETIMEDOUT', 'ESERVFAIL', 'EAI_AGAIN'])(
     'counts an unwrapped socket error (%s) as MongoDB being unavailable',
     (code) => {
       const error = socketError(code);

@@ -113,7 +113,10 @@ export function isDefiniteFailure(error: unknown): boolean {
   );
 }
 
-/** Node socket errors the driver may pass on unwrapped (`write ECONNRESET` on a big command). */
+/**
+ * Node socket and DNS errors the driver may pass on unwrapped (`write ECONNRESET` on a big
+ * command, `querySrv ESERVFAIL`).
+ */
 const SOCKET_ERROR_CODES = new Set([
   'ECONNRESET',
   'ECONNREFUSED',
@@ -123,6 +126,12 @@ const SOCKET_ERROR_CODES = new Set([
   'ENOTCONN',
   'ENETUNREACH',
   'EHOSTUNREACH',
+  // DNS, as a mongodb+srv URI's lookup throws them: a resolver away, or a name not found yet.
+  'ESERVFAIL',
+  'ETIMEOUT',
+  'EREFUSED',
+  'EAI_AGAIN',
+  'ENOTFOUND',
 ]);
 
 /**

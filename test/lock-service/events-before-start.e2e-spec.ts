@@ -74,11 +74,16 @@ describe('events$ and the start it makes', () => {
       expect(failed).toBeInstanceOf(MongoLockError);
       expect(failed).not.toBeInstanceOf(LockStoreUnavailableError);
       expect((failed as Error).message).toMatch(/already used by another LockService/);
-      // A leader watch, which listens to events$ too, goes on with its reads (and no crash).
-      const watch = second.leadership('events-twice-job').leader$.subscribe();
+      // A leader watch, which listens to events$ too, goes on with its reads (and no crash),
+      // and completes when the service closes.
+      let watchCompleted = false;
+      const watch = second
+        .leadership('events-twice-job')
+        .leader$.subscribe({ complete: () => (watchCompleted = true) });
       await sleep(500);
       expect(watch.closed).toBe(false);
-      watch.unsubscribe();
+      await second.close();
+      await eventually(() => watchCompleted, 5_000);
     } finally {
       await second.close();
       await first.close();

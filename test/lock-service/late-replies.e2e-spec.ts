@@ -125,6 +125,8 @@ describeWithFailPoints('a reply on its way at the deadline', () => {
     expect(await firstOnB).toBeInstanceOf(LockStoreUnavailableError);
     expect(secondOnB).toBeInstanceOf(LockStoreUnavailableError);
     expect((secondOnB as Error).message).toContain('"order:b"');
+    // Held back by the first caller's failure, it names that failure as its cause.
+    expect((secondOnB as Error).cause).toBe(await firstOnB);
     await (await first).release();
   });
 
