@@ -6,6 +6,7 @@ import { timeOf, type LineCollection } from './line-commands';
 import type { LineDocument } from './line-document';
 import type { LineWatch } from './line-events';
 import { lastClusterTime, reopeningStream } from './line-events';
+import { LIVE, NOW } from './line-pipelines';
 import type { LineChangeEvent, LineStateReply } from './line-state';
 import {
   LINE_STATE_PROJECTION,
@@ -19,9 +20,6 @@ import {
  * Operator commands on the lock collection (`inspect`, `list`, `forceRelease`, `releaseScope`)
  * and the `events$` stream, decoded by each command's own `$$NOW`; never an owner token.
  */
-
-const NOW = '$$NOW';
-const LIVE = { $filter: { input: { $ifNull: ['$line', []] }, cond: { $gt: ['$$this.e', NOW] } } };
 
 /** `gcAt` for an emptied line: retention `$$i` from now, floored at the last fence in ms. */
 const GC_WHEN_EMPTY = {
@@ -96,17 +94,23 @@ export async function forceReleaseLine(
   key: string,
   idleRetentionMs: number,
 ): Promise<LockHolderState[]> {
-  const before = (await collection.findOneAndUpdate(
-    { _id: key, $expr: { $gt: [{ $max: '$line.e' }, NOW] } },
-    FORCE_RELEASE_PIPELINE,
-    {
-      returnDocument: 'before',
-      projection: LINE_STATE_PROJECTION,
-      let: { i: idleRetentionMs, l: operatorLead() },
-    },
-  )) as LineStateReply | null;
-  if (!before) return [];
-  return lineHolders(before, await timeOf(collection, key, before));
+  const filter = { _id: key, $expr: { $gt: [{ $max: '$line.e' }, NOW] } };
+  return operatorWrite(collection, filter, FORCE_RELEASE_PIPELINE, { i: idleRetentionMs });
+}
+
+/** Runs an operator's `pipeline` on the document `filter` finds; the holders it had before. */
+async function operatorWrite(
+  collection: LineCollection,
+  filter: Document & { _id: string },
+  pipeline: Document[],
+  vars: Document,
+): Promise<LockHolderState[]> {
+  const before = (await collection.findOneAndUpdate(filter, pipeline, {
+    returnDocument: 'before',
+    projection: LINE_STATE_PROJECTION,
+    let: { ...vars, l: operatorLead() },
+  })) as LineStateReply | null;
+  return before ? lineHolders(before, await timeOf(collection, filter._id, before)) : [];
 }
 
 /** Removes the entries of scope `$$s` (holders and waiters) and every dead entry. */
@@ -155,18 +159,11 @@ export async function releaseScopeInLines(
 ): Promise<ScopeHoldersRemoved[]> {
   const filter = liveEntryOf(scope);
   const keys = await collection.find(filter, { projection: { _id: 1 } }).toArray();
+  const vars = { s: { $literal: scope }, i: idleRetentionMs };
   const removed = await Promise.all(
     keys.map(async ({ _id: key }): Promise<ScopeHoldersRemoved> => {
-      const before = (await collection.findOneAndUpdate(
-        { _id: key, ...filter },
-        RELEASE_SCOPE_PIPELINE,
-        {
-          returnDocument: 'before',
-          projection: LINE_STATE_PROJECTION,
-          let: { s: { $literal: scope }, i: idleRetentionMs, l: operatorLead() },
-        },
-      )) as LineStateReply | null;
-      const holders = before ? lineHolders(before, await timeOf(collection, key, before)) : [];
+      const ofKey = { _id: key, ...filter };
+      const holders = await operatorWrite(collection, ofKey, RELEASE_SCOPE_PIPELINE, vars);
       return { key, holders: holders.filter((holder) => holder.scope === scope) };
     }),
   );

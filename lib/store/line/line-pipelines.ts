@@ -10,14 +10,17 @@ import type { LineKind } from './line-document';
 /** At most this many live entries per key (holders and waiters): bounds the document. */
 export const LINE_CAPACITY = 1_000;
 
-const NOW = '$$NOW';
+export const NOW = '$$NOW';
 /** The start of a `lead` that changes no holder but makes every process's waiters look. */
 export const LOOK_AGAIN_LEAD = '? ';
 
 export function isLookAgainLead(lead: unknown): boolean {
   return typeof lead === 'string' && lead.startsWith(LOOK_AGAIN_LEAD);
 }
-const LIVE = { $filter: { input: { $ifNull: ['$line', []] }, cond: { $gt: ['$$this.e', NOW] } } };
+/** The entries whose lease has not ended. */
+export const LIVE = {
+  $filter: { input: { $ifNull: ['$line', []] }, cond: { $gt: ['$$this.e', NOW] } },
+};
 const NOBODY_LIVE = { $eq: ['$_l', []] };
 const NEXT_FENCE = { $max: [{ $add: ['$f', 1] }, { $toLong: NOW }] };
 /** A `gcAt` floor: fences may outrun the clock; the next, taken from it, must exceed them. */
