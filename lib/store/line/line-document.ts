@@ -142,16 +142,21 @@ export function placeOf(doc: LineDocument, token: string, now: Date): LinePlace 
   };
 }
 
-/** The holding prefix of `entries`: live ones, or all of a written line (each live at the write). */
-export function leadingHolders<E extends HoldingFields>(
+/** The holding prefix of `entries` (live ones). */
+function leadingHolders<E extends HoldingFields>(
   entries: readonly E[],
   permits: number | null | undefined,
 ): E[] {
   return entries.slice(0, holdingCount(entries, permits));
 }
 
-export function holdersOf(doc: LineDocument, now: Date): LineEntry[] {
-  return leadingHolders(liveEntries(doc.line, now), doc.permits);
+/** The holders of a line at `now`; without `now`, of a line as written (each entry live then). */
+export function holdersOf<E extends HoldingFields>(
+  doc: { line?: readonly E[]; permits?: number | null } | undefined,
+  now?: Date,
+): E[] {
+  const line = doc?.line ?? [];
+  return leadingHolders(now ? liveEntries(line, now) : line, doc?.permits);
 }
 
 /**

@@ -10,7 +10,7 @@ import { isResumePointLostError } from '../mongo-error-codes';
 import { setImmediate } from 'node:timers';
 import { settledBy, sleep } from '../../util/timers';
 import type { HoldingEntry, LineDocument } from './line-document';
-import { holdingEntry, leadingHolders } from './line-document';
+import { holdersOf, holdingEntry } from './line-document';
 import { isLookAgainLead } from './line-pipelines';
 import type { LineCollection } from './line-commands';
 
@@ -60,7 +60,7 @@ export function leadPattern(holderId: string): string {
 export function lineChangeOf(event: ChangeStreamDocument<LineDocument>): LineChange | undefined {
   if (!('fullDocument' in event) || !event.fullDocument) return undefined;
   const doc = event.fullDocument;
-  const holders = leadingHolders(doc.line ?? [], doc.permits).map(holdingEntry);
+  const holders = holdersOf(doc).map(holdingEntry);
   const lead =
     event.operationType === 'update' ? event.updateDescription.updatedFields?.lead : doc.lead;
   const byOperator = lead?.[0] === '!';

@@ -2,7 +2,7 @@ import type { ChangeStreamDocument, Document } from 'mongodb';
 import type { LockEvent, LockHolderState, LockState } from '../../interfaces/lock-state.interface';
 import { toBigInt } from '../bson-values';
 import type { LineDocument, LineEntry } from './line-document';
-import { firstFence, holdingCount, leadingHolders, liveEntries } from './line-document';
+import { firstFence, holdersOf, holdingCount, liveEntries } from './line-document';
 import { isLookAgainLead } from './line-pipelines';
 
 /**
@@ -101,7 +101,7 @@ function holderState(entry: LineStateEntry, now: Date): LockHolderState {
 }
 
 export function lineHolders(doc: LineStateReply, now: Date): LockHolderState[] {
-  return leadingHolders(liveEntries(doc.line, now), doc.permits).map((e) => holderState(e, now));
+  return holdersOf(doc, now).map((entry) => holderState(entry, now));
 }
 
 /**
@@ -159,9 +159,6 @@ const acquired = (key: string, entry: LineStateEntry, at: Date): LockEvent => ({
   fence: firstFence(entry.f),
   at,
 });
-
-/** The holders of a document as written (every entry of it was live at that write). */
-const writtenHolders = (doc?: LineDocument) => leadingHolders(doc?.line ?? [], doc?.permits);
 
 /** From the delta: the new `f`'s entry index just after the write (entries ahead), if shown. */
 function joinedAt(updated: Document, fence: bigint): number | undefined {
@@ -239,30 +236,29 @@ export function lineEvents(change: LineChangeEvent): LockEvent[] {
   if (!('documentKey' in change) || typeof change.documentKey?._id !== 'string') return [];
   const key = change.documentKey._id;
   const at = eventTime(change);
+  const released: LockEvent = { type: 'released', key, holderId: null, fence: null, at };
+  const acquiredBy = (entries: LineStateEntry[]) => entries.map((e) => acquired(key, e, at));
   switch (change.operationType) {
     case 'insert':
-      return writtenHolders(change.fullDocument).map((entry) => acquired(key, entry, at));
+      return acquiredBy(holdersOf(change.fullDocument));
     case 'delete':
       return [{ type: 'deleted', key, holderId: null, fence: null, at }];
     case 'update': {
       const updated = (change.updateDescription?.updatedFields ?? {}) as Document;
-      const released: LockEvent = { type: 'released', key, holderId: null, fence: null, at };
       if ('lead' in updated && !isLookAgainLead(updated.lead)) {
-        const holders = writtenHolders(change.fullDocument);
-        return [released, ...holders.map((entry) => acquired(key, entry, at))];
+        return [released, ...acquiredBy(holdersOf(change.fullDocument))];
       }
       if ('f' in updated) return joinEvents(key, change);
       return emptied(change) ? [released] : [];
     }
     case 'replace': {
       const doc = change.fullDocument;
-      const holders = writtenHolders(doc);
+      const holders = holdersOf(doc);
       if (doc?.lead == null && (doc?.line?.length ?? 0) > 0) {
         const newest = toBigInt(doc?.f);
-        return holders.filter((e) => toBigInt(e.f) === newest).map((e) => acquired(key, e, at));
+        return acquiredBy(holders.filter((entry) => toBigInt(entry.f) === newest));
       }
-      const released: LockEvent = { type: 'released', key, holderId: null, fence: null, at };
-      return [released, ...holders.map((entry) => acquired(key, entry, at))];
+      return [released, ...acquiredBy(holders)];
     }
     default:
       return [];
