@@ -45,10 +45,8 @@ export async function inspectLine(
   collection: LineCollection,
   key: string,
 ): Promise<LockState | null> {
-  const reply = (await collection.findOne(
-    { _id: key },
-    { projection: LINE_STATE_PROJECTION },
-  )) as LineStateReply | null;
+  const projection = LINE_STATE_PROJECTION;
+  const reply = await collection.findOne<LineStateReply>({ _id: key }, { projection });
   return reply && decodeLineState(reply, await timeOf(collection, key, reply));
 }
 

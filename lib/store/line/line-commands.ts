@@ -57,12 +57,8 @@ export async function timeOf(
   if (doc.now instanceof Date) return doc.now;
   const entry = ours && doc.line?.find((candidate) => candidate.t === ours.token);
   if (entry && ours) return new Date(entry.e.getTime() - ours.ttlMs);
-  const read = (await collection.findOne(
-    { _id: key },
-    { projection: { _id: 1, now: '$$NOW' } },
-  )) as {
-    now?: Date;
-  } | null;
+  const projection = { _id: 1, now: '$$NOW' };
+  const read = await collection.findOne<{ now?: Date }>({ _id: key }, { projection });
   // The document is gone: nothing of it is live.
   return read?.now ?? new Date(8.64e15);
 }
@@ -147,18 +143,15 @@ export async function joinLine(
   checkJoin(request);
   // A retry of a join that may have landed would miss the short command's filter (`line.t`).
   const short = request.kind.mode === 'exclusive' && !retry;
-  const doc =
-    (short ? await exclusiveJoin(collection, request) : undefined) ??
-    (await sendJoin(collection, request, { _id: request.key }, fullJoinPipeline(request)));
-  return decodeJoin(doc, request);
-}
-
-function fullJoinPipeline(request: JoinRequest): Document[] {
-  return joinPipeline({
+  const shape = {
     kind: request.kind.mode,
     onlyIfHolds: request.onlyIfHolds,
     scoped: request.scope !== undefined,
-  });
+  };
+  const doc =
+    (short ? await exclusiveJoin(collection, request) : undefined) ??
+    (await sendJoin(collection, request, joinPipeline(shape)));
+  return decodeJoin(doc, request);
 }
 
 /** A mutex's join by short commands; undefined leaves rarer cases to the full pipeline. */
@@ -168,23 +161,16 @@ async function exclusiveJoin(
 ): Promise<LineReply | undefined> {
   const scoped = request.scope !== undefined;
   if (request.onlyIfHolds) {
-    const doc = await sendJoin(
-      collection,
-      request,
-      { _id: request.key },
-      exclusiveTryJoinPipeline(scoped),
-    );
-    const decisive =
-      placeOf(doc, request.token, doc.now) !== undefined ||
-      liveEntries(doc.line, doc.now).length > 0;
-    return decisive ? doc : undefined;
+    const doc = await sendJoin(collection, request, exclusiveTryJoinPipeline(scoped));
+    // Nobody live: not joined, as the key was last a semaphore's.
+    return liveEntries(doc.line, doc.now).length > 0 ? doc : undefined;
   }
   try {
     return await sendJoin(
       collection,
       request,
-      exclusiveJoinFilter(request.key, request.token),
       exclusiveJoinPipeline(scoped),
+      exclusiveJoinFilter(request.key, request.token),
       LOCK_LINE_REPLY,
     );
   } catch (error) {
@@ -197,8 +183,8 @@ async function exclusiveJoin(
 async function sendJoin(
   collection: LineCollection,
   request: JoinRequest,
-  filter: Document,
   pipeline: Document[],
+  filter: Document = { _id: request.key },
   projection: Document = LINE_REPLY,
 ): Promise<LineReply> {
   const { kind } = request;
@@ -222,7 +208,7 @@ async function sendJoin(
 
 /** A join's result from the document after it, at the join's server time. */
 export function decodeJoin(
-  doc: LineDocument & { now: Date },
+  doc: LineReply,
   request: Pick<JoinRequest, 'kind' | 'token'>,
 ): JoinResult {
   const { kind } = request;
@@ -315,10 +301,7 @@ export async function readPlace(
   key: string,
   token: string,
 ): Promise<LinePlace | undefined> {
-  const doc = (await collection.findOne(
-    { _id: key },
-    { projection: LINE_REPLY },
-  )) as LineReply | null;
+  const doc = await collection.findOne<LineReply>({ _id: key }, { projection: LINE_REPLY });
   return doc ? placeOf(doc, token, doc.now) : undefined;
 }
 
