@@ -3,9 +3,9 @@ import { validateLockKey } from '../keys/lock-key';
 import type { Document } from 'mongodb';
 
 /** Most keys one listing returns. */
-export const MAX_LIST_LIMIT = 1_000;
+const MAX_LIST_LIMIT = 1_000;
 /** Keys per listing when the caller names no limit. */
-export const DEFAULT_LIST_LIMIT = 100;
+const DEFAULT_LIST_LIMIT = 100;
 
 /** One page of the lock collection's keys, in key order. */
 export interface ListLocksQuery {
@@ -41,15 +41,11 @@ export function listLocksQuery(
   };
 }
 
-/** Escapes every character special in a PCRE or JavaScript regular expression. */
-function escapeRegExp(text: string): string {
-  return text.replace(/[\\^$.*+?()[\]{}|/-]/g, '\\$&');
-}
-
 /** `_id` after `after` and starting with `prefix`: an anchored regex, an `_id` index range. */
 export function keyRangeFilter({ prefix, after }: Omit<ListLocksQuery, 'limit'>): Document {
   const range: { $gt?: string; $regex?: string } = {};
   if (after !== undefined) range.$gt = after;
-  if (prefix !== '') range.$regex = `^${escapeRegExp(prefix)}`;
+  // Every character special in a PCRE or JavaScript regular expression escaped.
+  if (prefix !== '') range.$regex = `^${prefix.replace(/[\\^$.*+?()[\]{}|/-]/g, '\\$&')}`;
   return Object.keys(range).length === 0 ? {} : { _id: range };
 }

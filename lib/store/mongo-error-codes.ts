@@ -10,8 +10,6 @@ import {
 import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
 import { MongoLockError } from '../errors/mongo-lock.error';
 
-const DUPLICATE_KEY = 11000;
-
 /** "This node cannot serve the command now" codes, from the driver's retryability rules. */
 const UNAVAILABLE_CODES = new Set([
   6, // HostUnreachable
@@ -46,7 +44,7 @@ function codeOf(error: unknown): unknown {
 }
 
 export function isDuplicateKeyError(error: unknown): boolean {
-  return codeOf(error) === DUPLICATE_KEY;
+  return codeOf(error) === 11000; // DuplicateKey
 }
 
 const RESUME_POINT_LOST_CODES = new Set([

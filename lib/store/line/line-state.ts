@@ -10,7 +10,7 @@ import { isLookAgainLead } from './line-pipelines';
  * `LockEvent`), decoded by the read's server clock, never with an owner token.
  */
 
-export type LineStateEntry = Omit<LineEntry, 't'>;
+type LineStateEntry = Omit<LineEntry, 't'>;
 
 export interface LineStateReply {
   _id: string;
