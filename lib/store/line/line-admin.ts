@@ -47,7 +47,7 @@ export async function inspectLine(
 ): Promise<LockState | null> {
   const projection = LINE_STATE_PROJECTION;
   const reply = await collection.findOne<LineStateReply>({ _id: key }, { projection });
-  return reply && decodeLineState(reply, await timeOf(collection, key, reply));
+  return reply && stateOf(collection, reply);
 }
 
 /** A page of keys in `_id` order, each as {@link inspectLine} reports it (see `list-locks.ts`). */
@@ -55,18 +55,18 @@ export async function listLines(
   collection: LineCollection,
   { prefix, after, limit }: ListLocksQuery,
 ): Promise<LockState[]> {
-  const replies = (await collection
-    .find(keyRangeFilter({ prefix, after }), {
+  const replies = await collection
+    .find<LineStateReply>(keyRangeFilter({ prefix, after }), {
       projection: LINE_STATE_PROJECTION,
       sort: { _id: 1 },
       limit,
     })
-    .toArray()) as unknown as LineStateReply[];
-  const states: LockState[] = [];
-  for (const reply of replies) {
-    states.push(decodeLineState(reply, await timeOf(collection, reply._id, reply)));
-  }
-  return states;
+    .toArray();
+  return Promise.all(replies.map((reply) => stateOf(collection, reply)));
+}
+
+async function stateOf(collection: LineCollection, reply: LineStateReply): Promise<LockState> {
+  return decodeLineState(reply, await timeOf(collection, reply._id, reply));
 }
 
 /** Removes the holders and every dead entry; the waiters stay in order, the first now leads. */
