@@ -51,7 +51,7 @@ function wouldHold(kind: JoinShape['kind']) {
   return { $lte: [{ $add: [used, '$$w'] }, '$$n'] };
 }
 
-function newEntry({ kind, scoped }: JoinShape) {
+function newEntry({ kind, scoped }: Omit<JoinShape, 'onlyIfHolds'>) {
   return {
     t: '$$t',
     f: '$f',
@@ -121,9 +121,7 @@ const EXCLUSIVE_JOINS = [false, true].map((scoped): Document[] => [
   { $set: { f: NEXT_FENCE } },
   {
     $set: {
-      line: {
-        $concatArrays: [LIVE, [newEntry({ kind: 'exclusive', onlyIfHolds: false, scoped })]],
-      },
+      line: { $concatArrays: [LIVE, [newEntry({ kind: 'exclusive', scoped })]] },
       gcAt: GC_AFTER_LEASE,
     },
   },
@@ -136,7 +134,7 @@ export const exclusiveJoinPipeline = (scoped: boolean) => EXCLUSIVE_JOINS[Number
  * used as a semaphore is left to the full {@link joinPipeline}.
  */
 const EXCLUSIVE_TRY_JOINS = [false, true].map((scoped): Document[] => {
-  const entry = { ...newEntry({ kind: 'exclusive', onlyIfHolds: true, scoped }), f: '$$n' };
+  const entry = { ...newEntry({ kind: 'exclusive', scoped }), f: '$$n' };
   const joins = { $and: [{ $not: ['$permits'] }, { $not: [{ $gt: [{ $max: '$line.e' }, NOW] }] }] };
   const gcAt = { $max: ['$gcAt', { $add: [NOW, '$$g'] }, { $toDate: '$$n' }] };
   const joined = { $let: { vars: { n: NEXT_FENCE }, in: { f: '$$n', line: [entry], gcAt } } };
