@@ -12,7 +12,7 @@ export class DocumentNotFoundError extends MongoLockError {
   readonly id: unknown;
 
   constructor(message: string, details: { id: unknown; cause?: unknown }) {
-    super(message, details.cause === undefined ? undefined : { cause: details.cause });
+    super(message, details);
     this.id = details.id;
   }
 

@@ -13,7 +13,7 @@ export class InvalidLockOptionsError extends MongoLockError {
   readonly option: string;
 
   constructor(message: string, details: { option: string; cause?: unknown }) {
-    super(message, details.cause === undefined ? undefined : { cause: details.cause });
+    super(message, details);
     this.option = details.option;
   }
 

@@ -14,7 +14,7 @@ export class LockLostError extends MongoLockError {
   readonly key: string;
 
   constructor(message: string, details: { key: string; cause?: unknown }) {
-    super(message, details.cause === undefined ? undefined : { cause: details.cause });
+    super(message, details);
     this.key = details.key;
   }
 

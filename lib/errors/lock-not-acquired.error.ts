@@ -31,7 +31,7 @@ export class LockNotAcquiredError extends MongoLockError {
       cause?: unknown;
     },
   ) {
-    super(message, details.cause === undefined ? undefined : { cause: details.cause });
+    super(message, details);
     this.keys = details.keys;
     this.retryAfterMs = details.retryAfterMs;
     this.holderId = details.holderId;

@@ -9,8 +9,9 @@
  * }
  */
 export class MongoLockError extends Error {
+  /** No `cause` property unless a cause is given. */
   constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
   }
 
   // A getter survives minification and subclassing, unlike an assigned `this.name`.
