@@ -54,15 +54,6 @@ export class HeldLocks {
       .flatMap((handle) => handle.keys);
   }
 
-  /** {@link revokeAll} for the handles of one owner scope (that pass `only`). */
-  async revokeScope(
-    scope: string,
-    reason: string,
-    only: (handle: MongoLockHandle) => boolean = () => true,
-  ): Promise<number> {
-    return this.revokeAll(reason, undefined, (handle) => handle.scope === scope && only(handle));
-  }
-
   /**
    * {@link revokeAll} for the handles taken through `takenThrough` (a lock key may equal a document
    * id's Extended JSON) that hold `key` (and pass `only`); a multi-key handle loses all. Resolves

@@ -61,6 +61,7 @@ export async function releaseScopeEverywhere(
   const lines = await runtime.started();
   const endsAt = performance.now() + options.operationTimeoutMs;
   const reason = `releaseScope(${JSON.stringify(scope)}) released it`;
+  const ofScope = (handle: MongoLockHandle) => handle.scope === scope;
   // The command frees every lease of the scope, local ones included, so local give-backs are
   // awaited only within the command's bound; one still retrying goes on uncounted. They are
   // sent once it is answered: the command decides who holds next.
@@ -69,7 +70,7 @@ export async function releaseScopeEverywhere(
   let removed: ScopeHoldersRemoved[];
   let revoking: Promise<unknown>;
   try {
-    revoking = held.revokeScope(scope, reason).then((count) => (here = count));
+    revoking = held.revokeAll(reason, undefined, ofScope).then((count) => (here = count));
     removed = await lines.store.releaseScope(scope);
   } finally {
     leavesHeld();
@@ -83,9 +84,9 @@ export async function releaseScopeEverywhere(
       if (holder.holderId === options.holderId) removedHere.add(`${key}\0${holder.fence}`);
     }
   }
-  const late = held.revokeScope(scope, reason, (handle) =>
-    [...handle.fences].some(([key, fence]) => removedHere.has(`${key}\0${entryFenceOf(fence)}`)),
-  );
+  const removedFromHere = (handle: MongoLockHandle) =>
+    [...handle.fences].some(([key, fence]) => removedHere.has(`${key}\0${entryFenceOf(fence)}`));
+  const late = held.revokeAll(reason, undefined, (h) => ofScope(h) && removedFromHere(h));
   await settlesWithin(Promise.all([revoking, late]), endsAt - performance.now());
   return here + removed.reduce((sum, { holders }) => sum + holders.length, 0);
 }
