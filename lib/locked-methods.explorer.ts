@@ -124,16 +124,17 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     // A controller also listed as a provider still has routes, with a request to read.
     const controllerTypes = new Set(controllers.map((w) => w.metatype));
     const madePerRequest = transientsMadePerRequest([...providers, ...controllers]);
-    for (const wrapper of providers) {
-      this.bindInstances(wrapper, controllerTypes.has(wrapper.metatype), madePerRequest);
-    }
     // Nest calls a route through LockedInterceptor; other calls (a scheduler's, `this.helper()`)
     // lock through the binding, as a provider method's do.
-    for (const wrapper of controllers) this.bindInstances(wrapper, true, madePerRequest);
-    for (const wrapper of providers)
-      this.refuseReplaced(wrapper, controllerTypes.has(wrapper.metatype));
-    for (const wrapper of controllers) this.refuseReplaced(wrapper, true);
-    for (const wrapper of [...providers, ...controllers]) this.checkDocumentNames(wrapper);
+    const withRoutes = [
+      ...providers.map((wrapper) => [wrapper, controllerTypes.has(wrapper.metatype)] as const),
+      ...controllers.map((wrapper) => [wrapper, true] as const),
+    ];
+    for (const [wrapper, hasRoutes] of withRoutes) {
+      this.bindInstances(wrapper, hasRoutes, madePerRequest);
+    }
+    for (const [wrapper, hasRoutes] of withRoutes) this.refuseReplaced(wrapper, hasRoutes);
+    for (const [wrapper] of withRoutes) this.checkDocumentNames(wrapper);
     for (const wrapper of controllers) this.checkRoutes(wrapper);
     // Created once every method is known, with the one ttlMs they ask.
     for (const { name, options } of this.leaderNames.values()) {
@@ -284,17 +285,13 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
   private standFor(metadata: OnlyLeaderMetadata): void {
     const known = this.leaderNames.get(metadata.name);
     const ttlMs = metadata.options.ttlMs;
-    if (
-      known?.options.ttlMs !== undefined &&
-      ttlMs !== undefined &&
-      ttlMs !== known.options.ttlMs
-    ) {
+    if (known?.options.ttlMs === undefined) this.leaderNames.set(metadata.name, metadata);
+    else if (ttlMs !== undefined && ttlMs !== known.options.ttlMs) {
       throw new InvalidLockOptionsError(
         `@OnlyLeader(${JSON.stringify(metadata.name)}) on ${metadata.where} and ${known.where} asks different ttlMs`,
         { option: 'ttlMs' },
       );
     }
-    if (!known || known.options.ttlMs === undefined) this.leaderNames.set(metadata.name, metadata);
   }
 
   /**
