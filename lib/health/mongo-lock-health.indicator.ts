@@ -83,11 +83,9 @@ export class MongoLockHealthIndicator {
   private details() {
     const { streamOpen, waiters, held } = this.locks.diagnostics;
     const changeStream: LockChangeStreamState = streamOpen ? 'established' : 'idle';
-    const leading = this.locks.leading;
-    if (leading.size === 0) return { changeStream, waiters, held };
-    const leadership = Object.fromEntries(
-      [...leading].map(([name, leads]) => [name, leads ? 'leader' : 'follower'] as const),
-    );
-    return { changeStream, waiters, held, leadership };
+    const leading = [...this.locks.leading];
+    if (leading.length === 0) return { changeStream, waiters, held };
+    const roles = leading.map(([name, leads]) => [name, leads ? 'leader' : 'follower'] as const);
+    return { changeStream, waiters, held, leadership: Object.fromEntries(roles) };
   }
 }
