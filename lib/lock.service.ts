@@ -32,7 +32,8 @@ import { DocumentLocks } from './documents/document-locks';
 import { resolveDocumentLocksOptions } from './documents/document-input';
 import type { DocumentLocksOptions } from './documents/document-locks-options.interface';
 import type { Document } from 'mongodb';
-import { enclosingHandle, reenter } from './reentry';
+import { enclosingHandle } from './reentry';
+import { ReenteredLock } from './reentered-lock';
 import { runThenRelease } from './run-then-release';
 import { forceReleaseKey, releaseScopeEverywhere } from './operator-releases';
 import { ServiceRuntime, type LockDiagnostics, type LockStoreFactory } from './service-runtime';
@@ -58,7 +59,6 @@ export const LOCK_STORE_FACTORY = Symbol('MONGO_LOCK:STORE_FACTORY');
  * const total = await locks.withLock(`invoices:${month}`, (lock) => closeMonth(month, lock.fence));
  * await locks.close();
  */
-
 @Injectable()
 export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnApplicationShutdown {
   /** Written to the `h` field of every lock entry this instance makes. */
@@ -217,8 +217,11 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     const resolved = resolveAcquireOptions(options, this.options, true, ['transaction']);
     const transaction = resolveTransactionOption(options?.transaction);
     const enclosing = enclosingHandle(this, keyList, resolved.mode, transaction !== undefined);
-    // Re-entered: the outer call's lock and transaction, seen through this call's keys.
-    if (enclosing) return await reenter(this, enclosing, keyList, fn);
+    if (enclosing) {
+      // The outer call's lock and transaction, seen through this call's keys (their fences).
+      const view = new ReenteredLock(enclosing, keyList);
+      return await runWithHeldLock(this, enclosing, () => fn(view), view);
+    }
     if (transaction) await requireTransactions(await this.runtime.ensureStarted());
     const handle = await this.runtime.acquire(keyList, resolved);
     const run = async () => runWithHeldLock(this, handle, () => fn(handle));
@@ -296,8 +299,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   async list(
     options: { prefix?: string; after?: string; limit?: number } = {},
   ): Promise<LockState[]> {
-    const given = optionsObject(options, ['prefix', 'after', 'limit']);
-    const query = listLocksQuery(given);
+    const query = listLocksQuery(optionsObject(options, ['prefix', 'after', 'limit']));
     return (await this.runtime.started()).store.list(query);
   }
 
@@ -320,8 +322,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    * Releases every lock of owner scope `scope` (`AcquireOptions.scope`) on any instance;
    * resolves to how many had a live lease. Holders here are told at once (`signal`, `lost$`);
    * holders elsewhere when their instance hears it (else at their next renewal); waiters
-   * everywhere wake (those of the scope
-   * join the line again, at the back).
+   * everywhere wake (those of the scope join the line again, at the back).
    *
    * @example
    * await locks.withLock('cart:42', checkout, { scope: `session:${sessionId}` });

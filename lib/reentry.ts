@@ -1,9 +1,8 @@
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
 import { MongoLockError } from './errors/mongo-lock.error';
-import { heldLocksOf, runWithHeldLock } from './lock-context';
+import { heldLocksOf } from './lock-context';
 import type { LockHandle, MongoLockHandle } from './lock-handle';
 import { wouldDeadlockMessage } from './lock.messages';
-import { ReenteredLock } from './reentered-lock';
 import type { LockModeRequest } from './store/lock-modes';
 
 /**
@@ -35,20 +34,6 @@ export function enclosingHandle(
     if (covered.length > 0) throw new MongoLockError(wouldDeadlockMessage(handle.keys, keys));
   }
   return undefined;
-}
-
-/**
- * Runs a re-entered call's `fn` under `enclosing` (found by {@link enclosingHandle}), given and
- * `LockService.current()` showing its view limited to `keys`: their own fences, not another key's.
- */
-export async function reenter<T>(
-  owner: object,
-  enclosing: LockHandle,
-  keys: readonly string[],
-  fn: (handle: LockHandle) => T | PromiseLike<T>,
-): Promise<T> {
-  const view = new ReenteredLock(enclosing, keys);
-  return await runWithHeldLock(owner, enclosing, () => fn(view), view);
 }
 
 const quoted = (keys: readonly string[]) => keys.map((key) => JSON.stringify(key)).join(', ');
