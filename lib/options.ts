@@ -299,14 +299,12 @@ export function lockMode(given: AcquireOptions): LockModeRequest {
   return { mode: 'shared', permits: count, weight: integer('weight', weight, 1, count, 1) };
 }
 
-/** The label of acquisitions that name none (`LockService` called directly). */
-const DIRECT_LABEL = '(direct)';
-
 /** Telemetry labels are bounded: they become attribute values on every instrument. */
 export const MAX_METRICS_LABEL_LENGTH = 200;
 
+/** `'(direct)'` for acquisitions that name none (`LockService` called directly). */
 function metricsLabel(value: unknown): string {
-  if (value === undefined) return DIRECT_LABEL;
+  if (value === undefined) return '(direct)';
   if (typeof value !== 'string' || value.length === 0 || value.length > MAX_METRICS_LABEL_LENGTH) {
     fail('metricsLabel', `a string of 1 to ${MAX_METRICS_LABEL_LENGTH} characters`, value);
   }
