@@ -247,16 +247,14 @@ export class ServiceRuntime {
   }
 
   /** Stops taking new locks and waits, up to `shutdownGraceMs`, for locked work in flight. */
-  async drain(): Promise<void> {
-    this.draining ??= this.drainOnce();
-    await this.draining;
+  drain(): Promise<void> {
+    return (this.draining ??= this.drainOnce());
   }
 
   /** After {@link drain}: tells holders still running, releases, closes streams and client. */
   async finish(): Promise<void> {
     await this.drain();
-    this.closed ??= this.finishOnce();
-    await this.closed;
+    return (this.closed ??= this.finishOnce());
   }
 
   private async connect(): Promise<LockConnection> {
