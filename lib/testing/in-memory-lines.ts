@@ -9,7 +9,7 @@ import type {
   LeaveResult,
   RenewResult,
 } from '../store/line/line-commands';
-import { holdingCount, liveEntries, placeOf } from '../store/line/line-document';
+import { holdingCount, leadingHolders, liveEntries, placeOf } from '../store/line/line-document';
 import type { LineDocument, LineEntry, LinePlace } from '../store/line/line-document';
 import { LINE_CAPACITY, LOOK_AGAIN_LEAD } from '../store/line/line-pipelines';
 import type { LineChangeEvent } from '../store/line/line-state';
@@ -170,7 +170,7 @@ export class InMemoryLines {
     const now = this.now();
     const doc = this.docs.get(key);
     const live = liveEntries(doc?.line, now);
-    const ending = token === undefined ? live.slice(0, holdingCount(live, doc?.permits)) : live;
+    const ending = token === undefined ? leadingHolders(live, doc?.permits) : live;
     const ended = ending.filter((entry) => token === undefined || entry.t === token);
     for (const entry of ended) entry.e = now;
     return ended.length > 0;
@@ -199,7 +199,7 @@ export class InMemoryLines {
       const updatedFields: Record<string, unknown> = {};
       const removedFields: string[] = [];
       for (const field of ['f', 'line', 'permits', 'gcAt', 'lead'] as const) {
-        if (!(field in after) || after[field] === undefined) {
+        if (after[field] === undefined) {
           if (before[field] !== undefined) removedFields.push(field);
         } else if (!isDeepStrictEqual(before[field], after[field])) {
           updatedFields[field] = field === 'line' ? fullDocument.line : after[field];
