@@ -155,28 +155,26 @@ function describeKind(value: unknown): string {
   return `of type ${typeof value}`;
 }
 
-/** The placeholders of `templates` other than `{args...}`: values only an HTTP call has. */
-export function httpOnlyPlaceholders(
-  templates: readonly string[],
-): { template: string; placeholder: string }[] {
+function valueParts(templates: readonly string[]): { template: string; part: ValuePart }[] {
   return templates.flatMap((template) =>
     parseKeyTemplate(template).parts.flatMap((part) =>
-      part.kind === 'value' && part.source !== 'args'
-        ? [{ template, placeholder: part.placeholder }]
-        : [],
+      part.kind === 'value' ? [{ template, part }] : [],
     ),
   );
 }
 
+/** The placeholders of `templates` other than `{args...}`: values only an HTTP call has. */
+export function httpOnlyPlaceholders(templates: readonly string[]) {
+  return valueParts(templates)
+    .filter(({ part }) => part.source !== 'args')
+    .map(({ template, part }) => ({ template, placeholder: part.placeholder }));
+}
+
 /** The route parameters the `{params...}` placeholders of `templates` name, by template. */
-export function routeParamPlaceholders(
-  templates: readonly string[],
-): { template: string; param: string }[] {
-  return templates.flatMap((template) =>
-    parseKeyTemplate(template).parts.flatMap((part) =>
-      part.kind === 'value' && part.source === 'params' ? [{ template, param: part.path[0] }] : [],
-    ),
-  );
+export function routeParamPlaceholders(templates: readonly string[]) {
+  return valueParts(templates)
+    .filter(({ part }) => part.source === 'params')
+    .map(({ template, part }) => ({ template, param: part.path[0] }));
 }
 
 /** Non-empty strings, finite numbers, bigints and booleans; nothing else becomes part of a key. */
