@@ -71,7 +71,16 @@ export function lockedObservable<T>(
         // Given up while the grant was on its way: the lock is released unused.
         // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
         if (cancelWait.signal.aborted) return reject(cancelWait.signal.reason);
-        if (hooks.endOnLockLoss && endOnLoss(lockSignal, reject)) return;
+        if (hooks.endOnLockLoss) {
+          const onLoss = () => {
+            inner?.unsubscribe();
+            // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
+            reject(lockSignal.reason);
+          };
+          whenAborted(lockSignal, onLoss, subscriber);
+          // Lost already: do not start.
+          if (lockSignal.aborted) return;
+        }
         // A transaction whose client left is aborted, never committed half done.
         stop =
           hooks.abortTransactionOnUnsubscribe && metadata.options.transaction
@@ -101,30 +110,19 @@ export function lockedObservable<T>(
       else end();
     };
 
-    /** Rejects with the signal's `LockLostError` on loss; true if lost already (do not start). */
-    const endOnLoss = (lockSignal: AbortSignal, reject: (reason: unknown) => void): boolean => {
-      const onLoss = () => {
-        inner?.unsubscribe();
-        reject(lockSignal.reason);
-      };
-      whenAborted(lockSignal, onLoss, subscriber);
-      return lockSignal.aborted;
-    };
-
     const { waitSignal } = hooks;
     if (waitSignal) {
       whenAborted(waitSignal, () => !started && cancelWait.abort(waitSignal.reason), subscriber);
     }
 
-    const emitSkipped = (value: T) => {
-      if (value !== undefined || !hooks.skipsUndefined) subscriber.next(value);
-    };
-
     const locked = runLocked(lockService, keys, metadata, run, cancelWait.signal, scope);
     locked.then(
       (outcome) => {
         try {
-          if (outcome === SKIPPED && skippedValue) emitSkipped(skippedValue());
+          if (outcome === SKIPPED && skippedValue) {
+            const value = skippedValue();
+            if (value !== undefined || !hooks.skipsUndefined) subscriber.next(value);
+          }
         } catch (error) {
           return subscriber.error(error);
         }
