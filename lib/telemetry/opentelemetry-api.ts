@@ -6,38 +6,29 @@
 export type OtelAttributes = Record<string, string | number>;
 
 /** `MetricOptions`, as far as the library sets them. @internal */
-export interface OtelMetricOptions {
-  description?: string;
-  unit?: string;
-}
-
-/** `Counter`. @internal */
-export interface OtelCounter {
-  add(value: number, attributes?: OtelAttributes): void;
-}
-
-/** `Histogram`. @internal */
-export interface OtelHistogram {
-  record(value: number, attributes?: OtelAttributes): void;
-}
+type OtelMetricOptions = { description?: string; unit?: string };
 
 /** `ObservableResult`. @internal */
 export interface OtelObservableResult {
   observe(value: number, attributes?: OtelAttributes): void;
 }
 
-/** `ObservableUpDownCounter`. @internal */
-export interface OtelObservable {
-  addCallback(callback: (result: OtelObservableResult) => void): void;
-}
-
-/** `Meter`. @internal */
+/** `Meter`, and of the instruments it makes what the library calls. @internal */
 export interface OtelMeter {
-  createCounter(name: string, options?: OtelMetricOptions): OtelCounter;
-  createHistogram(name: string, options?: OtelMetricOptions): OtelHistogram;
+  createCounter(
+    name: string,
+    options?: OtelMetricOptions,
+  ): { add(value: number, attributes?: OtelAttributes): void };
+  createHistogram(
+    name: string,
+    options?: OtelMetricOptions,
+  ): { record(value: number, attributes?: OtelAttributes): void };
   createObservableUpDownCounter(name: string, options?: OtelMetricOptions): OtelObservable;
   createObservableGauge(name: string, options?: OtelMetricOptions): OtelObservable;
 }
+
+/** `ObservableUpDownCounter` and `ObservableGauge`. @internal */
+type OtelObservable = { addCallback(callback: (result: OtelObservableResult) => void): void };
 
 /** `Span`. @internal */
 export interface OtelSpan {
