@@ -1,10 +1,10 @@
-import { MongoClient } from 'mongodb';
-import type { ClientSession, ServerHeartbeatFailedEvent } from 'mongodb';
+import type { ClientSession, MongoClient, ServerHeartbeatFailedEvent } from 'mongodb';
 import type { ResolvedLockModuleOptions } from '../options';
 import { formatMs } from '../util/durations';
 import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
 import { MongoLockError } from '../errors/mongo-lock.error';
 import { boundedCommand } from './bounded-command';
+import { clientOf } from './connection-string';
 import { openLeaseCollection } from './lock-collection';
 import type { LineDocument } from './line/line-document';
 import { LineStore } from './line/line-store';
@@ -26,6 +26,19 @@ function startError(error: unknown): MongoLockError {
 
 /** Pauses between tries of the start while MongoDB is unavailable. */
 const RETRY_DELAYS_MS = [50, 100, 200, 400, 500];
+
+/**
+ * Per service (by its options), the client made from `uri`. Every start of the service reuses
+ * it (a failed start closes it; a closed client connects again): the driver reads the URI once,
+ * and warns of what it reads once.
+ */
+const clientsFromUri = new WeakMap<ResolvedLockModuleOptions, MongoClient>();
+
+function clientFromUri(options: ResolvedLockModuleOptions): MongoClient {
+  let client = clientsFromUri.get(options);
+  if (client === undefined) clientsFromUri.set(options, (client = clientOf(options.uri as string)));
+  return client;
+}
 
 /** How a `LockService` reaches MongoDB: {@link LockStore}, or the testing kit's in-memory store. */
 export interface LockConnection {
@@ -49,7 +62,7 @@ export class LockStore implements LockConnection {
    */
   static async open(options: ResolvedLockModuleOptions, closing: AbortSignal): Promise<LockStore> {
     const ownsClient = options.client === undefined;
-    const client = options.client ?? new MongoClient(options.uri as string);
+    const client = options.client ?? clientFromUri(options);
     const endsAt = performance.now() + options.operationTimeoutMs;
     let lastError: unknown;
     // The driver looks for a server for longer than our bound (30 s by default), so a try may
