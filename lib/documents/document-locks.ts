@@ -370,7 +370,7 @@ export class DocumentLocks<T extends Document = Document> {
    */
   private async lines(): Promise<LineLocks<DocumentLineStore>> {
     if (this.lineLocks) return this.lineLocks;
-    const { client } = await this.host.started();
+    const { client, serverMonitor: monitor } = await this.host.started();
     const { options } = this.host;
     const collection = openLeaseCollection<Document>(
       client,
@@ -379,7 +379,7 @@ export class DocumentLocks<T extends Document = Document> {
       options.operationTimeoutMs,
     );
     const fields = new DocumentLineFields(this.settings.lockField);
-    const store = new DocumentLineStore(collection, fields, options.operationTimeoutMs);
+    const store = new DocumentLineStore(collection, fields, options.operationTimeoutMs, monitor);
     this.lineLocks ??= new LineLocks(store, this.host.held, { ...options, localHandOff: false });
     return this.lineLocks;
   }

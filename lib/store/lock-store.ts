@@ -1,15 +1,16 @@
-import type { ClientSession, MongoClient, ServerHeartbeatFailedEvent } from 'mongodb';
+import type { ClientSession, MongoClient } from 'mongodb';
 import type { ResolvedLockModuleOptions } from '../options';
 import { formatMs } from '../util/durations';
 import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
 import { MongoLockError } from '../errors/mongo-lock.error';
-import { boundedCommand } from './bounded-command';
+import { boundedCommand, unansweredError } from './bounded-command';
 import { clientOf } from './connection-string';
 import { openLeaseCollection } from './lock-collection';
 import type { LineDocument } from './line/line-document';
 import { LineStore } from './line/line-store';
 import type { KeyLineStorage } from './line/line-store';
 import { isStoreUnavailableError, toStoreError } from './mongo-error-codes';
+import { ServerMonitor } from './server-monitor';
 import { sleep } from '../util/timers';
 
 /**
@@ -65,12 +66,9 @@ export class LockStore implements LockConnection {
     const client = options.client ?? clientFromUri(options);
     const endsAt = performance.now() + options.operationTimeoutMs;
     let lastError: unknown;
-    // The driver looks for a server for longer than our bound (30 s by default), so a try may
-    // never fail within it: its server monitor's last failed check says why (a refused
-    // connection, an unknown host).
-    let monitorFailure: Error | undefined;
-    const heard = (event: ServerHeartbeatFailedEvent) => (monitorFailure = event.failure);
-    client.on('serverHeartbeatFailed', heard);
+    // The driver looks for a server for longer than our bound, so a try may never fail within
+    // it: the monitor says why. The store keeps it for its commands.
+    const monitor = new ServerMonitor(client);
     // Closing the client stops a server selection under way: the start fails at once.
     const stop = () => void client.close().catch(() => undefined);
     if (ownsClient) closing.addEventListener('abort', stop, { once: true });
@@ -82,7 +80,7 @@ export class LockStore implements LockConnection {
         for (let tries = 0; ; tries += 1) {
           try {
             if (ownsClient) await client.connect();
-            const store = new LockStore(client, ownsClient, options);
+            const store = new LockStore(client, ownsClient, options, monitor);
             if (options.ensureIndexes) await store.lines().ensureIndexes();
             return store;
           } catch (error) {
@@ -94,25 +92,25 @@ export class LockStore implements LockConnection {
           }
         }
       },
+      monitor,
       (ms) => {
-        const why = lastError ?? monitorFailure;
-        const said = lastError === undefined ? "the server monitor's last check" : 'the last try';
-        return new LockStoreUnavailableError(
+        const why = lastError ?? monitor.lastFailure;
+        return unansweredError(
           `LockService could not start: MongoDB did not answer within ${formatMs(ms)} ` +
-            "(connecting, then creating the lock collection's indexes)" +
-            (why instanceof Error ? `; ${said} failed: ${why.message}` : ''),
-          why === undefined ? undefined : { cause: why },
+            "(connecting, then creating the lock collection's indexes)",
+          why instanceof Error ? why : undefined,
+          lastError === undefined ? "the server monitor's last check" : 'the last try',
         );
       },
     );
     try {
       return await connecting.result;
     } catch (error) {
+      monitor.stop();
       if (ownsClient) await client.close().catch(() => undefined);
       throw error;
     } finally {
       closing.removeEventListener('abort', stop);
-      client.off('serverHeartbeatFailed', heard);
     }
   }
 
@@ -121,6 +119,8 @@ export class LockStore implements LockConnection {
     /** Whether the service created the client (and so must close it). */
     readonly ownsClient: boolean,
     private readonly options: ResolvedLockModuleOptions,
+    /** Why MongoDB does not answer, for the errors of commands cut by their bound. */
+    readonly serverMonitor: ServerMonitor,
   ) {}
 
   lines(): LineStore {
@@ -132,16 +132,23 @@ export class LockStore implements LockConnection {
         this.options.operationTimeoutMs,
       ),
       this.options,
+      this.serverMonitor,
     );
     return this.lineStore;
   }
 
   /** Transactions need a replica set or a sharded cluster. */
   async transactionsRefusal(): Promise<string | undefined> {
-    this.transactional ??= boundedCommand('hello', this.options.operationTimeoutMs, async () => {
-      const hello = await this.client.db('admin').command({ hello: 1 });
-      return typeof hello.setName === 'string' || hello.msg === 'isdbgrid';
-    }).result.catch((error: unknown) => {
+    const { operationTimeoutMs } = this.options;
+    this.transactional ??= boundedCommand(
+      'hello',
+      operationTimeoutMs,
+      async () => {
+        const hello = await this.client.db('admin').command({ hello: 1 });
+        return typeof hello.setName === 'string' || hello.msg === 'isdbgrid';
+      },
+      this.serverMonitor,
+    ).result.catch((error: unknown) => {
       this.transactional = undefined;
       throw error;
     });
@@ -155,13 +162,17 @@ export class LockStore implements LockConnection {
    */
   async endTransactionOf(session: ClientSession): Promise<void> {
     if (session.id === undefined) return;
-    const killed = boundedCommand('killSessions', this.options.operationTimeoutMs, () =>
-      this.client.db('admin').command({ killSessions: [session.id] }),
+    const killed = boundedCommand(
+      'killSessions',
+      this.options.operationTimeoutMs,
+      () => this.client.db('admin').command({ killSessions: [session.id] }),
+      this.serverMonitor,
     );
     await killed.result.catch(() => undefined);
   }
 
   async close(): Promise<void> {
+    this.serverMonitor.stop();
     if (this.ownsClient) await this.client.close();
   }
 }

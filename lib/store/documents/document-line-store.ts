@@ -6,6 +6,7 @@ import { formatMs } from '../../util/durations';
 import type { AttemptTarget } from '../line/line-commands';
 import { decodeJoin, decodeLeave } from '../line/line-commands';
 import { boundedCommand } from '../bounded-command';
+import type { ServerMonitor } from '../server-monitor';
 import { JoinsInFlight } from '../line/joins-in-flight';
 import type {
   HeldDocument,
@@ -38,13 +39,17 @@ interface LineRead extends LineDocument {
  * `DocumentNotFoundError` at once (none meets `where`) unless `createIfMissing` makes it.
  */
 export class DocumentLineStore implements LineStorage {
-  private readonly joins = new JoinsInFlight();
+  private readonly joins: JoinsInFlight;
 
   constructor(
     readonly collection: DocumentCollection,
     readonly fields: DocumentLineFields,
     readonly operationTimeoutMs: number,
-  ) {}
+    /** Names why MongoDB does not answer a command cut by its bound. */
+    private readonly serverMonitor?: ServerMonitor,
+  ) {
+    this.joins = new JoinsInFlight(serverMonitor);
+  }
 
   joinsSettled(key: string, token: string): Promise<void> | undefined {
     return this.joins.settled(key, token);
@@ -293,7 +298,7 @@ export class DocumentLineStore implements LineStorage {
 
   /** `run`'s commands, bounded by the operation timeout, their errors the library's. */
   send<T>(command: string, run: () => Promise<T>): Promise<T> {
-    return boundedCommand(command, this.operationTimeoutMs, run).result;
+    return boundedCommand(command, this.operationTimeoutMs, run, this.serverMonitor).result;
   }
 }
 

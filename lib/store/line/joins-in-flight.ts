@@ -1,5 +1,6 @@
 import { boundedCommand } from '../bounded-command';
 import { isStoreUnavailableError } from '../mongo-error-codes';
+import type { ServerMonitor } from '../server-monitor';
 
 /**
  * How many joins of one entry may be unanswered at once: the first, and one copy sent again
@@ -26,6 +27,9 @@ export class JoinsInFlight {
   /** Per entry, the copies not settled yet. */
   private readonly unsettled = new Map<string, Set<Promise<unknown>>>();
 
+  /** `serverMonitor` names why MongoDB does not answer a join cut by its bound. */
+  constructor(private readonly serverMonitor?: ServerMonitor) {}
+
   /**
    * The first reply to a join of `token` on `key`, bounded by `timeoutMs`; `send` sends a copy
    * (`retry`: an earlier one is unanswered and may land).
@@ -50,7 +54,13 @@ export class JoinsInFlight {
     const forget = () => {
       if (this.unclaimed.get(id) === copies) this.unclaimed.delete(id);
     };
-    return boundedCommand('acquire', timeoutMs, () => firstReply(replies)).result.then(
+    const bounded = boundedCommand(
+      'acquire',
+      timeoutMs,
+      () => firstReply(replies),
+      this.serverMonitor,
+    );
+    return bounded.result.then(
       (reply) => {
         forget();
         return reply;

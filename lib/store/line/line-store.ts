@@ -1,6 +1,7 @@
 import { MongoError } from 'mongodb';
 import type { ClientSession } from 'mongodb';
 import { boundedCommand } from '../bounded-command';
+import type { ServerMonitor } from '../server-monitor';
 import { toStoreError } from '../mongo-error-codes';
 import type {
   JoinRequest,
@@ -80,12 +81,16 @@ export interface KeyLineStorage extends LineStorage {
  * `boundedCommand`; the caller retries by token), and of its change streams.
  */
 export class LineStore implements KeyLineStorage {
-  private readonly joins = new JoinsInFlight();
+  private readonly joins: JoinsInFlight;
 
   constructor(
     readonly collection: LineCollection,
     private readonly settings: LineStoreSettings,
-  ) {}
+    /** Names why MongoDB does not answer a command cut by its bound. */
+    private readonly serverMonitor?: ServerMonitor,
+  ) {
+    this.joins = new JoinsInFlight(serverMonitor);
+  }
 
   /**
    * Safe on every start: the `gcAt` TTL index (deletes idle documents, never a live one: that
@@ -178,6 +183,7 @@ export class LineStore implements KeyLineStorage {
   }
 
   private send<T>(command: string, run: () => Promise<T>) {
-    return boundedCommand(command, this.settings.operationTimeoutMs, run).result;
+    const { operationTimeoutMs } = this.settings;
+    return boundedCommand(command, operationTimeoutMs, run, this.serverMonitor).result;
   }
 }
