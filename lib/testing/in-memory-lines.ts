@@ -9,7 +9,7 @@ import type {
   LeaveResult,
   RenewResult,
 } from '../store/line/line-commands';
-import { holdingCount, leadingHolders, liveEntries, placeOf } from '../store/line/line-document';
+import { holdersOf, holdingCount, liveEntries, placeOf } from '../store/line/line-document';
 import type { LineDocument, LineEntry, LinePlace } from '../store/line/line-document';
 import { LINE_CAPACITY, LOOK_AGAIN_LEAD } from '../store/line/line-pipelines';
 import type { LineChangeEvent } from '../store/line/line-state';
@@ -170,7 +170,7 @@ export class InMemoryLines {
     const now = this.now();
     const doc = this.docs.get(key);
     const live = liveEntries(doc?.line, now);
-    const ending = token === undefined ? leadingHolders(live, doc?.permits) : live;
+    const ending = token === undefined ? holdersOf(doc, now) : live;
     const ended = ending.filter((entry) => token === undefined || entry.t === token);
     for (const entry of ended) entry.e = now;
     return ended.length > 0;
