@@ -101,15 +101,10 @@ export class LeaseKeeper {
     this.armDeadline();
     if (init.renew) {
       this.scheduleRenewal();
-      if (Number.isFinite(init.maxHoldMs))
-        this.maxHoldTimer = unrefTimer(
-          () =>
-            this.lose(
-              init.held[0].key,
-              `it was held longer than maxHoldMs (${formatMs(init.maxHoldMs)})`,
-            ),
-          init.maxHoldMs,
-        );
+      if (Number.isFinite(init.maxHoldMs)) {
+        const tooLong = `it was held longer than maxHoldMs (${formatMs(init.maxHoldMs)})`;
+        this.maxHoldTimer = unrefTimer(() => this.lose(init.held[0].key, tooLong), init.maxHoldMs);
+      }
     }
   }
 
@@ -305,10 +300,8 @@ export class LeaseKeeper {
     if (performance.now() >= this.leaseEnd) return this.loseFirstKey(RAN_OUT);
     let leaseEnd = Infinity;
     for (const [index, outcome] of outcomes.entries()) {
-      if (!outcome.renewed) {
-        this.lose(keys[index].key, 'its lease had ended or another holder took it');
-        return;
-      }
+      const lost = 'its lease had ended or another holder took it';
+      if (!outcome.renewed) return this.lose(keys[index].key, lost);
       leaseEnd = Math.min(leaseEnd, localLeaseEnd(outcome.sentAt, outcome.remainingMs, ttlMs));
     }
     this.leaseEnd = leaseEnd;
