@@ -127,14 +127,14 @@ export class LineAcquirer {
       const polls = pollAt < Math.min(renewAt, deadline);
       const nudge = this.deps.waiters.nudged(key, looked);
       const woke = await wakeUp(
-        { heard: entry.heardAs(place.fence), nudged: nudge.nudged },
+        { heard: entry.listen().heardAs(place.fence), nudged: nudge.nudged },
         Math.min(renewAt, deadline, pollAt),
         request.signal,
       ).finally(nudge.cancel);
       if (woke === 'aborted') throw request.signal?.reason;
       // Heard to hold: trusted while over a third of our lease is left; else renewal confirms.
       if (woke === 'heard' && leaseEnd - performance.now() > ttlMs / 3) {
-        const heard = (await entry.heardAs(place.fence)) as HeldDocument | undefined;
+        const heard = (await entry.listen().heardAs(place.fence)) as HeldDocument | undefined;
         return this.hold(attempt, leaseEnd, heard);
       }
       const now = performance.now();

@@ -26,14 +26,6 @@ export class LineEntryState {
     return (this.listening ??= this.waiters.wait(this.key, this.token));
   }
 
-  /**
-   * Settles when the entry with `fence` is heard to hold; not on news of an earlier entry of our
-   * token that ran out before a retried join made this one.
-   */
-  heardAs(fence: bigint): Promise<unknown> {
-    return this.listen().heardAs(fence);
-  }
-
   stopListening(): void {
     this.listening?.stop();
     this.listening = undefined;
