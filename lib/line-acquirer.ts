@@ -53,7 +53,8 @@ export class LineAcquirer {
   private readonly joinsInCallOrder = new CallOrder();
   /** Per key, since when the front caller of `joinsInCallOrder` has been asking MongoDB. */
   private readonly frontSince = new Map<string, number>();
-  private readonly leaves: LineLeaves;
+  /** Our leaves, the background ones too: `LineLocks` holds them back around operator commands. */
+  readonly leaves: LineLeaves;
 
   constructor(private readonly deps: LineAcquirerDeps) {
     this.leaves = new LineLeaves(deps.store, deps.waiters);
@@ -79,10 +80,10 @@ export class LineAcquirer {
         const held = await this.waitInLine(attempt, attempt.joinSentAt, looked);
         if (held) return held;
         // Our entry ran out (a long stall): rejoin at the back, followers too, by a new token. A
-        // late join of the old token would make a nobody's entry: left once it lands (`ended`).
+        // late join of the old token would make a nobody's entry: left once it lands (below).
         this.deps.handover.dissolved(attempt.followers);
         attempt.followers = undefined;
-        this.ended({ key: request.key, token: attempt.entry.token, ttlMs: request.ttlMs });
+        this.leaves.ended({ key: request.key, token: attempt.entry.token, ttlMs: request.ttlMs });
         attempt.entry.renewToken();
       }
     } catch (error) {
@@ -94,7 +95,7 @@ export class LineAcquirer {
         const until = performance.now() + request.ttlMs;
         const leaving = this.leaves.inBackground(hold.key, hold.token, until, entry.state);
         // A join of ours still on its way may land after that leave: left again once it has.
-        void leaving.then(() => this.ended(hold));
+        void leaving.then(() => this.leaves.ended(hold));
       }
       throw error;
     } finally {
@@ -191,13 +192,8 @@ export class LineAcquirer {
     if (this.deps.handover.handOn(hold, lease, leaveKept)) return true;
     const left = await this.leaves.leave(hold.key, hold.token);
     this.deps.handover.left(hold.key);
-    this.ended(hold);
+    this.leaves.ended(hold);
     return left;
-  }
-
-  /** The entry ended (left, or by a document's commit): see `LineLeaves.afterLateJoins`. */
-  ended(hold: Pick<LineHold, 'key' | 'token' | 'ttlMs'>): void {
-    this.leaves.afterLateJoins(hold);
   }
 
   /**
@@ -227,7 +223,7 @@ export class LineAcquirer {
     const ttlMs = Math.max(hold.ttlMs, lease?.ttlMs ?? 0);
     const until = Math.max(hold.leaseEnd, lease?.end ?? 0, performance.now() + ttlMs);
     const leaving = this.leaves.inBackground(hold.key, hold.token, until, 'joined');
-    void leaving.then(() => this.ended(hold));
+    void leaving.then(() => this.leaves.ended(hold));
     return leaving;
   }
 
@@ -384,11 +380,6 @@ export class LineAcquirer {
     return !inCallOrder(request) || !takesOver(request)
       ? undefined
       : this.deps.handover.opened(request.key, place.holds);
-  }
-
-  /** See `LineLeaves.holdBack`. */
-  holdLeaves(key: string): () => void {
-    return this.leaves.holdBack(key);
   }
 
   /** Settles once the leaves under way in the background have (each within its lease). */

@@ -65,7 +65,7 @@ export class LineLeaves {
    * The entry ended (left, or a document's commit): a join of its call still on its way may land
    * later and make it again, nobody's. Once such joins settle, it is left again in the background.
    */
-  afterLateJoins(hold: Pick<LineHold, 'key' | 'token' | 'ttlMs'>): void {
+  ended(hold: Pick<LineHold, 'key' | 'token' | 'ttlMs'>): void {
     const late = this.store.joinsSettled?.(hold.key, hold.token);
     if (!late) return;
     void this.track(
@@ -77,7 +77,7 @@ export class LineLeaves {
 
   /** Settles once the leaves under way in the background have (each within its lease). */
   async settled(): Promise<void> {
-    // A leave that settles may start another (`afterLateJoins`).
+    // A leave that settles may start another (`ended`).
     while (this.leaving.size > 0) await Promise.all([...this.leaving]);
   }
 

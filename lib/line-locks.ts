@@ -113,7 +113,7 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
    */
   beforeForceRelease(key: string): () => void {
     // The barrier first: closing the key makes a kept entry of ours leave.
-    const leavesHeld = this.acquirer.holdLeaves(key);
+    const leavesHeld = this.acquirer.leaves.holdBack(key);
     const reopen = this.handover.closeKey(key);
     return () => {
       leavesHeld();
@@ -129,7 +129,7 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
    * scope elsewhere holder, whose entry the command would then remove without telling it.
    */
   beforeScopeRelease(keys: Iterable<string>): () => void {
-    const released = [...new Set(keys)].map((key) => this.acquirer.holdLeaves(key));
+    const released = [...new Set(keys)].map((key) => this.acquirer.leaves.holdBack(key));
     return () => {
       for (const release of released) release();
     };
@@ -343,7 +343,7 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
           return left === undefined ? undefined : left ? 'released' : 'lost';
         },
         // A commit ended it: a late join of the call is left again.
-        ended: (held) => this.acquirer.ended(holdOf(held.key)),
+        ended: (held) => this.acquirer.leaves.ended(holdOf(held.key)),
       },
     });
     this.held.add(handle, this);
