@@ -7,7 +7,7 @@ import type { LineAcquireRequest } from './line-attempt';
 import type { EntryFollowers, LineHandover, LineHold } from './line-handover';
 import { LineLeaves } from './line-leaves';
 import { joinRefused, wroteNothing } from './line-refusals';
-import type { HeldDocument, JoinRequest, JoinResult } from './store/line/line-commands';
+import type { HeldDocument, JoinRequest } from './store/line/line-commands';
 import type { LinePlace } from './store/line/line-document';
 import { entryFenceOf } from './store/line/line-document';
 import type { LineStorage } from './store/line/line-store';
@@ -265,29 +265,26 @@ export class LineAcquirer {
     // A try is one attempt, now; a wait retries an unanswered join by its token. A mutex's waits
     // join in call order, once earlier callers' joins here were answered (one that gave up sent
     // nothing), or queue behind an entry of ours to take it over.
-    const joined: JoinResult | { following: Promise<LineHold | undefined> } =
-      request.timeoutMs === 0
-        ? await this.tried(join(), request)
-        : inCallOrder(request)
-          ? await this.joinsInCallOrder.run(request.key, async (ahead) => {
-              if (ahead) await this.behindCallersHere(attempt, ahead);
-              // One caller at a time per key gets here: the front of the call order.
-              this.frontSince.set(request.key, performance.now());
-              try {
-                if (!takesOver(request)) await this.letGo(attempt);
-                const following =
-                  takesOver(request) &&
-                  this.deps.handover.follow({
-                    ...request,
-                    deadline: attempt.deadline,
-                    timedOut: () => attempt.timedOut(),
-                  });
-                return following ? { following } : await this.send(attempt, join);
-              } finally {
-                this.frontSince.delete(request.key);
-              }
-            })
-          : await this.send(attempt, join);
+    const joined = inCallOrder(request)
+      ? await this.joinsInCallOrder.run(request.key, async (ahead) => {
+          if (ahead) await this.behindCallersHere(attempt, ahead);
+          // One caller at a time per key gets here: the front of the call order.
+          this.frontSince.set(request.key, performance.now());
+          try {
+            if (!takesOver(request)) await this.letGo(attempt);
+            const following =
+              takesOver(request) &&
+              this.deps.handover.follow({
+                ...request,
+                deadline: attempt.deadline,
+                timedOut: () => attempt.timedOut(),
+              });
+            return following ? { following } : await this.send(attempt, join);
+          } finally {
+            this.frontSince.delete(request.key);
+          }
+        })
+      : await (tries ? this.tried(join(), request) : this.send(attempt, join));
     if ('following' in joined) return joined;
     if (joined.joined) return joined;
     throw joinRefused(request, joined);
