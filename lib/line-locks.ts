@@ -222,13 +222,8 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
     startedAt: number,
     target: AttemptTarget | undefined,
   ): Promise<{ handle: MongoLockHandle; hold: LineHold }> {
-    const deadline = startedAt + options.timeoutMs;
-    let hold: LineHold;
-    try {
-      hold = await this.acquirer.acquire({ ...requestFor(key, options, signal, deadline), target });
-    } catch (error) {
-      throw withAllKeys(error, [key], options.timeoutMs);
-    }
+    const request = requestFor(key, options, signal, startedAt + options.timeoutMs);
+    const hold = await this.acquirer.acquire({ ...request, target });
     if (signal.aborted) {
       void this.acquirer.giveBack(hold);
       throw signal.reason;
