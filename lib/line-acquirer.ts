@@ -77,7 +77,7 @@ export class LineAcquirer {
         if (!attempt.place && !joined.holds) request.queued?.();
         attempt.placed(joined);
         attempt.followers = this.followersOf(request, joined);
-        const held = await this.waitInLine(attempt, attempt.joinSentAt, looked);
+        const held = await this.waitInLine(attempt, looked);
         if (held) return held;
         // Our entry ran out (a long stall): rejoin at the back, followers too, by a new token. A
         // late join of the old token would make a nobody's entry: left once it lands (below).
@@ -103,13 +103,11 @@ export class LineAcquirer {
     }
   }
 
-  /** From the place a write sent at `sentAt` gave: the hold, or undefined if our entry ran out. */
-  private async waitInLine(
-    attempt: LineAttempt,
-    sentAt: number,
-    looked: number,
-  ): Promise<LineHold | undefined> {
+  /** From the place our join gave: the hold, or undefined if our entry ran out. */
+  private async waitInLine(attempt: LineAttempt, looked: number): Promise<LineHold | undefined> {
     const { request, entry, deadline } = attempt;
+    // When the write that gave `place` was sent (first: `joinSentAt`): its times count from then.
+    let sentAt = attempt.joinSentAt;
     const { key, ttlMs } = request;
     let place = attempt.place!;
     let pollMs: number | undefined;
