@@ -24,8 +24,7 @@ export class LineLeaves {
    * removes its holders: a leave could hand the key to a process whose grant it would remove.
    */
   holdBack(key: string): () => void {
-    const { done } = this.heldBack.start(key);
-    return () => done();
+    return this.heldBack.start(key).done;
   }
 
   /** Leaves the line by token; tells local waiters that now hold. False: no entry of ours. */
