@@ -16,13 +16,10 @@ export interface LinkedAbortSignal {
  * try { await wait(linked.signal); } finally { linked.unlink(); }
  */
 export function linkAbortSignals(sources: readonly (AbortSignal | undefined)[]): LinkedAbortSignal {
-  const controller = new AbortController();
   const present = sources.filter((source): source is AbortSignal => source !== undefined);
   const aborted = present.find((source) => source.aborted);
-  if (aborted) {
-    controller.abort(aborted.reason);
-    return { signal: controller.signal, unlink: () => undefined };
-  }
+  if (aborted) return { signal: AbortSignal.abort(aborted.reason), unlink: () => undefined };
+  const controller = new AbortController();
   const listeners = present.map((source) => {
     const listener = () => {
       unlink();
