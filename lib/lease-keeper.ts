@@ -145,9 +145,7 @@ export class LeaseKeeper {
    * so work due before the deadline timer would run on unprotected.
    */
   checkDeadline(): void {
-    if (!this.stopped && performance.now() >= this.leaseEnd) {
-      this.loseFirstKey(RAN_OUT);
-    }
+    if (!this.stopped && performance.now() >= this.leaseEnd) this.loseFirstKey(RAN_OUT);
   }
 
   /** Everything stops: the lease was released, or its loss was reported. */
@@ -283,12 +281,11 @@ export class LeaseKeeper {
       // It may yet land, with its own lease length.
       this.onlyByWrite = true;
       if (this.stopped) return;
-      if (scheduled && isStoreUnavailableError(error) && performance.now() < this.leaseEnd) {
+      if (!scheduled) throw error;
+      if (isStoreUnavailableError(error) && performance.now() < this.leaseEnd) {
         this.scheduleRenewal(Math.min(RENEW_RETRY_MS, (this.leaseEnd - performance.now()) / 4));
-      } else if (scheduled) {
-        this.loseFirstKey('renewing it failed', error);
       } else {
-        throw error;
+        this.loseFirstKey('renewing it failed', error);
       }
       return;
     } finally {
