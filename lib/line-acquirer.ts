@@ -4,7 +4,7 @@ import { localLeaseEnd } from './lease-keeper';
 import type { HandableLease } from './lease-keeper';
 import { LineAttempt } from './line-attempt';
 import type { LineAcquireRequest } from './line-attempt';
-import type { EntryFollowers, LineHandover, LineHold } from './line-handover';
+import type { LineHandover, LineHold } from './line-handover';
 import { LineLeaves } from './line-leaves';
 import { joinRefused, wroteNothing } from './line-refusals';
 import type { HeldDocument, JoinRequest } from './store/line/line-commands';
@@ -76,7 +76,11 @@ export class LineAcquirer {
         }
         if (!attempt.place && !joined.holds) request.queued?.();
         attempt.placed(joined);
-        attempt.followers = this.followersOf(request, joined);
+        // Callers here may queue behind a mutex's entry (`line-handover.ts`).
+        attempt.followers =
+          inCallOrder(request) && takesOver(request)
+            ? this.deps.handover.opened(request.key, joined.holds)
+            : undefined;
         const held = await this.waitInLine(attempt, looked);
         if (held) return held;
         // Our entry ran out (a long stall): rejoin at the back, followers too, by a new token. A
@@ -368,13 +372,6 @@ export class LineAcquirer {
     const until = deadline + this.firstReplyGraceMs(attempt);
     const woke = await wakeUp({ heard: leaving }, until, request.signal);
     if (woke === 'aborted') throw request.signal?.reason;
-  }
-
-  /** Callers here may queue behind a mutex's entry (`line-handover.ts`). */
-  private followersOf(request: LineAcquireRequest, place: LinePlace): EntryFollowers | undefined {
-    return !inCallOrder(request) || !takesOver(request)
-      ? undefined
-      : this.deps.handover.opened(request.key, place.holds);
   }
 
   /** Settles once the leaves under way in the background have (each within its lease). */
