@@ -107,13 +107,9 @@ export class DocumentLineStore implements LineStorage {
     });
   }
 
-  place(key: string, token: string): Promise<LinePlace | undefined> {
-    return this.send('poll', async () => {
-      const reply = await this.collection.findOne(byKey(key), { projection: this.lineProjection });
-      if (!reply) return undefined;
-      const read = await this.decode(key, reply);
-      return placeOf(read, token, read.now);
-    });
+  async place(key: string, token: string): Promise<LinePlace | undefined> {
+    const read = await this.readLine('poll', key);
+    return read && placeOf(read, token, read.now);
   }
 
   /**
@@ -143,13 +139,9 @@ export class DocumentLineStore implements LineStorage {
     });
   }
 
-  inspect(key: string): Promise<LockState | null> {
-    return this.send('inspect', async () => {
-      const reply = await this.collection.findOne(byKey(key), { projection: this.lineProjection });
-      if (!reply) return null;
-      const read = await this.decode(key, reply);
-      return decodeLineState(read, read.now);
-    });
+  async inspect(key: string): Promise<LockState | null> {
+    const read = await this.readLine('inspect', key);
+    return read ? decodeLineState(read, read.now) : null;
   }
 
   /**
@@ -201,6 +193,14 @@ export class DocumentLineStore implements LineStorage {
         at: event.wallTime instanceof Date ? event.wallTime : new Date(),
       });
     return watchChanges(this, changeFilter(this.fields), {}, asEvent, onFailure, onOpen);
+  }
+
+  /** The document's line and the server time; `undefined` if there is no such document. */
+  private readLine(command: string, key: string): Promise<LineRead | undefined> {
+    return this.send(command, async () => {
+      const reply = await this.collection.findOne(byKey(key), { projection: this.lineProjection });
+      return reply ? this.decode(key, reply) : undefined;
+    });
   }
 
   private get lineProjection(): Document {
