@@ -124,7 +124,7 @@ export class DocumentLocks<T extends Document = Document> {
     options?: DocumentLockOptions<T>,
   ): Promise<R> {
     this.refuseInTransaction('lock');
-    const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
+    const key = this.keyOf(id);
     callback('fn', fn);
     const enclosing = heldLocksOf(this).find((handle) => handle.key === key);
     if (enclosing) {
@@ -149,7 +149,7 @@ export class DocumentLocks<T extends Document = Document> {
   waitForRelease(id: unknown): Observable<void> {
     return waitObservable(
       async (signal) => {
-        const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
+        const key = this.keyOf(id);
         await (await this.started()).waitForRelease(key, signal);
       },
       [this.host.closing],
@@ -161,7 +161,7 @@ export class DocumentLocks<T extends Document = Document> {
    * there is no such document.
    */
   async inspect(id: unknown): Promise<LockState | null> {
-    const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
+    const key = this.keyOf(id);
     return (await this.lines()).store.inspect(key);
   }
 
@@ -177,14 +177,12 @@ export class DocumentLocks<T extends Document = Document> {
     update: DocumentUpdate,
   ): Promise<WithId<T>> {
     this.refuseInTransaction('updateIfCurrent');
-    const key = keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
+    const key = this.keyOf(id);
     const expected = resolveExpectedVersion(expectedVersion, this.settings.version);
     const checked = resolveDocumentUpdate(update, this.settings, false) as DocumentUpdate;
     const { store } = await this.lines();
-    const target = {
-      ...this.writeTarget(store),
-      version: this.settings.version as DocumentVersion,
-    };
+    // resolveExpectedVersion refused a collection without a version.
+    const target = this.writeTarget(store) as DocumentWriteTarget & { version: DocumentVersion };
     return (await store.send('updateIfCurrent', () =>
       updateIfCurrent(target, key, expected, checked),
     )) as WithId<T>;
@@ -193,6 +191,10 @@ export class DocumentLocks<T extends Document = Document> {
   /** Stops the change stream, waits (bounded) for give-backs; the client closes after. @internal */
   async close(): Promise<void> {
     await this.lineLocks?.close();
+  }
+
+  private keyOf(id: unknown): string {
+    return keyOfDocumentId(resolveDocumentId(id, this.settings.idType));
   }
 
   /** The document `key` meets `options.where` now, else `DocumentNotFoundError`. */
