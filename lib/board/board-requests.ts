@@ -16,16 +16,12 @@ export const BOARD_PAGE_SIZE = 100;
  */
 export const QueryText = createParamDecorator((name: string, context: ExecutionContext) => {
   const request = context.switchToHttp().getRequest<{ originalUrl?: string; url?: string }>();
-  return queryText(request.originalUrl ?? request.url ?? '', name);
-});
-
-/** Parameter `name` of `url`'s query, given at most once. */
-export function queryText(url: string, name: string): string | undefined {
+  const url = request.originalUrl ?? request.url ?? '';
   const start = url.indexOf('?');
   const values = start < 0 ? [] : new URLSearchParams(url.slice(start + 1)).getAll(name);
   if (values.length > 1) throw new BadRequestException(BOARD_MESSAGES.notAString(name));
   return values[0];
-}
+});
 
 /** `key`: given once, not empty (the service refuses a key that is not valid). */
 export function requiredKey(key: string | undefined): string {
