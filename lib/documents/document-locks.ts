@@ -70,8 +70,6 @@ export class DocumentLocks<T extends Document = Document> {
   private lineLocks: LineLocks<DocumentLineStore> | undefined;
   /** The change stream's first opening, shared by every acquisition and wait. */
   private streamStarted: Promise<void> | undefined;
-  /** Per owner token, the entry behind ours when the document was read (see `unlockBefore`). */
-  private readonly successors = new Map<string, Successor | null>();
 
   /** Made by `LockService.documents()` and `forFeature()`; not constructed directly. @internal */
   constructor(
@@ -274,8 +272,8 @@ export class DocumentLocks<T extends Document = Document> {
           target,
         );
         acquired.handle.subject = this.subjectOf(key);
-        const { doc, created } = await this.heldDocument(lines.store, key, acquired, target);
-        const writer = this.lineWriter(lines.store);
+        const { doc, created, next } = await this.heldDocument(lines.store, key, acquired, target);
+        const writer = this.lineWriter(lines.store, next);
         return new MongoDocumentLockHandle<T>(acquired.handle, doc as WithId<T>, created, writer);
       } catch (error) {
         throw this.documentNotAcquired(error, key, resolved.timeoutMs);
@@ -312,19 +310,12 @@ export class DocumentLocks<T extends Document = Document> {
     { handle, hold }: { handle: MongoLockHandle; hold: LineHold },
     target: AttemptTarget | undefined,
   ): Promise<HeldDocument> {
-    const known = (document: HeldDocument) => {
-      if (document.next !== undefined) {
-        this.successors.set(hold.token, document.next);
-        void handle.done.then(() => this.successors.delete(hold.token));
-      }
-      return document;
-    };
     // A document a change event carried was not checked against `where`: read it instead.
     const { document } = hold;
-    if (document && !(document.fromEvent && target?.where)) return known(document);
+    if (document && !(document.fromEvent && target?.where)) return document;
     try {
       const doc = await store.readHeld(key, hold.token, target?.where);
-      if (doc) return known(doc);
+      if (doc) return doc;
       if (doc === null) throw documentNotFound(key, target?.where);
       // Our entry held when we heard it, with a third of its lease left: only other code
       // rewriting the lock field meanwhile gets here.
@@ -338,7 +329,11 @@ export class DocumentLocks<T extends Document = Document> {
     }
   }
 
-  private lineWriter(store: DocumentLineStore): DocumentLockWriter {
+  /** `next`: the entry behind ours when the document was read, tried first by a commit. */
+  private lineWriter(
+    store: DocumentLineStore,
+    next: Successor | null | undefined,
+  ): DocumentLockWriter {
     return {
       check: (update, commit) => {
         const checked = resolveDocumentUpdate(update, this.settings, commit);
@@ -354,7 +349,6 @@ export class DocumentLocks<T extends Document = Document> {
       // Only while our entry holds the document; a commit leaves the line in the same write.
       write: (handle, update, commit) => {
         const owner = handle.ownerOf(handle.key);
-        const next = this.successors.get(owner);
         return store.send(commit ? 'commit' : 'update', () =>
           writeWhileHeld(this.writeTarget(store), handle.key, owner, update, commit, next),
         );
