@@ -60,15 +60,16 @@ function mergeOperators(update: Document, extra: Document): Document {
   return merged;
 }
 
-/** One write's update and filter: the caller's update, the version bump, the unlock. */
+/** One write's update and filter: the caller's update, the version bump (if asked), the unlock. */
 function composeWrite(
   target: DocumentWriteTarget,
   update: DocumentUpdate | undefined,
   unlock: string | undefined,
+  bumpVersion: boolean,
   dateAhead?: Date,
 ): { update: DocumentUpdate; filter: Document } {
   const { lock, version } = target;
-  const bump = version && !isEmpty(update);
+  const bump = version && bumpVersion;
   if (isPipeline(update) || isEmpty(update)) {
     const stages = isPipeline(update) ? [...update] : [];
     if (bump) stages.push(versionBumpStage(version));
@@ -102,7 +103,7 @@ export async function writeWhileHeld(
   const held = { $expr: target.lock.ownedBy(owner) };
   if (unlock && next !== undefined && !isPipeline(update) && !isEmpty(update)) {
     const expected = target.lock.unlockBefore(owner, next);
-    const write = composeWrite(target, update, undefined);
+    const write = composeWrite(target, update, undefined, true);
     const written = await target.collection.findOneAndUpdate(
       and(byKey(key), held, expected.filter, write.filter),
       mergeOperators(write.update, expected.operators),
@@ -111,8 +112,9 @@ export async function writeWhileHeld(
     if (written !== null) return written;
     // The entry behind us changed (or not ours, or a same-ms date): the general form decides.
   }
+  // A commit without an update only unlocks: no version bump.
   const compose = (dateAhead?: Date) =>
-    composeWrite(target, update, unlock ? owner : undefined, dateAhead);
+    composeWrite(target, update, unlock ? owner : undefined, !isEmpty(update), dateAhead);
   let write = compose();
   for (let tries = 1; ; tries += 1) {
     const written = await target.collection.findOneAndUpdate(
@@ -149,10 +151,7 @@ export async function updateIfCurrent(
 ): Promise<Document> {
   const { lock, version } = target;
   // An empty update still bumps the version: the caller asked for a versioned write.
-  const compose = (dateAhead?: Date) =>
-    isEmpty(update)
-      ? { update: [versionBumpStage(version)], filter: versionTyped(version) }
-      : composeWrite(target, update, undefined, dateAhead);
+  const compose = (dateAhead?: Date) => composeWrite(target, update, undefined, true, dateAhead);
   let bumped = compose();
   for (let tries = 1; ; tries += 1) {
     const written = await target.collection.findOneAndUpdate(
