@@ -174,8 +174,7 @@ export class DocumentLineStore implements LineStorage {
       const news: HeldDocument = { doc, created: false, fromEvent: true, next };
       onChange({ key, holders: [holdingEntry(live[0])], news });
     };
-    const options = { fullDocument: 'updateLookup' } as const;
-    return watchChanges(this, filter, options, onEvent, onFailure, onOpen);
+    return watchChanges(this, filter, { fullDocument: 'updateLookup' }, onEvent, onFailure, onOpen);
   }
 
   /** Every change that may free a document's lock, as a release (or deletion) event. */
