@@ -177,16 +177,14 @@ export function resolveAttemptTarget(
     }
     const { _id: _ignored, ...fields } = create;
     createIfMissing = mergeDeep(initialVersion(settings.version), fields);
-    if (settings.version) checkCreatedVersion(createIfMissing, settings.version);
+    checkCreatedVersion(createIfMissing, settings.version);
     if (where !== undefined) {
       refuseNonEquality(where);
       refuseOverlap(where, createIfMissing);
       // The upsert puts where's equalities over these: `where: { version: '0' }` would make a
       // document no commit could write.
-      if (settings.version) {
-        const created = { ...createIfMissing, ...documentOfEqualities(where) };
-        checkCreatedVersion(created, settings.version, 'where');
-      }
+      const created = { ...createIfMissing, ...documentOfEqualities(where) };
+      checkCreatedVersion(created, settings.version, 'where');
     }
   }
   return { where, createIfMissing };
@@ -283,9 +281,10 @@ const isInt32 = (value: number) =>
  */
 function checkCreatedVersion(
   created: Document,
-  version: DocumentVersion,
+  version: DocumentVersion | undefined,
   option: 'createIfMissing' | 'where' = 'createIfMissing',
 ): void {
+  if (!version) return;
   const value = version.field
     .split('.')
     .reduce<unknown>((inner, name) => (isPlainObject(inner) ? inner[name] : undefined), created);
