@@ -77,10 +77,8 @@ export function toVersionValue(version: DocumentVersion, value: unknown): unknow
       // Not a Timestamp (a Long subclass): no version type.
       if (isLong(value)) return value;
       if (typeof value === 'string' && /^-?\d{1,19}$/.test(value)) {
-        const parsed = BigInt(value);
-        const safe =
-          parsed >= BigInt(Number.MIN_SAFE_INTEGER) && parsed <= BigInt(Number.MAX_SAFE_INTEGER);
-        return canonical(safe ? Number(parsed) : Long.fromBigInt(parsed));
+        const number = Number(value);
+        return canonical(Number.isSafeInteger(number) ? number : Long.fromBigInt(BigInt(value)));
       }
       return undefined;
     case 'decimal128':
