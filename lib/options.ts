@@ -19,7 +19,7 @@ import type {
   LockRenewalOptions,
   MongoLockModuleOptions,
 } from './interfaces/mongo-lock-options.interface';
-import { connectionStringError } from './store/connection-string';
+import { keepUriClient, readConnectionString } from './store/connection-string';
 import { MAX_TIMER_MS } from './util/timers';
 
 /** Shortest lease: shorter ones cannot survive one renewal round trip under load. */
@@ -98,9 +98,10 @@ export function holderIdOption(value: unknown): string | undefined {
   return id;
 }
 
+/** The connection options, and the client the driver made as it read `uri`. */
 function connection(
   options: MongoLockModuleOptions,
-): Pick<ResolvedLockModuleOptions, 'uri' | 'client'> {
+): Pick<ResolvedLockModuleOptions, 'uri' | 'client'> & { uriClient?: MongoClient } {
   const { uri, client } = options;
   if ((uri === undefined) === (client === undefined)) {
     // Never echo the value: a connection string can carry a password.
@@ -112,18 +113,18 @@ function connection(
   if (uri !== undefined && (typeof uri !== 'string' || !/^mongodb(\+srv)?:\/\//.test(uri))) {
     fail('uri', 'a string starting with mongodb:// or mongodb+srv://', '(hidden)');
   }
-  const unreadable = uri === undefined ? undefined : connectionStringError(uri);
-  if (unreadable) {
+  const read = uri === undefined ? undefined : readConnectionString(uri);
+  if (read instanceof Error) {
     // The driver's reason names the option or part, not the credentials.
     throw new InvalidLockOptionsError(
-      `uri is not a connection string the driver can read: ${unreadable.message}`,
-      { option: 'uri', cause: unreadable },
+      `uri is not a connection string the driver can read: ${read.message}`,
+      { option: 'uri', cause: read },
     );
   }
   if (client !== undefined && typeof (client as { db?: unknown } | null)?.db !== 'function') {
     fail('client', 'a MongoClient', client);
   }
-  return { uri, client };
+  return { uri, client, uriClient: read };
 }
 
 /** The module's `renewal` or a call's `renew` given as an object, its names checked. */
@@ -200,8 +201,10 @@ export function resolveModuleOptions(options: MongoLockModuleOptions): ResolvedL
     );
   }
   if (engine !== 'v2') fail('engine', "'v2'", engine);
-  return {
-    ...connection(options),
+  const { uri, client, uriClient } = connection(options);
+  const resolved: ResolvedLockModuleOptions = {
+    uri,
+    client,
     dbName: name('dbName', options.dbName, /[/\\. "$\0]/, 63),
     collectionName:
       name('collectionName', options.collectionName, /^system\.|[$\0]/, 120) ?? d.collectionName,
@@ -231,6 +234,8 @@ export function resolveModuleOptions(options: MongoLockModuleOptions): ResolvedL
     shutdownGraceMs: int('shutdownGraceMs', 0, MAX_TIMER_MS),
     enabled: boolean('enabled', options.enabled, d.enabled),
   };
+  if (uriClient) keepUriClient(resolved, uriClient);
+  return resolved;
 }
 
 const ACQUIRE_OPTION_NAMES = Object.keys({

@@ -1,29 +1,33 @@
 import { MongoClient } from 'mongodb';
 
 /**
- * The clients made by {@link connectionStringError}, by `uri`, each kept for the first store
- * that opens with it: the driver reads a URI only as it makes a client, and warns of what it
- * reads (a deprecated option) each time. A client that no store takes holds no connection.
- */
-const checkedClients = new Map<string, MongoClient>();
-
-/**
- * Why the driver cannot read `uri` (an unknown option, a bad host list, ...), or undefined if it
- * can. It reads it as it makes a client, with no connection: so a typo fails where the options
+ * The driver's client of `uri`, or why it cannot read `uri` (an unknown option, a bad host list,
+ * ...). It reads it as it makes a client, with no connection: so a typo fails where the options
  * are checked, not at the first command.
  */
-export function connectionStringError(uri: string): Error | undefined {
+export function readConnectionString(uri: string): MongoClient | Error {
   try {
-    checkedClients.set(uri, new MongoClient(uri));
-    return undefined;
+    return new MongoClient(uri);
   } catch (error) {
     return error instanceof Error ? error : new Error(String(error));
   }
 }
 
-/** A client of `uri`: the one its check made, or (taken already) a new one. */
-export function clientOf(uri: string): MongoClient {
-  const checked = checkedClients.get(uri);
-  checkedClients.delete(uri);
-  return checked ?? new MongoClient(uri);
+/**
+ * Per service (by its resolved options), the client made from its `uri`. The driver warns of
+ * what it reads in a URI (a deprecated option) each time it makes a client: the check's client
+ * is the one every start uses (a failed start closes it; a closed client connects again).
+ */
+const uriClients = new WeakMap<object, MongoClient>();
+
+/** Keeps the check's `client` for the service with `options`. */
+export function keepUriClient(options: object, client: MongoClient): void {
+  uriClients.set(options, client);
+}
+
+/** The client made from `uri` for the service with `options`: the check's, or a new one kept. */
+export function uriClientOf(options: object, uri: string): MongoClient {
+  let client = uriClients.get(options);
+  if (client === undefined) uriClients.set(options, (client = new MongoClient(uri)));
+  return client;
 }

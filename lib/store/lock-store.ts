@@ -4,13 +4,13 @@ import { formatMs } from '../util/durations';
 import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
 import { MongoLockError } from '../errors/mongo-lock.error';
 import { boundedCommand, unansweredError } from './bounded-command';
-import { clientOf } from './connection-string';
+import { uriClientOf } from './connection-string';
 import { openLeaseCollection } from './lock-collection';
 import type { LineDocument } from './line/line-document';
 import { LineStore } from './line/line-store';
 import type { KeyLineStorage } from './line/line-store';
 import { isStoreUnavailableError, toStoreError } from './mongo-error-codes';
-import { ServerMonitor } from './server-monitor';
+import { monitorServers, type ServerMonitor } from './server-monitor';
 import { sleep } from '../util/timers';
 
 /**
@@ -27,19 +27,6 @@ function startError(error: unknown): MongoLockError {
 
 /** Pauses between tries of the start while MongoDB is unavailable. */
 const RETRY_DELAYS_MS = [50, 100, 200, 400, 500];
-
-/**
- * Per service (by its options), the client made from `uri`. Every start of the service reuses
- * it (a failed start closes it; a closed client connects again): the driver reads the URI once,
- * and warns of what it reads once.
- */
-const clientsFromUri = new WeakMap<ResolvedLockModuleOptions, MongoClient>();
-
-function clientFromUri(options: ResolvedLockModuleOptions): MongoClient {
-  let client = clientsFromUri.get(options);
-  if (client === undefined) clientsFromUri.set(options, (client = clientOf(options.uri as string)));
-  return client;
-}
 
 /** How a `LockService` reaches MongoDB: {@link LockStore}, or the testing kit's in-memory store. */
 export interface LockConnection {
@@ -63,12 +50,12 @@ export class LockStore implements LockConnection {
    */
   static async open(options: ResolvedLockModuleOptions, closing: AbortSignal): Promise<LockStore> {
     const ownsClient = options.client === undefined;
-    const client = options.client ?? clientFromUri(options);
+    const client = options.client ?? uriClientOf(options, options.uri as string);
     const endsAt = performance.now() + options.operationTimeoutMs;
     let lastError: unknown;
     // The driver looks for a server for longer than our bound, so a try may never fail within
     // it: the monitor says why. The store keeps it for its commands.
-    const monitor = new ServerMonitor(client);
+    const monitor = monitorServers(client);
     // Closing the client stops a server selection under way: the start fails at once.
     const stop = () => void client.close().catch(() => undefined);
     if (ownsClient) closing.addEventListener('abort', stop, { once: true });

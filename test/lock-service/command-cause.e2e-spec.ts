@@ -82,4 +82,14 @@ describe('a command MongoDB leaves unanswered past operationTimeoutMs', () => {
     );
     expect(error.cause).toBeUndefined();
   });
+
+  it('keeps one set of listeners on a client many services share, none once they close', async () => {
+    const others = Array.from({ length: 11 }, () => new LockService(kit.options({ client })));
+    await Promise.all(others.map((service) => service.start()));
+    expect(client.listenerCount('serverHeartbeatSucceeded')).toBe(1);
+    await Promise.all(others.map((service) => service.close()));
+    expect(client.listenerCount('serverHeartbeatSucceeded')).toBe(1);
+    await locks.close();
+    expect(client.listenerCount('serverHeartbeatSucceeded')).toBe(0);
+  });
 });
