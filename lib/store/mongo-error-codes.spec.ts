@@ -72,5 +72,9 @@ describe('store error classification', () => {
       expect(isDefiniteFailure(toStoreError(unknown, 'acquire'))).toBe(false);
     }
     expect(isDefiniteFailure(new LockStoreUnavailableError('no answer in time'))).toBe(false);
+    // A cut names what the server monitor saw as cause: never a reply to the command itself.
+    const named = new MongoServerError({ message: 'refused', code: 11000 });
+    const cut = new LockStoreUnavailableError('no answer in time', { cause: named });
+    expect(isDefiniteFailure(cut)).toBe(false);
   });
 });

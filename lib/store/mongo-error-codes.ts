@@ -102,6 +102,9 @@ const NOTHING_WRITTEN_CODES = new Set([
  * token costs one write, a stale entry keeps the key for its lease.
  */
 export function isDefiniteFailure(error: unknown): boolean {
+  // MongoDB did not answer: whatever its cause names (the server monitor's last failure for a
+  // command cut by its bound), the command's outcome is unknown.
+  if (error instanceof LockStoreUnavailableError) return false;
   const driverError = error instanceof MongoLockError ? error.cause : error;
   // A write concern error carries a code too, but comes after the write.
   return (
