@@ -64,9 +64,11 @@ export function holdingCount(
     }
     return count;
   }
-  if (live[0]?.m !== 's') return Math.min(live.length, 1);
-  const firstExclusive = live.findIndex((entry) => entry.m !== 's');
-  return firstExclusive < 0 ? live.length : firstExclusive;
+  if (live.length === 0) return 0;
+  if (live[0].m !== 's') return 1;
+  let count = 0;
+  while (count < live.length && live[count].m === 's') count++;
+  return count;
 }
 
 /**
