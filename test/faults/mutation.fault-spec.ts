@@ -26,8 +26,8 @@ function makeEarlyGrantMutant(target: string): void {
   makeMutant(
     target,
     'store/line/line-pipelines.ts',
-    "const LIVE = { $filter: { input: { $ifNull: ['$line', []] }, cond: { $gt: ['$$this.e', NOW] } } };",
-    "const LIVE = { $filter: { input: { $ifNull: ['$line', []] }, cond: { $gt: ['$$this.e', { $add: [NOW, 300] }] } } };",
+    "  $filter: { input: { $ifNull: ['$line', []] }, cond: { $gt: ['$$this.e', NOW] } },",
+    "  $filter: { input: { $ifNull: ['$line', []] }, cond: { $gt: ['$$this.e', { $add: [NOW, 300] }] } },",
   );
   patchCopy(
     target,
