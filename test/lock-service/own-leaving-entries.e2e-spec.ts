@@ -97,6 +97,33 @@ describe("this process's own entries on their way out", () => {
     await next.release();
   });
 
+  it("a document lock's try right after a release MongoDB did not confirm takes the document", async () => {
+    const cut = { on: false, refused: 0 };
+    const client = interceptedClient(await kit.client(), (target, args) => {
+      const [filter, , options] = args as unknown as [Document, unknown, Document | undefined];
+      // A document's leave: by our token, answered with the document before it.
+      if (cut.on && options?.returnDocument === 'before' && '_lock.line.t' in filter) {
+        cut.refused += 1;
+        return Promise.reject(new MongoNetworkError('the leave never reached MongoDB'));
+      }
+      return target.findOneAndUpdate(...args);
+    });
+    const accounts = (await kit.client()).db(kit.mongo.dbName).collection('accounts');
+    await accounts.insertOne({ _id: 'a' as unknown as Document['_id'], balance: 1 });
+    const docs = (await kit.service({ client })).documents('accounts');
+    const held = await docs.acquire('a', { ttlMs: 30_000 });
+    cut.on = true;
+    await expect(held.release()).rejects.toBeInstanceOf(LockStoreUnavailableError);
+
+    const tried = await docs.tryAcquire('a', { ttlMs: 30_000 });
+
+    expect(tried).not.toBeNull();
+    expect(tried!.fence).toBeGreaterThan(held.fence);
+    expect(cut.refused).toBeGreaterThanOrEqual(1);
+    cut.on = false;
+    await tried!.release();
+  });
+
   it('with no entry of ours on its way out, a mutex sends its usual short commands', async () => {
     const client = await kit.client({ monitorCommands: true });
     const sent: CommandStartedEvent[] = [];
