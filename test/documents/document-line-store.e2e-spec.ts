@@ -27,6 +27,22 @@ function answeredWithStoredImages(collection: Collection<Document>): DocumentCol
   });
 }
 
+/** An exclusive join of `KEY` by `t` (holder id 'h', 30 s lease), with `extra` over it. */
+const joinAs = (
+  store: DocumentLineStore,
+  t: string,
+  extra: Partial<Parameters<DocumentLineStore['join']>[0]> = {},
+) =>
+  store.join({
+    key: KEY,
+    token: t,
+    holderId: 'h',
+    ttlMs: 30_000,
+    kind: { mode: 'exclusive' },
+    onlyIfHolds: false,
+    ...extra,
+  });
+
 describe('DocumentLineStore', () => {
   it("reads a stored image by its lock field, not by a user's own field named now", async () => {
     const client = await kit.client();
@@ -38,15 +54,7 @@ describe('DocumentLineStore', () => {
     const plain = new DocumentLineStore(collection, fields, 5_000);
     const retried = new DocumentLineStore(answeredWithStoredImages(collection), fields, 5_000);
     const [holder, waiter] = [token(), token()];
-    const join = (store: DocumentLineStore, t: string) =>
-      store.join({
-        key: KEY,
-        token: t,
-        holderId: 'h',
-        ttlMs: 30_000,
-        kind: { mode: 'exclusive' },
-        onlyIfHolds: false,
-      });
+    const join = (store: DocumentLineStore, t: string) => joinAs(store, t);
 
     expect(await join(plain, holder)).toMatchObject({ joined: true, holds: true });
     expect(await join(retried, waiter)).toMatchObject({ joined: true, holds: false });
@@ -65,14 +73,7 @@ describe('DocumentLineStore', () => {
     await collection.insertOne({ _id: 'a' as unknown as Document['_id'] });
     const store = new DocumentLineStore(collection, new DocumentLineFields('_lock'), 5_000);
     const holder = token();
-    const joined = await store.join({
-      key: KEY,
-      token: holder,
-      holderId: 'h',
-      ttlMs: 30_000,
-      kind: { mode: 'exclusive' },
-      onlyIfHolds: false,
-    });
+    const joined = await joinAs(store, holder);
     expect(joined).toMatchObject({ joined: true, holds: true });
     // A renewal for 1 s that lands late must not cut the 30 s another one promised.
     const shorter = await store.renew(KEY, holder, 1_000);
@@ -87,15 +88,7 @@ describe('DocumentLineStore', () => {
     await collection.insertOne({ _id: 'a' as unknown as Document['_id'] });
     const store = new DocumentLineStore(collection, new DocumentLineFields('_lock'), 5_000);
     const join = (t: string, extra: Partial<Parameters<DocumentLineStore['join']>[0]> = {}) =>
-      store.join({
-        key: KEY,
-        token: t,
-        holderId: 'h',
-        ttlMs: 30_000,
-        kind: { mode: 'exclusive' },
-        onlyIfHolds: true,
-        ...extra,
-      });
+      joinAs(store, t, { onlyIfHolds: true, ...extra });
     const lock = async () =>
       (await collection.findOne({ _id: 'a' as unknown as Document['_id'] }))?._lock as Document;
     const [leaving, tried] = [token(), token()];
