@@ -313,9 +313,6 @@ export class LineAcquirer {
   }
 
   private joinRequest({ request, entry }: LineAttempt): Omit<JoinRequest, 'idleRetentionMs'> {
-    // Our entries on the key leaving in the background (a release MongoDB did not confirm, a
-    // waiter that gave up) must not block us: the join drops them, as their leaves would.
-    const leaving = this.leaves.leavingOn(request.key);
     return {
       key: request.key,
       token: entry.token,
@@ -325,7 +322,6 @@ export class LineAcquirer {
       onlyIfHolds: request.timeoutMs === 0,
       ...(request.scope === undefined ? {} : { scope: request.scope }),
       ...(request.target === undefined ? {} : { target: request.target }),
-      ...(leaving === undefined ? {} : { leaving }),
     };
   }
 

@@ -11,8 +11,6 @@ import type { LineWaiters } from './waiting/line-waiters';
  */
 export class LineLeaves {
   private readonly leaving = new Set<Promise<boolean | undefined>>();
-  /** Per key, the tokens of our entries leaving in the background, each with its leaves' count. */
-  private readonly inBackgroundOn = new Map<string, Map<string, number>>();
   /** Per key, the operator commands under way that the key's leaves wait for (`holdBack`). */
   private readonly heldBack = new CallOrder();
 
@@ -27,16 +25,6 @@ export class LineLeaves {
    */
   holdBack(key: string): () => void {
     return this.heldBack.start(key).done;
-  }
-
-  /**
-   * The tokens of our entries on `key` leaving in the background, for our next join there to drop
-   * as their leaves would (`JoinRequest.leaving`); none while `key`'s leaves are held back.
-   */
-  leavingOn(key: string): string[] | undefined {
-    const tokens = this.inBackgroundOn.get(key);
-    if (!tokens || this.heldBack.pending(key)) return undefined;
-    return [...tokens.keys()];
   }
 
   /** Leaves the line by token; tells local waiters that now hold. False: no entry of ours. */
@@ -69,7 +57,7 @@ export class LineLeaves {
       }
       return undefined;
     };
-    return this.track(this.inBackgroundAs(key, token, leave()));
+    return this.track(leave());
   }
 
   /**
@@ -79,34 +67,17 @@ export class LineLeaves {
   ended(hold: Pick<LineHold, 'key' | 'token' | 'ttlMs'>): void {
     const late = this.store.joinsSettled?.(hold.key, hold.token);
     if (!late) return;
-    const leaving = late.then(() =>
-      this.inBackground(hold.key, hold.token, performance.now() + hold.ttlMs, 'joined'),
+    void this.track(
+      late.then(() =>
+        this.inBackground(hold.key, hold.token, performance.now() + hold.ttlMs, 'joined'),
+      ),
     );
-    // The late join may land meanwhile: our joins drop the entry it makes from now on.
-    void this.track(this.inBackgroundAs(hold.key, hold.token, leaving));
   }
 
   /** Settles once the leaves under way in the background have (each within its lease). */
   async settled(): Promise<void> {
     // A leave that settles may start another (`ended`).
     while (this.leaving.size > 0) await Promise.all([...this.leaving]);
-  }
-
-  /** Counts `token` as leaving `key` in the background until `leaving` settles. */
-  private inBackgroundAs<T>(key: string, token: string, leaving: Promise<T>): Promise<T> {
-    const tokens = this.inBackgroundOn.get(key) ?? new Map<string, number>();
-    this.inBackgroundOn.set(key, tokens);
-    tokens.set(token, (tokens.get(token) ?? 0) + 1);
-    const done = () => {
-      const count = (tokens.get(token) ?? 1) - 1;
-      if (count > 0) tokens.set(token, count);
-      else tokens.delete(token);
-      if (tokens.size === 0 && this.inBackgroundOn.get(key) === tokens) {
-        this.inBackgroundOn.delete(key);
-      }
-    };
-    void leaving.then(done, done);
-    return leaving;
   }
 
   private track(leaving: Promise<boolean | undefined>): Promise<boolean | undefined> {

@@ -39,9 +39,7 @@ export class InMemoryLines {
     checkJoin(request);
     const now = this.now();
     const doc = this.docs.get(request.key) ?? { _id: request.key };
-    const allLive = liveEntries(doc.line, now);
-    // The caller's entries being left go first, as their leaves would (`buildJoin`).
-    const live = allLive.filter((other) => !request.leaving?.includes(other.t));
+    const live = liveEntries(doc.line, now);
     const { kind } = request;
     const permits = kind.mode === 'permits' ? kind.permits : undefined;
     const fence = nextFence(doc, now);
@@ -69,7 +67,6 @@ export class InMemoryLines {
       line,
       ...(permits === undefined ? {} : { permits }),
       gcAt: gcAfterLease(doc, fence, now, request.ttlMs + request.idleRetentionMs),
-      ...(live.length < allLive.length ? { lead: leadAfter(line, permits, request.token) } : {}),
     };
     this.write(doc, after, now);
     return decodeJoin({ ...after, now }, request);
@@ -81,7 +78,11 @@ export class InMemoryLines {
     const before = this.docs.get(key);
     if (!before?.line?.some((entry) => entry.t === token)) return { left: false, holders: [] };
     const line = liveEntries(before.line, now).filter((entry) => entry.t !== token);
-    const lead = leadAfter(line, before.permits, token);
+    // `LEAD`: the exclusive entry now first, else (shared, a semaphore) every process looks;
+    // nobody left: null.
+    const first = line.at(0);
+    const everyone = first?.m === 's' || (first !== undefined && before.permits !== undefined);
+    const lead = everyone ? `* ${token}` : first ? `${first.h} ${first.t}` : null;
     this.write(before, { ...before, line, lead }, now);
     return decodeLeave(before, token, now, true);
   }
@@ -214,16 +215,6 @@ export class InMemoryLines {
     }
     for (const listener of [...this.listeners]) listener(change);
   }
-}
-
-/**
- * `LEAD`: the exclusive entry now first, else (shared, a semaphore) every process looks; nobody
- * left: null.
- */
-function leadAfter(line: LineEntry[], permits: LineDocument['permits'], token: string) {
-  const first = line.at(0);
-  const everyone = first?.m === 's' || (first !== undefined && permits !== undefined);
-  return everyone ? `* ${token}` : first ? `${first.h} ${first.t}` : null;
 }
 
 /** `NEXT_FENCE`: the last fence plus one, never below the clock in ms. */

@@ -27,22 +27,6 @@ function answeredWithStoredImages(collection: Collection<Document>): DocumentCol
   });
 }
 
-/** An exclusive join of `KEY` by `t` (holder id 'h', 30 s lease), with `extra` over it. */
-const joinAs = (
-  store: DocumentLineStore,
-  t: string,
-  extra: Partial<Parameters<DocumentLineStore['join']>[0]> = {},
-) =>
-  store.join({
-    key: KEY,
-    token: t,
-    holderId: 'h',
-    ttlMs: 30_000,
-    kind: { mode: 'exclusive' },
-    onlyIfHolds: false,
-    ...extra,
-  });
-
 describe('DocumentLineStore', () => {
   it("reads a stored image by its lock field, not by a user's own field named now", async () => {
     const client = await kit.client();
@@ -54,7 +38,15 @@ describe('DocumentLineStore', () => {
     const plain = new DocumentLineStore(collection, fields, 5_000);
     const retried = new DocumentLineStore(answeredWithStoredImages(collection), fields, 5_000);
     const [holder, waiter] = [token(), token()];
-    const join = (store: DocumentLineStore, t: string) => joinAs(store, t);
+    const join = (store: DocumentLineStore, t: string) =>
+      store.join({
+        key: KEY,
+        token: t,
+        holderId: 'h',
+        ttlMs: 30_000,
+        kind: { mode: 'exclusive' },
+        onlyIfHolds: false,
+      });
 
     expect(await join(plain, holder)).toMatchObject({ joined: true, holds: true });
     expect(await join(retried, waiter)).toMatchObject({ joined: true, holds: false });
@@ -73,42 +65,19 @@ describe('DocumentLineStore', () => {
     await collection.insertOne({ _id: 'a' as unknown as Document['_id'] });
     const store = new DocumentLineStore(collection, new DocumentLineFields('_lock'), 5_000);
     const holder = token();
-    const joined = await joinAs(store, holder);
+    const joined = await store.join({
+      key: KEY,
+      token: holder,
+      holderId: 'h',
+      ttlMs: 30_000,
+      kind: { mode: 'exclusive' },
+      onlyIfHolds: false,
+    });
     expect(joined).toMatchObject({ joined: true, holds: true });
     // A renewal for 1 s that lands late must not cut the 30 s another one promised.
     const shorter = await store.renew(KEY, holder, 1_000);
     expect(shorter.renewed && shorter.remainingMs).toBeGreaterThan(20_000);
     const exact = await store.renew(KEY, holder, 1_000, true);
     expect(exact.renewed && exact.remainingMs).toBeLessThanOrEqual(1_000);
-  });
-
-  it("drops the caller's entries being left when it joins, names the new leader, and only then", async () => {
-    const client = await kit.client();
-    const collection = client.db(kit.mongo.dbName).collection(`${kit.collectionName}_docs`);
-    await collection.insertOne({ _id: 'a' as unknown as Document['_id'] });
-    const store = new DocumentLineStore(collection, new DocumentLineFields('_lock'), 5_000);
-    const join = (t: string, extra: Partial<Parameters<DocumentLineStore['join']>[0]> = {}) =>
-      joinAs(store, t, { onlyIfHolds: true, ...extra });
-    const lock = async () =>
-      (await collection.findOne({ _id: 'a' as unknown as Document['_id'] }))?._lock as Document;
-    const [leaving, tried] = [token(), token()];
-    expect(await join(leaving)).toMatchObject({ joined: true, holds: true });
-    // Not carried, our entry on its way out blocks a try of ours.
-    expect(await join(token())).toMatchObject({ joined: false, holderId: 'h' });
-
-    expect(await join(tried, { leaving: [leaving] })).toMatchObject({ joined: true, holds: true });
-    expect((await lock()).line.map((entry: Document) => entry.t)).toEqual([tried]);
-    expect((await lock()).lead).toBe(`h ${tried}`);
-
-    // Another's entry behind ours blocks the try: it writes nothing, and names the other, whose
-    // lease (not ours, soon gone) is what to wait for.
-    const other = token();
-    await join(other, { holderId: 'h2', onlyIfHolds: false });
-    const before = await lock();
-    expect(await join(token(), { leaving: [tried] })).toMatchObject({
-      joined: false,
-      holderId: 'h2',
-    });
-    expect(await lock()).toEqual(before);
   });
 });

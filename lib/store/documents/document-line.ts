@@ -135,13 +135,7 @@ export class DocumentLineFields {
    * 0.1 lease is live, or (`onlyIfHolds`) anyone is in line. The first join drops the 0.1 fields.
    * Fences never go below the server clock in ms, so a re-created document's fences still grow.
    */
-  joinStage(request: {
-    token: string;
-    holderId: string;
-    ttlMs: number;
-    onlyIfHolds: boolean;
-    leaving?: readonly string[];
-  }) {
+  joinStage(request: { token: string; holderId: string; ttlMs: number; onlyIfHolds: boolean }) {
     const token = { $literal: request.token };
     const joins = {
       $and: [
@@ -163,7 +157,7 @@ export class DocumentLineFields {
     const joined = {
       f: '$$n',
       line: { $concatArrays: ['$$l', [entry]] },
-      lead: request.leaving ? this.leadAfterDropping(entry) : this.value('lead'),
+      lead: this.value('lead'),
     };
     const fence = { $cond: [{ $isNumber: this.value('f') }, { $toLong: this.value('f') }, 0] };
     const next = { $max: [{ $add: [fence, 1] }, { $toLong: '$$NOW' }] };
@@ -171,32 +165,12 @@ export class DocumentLineFields {
       $set: {
         [this.field]: {
           $let: {
-            vars: { l: this.liveBut(request.leaving), n: next },
+            vars: { l: this.live, n: next },
             in: { $cond: [joins, joined, `$${this.field}`] },
           },
         },
       },
     };
-  }
-
-  /**
-   * The live entries but the caller's own in `leaving`, which it has decided to leave and is
-   * leaving in the background: a join drops them, as their leaves would, so they never block it
-   * (a try right after a release MongoDB did not confirm). Refused, it writes nothing and leaves
-   * them to their leaves, which then find no entry and end.
-   */
-  private liveBut(leaving: readonly string[] | undefined): Document {
-    if (!leaving) return this.live;
-    const ours = { $in: ['$$this.t', { $literal: leaving }] };
-    return { $filter: { input: this.live, cond: { $not: [ours] } } };
-  }
-
-  /** A join that dropped live entries of ours names the new leader, as their leave would. */
-  private leadAfterDropping(entry: Document): Document {
-    const dropped = { $lt: [{ $size: '$$l' }, { $size: this.live }] };
-    const first = { $first: { $concatArrays: ['$$l', [entry]] } };
-    const lead = { $let: { vars: { x: first }, in: { $concat: ['$$x.h', ' ', '$$x.t'] } } };
-    return { $cond: [dropped, lead, this.value('lead')] };
   }
 
   /**

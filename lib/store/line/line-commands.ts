@@ -90,11 +90,6 @@ export interface JoinRequest {
   /** Join only if the entry holds at once (`tryAcquire`); else join and wait in line. */
   onlyIfHolds: boolean;
   scope?: string;
-  /**
-   * Tokens of the caller's own entries on the key that it is leaving (never ours): the join drops
-   * them, as their leaves would, before it decides. Absent, not empty, when there are none.
-   */
-  leaving?: readonly string[];
   /** Ms an idle document stays after the last lease ends (then the TTL index removes it). */
   idleRetentionMs: number;
   target?: AttemptTarget;
@@ -146,14 +141,12 @@ export async function joinLine(
   retry = false,
 ): Promise<JoinResult> {
   checkJoin(request);
-  // A retry of a join that may have landed would miss the short command's filter (`line.t`),
-  // and the short commands do not drop entries being left.
-  const short = request.kind.mode === 'exclusive' && !retry && !request.leaving;
+  // A retry of a join that may have landed would miss the short command's filter (`line.t`).
+  const short = request.kind.mode === 'exclusive' && !retry;
   const shape = {
     kind: request.kind.mode,
     onlyIfHolds: request.onlyIfHolds,
     scoped: request.scope !== undefined,
-    dropsLeaving: request.leaving !== undefined,
   };
   const doc =
     (short ? await exclusiveJoin(collection, request) : undefined) ??
@@ -206,7 +199,6 @@ async function sendJoin(
       g: request.ttlMs + request.idleRetentionMs,
       ...(kind.mode === 'permits' ? { n: kind.permits, w: kind.weight } : {}),
       ...(request.scope === undefined ? {} : { s: literal(request.scope) }),
-      ...(request.leaving === undefined ? {} : { o: { $literal: request.leaving } }),
     },
   });
   // An upsert always returns the document.
@@ -217,16 +209,13 @@ async function sendJoin(
 /** A join's result from the document after it, at the join's server time. */
 export function decodeJoin(
   doc: LineReply,
-  request: Pick<JoinRequest, 'kind' | 'token' | 'leaving'>,
+  request: Pick<JoinRequest, 'kind' | 'token'>,
 ): JoinResult {
   const { kind } = request;
   const place = placeOf(doc, request.token, doc.now);
   if (place) return { joined: true, ...place };
-  // As the join saw it: without the entries we are leaving, which blocked nothing.
-  const live = liveEntries(doc.line, doc.now).filter(
-    (entry) => !request.leaving?.includes(entry.t),
-  );
-  const [first] = holdersOf({ line: live, permits: doc.permits });
+  const live = liveEntries(doc.line, doc.now);
+  const [first] = holdersOf(doc, doc.now);
   const inOtherForm =
     live.length > 0 &&
     (kind.mode === 'permits' ? doc.permits !== kind.permits : doc.permits !== undefined);

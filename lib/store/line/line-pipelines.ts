@@ -28,32 +28,10 @@ const AFTER_LAST_FENCE = { $toDate: '$f' };
 /** `gcAt` past every lease plus the idle retention (`$$g`): it only moves later. */
 const GC_AFTER_LEASE = { $max: ['$gcAt', { $add: [NOW, '$$g'] }, AFTER_LAST_FENCE] };
 
-/**
- * Who a leave may have made holder, for the streams' filters (`line-events.ts`): for an
- * exclusive first entry `<holder id> <token>` (changes exactly when the holder does); for a
- * shared or semaphore one `* <leaver's token>`, as several may now hold: all look. Nobody left:
- * null, so a later write MongoDB streams whole (`replace`) names nobody.
- */
-const LEAD = {
-  $let: {
-    vars: { x: { $first: '$line' } },
-    in: {
-      $cond: [
-        // `m` is set only on shared entries; `permits` only on semaphores.
-        { $or: ['$$x.m', { $and: ['$$x.t', '$permits'] }] },
-        { $concat: ['* ', '$$t'] },
-        { $concat: ['$$x.h', ' ', '$$x.t'] },
-      ],
-    },
-  },
-};
-
 interface JoinShape {
   kind: LineKind['mode'];
   onlyIfHolds: boolean;
   scoped: boolean;
-  /** Drops the caller's entries listed in `$$o`, which it is leaving (see `buildJoin`). */
-  dropsLeaving: boolean;
 }
 
 /** The key is this kind of lock, or free to become one. */
@@ -73,7 +51,7 @@ function wouldHold(kind: JoinShape['kind']) {
   return { $lte: [{ $add: [used, '$$w'] }, '$$n'] };
 }
 
-function newEntry({ kind, scoped }: Pick<JoinShape, 'kind' | 'scoped'>) {
+function newEntry({ kind, scoped }: Omit<JoinShape, 'onlyIfHolds'>) {
   return {
     t: '$$t',
     f: '$f',
@@ -85,17 +63,7 @@ function newEntry({ kind, scoped }: Pick<JoinShape, 'kind' | 'scoped'>) {
   };
 }
 
-/**
- * `dropsLeaving`: the caller's own entries in `$$o`, which it has decided to leave and is leaving
- * in the background, go before the join decides, so they never block it (a try right after a
- * release MongoDB did not confirm). That is what their leaves would do, `lead` included (the new
- * leader's process hears), and only if the join writes: refused, it leaves them to their leaves,
- * which then find no entry and end (or, after a join with no reply, go on until its lease ends).
- */
 function buildJoin(shape: JoinShape): Document[] {
-  const live = shape.dropsLeaving
-    ? { $filter: { input: LIVE, cond: { $not: [{ $in: ['$$this.t', '$$o'] }] } } }
-    : LIVE;
   const joins = {
     $and: [
       kindFits(shape.kind),
@@ -106,12 +74,9 @@ function buildJoin(shape: JoinShape): Document[] {
     ],
   };
   const ifJoins = (value: unknown, field: string) => ({ $cond: ['$_j', value, field] });
-  // Whether the join drops a live entry of ours: only then does it lead as a leave.
-  const dropped = { _d: { $and: ['$_j', { $lt: [{ $size: '$_l' }, { $size: LIVE }] }] } };
   return [
-    { $set: { _l: live } },
+    { $set: { _l: LIVE } },
     { $set: { _j: joins } },
-    ...(shape.dropsLeaving ? [{ $set: dropped }] : []),
     // Never below the server clock in ms, so fences survive the idle document's removal.
     { $set: { f: ifJoins(NEXT_FENCE, '$f') } },
     {
@@ -121,9 +86,7 @@ function buildJoin(shape: JoinShape): Document[] {
         gcAt: ifJoins(GC_AFTER_LEASE, '$gcAt'),
       },
     },
-    ...(shape.dropsLeaving
-      ? [{ $set: { lead: { $cond: ['$_d', LEAD, '$lead'] } } }, { $unset: ['_l', '_j', '_d'] }]
-      : [{ $unset: ['_l', '_j'] }]),
+    { $unset: ['_l', '_j'] },
   ];
 }
 
@@ -131,10 +94,10 @@ const joins = new Map<string, Document[]>();
 
 /**
  * `let`: t (token), h (holder id), d (lease ms), g (lease plus idle retention, ms); n and w
- * (permits, weight) for a semaphore; s (scope) when scoped; o (the tokens it drops) if it does.
+ * (permits, weight) for a semaphore; s (scope) when scoped.
  */
 export function joinPipeline(shape: JoinShape): Document[] {
-  const id = `${shape.kind}:${shape.onlyIfHolds}:${shape.scoped}:${shape.dropsLeaving}`;
+  const id = `${shape.kind}:${shape.onlyIfHolds}:${shape.scoped}`;
   return joins.get(id) ?? joins.set(id, buildJoin(shape)).get(id)!;
 }
 
@@ -179,6 +142,26 @@ const EXCLUSIVE_TRY_JOINS = [false, true].map((scoped): Document[] => {
 });
 
 export const exclusiveTryJoinPipeline = (scoped: boolean) => EXCLUSIVE_TRY_JOINS[Number(scoped)];
+
+/**
+ * Who a leave may have made holder, for the streams' filters (`line-events.ts`): for an
+ * exclusive first entry `<holder id> <token>` (changes exactly when the holder does); for a
+ * shared or semaphore one `* <leaver's token>`, as several may now hold: all look. Nobody left:
+ * null, so a later write MongoDB streams whole (`replace`) names nobody.
+ */
+const LEAD = {
+  $let: {
+    vars: { x: { $first: '$line' } },
+    in: {
+      $cond: [
+        // `m` is set only on shared entries; `permits` only on semaphores.
+        { $or: ['$$x.m', { $and: ['$$x.t', '$permits'] }] },
+        { $concat: ['* ', '$$t'] },
+        { $concat: ['$$x.h', ' ', '$$x.t'] },
+      ],
+    },
+  },
+};
 
 /**
  * Drops entry `$$t` and every dead one; the new leader holds with no further write. `gcAt`
