@@ -264,6 +264,9 @@ export class LineAcquirer {
       if (kept) return { following: Promise.resolve(kept) };
     }
     if (!inCallOrder(request)) await this.letGo(attempt);
+    // Our entries on their way out must not be ahead of us (`LineLeaves.hurry`).
+    const hurried = this.leaves.hurry(request.key);
+    if (hurried) await this.waitAsForAReply(attempt, hurried);
     // A try is one attempt, now; a wait retries an unanswered join by its token. A mutex's waits
     // join in call order, once earlier callers' joins here were answered (one that gave up sent
     // nothing), or queue behind an entry of ours to take it over.
@@ -366,11 +369,15 @@ export class LineAcquirer {
 
   /** Makes a kept entry of ours leave; waits for that as long as for a reply (`send`). */
   private async letGo(attempt: LineAttempt): Promise<void> {
+    const leaving = this.deps.handover.letGo(attempt.request.key);
+    if (leaving) await this.waitAsForAReply(attempt, leaving);
+  }
+
+  /** Waits for `done` until our deadline and a reply's margin, or our signal. */
+  private async waitAsForAReply(attempt: LineAttempt, done: Promise<unknown>): Promise<void> {
     const { request, deadline } = attempt;
-    const leaving = this.deps.handover.letGo(request.key);
-    if (!leaving) return;
     const until = deadline + this.firstReplyGraceMs(attempt);
-    const woke = await wakeUp({ heard: leaving }, until, request.signal);
+    const woke = await wakeUp({ heard: done }, until, request.signal);
     if (woke === 'aborted') throw request.signal?.reason;
   }
 

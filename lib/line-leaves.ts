@@ -11,6 +11,8 @@ import type { LineWaiters } from './waiting/line-waiters';
  */
 export class LineLeaves {
   private readonly leaving = new Set<Promise<boolean | undefined>>();
+  /** Per key, our leaves under way in the background (`inBackground`). */
+  private readonly inBackgroundOn = new Map<string, Set<BackgroundLeave>>();
   /** Per key, the operator commands under way that the key's leaves wait for (`holdBack`). */
   private readonly heldBack = new CallOrder();
 
@@ -25,6 +27,25 @@ export class LineLeaves {
    */
   holdBack(key: string): () => void {
     return this.heldBack.start(key).done;
+  }
+
+  /**
+   * Sends now, once each, the leaves our entries on `key` are waiting to retry (a release MongoDB
+   * did not confirm, a waiter that gave up), so that our next join there does not find them ahead
+   * of it: a try right after such a release takes the key. One that finds its entry answers for
+   * its retries (the release counts as done); they go on if it fails. Undefined when there are
+   * none (the usual case: nothing to wait for).
+   */
+  hurry(key: string): Promise<unknown> | undefined {
+    const leaves = this.inBackgroundOn.get(key);
+    if (!leaves) return undefined;
+    const once = (leave: BackgroundLeave) => {
+      const sent = this.leave(key, leave.token).catch(() => false);
+      const before = leave.found;
+      leave.found = Promise.all([before, sent]).then(([earlier, now]) => earlier || now);
+      return leave.found;
+    };
+    return Promise.all([...leaves].map(once));
   }
 
   /** Leaves the line by token; tells local waiters that now hold. False: no entry of ours. */
@@ -45,19 +66,23 @@ export class LineLeaves {
     until: number,
     entry: 'joined' | 'unknown',
   ): Promise<boolean | undefined> {
+    const background: BackgroundLeave = { token, found: Promise.resolve(false) };
     const leave = async (): Promise<boolean | undefined> => {
       for (let delayMs = 50; performance.now() < until; delayMs = Math.min(delayMs * 2, 1_000)) {
         try {
-          const left = await this.leave(key, token);
+          // A leave `hurry` sent may have found the entry first: this one then finds none.
+          const left = (await this.leave(key, token)) || (await background.found);
           if (left || entry === 'joined') return left;
         } catch {
           // No reply: try again.
         }
+        if (await background.found) return true;
         await sleep(delayMs, false);
+        if (await background.found) return true;
       }
       return undefined;
     };
-    return this.track(leave());
+    return this.track(this.whileLeaving(key, background, leave()));
   }
 
   /**
@@ -80,9 +105,27 @@ export class LineLeaves {
     while (this.leaving.size > 0) await Promise.all([...this.leaving]);
   }
 
+  /** Lists `background` among `key`'s leaves in the background until `leaving` settles. */
+  private whileLeaving<T>(key: string, background: BackgroundLeave, leaving: Promise<T>) {
+    const leaves = this.inBackgroundOn.get(key) ?? new Set<BackgroundLeave>();
+    this.inBackgroundOn.set(key, leaves.add(background));
+    const done = () => {
+      leaves.delete(background);
+      if (leaves.size === 0) this.inBackgroundOn.delete(key);
+    };
+    void leaving.then(done, done);
+    return leaving;
+  }
+
   private track(leaving: Promise<boolean | undefined>): Promise<boolean | undefined> {
     this.leaving.add(leaving);
     void leaving.finally(() => this.leaving.delete(leaving));
     return leaving;
   }
+}
+
+/** A leave retried in the background; `found`: whether a leave `hurry` sent found its entry. */
+interface BackgroundLeave {
+  readonly token: string;
+  found: Promise<boolean>;
 }

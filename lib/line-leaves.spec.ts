@@ -1,0 +1,56 @@
+import { LineLeaves } from './line-leaves';
+import type { LeaveResult } from './store/line/line-commands';
+import type { LineStorage } from './store/line/line-store';
+import { LineWaiters } from './waiting/line-waiters';
+
+/**
+ * Which of our leaves `hurry` sends at once, on a storage whose leaves the test answers (the
+ * MongoDB store's commands are tested over the wire in `test/`).
+ */
+describe('LineLeaves.hurry: our entries leaving in the background', () => {
+  it("sends their key's leaves now, while they are retried, and nothing once they ended", async () => {
+    const sent: string[] = [];
+    let answer: () => Promise<LeaveResult> = () => Promise.reject(new Error('no reply'));
+    const store = {
+      leave: (key: string, token: string) => {
+        sent.push(`${key} ${token}`);
+        return answer();
+      },
+    } as unknown as LineStorage;
+    const leaves = new LineLeaves(store, new LineWaiters());
+    expect(leaves.hurry('k')).toBeUndefined();
+    void leaves.inBackground('k', 'a', performance.now() + 5_000, 'joined');
+    void leaves.inBackground('k', 'b', performance.now() + 5_000, 'joined');
+    void leaves.inBackground('other', 'c', performance.now() + 5_000, 'joined');
+    await new Promise((resolve) => setImmediate(resolve));
+    sent.splice(0);
+
+    await leaves.hurry('k');
+
+    expect(sent.sort()).toEqual(['k a', 'k b']);
+    answer = () => Promise.resolve({ left: true, holders: [] });
+    await leaves.settled();
+    expect(leaves.hurry('k')).toBeUndefined();
+    expect(leaves.hurry('other')).toBeUndefined();
+  });
+
+  it('counts the entry as left when the leave it sent found it first and the retry finds none', async () => {
+    const answers: Array<(result: LeaveResult) => void> = [];
+    const store = {
+      leave: () => new Promise<LeaveResult>((resolve) => answers.push(resolve)),
+    } as unknown as LineStorage;
+    const leaves = new LineLeaves(store, new LineWaiters());
+    const leaving = leaves.inBackground('k', 'a', performance.now() + 5_000, 'joined');
+    await new Promise((resolve) => setImmediate(resolve));
+    const hurried = leaves.hurry('k');
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(answers).toHaveLength(2);
+
+    // The retry's reply comes first, though the hurried leave removed the entry.
+    answers[0]({ left: false, holders: [] });
+    answers[1]({ left: true, holders: [] });
+
+    await hurried;
+    expect(await leaving).toBe(true);
+  });
+});
