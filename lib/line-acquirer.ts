@@ -1,5 +1,4 @@
 import { CallOrder } from './call-order';
-import { LockStoreUnavailableError } from './errors/lock-store-unavailable.error';
 import { localLeaseEnd } from './lease-keeper';
 import type { HandableLease } from './lease-keeper';
 import { LineAttempt } from './line-attempt';
@@ -7,6 +6,7 @@ import type { LineAcquireRequest } from './line-attempt';
 import type { LineHandover, LineHold } from './line-handover';
 import { LineLeaves } from './line-leaves';
 import { joinRefused, wroteNothing } from './line-refusals';
+import { unansweredError } from './store/bounded-command';
 import type { HeldDocument, JoinRequest } from './store/line/line-commands';
 import type { LinePlace } from './store/line/line-document';
 import { entryFenceOf } from './store/line/line-document';
@@ -358,9 +358,10 @@ export class LineAcquirer {
     const replyMs = this.deps.lateReplyMs;
     if (replyMs === undefined) return join;
     const late = () =>
-      new LockStoreUnavailableError(
+      unansweredError(
         `MongoDB did not answer the attempt on ${JSON.stringify(request.key)} within ` +
           `${formatMs(replyMs)}; a late win is given back`,
+        this.deps.store.monitorFailure?.(),
       );
     // From the call's start: a try of several keys has one budget, not one per key.
     const callEnd = (request.deadline ?? performance.now()) + replyMs;

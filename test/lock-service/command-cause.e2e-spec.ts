@@ -1,7 +1,8 @@
 // After the start, a command cut by `operationTimeoutMs` names why MongoDB does not answer, as
-// the start does: the driver's server monitor's last failure since its last success, in its
-// message and as cause. A proxy between service and server: stopped, its port refuses
-// connections; in a black hole nothing is answered, and nothing fails for a while.
+// the start does (so does a try cut by its own bound): the driver's server monitor's last
+// failure since its last success, in its message and as cause. A proxy between service and
+// server: stopped, its port refuses connections; in a black hole nothing is answered, and
+// nothing fails for a while.
 import { once } from 'node:events';
 import { MongoClient } from 'mongodb';
 import type { ServerHeartbeatFailedEvent } from 'mongodb';
@@ -66,6 +67,12 @@ describe('a command MongoDB leaves unanswered past operationTimeoutMs', () => {
     const waited = await unanswered(locks.acquire('unanswered', { timeoutMs: 1_500 }));
     expect((waited.cause as Error).message).toMatch(/^MongoDB did not answer acquire within/);
     expect(failures).toContain((waited.cause as Error).cause);
+    // A try cut by its own bound (a reply's margin from its start) names it too.
+    const tried = await unanswered(locks.tryAcquire('unanswered'));
+    expect(tried.message).toMatch(
+      /^MongoDB did not answer the attempt on "unanswered" within 1000 ms; a late win is given back; the server monitor's last check failed: /,
+    );
+    expect(failures).toContain(tried.cause);
   });
 
   it('names no failure the monitor has seen a success since', async () => {

@@ -55,6 +55,10 @@ export class DocumentLineStore implements LineStorage {
     return this.joins.settled(key, token);
   }
 
+  monitorFailure(): Error | undefined {
+    return this.serverMonitor?.lastFailure;
+  }
+
   join(request: Omit<JoinRequest, 'idleRetentionMs'>): Promise<JoinResult> {
     return this.joins.join(
       request.key,

@@ -63,6 +63,8 @@ export interface LineStorage {
    * late); undefined when none is. Optional for a store whose replies always come.
    */
   joinsSettled?(key: string, token: string): Promise<void> | undefined;
+  /** The driver's server monitor's last failure while no server answers (why MongoDB is silent). */
+  monitorFailure?(): Error | undefined;
 }
 
 /**
@@ -112,6 +114,10 @@ export class LineStore implements KeyLineStorage {
 
   joinsSettled(key: string, token: string): Promise<void> | undefined {
     return this.joins.settled(key, token);
+  }
+
+  monitorFailure(): Error | undefined {
+    return this.serverMonitor?.lastFailure;
   }
 
   leave(key: string, token: string): Promise<LeaveResult> {
