@@ -263,10 +263,7 @@ export class LineAcquirer {
       const kept = this.deps.handover.takeKept(request.key, request.ttlMs);
       if (kept) return { following: Promise.resolve(kept) };
     }
-    if (!inCallOrder(request)) await this.letGo(attempt);
-    // Our entries on their way out must not be ahead of us (`LineLeaves.hurry`).
-    const hurried = this.leaves.hurry(request.key);
-    if (hurried) await this.waitAsForAReply(attempt, hurried);
+    if (!inCallOrder(request)) await this.clearOurWay(attempt, true);
     // A try is one attempt, now; a wait retries an unanswered join by its token. A mutex's waits
     // join in call order, once earlier callers' joins here were answered (one that gave up sent
     // nothing), or queue behind an entry of ours to take it over.
@@ -276,7 +273,6 @@ export class LineAcquirer {
           // One caller at a time per key gets here: the front of the call order.
           this.frontSince.set(request.key, performance.now());
           try {
-            if (!takesOver(request)) await this.letGo(attempt);
             const following =
               takesOver(request) &&
               this.deps.handover.follow({
@@ -284,12 +280,14 @@ export class LineAcquirer {
                 deadline: attempt.deadline,
                 timedOut: () => attempt.timedOut(),
               });
-            return following ? { following } : await this.send(attempt, join);
+            if (following) return { following };
+            await this.clearOurWay(attempt, !takesOver(request));
+            return await this.send(attempt, join);
           } finally {
             this.frontSince.delete(request.key);
           }
         })
-      : await (tries ? this.tried(join(), request) : this.send(attempt, join));
+      : await (tries ? this.tried(join, request) : this.send(attempt, join));
     if ('following' in joined) return joined;
     if (joined.joined) return joined;
     throw joinRefused(request, joined);
@@ -353,10 +351,13 @@ export class LineAcquirer {
     return attempt.place ? 0 : (this.deps.lateReplyMs ?? 0);
   }
 
-  /** A try's join, or `LockStoreUnavailableError` once its reply is `lateReplyMs` late. */
-  private tried<T>(join: Promise<T>, request: LineAcquireRequest): Promise<T> {
+  /**
+   * A try's join, or `LockStoreUnavailableError` once its reply is `lateReplyMs` late; not sent
+   * when that time is already spent (waiting for a leave of ours), as it could only come late.
+   */
+  private tried<T>(join: () => Promise<T>, request: LineAcquireRequest): Promise<T> {
     const replyMs = this.deps.lateReplyMs;
-    if (replyMs === undefined) return join;
+    if (replyMs === undefined) return join();
     const late = () =>
       unansweredError(
         `MongoDB did not answer the attempt on ${JSON.stringify(request.key)} within ` +
@@ -365,20 +366,24 @@ export class LineAcquirer {
       );
     // From the call's start: a try of several keys has one budget, not one per key.
     const callEnd = (request.deadline ?? performance.now()) + replyMs;
-    return settledBy(join, callEnd, request.signal, late);
+    if (performance.now() >= callEnd) return Promise.reject(late());
+    return settledBy(join(), callEnd, request.signal, late);
   }
 
-  /** Makes a kept entry of ours leave; waits for that as long as for a reply (`send`). */
-  private async letGo(attempt: LineAttempt): Promise<void> {
-    const leaving = this.deps.handover.letGo(attempt.request.key);
-    if (leaving) await this.waitAsForAReply(attempt, leaving);
-  }
-
-  /** Waits for `done` until our deadline and a reply's margin, or our signal. */
-  private async waitAsForAReply(attempt: LineAttempt, done: Promise<unknown>): Promise<void> {
+  /**
+   * Makes our entries on the key that are in our way leave, and waits for that as long as for a
+   * reply (`send`): `kept`, one kept for a caller here (`line-handover.ts`); always, those on
+   * their way out in the background (`LineLeaves.hurry`).
+   */
+  private async clearOurWay(attempt: LineAttempt, kept: boolean): Promise<void> {
     const { request, deadline } = attempt;
+    const leaving = [
+      kept ? this.deps.handover.letGo(request.key) : undefined,
+      this.leaves.hurry(request.key),
+    ].filter((left) => left !== undefined);
+    if (leaving.length === 0) return;
     const until = deadline + this.firstReplyGraceMs(attempt);
-    const woke = await wakeUp({ heard: done }, until, request.signal);
+    const woke = await wakeUp({ heard: Promise.all(leaving) }, until, request.signal);
     if (woke === 'aborted') throw request.signal?.reason;
   }
 

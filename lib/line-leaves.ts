@@ -30,22 +30,16 @@ export class LineLeaves {
   }
 
   /**
-   * Sends now, once each, the leaves our entries on `key` are waiting to retry (a release MongoDB
-   * did not confirm, a waiter that gave up), so that our next join there does not find them ahead
-   * of it: a try right after such a release takes the key. One that finds its entry answers for
-   * its retries (the release counts as done); they go on if it fails. Undefined when there are
-   * none (the usual case: nothing to wait for).
+   * Our entries on `key` known to be there that are leaving in the background (a release MongoDB
+   * did not confirm, a waiter that gave up): sends their leaves now, unless one is on its way,
+   * so that our next join there does not find them ahead of it. A leave that finds its entry
+   * answers for its retries (the release counts as done); they go on if it fails. Undefined when
+   * there are none (the usual case: nothing to wait for).
    */
   hurry(key: string): Promise<unknown> | undefined {
     const leaves = this.inBackgroundOn.get(key);
     if (!leaves) return undefined;
-    const once = (leave: BackgroundLeave) => {
-      const sent = this.leave(key, leave.token).catch(() => false);
-      const before = leave.found;
-      leave.found = Promise.all([before, sent]).then(([earlier, now]) => earlier || now);
-      return leave.found;
-    };
-    return Promise.all([...leaves].map(once));
+    return Promise.all([...leaves].map((leave) => leave.send().catch(() => false)));
   }
 
   /** Leaves the line by token; tells local waiters that now hold. False: no entry of ours. */
@@ -66,23 +60,22 @@ export class LineLeaves {
     until: number,
     entry: 'joined' | 'unknown',
   ): Promise<boolean | undefined> {
-    const background: BackgroundLeave = { token, found: Promise.resolve(false) };
+    const background = new BackgroundLeave(() => this.leave(key, token));
     const leave = async (): Promise<boolean | undefined> => {
       for (let delayMs = 50; performance.now() < until; delayMs = Math.min(delayMs * 2, 1_000)) {
         try {
-          // A leave `hurry` sent may have found the entry first: this one then finds none.
-          const left = (await this.leave(key, token)) || (await background.found);
+          const left = await background.send();
           if (left || entry === 'joined') return left;
         } catch {
           // No reply: try again.
         }
-        if (await background.found) return true;
         await sleep(delayMs, false);
-        if (await background.found) return true;
       }
       return undefined;
     };
-    return this.track(this.whileLeaving(key, background, leave()));
+    // After a join with no reply the entry may not be there: not worth a caller's round trip.
+    const leaving = leave();
+    return this.track(entry === 'joined' ? this.whileLeaving(key, background, leaving) : leaving);
   }
 
   /**
@@ -124,8 +117,20 @@ export class LineLeaves {
   }
 }
 
-/** A leave retried in the background; `found`: whether a leave `hurry` sent found its entry. */
-interface BackgroundLeave {
-  readonly token: string;
-  found: Promise<boolean>;
+/** An entry of ours left in the background: one leave at a time, by its retries or `hurry`. */
+class BackgroundLeave {
+  /** A leave found the entry (it was ours and is gone). */
+  found = false;
+  private sending: Promise<boolean> | undefined;
+
+  constructor(private readonly leave: () => Promise<boolean>) {}
+
+  /** Sends a leave, or shares the one on its way; true once any found the entry. */
+  send(): Promise<boolean> {
+    if (this.found) return Promise.resolve(true);
+    this.sending ??= this.leave()
+      .then((left) => (this.found ||= left))
+      .finally(() => (this.sending = undefined));
+    return this.sending;
+  }
 }
