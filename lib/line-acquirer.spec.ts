@@ -172,3 +172,50 @@ describe('LineAcquirer: queued', () => {
     expect(told).toBe(0);
   });
 });
+
+describe('LineAcquirer: our entries on their way out', () => {
+  it("a wait's join goes alongside the leave of our entry that a call here dissolved, not after it", async () => {
+    const joinsAt: number[] = [];
+    const place = (holds: boolean): JoinResult => ({
+      joined: true,
+      holds,
+      fence: 16n,
+      remainingMs: 30_000,
+      ahead: holds ? 0 : 1,
+      aheadEndsInMs: holds ? 0 : 5,
+      holdsInMs: holds ? 0 : 5,
+      blockerId: holds ? 'me' : 'other',
+    });
+    const store = {
+      // The second caller waits (so its entry is kept for a third); the others hold at once.
+      join: () => Promise.resolve(place(joinsAt.push(performance.now()) !== 2)),
+      renew: () => Promise.resolve({ renewed: true, ...place(true) }),
+      leave: (): Promise<LeaveResult> =>
+        new Promise((resolve) => setTimeout(() => resolve({ left: true, holders: [] }), 300)),
+    } as unknown as LineStorage;
+    const acquirer = new LineAcquirer({
+      store,
+      waiters: new LineWaiters(),
+      handover: new LineHandover(true),
+      holderId: 'me',
+      lateReplyMs: 1_000,
+    });
+    const request: LineAcquireRequest = {
+      key: 'k',
+      kind: { mode: 'exclusive' },
+      ttlMs: 30_000,
+      timeoutMs: 60_000,
+    };
+    const lease = () => ({ end: performance.now() + 30_000, ttlMs: 30_000 });
+    await acquirer.release(await acquirer.acquire(request), lease());
+    const second = await acquirer.acquire(request);
+    expect(await acquirer.release(second, lease())).toBe(true); // kept for a next caller
+    const calledAt = performance.now();
+
+    // Its lease does not fit the kept entry's: the entry is given back, and this caller joins.
+    await acquirer.acquire({ ...request, ttlMs: 60_000 });
+
+    expect(joinsAt.at(-1)! - calledAt).toBeLessThan(150);
+    await acquirer.leavesSettled();
+  });
+});

@@ -358,28 +358,31 @@ export class LineAcquirer {
   private tried<T>(join: () => Promise<T>, request: LineAcquireRequest): Promise<T> {
     const replyMs = this.deps.lateReplyMs;
     if (replyMs === undefined) return join();
-    const late = () =>
+    const late = (unsent = false) =>
       unansweredError(
         `MongoDB did not answer the attempt on ${JSON.stringify(request.key)} within ` +
-          `${formatMs(replyMs)}; a late win is given back`,
+          `${formatMs(replyMs)}` +
+          (unsent ? ' (the leave of ours it waited for first)' : '; a late win is given back'),
         this.deps.store.monitorFailure?.(),
       );
     // From the call's start: a try of several keys has one budget, not one per key.
     const callEnd = (request.deadline ?? performance.now()) + replyMs;
-    if (performance.now() >= callEnd) return Promise.reject(late());
-    return settledBy(join(), callEnd, request.signal, late);
+    if (performance.now() >= callEnd) return Promise.reject(late(true));
+    return settledBy(join(), callEnd, request.signal, () => late());
   }
 
   /**
-   * Makes our entries on the key that are in our way leave, and waits for that as long as for a
-   * reply (`send`): `kept`, one kept for a caller here (`line-handover.ts`); always, those on
-   * their way out in the background (`LineLeaves.hurry`).
+   * Makes our entries on the key that are in our way leave: `kept`, one kept for a caller here
+   * (`line-handover.ts`); always, those on their way out in the background (`LineLeaves.hurry`).
+   * Waits for that as long as for a reply (`send`), but a wait not for the latter: its join may
+   * go alongside, as their leaves' replies tell our waiters who holds; a try looks only once.
    */
   private async clearOurWay(attempt: LineAttempt, kept: boolean): Promise<void> {
     const { request, deadline } = attempt;
+    const hurried = this.leaves.hurry(request.key);
     const leaving = [
       kept ? this.deps.handover.letGo(request.key) : undefined,
-      this.leaves.hurry(request.key),
+      request.timeoutMs === 0 ? hurried : undefined,
     ].filter((left) => left !== undefined);
     if (leaving.length === 0) return;
     const until = deadline + this.firstReplyGraceMs(attempt);

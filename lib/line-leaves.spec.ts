@@ -61,4 +61,51 @@ describe('LineLeaves.hurry: our entries leaving in the background', () => {
     expect(leaves.hurry('k')).toBeUndefined();
     await leaves.settled();
   });
+
+  it('settles on a leave it sent while the retry waits, though that wait would end past the lease', async () => {
+    let failing = true;
+    const store = {
+      leave: (): Promise<LeaveResult> =>
+        failing
+          ? Promise.reject(new Error('no reply'))
+          : Promise.resolve({ left: true, holders: [] }),
+    } as unknown as LineStorage;
+    const leaves = new LineLeaves(store, new LineWaiters());
+    // Sends at about 0, 50, 150, 350 and 750 ms fail; the next would be past the lease (1 s).
+    const leaving = leaves.inBackground('k', 'a', performance.now() + 1_000, 'joined');
+    await sleep(800);
+    failing = false;
+    const hurriedAt = performance.now();
+
+    await leaves.hurry('k');
+
+    expect(await leaving).toBe(true);
+    expect(performance.now() - hurriedAt).toBeLessThan(500);
+  });
+
+  it('takes a leave that found the entry gone as final: no leave of it is sent again', async () => {
+    let failing = true;
+    let sent = 0;
+    const store = {
+      leave: (): Promise<LeaveResult> => {
+        sent += 1;
+        return failing
+          ? Promise.reject(new Error('no reply'))
+          : Promise.resolve({ left: false, holders: [] });
+      },
+    } as unknown as LineStorage;
+    const leaves = new LineLeaves(store, new LineWaiters());
+    const leaving = leaves.inBackground('k', 'a', performance.now() + 10_000, 'joined');
+    await sleep(400); // the retry now waits 400 ms
+    failing = false;
+    const before = sent;
+
+    await leaves.hurry('k');
+    await leaves.hurry('k');
+
+    expect(await leaving).toBe(false);
+    expect(sent - before).toBe(1);
+  });
 });
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -60,18 +60,19 @@ export class LineLeaves {
     until: number,
     entry: 'joined' | 'unknown',
   ): Promise<boolean | undefined> {
-    const background = new BackgroundLeave(() => this.leave(key, token));
+    const background = new BackgroundLeave(() => this.leave(key, token), entry);
     const leave = async (): Promise<boolean | undefined> => {
       for (let delayMs = 50; performance.now() < until; delayMs = Math.min(delayMs * 2, 1_000)) {
         try {
-          const left = await background.send();
-          if (left || entry === 'joined') return left;
+          await background.send();
         } catch {
           // No reply: try again.
         }
-        await sleep(delayMs, false);
+        if (background.outcome !== undefined) break;
+        // A leave `hurry` sends meanwhile may settle it.
+        await Promise.race([sleep(delayMs, false), background.known]);
       }
-      return undefined;
+      return background.outcome;
     };
     // After a join with no reply the entry may not be there: not worth a caller's round trip.
     const leaving = leave();
@@ -119,17 +120,32 @@ export class LineLeaves {
 
 /** An entry of ours left in the background: one leave at a time, by its retries or `hurry`. */
 class BackgroundLeave {
-  /** A leave found the entry (it was ours and is gone). */
-  found = false;
+  /** Once known: the entry was left (true), or, known joined, was gone already (false). */
+  outcome: boolean | undefined;
+  /** Settles once `outcome` is known. */
+  readonly known: Promise<void>;
+  private settle!: () => void;
   private sending: Promise<boolean> | undefined;
 
-  constructor(private readonly leave: () => Promise<boolean>) {}
+  constructor(
+    private readonly leave: () => Promise<boolean>,
+    private readonly entry: 'joined' | 'unknown',
+  ) {
+    this.known = new Promise((resolve) => (this.settle = resolve));
+  }
 
-  /** Sends a leave, or shares the one on its way; true once any found the entry. */
+  /** Sends a leave, or shares the one on its way; true if the entry was left. */
   send(): Promise<boolean> {
-    if (this.found) return Promise.resolve(true);
+    if (this.outcome !== undefined) return Promise.resolve(this.outcome);
     this.sending ??= this.leave()
-      .then((left) => (this.found ||= left))
+      .then((left) => {
+        // After a join with no reply, a leave finding none may have beaten it: not known yet.
+        if (left || this.entry === 'joined') {
+          this.outcome ??= left;
+          this.settle();
+        }
+        return this.outcome ?? left;
+      })
       .finally(() => (this.sending = undefined));
     return this.sending;
   }

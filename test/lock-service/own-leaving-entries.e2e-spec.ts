@@ -129,6 +129,7 @@ describe("this process's own entries on their way out", () => {
     const tried = await settle(locks.tryAcquire('k'));
 
     expect(tried).toBeInstanceOf(LockStoreUnavailableError);
+    expect((tried as Error).message).toContain('(the leave of ours it waited for first)');
     expect(joins.sent).toBe(joinsBefore);
   });
 
