@@ -360,9 +360,11 @@ export class LineAcquirer {
     if (replyMs === undefined) return join();
     const late = (unsent = false) =>
       unansweredError(
-        `MongoDB did not answer the attempt on ${JSON.stringify(request.key)} within ` +
-          `${formatMs(replyMs)}` +
-          (unsent ? ' (the leave of ours it waited for first)' : '; a late win is given back'),
+        unsent
+          ? `The attempt on ${JSON.stringify(request.key)} was not sent: its ` +
+              `${formatMs(replyMs)} for MongoDB's replies had run out`
+          : `MongoDB did not answer the attempt on ${JSON.stringify(request.key)} within ` +
+              `${formatMs(replyMs)}; a late win is given back`,
         this.deps.store.monitorFailure?.(),
       );
     // From the call's start: a try of several keys has one budget, not one per key.
@@ -372,10 +374,9 @@ export class LineAcquirer {
   }
 
   /**
-   * Makes our entries on the key that are in our way leave: `kept`, one kept for a caller here
-   * (`line-handover.ts`); always, those on their way out in the background (`LineLeaves.hurry`).
-   * Waits for that as long as for a reply (`send`), but a wait not for the latter: its join may
-   * go alongside, as their leaves' replies tell our waiters who holds; a try looks only once.
+   * Makes our entries in our way leave, waiting as long as for a reply (`send`): `kept`, one kept
+   * for a caller here; always, those on their way out (`LineLeaves.hurry`), which a wait does not
+   * wait for (its join goes alongside: their leaves' replies tell our waiters who holds).
    */
   private async clearOurWay(attempt: LineAttempt, kept: boolean): Promise<void> {
     const { request, deadline } = attempt;

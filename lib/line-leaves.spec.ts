@@ -106,6 +106,46 @@ describe('LineLeaves.hurry: our entries leaving in the background', () => {
     expect(await leaving).toBe(false);
     expect(sent - before).toBe(1);
   });
+
+  it('waits at its lease end for a leave it sent before then, and counts its answer', async () => {
+    let sent = 0;
+    const store = {
+      leave: (): Promise<LeaveResult> =>
+        sent++ < 2
+          ? Promise.reject(new Error('no reply'))
+          : // Lands before the lease end; its reply comes after.
+            new Promise((resolve) => setTimeout(() => resolve({ left: true, holders: [] }), 200)),
+    } as unknown as LineStorage;
+    const leaves = new LineLeaves(store, new LineWaiters());
+    // Sends at 0 and 50 ms fail; the retry then waits until 150 ms, past the lease end (100).
+    const leaving = leaves.inBackground('k', 'a', performance.now() + 100, 'joined');
+    await sleep(70);
+
+    const hurried = leaves.hurry('k');
+
+    expect(await leaving).toBe(true);
+    expect(await hurried).toEqual([true]);
+  });
+
+  it('hurries no entry past its lease end: it is gone by time alone', async () => {
+    let sent = 0;
+    const store = {
+      leave: (): Promise<LeaveResult> => {
+        sent += 1;
+        return Promise.reject(new Error('no reply'));
+      },
+    } as unknown as LineStorage;
+    const leaves = new LineLeaves(store, new LineWaiters());
+    // Sends at 0, 50 and 150 ms fail; the retry then waits until 350 ms, past the lease (250).
+    const leaving = leaves.inBackground('k', 'a', performance.now() + 250, 'joined');
+    await sleep(300);
+    const before = sent;
+
+    await leaves.hurry('k');
+
+    expect(sent).toBe(before);
+    expect(await leaving).toBeUndefined();
+  });
 });
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -39,7 +39,9 @@ export class LineLeaves {
   hurry(key: string): Promise<unknown> | undefined {
     const leaves = this.inBackgroundOn.get(key);
     if (!leaves) return undefined;
-    return Promise.all([...leaves].map((leave) => leave.send().catch(() => false)));
+    // One past its lease end is gone, by time alone.
+    const live = [...leaves].filter((leave) => performance.now() < leave.until);
+    return Promise.all(live.map((leave) => leave.send().catch(() => false)));
   }
 
   /** Leaves the line by token; tells local waiters that now hold. False: no entry of ours. */
@@ -60,7 +62,7 @@ export class LineLeaves {
     until: number,
     entry: 'joined' | 'unknown',
   ): Promise<boolean | undefined> {
-    const background = new BackgroundLeave(() => this.leave(key, token), entry);
+    const background = new BackgroundLeave(() => this.leave(key, token), entry, until);
     const leave = async (): Promise<boolean | undefined> => {
       for (let delayMs = 50; performance.now() < until; delayMs = Math.min(delayMs * 2, 1_000)) {
         try {
@@ -69,9 +71,10 @@ export class LineLeaves {
           // No reply: try again.
         }
         if (background.outcome !== undefined) break;
-        // A leave `hurry` sends meanwhile may settle it.
-        await Promise.race([sleep(delayMs, false), background.known]);
+        await background.pause(delayMs);
       }
+      // A leave `hurry` sent before `until` answers still.
+      await background.sent();
       return background.outcome;
     };
     // After a join with no reply the entry may not be there: not worth a caller's round trip.
@@ -122,17 +125,16 @@ export class LineLeaves {
 class BackgroundLeave {
   /** Once known: the entry was left (true), or, known joined, was gone already (false). */
   outcome: boolean | undefined;
-  /** Settles once `outcome` is known. */
-  readonly known: Promise<void>;
-  private settle!: () => void;
   private sending: Promise<boolean> | undefined;
+  /** Ends the retry's `pause`. */
+  private wake: (() => void) | undefined;
 
   constructor(
     private readonly leave: () => Promise<boolean>,
     private readonly entry: 'joined' | 'unknown',
-  ) {
-    this.known = new Promise((resolve) => (this.settle = resolve));
-  }
+    /** The entry's lease end: past it, the entry is gone by time alone. */
+    readonly until: number,
+  ) {}
 
   /** Sends a leave, or shares the one on its way; true if the entry was left. */
   send(): Promise<boolean> {
@@ -142,11 +144,22 @@ class BackgroundLeave {
         // After a join with no reply, a leave finding none may have beaten it: not known yet.
         if (left || this.entry === 'joined') {
           this.outcome ??= left;
-          this.settle();
+          this.wake?.();
         }
         return this.outcome ?? left;
       })
       .finally(() => (this.sending = undefined));
     return this.sending;
+  }
+
+  /** Settles once the leave on its way, if any, has. */
+  async sent(): Promise<void> {
+    await this.sending?.catch(() => undefined);
+  }
+
+  /** Waits `ms` (not keeping the process alive), or less if a leave `hurry` sent settles it. */
+  pause(ms: number): Promise<unknown> {
+    const woken = new Promise<void>((resolve) => (this.wake = resolve));
+    return Promise.race([sleep(ms, false), woken]);
   }
 }
