@@ -39,6 +39,16 @@ function leaveCut(opensAfter = Infinity) {
 }
 
 const refusal = () => Promise.reject(new MongoNetworkError('the leave never reached MongoDB'));
+
+/** Releases `held` with its leaves cut (MongoDB does not confirm it), until `cut` lets them pass. */
+async function releaseUnconfirmed(
+  held: { release(): Promise<void> },
+  cut: { on: boolean; opened: Promise<void> },
+) {
+  cut.on = true;
+  await expect(held.release()).rejects.toBeInstanceOf(LockStoreUnavailableError);
+  await cut.opened;
+}
 const tokenOf = (handle: unknown) => (handle as MongoLockHandle).heldKeys[0].owner;
 
 describe("this process's own entries on their way out", () => {
@@ -64,9 +74,7 @@ describe("this process's own entries on their way out", () => {
     const { locks } = await serviceWithLeavesCut(cut);
     const other = await kit.service();
     const held = await locks.acquire('k', { ttlMs: 30_000 });
-    cut.on = true;
-    await expect(held.release()).rejects.toBeInstanceOf(LockStoreUnavailableError);
-    await cut.opened;
+    await releaseUnconfirmed(held, cut);
 
     const tried = await locks.tryAcquire('k', { ttlMs: 30_000 });
 
@@ -121,9 +129,7 @@ describe("this process's own entries on their way out", () => {
     // Once let through, leaves take longer than a try's wait for a reply (1 s).
     const { locks, joins } = await serviceWithLeavesCut(cut, () => 1_500);
     const held = await locks.acquire('k', { ttlMs: 30_000 });
-    cut.on = true;
-    await expect(held.release()).rejects.toBeInstanceOf(LockStoreUnavailableError);
-    await cut.opened;
+    await releaseUnconfirmed(held, cut);
     const joinsBefore = joins.sent;
 
     const tried = await settle(locks.tryAcquire('k'));
@@ -159,27 +165,6 @@ describe("this process's own entries on their way out", () => {
     expect(leaves.get(dropped.token!) ?? 0).toBeLessThanOrEqual(before + 1);
   });
 
-  it("a process's waits keep their call order while an entry of ours is on its way out", async () => {
-    // The waiter's leave takes 100 ms; the one the first caller's hurry shares or sends, 300 ms.
-    const delays = [100, 300];
-    const { locks } = await serviceWithLeavesCut(leaveCut(), () => delays.shift() ?? 0);
-    const other = await kit.service();
-    const theirs = await other.acquire('k', { ttlMs: 30_000 });
-    expect(await settle(locks.acquire('k', { timeoutMs: 300 }))).toBeInstanceOf(
-      LockNotAcquiredError,
-    );
-    const served: string[] = [];
-    const a = locks.withLock('k', () => void served.push('A'), { timeoutMs: 20_000 });
-    await sleep(150);
-    // The background leave has been answered: B has nothing to wait for, and calls after A.
-    const b = locks.withLock('k', () => void served.push('B'), { timeoutMs: 20_000 });
-    await sleep(800);
-    await theirs.release();
-    await Promise.all([a, b]);
-
-    expect(served).toEqual(['A', 'B']);
-  });
-
   it("a document lock's try right after a release MongoDB did not confirm takes the document", async () => {
     const cut = leaveCut(5);
     const client = interceptedClient(await kit.client(), (target, args) => {
@@ -192,9 +177,7 @@ describe("this process's own entries on their way out", () => {
     await accounts.insertOne({ _id: 'a' as unknown as Document['_id'], balance: 1 });
     const docs = (await kit.service({ client })).documents('accounts');
     const held = await docs.acquire('a', { ttlMs: 30_000 });
-    cut.on = true;
-    await expect(held.release()).rejects.toBeInstanceOf(LockStoreUnavailableError);
-    await cut.opened;
+    await releaseUnconfirmed(held, cut);
 
     const tried = await docs.tryAcquire('a', { ttlMs: 30_000 });
 
