@@ -155,12 +155,11 @@ export class LineAcquirer {
           continue;
         }
       }
-      entry.state = 'unknown';
+      // A renewal makes no entry: ours stays known joined, whatever its reply (or none).
       looked = this.deps.waiters.stamp(key);
       const renewed = await this.send(attempt, () =>
         this.deps.store.renew(key, entry.token, ttlMs),
       );
-      entry.state = 'joined';
       if (!renewed.renewed) return undefined;
       if (performance.now() >= leaseEnd) {
         // Answered after our lease ended: it may have landed late, others let through. Rejoin.

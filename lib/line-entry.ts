@@ -9,7 +9,7 @@ export function newToken(): string {
 /** One call's entry in a key's line: its token, and whether the line may hold it. */
 export class LineEntryState {
   token = newToken();
-  /** `unknown`: a write with no reply may have made or kept it. */
+  /** `unknown`: a join with no reply may have made it. */
   state: 'none' | 'joined' | 'unknown' = 'none';
   private listening: EntryListener | undefined;
 

@@ -6,7 +6,7 @@ import { MongoNetworkError } from 'mongodb';
 import type { Document } from 'mongodb';
 import { LockNotAcquiredError, LockStoreUnavailableError } from '../../lib/errors';
 import type { MongoLockHandle } from '../../lib/lock-handle';
-import { LEAVE_PIPELINE } from '../../lib/store/line/line-pipelines';
+import { LEAVE_PIPELINE, RENEW_PIPELINE } from '../../lib/store/line/line-pipelines';
 import { commandOf, interceptedClient } from '../support/intercepted-collection';
 import { LockTestKit, eventually, settle, sleep } from './lock-test-kit';
 
@@ -122,6 +122,34 @@ describe("this process's own entries on their way out", () => {
     cut.on = false;
     await eventually(async () => (await other.inspect('k'))?.waiting === 0);
     await theirs.release();
+  });
+
+  it('a waiter that gave up while its renewal went unanswered is hurried too: a renewal makes no entry', async () => {
+    const cut = leaveCut(5);
+    const client = interceptedClient(await kit.client(), (target, args) => {
+      const { pipeline, token } = commandOf(args);
+      const cutOff =
+        (pipeline === LEAVE_PIPELINE && cut.refuses(token!)) || pipeline === RENEW_PIPELINE;
+      return cutOff ? refusal() : target.findOneAndUpdate(...args);
+    });
+    const locks = await kit.service({ client });
+    const other = await kit.service();
+    const theirs = await other.acquire('k', { ttlMs: 30_000 });
+    cut.on = true;
+    // It renews a third of its lease in (2 s), unanswered, and fails at 2.3 s, its entry still
+    // in line (its leave is cut too), to lead once the other releases.
+    const gaveUp = await settle(locks.acquire('k', { ttlMs: 6_000, timeoutMs: 2_300 }));
+    expect(gaveUp).toBeInstanceOf(LockStoreUnavailableError);
+    await cut.opened;
+    await theirs.release();
+
+    const tried = await locks.tryAcquire('k', { ttlMs: 30_000 });
+
+    expect(tried).not.toBeNull();
+    const state = await other.inspect('k');
+    expect(state?.holders.map((holder) => holder.fence)).toEqual([tried!.fence]);
+    expect(state?.waiting).toBe(0);
+    await tried!.release();
   });
 
   it('a try whose time went on waiting for that leave sends no join, which could only come late', async () => {
