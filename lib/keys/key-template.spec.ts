@@ -150,6 +150,22 @@ describe('key templates: resolution', () => {
     expect(error.message).toContain('{body.id}');
   });
 
+  it("joins a wildcard route parameter's segments (Express 5's `*path`) with `/`, each escaped", () => {
+    const keyOf = (path: unknown) =>
+      keysOf('files:{params.path}', httpContext({ params: { path } }));
+    expect(keyOf(['a', 'b'])).toEqual(['files:a/b']);
+    // One segment holding a `/` (`a%2Fb` in the URL) is not the two segments `a` and `b`.
+    expect(keyOf(['a/b'])).toEqual(['files:a%2Fb']);
+    expect(keyOf(['a:b', 'c'])).toEqual(['files:a%3Ab/c']);
+    // Only route parameters are paths: an array elsewhere is still refused.
+    expect(() => keysOf('{query.path}', httpContext({ query: { path: ['a'] } }))).toThrow(
+      /is an array/,
+    );
+    expect(() => keyOf([])).toThrow(/is an array/);
+    expect(() => keyOf([''])).toThrow(/is an array/);
+    expect(() => keyOf(['a', 1])).toThrow(/is an array/);
+  });
+
   it('never walks into inherited functions or through primitives', () => {
     expect(() => keysOf('{body.toString}', httpContext({ body: {} }))).toThrow(
       /is of type function/,

@@ -184,6 +184,12 @@ function scalarToKeyPart(value: unknown): string | undefined {
   return typeof value === 'bigint' || typeof value === 'boolean' ? String(value) : undefined;
 }
 
+/** A wildcard route parameter's path segments (Express 5's `*path`), if it is one, not empty. */
+function pathSegments(value: unknown): string[] | undefined {
+  const segments = Array.isArray(value) && value.every((each) => typeof each === 'string');
+  return segments && value.join('/').length > 0 ? value : undefined;
+}
+
 /** The value at `path` in `root`, or `undefined` if there is none. */
 export function readPath(root: unknown, path: readonly string[]): unknown {
   let value = root;
@@ -224,7 +230,8 @@ function renderKeyTemplate(parsed: ParsedKeyTemplate, context: LockKeyContext): 
     }
     const value = readPath(context[part.source], part.path);
     if (value === undefined) throw missingValueError(parsed.template, part, context.type);
-    const text = scalarToKeyPart(value);
+    const segments = part.source === 'params' ? pathSegments(value) : undefined;
+    const text = segments?.join('/') ?? scalarToKeyPart(value);
     if (text === undefined) {
       fail(MESSAGES.templateValueNotScalar(parsed.template, part.placeholder, describeKind(value)));
     }
@@ -232,7 +239,11 @@ function renderKeyTemplate(parsed: ParsedKeyTemplate, context: LockKeyContext): 
     if (text.length > MAX_LOCK_KEY_BYTES) {
       checkedKey(key + text, MESSAGES.templateInvalidKey(parsed.template));
     }
-    key += escapeKeyValue(text, parsed.encoded);
+    if (segments) {
+      // A segment's own `/` is escaped, so `a%2Fb` (one segment) and `a/b` (two) differ.
+      const encoded = new Set([...parsed.encoded, '/']);
+      key += segments.map((segment) => escapeKeyValue(segment, encoded)).join('/');
+    } else key += escapeKeyValue(text, parsed.encoded);
   }
   return checkedKey(key, MESSAGES.templateInvalidKey(parsed.template));
 }

@@ -1,6 +1,6 @@
 import { Controller, Get, type INestApplication, Logger, Post } from '@nestjs/common';
 import request from 'supertest';
-import { Locked } from '../../lib';
+import { Locked, LockService } from '../../lib';
 import { startTestMongo, type TestMongo } from '../support/mongo';
 import { HTTP_ADAPTERS, lockModule, openLockCollection, startHttpApp } from './support/nest-apps';
 
@@ -103,5 +103,41 @@ describe.each(HTTP_ADAPTERS)('@Locked with a {params.x} its route lacks (%s)', (
     });
     await request(server()).post('/orders/7/pay').expect(201, 'paid');
     await request(server()).get('/tenants/t1/items/9').expect(200, 'item');
+  });
+});
+
+@Controller('files')
+class FilesController {
+  // Express 5 (path-to-regexp v8) gives a wildcard parameter as its path's segments.
+  @Get('*path')
+  @Locked('file:{params.path}', { timeoutMs: 0 })
+  file(): string | undefined {
+    return LockService.current()?.key;
+  }
+}
+
+// Nest's Fastify adapter refuses a `*name` path.
+describe('@Locked with a wildcard route parameter (express)', () => {
+  let mongo: TestMongo;
+  let app: INestApplication;
+  const server = () => app.getHttpServer() as Parameters<typeof request>[0];
+
+  beforeAll(async () => {
+    mongo = await startTestMongo();
+    app = await startHttpApp(
+      { imports: [lockModule(mongo)], controllers: [FilesController] },
+      'express',
+    );
+  });
+
+  afterAll(async () => {
+    await app?.close();
+    await mongo?.stop();
+  });
+
+  it("locks the path its segments make, each segment's own `/` escaped", async () => {
+    await request(server()).get('/files/a').expect(200, 'file:a');
+    await request(server()).get('/files/a/b:c').expect(200, 'file:a/b%3Ac');
+    await request(server()).get('/files/a%2Fb').expect(200, 'file:a%2Fb');
   });
 });
