@@ -4,6 +4,7 @@ import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
 import { LeadershipResignedError } from '../errors/leadership-resigned.error';
 import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
 import { LockServiceClosedError } from '../errors/lock-service-closed.error';
+import { SERVICE_CLOSED_MESSAGE } from '../lock.messages';
 import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
 import type { AcquireOptions } from '../interfaces/lock-options.interface';
 import type { MongoLockHandle } from '../lock-handle';
@@ -160,11 +161,12 @@ export class Leadership {
     } catch (error) {
       return Promise.reject(error instanceof Error ? error : new Error(String(error)));
     }
+    // A caller that gave up already is not given the term: it would last until `resign()`.
+    if (signal?.aborted) return Promise.reject(signal.reason as Error);
     if (this.live?.active) {
       if (!standing) this.liveClaimed = true;
       return Promise.resolve(this.live);
     }
-    if (signal?.aborted) return Promise.reject(signal.reason as Error);
     const patient = timeoutMs !== 0;
     const election = this.elect(!patient);
     const startedAt = performance.now();
@@ -235,6 +237,10 @@ export class Leadership {
   async close(): Promise<void> {
     this.closing.abort();
     this.termStarts.complete();
+    // Campaigns waiting learn that the service closed, not that this instance resigned.
+    if (this.election) {
+      this.abandon(this.election, new LockServiceClosedError(SERVICE_CLOSED_MESSAGE));
+    }
     await this.resign();
     await this.standingLoop;
   }

@@ -1,6 +1,11 @@
 import { firstValueFrom, filter, take, toArray, type Subscription } from 'rxjs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { InvalidLockOptionsError, LockLostError, LockNotAcquiredError } from '../../lib/errors';
+import {
+  InvalidLockOptionsError,
+  LockLostError,
+  LockNotAcquiredError,
+  LockServiceClosedError,
+} from '../../lib/errors';
 import { LEADER_KEY_PREFIX } from '../../lib/leadership/leader-key';
 import type { LeaderInfo } from '../../lib/leadership/leader-watch';
 import type { LeaderTerm } from '../../lib/leadership/leader-term';
@@ -79,6 +84,36 @@ describe('Leadership', () => {
     await sleep(200);
     expect(b.leadership('shared-place').isLeader).toBe(false);
     expect((await a.inspect(`${LEADER_KEY_PREFIX}shared-place`))?.held).toBe(false);
+  });
+
+  it('a campaign whose signal was aborted already is refused, also while this instance leads', async () => {
+    const a = await kit.service();
+    const leadership = a.leadership('aborted-caller');
+    const gaveUp = AbortSignal.abort(new Error('caller gave up'));
+    await expect(leadership.campaign({ signal: gaveUp })).rejects.toThrow('caller gave up');
+    const subscription = leadership.terms$.subscribe();
+    await eventually(() => leadership.isLeader);
+
+    await expect(leadership.campaign({ signal: gaveUp })).rejects.toThrow('caller gave up');
+
+    // Not given to that caller, the term ends with the last terms$ subscriber.
+    subscription.unsubscribe();
+    await eventually(() => !leadership.isLeader);
+  });
+
+  it('a campaign waiting as the service closes rejects with LockServiceClosedError', async () => {
+    const a = await kit.service();
+    const b = await kit.service();
+    const held = await a.leadership('closing-wait').campaign();
+    const waiting = b.leadership('closing-wait').campaign();
+    await eventually(
+      async () => (await a.inspect(`${LEADER_KEY_PREFIX}closing-wait`))?.waiting === 1,
+    );
+
+    await b.close();
+
+    await expect(waiting).rejects.toBeInstanceOf(LockServiceClosedError);
+    await held.resign();
   });
 
   it('leader$ tells any instance who leads, including when a lease runs out without an event', async () => {
