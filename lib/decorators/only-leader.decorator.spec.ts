@@ -1,3 +1,4 @@
+import { firstValueFrom, Observable, of } from 'rxjs';
 import { MongoLockError } from '../errors/mongo-lock.error';
 import { OnlyLeader } from './only-leader.decorator';
 
@@ -44,5 +45,31 @@ describe('@OnlyLeader, checked when the class is defined', () => {
       }
       return Digest;
     }).not.toThrow();
+  });
+});
+
+describe('@OnlyLeader on an instance no application made', () => {
+  class Job {
+    @OnlyLeader('job')
+    tick(): number {
+      return 1;
+    }
+
+    @OnlyLeader('job')
+    async run(): Promise<number> {
+      return Promise.resolve(1);
+    }
+
+    @OnlyLeader('job')
+    watch(): Observable<number> {
+      return of(1);
+    }
+  }
+
+  it('fails each call as its method reports failures: a synchronous one throws', async () => {
+    const notBound = /^@OnlyLeader on Job\.\w+: the instance belongs to no application/;
+    expect(() => new Job().tick()).toThrow(notBound);
+    await expect(new Job().run()).rejects.toThrow(notBound);
+    await expect(firstValueFrom(new Job().watch())).rejects.toThrow(notBound);
   });
 });

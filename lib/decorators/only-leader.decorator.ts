@@ -99,8 +99,11 @@ export function OnlyLeader(name: string, options?: LeadershipOptions | null): Me
       );
     const wrapper = function onlyLeader(this: unknown, ...args: unknown[]): unknown {
       const binding = lockBindingOf(this);
-      if (!binding)
+      // Failing as the method reports failures: a synchronous one throws.
+      if (!binding) {
+        if (returns === 'value') throw notBound();
         return returns === 'observable' ? throwError(notBound) : Promise.reject(notBound());
+      }
       if (!binding.enabled) return method.apply(this, args);
       const leadership = binding.service.leadership(name, given);
       const decide = () => {
