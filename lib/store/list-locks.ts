@@ -41,11 +41,14 @@ export function listLocksQuery(
   };
 }
 
-/** `_id` after `after` and starting with `prefix`: an anchored regex, an `_id` index range. */
+/**
+ * A string `_id` (a document someone else wrote with another is no key) after `after` and
+ * starting with `prefix`: an anchored regex, an `_id` index range.
+ */
 export function keyRangeFilter({ prefix, after }: Omit<ListLocksQuery, 'limit'>): Document {
-  const range: { $gt?: string; $regex?: string } = {};
+  const range: { $type: 'string'; $gt?: string; $regex?: string } = { $type: 'string' };
   if (after !== undefined) range.$gt = after;
   // Every character special in a PCRE or JavaScript regular expression escaped.
   if (prefix !== '') range.$regex = `^${prefix.replace(/[\\^$.*+?()[\]{}|/-]/g, '\\$&')}`;
-  return Object.keys(range).length === 0 ? {} : { _id: range };
+  return { _id: range };
 }

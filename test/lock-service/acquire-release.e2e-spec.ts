@@ -180,6 +180,18 @@ describe('LockService acquire and release', () => {
     expect(await kit.rawLocks()).toEqual([]);
   });
 
+  it('list() passes over a document with an _id that is no key (one written by hand)', async () => {
+    const a = await kit.service();
+    const held = await a.acquire('orders:1');
+    const lines = (await kit.client())
+      .db(kit.mongo.dbName)
+      .collection<{ _id: unknown }>(`${kit.collectionName}_line`);
+    await lines.insertMany([{ _id: 42 }, { _id: { key: 'orders:2' } }]);
+
+    expect((await a.list()).map((state) => state.key)).toEqual(['orders:1']);
+    await held.release();
+  });
+
   it('withLock refuses work that is not a function, and list an unknown option, before any command', async () => {
     const locks = await kit.service();
     await expect(locks.withLock('k', 5 as never)).rejects.toThrow(
