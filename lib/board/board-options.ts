@@ -1,3 +1,4 @@
+import type { CanActivate } from '@nestjs/common';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
 import { boolean, optionsObject } from '../option-checks';
 import type { MongoLockBoardOptions } from './board-options.interface';
@@ -28,7 +29,9 @@ export function resolveBoardOptions(given?: MongoLockBoardOptions | null): Resol
   const { guard } = options;
   const isGuard =
     guard === undefined ||
-    typeof guard === 'function' ||
+    // A class whose instances can activate (a bare function is no guard Nest can create).
+    (typeof guard === 'function' &&
+      typeof (guard.prototype as Partial<CanActivate> | undefined)?.canActivate === 'function') ||
     (typeof guard === 'object' && guard !== null && typeof guard.canActivate === 'function');
   if (!isGuard) throw new InvalidLockOptionsError(BOARD_MESSAGES.badGuard(), { option: 'guard' });
   const allowRelease = boolean('allowRelease', options.allowRelease, false);

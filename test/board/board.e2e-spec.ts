@@ -34,6 +34,8 @@ describe('MongoLockBoardModule.forRoot', () => {
     [{ guards: [denyAll] }, /guards is not an option \(did you mean guard\?\)/],
     [{ guard: denyAll, allowRelease: 'true' }, /allowRelease must be true or false/],
     [[], /options must be an object/],
+    [{ guard: () => false }, /guard must be a guard class or an object with canActivate\(\)/],
+    [{ guard: class NotAGuard {} }, /guard must be a guard class/],
   ])('refuses the options %p', (options, message) => {
     expect(() => MongoLockBoardModule.forRoot(options as never)).toThrow(InvalidLockOptionsError);
     expect(() => MongoLockBoardModule.forRoot(options as never)).toThrow(message);
