@@ -136,6 +136,10 @@ export const MESSAGES = {
     `${where} is @Locked and returned an Observable, but its declared return type is not ` +
     'Observable, so the lock was released before the Observable ran; declare `: Observable<T>` ' +
     '(with Observable imported as a value, not `import type`)',
+  observableInPromise: (where: string) =>
+    `${where} is @Locked and its Promise resolved to an Observable, so the lock was released ` +
+    'before the Observable ran; return the Observable itself (not from an `async` method) and ' +
+    'declare `: Observable<T>`',
   observableExpected: (where: string) =>
     `${where} is declared to return an Observable but returned something else`,
   locked: (seconds: number | undefined) =>

@@ -128,7 +128,12 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
         warnedAboutValue = true;
         logger.warn(MESSAGES.unawaitableResult(where));
       }
-      return await result;
+      const value: unknown = await result;
+      if (isObservable(value) && !warnedAboutObservable) {
+        warnedAboutObservable = true;
+        logger.warn(MESSAGES.observableInPromise(where));
+      }
+      return value;
     };
     return runLocked(binding.service, keys, metadata, work, undefined, scope).then((outcome) =>
       outcome === SKIPPED ? undefined : outcome,

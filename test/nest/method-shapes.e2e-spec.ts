@@ -1,5 +1,6 @@
 import { Controller, Get, Injectable, Logger, SetMetadata } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
+import { lastValueFrom, Observable, take } from 'rxjs';
 import { Locked, LockService, MongoLockError } from '../../lib';
 import { startTestMongo, type TestMongo } from '../support/mongo';
 import { lockModule, startAppContext } from './support/nest-apps';
@@ -47,6 +48,15 @@ class SyncController {
   @Locked('shapes')
   get(): string {
     return 'ok';
+  }
+}
+
+/** An `async` method whose result is an Observable: it runs once the Promise has settled. */
+@Injectable()
+class StreamReports {
+  @Locked('reports:stream')
+  async build(): Promise<Observable<string | undefined>> {
+    return new Observable((subscriber) => subscriber.next(LockService.current()?.key));
   }
 }
 
@@ -126,6 +136,26 @@ describe('@Locked on methods that cannot be awaited', () => {
       await expect(reports.build()).resolves.toBe('reports:untyped');
       const warnings = warn.mock.calls.filter(([message]) =>
         String(message).includes('UntypedReports.build is @Locked and returned a plain value'),
+      );
+      expect(warnings).toHaveLength(1);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('warns once that an async method resolving to an Observable ran it after the release', async () => {
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    const app = await startAppContext({ imports: [lockModule(mongo)], providers: [StreamReports] });
+    try {
+      const reports = app.get(StreamReports);
+      for (let i = 0; i < 2; i += 1) {
+        const stream = await reports.build();
+        await expect(lastValueFrom(stream.pipe(take(1)))).resolves.toBeUndefined();
+      }
+      const warnings = warn.mock.calls.filter(([message]) =>
+        String(message).startsWith(
+          'StreamReports.build is @Locked and its Promise resolved to an Observable',
+        ),
       );
       expect(warnings).toHaveLength(1);
     } finally {
