@@ -50,8 +50,9 @@ function withDocumentHandle(metadata: LockedMetadata, args: unknown[]): unknown[
  * - as is under `LockedInterceptor`, which holds the lock already;
  * - on an instance `LockedMethodsExplorer` bound to a `LockService` (a provider, or a controller
  *   whose method was called other than as its route: by a scheduler, through `this`): under
- *   `runLocked` (`lockedObservable` if declared Observable), or as is with the module's
- *   `enabled: false`; a key needing the request fails that call;
+ *   `runLocked` (`lockedObservable` if declared Observable), or unlocked with the module's
+ *   `enabled: false` (still a Promise, unless declared Observable); a key needing the request
+ *   fails that call;
  * - as is on a controller Nest did not create (`new` in a unit test): no application's;
  * - otherwise (a provider Nest did not create, request-scoped, before init) not at all: it
  *   fails with `MongoLockError` rather than run unlocked.
@@ -87,7 +88,9 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
       returnsObservable ? throwError(() => error) : Promise.reject(error);
     if (!binding) return fail(unboundError(this, where));
     // No lock, so no document handle: `@LockedDoc()` positions get undefined, not the caller's.
-    if (!binding.enabled) return run();
+    // Still the shape a locked call has: a Promise, unless declared Observable.
+    if (!binding.enabled)
+      return returnsObservable ? run() : new Promise((resolve) => resolve(run()));
     if (requestPlaceholder) {
       const { template, placeholder } = requestPlaceholder;
       return fail(new MongoLockError(MESSAGES.calledOutsideRoute(where, template, placeholder)));

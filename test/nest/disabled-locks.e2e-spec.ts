@@ -176,6 +176,12 @@ describe('enabled: false turns @Locked into a pass-through', () => {
       expect(await collection.locks.countDocuments({ 'line.h': `off-${adapter}` })).toBe(0);
     });
 
+    it('called outside its route, a handler returns a Promise, as a locked call does', async () => {
+      const called = app.get(DisabledController).get('2') as unknown;
+      expect(called).toBeInstanceOf(Promise);
+      await expect(called).resolves.toEqual({ id: '2', key: null });
+    });
+
     it('passes an Observable handler through', async () => {
       const server = app.getHttpServer() as Parameters<typeof request>[0];
       const response = await request(server).get('/off/stream/1').expect(200);
