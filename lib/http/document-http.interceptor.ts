@@ -10,7 +10,7 @@ import { catchError, defer, type Observable, tap, throwError } from 'rxjs';
 import { readPath } from '../keys/key-template';
 import { versionTag } from '../store/documents/document-version';
 import { documentHttpError } from './document-http-errors';
-import { setHeaderIfUnsent } from './response-headers';
+import { removeHeaderIfUnsent, setHeaderIfUnsent } from './response-headers';
 import {
   IF_MATCH_METADATA,
   type IfMatchMetadata,
@@ -47,6 +47,8 @@ export class DocumentHttpInterceptor implements NestInterceptor {
     // ETag only on completion: a locked transaction may still fail to commit after its value,
     // and that answer must not name a version it never wrote. `defer`: each subscription's own.
     return defer(() => {
+      // An outer retry() runs us again: the attempt before's `Retry-After` is not this one's.
+      removeHeaderIfUnsent(this.adapterHost, context, 'Retry-After');
       // 428 or 400 before the handler runs or any lock is taken (not a document error: unmapped).
       if (ifMatch) readIfMatch(request, ifMatch.required);
       let last: { result: unknown } | undefined;

@@ -111,6 +111,10 @@ export class LockedInterceptor implements NestInterceptor, OnApplicationBootstra
     // Nest stops listening when a client leaves only on @Sse routes: a request waiting for its
     // lock watches its client itself, and leaves the line when it goes.
     return defer(() => {
+      // An outer retry() runs us again: the attempt before's `Retry-After` is not this one's.
+      if (context.getType() === 'http') {
+        removeHeaderIfUnsent(this.adapterHost, context, 'Retry-After');
+      }
       // An `HttpException`: Nest does not log it.
       const departure = watchClientDeparture(context, () =>
         httpError(499, MESSAGES.clientLeftWhileWaiting(metadata.where)),
