@@ -150,19 +150,25 @@ describe('key templates: resolution', () => {
     expect(error.message).toContain('{body.id}');
   });
 
-  it("joins a wildcard route parameter's segments (Express 5's `*path`) with `/`, each escaped", () => {
-    const keyOf = (path: unknown) =>
-      keysOf('files:{params.path}', httpContext({ params: { path } }));
+  it("takes a wildcard route parameter's segments (Express 5's `*path`) as their path", () => {
+    const keyOf = (path: unknown, template = 'files:{params.path}') =>
+      keysOf(template, httpContext({ params: { path } }));
     expect(keyOf(['a', 'b'])).toEqual(['files:a/b']);
-    // One segment holding a `/` (`a%2Fb` in the URL) is not the two segments `a` and `b`.
-    expect(keyOf(['a/b'])).toEqual(['files:a%2Fb']);
+    // A segment holding a `/` (`a%2Fb` in the URL) names the same path; empty ones none.
+    expect(keyOf(['a/b'])).toEqual(['files:a/b']);
+    expect(keyOf(['a', '', 'b', ''])).toEqual(['files:a/b']);
+    // Escaped as any value: `/` in the template's text is encoded, so two paths stay apart.
+    expect(keyOf(['a', 'b'], 'f/{params.path}/x')).toEqual(['f/a%2Fb/x']);
     expect(keyOf(['a:b', 'c'])).toEqual(['files:a%3Ab/c']);
-    // Only route parameters are paths: an array elsewhere is still refused.
+    // Only an HTTP route's parameters are paths: an array elsewhere is still refused.
     expect(() => keysOf('{query.path}', httpContext({ query: { path: ['a'] } }))).toThrow(
       /is an array/,
     );
+    expect(() =>
+      keysOf('{params.path}', { ...httpContext({ params: { path: ['a'] } }), type: 'ws' }),
+    ).toThrow(/is an array/);
     expect(() => keyOf([])).toThrow(/is an array/);
-    expect(() => keyOf([''])).toThrow(/is an array/);
+    expect(() => keyOf(['', ''])).toThrow(/is an array/);
     expect(() => keyOf(['a', 1])).toThrow(/is an array/);
   });
 

@@ -184,10 +184,14 @@ function scalarToKeyPart(value: unknown): string | undefined {
   return typeof value === 'bigint' || typeof value === 'boolean' ? String(value) : undefined;
 }
 
-/** A wildcard route parameter's path segments (Express 5's `*path`), if it is one, not empty. */
-function pathSegments(value: unknown): string[] | undefined {
-  const segments = Array.isArray(value) && value.every((each) => typeof each === 'string');
-  return segments && value.join('/').length > 0 ? value : undefined;
+/**
+ * A wildcard route parameter's path (Express 5 gives `*path` as its segments), empty segments
+ * left out as a path lookup would (`a//b/` is `a/b`); undefined if it is none or empty.
+ */
+function wildcardPath(value: unknown): string | undefined {
+  if (!Array.isArray(value) || !value.every((each) => typeof each === 'string')) return undefined;
+  const path = value.filter((segment) => segment !== '').join('/');
+  return path === '' ? undefined : path;
 }
 
 /** The value at `path` in `root`, or `undefined` if there is none. */
@@ -230,8 +234,8 @@ function renderKeyTemplate(parsed: ParsedKeyTemplate, context: LockKeyContext): 
     }
     const value = readPath(context[part.source], part.path);
     if (value === undefined) throw missingValueError(parsed.template, part, context.type);
-    const segments = part.source === 'params' ? pathSegments(value) : undefined;
-    const text = segments?.join('/') ?? scalarToKeyPart(value);
+    const wildcard = part.source === 'params' && context.type === 'http';
+    const text = (wildcard ? wildcardPath(value) : undefined) ?? scalarToKeyPart(value);
     if (text === undefined) {
       fail(MESSAGES.templateValueNotScalar(parsed.template, part.placeholder, describeKind(value)));
     }
@@ -239,11 +243,7 @@ function renderKeyTemplate(parsed: ParsedKeyTemplate, context: LockKeyContext): 
     if (text.length > MAX_LOCK_KEY_BYTES) {
       checkedKey(key + text, MESSAGES.templateInvalidKey(parsed.template));
     }
-    if (segments) {
-      // A segment's own `/` is escaped, so `a%2Fb` (one segment) and `a/b` (two) differ.
-      const encoded = new Set([...parsed.encoded, '/']);
-      key += segments.map((segment) => escapeKeyValue(segment, encoded)).join('/');
-    } else key += escapeKeyValue(text, parsed.encoded);
+    key += escapeKeyValue(text, parsed.encoded);
   }
   return checkedKey(key, MESSAGES.templateInvalidKey(parsed.template));
 }
