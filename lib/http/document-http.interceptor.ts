@@ -10,7 +10,11 @@ import { catchError, defer, type Observable, tap, throwError } from 'rxjs';
 import { readPath } from '../keys/key-template';
 import { versionTag } from '../store/documents/document-version';
 import { documentHttpError } from './document-http-errors';
-import { removeHeaderIfUnsent, setHeaderIfUnsent } from './response-headers';
+import {
+  noteRefusalRetryAfter,
+  removeRefusalRetryAfter,
+  setHeaderIfUnsent,
+} from './response-headers';
 import {
   IF_MATCH_METADATA,
   type IfMatchMetadata,
@@ -48,7 +52,7 @@ export class DocumentHttpInterceptor implements NestInterceptor {
     // and that answer must not name a version it never wrote. `defer`: each subscription's own.
     return defer(() => {
       // An outer retry() runs us again: the attempt before's `Retry-After` is not this one's.
-      removeHeaderIfUnsent(this.adapterHost, context, 'Retry-After');
+      removeRefusalRetryAfter(this.adapterHost, context);
       // 428 or 400 before the handler runs or any lock is taken (not a document error: unmapped).
       if (ifMatch) readIfMatch(request, ifMatch.required);
       let last: { result: unknown } | undefined;
@@ -68,6 +72,7 @@ export class DocumentHttpInterceptor implements NestInterceptor {
         if (!mapped) return throwError(() => error);
         if (mapped.retryAfterSeconds !== undefined) {
           setHeader('Retry-After', String(mapped.retryAfterSeconds));
+          noteRefusalRetryAfter(context);
         }
         return throwError(() => mapped.exception);
       }),

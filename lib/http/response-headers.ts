@@ -31,3 +31,24 @@ export function removeHeaderIfUnsent(
 ): void {
   unsentResponse(adapterHost, context)?.response.removeHeader?.(name);
 }
+
+/** Responses whose `Retry-After` a refused attempt of the library's set. */
+const refusedAttempts = new WeakSet<object>();
+
+/** Notes that `context`'s `Retry-After` was set for a refused attempt (see below). */
+export function noteRefusalRetryAfter(context: ExecutionContext): void {
+  refusedAttempts.add(context.switchToHttp().getResponse<object>());
+}
+
+/**
+ * Removes the `Retry-After` a refused attempt set, as the request is tried again (an outer
+ * `retry()`); never one the application set.
+ */
+export function removeRefusalRetryAfter(
+  adapterHost: HttpAdapterHost | undefined,
+  context: ExecutionContext,
+): void {
+  if (refusedAttempts.delete(context.switchToHttp().getResponse<object>())) {
+    removeHeaderIfUnsent(adapterHost, context, 'Retry-After');
+  }
+}

@@ -25,7 +25,12 @@ import {
 } from '../errors';
 import { watchClientDeparture } from '../http/client-departure';
 import { documentHttpError, httpError, retryAfterSecondsOf } from '../http/document-http-errors';
-import { removeHeaderIfUnsent, setHeaderIfUnsent } from '../http/response-headers';
+import {
+  noteRefusalRetryAfter,
+  removeHeaderIfUnsent,
+  removeRefusalRetryAfter,
+  setHeaderIfUnsent,
+} from '../http/response-headers';
 import type { LockKeyContext } from '../keys/key-template';
 import type { MongoLockModuleOptions } from '../interfaces/mongo-lock-options.interface';
 import { LockService } from '../lock.service';
@@ -112,9 +117,7 @@ export class LockedInterceptor implements NestInterceptor, OnApplicationBootstra
     // lock watches its client itself, and leaves the line when it goes.
     return defer(() => {
       // An outer retry() runs us again: the attempt before's `Retry-After` is not this one's.
-      if (context.getType() === 'http') {
-        removeHeaderIfUnsent(this.adapterHost, context, 'Retry-After');
-      }
+      if (context.getType() === 'http') removeRefusalRetryAfter(this.adapterHost, context);
       // An `HttpException`: Nest does not log it.
       const departure = watchClientDeparture(context, () =>
         httpError(499, MESSAGES.clientLeftWhileWaiting(metadata.where)),
@@ -179,6 +182,7 @@ export class LockedInterceptor implements NestInterceptor, OnApplicationBootstra
     if (error instanceof LockNotAcquiredError) {
       const seconds = this.retryAfterSeconds(error);
       this.setResponseHeader(context, 'Retry-After', String(seconds));
+      noteRefusalRetryAfter(context);
       return this.toLockedException(error, seconds);
     }
     if (error instanceof InvalidLockKeyError) return this.toInvalidKeyException(error);
@@ -192,6 +196,7 @@ export class LockedInterceptor implements NestInterceptor, OnApplicationBootstra
     ) {
       const seconds = this.unavailableRetryAfterSeconds(error);
       this.setResponseHeader(context, 'Retry-After', String(seconds));
+      noteRefusalRetryAfter(context);
       return this.toUnavailableException(error, seconds);
     }
     return error;
