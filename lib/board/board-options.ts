@@ -1,4 +1,3 @@
-import type { CanActivate } from '@nestjs/common';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
 import { boolean, optionsObject } from '../option-checks';
 import type { MongoLockBoardOptions } from './board-options.interface';
@@ -29,9 +28,9 @@ export function resolveBoardOptions(given?: MongoLockBoardOptions | null): Resol
   const { guard } = options;
   const isGuard =
     guard === undefined ||
-    // A class whose instances can activate (a bare function is no guard Nest can create).
-    (typeof guard === 'function' &&
-      typeof (guard.prototype as Partial<CanActivate> | undefined)?.canActivate === 'function') ||
+    // A class (its `canActivate` may be a field: only an instance shows it), not an arrow or
+    // bound function, which Nest cannot create.
+    (typeof guard === 'function' && guard.prototype !== undefined) ||
     (typeof guard === 'object' && guard !== null && typeof guard.canActivate === 'function');
   if (!isGuard) throw new InvalidLockOptionsError(BOARD_MESSAGES.badGuard(), { option: 'guard' });
   const allowRelease = boolean('allowRelease', options.allowRelease, false);

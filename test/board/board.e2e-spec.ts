@@ -35,10 +35,17 @@ describe('MongoLockBoardModule.forRoot', () => {
     [{ guard: denyAll, allowRelease: 'true' }, /allowRelease must be true or false/],
     [[], /options must be an object/],
     [{ guard: () => false }, /guard must be a guard class or an object with canActivate\(\)/],
-    [{ guard: class NotAGuard {} }, /guard must be a guard class/],
+    [{ guard: (() => false).bind(null) }, /guard must be a guard class/],
   ])('refuses the options %p', (options, message) => {
     expect(() => MongoLockBoardModule.forRoot(options as never)).toThrow(InvalidLockOptionsError);
     expect(() => MongoLockBoardModule.forRoot(options as never)).toThrow(message);
+  });
+
+  it('takes a guard class whose canActivate is a field (only an instance shows it)', () => {
+    class FieldGuard {
+      canActivate = () => true;
+    }
+    expect(MongoLockBoardModule.forRoot({ guard: FieldGuard }).controllers).toHaveLength(1);
   });
 
   it('takes null options as none', () => {

@@ -136,9 +136,9 @@ describe("this process's own entries on their way out", () => {
     const other = await kit.service();
     const theirs = await other.acquire('k', { ttlMs: 30_000 });
     cut.on = true;
-    // It renews a third of its lease in (2 s), unanswered, and fails at 2.3 s, its entry still
-    // in line (its leave is cut too), to lead once the other releases.
-    const gaveUp = await settle(locks.acquire('k', { ttlMs: 6_000, timeoutMs: 2_300 }));
+    // It renews a third of its lease in (2 s), unanswered, and fails at 3 s, its entry still in
+    // line (its leave is cut too), to lead once the other releases.
+    const gaveUp = await settle(locks.acquire('k', { ttlMs: 6_000, timeoutMs: 3_000 }));
     expect(gaveUp).toBeInstanceOf(LockStoreUnavailableError);
     await cut.opened;
     await theirs.release();
