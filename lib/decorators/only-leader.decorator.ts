@@ -18,6 +18,7 @@ import { optionsObject } from '../option-checks';
 import { validateTtlMs } from '../options';
 import { decoratedMethod, methodReturn, replaceMethod } from './decorated-places';
 import { lockBindingOf } from './lock-bindings';
+import { isThenable } from '../util/value-kinds';
 
 const ONLY_LEADER_METADATA = Symbol('MONGO_LOCK:ONLY_LEADER');
 
@@ -97,6 +98,17 @@ export function OnlyLeader(name: string, options?: LeadershipOptions | null): Me
       new MongoLockError(
         `@OnlyLeader on ${where}: the instance belongs to no application with MongoLockModule (a singleton provider Nest created is needed)`,
       );
+    let warned = false;
+    // One that a Promise resolves to runs when subscribed, outside the term: said once.
+    const warnOfObservable = (value: unknown) => {
+      if (isObservable(value) && !warned) {
+        warned = true;
+        logger.warn(
+          `${where} is @OnlyLeader and its Promise resolved to an Observable, which runs outside the term and is not ended with it; return the Observable itself (not from an \`async\` method) and declare \`: Observable<T>\``,
+        );
+      }
+      return value;
+    };
     const wrapper = function onlyLeader(this: unknown, ...args: unknown[]): unknown {
       const binding = lockBindingOf(this);
       // Failing as the method reports failures: a synchronous one throws.
@@ -116,7 +128,8 @@ export function OnlyLeader(name: string, options?: LeadershipOptions | null): Me
         }
         const result = runInTerm(term, () => method.apply(this, args));
         // An Observable, announced or not (no declared type), is kept to the term.
-        return isObservable(result) ? underTerm(result, term) : result;
+        if (isObservable(result)) return underTerm(result, term);
+        return isThenable(result) ? result.then(warnOfObservable) : result;
       };
       // An Observable method is decided at subscription, run under the term, and ended with it.
       return returns === 'observable' ? defer(() => decide() as Observable<unknown>) : decide();

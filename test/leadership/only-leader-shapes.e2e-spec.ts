@@ -3,6 +3,7 @@ import {
   Get,
   Injectable,
   type INestApplicationContext,
+  Logger,
   type OnModuleInit,
 } from '@nestjs/common';
 import { Interval, ScheduleModule } from '@nestjs/schedule';
@@ -53,6 +54,15 @@ class StreamJob {
   @OnlyLeader('stream-job')
   ticks(): Observable<number> {
     return interval(20);
+  }
+}
+
+/** An `async` method resolving to an Observable: it runs when subscribed, outside the term. */
+@Injectable()
+class AsyncStreamJob {
+  @OnlyLeader('async-stream-job')
+  async ticks(): Promise<Observable<number>> {
+    return Promise.resolve(of(1));
   }
 }
 
@@ -170,6 +180,22 @@ describe('leadership: @OnlyLeader', () => {
     const [leader, follower] = a.get(LockService).leading.get('sync-job') ? [a, b] : [b, a];
     expect(leader.get(SyncJob).count()).toBe(42);
     expect(follower.get(SyncJob).count()).toBeUndefined();
+  });
+
+  it('warns once that an async method resolving to an Observable runs it outside the term', async () => {
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    const a = await app([AsyncStreamJob]);
+    await eventually(() => a.get(LockService).leading.get('async-stream-job') === true);
+    for (let i = 0; i < 2; i += 1) {
+      await expect(lastValueFrom(await a.get(AsyncStreamJob).ticks())).resolves.toBe(1);
+    }
+    const warnings = warn.mock.calls.filter(([message]) =>
+      String(message).startsWith(
+        'AsyncStreamJob.ticks is @OnlyLeader and its Promise resolved to an Observable',
+      ),
+    );
+    warn.mockRestore();
+    expect(warnings).toHaveLength(1);
   });
 
   it('an Observable method runs under the term when subscribed: currentTerm() is set inside', async () => {
