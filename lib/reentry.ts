@@ -1,12 +1,13 @@
 import type { ClientSession } from 'mongodb';
 import type { Observable } from 'rxjs';
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
-import type { LockLostError } from './errors/lock-lost.error';
+import { LockLostError } from './errors/lock-lost.error';
 import { MongoLockError } from './errors/mongo-lock.error';
-import { heldLocksOf } from './lock-context';
+import { heldLocksOf, runWithHeldLock } from './lock-context';
 import type { LockHandle, MongoLockHandle } from './lock-handle';
 import { wouldDeadlockMessage } from './lock.messages';
 import type { LockModeRequest } from './store/lock-modes';
+import { checkedAtEveryLook } from './util/checked-signal';
 
 /**
  * The enclosing handle of service `owner` in this async context holding all of `keys`, for a
@@ -69,15 +70,59 @@ function checkReentrantMode(handle: LockHandle, keys: readonly string[], mode: L
 }
 
 /**
+ * Runs a re-entered call's `fn` under `enclosing`, seen through `keys`. Rejects with the loss if
+ * the lock was lost, or let go by its enclosing call (which did not wait for this one), before
+ * `fn` settled: its work was not protected to its end.
+ */
+export async function runReentered<T>(
+  owner: object,
+  enclosing: LockHandle,
+  keys: readonly string[],
+  fn: (handle: LockHandle) => T | PromiseLike<T>,
+): Promise<T> {
+  const view = new ReenteredLock(enclosing, keys);
+  try {
+    const result = await runWithHeldLock(owner, enclosing, () => fn(view), view);
+    if (view.lost) throw view.signal.reason;
+    return result;
+  } finally {
+    view.close();
+  }
+}
+
+/** Per enclosing lock, the signals of its re-entered calls still running. */
+const runningViews = new WeakMap<LockHandle, Set<AbortController>>();
+
+/** `enclosing`'s running views, ended with its loss or once it holds nothing (one listener). */
+function viewsOf(enclosing: LockHandle): Set<AbortController> {
+  const known = runningViews.get(enclosing);
+  if (known) return known;
+  const all = new Set<AbortController>();
+  runningViews.set(enclosing, all);
+  const end = (reason: unknown) => all.forEach((view) => view.abort(reason));
+  enclosing.signal.addEventListener('abort', () => end(enclosing.signal.reason), { once: true });
+  const letGo = () =>
+    new LockLostError(
+      `Lock ${JSON.stringify(enclosing.key)} was released by its enclosing call while a call ` +
+        'that re-entered it still ran: that work was not protected to its end',
+      { key: enclosing.key },
+    );
+  void (enclosing as { done?: Promise<void> }).done?.then(() => end(letGo()));
+  return all;
+}
+
+/**
  * What a re-entered call gets: the enclosing lock seen through the keys the call asked for. Its
  * `key`, `keys`, `fence` and `fences` are those keys' (a fenced write must carry the fence of
- * the resource it writes); lease, `signal`, `lost$`, `session` and mode are the enclosing
- * lock's. It ends nothing: the enclosing call releases the lock when its function returns.
+ * the resource it writes); lease, `lost$`, `session` and mode are the enclosing lock's. Its
+ * `signal` aborts with the enclosing lock's loss, or once its enclosing call let the lock go.
+ * It ends nothing: the enclosing call releases the lock when its function returns.
  */
 export class ReenteredLock implements LockHandle {
   readonly key: string;
   readonly fence: bigint;
   readonly fences: ReadonlyMap<string, bigint>;
+  private readonly ending = new AbortController();
 
   /** `keys`: sorted, every one held by `enclosing`. */
   constructor(
@@ -87,6 +132,14 @@ export class ReenteredLock implements LockHandle {
     this.fences = new Map(keys.map((key) => [key, fenceOf(enclosing, key)]));
     this.key = keys[0];
     this.fence = fenceOf(enclosing, this.key);
+    viewsOf(enclosing).add(this.ending);
+    // Each look checks the enclosing lock's local deadline, as a look at its own signal does.
+    checkedAtEveryLook(this.ending.signal, () => void enclosing.signal.aborted);
+  }
+
+  /** The call's work ended: its signal no longer follows the enclosing lock. */
+  close(): void {
+    viewsOf(this.enclosing).delete(this.ending);
   }
 
   get expiresAt(): Date {
@@ -94,7 +147,7 @@ export class ReenteredLock implements LockHandle {
   }
 
   get signal(): AbortSignal {
-    return this.enclosing.signal;
+    return this.ending.signal;
   }
 
   get lost$(): Observable<LockLostError> {
@@ -106,7 +159,7 @@ export class ReenteredLock implements LockHandle {
   }
 
   get lost(): boolean {
-    return this.enclosing.lost;
+    return this.ending.signal.aborted;
   }
 
   get session(): ClientSession | undefined {
@@ -128,7 +181,7 @@ export class ReenteredLock implements LockHandle {
 
   /** Releases nothing (the enclosing call does); rejects with the loss if the lock was lost. */
   release(): Promise<void> {
-    if (this.enclosing.lost) return Promise.reject(this.enclosing.signal.reason as LockLostError);
+    if (this.lost) return Promise.reject(this.signal.reason as LockLostError);
     return Promise.resolve();
   }
 

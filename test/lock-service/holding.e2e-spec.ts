@@ -109,7 +109,7 @@ describe('LockService holding', () => {
         // The outer lock, seen through the inner call's keys.
         expect(handle.keys).toEqual(['a']);
         expect(handle.fence).toBe(outer.fences.get('a'));
-        expect(handle.signal).toBe(outer.signal);
+        expect(handle.signal.aborted).toBe(false);
         expect(LockService.current()).toBe(handle);
         return handle.fence;
       });
@@ -137,7 +137,7 @@ describe('LockService holding', () => {
         fence: inner.fence,
         fences: inner.fences,
         current: LockService.current() === inner,
-        signal: inner.signal === outer.signal,
+        aborted: inner.signal.aborted,
       }));
       const serverFenceOfB = (await locks.inspect('view-b'))?.fence;
       expect(serverFenceOfB).not.toBe(outer.fence);
@@ -150,7 +150,7 @@ describe('LockService holding', () => {
           ['view-c', (await locks.inspect('view-c'))?.fence],
         ]),
         current: true,
-        signal: true,
+        aborted: false,
       });
       // Its release, and its end, leave the outer lock held: the outer call releases it.
       await locks.withLock('view-b', (inner) => inner.release());
@@ -160,6 +160,31 @@ describe('LockService holding', () => {
       expect(holders.map((holder) => holder.fence)).toEqual([serverFenceOfB]);
     });
     expect((await locks.inspect('view-b'))?.held).toBe(false);
+  });
+
+  it('a re-entered call its enclosing call did not wait for is told as that call lets the lock go', async () => {
+    const locks = await kit.service();
+    const other = await kit.service();
+    let finish!: () => void;
+    const finished = new Promise<void>((resolve) => (finish = resolve));
+    let nested: Promise<boolean> | undefined;
+    let signal: AbortSignal | undefined;
+    await locks.withLock('left-running', () => {
+      nested = locks.withLock('left-running', async (inner) => {
+        signal = inner.signal;
+        await finished;
+        return inner.lost;
+      });
+    });
+
+    // Released by the enclosing call: another instance holds the key while the work goes on.
+    const theirs = await other.tryAcquire('left-running');
+    expect(theirs).not.toBeNull();
+    expect(signal?.reason).toBeInstanceOf(LockLostError);
+    expect((signal?.reason as Error).message).toMatch(/released by its enclosing call/);
+    finish();
+    await expect(nested).rejects.toBe(signal?.reason);
+    await theirs!.release();
   });
 
   it('a re-entered call sees the loss of the outer lock: signal, lost, and release rejects', async () => {
