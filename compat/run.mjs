@@ -108,6 +108,8 @@ const APPS = [
     typesNode: '^20.19.0',
     deps: { mongodb: '^6.0.0', rxjs: '^7.8.0', 'reflect-metadata': '^0.2.0' },
     devDeps: { '@types/express': '^5.0.0' },
+    // The strictest optional check an app may turn on: the declarations must pass it too.
+    compilerOptions: { exactOptionalPropertyTypes: true },
   },
   {
     name: 'nest12-fastify-cjs-ts7-mongodb7',
@@ -297,6 +299,7 @@ async function generateApp(app, tarball, appsDir) {
   const tsconfig = {
     compilerOptions: {
       ...flavour.compilerOptions,
+      ...app.compilerOptions,
       strict: true,
       skipLibCheck: false,
       experimentalDecorators: true,

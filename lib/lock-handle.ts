@@ -60,7 +60,7 @@ export interface LockHandle {
   release(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
   /** With `transaction` (`withLock`, `@Locked`): the session to pass to every protected command. */
-  readonly session?: ClientSession;
+  readonly session?: ClientSession | undefined;
   /** `'exclusive'`, or `'shared'` (a shared holder, or a semaphore's permit holder). */
   readonly mode: 'exclusive' | 'shared';
   /** A semaphore's permits, and how many of them this handle holds; `undefined` for a lock. */
