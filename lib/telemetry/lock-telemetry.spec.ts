@@ -1,3 +1,4 @@
+import { EMPTY } from 'rxjs';
 import { createLockTelemetry, NOOP_LOCK_TELEMETRY } from '.';
 import { loadOpenTelemetryApi } from './opentelemetry-api';
 import { OpenTelemetryLockTelemetry } from './opentelemetry-lock-telemetry';
@@ -26,7 +27,7 @@ describe('telemetry loading', () => {
   });
 
   it('passes results and errors through unchanged when off', async () => {
-    const handle = { done: Promise.resolve(), lost: false };
+    const handle = { lost$: EMPTY, lost: false };
     await expect(
       NOOP_LOCK_TELEMETRY.acquisition('x', 1, 0, () => Promise.resolve(handle)),
     ).resolves.toBe(handle);

@@ -1,3 +1,5 @@
+import type { Observable } from 'rxjs';
+
 /** What the gauges read from one `LockService`: callers waiting and handles holding locks. */
 export interface LockLoad {
   readonly waiters: number;
@@ -8,8 +10,11 @@ export interface LockLoad {
 
 /** The part of a handle that telemetry watches. */
 export interface HoldSubject {
-  /** Resolves once the handle holds nothing any more: released or lost. */
-  readonly done: Promise<void>;
+  /**
+   * Completes once the hold's outcome is final: released or lost (a release MongoDB did not
+   * confirm is given back in the background, which may yet find the lease gone).
+   */
+  readonly lost$: Observable<unknown>;
   readonly lost: boolean;
 }
 

@@ -177,14 +177,15 @@ export class OpenTelemetryLockTelemetry implements LockTelemetry {
 
   private watchHold(handle: HoldSubject, attributes: Attributes): void {
     const acquiredAt = performance.now();
-    void handle.done.then(() => {
+    const ended = () => {
       const outcome = handle.lost ? 'lost' : 'released';
       this.instruments[outcome].add(1, attributes);
       this.instruments.holdTime.record(performance.now() - acquiredAt, {
         ...attributes,
         [ATTR_OUTCOME]: outcome,
       });
-    });
+    };
+    handle.lost$.subscribe({ complete: ended, error: ended });
   }
 
   private fail(span: Span, error: unknown): void {

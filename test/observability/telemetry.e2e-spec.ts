@@ -13,7 +13,10 @@ import {
   InMemorySpanExporter,
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
-import { Locked, LockNotAcquiredError, LockService } from '../../lib';
+import { MongoNetworkError } from 'mongodb';
+import { Locked, LockNotAcquiredError, LockService, LockStoreUnavailableError } from '../../lib';
+import { LEAVE_PIPELINE } from '../../lib/store/line/line-pipelines';
+import { commandOf, interceptedClient } from '../support/intercepted-collection';
 import { eventually, LockTestKit, sleep } from '../lock-service/lock-test-kit';
 import { lockModule, startAppContext } from '../nest/support/nest-apps';
 
@@ -153,6 +156,32 @@ describe('OpenTelemetry metrics and spans', () => {
     expect(spans[0].attributes).toMatchObject({
       'lock.template': 'invoices:{month}',
       'lock.key_count': 1,
+    });
+  });
+
+  it('counts a release MongoDB did not confirm by its final outcome: lost once its lease ran out', async () => {
+    const before = await readMetrics();
+    // Every leave is lost on the way: the release, and its give-back in the background.
+    const client = interceptedClient(await kit.client(), (target, args) =>
+      commandOf(args).pipeline === LEAVE_PIPELINE
+        ? Promise.reject(new MongoNetworkError('the leave never reached MongoDB'))
+        : target.findOneAndUpdate(...args),
+    );
+    const locks = await kit.service({ client });
+    const held = await locks.acquire('unconfirmed', {
+      ttlMs: 1_000,
+      renew: false,
+      metricsLabel: 'unconfirmed',
+    });
+    await expect(held.release()).rejects.toBeInstanceOf(LockStoreUnavailableError);
+    await eventually(() => held.lost, 5_000);
+
+    const after = await readMetrics();
+    const delta = (name: string) =>
+      sumFor(after.get(name), 'unconfirmed') - sumFor(before.get(name), 'unconfirmed');
+    expect({ released: delta('lock.released'), lost: delta('lock.lost') }).toEqual({
+      released: 0,
+      lost: 1,
     });
   });
 
