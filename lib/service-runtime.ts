@@ -177,13 +177,20 @@ export class ServiceRuntime {
     const lines = this.keyLocks;
     const open = lines?.streamOpen ?? false;
     return {
-      waiters: lines?.waiting ?? 0,
+      waiters: this.waiting(),
       streamOpen: open,
       streamEstablished: open,
       streamsOpened: lines?.streamsOpened ?? 0,
       eventsFlowing: lines?.eventsFlowing ?? false,
       held: this.deps.held.size,
     };
+  }
+
+  /** Callers waiting in this process, for keys and for documents. */
+  private waiting(): number {
+    let waiting = this.keyLocks?.waiting ?? 0;
+    for (const documents of this.deps.documentLocks()) waiting += documents.waiting;
+    return waiting;
   }
 
   async releaseAllHeld(): Promise<number> {
@@ -286,7 +293,7 @@ export class ServiceRuntime {
     // Closed meanwhile: finish() closes the store and its stream.
     if (this.closing.signal.aborted) throw serviceClosed();
     this.stopObservingLoad = telemetry.observeLoad(() => ({
-      waiters: this.keyLocks?.waiting ?? 0,
+      waiters: this.waiting(),
       held: held.size,
       leading: this.deps.leaderships().leading(),
     }));

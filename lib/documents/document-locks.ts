@@ -111,6 +111,11 @@ export class DocumentLocks<T extends Document = Document> {
     }
   }
 
+  /** Callers waiting in this process for a document of the collection. @internal */
+  get waiting(): number {
+    return this.lineLocks?.waiting ?? 0;
+  }
+
   /**
    * Runs `fn` under the document's lock, renewed meanwhile (unless `renew: false`), then
    * releases it, unless `fn` committed. Re-entrant within the current async context while `fn`

@@ -185,19 +185,25 @@ describe('OpenTelemetry metrics and spans', () => {
     });
   });
 
-  it('reports callers waiting and locks held on the gauges', async () => {
+  it('reports callers waiting and locks held on the gauges, for keys and documents', async () => {
     const locks = await kit.service();
     const other = await kit.service();
     const held = await locks.acquire('queue:1');
     const waiting = other.acquire('queue:1', { timeoutMs: 10_000 });
-    await eventually(() => other.diagnostics.waiters === 1);
+    const queues = (await kit.client()).db(kit.mongo.dbName).collection<{ _id: string }>('queues');
+    await queues.insertOne({ _id: 'q' });
+    const heldDocument = await locks.documents('queues').acquire('q');
+    const waitingDocument = other.documents('queues').acquire('q', { timeoutMs: 10_000 });
+    await eventually(() => other.diagnostics.waiters === 2);
 
     let gauges = await readMetrics();
-    expect(sumFor(gauges.get('lock.waiters'))).toBe(1);
-    expect(sumFor(gauges.get('lock.held'))).toBe(1);
+    expect(sumFor(gauges.get('lock.waiters'))).toBe(2);
+    expect(sumFor(gauges.get('lock.held'))).toBe(2);
 
     await held.release();
     await (await waiting).release();
+    await heldDocument.release();
+    await (await waitingDocument).release();
     gauges = await readMetrics();
     expect(sumFor(gauges.get('lock.waiters'))).toBe(0);
     expect(sumFor(gauges.get('lock.held'))).toBe(0);
