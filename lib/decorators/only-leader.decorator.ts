@@ -18,7 +18,6 @@ import { optionsObject } from '../option-checks';
 import { validateTtlMs } from '../options';
 import { decoratedMethod, methodReturn, replaceMethod } from './decorated-places';
 import { lockBindingOf } from './lock-bindings';
-import { isThenable } from '../util/value-kinds';
 
 const ONLY_LEADER_METADATA = Symbol('MONGO_LOCK:ONLY_LEADER');
 
@@ -129,7 +128,8 @@ export function OnlyLeader(name: string, options?: LeadershipOptions | null): Me
         const result = runInTerm(term, () => method.apply(this, args));
         // An Observable, announced or not (no declared type), is kept to the term.
         if (isObservable(result)) return underTerm(result, term);
-        return isThenable(result) ? result.then(warnOfObservable) : result;
+        // Only a Promise: another thenable (a lazy query) is returned as it is, not run.
+        return result instanceof Promise ? result.then(warnOfObservable) : result;
       };
       // An Observable method is decided at subscription, run under the term, and ended with it.
       return returns === 'observable' ? defer(() => decide() as Observable<unknown>) : decide();

@@ -66,6 +66,26 @@ class AsyncStreamJob {
   }
 }
 
+/** A lazy thenable, as a Mongoose query: runs only when awaited. */
+class LazyQuery implements PromiseLike<number> {
+  static runs = 0;
+  then<A = number, B = never>(
+    onFulfilled?: ((value: number) => A | PromiseLike<A>) | null,
+    onRejected?: ((reason: unknown) => B | PromiseLike<B>) | null,
+  ): PromiseLike<A | B> {
+    LazyQuery.runs += 1;
+    return Promise.resolve(1).then(onFulfilled, onRejected);
+  }
+}
+
+@Injectable()
+class QueryJob {
+  @OnlyLeader('query-job')
+  find(): LazyQuery {
+    return new LazyQuery();
+  }
+}
+
 /** A short lease, for a pause of the event loop to outlast. */
 @Injectable()
 class PausedStream {
@@ -196,6 +216,14 @@ describe('leadership: @OnlyLeader', () => {
     );
     warn.mockRestore();
     expect(warnings).toHaveLength(1);
+  });
+
+  it("returns a synchronous method's thenable as it is, not run", async () => {
+    const a = await app([QueryJob]);
+    await eventually(() => a.get(LockService).leading.get('query-job') === true);
+    const query = a.get(QueryJob).find();
+    expect(query).toBeInstanceOf(LazyQuery);
+    expect(LazyQuery.runs).toBe(0);
   });
 
   it('an Observable method runs under the term when subscribed: currentTerm() is set inside', async () => {
