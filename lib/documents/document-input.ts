@@ -6,7 +6,7 @@ import { LONE_SURROGATE } from '../keys/lock-key';
 import type { AttemptTarget } from '../store/line/line-commands';
 import type { DocumentVersion } from '../store/documents/document-version';
 import { toVersionValue } from '../store/documents/document-version';
-import { isLong } from '../store/bson-values';
+import { fitsLong, isLong } from '../store/bson-values';
 import { isPlainObject } from '../util/value-kinds';
 import type { DocumentLockOptions, DocumentLocksOptions } from './document-locks-options.interface';
 
@@ -292,7 +292,7 @@ function checkCreatedVersion(
     version.type === 'int'
       ? // A number outside int32 (or -0) is sent as a double, which is no int version.
         (typeof value === 'number' && isInt32(value)) ||
-        typeof value === 'bigint' ||
+        (typeof value === 'bigint' && fitsLong(value)) ||
         isLong(value) ||
         value instanceof Int32
       : version.type === 'decimal128'
@@ -300,7 +300,7 @@ function checkCreatedVersion(
         : value instanceof Date && !Number.isNaN(value.getTime());
   if (!typed) {
     const accepted = {
-      int: 'an integer (a number from -2147483648 to 2147483647, a bigint, a Long or an Int32)',
+      int: 'an integer (a number from -2147483648 to 2147483647, a 64-bit bigint, a Long or an Int32)',
       decimal128: 'a Decimal128',
       date: 'a valid Date',
     }[version.type];

@@ -17,6 +17,11 @@ export function toRemainingMs(value: BsonInteger | null | undefined): number {
   return Number.isFinite(ms) && ms > 0 ? ms : 0;
 }
 
+/** A bigint a BSON Long can hold (64 bits): a wider one would wrap, silently. */
+export function fitsLong(value: bigint): boolean {
+  return BigInt.asIntN(64, value) === value;
+}
+
 /**
  * A BSON Long, by its BSON type: the bson library makes Timestamp a subclass of Long, but a
  * Timestamp is another type to MongoDB (no number, never equal to one).

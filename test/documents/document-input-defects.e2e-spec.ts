@@ -371,4 +371,21 @@ describe('Document locks: reported input defects', () => {
       expect(await accounts.findOne({ _id: 'a' })).toMatchObject({ balance: 100, version: 1 });
     });
   });
+
+  it('a version past 64 bits is no version: never wrapped onto a small one', async () => {
+    const docs = await documents();
+    await accounts.updateOne({ _id: 'a' }, { $set: { version: 5 } });
+    // 2^64 + 5 wraps to 5 in a Long: it would match version 5.
+    const wide = 2n ** 64n + 5n;
+    const refused = await settle(docs.updateIfCurrent('a', wide, { $set: { balance: 0 } }));
+    expect(refused).toBeInstanceOf(InvalidLockOptionsError);
+    // As text (an If-Match ETag) of 19 digits past 2^63, it is a conflict.
+    const past = '9999999999999999999';
+    const text = await settle(docs.updateIfCurrent('a', past, { $set: { balance: 0 } }));
+    expect(text).toBeInstanceOf(VersionConflictError);
+    const created = await settle(docs.acquire('new', { createIfMissing: { version: 2n ** 64n } }));
+    expect(created).toBeInstanceOf(InvalidLockOptionsError);
+    expect(await accounts.findOne({ _id: 'a' })).toMatchObject({ balance: 100, version: 5 });
+    expect(await accounts.findOne({ _id: 'new' })).toBeNull();
+  });
 });

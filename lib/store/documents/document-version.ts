@@ -1,5 +1,5 @@
 import { Decimal128, Long } from 'mongodb';
-import { isLong } from '../bson-values';
+import { fitsLong, isLong } from '../bson-values';
 import type { Document } from 'mongodb';
 
 export type DocumentVersionType = 'int' | 'date' | 'decimal128';
@@ -73,12 +73,14 @@ export function toVersionValue(version: DocumentVersion, value: unknown): unknow
   switch (version.type) {
     case 'int':
       if (typeof value === 'number' && Number.isSafeInteger(value)) return value;
-      if (typeof value === 'bigint') return Long.fromBigInt(value);
+      if (typeof value === 'bigint') return fitsLong(value) ? Long.fromBigInt(value) : undefined;
       // Not a Timestamp (a Long subclass): no version type.
       if (isLong(value)) return value;
       if (typeof value === 'string' && /^-?\d{1,19}$/.test(value)) {
         const number = Number(value);
-        return canonical(Number.isSafeInteger(number) ? number : Long.fromBigInt(BigInt(value)));
+        if (Number.isSafeInteger(number)) return canonical(number);
+        // Past 64 bits: text, which no version equals.
+        return fitsLong(BigInt(value)) ? canonical(Long.fromBigInt(BigInt(value))) : value;
       }
       return undefined;
     case 'decimal128':
