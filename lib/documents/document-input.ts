@@ -7,6 +7,7 @@ import type { AttemptTarget } from '../store/line/line-commands';
 import type { DocumentVersion } from '../store/documents/document-version';
 import { toVersionValue } from '../store/documents/document-version';
 import { fitsLong, isLong } from '../store/bson-values';
+import { refuseUnknownOptions } from '../option-checks';
 import { isPlainObject } from '../util/value-kinds';
 import type { DocumentLockOptions, DocumentLocksOptions } from './document-locks-options.interface';
 
@@ -57,6 +58,8 @@ export function resolveDocumentLocksOptions(
   }
   const given = options ?? {};
   if (typeof given !== 'object' || given === null) bad('options', 'must be an object');
+  // A misspelt `lockField` or `version` would lock and version by the defaults, silently.
+  refuseUnknownOptions(given, ['dbName', 'lockField', 'version', 'idType']);
   if (
     given.dbName !== undefined &&
     (typeof given.dbName !== 'string' || !/^[^/\\. "$\0]{1,63}$/.test(given.dbName))
@@ -69,6 +72,7 @@ export function resolveDocumentLocksOptions(
   if (given.version !== undefined) {
     if (typeof given.version !== 'object' || given.version === null)
       bad('version', 'must be { field, type? }');
+    refuseUnknownOptions(given.version, ['field', 'type'], 'version.');
     const field = fieldName('version.field', given.version.field, true);
     if (field === lockField || field.startsWith(`${lockField}.`))
       bad('version.field', 'must not be inside the lock field');

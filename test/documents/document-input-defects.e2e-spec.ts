@@ -10,6 +10,7 @@ import {
   MongoLockError,
   VersionConflictError,
 } from '../../lib/errors';
+import { MongoLockModule } from '../../lib';
 import { LockTestKit, settle } from '../lock-service/lock-test-kit';
 
 jest.setTimeout(60_000);
@@ -387,5 +388,25 @@ describe('Document locks: reported input defects', () => {
     expect(created).toBeInstanceOf(InvalidLockOptionsError);
     expect(await accounts.findOne({ _id: 'a' })).toMatchObject({ balance: 100, version: 5 });
     expect(await accounts.findOne({ _id: 'new' })).toBeNull();
+  });
+
+  it('refuses a misspelt collection option, as other options are, before anything is written', async () => {
+    const service = await kit.service();
+    const misspelt: [Record<string, unknown>, RegExp][] = [
+      [{ lockfield: 'lk' }, /^lockfield is not an option \(did you mean lockField\?\)/],
+      [{ versoin: { field: 'version' } }, /^versoin is not an option \(did you mean version\?\)/],
+      [{ version: { field: 'version', typ: 'date' } }, /^version\.typ is not an option/],
+    ];
+    for (const [options, message] of misspelt) {
+      const refused = settle(
+        Promise.resolve().then(() => service.documents(collectionName, options)),
+      );
+      await expect(refused).resolves.toBeInstanceOf(InvalidLockOptionsError);
+      expect(((await refused) as Error).message).toMatch(message);
+      expect(() =>
+        MongoLockModule.forFeature([{ name: 'accounts', collection: collectionName, ...options }]),
+      ).toThrow(new RegExp(`: ${message.source.slice(1)}`));
+    }
+    expect(await accounts.findOne({ _id: 'a' })).toEqual({ _id: 'a', balance: 100, version: 1 });
   });
 });
