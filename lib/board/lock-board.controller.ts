@@ -15,7 +15,7 @@ import {
   UseGuards,
   applyDecorators,
 } from '@nestjs/common';
-import type { MessageEvent, Type } from '@nestjs/common';
+import type { CanActivate, MessageEvent, Type } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { distinctUntilChanged, endWith, ignoreElements, map, merge, skipWhile } from 'rxjs';
@@ -164,11 +164,14 @@ export class LockBoardReleaseController extends LockBoardController {
   }
 }
 
-/** A fresh controller class mounted at the board's path, behind its guard. */
-export function boardControllerFor(options: ResolvedBoardOptions): Type<LockBoardController> {
+/** A fresh controller class mounted at the board's path, behind `guard` (see `board-guard.ts`). */
+export function boardControllerFor(
+  options: ResolvedBoardOptions,
+  guard: Type<CanActivate> | undefined,
+): Type<LockBoardController> {
   const Base = options.allowRelease ? LockBoardReleaseController : LockBoardController;
   class MongoLockBoardController extends Base {}
   Controller(options.path)(MongoLockBoardController);
-  if (options.guard) UseGuards(options.guard)(MongoLockBoardController);
+  if (guard) UseGuards(guard)(MongoLockBoardController);
   return MongoLockBoardController;
 }

@@ -1,5 +1,6 @@
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { MongoLockBoardOptions } from './board-options.interface';
+import { boardGuard } from './board-guard';
 import { resolveBoardOptions } from './board-options';
 import { boardControllerFor, MONGO_LOCK_BOARD_OPTIONS } from './lock-board.controller';
 
@@ -20,10 +21,14 @@ import { boardControllerFor, MONGO_LOCK_BOARD_OPTIONS } from './lock-board.contr
 export class MongoLockBoardModule {
   static forRoot(options: MongoLockBoardOptions = {}): DynamicModule {
     const resolved = resolveBoardOptions(options);
+    const guarded = resolved.guard && boardGuard(resolved.guard);
     return {
       module: MongoLockBoardModule,
-      controllers: [boardControllerFor(resolved)],
-      providers: [{ provide: MONGO_LOCK_BOARD_OPTIONS, useValue: resolved }],
+      controllers: [boardControllerFor(resolved, guarded?.guard)],
+      providers: [
+        { provide: MONGO_LOCK_BOARD_OPTIONS, useValue: resolved },
+        ...(guarded ? [guarded.provider] : []),
+      ],
     };
   }
 }

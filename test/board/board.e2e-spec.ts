@@ -491,6 +491,24 @@ describe.each(HTTP_ADAPTERS)('the lock board over HTTP (%s)', (adapter) => {
     expect(events.at(-1)).toEqual({ type: 'reconnect', data: '{}' });
   });
 
+  it('refuses at start-up a guard class whose instances cannot activate (Nest 10 would skip it)', async () => {
+    class NotAGuard {}
+    function denyAll() {
+      return false;
+    }
+    for (const guard of [NotAGuard, denyAll]) {
+      const board = MongoLockBoardModule.forRoot({ guard: guard as never, allowRelease: true });
+      const outcome = await listeningApp({ imports: [lockModule(mongo), board] }, adapter).then(
+        ({ app }) => app.close().then(() => 'started'),
+        (error: unknown) => error,
+      );
+      expect(outcome).toBeInstanceOf(InvalidLockOptionsError);
+      expect((outcome as Error).message).toBe(
+        'MongoLockBoardModule.forRoot: guard must be a guard class or an object with canActivate()',
+      );
+    }
+  });
+
   it("does not hold up the app's close on a browser's keep-alive connection", async () => {
     const closing = await listeningApp(
       { imports: [lockModule(mongo), MongoLockBoardModule.forRoot()] },
