@@ -10,11 +10,7 @@ import { catchError, defer, type Observable, tap, throwError } from 'rxjs';
 import { readPath } from '../keys/key-template';
 import { versionTag } from '../store/documents/document-version';
 import { documentHttpError } from './document-http-errors';
-import {
-  noteRefusalRetryAfter,
-  removeRefusalRetryAfter,
-  setHeaderIfUnsent,
-} from './response-headers';
+import { noteRefusalRetryAfter, restoreRetryAfter, setHeaderIfUnsent } from './response-headers';
 import {
   IF_MATCH_METADATA,
   type IfMatchMetadata,
@@ -52,7 +48,7 @@ export class DocumentHttpInterceptor implements NestInterceptor {
     // and that answer must not name a version it never wrote. `defer`: each subscription's own.
     return defer(() => {
       // An outer retry() runs us again: the attempt before's `Retry-After` is not this one's.
-      removeRefusalRetryAfter(this.adapterHost, context);
+      restoreRetryAfter(this.adapterHost, context);
       // 428 or 400 before the handler runs or any lock is taken (not a document error: unmapped).
       if (ifMatch) readIfMatch(request, ifMatch.required);
       let last: { result: unknown } | undefined;
@@ -71,8 +67,8 @@ export class DocumentHttpInterceptor implements NestInterceptor {
         const mapped = documentHttpError(error, ifMatchVersionOf(request));
         if (!mapped) return throwError(() => error);
         if (mapped.retryAfterSeconds !== undefined) {
-          setHeader('Retry-After', String(mapped.retryAfterSeconds));
           noteRefusalRetryAfter(context);
+          setHeader('Retry-After', String(mapped.retryAfterSeconds));
         }
         return throwError(() => mapped.exception);
       }),

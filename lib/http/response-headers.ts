@@ -32,23 +32,40 @@ export function removeHeaderIfUnsent(
   unsentResponse(adapterHost, context)?.response.removeHeader?.(name);
 }
 
-/** Responses whose `Retry-After` a refused attempt of the library's set. */
-const refusedAttempts = new WeakSet<object>();
+/** Per response whose `Retry-After` a refused attempt set: the value it had before (the app's). */
+type HeaderValue = string | number | readonly string[] | undefined;
+const beforeRefusal = new WeakMap<object, { value: HeaderValue }>();
 
-/** Notes that `context`'s `Retry-After` was set for a refused attempt (see below). */
+/** Notes `context`'s `Retry-After` before a refused attempt sets its own (see below). */
 export function noteRefusalRetryAfter(context: ExecutionContext): void {
-  refusedAttempts.add(context.switchToHttp().getResponse<object>());
+  const response = context
+    .switchToHttp()
+    .getResponse<{ getHeader?: (name: string) => HeaderValue }>();
+  if (!beforeRefusal.has(response)) {
+    beforeRefusal.set(response, { value: response.getHeader?.('Retry-After') });
+  }
 }
 
 /**
- * Removes the `Retry-After` a refused attempt set, as the request is tried again (an outer
- * `retry()`); never one the application set.
+ * Puts back the `Retry-After` a refused attempt replaced, as the request is tried again (an
+ * outer `retry()`): the application's own, or none.
  */
-export function removeRefusalRetryAfter(
+export function restoreRetryAfter(
   adapterHost: HttpAdapterHost | undefined,
   context: ExecutionContext,
 ): void {
-  if (refusedAttempts.delete(context.switchToHttp().getResponse<object>())) {
-    removeHeaderIfUnsent(adapterHost, context, 'Retry-After');
+  const response = context.switchToHttp().getResponse<object>();
+  const before = beforeRefusal.get(response);
+  if (!before) return;
+  beforeRefusal.delete(response);
+  if (before.value === undefined) removeHeaderIfUnsent(adapterHost, context, 'Retry-After');
+  else {
+    const { value } = before;
+    setHeaderIfUnsent(
+      adapterHost,
+      context,
+      'Retry-After',
+      Array.isArray(value) ? value.join(', ') : String(value),
+    );
   }
 }

@@ -28,7 +28,7 @@ import { documentHttpError, httpError, retryAfterSecondsOf } from '../http/docum
 import {
   noteRefusalRetryAfter,
   removeHeaderIfUnsent,
-  removeRefusalRetryAfter,
+  restoreRetryAfter,
   setHeaderIfUnsent,
 } from '../http/response-headers';
 import type { LockKeyContext } from '../keys/key-template';
@@ -117,7 +117,7 @@ export class LockedInterceptor implements NestInterceptor, OnApplicationBootstra
     // lock watches its client itself, and leaves the line when it goes.
     return defer(() => {
       // An outer retry() runs us again: the attempt before's `Retry-After` is not this one's.
-      if (context.getType() === 'http') removeRefusalRetryAfter(this.adapterHost, context);
+      if (context.getType() === 'http') restoreRetryAfter(this.adapterHost, context);
       // An `HttpException`: Nest does not log it.
       const departure = watchClientDeparture(context, () =>
         httpError(499, MESSAGES.clientLeftWhileWaiting(metadata.where)),
@@ -181,8 +181,8 @@ export class LockedInterceptor implements NestInterceptor, OnApplicationBootstra
     removeHeaderIfUnsent(this.adapterHost, context, 'ETag');
     if (error instanceof LockNotAcquiredError) {
       const seconds = this.retryAfterSeconds(error);
-      this.setResponseHeader(context, 'Retry-After', String(seconds));
       noteRefusalRetryAfter(context);
+      this.setResponseHeader(context, 'Retry-After', String(seconds));
       return this.toLockedException(error, seconds);
     }
     if (error instanceof InvalidLockKeyError) return this.toInvalidKeyException(error);
@@ -195,8 +195,8 @@ export class LockedInterceptor implements NestInterceptor, OnApplicationBootstra
       error instanceof LockLostError
     ) {
       const seconds = this.unavailableRetryAfterSeconds(error);
-      this.setResponseHeader(context, 'Retry-After', String(seconds));
       noteRefusalRetryAfter(context);
+      this.setResponseHeader(context, 'Retry-After', String(seconds));
       return this.toUnavailableException(error, seconds);
     }
     return error;

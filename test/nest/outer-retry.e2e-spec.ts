@@ -82,7 +82,7 @@ class RetriedController {
   @Post('accepted')
   @HttpCode(202)
   @Header('Retry-After', '5')
-  @Locked('accepted')
+  @Locked('accepted', { timeoutMs: 0 })
   accepted(): string {
     return 'queued';
   }
@@ -162,8 +162,14 @@ describe.each(HTTP_ADAPTERS)('@Locked under an outer retry() (%s)', (adapter) =>
     expect(response.headers['retry-after']).toBeUndefined();
   });
 
-  it('keeps a Retry-After the application sets', async () => {
-    const response = await request(server()).post('/retried/accepted').expect(202, 'queued');
+  it('keeps a Retry-After the application sets, also after a refused attempt', async () => {
+    let response = await request(server()).post('/retried/accepted').expect(202, 'queued');
+    expect(response.headers['retry-after']).toBe('5');
+
+    const held = await other.get(LockService).acquire('accepted', { ttlMs: 30_000 });
+    RetryOnce.beforeRetry = () => held.release();
+    response = await request(server()).post('/retried/accepted').expect(202, 'queued');
+    expect(RetryOnce.attempts).toBe(3);
     expect(response.headers['retry-after']).toBe('5');
   });
 });
