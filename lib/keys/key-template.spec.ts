@@ -157,6 +157,11 @@ describe('key templates: resolution', () => {
     // A segment holding a `/` (`a%2Fb` in the URL) names the same path; empty ones none.
     expect(keyOf(['a/b'])).toEqual(['files:a/b']);
     expect(keyOf(['a', '', 'b', ''])).toEqual(['files:a/b']);
+    expect(keyOf(['a//b'])).toEqual(['files:a/b']);
+    expect(keyOf(['/b'])).toEqual(['files:b']);
+    expect(keyOf(['a', '.', 'x', '..', 'b'])).toEqual(['files:a/b']);
+    expect(keyOf(['a/../b'])).toEqual(['files:b']);
+    expect(keyOf(['..', 'b'])).toEqual(['files:b']);
     // Escaped as any value: `/` in the template's text is encoded, so two paths stay apart.
     expect(keyOf(['a', 'b'], 'f/{params.path}/x')).toEqual(['f/a%2Fb/x']);
     expect(keyOf(['a:b', 'c'])).toEqual(['files:a%3Ab/c']);
@@ -169,6 +174,7 @@ describe('key templates: resolution', () => {
     ).toThrow(/is an array/);
     expect(() => keyOf([])).toThrow(/is an array/);
     expect(() => keyOf(['', ''])).toThrow(/is an array/);
+    expect(() => keyOf(['a', '..'])).toThrow(/is an array/);
     expect(() => keyOf(['a', 1])).toThrow(/is an array/);
   });
 

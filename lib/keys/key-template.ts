@@ -1,3 +1,4 @@
+import { posix } from 'node:path';
 import { InvalidLockKeyError, MongoLockError } from '../errors';
 import { MESSAGES } from '../mongo-lock.messages';
 import { encodedCharacters, escapeKeyValue, hasSeparatingCharacter } from './key-escaping';
@@ -185,12 +186,13 @@ function scalarToKeyPart(value: unknown): string | undefined {
 }
 
 /**
- * A wildcard route parameter's path (Express 5 gives `*path` as its segments), empty segments
- * left out as a path lookup would (`a//b/` is `a/b`); undefined if it is none or empty.
+ * A wildcard route parameter's path (Express 5 gives `*path` as its segments, decoded), made
+ * as a path lookup would read it: empty and `.` segments left out, `..` resolved (`a//b/`,
+ * `a%2Fb` and `a/x/../b` are `a/b`); undefined if it is none or empty.
  */
 function wildcardPath(value: unknown): string | undefined {
   if (!Array.isArray(value) || !value.every((each) => typeof each === 'string')) return undefined;
-  const path = value.filter((segment) => segment !== '').join('/');
+  const path = posix.normalize(`/${value.join('/')}/`).slice(1, -1);
   return path === '' ? undefined : path;
 }
 
