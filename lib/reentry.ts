@@ -1,5 +1,5 @@
 import type { ClientSession } from 'mongodb';
-import type { Observable } from 'rxjs';
+import { ReplaySubject, type Observable } from 'rxjs';
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
 import { LockLostError } from './errors/lock-lost.error';
 import { MongoLockError } from './errors/mongo-lock.error';
@@ -114,8 +114,8 @@ function viewsOf(enclosing: LockHandle): Set<AbortController> {
 /**
  * What a re-entered call gets: the enclosing lock seen through the keys the call asked for. Its
  * `key`, `keys`, `fence` and `fences` are those keys' (a fenced write must carry the fence of
- * the resource it writes); lease, `lost$`, `session` and mode are the enclosing lock's. Its
- * `signal` aborts with the enclosing lock's loss, or once its enclosing call let the lock go.
+ * the resource it writes); lease, `session` and mode are the enclosing lock's. Its `signal`
+ * and `lost$` tell the enclosing lock's loss, or that its enclosing call let the lock go.
  * It ends nothing: the enclosing call releases the lock when its function returns.
  */
 export class ReenteredLock implements LockHandle {
@@ -123,6 +123,7 @@ export class ReenteredLock implements LockHandle {
   readonly fence: bigint;
   readonly fences: ReadonlyMap<string, bigint>;
   private readonly ending = new AbortController();
+  private readonly lostSubject = new ReplaySubject<LockLostError>(1);
 
   /** `keys`: sorted, every one held by `enclosing`. */
   constructor(
@@ -133,6 +134,15 @@ export class ReenteredLock implements LockHandle {
     this.key = keys[0];
     this.fence = fenceOf(enclosing, this.key);
     viewsOf(enclosing).add(this.ending);
+    const { signal } = this.ending;
+    signal.addEventListener(
+      'abort',
+      () => {
+        this.lostSubject.next(signal.reason as LockLostError);
+        this.lostSubject.complete();
+      },
+      { once: true },
+    );
     // Each look checks the enclosing lock's local deadline, as a look at its own signal does.
     checkedAtEveryLook(this.ending.signal, () => void enclosing.signal.aborted);
   }
@@ -140,6 +150,7 @@ export class ReenteredLock implements LockHandle {
   /** The call's work ended: its signal no longer follows the enclosing lock. */
   close(): void {
     viewsOf(this.enclosing).delete(this.ending);
+    this.lostSubject.complete();
   }
 
   get expiresAt(): Date {
@@ -151,7 +162,7 @@ export class ReenteredLock implements LockHandle {
   }
 
   get lost$(): Observable<LockLostError> {
-    return this.enclosing.lost$;
+    return this.lostSubject.asObservable();
   }
 
   get released(): boolean {
@@ -176,6 +187,7 @@ export class ReenteredLock implements LockHandle {
 
   /** Renews the enclosing lock: its keys share one lease. */
   extend(ttlMs?: number): Promise<void> {
+    if (this.lost) return Promise.reject(this.signal.reason as LockLostError);
     return this.enclosing.extend(ttlMs);
   }
 

@@ -1,6 +1,7 @@
 import type { Document } from 'mongodb';
 import { firstValueFrom, toArray } from 'rxjs';
 import { LockLostError, LockNotAcquiredError, MongoLockError } from '../../lib/errors';
+import type { LockHandle } from '../../lib/lock-handle';
 import { LockService } from '../../lib/lock.service';
 import { LEAVE_PIPELINE, RENEW_PIPELINE } from '../../lib/store/line/line-pipelines';
 import { commandOf, interceptedClient } from '../support/intercepted-collection';
@@ -169,9 +170,11 @@ describe('LockService holding', () => {
     const finished = new Promise<void>((resolve) => (finish = resolve));
     let nested: Promise<boolean> | undefined;
     let signal: AbortSignal | undefined;
+    let view: LockHandle | undefined;
     await locks.withLock('left-running', () => {
       nested = locks.withLock('left-running', async (inner) => {
-        signal = inner.signal;
+        ({ signal } = inner);
+        view = inner;
         await finished;
         return inner.lost;
       });
@@ -182,6 +185,11 @@ describe('LockService holding', () => {
     expect(theirs).not.toBeNull();
     expect(signal?.reason).toBeInstanceOf(LockLostError);
     expect((signal?.reason as Error).message).toMatch(/released by its enclosing call/);
+    // Its handle says so everywhere: lost, lost$, and extend() and release() reject with it.
+    expect(view?.lost).toBe(true);
+    await expect(firstValueFrom(view!.lost$)).resolves.toBe(signal?.reason);
+    await expect(view!.extend()).rejects.toBe(signal?.reason);
+    await expect(view!.release()).rejects.toBe(signal?.reason);
     finish();
     await expect(nested).rejects.toBe(signal?.reason);
     await theirs!.release();
