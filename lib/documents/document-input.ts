@@ -167,7 +167,7 @@ export function resolveAttemptTarget(
     name === '_id' || name === settings.lockField || name.startsWith(`${settings.lockField}.`);
   if (where !== undefined) {
     if (!isPlainObject(where)) bad('where', 'must be a filter object');
-    const reserved = keysAtAnyDepth(where).find(touchesReserved);
+    const reserved = [...fieldsOf(where)].find(touchesReserved);
     if (reserved) bad('where', `must not name ${reserved}: the lock sets those conditions itself`);
   }
   let createIfMissing: Record<string, unknown> | undefined;
@@ -192,6 +192,20 @@ export function resolveAttemptTarget(
     }
   }
   return { where, createIfMissing };
+}
+
+/**
+ * The document's fields `where` names: its own, and its `$and`, `$or` and `$nor` clauses'; not
+ * names inside a condition (`$elemMatch: { _id }` is an array element's `_id`).
+ */
+function* fieldsOf(where: Record<string, unknown>): Generator<string> {
+  for (const [name, condition] of Object.entries(where)) {
+    if (['$and', '$or', '$nor'].includes(name) && Array.isArray(condition)) {
+      for (const clause of condition) if (isPlainObject(clause)) yield* fieldsOf(clause);
+    } else if (!name.startsWith('$')) {
+      yield name;
+    }
+  }
 }
 
 /** `where`'s conditions, its `$and` clauses' in their place (an upsert copies from both). */

@@ -409,4 +409,18 @@ describe('Document locks: reported input defects', () => {
     }
     expect(await accounts.findOne({ _id: 'a' })).toEqual({ _id: 'a', balance: 100, version: 1 });
   });
+
+  it("where may not name the document's _id or lock field, but may an array element's _id", async () => {
+    const docs = await documents();
+    for (const where of [{ _id: 'a' }, { $or: [{ balance: 1 }, { _lock: null }] }]) {
+      const refused = await settle(docs.acquire('a', { where }));
+      expect(refused).toBeInstanceOf(InvalidLockOptionsError);
+      expect((refused as Error).message).toMatch(/^where must not name (_id|_lock)/);
+    }
+    await accounts.updateOne({ _id: 'a' }, { $set: { members: [{ _id: 'u1', role: 'admin' }] } });
+    const held = await docs.acquire('a', {
+      where: { members: { $elemMatch: { _id: 'u1', role: 'admin' } } },
+    });
+    await held.release();
+  });
 });
