@@ -412,7 +412,8 @@ describe('Document locks: reported input defects', () => {
 
   it("where may not name the document's _id or lock field, but may an array element's _id", async () => {
     const docs = await documents();
-    for (const where of [{ _id: 'a' }, { $or: [{ balance: 1 }, { _lock: null }] }]) {
+    const reserved: Document[] = [{ _id: 'a' }, { $or: [{ balance: 1 }, { _lock: null }] }];
+    for (const where of reserved) {
       const refused = await settle(docs.acquire('a', { where }));
       expect(refused).toBeInstanceOf(InvalidLockOptionsError);
       expect((refused as Error).message).toMatch(/^where must not name (_id|_lock)/);
