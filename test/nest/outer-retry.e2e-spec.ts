@@ -139,10 +139,15 @@ describe.each(HTTP_ADAPTERS)('@Locked under an outer retry() (%s)', (adapter) =>
     expect(response.headers['retry-after']).toBeUndefined();
   });
 
-  it('does the same for a document route', async () => {
+  /** Holds document `a` elsewhere until the route's first attempt was refused. */
+  async function documentHeldOnce(): Promise<void> {
     const theirs = other.get<DocumentLocks<Account>>(getDocumentLocksToken('accounts'));
     const held = await theirs.acquire('a', { ttlMs: 30_000 });
     RetryOnce.beforeRetry = () => held.release();
+  }
+
+  it('does the same for a document route', async () => {
+    await documentHeldOnce();
 
     const response = await request(server()).get('/retried/accounts/a').expect(200, '7');
 
@@ -151,9 +156,7 @@ describe.each(HTTP_ADAPTERS)('@Locked under an outer retry() (%s)', (adapter) =>
   });
 
   it('does the same for a write refused while the document is locked', async () => {
-    const theirs = other.get<DocumentLocks<Account>>(getDocumentLocksToken('accounts'));
-    const held = await theirs.acquire('a', { ttlMs: 30_000 });
-    RetryOnce.beforeRetry = () => held.release();
+    await documentHeldOnce();
 
     const response = await request(server()).post('/retried/accounts/a/deposit').expect(200);
 

@@ -30,7 +30,8 @@ describe('withLock whose function returns a non-native thenable', () => {
     const seen = await locks.withLock('thenable:1', (outer) =>
       lazy(async () => ({
         current: LockService.current() === outer,
-        nested: await locks.withLock('thenable:1', (inner) => inner.signal === outer.signal, {
+        // Held already, the key is not free: only a re-entered call gets it at once.
+        nested: await locks.withLock('thenable:1', (inner) => inner.fence === outer.fence, {
           timeoutMs: 0,
         }),
       })),
