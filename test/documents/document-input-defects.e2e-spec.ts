@@ -380,9 +380,12 @@ describe('Document locks: reported input defects', () => {
     const wide = 2n ** 64n + 5n;
     const refused = await settle(docs.updateIfCurrent('a', wide, { $set: { balance: 0 } }));
     expect(refused).toBeInstanceOf(InvalidLockOptionsError);
-    // As text (an If-Match ETag) of 19 digits past 2^63, it is a conflict.
-    const past = '9999999999999999999';
-    const text = await settle(docs.updateIfCurrent('a', past, { $set: { balance: 0 } }));
+    // As text (an If-Match ETag) of 19 digits past 2^63, it is a conflict: 2^63 would wrap to
+    // -2^63, the version of a document stored so.
+    await accounts.updateOne({ _id: 'b' }, { $set: { version: Long.MIN_VALUE } }, { upsert: true });
+    const text = await settle(
+      docs.updateIfCurrent('b', String(2n ** 63n), { $set: { balance: 0 } }),
+    );
     expect(text).toBeInstanceOf(VersionConflictError);
     const created = await settle(docs.acquire('new', { createIfMissing: { version: 2n ** 64n } }));
     expect(created).toBeInstanceOf(InvalidLockOptionsError);

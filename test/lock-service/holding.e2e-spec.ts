@@ -197,16 +197,41 @@ describe('LockService holding', () => {
 
   it('a re-entered call sees the loss of the outer lock: signal, lost, and release rejects', async () => {
     const locks = await kit.service();
+    let nested: Promise<string> | undefined;
+    let reason: unknown;
     await expect(
-      locks.withLock(['gone-a', 'gone-b'], () =>
-        locks.withLock('gone-b', async (inner) => {
+      locks.withLock(['gone-a', 'gone-b'], () => {
+        nested = locks.withLock('gone-b', async (inner) => {
           await locks.releaseAllHeld();
           expect(inner.lost).toBe(true);
-          expect(inner.signal.reason).toBeInstanceOf(LockLostError);
-          await expect(inner.release()).rejects.toBeInstanceOf(LockLostError);
-        }),
-      ),
+          reason = inner.signal.reason;
+          expect(reason).toBeInstanceOf(LockLostError);
+          await expect(inner.release()).rejects.toBe(reason);
+          return 'finished';
+        });
+        return nested;
+      }),
     ).rejects.toBeInstanceOf(LockLostError);
+    // Its work went on past the loss: the nested call says so too.
+    await expect(nested).rejects.toBe(reason);
+  });
+
+  it("a re-entered call's signal checks the lease at every look, as its enclosing one's does", async () => {
+    const locks = await kit.service();
+    let abortedAtFirstLook: boolean | undefined;
+    const outcome = locks.withLock(
+      'paused',
+      () =>
+        locks.withLock('paused', (inner) => {
+          // The event loop blocked past the lease: no timer has run, yet a look sees the loss.
+          const until = Date.now() + 1_500;
+          while (Date.now() < until);
+          abortedAtFirstLook = inner.signal.aborted;
+        }),
+      { ttlMs: 1_000, renew: false },
+    );
+    await expect(outcome).rejects.toBeInstanceOf(LockLostError);
+    expect(abortedAtFirstLook).toBe(true);
   });
 
   it('a call re-entering a lock taken away by an operator fails, and does not take it anew', async () => {

@@ -78,9 +78,8 @@ export function toVersionValue(version: DocumentVersion, value: unknown): unknow
       if (isLong(value)) return value;
       if (typeof value === 'string' && /^-?\d{1,19}$/.test(value)) {
         const number = Number(value);
-        if (Number.isSafeInteger(number)) return canonical(number);
-        // Past 64 bits: text, which no version equals.
-        return fitsLong(BigInt(value)) ? canonical(Long.fromBigInt(BigInt(value))) : value;
+        // Past 64 bits, the Long wraps: `canonical` then keeps the text, which no version equals.
+        return canonical(Number.isSafeInteger(number) ? number : Long.fromBigInt(BigInt(value)));
       }
       return undefined;
     case 'decimal128':
