@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { LockService, OnlyLeader } from '../../lib';
+import { LockNotAcquiredError, LockService, OnlyLeader } from '../../lib';
 import { LEADER_KEY_PREFIX } from '../../lib/leadership/leader-key';
 import { LockTestingStore, MongoLockTestingModule } from '../../lib/testing';
 import { Test } from '@nestjs/testing';
@@ -47,6 +47,10 @@ describe('leadership under MongoLockTestingModule', () => {
     // Shares the module's place in line: resolves with the term the module's campaign wins.
     const term = await moduleRef.get(LockService).leadership('projector').campaign();
     await expect(moduleRef.get(Projector).tick()).resolves.toBe(term.fence);
+    // Another instance is made to lead before init(): now the module's campaign is in line.
+    await expect(
+      moduleRef.get(LockTestingStore).holdAs(`${LEADER_KEY_PREFIX}projector`, 'other-instance'),
+    ).rejects.toBeInstanceOf(LockNotAcquiredError);
     await moduleRef.close();
   });
 });
