@@ -1,6 +1,7 @@
 import { MongoError } from 'mongodb';
 import type { ClientSession, MongoClient } from 'mongodb';
 import { LockLostError } from './errors/lock-lost.error';
+import { LockStoreUnavailableError } from './errors/lock-store-unavailable.error';
 import { MongoLockError } from './errors/mongo-lock.error';
 import { TransactionOutcomeUnknownError } from './errors/transaction-outcome-unknown.error';
 import type { HeldKey } from './lease-keeper';
@@ -11,6 +12,8 @@ import type { LockConnection } from './store/lock-store';
 /** Where a locked transaction runs (the client) and checks its locks (the lock collection). */
 export interface TransactionLocks {
   readonly client: MongoClient;
+  /** `operationTimeoutMs`: how long the check, and the commit after it, may go unanswered. */
+  readonly answerWithinMs: number;
   /** Inside `session`'s transaction: the entry `held` came from still holds, proven by a write. */
   confirmHeldIn(held: HeldKey, session: ClientSession): Promise<boolean>;
   /** Aborts `session`'s transaction if a failure left it open on the server; else a no-op. */
@@ -68,10 +71,21 @@ export async function runInTransaction<T>(
   const resumeRenewal = handle.pauseRenewal();
   const session = store.client.startSession();
   handle.session = session;
+  const named = handle.keys.map((key) => JSON.stringify(key)).join(', ');
+  // The library's own steps after the work (the check, the commit) are bounded like any lock
+  // command: a MongoDB that does not answer them fails the call, rather than hold it forever.
+  const ending = new EndingBound();
   try {
     let result!: T;
     let endedByWork: { cause?: unknown } | undefined;
-    await session.withTransaction(async () => {
+    const transaction = session.withTransaction(async () => {
+      // Given up on (the call rejected, its lock released): not run again after a transient error.
+      ending.throwIfGaveUp();
+      // The work's own time is not bounded (a rerun's neither).
+      ending.disarm();
+      // A rerun (after a transient error) of work whose lock is gone would run unprotected: the
+      // loss is the call's error (not transient: the driver aborts and gives it back).
+      if (handle.signal.aborted) throw handle.signal.reason;
       const started = transactionOf(session);
       const endedItself = () => transactionOf(session) !== started || !session.inTransaction();
       try {
@@ -90,6 +104,14 @@ export async function runInTransaction<T>(
         endedByWork ??= {};
         return;
       }
+      ending.arm(
+        store.answerWithinMs,
+        () =>
+          new LockStoreUnavailableError(
+            `MongoDB did not answer the check of ${named} before the commit within ` +
+              `${store.answerWithinMs} ms; nothing was committed`,
+          ),
+      );
       for (const held of handle.heldKeys) {
         if (!(await store.confirmHeldIn(held, session))) {
           throw new LockLostError(
@@ -100,7 +122,19 @@ export async function runInTransaction<T>(
       }
       // The local deadline runs ahead of the server's: past it, do not commit either.
       if (handle.signal.aborted) throw handle.signal.reason;
+      // Given up on meanwhile (the call rejected, its lock released): never committed now.
+      ending.throwIfGaveUp();
+      ending.arm(
+        store.answerWithinMs + (options.maxCommitTimeMS ?? 0),
+        () =>
+          new TransactionOutcomeUnknownError(
+            `The transaction under ${named} may or may not have committed: MongoDB did not ` +
+              `answer its commit within ${store.answerWithinMs + (options.maxCommitTimeMS ?? 0)} ms`,
+          ),
+      );
     }, options);
+    transaction.catch(() => undefined);
+    await Promise.race([transaction, ending.gaveUp]);
     if (endedByWork) throw new MongoLockError(endedByWorkMessage(handle.keys), endedByWork);
     onCommitted();
     return result;
@@ -118,8 +152,41 @@ export async function runInTransaction<T>(
     }
     throw error;
   } finally {
+    ending.disarm();
     resumeRenewal();
     handle.session = undefined;
-    await session.endSession().catch(() => undefined);
+    // Given up on, the driver may still wait for MongoDB to end it: not the caller.
+    const endingSession = session.endSession().catch(() => undefined);
+    if (!ending.expired) await endingSession;
+  }
+}
+
+/** A timer over the steps after the work; once it fires, `gaveUp` rejects with its error. */
+class EndingBound {
+  expired = false;
+  readonly gaveUp: Promise<never>;
+  private timer: NodeJS.Timeout | undefined;
+  private giveUp!: (error: Error) => void;
+
+  constructor() {
+    this.gaveUp = new Promise<never>((_, reject) => (this.giveUp = reject));
+    this.gaveUp.catch(() => undefined);
+  }
+
+  arm(ms: number, error: () => Error): void {
+    this.disarm();
+    this.timer = setTimeout(() => {
+      this.expired = true;
+      this.giveUp(error());
+    }, ms);
+  }
+
+  disarm(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  throwIfGaveUp(): void {
+    if (this.expired) throw new MongoLockError('The locked transaction was given up on');
   }
 }

@@ -119,6 +119,7 @@ export class ServiceRuntime {
     }
     return {
       client: store.client,
+      answerWithinMs: this.deps.options.operationTimeoutMs,
       confirmHeldIn: ({ key, owner, fence }, session) =>
         keyLocks.store.confirmHeldIn(key, { t: owner, fence: entryFenceOf(fence) }, session),
       endTransactionOf: (session) => store.endTransactionOf(session),
