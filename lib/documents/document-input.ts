@@ -1,4 +1,4 @@
-import { Decimal128, Int32, ObjectId } from 'mongodb';
+import { Decimal128, ObjectId } from 'mongodb';
 import type { Document } from 'mongodb';
 import { InvalidLockKeyError } from '../errors/invalid-lock-key.error';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
@@ -6,7 +6,7 @@ import { LONE_SURROGATE } from '../keys/lock-key';
 import type { AttemptTarget } from '../store/line/line-commands';
 import type { DocumentVersion } from '../store/documents/document-version';
 import { toVersionValue } from '../store/documents/document-version';
-import { fitsLong, isLong } from '../store/bson-values';
+import { fitsLong, isBson, isLong } from '../store/bson-values';
 import { refuseUnknownOptions } from '../option-checks';
 import { isPlainObject } from '../util/value-kinds';
 import type { DocumentLockOptions, DocumentLocksOptions } from './document-locks-options.interface';
@@ -135,7 +135,7 @@ export function resolveDocumentId(
     }
     return value;
   }
-  if (idType === 'objectId' && !(id instanceof ObjectId)) badId(id, 'is not an ObjectId');
+  if (idType === 'objectId' && !isBson(id, 'ObjectId')) badId(id, 'is not an ObjectId');
   if (idType === 'number' && typeof id !== 'number') badId(id, 'is not a number');
   if (idType === 'string' && typeof id !== 'string') badId(id, 'is not a string');
   if (typeof id === 'string') {
@@ -312,9 +312,9 @@ function checkCreatedVersion(
         (typeof value === 'number' && isInt32(value)) ||
         (typeof value === 'bigint' && fitsLong(value)) ||
         isLong(value) ||
-        value instanceof Int32
+        isBson(value, 'Int32')
       : version.type === 'decimal128'
-        ? value instanceof Decimal128
+        ? isBson(value, 'Decimal128')
         : value instanceof Date && !Number.isNaN(value.getTime());
   if (!typed) {
     const accepted = {
@@ -345,7 +345,10 @@ function shownValue(value: unknown): string {
 }
 
 function sameId(a: unknown, b: unknown): boolean {
-  return a === b || (a instanceof ObjectId && b instanceof ObjectId && a.equals(b));
+  return (
+    a === b ||
+    (isBson(a, 'ObjectId') && isBson(b, 'ObjectId') && a.toHexString() === b.toHexString())
+  );
 }
 
 function initialVersion(version: DocumentVersion | undefined): Document {

@@ -1,8 +1,8 @@
-import { BSON, Double, Int32, Long } from 'mongodb';
+import { BSON, Decimal128, Double, Long } from 'mongodb';
 import type { Document, Filter } from 'mongodb';
 import { DocumentNotFoundError } from '../../errors/document-not-found.error';
 import { isPlainObject } from '../../util/value-kinds';
-import { isLong } from '../bson-values';
+import { fitsLong, isBson, isLong } from '../bson-values';
 import { isDuplicateKeyError } from '../mongo-error-codes';
 
 /** An `_id` as a lock key: canonical Extended JSON, so ids of different types never share one. */
@@ -15,10 +15,15 @@ export function keyOfDocumentId(id: unknown): string {
  * (a Long to the bson library) is no number: keyed as itself.
  */
 function canonicalId(id: unknown): unknown {
-  if (typeof id === 'number' || id instanceof Int32 || id instanceof Double) {
-    return canonicalNumber(id.valueOf());
-  }
+  // By BSON type, not class: an Int32 or Double of another bson copy is the same number.
+  if (typeof id === 'number') return canonicalNumber(id);
+  if (isBson(id, 'Int32') || isBson(id, 'Double')) return canonicalNumber(Number(id.valueOf()));
   if (isLong(id)) return Number.isSafeInteger(id.toNumber()) ? id.toNumber() : id;
+  // An int64 as a client with `useBigInt64` reads it (a change event's `documentKey`, say).
+  if (typeof id === 'bigint' && fitsLong(id)) {
+    return Number.isSafeInteger(Number(id)) ? Number(id) : Long.fromBigInt(id);
+  }
+  if (isBson(id, 'Decimal128')) return canonicalDecimal(id.toString()) ?? id;
   if (!isPlainObject(id)) return id;
   return Object.fromEntries(Object.entries(id).map(([name, value]) => [name, canonicalId(value)]));
 }
@@ -32,6 +37,34 @@ function canonicalNumber(value: number): number | Long | Double {
   if (Number.isSafeInteger(value) || !Number.isInteger(value)) return value;
   const fitsLong = value >= -(2 ** 63) && value < 2 ** 63;
   return fitsLong ? Long.fromBigInt(BigInt(value)) : new Double(value);
+}
+
+/**
+ * A decimal's value in one form: MongoDB compares decimals by value (`1.50` is `1.5`, `1E+3` is
+ * `1000`, `-0` is `0`), and a change event carries the stored form. NaN and the infinities stay
+ * as they are. (The form is also the `_id` a `createIfMissing` inserts.)
+ */
+function canonicalDecimal(text: string): Decimal128 | undefined {
+  const match = /^(-?)(\d+)(?:\.(\d+))?(?:E([+-]\d+))?$/.exec(text);
+  if (!match) return undefined;
+  const [, sign, whole, fraction = '', exponent = '0'] = match;
+  let digits = (whole + fraction).replace(/^0+/, '');
+  if (digits === '') return Decimal128.fromString('0');
+  // As near exponent 0 as 34 digits allow: `1E+3` and `1000` key as `1000`, `1.50` as `1.5`.
+  let power = Number(exponent) - fraction.length;
+  while (power < 0 && digits.endsWith('0')) {
+    digits = digits.slice(0, -1);
+    power += 1;
+  }
+  while (power > 0 && digits.length < 34) {
+    digits += '0';
+    power -= 1;
+  }
+  try {
+    return Decimal128.fromString(`${sign}${digits}E${power >= 0 ? '+' : ''}${power}`);
+  } catch {
+    return undefined;
+  }
 }
 
 /** The `_id` a key stands for: the inverse of {@link keyOfDocumentId}. */

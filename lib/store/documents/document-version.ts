@@ -1,5 +1,5 @@
 import { Decimal128, Long } from 'mongodb';
-import { fitsLong, isLong } from '../bson-values';
+import { fitsLong, isBson, isLong } from '../bson-values';
 import type { Document } from 'mongodb';
 
 export type DocumentVersionType = 'int' | 'date' | 'decimal128';
@@ -83,7 +83,7 @@ export function toVersionValue(version: DocumentVersion, value: unknown): unknow
       }
       return undefined;
     case 'decimal128':
-      if (value instanceof Decimal128) return value;
+      if (isBson(value, 'Decimal128')) return value;
       if (typeof value === 'number' && Number.isFinite(value)) {
         return Decimal128.fromString(String(value));
       }
@@ -116,7 +116,7 @@ function decimalOf(text: string): Decimal128 | undefined {
 /** The version as a strong ETag value: `17`, a decimal's digits, a date's epoch milliseconds. */
 export function versionTag(value: unknown): string | undefined {
   if (typeof value === 'number' || typeof value === 'bigint') return String(value);
-  if (isLong(value) || value instanceof Decimal128) return value.toString();
+  if (isLong(value) || isBson(value, 'Decimal128')) return value.toString();
   if (value instanceof Date) return String(value.getTime());
   return undefined;
 }
