@@ -13,6 +13,7 @@ import {
 } from './line-document';
 import {
   EXPIRE_PIPELINE,
+  LEAVE_MANY_PIPELINE,
   LEAVE_PIPELINE,
   LINE_CAPACITY,
   LINE_REPLY,
@@ -255,6 +256,37 @@ export async function leaveLine(
   // A retried write's reply has no time of its own (see `timeOf`): a later one would count
   // entries live at the write as dead and name false holders. The change stream tells them.
   return decodeLeave(before, token, now, before.now instanceof Date);
+}
+
+/**
+ * Several entries of ours leave `key`'s line in one write (a `releaseAllHeld` of many shared
+ * holders): each token's result, as {@link leaveLine} would give it. Idempotent by token.
+ */
+export async function leaveLineMany(
+  collection: LineCollection,
+  key: string,
+  tokens: readonly string[],
+): Promise<Map<string, LeaveResult>> {
+  const before = (await collection.findOneAndUpdate(
+    { _id: key, 'line.t': { $in: tokens } },
+    LEAVE_MANY_PIPELINE,
+    {
+      returnDocument: 'before',
+      projection: LINE_REPLY,
+      let: { t: literal(tokens[0]), ts: { $literal: tokens } },
+    },
+  )) as LineReply | null;
+  if (!before) return new Map(tokens.map((token) => [token, { left: false, holders: [] }]));
+  const now = await timeOf(collection, key, before);
+  const writeTime = before.now instanceof Date;
+  const leaving = new Set(tokens);
+  const after = { ...before, line: before.line?.filter((entry) => !leaving.has(entry.t)) };
+  const holders = writeTime
+    ? holdersOf(after, now).map((entry) => ({ ...holdingEntry(entry), h: entry.h }))
+    : [];
+  return new Map(
+    tokens.map((token) => [token, { left: placeOf(before, token, now) !== undefined, holders }]),
+  );
 }
 
 /** A leave's result from the document before it; holders only when `now` is the write's time. */

@@ -181,6 +181,24 @@ export const LEAVE_PIPELINE: Document[] = [
   { $set: { lead: LEAD } },
 ];
 
+/**
+ * {@link LEAVE_PIPELINE} for several entries of one key at once (`$$ts`, their tokens; `$$t`, the
+ * first, names the leave in `lead`): one write however many holders of ours leave together.
+ */
+export const LEAVE_MANY_PIPELINE: Document[] = [
+  {
+    $set: {
+      line: {
+        $filter: {
+          input: '$line',
+          cond: { $and: [{ $gt: ['$$this.e', NOW] }, { $not: [{ $in: ['$$this.t', '$$ts'] }] }] },
+        },
+      },
+    },
+  },
+  { $set: { lead: LEAD } },
+];
+
 function renewPipeline(end: unknown, more: Document = {}): Document[] {
   const renewed = { $mergeObjects: ['$$this', { e: end }] };
   const line = {

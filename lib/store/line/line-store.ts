@@ -10,7 +10,14 @@ import type {
   LineCollection,
   RenewResult,
 } from './line-commands';
-import { confirmInLine, joinLine, leaveLine, readPlace, renewInLine } from './line-commands';
+import {
+  confirmInLine,
+  joinLine,
+  leaveLine,
+  leaveLineMany,
+  readPlace,
+  renewInLine,
+} from './line-commands';
 import type { LockEvent, LockHolderState, LockState } from '../../interfaces/lock-state.interface';
 import type { ListLocksQuery } from '../list-locks';
 import {
@@ -25,6 +32,15 @@ import type { LineChange, LineWatch } from './line-events';
 import { watchLines } from './line-events';
 import { JoinsInFlight } from './joins-in-flight';
 import type { ScopeHoldersRemoved } from './line-admin';
+
+/** Captured at load: a test's fake timers must not hold our leaves back. */
+const nextTick = process.nextTick.bind(process);
+
+/** The leaves of one key asked for in one turn, each token with its callers. */
+type LeaveBatch = Map<
+  string,
+  { resolve(result: LeaveResult): void; reject(error: unknown): void }[]
+>;
 
 export interface LineStoreSettings {
   /** Ms the caller waits for one command before giving up on it. */
@@ -84,6 +100,8 @@ export interface KeyLineStorage extends LineStorage {
  */
 export class LineStore implements KeyLineStorage {
   private readonly joins: JoinsInFlight;
+  /** Per key, the leaves asked for this turn, sent together at its end (`leave`). */
+  private readonly leavesThisTurn = new Map<string, LeaveBatch>();
 
   constructor(
     readonly collection: LineCollection,
@@ -120,8 +138,44 @@ export class LineStore implements KeyLineStorage {
     return this.serverMonitor?.lastFailure;
   }
 
+  /**
+   * The leaves of one key asked for in the same turn (`releaseAllHeld`, shutdown, a
+   * `releaseScope` here: every shared holder of ours at once) go as one write: one command, one
+   * change event, rather than one each rewriting a line of up to 1,000 entries.
+   */
   leave(key: string, token: string): Promise<LeaveResult> {
-    return this.send('release', () => leaveLine(this.collection, key, token));
+    let batch = this.leavesThisTurn.get(key);
+    if (!batch) {
+      const created: LeaveBatch = new Map();
+      this.leavesThisTurn.set(key, created);
+      nextTick(() => this.sendLeaves(key, created));
+      batch = created;
+    }
+    const callers = batch.get(token) ?? [];
+    batch.set(token, callers);
+    return new Promise((resolve, reject) => callers.push({ resolve, reject }));
+  }
+
+  private sendLeaves(key: string, batch: LeaveBatch): void {
+    if (this.leavesThisTurn.get(key) === batch) this.leavesThisTurn.delete(key);
+    const tokens = [...batch.keys()];
+    const sent =
+      tokens.length === 1
+        ? this.send('release', async () => {
+            const result = await leaveLine(this.collection, key, tokens[0]);
+            return new Map([[tokens[0], result]]);
+          })
+        : this.send('release', () => leaveLineMany(this.collection, key, tokens));
+    sent.then(
+      (results) => {
+        for (const [token, callers] of batch) {
+          for (const caller of callers) caller.resolve(results.get(token) as LeaveResult);
+        }
+      },
+      (error: unknown) => {
+        for (const callers of batch.values()) for (const caller of callers) caller.reject(error);
+      },
+    );
   }
 
   renew(key: string, token: string, ttlMs: number, exactly = false): Promise<RenewResult> {
