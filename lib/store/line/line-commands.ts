@@ -13,7 +13,6 @@ import {
 } from './line-document';
 import {
   EXPIRE_PIPELINE,
-  LEAVE_MANY_PIPELINE,
   LEAVE_PIPELINE,
   LINE_CAPACITY,
   LINE_REPLY,
@@ -246,47 +245,33 @@ export async function leaveLine(
   key: string,
   token: string,
 ): Promise<LeaveResult> {
-  const before = (await collection.findOneAndUpdate({ _id: key, 'line.t': token }, LEAVE_PIPELINE, {
-    returnDocument: 'before',
-    projection: LINE_REPLY,
-    let: { t: literal(token) },
-  })) as LineReply | null;
-  if (!before) return { left: false, holders: [] };
-  const now = await timeOf(collection, key, before);
-  // A retried write's reply has no time of its own (see `timeOf`): a later one would count
-  // entries live at the write as dead and name false holders. The change stream tells them.
-  return decodeLeave(before, token, now, before.now instanceof Date);
+  return (await leaveLineTogether(collection, key, [token]))[0];
 }
 
 /**
- * Several entries of ours leave `key`'s line in one write (a `releaseAllHeld` of many shared
- * holders): each token's result, as {@link leaveLine} would give it. Idempotent by token.
+ * Entries of ours leave `key`'s line in one write (leaves asked for together, such as a
+ * `releaseAllHeld` of many shared holders), each given the result it would have alone.
  */
-export async function leaveLineMany(
+export async function leaveLineTogether(
   collection: LineCollection,
   key: string,
   tokens: readonly string[],
-): Promise<Map<string, LeaveResult>> {
+): Promise<LeaveResult[]> {
   const before = (await collection.findOneAndUpdate(
     { _id: key, 'line.t': { $in: tokens } },
-    LEAVE_MANY_PIPELINE,
+    LEAVE_PIPELINE,
     {
       returnDocument: 'before',
       projection: LINE_REPLY,
       let: { t: literal(tokens[0]), ts: { $literal: tokens } },
     },
   )) as LineReply | null;
-  if (!before) return new Map(tokens.map((token) => [token, { left: false, holders: [] }]));
+  if (!before) return tokens.map(() => ({ left: false, holders: [] }));
   const now = await timeOf(collection, key, before);
-  const writeTime = before.now instanceof Date;
-  const leaving = new Set(tokens);
-  const after = { ...before, line: before.line?.filter((entry) => !leaving.has(entry.t)) };
-  const holders = writeTime
-    ? holdersOf(after, now).map((entry) => ({ ...holdingEntry(entry), h: entry.h }))
-    : [];
-  return new Map(
-    tokens.map((token) => [token, { left: placeOf(before, token, now) !== undefined, holders }]),
-  );
+  // A retried write's reply has no time of its own (see `timeOf`): a later one would count
+  // entries live at the write as dead and name false holders. The change stream tells them.
+  const holders = before.now instanceof Date ? holdersAfter(before, tokens, now) : [];
+  return tokens.map((token) => ({ left: placeOf(before, token, now) !== undefined, holders }));
 }
 
 /** A leave's result from the document before it; holders only when `now` is the write's time. */
@@ -297,12 +282,14 @@ export function decodeLeave(
   writeTime: boolean,
 ): LeaveResult {
   const left = placeOf(before, token, now) !== undefined;
-  if (!writeTime) return { left, holders: [] };
-  const after = { ...before, line: before.line?.filter((entry) => entry.t !== token) };
-  return {
-    left,
-    holders: holdersOf(after, now).map((entry) => ({ ...holdingEntry(entry), h: entry.h })),
-  };
+  return { left, holders: writeTime ? holdersAfter(before, [token], now) : [] };
+}
+
+/** The holders once the entries `tokens` have left. */
+function holdersAfter(before: LineDocument, tokens: readonly string[], now: Date) {
+  const leaving = new Set(tokens);
+  const after = { ...before, line: before.line?.filter((entry) => !leaving.has(entry.t)) };
+  return holdersOf(after, now).map((entry) => ({ ...holdingEntry(entry), h: entry.h }));
 }
 
 export type RenewResult = { renewed: false } | ({ renewed: true } & LinePlace);

@@ -164,28 +164,11 @@ const LEAD = {
 };
 
 /**
- * Drops entry `$$t` and every dead one; the new leader holds with no further write. `gcAt`
- * stays: already past every lease plus the retention, it keeps an emptied document's fence.
+ * Drops the entries `$$ts` (ours, leaving together; `$$t`, the first, names the leave in `lead`)
+ * and every dead one; the new leader holds with no further write. `gcAt` stays: already past
+ * every lease plus the retention, it keeps an emptied document's fence.
  */
 export const LEAVE_PIPELINE: Document[] = [
-  {
-    $set: {
-      line: {
-        $filter: {
-          input: '$line',
-          cond: { $and: [{ $gt: ['$$this.e', NOW] }, { $ne: ['$$this.t', '$$t'] }] },
-        },
-      },
-    },
-  },
-  { $set: { lead: LEAD } },
-];
-
-/**
- * {@link LEAVE_PIPELINE} for several entries of one key at once (`$$ts`, their tokens; `$$t`, the
- * first, names the leave in `lead`): one write however many holders of ours leave together.
- */
-export const LEAVE_MANY_PIPELINE: Document[] = [
   {
     $set: {
       line: {

@@ -13,8 +13,7 @@ import type {
 import {
   confirmInLine,
   joinLine,
-  leaveLine,
-  leaveLineMany,
+  leaveLineTogether,
   readPlace,
   renewInLine,
 } from './line-commands';
@@ -36,11 +35,11 @@ import type { ScopeHoldersRemoved } from './line-admin';
 /** Captured at load: a test's fake timers must not hold our leaves back. */
 const nextTick = process.nextTick.bind(process);
 
-/** The leaves of one key asked for in one turn, each token with its callers. */
-type LeaveBatch = Map<
-  string,
-  { resolve(result: LeaveResult): void; reject(error: unknown): void }[]
->;
+/** The leaves of one key asked for in one turn, and their write's results, by place. */
+interface LeaveBatch {
+  tokens: string[];
+  sent: Promise<LeaveResult[]>;
+}
 
 export interface LineStoreSettings {
   /** Ms the caller waits for one command before giving up on it. */
@@ -146,36 +145,16 @@ export class LineStore implements KeyLineStorage {
   leave(key: string, token: string): Promise<LeaveResult> {
     let batch = this.leavesThisTurn.get(key);
     if (!batch) {
-      const created: LeaveBatch = new Map();
-      this.leavesThisTurn.set(key, created);
-      nextTick(() => this.sendLeaves(key, created));
-      batch = created;
+      const tokens: string[] = [];
+      const sent = new Promise<void>((resolve) => nextTick(resolve)).then(() => {
+        this.leavesThisTurn.delete(key);
+        return this.send('release', () => leaveLineTogether(this.collection, key, tokens));
+      });
+      batch = { tokens, sent };
+      this.leavesThisTurn.set(key, batch);
     }
-    const callers = batch.get(token) ?? [];
-    batch.set(token, callers);
-    return new Promise((resolve, reject) => callers.push({ resolve, reject }));
-  }
-
-  private sendLeaves(key: string, batch: LeaveBatch): void {
-    if (this.leavesThisTurn.get(key) === batch) this.leavesThisTurn.delete(key);
-    const tokens = [...batch.keys()];
-    const sent =
-      tokens.length === 1
-        ? this.send('release', async () => {
-            const result = await leaveLine(this.collection, key, tokens[0]);
-            return new Map([[tokens[0], result]]);
-          })
-        : this.send('release', () => leaveLineMany(this.collection, key, tokens));
-    sent.then(
-      (results) => {
-        for (const [token, callers] of batch) {
-          for (const caller of callers) caller.resolve(results.get(token) as LeaveResult);
-        }
-      },
-      (error: unknown) => {
-        for (const callers of batch.values()) for (const caller of callers) caller.reject(error);
-      },
-    );
+    const place = batch.tokens.push(token) - 1;
+    return batch.sent.then((results) => results[place]);
   }
 
   renew(key: string, token: string, ttlMs: number, exactly = false): Promise<RenewResult> {
