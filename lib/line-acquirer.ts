@@ -30,10 +30,8 @@ export interface LineAcquirerDeps {
   holderId: string;
   /** Poll backoff, doubling up to `maxMs`, while no change stream carries news; else undefined. */
   polling?: () => { firstMs: number; maxMs: number } | undefined;
-  /**
-   * How long a reply on its way is waited for past the call's deadline (a try's: its start);
-   * default: a try waits for the store's bound, a wait not at all.
-   */
+  /** Ms a reply on its way is waited for past the call's deadline (a try's: its start); by
+   * default a try waits for the store's bound, a wait not at all. */
   lateReplyMs?: number;
 }
 
@@ -117,9 +115,13 @@ export class LineAcquirer {
     let pollMs: number | undefined;
     for (;;) {
       const leaseEnd = localLeaseEnd(sentAt, place.remainingMs, ttlMs);
-      // Read after our lease ended (a late copy's reply, a stall), it proves nothing: rejoin.
-      const live = leaseEnd > performance.now();
-      if (place.holds) return live ? this.hold(attempt, leaseEnd) : undefined;
+      if (place.holds) {
+        if (leaseEnd > performance.now()) return this.hold(attempt, leaseEnd);
+        // Read after our lease ended (a late reply, a stall), it proves nothing: rejoin. By the
+        // server clock the entry may live on (a late join's lease starts as it runs): left.
+        void this.leaves.inBackground(key, entry.token, performance.now() + ttlMs, 'joined');
+        return undefined;
+      }
       // Renew when the first lease ahead ends (to confirm it) or a third of ours has run, as a
       // holder does (by our own remaining lease: a poll's read renews nothing).
       const renewAt =
@@ -189,8 +191,7 @@ export class LineAcquirer {
    */
   async release(hold: LineHold, lease?: HandableLease): Promise<boolean> {
     // Kept only with `lease` known: retried while it may run (an extend() may have lengthened it).
-    const leaveKept = () => this.giveBack(hold, lease);
-    if (this.deps.handover.handOn(hold, lease, leaveKept)) return true;
+    if (this.deps.handover.handOn(hold, lease, () => this.giveBack(hold, lease))) return true;
     const left = await this.leaves.leave(hold.key, hold.token);
     this.deps.handover.left(hold.key);
     this.leaves.ended(hold);

@@ -9,6 +9,9 @@
  *   report `released`. The test may SIGKILL it instead.
  * - `contend`: `iterations` times, withLock(`key`) and inside it read-sleep-write the
  *   counter file `counterFile`; record each grant's fence and section times; report `done`.
+ *
+ * In either mode a `ping` message is answered `pong` (with `streamOpen`): a process whose
+ * event loop no longer turns answers nothing.
  */
 import 'reflect-metadata';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -78,6 +81,9 @@ async function main(): Promise<void> {
     changeStreams: args.changeStreams,
   });
   await locks.start();
+  process.on('message', (message: { type?: string }) => {
+    if (message.type === 'ping') send({ type: 'pong', streamOpen: locks.diagnostics.streamOpen });
+  });
   try {
     if (args.mode === 'hold') await hold(locks);
     else await contend(locks);

@@ -122,6 +122,13 @@ const MIN_ANSWER_WITHIN_MS = 5_000;
 export class StreamStalledError extends Error {}
 
 /**
+ * The server closed the stream's cursor (after `invalidate`: the collection or its database
+ * dropped or renamed). The driver's `tryNext()` then answers null at once, without I/O: read
+ * on, it would never let the event loop turn. Nothing follows an invalidate: reopened afresh.
+ */
+export class StreamInvalidatedError extends Error {}
+
+/**
  * Hands each change of `open`'s stream to `onChange`. On a failure the driver cannot resume, or
  * a read unanswered `answerWithinMs` past its wait (a connection gone silent: the driver would
  * wait for ever; at least 5 s, doubled after each stall up to a minute or `answerWithinMs`,
@@ -192,7 +199,12 @@ export function reopeningStream<Change extends Document>(
       }
       read = true;
       start();
-      if (!change) continue;
+      if (!change) {
+        if (stream.closed) {
+          throw new StreamInvalidatedError('MongoDB closed the change stream (invalidated)');
+        }
+        continue;
+      }
       onChange(change);
       // Before a getMore (or always, without `bufferedCount`), yield so woken callers run first.
       if (!(stream.bufferedCount?.() > 0)) await new Promise((resolve) => setImmediate(resolve));
@@ -207,7 +219,9 @@ export function reopeningStream<Change extends Document>(
         if (closing) return;
         // Resume after its last change, or where it started if it read none.
         resumeAfter = stream?.resumeToken ?? resumeAfter;
-        if (isResumePointLostError(error)) resumeAfter = startAt = undefined;
+        if (isResumePointLostError(error) || error instanceof StreamInvalidatedError) {
+          resumeAfter = startAt = undefined;
+        }
         markOpened();
         onFailure(error);
         // A stalled read is not waited for: the stream reopens on another connection.
