@@ -2,7 +2,7 @@
 // hold): the call rejoins with a new token, but the first entry may still be live on the server
 // (its lease counts from when the join ran, not from when it was sent). Left at once, or the
 // call would wait behind its own entry for a whole lease, and everyone else too.
-import type { CommandStartedEvent, Document } from 'mongodb';
+import type { CommandStartedEvent } from 'mongodb';
 import { LEAVE_PIPELINE } from '../../lib/store/line/line-pipelines';
 import { describeWithFailPoints, faultTools } from './adversarial/kit';
 import { LockTestKit } from './lock-test-kit';
@@ -18,7 +18,7 @@ describeWithFailPoints('a join answered after its local lease end', () => {
     const client = await appClient(appName, { monitorCommands: true });
     const tokens: { join: string[]; leave: string[] } = { join: [], leave: [] };
     client.on('commandStarted', (event: CommandStartedEvent) => {
-      const command = event.command as Document;
+      const command = event.command;
       if (
         event.commandName !== 'findAndModify' ||
         command.findAndModify !== `${kit.collectionName}_line`
