@@ -8,6 +8,9 @@ import type { HeldKey } from './lease-keeper';
 import type { MongoLockHandle } from './lock-handle';
 import { lostMessage } from './lock.messages';
 import type { LockConnection } from './store/lock-store';
+import { StepDeadline } from './util/timers';
+
+const givenUp = () => new MongoLockError('The locked transaction was given up on');
 
 /** Where a locked transaction runs (the client) and checks its locks (the lock collection). */
 export interface TransactionLocks {
@@ -74,13 +77,13 @@ export async function runInTransaction<T>(
   const named = handle.keys.map((key) => JSON.stringify(key)).join(', ');
   // The library's own steps after the work (the check, the commit) are bounded like any lock
   // command: a MongoDB that does not answer them fails the call, rather than hold it forever.
-  const ending = new EndingBound();
+  const ending = new StepDeadline();
   try {
     let result!: T;
     let endedByWork: { cause?: unknown } | undefined;
     const transaction = session.withTransaction(async () => {
       // Given up on (the call rejected, its lock released): not run again after a transient error.
-      ending.throwIfGaveUp();
+      if (ending.expired) throw givenUp();
       // The work's own time is not bounded (a rerun's neither).
       ending.disarm();
       // A rerun (after a transient error) of work whose lock is gone would run unprotected: the
@@ -123,7 +126,7 @@ export async function runInTransaction<T>(
       // The local deadline runs ahead of the server's: past it, do not commit either.
       if (handle.signal.aborted) throw handle.signal.reason;
       // Given up on meanwhile (the call rejected, its lock released): never committed now.
-      ending.throwIfGaveUp();
+      if (ending.expired) throw givenUp();
       ending.arm(
         store.answerWithinMs + (options.maxCommitTimeMS ?? 0),
         () =>
@@ -134,7 +137,7 @@ export async function runInTransaction<T>(
       );
     }, options);
     transaction.catch(() => undefined);
-    await Promise.race([transaction, ending.gaveUp]);
+    await Promise.race([transaction, ending.passed]);
     if (endedByWork) throw new MongoLockError(endedByWorkMessage(handle.keys), endedByWork);
     onCommitted();
     return result;
@@ -158,35 +161,5 @@ export async function runInTransaction<T>(
     // Given up on, the driver may still wait for MongoDB to end it: not the caller.
     const endingSession = session.endSession().catch(() => undefined);
     if (!ending.expired) await endingSession;
-  }
-}
-
-/** A timer over the steps after the work; once it fires, `gaveUp` rejects with its error. */
-class EndingBound {
-  expired = false;
-  readonly gaveUp: Promise<never>;
-  private timer: NodeJS.Timeout | undefined;
-  private giveUp!: (error: Error) => void;
-
-  constructor() {
-    this.gaveUp = new Promise<never>((_, reject) => (this.giveUp = reject));
-    this.gaveUp.catch(() => undefined);
-  }
-
-  arm(ms: number, error: () => Error): void {
-    this.disarm();
-    this.timer = setTimeout(() => {
-      this.expired = true;
-      this.giveUp(error());
-    }, ms);
-  }
-
-  disarm(): void {
-    clearTimeout(this.timer);
-    this.timer = undefined;
-  }
-
-  throwIfGaveUp(): void {
-    if (this.expired) throw new MongoLockError('The locked transaction was given up on');
   }
 }

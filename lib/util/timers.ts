@@ -1,7 +1,7 @@
 // The timers module's own functions: a test's fake timers replace the globals and must not hold
 // back the library's commands. Waits and lease deadlines (`wakeUp`, `unrefTimer`) also follow
 // the global timers: a test that advances fake time past a lease or a `timeoutMs` sees it end.
-import { setTimeout } from 'node:timers';
+import { clearTimeout, setTimeout } from 'node:timers';
 
 /** Largest delay `setTimeout` accepts (2^31 - 1 ms, about 24.8 days): longer ones fire at once. */
 export const MAX_TIMER_MS = 2_147_483_647;
@@ -99,4 +99,34 @@ export async function settledBy<T>(
   if (woke === 'timer') throw late();
   if (woke === 'aborted') throw signal?.reason;
   return task;
+}
+
+/**
+ * A deadline armed around steps of a task, and disarmed between them: once one passes, `passed`
+ * rejects with the error its arming named, and `expired` is true. On real time, as a command's.
+ */
+export class StepDeadline {
+  expired = false;
+  readonly passed: Promise<never>;
+  private timer: NodeJS.Timeout | undefined;
+  private fail!: (error: Error) => void;
+
+  constructor() {
+    this.passed = new Promise<never>((_, reject) => (this.fail = reject));
+    this.passed.catch(() => undefined);
+  }
+
+  arm(ms: number, error: () => Error): void {
+    this.disarm();
+    const fire = () => {
+      this.expired = true;
+      this.fail(error());
+    };
+    this.timer = setTimeout(fire, Math.min(Math.max(0, ms), MAX_TIMER_MS));
+  }
+
+  disarm(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+  }
 }
