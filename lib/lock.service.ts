@@ -32,7 +32,7 @@ import { DocumentLocks } from './documents/document-locks';
 import { resolveDocumentLocksOptions } from './documents/document-input';
 import type { DocumentLocksOptions } from './documents/document-locks-options.interface';
 import type { Document } from 'mongodb';
-import { enclosingHandle, ReenteredLock, runReentered } from './reentry';
+import { enclosingHandle, runReentered } from './reentry';
 import { runThenRelease } from './run-then-release';
 import { forceReleaseKey, releaseScopeEverywhere } from './operator-releases';
 import { ServiceRuntime, type LockDiagnostics, type LockStoreFactory } from './service-runtime';
@@ -217,7 +217,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     const transaction = resolveTransactionOption(options?.transaction);
     const enclosing = enclosingHandle(this, keyList, resolved.mode, transaction !== undefined);
     // The outer call's lock and transaction, seen through this call's keys (their fences).
-    if (enclosing) return runReentered(this, enclosing, new ReenteredLock(enclosing, keyList), fn);
+    if (enclosing) return runReentered(this, enclosing, keyList, fn);
     if (transaction) await requireTransactions(await this.runtime.ensureStarted());
     const handle = await this.runtime.acquire(keyList, resolved);
     const run = async () => runWithHeldLock(this, handle, () => fn(handle));

@@ -70,16 +70,17 @@ function checkReentrantMode(handle: LockHandle, keys: readonly string[], mode: L
 }
 
 /**
- * Runs a re-entered call's `fn` under `enclosing`, handed `view` (made for this call). Rejects
- * with the loss if the lock was lost, or let go by its enclosing call (which did not wait for
- * this one), before `fn` settled: its work was not protected to its end.
+ * Runs a re-entered call's `fn` under `enclosing`, seen through `keys`. Rejects with the loss if
+ * the lock was lost, or let go by its enclosing call (which did not wait for this one), before
+ * `fn` settled: its work was not protected to its end.
  */
-export async function runReentered<H extends ReenteredLock, T>(
+export async function runReentered<T>(
   owner: object,
   enclosing: LockHandle,
-  view: H,
-  fn: (handle: H) => T | PromiseLike<T>,
+  keys: readonly string[],
+  fn: (handle: LockHandle) => T | PromiseLike<T>,
 ): Promise<T> {
+  const view = new ReenteredLock(enclosing, keys);
   try {
     const result = await runWithHeldLock(owner, enclosing, () => fn(view), view);
     if (view.lost) throw view.signal.reason;
@@ -126,7 +127,7 @@ export class ReenteredLock implements LockHandle {
 
   /** `keys`: sorted, every one held by `enclosing`. */
   constructor(
-    protected readonly enclosing: LockHandle,
+    private readonly enclosing: LockHandle,
     readonly keys: readonly string[],
   ) {
     this.fences = new Map(keys.map((key) => [key, fenceOf(enclosing, key)]));

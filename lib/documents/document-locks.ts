@@ -34,8 +34,6 @@ import { runThenRelease } from '../run-then-release';
 import { resolveAttemptTarget, resolveDocumentId, resolveExpectedVersion } from './document-input';
 import type { ResolvedDocumentLocksOptions } from './document-input';
 import { MongoDocumentLockHandle } from './document-lock-handle';
-import { ReenteredDocumentLock } from './reentered-document-lock';
-import { runReentered } from '../reentry';
 import type { DocumentLockHandle, DocumentLockWriter } from './document-lock-handle';
 import type { DocumentLockOptions } from './document-locks-options.interface';
 import { resolveDocumentUpdate } from './document-update-input';
@@ -139,8 +137,7 @@ export class DocumentLocks<T extends Document = Document> {
       if (lostReason) throw lostReason;
       // The enclosing lock was taken under its own conditions: check this call's too.
       if (options?.where !== undefined) await this.requireWhere(key, options);
-      const view = new ReenteredDocumentLock(enclosing as DocumentLockHandle<T>);
-      return await runReentered(this, enclosing, view, fn);
+      return await fn(enclosing as DocumentLockHandle<T>);
     }
     const handle = await this.acquireDocument(id, options, true);
     // After a commit the release resolves at once: the server confirmed it, even past the deadline.
