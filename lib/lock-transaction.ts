@@ -88,7 +88,7 @@ export async function runInTransaction<T>(
       ending.disarm();
       // A rerun (after a transient error) of work whose lock is gone would run unprotected: the
       // loss is the call's error (not transient: the driver aborts and gives it back).
-      if (handle.signal.aborted) throw handle.signal.reason;
+      handle.signal.throwIfAborted();
       const started = transactionOf(session);
       const endedItself = () => transactionOf(session) !== started || !session.inTransaction();
       try {

@@ -96,7 +96,7 @@ const lineEngineMutants: LibraryMutant[] = [
       {
         file: 'store/line/line-pipelines.ts',
         anchor:
-          "          cond: { $and: [{ $gt: ['$$this.e', NOW] }, { $ne: ['$$this.t', '$$t'] }] },",
+          "          cond: { $and: [{ $gt: ['$$this.e', NOW] }, { $not: [{ $in: ['$$this.t', '$$ts'] }] }] },",
         replacement:
           "          cond: { $and: [{ $gt: ['$$this.e', NOW] }, { $ne: ['$$this.t', { $arrayElemAt: [{ $map: { input: { $filter: { input: '$line', as: 'x', cond: { $gt: ['$$x.e', NOW] } } }, as: 'x', in: '$$x.t' } }, 0] }] }] }, // mutant",
       },

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { Long, ObjectId } from 'mongodb';
 import type { ClientSession, Collection, Document } from 'mongodb';
 import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error';
@@ -258,12 +259,15 @@ export async function leaveLineTogether(
   tokens: readonly string[],
 ): Promise<LeaveResult[]> {
   const before = (await collection.findOneAndUpdate(
-    { _id: key, 'line.t': { $in: tokens } },
+    { _id: key, 'line.t': tokens.length === 1 ? tokens[0] : { $in: tokens } },
     LEAVE_PIPELINE,
     {
       returnDocument: 'before',
       projection: LINE_REPLY,
-      let: { t: literal(tokens[0]), ts: { $literal: tokens } },
+      // `$$t` names the write in a shared or semaphore `lead`: a lone leave's own token; a
+      // batch's, a new name, since its first token may have left already (a retry) and its
+      // `lead` be the current one (unchanged, heard by nobody).
+      let: { t: literal(tokens.length === 1 ? tokens[0] : leaveName()), ts: { $literal: tokens } },
     },
   )) as LineReply | null;
   if (!before) return tokens.map(() => ({ left: false, holders: [] }));
@@ -272,6 +276,11 @@ export async function leaveLineTogether(
   // entries live at the write as dead and name false holders. The change stream tells them.
   const holders = before.now instanceof Date ? holdersAfter(before, tokens, now) : [];
   return tokens.map((token) => ({ left: placeOf(before, token, now) !== undefined, holders }));
+}
+
+/** A batch of leaves' name in `lead`: new per write (a driver's retry resends it). */
+function leaveName(): string {
+  return randomBytes(12).toString('base64url');
 }
 
 /** A leave's result from the document before it; holders only when `now` is the write's time. */

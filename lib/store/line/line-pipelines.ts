@@ -164,9 +164,10 @@ const LEAD = {
 };
 
 /**
- * Drops the entries `$$ts` (ours, leaving together; `$$t`, the first, names the leave in `lead`)
- * and every dead one; the new leader holds with no further write. `gcAt` stays: already past
- * every lease plus the retention, it keeps an emptied document's fence.
+ * Drops the entries `$$ts` (ours, leaving together) and every dead one; `$$t` names the leave in
+ * `lead` (a lone leave's token, a new name for several). The new leader holds with no further
+ * write. `gcAt` stays: already past every lease plus the retention, it keeps an emptied
+ * document's fence.
  */
 export const LEAVE_PIPELINE: Document[] = [
   {

@@ -32,11 +32,8 @@ import { watchLines } from './line-events';
 import { JoinsInFlight } from './joins-in-flight';
 import type { ScopeHoldersRemoved } from './line-admin';
 
-/** Captured at load: a test's fake timers must not hold our leaves back. */
-const nextTick = process.nextTick.bind(process);
-
-/** The leaves of one key asked for in one turn, and their write's results, by place. */
-interface LeaveBatch {
+/** The tokens asked to leave a key while a leave of it is on its way, and their write's results. */
+interface NextLeaves {
   tokens: string[];
   sent: Promise<LeaveResult[]>;
 }
@@ -99,8 +96,8 @@ export interface KeyLineStorage extends LineStorage {
  */
 export class LineStore implements KeyLineStorage {
   private readonly joins: JoinsInFlight;
-  /** Per key, the leaves asked for this turn, sent together at its end (`leave`). */
-  private readonly leavesThisTurn = new Map<string, LeaveBatch>();
+  /** Per key with a leave on its way, the leaves asked for meanwhile (`leave`). */
+  private readonly nextLeaves = new Map<string, NextLeaves>();
 
   constructor(
     readonly collection: LineCollection,
@@ -138,23 +135,29 @@ export class LineStore implements KeyLineStorage {
   }
 
   /**
-   * The leaves of one key asked for in the same turn (`releaseAllHeld`, shutdown, a
-   * `releaseScope` here: every shared holder of ours at once) go as one write: one command, one
-   * change event, rather than one each rewriting a line of up to 1,000 entries.
+   * A leave goes at once, unless one of the key's is on its way: then it goes after that one,
+   * together with the others asked for meanwhile, as one write (a `releaseAllHeld` of many
+   * shared holders: two commands, not one each rewriting a line of up to 1,000 entries).
    */
   leave(key: string, token: string): Promise<LeaveResult> {
-    let batch = this.leavesThisTurn.get(key);
-    if (!batch) {
-      const tokens: string[] = [];
-      const sent = new Promise<void>((resolve) => nextTick(resolve)).then(() => {
-        this.leavesThisTurn.delete(key);
-        return this.send('release', () => leaveLineTogether(this.collection, key, tokens));
+    const next = this.nextLeaves.get(key);
+    if (!next) return this.sendLeaves(key, [token]).then((results) => results[0]);
+    const place = next.tokens.push(token) - 1;
+    return next.sent.then((results) => results[place]);
+  }
+
+  private sendLeaves(key: string, tokens: string[]): Promise<LeaveResult[]> {
+    const sent = this.send('release', () => leaveLineTogether(this.collection, key, tokens));
+    const nextTokens: string[] = [];
+    const nextSent = sent
+      .catch(() => undefined)
+      .then(() => {
+        if (nextTokens.length > 0) return this.sendLeaves(key, nextTokens);
+        this.nextLeaves.delete(key);
+        return [];
       });
-      batch = { tokens, sent };
-      this.leavesThisTurn.set(key, batch);
-    }
-    const place = batch.tokens.push(token) - 1;
-    return batch.sent.then((results) => results[place]);
+    this.nextLeaves.set(key, { tokens: nextTokens, sent: nextSent });
+    return sent;
   }
 
   renew(key: string, token: string, ttlMs: number, exactly = false): Promise<RenewResult> {
