@@ -95,11 +95,16 @@ function keysAtAnyDepth(value: unknown): string[] {
   return Object.entries(value).flatMap(([key, inner]) => [key, ...keysAtAnyDepth(inner)]);
 }
 
-/** A usable `_id`: a scalar, a BSON value, or a plain document of those without `$` keys. */
+/**
+ * A usable `_id`: a scalar (a bigint of 64 bits), a BSON value, or a plain document of those
+ * without `$` keys.
+ */
 function isIdValue(value: unknown, depth = 0): boolean {
   if (depth > 20) return false;
   if (typeof value === 'string') return !value.includes('\0') && !LONE_SURROGATE.test(value);
   if (typeof value === 'number') return Number.isFinite(value);
+  // An int64 as a `useBigInt64` client reads it (`lock.doc._id` too); a wider one has no BSON type.
+  if (typeof value === 'bigint') return fitsLong(value);
   if (value instanceof Date) return !Number.isNaN(value.getTime());
   if (typeof value !== 'object' || value === null) return false;
   if (typeof (value as { _bsontype?: unknown })._bsontype === 'string') {
@@ -149,7 +154,10 @@ export function resolveDocumentId(
   // Anything but a plain document or BSON value (a Map, a class instance) would be serialised
   // into a filter we did not mean.
   if (!isIdValue(id)) {
-    badId(id, 'is not a usable _id (a string, number, Date, BSON value or plain document)');
+    badId(
+      id,
+      'is not a usable _id (a string, number, 64-bit bigint, Date, BSON value or plain document)',
+    );
   }
   return id;
 }
