@@ -46,7 +46,7 @@ export function runWithHeldLock<T>(
  * Let go by its holder: released, or its release sent (`releaseUnderWay`, answered or not): the
  * key may be free on the server already, so nothing runs under it any more.
  */
-function letGo(handle: LockHandle): boolean {
+export function letGo(handle: LockHandle): boolean {
   return handle.released || (handle as { releaseUnderWay?: boolean }).releaseUnderWay === true;
 }
 

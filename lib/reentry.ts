@@ -3,7 +3,7 @@ import { ReplaySubject, type Observable } from 'rxjs';
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
 import { LockLostError } from './errors/lock-lost.error';
 import { MongoLockError } from './errors/mongo-lock.error';
-import { heldLocksOf, runWithHeldLock } from './lock-context';
+import { heldLocksOf, letGo, runWithHeldLock } from './lock-context';
 import type { LockHandle, MongoLockHandle } from './lock-handle';
 import { wouldDeadlockMessage } from './lock.messages';
 import type { LockModeRequest } from './store/lock-modes';
@@ -101,14 +101,16 @@ function viewsOf(enclosing: LockHandle): Set<AbortController> {
   runningViews.set(enclosing, all);
   const end = (reason: unknown) => all.forEach((view) => view.abort(reason));
   enclosing.signal.addEventListener('abort', () => end(enclosing.signal.reason), { once: true });
-  const letGo = () =>
-    new LockLostError(
-      `Lock ${JSON.stringify(enclosing.key)} was released by its enclosing call while a call ` +
-        'that re-entered it still ran: that work was not protected to its end',
-      { key: enclosing.key },
-    );
-  void (enclosing as { done?: Promise<void> }).done?.then(() => end(letGo()));
+  void (enclosing as { done?: Promise<void> }).done?.then(() => end(letGoError(enclosing)));
   return all;
+}
+
+function letGoError(enclosing: LockHandle): LockLostError {
+  return new LockLostError(
+    `Lock ${JSON.stringify(enclosing.key)} was released by its enclosing call while a call ` +
+      'that re-entered it still ran: that work was not protected to its end',
+    { key: enclosing.key },
+  );
 }
 
 /**
@@ -124,6 +126,7 @@ export class ReenteredLock implements LockHandle {
   readonly fences: ReadonlyMap<string, bigint>;
   private readonly ending = new AbortController();
   private readonly lostSubject = new ReplaySubject<LockLostError>(1);
+  private closed = false;
 
   /** `keys`: sorted, every one held by `enclosing`. */
   constructor(
@@ -143,12 +146,19 @@ export class ReenteredLock implements LockHandle {
       },
       { once: true },
     );
-    // Each look checks the enclosing lock's local deadline, as a look at its own signal does.
-    checkedAtEveryLook(this.ending.signal, () => void enclosing.signal.aborted);
+    // Each look checks the enclosing lock's local deadline, as a look at its own signal does,
+    // and whether its enclosing call let it go: a release sent may have freed the key already,
+    // before `done` settles (listeners hear of it then).
+    checkedAtEveryLook(this.ending.signal, () => {
+      if (!enclosing.signal.aborted && !this.closed && letGo(enclosing)) {
+        this.ending.abort(letGoError(enclosing));
+      }
+    });
   }
 
   /** The call's work ended: its signal no longer follows the enclosing lock. */
   close(): void {
+    this.closed = true;
     viewsOf(this.enclosing).delete(this.ending);
     this.lostSubject.complete();
   }

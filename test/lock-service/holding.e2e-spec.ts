@@ -195,6 +195,42 @@ describe('LockService holding', () => {
     await theirs!.release();
   });
 
+  it('a re-entered call left running is told at its first look once the enclosing release is sent', async () => {
+    let holdLeave!: () => void;
+    const leaveHeld = new Promise<void>((resolve) => (holdLeave = resolve));
+    let leaveSent!: () => void;
+    const sent = new Promise<void>((resolve) => (leaveSent = resolve));
+    const client = interceptedClient(await kit.client(), async (target, args) => {
+      if (commandOf(args).pipeline === LEAVE_PIPELINE) {
+        leaveSent();
+        // The leave may land at once; its reply is held back.
+        const reply = await target.findOneAndUpdate(...args);
+        await leaveHeld;
+        return reply;
+      }
+      return target.findOneAndUpdate(...args);
+    });
+    const locks = await kit.service({ client, localHandOff: false });
+    let view: LockHandle | undefined;
+    let finish!: () => void;
+    const finished = new Promise<void>((resolve) => (finish = resolve));
+    let nested: Promise<unknown> | undefined;
+    const outer = locks.withLock('sent-away', () => {
+      nested = locks.withLock('sent-away', async (inner) => {
+        view = inner;
+        await finished;
+      });
+    });
+    await sent;
+    // The enclosing call's release is on its way (the key may be free already): not protected.
+    expect(view?.signal.aborted).toBe(true);
+    expect(view?.signal.reason).toBeInstanceOf(LockLostError);
+    holdLeave();
+    await outer;
+    finish();
+    await expect(nested).rejects.toBeInstanceOf(LockLostError);
+  });
+
   it('a re-entered call sees the loss of the outer lock: signal, lost, and release rejects', async () => {
     const locks = await kit.service();
     let nested: Promise<string> | undefined;
