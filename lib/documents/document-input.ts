@@ -95,10 +95,7 @@ function keysAtAnyDepth(value: unknown): string[] {
   return Object.entries(value).flatMap(([key, inner]) => [key, ...keysAtAnyDepth(inner)]);
 }
 
-/**
- * A usable `_id`: a scalar (a bigint of 64 bits), a BSON value, or a plain document of those
- * without `$` keys.
- */
+/** A usable `_id`: a scalar, a BSON value, or a plain document of those without `$` keys. */
 function isIdValue(value: unknown, depth = 0): boolean {
   if (depth > 20) return false;
   if (typeof value === 'string') return !value.includes('\0') && !LONE_SURROGATE.test(value);
