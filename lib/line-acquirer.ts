@@ -30,8 +30,7 @@ export interface LineAcquirerDeps {
   holderId: string;
   /** Poll backoff, doubling up to `maxMs`, while no change stream carries news; else undefined. */
   polling?: () => { firstMs: number; maxMs: number } | undefined;
-  /** Ms a reply on its way is waited for past the call's deadline (a try's: its start); by
-   * default a try waits for the store's bound, a wait not at all. */
+  /** Ms past its deadline a call waits for a reply on its way (default: a try the bound, else 0). */
   lateReplyMs?: number;
 }
 

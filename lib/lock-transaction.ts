@@ -148,8 +148,7 @@ export async function runInTransaction<T>(
     await store.endTransactionOf(session);
     if (error instanceof MongoError && error.hasErrorLabel('UnknownTransactionCommitResult')) {
       throw new TransactionOutcomeUnknownError(
-        `The transaction under ${handle.keys.map((key) => JSON.stringify(key)).join(', ')} ` +
-          `may or may not have committed: ${error.message}`,
+        `The transaction under ${named} may or may not have committed: ${error.message}`,
         { cause: error },
       );
     }

@@ -1,5 +1,6 @@
 import type { Collection } from 'mongodb';
 import { LockLostError } from '../../lib/errors';
+import type { LockService } from '../../lib/lock.service';
 import { LockTestKit, settle, sleep } from './lock-test-kit';
 
 jest.setTimeout(60_000);
@@ -14,69 +15,49 @@ type Accounts = Collection<{ _id: string; balance: number }>;
 describe('withLock in a transaction: the lock taken away during the work', () => {
   const kit = LockTestKit.forSuite();
 
-  async function setUp(name: string, extra: { shutdownGraceMs?: number } = {}) {
+  /**
+   * A transaction whose work writes an account and, on its first run, calls `takeAway`: its
+   * outcome, whether each run found its signal aborted, and the balance after.
+   */
+  async function runTakenAway(
+    extra: { shutdownGraceMs?: number },
+    takeAway: (locks: LockService) => Promise<void>,
+  ) {
     const client = await kit.client();
     const locks = await kit.service({ client, ...extra });
-    const accounts: Accounts = client.db(kit.mongo.dbName).collection(name);
+    const accounts: Accounts = client
+      .db(kit.mongo.dbName)
+      .collection(`rerun_${kit.collectionName}`);
     await accounts.insertOne({ _id: 'a', balance: 10 });
-    return { locks, accounts };
+    const abortedAtRun: boolean[] = [];
+    const outcome = await settle(
+      locks.withLock(
+        'account:a',
+        async (lock) => {
+          abortedAtRun.push(lock.signal.aborted);
+          const inc = { $inc: { balance: 5 } };
+          await accounts.updateOne({ _id: 'a' }, inc, { session: lock.session });
+          if (abortedAtRun.length === 1) await takeAway(locks);
+        },
+        { transaction: true },
+      ),
+    );
+    return { outcome, abortedAtRun, balance: (await accounts.findOne({ _id: 'a' }))?.balance };
   }
 
   it('releaseAllHeld() during the work: the work is not run again without the lock', async () => {
-    const { locks, accounts } = await setUp('rerun_release_all');
-    let runs = 0;
-    const abortedAtRun: boolean[] = [];
-    const outcome = await settle(
-      locks.withLock(
-        'account:a',
-        async (lock) => {
-          runs += 1;
-          abortedAtRun.push(lock.signal.aborted);
-          await accounts.updateOne(
-            { _id: 'a' },
-            { $inc: { balance: 5 } },
-            { session: lock.session },
-          );
-          if (runs === 1) await locks.releaseAllHeld();
-        },
-        { transaction: true },
-      ),
-    );
-    expect(outcome).toBeInstanceOf(LockLostError);
-    expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(10);
-    expect(abortedAtRun).toEqual([false]);
-    expect(runs).toBe(1);
+    const ran = await runTakenAway({}, async (locks) => void (await locks.releaseAllHeld()));
+    expect(ran).toEqual({ outcome: expect.any(LockLostError), abortedAtRun: [false], balance: 10 });
   });
 
   it('close() during the work: past the grace period the work is not run again', async () => {
-    const { locks, accounts } = await setUp('rerun_close', { shutdownGraceMs: 300 });
-    let runs = 0;
-    const abortedAtRun: boolean[] = [];
     let closing: Promise<void> | undefined;
-    const outcome = await settle(
-      locks.withLock(
-        'account:a',
-        async (lock) => {
-          runs += 1;
-          abortedAtRun.push(lock.signal.aborted);
-          await accounts.updateOne(
-            { _id: 'a' },
-            { $inc: { balance: 5 } },
-            { session: lock.session },
-          );
-          if (runs === 1) {
-            closing = locks.close();
-            // Work that outlives the grace period (it does not watch the signal).
-            await sleep(1_000);
-          }
-        },
-        { transaction: true },
-      ),
-    );
+    const ran = await runTakenAway({ shutdownGraceMs: 300 }, async (locks) => {
+      closing = locks.close();
+      // Work that outlives the grace period (it does not watch the signal).
+      await sleep(1_000);
+    });
     await closing;
-    expect(outcome).toBeInstanceOf(LockLostError);
-    expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(10);
-    expect(abortedAtRun).toEqual([false]);
-    expect(runs).toBe(1);
+    expect(ran).toEqual({ outcome: expect.any(LockLostError), abortedAtRun: [false], balance: 10 });
   });
 });
