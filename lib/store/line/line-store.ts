@@ -28,7 +28,7 @@ import {
 } from './line-admin';
 import type { HoldingEntry, LinePlace } from './line-document';
 import type { LineChange, LineWatch } from './line-events';
-import { watchLines } from './line-events';
+import { StreamInvalidatedError, watchLines } from './line-events';
 import { JoinsInFlight } from './joins-in-flight';
 import type { ScopeHoldersRemoved } from './line-admin';
 
@@ -43,6 +43,8 @@ export interface LineStoreSettings {
   operationTimeoutMs: number;
   /** Ms an idle document stays after the last lease ends. */
   idleRetentionMs: number;
+  /** Whether to make the collection's indexes (at start, and again after it was dropped). */
+  ensureIndexes?: boolean;
 }
 
 /** Where lines live: {@link LineStore}, or a user collection's fields (`DocumentLineStore`). */
@@ -220,8 +222,15 @@ export class LineStore implements KeyLineStorage {
     onFailure?: (error: unknown) => void,
     onOpen?: () => void,
   ): LineWatch {
-    const { operationTimeoutMs } = this.settings;
-    return watchLines(this.collection, holderId, onChange, onFailure, onOpen, operationTimeoutMs);
+    const { operationTimeoutMs, ensureIndexes } = this.settings;
+    const failed = (error: unknown) => {
+      // The collection was dropped, its indexes with it: the TTL index is made again.
+      if (ensureIndexes && error instanceof StreamInvalidatedError) {
+        this.send('createIndexes', () => this.ensureIndexes()).catch(() => undefined);
+      }
+      onFailure?.(error);
+    };
+    return watchLines(this.collection, holderId, onChange, failed, onOpen, operationTimeoutMs);
   }
 
   private send<T>(command: string, run: () => Promise<T>) {
