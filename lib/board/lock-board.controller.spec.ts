@@ -1,5 +1,6 @@
 import { ServiceUnavailableException, type Type } from '@nestjs/common';
 import { LockServiceClosedError } from '../errors/lock-service-closed.error';
+import { MongoLockError } from '../errors/mongo-lock.error';
 import { Test } from '@nestjs/testing';
 import { answer, BOARD_PAGE_SIZE, pageLimit } from './board-requests';
 import { BOARD_MESSAGES } from './board.messages';
@@ -13,7 +14,9 @@ describe('the lock board without MongoLockModule', () => {
     const controller = moduleRef.get<LockBoardController>(
       board.controllers![0] as Type<LockBoardController>,
     );
-    await expect(controller.one('orders:1')).rejects.toThrow(BOARD_MESSAGES.noLockService());
+    const error = await controller.one('orders:1').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(MongoLockError);
+    expect((error as Error).message).toBe(BOARD_MESSAGES.noLockService());
     await moduleRef.close();
   });
 });

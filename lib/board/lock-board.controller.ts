@@ -20,6 +20,7 @@ import { ModuleRef } from '@nestjs/core';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { distinctUntilChanged, endWith, ignoreElements, map, merge, skipWhile } from 'rxjs';
 import { finalize, takeUntil, tap, timer, type Observable } from 'rxjs';
+import { MongoLockError } from '../errors/mongo-lock.error';
 import { LockService } from '../lock.service';
 import { eventJson, holderJson, lockJson } from './board-json';
 import type { BoardLockJson, BoardLockPageJson, BoardReleaseJson } from './board-json';
@@ -52,7 +53,7 @@ export class LockBoardController {
       return (this.service ??= this.moduleRef.get<LockService>(LockService, { strict: false }));
     } catch (error) {
       // Nest throws its generic "could not find" error when no module provides the service.
-      throw new Error(BOARD_MESSAGES.noLockService(), { cause: error });
+      throw new MongoLockError(BOARD_MESSAGES.noLockService(), { cause: error });
     }
   }
 

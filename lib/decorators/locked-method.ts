@@ -114,7 +114,7 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
         () => {
           const result = run();
           if (isObservable(result)) return result;
-          return throwError(() => new TypeError(MESSAGES.observableExpected(where)));
+          return throwError(() => new MongoLockError(MESSAGES.observableExpected(where)));
         },
         // Work that can be stopped is, once its lock is gone; its subscriber gets the error.
         { endOnLockLoss: true },

@@ -1,5 +1,6 @@
 import { createParamDecorator, type ExecutionContext, SetMetadata } from '@nestjs/common';
 import { useInterceptorOnce } from '../decorators/locked.decorator';
+import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
 import { DocumentHttpInterceptor } from './document-http.interceptor';
 import {
   IF_MATCH_METADATA,
@@ -52,7 +53,10 @@ export function IfMatch(options: IfMatchOptions = {}): ParameterDecorator {
  */
 export function VersionETag(field = 'version'): MethodDecorator {
   if (typeof field !== 'string' || field.length === 0) {
-    throw new TypeError('@VersionETag(field) expects the version field, such as "version"');
+    throw new InvalidLockOptionsError(
+      '@VersionETag(field) expects the version field, such as "version"',
+      { option: 'field' },
+    );
   }
   return (target, propertyKey, descriptor) => {
     SetMetadata(VERSION_ETAG_METADATA, field)(target, propertyKey, descriptor);

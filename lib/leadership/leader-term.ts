@@ -1,5 +1,7 @@
 import { filter, type Observable } from 'rxjs';
+import { LeadershipResignedError } from '../errors/leadership-resigned.error';
 import type { LockLostError } from '../errors/lock-lost.error';
+import { MongoLockError } from '../errors/mongo-lock.error';
 import type { MongoLockHandle } from '../lock-handle';
 import { checkedAtEveryLook } from '../util/checked-signal';
 
@@ -55,7 +57,7 @@ export class HeldLeaderTerm implements LeaderTerm {
     checkedAtEveryLook(this.ending.signal, () => void handle.signal.aborted);
     this.ended = handle.done.then(() => {
       handle.signal.removeEventListener('abort', onLost);
-      this.ending.abort(new Error(`Leadership ${JSON.stringify(name)}: the term ended`));
+      this.ending.abort(new MongoLockError(`Leadership ${JSON.stringify(name)}: the term ended`));
     });
   }
 
@@ -73,7 +75,7 @@ export class HeldLeaderTerm implements LeaderTerm {
 
   resign(): Promise<void> {
     // The signal first: work under the term stops before the next leader can be elected.
-    this.ending.abort(new Error(`Leadership ${JSON.stringify(this.name)}: resigned`));
+    this.ending.abort(new LeadershipResignedError(this.name));
     this.lostBeforeResigning ??= this.handle.lost;
     this.resigning ??= this.handle.release().catch(() => undefined);
     return this.resigning;

@@ -2,6 +2,7 @@ import { firstValueFrom, filter, take, toArray, type Subscription } from 'rxjs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   InvalidLockOptionsError,
+  LeadershipResignedError,
   LockLostError,
   LockNotAcquiredError,
   LockServiceClosedError,
@@ -168,7 +169,7 @@ describe('Leadership', () => {
     await sleep(100);
     subscriptionA.unsubscribe();
     const elected = await bTerm;
-    expect(aTerms[0].signal.aborted).toBe(true);
+    expect(aTerms[0].signal.reason).toBeInstanceOf(LeadershipResignedError);
     expect(elected.fence).toBeGreaterThan(aTerms[0].fence);
     // firstValueFrom unsubscribed: b resigned too.
     await waitFor(() => !b.leadership('projector').isLeader);

@@ -51,6 +51,15 @@ class SyncController {
   }
 }
 
+/** Declared to return an Observable, but returns a value (a cast hides it from the compiler). */
+@Injectable()
+class MisdeclaredStream {
+  @Locked('reports:misdeclared')
+  build(): Observable<string> {
+    return 'report' as unknown as Observable<string>;
+  }
+}
+
 /** An `async` method whose result is an Observable: it runs once the Promise has settled. */
 @Injectable()
 class StreamReports {
@@ -138,6 +147,22 @@ describe('@Locked on methods that cannot be awaited', () => {
         String(message).includes('UntypedReports.build is @Locked and returned a plain value'),
       );
       expect(warnings).toHaveLength(1);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('errors with MongoLockError when a method declared Observable returns something else', async () => {
+    const app = await startAppContext({
+      imports: [lockModule(mongo)],
+      providers: [MisdeclaredStream],
+    });
+    try {
+      const error = await lastValueFrom(app.get(MisdeclaredStream).build()).catch((e) => e);
+      expect(error).toBeInstanceOf(MongoLockError);
+      expect((error as Error).message).toBe(
+        'MisdeclaredStream.build is declared to return an Observable but returned something else',
+      );
     } finally {
       await app.close();
     }
