@@ -21,6 +21,15 @@ describe('durations in messages', () => {
     );
   });
 
+  it('notAcquiredMessage names ten keys and counts the rest', () => {
+    const keys = Array.from({ length: 12 }, (_, i) => `k${String(i).padStart(2, '0')}`);
+    expect(notAcquiredMessage(keys, 0, undefined, undefined)).toBe(
+      'Lock "k00", "k01", "k02", "k03", "k04", "k05", "k06", "k07", "k08", "k09" and 2 more ' +
+        'not acquired at once',
+    );
+    expect(notAcquiredMessage(keys.slice(0, 10), 0, undefined, undefined)).not.toContain('more');
+  });
+
   it('the shutdown messages round their durations', () => {
     expect(shutdownGraceEndedMessage(2, 1999.6)).toContain('shutdownGraceMs (2000 ms)');
     expect(clientCloseUnfinishedMessage(250.25)).toContain('within 250 ms of the shutdown');

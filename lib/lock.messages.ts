@@ -4,8 +4,13 @@ import { quoteLockKey } from './keys/lock-key';
 
 // Messages of the library core, as functions so the wording lives in one place.
 
+/** Most keys a message names: the rest are counted. */
+const LISTED_KEYS = 10;
+
 function keyList(keys: readonly string[]): string {
-  return keys.map(quoteLockKey).join(', ');
+  const listed = keys.slice(0, LISTED_KEYS).map(quoteLockKey).join(', ');
+  const more = keys.length - LISTED_KEYS;
+  return more > 0 ? `${listed} and ${more} more` : listed;
 }
 
 /** `subject`: a document's names itself (`Document {"$oid":"…"} of "orders"`). */

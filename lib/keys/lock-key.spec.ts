@@ -1,5 +1,5 @@
 import { InvalidLockKeyError } from '../errors';
-import { MAX_LOCK_KEY_BYTES, normalizeLockKeys, validateLockKey } from './lock-key';
+import { MAX_LOCK_KEY_BYTES, MAX_LOCK_KEYS, normalizeLockKeys, validateLockKey } from './lock-key';
 
 describe('validateLockKey', () => {
   it('accepts an ordinary key unchanged', () => {
@@ -61,6 +61,17 @@ describe('normalizeLockKeys', () => {
 
   it('rejects an empty list', () => {
     expect(() => normalizeLockKeys([])).toThrow(InvalidLockKeyError);
+  });
+
+  it(`takes at most ${MAX_LOCK_KEYS} distinct keys (duplicates count once)`, () => {
+    const keys = Array.from({ length: MAX_LOCK_KEYS }, (_, i) => `k${i}`);
+    expect(normalizeLockKeys([...keys, ...keys])).toHaveLength(MAX_LOCK_KEYS);
+    const error = captureError(() => normalizeLockKeys([...keys, 'one more']));
+    expect(error).toBeInstanceOf(InvalidLockKeyError);
+    expect(error.message).toBe(
+      `A lock takes at most ${MAX_LOCK_KEYS} keys, got ${MAX_LOCK_KEYS + 1} (take one coarser key that ` +
+        'covers them instead)',
+    );
   });
 
   it('rejects a list with one bad key', () => {

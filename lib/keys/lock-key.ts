@@ -6,6 +6,12 @@ import { InvalidLockKeyError } from '../errors/invalid-lock-key.error';
  */
 export const MAX_LOCK_KEY_BYTES = 512;
 
+/**
+ * Most keys one call takes: they are taken one after another, each a round trip, within one
+ * bound (a call past it fails as if MongoDB were slow and gives back what it took).
+ */
+export const MAX_LOCK_KEYS = 100;
+
 const QUOTED_KEY_CHARS = 64;
 
 /** Quotes a key for a message, shortened so that a huge key cannot flood a log line. */
@@ -71,6 +77,12 @@ export function normalizeLockKeys(keys: unknown): string[] {
   }
   // `Array.from`, not `map`: a hole of a sparse array is checked too.
   const unique = new Set(Array.from(keys as unknown[], (key) => validateLockKey(key)));
+  if (unique.size > MAX_LOCK_KEYS) {
+    throw new InvalidLockKeyError(
+      `A lock takes at most ${MAX_LOCK_KEYS} keys, got ${unique.size} (take one coarser key that ` +
+        'covers them instead)',
+    );
+  }
   // The default sort compares UTF-16 code units.
   return [...unique].sort();
 }
