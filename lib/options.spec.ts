@@ -101,6 +101,8 @@ describe('resolveModuleOptions', () => {
       'collectionName must be a non-empty string of at most 120 characters, got ""',
     ],
     ['collectionName', 'system.locks', 'collectionName must be a name without'],
+    ['collectionName', '.locks', 'collectionName must be a name without'],
+    ['renewal', [], 'renewal must be an object, got an array'],
     ['dbName', 'a.b', 'dbName must be a name without'],
     ['holderId', 42, 'holderId must be a non-empty string of at most 200 characters, got 42'],
     [
@@ -163,6 +165,18 @@ describe('resolveModuleOptions', () => {
       { renew: true, renewalIntervalRatio: 0.5 },
     );
   });
+
+  it.each(['a.b', 'a$b', 'd'.repeat(64)])(
+    'refuses a uri naming database %p, as dbName is refused, unless dbName replaces it',
+    (db) => {
+      const named = `mongodb://localhost:27017/${db}`;
+      const error = capture(() => resolveModuleOptions({ uri: named }));
+      expect(error).toBeInstanceOf(InvalidLockOptionsError);
+      expect(error.message).toContain('uri must be a database name of at most 63 characters');
+      expect((error as InvalidLockOptionsError).option).toBe('uri');
+      expect(resolveModuleOptions({ uri: named, dbName: 'app' }).dbName).toBe('app');
+    },
+  );
 
   it('checks the renewal options', () => {
     expect(() => resolveModuleOptions({ uri, renewal: { intervalRatio: 0 } })).toThrow(

@@ -98,6 +98,9 @@ export function holderIdOption(value: unknown): string | undefined {
   return id;
 }
 
+/** Characters MongoDB refuses in a database name. */
+const DB_NAME_FORBIDDEN = /[/\\. "$\0]/;
+
 /** The connection options, and the client the driver made as it read `uri`. */
 function connection(
   options: MongoLockModuleOptions,
@@ -129,7 +132,9 @@ function connection(
 
 /** The module's `renewal` or a call's `renew` given as an object, its names checked. */
 function renewalObject(option: string, value: unknown, expected: string): LockRenewalOptions {
-  if (typeof value !== 'object' || value === null) fail(option, expected, value);
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    fail(option, expected, value);
+  }
   refuseUnknownOptions(value, RENEWAL_OPTION_NAMES, `${option}.`);
   return value;
 }
@@ -202,12 +207,24 @@ export function resolveModuleOptions(options: MongoLockModuleOptions): ResolvedL
   }
   if (engine !== 'v2') fail('engine', "'v2'", engine);
   const { uri, client, uriClient } = connection(options);
+  // The database the uri names, unless dbName replaces it: refused now, not at the first write.
+  if (options.dbName === undefined && uriClient) {
+    const named = uriClient.options.dbName;
+    if (named.length > 63 || DB_NAME_FORBIDDEN.test(named)) {
+      fail(
+        'uri',
+        `a database name of at most 63 characters without ${String(DB_NAME_FORBIDDEN)}`,
+        named,
+      );
+    }
+  }
   const resolved: ResolvedLockModuleOptions = {
     uri,
     client,
-    dbName: name('dbName', options.dbName, /[/\\. "$\0]/, 63),
+    dbName: name('dbName', options.dbName, DB_NAME_FORBIDDEN, 63),
     collectionName:
-      name('collectionName', options.collectionName, /^system\.|[$\0]/, 120) ?? d.collectionName,
+      name('collectionName', options.collectionName, /^system\.|^\.|[$\0]/, 120) ??
+      d.collectionName,
     defaultTtlMs: int('defaultTtlMs', MIN_TTL_MS, MAX_TIMER_MS),
     defaultTimeoutMs: int('defaultTimeoutMs', 0, MAX_TIMER_MS),
     renewalEnabled: boolean('renewal.enabled', renew.enabled, undefined),

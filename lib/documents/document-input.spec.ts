@@ -26,6 +26,20 @@ describe('resolveDocumentLocksOptions: the version field path', () => {
   });
 });
 
+describe('resolveDocumentLocksOptions: the collection and the options object', () => {
+  it.each(['system.profile', '.accounts', '', 'a$b'])('refuses collection %j', (collection) => {
+    const resolve = () => resolveDocumentLocksOptions(collection, undefined);
+    expect(resolve).toThrow(InvalidLockOptionsError);
+    expect(resolve).toThrow('collection must be a collection name');
+  });
+
+  it('refuses options given as an array', () => {
+    expect(() => resolveDocumentLocksOptions('accounts', [] as never)).toThrow(
+      'options must be an object',
+    );
+  });
+});
+
 describe('resolveDocumentId', () => {
   it('refuses an invalid Date (its Extended JSON key could not be read back)', () => {
     const resolve = () => resolveDocumentId(new Date('not a date'), undefined);

@@ -50,14 +50,15 @@ export function resolveDocumentLocksOptions(
   collection: unknown,
   options: DocumentLocksOptions | undefined,
 ): ResolvedDocumentLocksOptions {
-  if (typeof collection !== 'string' || !/^[^$\0]{1,200}$/.test(collection)) {
+  if (typeof collection !== 'string' || !/^(?!system\.|\.)[^$\0]{1,200}$/.test(collection)) {
     bad(
       'collection',
-      `must be a collection name (1 to 200 characters, no $ or NUL), got ${JSON.stringify(collection)}`,
+      `must be a collection name (1 to 200 characters, no $ or NUL, not starting with . or system.), got ${JSON.stringify(collection)}`,
     );
   }
   const given = options ?? {};
-  if (typeof given !== 'object' || given === null) bad('options', 'must be an object');
+  if (typeof given !== 'object' || given === null || Array.isArray(given))
+    bad('options', 'must be an object');
   // A misspelt `lockField` or `version` would lock and version by the defaults, silently.
   refuseUnknownOptions(given, ['dbName', 'lockField', 'version', 'idType']);
   if (

@@ -1,3 +1,4 @@
+import { InvalidLockKeyError } from '../errors/invalid-lock-key.error';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
 import { validateLockKey } from '../keys/lock-key';
 import type { Document } from 'mongodb';
@@ -35,10 +36,21 @@ export function listLocksQuery(
     );
   }
   return {
-    prefix: prefix === '' ? '' : validateLockKey(prefix),
-    after: after === undefined ? undefined : validateLockKey(after),
+    prefix: prefix === '' ? '' : listedKey('prefix', prefix),
+    after: after === undefined ? undefined : listedKey('after', after),
     limit,
   };
+}
+
+/** A key rule broken by `prefix` or `after`: the message names the option. */
+function listedKey(option: string, value: unknown): string {
+  try {
+    return validateLockKey(value);
+  } catch (error) {
+    throw new InvalidLockKeyError(`list() option ${option}: ${(error as Error).message}`, {
+      cause: error,
+    });
+  }
 }
 
 /**
