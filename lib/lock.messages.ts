@@ -55,9 +55,13 @@ export function releasesUnconfirmedMessage(call: string, operationTimeoutMs: num
   );
 }
 
-export const START_TOO_SLOW_MESSAGE =
-  'LockService had not started (connected to MongoDB) within the time of the call ' +
-  '(timeoutMs, plus up to 1 s); the start goes on';
+/** An acquisition's start not done within the call's time. */
+export function startTooSlowError(): LockStoreUnavailableError {
+  return new LockStoreUnavailableError(
+    'LockService had not started (connected to MongoDB) within the time of the call ' +
+      '(timeoutMs, plus up to 1 s); the start goes on',
+  );
+}
 
 export function clientCloseUnfinishedMessage(marginMs: number): string {
   return (

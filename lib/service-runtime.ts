@@ -17,7 +17,7 @@ import {
   SERVICE_CLOSED_MESSAGE,
   SHUTDOWN_REVOKE_REASON,
   shutdownGraceEndedMessage,
-  START_TOO_SLOW_MESSAGE,
+  startTooSlowError,
 } from './lock.messages';
 import { acquireOverrunMs } from './options';
 import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from './options';
@@ -145,7 +145,7 @@ export class ServiceRuntime {
               starting,
               startedAt + options.timeoutMs + acquireOverrunMs(settings.operationTimeoutMs),
               this.closing.signal,
-              () => new LockStoreUnavailableError(START_TOO_SLOW_MESSAGE),
+              startTooSlowError,
             );
         linked.signal.throwIfAborted();
         return await lines.acquire(keys, options, linked.signal, startedAt);

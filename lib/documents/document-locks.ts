@@ -3,7 +3,7 @@ import type { Document, WithId } from 'mongodb';
 import { Observable } from 'rxjs';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
 import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
-import { notAcquiredMessage, releaseFailedMessage } from '../lock.messages';
+import { notAcquiredMessage, releaseFailedMessage, startTooSlowError } from '../lock.messages';
 import type { HeldLocks } from '../held-locks';
 import type { LockStore } from '../store/lock-store';
 import {
@@ -23,7 +23,7 @@ import type { LockState } from '../interfaces/lock-state.interface';
 import { heldLocksOf, openLockedTransaction, runWithHeldLock } from '../lock-context';
 import { MongoLockError } from '../errors/mongo-lock.error';
 import { callback, optionsObject } from '../option-checks';
-import { resolveAcquireOptions } from '../options';
+import { acquireOverrunMs, resolveAcquireOptions } from '../options';
 import { openLeaseCollection } from '../store/lock-collection';
 import type { DocumentUpdate, DocumentWriteTarget } from '../store/documents/document-writes';
 import type { DocumentVersion } from '../store/documents/document-version';
@@ -31,6 +31,7 @@ import type { LockTelemetry } from '../telemetry';
 import type { LinkedAbortSignal } from '../waiting/linked-abort-signal';
 import { waitObservable } from '../waiting/wait-observable';
 import { runThenRelease } from '../run-then-release';
+import { settledBy } from '../util/timers';
 import { resolveAttemptTarget, resolveDocumentId, resolveExpectedVersion } from './document-input';
 import type { ResolvedDocumentLocksOptions } from './document-input';
 import { MongoDocumentLockHandle } from './document-lock-handle';
@@ -165,6 +166,7 @@ export class DocumentLocks<T extends Document = Document> {
    */
   async inspect(id: unknown): Promise<LockState | null> {
     const key = this.keyOf(id);
+    this.host.closing.throwIfAborted();
     return (await this.lines()).store.inspect(key);
   }
 
@@ -183,6 +185,7 @@ export class DocumentLocks<T extends Document = Document> {
     const key = this.keyOf(id);
     const expected = resolveExpectedVersion(expectedVersion, this.settings.version);
     const checked = resolveDocumentUpdate(update, this.settings, false) as DocumentUpdate;
+    this.host.closing.throwIfAborted();
     const { store } = await this.lines();
     // resolveExpectedVersion refused a collection without a version.
     const target = this.writeTarget(store) as DocumentWriteTarget & { version: DocumentVersion };
@@ -268,7 +271,10 @@ export class DocumentLocks<T extends Document = Document> {
       const linked = this.host.link(resolved.signal);
       try {
         linked.signal.throwIfAborted();
-        const lines = await this.started();
+        // As a key's: the start counts in the call's time, and close() ends the wait for it.
+        const until =
+          startedAt + resolved.timeoutMs + acquireOverrunMs(this.host.options.operationTimeoutMs);
+        const lines = await settledBy(this.started(), until, linked.signal, startTooSlowError);
         const acquired = await lines.acquireDocument(
           key,
           resolved,

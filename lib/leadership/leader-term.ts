@@ -73,9 +73,10 @@ export class HeldLeaderTerm implements LeaderTerm {
     return this.handle.expiresAt;
   }
 
-  resign(): Promise<void> {
+  /** `reason`: the signal's (at shutdown, `LockServiceClosedError`). */
+  resign(reason: Error = new LeadershipResignedError(this.name)): Promise<void> {
     // The signal first: work under the term stops before the next leader can be elected.
-    this.ending.abort(new LeadershipResignedError(this.name));
+    this.ending.abort(reason);
     this.lostBeforeResigning ??= this.handle.lost;
     this.resigning ??= this.handle.release().catch(() => undefined);
     return this.resigning;

@@ -237,11 +237,11 @@ export class Leadership {
   async close(): Promise<void> {
     this.closing.abort();
     this.termStarts.complete();
-    // Campaigns waiting learn that the service closed, not that this instance resigned.
-    if (this.election) {
-      this.abandon(this.election, new LockServiceClosedError(SERVICE_CLOSED_MESSAGE));
-    }
-    await this.resign();
+    // Campaigns waiting, and work under the term, learn that the service closed, not that this
+    // instance resigned.
+    const closed = new LockServiceClosedError(SERVICE_CLOSED_MESSAGE);
+    if (this.election) this.abandon(this.election, closed);
+    await this.live?.resign(closed);
     await this.standingLoop;
   }
 

@@ -201,7 +201,7 @@ describe('Leadership', () => {
     await sleep(100);
     const closedAt = performance.now();
     await a.close();
-    expect(term.signal.aborted).toBe(true);
+    expect(term.signal.reason).toBeInstanceOf(LockServiceClosedError);
     await next;
     expect(performance.now() - closedAt).toBeLessThan(10_000);
     await expect(a.leadership('handover').campaign()).rejects.toThrow();
