@@ -4,7 +4,13 @@ import { validateLockKey } from '../keys/lock-key';
 import { newToken } from '../line-entry';
 import { joinRefused } from '../line-refusals';
 import { lineKind } from '../store/lock-modes';
-import { describeValue, fail, integer, refuseUnknownOptions } from '../option-checks';
+import {
+  describeValue,
+  fail,
+  integer,
+  optionsObject,
+  refuseUnknownOptions,
+} from '../option-checks';
 import { MAX_TIMER_MS } from '../util/timers';
 import { holderIdOption, lockMode } from '../options';
 import type { ResolvedLockModuleOptions } from '../options';
@@ -73,8 +79,9 @@ export class LockTestingStore {
   /** Holder ids of the services connected now, with how many connections each has. */
   private readonly connected = new Map<string, number>();
 
-  constructor(options: LockTestingStoreOptions = {}) {
-    const clock = options.clock ?? (() => Date.now());
+  constructor(options?: LockTestingStoreOptions | null) {
+    const given = optionsObject(options, ['clock']);
+    const clock = given.clock ?? (() => Date.now());
     if (typeof clock !== 'function') {
       fail('clock', 'a function returning ms since the epoch or a Date', clock);
     }

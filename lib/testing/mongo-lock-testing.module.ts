@@ -6,7 +6,7 @@ import type { MongoLockModuleOptions } from '../interfaces/mongo-lock-options.in
 import { LOCK_STORE_FACTORY, LockService } from '../lock.service';
 import type { LockStoreFactory } from '../lock.service';
 import { LockedMethodsExplorer } from '../locked-methods.explorer';
-import { optionsObject } from '../option-checks';
+import { fail, optionsObject } from '../option-checks';
 import { MONGO_LOCK_OPTIONS } from '../mongo-lock.module-definition';
 import { LockTestingStore } from './lock-testing-store';
 
@@ -60,6 +60,9 @@ export class MongoLockTestingModule {
     const given = optionsObject(options);
     refuseMongoDbOptions(given);
     const { isGlobal = false, store, ...lockOptions } = given;
+    if (store !== undefined && !(store instanceof LockTestingStore)) {
+      fail('store', 'a LockTestingStore', store);
+    }
     // Every hand-off writes, so a release finds a lease that `expire()` ended, as on MongoDB.
     const moduleOptions: MongoLockModuleOptions = {
       ...lockOptions,

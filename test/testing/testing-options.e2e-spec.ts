@@ -144,4 +144,20 @@ describe('LockTestingStore clock', () => {
       InvalidLockOptionsError,
     );
   });
+
+  it('refuses a misspelt option and options that are not an object, naming them', () => {
+    expect(() => new LockTestingStore({ clok: Date.now } as never)).toThrow(
+      'clok is not an option (did you mean clock?)',
+    );
+    expect(() => new LockTestingStore(5 as never)).toThrow(InvalidLockOptionsError);
+    expect(new LockTestingStore(null).now()).toBeGreaterThan(0);
+  });
+});
+
+describe('MongoLockTestingModule.forRoot() store', () => {
+  it('refuses a store that is not a LockTestingStore when the module is made', () => {
+    const error = forRootError({ store: {} });
+    expect(error).toBeInstanceOf(InvalidLockOptionsError);
+    expect((error as Error).message).toBe('store must be a LockTestingStore, got an object');
+  });
 });
