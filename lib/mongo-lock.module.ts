@@ -7,10 +7,12 @@ import {
 import { LockService } from './lock.service';
 import { LockedMethodsExplorer } from './locked-methods.explorer';
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
+import { fail } from './option-checks';
 import type { MongoLockModuleOptions } from './interfaces/mongo-lock-options.interface';
 import {
   MongoLockConfigurableModule,
   type MongoLockModuleAsyncOptions,
+  type MongoLockOptionsFactory,
 } from './mongo-lock.module-definition';
 import { MESSAGES } from './mongo-lock.messages';
 
@@ -62,11 +64,22 @@ export class MongoLockModule extends MongoLockConfigurableModule {
 
   /** Nest's own, with one of `useFactory`, `useClass` or `useExisting` required. */
   static override forRootAsync(options: MongoLockModuleAsyncOptions): DynamicModule {
-    const given = (typeof options === 'object' && options) || {};
-    if (!('useFactory' in given || 'useClass' in given || 'useExisting' in given)) {
+    const given: Partial<MongoLockModuleAsyncOptions> =
+      (typeof options === 'object' && options) || {};
+    const { useFactory, useClass, useExisting } = given;
+    if (useFactory === undefined && useClass === undefined && useExisting === undefined) {
       throw new InvalidLockOptionsError(MESSAGES.moduleOptionsMissing('forRootAsync'), {
         option: 'options',
       });
+    }
+    // Refused here, not as Nest's TypeError or unknown dependency when the app is made.
+    if (useFactory !== undefined && typeof useFactory !== 'function') {
+      fail('useFactory', 'a function returning the options', useFactory);
+    }
+    const methods = (useClass as { prototype?: Partial<MongoLockOptionsFactory> } | undefined)
+      ?.prototype;
+    if (useClass !== undefined && typeof methods?.createMongoLockOptions !== 'function') {
+      fail('useClass', 'a class with a createMongoLockOptions() method', useClass);
     }
     return super.forRootAsync(options);
   }

@@ -181,6 +181,22 @@ describe('MongoLockModule configuration', () => {
     }
   });
 
+  it('forRootAsync refuses a useFactory or useClass Nest could not call, when made', () => {
+    const refused = (given: object, message: string) => {
+      const call = () => MongoLockModule.forRootAsync(given);
+      expect(call).toThrow(InvalidLockOptionsError);
+      expect(call).toThrow(message);
+    };
+    refused({ useFactory: undefined }, 'needs one of useFactory, useClass or useExisting');
+    refused({ useFactory: 'config' }, 'useFactory must be a function returning the options');
+    class NoFactoryMethod {}
+    refused(
+      { useClass: NoFactoryMethod },
+      'useClass must be a class with a createMongoLockOptions()',
+    );
+    refused({ useClass: {} }, 'useClass must be a class with a createMongoLockOptions()');
+  });
+
   it('refuses to start with forRoot imported twice with different options', async () => {
     @Injectable()
     class Ledger {
