@@ -25,7 +25,7 @@ export const MESSAGES = {
     `${missing}: route parameters come from the route's path, so the template names one the ` +
     'route does not have (or leaves optional); fix the template or the route',
   templateValueNotScalar: (template: string, placeholder: string, kind: string) =>
-    `Lock key template ${quote(template)}: ${placeholder} is ${kind}; it must be a non-empty string, a finite number, a bigint or a boolean`,
+    `Lock key template ${quote(template)}: ${placeholder} is ${kind}; it must be a non-empty string, a finite number, a bigint, a boolean or an ObjectId`,
   templateUnseparated: (template: string, first: string, second: string) =>
     `Lock key template ${quote(template)}: ${first} and ${second} must be separated by a character ` +
     'other than a letter, a digit or % (for example ":"), or different values could build the same key',

@@ -1,3 +1,4 @@
+import { ObjectId } from 'mongodb';
 import { InvalidLockKeyError, MongoLockError } from '../errors';
 import { compileLockKeys, type LockKeyContext, parseKeyTemplate } from './key-template';
 
@@ -111,6 +112,20 @@ describe('key templates: resolution', () => {
     expect(keysOf('{args.0}/{args.1}/{args.2}/{args.3}/{args.4}', context)).toEqual([
       '0/-1.5/12/true/false',
     ]);
+  });
+
+  it('formats an ObjectId as its hex, whichever copy of bson made it', () => {
+    const id = new ObjectId('65f0c0ffee00000000000001');
+    const foreign = { _bsontype: 'ObjectId', toHexString: () => '65f0c0ffee00000000000002' };
+    const context = httpContext({ args: [id, foreign] });
+    expect(keysOf('order:{args.0}|{args.1}', context)).toEqual([
+      'order:65f0c0ffee00000000000001|65f0c0ffee00000000000002',
+    ]);
+    // Another object with a toHexString is no id.
+    expect(
+      rejection(() => keysOf('order:{args.0}', httpContext({ args: [{ toHexString: () => 'x' }] })))
+        .message,
+    ).toContain('order:{args.0}');
   });
 
   it('reads array elements by index and getters of class instances', () => {

@@ -178,11 +178,21 @@ export function routeParamPlaceholders(templates: readonly string[]) {
     .map(({ template, part }) => ({ template, param: part.path[0] }));
 }
 
-/** Non-empty strings, finite numbers, bigints and booleans; nothing else becomes part of a key. */
+/**
+ * Non-empty strings, finite numbers, bigints, booleans and ObjectIds (as their hex, the text an
+ * id has in a route); nothing else becomes part of a key.
+ */
 function scalarToKeyPart(value: unknown): string | undefined {
   if (typeof value === 'string') return value.length > 0 ? value : undefined;
   if (typeof value === 'number') return Number.isFinite(value) ? String(value) : undefined;
+  if (isObjectId(value)) return value.toHexString();
   return typeof value === 'bigint' || typeof value === 'boolean' ? String(value) : undefined;
+}
+
+/** By its BSON type, not its class: an application may load a copy of `bson` of its own. */
+function isObjectId(value: unknown): value is { toHexString(): string } {
+  const id = value as { _bsontype?: unknown; toHexString?: unknown } | null | undefined;
+  return id?._bsontype === 'ObjectId' && typeof id.toHexString === 'function';
 }
 
 /**
