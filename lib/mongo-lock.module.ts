@@ -12,7 +12,6 @@ import type { MongoLockModuleOptions } from './interfaces/mongo-lock-options.int
 import {
   MongoLockConfigurableModule,
   type MongoLockModuleAsyncOptions,
-  type MongoLockOptionsFactory,
 } from './mongo-lock.module-definition';
 import { MESSAGES } from './mongo-lock.messages';
 
@@ -76,10 +75,9 @@ export class MongoLockModule extends MongoLockConfigurableModule {
     if (useFactory !== undefined && typeof useFactory !== 'function') {
       fail('useFactory', 'a function returning the options', useFactory);
     }
-    const methods = (useClass as { prototype?: Partial<MongoLockOptionsFactory> } | undefined)
-      ?.prototype;
-    if (useClass !== undefined && typeof methods?.createMongoLockOptions !== 'function') {
-      fail('useClass', 'a class with a createMongoLockOptions() method', useClass);
+    // Its createMongoLockOptions may be an instance field: only Nest's instance can tell.
+    if (useClass !== undefined && typeof useClass !== 'function') {
+      fail('useClass', 'a class implementing MongoLockOptionsFactory', useClass);
     }
     return super.forRootAsync(options);
   }

@@ -51,6 +51,16 @@ class LockOptionsFactory implements MongoLockOptionsFactory {
   }
 }
 
+/** Its factory method an instance field, as Nest allows (it calls the instance's). */
+@Injectable()
+class FieldOptionsFactory implements MongoLockOptionsFactory {
+  constructor(private readonly config: AppConfig) {}
+  createMongoLockOptions = (): MongoLockModuleOptions => ({
+    ...this.config.lockOptions(),
+    holderId: 'from-field',
+  });
+}
+
 describe('MongoLockModule configuration', () => {
   it('forRoot provides a working LockService', async () => {
     const app = await startAppContext({ imports: [lockModule(mongo, { holderId: 'root' })] });
@@ -92,6 +102,19 @@ describe('MongoLockModule configuration', () => {
     });
     try {
       expect(app.get(LockService).holderId).toBe('from-class');
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('forRootAsync with a useClass whose createMongoLockOptions is an instance field', async () => {
+    const app = await startAppContext({
+      imports: [
+        MongoLockModule.forRootAsync({ imports: [ConfigModule], useClass: FieldOptionsFactory }),
+      ],
+    });
+    try {
+      expect(app.get(LockService).holderId).toBe('from-field');
     } finally {
       await app.close();
     }
@@ -189,12 +212,7 @@ describe('MongoLockModule configuration', () => {
     };
     refused({ useFactory: undefined }, 'needs one of useFactory, useClass or useExisting');
     refused({ useFactory: 'config' }, 'useFactory must be a function returning the options');
-    class NoFactoryMethod {}
-    refused(
-      { useClass: NoFactoryMethod },
-      'useClass must be a class with a createMongoLockOptions()',
-    );
-    refused({ useClass: {} }, 'useClass must be a class with a createMongoLockOptions()');
+    refused({ useClass: {} }, 'useClass must be a class implementing MongoLockOptionsFactory');
   });
 
   it('refuses to start with forRoot imported twice with different options', async () => {
