@@ -3,7 +3,7 @@ import type { Document, WithId } from 'mongodb';
 import { Observable } from 'rxjs';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
 import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
-import { notAcquiredMessage, releaseFailedMessage, startTooSlowError } from '../lock.messages';
+import { releaseFailedMessage, startTooSlowError } from '../lock.messages';
 import type { HeldLocks } from '../held-locks';
 import type { LockStore } from '../store/lock-store';
 import {
@@ -31,13 +31,14 @@ import type { LockTelemetry } from '../telemetry';
 import type { LinkedAbortSignal } from '../waiting/linked-abort-signal';
 import { waitObservable } from '../waiting/wait-observable';
 import { runThenRelease } from '../run-then-release';
-import { settledBy } from '../util/timers';
+import { settledBy, wakeUp } from '../util/timers';
 import { resolveAttemptTarget, resolveDocumentId, resolveExpectedVersion } from './document-input';
 import type { ResolvedDocumentLocksOptions } from './document-input';
 import { MongoDocumentLockHandle } from './document-lock-handle';
 import type { DocumentLockHandle, DocumentLockWriter } from './document-lock-handle';
 import type { DocumentLockOptions } from './document-locks-options.interface';
 import { resolveDocumentUpdate } from './document-update-input';
+import { documentNotAcquired, documentSubject } from './document-lock-messages';
 
 /** What `DocumentLocks` uses of the `LockService` that made it. */
 export interface DocumentLocksHost {
@@ -274,7 +275,12 @@ export class DocumentLocks<T extends Document = Document> {
         // As a key's: the start counts in the call's time, and close() ends the wait for it.
         const until =
           startedAt + resolved.timeoutMs + acquireOverrunMs(this.host.options.operationTimeoutMs);
-        const lines = await settledBy(this.started(), until, linked.signal, startTooSlowError);
+        const lines = await settledBy(this.lines(), until, linked.signal, startTooSlowError);
+        // The collection's change stream, for the wait's time at most: a wait before it opens
+        // polls (none at once), and no news is missed after it.
+        const waitEndsAt = startedAt + resolved.timeoutMs;
+        await wakeUp({ heard: this.streamOf(lines) }, waitEndsAt, linked.signal, false);
+        linked.signal.throwIfAborted();
         const acquired = await lines.acquireDocument(
           key,
           resolved,
@@ -282,36 +288,16 @@ export class DocumentLocks<T extends Document = Document> {
           startedAt,
           target,
         );
-        acquired.handle.subject = this.subjectOf(key);
+        acquired.handle.subject = documentSubject(this.settings.collection, key);
         const { doc, created, next } = await this.heldDocument(lines.store, key, acquired, target);
         const writer = this.lineWriter(lines.store, next);
         return new MongoDocumentLockHandle<T>(acquired.handle, doc as WithId<T>, created, writer);
       } catch (error) {
-        throw this.documentNotAcquired(error, key, resolved.timeoutMs);
+        throw documentNotAcquired(error, this.settings.collection, key, resolved.timeoutMs);
       } finally {
         linked.unlink();
       }
     });
-  }
-
-  /** A lock's not-acquired error in a document's words (the key is the id's Extended JSON). */
-  private documentNotAcquired(error: unknown, key: string, timeoutMs: number): unknown {
-    if (!(error instanceof LockNotAcquiredError)) return error;
-    const { holderId, retryAfterMs } = error;
-    const standard = notAcquiredMessage([key], timeoutMs, holderId, retryAfterMs);
-    // A message of another form (a full line, a lock field in the 0.1 form) says why: kept.
-    const detail = error.message.startsWith(standard)
-      ? error.message.slice(standard.length)
-      : ` (${error.message})`;
-    return new LockNotAcquiredError(
-      notAcquiredMessage([key], timeoutMs, holderId, retryAfterMs, this.subjectOf(key)) + detail,
-      { keys: error.keys, retryAfterMs, holderId },
-    );
-  }
-
-  /** How messages name the document of `key` (the id's Extended JSON, unquoted). */
-  private subjectOf(key: string): string {
-    return `Document ${key} of ${JSON.stringify(this.settings.collection)}`;
   }
 
   /** The document as our entry began to hold (read by the join, or after). */
@@ -394,7 +380,11 @@ export class DocumentLocks<T extends Document = Document> {
   /** {@link lines}, its change stream opened once (see `LineLocks.start`). */
   private async started(): Promise<LineLocks<DocumentLineStore>> {
     const lines = await this.lines();
-    await (this.streamStarted ??= lines.start());
+    await this.streamOf(lines);
     return lines;
+  }
+
+  private streamOf(lines: LineLocks<DocumentLineStore>): Promise<void> {
+    return (this.streamStarted ??= lines.start());
   }
 }

@@ -6,7 +6,7 @@ import { LockService } from '../../lib/lock.service';
 import { LockServiceClosedError } from '../../lib/errors/lock-service-closed.error';
 import { LockStoreUnavailableError } from '../../lib/errors/lock-store-unavailable.error';
 import { spawnOfflineMongo, type OfflineMongoProcess } from '../support/offline-mongo-process';
-import { settleWithin } from './adversarial/kit';
+import { describeWithFailPoints, faultTools, settleWithin } from './adversarial/kit';
 import { LockTestKit } from './lock-test-kit';
 
 jest.setTimeout(60_000);
@@ -43,7 +43,7 @@ describeWithProcess('a document acquisition while the start waits on a frozen Mo
     expect(document.ms).toBeLessThan(BOUND_MS);
   });
 
-  it("counts a collection's first change stream in its time on a started service", async () => {
+  it('is bounded by its time on a started service whose MongoDB froze', async () => {
     const locks = new LockService({ uri: server.uri, dbName: 'stream', operationTimeoutMs });
     services.push(locks);
     await locks.start();
@@ -109,4 +109,25 @@ describe('document calls after close()', () => {
       expect(await collection.findOne({ _id: 'd' })).toMatchObject({ n: 0, version: 0 });
     },
   );
+});
+
+describeWithFailPoints("a collection's first lock while its change stream is slow to open", () => {
+  const kit = LockTestKit.forSuite();
+  const { delayNext, appClient } = faultTools(kit);
+
+  it('is taken without waiting for the stream (tryAcquire), or for the wait at most', async () => {
+    const appName = 'slow-stream';
+    const client = await appClient(appName);
+    const documents = client.db(kit.mongo.dbName).collection<{ _id: string }>('slow_stream');
+    await documents.insertMany([{ _id: 'now' }, { _id: 'waited' }]);
+    const locks = await kit.service({ client });
+    // The change stream's aggregate reaches MongoDB 5 s late; every other command at once.
+    await delayNext(appName, 'aggregate', 5_000);
+    const startedAt = performance.now();
+    const now = await locks.documents('slow_stream').tryAcquire('now');
+    expect(now).not.toBeNull();
+    expect(performance.now() - startedAt).toBeLessThan(BOUND_MS - 1_000);
+    const waited = await locks.documents('slow_stream').acquire('waited', { timeoutMs: 1_000 });
+    await Promise.all([now!.release(), waited.release()]);
+  });
 });

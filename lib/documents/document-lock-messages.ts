@@ -1,0 +1,28 @@
+import { LockNotAcquiredError } from '../errors/lock-not-acquired.error';
+import { notAcquiredMessage } from '../lock.messages';
+
+/** How messages name the document of `key` (the id's Extended JSON, unquoted). */
+export function documentSubject(collection: string, key: string): string {
+  return `Document ${key} of ${JSON.stringify(collection)}`;
+}
+
+/** A lock's not-acquired error in a document's words (the key is the id's Extended JSON). */
+export function documentNotAcquired(
+  error: unknown,
+  collection: string,
+  key: string,
+  timeoutMs: number,
+): unknown {
+  if (!(error instanceof LockNotAcquiredError)) return error;
+  const { holderId, retryAfterMs } = error;
+  const standard = notAcquiredMessage([key], timeoutMs, holderId, retryAfterMs);
+  // A message of another form (a full line, a lock field in the 0.1 form) says why: kept.
+  const detail = error.message.startsWith(standard)
+    ? error.message.slice(standard.length)
+    : ` (${error.message})`;
+  const subject = documentSubject(collection, key);
+  return new LockNotAcquiredError(
+    notAcquiredMessage([key], timeoutMs, holderId, retryAfterMs, subject) + detail,
+    { keys: error.keys, retryAfterMs, holderId },
+  );
+}
