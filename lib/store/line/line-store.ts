@@ -1,6 +1,7 @@
 import { MongoError } from 'mongodb';
 import type { ClientSession } from 'mongodb';
 import { boundedCommand } from '../bounded-command';
+import { sleep } from '../../util/timers';
 import type { ServerMonitor } from '../server-monitor';
 import { toStoreError } from '../mongo-error-codes';
 import type {
@@ -223,14 +224,43 @@ export class LineStore implements KeyLineStorage {
     onOpen?: () => void,
   ): LineWatch {
     const { operationTimeoutMs, ensureIndexes } = this.settings;
+    let closed = false;
+    let remaking = false;
+    // The collection (or its database) was dropped, its indexes with it: the TTL index is made
+    // again, retried until it is (a database still being dropped refuses it for a while).
+    const remakeIndexes = async () => {
+      remaking = true;
+      for (let pauseMs = 250; !closed; pauseMs = Math.min(pauseMs * 2, 30_000)) {
+        try {
+          await this.send('createIndexes', () => this.ensureIndexes());
+          break;
+        } catch {
+          await sleep(pauseMs, false);
+        }
+      }
+      remaking = false;
+    };
     const failed = (error: unknown) => {
-      // The collection was dropped, its indexes with it: the TTL index is made again.
-      if (ensureIndexes && error instanceof StreamInvalidatedError) {
-        this.send('createIndexes', () => this.ensureIndexes()).catch(() => undefined);
+      if (ensureIndexes && !remaking && error instanceof StreamInvalidatedError) {
+        void remakeIndexes();
       }
       onFailure?.(error);
     };
-    return watchLines(this.collection, holderId, onChange, failed, onOpen, operationTimeoutMs);
+    const watch = watchLines(
+      this.collection,
+      holderId,
+      onChange,
+      failed,
+      onOpen,
+      operationTimeoutMs,
+    );
+    return {
+      opened: watch.opened,
+      close: () => {
+        closed = true;
+        return watch.close();
+      },
+    };
   }
 
   private send<T>(command: string, run: () => Promise<T>) {
