@@ -24,7 +24,7 @@ export type { LockedMetadata, LockedMethodReturn } from './decorators/locked-met
 export { LockHandleParam, LockSession, LockedDoc } from './decorators/param.decorators';
 export { LockedInterceptor } from './interceptors/locked.interceptor';
 export type { LockKeyContext, LockKeySpec } from './keys/key-template';
-export { MAX_LOCK_KEY_BYTES } from './keys/lock-key';
+export { MAX_LOCK_KEY_BYTES, MAX_LOCK_KEYS } from './keys/lock-key';
 export { DocumentLocks } from './documents/document-locks';
 export type { DocumentLockHandle } from './documents/document-lock-handle';
 export type {

@@ -2,7 +2,7 @@ import { MongoLockError } from './mongo-lock.error';
 
 /**
  * A `campaign()` still waiting when its instance resigned the leadership (`resign()`), or a
- * term that ended before the campaign could be given it.
+ * term that ended before the campaign could be given it; also a resigned term's `signal.reason`.
  *
  * @example
  * if (error instanceof LeadershipResignedError) return; // this instance stepped down

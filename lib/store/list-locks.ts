@@ -18,8 +18,9 @@ export interface ListLocksQuery {
 }
 
 /**
- * Checks a listing's options: `prefix` (may be empty) and `after` follow the key rules, `limit`
- * is an integer from 1 to {@link MAX_LIST_LIMIT}; throws `InvalidLockOptionsError` otherwise.
+ * Checks a listing's options: `prefix` (may be empty) and `after` follow the key rules (else
+ * `InvalidLockKeyError`), `limit` is an integer from 1 to {@link MAX_LIST_LIMIT} (else
+ * `InvalidLockOptionsError`).
  *
  * @example
  * listLocksQuery({ prefix: 'orders:', limit: 50 });
