@@ -5,8 +5,12 @@ import { MongoClient } from 'mongodb';
 import { LockService } from '../../lib/lock.service';
 import { LockServiceClosedError } from '../../lib/errors/lock-service-closed.error';
 import { LockStoreUnavailableError } from '../../lib/errors/lock-store-unavailable.error';
-import { spawnOfflineMongo, type OfflineMongoProcess } from '../support/offline-mongo-process';
-import { describeWithFailPoints, faultTools, settleWithin } from './adversarial/kit';
+import {
+  describeWithFailPoints,
+  faultTools,
+  settleWithin,
+  signalledMongo,
+} from './adversarial/kit';
 import { LockTestKit } from './lock-test-kit';
 
 jest.setTimeout(60_000);
@@ -17,23 +21,16 @@ const operationTimeoutMs = 8_000;
 const describeWithProcess = process.env.MONGODB_URI ? describe.skip : describe;
 
 describeWithProcess('a document acquisition while the start waits on a frozen MongoDB', () => {
-  let server: OfflineMongoProcess;
-  const services: LockService[] = [];
-  const clients: MongoClient[] = [];
-  beforeEach(async () => {
-    server = await spawnOfflineMongo();
-  });
-  afterEach(async () => {
-    server.signal('SIGCONT');
-    await Promise.all(services.splice(0).map((s) => settleWithin(s.close(), 5_000)));
-    await Promise.all(clients.splice(0).map((c) => c.close(true).catch(() => undefined)));
-    await server.stop();
-  });
+  const mongo = signalledMongo();
 
   it('counts the start in its time (tryAcquire: 1 s), as a key acquisition does', async () => {
-    server.signal('SIGSTOP');
-    const locks = new LockService({ uri: server.uri, dbName: 'starting', operationTimeoutMs });
-    services.push(locks);
+    mongo.server.signal('SIGSTOP');
+    const locks = new LockService({
+      uri: mongo.server.uri,
+      dbName: 'starting',
+      operationTimeoutMs,
+    });
+    mongo.services.push(locks);
     const [key, document] = await Promise.all([
       settleWithin(locks.tryAcquire('k'), 20_000),
       settleWithin(locks.documents('docs').tryAcquire('d'), 20_000),
@@ -44,10 +41,10 @@ describeWithProcess('a document acquisition while the start waits on a frozen Mo
   });
 
   it('is bounded by its time on a started service whose MongoDB froze', async () => {
-    const locks = new LockService({ uri: server.uri, dbName: 'stream', operationTimeoutMs });
-    services.push(locks);
+    const locks = new LockService({ uri: mongo.server.uri, dbName: 'stream', operationTimeoutMs });
+    mongo.services.push(locks);
     await locks.start();
-    server.signal('SIGSTOP');
+    mongo.server.signal('SIGSTOP');
     const document = await settleWithin(
       locks.documents('fresh').acquire('d', { timeoutMs: 500 }),
       20_000,
@@ -57,17 +54,17 @@ describeWithProcess('a document acquisition while the start waits on a frozen Mo
   });
 
   it('fails with LockServiceClosedError as close() ends the start (the application client)', async () => {
-    const client = new MongoClient(server.uri);
-    clients.push(client);
+    const client = new MongoClient(mongo.server.uri);
+    mongo.clients.push(client);
     await client.connect();
-    server.signal('SIGSTOP');
+    mongo.server.signal('SIGSTOP');
     const locks = new LockService({
       client,
       dbName: 'closing',
       operationTimeoutMs,
       shutdownGraceMs: 200,
     });
-    services.push(locks);
+    mongo.services.push(locks);
     const key = settleWithin(locks.acquire('k', { timeoutMs: 20_000 }), 30_000);
     const document = settleWithin(
       locks.documents('docs').acquire('d', { timeoutMs: 20_000 }),

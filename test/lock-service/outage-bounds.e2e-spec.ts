@@ -6,8 +6,7 @@ import { MongoClient } from 'mongodb';
 import { LockService } from '../../lib/lock.service';
 import { LockServiceClosedError } from '../../lib/errors/lock-service-closed.error';
 import type { MongoLockModuleOptions } from '../../lib/interfaces';
-import { spawnOfflineMongo, type OfflineMongoProcess } from '../support/offline-mongo-process';
-import { settleWithin, type Settled } from './adversarial/kit';
+import { settleWithin, signalledMongo, type Settled } from './adversarial/kit';
 
 jest.setTimeout(60_000);
 
@@ -40,37 +39,25 @@ interface Account {
 describeWithProcess.each(['frozen', 'dead'] as const)(
   'every public call is bounded while MongoDB is %s',
   (state) => {
-    let server: OfflineMongoProcess;
-    const services: LockService[] = [];
-    const clients: MongoClient[] = [];
-
-    beforeEach(async () => {
-      server = await spawnOfflineMongo();
-    });
-    afterEach(async () => {
-      server.signal('SIGCONT');
-      await Promise.all(services.splice(0).map((s) => settleWithin(s.close(), 5_000)));
-      await Promise.all(clients.splice(0).map((c) => c.close(true).catch(() => undefined)));
-      await server.stop();
-    });
+    const mongo = signalledMongo();
 
     const options = (extra: Partial<MongoLockModuleOptions> = {}): MongoLockModuleOptions => ({
       dbName: 'bounds',
       operationTimeoutMs,
       shutdownGraceMs,
-      ...(extra.client ? {} : { uri: server.uri }),
+      ...(extra.client ? {} : { uri: mongo.server.uri }),
       ...extra,
     });
 
     async function service(extra: Partial<MongoLockModuleOptions> = {}): Promise<LockService> {
       const locks = new LockService(options(extra));
-      services.push(locks);
+      mongo.services.push(locks);
       await locks.start();
       return locks;
     }
 
     function breakServer(): void {
-      server.signal(state === 'frozen' ? 'SIGSTOP' : 'SIGKILL');
+      mongo.server.signal(state === 'frozen' ? 'SIGSTOP' : 'SIGKILL');
     }
 
     /** Calls that did not settle within their bound, with how long they took. */
@@ -82,8 +69,8 @@ describeWithProcess.each(['frozen', 'dead'] as const)(
     it('acquire and tryAcquire settle within timeoutMs + 1 s, the others within operationTimeoutMs', async () => {
       const locks = await service();
       const accounts = locks.documents<Account>('accounts', { version: { field: 'version' } });
-      const seeding = new MongoClient(server.uri);
-      clients.push(seeding);
+      const seeding = new MongoClient(mongo.server.uri);
+      mongo.clients.push(seeding);
       await seeding
         .db('bounds')
         .collection<Account>('accounts')
@@ -144,8 +131,8 @@ describeWithProcess.each(['frozen', 'dead'] as const)(
 
     it('close() settles within shutdownGraceMs + 2 s, with a lock held, whoever created the client', async () => {
       const own = await service();
-      const userClient = new MongoClient(server.uri);
-      clients.push(userClient);
+      const userClient = new MongoClient(mongo.server.uri);
+      mongo.clients.push(userClient);
       await userClient.connect();
       const shared = await service({ client: userClient });
       const heldByOwn = await own.acquire('bound:own', { ttlMs: 30_000 });
@@ -175,14 +162,14 @@ describeWithProcess.each(['frozen', 'dead'] as const)(
       async (whose) => {
         let client: MongoClient | undefined;
         if (whose === 'user') {
-          client = new MongoClient(server.uri);
-          clients.push(client);
+          client = new MongoClient(mongo.server.uri);
+          mongo.clients.push(client);
           await client.connect();
         }
         breakServer();
         // The start alone could take operationTimeoutMs, longer than close()'s bound.
         const locks = new LockService(options({ operationTimeoutMs: 6_000, client }));
-        services.push(locks);
+        mongo.services.push(locks);
         const starting = settleWithin(locks.acquire('bound:starting', { timeoutMs }), 20_000);
         await new Promise((resolve) => setTimeout(resolve, 100));
         const closed = await settleWithin(locks.close(), 20_000);

@@ -4,6 +4,7 @@ import { MongoClient } from 'mongodb';
 import type { Document, MongoClientOptions } from 'mongodb';
 import type { LockService } from '../../../lib/lock.service';
 import { canEmulate } from '../../support/mongo';
+import { type OfflineMongoProcess, spawnOfflineMongo } from '../../support/offline-mongo-process';
 import type { LockTestKit } from '../lock-test-kit';
 
 export type FailPointMode = 'alwaysOn' | 'off' | { times: number } | { skip: number };
@@ -114,4 +115,26 @@ export async function canTake(locks: LockService, key: string): Promise<boolean>
   const handle = await locks.tryAcquire(key);
   await handle?.release();
   return handle !== null;
+}
+
+/**
+ * A MongoDB in its own process for each test, to freeze (`SIGSTOP`) or kill; the services and
+ * clients pushed to its lists are closed after the test, then the server is stopped.
+ */
+export function signalledMongo() {
+  const mongo = {
+    server: undefined as unknown as OfflineMongoProcess,
+    services: [] as LockService[],
+    clients: [] as MongoClient[],
+  };
+  beforeEach(async () => {
+    mongo.server = await spawnOfflineMongo();
+  });
+  afterEach(async () => {
+    mongo.server.signal('SIGCONT');
+    await Promise.all(mongo.services.splice(0).map((s) => settleWithin(s.close(), 5_000)));
+    await Promise.all(mongo.clients.splice(0).map((c) => c.close(true).catch(() => undefined)));
+    await mongo.server.stop();
+  });
+  return mongo;
 }
