@@ -1,5 +1,5 @@
 import { type NestInterceptor, type Type, UseInterceptors } from '@nestjs/common';
-import { InvalidLockOptionsError, MongoLockError } from '../errors';
+import { InvalidLockKeyError, InvalidLockOptionsError, MongoLockError } from '../errors';
 import { LockedInterceptor } from '../interceptors/locked.interceptor';
 import {
   compileLockKeys,
@@ -10,7 +10,7 @@ import {
 import { LOCKED_METADATA } from '../mongo-lock.constants';
 import { quoteLockKey } from '../keys/lock-key';
 import { MESSAGES } from '../mongo-lock.messages';
-import { integer } from '../option-checks';
+import { describeValue, integer } from '../option-checks';
 import { MAX_TIMER_MS } from '../util/timers';
 import {
   LOCK_OPTION_DEFAULTS,
@@ -81,7 +81,16 @@ function compileScope(
   where: string,
 ): ((context: LockKeyContext) => string) | undefined {
   if (scope === undefined) return undefined;
-  if (typeof scope === 'function') return (context) => scope(context);
+  if (typeof scope === 'function') {
+    return (context) => {
+      const named: unknown = scope(context);
+      // Taken unscoped, releaseScope could never end it: a template's missing value fails too.
+      if (typeof named === 'string') return named;
+      throw new InvalidLockKeyError(
+        `@Locked on ${where}: its scope function returned ${describeValue(named)}, not a scope`,
+      );
+    };
+  }
   // A scope's limit is shorter than a key's: text no value can shorten fails now, not per call.
   const { parts } = parseKeyTemplate(scope);
   const least = parts.reduce((sum, part) => sum + (part.kind === 'text' ? part.text.length : 1), 0);

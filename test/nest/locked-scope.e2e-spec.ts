@@ -1,6 +1,7 @@
 import { Injectable, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import {
+  InvalidLockKeyError,
   InvalidLockOptionsError,
   Locked,
   LockLostError,
@@ -18,6 +19,12 @@ class Jobs {
   async run(_job: string, _tenant: string, gate: Promise<void>): Promise<string> {
     await gate;
     return 'done';
+  }
+
+  /** A scope function that finds no session: it returns undefined. */
+  @Locked('cart:{args.0}', { scope: (context) => context.args[1] as string })
+  async checkout(_cart: string, _session?: string): Promise<string> {
+    return 'checked out';
   }
 
   @Locked('report:{args.0}', { scope: (context) => `user:${String(context.args[1])}` })
@@ -72,6 +79,21 @@ describe('@Locked with an owner scope', () => {
       expect(await locks.releaseScope('user:u7')).toBe(1);
       open.open();
       await expect(running).rejects.toBeInstanceOf(LockLostError);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('fails a call whose scope function returns no scope, as a missing template value, unlocked', async () => {
+    const { app, jobs, locks } = await start();
+    try {
+      const error = await jobs.checkout('c1').catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(InvalidLockKeyError);
+      expect((error as Error).message).toBe(
+        '@Locked on Jobs.checkout: its scope function returned undefined, not a scope',
+      );
+      expect(await locks.inspect('cart:c1')).toBeNull();
+      await expect(jobs.checkout('c1', 's1')).resolves.toBe('checked out');
     } finally {
       await app.close();
     }
