@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { HealthIndicatorService, type HealthIndicatorResult } from '@nestjs/terminus';
+import { LockServiceClosedError } from '../errors/lock-service-closed.error';
 import { LockService } from '../lock.service';
 import { integer, optionsObject } from '../option-checks';
 import { formatMs } from '../util/durations';
@@ -69,7 +70,8 @@ export class MongoLockHealthIndicator {
     } catch (error) {
       return indicator.down({
         ...this.details(),
-        store: 'unreachable',
+        // A service shutting down has not lost MongoDB: the probe just cannot be sent.
+        store: error instanceof LockServiceClosedError ? 'closed' : 'unreachable',
         message: error instanceof Error ? error.message : String(error),
       });
     }

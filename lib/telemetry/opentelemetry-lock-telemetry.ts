@@ -92,6 +92,15 @@ type LockInstruments = ReturnType<typeof createInstruments>;
 
 const instrumentsByMeter = new WeakMap<Meter, LockInstruments>();
 
+/** Telemetry never changes a lock call's outcome: a meter or tracer that throws is ignored. */
+function quietly(report: () => void): void {
+  try {
+    report();
+  } catch {
+    // The SDK's own failure (an exporter, a span processor): not the lock's.
+  }
+}
+
 function instrumentsOf(meter: Meter): LockInstruments {
   let instruments = instrumentsByMeter.get(meter);
   if (!instruments) instrumentsByMeter.set(meter, (instruments = createInstruments(meter)));
@@ -131,17 +140,18 @@ export class OpenTelemetryLockTelemetry implements LockTelemetry {
       };
       return acquire().then(
         (handle) => {
-          this.instruments.acquired.add(1, attributes);
-          this.watchHold(handle, attributes);
-          settle('acquired');
+          // A lock granted is handed over whatever the telemetry does: else it would leak.
+          quietly(() => this.instruments.acquired.add(1, attributes));
+          quietly(() => this.watchHold(handle, attributes));
+          quietly(() => settle('acquired'));
           return handle;
         },
         (error: unknown) => {
           const outcome = acquireOutcomeOf(error);
-          if (outcome !== 'error') this.instruments[outcome].add(1, attributes);
+          if (outcome !== 'error') quietly(() => this.instruments[outcome].add(1, attributes));
           // A busy lock is an answer, not a failure: only the others mark the span failed.
-          if (outcome !== 'timeout') this.fail(span, error);
-          settle(outcome);
+          if (outcome !== 'timeout') quietly(() => this.fail(span, error));
+          quietly(() => settle(outcome));
           throw error;
         },
       );
@@ -153,14 +163,14 @@ export class OpenTelemetryLockTelemetry implements LockTelemetry {
     return this.tracer.startActiveSpan('lock.hold', { attributes }, async (span) => {
       try {
         const result = await run();
-        span.setAttribute(ATTR_OUTCOME, 'ok');
+        quietly(() => span.setAttribute(ATTR_OUTCOME, 'ok'));
         return result;
       } catch (error) {
-        span.setAttribute(ATTR_OUTCOME, 'error');
-        this.fail(span, error);
+        quietly(() => span.setAttribute(ATTR_OUTCOME, 'error'));
+        quietly(() => this.fail(span, error));
         throw error;
       } finally {
-        span.end();
+        quietly(() => span.end());
       }
     });
   }
@@ -172,19 +182,21 @@ export class OpenTelemetryLockTelemetry implements LockTelemetry {
   }
 
   termBegan(name: string): void {
-    this.instruments.terms.add(1, { [ATTR_LEADERSHIP]: name });
+    quietly(() => this.instruments.terms.add(1, { [ATTR_LEADERSHIP]: name }));
   }
 
   private watchHold(handle: HoldSubject, attributes: Attributes): void {
     const acquiredAt = performance.now();
-    const ended = () => {
-      const outcome = handle.lost ? 'lost' : 'released';
-      this.instruments[outcome].add(1, attributes);
-      this.instruments.holdTime.record(performance.now() - acquiredAt, {
-        ...attributes,
-        [ATTR_OUTCOME]: outcome,
+    // Reported from lost$'s completion: a throw there would be rxjs's unhandled error.
+    const ended = () =>
+      quietly(() => {
+        const outcome = handle.lost ? 'lost' : 'released';
+        this.instruments[outcome].add(1, attributes);
+        this.instruments.holdTime.record(performance.now() - acquiredAt, {
+          ...attributes,
+          [ATTR_OUTCOME]: outcome,
+        });
       });
-    };
     handle.lost$.subscribe({ complete: ended, error: ended });
   }
 

@@ -66,6 +66,24 @@ describe('MongoLockHealthIndicator', () => {
     });
   });
 
+  it('is down with store closed, not unreachable, once the service shuts down', async () => {
+    app = await startHttpApp(
+      {
+        imports: [TerminusModule.forRoot({ logger: false }), lockModule(mongo)],
+        controllers: [HealthController],
+        providers: [MongoLockHealthIndicator],
+      },
+      'express',
+    );
+    await app.get(LockService).close();
+    const response = await request(app.getHttpServer()).get('/health').expect(503);
+    expect(response.body.error.locks).toMatchObject({
+      status: 'down',
+      store: 'closed',
+      message: 'LockService is closed',
+    });
+  });
+
   it('reports leader or follower per leadership name', async () => {
     app = await startHttpApp(
       {
