@@ -5,6 +5,7 @@ import { MESSAGES } from '../mongo-lock.messages';
 import { isThenable } from '../util/value-kinds';
 import type { DocumentLockHandle } from '../documents/document-lock-handle';
 import type { LockService } from '../lock.service';
+import type { LockKeyContext } from '../keys/key-template';
 import type { LockedMetadata } from './locked-metadata';
 
 interface LockBinding {
@@ -50,7 +51,11 @@ export class InterceptedCall {
   private called = false;
   private abandoned = false;
 
-  constructor(readonly metadata: LockedMetadata) {}
+  constructor(
+    readonly metadata: LockedMetadata,
+    /** The request's values the route's keys were made of (none with `enabled: false`). */
+    readonly keyContext?: LockKeyContext,
+  ) {}
 
   /** Runs the handler, unless its request ended first (it would run without the lock). */
   enter<T>(handler: () => T): T {
@@ -77,6 +82,29 @@ export class InterceptedCall {
  * The wrapper runs the body outside it (`exit`), so nested calls lock normally.
  */
 export const lockedByInterceptor = new AsyncLocalStorage<InterceptedCall>();
+
+/** A route's handler body running under the interceptor's lock. */
+interface RouteBody {
+  readonly instance: unknown;
+  readonly metadata: LockedMetadata;
+  readonly keyContext: LockKeyContext;
+}
+
+/**
+ * Set around a route's body: the `@Locked` method it overrides, called in it on the same instance
+ * (`super.pay(id)`), takes its keys from the route's request, as the route did.
+ */
+export const routeBodies = new AsyncLocalStorage<RouteBody>();
+
+/**
+ * The route body this call is a `super` call from: same instance and method name, another
+ * `@Locked` declaration (the route calling itself again is a call of its own).
+ */
+export function routeBodyOf(instance: unknown, metadata: LockedMetadata): RouteBody | undefined {
+  const body = routeBodies.getStore();
+  if (!body || body.instance !== instance || body.metadata === metadata) return undefined;
+  return body.metadata.methodName === metadata.methodName ? body : undefined;
+}
 
 /** The interceptor's mark if it has locked this method's current call (handed over once). */
 export function interceptedCall(metadata: LockedMetadata): InterceptedCall | undefined {

@@ -12,6 +12,8 @@ import {
   isRequestScopedController,
   lockBindingOf,
   lockedByInterceptor,
+  routeBodies,
+  routeBodyOf,
 } from './lock-bindings';
 import type { LockedMetadata } from './locked-metadata';
 import { lockedObservable } from './locked-observable';
@@ -24,6 +26,12 @@ function isControllerInstance(instance: unknown): boolean {
   return (
     typeof type === 'function' && Reflect.getMetadata(NEST_CONTROLLER_WATERMARK, type) === true
   );
+}
+
+/** The class of `instance` (a static method's `this` is the class), else `declared`. */
+function classNameOf(instance: unknown, declared: string): string {
+  const type = typeof instance === 'function' ? instance : (instance as object | null)?.constructor;
+  return typeof type === 'function' && type.name ? type.name : declared;
 }
 
 /** Why an instance no binding reaches cannot be locked. */
@@ -68,14 +76,16 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
   return function lockedMethod(this: unknown, ...args: unknown[]): unknown {
     const intercepted = interceptedCall(metadata);
     if (intercepted) {
-      const result = lockedByInterceptor.exit(() =>
-        intercepted.enter(() => original.apply(this, args)),
-      );
+      const { keyContext } = intercepted;
+      // Outside the mark, so nested calls lock normally; in the route body, for a `super` call.
+      const asBody = <R>(run: () => R): R =>
+        lockedByInterceptor.exit(() =>
+          keyContext ? routeBodies.run({ instance: this, metadata, keyContext }, run) : run(),
+        );
+      const result = asBody(() => intercepted.enter(() => original.apply(this, args)));
       // Nest subscribes to it under our mark: its work runs outside the mark, as the body's does.
       return isObservable(result)
-        ? new Observable((subscriber) =>
-            lockedByInterceptor.exit(() => result.subscribe(subscriber)),
-          )
+        ? new Observable((subscriber) => asBody(() => result.subscribe(subscriber)))
         : result;
     }
     const binding = lockBindingOf(this);
@@ -91,7 +101,8 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
     // Still the shape a locked call has: a Promise, unless declared Observable.
     if (!binding.enabled)
       return returnsObservable ? run() : new Promise((resolve) => resolve(run()));
-    if (requestPlaceholder) {
+    const route = routeBodyOf(this, metadata);
+    if (requestPlaceholder && !route) {
       const { template, placeholder } = requestPlaceholder;
       return fail(new MongoLockError(MESSAGES.calledOutsideRoute(where, template, placeholder)));
     }
@@ -99,7 +110,12 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
     let keys: string[];
     let scope: string | undefined;
     try {
-      const keyContext = { type: 'method', args, className, methodName };
+      // The instance's class, not the one that declared the method: subclasses lock apart. A
+      // `super` call from a route's body reads the route's request.
+      const called = { className: classNameOf(this, className), methodName };
+      const keyContext = route
+        ? { ...route.keyContext, ...called }
+        : { type: 'method', args, ...called };
       keys = metadata.resolveKeys(keyContext);
       scope = metadata.resolveScope?.(keyContext);
     } catch (error) {

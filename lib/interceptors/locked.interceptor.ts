@@ -95,8 +95,10 @@ export class LockedInterceptor implements NestInterceptor, OnApplicationBootstra
     // One mark per run (an outer retry() runs the handler again): what the handler started is
     // waited for before the lock ends, even after an outer interceptor stopped listening.
     let call: InterceptedCall | undefined;
+    // What the keys were made of, for a `super` call of the handler (`routeBodies`).
+    let keyContext: LockKeyContext | undefined;
     const handle = () => {
-      const marked = (call = new InterceptedCall(metadata));
+      const marked = (call = new InterceptedCall(metadata, keyContext));
       // Subscribed under the mark too: an interceptor inside ours that defers `next.handle()`
       // (`@VersionETag`'s) calls the handler at subscription.
       return new Observable<unknown>((subscriber) =>
@@ -107,7 +109,7 @@ export class LockedInterceptor implements NestInterceptor, OnApplicationBootstra
     let keys: string[];
     let scope: string | undefined;
     try {
-      const keyContext = this.keyContext(context, metadata);
+      keyContext = this.keyContext(context, metadata);
       keys = metadata.resolveKeys(keyContext);
       scope = metadata.resolveScope?.(keyContext);
     } catch (error) {
@@ -157,7 +159,8 @@ export class LockedInterceptor implements NestInterceptor, OnApplicationBootstra
     const base: LockKeyContext = {
       type: context.getType(),
       args: context.getArgs(),
-      className: metadata.className,
+      // The controller's class, not the one that declared an inherited handler.
+      className: context.getClass().name || metadata.className,
       methodName: metadata.methodName,
     };
     if (context.getType() !== 'http') return base;

@@ -27,7 +27,10 @@ export interface LockKeyContext {
   body?: unknown;
   user?: unknown;
   headers?: unknown;
-  /** The class and method being locked, for key functions that want them. */
+  /**
+   * The class of the instance called (a subclass's for an inherited method) and the method, for
+   * key functions that want them.
+   */
   className: string;
   methodName: string;
 }
