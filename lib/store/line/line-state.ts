@@ -204,6 +204,16 @@ function joinEvents(
   return there < holdingCount(line, doc?.permits) ? [acquired(key, entry, at)] : [];
 }
 
+/**
+ * A leave of an exclusive lock's line (`lead` `<holder id> <token>`: ids never start with `*`,
+ * `!` or `?`) whose delta leaves its first entry as it was: a waiter left, the holder holds on.
+ */
+function holderStays(updated: Document): boolean {
+  const lead = updated.lead as unknown;
+  if (typeof lead !== 'string' || /^[*!?]/.test(lead)) return false;
+  return !Object.keys(updated).some((field) => /^line(\.0(\..*)?)?$/.test(field));
+}
+
 /** The delta shows the line emptied (a leave or renewal dropped its last entries). */
 function emptied(change: LineChangeEvent & { operationType: 'update' }): boolean {
   const { updatedFields, truncatedArrays, removedFields } = change.updateDescription;
@@ -223,6 +233,7 @@ function emptied(change: LineChangeEvent & { operationType: 'update' }): boolean
  * - update of `lead` (a leave, forced or scope release): `released` without holder or fence
  *   (the delta does not say who left; a waiter's leave may have freed nothing), then `acquired`
  *   per holder of the looked-up document, which may be later: holders repeat, or joined since;
+ *   nothing when a waiter left an exclusive lock's line (its first entry unchanged);
  * - an update emptying the line without `lead` (e.g. a renewal ended every lease): `released`;
  * - replace (a pipeline update MongoDB logged whole, its delta not being smaller): from the
  *   document as written, with no delta to tell a join from a leave. Entries in line under a
@@ -246,6 +257,7 @@ export function lineEvents(change: LineChangeEvent): LockEvent[] {
     case 'update': {
       const updated = (change.updateDescription?.updatedFields ?? {}) as Document;
       if ('lead' in updated && !isLookAgainLead(updated.lead)) {
+        if (holderStays(updated)) return [];
         return [released, ...acquiredBy(holdersOf(change.fullDocument))];
       }
       if ('f' in updated) return joinEvents(key, change);
