@@ -1,5 +1,6 @@
 import { isStoreUnavailableError } from './store/mongo-error-codes';
 import { formatMs } from './util/durations';
+import { outsideCaller } from './util/outside-caller';
 import { unrefTimer } from './util/timers';
 
 /** What a renewal found: our lease extended (remaining time by the server clock), or not ours. */
@@ -276,7 +277,8 @@ export class LeaseKeeper {
     let outcomes: RenewLeaseOutcome[];
     this.renewInFlight = true;
     try {
-      outcomes = await Promise.all(keys.map((held) => this.init.operations.renew(held, ttlMs)));
+      const renew = (held: HeldKey) => outsideCaller(() => this.init.operations.renew(held, ttlMs));
+      outcomes = await Promise.all(keys.map(renew));
     } catch (error) {
       // It may yet land, with its own lease length.
       this.onlyByWrite = true;

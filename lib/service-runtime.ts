@@ -28,6 +28,7 @@ import type { KeyLineStorage } from './store/line/line-store';
 import { LockStore } from './store/lock-store';
 import type { LockConnection } from './store/lock-store';
 import type { LockTelemetry } from './telemetry';
+import { outsideCaller } from './util/outside-caller';
 import { settledBy, settlesWithin, wakeUp } from './util/timers';
 import { pollDelayMs } from './waiting/wait-timing';
 
@@ -99,7 +100,7 @@ export class ServiceRuntime {
 
   ensureStarted(): Promise<LockConnection> {
     if (this.closing.signal.aborted) return Promise.reject(serviceClosed());
-    this.starting ??= this.connect().catch((error: unknown) => {
+    this.starting ??= outsideCaller(() => this.connect()).catch((error: unknown) => {
       this.starting = undefined;
       this.unregisterHolderId();
       throw error;

@@ -31,6 +31,7 @@ import type { LockTelemetry } from '../telemetry';
 import type { LinkedAbortSignal } from '../waiting/linked-abort-signal';
 import { waitObservable } from '../waiting/wait-observable';
 import { runThenRelease } from '../run-then-release';
+import { outsideCaller } from '../util/outside-caller';
 import { settledBy, wakeUp } from '../util/timers';
 import { resolveAttemptTarget, resolveDocumentId, resolveExpectedVersion } from './document-input';
 import type { ResolvedDocumentLocksOptions } from './document-input';
@@ -385,6 +386,6 @@ export class DocumentLocks<T extends Document = Document> {
   }
 
   private streamOf(lines: LineLocks<DocumentLineStore>): Promise<void> {
-    return (this.streamStarted ??= lines.start());
+    return (this.streamStarted ??= outsideCaller(() => lines.start()));
   }
 }
