@@ -83,16 +83,24 @@ export class InterceptedCall {
  */
 export const lockedByInterceptor = new AsyncLocalStorage<InterceptedCall>();
 
+/** The request's parts of a route's key context: what a method reading the request needs. */
+export type RequestParts = Pick<
+  LockKeyContext,
+  'type' | 'params' | 'query' | 'body' | 'user' | 'headers'
+>;
+
 /** A route's handler body running under the interceptor's lock. */
 interface RouteBody {
   readonly instance: unknown;
   readonly metadata: LockedMetadata;
-  readonly keyContext: LockKeyContext;
+  /** Not the transport's arguments (`req`, `res`): kept by whatever the body leaves running. */
+  readonly request: RequestParts;
 }
 
 /**
  * Set around a route's body: the `@Locked` method it overrides, called in it on the same instance
- * (`super.pay(id)`), takes its keys from the route's request, as the route did.
+ * (`super.pay(id)`), reads the route's request when its keys need one (`{params.id}`); its
+ * arguments are its own.
  */
 export const routeBodies = new AsyncLocalStorage<RouteBody>();
 

@@ -4,7 +4,7 @@ import { MongoLockError } from '../errors';
 import { NEST_CONTROLLER_WATERMARK } from '../mongo-lock.constants';
 import { MESSAGES } from '../mongo-lock.messages';
 import { isThenable } from '../util/value-kinds';
-import { httpOnlyPlaceholders } from '../keys/key-template';
+import { httpOnlyPlaceholders, type LockKeyContext } from '../keys/key-template';
 import type { AnyMethod } from './decorated-places';
 import {
   documentLockContext,
@@ -12,6 +12,7 @@ import {
   isRequestScopedController,
   lockBindingOf,
   lockedByInterceptor,
+  type RequestParts,
   routeBodies,
   routeBodyOf,
 } from './lock-bindings';
@@ -32,6 +33,13 @@ function isControllerInstance(instance: unknown): boolean {
 function classNameOf(instance: unknown, declared: string): string {
   const type = typeof instance === 'function' ? instance : (instance as object | null)?.constructor;
   return typeof type === 'function' && type.name ? type.name : declared;
+}
+
+/** The parts of a route's key context that come from its request. */
+function requestPartsOf(context: LockKeyContext | undefined): RequestParts | undefined {
+  if (!context) return undefined;
+  const { type, params, query, body, user, headers } = context;
+  return { type, params, query, body, user, headers };
 }
 
 /** Why an instance no binding reaches cannot be locked. */
@@ -76,11 +84,11 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
   return function lockedMethod(this: unknown, ...args: unknown[]): unknown {
     const intercepted = interceptedCall(metadata);
     if (intercepted) {
-      const { keyContext } = intercepted;
+      const request = requestPartsOf(intercepted.keyContext);
       // Outside the mark, so nested calls lock normally; in the route body, for a `super` call.
       const asBody = <R>(run: () => R): R =>
         lockedByInterceptor.exit(() =>
-          keyContext ? routeBodies.run({ instance: this, metadata, keyContext }, run) : run(),
+          request ? routeBodies.run({ instance: this, metadata, request }, run) : run(),
         );
       const result = asBody(() => intercepted.enter(() => original.apply(this, args)));
       // Nest subscribes to it under our mark: its work runs outside the mark, as the body's does.
@@ -101,7 +109,8 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
     // Still the shape a locked call has: a Promise, unless declared Observable.
     if (!binding.enabled)
       return returnsObservable ? run() : new Promise((resolve) => resolve(run()));
-    const route = routeBodyOf(this, metadata);
+    // A `super` call from a route's body: its keys read the route's request.
+    const route = requestPlaceholder ? routeBodyOf(this, metadata) : undefined;
     if (requestPlaceholder && !route) {
       const { template, placeholder } = requestPlaceholder;
       return fail(new MongoLockError(MESSAGES.calledOutsideRoute(where, template, placeholder)));
@@ -110,12 +119,9 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
     let keys: string[];
     let scope: string | undefined;
     try {
-      // The instance's class, not the one that declared the method: subclasses lock apart. A
-      // `super` call from a route's body reads the route's request.
+      // The instance's class, not the one that declared the method: subclasses lock apart.
       const called = { className: classNameOf(this, className), methodName };
-      const keyContext = route
-        ? { ...route.keyContext, ...called }
-        : { type: 'method', args, ...called };
+      const keyContext = { type: 'method', ...route?.request, args, ...called };
       keys = metadata.resolveKeys(keyContext);
       scope = metadata.resolveScope?.(keyContext);
     } catch (error) {

@@ -37,6 +37,34 @@ class AuditedPayments extends BasePayments {
   }
 }
 
+/** Base methods keyed on their own arguments: a super call passes them. */
+class BaseCharges {
+  @Locked('charge:{args.0}')
+  async charge(id: string): Promise<string> {
+    return `${id} under ${LockService.current()?.keys.join(',')}`;
+  }
+
+  @Locked((context) => `refund:${String(context.args[0])}:${context.type}`)
+  async refund(id: string): Promise<string> {
+    return `${id} under ${LockService.current()?.keys.join(',')}`;
+  }
+}
+
+@Controller('charges')
+class Charges extends BaseCharges {
+  @Get(':id')
+  @Locked('charge:{params.id}')
+  override async charge(@Param('id') id: string): Promise<string> {
+    return super.charge(id);
+  }
+
+  @Get(':id/refund')
+  @Locked('refund-route:{params.id}')
+  override async refund(@Param('id') id: string): Promise<string> {
+    return super.refund(id);
+  }
+}
+
 abstract class NamedJob {
   @Locked((context) => `job:${context.className}`, { onBusy: 'skip' })
   async run(): Promise<string | undefined> {
@@ -62,7 +90,7 @@ describe('@Locked through inheritance', () => {
     let app: INestApplication;
     beforeAll(async () => {
       app = await startHttpApp(
-        { imports: [lockModule(mongo)], controllers: [SubPayments, AuditedPayments] },
+        { imports: [lockModule(mongo)], controllers: [SubPayments, AuditedPayments, Charges] },
         adapter,
       );
     });
@@ -73,6 +101,13 @@ describe('@Locked through inheritance', () => {
     it("calls super under the route's lock, its keys read from the request", async () => {
       const response = await request(app.getHttpServer()).get('/sub/7').expect(200);
       expect(response.text).toBe('7 under pay:7');
+    });
+
+    it('passes super its own arguments, for keys made of them', async () => {
+      const charged = await request(app.getHttpServer()).get('/charges/7').expect(200);
+      expect(charged.text).toBe('7 under charge:7');
+      const refunded = await request(app.getHttpServer()).get('/charges/9/refund').expect(200);
+      expect(refunded.text).toBe('9 under refund:9:method');
     });
 
     it("takes super's own keys too when they differ", async () => {
