@@ -198,15 +198,22 @@ export class InMemoryLines {
     if (before.line !== undefined || before.f !== undefined) {
       const updatedFields: Record<string, unknown> = {};
       const removedFields: string[] = [];
+      const truncatedArrays: { field: string; newSize: number }[] = [];
       for (const field of ['f', 'line', 'permits', 'gcAt', 'lead'] as const) {
         if (after[field] === undefined) {
           if (before[field] !== undefined) removedFields.push(field);
+        } else if (field === 'line') {
+          Object.assign(updatedFields, lineDelta(before.line, fullDocument.line ?? []));
+          const newSize = fullDocument.line?.length ?? 0;
+          if (newSize < (before.line?.length ?? 0) && !('line' in updatedFields)) {
+            truncatedArrays.push({ field: 'line', newSize });
+          }
         } else if (!isDeepStrictEqual(before[field], after[field])) {
-          updatedFields[field] = field === 'line' ? fullDocument.line : after[field];
+          updatedFields[field] = after[field];
         }
       }
       if (Object.keys(updatedFields).length === 0 && removedFields.length === 0) return;
-      const updateDescription = { updatedFields, removedFields, truncatedArrays: [] };
+      const updateDescription = { updatedFields, removedFields, truncatedArrays };
       change = {
         operationType: 'update',
         ...event,
@@ -215,6 +222,21 @@ export class InMemoryLines {
     }
     for (const listener of [...this.listeners]) listener(change);
   }
+}
+
+/**
+ * `line`'s change as MongoDB's delta reports an array: whole when its first entry changed, else
+ * by index (`line.1`), the entries cut off as a truncation (`events$` reads it so).
+ */
+function lineDelta(before: LineEntry[] | undefined, after: LineEntry[]): Record<string, unknown> {
+  if (!before?.length || !after.length || !isDeepStrictEqual(before[0], after[0])) {
+    return isDeepStrictEqual(before, after) ? {} : { line: after };
+  }
+  const changed: Record<string, unknown> = {};
+  after.forEach((entry, index) => {
+    if (!isDeepStrictEqual(before[index], entry)) changed[`line.${index}`] = entry;
+  });
+  return changed;
 }
 
 /** `NEXT_FENCE`: the last fence plus one, never below the clock in ms. */

@@ -315,6 +315,26 @@ describe('MongoLockTestingModule', () => {
     expect(events.every((event) => event.at instanceof Date)).toBe(true);
   });
 
+  it('events$ reports nothing when a waiter gives up, as on MongoDB', async () => {
+    const events: string[] = [];
+    const subscription = locks.events$.subscribe((event) =>
+      events.push(`${event.type} ${event.holderId ?? '-'}`),
+    );
+    try {
+      await eventually(() => locks.diagnostics.eventsFlowing);
+      const held = await store.holdAs('ledger:acc-9', 'billing-worker');
+      await eventually(() => events.length === 1);
+      for (const timeoutMs of [100, 50]) {
+        await expect(locks.acquire('ledger:acc-9', { timeoutMs })).rejects.toThrow(/not acquired/);
+      }
+      await held.release();
+      await eventually(() => events.length >= 2);
+      expect(events).toEqual(['acquired billing-worker', 'released -']);
+    } finally {
+      subscription.unsubscribe();
+    }
+  });
+
   it('releaseAllHeld tells the holders and frees their keys', async () => {
     const first = await locks.acquire('a');
     const second = await locks.acquire(['b', 'c']);
