@@ -18,6 +18,7 @@ import type { AttemptTarget } from './store/line/line-commands';
 import { lineKind } from './store/lock-modes';
 import { notAcquired } from './line-refusals';
 import { quoteLockKey } from './keys/lock-key';
+import { outsideCaller } from './util/outside-caller';
 import { settledBy, settlesWithin } from './util/timers';
 import { LineWaiters } from './waiting/line-waiters';
 import type { LockEvent } from './interfaces/lock-state.interface';
@@ -238,15 +239,18 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
   watchEvents(listener: (event: LockEvent) => void): () => void {
     this.eventListeners.add(listener);
     if (!this.eventWatch && this.options.changeStreams !== 'off') {
-      const watch = this.store.watchEvents(
-        (event) => {
-          for (const each of [...this.eventListeners]) each(event);
-        },
-        () => (this.eventsFlowing = false),
-        // Flowing while open; after a failure, readers of `eventsFlowing` poll until it reopens.
-        () => {
-          if (this.eventWatch === watch) this.eventsFlowing = true;
-        },
+      // Shared by every listener, for as long as one listens: in no caller's context.
+      const watch = outsideCaller(() =>
+        this.store.watchEvents(
+          (event) => {
+            for (const each of [...this.eventListeners]) each(event);
+          },
+          () => (this.eventsFlowing = false),
+          // Flowing while open; after a failure, readers of `eventsFlowing` poll until it reopens.
+          () => {
+            if (this.eventWatch === watch) this.eventsFlowing = true;
+          },
+        ),
       );
       this.eventWatch = watch;
       this.eventsFlowing = false;

@@ -129,21 +129,21 @@ export class OpenTelemetryLockTelemetry implements LockTelemetry {
     const attributes: Attributes = { [ATTR_TEMPLATE]: label };
     const spanAttributes = { ...attributes, [ATTR_KEY_COUNT]: keyCount };
     // Not an async function: a suspended one keeps its frame per waiter (heap, BENCHMARKS.md).
-    return this.tracer.startActiveSpan('lock.acquire', { attributes: spanAttributes }, (span) => {
+    return this.inSpan('lock.acquire', spanAttributes, (span) => {
       const settle = (outcome: AcquireOutcome) => {
-        this.instruments.waitTime.record(performance.now() - startedAt, {
-          ...attributes,
-          [ATTR_OUTCOME]: outcome,
-        });
-        span.setAttribute(ATTR_OUTCOME, outcome);
-        span.end();
+        const waitedMs = performance.now() - startedAt;
+        quietly(() =>
+          this.instruments.waitTime.record(waitedMs, { ...attributes, [ATTR_OUTCOME]: outcome }),
+        );
+        quietly(() => span?.setAttribute(ATTR_OUTCOME, outcome));
+        quietly(() => span?.end());
       };
       return acquire().then(
         (handle) => {
           // A lock granted is handed over whatever the telemetry does: else it would leak.
           quietly(() => this.instruments.acquired.add(1, attributes));
           quietly(() => this.watchHold(handle, attributes));
-          quietly(() => settle('acquired'));
+          settle('acquired');
           return handle;
         },
         (error: unknown) => {
@@ -151,7 +151,7 @@ export class OpenTelemetryLockTelemetry implements LockTelemetry {
           if (outcome !== 'error') quietly(() => this.instruments[outcome].add(1, attributes));
           // A busy lock is an answer, not a failure: only the others mark the span failed.
           if (outcome !== 'timeout') quietly(() => this.fail(span, error));
-          quietly(() => settle(outcome));
+          settle(outcome);
           throw error;
         },
       );
@@ -160,17 +160,17 @@ export class OpenTelemetryLockTelemetry implements LockTelemetry {
 
   lockedMethod<T>(label: string, where: string, run: () => Promise<T>): Promise<T> {
     const attributes = { [ATTR_TEMPLATE]: label, [ATTR_METHOD]: where };
-    return this.tracer.startActiveSpan('lock.hold', { attributes }, async (span) => {
+    return this.inSpan('lock.hold', attributes, async (span) => {
       try {
         const result = await run();
-        quietly(() => span.setAttribute(ATTR_OUTCOME, 'ok'));
+        quietly(() => span?.setAttribute(ATTR_OUTCOME, 'ok'));
         return result;
       } catch (error) {
-        quietly(() => span.setAttribute(ATTR_OUTCOME, 'error'));
+        quietly(() => span?.setAttribute(ATTR_OUTCOME, 'error'));
         quietly(() => this.fail(span, error));
         throw error;
       } finally {
-        quietly(() => span.end());
+        quietly(() => span?.end());
       }
     });
   }
@@ -200,7 +200,22 @@ export class OpenTelemetryLockTelemetry implements LockTelemetry {
     handle.lost$.subscribe({ complete: ended, error: ended });
   }
 
-  private fail(span: Span, error: unknown): void {
+  /** `run` under a new active span; without one if the tracer fails before it runs. */
+  private inSpan<T>(name: string, attributes: Attributes, run: (span?: Span) => T): T {
+    let entered = false;
+    try {
+      return this.tracer.startActiveSpan(name, { attributes }, (span) => {
+        entered = true;
+        return run(span);
+      });
+    } catch (error) {
+      if (entered) throw error;
+      return run();
+    }
+  }
+
+  private fail(span: Span | undefined, error: unknown): void {
+    if (!span) return;
     // The class name, never the message nor recordException: messages quote keys, and keys must
     // stay out of telemetry.
     const type = error instanceof Error ? error.name : typeof error;

@@ -60,7 +60,7 @@ describe("background work and the caller's trace", () => {
     context.disable();
   });
 
-  it('renews and opens the change stream under no span of the acquisition or its caller', async () => {
+  it('renews and opens its change streams under no span of the acquisition or its caller', async () => {
     const seen: { what: string; span: string | undefined; ended: boolean }[] = [];
     const client = spyingClient(await kit.client(), seen);
     // Not started yet: its first acquisition starts it, under the caller's span.
@@ -74,11 +74,21 @@ describe("background work and the caller's trace", () => {
           span.end();
         }
       });
+      // events$'s stream, shared by its subscribers, opened by one in a request.
+      const events = caller.startActiveSpan('another request', (span) => {
+        try {
+          return locks.events$.subscribe();
+        } finally {
+          span.end();
+        }
+      });
       // A few renewals, long after the acquisition's span and its caller's ended.
       await sleep(1_500);
+      events.unsubscribe();
       await handle.release();
       expect(seen.filter((s) => s.what === 'renew').length).toBeGreaterThan(0);
-      expect(seen.filter((s) => s.what === 'watch').length).toBeGreaterThan(0);
+      // The service's change stream and events$'s.
+      expect(seen.filter((s) => s.what === 'watch').length).toBe(2);
       expect(seen.filter((s) => s.span !== undefined)).toEqual([]);
     } finally {
       await locks.close();

@@ -8,11 +8,14 @@ import { LockTestKit, sleep } from '../lock-service/lock-test-kit';
 jest.setTimeout(60_000);
 
 let spanEndThrows = false;
+let spanStartThrows = false;
 let counterThrows = false;
 
 /** A span processor with a bug in onEnd (the SDK's MultiSpanProcessor does not catch it). */
 const throwingProcessor: SpanProcessor = {
-  onStart: () => undefined,
+  onStart: () => {
+    if (spanStartThrows) throw new Error('span processor broke at the start');
+  },
   onEnd: () => {
     if (spanEndThrows) throw new Error('span processor broke');
   },
@@ -47,6 +50,7 @@ describe('telemetry that throws', () => {
   });
   afterEach(() => {
     spanEndThrows = false;
+    spanStartThrows = false;
     counterThrows = false;
   });
   afterAll(async () => {
@@ -121,6 +125,20 @@ describe('telemetry that throws', () => {
         .catch((error: Error) => error.message);
       spanEndThrows = false;
       expect({ outcome, ran }).toEqual({ outcome: 'shipped', ran: 1 });
+    });
+
+    it('runs untraced when the tracer fails to start a span', async () => {
+      const locks = await kit.service();
+      const holder = await locks.acquire('unstarted:busy');
+      spanStartThrows = true;
+      await expect(locks.withLock('unstarted', () => 'ran')).resolves.toBe('ran');
+      await expect(locks.tryAcquire('unstarted:busy')).resolves.toBeNull();
+      await expect(
+        locks.telemetry.lockedMethod('orders:{id}', 'Orders.ship', async () => 'shipped'),
+      ).resolves.toBe('shipped');
+      spanStartThrows = false;
+      await holder.release();
+      expect((await locks.inspect('unstarted'))?.held).toBe(false);
     });
   });
 });
