@@ -123,3 +123,24 @@ export function refuseUnknownOptions(options: object, names: readonly string[], 
     );
   }
 }
+
+/** Characters MongoDB refuses in a database name (of at most 63). */
+export const DB_NAME_FORBIDDEN = /[/\\. "$\0]/;
+
+/** What MongoDB refuses in a collection name: `system.` and `.` at its start, `$` and NUL. */
+export const COLLECTION_NAME_FORBIDDEN = /^system\.|^\.|[$\0]/;
+
+function isNamed(value: unknown, maxLength: number, forbidden: RegExp): value is string {
+  const { length } = typeof value === 'string' ? value : '';
+  return length > 0 && length <= maxLength && !forbidden.test(value as string);
+}
+
+/** A database name MongoDB takes: 1 to 63 characters, none of {@link DB_NAME_FORBIDDEN}. */
+export function isDatabaseName(value: unknown): value is string {
+  return isNamed(value, 63, DB_NAME_FORBIDDEN);
+}
+
+/** A collection name MongoDB takes, of at most `maxLength` characters. */
+export function isCollectionName(value: unknown, maxLength: number): value is string {
+  return isNamed(value, maxLength, COLLECTION_NAME_FORBIDDEN);
+}

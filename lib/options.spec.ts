@@ -166,13 +166,17 @@ describe('resolveModuleOptions', () => {
     );
   });
 
-  it.each(['a.b', 'a$b', 'd'.repeat(64)])(
+  it.each([
+    ['a.b', 'uri must be a name without'],
+    ['a$b', 'uri must be a name without'],
+    ['d'.repeat(64), 'uri must be a non-empty string of at most 63 characters'],
+  ])(
     'refuses a uri naming database %p, as dbName is refused, unless dbName replaces it',
-    (db) => {
+    (db, message) => {
       const named = `mongodb://localhost:27017/${db}`;
       const error = capture(() => resolveModuleOptions({ uri: named }));
       expect(error).toBeInstanceOf(InvalidLockOptionsError);
-      expect(error.message).toContain('uri must be a database name of at most 63 characters');
+      expect(error.message).toContain(message);
       expect((error as InvalidLockOptionsError).option).toBe('uri');
       expect(resolveModuleOptions({ uri: named, dbName: 'app' }).dbName).toBe('app');
     },

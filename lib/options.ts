@@ -8,6 +8,8 @@ import type { AcquireOptions } from './interfaces/lock-options.interface';
 import { LONE_SURROGATE } from './keys/lock-key';
 import {
   boolean,
+  COLLECTION_NAME_FORBIDDEN,
+  DB_NAME_FORBIDDEN,
   fail,
   integer,
   name,
@@ -97,9 +99,6 @@ export function holderIdOption(value: unknown): string | undefined {
   if (id && /^[$*!?]/.test(id)) fail('holderId', 'an id that does not start with $, *, ! or ?', id);
   return id;
 }
-
-/** Characters MongoDB refuses in a database name. */
-const DB_NAME_FORBIDDEN = /[/\\. "$\0]/;
 
 /** The connection options, and the client the driver made as it read `uri`. */
 function connection(
@@ -209,21 +208,14 @@ export function resolveModuleOptions(options: MongoLockModuleOptions): ResolvedL
   const { uri, client, uriClient } = connection(options);
   // The database the uri names, unless dbName replaces it: refused now, not at the first write.
   if (options.dbName === undefined && uriClient) {
-    const named = uriClient.options.dbName;
-    if (named.length > 63 || DB_NAME_FORBIDDEN.test(named)) {
-      fail(
-        'uri',
-        `a database name of at most 63 characters without ${String(DB_NAME_FORBIDDEN)}`,
-        named,
-      );
-    }
+    name('uri', uriClient.options.dbName, DB_NAME_FORBIDDEN, 63);
   }
   const resolved: ResolvedLockModuleOptions = {
     uri,
     client,
     dbName: name('dbName', options.dbName, DB_NAME_FORBIDDEN, 63),
     collectionName:
-      name('collectionName', options.collectionName, /^system\.|^\.|[$\0]/, 120) ??
+      name('collectionName', options.collectionName, COLLECTION_NAME_FORBIDDEN, 120) ??
       d.collectionName,
     defaultTtlMs: int('defaultTtlMs', MIN_TTL_MS, MAX_TIMER_MS),
     defaultTimeoutMs: int('defaultTimeoutMs', 0, MAX_TIMER_MS),

@@ -7,7 +7,7 @@ import type { AttemptTarget } from '../store/line/line-commands';
 import type { DocumentVersion } from '../store/documents/document-version';
 import { toVersionValue } from '../store/documents/document-version';
 import { fitsLong, isBson, isLong } from '../store/bson-values';
-import { refuseUnknownOptions } from '../option-checks';
+import { isCollectionName, isDatabaseName, refuseUnknownOptions } from '../option-checks';
 import { isPlainObject } from '../util/value-kinds';
 import type { DocumentLockOptions, DocumentLocksOptions } from './document-locks-options.interface';
 
@@ -50,7 +50,7 @@ export function resolveDocumentLocksOptions(
   collection: unknown,
   options: DocumentLocksOptions | undefined,
 ): ResolvedDocumentLocksOptions {
-  if (typeof collection !== 'string' || !/^(?!system\.|\.)[^$\0]{1,200}$/.test(collection)) {
+  if (!isCollectionName(collection, 200)) {
     bad(
       'collection',
       `must be a collection name (1 to 200 characters, no $ or NUL, not starting with . or system.), got ${JSON.stringify(collection)}`,
@@ -61,10 +61,7 @@ export function resolveDocumentLocksOptions(
     bad('options', 'must be an object');
   // A misspelt `lockField` or `version` would lock and version by the defaults, silently.
   refuseUnknownOptions(given, ['dbName', 'lockField', 'version', 'idType']);
-  if (
-    given.dbName !== undefined &&
-    (typeof given.dbName !== 'string' || !/^[^/\\. "$\0]{1,63}$/.test(given.dbName))
-  ) {
+  if (given.dbName !== undefined && !isDatabaseName(given.dbName)) {
     bad('dbName', `must be a database name, got ${JSON.stringify(given.dbName)}`);
   }
   const lockField =

@@ -116,7 +116,12 @@ describe('key templates: resolution', () => {
 
   it('formats an ObjectId as its hex, whichever copy of bson made it', () => {
     const id = new ObjectId('65f0c0ffee00000000000001');
-    const foreign = { _bsontype: 'ObjectId', toHexString: () => '65f0c0ffee00000000000002' };
+    // An ObjectId of another copy of bson: its own class, the same BSON type.
+    class ForeignObjectId {
+      readonly _bsontype = 'ObjectId';
+      toHexString = () => '65f0c0ffee00000000000002';
+    }
+    const foreign = new ForeignObjectId();
     const context = httpContext({ args: [id, foreign] });
     expect(keysOf('order:{args.0}|{args.1}', context)).toEqual([
       'order:65f0c0ffee00000000000001|65f0c0ffee00000000000002',

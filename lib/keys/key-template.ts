@@ -1,3 +1,4 @@
+import { isBson } from '../store/bson-values';
 import { posix } from 'node:path';
 import { InvalidLockKeyError, MongoLockError } from '../errors';
 import { MESSAGES } from '../mongo-lock.messages';
@@ -188,14 +189,8 @@ export function routeParamPlaceholders(templates: readonly string[]) {
 function scalarToKeyPart(value: unknown): string | undefined {
   if (typeof value === 'string') return value.length > 0 ? value : undefined;
   if (typeof value === 'number') return Number.isFinite(value) ? String(value) : undefined;
-  if (isObjectId(value)) return value.toHexString();
+  if (isBson(value, 'ObjectId')) return value.toHexString();
   return typeof value === 'bigint' || typeof value === 'boolean' ? String(value) : undefined;
-}
-
-/** By its BSON type, not its class: an application may load a copy of `bson` of its own. */
-function isObjectId(value: unknown): value is { toHexString(): string } {
-  const id = value as { _bsontype?: unknown; toHexString?: unknown } | null | undefined;
-  return id?._bsontype === 'ObjectId' && typeof id.toHexString === 'function';
 }
 
 /**
