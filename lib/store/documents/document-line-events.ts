@@ -17,10 +17,7 @@ export type DocumentChange = Extract<
 export function changeFilter(fields: DocumentLineFields, leads?: string): Document {
   const lead = fields.path('lead');
   const line = fields.path('line');
-  const updated = (field: string) => ({
-    $getField: { field, input: '$updateDescription.updatedFields' },
-  });
-  const dotted = updated(lead);
+  const dotted = { $getField: { field: lead, input: '$updateDescription.updatedFields' } };
   const named = leads
     ? [
         { [`updateDescription.updatedFields.${lead}`]: { $regex: leads } },
@@ -31,24 +28,20 @@ export function changeFilter(fields: DocumentLineFields, leads?: string): Docume
         { $expr: { $ne: [{ $type: dotted }, 'missing'] } },
         { 'updateDescription.removedFields': lead },
       ];
+  const updates = [
+    // Lock field or line removed, nulled or set without a line: other code, never the library.
+    { 'updateDescription.removedFields': { $in: [fields.field, line] } },
+    { [`updateDescription.updatedFields.${fields.field}`]: { $type: 'null' } },
+    {
+      [`updateDescription.updatedFields.${fields.field}`]: { $type: 'object' },
+      [`updateDescription.updatedFields.${line}`]: { $exists: false },
+    },
+    ...named,
+  ];
   return {
     $or: [
       { operationType: { $in: ['replace', 'delete'] } },
-      // Lock field or line removed, nulled or set without a line: other code, never the library.
-      {
-        operationType: 'update',
-        'updateDescription.removedFields': { $in: [fields.field, line] },
-      },
-      {
-        operationType: 'update',
-        [`updateDescription.updatedFields.${fields.field}`]: { $type: 'null' },
-      },
-      {
-        operationType: 'update',
-        [`updateDescription.updatedFields.${fields.field}`]: { $type: 'object' },
-        [`updateDescription.updatedFields.${line}`]: { $exists: false },
-      },
-      ...named.map((condition) => ({ operationType: 'update', ...condition })),
+      ...updates.map((condition) => ({ operationType: 'update', ...condition })),
     ],
   };
 }
