@@ -4,6 +4,7 @@ import { DocumentNotFoundError } from '../../errors/document-not-found.error';
 import { isPlainObject } from '../../util/value-kinds';
 import { fitsLong, isBson, isLong } from '../bson-values';
 import { isDuplicateKeyError } from '../mongo-error-codes';
+import { decimalOf } from './document-version';
 
 /** An `_id` as a lock key: canonical Extended JSON, so ids of different types never share one. */
 export function keyOfDocumentId(id: unknown): string {
@@ -60,11 +61,7 @@ function canonicalDecimal(text: string): Decimal128 | undefined {
     digits += '0';
     power -= 1;
   }
-  try {
-    return Decimal128.fromString(`${sign}${digits}E${power >= 0 ? '+' : ''}${power}`);
-  } catch {
-    return undefined;
-  }
+  return decimalOf(`${sign}${digits}E${power >= 0 ? '+' : ''}${power}`);
 }
 
 /** The `_id` a key stands for: the inverse of {@link keyOfDocumentId}. */

@@ -105,7 +105,8 @@ export function toVersionValue(version: DocumentVersion, value: unknown): unknow
   }
 }
 
-function decimalOf(text: string): Decimal128 | undefined {
+/** The decimal `text` writes; `undefined` when no Decimal128 holds it (34 digits, its exponents). */
+export function decimalOf(text: string): Decimal128 | undefined {
   try {
     return Decimal128.fromString(text);
   } catch {
