@@ -50,7 +50,7 @@ export interface DocumentLocksHost {
   /** A caller's signal linked with the closing signal; unlinked when the call is over. */
   link(signal: AbortSignal | undefined): LinkedAbortSignal;
   readonly telemetry: LockTelemetry;
-  readonly logger: { warn(message: string): void; error(message: string): void };
+  readonly logger: { warn(message: string): void };
   /** The started store, whose client document locks share. */
   started(): Promise<LockStore>;
 }
@@ -156,7 +156,9 @@ export class DocumentLocks<T extends Document = Document> {
     return waitObservable(
       async (signal) => {
         const key = this.keyOf(id);
-        await (await this.started()).waitForRelease(key, signal);
+        const lines = await this.lines();
+        await this.streamOf(lines);
+        await lines.waitForRelease(key, signal);
       },
       [this.host.closing],
     );
@@ -376,13 +378,6 @@ export class DocumentLocks<T extends Document = Document> {
     const store = new DocumentLineStore(collection, fields, options.operationTimeoutMs, monitor);
     this.lineLocks ??= new LineLocks(store, this.host.held, { ...options, localHandOff: false });
     return this.lineLocks;
-  }
-
-  /** {@link lines}, its change stream opened once (see `LineLocks.start`). */
-  private async started(): Promise<LineLocks<DocumentLineStore>> {
-    const lines = await this.lines();
-    await this.streamOf(lines);
-    return lines;
   }
 
   private streamOf(lines: LineLocks<DocumentLineStore>): Promise<void> {
