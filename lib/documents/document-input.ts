@@ -245,9 +245,8 @@ function isEquality(condition: unknown): boolean {
   if (condition === null || typeof condition !== 'object' || condition instanceof Date) return true;
   const bsonType = (condition as { _bsontype?: unknown })._bsontype;
   if (typeof bsonType === 'string') return bsonType !== 'BSONRegExp';
-  if (Array.isArray(condition)) return !keysAtAnyDepth(condition).some(isOperator);
   // A Map, a pattern or a class instance: its fields are not what they seem here.
-  if (!isPlainObject(condition)) return false;
+  if (!Array.isArray(condition) && !isPlainObject(condition)) return false;
   if (isEqForm(condition)) return isEquality(condition.$eq) && !isEqForm(condition.$eq);
   return !keysAtAnyDepth(condition).some(isOperator);
 }
@@ -356,13 +355,8 @@ function sameId(a: unknown, b: unknown): boolean {
 
 function initialVersion(version: DocumentVersion | undefined): Document {
   if (!version) return {};
-  const initial =
-    version.type === 'int'
-      ? 0
-      : version.type === 'decimal128'
-        ? Decimal128.fromString('0')
-        : new Date(0);
-  return nestedAt(version.field, initial);
+  const initial = { int: 0, decimal128: Decimal128.fromString('0'), date: new Date(0) };
+  return nestedAt(version.field, initial[version.type]);
 }
 
 function mergeDeep(base: Document, extra: Document): Document {
