@@ -57,8 +57,7 @@ export function resolveDocumentLocksOptions(
     );
   }
   const given = options ?? {};
-  if (typeof given !== 'object' || given === null || Array.isArray(given))
-    bad('options', 'must be an object');
+  if (typeof given !== 'object' || Array.isArray(given)) bad('options', 'must be an object');
   // A misspelt `lockField` or `version` would lock and version by the defaults, silently.
   refuseUnknownOptions(given, ['dbName', 'lockField', 'version', 'idType']);
   if (given.dbName !== undefined && !isDatabaseName(given.dbName)) {

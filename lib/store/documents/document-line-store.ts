@@ -3,12 +3,12 @@ import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error
 import { LockNotAcquiredError } from '../../errors/lock-not-acquired.error';
 import type { LockEvent, LockState } from '../../interfaces/lock-state.interface';
 import { formatMs } from '../../util/durations';
-import type { AttemptTarget } from '../line/line-commands';
 import { decodeJoin, decodeLeave } from '../line/line-commands';
 import { boundedCommand } from '../bounded-command';
 import type { ServerMonitor } from '../server-monitor';
 import { JoinsInFlight } from '../line/joins-in-flight';
 import type {
+  AttemptTarget,
   HeldDocument,
   JoinRequest,
   JoinResult,
