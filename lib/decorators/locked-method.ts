@@ -76,8 +76,13 @@ function withDocumentHandle(metadata: LockedMetadata, args: unknown[]): unknown[
 export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata): AnyMethod {
   const { where, className, methodName } = metadata;
   const returnsObservable = metadata.returns === 'observable';
-  let warnedAboutObservable = false;
-  let warnedAboutValue = false;
+  // Each kind of mistake is warned of once per method: an Observable, or a value not awaitable.
+  const warned = new Set<'observable' | 'value'>();
+  const warnOnce = (kind: 'observable' | 'value', message: string) => {
+    if (warned.has(kind)) return;
+    warned.add(kind);
+    logger.warn(message);
+  };
   // Outside its route a call has arguments, not a request.
   const [requestPlaceholder] = httpOnlyPlaceholders(metadata.templates ?? []);
 
@@ -145,19 +150,11 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
     }
     const work = async () => {
       const result = run();
-      if (isObservable(result) && !warnedAboutObservable) {
-        warnedAboutObservable = true;
-        logger.warn(MESSAGES.observableWithoutType(where));
-      } else if (!isThenable(result) && !isObservable(result) && !warnedAboutValue) {
-        // Start-up refuses known synchronous provider methods; this catches the rest.
-        warnedAboutValue = true;
-        logger.warn(MESSAGES.unawaitableResult(where));
-      }
+      if (isObservable(result)) warnOnce('observable', MESSAGES.observableWithoutType(where));
+      // Start-up refuses known synchronous provider methods; this catches the rest.
+      else if (!isThenable(result)) warnOnce('value', MESSAGES.unawaitableResult(where));
       const value: unknown = await result;
-      if (isObservable(value) && !warnedAboutObservable) {
-        warnedAboutObservable = true;
-        logger.warn(MESSAGES.observableInPromise(where));
-      }
+      if (isObservable(value)) warnOnce('observable', MESSAGES.observableInPromise(where));
       return value;
     };
     return runLocked(binding.service, keys, metadata, work, undefined, scope).then((outcome) =>
