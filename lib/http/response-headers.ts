@@ -58,14 +58,8 @@ export function restoreRetryAfter(
   const before = beforeRefusal.get(response);
   if (!before) return;
   beforeRefusal.delete(response);
-  if (before.value === undefined) removeHeaderIfUnsent(adapterHost, context, 'Retry-After');
-  else {
-    const { value } = before;
-    setHeaderIfUnsent(
-      adapterHost,
-      context,
-      'Retry-After',
-      Array.isArray(value) ? value.join(', ') : String(value),
-    );
-  }
+  const { value } = before;
+  if (value === undefined) return removeHeaderIfUnsent(adapterHost, context, 'Retry-After');
+  const text = Array.isArray(value) ? value.join(', ') : String(value);
+  setHeaderIfUnsent(adapterHost, context, 'Retry-After', text);
 }
