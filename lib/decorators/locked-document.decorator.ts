@@ -34,29 +34,21 @@ function compileDocumentId(
   spec: DocumentIdSpec,
   where: string,
 ): (context: LockKeyContext) => string[] {
+  const bad = (problem: string) =>
+    new InvalidLockKeyError(`@LockedDocument on ${where}: ${problem}`);
   if (typeof spec === 'function') {
     const resolve = compileLockKeys(spec, where);
     return (context) => {
       const ids = resolve(context);
-      if (ids.length !== 1) {
-        throw new InvalidLockKeyError(
-          `@LockedDocument on ${where}: the id function must return one id`,
-        );
-      }
+      if (ids.length !== 1) throw bad('the id function must return one id');
       return ids;
     };
   }
-  if (typeof spec !== 'string') {
-    throw new InvalidLockKeyError(
-      `@LockedDocument on ${where}: the id must be a template or a function`,
-    );
-  }
+  if (typeof spec !== 'string') throw bad('the id must be a template or a function');
   const { parts } = parseKeyTemplate(spec);
   // Its text is decoded with the rendered values; `{{%}}` is text too.
   if (parts.some((part) => part.kind === 'text' && part.text.includes('%'))) {
-    throw new InvalidLockKeyError(
-      `@LockedDocument on ${where}: the id template must not contain %`,
-    );
+    throw bad('the id template must not contain %');
   }
   // Two values could split one _id two ways ('{user.tenant}-{params.id}': tenant 'acme' with
   // id 'x-1' and tenant 'acme-x' with id '1'), so that a caller names another's document.
