@@ -50,9 +50,7 @@ export function checkOptions(
   for (const name of Object.keys(options)) {
     if (!names.has(name)) bad(name, `one of ${[...names].join(', ')}`);
   }
-  const onBusy = options.onBusy as unknown;
-  if (onBusy !== undefined && onBusy !== 'wait' && onBusy !== 'skip')
-    bad('onBusy', "'wait' or 'skip'");
+  if (![undefined, 'wait', 'skip'].includes(options.onBusy)) bad('onBusy', "'wait' or 'skip'");
   const scope = options.scope as unknown;
   if (scope !== undefined && typeof scope !== 'function' && (typeof scope !== 'string' || !scope)) {
     bad('scope', 'a non-empty scope template or a function of the call');
