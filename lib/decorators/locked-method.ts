@@ -42,15 +42,6 @@ function requestPartsOf(context: LockKeyContext | undefined): RequestParts | und
   return { type, params, query, body, user, headers };
 }
 
-/** Why an instance no binding reaches cannot be locked. */
-function unboundError(instance: unknown, where: string): MongoLockError {
-  return new MongoLockError(
-    isRequestScopedController(instance)
-      ? MESSAGES.requestScopedControllerOutsideRoute(where)
-      : MESSAGES.unboundInstance(where),
-  );
-}
-
 /** The arguments with the current document handle at the method's `@LockedDoc()` positions. */
 function withDocumentHandle(metadata: LockedMetadata, args: unknown[]): unknown[] {
   const indexes = metadata.document?.handleParams ?? [];
@@ -101,15 +92,18 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
         ? new Observable((subscriber) => asBody(() => result.subscribe(subscriber)))
         : result;
     }
-    const binding = lockBindingOf(this);
-    if (!binding && isControllerInstance(this) && !isRequestScopedController(this)) {
-      return original.apply(this, args);
-    }
-    const run = () => original.apply(this, withDocumentHandle(metadata, args));
     // Fail the way the method reports failures: a rejected Promise or an erroring Observable.
     const fail = (error: Error) =>
       returnsObservable ? throwError(() => error) : Promise.reject(error);
-    if (!binding) return fail(unboundError(this, where));
+    const binding = lockBindingOf(this);
+    if (!binding) {
+      if (isRequestScopedController(this)) {
+        return fail(new MongoLockError(MESSAGES.requestScopedControllerOutsideRoute(where)));
+      }
+      if (isControllerInstance(this)) return original.apply(this, args);
+      return fail(new MongoLockError(MESSAGES.unboundInstance(where)));
+    }
+    const run = () => original.apply(this, withDocumentHandle(metadata, args));
     // No lock, so no document handle: `@LockedDoc()` positions get undefined, not the caller's.
     // Still the shape a locked call has: a Promise, unless declared Observable.
     if (!binding.enabled)
