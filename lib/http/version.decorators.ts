@@ -34,11 +34,8 @@ export function IfMatch(options: IfMatchOptions = {}): ParameterDecorator {
     ifMatchParam(required)(target, propertyKey, index);
     const descriptor = Object.getOwnPropertyDescriptor(target, propertyKey);
     if (!descriptor || typeof descriptor.value !== 'function') return;
-    SetMetadata<string, IfMatchMetadata>(IF_MATCH_METADATA, { required })(
-      target,
-      propertyKey,
-      descriptor,
-    );
+    const metadata: IfMatchMetadata = { required };
+    Reflect.defineMetadata(IF_MATCH_METADATA, metadata, descriptor.value as object);
     useInterceptorOnce(target, propertyKey, descriptor, DocumentHttpInterceptor);
   };
 }
