@@ -9,7 +9,7 @@ import { DiscoveryService } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper.js';
 import { prototypeChain, replacedPlaces } from './decorators/decorated-places';
 import { bindLockService, markRequestScopedController } from './decorators/lock-bindings';
-import { getLockedMetadata } from './decorators/locked-metadata';
+import { getLockedMetadata, type LockedMetadata } from './decorators/locked-metadata';
 import { getOnlyLeaderMetadata, type OnlyLeaderMetadata } from './decorators/only-leader.decorator';
 import { hasDocumentLocks } from './documents/document-locks-registry';
 import { InvalidLockKeyError } from './errors/invalid-lock-key.error';
@@ -247,8 +247,9 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
   }
 
   private checkRoutes(wrapper: InstanceWrapper): void {
-    const prototype: unknown = (wrapper.metatype as { prototype?: unknown } | null)?.prototype;
-    if (typeof prototype !== 'object' || prototype === null) return;
+    const controller = wrapper.metatype;
+    const prototype: unknown = (controller as { prototype?: unknown } | null)?.prototype;
+    if (!controller || typeof prototype !== 'object' || prototype === null) return;
     // Any instance serves a route's requests: `@OnlyLeader` belongs on providers.
     for (const [metadata] of decoratedMethods(prototype, getOnlyLeaderMetadata).values()) {
       throw new MongoLockError(
@@ -262,7 +263,7 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
         this.logger.warn(
           MESSAGES.unlockedOverride(`${String(wrapper.name)}.${String(name)}`, nearest.where),
         );
-      } else if (wrapper.metatype) this.checkRouteParams(wrapper.metatype, method as object);
+      } else this.checkRouteParams(controller, method as object, nearest);
     }
   }
 
@@ -270,10 +271,9 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
    * A `{params.x}` one of its routes does not always give fails those requests. Warned, not
    * refused: a global prefix or a `RouterModule` path may add parameters the paths do not show.
    */
-  private checkRouteParams(controller: object, handler: object): void {
+  private checkRouteParams(controller: object, handler: object, metadata: LockedMetadata): void {
     const names = paramsOfEveryRoute(controller, handler);
-    const metadata = getLockedMetadata(handler);
-    if (!names || !metadata) return;
+    if (!names) return;
     for (const { template, param } of routeParamPlaceholders(metadata.templates ?? [])) {
       if (!names.has(param)) {
         this.logger.warn(MESSAGES.unknownRouteParam(metadata.where, template, param, names));
