@@ -43,10 +43,7 @@ const logger = new Logger('MongoLockModule');
  */
 function underTerm<T>(source: Observable<T>, term: LeaderTerm): Observable<T> {
   return new Observable<T>((subscriber) => {
-    if (!term.active) {
-      subscriber.complete();
-      return undefined;
-    }
+    if (!term.active) return subscriber.complete();
     return runInTerm(term, () =>
       source
         .pipe(
