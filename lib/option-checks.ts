@@ -1,5 +1,5 @@
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
-import { LONE_SURROGATE } from './keys/lock-key';
+import { describeNonString, LONE_SURROGATE } from './keys/lock-key';
 
 /**
  * Each check returns the value (or the fallback when undefined), or throws
@@ -15,11 +15,8 @@ export function fail(option: string, expected: string, value: unknown): never {
 /** A value as an error message shows it: strings quoted and cut, objects by their kind. */
 export function describeValue(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value.slice(0, 64));
-  if (typeof value === 'number' || typeof value === 'boolean' || value == null)
-    return String(value);
-  if (typeof value === 'bigint') return `${value}n`;
-  if (Array.isArray(value)) return 'an array';
-  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
+  return typeof value === 'bigint' ? `${value}n` : describeNonString(value);
 }
 
 /**

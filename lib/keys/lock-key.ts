@@ -27,7 +27,8 @@ export function quoteLockKey(key: string): string {
 export const LONE_SURROGATE =
   /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
-function describeNonString(value: unknown): string {
+/** A value other than a string as a message shows it: by its kind (`null`, `an array`, `a number`). */
+export function describeNonString(value: unknown): string {
   if (value === null || value === undefined) return String(value);
   if (Array.isArray(value)) return 'an array';
   return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
