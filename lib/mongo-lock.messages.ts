@@ -1,9 +1,7 @@
 // Messages of the Nest-facing layer, as functions so that wording lives in one place.
 
-import { quoteLockKey } from './keys/lock-key';
-
-// Shortened: a template or key quoted in a message cannot flood a log line.
-const quote = quoteLockKey;
+// `quote` shortens: a template or key quoted in a message cannot flood a log line.
+import { quoteLockKey as quote } from './keys/lock-key';
 
 export const MESSAGES = {
   templateEmpty: () => 'Lock key template must be a non-empty string',
@@ -47,7 +45,7 @@ export const MESSAGES = {
     `@Locked is applied twice to ${where}; give both keys to one @Locked([...])`,
   twoLockDecorators: (where: string) =>
     `${where} has both @Locked and @LockedDocument; a method takes one of them`,
-  notAMethod: (where: string, decorator = '@Locked') =>
+  notAMethod: (where: string, decorator: string) =>
     `${decorator} can only decorate a method; ${where} is not one`,
   moduleOptionsMissing: (method: 'forRoot' | 'forRootAsync') =>
     method === 'forRoot'
@@ -69,7 +67,7 @@ export const MESSAGES = {
     `${decorator} on ${where} was replaced by a decorator applied after it (written above it) ` +
     `that did not copy the method's metadata: the method would run without ${decorator}. Write ` +
     `${decorator} above that decorator, or have it copy the metadata (Reflect.getMetadataKeys)`,
-  badOption: (where: string, option: string, accepted: string, decorator = '@Locked') =>
+  badOption: (where: string, option: string, accepted: string, decorator: string) =>
     `${decorator} on ${where}: option ${option} must be ${accepted}`,
   syncMethod: (where: string) =>
     `${where} is @Locked but is neither async nor declared to return a Promise or an Observable. ` +
