@@ -123,8 +123,7 @@ export class LockTestingStore {
       );
     }
     const options = typeof ttlOrOptions === 'number' ? { ttlMs: ttlOrOptions } : ttlOrOptions;
-    const { ttlMs = DEFAULT_FOREIGN_TTL_MS } = options ?? {};
-    integer('ttlMs', ttlMs, 1, MAX_TIMER_MS, 1);
+    const ttlMs = integer('ttlMs', options?.ttlMs, 1, MAX_TIMER_MS, DEFAULT_FOREIGN_TTL_MS);
     const kind = foreignKind(options);
     const token = newToken();
     const joined = this.lines.join({
@@ -149,10 +148,10 @@ export class LockTestingStore {
         const after = this.lines.inspect(validKey)?.holders.some((h) => h.fence > joined.fence);
         return after ? 'lost' : 'expired';
       },
-      renew: async (renewTtlMs = ttlMs) => {
-        integer('ttlMs', renewTtlMs, 1, MAX_TIMER_MS, 1);
-        // Exactly `renewTtlMs`: a test shortens another instance's lease this way.
-        return this.lines.renew(validKey, token, renewTtlMs, 0, true).renewed;
+      renew: async (renewTtlMs?: number) => {
+        const lease = integer('ttlMs', renewTtlMs, 1, MAX_TIMER_MS, ttlMs);
+        // Exactly `lease`: a test shortens another instance's lease this way.
+        return this.lines.renew(validKey, token, lease, 0, true).renewed;
       },
       expire: () => this.lines.expire(validKey, token),
     };
