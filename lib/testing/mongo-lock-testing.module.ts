@@ -79,10 +79,8 @@ export class MongoLockTestingModule {
         { provide: LockTestingStore, useFactory: () => store ?? new LockTestingStore() },
         {
           provide: LOCK_STORE_FACTORY,
-          useFactory:
-            (lockStore: LockTestingStore): LockStoreFactory =>
-            (resolved) =>
-              lockStore.connect(resolved),
+          useFactory: (lockStore: LockTestingStore): LockStoreFactory =>
+            lockStore.connect.bind(lockStore),
           inject: [LockTestingStore],
         },
         LockService,
