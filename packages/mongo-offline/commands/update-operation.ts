@@ -1,4 +1,4 @@
-import type { Document } from 'bson';
+import { BSON, type Document } from 'bson';
 import { assertNotView } from '../engine/views';
 import {
   type UpdateContext,
@@ -12,6 +12,8 @@ import {
 import { sameDocument } from '../engine/bson-values';
 import { selectDocuments, sortDocuments } from '../engine/select';
 import type { CommandContext } from './context';
+import { CommandError } from './errors';
+import { MAX_BSON_OBJECT_SIZE } from '../wire/opcodes';
 import { withStatementCollation } from '../engine/mingo-options';
 
 export interface UpdateRequest {
@@ -68,6 +70,7 @@ export function runUpdate(
   if (matches.length === 0) {
     if (!request.upsert) return { matched: 0, modified: 0 };
     const document = buildUpsertDocument(request.filter, request.update, updateContext);
+    assertStorableSize(document, 17420, 'Document to upsert is larger than');
     const collection = storage.ensureCollection(context.db, collectionName);
     storage.insert(collection, document, context.origin);
     return { matched: 0, modified: 0, upsertedId: document._id, after: document };
@@ -92,9 +95,20 @@ export function runUpdate(
       after = document;
       continue;
     }
+    assertStorableSize(updated, 17419, 'Resulting document after update is larger than');
     const modifier = isOperatorUpdate(request.update) ? (request.update as Document) : undefined;
     storage.update(collection, document, updated, replacement, context.origin, modifier);
     modified += 1;
   }
   return { matched: matches.length, modified, before, after };
+}
+
+/**
+ * MongoDB 7.0 refuses a document over its BSON limit before writing it: 17419 for an update's
+ * result, 17420 for an upsert's (newer servers answer 10334 BSONObjectTooLarge for the former).
+ */
+function assertStorableSize(document: Document, code: number, message: string): void {
+  if (BSON.calculateObjectSize(document) > MAX_BSON_OBJECT_SIZE) {
+    throw new CommandError(code, `${message} ${MAX_BSON_OBJECT_SIZE}`);
+  }
 }
