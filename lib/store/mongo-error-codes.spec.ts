@@ -5,7 +5,12 @@ import {
   MongoWriteConcernError,
 } from 'mongodb';
 import { LockStoreUnavailableError } from '../errors';
-import { isDefiniteFailure, isStoreUnavailableError, toStoreError } from './mongo-error-codes';
+import {
+  isDefiniteFailure,
+  isStoreUnavailableError,
+  isTooLargeError,
+  toStoreError,
+} from './mongo-error-codes';
 
 /** A Node socket error as the driver may pass it on, unwrapped (see SOCKET_ERROR_CODES). */
 function socketError(code: string): Error {
@@ -76,5 +81,23 @@ describe('store error classification', () => {
     const named = new MongoServerError({ message: 'refused', code: 11000 });
     const cut = new LockStoreUnavailableError('no answer in time', { cause: named });
     expect(isDefiniteFailure(cut)).toBe(false);
+  });
+
+  it('tells a write refused as too large (17419 on 7.0, 10334 BSONObjectTooLarge later)', () => {
+    for (const code of [17419, 10334]) {
+      expect(isTooLargeError(new MongoServerError({ message: 'too large', code }))).toBe(true);
+    }
+    const lateMajority = new MongoWriteConcernError({
+      message: 'waiting for replication timed out',
+      code: 10334,
+      writeConcernError: { code: 64, errmsg: 'waiting for replication timed out' },
+    } as unknown as ConstructorParameters<typeof MongoWriteConcernError>[0]);
+    for (const other of [
+      new MongoServerError({ message: 'duplicate key', code: 11000 }),
+      lateMajority,
+      new RangeError('offset out of range'),
+    ]) {
+      expect(isTooLargeError(other)).toBe(false);
+    }
   });
 });

@@ -115,6 +115,19 @@ export function isDefiniteFailure(error: unknown): boolean {
 }
 
 /**
+ * MongoDB refused a write whose document, or the command itself, would exceed its BSON size
+ * limit (17419 on 7.0; 10334 BSONObjectTooLarge on newer servers): nothing was written.
+ */
+export function isTooLargeError(error: unknown): boolean {
+  const code = Number(codeOf(error));
+  return (
+    error instanceof MongoServerError &&
+    !(error instanceof MongoWriteConcernError) &&
+    (code === 10334 || code === 17419)
+  );
+}
+
+/**
  * Node socket and DNS errors the driver may pass on unwrapped (`write ECONNRESET` on a big
  * command, `querySrv ESERVFAIL`).
  */

@@ -1,3 +1,4 @@
+import { BSON } from 'mongodb';
 import type { Collection, Document } from 'mongodb';
 import { DocumentLockedError } from '../../errors/document-locked.error';
 import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error';
@@ -5,6 +6,7 @@ import { MongoLockError } from '../../errors/mongo-lock.error';
 import { VersionConflictError } from '../../errors/version-conflict.error';
 import { formatMs } from '../../util/durations';
 import { toRemainingMs } from '../bson-values';
+import { isTooLargeError } from '../mongo-error-codes';
 import type { BsonInteger } from '../bson-values';
 import { byKey, documentIdOfKey, documentNotFound } from './document-key';
 import {
@@ -31,6 +33,9 @@ export interface DocumentWriteTarget {
   lock: DocumentLineFields;
   version: DocumentVersion | undefined;
 }
+
+/** MongoDB's limit on a BSON document (`maxBsonObjectSize`): an update's, and a document's. */
+const MAX_BSON_BYTES = 16 * 1024 * 1024;
 
 /** How often a write is tried when it met a date version from the same ms (or lost a race). */
 const SAME_MILLISECOND_TRIES = 5;
@@ -88,6 +93,36 @@ function composeWrite(
 }
 
 /**
+ * One write's update: the document after it (no lock field), or `null` when `filter` matched
+ * none. An update too large for MongoDB, refused by us before it is sent (the driver would fail
+ * while serializing it) or by MongoDB, wrote nothing: `InvalidLockOptionsError` on `update`.
+ */
+async function updateOne(
+  target: DocumentWriteTarget,
+  key: string,
+  filter: Document,
+  update: DocumentUpdate,
+): Promise<Document | null> {
+  if (BSON.calculateObjectSize({ update }) > MAX_BSON_BYTES) throw updateTooLarge(key);
+  try {
+    return await target.collection.findOneAndUpdate(filter, update, {
+      returnDocument: 'after',
+      projection: { [target.lock.field]: 0 },
+    });
+  } catch (error) {
+    throw isTooLargeError(error) ? updateTooLarge(key, error) : error;
+  }
+}
+
+function updateTooLarge(key: string, cause?: unknown): InvalidLockOptionsError {
+  return new InvalidLockOptionsError(
+    `Document ${key}: the update is too large: it, or the document after it, would exceed ` +
+      `MongoDB's limit on a BSON document, 16 MB (${MAX_BSON_BYTES} bytes); nothing was written`,
+    { option: 'update', cause },
+  );
+}
+
+/**
  * Writes only while `owner`'s entry holds the document; with `unlock` (a commit) it also leaves
  * the line, in one write. The new document (no lock field), or `null`: not ours, nothing written.
  */
@@ -104,10 +139,11 @@ export async function writeWhileHeld(
   if (unlock && next !== undefined && !isPipeline(update) && !isEmpty(update)) {
     const expected = target.lock.unlockBefore(owner, next);
     const write = composeWrite(target, update, undefined, true);
-    const written = await target.collection.findOneAndUpdate(
+    const written = await updateOne(
+      target,
+      key,
       and(byKey(key), held, expected.filter, write.filter),
       mergeOperators(write.update, expected.operators),
-      { returnDocument: 'after', projection: { [target.lock.field]: 0 } },
     );
     if (written !== null) return written;
     // The entry behind us changed (or not ours, or a same-ms date): the general form decides.
@@ -117,11 +153,7 @@ export async function writeWhileHeld(
     composeWrite(target, update, unlock ? owner : undefined, !isEmpty(update), dateAhead);
   let write = compose();
   for (let tries = 1; ; tries += 1) {
-    const written = await target.collection.findOneAndUpdate(
-      and(byKey(key), held, write.filter),
-      write.update,
-      { returnDocument: 'after', projection: { [target.lock.field]: 0 } },
-    );
+    const written = await updateOne(target, key, and(byKey(key), held, write.filter), write.update);
     if (written !== null) return written;
     const { version } = target;
     const state = await target.collection.findOne(byKey(key), {
@@ -154,14 +186,15 @@ export async function updateIfCurrent(
   const compose = (dateAhead?: Date) => composeWrite(target, update, undefined, true, dateAhead);
   let bumped = compose();
   for (let tries = 1; ; tries += 1) {
-    const written = await target.collection.findOneAndUpdate(
+    const written = await updateOne(
+      target,
+      key,
       and(
         { ...byKey(key), [version.field]: expected },
         { $expr: { $not: [lock.held] } },
         bumped.filter,
       ),
       bumped.update,
-      { returnDocument: 'after', projection: { [lock.field]: 0 } },
     );
     if (written !== null) return written;
     const state = await target.collection.findOne(byKey(key), {
