@@ -85,7 +85,6 @@ export class LeaseKeeper {
   private stopped = false;
   private renewalStopped = false;
   private renewalPaused = false;
-  private readonly heldSince = performance.now();
   private renewInFlight = false;
   /** The renewal under way, if any; never rejects (a failure is its caller's). */
   private renewing: Promise<void> | undefined;
@@ -103,7 +102,10 @@ export class LeaseKeeper {
     this.armDeadline();
     if (init.renew) {
       this.scheduleRenewal();
-      this.armMaxHold();
+      if (Number.isFinite(init.maxHoldMs)) {
+        const tooLong = `it was held longer than maxHoldMs (${formatMs(init.maxHoldMs)})`;
+        this.maxHoldTimer = unrefTimer(() => this.lose(init.held[0].key, tooLong), init.maxHoldMs);
+      }
     }
   }
 
@@ -172,19 +174,11 @@ export class LeaseKeeper {
   /**
    * Before a write that ends the hold (a document's commit): no renewal is sent from now on, and
    * the one in flight is answered first (it could otherwise land after the write and find the
-   * hold gone). The function returned undoes it after a write MongoDB refused whole: the hold
-   * goes on, renewed and limited by `maxHoldMs` as before.
+   * hold gone).
    */
-  async stopRenewalsBeforeEnd(): Promise<() => void> {
+  async stopRenewalsBeforeEnd(): Promise<void> {
     this.stopRenewal();
     await this.renewing;
-    return () => {
-      if (this.stopped || !this.renewalStopped) return;
-      this.renewalStopped = false;
-      if (!this.init.renew) return;
-      this.scheduleRenewal();
-      this.armMaxHold();
-    };
   }
 
   /**
@@ -242,15 +236,6 @@ export class LeaseKeeper {
   /** {@link lose}, named by the first key not yet released. */
   private loseFirstKey(reason: string, cause?: unknown): void {
     this.lose((this.remaining[0] ?? this.init.held[0]).key, reason, cause);
-  }
-
-  /** Ends the hold `maxHoldMs` after it began, if a limit is set. */
-  private armMaxHold(): void {
-    const { maxHoldMs, held } = this.init;
-    if (!Number.isFinite(maxHoldMs)) return;
-    const tooLong = `it was held longer than maxHoldMs (${formatMs(maxHoldMs)})`;
-    const leftMs = this.heldSince + maxHoldMs - performance.now();
-    this.maxHoldTimer = unrefTimer(() => this.lose(held[0].key, tooLong), leftMs);
   }
 
   private armDeadline(): void {

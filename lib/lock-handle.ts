@@ -251,7 +251,7 @@ export class MongoLockHandle implements LockHandle {
   }
 
   /** Before a write that ends the hold (see `LeaseKeeper.stopRenewalsBeforeEnd`). @internal */
-  stopRenewalsBeforeEnd(): Promise<() => void> {
+  stopRenewalsBeforeEnd(): Promise<void> {
     return this.keeper.stopRenewalsBeforeEnd();
   }
 

@@ -1,6 +1,5 @@
 import type { Document, WithId } from 'mongodb';
 import type { Observable } from 'rxjs';
-import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
 import { LockLostError } from '../errors/lock-lost.error';
 import { MongoLockError } from '../errors/mongo-lock.error';
 import { openLockedTransaction } from '../lock-context';
@@ -91,20 +90,9 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
     return this.lock.extend(ttlMs);
   }
 
-  /**
-   * As {@link LockHandle.release}; after a commit, resolves once the commit is confirmed (after
-   * one refused as too large, releases).
-   */
+  /** As {@link LockHandle.release}; after a commit, resolves once the commit is confirmed. */
   release(): Promise<void> {
-    if (this.committing) {
-      return this.committing.then(
-        () => undefined,
-        (error: unknown) => {
-          if (this.committing) throw error;
-          return this.release();
-        },
-      );
-    }
+    if (this.committing) return this.committing.then(() => undefined);
     return this.lock.release();
   }
 
@@ -129,20 +117,13 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
 
   private async commitOnce(update: DocumentUpdate | undefined): Promise<WithId<T>> {
     // A renewal answered after the commit landed would find our entry gone and report a loss.
-    const resumeRenewals = await this.lock.stopRenewalsBeforeEnd();
+    await this.lock.stopRenewalsBeforeEnd();
     // That renewal may have found the lock lost: nothing is written then.
     if (this.lock.lostReason) throw this.lock.lostReason;
     let written: Document | null;
     try {
       written = await this.writer.write(this.lock, update, true);
     } catch (error) {
-      // An update too large for MongoDB wrote nothing: the lock is still ours, renewed as before,
-      // and the handle may commit again or release.
-      if (error instanceof InvalidLockOptionsError && error.option === 'update') {
-        this.committing = undefined;
-        resumeRenewals();
-        throw error;
-      }
       // Outcome unknown: the commit may have landed. The release leaves our entry by token:
       // either the commit already ended it, or the release frees the lock and the late commit,
       // which needs our entry to lead, cannot land. Not awaited: the caller hears within one
