@@ -154,12 +154,12 @@ async function holdAndRelease(
     await releaseRetrying(handle, retryUnconfirmedRelease, () => releaseTries++);
   } catch (error) {
     releaseError = error instanceof Error ? error.name : String(error);
-    // An unconfirmed release keeps the handle held until its deadline, when the library
-    // must tell it (signal). Anything else but "lost" leaves the acquisition unaccounted for:
-    // the checker flags it.
+    // An unconfirmed release is given back in the background: the handle ends released once
+    // MongoDB confirms it before the deadline, else the library tells it at its deadline
+    // (signal). Anything else leaves the acquisition unaccounted for: the checker flags it.
     if (hasName(error, 'LockStoreUnavailableError')) {
-      await waitForAbort(handle.signal, handle.expiresAt.getTime() - Date.now() + 1_000);
-      outcome = handle.signal.aborted ? 'lost' : 'open';
+      await waitForGiveBack(handle, handle.expiresAt.getTime() - Date.now() + 1_000);
+      outcome = handle.signal.aborted ? 'lost' : handle.released ? 'released' : 'open';
     } else {
       outcome = isLockLostError(error) ? 'lost' : 'open';
     }
@@ -229,7 +229,10 @@ function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-/** Resolves when `signal` aborts, or after `timeoutMs`. */
-function waitForAbort(signal: AbortSignal, timeoutMs: number): Promise<void> {
-  return sleepUnlessAborted(Math.max(0, timeoutMs), signal);
+/** Until the handle's background give-back is confirmed or its signal aborts, at most `timeoutMs`. */
+async function waitForGiveBack(handle: LockHandle, timeoutMs: number): Promise<void> {
+  const until = performance.now() + timeoutMs;
+  while (!handle.released && !handle.signal.aborted && performance.now() < until) {
+    await sleepUnlessAborted(Math.min(20, until - performance.now()), handle.signal);
+  }
 }
