@@ -12,6 +12,15 @@ import {
   toStoreError,
 } from './mongo-error-codes';
 
+/** A write concern error (majority not confirmed in time) whose reply carries `code`. */
+function lateMajorityError(code: number): MongoWriteConcernError {
+  return new MongoWriteConcernError({
+    message: 'waiting for replication timed out',
+    code,
+    writeConcernError: { code: 64, errmsg: 'waiting for replication timed out' },
+  } as unknown as ConstructorParameters<typeof MongoWriteConcernError>[0]);
+}
+
 /** A Node socket error as the driver may pass it on, unwrapped (see SOCKET_ERROR_CODES). */
 function socketError(code: string): Error {
   return Object.assign(new Error(`write ${code}`), { code, errno: -104, syscall: 'write' });
@@ -60,11 +69,7 @@ describe('store error classification', () => {
     const outOfTime = new MongoServerError({ message: 'operation exceeded time limit', code: 50 });
     const interrupted = new MongoServerError({ message: 'operation was interrupted', code: 11601 });
     const retryRefused = new MongoServerError({ message: 'incomplete history', code: 217 });
-    const lateMajority = new MongoWriteConcernError({
-      message: 'waiting for replication timed out',
-      code: 64,
-      writeConcernError: { code: 64, errmsg: 'waiting for replication timed out' },
-    } as unknown as ConstructorParameters<typeof MongoWriteConcernError>[0]);
+    const lateMajority = lateMajorityError(64);
     for (const unknown of [
       steppedDown,
       outOfTime,
@@ -87,14 +92,9 @@ describe('store error classification', () => {
     for (const code of [17419, 10334]) {
       expect(isTooLargeError(new MongoServerError({ message: 'too large', code }))).toBe(true);
     }
-    const lateMajority = new MongoWriteConcernError({
-      message: 'waiting for replication timed out',
-      code: 10334,
-      writeConcernError: { code: 64, errmsg: 'waiting for replication timed out' },
-    } as unknown as ConstructorParameters<typeof MongoWriteConcernError>[0]);
     for (const other of [
       new MongoServerError({ message: 'duplicate key', code: 11000 }),
-      lateMajority,
+      lateMajorityError(10334),
       new RangeError('offset out of range'),
     ]) {
       expect(isTooLargeError(other)).toBe(false);
