@@ -97,7 +97,7 @@ function composeWrite(
  * none. An update too large for MongoDB, refused by us before it is sent (the driver would fail
  * while serializing it) or by MongoDB, wrote nothing: `InvalidLockOptionsError` on `update`.
  */
-async function updateOne(
+async function findAndWrite(
   target: DocumentWriteTarget,
   key: string,
   filter: Document,
@@ -139,7 +139,7 @@ export async function writeWhileHeld(
   if (unlock && next !== undefined && !isPipeline(update) && !isEmpty(update)) {
     const expected = target.lock.unlockBefore(owner, next);
     const write = composeWrite(target, update, undefined, true);
-    const written = await updateOne(
+    const written = await findAndWrite(
       target,
       key,
       and(byKey(key), held, expected.filter, write.filter),
@@ -153,7 +153,12 @@ export async function writeWhileHeld(
     composeWrite(target, update, unlock ? owner : undefined, !isEmpty(update), dateAhead);
   let write = compose();
   for (let tries = 1; ; tries += 1) {
-    const written = await updateOne(target, key, and(byKey(key), held, write.filter), write.update);
+    const written = await findAndWrite(
+      target,
+      key,
+      and(byKey(key), held, write.filter),
+      write.update,
+    );
     if (written !== null) return written;
     const { version } = target;
     const state = await target.collection.findOne(byKey(key), {
@@ -186,7 +191,7 @@ export async function updateIfCurrent(
   const compose = (dateAhead?: Date) => composeWrite(target, update, undefined, true, dateAhead);
   let bumped = compose();
   for (let tries = 1; ; tries += 1) {
-    const written = await updateOne(
+    const written = await findAndWrite(
       target,
       key,
       and(
