@@ -69,6 +69,8 @@ export function localLeaseEnd(sentAt: number, remainingMs: number, ttlMs: number
 }
 
 const RAN_OUT = 'its lease ran out before it was renewed';
+const RAN_OUT_PAUSED =
+  'its lease ran out during its transaction (renewed in full as it began, not since: the work must fit in one lease)';
 
 /**
  * Renews a lease at `renewalIntervalRatio` of it; declares it lost when a renewal is refused,
@@ -146,7 +148,7 @@ export class LeaseKeeper {
    * so work due before the deadline timer would run on unprotected.
    */
   checkDeadline(): void {
-    if (!this.stopped && performance.now() >= this.leaseEnd) this.loseFirstKey(RAN_OUT);
+    if (!this.stopped && performance.now() >= this.leaseEnd) this.ranOut();
   }
 
   /** Everything stops: the lease was released, or its loss was reported. */
@@ -238,12 +240,14 @@ export class LeaseKeeper {
     this.lose((this.remaining[0] ?? this.init.held[0]).key, reason, cause);
   }
 
+  /** The lease ended unrenewed: paused for a transaction whose work outlasted it, or late. */
+  private ranOut(): void {
+    this.loseFirstKey(this.renewalPaused ? RAN_OUT_PAUSED : RAN_OUT);
+  }
+
   private armDeadline(): void {
     clearTimeout(this.deadlineTimer);
-    this.deadlineTimer = unrefTimer(
-      () => this.loseFirstKey(RAN_OUT),
-      this.leaseEnd - performance.now(),
-    );
+    this.deadlineTimer = unrefTimer(() => this.ranOut(), this.leaseEnd - performance.now());
   }
 
   /**
@@ -296,7 +300,7 @@ export class LeaseKeeper {
     if (this.stopped) return;
     // Answered after the lease ended (deadline timer not yet run): it may have landed after
     // that end, the lease taken in between, so it proves nothing.
-    if (performance.now() >= this.leaseEnd) return this.loseFirstKey(RAN_OUT);
+    if (performance.now() >= this.leaseEnd) return this.ranOut();
     let leaseEnd = Infinity;
     for (const [index, outcome] of outcomes.entries()) {
       const lost = 'its lease had ended or another holder took it';

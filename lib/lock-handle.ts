@@ -56,6 +56,7 @@ export interface LockHandle {
    * would end (later calls reject with the same error until it is answered), and `signal` still
    * aborts at the lease end unless it is answered first.
    * Passing it to a caller here, or keeping it a turn for one (`localHandOff`), needs no write.
+   * Inside the lock's own transaction it rejects with `MongoLockError`: its end releases it.
    */
   release(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
@@ -70,6 +71,9 @@ export interface LockHandle {
 const RELEASED_TOO_LATE = 'its lease had ended or another holder had taken it before release';
 /** A retried release found no entry: the unconfirmed one may have landed, or it ended before. */
 const UNCONFIRMED_RELEASE_FOUND_NONE = `a release MongoDB did not confirm may have landed, or ${RELEASED_TOO_LATE}`;
+
+const releasedInTransaction = (named: string) =>
+  new MongoLockError(`${named} cannot be released inside its transaction: its end releases it`);
 
 /** The lease keeper's inputs, less `onLost` (the handle's own). */
 export type LockHandleInit = Omit<LeaseKeeperInit, 'onLost'> & {
@@ -171,6 +175,9 @@ export class MongoLockHandle implements LockHandle {
   }
 
   release(): Promise<void> {
+    // Its write, outside the transaction, would conflict with the check before the commit and
+    // run the work again, unlocked: the transaction's end releases it.
+    if (this.session?.inTransaction()) return Promise.reject(releasedInTransaction(this.named));
     const keptMs = this.keptUntil === undefined ? 0 : this.keptUntil - performance.now();
     this.keptUntil = undefined;
     if (keptMs > 0 && !this.isReleased && !this.lostError && !this.releasing) {

@@ -78,6 +78,8 @@ export async function runInTransaction<T>(
   // The library's own steps after the work (the check, the commit) are bounded like any lock
   // command: a MongoDB that does not answer them fails the call, rather than hold it forever.
   const ending = new StepDeadline();
+  /** The work's own error, which passes through whatever its labels say. */
+  let workError: unknown;
   try {
     let result!: T;
     let endedByWork: { cause?: unknown } | undefined;
@@ -95,7 +97,7 @@ export async function runInTransaction<T>(
         result = await fn();
       } catch (error) {
         // Failed after ending its transaction itself: rerun, its own commit would go unseen.
-        if (!endedItself()) throw error;
+        if (!endedItself()) throw (workError = error);
         endedByWork = { cause: error };
       }
       // Its own commit landed the writes before the check below, even if it started another
@@ -117,6 +119,8 @@ export async function runInTransaction<T>(
       );
       for (const held of handle.heldKeys) {
         if (!(await store.confirmHeldIn(held, session))) {
+          // Its own deadline says why, if it passed: a lease the work outlasted.
+          if (handle.lost && handle.lostReason) throw handle.lostReason;
           throw new LockLostError(
             lostMessage(held.key, 'it was lost before the transaction committed'),
             { key: held.key },
@@ -146,7 +150,9 @@ export async function runInTransaction<T>(
     // transaction open holding the lock's line (the check wrote it): every command on the key,
     // the release included, would wait for it.
     await store.endTransactionOf(session);
-    if (error instanceof MongoError && error.hasErrorLabel('UnknownTransactionCommitResult')) {
+    const commitUnknown =
+      error instanceof MongoError && error.hasErrorLabel('UnknownTransactionCommitResult');
+    if (commitUnknown && error !== workError) {
       throw new TransactionOutcomeUnknownError(
         `The transaction under ${named} may or may not have committed: ${error.message}`,
         { cause: error },

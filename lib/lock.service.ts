@@ -375,7 +375,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   /**
    * Releases every lock this instance holds now (not those acquired after the call began); each
    * holder is told first (`signal`, `lost$`): its work is no longer protected. Resolves to how
-   * many keys had a live lease. Rejects with `LockStoreUnavailableError` if MongoDB did not
+   * many leases (a key of a handle) were still live. Rejects with `LockStoreUnavailableError` if MongoDB did not
    * confirm within `operationTimeoutMs` (the releases go on; a lease not released runs out).
    */
   async releaseAllHeld(): Promise<number> {

@@ -87,12 +87,17 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
   }
 
   extend(ttlMs?: number): Promise<void> {
+    if (openLockedTransaction()) return Promise.reject(this.insideTransaction('be extended'));
     return this.lock.extend(ttlMs);
   }
 
-  /** As {@link LockHandle.release}; after a commit, resolves once the commit is confirmed. */
+  /**
+   * As {@link LockHandle.release}; after a commit, resolves once the commit is confirmed. Refused
+   * inside a locked transaction, as `update` and `commit` are.
+   */
   release(): Promise<void> {
     if (this.committing) return this.committing.then(() => undefined);
+    if (openLockedTransaction()) return Promise.reject(this.insideTransaction('be released'));
     return this.lock.release();
   }
 
@@ -150,14 +155,24 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
     if (this.lock.released || this.lock.releaseUnderWay || this.committing) {
       throw this.notWritable(what);
     }
-    // Its write would land at once, outside the transaction: kept after an abort, made again
-    // each time the driver reruns the work.
     if (openLockedTransaction()) {
-      throw new MongoLockError(
-        `${this.lock.named} cannot ${what} inside a locked transaction (withLock with ` +
-          "transaction: true): its write would not be part of it. Write the document with the transaction's session, or after it",
+      throw this.insideTransaction(
+        what,
+        "Write the document with the transaction's session, or after it",
       );
     }
+  }
+
+  /**
+   * Its write would land at once, outside the transaction: kept after an abort, made again each
+   * time the driver reruns the work, and made to wait for the transaction if that wrote the
+   * document (which waits for the work).
+   */
+  private insideTransaction(what: string, advice = 'Do it after the transaction'): MongoLockError {
+    return new MongoLockError(
+      `${this.lock.named} cannot ${what} inside a locked transaction (withLock with ` +
+        `transaction: true): its write would not be part of it. ${advice}`,
+    );
   }
 
   private notWritable(what: string): MongoLockError {
