@@ -71,6 +71,15 @@ export function clientCloseUnfinishedMessage(marginMs: number): string {
   );
 }
 
+/** A 0.1 process holds a lock in the collection this version no longer reads. */
+export function liveV1LockMessage(key: string, where: { collectionName: string }): string {
+  return (
+    `Lock ${JSON.stringify(key)} is held by a 0.1 process in collection ` +
+    `${JSON.stringify(where.collectionName)}, which this version does not read: 0.1 processes and ` +
+    'this one do not exclude each other. Stop every 0.1 process (see docs/upgrading.md)'
+  );
+}
+
 export function duplicateHolderIdMessage(holderId: string): string {
   return (
     `holderId ${JSON.stringify(holderId)} is already used by another LockService of this ` +

@@ -36,7 +36,32 @@ export interface LockConnection {
   transactionsRefusal(): Promise<string | undefined>;
   /** Closes the client if the connection created it; a client the user gave stays open. */
   close(): Promise<void>;
+  /** The key of a live 0.1 lock, if one is found in 0.1's collection (`<collectionName>`). */
+  liveV1Lock?(): Promise<string | undefined>;
 }
+
+/** A 0.1 lock document (it has a fence) whose lease, or a shared holder's, has not ended. */
+const LIVE_V1_LOCK = {
+  fence: { $exists: true },
+  $expr: {
+    $or: [
+      { $gt: ['$expiresAt', '$$NOW'] },
+      {
+        $gt: [
+          {
+            $max: {
+              $map: {
+                input: { $objectToArray: { $ifNull: ['$holders', {}] } },
+                in: '$$this.v.expiresAt',
+              },
+            },
+          },
+          '$$NOW',
+        ],
+      },
+    ],
+  },
+};
 
 /** The client (created from `uri` if none was given) and the lock collection. */
 export class LockStore implements LockConnection {
@@ -140,6 +165,17 @@ export class LockStore implements LockConnection {
       throw error;
     });
     return (await this.transactional) ? undefined : 'this deployment has none';
+  }
+
+  /**
+   * This version neither reads nor writes 0.1's collection, so a 0.1 process still running
+   * excludes nobody here (docs/upgrading.md): one read at start finds a lock it holds.
+   */
+  async liveV1Lock(): Promise<string | undefined> {
+    const v1 = this.client.db(this.options.dbName).collection(this.options.collectionName);
+    const options = { projection: { _id: 1 }, maxTimeMS: this.options.operationTimeoutMs };
+    const found = await v1.findOne(LIVE_V1_LOCK, options);
+    return found ? String(found._id) : undefined;
   }
 
   /**

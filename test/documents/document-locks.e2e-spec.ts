@@ -451,6 +451,8 @@ describe('Document locks on engine v2', () => {
     const waiter = (await kit.service({ engine: 'v2', client })).documents<Account>(
       accounts.collectionName,
     );
+    // From here: the start reads 0.1's collection once (docs/upgrading.md).
+    finds.length = 0;
     const lock = await holder.acquire('a');
     const waiting = waiter.acquire('a', { timeoutMs: 10_000 });
     await eventually(async () => (await holder.inspect('a'))?.waiting === 1, 5_000);
