@@ -175,9 +175,10 @@ export class MongoLockHandle implements LockHandle {
   }
 
   release(): Promise<void> {
-    // Its write, outside the transaction, would conflict with the check before the commit and
-    // run the work again, unlocked: the transaction's end releases it.
-    if (this.session?.inTransaction()) return Promise.reject(releasedInTransaction(this.named));
+    // Its write would conflict with the check, and the work run again unlocked: its end releases.
+    if (this.session?.inTransaction()) {
+      return Promise.reject(this.lostError ?? releasedInTransaction(this.named));
+    }
     const keptMs = this.keptUntil === undefined ? 0 : this.keptUntil - performance.now();
     this.keptUntil = undefined;
     if (keptMs > 0 && !this.isReleased && !this.lostError && !this.releasing) {

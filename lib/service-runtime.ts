@@ -291,14 +291,13 @@ export class ServiceRuntime {
     }
     this.store = store;
     this.keyLocks = new LineLocks<KeyLineStorage>(store.lines(), held, options);
-    // Read while the stream opens; best effort: it never fails the start, nor holds it long.
-    const v1Lock = store.liveV1Lock?.().catch(() => undefined) ?? Promise.resolve(undefined);
+    // Sent before the stream opens, said when answered: it never fails nor holds the start.
+    void store.liveV1Lock?.().then(
+      (key) => key !== undefined && this.deps.logger.warn(liveV1LockMessage(key, options)),
+      () => undefined,
+    );
     // Not open by then: waiters poll until it carries a change.
     await this.keyLocks.start(endsAt);
-    if (await settlesWithin(v1Lock, endsAt - performance.now())) {
-      const key = await v1Lock;
-      if (key !== undefined) this.deps.logger.warn(liveV1LockMessage(key, options));
-    }
     // Closed meanwhile: finish() closes the store and its stream.
     if (this.closing.signal.aborted) throw serviceClosed();
     this.stopObservingLoad = telemetry.observeLoad(() => ({

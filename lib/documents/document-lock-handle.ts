@@ -168,7 +168,8 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
    * time the driver reruns the work, and made to wait for the transaction if that wrote the
    * document (which waits for the work).
    */
-  private insideTransaction(what: string, advice = 'Do it after the transaction'): MongoLockError {
+  private insideTransaction(what: string, advice = 'Do it after the transaction'): Error {
+    if (this.lock.lostReason) return this.lock.lostReason;
     return new MongoLockError(
       `${this.lock.named} cannot ${what} inside a locked transaction (withLock with ` +
         `transaction: true): its write would not be part of it. ${advice}`,

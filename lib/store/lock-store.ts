@@ -40,27 +40,14 @@ export interface LockConnection {
   liveV1Lock?(): Promise<string | undefined>;
 }
 
-/** A 0.1 lock document (it has a fence) whose lease, or a shared holder's, has not ended. */
+/**
+ * A 0.1 lock document (it has a fence) held by an owner whose lease has not ended: 0.1's release
+ * sets `owner` to null and leaves `expiresAt` (0.1.0 had exclusive locks only).
+ */
 const LIVE_V1_LOCK = {
   fence: { $exists: true },
-  $expr: {
-    $or: [
-      { $gt: ['$expiresAt', '$$NOW'] },
-      {
-        $gt: [
-          {
-            $max: {
-              $map: {
-                input: { $objectToArray: { $ifNull: ['$holders', {}] } },
-                in: '$$this.v.expiresAt',
-              },
-            },
-          },
-          '$$NOW',
-        ],
-      },
-    ],
-  },
+  owner: { $type: 'string' },
+  $expr: { $gt: ['$expiresAt', '$$NOW'] },
 };
 
 /** The client (created from `uri` if none was given) and the lock collection. */

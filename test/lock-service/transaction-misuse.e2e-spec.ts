@@ -49,6 +49,25 @@ describe('locked transactions used the wrong way', () => {
     },
   );
 
+  it('release() of its own handle lost during the work rejects with the loss, as extend() does', async () => {
+    const { locks, marks } = await setUp('lost_release');
+    let refusals: unknown[] = [];
+    const outcome = await locks
+      .withLock(
+        'tx:lost-release',
+        async (lock) => {
+          await marks.insertOne({ _id: 1 }, { session: lock.session });
+          await new Promise((resolve) => setTimeout(resolve, 1_300));
+          const tries = [lock.extend(), lock.release()];
+          refusals = await Promise.all(tries.map((p) => p.catch((e: unknown) => e)));
+        },
+        { transaction: true, ttlMs: 1_000 },
+      )
+      .catch((error: unknown) => error);
+    expect(outcome).toBeInstanceOf(LockLostError);
+    expect(refusals).toEqual([expect.any(LockLostError), expect.any(LockLostError)]);
+  });
+
   it("the work's own error labelled UnknownTransactionCommitResult passes through unchanged", async () => {
     const { locks, marks } = await setUp('own_unknown');
     // Say, the outcome of another transaction the work committed on a session of its own.
