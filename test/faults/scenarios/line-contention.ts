@@ -92,11 +92,13 @@ export async function runLineContentionScenario(
     }
     // Hand-offs between processes travel by change event (5 ms at the median on CI). Waiters
     // that woke only on their renewal timers, every third of the lease, would hear a release
-    // after about a sixth of the lease at the median.
+    // after about a sixth of the lease at the median. A few samples do: with one caller per
+    // process a key changes process about once per run of kept entries, and a run with several
+    // holds longer than the lease (3% of sections, each 1.2 to 1.6 leases) has few sections.
     const gaps = handOffGaps(run.history.sections);
     const median = gaps.sort((x, y) => x - y)[Math.floor(gaps.length / 2)] ?? Infinity;
     expect.that(
-      gaps.length >= 10 && median < ttlMs / 25,
+      gaps.length >= 5 && median < ttlMs / 25,
       '*',
       `hand-offs between processes took ${Math.round(median)} ms at the median (${gaps.length})`,
     );
@@ -109,7 +111,7 @@ export async function runLineContentionScenario(
       violations,
       notes:
         `${sections} sections, ${lost} lost their lease, ${timeouts} timeouts, ` +
-        `${after} after the kill, hand-off p50 ${Math.round(median)} ms`,
+        `${after} after the kill, hand-off p50 ${Math.round(median)} ms (${gaps.length})`,
     };
   } finally {
     await run.stop();
