@@ -68,16 +68,31 @@ describeInBrowser.each(HTTP_ADAPTERS)('the lock board in a real browser (%s)', (
   /** The keys of the rows the page shows now. */
   const shownKeys = () =>
     page.$$eval('#rows tr', (rows) => rows.map((row) => row.getAttribute('data-key')));
-  /** Waits until the page shows (or no longer shows) `key`, at most `timeout` ms. */
+  /**
+   * Waits until the page shows (or no longer shows) `key`, at most `timeout` ms. On a timeout the
+   * error says what the page showed: its status line, live mark, rows and console errors.
+   */
   const untilShown = (key: string, shown: boolean, timeout: number) =>
-    page.waitForFunction(
-      ([wanted, present]) =>
-        [...document.querySelectorAll('#rows tr')].some(
-          (row) => row.getAttribute('data-key') === wanted,
-        ) === present,
-      [key, shown] as const,
-      { timeout },
-    );
+    page
+      .waitForFunction(
+        ([wanted, present]) =>
+          [...document.querySelectorAll('#rows tr')].some(
+            (row) => row.getAttribute('data-key') === wanted,
+          ) === present,
+        [key, shown] as const,
+        { timeout },
+      )
+      .catch(async (error: Error) => {
+        const seen = await page.evaluate(() => ({
+          status: document.getElementById('status')?.textContent,
+          live: document.querySelector('.live')?.textContent,
+          rows: [...document.querySelectorAll('#rows tr')].map((r) => r.getAttribute('data-key')),
+        }));
+        const errors = consoleErrors.join(' | ');
+        throw new Error(
+          `${error.message}; the page showed ${JSON.stringify(seen)}; console: ${errors}`,
+        );
+      });
   const rowText = (key: string) =>
     page.$$eval(
       '#rows tr',
