@@ -114,17 +114,12 @@ export function isDefiniteFailure(error: unknown): boolean {
   );
 }
 
-/**
- * MongoDB refused a write whose document, or the command itself, would exceed its BSON size
- * limit (17419 on 7.0; 10334 BSONObjectTooLarge on newer servers): nothing was written.
- */
+/** A document over MongoDB's BSON size limit: 17419 on 7.0, 10334 BSONObjectTooLarge later. */
+const TOO_LARGE_CODES = new Set([10334, 17419]);
+
+/** MongoDB refused a write whose document, or the command itself, would be too large. */
 export function isTooLargeError(error: unknown): boolean {
-  const code = Number(codeOf(error));
-  return (
-    error instanceof MongoServerError &&
-    !(error instanceof MongoWriteConcernError) &&
-    (code === 10334 || code === 17419)
-  );
+  return isDefiniteFailure(error) && TOO_LARGE_CODES.has(Number(codeOf(error)));
 }
 
 /**
