@@ -83,11 +83,21 @@ describeInBrowser.each(HTTP_ADAPTERS)('the lock board in a real browser (%s)', (
         { timeout },
       )
       .catch(async (error: Error) => {
-        const seen = await page.evaluate(() => ({
-          status: document.getElementById('status')?.textContent,
-          live: document.querySelector('.live')?.textContent,
-          rows: [...document.querySelectorAll('#rows tr')].map((r) => r.getAttribute('data-key')),
-        }));
+        const seen = await page.evaluate(async (wanted) => {
+          // What the API answers now, asked from the page (a fetch that hangs says so).
+          const api = `${location.pathname.replace(/\/+$/, '')}/api/locks?prefix=`;
+          const answered = await fetch(api + encodeURIComponent(wanted), {
+            signal: AbortSignal.timeout(3_000),
+          })
+            .then(async (response) => `${response.status} ${(await response.text()).slice(0, 300)}`)
+            .catch((error: Error) => `no answer: ${error.message}`);
+          return {
+            status: document.getElementById('status')?.textContent,
+            live: document.querySelector('.live')?.textContent,
+            rows: [...document.querySelectorAll('#rows tr')].map((r) => r.getAttribute('data-key')),
+            api: answered,
+          };
+        }, key);
         const errors = consoleErrors.join(' | ');
         throw new Error(
           `${error.message}; the page showed ${JSON.stringify(seen)}; console: ${errors}`,
