@@ -29,7 +29,7 @@ export type DocumentIdSpec = string | ((context: LockKeyContext) => string);
 
 const OPTION_NAMES = new Set(['ttlMs', 'timeoutMs', 'renew', 'onBusy', 'where', 'createIfMissing']);
 
-/** The id a template renders, decoded: an id is a value, given back without key escaping. */
+/** The id a template renders: an id is a value, given without key escaping. */
 function compileDocumentId(
   spec: DocumentIdSpec,
   where: string,
@@ -55,8 +55,7 @@ function compileDocumentId(
   const placeholders = parts.filter((part) => part.kind === 'value');
   if (placeholders.length > 1)
     throw new InvalidLockKeyError(MESSAGES.documentIdPlaceholders(where));
-  const resolve = compileLockKeys(spec, where);
-  return (context) => resolve(context).map((rendered) => decodeURIComponent(rendered));
+  return compileLockKeys(spec, where, false);
 }
 
 /** Builds a `@LockedDocument` decorator locked by `interceptor` (see `createLockedDecorator`). */

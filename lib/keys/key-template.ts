@@ -235,7 +235,7 @@ function missingValueError(template: string, part: ValuePart, contextType: strin
  * Fills a parsed template, escaping values (see `key-escaping.ts`); else `InvalidLockKeyError`,
  * or `MongoLockError` for a missing `{params...}` value.
  */
-function renderKeyTemplate(parsed: ParsedKeyTemplate, context: LockKeyContext): string {
+function renderKeyTemplate(parsed: ParsedKeyTemplate, context: LockKeyContext, escape = true) {
   let key = '';
   for (const part of parsed.parts) {
     if (part.kind === 'text') {
@@ -253,7 +253,7 @@ function renderKeyTemplate(parsed: ParsedKeyTemplate, context: LockKeyContext): 
     if (text.length > MAX_LOCK_KEY_BYTES) {
       checkedKey(key + text, MESSAGES.templateInvalidKey(parsed.template));
     }
-    key += escapeKeyValue(text, parsed.encoded);
+    key += escape ? escapeKeyValue(text, parsed.encoded) : text;
   }
   return checkedKey(key, MESSAGES.templateInvalidKey(parsed.template));
 }
@@ -284,8 +284,9 @@ function keysFromFunctionResult(result: unknown, where: string): string[] {
  * Compiles `@Locked`'s keys into a resolver. Templates are parsed now, so a malformed one throws
  * when the class is defined.
  * @param where `Class.method`, for messages.
+ * @param escape false for a document's `_id`, rendered as text (and limited as such), unescaped.
  */
-export function compileLockKeys(spec: LockKeySpec, where: string): LockKeyResolver {
+export function compileLockKeys(spec: LockKeySpec, where: string, escape = true): LockKeyResolver {
   if (typeof spec === 'function') {
     return (context) => keysFromFunctionResult(spec(context), where);
   }
@@ -293,5 +294,5 @@ export function compileLockKeys(spec: LockKeySpec, where: string): LockKeyResolv
   if (!Array.isArray(templates) || templates.length === 0) fail(MESSAGES.noKeys(where));
   // `Array.from`, not `map`: a hole of a sparse list is parsed (and refused) too.
   const parsed = Array.from(templates, (template) => parseKeyTemplate(template as string));
-  return (context) => [...new Set(parsed.map((template) => renderKeyTemplate(template, context)))];
+  return (context) => [...new Set(parsed.map((each) => renderKeyTemplate(each, context, escape)))];
 }
