@@ -236,12 +236,13 @@ export class Leadership {
   /** Resigns for good: at shutdown, before the service stops. @internal */
   async close(): Promise<void> {
     this.closing.abort();
-    this.termStarts.complete();
     // Campaigns waiting, and work under the term, learn that the service closed, not that this
-    // instance resigned.
+    // instance resigned: before terms$ completes, whose last subscriber leaving would resign.
     const closed = new LockServiceClosedError(SERVICE_CLOSED_MESSAGE);
     if (this.election) this.abandon(this.election, closed);
-    await this.live?.resign(closed);
+    const resigned = this.live?.resign(closed);
+    this.termStarts.complete();
+    await resigned;
     await this.standingLoop;
   }
 
