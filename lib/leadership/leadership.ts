@@ -60,6 +60,8 @@ interface Election {
   readonly waiters: Set<ElectionWaiter>;
   /** Settles when the first attempt is answered; no campaign times out before that. */
   readonly firstAnswer: Promise<void>;
+  /** Settles when the join is: a campaign that waits times out from it, not from a try's. */
+  readonly joinAnswer: Promise<void>;
   readonly abort: AbortController;
 }
 
@@ -204,7 +206,7 @@ export class Leadership {
       if (timeoutMs !== undefined) {
         const waitMs = timeoutMs;
         // From the call, but not before the first answer: even 0 gets one attempt's answer.
-        void election.firstAnswer.then(() => {
+        void (patient ? election.joinAnswer : election.firstAnswer).then(() => {
           if (settled) return;
           const notElected = this.notElected(waitMs);
           const leftMs = Math.max(0, waitMs - (performance.now() - startedAt));
@@ -250,17 +252,23 @@ export class Leadership {
   private elect(tries: boolean): Election {
     if (this.election) return this.election;
     let answered!: () => void;
+    let joined!: () => void;
     const election: Election = {
       abort: new AbortController(),
       firstAnswer: new Promise<void>((resolve) => (answered = resolve)),
+      joinAnswer: new Promise<void>((resolve) => (joined = resolve)),
       waiters: new Set(),
+    };
+    const answer = (tryOnly = false) => {
+      answered();
+      if (!tryOnly) joined();
     };
     const tell = (notify: (waiter: ElectionWaiter) => void) => {
       [...election.waiters].forEach(notify);
-      answered();
+      answer();
       if (this.election === election) this.election = undefined;
     };
-    this.win(election, answered, tries).then(
+    this.win(election, answer, tries).then(
       (term) => tell((waiter) => waiter.won(term)),
       (error: unknown) => tell((waiter) => waiter.failed(error)),
     );
@@ -283,12 +291,13 @@ export class Leadership {
    */
   private async win(
     election: Election,
-    answered: () => void,
+    answered: (tryOnly?: boolean) => void,
     tries: boolean,
   ): Promise<HeldLeaderTerm> {
     const { signal } = election.abort;
     for (let first = true; ; first = false) {
       const trying = tries && first;
+      const answer = () => answered(trying);
       let handle: MongoLockHandle;
       try {
         const options = {
@@ -298,12 +307,12 @@ export class Leadership {
           signal,
           metricsLabel: 'leadership',
         };
-        const late = unrefTimer(answered, this.host.answerWithinMs);
-        handle = await this.host.acquire(this.key, options, answered).finally(() => {
+        const late = unrefTimer(answer, this.host.answerWithinMs);
+        handle = await this.host.acquire(this.key, options, answer).finally(() => {
           clearTimeout(late);
         });
       } catch (error) {
-        answered();
+        answer();
         // Given up meanwhile: the reason is why, whatever the attempt answered.
         if (signal.aborted) throw signal.reason;
         const worthRetrying =
