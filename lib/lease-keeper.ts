@@ -1,4 +1,4 @@
-import { isStoreUnavailableError } from './store/mongo-error-codes';
+import { isPassingFailure } from './store/mongo-error-codes';
 import { formatMs } from './util/durations';
 import { outsideCaller } from './util/outside-caller';
 import { unrefTimer } from './util/timers';
@@ -288,7 +288,8 @@ export class LeaseKeeper {
       this.onlyByWrite = true;
       if (this.stopped) return;
       if (!scheduled) throw error;
-      if (isStoreUnavailableError(error) && performance.now() < this.leaseEnd) {
+      // MongoDB away, or a passing refusal (Interrupted): retried while the lease runs.
+      if (isPassingFailure(error) && performance.now() < this.leaseEnd) {
         this.scheduleRenewal(Math.min(RENEW_RETRY_MS, (this.leaseEnd - performance.now()) / 4));
       } else {
         this.loseFirstKey('renewing it failed', error);

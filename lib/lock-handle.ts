@@ -8,7 +8,7 @@ import { lostMessage } from './lock.messages';
 import { validateTtlMs } from './options';
 import { MAX_TIMER_MS } from './util/timers';
 import { EXCLUSIVE } from './store/lock-modes';
-import { isDefiniteFailure } from './store/mongo-error-codes';
+import { isPassingFailure } from './store/mongo-error-codes';
 import type { LockModeRequest } from './store/lock-modes';
 import { checkedAtEveryLook } from './util/checked-signal';
 
@@ -301,7 +301,7 @@ export class MongoLockHandle implements LockHandle {
     try {
       lostKeys = await this.keeper.releaseAll();
     } catch (error) {
-      if (error instanceof Error && !isDefiniteFailure(error)) this.releaseInBackground(error);
+      if (error instanceof Error && isPassingFailure(error)) this.releaseInBackground(error);
       throw error;
     }
     if (lostKeys.length === 0) {

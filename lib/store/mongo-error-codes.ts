@@ -114,6 +114,16 @@ export function isDefiniteFailure(error: unknown): boolean {
   );
 }
 
+/**
+ * A failure a retry by token may get past: MongoDB unavailable, or a refusal that does not say
+ * nothing was written (Interrupted, InternalError, TemporarilyUnavailable). Not errors of ours.
+ */
+export function isPassingFailure(error: unknown): boolean {
+  if (isStoreUnavailableError(error)) return true;
+  const driverError = error instanceof MongoLockError ? error.cause : error;
+  return driverError instanceof MongoServerError && !isDefiniteFailure(driverError);
+}
+
 /** A document over MongoDB's BSON size limit: 17419 on 7.0, 10334 BSONObjectTooLarge later. */
 const TOO_LARGE_CODES = new Set([10334, 17419]);
 
