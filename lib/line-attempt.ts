@@ -5,7 +5,7 @@ import type { EntryFollowers } from './line-handover';
 import { notAcquired } from './line-refusals';
 import type { AttemptTarget, HeldDocument } from './store/line/line-commands';
 import type { LineKind, LinePlace } from './store/line/line-document';
-import { isStoreUnavailableError } from './store/mongo-error-codes';
+import { isPassingFailure, isStoreUnavailableError } from './store/mongo-error-codes';
 import { formatMs } from './util/durations';
 import { sleep } from './util/timers';
 import type { LineWaiters } from './waiting/line-waiters';
@@ -97,8 +97,11 @@ export class LineAttempt {
         this.lastUnavailable = undefined;
         return answer;
       } catch (error) {
-        // An aborted call sends nothing more: a join landing later would be nobody's.
-        if (!isStoreUnavailableError(error) || signal?.aborted) throw error;
+        // An aborted call sends nothing more: a join landing later would be nobody's. Our
+        // entry known joined, a passing refusal of its renewal or read is retried too.
+        const joined = this.entry.state === 'joined';
+        const passing = joined ? isPassingFailure(error) : isStoreUnavailableError(error);
+        if (!passing || signal?.aborted) throw error;
         this.lastUnavailable = error;
         // Out of time: named by the key, with the store's error as the cause.
         if (performance.now() + delayMs >= this.deadline) throw this.unanswered(0, error);
