@@ -184,9 +184,9 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
         }
         signal.throwIfAborted();
         // Waiting for later keys may have run the earlier leases short, and an operator may have
-        // removed a hold (news named its key): those are renewed before hand-out.
-        const lost = await this.refreshEarlier(holds, options.ttlMs, call.named, callEnd);
-        // Aborted (a close) while renewing: nobody is handed the lock.
+        // removed a hold (news named its key): those are renewed before hand-out. Aborted
+        // meanwhile (a close, the caller's signal): at once, and nobody is handed the lock.
+        const lost = await this.refreshEarlier(holds, options.ttlMs, call.named, callEnd, signal);
         signal.throwIfAborted();
         // No news since, checked with no await before the handle is made: later news finds it
         // in `held` (`tellRemovedHolders`, `forceReleaseKey`).
@@ -298,13 +298,14 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
     ttlMs: number,
     named: Set<string>,
     callEnd: number,
+    signal: AbortSignal,
   ): Promise<number | undefined> {
     for (const [index, hold] of holds.entries()) {
       const heard = named.delete(hold.key);
       if (!heard && hold.leaseEnd - performance.now() >= ttlMs / 2) continue;
       const sentAt = performance.now();
       // Within the call's bound, as its joins are (`timeoutMs` + the late-reply margin).
-      const renewed = await settledBy(this.acquirer.renew(hold, ttlMs), callEnd, undefined, () =>
+      const renewed = await settledBy(this.acquirer.renew(hold, ttlMs), callEnd, signal, () =>
         unansweredRenewal(hold.key),
       );
       // Answered after the lease had ended, it proves nothing (see `LeaseKeeper`).
