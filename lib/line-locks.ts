@@ -16,10 +16,11 @@ import type { LineWatch } from './store/line/line-events';
 import type { LineStorage, LineStore } from './store/line/line-store';
 import type { AttemptTarget } from './store/line/line-commands';
 import { lineKind } from './store/lock-modes';
+import { isPassingFailure } from './store/mongo-error-codes';
 import { notAcquired } from './line-refusals';
 import { quoteLockKey } from './keys/lock-key';
 import { outsideCaller } from './util/outside-caller';
-import { settledBy, settlesWithin } from './util/timers';
+import { retriedUntil, settledBy, settlesWithin } from './util/timers';
 import { LineWaiters } from './waiting/line-waiters';
 import type { LockEvent } from './interfaces/lock-state.interface';
 
@@ -305,9 +306,10 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
       if (!heard && hold.leaseEnd - performance.now() >= ttlMs / 2) continue;
       const sentAt = performance.now();
       // Within the call's bound, as its joins are (`timeoutMs` + the late-reply margin).
-      const renewed = await settledBy(this.acquirer.renew(hold, ttlMs), callEnd, signal, () =>
-        unansweredRenewal(hold.key),
-      );
+      // Retried while it fails in passing (MongoDB away, a refusal such as Interrupted).
+      const until = Math.min(callEnd, hold.leaseEnd);
+      const renew = retriedUntil(() => this.acquirer.renew(hold, ttlMs), isPassingFailure, until);
+      const renewed = await settledBy(renew, callEnd, signal, () => unansweredRenewal(hold.key));
       // Answered after the lease had ended, it proves nothing (see `LeaseKeeper`).
       if (!renewed || performance.now() >= hold.leaseEnd) return index;
       holds[index] = { ...hold, leaseEnd: localLeaseEnd(sentAt, renewed.remainingMs, ttlMs) };

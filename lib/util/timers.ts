@@ -102,6 +102,26 @@ export async function settledBy<T>(
 }
 
 /**
+ * `command`, tried again after a pause (50 ms, doubling up to 1 s) while its failure is
+ * `passing` and time is left before monotonic time `until`, unless `signal` aborted.
+ */
+export async function retriedUntil<T>(
+  command: () => Promise<T>,
+  passing: (error: unknown) => boolean,
+  until: number,
+  signal?: AbortSignal,
+): Promise<T> {
+  for (let delayMs = 50; ; delayMs = Math.min(delayMs * 2, 1_000)) {
+    try {
+      return await command();
+    } catch (error) {
+      if (!passing(error) || signal?.aborted || performance.now() + delayMs >= until) throw error;
+      await sleep(delayMs, false);
+    }
+  }
+}
+
+/**
  * A deadline armed around steps of a task, and disarmed between them: once one passes, `passed`
  * rejects with the error its arming named, and `expired` is true. On real time, as a command's.
  */
