@@ -63,6 +63,8 @@ export class LineLeaves {
     entry: 'joined' | 'unknown',
   ): Promise<boolean | undefined> {
     const background = new BackgroundLeave(() => this.leave(key, token), entry, until);
+    // A join of ours that lands meanwhile is left once its reply comes, not at the next retry.
+    if (entry === 'unknown') void this.store.joinsSettled?.(key, token)?.then(background.nudge);
     const leave = async (): Promise<boolean | undefined> => {
       for (let delayMs = 50; performance.now() < until; delayMs = Math.min(delayMs * 2, 1_000)) {
         try {
@@ -128,6 +130,8 @@ class BackgroundLeave {
   private sending: Promise<boolean> | undefined;
   /** Ends the retry's `pause`. */
   private wake: (() => void) | undefined;
+  /** The next leave goes without a pause (`nudge`). */
+  private nudged = false;
 
   constructor(
     private readonly leave: () => Promise<boolean>,
@@ -157,9 +161,16 @@ class BackgroundLeave {
     await this.sending?.catch(() => undefined);
   }
 
+  /** Makes the next leave go now: ends the retry's pause, or skips the next one. */
+  readonly nudge = () => {
+    this.nudged = true;
+    this.wake?.();
+  };
+
   /** Waits `ms` (not keeping the process alive), or less if a leave `hurry` sent settles it. */
   pause(ms: number): Promise<unknown> {
+    if (this.nudged) return Promise.resolve((this.nudged = false));
     const woken = new Promise<void>((resolve) => (this.wake = resolve));
-    return Promise.race([sleep(ms, false), woken]);
+    return Promise.race([sleep(ms, false), woken]).finally(() => (this.nudged = false));
   }
 }
