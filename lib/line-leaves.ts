@@ -169,7 +169,10 @@ class BackgroundLeave {
 
   /** Waits `ms` (not keeping the process alive), or less if a leave `hurry` sent settles it. */
   pause(ms: number): Promise<unknown> {
-    if (this.nudged) return Promise.resolve((this.nudged = false));
+    if (this.nudged) {
+      this.nudged = false;
+      return Promise.resolve();
+    }
     const woken = new Promise<void>((resolve) => (this.wake = resolve));
     return Promise.race([sleep(ms, false), woken]).finally(() => (this.nudged = false));
   }
