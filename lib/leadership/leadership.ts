@@ -11,7 +11,7 @@ import type { MongoLockHandle } from '../lock-handle';
 import { optionsObject } from '../option-checks';
 import { validateWaitMs } from '../options';
 import { MAX_TIMER_MS } from '../util/timers';
-import { unrefTimer, wakeUp } from '../util/timers';
+import { callAt, unrefTimer, wakeUp } from '../util/timers';
 import { HeldLeaderTerm, type LeaderTerm } from './leader-term';
 import { watchLeader, type LeaderInfo, type LeaderWatchSource } from './leader-watch';
 
@@ -173,7 +173,7 @@ export class Leadership {
     const election = this.elect(!patient);
     const startedAt = performance.now();
     return new Promise<HeldLeaderTerm>((resolve, reject) => {
-      let timer: NodeJS.Timeout | undefined;
+      let cancelTimer = () => {};
       let settled = false;
       const waiter: ElectionWaiter = {
         caller: !standing,
@@ -191,7 +191,7 @@ export class Leadership {
       };
       const done = () => {
         settled = true;
-        clearTimeout(timer);
+        cancelTimer();
         signal?.removeEventListener('abort', onAbort);
         election.waiters.delete(waiter);
       };
@@ -209,8 +209,8 @@ export class Leadership {
         void (patient ? election.joinAnswer : election.firstAnswer).then(() => {
           if (settled) return;
           const notElected = this.notElected(waitMs);
-          const leftMs = Math.max(0, waitMs - (performance.now() - startedAt));
-          timer = setTimeout(() => giveUp(notElected), leftMs);
+          // A wait's timers: under legacy fake timers, real time ends it, as it ends acquire's.
+          cancelTimer = callAt(startedAt + waitMs, () => giveUp(notElected));
         });
       }
       election.waiters.add(waiter);

@@ -85,6 +85,16 @@ export async function wakeUp(
 }
 
 /**
+ * Calls `callback` at monotonic time `until`, on a wait's timers ({@link wakeUp}): under fake
+ * timers, whichever clock they fake. Returns what cancels it.
+ */
+export function callAt(until: number, callback: () => void): () => void {
+  const cancel = new AbortController();
+  void wakeUp({}, until, cancel.signal).then((woke) => woke === 'timer' && callback());
+  return () => cancel.abort();
+}
+
+/**
  * `task`'s result, or `late()` thrown at monotonic time `until`, or the signal's reason if it
  * aborts first (the task goes on; its failure after that is ignored).
  */
