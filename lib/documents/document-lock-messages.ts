@@ -26,3 +26,11 @@ export function documentNotAcquired(
     { keys: error.keys, retryAfterMs, holderId },
   );
 }
+
+/** MongoDB did not answer the read of a document our entry came to hold within the call's time. */
+export function documentReadLate(key: string): string {
+  return (
+    `Document ${key}: MongoDB did not answer the read of the document within the time of the ` +
+    'call (timeoutMs, plus up to 1 s); the lock is given back'
+  );
+}

@@ -39,7 +39,8 @@ import { MongoDocumentLockHandle } from './document-lock-handle';
 import type { DocumentLockHandle, DocumentLockWriter } from './document-lock-handle';
 import type { DocumentLockOptions } from './document-locks-options.interface';
 import { resolveDocumentUpdate } from './document-update-input';
-import { documentNotAcquired, documentSubject } from './document-lock-messages';
+import { documentNotAcquired, documentReadLate, documentSubject } from './document-lock-messages';
+import { unansweredError } from '../store/bounded-command';
 
 /** What `DocumentLocks` uses of the `LockService` that made it. */
 export interface DocumentLocksHost {
@@ -292,7 +293,14 @@ export class DocumentLocks<T extends Document = Document> {
           target,
         );
         acquired.handle.subject = documentSubject(this.settings.collection, key);
-        const { doc, created, next } = await this.heldDocument(lines.store, key, acquired, target);
+        const bound = { until, signal: linked.signal };
+        const { doc, created, next } = await this.heldDocument(
+          lines.store,
+          key,
+          acquired,
+          target,
+          bound,
+        );
         const writer = this.lineWriter(lines.store, next);
         return new MongoDocumentLockHandle<T>(acquired.handle, doc as WithId<T>, created, writer);
       } catch (error) {
@@ -303,18 +311,21 @@ export class DocumentLocks<T extends Document = Document> {
     });
   }
 
-  /** The document as our entry began to hold (read by the join, or after). */
+  /** The document as our entry began to hold (read by the join, or after, within `bound`). */
   private async heldDocument(
     store: DocumentLineStore,
     key: string,
     { handle, hold }: { handle: MongoLockHandle; hold: LineHold },
     target: AttemptTarget | undefined,
+    bound: { until: number; signal: AbortSignal },
   ): Promise<HeldDocument> {
     // A document a change event carried was not checked against `where`: read it instead.
     const { document } = hold;
     if (document && !(document.fromEvent && target?.where)) return document;
+    const late = () => unansweredError(documentReadLate(key), store.monitorFailure());
     try {
-      const doc = await store.readHeld(key, hold.token, target?.where);
+      const reading = store.readHeld(key, hold.token, target?.where);
+      const doc = await settledBy(reading, bound.until, bound.signal, late);
       if (doc) return doc;
       if (doc === null) throw documentNotFound(key, target?.where);
       // Our entry held when we heard it, with a third of its lease left: only other code
@@ -324,7 +335,8 @@ export class DocumentLocks<T extends Document = Document> {
         { keys: [key] },
       );
     } catch (error) {
-      await handle.release().catch(() => undefined);
+      // Given back; awaited within the call's bound only (MongoDB may be away).
+      await settledBy(handle.release(), bound.until, undefined, late).catch(() => undefined);
       throw error;
     }
   }
