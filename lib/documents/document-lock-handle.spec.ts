@@ -38,6 +38,7 @@ describe('MongoDocumentLockHandle.commit', () => {
       giveBack: () => Promise.resolve('released'),
     });
     const writer: DocumentLockWriter = {
+      timeoutMs: 5_000,
       check: (update) => update as never,
       // The commit lands at once; its reply comes 50 ms later.
       write: () => {
@@ -71,7 +72,11 @@ describe('MongoDocumentLockHandle.commit after a loss', () => {
       giveBack: () => Promise.resolve('lost'),
     });
     const write = jest.fn();
-    const writer: DocumentLockWriter = { check: (update) => update as never, write };
+    const writer: DocumentLockWriter = {
+      timeoutMs: 5_000,
+      check: (update) => update as never,
+      write,
+    };
     const handle = new MongoDocumentLockHandle(lock, { _id: 'k' }, false, writer);
     await new Promise((resolve) => setTimeout(resolve, 550));
     const commit = handle.commit({ $inc: { n: 1 } });

@@ -1,6 +1,9 @@
 import type { Document, WithId } from 'mongodb';
 import type { Observable } from 'rxjs';
 import { LockLostError } from '../errors/lock-lost.error';
+import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
+import { formatMs } from '../util/durations';
+import { settledBy } from '../util/timers';
 import { MongoLockError } from '../errors/mongo-lock.error';
 import { openLockedTransaction } from '../lock-context';
 import type { LockHandle, MongoLockHandle } from '../lock-handle';
@@ -35,6 +38,8 @@ export interface DocumentLockHandle<T extends Document = Document> extends LockH
 export interface DocumentLockWriter {
   /** Throws `InvalidLockOptionsError` for an update refused (only `commit` may leave it out). */
   check(update: unknown, commit: boolean): DocumentUpdate | undefined;
+  /** How long a commit may take, in ms (`operationTimeoutMs`), renewal in flight included. */
+  readonly timeoutMs: number;
   /** Writes (and with `commit`, unlocks): `null` when the lock was not ours. */
   write(
     handle: MongoLockHandle,
@@ -121,14 +126,22 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
   }
 
   private async commitOnce(update: DocumentUpdate | undefined): Promise<WithId<T>> {
-    // A renewal answered after the commit landed would find our entry gone and report a loss.
-    await this.lock.stopRenewalsBeforeEnd();
-    // That renewal may have found the lock lost: nothing is written then.
-    if (this.lock.lostReason) throw this.lock.lostReason;
+    // One bound for the whole commit, a renewal still on its way included.
+    const { timeoutMs } = this.writer;
+    const until = performance.now() + timeoutMs;
+    const late = () =>
+      new LockStoreUnavailableError(
+        `MongoDB did not answer commit within ${formatMs(timeoutMs)}; its outcome is unknown`,
+      );
     let written: Document | null;
     try {
-      written = await this.writer.write(this.lock, update, true);
+      // A renewal answered after the commit landed would find our entry gone and report a loss.
+      await settledBy(this.lock.stopRenewalsBeforeEnd(), until, undefined, late);
+      // That renewal may have found the lock lost: nothing is written then.
+      if (this.lock.lostReason) throw this.lock.lostReason;
+      written = await settledBy(this.writer.write(this.lock, update, true), until, undefined, late);
     } catch (error) {
+      if (error === this.lock.lostReason) throw error;
       // Outcome unknown: the commit may have landed. The release leaves our entry by token:
       // either the commit already ended it, or the release frees the lock and the late commit,
       // which needs our entry to lead, cannot land. Not awaited: the caller hears within one

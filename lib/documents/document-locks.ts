@@ -347,6 +347,7 @@ export class DocumentLocks<T extends Document = Document> {
     next: Successor | null | undefined,
   ): DocumentLockWriter {
     return {
+      timeoutMs: this.host.options.operationTimeoutMs,
       check: (update, commit) => {
         const checked = resolveDocumentUpdate(update, this.settings, commit);
         // Without a commit's unlock there is nothing to send: MongoDB refuses an empty update.
