@@ -129,17 +129,18 @@ export class MongoDocumentLockHandle<T extends Document> implements DocumentLock
     // One bound for the whole commit, a renewal still on its way included.
     const { timeoutMs } = this.writer;
     const until = performance.now() + timeoutMs;
-    const late = () =>
-      new LockStoreUnavailableError(
-        `MongoDB did not answer commit within ${formatMs(timeoutMs)}; its outcome is unknown`,
-      );
+    const within = formatMs(timeoutMs);
+    const late = (what: string) => () =>
+      new LockStoreUnavailableError(`MongoDB did not answer ${what} within ${within}`);
     let written: Document | null;
     try {
       // A renewal answered after the commit landed would find our entry gone and report a loss.
-      await settledBy(this.lock.stopRenewalsBeforeEnd(), until, undefined, late);
+      const renewed = this.lock.stopRenewalsBeforeEnd();
+      await settledBy(renewed, until, undefined, late('the renewal on its way; nothing committed'));
       // That renewal may have found the lock lost: nothing is written then.
       if (this.lock.lostReason) throw this.lock.lostReason;
-      written = await settledBy(this.writer.write(this.lock, update, true), until, undefined, late);
+      const writing = this.writer.write(this.lock, update, true);
+      written = await settledBy(writing, until, undefined, late('commit; its outcome is unknown'));
     } catch (error) {
       if (error === this.lock.lostReason) throw error;
       // Outcome unknown: the commit may have landed. The release leaves our entry by token:
