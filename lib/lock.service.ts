@@ -218,8 +218,9 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     const enclosing = enclosingHandle(this, keyList, resolved.mode, transaction !== undefined);
     // The outer call's lock and transaction, seen through this call's keys (their fences).
     if (enclosing) return runReentered(this, enclosing, keyList, fn);
-    if (transaction) await requireTransactions(await this.runtime.ensureStarted());
-    const handle = await this.runtime.acquire(keyList, resolved);
+    // Whether MongoDB has transactions is asked within the call's time, as its acquisition is.
+    const first = transaction ? requireTransactions : undefined;
+    const handle = await this.runtime.acquire(keyList, resolved, first);
     const run = async () => runWithHeldLock(this, handle, () => fn(handle));
     // A commit proves the lock was ours (its check's write kept others out until then), even if
     // the local lease ran out while it was on its way: the work is done, never to be retried.

@@ -19,6 +19,7 @@ import {
   liveV1LockMessage,
   shutdownGraceEndedMessage,
   startTooSlowError,
+  firstTooSlowError,
 } from './lock.messages';
 import { acquireOverrunMs } from './options';
 import type { ResolvedAcquireOptions, ResolvedLockModuleOptions } from './options';
@@ -133,22 +134,27 @@ export class ServiceRuntime {
    * at its end, or at once when the service closes (a start on the application's client is not
    * stopped).
    */
-  acquire(keys: string[], options: ResolvedAcquireOptions): Promise<MongoLockHandle> {
+  acquire(
+    keys: string[],
+    options: ResolvedAcquireOptions,
+    /** Asked of the started store first, within the call's time (a transaction's check). */
+    first?: (store: LockConnection) => Promise<void>,
+  ): Promise<MongoLockHandle> {
     const startedAt = performance.now();
     const { telemetry, options: settings } = this.deps;
     return telemetry.acquisition(options.metricsLabel, keys.length, startedAt, async () => {
       const linked = this.links.link(options.signal);
       try {
         linked.signal.throwIfAborted();
+        const until = startedAt + options.timeoutMs + acquireOverrunMs(settings.operationTimeoutMs);
         const starting = this.started();
         const lines = this.keyLocks
           ? await starting
-          : await settledBy(
-              starting,
-              startedAt + options.timeoutMs + acquireOverrunMs(settings.operationTimeoutMs),
-              this.closing.signal,
-              startTooSlowError,
-            );
+          : await settledBy(starting, until, this.closing.signal, startTooSlowError);
+        if (first) {
+          const asking = first(this.store as LockConnection);
+          await settledBy(asking, until, linked.signal, () => firstTooSlowError(keys));
+        }
         linked.signal.throwIfAborted();
         return await lines.acquire(keys, options, linked.signal, startedAt);
       } finally {
