@@ -131,8 +131,8 @@ export class ServiceRuntime {
 
   /**
    * Acquires `keys`, starting first if need be: the start counts in the call's time, given up on
-   * at its end, or at once when the service closes (a start on the application's client is not
-   * stopped).
+   * at its end, or at once when the call is aborted or the service closes (the start goes on
+   * for other callers; one on the application's client is not stopped).
    */
   acquire(
     keys: string[],
@@ -150,7 +150,7 @@ export class ServiceRuntime {
         const starting = this.started();
         const lines = this.keyLocks
           ? await starting
-          : await settledBy(starting, until, this.closing.signal, startTooSlowError);
+          : await settledBy(starting, until, linked.signal, startTooSlowError);
         if (first) {
           const asking = first(this.store as LockConnection);
           await settledBy(asking, until, linked.signal, () => firstTooSlowError(keys));
