@@ -124,6 +124,18 @@ export function isPassingFailure(error: unknown): boolean {
   return driverError instanceof MongoServerError && !isDefiniteFailure(driverError);
 }
 
+/** Refusals that say MongoDB may serve the command later: InternalError, Interrupted, TemporarilyUnavailable. */
+const PASSING_REFUSAL_CODES = new Set([1, 11601, 365]);
+
+/**
+ * MongoDB unavailable, or one of the refusals that may pass by name (not every refusal, as
+ * {@link isPassingFailure}: a refused login or a conflicting index would fail again).
+ */
+export function mayPassLater(error: unknown): boolean {
+  if (isStoreUnavailableError(error)) return true;
+  return error instanceof MongoServerError && PASSING_REFUSAL_CODES.has(Number(codeOf(error)));
+}
+
 /** A document over MongoDB's BSON size limit: 17419 on 7.0, 10334 BSONObjectTooLarge later. */
 const TOO_LARGE_CODES = new Set([10334, 17419]);
 
