@@ -232,7 +232,8 @@ function emptied(change: LineChangeEvent & { operationType: 'update' }): boolean
  * - insert (a first join): `acquired`; update of `f` (a join): see {@link joinEvents};
  * - update of `lead` (a leave, forced or scope release): `released` without holder or fence
  *   (the delta does not say who left; a waiter's leave may have freed nothing), then `acquired`
- *   per holder of the looked-up document, which may be later: holders repeat, or joined since;
+ *   per holder of the line as written when the delta carries it whole, else of the looked-up
+ *   document, which may be later: holders repeat, or joined since;
  *   nothing when a waiter left an exclusive lock's line (its first entry unchanged);
  * - an update emptying the line without `lead` (e.g. a renewal ended every lease): `released`;
  * - replace (a pipeline update MongoDB logged whole, its delta not being smaller): from the
@@ -258,7 +259,10 @@ export function lineEvents(change: LineChangeEvent): LockEvent[] {
       const updated = (change.updateDescription?.updatedFields ?? {}) as Document;
       if ('lead' in updated && !isLookAgainLead(updated.lead)) {
         if (holderStays(updated)) return [];
-        return [released, ...acquiredBy(holdersOf(change.fullDocument))];
+        // A delta with the whole line is the document as written: its holders, not the lookup's.
+        const { line, permits = change.fullDocument?.permits } = updated as Partial<LineDocument>;
+        const written = Array.isArray(line) ? { line, permits } : change.fullDocument;
+        return [released, ...acquiredBy(holdersOf(written))];
       }
       if ('f' in updated) return joinEvents(key, change);
       return emptied(change) ? [released] : [];
