@@ -9,7 +9,7 @@ import { openLeaseCollection } from './lock-collection';
 import type { LineDocument } from './line/line-document';
 import { LineStore } from './line/line-store';
 import type { KeyLineStorage } from './line/line-store';
-import { mayPassLater, toStoreError } from './mongo-error-codes';
+import { isNamedPassingRefusal, toStoreError } from './mongo-error-codes';
 import { monitorServers, type ServerMonitor } from './server-monitor';
 import { sleep } from '../util/timers';
 
@@ -85,7 +85,7 @@ export class LockStore implements LockConnection {
           } catch (error) {
             lastError = error;
             const delayMs = RETRY_DELAYS_MS[Math.min(tries, RETRY_DELAYS_MS.length - 1)];
-            const retries = mayPassLater(error) && !closing.aborted;
+            const retries = isNamedPassingRefusal(error) && !closing.aborted;
             if (!retries || performance.now() + delayMs >= endsAt) throw startError(error);
             await sleep(delayMs);
           }

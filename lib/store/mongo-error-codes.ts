@@ -124,14 +124,15 @@ export function isPassingFailure(error: unknown): boolean {
   return driverError instanceof MongoServerError && !isDefiniteFailure(driverError);
 }
 
-/** Refusals that say MongoDB may serve the command later: InternalError, Interrupted, TemporarilyUnavailable. */
+/** Refusals that may pass, by name: InternalError, Interrupted, TemporarilyUnavailable. */
 const PASSING_REFUSAL_CODES = new Set([1, 11601, 365]);
 
 /**
- * MongoDB unavailable, or one of the refusals that may pass by name (not every refusal, as
- * {@link isPassingFailure}: a refused login or a conflicting index would fail again).
+ * MongoDB unavailable, or a refusal named in {@link PASSING_REFUSAL_CODES}: for the start, where
+ * any other refusal (a login refused, an index in conflict) would only fail again. Commands by
+ * token retry more ({@link isPassingFailure}): there a retry costs one write within a lease.
  */
-export function mayPassLater(error: unknown): boolean {
+export function isNamedPassingRefusal(error: unknown): boolean {
   if (isStoreUnavailableError(error)) return true;
   return error instanceof MongoServerError && PASSING_REFUSAL_CODES.has(Number(codeOf(error)));
 }
