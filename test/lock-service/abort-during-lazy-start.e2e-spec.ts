@@ -31,51 +31,32 @@ describeWithProcess('aborting a call that is starting the service, MongoDB froze
     return locks;
   }
 
-  it('acquire rejects with the reason at once', async () => {
+  /** Starts `call` with MongoDB frozen, aborts it 200 ms in: it rejects with the reason at once. */
+  async function abortedAtOnce(
+    call: (locks: LockService, signal: AbortSignal) => Promise<unknown>,
+  ) {
     const locks = service();
     mongo.server.signal('SIGSTOP');
     const aborting = new AbortController();
-    const call = settleWithin(
-      locks.acquire('lazy:a', { timeoutMs: 20_000, signal: aborting.signal }),
-      30_000,
-    );
+    const settled = settleWithin(call(locks, aborting.signal), 30_000);
     await new Promise((resolve) => setTimeout(resolve, 200));
     const reason = new Error('the caller gave up');
     aborting.abort(reason);
-    const outcome = await call;
+    const outcome = await settled;
     expect(outcome).toMatchObject({ status: 'rejected', error: reason });
     expect(outcome.ms).toBeLessThan(200 + slackMs);
-  });
+  }
 
-  it('a document lock does the same (the control)', async () => {
-    const locks = service();
-    mongo.server.signal('SIGSTOP');
-    const aborting = new AbortController();
-    const call = settleWithin(
-      locks.documents('accounts').acquire('a1', { timeoutMs: 20_000, signal: aborting.signal }),
-      30_000,
-    );
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    const reason = new Error('the caller gave up');
-    aborting.abort(reason);
-    const outcome = await call;
-    expect(outcome).toMatchObject({ status: 'rejected', error: reason });
-    expect(outcome.ms).toBeLessThan(200 + slackMs);
-  });
+  it('acquire rejects with the reason at once', () =>
+    abortedAtOnce((locks, signal) => locks.acquire('lazy:a', { timeoutMs: 20_000, signal })));
 
-  it('firstValueFrom(acquire$) with its signal aborted ends at once', async () => {
-    const locks = service();
-    mongo.server.signal('SIGSTOP');
-    const aborting = new AbortController();
-    const reason = new Error('the caller gave up');
-    const call = settleWithin(
-      firstValueFrom(locks.acquire$('lazy:b', { timeoutMs: 20_000, signal: aborting.signal })),
-      30_000,
-    );
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    aborting.abort(reason);
-    const outcome = await call;
-    expect(outcome).toMatchObject({ status: 'rejected', error: reason });
-    expect(outcome.ms).toBeLessThan(200 + slackMs);
-  });
+  it('a document lock does the same (the control)', () =>
+    abortedAtOnce((locks, signal) =>
+      locks.documents('accounts').acquire('a1', { timeoutMs: 20_000, signal }),
+    ));
+
+  it('firstValueFrom(acquire$) with its signal aborted ends at once', () =>
+    abortedAtOnce((locks, signal) =>
+      firstValueFrom(locks.acquire$('lazy:b', { timeoutMs: 20_000, signal })),
+    ));
 });
