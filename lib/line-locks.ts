@@ -308,7 +308,9 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
       // Within the call's bound, as its joins are (`timeoutMs` + the late-reply margin).
       // Retried while it fails in passing (MongoDB away, a refusal such as Interrupted).
       const until = Math.min(callEnd, hold.leaseEnd);
-      const renew = retriedUntil(() => this.acquirer.renew(hold, ttlMs), isPassingFailure, until);
+      // An aborted call stops retrying: its holds are given back.
+      const renewing = () => this.acquirer.renew(hold, ttlMs);
+      const renew = retriedUntil(renewing, isPassingFailure, until, signal);
       const renewed = await settledBy(renew, callEnd, signal, () => unansweredRenewal(hold.key));
       // Answered after the lease had ended, it proves nothing (see `LeaseKeeper`).
       if (!renewed || performance.now() >= hold.leaseEnd) return index;

@@ -66,7 +66,7 @@ export function startTooSlowError(): LockStoreUnavailableError {
 /** A locked transaction's check that MongoDB has transactions, unanswered in the call's time. */
 export function firstTooSlowError(keys: readonly string[]): LockStoreUnavailableError {
   return new LockStoreUnavailableError(
-    `MongoDB did not answer whether it has transactions (for ${keys.map((key) => JSON.stringify(key)).join(', ')}) ` +
+    `MongoDB did not answer whether it has transactions (for ${keyList(keys)}) ` +
       'within the time of the call (timeoutMs, plus up to 1 s)',
   );
 }
