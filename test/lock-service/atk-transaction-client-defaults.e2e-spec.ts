@@ -1,11 +1,15 @@
 // docs/transactions.md: give the module "the MongoClient your data uses"; the library starts
-// the session and the transaction on it. A data client often reads from secondaries by default.
+// the session and the transaction on it. A data client often reads from secondaries by default,
+// or writes with w: 1. docs/guarantees.md: "Lock writes use write concern majority and reads
+// read preference primary, whatever the client's defaults"; the check before the commit is a
+// lock write, and lands with the commit.
 import { MongoClient } from 'mongodb';
+import type { CommandStartedEvent } from 'mongodb';
 import { LockTestKit } from './lock-test-kit';
 
 jest.setTimeout(30_000);
 
-describe('a locked transaction on a client that reads from secondaries by default', () => {
+describe("a locked transaction on the data client, whatever that client's defaults", () => {
   const kit = LockTestKit.forSuite();
 
   it("runs the work's reads and writes in the transaction", async () => {
@@ -32,6 +36,27 @@ describe('a locked transaction on a client that reads from secondaries by defaul
       );
       expect(balance).toBe(10);
       expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(15);
+    } finally {
+      await kit.cleanup();
+      await client.close();
+    }
+  });
+
+  it('commits the lock check with write concern majority on a client that writes with w: 1', async () => {
+    const client = new MongoClient(kit.mongo.uri, {
+      writeConcern: { w: 1 },
+      monitorCommands: true,
+    });
+    await client.connect();
+    try {
+      const commits: CommandStartedEvent[] = [];
+      client.on('commandStarted', (event) => {
+        if (event.commandName === 'commitTransaction') commits.push(event);
+      });
+      const locks = await kit.service({ client });
+      await locks.withLock('account:a', async () => 'done', { transaction: true });
+      expect(commits).toHaveLength(1);
+      expect(commits[0].command.writeConcern).toMatchObject({ w: 'majority' });
     } finally {
       await kit.cleanup();
       await client.close();
