@@ -1,5 +1,5 @@
 import { MongoError } from 'mongodb';
-import type { ClientSession, MongoClient } from 'mongodb';
+import type { ClientSession, MongoClient, TransactionOptions } from 'mongodb';
 import { LockLostError } from './errors/lock-lost.error';
 import { LockStoreUnavailableError } from './errors/lock-store-unavailable.error';
 import { MongoLockError } from './errors/mongo-lock.error';
@@ -15,6 +15,8 @@ const givenUp = () => new MongoLockError('The locked transaction was given up on
 /** Where a locked transaction runs (the client) and checks its locks (the lock collection). */
 export interface TransactionLocks {
   readonly client: MongoClient;
+  /** The transaction's options, whatever the client's defaults: read primary, commit majority. */
+  readonly options: TransactionOptions;
   /** `operationTimeoutMs`: how long the check, and the commit after it, may go unanswered. */
   readonly answerWithinMs: number;
   /** Inside `session`'s transaction: the entry `held` came from still holds, proven by a write. */
@@ -82,7 +84,8 @@ export async function runInTransaction<T>(
   let workError: unknown;
   try {
     let result!: T;
-    let endedByWork: { cause?: unknown } | undefined;
+    let endedByWork: MongoLockError | undefined;
+    const transactionOptions = { ...store.options, ...options };
     const transaction = session.withTransaction(async () => {
       // Given up on (the call rejected, its lock released): not run again after a transient error.
       if (ending.expired) throw givenUp();
@@ -93,20 +96,32 @@ export async function runInTransaction<T>(
       handle.signal.throwIfAborted();
       const started = transactionOf(session);
       const endedItself = () => transactionOf(session) !== started || !session.inTransaction();
+      let failed: { error: unknown } | undefined;
       try {
         result = await fn();
       } catch (error) {
-        // Failed after ending its transaction itself: rerun, its own commit would go unseen.
-        if (!endedItself()) throw (workError = error);
-        endedByWork = { cause: error };
+        failed = { error };
+      }
+      if (failed && !endedItself()) {
+        // The driver aborts it next, within the bound of the library's steps: the work's error
+        // then, its transaction ended by killSessions.
+        workError = failed.error;
+        ending.arm(store.answerWithinMs, () => workError);
+        throw workError;
       }
       // Its own commit landed the writes before the check below, even if it started another
       // transaction after it: that one is aborted, not committed unchecked. Refused after the
       // driver returns: thrown here, the driver would try to abort the ended transaction and
-      // throw its own error instead.
-      if (endedByWork || endedItself()) {
+      // throw its own error instead. (Failed after ending its transaction itself: not rerun, as
+      // its own commit would go unseen.)
+      if (failed || endedItself()) {
+        const refusal = new MongoLockError(
+          endedByWorkMessage(handle.keys),
+          failed && { cause: failed.error },
+        );
+        ending.arm(store.answerWithinMs, () => refusal);
         if (session.inTransaction()) await session.abortTransaction();
-        endedByWork ??= {};
+        endedByWork = refusal;
         return;
       }
       ending.arm(
@@ -139,10 +154,10 @@ export async function runInTransaction<T>(
               `answer its commit within ${store.answerWithinMs + (options.maxCommitTimeMS ?? 0)} ms`,
           ),
       );
-    }, options);
+    }, transactionOptions);
     transaction.catch(() => undefined);
     await Promise.race([transaction, ending.passed]);
-    if (endedByWork) throw new MongoLockError(endedByWorkMessage(handle.keys), endedByWork);
+    if (endedByWork) throw endedByWork;
     onCommitted();
     return result;
   } catch (error) {

@@ -122,6 +122,7 @@ export class ServiceRuntime {
     }
     return {
       client: store.client,
+      options: store.transactionOptions,
       answerWithinMs: this.deps.options.operationTimeoutMs,
       confirmHeldIn: ({ key, owner, fence }, session) =>
         keyLocks.store.confirmHeldIn(key, { t: owner, fence: entryFenceOf(fence) }, session),

@@ -1,11 +1,11 @@
-import type { ClientSession, MongoClient } from 'mongodb';
+import type { ClientSession, MongoClient, TransactionOptions } from 'mongodb';
 import type { ResolvedLockModuleOptions } from '../options';
 import { formatMs } from '../util/durations';
 import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
 import { MongoLockError } from '../errors/mongo-lock.error';
 import { boundedCommand, unansweredError } from './bounded-command';
 import { uriClientOf } from './connection-string';
-import { openLeaseCollection } from './lock-collection';
+import { lockedTransactionOptions, openLeaseCollection } from './lock-collection';
 import type { LineDocument } from './line/line-document';
 import { LineStore } from './line/line-store';
 import type { KeyLineStorage } from './line/line-store';
@@ -170,6 +170,11 @@ export class LockStore implements LockConnection {
    * line among them) for up to the transaction lifetime (60 s by default). `killSessions`
    * aborts it if uncommitted; a user may kill its own sessions. Best effort, bounded.
    */
+  /** A locked transaction's options, whatever the client's defaults (see `lockedTransactionOptions`). */
+  get transactionOptions(): TransactionOptions {
+    return lockedTransactionOptions(this.client, this.options.operationTimeoutMs);
+  }
+
   async endTransactionOf(session: ClientSession): Promise<void> {
     if (session.id === undefined) return;
     const killed = boundedCommand(

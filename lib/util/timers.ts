@@ -139,14 +139,14 @@ export class StepDeadline {
   expired = false;
   readonly passed: Promise<never>;
   private timer: NodeJS.Timeout | undefined;
-  private fail!: (error: Error) => void;
+  private fail!: (error: unknown) => void;
 
   constructor() {
     this.passed = new Promise<never>((_, reject) => (this.fail = reject));
     this.passed.catch(() => undefined);
   }
 
-  arm(ms: number, error: () => Error): void {
+  arm(ms: number, error: () => unknown): void {
     this.disarm();
     const fire = () => {
       this.expired = true;
