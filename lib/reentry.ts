@@ -3,7 +3,7 @@ import { ReplaySubject, type Observable } from 'rxjs';
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
 import { LockLostError } from './errors/lock-lost.error';
 import { MongoLockError } from './errors/mongo-lock.error';
-import { heldLocksOf, letGo, runWithHeldLock } from './lock-context';
+import { heldLocksOf, letGo, openLockedTransaction, runWithHeldLock } from './lock-context';
 import type { LockHandle, MongoLockHandle } from './lock-handle';
 import { wouldDeadlockMessage } from './lock.messages';
 import type { LockModeRequest } from './store/lock-modes';
@@ -13,7 +13,8 @@ import { checkedAtEveryLook } from './util/checked-signal';
  * The enclosing handle of service `owner` in this async context holding all of `keys`, for a
  * re-entered call; undefined if none holds any. Throws for some held keys plus others (it would
  * wait for itself), a lost enclosing lock, a mode it does not cover, or (`inTransaction`) one
- * held without a transaction: work asked to run in one never runs without.
+ * held without a transaction: work asked to run in one never runs without. A call asking for a
+ * transaction of its own inside a locked transaction is refused: it would commit apart from it.
  */
 export function enclosingHandle(
   owner: object,
@@ -36,6 +37,14 @@ export function enclosingHandle(
       return handle;
     }
     if (covered.length > 0) throw new MongoLockError(wouldDeadlockMessage(handle.keys, keys));
+  }
+  // Committed on its own, it would be kept after the outer one aborts, and made again at each
+  // rerun of the outer work.
+  if (inTransaction && openLockedTransaction()) {
+    throw new MongoLockError(
+      `${quoted(keys)} cannot be locked with a transaction of its own inside a locked ` +
+        "transaction: it would commit apart from it. Take every key in the outer call's list",
+    );
   }
   return undefined;
 }

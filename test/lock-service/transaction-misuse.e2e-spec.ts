@@ -49,6 +49,31 @@ describe('locked transactions used the wrong way', () => {
     },
   );
 
+  it('a transaction of its own for other keys inside the work is refused: it would commit apart from it', async () => {
+    const { locks, marks } = await setUp('nested_transaction');
+    let refusal: unknown;
+    let nestedRan = false;
+    await locks.withLock(
+      'tx:outer',
+      async (lock) => {
+        await marks.insertOne({ _id: 'outer' }, { session: lock.session });
+        refusal = await locks
+          .withLock('tx:inner', () => (nestedRan = true), { transaction: true })
+          .catch((error: unknown) => error);
+        // Re-entering the outer key runs in the outer transaction, as before.
+        await locks.withLock('tx:outer', () => undefined, { transaction: true });
+      },
+      { transaction: true },
+    );
+    expect(refusal).toBeInstanceOf(MongoLockError);
+    expect((refusal as Error).message).toMatch(/"tx:inner" cannot be locked with a transaction/);
+    expect(nestedRan).toBe(false);
+    expect((await locks.inspect('tx:inner'))?.held ?? false).toBe(false);
+    expect(await marks.countDocuments({ _id: 'outer' })).toBe(1);
+    // Outside any locked transaction, the same call runs.
+    expect(await locks.withLock('tx:inner', () => 'ran', { transaction: true })).toBe('ran');
+  });
+
   it('release() of its own handle lost during the work rejects with the loss, as extend() does', async () => {
     const { locks, marks } = await setUp('lost_release');
     let refusals: unknown[] = [];
