@@ -49,6 +49,44 @@ describe('Leadership retries', () => {
     await campaign;
   });
 
+  it('a campaign that times out while MongoDB is unreachable says so, as acquire does', async () => {
+    const unreachable = new LockStoreUnavailableError('unreachable');
+    const leadership = new Leadership(
+      'jobs',
+      'leader:jobs',
+      1_000,
+      failingHost(() => unreachable),
+    );
+    const waited = leadership.campaign({ timeoutMs: 300 }).catch((error: unknown) => error);
+    const tried = leadership.campaign({ timeoutMs: 0 }).catch((error: unknown) => error);
+    const outcomes = await Promise.all([waited, tried]);
+    await leadership.close();
+    expect(outcomes.map((error) => (error as Error).name)).toEqual([
+      'LockStoreUnavailableError',
+      'LockStoreUnavailableError',
+    ]);
+    expect((outcomes[0] as Error).cause).toBe(unreachable);
+  });
+
+  it('once an attempt is answered (in line), a timeout is no outage', async () => {
+    let attempts = 0;
+    const host = hostOf((_key, options, queued) => {
+      attempts += 1;
+      if (attempts === 1) return Promise.reject(new LockStoreUnavailableError('unreachable'));
+      queued();
+      return new Promise((_resolve, reject) =>
+        options.signal?.addEventListener('abort', () => reject(options.signal?.reason as Error)),
+      );
+    });
+    const leadership = new Leadership('jobs', 'leader:jobs', 1_000, host);
+    const outcome = await leadership
+      .campaign({ timeoutMs: 1_500 })
+      .catch((error: unknown) => error);
+    await leadership.close();
+    expect(attempts).toBe(2);
+    expect(outcome).toBeInstanceOf(LockNotAcquiredError);
+  });
+
   it('terms$ campaigns again a second after a campaign fails for good', async () => {
     const host = failingHost(() => new Error('not a lock failure'));
     const leadership = new Leadership('jobs', 'leader:jobs', 1_000, host);

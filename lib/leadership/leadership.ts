@@ -12,6 +12,7 @@ import { optionsObject } from '../option-checks';
 import { validateWaitMs } from '../options';
 import { MAX_TIMER_MS } from '../util/timers';
 import { callAt, unrefTimer, wakeUp } from '../util/timers';
+import { campaignTimedOut, type Election, type ElectionWaiter } from './election';
 import { HeldLeaderTerm, type LeaderTerm } from './leader-term';
 import { watchLeader, type LeaderInfo, type LeaderWatchSource } from './leader-watch';
 
@@ -25,7 +26,10 @@ export interface LeadershipOptions {
 export interface CampaignOptions {
   /** Aborting it gives up the campaign; the promise rejects with the signal's reason. */
   signal?: AbortSignal;
-  /** Give up after this long with `LockNotAcquiredError`. Default: wait until elected. */
+  /**
+   * Give up after this long with `LockNotAcquiredError`, or `LockStoreUnavailableError` if
+   * MongoDB could not be reached then. Default: wait until elected (through outages too).
+   */
   timeoutMs?: number;
 }
 
@@ -44,26 +48,6 @@ const LONGEST_WAIT_MS = MAX_TIMER_MS - 60_000;
 
 /** Pause after a failed attempt (MongoDB unreachable, the line full) before the next. */
 const RETRY_DELAY_MS = 1_000;
-
-/** A `campaign()` call or `terms$` waiting for an election; it leaves when it gives up. */
-interface ElectionWaiter {
-  /** A `campaign()` call, not the `terms$` standing loop. */
-  readonly caller: boolean;
-  /** Waits past the first answer (any but `timeoutMs: 0`). */
-  readonly patient: boolean;
-  won(term: HeldLeaderTerm): void;
-  failed(error: unknown): void;
-}
-
-interface Election {
-  /** Told of the outcome; a campaign that gives up leaves (an election may run for weeks). */
-  readonly waiters: Set<ElectionWaiter>;
-  /** Settles when the first attempt is answered; no campaign times out before that. */
-  readonly firstAnswer: Promise<void>;
-  /** Settles when the join is: a campaign that waits times out from it, not from a try's. */
-  readonly joinAnswer: Promise<void>;
-  readonly abort: AbortController;
-}
 
 /**
  * Leadership of one name: one leader at a time, elected in the order candidates stood. A term
@@ -208,9 +192,11 @@ export class Leadership {
         // From the call, but not before the first answer: even 0 gets one attempt's answer.
         void (patient ? election.joinAnswer : election.firstAnswer).then(() => {
           if (settled) return;
-          const notElected = this.notElected(waitMs);
+          const end = { name: this.name, key: this.key, timeoutMs: waitMs };
           // A wait's timers: under legacy fake timers, real time ends it, as it ends acquire's.
-          cancelTimer = callAt(startedAt + waitMs, () => giveUp(notElected));
+          cancelTimer = callAt(startedAt + waitMs, () =>
+            giveUp(campaignTimedOut(end, election.silence)),
+          );
         });
       }
       election.waiters.add(waiter);
@@ -298,6 +284,16 @@ export class Leadership {
     for (let first = true; ; first = false) {
       const trying = tries && first;
       const answer = () => answered(trying);
+      // A reply that puts us in line is MongoDB's answer; a join unanswered as long as a reply
+      // may take is its silence, which a campaign timing out meanwhile reports.
+      const queued = () => {
+        election.silence = undefined;
+        answer();
+      };
+      const unanswered = () => {
+        election.silence ??= {};
+        answer();
+      };
       let handle: MongoLockHandle;
       try {
         const options = {
@@ -307,26 +303,30 @@ export class Leadership {
           signal,
           metricsLabel: 'leadership',
         };
-        const late = unrefTimer(answer, this.host.answerWithinMs);
-        handle = await this.host.acquire(this.key, options, answer).finally(() => {
+        const late = unrefTimer(unanswered, this.host.answerWithinMs);
+        handle = await this.host.acquire(this.key, options, queued).finally(() => {
           clearTimeout(late);
         });
       } catch (error) {
+        const unreachable = error instanceof LockStoreUnavailableError;
+        // Refused, MongoDB answered; unreachable, its silence is why until an attempt is answered.
+        election.silence = unreachable ? { cause: error } : undefined;
         answer();
         // Given up meanwhile: the reason is why, whatever the attempt answered.
         if (signal.aborted) throw signal.reason;
-        const worthRetrying =
-          error instanceof LockNotAcquiredError || error instanceof LockStoreUnavailableError;
-        if (!worthRetrying) throw error;
+        if (!unreachable && !(error instanceof LockNotAcquiredError)) throw error;
         if (trying && ![...election.waiters].some((waiter) => waiter.patient)) {
           // Synchronously: a campaign called from now on starts a new election.
           this.abandon(election, error);
-          throw this.notElected(0, error);
+          // As tryAcquire's: MongoDB unreachable is not a refusal.
+          const end = { name: this.name, key: this.key, timeoutMs: 0 };
+          throw unreachable ? error : campaignTimedOut(end, undefined, error);
         }
         if (trying && error instanceof LockNotAcquiredError) continue;
         await wakeUp({}, performance.now() + RETRY_DELAY_MS, signal);
         continue;
       }
+      election.silence = undefined;
       if (signal.aborted) {
         // Everyone gave up as the election was won: the term is nobody's.
         await handle.release().catch(() => undefined);
@@ -350,12 +350,6 @@ export class Leadership {
       this.termStarts.next(term);
       return term;
     }
-  }
-
-  /** Not elected within `timeoutMs`; `cause`: why a try's answer was no. */
-  private notElected(timeoutMs: number, cause?: unknown): LockNotAcquiredError {
-    const message = `Leadership ${JSON.stringify(this.name)} was not won within ${timeoutMs} ms`;
-    return new LockNotAcquiredError(message, { keys: [this.key], cause });
   }
 
   /** While `terms$` has subscribers: campaign, lead until the term ends, campaign again. */

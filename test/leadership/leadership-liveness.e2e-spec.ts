@@ -1,6 +1,6 @@
 import type { Subscription } from 'rxjs';
 import { LEADER_KEY_PREFIX } from '../../lib/leadership/leader-key';
-import { LockNotAcquiredError } from '../../lib/errors/lock-not-acquired.error';
+import { LockStoreUnavailableError } from '../../lib/errors/lock-store-unavailable.error';
 import { LockServiceClosedError } from '../../lib/errors/lock-service-closed.error';
 import type { LeaderTerm } from '../../lib/leadership/leader-term';
 import type { Leadership } from '../../lib/leadership/leadership';
@@ -87,7 +87,8 @@ describe('leadership: leadership liveness', () => {
       const tookMs = performance.now() - startedAt;
       proxies.proxy.setMode(passThrough);
       await leadership.resign();
-      expect(outcome).toBeInstanceOf(LockNotAcquiredError);
+      // As acquire and tryAcquire: MongoDB's silence, not a refusal (outages-and-shutdown.md).
+      expect(outcome).toBeInstanceOf(LockStoreUnavailableError);
       expect(tookMs).toBeLessThan(timeoutMs + 2_000 + LOAD_SLACK_MS);
     });
   }
