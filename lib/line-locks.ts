@@ -103,9 +103,9 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
     this.streamOpen = opened && !failed;
   }
 
-  /** Callers waiting in this process: in a key's line, or queued behind an entry of ours. */
-  get waiting(): number {
-    return this.waiters.size + this.handover.size;
+  /** Callers waiting in this process: in a key's line (but `uncounted` keys'), or queued here. */
+  waiting(uncounted?: (key: string) => boolean): number {
+    return this.waiters.count(uncounted) + this.handover.size;
   }
 
   /**

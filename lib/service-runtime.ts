@@ -7,6 +7,7 @@ import { LockStoreUnavailableError } from './errors/lock-store-unavailable.error
 import { MongoLockError } from './errors/mongo-lock.error';
 import type { HeldLocks } from './held-locks';
 import type { LockEvent } from './interfaces/lock-state.interface';
+import { leaderNameOf } from './leadership/leader-key';
 import type { Leaderships } from './leadership/leaderships';
 import { LineLocks } from './line-locks';
 import type { TransactionLocks } from './lock-transaction';
@@ -196,9 +197,12 @@ export class ServiceRuntime {
     };
   }
 
-  /** Callers waiting in this process, for keys and for documents. */
+  /**
+   * Callers waiting in this process, for keys and for documents. A candidate for leadership
+   * waits in its key's line too, but is no caller waiting for a lock: `leading` reports it.
+   */
   private waiting(): number {
-    let waiting = this.keyLocks?.waiting ?? 0;
+    let waiting = this.keyLocks?.waiting((key) => leaderNameOf(key) !== undefined) ?? 0;
     for (const documents of this.deps.documentLocks()) waiting += documents.waiting;
     return waiting;
   }

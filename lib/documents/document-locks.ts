@@ -117,7 +117,7 @@ export class DocumentLocks<T extends Document = Document> {
 
   /** Callers waiting in this process for a document of the collection. @internal */
   get waiting(): number {
-    return this.lineLocks?.waiting ?? 0;
+    return this.lineLocks?.waiting() ?? 0;
   }
 
   /**

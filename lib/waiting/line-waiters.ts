@@ -108,10 +108,10 @@ export class LineWaiters {
     }
   }
 
-  /** Callers waiting here, on every key. */
-  get size(): number {
+  /** Callers waiting here, on every key but those `uncounted` says to leave out. */
+  count(uncounted: (key: string) => boolean = () => false): number {
     let count = 0;
-    for (const waiters of this.byKey.values()) count += waiters.size;
+    for (const [key, waiters] of this.byKey) if (!uncounted(key)) count += waiters.size;
     return count;
   }
 }

@@ -6,6 +6,7 @@ import {
   PeriodicExportingMetricReader,
   type MetricData,
 } from '@opentelemetry/sdk-metrics';
+import { leaderKey } from '../../lib/leadership/leader-key';
 import type { LeaderTerm } from '../../lib/leadership/leader-term';
 import { eventually, LockTestKit } from '../lock-service/lock-test-kit';
 
@@ -25,6 +26,10 @@ async function read(): Promise<Map<string, MetricData>> {
         for (const metric of scope.metrics) byName.set(metric.descriptor.name, metric);
   return byName;
 }
+
+/** The `lock.waiters` gauge: every service of the meter, summed. */
+const lockWaiters = (byName: Map<string, MetricData>) =>
+  byName.get('lock.waiters')?.dataPoints[0]?.value;
 
 const point = (data: MetricData | undefined, name: string) =>
   data?.dataPoints.find((p) => p.attributes['lock.leadership'] === name);
@@ -54,6 +59,34 @@ describe('leadership: leadership telemetry and health details', () => {
     await eventually(() => !a.leadership('otel').isLeader);
     m = await read();
     expect(point(m.get('lock.leader'), 'otel')?.value).toBe(0);
+  });
+
+  it('a follower in line is no waiter: diagnostics and lock.waiters count callers waiting for locks', async () => {
+    const a = await kit.service({ holderId: 'A' });
+    const b = await kit.service({ holderId: 'B' });
+    const term = await a.leadership('counted', { ttlMs: 10_000 }).campaign();
+    const held = await a.acquire('counted:busy');
+    const gaveUp = new AbortController();
+    const standing = b
+      .leadership('counted', { ttlMs: 10_000 })
+      .campaign(gaveUp)
+      .catch(() => null);
+    const waiting = b.acquire('counted:busy', { timeoutMs: 20_000 });
+    // Both in line on MongoDB: the follower for the leader's key, the caller for the busy key.
+    await eventually(async () => (await a.inspect(leaderKey('counted')))?.waiting === 1);
+    await eventually(async () => (await a.inspect('counted:busy'))?.waiting === 1);
+
+    const counted = { diagnostics: b.diagnostics.waiters, gauge: lockWaiters(await read()) };
+    const role = b.leading.get('counted');
+
+    gaveUp.abort();
+    await standing;
+    await held.release();
+    await (await waiting).release();
+    await term.resign();
+    // The follower is reported under leadership; only the caller waiting for a lock is a waiter.
+    expect(role).toBe(false);
+    expect(counted).toEqual({ diagnostics: 1, gauge: 1 });
   });
 
   it('leading (health: leader/follower; gauge) lists only the names this instance stands for', async () => {
