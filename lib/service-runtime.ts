@@ -64,6 +64,7 @@ export interface ServiceRuntimeDeps {
 
 /** `LockService.diagnostics`: see there. */
 export interface LockDiagnostics {
+  /** Calls of this instance waiting for locks; a candidate for leadership in line is not one. */
   waiters: number;
   streamOpen: boolean;
   streamEstablished: boolean;
