@@ -170,18 +170,11 @@ const RENEWAL_OPTION_NAMES = Object.keys({
 /** The module options that are whole numbers of milliseconds: those named `…Ms`. */
 type IntegerOption = Extract<keyof MongoLockModuleOptions, `${string}Ms`>;
 
-/** A holder id that says which host and process holds a lock, plus a random part per instance. */
 function defaultHolderId(): string {
   return `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
 }
 
-/**
- * Validates the module options and fills in defaults. Throws {@link InvalidLockOptionsError}
- * naming the first bad option and its accepted range.
- *
- * @example
- * resolveModuleOptions({ uri: 'mongodb://localhost/app' }).defaultTtlMs; // 30000
- */
+/** Validates the module options and fills in defaults; throws on the first bad one. */
 export function resolveModuleOptions(options: MongoLockModuleOptions): ResolvedLockModuleOptions {
   if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
   refuseUnknownOptions(options, MODULE_OPTION_NAMES);
@@ -263,9 +256,6 @@ const ACQUIRE_OPTION_NAMES = Object.keys({
  * Validates one call's options, filling in the module defaults. `renewByDefault`: the method's
  * own (`withLock`: true, `acquire`: false), used when neither the call nor the module says.
  * `moreNames`: the options the method takes beyond an acquisition's (others are refused).
- *
- * @example
- * resolveAcquireOptions({ timeoutMs: 0 }, moduleOptions, false).timeoutMs; // 0
  */
 export function resolveAcquireOptions(
   options: AcquireOptions | undefined,

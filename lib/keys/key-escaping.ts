@@ -1,12 +1,8 @@
 /**
- * How a value is written into a key template so distinct values never give one key (else
- * `tenant:{args.0}:report:{args.1}` with `t1:report:q3`,`x` and `t1`,`q3:report:x` collide).
- * Stable across versions, since keys are stored: in a value, `%`, `:` and each character of the
- * template's literal text other than an ASCII letter or digit become `%XX` (upper-case hex) per
- * UTF-8 byte; the rest is kept (`order:{params.id}` with `a-b` is unchanged). Two placeholders
- * must be separated by a character other than a letter, digit or `%`: it never occurs in an
- * encoded value (it is encoded; encodings use only `%` and hex), so its first occurrence ends
- * the value, and decoding gives the value back.
+ * How a value is written into a key template so distinct values never give one key (the rule is
+ * in docs/http.md, "Values are escaped"; keys are stored, so it must never change). Two
+ * placeholders must be separated by a character other than a letter, digit or `%`: it never
+ * occurs in an encoded value, so its first occurrence ends the value.
  */
 
 /** Encoded in every substituted value, whatever the template: the escape itself and `:`. */
@@ -27,11 +23,7 @@ function percentEncode(char: string): string {
   return Buffer.from(char, 'utf8').toString('hex').toUpperCase().replace(/../g, '%$&');
 }
 
-/**
- * Percent-encodes the characters of `encoded` in one substituted value.
- * @example
- * escapeKeyValue('t1:report:q3', encodedCharacters('tenant::report:')); // 't1%3Areport%3Aq3'
- */
+/** Percent-encodes the characters of `encoded` in one substituted value. */
 export function escapeKeyValue(value: string, encoded: ReadonlySet<string>): string {
   let out = '';
   for (const char of value) out += encoded.has(char) ? percentEncode(char) : char;

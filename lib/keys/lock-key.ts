@@ -37,9 +37,6 @@ export function describeNonString(value: unknown): string {
 /**
  * Checks one lock key: a non-empty, well-formed string of at most {@link MAX_LOCK_KEY_BYTES}
  * UTF-8 bytes, without NUL. Anything else is rejected, so a key never becomes a query operator.
- * @example
- * validateLockKey('orders:42'); // 'orders:42'
- * validateLockKey({ $ne: null }); // throws InvalidLockKeyError
  */
 export function validateLockKey(key: unknown): string {
   if (typeof key !== 'string') {
@@ -68,8 +65,6 @@ export function validateLockKey(key: unknown): string {
 /**
  * Validates one key or a list, deduplicated and sorted by code unit: every process takes keys in
  * one global order, so multi-key acquisitions cannot deadlock each other.
- * @example
- * normalizeLockKeys(['b', 'a', 'b']); // ['a', 'b']
  */
 export function normalizeLockKeys(keys: unknown): string[] {
   if (!Array.isArray(keys)) return [validateLockKey(keys)];
@@ -84,6 +79,5 @@ export function normalizeLockKeys(keys: unknown): string[] {
         'covers them instead)',
     );
   }
-  // The default sort compares UTF-16 code units.
   return [...unique].sort();
 }
