@@ -169,9 +169,10 @@ export class InMemoryLines {
   expire(key: string, token?: string): boolean {
     const now = this.now();
     const doc = this.docs.get(key);
-    const live = liveEntries(doc?.line, now);
-    const ending = token === undefined ? holdersOf(doc, now) : live;
-    const ended = ending.filter((entry) => token === undefined || entry.t === token);
+    const ended =
+      token === undefined
+        ? holdersOf(doc, now)
+        : liveEntries(doc?.line, now).filter((entry) => entry.t === token);
     for (const entry of ended) entry.e = now;
     return ended.length > 0;
   }

@@ -96,19 +96,18 @@ export class MongoLockTestingModule {
  * options would hide that the test runs on neither its database nor its hand-off setting.
  */
 function refuseMongoDbOptions(options: object): void {
-  const given = (names: readonly string[]) =>
-    names.filter((name) => (options as Record<string, unknown>)[name] !== undefined);
-  const connection = given(CONNECTION_OPTIONS);
-  const kit = given(KIT_OPTIONS);
-  if (connection.length === 0 && kit.length === 0) return;
+  const given = (name: string) => (options as Record<string, unknown>)[name] !== undefined;
+  const connection = CONNECTION_OPTIONS.filter(given);
+  const kit = KIT_OPTIONS.filter(given);
+  const names = [...connection, ...kit];
+  if (names.length === 0) return;
   const reasons = [
     connection.length > 0 ? 'it connects to no MongoDB (its lock collection is in memory)' : '',
     kit.length > 0 ? 'it sets localHandOff: false itself (every hand-off writes)' : '',
-  ];
-  const names = [...connection, ...kit];
+  ].filter(Boolean);
   throw new InvalidLockOptionsError(
     `MongoLockTestingModule.forRoot() takes no ${names.join(', ')}: ` +
-      `${reasons.filter(Boolean).join(', and ')}; leave ${names.length > 1 ? 'them' : 'it'} out`,
+      `${reasons.join(', and ')}; leave ${names.length > 1 ? 'them' : 'it'} out`,
     { option: names[0] },
   );
 }
