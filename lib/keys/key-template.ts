@@ -112,27 +112,22 @@ export function parseKeyTemplate(template: string): ParsedKeyTemplate {
   if (typeof template !== 'string' || template.length === 0) fail(MESSAGES.templateEmpty());
   const parts: TemplatePart[] = [];
   let text = '';
-  let index = 0;
-  while (index < template.length) {
-    const char = template[index];
-    const next = template[index + 1];
-    if ((char === '{' && next === '{') || (char === '}' && next === '}')) {
-      text += char;
-      index += 2;
-    } else if (char === '}') {
-      fail(MESSAGES.templateUnmatchedBrace(template, index));
-    } else if (char === '{') {
-      const end = template.indexOf('}', index + 1);
-      if (end === -1) fail(MESSAGES.templateUnmatchedBrace(template, index));
+  let end = 0;
+  // At one place `{{` and `}}` come first; a brace no alternative takes is unmatched.
+  for (const match of template.matchAll(/\{\{|\}\}|\{([^}]*)\}|[{}]/g)) {
+    text += template.slice(end, match.index);
+    end = match.index + match[0].length;
+    if (match[1] === undefined && match[0].length === 1) {
+      fail(MESSAGES.templateUnmatchedBrace(template, match.index));
+    } else if (match[1] === undefined) {
+      text += match[0][0];
+    } else {
       if (text) parts.push({ kind: 'text', text });
       text = '';
-      parts.push(parsePlaceholder(template, template.slice(index + 1, end)));
-      index = end + 1;
-    } else {
-      text += char;
-      index += 1;
+      parts.push(parsePlaceholder(template, match[1]));
     }
   }
+  text += template.slice(end);
   if (text) parts.push({ kind: 'text', text });
   checkSeparated(template, parts);
   const texts = parts.flatMap((part) => (part.kind === 'text' ? [part.text] : []));
