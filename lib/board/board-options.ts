@@ -3,14 +3,9 @@ import { boolean, optionsObject } from '../option-checks';
 import type { MongoLockBoardOptions } from './board-options.interface';
 import { BOARD_MESSAGES } from './board.messages';
 
-/** The board's options, checked, with defaults. */
-export interface ResolvedBoardOptions {
-  /** Without leading or trailing slashes. */
-  path: string;
-  guard: MongoLockBoardOptions['guard'];
-  allowRelease: boolean;
-  eventStreamMaxMs: number;
-}
+/** The board's options, checked, with defaults; `path` without leading or trailing slashes. */
+export type ResolvedBoardOptions = Required<Omit<MongoLockBoardOptions, 'guard'>> &
+  Pick<MongoLockBoardOptions, 'guard'>;
 
 /** Plain segments only: no route parameters (`:`), wildcards, escapes, or all-dot segments. */
 const SEGMENT = String.raw`(?!\.+(?:/|$))[A-Za-z0-9._~-]+`;

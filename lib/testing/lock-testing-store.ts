@@ -1,4 +1,5 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
+import type { AcquireOptions } from '../interfaces/lock-options.interface';
 import type { LockState } from '../interfaces/lock-state.interface';
 import { validateLockKey } from '../keys/lock-key';
 import { newToken } from '../line-entry';
@@ -29,16 +30,11 @@ export interface LockTestingStoreOptions {
 }
 
 /**
- * How {@link LockTestingStore.holdAs} holds a key: the lease, and the form as `acquire` takes and
- * validates it (exclusive by default, `mode: 'shared'`, or `permits` with this holder's `weight`).
+ * How {@link LockTestingStore.holdAs} holds a key: the lease (default 30 000 ms), and the form as
+ * `acquire` takes and validates it (exclusive by default, `mode: 'shared'`, or `permits` with this
+ * holder's `weight`).
  */
-export interface ForeignHoldOptions {
-  /** The lease, in ms (default 30 000). */
-  ttlMs?: number;
-  mode?: 'exclusive' | 'shared';
-  permits?: number;
-  weight?: number;
-}
+export type ForeignHoldOptions = Pick<AcquireOptions, 'ttlMs' | 'mode' | 'permits' | 'weight'>;
 
 /** What became of a release: see {@link ForeignLock.release}. */
 export type ForeignReleaseOutcome = 'released' | 'expired' | 'lost';
