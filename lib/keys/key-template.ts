@@ -62,7 +62,7 @@ function fail(message: string): never {
   throw new InvalidLockKeyError(message);
 }
 
-function parsePlaceholder(template: string, placeholder: string): TemplatePart {
+function parsePlaceholder(template: string, placeholder: string): ValuePart {
   const [source, ...path] = placeholder.split('.');
   if (!(KEY_TEMPLATE_SOURCES as readonly string[]).includes(source)) {
     fail(MESSAGES.templateUnknownSource(template, placeholder, KEY_TEMPLATE_SOURCES));
@@ -87,23 +87,6 @@ function parsePlaceholder(template: string, placeholder: string): TemplatePart {
   };
 }
 
-/** Two placeholders with nothing that separates them could split one key two ways. */
-function checkSeparated(template: string, parts: readonly TemplatePart[]): void {
-  let previous: TemplatePart | undefined;
-  let between = '';
-  for (const part of parts) {
-    if (part.kind === 'text') {
-      between += part.text;
-      continue;
-    }
-    if (previous?.kind === 'value' && !hasSeparatingCharacter(between)) {
-      fail(MESSAGES.templateUnseparated(template, previous.placeholder, part.placeholder));
-    }
-    previous = part;
-    between = '';
-  }
-}
-
 /**
  * Parses a key template such as `'order:{params.id}'` (`{{`, `}}`: literal braces). Throws
  * `InvalidLockKeyError` when malformed or with unseparated placeholders (see `key-escaping.ts`).
@@ -113,6 +96,9 @@ export function parseKeyTemplate(template: string): ParsedKeyTemplate {
   const parts: TemplatePart[] = [];
   let text = '';
   let end = 0;
+  let previous: ValuePart | undefined;
+  // Two placeholders with nothing that separates them could split one key two ways.
+  let unseparated: [ValuePart, ValuePart] | undefined;
   // At one place `{{` and `}}` come first; a brace no alternative takes is unmatched.
   for (const match of template.matchAll(/\{\{|\}\}|\{([^}]*)\}|[{}]/g)) {
     text += template.slice(end, match.index);
@@ -122,14 +108,19 @@ export function parseKeyTemplate(template: string): ParsedKeyTemplate {
     } else if (match[1] === undefined) {
       text += match[0][0];
     } else {
+      const part = parsePlaceholder(template, match[1]);
+      if (previous && !hasSeparatingCharacter(text)) unseparated ??= [previous, part];
       if (text) parts.push({ kind: 'text', text });
+      parts.push((previous = part));
       text = '';
-      parts.push(parsePlaceholder(template, match[1]));
     }
   }
   text += template.slice(end);
   if (text) parts.push({ kind: 'text', text });
-  checkSeparated(template, parts);
+  if (unseparated) {
+    const [first, second] = unseparated;
+    fail(MESSAGES.templateUnseparated(template, first.placeholder, second.placeholder));
+  }
   const texts = parts.flatMap((part) => (part.kind === 'text' ? [part.text] : []));
   const literalText = texts.join('');
   // Text no value can mend fails now, not as a 400 on every request.
