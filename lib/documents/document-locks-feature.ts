@@ -80,9 +80,5 @@ export function documentLocksFeatureModule(
       },
     };
   });
-  return {
-    module: MongoLockFeatureModule,
-    providers,
-    exports: providers.map((provider) => (provider as { provide: string }).provide),
-  };
+  return { module: MongoLockFeatureModule, providers, exports: providers };
 }
