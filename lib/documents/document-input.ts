@@ -16,7 +16,7 @@ export interface ResolvedDocumentLocksOptions {
   dbName: string | undefined;
   lockField: string;
   version: DocumentVersion | undefined;
-  idType: 'string' | 'objectId' | 'number' | undefined;
+  idType: DocumentLocksOptions['idType'];
 }
 
 export function bad(option: string, message: string): never {
