@@ -21,9 +21,7 @@ function canonicalId(id: unknown): unknown {
   if (isBson(id, 'Int32') || isBson(id, 'Double')) return canonicalNumber(Number(id.valueOf()));
   if (isLong(id)) return Number.isSafeInteger(id.toNumber()) ? id.toNumber() : id;
   // An int64 as a client with `useBigInt64` reads it (a change event's `documentKey`, say).
-  if (typeof id === 'bigint' && fitsLong(id)) {
-    return Number.isSafeInteger(Number(id)) ? Number(id) : Long.fromBigInt(id);
-  }
+  if (typeof id === 'bigint' && fitsLong(id)) return canonicalId(Long.fromBigInt(id));
   if (isBson(id, 'Decimal128')) return canonicalDecimal(id.toString()) ?? id;
   if (!isPlainObject(id)) return id;
   return Object.fromEntries(Object.entries(id).map(([name, value]) => [name, canonicalId(value)]));
