@@ -143,9 +143,17 @@ export class DocumentLineStore implements LineStorage {
     });
   }
 
+  /** The line's state; a live lease of the 0.1 form holds the document too, as joins find. */
   async inspect(key: string): Promise<LockState | null> {
-    const read = await this.readLine('inspect', key);
-    return read ? decodeLineState(read, read.now) : null;
+    const v1 = Object.fromEntries(V1_FIELDS.map((name) => [name, `$${this.fields.field}.${name}`]));
+    const projection = { ...this.lineProjection, v1 };
+    const reply = await this.send('inspect', () =>
+      this.collection.findOne(byKey(key), { projection }),
+    );
+    if (!reply) return null;
+    const read = await this.decode(key, reply);
+    const state = decodeLineState(read, read.now);
+    return state.held ? state : (heldInV1Form(state, reply.v1 as Document, read.now) ?? state);
   }
 
   /**
@@ -328,6 +336,29 @@ function notALockField(key: string, field: string, value: unknown): InvalidLockO
       `(${kind}, not a lock): nothing was written. Choose another lockField for this collection`,
     { option: 'lockField' },
   );
+}
+
+/** The fields of the 0.1 form of a lock field that say who holds it, and until when. */
+const V1_FIELDS = ['owner', 'holder', 'fence', 'acquiredAt', 'expiresAt'];
+
+/** `free` as held by a live lease of the 0.1 form in `lock`, if there is one. */
+function heldInV1Form(free: LockState, lock: Document, now: Date): LockState | undefined {
+  const { owner, holder, fence, acquiredAt, expiresAt } = lock;
+  if (typeof owner !== 'string' || !(expiresAt instanceof Date) || expiresAt <= now) return;
+  const holderId = typeof holder === 'string' ? holder : null;
+  const remainingMs = expiresAt.getTime() - now.getTime();
+  const v1Fence = isBsonNumber(fence) ? BigInt(Math.trunc(Number(fence))) : free.fence;
+  return {
+    ...free,
+    held: true,
+    holderId,
+    fence: v1Fence,
+    remainingMs,
+    acquiredAt: acquiredAt instanceof Date ? acquiredAt : null,
+    expiresAt,
+    mode: 'exclusive',
+    holders: [{ holderId, fence: v1Fence, weight: 1, remainingMs }],
+  };
 }
 
 function lockedInV1Form(key: string, lock: Document): LockNotAcquiredError {

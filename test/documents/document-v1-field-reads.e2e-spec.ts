@@ -12,14 +12,14 @@ jest.setTimeout(30_000);
 describe('a document held by a live 0.1 lease', () => {
   const kit = LockTestKit.forSuite();
 
-  async function heldByV1() {
+  async function heldByV1(leaseMs = 20_000) {
     const { accounts, collectionName } = await withOneAccount(kit);
     const v1Lock: Document = {
       owner: 'v1-owner',
       holder: 'v1-service',
       fence: 5_000,
       acquiredAt: new Date(),
-      expiresAt: new Date(Date.now() + 20_000),
+      expiresAt: new Date(Date.now() + leaseMs),
     };
     await accounts.updateOne({ _id: 'a' }, { $set: { _lock: v1Lock } });
     const docs = (await kit.service()).documents(collectionName);
@@ -32,7 +32,13 @@ describe('a document held by a live 0.1 lease', () => {
 
   it('inspect() reports it held, by the 0.1 holder', async () => {
     const docs = await heldByV1();
-    expect(await docs.inspect('a')).toMatchObject({ held: true, holderId: 'v1-service' });
+    expect(await docs.inspect('a')).toMatchObject({
+      held: true,
+      holderId: 'v1-service',
+      fence: 5_000n,
+      mode: 'exclusive',
+      holders: [{ holderId: 'v1-service', fence: 5_000n, weight: 1 }],
+    });
   });
 
   it('waitForRelease() does not emit while the 0.1 lease lasts', async () => {
@@ -42,5 +48,15 @@ describe('a document held by a live 0.1 lease', () => {
       new Promise((resolve) => setTimeout(() => resolve('still waiting'), 2_000)),
     ]);
     expect(emitted).toBe('still waiting');
+  });
+
+  it('waitForRelease() emits once the 0.1 lease has ended, and the document is then free', async () => {
+    const docs = await heldByV1(1_500);
+    const startedAt = Date.now();
+    await firstValueFrom(docs.waitForRelease('a'));
+    expect(Date.now() - startedAt).toBeGreaterThanOrEqual(1_000);
+    expect(await docs.inspect('a')).toMatchObject({ held: false });
+    const lock = await docs.acquire('a', { timeoutMs: 1_000 });
+    await lock.release();
   });
 });
