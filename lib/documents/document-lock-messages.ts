@@ -16,15 +16,14 @@ export function documentNotAcquired(
   if (!(error instanceof LockNotAcquiredError)) return error;
   const { holderId, retryAfterMs } = error;
   const standard = notAcquiredMessage([key], timeoutMs, holderId, retryAfterMs);
-  // A message of another form (a full line, a lock field in the 0.1 form) says why: kept.
-  const detail = error.message.startsWith(standard)
-    ? error.message.slice(standard.length)
-    : ` (${error.message})`;
   const subject = documentSubject(collection, key);
-  return new LockNotAcquiredError(
-    notAcquiredMessage([key], timeoutMs, holderId, retryAfterMs, subject) + detail,
-    { keys: error.keys, retryAfterMs, holderId },
-  );
+  // A refusal of another form (a full line, a lock field in the 0.1 form) came before any wait
+  // ran out: its reason, not the wait's.
+  const message = error.message.startsWith(standard)
+    ? notAcquiredMessage([key], timeoutMs, holderId, retryAfterMs, subject) +
+      error.message.slice(standard.length)
+    : `${subject} not acquired: ${error.message.replace(/^Lock .* not acquired: /, '')}`;
+  return new LockNotAcquiredError(message, { keys: error.keys, retryAfterMs, holderId });
 }
 
 /** MongoDB did not answer the read of a document our entry came to hold within the call's time. */

@@ -634,7 +634,7 @@ describe('Document locks on engine v2', () => {
       },
     );
     await expect(docs.acquire('a', { timeoutMs: 300 })).rejects.toThrow(
-      /held by v1-service .*\(its lock field is in the 0\.1 form, held by a 0\.1 process/,
+      /^Document "a" of ".*" not acquired: its lock field is in the 0\.1 form, held by a 0\.1 process \(v1-service\) for about/,
     );
     expect(((await accounts.findOne({ _id: 'a' }))?._lock as Document).owner).toBe('v1-owner');
     await accounts.updateOne(
