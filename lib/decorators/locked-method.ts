@@ -128,19 +128,12 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
     }
 
     if (returnsObservable) {
-      return lockedObservable(
-        binding.service,
-        keys,
-        metadata,
-        () => {
-          const result = run();
-          if (isObservable(result)) return result;
-          return throwError(() => new MongoLockError(MESSAGES.observableExpected(where)));
-        },
-        // Work that can be stopped is, once its lock is gone; its subscriber gets the error.
-        { endOnLockLoss: true },
-        scope,
-      );
+      const source = () => {
+        const result = run();
+        if (isObservable(result)) return result;
+        return throwError(() => new MongoLockError(MESSAGES.observableExpected(where)));
+      };
+      return lockedObservable(binding.service, keys, metadata, source, {}, scope);
     }
     const work = async () => {
       const result = run();

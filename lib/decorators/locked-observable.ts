@@ -21,11 +21,6 @@ export interface LockedObservableHooks<T> {
    * left). Off by default: `firstValueFrom` or `take(1)` also unsubscribe once satisfied.
    */
   abortTransactionOnUnsubscribe?: boolean;
-  /**
-   * On lock loss (grace period over, renewal failed, `releaseScope`), unsubscribe and fail at
-   * once with the `LockLostError`, so a request is answered. Off: `source` runs to its end.
-   */
-  endOnLockLoss?: boolean;
   /** Work no unsubscription stops (a handler's Promise): the lock and the end wait for it. */
   workInFlight?: () => PromiseLike<unknown> | undefined;
   /** Told when the subscriber leaves, before the lock ends. */
@@ -40,7 +35,9 @@ export interface LockedObservableHooks<T> {
 
 /**
  * Holds the lock on `keys` while the Observable from `source` runs: acquired on subscription,
- * released on completion, error or unsubscription (or left to run out with `minHoldMs`).
+ * released on completion, error or unsubscription (or left to run out with `minHoldMs`). On lock
+ * loss (grace period over, renewal failed, `releaseScope`) `source` is unsubscribed and the
+ * Observable fails at once with the `LockLostError`, so a request is answered.
  * Completion and errors come after the release, so a caller that sees the end sees the lock free;
  * one that unsubscribes does not wait for it, but its next locked call here does.
  * `source` is called inside `withLock`, in the lock's async context. Lock errors go through
@@ -71,16 +68,14 @@ export function lockedObservable<T>(
         // Given up while the grant was on its way: the lock is released unused.
         // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
         if (cancelWait.signal.aborted) return reject(cancelWait.signal.reason);
-        if (hooks.endOnLockLoss) {
-          const onLoss = () => {
-            inner?.unsubscribe();
-            // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
-            reject(lockSignal.reason);
-          };
-          whenAborted(lockSignal, onLoss, subscriber);
-          // Lost already: do not start.
-          if (lockSignal.aborted) return;
-        }
+        const onLoss = () => {
+          inner?.unsubscribe();
+          // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
+          reject(lockSignal.reason);
+        };
+        whenAborted(lockSignal, onLoss, subscriber);
+        // Lost already: do not start.
+        if (lockSignal.aborted) return;
         // A transaction whose client left is aborted, never committed half done.
         stop =
           hooks.abortTransactionOnUnsubscribe && metadata.options.transaction
@@ -93,7 +88,7 @@ export function lockedObservable<T>(
             // Each value looks at the signal first: after a pause past the lease, a timer due
             // before the keeper's would otherwise deliver one outside the lock.
             next: (value) => {
-              if (!(hooks.endOnLockLoss && lockSignal.aborted)) subscriber.next(value);
+              if (!lockSignal.aborted) subscriber.next(value);
             },
             // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
             error: (error: unknown) => afterWork(() => reject(error)),

@@ -133,8 +133,6 @@ export class LockedInterceptor implements NestInterceptor, OnApplicationBootstra
           Reflect.getMetadata(SSE_METADATA, context.getHandler()) === true,
         // Nest unsubscribes from a handler's Observable when its client goes away.
         abortTransactionOnUnsubscribe: true,
-        // Answer a handler outliving its lock (grace period over) at once: the server can close.
-        endOnLockLoss: true,
         workInFlight: () => call?.runs,
         unsubscribed: () => call?.leave(),
         waitSignal: departure?.signal,
