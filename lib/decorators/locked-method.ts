@@ -29,12 +29,6 @@ function isControllerInstance(instance: unknown): boolean {
   );
 }
 
-/** The class of `instance` (a static method's `this` is the class), else `declared`. */
-function classNameOf(instance: unknown, declared: string): string {
-  const type = typeof instance === 'function' ? instance : (instance as object | null)?.constructor;
-  return typeof type === 'function' && type.name ? type.name : declared;
-}
-
 /** The parts of a route's key context that come from its request. */
 function requestPartsOf(context: LockKeyContext | undefined): RequestParts | undefined {
   if (!context) return undefined;
@@ -118,8 +112,9 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
     let keys: string[];
     let scope: string | undefined;
     try {
-      // The instance's class, not the one that declared the method: subclasses lock apart.
-      const called = { className: classNameOf(this, className), methodName };
+      // The instance's class, not the one that declared the method: subclasses lock apart. Bound,
+      // so an instance Nest made (decoration refused static methods).
+      const called = { className: (this as object).constructor.name || className, methodName };
       const keyContext = { type: 'method', ...route?.request, args, ...called };
       keys = metadata.resolveKeys(keyContext);
       scope = metadata.resolveScope?.(keyContext);
