@@ -131,10 +131,9 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
       ...controllers.map((wrapper) => [wrapper, true] as const),
     ];
     for (const [wrapper, hasRoutes] of withRoutes) {
-      this.bindInstances(wrapper, hasRoutes, madePerRequest);
+      const prototype = instancePrototype(wrapper);
+      if (prototype) this.exploreInstances(wrapper, prototype, hasRoutes, madePerRequest);
     }
-    for (const [wrapper, hasRoutes] of withRoutes) this.refuseReplaced(wrapper, hasRoutes);
-    for (const [wrapper] of withRoutes) this.checkDocumentNames(wrapper);
     for (const wrapper of controllers) this.checkRoutes(wrapper);
     // Created once every method is known, with the one ttlMs they ask.
     for (const { name, options } of this.leaderNames.values()) {
@@ -171,51 +170,36 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     if (count > 1) throw new MongoLockError(MESSAGES.moduleImportedTwice(count));
   }
 
-  /**
-   * A method of ours another decorator replaced is hidden: a route's would take no lock (Nest no
-   * longer sees our interceptor), an `@OnlyLeader` name would never be campaigned for. Fail the
-   * start-up. A provider's `@Locked` body still runs locked through the wrapper (bound below).
-   */
-  private refuseReplaced(wrapper: InstanceWrapper, hasRoutes: boolean): void {
-    const prototype = instancePrototype(wrapper);
-    if (!prototype) return;
-    const replaced = replacedPlaces(prototype).find(
-      (place) => hasRoutes || place.decorator === '@OnlyLeader',
-    );
-    if (replaced) {
-      throw new MongoLockError(MESSAGES.decoratorReplaced(replaced.where, replaced.decorator));
+  /** Refuses the class's methods that cannot work, then binds the instances Nest made of it. */
+  private exploreInstances(
+    wrapper: InstanceWrapper,
+    prototype: object,
+    isController: boolean,
+    madePerRequest: ReadonlySet<InstanceWrapper>,
+  ): void {
+    // A method of ours another decorator replaced is hidden: a route's would take no lock (Nest no
+    // longer sees our interceptor), an `@OnlyLeader` name would never be campaigned for. A
+    // provider's `@Locked` body still runs locked through the wrapper, so its instance is bound.
+    const replaced = replacedPlaces(prototype);
+    const hidden = replaced.find((place) => isController || place.decorator === '@OnlyLeader');
+    if (hidden) {
+      throw new MongoLockError(MESSAGES.decoratorReplaced(hidden.where, hidden.decorator));
     }
-  }
-
-  /** An unknown `@LockedDocument` name fails the start-up rather than every call. */
-  private checkDocumentNames(wrapper: InstanceWrapper): void {
-    const prototype = instancePrototype(wrapper);
-    if (!prototype) return;
-    for (const metadata of [...decoratedMethods(prototype, getLockedMetadata).values()].flat()) {
-      if (metadata.document && !hasDocumentLocks(this.lockService, metadata.document.name)) {
+    const instance = wrapper.instance as Record<PropertyKey, unknown>;
+    const locked = decoratedMethods(prototype, getLockedMetadata);
+    // An unknown `@LockedDocument` name fails the start-up rather than every call.
+    for (const { document, where } of [...locked.values()].flat()) {
+      if (document && !hasDocumentLocks(this.lockService, document.name)) {
         throw new InvalidLockOptionsError(
-          `@LockedDocument on ${metadata.where} names ${JSON.stringify(metadata.document.name)}, which no MongoLockModule.forFeature() of this application registered`,
+          `@LockedDocument on ${where} names ${JSON.stringify(document.name)}, which no MongoLockModule.forFeature() of this application registered`,
           { option: 'name' },
         );
       }
     }
-  }
-
-  private bindInstances(
-    wrapper: InstanceWrapper,
-    isController: boolean,
-    madePerRequest: ReadonlySet<InstanceWrapper>,
-  ): void {
-    const prototype = instancePrototype(wrapper);
-    if (!prototype) return;
-    const instance = wrapper.instance as Record<PropertyKey, unknown>;
-    const locked = decoratedMethods(prototype, getLockedMetadata);
     const leaders = isController
       ? new Map<PropertyKey, OnlyLeaderMetadata[]>()
       : decoratedMethods(prototype, getOnlyLeaderMetadata);
-    // A `@Locked` method another decorator wraps still needs its instance bound.
-    const hidden = replacedPlaces(prototype).length > 0;
-    if (locked.size === 0 && leaders.size === 0 && !hidden) return;
+    if (locked.size === 0 && leaders.size === 0 && replaced.length === 0) return;
     // Nearest methods only: an ancestor's body behind an override runs only through super.
     for (const name of isController ? [] : locked.keys()) this.refuseUnusable(instance[name]);
     const warn = (message: (name: string, method: string) => string) => {
