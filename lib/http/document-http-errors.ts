@@ -35,7 +35,7 @@ export function retryAfterSecondsOf(retryAfterMs: number | undefined): number {
 }
 
 /**
- * The HTTP error for a document error, as listed on `DocumentHttpInterceptor`, and the
+ * The HTTP error for a document error (docs/document-locks.md, "Over HTTP"), and the
  * `Retry-After` it needs; `undefined` for other errors.
  */
 export function documentHttpError(

@@ -21,13 +21,9 @@ import {
 
 /**
  * The HTTP side of document locks and versions, applied by `@LockedDocument`, `@IfMatch()` and
- * `@VersionETag()` (never registered by hand). A missing required `If-Match` is 428, a malformed
- * one 400, before the handler runs. Document lock and version errors, the handler's included,
- * become `{ statusCode, message, error }` errors: `DocumentLockedError` 423 with `Retry-After`,
- * `DocumentNotFoundError` 404, `VersionConflictError` 409 (412 if its version came from
- * `If-Match`), `InvalidLockKeyError`/`InvalidLockOptionsError` 400, `LockStoreUnavailableError`
- * (MongoDB out of reach in time) 503 with `Retry-After: 1`. `@VersionETag(field)` sets `ETag`
- * once the handler completed. Other transports: unchanged.
+ * `@VersionETag()` (never registered by hand): checks `If-Match` before the handler runs, sets
+ * `ETag` once it completed, and maps document errors, the handler's included, to the answers of
+ * docs/document-locks.md ("Over HTTP"). Other transports: unchanged.
  */
 @Injectable()
 export class DocumentHttpInterceptor implements NestInterceptor {

@@ -169,13 +169,8 @@ export class LockedInterceptor implements NestInterceptor, OnApplicationBootstra
 
   /**
    * Maps an error of the lock itself (taking it, or finishing it after the handler), never the
-   * handler's. HTTP: `LockNotAcquiredError` 423 with `Retry-After`; `InvalidLockKeyError`,
-   * `InvalidLockOptionsError` 400; `DocumentNotFoundError` 404; `LockStoreUnavailableError`
-   * (`TransactionOutcomeUnknownError` too), `LockServiceClosedError` and `LockLostError` (the
-   * response is not the handler's) 503 with `Retry-After`; bodies `{ statusCode, message, error }`.
-   * A missing `{params.x}` (a `MongoLockError`: the template's bug) passes on, a logged 500.
-   * Drops an `ETag` set inside the lock: the version may never have been written. Other
-   * transports: unchanged.
+   * handler's, to the HTTP answers of docs/http.md (423, 400, 404, 503); other transports:
+   * unchanged. Drops an `ETag` set inside the lock: the version may never have been written.
    */
   protected mapLockError(error: unknown, context: ExecutionContext): unknown {
     if (context.getType() !== 'http') return error;
