@@ -10,12 +10,7 @@ export interface LockedObservableHooks<T> {
   /** Maps the lock's own errors (taking it; finishing it: commit, lost lease), never `source`'s. */
   mapLockError?: (error: unknown) => unknown;
   /** With `onBusy: 'skip'`, what to emit when busy; without it the Observable completes empty. */
-  skippedValue?: () => T;
-  /**
-   * With it, a `skippedValue` of `undefined` is not emitted: the Observable completes empty (an
-   * SSE stream that ends without an event, where `undefined` would send an empty one).
-   */
-  skipsUndefined?: boolean;
+  skipped?: () => Observable<T>;
   /**
    * Abort, not commit, a locked transaction on unsubscription before `source` completed (a client
    * left). Off by default: `firstValueFrom` or `take(1)` also unsubscribe once satisfied.
@@ -51,7 +46,7 @@ export function lockedObservable<T>(
   hooks: LockedObservableHooks<T> = {},
   scope?: string,
 ): Observable<T> {
-  const { mapLockError = (error: unknown) => error, skippedValue } = hooks;
+  const { mapLockError = (error: unknown) => error, skipped } = hooks;
   return new Observable<T>((subscriber) => {
     const cancelWait = new AbortController();
     let started = false;
@@ -113,15 +108,8 @@ export function lockedObservable<T>(
     const locked = runLocked(lockService, keys, metadata, run, cancelWait.signal, scope);
     locked.then(
       (outcome) => {
-        try {
-          if (outcome === SKIPPED && skippedValue) {
-            const value = skippedValue();
-            if (value !== undefined || !hooks.skipsUndefined) subscriber.next(value);
-          }
-        } catch (error) {
-          return subscriber.error(error);
-        }
-        subscriber.complete();
+        if (outcome === SKIPPED && skipped) defer(skipped).subscribe(subscriber);
+        else subscriber.complete();
       },
       (error: unknown) => {
         // Nobody listens any more (an unsubscription ended the work): nothing to map or send.

@@ -9,7 +9,7 @@ import {
   Optional,
 } from '@nestjs/common';
 import { HttpAdapterHost, ModuleRef, Reflector } from '@nestjs/core';
-import { defer, finalize, Observable, throwError } from 'rxjs';
+import { defer, EMPTY, finalize, Observable, of, throwError } from 'rxjs';
 import { InterceptedCall, interceptedCall, lockedByInterceptor } from '../decorators/lock-bindings';
 import type { LockedMetadata } from '../decorators/locked-metadata';
 import { type LockedObservableHooks, lockedObservable } from '../decorators/locked-observable';
@@ -126,11 +126,14 @@ export class LockedInterceptor implements NestInterceptor, OnApplicationBootstra
       );
       const hooks: LockedObservableHooks<unknown> = {
         mapLockError: (error) => this.mapLockError(error, context),
-        skippedValue: () => this.skippedResult(context, metadata),
-        // An empty body on other routes; on @Sse ones, `undefined` would be an empty event.
-        skipsUndefined:
-          context.getType() === 'http' &&
-          Reflect.getMetadata(SSE_METADATA, context.getHandler()) === true,
+        skipped: () => {
+          const result = this.skippedResult(context, metadata);
+          // An empty body on other routes; on @Sse ones, `undefined` would be an empty event.
+          const isSse =
+            context.getType() === 'http' &&
+            Reflect.getMetadata(SSE_METADATA, context.getHandler()) === true;
+          return result === undefined && isSse ? EMPTY : of(result);
+        },
         // Nest unsubscribes from a handler's Observable when its client goes away.
         abortTransactionOnUnsubscribe: true,
         workInFlight: () => call?.runs,
