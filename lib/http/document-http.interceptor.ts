@@ -16,6 +16,7 @@ import {
   type IfMatchMetadata,
   ifMatchVersionOf,
   readIfMatch,
+  type RequestLike,
   VERSION_ETAG_METADATA,
 } from './if-match';
 
@@ -37,7 +38,7 @@ export class DocumentHttpInterceptor implements NestInterceptor {
     const handler = context.getHandler();
     const ifMatch = this.reflector.get<IfMatchMetadata | undefined>(IF_MATCH_METADATA, handler);
     const etagField = this.reflector.get<string | undefined>(VERSION_ETAG_METADATA, handler);
-    const request = context.switchToHttp().getRequest<object>();
+    const request = context.switchToHttp().getRequest<RequestLike>();
     const setHeader = (name: string, value: string) =>
       setHeaderIfUnsent(this.adapterHost, context, name, value);
     // ETag only on completion: a locked transaction may still fail to commit after its value,

@@ -47,8 +47,6 @@ export function readIfMatch(request: RequestLike, required: boolean): string | u
 }
 
 /** The version that `@IfMatch()` read from this request, if any. */
-export function ifMatchVersionOf(request: unknown): string | undefined {
-  return typeof request === 'object' && request !== null
-    ? (request as RequestLike)[IF_MATCH_VERSION]
-    : undefined;
+export function ifMatchVersionOf(request: RequestLike): string | undefined {
+  return request[IF_MATCH_VERSION];
 }
