@@ -34,9 +34,8 @@ export function markRequestScopedController(type: object): void {
   requestScopedControllers.add(type);
 }
 
-export function isRequestScopedController(instance: unknown): boolean {
-  const type = (instance as { constructor?: unknown } | null | undefined)?.constructor;
-  return typeof type === 'function' && requestScopedControllers.has(type);
+export function isRequestScopedController(type: unknown): boolean {
+  return requestScopedControllers.has(type as object);
 }
 
 /** `WeakMap.get` answers `undefined` for a non-object `this` (a function called unbound). */

@@ -22,13 +22,6 @@ import { runLocked, SKIPPED } from './locked-run';
 
 const logger = new Logger('MongoLockModule');
 
-function isControllerInstance(instance: unknown): boolean {
-  const type = (instance as { constructor?: unknown } | null | undefined)?.constructor;
-  return (
-    typeof type === 'function' && Reflect.getMetadata(NEST_CONTROLLER_WATERMARK, type) === true
-  );
-}
-
 /** The parts of a route's key context that come from its request. */
 function requestPartsOf(context: LockKeyContext | undefined): RequestParts | undefined {
   if (!context) return undefined;
@@ -91,10 +84,14 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
       returnsObservable ? throwError(() => error) : Promise.reject(error);
     const binding = lockBindingOf(this);
     if (!binding) {
-      if (isRequestScopedController(this)) {
+      const type = (this as { constructor?: unknown } | null | undefined)?.constructor;
+      if (isRequestScopedController(type)) {
         return fail(new MongoLockError(MESSAGES.requestScopedControllerOutsideRoute(where)));
       }
-      if (isControllerInstance(this)) return original.apply(this, args);
+      // A controller Nest did not make (`new` in a unit test) belongs to no application: as is.
+      const isController =
+        typeof type === 'function' && Reflect.getMetadata(NEST_CONTROLLER_WATERMARK, type) === true;
+      if (isController) return original.apply(this, args);
       return fail(new MongoLockError(MESSAGES.unboundInstance(where)));
     }
     const run = () => original.apply(this, withDocumentHandle(metadata, args));
