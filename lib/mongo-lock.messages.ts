@@ -138,6 +138,10 @@ export const MESSAGES = {
     `${where} is @Locked and its Promise resolved to an Observable, so the lock was released ` +
     'before the Observable ran; return the Observable itself (not from an `async` method) and ' +
     'declare `: Observable<T>`',
+  iterableResult: (where: string) =>
+    `${where} is @Locked and returned an async iterable (a MongoDB cursor, a stream): the lock ` +
+    'is released before its caller reads it. Read it inside the method (cursor.toArray()), or ' +
+    'return an Observable, which keeps the lock until it completes',
   observableExpected: (where: string) =>
     `${where} is declared to return an Observable but returned something else`,
   locked: (seconds: number | undefined) =>

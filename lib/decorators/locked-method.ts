@@ -3,7 +3,7 @@ import { isObservable, Observable, throwError } from 'rxjs';
 import { MongoLockError } from '../errors';
 import { NEST_CONTROLLER_WATERMARK } from '../mongo-lock.constants';
 import { MESSAGES } from '../mongo-lock.messages';
-import { isThenable } from '../util/value-kinds';
+import { isAsyncIterable, isThenable } from '../util/value-kinds';
 import { httpOnlyPlaceholders, type LockKeyContext } from '../keys/key-template';
 import type { AnyMethod } from './decorated-places';
 import {
@@ -54,9 +54,10 @@ function withDocumentHandle(metadata: LockedMetadata, args: unknown[]): unknown[
 export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata): AnyMethod {
   const { where, className, methodName } = metadata;
   const returnsObservable = metadata.returns === 'observable';
-  // Each kind of mistake is warned of once per method: an Observable, or a value not awaitable.
-  const warned = new Set<'observable' | 'value'>();
-  const warnOnce = (kind: 'observable' | 'value', message: string) => {
+  // Each kind of mistake is warned of once per method: an Observable, a value not awaitable, or
+  // an async iterable read after the release.
+  const warned = new Set<string>();
+  const warnOnce = (kind: 'observable' | 'value' | 'iterable', message: string) => {
     if (warned.has(kind)) return;
     warned.add(kind);
     logger.warn(message);
@@ -131,9 +132,13 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
       const result = run();
       if (isObservable(result)) warnOnce('observable', MESSAGES.observableWithoutType(where));
       // Start-up refuses known synchronous provider methods; this catches the rest.
-      else if (!isThenable(result)) warnOnce('value', MESSAGES.unawaitableResult(where));
+      else if (!isThenable(result) && !isAsyncIterable(result)) {
+        warnOnce('value', MESSAGES.unawaitableResult(where));
+      }
       const value: unknown = await result;
       if (isObservable(value)) warnOnce('observable', MESSAGES.observableInPromise(where));
+      // Read by the caller after the release: a cursor's batches are fetched unlocked.
+      else if (isAsyncIterable(value)) warnOnce('iterable', MESSAGES.iterableResult(where));
       return value;
     };
     return runLocked(binding.service, keys, metadata, work, undefined, scope).then((outcome) =>

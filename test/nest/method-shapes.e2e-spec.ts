@@ -69,6 +69,17 @@ class StreamReports {
   }
 }
 
+/** A method handing back a cursor: its caller reads it after the release. */
+@Injectable()
+class CursorReports {
+  @Locked('reports:cursor')
+  async build(): Promise<AsyncIterable<number>> {
+    return (async function* () {
+      yield* [1, 2];
+    })();
+  }
+}
+
 /** As a compiler without decorator metadata (esbuild, SWC without it) would leave it. */
 class UntypedReports {
   build(): string {
@@ -183,6 +194,27 @@ describe('@Locked on methods that cannot be awaited', () => {
         ),
       );
       expect(warnings).toHaveLength(1);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('warns once that a method returning a cursor (an async iterable) is read after the release', async () => {
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    const app = await startAppContext({ imports: [lockModule(mongo)], providers: [CursorReports] });
+    try {
+      const reports = app.get(CursorReports);
+      for (let i = 0; i < 2; i += 1) {
+        const read: number[] = [];
+        for await (const value of await reports.build()) read.push(value);
+        expect(read).toEqual([1, 2]);
+      }
+      const messages = warn.mock.calls.map(([message]) => String(message));
+      const warnings = messages.filter((message) =>
+        message.startsWith('CursorReports.build is @Locked and returned an async iterable'),
+      );
+      expect(warnings).toHaveLength(1);
+      expect(messages.filter((message) => message.includes('returned a plain value'))).toEqual([]);
     } finally {
       await app.close();
     }
