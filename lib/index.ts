@@ -23,7 +23,12 @@ export { Locked, createLockedDecorator, type LockedOptions } from './decorators/
 export type { LockedMetadata, LockedMethodReturn } from './decorators/locked-metadata';
 export { LockHandleParam, LockSession, LockedDoc } from './decorators/param.decorators';
 export { LockedInterceptor } from './interceptors/locked.interceptor';
-export type { LockKeyContext, LockKeySpec } from './keys/key-template';
+export {
+  lockKey,
+  type LockKeyContext,
+  type LockKeySpec,
+  type LockKeyValues,
+} from './keys/key-template';
 export { MAX_LOCK_KEY_BYTES, MAX_LOCK_KEYS } from './keys/lock-key';
 export { DocumentLocks } from './documents/document-locks';
 export type { DocumentLockHandle } from './documents/document-lock-handle';

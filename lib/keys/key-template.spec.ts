@@ -1,6 +1,6 @@
 import { ObjectId } from 'mongodb';
 import { InvalidLockKeyError, MongoLockError } from '../errors';
-import { compileLockKeys, type LockKeyContext, parseKeyTemplate } from './key-template';
+import { compileLockKeys, lockKey, type LockKeyContext, parseKeyTemplate } from './key-template';
 
 function httpContext(parts: Partial<LockKeyContext> = {}): LockKeyContext {
   return { type: 'http', args: [], className: 'C', methodName: 'm', ...parts };
@@ -266,5 +266,25 @@ describe('key functions', () => {
 
   it('applies the core key validation to what it returns', () => {
     expect(() => keysOf(() => 'a\0', httpContext())).toThrow(/C\.m gave an invalid key/);
+  });
+});
+
+describe('lockKey: a template filled by hand', () => {
+  it("builds the key the decorator builds from the same values, escaped by the template's text", () => {
+    const template = 'tenant:{body.tenant}:report:{body.report}';
+    const body = { tenant: 't1:report:q3', report: 'x' };
+    expect(lockKey(template, { body })).toBe('tenant:t1%3Areport%3Aq3:report:x');
+    expect(lockKey(template, { body })).toBe(keysOf(template, httpContext({ body }))[0]);
+    expect(lockKey('order:{params.id}/{args.0}', { params: { id: 'a/b' }, args: [7] })).toBe(
+      'order:a%2Fb/7',
+    );
+  });
+
+  it('refuses a missing value, a bad template and a key too long, as InvalidLockKeyError', () => {
+    expect(() => lockKey('order:{params.id}', {})).toThrow(InvalidLockKeyError);
+    expect(() => lockKey('order:{nope.id}', {})).toThrow(InvalidLockKeyError);
+    expect(() => lockKey('order:{params.id}', { params: { id: 'x'.repeat(600) } })).toThrow(
+      InvalidLockKeyError,
+    );
   });
 });

@@ -266,6 +266,29 @@ function keysFromFunctionResult(result: unknown, where: string): string[] {
   return (keys as string[]).map((key) => checkedKey(key, MESSAGES.keyFunctionInvalidKey(where)));
 }
 
+/** The values `lockKey` fills a template from: a call's context, as far as the template reads. */
+export type LockKeyValues = Partial<Pick<LockKeyContext, KeyTemplateSource>>;
+
+/**
+ * The key `@Locked(template)` builds from `values`, each value escaped as the decorator escapes
+ * it: for a `withLock` or `releaseScope` that must meet a decorated route or method. Throws
+ * `InvalidLockKeyError` for a bad template, a missing value or a key that is too long.
+ *
+ * @example
+ * // Meets @Locked('tenant:{user.tenantId}:report:{params.id}') on a route.
+ * await locks.withLock(lockKey('tenant:{user.tenantId}:report:{params.id}', { user, params: { id } }), work);
+ */
+export function lockKey(template: string, values: LockKeyValues): string {
+  const context = {
+    ...values,
+    type: 'method',
+    args: values.args ?? [],
+    className: '',
+    methodName: '',
+  };
+  return renderKeyTemplate(parseKeyTemplate(template), context);
+}
+
 /**
  * Compiles `@Locked`'s keys into a resolver. Templates are parsed now, so a malformed one throws
  * when the class is defined.
