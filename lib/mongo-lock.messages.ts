@@ -138,6 +138,10 @@ export const MESSAGES = {
     `${where} is @Locked and its Promise resolved to an Observable, so the lock was released ` +
     'before the Observable ran; return the Observable itself (not from an `async` method) and ' +
     'declare `: Observable<T>`',
+  lockedAboveOnlyLeader: (where: string, decorator: string) =>
+    `${decorator} on ${where} is written above @OnlyLeader: every instance would take the lock ` +
+    'before @OnlyLeader skips the body, and keep the leader from taking it. Write @OnlyLeader ' +
+    `above ${decorator}: only the leader then takes the lock`,
   iterableResult: (where: string) =>
     `${where} is @Locked and returned an async iterable (a MongoDB cursor, a stream): the lock ` +
     'is released before its caller reads it. Read it inside the method (cursor.toArray()), or ' +

@@ -24,6 +24,7 @@ import {
 import { createLockedMethod } from './locked-method';
 import { decoratedMethod, methodReturn, replaceMethod } from './decorated-places';
 import { getLockedMetadata, type LockedMetadata, type LockedOptions } from './locked-metadata';
+import { getOnlyLeaderMetadata } from './only-leader.decorator';
 
 export type { LockedOptions } from './locked-metadata';
 
@@ -169,6 +170,10 @@ export function decorateLockedMethod<D>(
     const bothLocked = decorator === '@Locked' && earlier.document === undefined;
     const message = bothLocked ? MESSAGES.lockedTwice(where) : MESSAGES.twoLockDecorators(where);
     throw new MongoLockError(message);
+  }
+  // Every instance would lock before @OnlyLeader skips the body, keeping the leader out.
+  if (getOnlyLeaderMetadata(original)) {
+    throw new MongoLockError(MESSAGES.lockedAboveOnlyLeader(where, decorator));
   }
 
   const given = spec(where);

@@ -242,15 +242,6 @@ class TimedJob {
   async run(): Promise<void> {}
 }
 
-/** `@Timed` above `@Locked` above `@OnlyLeader` hides the leader name under `@Locked`'s. */
-@Injectable()
-class TimedLockedJob {
-  @Timed()
-  @Locked('timed-locked-lock')
-  @OnlyLeader('timed-locked-job')
-  async run(): Promise<void> {}
-}
-
 /** On a provider, `@Timed` above `@Locked` still calls the locked body: it runs locked. */
 @Injectable()
 class TimedLedger {
@@ -279,10 +270,6 @@ class StackedJob {
   async run(): Promise<string | undefined> {
     return LockService.current()?.key;
   }
-
-  @Locked('stacked-lock-2')
-  @OnlyLeader('stacked-job-2')
-  async other(): Promise<void> {}
 }
 
 describe('@Locked provider methods', () => {
@@ -527,11 +514,29 @@ describe('@Locked provider methods', () => {
     }
   });
 
+  it('refuses @Locked or @LockedDocument written above @OnlyLeader, as the class is defined', () => {
+    // Every instance would take the lock before @OnlyLeader skipped the body: with onBusy
+    // 'skip' (or minHoldMs), a follower's call could keep the leader from running the job.
+    const define = (lock: MethodDecorator) => {
+      class Job {
+        async run(): Promise<void> {}
+      }
+      const descriptor = Object.getOwnPropertyDescriptor(Job.prototype, 'run')!;
+      OnlyLeader('job')(Job.prototype, 'run', descriptor);
+      lock(Job.prototype, 'run', descriptor);
+    };
+    expect(() => define(Locked('job-lock', { onBusy: 'skip' }))).toThrow(
+      '@Locked on Job.run is written above @OnlyLeader: every instance would take the lock',
+    );
+    expect(() => define(LockedDocument('jobs', '{args.0}'))).toThrow(
+      /^@LockedDocument on Job\.run is written above @OnlyLeader/,
+    );
+  });
+
   it('refuses to start when a decorator above a route’s @Locked or an @OnlyLeader replaced it', async () => {
     const cases: [ModuleMetadata, string][] = [
       [{ controllers: [TimedPayments] }, '@Locked on TimedPayments.pay'],
       [{ providers: [TimedJob] }, '@OnlyLeader on TimedJob.run'],
-      [{ providers: [TimedLockedJob] }, '@OnlyLeader on TimedLockedJob.run'],
     ];
     for (const [unit, where] of cases) {
       const moduleRef = await Test.createTestingModule({
