@@ -1,7 +1,7 @@
 import type { LockEvent } from './interfaces/lock-state.interface';
 import type { ResolvedLockModuleOptions } from './options';
 import type { LineStorage } from './store/line/line-store';
-import { isPassingFailure } from './store/mongo-error-codes';
+import { isNamedPassingRefusal } from './store/mongo-error-codes';
 import { settlesWithin, wakeUp } from './util/timers';
 import type { LineWaiters } from './waiting/line-waiters';
 import { LEASE_END_MARGIN_MS, pollDelayMs } from './waiting/wait-timing';
@@ -53,8 +53,8 @@ export async function waitForRelease(
           failures = 0;
         } catch (error) {
           // MongoDB away for now (an election, a stall) or a passing refusal (Interrupted): the
-          // wait has no deadline to give up at.
-          if (!isPassingFailure(error)) throw error;
+          // wait has no deadline to give up at. A read refused otherwise would be again.
+          if (!isNamedPassingRefusal(error)) throw error;
           lookAt = performance.now() + pollDelayMs(failures, from.options);
           failures += 1;
         }

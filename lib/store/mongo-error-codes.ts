@@ -128,13 +128,18 @@ export function isPassingFailure(error: unknown): boolean {
 const PASSING_REFUSAL_CODES = new Set([1, 11601, 365]);
 
 /**
- * MongoDB unavailable, or a refusal named in {@link PASSING_REFUSAL_CODES}: for the start, where
- * any other refusal (a login refused, an index in conflict) would only fail again. Commands by
- * token retry more ({@link isPassingFailure}): there a retry costs one write within a lease.
+ * MongoDB unavailable, or a refusal named in {@link PASSING_REFUSAL_CODES}: for the start and for
+ * reads, where any other refusal (a login refused, an index in conflict, an operator the server
+ * lacks) would only fail again. Commands by token retry more ({@link isPassingFailure}): there a
+ * refusal may follow a write, and a retry costs one write within a lease.
  */
 export function isNamedPassingRefusal(error: unknown): boolean {
   if (isStoreUnavailableError(error)) return true;
-  return error instanceof MongoServerError && PASSING_REFUSAL_CODES.has(Number(codeOf(error)));
+  const driverError = error instanceof MongoLockError ? error.cause : error;
+  return (
+    driverError instanceof MongoServerError &&
+    PASSING_REFUSAL_CODES.has(Number(codeOf(driverError)))
+  );
 }
 
 /** A document over MongoDB's BSON size limit: 17419 on 7.0, 10334 BSONObjectTooLarge later. */

@@ -6,11 +6,9 @@ import { describeWithFailPoints, faultTools, settleWithin } from './adversarial/
 jest.setTimeout(30_000);
 
 // docs/waiting.md, "Waiting for a release": a look MongoDB refuses with an error that may pass
-// (such as Interrupted) is made again; "Any other error ends the wait with that error". The
-// look is a read, yet it is classed as a lock write is: every server error but a few codes that
-// prove nothing was written counts as passing. A look refused for good (here
-// InvalidPipelineOperator, what a server older than the required 5.0 answers to `$getField`)
-// is retried for ever, and the wait never ends, while inspect() fails at once.
+// (such as Interrupted) is made again; "Any other error ends the wait with that error". A look
+// refused for good (here InvalidPipelineOperator, what a server older than the required 5.0
+// answers to `$getField`) was retried for ever, as a write by token is, while inspect() failed.
 describeWithFailPoints('waitForRelease whose look MongoDB refuses for good', () => {
   const kit = LockTestKit.forSuite();
   const { failPoint, appClient } = faultTools(kit);
