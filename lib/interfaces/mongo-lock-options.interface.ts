@@ -2,7 +2,10 @@ import type { MongoClient } from 'mongodb';
 
 /** How a held lock is renewed while its holder works. */
 export interface LockRenewalOptions {
-  /** Renew while held. Default `true` for `withLock` and `@Locked`, `false` for `acquire`. */
+  /**
+   * Renew while held. In the module's `renewal`: default `true` for `withLock` and `@Locked`,
+   * `false` for `acquire`. In a call's `renew` object: default `true` (the object asks to renew).
+   */
   enabled?: boolean;
   /**
    * Renew when about this fraction of the lease has passed (0 < ratio < 1): the renewal is sent
