@@ -187,7 +187,9 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   async tryAcquire(keys: string | string[], options?: AcquireOptions): Promise<LockHandle | null> {
     try {
       const given = optionsObject(options);
-      return await this.acquire(keys, { ...given, timeoutMs: given.timeoutMs ?? 0 });
+      // Only an option left undefined is not given: null is refused, as acquire refuses it.
+      const timeoutMs = given.timeoutMs === undefined ? 0 : given.timeoutMs;
+      return await this.acquire(keys, { ...given, timeoutMs });
     } catch (error) {
       if (error instanceof LockNotAcquiredError) return null;
       throw error;

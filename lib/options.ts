@@ -105,6 +105,9 @@ function connection(
   options: MongoLockModuleOptions,
 ): Pick<ResolvedLockModuleOptions, 'uri' | 'client'> & { uriClient?: MongoClient } {
   const { uri, client } = options;
+  // Options read from configuration often carry the other one as null: say what it is.
+  if (uri !== undefined && client === null) fail('client', 'a MongoClient, or undefined', null);
+  if (client !== undefined && uri === null) fail('uri', 'a connection string, or undefined', null);
   if ((uri === undefined) === (client === undefined)) {
     // Never echo the value: a connection string can carry a password.
     throw new InvalidLockOptionsError(

@@ -4,8 +4,8 @@ import { LockTestKit } from './lock-test-kit';
 jest.setTimeout(30_000);
 
 // docs/options.md: invalid options fail with InvalidLockOptionsError; timeoutMs accepts 0 to
-// 2147483647, and only an option left `undefined` counts as not given. acquire refuses
-// `timeoutMs: null`, but tryAcquire's `given.timeoutMs ?? 0` turns null into 0 and takes the lock.
+// 2147483647, and only an option left `undefined` counts as not given. tryAcquire refused
+// nothing here: it turned `timeoutMs: null` into 0 and took the lock, which acquire refuses.
 describe('tryAcquire checks timeoutMs as acquire does', () => {
   const kit = LockTestKit.forSuite();
 
