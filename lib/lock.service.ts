@@ -219,7 +219,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     const transaction = resolveTransactionOption(options?.transaction);
     const enclosing = enclosingHandle(this, keyList, resolved.mode, transaction !== undefined);
     // The outer call's lock and transaction, seen through this call's keys (their fences).
-    if (enclosing) return runReentered(this, enclosing, keyList, fn);
+    if (enclosing) return runReentered(this, enclosing, keyList, fn, resolved.signal);
     // Whether MongoDB has transactions is asked within the call's time, as its acquisition is.
     const first = transaction ? requireTransactions : undefined;
     const handle = await this.runtime.acquire(keyList, resolved, first);

@@ -88,7 +88,10 @@ export async function runReentered<T>(
   enclosing: LockHandle,
   keys: readonly string[],
   fn: (handle: LockHandle) => T | PromiseLike<T>,
+  signal?: AbortSignal,
 ): Promise<T> {
+  // Given up on already, as a call outside the lock would be: the work does not run.
+  signal?.throwIfAborted();
   const view = new ReenteredLock(enclosing, keys);
   try {
     const result = await runWithHeldLock(owner, enclosing, () => fn(view), view);

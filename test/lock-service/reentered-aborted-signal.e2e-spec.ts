@@ -4,9 +4,9 @@ jest.setTimeout(30_000);
 
 // docs/options.md: `signal` "aborting it cancels the wait, and the call rejects with the
 // signal's reason"; a withLock given an already aborted signal rejects at once without running.
-// The same call made inside a lock that covers its key (re-entered) ignores the signal and runs
-// its function: whether work cancelled by its caller (a request whose client left) still runs
-// depends on whether an enclosing lock happens to hold the key.
+// The same call made inside a lock that covers its key (re-entered) ignored the signal and ran
+// its function: whether work cancelled by its caller (a request whose client left) still ran
+// depended on whether an enclosing lock happened to hold the key.
 describe('a re-entered withLock given an aborted signal', () => {
   const kit = LockTestKit.forSuite();
 
