@@ -244,8 +244,9 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
    * cancels the wait and leaves nothing behind.
    *
    * @example
-   * locks.acquire$('sync').pipe(timeout(5_000))
-   *   .subscribe((lock) => sync().finally(() => lock.release()));
+   * locks.acquire$('sync', { renew: true })
+   *   .pipe(timeout(5_000), switchMap((lock) => from(sync().finally(() => lock.release()))))
+   *   .subscribe({ error: (error) => logger.warn(error) });
    */
   acquire$(keys: string | string[], options?: AcquireOptions): Observable<LockHandle> {
     try {
