@@ -1,0 +1,58 @@
+// A multi-key lock whose renewal MongoDB refuses for one key (a refusal that will not pass, such
+// as a document validation failure) is lost, rightly, but its LockLostError names the first key,
+// whose renewal was answered, not the key whose renewal failed. `LockLostError.key` is documented
+// as "the key whose lease was lost", and a refused renewal (an entry found gone) does name its
+// own key.
+import type { CommandFailedEvent, CommandStartedEvent, Document } from 'mongodb';
+import { LockLostError } from '../../lib';
+import { LockTestKit, sleep } from './lock-test-kit';
+import { describeWithFailPoints, faultTools } from './adversarial/kit';
+
+jest.setTimeout(60_000);
+
+describeWithFailPoints('a multi-key lock whose renewal of one key is refused', () => {
+  const kit = LockTestKit.forSuite();
+  const { failPoint, appClient } = faultTools(kit);
+
+  it('is lost, and its LockLostError names the key whose renewal failed', async () => {
+    const client = await appClient('mk-named', { monitorCommands: true });
+    const keyOf = new Map<number, unknown>();
+    const failedKeys: unknown[] = [];
+    client.on('commandStarted', (event: CommandStartedEvent) => {
+      if (event.commandName === 'findAndModify') {
+        keyOf.set(event.requestId, (event.command.query as Document | undefined)?._id);
+      }
+    });
+    client.on('commandFailed', (event: CommandFailedEvent) => {
+      if (keyOf.has(event.requestId)) failedKeys.push(keyOf.get(event.requestId));
+    });
+    const locks = await kit.service({ client });
+    let reason: unknown;
+    await locks
+      .withLock(
+        ['named:a', 'named:b'],
+        async (lock) => {
+          // Renewed at a third of 3 s: both keys' renewals go together, the second is refused.
+          await failPoint(
+            { skip: 1 },
+            {
+              failCommands: ['findAndModify'],
+              appName: 'mk-named',
+              errorCode: 121,
+              errorLabels: [],
+            },
+          );
+          await new Promise((resolve) => lock.signal.addEventListener('abort', resolve));
+          await failPoint('off');
+          reason = lock.signal.reason;
+        },
+        { ttlMs: 3_000 },
+      )
+      .catch(() => undefined);
+    await sleep(100);
+    expect(failedKeys).toHaveLength(1);
+    expect(reason).toBeInstanceOf(LockLostError);
+    // Broken: 'named:a' (its renewal was answered), whatever key was refused.
+    expect((reason as LockLostError).key).toBe(failedKeys[0]);
+  });
+});
