@@ -2,10 +2,12 @@
 // as a document validation failure) is lost, rightly, but its LockLostError names the first key,
 // whose renewal was answered, not the key whose renewal failed. `LockLostError.key` is documented
 // as "the key whose lease was lost", and a refused renewal (an entry found gone) does name its
-// own key.
+// own key. Likewise a holder told that an operator freed its second key (`forceRelease` in
+// another instance, heard on the change stream) gets `Lock "<first key>" was lost: an operator
+// released it`, naming the key nobody released.
 import type { CommandFailedEvent, CommandStartedEvent, Document } from 'mongodb';
 import { LockLostError } from '../../lib';
-import { LockTestKit, sleep } from './lock-test-kit';
+import { eventually, LockTestKit, sleep } from './lock-test-kit';
 import { describeWithFailPoints, faultTools } from './adversarial/kit';
 
 jest.setTimeout(60_000);
@@ -54,5 +56,22 @@ describeWithFailPoints('a multi-key lock whose renewal of one key is refused', (
     expect(reason).toBeInstanceOf(LockLostError);
     // Broken: 'named:a' (its renewal was answered), whatever key was refused.
     expect((reason as LockLostError).key).toBe(failedKeys[0]);
+  });
+
+  it('told that an operator freed its second key, names that key', async () => {
+    const [holder, operator] = await Promise.all([kit.service(), kit.service()]);
+    const run = holder
+      .withLock(
+        ['freed:a', 'freed:b'],
+        (lock) => new Promise((resolve) => lock.signal.addEventListener('abort', resolve)),
+        { ttlMs: 20_000 },
+      )
+      .catch((error: unknown) => error);
+    await eventually(async () => (await operator.inspect('freed:b'))?.held === true);
+    await operator.forceRelease('freed:b');
+    const outcome = await run;
+    expect(outcome).toBeInstanceOf(LockLostError);
+    // Broken: 'freed:a' (Lock "freed:a" was lost: an operator released it).
+    expect((outcome as LockLostError).key).toBe('freed:b');
   });
 });
