@@ -66,7 +66,9 @@ export class HeldLocks {
     only: (handle: MongoLockHandle) => boolean = () => true,
   ): Promise<MongoLockHandle[]> {
     const holding = this.holding(key, takenThrough).filter(only);
-    const counts = await Promise.all(holding.map((handle) => handle.revoke(reason)));
+    const counts = await Promise.all(
+      holding.map((handle) => handle.revoke(reason, undefined, key)),
+    );
     return holding.filter((_, index) => counts[index] > 0);
   }
 }

@@ -91,6 +91,8 @@ export class LeaseKeeper {
   /** The renewal under way, if any; never rejects (a failure is its caller's). */
   private renewing: Promise<void> | undefined;
   private remaining: HeldKey[];
+  /** Keys a release or `expireIn` found lost (their entry gone), even when another key failed. */
+  readonly lostAtEnd: string[] = [];
   /**
    * Only a write can tell this lease from one that ended behind our back: set once a release
    * was tried, a renewal's outcome was unknown, or a transaction wrote the lock.
@@ -186,6 +188,7 @@ export class LeaseKeeper {
   /**
    * Releases every key at once (the last taken first); returns the keys found lost. A key whose
    * release failed stays (a second call retries only it); the deadline stays armed until none do.
+   * Keys found lost by a release, or by `expireIn`, stay in {@link lostAtEnd} whatever else fails.
    */
   async releaseAll(): Promise<string[]> {
     this.stopRenewal();
@@ -197,16 +200,15 @@ export class LeaseKeeper {
     const outcomes = await Promise.allSettled(
       releasing.map((held) => this.init.operations.release(held, lease)),
     );
-    const lostKeys: string[] = [];
     for (const [index, outcome] of outcomes.entries()) {
       if (outcome.status === 'rejected') continue;
-      if (outcome.value !== 'released') lostKeys.push(releasing[index].key);
+      if (outcome.value !== 'released') this.lostAtEnd.push(releasing[index].key);
       this.remaining = this.remaining.filter((kept) => kept !== releasing[index]);
     }
     const failed = outcomes.find((outcome) => outcome.status === 'rejected');
     if (failed) throw failed.reason;
     this.stop();
-    return lostKeys;
+    return this.lostAtEnd;
   }
 
   /**
@@ -220,10 +222,17 @@ export class LeaseKeeper {
     if (this.stopped) return [];
     const keys = [...this.remaining];
     try {
-      const outcomes = await Promise.all(
+      const outcomes = await Promise.allSettled(
         keys.map((held) => this.init.operations.renew(held, ttlMs, true)),
       );
-      return keys.filter((_, index) => !outcomes[index].renewed).map((held) => held.key);
+      for (const [index, outcome] of outcomes.entries()) {
+        if (outcome.status === 'fulfilled' && !outcome.value.renewed) {
+          this.lostAtEnd.push(keys[index].key);
+        }
+      }
+      const failed = outcomes.find((outcome) => outcome.status === 'rejected');
+      if (failed) throw failed.reason;
+      return this.lostAtEnd;
     } finally {
       this.stop();
     }
@@ -280,8 +289,15 @@ export class LeaseKeeper {
     const keys = [...this.remaining];
     let outcomes: RenewLeaseOutcome[];
     this.renewInFlight = true;
+    // The key whose renewal failed first (the error Promise.all gives), to name it in the loss.
+    let failedKey: string | undefined;
     try {
-      const renew = (held: HeldKey) => outsideCaller(() => this.init.operations.renew(held, ttlMs));
+      const renew = (held: HeldKey) => {
+        const renewal = outsideCaller(() => this.init.operations.renew(held, ttlMs));
+        // A branch beside the renewal, not in its chain: the reply is read as soon as before.
+        renewal.catch(() => (failedKey ??= held.key));
+        return renewal;
+      };
       outcomes = await Promise.all(keys.map(renew));
     } catch (error) {
       // It may yet land, with its own lease length.
@@ -292,7 +308,7 @@ export class LeaseKeeper {
       if (isPassingFailure(error) && performance.now() < this.leaseEnd) {
         this.scheduleRenewal(Math.min(RENEW_RETRY_MS, (this.leaseEnd - performance.now()) / 4));
       } else {
-        this.loseFirstKey('renewing it failed', error);
+        this.lose(failedKey ?? keys[0].key, 'renewing it failed', error);
       }
       return;
     } finally {

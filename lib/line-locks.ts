@@ -160,7 +160,7 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
       const place = await this.store.place(key, owner).catch(() => null);
       // Unanswered: its next renewal decides. A token's later entry is not this hold's.
       if (place === null || place?.fence === entryFenceOf(fence)) return;
-      void handle.revoke('an operator released it (forceRelease or releaseScope)');
+      void handle.revoke('an operator released it (forceRelease or releaseScope)', undefined, key);
     };
     await Promise.all([...this.held.holding(key, this)].map(tell));
   }

@@ -8,65 +8,11 @@ import { lostMessage } from './lock.messages';
 import { validateTtlMs } from './options';
 import { MAX_TIMER_MS } from './util/timers';
 import { EXCLUSIVE } from './store/lock-modes';
-import { isPassingFailure } from './store/mongo-error-codes';
 import type { LockModeRequest } from './store/lock-modes';
 import { checkedAtEveryLook } from './util/checked-signal';
+import type { LockHandle } from './interfaces/lock-handle.interface';
 
-/**
- * A held lock: one or several keys, acquired together, released together.
- *
- * @example
- * const handle = await locks.acquire('invoices:2024-06');
- * try {
- *   await invoices.close('2024-06', { fence: handle.fence, signal: handle.signal });
- * } finally {
- *   await handle.release();
- * }
- */
-export interface LockHandle {
-  /** The first key (in sorted order); the only one for a single-key lock. */
-  readonly key: string;
-  /** All keys, sorted. */
-  readonly keys: readonly string[];
-  /** Fencing token of `key`: pass it to the protected resource so it can reject stale holders. */
-  readonly fence: bigint;
-  /** Fencing token of every key. */
-  readonly fences: ReadonlyMap<string, bigint>;
-  /**
-   * When `signal` aborts unless renewed: a little before the server's lease end (counted from
-   * before the request was sent, less a margin), so the holder knows before another can take it.
-   */
-  readonly expiresAt: Date;
-  /** Aborts, with a {@link LockLostError} as reason, when the lease is lost. */
-  readonly signal: AbortSignal;
-  /** Emits once when the lease is lost, then completes; completes without emitting on release. */
-  readonly lost$: Observable<LockLostError>;
-  readonly released: boolean;
-  readonly lost: boolean;
-  /**
-   * Renews now: the lease then ends no sooner than `ttlMs` (default: the acquisition's) from
-   * now. Rejects with {@link LockLostError} if lost, and with `MongoLockError` once released (or
-   * being released), or inside the lock's transaction (renewed in full when it began).
-   */
-  extend(ttlMs?: number): Promise<void>;
-  /**
-   * Gives the lock back (owner-checked); after a success, later calls resolve too. Rejects at
-   * once with {@link LockLostError} if the lease was lost, and with `LockStoreUnavailableError`
-   * if MongoDB did not confirm: the release is then retried in the background until the lease
-   * would end (later calls reject with the same error until it is answered), and `signal` still
-   * aborts at the lease end unless it is answered first.
-   * Passing it to a caller here, or keeping it a turn for one (`localHandOff`), needs no write.
-   * Inside the lock's own transaction it rejects with `MongoLockError`: its end releases it.
-   */
-  release(): Promise<void>;
-  [Symbol.asyncDispose](): Promise<void>;
-  /** With `transaction` (`withLock`, `@Locked`): the session to pass to every protected command. */
-  readonly session?: ClientSession | undefined;
-  /** `'exclusive'`, or `'shared'` (a shared holder, or a semaphore's permit holder). */
-  readonly mode: 'exclusive' | 'shared';
-  /** A semaphore's permits, and how many of them this handle holds; `undefined` for a lock. */
-  readonly permits: { of: number; held: number } | undefined;
-}
+export type { LockHandle };
 
 const RELEASED_TOO_LATE = 'its lease had ended or another holder had taken it before release';
 /** A retried release found no entry: the unconfirmed one may have landed, or it ended before. */
@@ -238,14 +184,14 @@ export class MongoLockHandle implements LockHandle {
    * Tells the holder the lock is gone (`signal`, `lost$`), then releases it by owner token
    * (`releaseAllHeld()`, shutdown). Resolves to how many keys had a live lease.
    */
-  async revoke(reason: string, cause?: unknown): Promise<number> {
+  async revoke(reason: string, cause?: unknown, key = this.key): Promise<number> {
     if (this.releasing) {
       // The holder is already letting go: its release decides, unless it is not confirmed.
       await this.releasing.catch(() => undefined);
     }
     // Let go already (by its holder, or by another revoke, which counts its own give-back).
     if (this.isReleased) return 0;
-    this.markLost(this.key, reason, cause);
+    this.markLost(key, reason, cause);
     return this.giveBackUnreleased();
   }
 
@@ -301,7 +247,13 @@ export class MongoLockHandle implements LockHandle {
     try {
       lostKeys = await this.keeper.releaseAll();
     } catch (error) {
-      if (error instanceof Error && isPassingFailure(error)) this.releaseInBackground(error);
+      // Given back in the background (a refusal too): the handle holds nothing any more, and a
+      // key is not left held to the end of its lease for want of a second try.
+      if (error instanceof Error) this.releaseInBackground(error);
+      // A key found lost meanwhile is the answer: the work ran without it.
+      const [lost] = this.keeper.lostAtEnd;
+      if (lost !== undefined) this.markLost(lost, RELEASED_TOO_LATE);
+      this.throwIfLost();
       throw error;
     }
     if (lostKeys.length === 0) {
@@ -321,22 +273,25 @@ export class MongoLockHandle implements LockHandle {
     // Ours until the lease runs out (at `ttlMs` from now, or, unconfirmed, when it would have
     // anyway); from then on a late win of this token is nobody's.
     let endsInMs = Math.max(ttlMs, this.keeper.leaseEnd - performance.now());
+    let failed: { error: unknown } | undefined;
     try {
-      const lostKeys = await this.keeper.expireIn(ttlMs);
+      await this.keeper.expireIn(ttlMs);
       endsInMs = ttlMs;
-      if (lostKeys.length > 0) {
-        this.markLost(
-          lostKeys[0],
-          'its lease had ended or another holder had taken it before it was left to run out',
-        );
-      }
+    } catch (error) {
+      failed = { error };
     } finally {
+      // A key found lost is the answer, whatever else failed: the work ran without it.
+      const [lost] = this.keeper.lostAtEnd;
+      const late =
+        'its lease had ended or another holder had taken it before it was left to run out';
+      if (lost !== undefined) this.markLost(lost, late);
       this.settle();
       setTimeout(() => {
         for (const held of keys) this.init.operations.ended(held);
       }, endsInMs).unref();
     }
     this.throwIfLost();
+    if (failed) throw failed.error;
   }
 
   /**
