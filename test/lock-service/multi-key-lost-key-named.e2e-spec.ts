@@ -1,10 +1,10 @@
 // A multi-key lock whose renewal MongoDB refuses for one key (a refusal that will not pass, such
-// as a document validation failure) is lost, rightly, but its LockLostError names the first key,
+// as a document validation failure) is lost, rightly; its LockLostError named the first key,
 // whose renewal was answered, not the key whose renewal failed. `LockLostError.key` is documented
 // as "the key whose lease was lost", and a refused renewal (an entry found gone) does name its
 // own key. Likewise a holder told that an operator freed its second key (`forceRelease` in
-// another instance, heard on the change stream) gets `Lock "<first key>" was lost: an operator
-// released it`, naming the key nobody released.
+// another instance, heard on the change stream) got `Lock "<first key>" was lost: an operator
+// released it`, naming the key nobody released. Both now name the key lost.
 import type { CommandFailedEvent, CommandStartedEvent, Document } from 'mongodb';
 import { LockLostError } from '../../lib';
 import { eventually, LockTestKit, sleep } from './lock-test-kit';

@@ -1,8 +1,8 @@
 // `@Locked(..., { minHoldMs })` lets the lease run out instead of releasing: one renewal per key,
 // sent together, that ends it at minHoldMs. When one key's renewal finds its entry gone (an
 // operator freed it while the method ran, unheard here: no change stream) and another key's
-// renewal fails in passing, the loss is dropped: the caller gets the method's result and a
-// warning is logged ("minHoldMs not kept"). Without the fault, the same call rejects with
+// renewal fails in passing, the loss was dropped: the caller got the method's result and a
+// warning ("minHoldMs not kept"); it now rejects with LockLostError. Without the fault, the same call rejects with
 // LockLostError naming minhold:b (seen while writing this test): the work ran without that key.
 import { Injectable } from '@nestjs/common';
 import type { INestApplicationContext } from '@nestjs/common';

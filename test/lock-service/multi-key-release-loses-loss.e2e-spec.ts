@@ -1,9 +1,8 @@
 // release() of a multi-key lock sends every key's leave together. When one key's leave finds its
 // entry gone (an operator freed it, unheard here: no change stream) and another key's leave fails
-// in passing, the loss found for the first key is dropped: the key that failed is given back in
-// the background, and once that is answered the handle counts as released, never lost. `lost` is
-// false, `lost$` completes without a value, and a later release() resolves, though the work ran
-// without one of its keys. The same release of a one-key lock rejects with LockLostError.
+// in passing, the loss found for the first key was dropped: once the failed key's give-back was
+// answered the handle counted as released, never lost, though the work ran without one of its
+// keys. Now release() rejects with LockLostError. The same release of a one-key lock rejects with LockLostError.
 import { LockLostError } from '../../lib';
 import type { LockHandle } from '../../lib';
 import { LockTestKit, sleep } from './lock-test-kit';

@@ -1,10 +1,11 @@
 // withLock "always releases" its keys. When MongoDB refuses the leave of one key of a multi-key
 // lock once, with a refusal that says nothing was written (here Unauthorized, as after a role
-// change that is undone at once), the other key is released, this one is never sent again:
+// change that is undone at once), the other key was released, this one was never sent again:
 // withLock resolves (it logs a warning), renewals have stopped, and the key stays held by an
 // entry nobody uses until its whole lease runs out; the handle is neither released nor lost, and
 // its signal aborts later, after withLock has returned. A release MongoDB did not confirm is
-// retried in the background (LockHandle.release's JSDoc); this one, which MongoDB refused, is not.
+// retried in the background (LockHandle.release's JSDoc); this one, which MongoDB refused, was
+// not. Now it is given back in the background too.
 // Also seen: the warning logged names the handle's first key ("Could not release "refused:a"")
 // when refused:b's leave (sent first: keys are released last first) was the one refused, and the
 // service's close() then waits until that lease ends (7.4 s here), for no work in flight.
