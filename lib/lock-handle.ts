@@ -310,7 +310,8 @@ export class MongoLockHandle implements LockHandle {
       if (outcomes.includes(undefined)) return released;
       const lost = outcomes.findIndex((outcome) => outcome !== 'released');
       if (lost >= 0) this.markLost(keys[lost].key, UNCONFIRMED_RELEASE_FOUND_NONE);
-      this.releaseConfirmed = lost < 0;
+      // A key the first pass found lost stays lost, whatever the others' give-backs found.
+      this.releaseConfirmed = lost < 0 && this.keeper.lostAtEnd.length === 0;
       this.settle();
       return released;
     });

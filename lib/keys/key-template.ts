@@ -267,7 +267,9 @@ function keysFromFunctionResult(result: unknown, where: string): string[] {
 }
 
 /** The values `lockKey` fills a template from: a call's context, as far as the template reads. */
-export type LockKeyValues = Partial<Pick<LockKeyContext, KeyTemplateSource>>;
+export type LockKeyValues = Partial<
+  Pick<LockKeyContext, 'params' | 'query' | 'body' | 'user' | 'headers' | 'args'>
+>;
 
 /**
  * The key `@Locked(template)` builds from `values`, each value escaped as the decorator escapes
