@@ -15,13 +15,19 @@ describeWithFailPoints('leadership: a campaign while MongoDB is away', () => {
   const kit = LockTestKit.forSuite();
   const { failPoint, appClient, closeAfterTest } = faultTools(kit);
 
-  it('fails with LockStoreUnavailableError, as acquire and tryAcquire do', async () => {
+  /** A started service whose MongoDB then stops for good. */
+  async function startedThenStopped() {
     const mongo = await startOfflineMongo();
     const client = new MongoClient(mongo.uri, { serverSelectionTimeoutMS: 30_000 });
     closeAfterTest(client);
     await client.connect();
     const locks = await kit.service({ client, operationTimeoutMs: 500 });
     await mongo.stop();
+    return locks;
+  }
+
+  it('fails with LockStoreUnavailableError, as acquire and tryAcquire do', async () => {
+    const locks = await startedThenStopped();
 
     const [acquired, tried, campaigned, campaignTried] = await Promise.all([
       settleWithin(locks.acquire('gone:k', { timeoutMs: 1_000 }), 5_000),
@@ -81,12 +87,7 @@ describeWithFailPoints('leadership: a campaign while MongoDB is away', () => {
   });
 
   it('without timeoutMs, waits through the outage until aborted', async () => {
-    const mongo = await startOfflineMongo();
-    const client = new MongoClient(mongo.uri, { serverSelectionTimeoutMS: 30_000 });
-    closeAfterTest(client);
-    await client.connect();
-    const locks = await kit.service({ client, operationTimeoutMs: 500 });
-    await mongo.stop();
+    const locks = await startedThenStopped();
 
     const abort = new AbortController();
     const campaign = settleWithin(locks.leadership('gone-patient').campaign(abort), 10_000);

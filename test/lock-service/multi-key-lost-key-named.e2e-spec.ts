@@ -5,10 +5,9 @@
 // own key. Likewise a holder told that an operator freed its second key (`forceRelease` in
 // another instance, heard on the change stream) got `Lock "<first key>" was lost: an operator
 // released it`, naming the key nobody released. Both now name the key lost.
-import type { CommandFailedEvent, CommandStartedEvent, Document } from 'mongodb';
 import { LockLostError } from '../../lib';
 import { eventually, LockTestKit, sleep } from './lock-test-kit';
-import { describeWithFailPoints, faultTools } from './adversarial/kit';
+import { describeWithFailPoints, failedKeysOf, faultTools } from './adversarial/kit';
 
 jest.setTimeout(60_000);
 
@@ -18,16 +17,7 @@ describeWithFailPoints('a multi-key lock whose renewal of one key is refused', (
 
   it('is lost, and its LockLostError names the key whose renewal failed', async () => {
     const client = await appClient('mk-named', { monitorCommands: true });
-    const keyOf = new Map<number, unknown>();
-    const failedKeys: unknown[] = [];
-    client.on('commandStarted', (event: CommandStartedEvent) => {
-      if (event.commandName === 'findAndModify') {
-        keyOf.set(event.requestId, (event.command.query as Document | undefined)?._id);
-      }
-    });
-    client.on('commandFailed', (event: CommandFailedEvent) => {
-      if (keyOf.has(event.requestId)) failedKeys.push(keyOf.get(event.requestId));
-    });
+    const failedKeys = failedKeysOf(client);
     const locks = await kit.service({ client });
     let reason: unknown;
     await locks

@@ -6,11 +6,10 @@
 // LockLostError naming minhold:b (seen while writing this test): the work ran without that key.
 import { Injectable } from '@nestjs/common';
 import type { INestApplicationContext } from '@nestjs/common';
-import type { CommandFailedEvent, CommandStartedEvent, Document } from 'mongodb';
 import { Locked, LockLostError, MongoLockModule } from '../../lib';
 import { startAppContext } from '../nest/support/nest-apps';
 import { LockTestKit } from './lock-test-kit';
-import { describeWithFailPoints, faultTools } from './adversarial/kit';
+import { describeWithFailPoints, failedKeysOf, faultTools } from './adversarial/kit';
 
 jest.setTimeout(60_000);
 
@@ -39,16 +38,7 @@ describeWithFailPoints('a multi-key @Locked with minHoldMs whose second key was 
     const appName = 'mk-minhold';
     const operator = await kit.service();
     const client = await appClient(appName, { monitorCommands: true });
-    const keyOf = new Map<number, unknown>();
-    const failedKeys: unknown[] = [];
-    client.on('commandStarted', (event: CommandStartedEvent) => {
-      if (event.commandName === 'findAndModify') {
-        keyOf.set(event.requestId, (event.command.query as Document | undefined)?._id);
-      }
-    });
-    client.on('commandFailed', (event: CommandFailedEvent) => {
-      if (keyOf.has(event.requestId)) failedKeys.push(keyOf.get(event.requestId));
-    });
+    const failedKeys = failedKeysOf(client);
     app = await startAppContext({
       imports: [
         MongoLockModule.forRoot({

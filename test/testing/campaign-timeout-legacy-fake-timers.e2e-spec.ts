@@ -1,21 +1,9 @@
-import { setTimeout as realSleep } from 'node:timers/promises';
 import { LockNotAcquiredError, LockService } from '../../lib';
 import { LockTestingStore, MongoLockTestingModule } from '../../lib/testing';
 import { LOAD_SLACK_MS } from '../support/load-slack';
-import { startTestingModule } from './testing-kit';
+import { outcomeAfter, startTestingModule } from './testing-kit';
 
 jest.setTimeout(30_000);
-
-/** How `promise` stands after up to `ms` of real time: 'pending' if still open. */
-async function outcomeAfter(promise: Promise<unknown>, ms: number): Promise<unknown> {
-  let outcome: unknown = 'pending';
-  promise.then(
-    (value) => (outcome = value),
-    (error: unknown) => (outcome = error),
-  );
-  for (let waited = 0; waited < ms && outcome === 'pending'; waited += 20) await realSleep(20);
-  return outcome;
-}
 
 /**
  * docs/testing.md: under legacy fake timers (which leave `performance.now()` real) waits end on

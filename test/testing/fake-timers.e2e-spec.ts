@@ -1,9 +1,8 @@
 import type { TestingModule } from '@nestjs/testing';
-import { setTimeout as realSleep } from 'node:timers/promises';
 import { LockNotAcquiredError, LockService } from '../../lib';
 import { LockTestingStore, MongoLockTestingModule } from '../../lib/testing';
 import { LOAD_SLACK_MS } from '../support/load-slack';
-import { startTestingModule } from './testing-kit';
+import { outcomeAfter, startTestingModule } from './testing-kit';
 
 jest.setTimeout(30_000);
 
@@ -48,17 +47,6 @@ describe('the testing kit under fake timers: waits follow fake time', () => {
     jest.useRealTimers();
     await moduleRef.close();
   });
-
-  /** How `promise` stands after `ms` of real time (fake time standing still): 'pending' if open. */
-  async function outcomeAfter(promise: Promise<unknown>, ms: number): Promise<unknown> {
-    let outcome: unknown = 'pending';
-    promise.then(
-      (value) => (outcome = value),
-      (error: unknown) => (outcome = error),
-    );
-    for (let waited = 0; waited < ms && outcome === 'pending'; waited += 20) await realSleep(20);
-    return outcome;
-  }
 
   it('a waiter takes the key once fake time passes the holder’s lease', async () => {
     await store.holdAs('k', 'other'); // a 30 s lease

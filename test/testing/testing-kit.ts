@@ -32,3 +32,14 @@ export async function settleTime(promise: Promise<unknown>): Promise<number> {
   await promise.catch(() => undefined);
   return performance.now() - started;
 }
+
+/** How `promise` stands after up to `ms` of real time (whatever the fake clock): 'pending' if open. */
+export async function outcomeAfter(promise: Promise<unknown>, ms: number): Promise<unknown> {
+  let outcome: unknown = 'pending';
+  promise.then(
+    (value) => (outcome = value),
+    (error: unknown) => (outcome = error),
+  );
+  for (let waited = 0; waited < ms && outcome === 'pending'; waited += 20) await sleep(20);
+  return outcome;
+}

@@ -1,7 +1,12 @@
 // Shared helpers of the adversarial review's tests.
 import * as os from 'node:os';
 import { MongoClient } from 'mongodb';
-import type { Document, MongoClientOptions } from 'mongodb';
+import type {
+  CommandFailedEvent,
+  CommandStartedEvent,
+  Document,
+  MongoClientOptions,
+} from 'mongodb';
 import type { LockService } from '../../../lib/lock.service';
 import { canEmulate } from '../../support/mongo';
 import { type OfflineMongoProcess, spawnOfflineMongo } from '../../support/offline-mongo-process';
@@ -137,4 +142,19 @@ export function signalledMongo() {
     await mongo.server.stop();
   });
   return mongo;
+}
+
+/** The keys (`_id`s) of `client`'s findAndModify commands that failed, in the order they did. */
+export function failedKeysOf(client: MongoClient): unknown[] {
+  const keyOf = new Map<number, unknown>();
+  const failedKeys: unknown[] = [];
+  client.on('commandStarted', (event: CommandStartedEvent) => {
+    if (event.commandName === 'findAndModify') {
+      keyOf.set(event.requestId, (event.command.query as Document | undefined)?._id);
+    }
+  });
+  client.on('commandFailed', (event: CommandFailedEvent) => {
+    if (keyOf.has(event.requestId)) failedKeys.push(keyOf.get(event.requestId));
+  });
+  return failedKeys;
 }
