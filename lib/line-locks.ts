@@ -1,11 +1,10 @@
 import type { HeldLocks } from './held-locks';
-import { localLeaseEnd } from './lease-keeper';
+import { keepRenewed, refreshEarlier } from './earlier-holds';
 import { LineAcquirer } from './line-acquirer';
 import type { LineAcquireRequest } from './line-attempt';
 import { LineHandover } from './line-handover';
 import type { LineHold } from './line-handover';
 import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
-import { LockStoreUnavailableError } from './errors/lock-store-unavailable.error';
 import { MongoLockHandle } from './lock-handle';
 import { notAcquiredMessage } from './lock.messages';
 import { acquireOverrunMs } from './options';
@@ -16,11 +15,9 @@ import type { LineWatch } from './store/line/line-events';
 import type { LineStorage, LineStore } from './store/line/line-store';
 import type { AttemptTarget } from './store/line/line-commands';
 import { lineKind } from './store/lock-modes';
-import { isPassingFailure } from './store/mongo-error-codes';
 import { notAcquired } from './line-refusals';
-import { quoteLockKey } from './keys/lock-key';
 import { outsideCaller } from './util/outside-caller';
-import { retriedUntil, settledBy, settlesWithin } from './util/timers';
+import { settlesWithin } from './util/timers';
 import { LineWaiters } from './waiting/line-waiters';
 import type { LockEvent } from './interfaces/lock-state.interface';
 
@@ -178,16 +175,29 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
     // From before any join is sent: news of a key may come before the reply that holds it.
     const call: TakingCall = { keys, named: new Set() };
     this.takingCalls.add(call);
+    let stopRenewing: (() => void) | undefined;
     try {
       for (;;) {
         for (const key of keys.slice(holds.length)) {
+          // The keys taken are kept renewed while a later one is awaited.
+          stopRenewing =
+            holds.length > 0 ? keepRenewed(this.acquirer, holds, options.ttlMs) : undefined;
           holds.push(await this.acquirer.acquire(requestFor(key, options, signal, deadline)));
+          stopRenewing?.();
         }
         signal.throwIfAborted();
-        // Waiting for later keys may have run the earlier leases short, and an operator may have
-        // removed a hold (news named its key): those are renewed before hand-out. Aborted
-        // meanwhile (a close, the caller's signal): at once, and nobody is handed the lock.
-        const lost = await this.refreshEarlier(holds, options.ttlMs, call.named, callEnd, signal);
+        // A renewal may have ended for good, or the last wait run an earlier lease short, and an
+        // operator may have removed a hold (news named its key): those are renewed before
+        // hand-out. Aborted meanwhile (a close, the caller's signal): at once, and nobody is
+        // handed the lock.
+        const lost = await refreshEarlier(
+          this.acquirer,
+          holds,
+          options.ttlMs,
+          call.named,
+          callEnd,
+          signal,
+        );
         signal.throwIfAborted();
         // No news since, checked with no await before the handle is made: later news finds it
         // in `held` (`tellRemovedHolders`, `forceReleaseKey`).
@@ -202,6 +212,7 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
         }
       }
     } catch (error) {
+      stopRenewing?.();
       // All or nothing: the keys taken are given back before the call fails, by its end (what
       // is not answered by then goes on in the background).
       const givingBack = holds.map((hold) => this.acquirer.giveBack(hold));
@@ -290,35 +301,6 @@ export class LineLocks<Storage extends LineStorage = LineStore> {
     await Promise.all([this.acquirer.leavesSettled(), watch?.close(), events?.close()]);
   }
 
-  /**
-   * The index of the first hold whose lease ended or was removed, after renewing those that ran
-   * short and those whose key is `named` by operator news (each forgotten as its renewal is sent).
-   */
-  private async refreshEarlier(
-    holds: LineHold[],
-    ttlMs: number,
-    named: Set<string>,
-    callEnd: number,
-    signal: AbortSignal,
-  ): Promise<number | undefined> {
-    for (const [index, hold] of holds.entries()) {
-      const heard = named.delete(hold.key);
-      if (!heard && hold.leaseEnd - performance.now() >= ttlMs / 2) continue;
-      const sentAt = performance.now();
-      // Within the call's bound, as its joins are (`timeoutMs` + the late-reply margin).
-      // Retried while it fails in passing (MongoDB away, a refusal such as Interrupted).
-      const until = Math.min(callEnd, hold.leaseEnd);
-      // An aborted call stops retrying: its holds are given back.
-      const renewing = () => this.acquirer.renew(hold, ttlMs);
-      const renew = retriedUntil(renewing, isPassingFailure, until, signal);
-      const renewed = await settledBy(renew, callEnd, signal, () => unansweredRenewal(hold.key));
-      // Answered after the lease had ended, it proves nothing (see `LeaseKeeper`).
-      if (!renewed || performance.now() >= hold.leaseEnd) return index;
-      holds[index] = { ...hold, leaseEnd: localLeaseEnd(sentAt, renewed.remainingMs, ttlMs) };
-    }
-    return undefined;
-  }
-
   private handleFor(holds: LineHold[], options: ResolvedAcquireOptions): MongoLockHandle {
     const tokens = new Map(holds.map((hold) => [hold.key, hold]));
     const holdOf = (key: string) => tokens.get(key) as LineHold;
@@ -386,12 +368,5 @@ function withAllKeys(error: unknown, keys: string[], timeoutMs: number): unknown
   return new LockNotAcquiredError(
     notAcquiredMessage(keys, timeoutMs, error.holderId, error.retryAfterMs),
     { keys, retryAfterMs: error.retryAfterMs, holderId: error.holderId, cause: error },
-  );
-}
-
-/** A hold's renewal before hand-out, unanswered by the end of the call's time. */
-function unansweredRenewal(key: string): LockStoreUnavailableError {
-  return new LockStoreUnavailableError(
-    `MongoDB did not answer the renewal of ${quoteLockKey(key)} before its lock was handed out`,
   );
 }
