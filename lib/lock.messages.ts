@@ -7,7 +7,7 @@ import { quoteLockKey } from './keys/lock-key';
 /** Most keys a message names: the rest are counted. */
 const LISTED_KEYS = 10;
 
-function keyList(keys: readonly string[]): string {
+export function quotedKeyList(keys: readonly string[]): string {
   const listed = keys.slice(0, LISTED_KEYS).map(quoteLockKey).join(', ');
   const more = keys.length - LISTED_KEYS;
   return more > 0 ? `${listed} and ${more} more` : listed;
@@ -19,7 +19,7 @@ export function notAcquiredMessage(
   timeoutMs: number,
   holderId: string | undefined,
   retryAfterMs: number | undefined,
-  subject = `Lock ${keyList(keys)}`,
+  subject = `Lock ${quotedKeyList(keys)}`,
 ): string {
   const within = timeoutMs === 0 ? 'at once' : `within ${formatMs(timeoutMs)}`;
   const holder = holderId ? `; held by ${holderId}` : '';
@@ -66,7 +66,7 @@ export function startTooSlowError(): LockStoreUnavailableError {
 /** A locked transaction's check that MongoDB has transactions, unanswered in the call's time. */
 export function firstTooSlowError(keys: readonly string[]): LockStoreUnavailableError {
   return new LockStoreUnavailableError(
-    `MongoDB did not answer whether it has transactions (for ${keyList(keys)}) ` +
+    `MongoDB did not answer whether it has transactions (for ${quotedKeyList(keys)}) ` +
       'within the time of the call (timeoutMs, plus up to 1 s)',
   );
 }
@@ -97,7 +97,7 @@ export function duplicateHolderIdMessage(holderId: string): string {
 
 export function wouldDeadlockMessage(held: readonly string[], wanted: readonly string[]): string {
   return (
-    `withLock(${keyList(wanted)}) inside a lock on ${keyList(held)}: nested locks must ask for ` +
+    `withLock(${quotedKeyList(wanted)}) inside a lock on ${quotedKeyList(held)}: nested locks must ask for ` +
     "all of a held lock's keys or none of them, or they would wait for themselves"
   );
 }

@@ -40,7 +40,7 @@ import { Leaderships } from './leadership/leaderships';
 import type { Leadership, LeadershipOptions } from './leadership/leadership';
 import type { LeaderTerm } from './leadership/leader-term';
 import { currentLeaderTerm } from './leadership/term-context';
-import { releaseFailedMessage } from './lock.messages';
+import { quotedKeyList, releaseFailedMessage } from './lock.messages';
 
 export type { LockDiagnostics, LockStoreFactory } from './service-runtime';
 
@@ -234,7 +234,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     return runThenRelease(
       handle,
       () => (transaction ? inTransaction(transaction) : run()),
-      (error) => this.logger.warn(releaseFailedMessage(JSON.stringify(handle.key), error)),
+      (error) => this.logger.warn(releaseFailedMessage(quotedKeyList(handle.keys), error)),
       () => committed,
     );
   }

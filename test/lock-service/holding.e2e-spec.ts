@@ -1,4 +1,4 @@
-import type { Document } from 'mongodb';
+import { MongoServerError, type Document } from 'mongodb';
 import { firstValueFrom, toArray } from 'rxjs';
 import { LockLostError, LockNotAcquiredError, MongoLockError } from '../../lib/errors';
 import type { LockHandle } from '../../lib/lock-handle';
@@ -379,28 +379,29 @@ describe('LockService holding', () => {
     const other = await kit.service();
     const blocker = await other.acquire('rr2', { ttlMs: 20_000 });
     const sent: { pipeline: unknown; key: unknown; token: unknown }[] = [];
-    let refreshed = false;
+    let answered = false;
     const client = interceptedClient(await kit.client(), async (target, args) => {
       const filter = args[0] as Document;
       const { pipeline, token } = commandOf(args);
       sent.push({ pipeline, key: filter._id, token });
-      if (pipeline === RENEW_PIPELINE && filter._id === 'rr1' && !refreshed) {
-        refreshed = true;
-        // rr1's refresh before the hand-out: held past rr1's lease, then let through after a
-        // renewal with an old clock brought the dead entry back.
-        await sleep(600);
+      if (pipeline === RENEW_PIPELINE && filter._id === 'rr1') {
+        // rr1's renewals (while rr2 is awaited, then before the hand-out): held past rr1's
+        // lease, then let through after a renewal with an old clock brought the dead entry back.
+        await sleep(1_200);
         await target.updateOne(
           { _id: 'rr1' as unknown as Document['_id'], 'line.t': token },
           { $set: { 'line.$.e': new Date(Date.now() + 30_000) } },
         );
+        const reply = await target.findOneAndUpdate(...args);
+        answered = true;
+        return reply;
       }
       return target.findOneAndUpdate(...args);
     });
     const locks = await kit.service({ client });
     const acquiring = locks.acquire(['rr1', 'rr2'], { ttlMs: 1_000, timeoutMs: 15_000 });
     const firstRr1 = () => sent.find((command) => command.key === 'rr1')?.token;
-    await eventually(() => firstRr1() !== undefined);
-    await sleep(600);
+    await eventually(() => answered);
     await blocker.release();
     const handle = await acquiring;
     // Given back before the hand-out, and taken again by a new entry.
@@ -412,13 +413,23 @@ describe('LockService holding', () => {
   });
 
   it('a key whose lease ended before a multi-key acquisition finished is awaited again, not failed', async () => {
-    const locks = await kit.service();
     const other = await kit.service();
     const third = await kit.service();
+    // lr1's renewals while lr2 is awaited fail in passing (MongoDB slow for lr1's whole lease).
+    let stalled = true;
+    const client = interceptedClient(await kit.client(), async (target, args) => {
+      const filter = args[0] as Document;
+      if (stalled && filter._id === 'lr1' && commandOf(args).pipeline === RENEW_PIPELINE) {
+        throw new MongoServerError({ message: 'operation exceeded time limit', code: 262 });
+      }
+      return target.findOneAndUpdate(...args);
+    });
+    const locks = await kit.service({ client });
     const blocker = await other.acquire('lr2', { ttlMs: 20_000 });
     const acquiring = locks.acquire(['lr1', 'lr2'], { ttlMs: 1_000, timeoutMs: 15_000 });
     // lr1 is taken at once; its 1 s lease ends while lr2 is awaited, and a third caller takes it.
     const taker = await third.acquire('lr1', { ttlMs: 20_000, timeoutMs: 5_000 });
+    stalled = false;
     await blocker.release();
     // Waiting for lr1 again, the call gives lr2 back at once (keys are taken in order), well
     // before lr2's own 1 s lease would end.

@@ -9,6 +9,7 @@
 // Also seen: the warning logged names the handle's first key ("Could not release "refused:a"")
 // when refused:b's leave (sent first: keys are released last first) was the one refused, and the
 // service's close() then waits until that lease ends (7.4 s here), for no work in flight.
+import { Logger } from '@nestjs/common';
 import { LockTestKit, sleep } from './lock-test-kit';
 import { describeWithFailPoints, faultTools } from './adversarial/kit';
 import type { LockHandle } from '../../lib';
@@ -24,6 +25,7 @@ describeWithFailPoints('a multi-key withLock whose leave of one key is refused o
     const client = await appClient('mk-refused');
     const locks = await kit.service({ client });
     let handle: LockHandle | undefined;
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
     await locks.withLock(
       ['refused:a', 'refused:b'],
       async (lock) => {
@@ -42,6 +44,12 @@ describeWithFailPoints('a multi-key withLock whose leave of one key is refused o
       { ttlMs: 10_000 },
     );
     await failPoint('off');
+    const warnings = warn.mock.calls.map(([message]) => String(message));
+    warn.mockRestore();
+    // Broken: 'Could not release "refused:a"', whichever key's leave was refused.
+    expect(warnings).toEqual([
+      expect.stringMatching(/^Could not release "refused:a", "refused:b": /),
+    ]);
     await sleep(2_000);
     const held = [
       (await other.inspect('refused:a'))?.held,
