@@ -1,6 +1,9 @@
 // Adversarial review, part 2: holding and releasing. Each test reproduces one promise that the
 // review found broken (fixed since) and now passes.
+import { MongoServerError, type Document } from 'mongodb';
 import { LockNotAcquiredError, LockStoreUnavailableError } from '../../../lib/errors';
+import { RENEW_PIPELINE } from '../../../lib/store/line/line-pipelines';
+import { commandOf, interceptedClient } from '../../support/intercepted-collection';
 import { eventually, LockTestKit, sleep } from '../lock-test-kit';
 import { LOAD_SLACK_MS } from '../../support/load-slack';
 import { ReplyDelayProxy } from '../../support/reply-delay-proxy';
@@ -108,12 +111,20 @@ describeWithFailPoints('adversarial review: holding and releasing', () => {
   });
 
   it('close() while a multi-key acquisition renews its first key hands out no lock and leaves none held', async () => {
-    const client = await appClient('close-refresh');
+    // The renewal of 'refresh:a' while 'refresh:b' is awaited is refused (a refusal that does
+    // not pass), so 'refresh:a' is renewed again before the handle is handed out.
+    let refused = false;
+    const client = interceptedClient(await appClient('close-refresh'), async (target, args) => {
+      const filter = args[0] as Document;
+      if (!refused && filter._id === 'refresh:a' && commandOf(args).pipeline === RENEW_PIPELINE) {
+        refused = true;
+        throw new MongoServerError({ message: 'Document failed validation', code: 121 });
+      }
+      return target.findOneAndUpdate(...args);
+    });
     const locks = await kit.service({ client, operationTimeoutMs: 500 });
     const other = await kit.service();
     const blocker = await other.acquire('refresh:b', { ttlMs: 10_000 });
-    // 'refresh:a' is taken at once; 'refresh:b' 2.1 s later, when 'refresh:a' has less than
-    // half its lease left, so it is renewed before the handle is handed out.
     const acquiring = locks
       .acquire(['refresh:a', 'refresh:b'], { ttlMs: 4_000, timeoutMs: 5_000 })
       .then(
@@ -121,7 +132,7 @@ describeWithFailPoints('adversarial review: holding and releasing', () => {
         (error: unknown) => error,
       );
     await eventually(() => locks.diagnostics.waiters === 1, 2_000);
-    await sleep(2_100);
+    await eventually(() => refused, 3_000);
     // 'refresh:b' is ours once the blocker leaves (its entry leads: no write); the renewal of
     // 'refresh:a' that follows (and any later lock write of this service) takes 400 ms.
     const before = await failPoint('alwaysOn', {
