@@ -23,6 +23,15 @@ const TRANSACTION_COMMANDS = new Set([
   'aborttransaction',
 ]);
 
+/**
+ * Read concern levels MongoDB refuses in a transaction's first statement: mongod's
+ * `_extractReadConcern` (src/mongo/db/service_entry_point_common.cpp) fails it with
+ * InvalidOptions unless `isReadConcernLevelAllowedInTransaction` (transaction_validation.cpp:
+ * local, majority, snapshot; no level is local), and the transaction never starts: its abort is
+ * NoSuchTransaction (jstests/core/txns/read_concerns.js).
+ */
+const LEVELS_REFUSED_IN_TRANSACTION = new Set(['available', 'linearizable']);
+
 function numberOf(value: unknown): number {
   return typeof value === 'number' ? value : Number(value);
 }
@@ -78,6 +87,13 @@ async function runTransactionStatement(
   if (name === 'aborttransaction') {
     transactions.abortCommand(lsid, txnNumber);
     return { ok: 1 };
+  }
+  const level = (context.command.readConcern as Document | undefined)?.level;
+  if (context.command.startTransaction === true && LEVELS_REFUSED_IN_TRANSACTION.has(level)) {
+    throw new CommandError(
+      72,
+      "The readConcern level must be either 'local' (default), 'majority' or 'snapshot' in order to run in a transaction",
+    );
   }
   const state =
     context.command.startTransaction === true

@@ -88,6 +88,43 @@ describe('offline mongo: transactions and retryable writes', () => {
     await session.endSession();
   });
 
+  it.each(['available', 'linearizable'] as const)(
+    'refuses a transaction started with read concern %s, as MongoDB does (InvalidOptions)',
+    async (level) => {
+      const items = collection(`refusedReadConcern_${level}`);
+      const session = client().startSession();
+      session.startTransaction({ readConcern: { level } });
+      const error = await items.insertOne({ _id: 1 }, { session }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(MongoServerError);
+      expect(error).toMatchObject({
+        code: 72,
+        codeName: 'InvalidOptions',
+        message:
+          "The readConcern level must be either 'local' (default), 'majority' or 'snapshot' in order to run in a transaction",
+      });
+      expect((error as MongoServerError).hasErrorLabel('TransientTransactionError')).toBe(false);
+      // It never started (MongoDB's jstests/core/txns/read_concerns.js: its abort is
+      // NoSuchTransaction).
+      await expect(items.insertOne({ _id: 2 }, { session })).rejects.toMatchObject({ code: 251 });
+      await session.abortTransaction().catch(() => undefined);
+      await session.endSession();
+      expect(await items.countDocuments()).toBe(0);
+    },
+  );
+
+  it.each(['local', 'majority', 'snapshot'] as const)(
+    'runs a transaction started with read concern %s',
+    async (level) => {
+      const items = collection(`allowedReadConcern_${level}`);
+      const session = client().startSession();
+      session.startTransaction({ readConcern: { level } });
+      await items.insertOne({ _id: 1 }, { session });
+      await session.commitTransaction();
+      await session.endSession();
+      expect(await items.countDocuments()).toBe(1);
+    },
+  );
+
   it('runs withTransaction callbacks that commit', async () => {
     const items = collection('withTxn');
     const session = client().startSession();
