@@ -2,6 +2,7 @@ import type {
   Collection,
   Document,
   MongoClient,
+  ReadConcernLike,
   TransactionOptions,
   WriteConcernSettings,
 } from 'mongodb';
@@ -26,15 +27,35 @@ function lockWriteConcern(
 }
 
 /**
+ * The driver gives a transaction the client's read concern, and MongoDB refuses a transaction
+ * whose level is not `local`, `majority` or `snapshot` (InvalidOptions): every locked transaction
+ * would fail. `linearizable` becomes `majority`: committed with write concern majority, as a
+ * locked transaction is, it has read only majority-committed data; `available` becomes `local`,
+ * the same on a replica set. A level a transaction takes stays the client's.
+ */
+function transactionReadConcern(client: ClientWithOptions): ReadConcernLike | undefined {
+  const level = client.options?.readConcern?.level;
+  if (level === 'linearizable') return { level: 'majority' };
+  if (level === 'available') return { level: 'local' };
+  return undefined;
+}
+
+/**
  * A locked transaction's options: its commit carries the check that the lock is held, a lock
- * write, so it is written as one; and a transaction reads from the primary only.
+ * write, so it is written as one; a transaction reads from the primary only; and with a read
+ * concern a transaction takes.
  */
 export function lockedTransactionOptions(
   client: ClientWithOptions,
   operationTimeoutMs: number,
 ): TransactionOptions {
   const writeConcern = lockWriteConcern(client, operationTimeoutMs);
-  return { readPreference: ReadPreference.primary, writeConcern };
+  const readConcern = transactionReadConcern(client);
+  return {
+    readPreference: ReadPreference.primary,
+    writeConcern,
+    ...(readConcern && { readConcern }),
+  };
 }
 
 /**

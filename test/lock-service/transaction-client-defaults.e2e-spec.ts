@@ -2,7 +2,9 @@
 // the session and the transaction on it. A data client often reads from secondaries by default,
 // or writes with w: 1. docs/guarantees.md: "Lock writes use write concern majority and reads
 // read preference primary, whatever the client's defaults"; the check before the commit is a
-// lock write, and lands with the commit.
+// lock write, and lands with the commit. The driver also gives the transaction the client's read
+// concern, and MongoDB refuses a transaction whose level is not local, majority or snapshot
+// (InvalidOptions): a client that reads with `available` or `linearizable` is given one it takes.
 import { MongoClient } from 'mongodb';
 import type { CommandStartedEvent } from 'mongodb';
 import { LockTestKit } from './lock-test-kit';
@@ -62,4 +64,51 @@ describe("a locked transaction on the data client, whatever that client's defaul
       await client.close();
     }
   });
+
+  it.each([
+    ['linearizable', 'majority'],
+    ['available', 'local'],
+    ['majority', 'majority'],
+    ['snapshot', 'snapshot'],
+  ] as const)(
+    'runs on a client that reads with read concern %s, the transaction reading with %s',
+    async (clientLevel, level) => {
+      const client = new MongoClient(kit.mongo.uri, {
+        readConcern: { level: clientLevel },
+        monitorCommands: true,
+      });
+      await client.connect();
+      try {
+        const starts: CommandStartedEvent[] = [];
+        client.on('commandStarted', (event) => {
+          if (event.command.startTransaction === true) starts.push(event);
+        });
+        const locks = await kit.service({ client });
+        const accounts = client
+          .db(kit.mongo.dbName)
+          .collection<{ _id: string; balance: number }>(`${kit.collectionName}_accounts`);
+        await accounts.insertOne({ _id: 'a', balance: 10 });
+        const balance = await locks.withLock(
+          'account:a',
+          async (lock) => {
+            const found = await accounts.findOne({ _id: 'a' }, { session: lock.session });
+            await accounts.updateOne(
+              { _id: 'a' },
+              { $inc: { balance: 5 } },
+              { session: lock.session },
+            );
+            return found?.balance;
+          },
+          { transaction: true },
+        );
+        expect(balance).toBe(10);
+        expect((await accounts.findOne({ _id: 'a' }, { readConcern: 'local' }))?.balance).toBe(15);
+        expect(starts).toHaveLength(1);
+        expect(starts[0].command.readConcern).toMatchObject({ level });
+      } finally {
+        await kit.cleanup();
+        await client.close();
+      }
+    },
+  );
 });
