@@ -10,23 +10,25 @@ type Renewer = Pick<LineAcquirer, 'renew'>;
 
 /**
  * Keeps the keys a call of several keys took renewed while it waits for its later ones, each
- * once less than half its lease is left. Ends at the first renewal that fails for good (the
- * check before hand-out, {@link refreshEarlier}, finds the key and takes it again). Returns
- * what stops it at once: a renewal in flight then is neither waited for nor used.
+ * once half its lease is gone. A key whose renewal fails for good is renewed no more (the check
+ * before hand-out, {@link refreshEarlier}, finds it and takes it again); the others still are.
+ * Returns what stops it at once: a renewal in flight then is neither waited for nor used.
  */
 export function keepRenewed(acquirer: Renewer, holds: LineHold[], ttlMs: number): () => void {
   const stop = new AbortController();
-  const taken = holds.length;
+  const kept = new Set(holds.keys());
   void (async () => {
-    for (;;) {
-      const due = Math.min(...holds.slice(0, taken).map((hold) => hold.leaseEnd)) - ttlMs / 2;
+    while (kept.size > 0) {
+      const due = Math.min(...[...kept].map((index) => holds[index].leaseEnd)) - ttlMs / 2;
       if ((await wakeUp({}, due, stop.signal)) === 'aborted') return;
-      for (let index = 0; index < taken; index++) {
-        if (holds[index].leaseEnd - performance.now() >= ttlMs / 2) continue;
+      for (const index of kept) {
+        // Due ones only; `>`: a fake clock stands still at `due`, where this one is due.
+        if (holds[index].leaseEnd - performance.now() > ttlMs / 2) continue;
         const renewing = renewed(acquirer, holds[index], ttlMs, holds[index].leaseEnd, stop.signal);
         const hold = await renewing.catch(() => undefined);
-        if (stop.signal.aborted || hold === undefined) return;
-        holds[index] = hold;
+        if (stop.signal.aborted) return;
+        if (hold === undefined) kept.delete(index);
+        else holds[index] = hold;
       }
     }
   })();

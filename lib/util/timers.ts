@@ -127,6 +127,8 @@ export async function retriedUntil<T>(
     } catch (error) {
       if (!passing(error) || signal?.aborted || performance.now() + delayMs >= until) throw error;
       await sleep(delayMs, false);
+      // Aborted during the pause: no further try goes out.
+      if (signal?.aborted) throw error;
     }
   }
 }

@@ -5,7 +5,8 @@
 // runs out, a rival takes it, and once the third key is free the call gives everything back and
 // waits behind the rival: the very loss the keep-alive was made to prevent (a rival holding
 // long outlasts the call's timeoutMs). Only the freed key, and those after it, had to be
-// awaited again. (A liveness defect: no two holders overlap.)
+// awaited again. (A liveness defect: no two holders overlap.) Now a key whose renewal fails for
+// good is renewed no more, and the others still are.
 import { eventually, LockTestKit, sleep } from './lock-test-kit';
 
 jest.setTimeout(60_000);

@@ -6,7 +6,8 @@
 // exactly half its lease left: it is not renewed, the next wake-up is due now, `wakeUp` resolves
 // at once, and the loop spins in microtasks for ever: the process hangs (no timer, not even
 // Jest's, ever runs again). Here `performance.now()` counts its calls and, past a bound no
-// healthy wait reaches, moves on by itself so that the test can end and say so.
+// healthy wait reaches, moves on by itself so that the test can end and say so. Now a hold is
+// renewed once half its lease is gone, so the first key is renewed as fake time passes.
 import type { TestingModule } from '@nestjs/testing';
 import { LockService } from '../../lib';
 import { LockTestingStore, MongoLockTestingModule } from '../../lib/testing';

@@ -4,7 +4,8 @@
 // doubling). Stopped during that pause (the call aborted, or its service closed), the loop
 // checks the stop only once the pause is over and after the next try fails: that try is still
 // sent, after the call ended, its keys were given back, and even after `close()` resolved. No
-// renewal of a call's keys may go out once the call has ended.
+// renewal of a call's keys may go out once the call has ended. Now `retriedUntil` checks the
+// signal after its pause.
 import { MongoServerError, type Document } from 'mongodb';
 import { LEAVE_PIPELINE, RENEW_PIPELINE } from '../../lib/store/line/line-pipelines';
 import { commandOf, interceptedClient } from '../support/intercepted-collection';
