@@ -230,7 +230,8 @@ function renderKeyTemplate(parsed: ParsedKeyTemplate, context: LockKeyContext, e
     }
     const value = readPath(context[part.source], part.path);
     if (value === undefined) throw missingValueError(parsed.template, part, context.type);
-    const wildcard = part.source === 'params' && context.type === 'http';
+    // A wildcard route's segments; `lockKey` ('method') fills a route's template by hand.
+    const wildcard = part.source === 'params' && ['http', 'method'].includes(context.type);
     const text = (wildcard ? wildcardPath(value) : undefined) ?? scalarToKeyPart(value);
     if (text === undefined) {
       fail(MESSAGES.templateValueNotScalar(parsed.template, part.placeholder, describeKind(value)));
