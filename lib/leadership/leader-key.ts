@@ -23,5 +23,7 @@ export function leaderKey(name: unknown): string {
 
 /** The leadership name of a lock key, or `undefined` when the key is no leadership's. */
 export function leaderNameOf(key: string): string | undefined {
-  return key.startsWith(LEADER_KEY_PREFIX) ? key.slice(LEADER_KEY_PREFIX.length) : undefined;
+  // The prefix alone names no leadership (a leadership's name is never empty).
+  const name = key.startsWith(LEADER_KEY_PREFIX) ? key.slice(LEADER_KEY_PREFIX.length) : '';
+  return name === '' ? undefined : name;
 }
