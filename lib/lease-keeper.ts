@@ -81,9 +81,9 @@ export class LeaseKeeper {
   /** Monotonic time at which the shortest lease of the keys ends. */
   leaseEnd: number;
   private ttlMs: number;
-  private renewTimer: NodeJS.Timeout | undefined;
-  private deadlineTimer: NodeJS.Timeout | undefined;
-  private maxHoldTimer: NodeJS.Timeout | undefined;
+  private cancelRenewal: (() => void) | undefined;
+  private cancelDeadline: (() => void) | undefined;
+  private cancelMaxHold: (() => void) | undefined;
   private stopped = false;
   private renewalStopped = false;
   private renewalPaused = false;
@@ -108,7 +108,7 @@ export class LeaseKeeper {
       this.scheduleRenewal();
       if (Number.isFinite(init.maxHoldMs)) {
         const tooLong = `it was held longer than maxHoldMs (${formatMs(init.maxHoldMs)})`;
-        this.maxHoldTimer = unrefTimer(() => this.lose(init.held[0].key, tooLong), init.maxHoldMs);
+        this.cancelMaxHold = unrefTimer(() => this.lose(init.held[0].key, tooLong), init.maxHoldMs);
       }
     }
   }
@@ -125,8 +125,8 @@ export class LeaseKeeper {
   /** Renews no more; the local deadline still reports the loss when the lease runs out. */
   stopRenewal(): void {
     this.renewalStopped = true;
-    clearTimeout(this.renewTimer);
-    clearTimeout(this.maxHoldTimer);
+    this.cancelRenewal?.();
+    this.cancelMaxHold?.();
   }
 
   /**
@@ -137,7 +137,7 @@ export class LeaseKeeper {
     // A transaction whose commit outcome is unknown may still land: its release must write.
     this.onlyByWrite = true;
     this.renewalPaused = true;
-    clearTimeout(this.renewTimer);
+    this.cancelRenewal?.();
     return () => {
       this.renewalPaused = false;
       // Only a lease kept by renewals: `renew: false` renews nothing after the transaction either.
@@ -157,7 +157,7 @@ export class LeaseKeeper {
   stop(): void {
     this.stopRenewal();
     this.stopped = true;
-    clearTimeout(this.deadlineTimer);
+    this.cancelDeadline?.();
   }
 
   /**
@@ -255,8 +255,8 @@ export class LeaseKeeper {
   }
 
   private armDeadline(): void {
-    clearTimeout(this.deadlineTimer);
-    this.deadlineTimer = unrefTimer(() => this.ranOut(), this.leaseEnd - performance.now());
+    this.cancelDeadline?.();
+    this.cancelDeadline = unrefTimer(() => this.ranOut(), this.leaseEnd - performance.now());
   }
 
   /**
@@ -265,8 +265,8 @@ export class LeaseKeeper {
    */
   private scheduleRenewal(delayMs = this.nextRenewalDelayMs()): void {
     if (this.stopped || this.renewalStopped || this.renewalPaused) return;
-    clearTimeout(this.renewTimer);
-    this.renewTimer = unrefTimer(() => {
+    this.cancelRenewal?.();
+    this.cancelRenewal = unrefTimer(() => {
       if (this.renewInFlight) {
         // One renewal at a time: an extend() is renewing now.
         void this.renewing?.finally(() => this.scheduleRenewal());

@@ -52,7 +52,7 @@ export function watchLeader(source: LeaderWatchSource, key: string): Observable<
     let last: LeaderInfo | null | undefined;
     let reading = false;
     let readAgain = false;
-    let timer: NodeJS.Timeout | undefined;
+    let cancelTimer: (() => void) | undefined;
     let closed = false;
 
     async function read(): Promise<void> {
@@ -82,8 +82,8 @@ export function watchLeader(source: LeaderWatchSource, key: string): Observable<
         readAgain = false;
         void read();
       } else {
-        clearTimeout(timer);
-        timer = unrefTimer(() => void read(), nextInMs);
+        cancelTimer?.();
+        cancelTimer = unrefTimer(() => void read(), nextInMs);
       }
     }
 
@@ -99,7 +99,7 @@ export function watchLeader(source: LeaderWatchSource, key: string): Observable<
     void read();
     return () => {
       closed = true;
-      clearTimeout(timer);
+      cancelTimer?.();
       events.unsubscribe();
     };
   });

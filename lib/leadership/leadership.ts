@@ -303,9 +303,9 @@ export class Leadership {
           signal,
           metricsLabel: 'leadership',
         };
-        const late = unrefTimer(unanswered, this.host.answerWithinMs);
+        const cancelLate = unrefTimer(unanswered, this.host.answerWithinMs);
         handle = await this.host.acquire(this.key, options, queued).finally(() => {
-          clearTimeout(late);
+          cancelLate();
         });
       } catch (error) {
         const unreachable = error instanceof LockStoreUnavailableError;

@@ -1,6 +1,7 @@
 // The timers module's own functions: a test's fake timers replace the globals and must not hold
 // back the library's commands. Waits and lease deadlines (`wakeUp`, `unrefTimer`) also follow
 // the global timers: a test that advances fake time past a lease or a `timeoutMs` sees it end.
+import { performance as nodePerformance } from 'node:perf_hooks';
 import { clearTimeout, setTimeout } from 'node:timers';
 
 /** Largest delay `setTimeout` accepts (2^31 - 1 ms, about 24.8 days): longer ones fire at once. */
@@ -21,10 +22,17 @@ export function settlesWithin(task: Promise<unknown>, ms: number): Promise<boole
 
 /**
  * Runs `callback` after `delayMs` (clamped to 0..{@link MAX_TIMER_MS}) without keeping the process
- * alive. On the global timers, unlike the rest of this file: a test's fake clock drives leases.
+ * alive; returns what cancels it. On the global timers when a test's fake timers fake the clock
+ * too (Jest's modern ones): fake time drives leases. Fake timers that leave the clock real
+ * (Jest's legacy ones) would never fire for a lease that runs on it: the real timers then.
  */
-export function unrefTimer(callback: () => void, delayMs: number): NodeJS.Timeout {
-  return globalThis.setTimeout(callback, Math.max(0, Math.min(delayMs, MAX_TIMER_MS))).unref();
+export function unrefTimer(callback: () => void, delayMs: number): () => void {
+  const clockFaked = globalThis.performance.now !== nodePerformance.now;
+  const [schedule, clear] = clockFaked
+    ? [globalThis.setTimeout, globalThis.clearTimeout]
+    : [setTimeout, clearTimeout];
+  const timer = schedule(callback, Math.max(0, Math.min(delayMs, MAX_TIMER_MS))).unref();
+  return () => clear(timer);
 }
 
 /** Resolves after `ms`; unless `keepsAlive`, its timer does not keep the process running. */
