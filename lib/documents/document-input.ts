@@ -100,7 +100,10 @@ function isIdValue(value: unknown, depth = 0): boolean {
   // An int64 as a `useBigInt64` client reads it (`lock.doc._id` too); a wider one has no BSON type.
   if (typeof value === 'bigint') return fitsLong(value);
   if (value instanceof Date) return !Number.isNaN(value.getTime());
-  if (typeof value !== 'object' || value === null) return false;
+  if (typeof value === 'boolean') return true;
+  // `null` is a value of an embedded id; a whole `_id: null` is more likely a missing id.
+  if (value === null) return depth > 0;
+  if (typeof value !== 'object') return false;
   if (typeof (value as { _bsontype?: unknown })._bsontype === 'string') {
     return (value as { _bsontype: string })._bsontype !== 'BSONRegExp';
   }

@@ -67,6 +67,22 @@ export function documentIdOfKey(key: string): unknown {
   return BSON.EJSON.parse(key, { relaxed: false });
 }
 
+/**
+ * The `_id` a key stands for as a caller gives it, for errors' `id`: numbers as numbers (an int64
+ * past 2^53 as a `bigint`), not the BSON wrappers a filter needs.
+ */
+export function callerIdOfKey(key: string): unknown {
+  return asGiven(documentIdOfKey(key));
+}
+
+function asGiven(value: unknown): unknown {
+  if (isBson(value, 'Int32') || isBson(value, 'Double')) return Number(value.valueOf());
+  if (isLong(value))
+    return Number.isSafeInteger(value.toNumber()) ? value.toNumber() : value.toBigInt();
+  if (!isPlainObject(value)) return value;
+  return Object.fromEntries(Object.entries(value).map(([name, inner]) => [name, asGiven(inner)]));
+}
+
 export function byKey(key: string): Filter<Document> {
   return { _id: documentIdOfKey(key) } as Filter<Document>;
 }
@@ -75,7 +91,7 @@ export function byKey(key: string): Filter<Document> {
 export function documentNotFound(key: string, where?: unknown): DocumentNotFoundError {
   return new DocumentNotFoundError(
     `No document with _id ${key}${where ? " that meets the lock's `where`" : ''}`,
-    { id: documentIdOfKey(key) },
+    { id: callerIdOfKey(key) },
   );
 }
 

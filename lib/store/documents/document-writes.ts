@@ -8,7 +8,7 @@ import { formatMs } from '../../util/durations';
 import { toRemainingMs } from '../bson-values';
 import { isTooLargeError } from '../mongo-error-codes';
 import type { BsonInteger } from '../bson-values';
-import { byKey, documentIdOfKey, documentNotFound } from './document-key';
+import { byKey, callerIdOfKey, documentNotFound } from './document-key';
 import {
   versionBumpOperators,
   versionBumpStage,
@@ -214,7 +214,7 @@ export async function updateIfCurrent(
         remainingMs: lock.remainingMs,
       },
     });
-    const id = documentIdOfKey(key);
+    const id = callerIdOfKey(key);
     if (state === null) throw documentNotFound(key);
     if (state.typed !== true) throw badVersionField(target, key);
     if (state.current !== true) {
