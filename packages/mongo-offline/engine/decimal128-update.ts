@@ -59,6 +59,49 @@ function nonNumeric(operator: Operator, document: Document, path: string, value:
   );
 }
 
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+
+function isLong(value: unknown): value is { toString(): string } {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    '_bsontype' in value &&
+    value._bsontype === 'Long'
+  );
+}
+
+/**
+ * MongoDB's refusals of an `$inc` / `$mul` that mingo's updater applies as a no-op: a field that
+ * holds no number (TypeMismatch, as above), and an int64 result out of its range (BadValue:
+ * MongoDB widens an int to a long, never a long; update/arithmetic_node.cpp). Engine values are
+ * numbers but for longs past 2^53, kept as Long (bson-decoder.ts).
+ */
+function refuseArithmetic(
+  operator: Operator,
+  document: Document,
+  path: string,
+  found: Lookup,
+  argument: unknown,
+): void {
+  if (found.status !== 'value' || !(isNumeric(argument) || isLong(argument))) return;
+  const current = found.value;
+  if (!isLong(current)) {
+    if (!isNumeric(current)) nonNumeric(operator, document, path, current);
+    return;
+  }
+  const integral = isLong(argument) || (typeof argument === 'number' && Number.isInteger(argument));
+  if (!integral) return;
+  const [a, b] = [BigInt(current.toString()), BigInt(String(argument))];
+  const result = operator === '$inc' ? a + b : a * b;
+  if (result >= INT64_MIN && result <= INT64_MAX) return;
+  const id = '_id' in document ? `_id: ${formatForErrmsg(document._id)}` : 'no id';
+  throw new CommandError(
+    2,
+    `Failed to apply ${operator} operations to current value ((NumberLong)${a}) for document {${id}}`,
+  );
+}
+
 /** The new value, `undefined` to leave the field as it is, or `null` to leave it to mingo. */
 function compute(
   operator: Operator,
@@ -124,6 +167,9 @@ export function resolveDecimalOperators(document: Document, modifier: Document):
     for (const [path, argument] of Object.entries(entries as Document)) {
       if (path.split('.').some((part) => part.startsWith('$'))) continue;
       const found = lookup(document, path);
+      if (operator === '$inc' || operator === '$mul') {
+        refuseArithmetic(operator, document, path, found, argument);
+      }
       const decimalField = found.status === 'value' && isDecimal128(found.value);
       // Two strings: mingo's updater would compare them by UTF-16 unit, not by code point.
       const strings =

@@ -49,7 +49,25 @@ describe('offline mongo: arithmetic updates MongoDB refuses', () => {
       (error: unknown) => error,
     );
     expect(failure).toBeInstanceOf(MongoServerError);
+    expect((failure as MongoServerError).code).toBe(2);
     const stored = await docs.findOne({ _id: 1 }, { promoteLongs: false });
     expect(stored).toEqual({ _id: 1, v: Long.MAX_VALUE, b: 1 });
+  });
+});
+
+describe('offline mongo: arithmetic updates MongoDB takes', () => {
+  const harness = useOfflineMongo();
+
+  it('$inc of a number and of an int64 past 2^53 within its range is applied', async () => {
+    const docs = harness().client.db('arith').collection<any>('applied');
+    const big = Long.fromString('9007199254740993');
+    await docs.insertOne({ _id: 1, n: 5, v: big });
+    await docs.updateOne({ _id: 1 }, { $inc: { n: 2 } });
+    expect((await docs.findOne({ _id: 1 }))?.n).toBe(7);
+    const refused = await docs.updateOne({ _id: 1 }, { $inc: { v: 1 } }).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(refused).toBeUndefined();
   });
 });
