@@ -61,8 +61,8 @@ export class InMemoryLineStore implements KeyLineStorage, LockConnection {
     return this.send(() => this.memory.list(query));
   }
 
-  forceRelease(key: string): Promise<LockHolderState[]> {
-    return this.send(() => this.memory.forceRelease(key, this.settings.idleRetentionMs));
+  forceRelease(key: string, fences?: readonly bigint[]): Promise<LockHolderState[]> {
+    return this.send(() => this.memory.forceRelease(key, this.settings.idleRetentionMs, fences));
   }
 
   releaseScope(scope: string): Promise<ScopeHoldersRemoved[]> {

@@ -9,7 +9,9 @@ import type {
   LeaveResult,
   RenewResult,
 } from '../store/line/line-commands';
-import { holdersOf, holdingCount, liveEntries, placeOf } from '../store/line/line-document';
+import { toBigInt } from '../store/bson-values';
+import { FENCES_PER_ENTRY, firstFence, holdersOf, holdingCount } from '../store/line/line-document';
+import { liveEntries, placeOf } from '../store/line/line-document';
 import type { LineDocument, LineEntry, LinePlace } from '../store/line/line-document';
 import { LINE_CAPACITY, LOOK_AGAIN_LEAD } from '../store/line/line-pipelines';
 import type { LineChangeEvent } from '../store/line/line-state';
@@ -136,15 +138,28 @@ export class InMemoryLines {
       .map((key) => decodeLineState(this.docs.get(key) as LineDocument, now));
   }
 
-  /** `forceReleaseLine`: the holders go; the waiters stay in order and every process looks. */
-  forceRelease(key: string, idleRetentionMs: number): LockHolderState[] {
+  /**
+   * `forceReleaseLine`: the holders go (with `fences`, those among them: none, no write); the
+   * waiters stay in order and every process looks.
+   */
+  forceRelease(
+    key: string,
+    idleRetentionMs: number,
+    fences?: readonly bigint[],
+  ): LockHolderState[] {
     const now = this.now();
     const before = this.docs.get(key);
     const live = liveEntries(before?.line, now);
     if (!before || live.length === 0) return [];
-    const line = live.slice(holdingCount(live, before.permits));
-    this.clearEntries(before, line, now, idleRetentionMs);
-    return lineHolders(before, now);
+    const count = holdingCount(live, before.permits);
+    const listed = new Set(fences?.map((fence) => fence / FENCES_PER_ENTRY));
+    const goes = (entry: LineEntry, index: number) =>
+      index < count && (fences === undefined || listed.has(toBigInt(entry.f)));
+    const removed = new Set(live.filter(goes).map((entry) => firstFence(entry.f)));
+    if (fences !== undefined && removed.size === 0) return [];
+    const stays = live.filter((entry, index) => !goes(entry, index));
+    this.clearEntries(before, stays, now, idleRetentionMs);
+    return lineHolders(before, now).filter((holder) => removed.has(holder.fence));
   }
 
   /** `releaseScopeInLines`: every entry of `scope` goes; the keys whose holders went, with them. */

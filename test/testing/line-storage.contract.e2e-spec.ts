@@ -54,6 +54,8 @@ async function runScript(open: Open, quietMs: number): Promise<unknown> {
     return value;
   };
   const named = (value: string | undefined) => (value ? (names.get(value) ?? value) : value);
+  // Each joined entry's fence, by the script's name: what an operator was shown.
+  const joinedFences = new Map<string, bigint>();
   const replies: unknown[] = [];
   const heard: Record<string, unknown[]> = { a: [], b: [], events: [] };
   // Fences compare within their key: by rank among the key's fences seen.
@@ -115,6 +117,7 @@ async function runScript(open: Open, quietMs: number): Promise<unknown> {
       ...extra,
     });
     const answeredAt = performance.now();
+    if (result.joined) joinedFences.set(name, result.fence);
     replies.push(
       result.joined
         ? [
@@ -170,6 +173,15 @@ async function runScript(open: Open, quietMs: number): Promise<unknown> {
   const forceRelease = async (store: KeyLineStorage, key: string) => {
     const freed = await store.forceRelease(key);
     replies.push(['forceRelease', key, freed.map((h) => [h.holderId, fence(key, h.fence)])]);
+    await settled();
+  };
+  // A release of the entries named (their fences, as an operator was shown them).
+  const forceReleaseShown = async (store: KeyLineStorage, key: string, shown: string[]) => {
+    const freed = await store.forceRelease(
+      key,
+      shown.map((name) => joinedFences.get(name) as bigint),
+    );
+    replies.push(['forceRelease', key, shown, freed.map((h) => [h.holderId, fence(key, h.fence)])]);
     await settled();
   };
   const releaseScope = async (store: KeyLineStorage, scope: string) => {
@@ -333,6 +345,27 @@ async function runScript(open: Open, quietMs: number): Promise<unknown> {
   await forceRelease(a, 'forced');
   await place('forced', 'F2');
   await leave(b, 'forced', 'F2');
+  // A release of the holders shown: one that left since, its successor now holding, frees
+  // nothing and writes nothing; the one holding is freed, and its waiter holds.
+  await join(a, 'fenced', 'H1');
+  await join(b, 'fenced', 'H2');
+  await join(a, 'fenced', 'H3');
+  await leave(a, 'fenced', 'H1');
+  await forceReleaseShown(b, 'fenced', ['H1']);
+  await inspect('fenced');
+  await forceReleaseShown(b, 'fenced', ['H1', 'H2']);
+  await inspect('fenced');
+  await leave(a, 'fenced', 'H3');
+  // Of shared holders, only those named go; a waiter named stays (it holds nothing).
+  await join(a, 'fenced-rw', 'R3', SHARED);
+  await join(b, 'fenced-rw', 'R4', SHARED);
+  await join(a, 'fenced-rw', 'W3');
+  await forceReleaseShown(a, 'fenced-rw', ['W3']);
+  await forceReleaseShown(a, 'fenced-rw', ['R4', 'W3']);
+  await inspect('fenced-rw');
+  await leave(a, 'fenced-rw', 'R3');
+  await inspect('fenced-rw');
+  await leave(a, 'fenced-rw', 'W3');
   const listed = await a.list({ prefix: 'job-', after: undefined, limit: 10 });
   replies.push(['list', listed.map((state) => [state.key, state.held, state.waiting])]);
   const page = await a.list({ prefix: '', after: 'job-2', limit: 2 });
@@ -428,6 +461,62 @@ describe('engine v2 lock collection contract: MongoDB and the in-memory kit', ()
     }
     const onExt = heard.events.filter(([, key]) => key === 'ext').map(([type]) => type);
     expect(onExt).toEqual(['acquired', 'released']);
+  });
+
+  it('frees only the holders named by their fences; none holding: nothing freed or written', () => {
+    const { replies } = mongo as { replies: unknown[][] };
+    const onFenced = replies.filter(
+      (reply) =>
+        ['forceRelease', 'inspect'].includes(reply[0] as string) &&
+        String(reply[1]).startsWith('fenced'),
+    );
+    expect(onFenced).toEqual([
+      ['forceRelease', 'fenced', ['H1'], []],
+      [
+        'inspect',
+        'fenced',
+        [true, 'svc-b', 'exclusive', 1, undefined],
+        false,
+        [['svc-b', 'fenced fence #1', 1, undefined]],
+      ],
+      ['forceRelease', 'fenced', ['H1', 'H2'], [['svc-b', 'fenced fence #1']]],
+      [
+        'inspect',
+        'fenced',
+        [true, 'svc-a', 'exclusive', 0, undefined],
+        false,
+        [['svc-a', 'fenced fence #2', 1, undefined]],
+      ],
+      ['forceRelease', 'fenced-rw', ['W3'], []],
+      ['forceRelease', 'fenced-rw', ['R4', 'W3'], [['svc-b', 'fenced-rw fence #1']]],
+      [
+        'inspect',
+        'fenced-rw',
+        [true, 'svc-a', 'shared', 1, undefined],
+        false,
+        [['svc-a', 'fenced-rw fence #0', 1, undefined]],
+      ],
+      [
+        'inspect',
+        'fenced-rw',
+        [true, 'svc-a', 'exclusive', 0, undefined],
+        false,
+        [['svc-a', 'fenced-rw fence #2', 1, undefined]],
+      ],
+    ]);
+    // A release that freed nothing wrote nothing: no event, and no process told to look again
+    // (an operator's write makes every process's waiters look).
+    const { heard } = mongo as { heard: Record<string, unknown[][]> };
+    const onKey = (seen: unknown[][]) => seen.filter(([key]) => key === 'fenced');
+    expect(heard.events.filter(([, key]) => key === 'fenced').map(([type]) => type)).toEqual([
+      ...['acquired', 'released'], // H1, until its leave
+      ...['acquired', 'released'], // H2, until the release of the holders shown
+      ...['acquired', 'released'], // H3
+    ]);
+    expect(onKey(heard.b)).toEqual([
+      ['fenced', [['H2', 'fenced fence #1']], false],
+      ['fenced', [['H3', 'fenced fence #2']], true],
+    ]);
   });
 
   it('is not vacuous: the script saw holds, waits, refusals and hand-offs', () => {

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import type { Document } from 'mongodb';
+import { Long, type Document } from 'mongodb';
 import type { LockEvent, LockHolderState, LockState } from '../../interfaces/lock-state.interface';
 import { keyRangeFilter, type ListLocksQuery } from '../list-locks';
 import { timeOf, type LineCollection } from './line-commands';
-import type { LineDocument } from './line-document';
+import { FENCES_PER_ENTRY, type LineDocument } from './line-document';
 import type { LineWatch } from './line-events';
 import { lastClusterTime, reopeningStream } from './line-events';
 import { LIVE, NOW } from './line-pipelines';
@@ -82,18 +82,54 @@ const FORCE_RELEASE_PIPELINE: Document[] = [
 ];
 
 /**
+ * The fence numbers among `numbers` of the live holders, at `$$NOW` (`[]` when none holds):
+ * the entries a fenced release removes.
+ */
+function listedHolders(numbers: Document): Document {
+  // `$slice` takes no count of 0: one entry at least, none kept when nobody holds.
+  const holding = { $cond: [{ $eq: ['$$n', 0] }, [], { $slice: ['$$l.f', { $max: [1, '$$n'] }] }] };
+  const counted = { $let: { vars: { n: holdingCountExpression('$$l') }, in: holding } };
+  return { $let: { vars: { l: LIVE }, in: { $setIntersection: [counted, numbers] } } };
+}
+
+/** Removes the holders {@link listedHolders} names and every dead entry; the rest stay in order. */
+function fencedReleasePipeline(numbers: Document): Document[] {
+  return [
+    { $set: { _x: listedHolders(numbers) } },
+    {
+      $set: { line: { $filter: { input: LIVE, cond: { $not: [{ $in: ['$$this.f', '$_x'] }] } } } },
+    },
+    { $set: { gcAt: GC_WHEN_EMPTY, lead: '$$l' } },
+    { $unset: ['_x'] },
+  ];
+}
+
+/**
  * Frees `key` whoever holds it, in one write by the server clock; the entries behind hold with
  * no further write. Every process hears it (`lead`): waiters look again, holders check. The
  * fence is kept, so the next join's is larger. A key with no live entry is not written.
  * Resolves to the holders removed, in line order.
+ *
+ * With `fences` (entries' first fences, as `LockHolderState.fence`): only the holders among them
+ * go, decided in the same write; a key none of them holds is not written, and resolves to `[]`.
  */
 export async function forceReleaseLine(
   collection: LineCollection,
   key: string,
   idleRetentionMs: number,
+  fences?: readonly bigint[],
 ): Promise<LockHolderState[]> {
-  const filter = { _id: key, $expr: { $gt: [{ $max: '$line.e' }, NOW] } };
-  return operatorWrite(collection, filter, FORCE_RELEASE_PIPELINE, { i: idleRetentionMs });
+  const vars = { i: idleRetentionMs };
+  if (fences === undefined) {
+    const filter = { _id: key, $expr: { $gt: [{ $max: '$line.e' }, NOW] } };
+    return operatorWrite(collection, filter, FORCE_RELEASE_PIPELINE, vars);
+  }
+  // Inline, in the filter as in the update: the entries hold fence numbers (a fence / 16).
+  const numbers = { $literal: fences.map((fence) => Long.fromBigInt(fence / FENCES_PER_ENTRY)) };
+  const filter = { _id: key, $expr: { $ne: [listedHolders(numbers), []] } };
+  const before = await operatorWrite(collection, filter, fencedReleasePipeline(numbers), vars);
+  const listed = new Set(fences.map((fence) => fence / FENCES_PER_ENTRY));
+  return before.filter((holder) => listed.has(holder.fence / FENCES_PER_ENTRY));
 }
 
 /** Runs an operator's `pipeline` on the document `filter` finds; the holders it had before. */

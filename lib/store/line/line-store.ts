@@ -88,7 +88,8 @@ export interface LineStorage {
  */
 export interface KeyLineStorage extends LineStorage {
   list(query: ListLocksQuery): Promise<LockState[]>;
-  forceRelease(key: string): Promise<LockHolderState[]>;
+  /** With `fences` (holders' fences, as `inspect` reports them): only those holders go. */
+  forceRelease(key: string, fences?: readonly bigint[]): Promise<LockHolderState[]>;
   releaseScope(scope: string): Promise<ScopeHoldersRemoved[]>;
   confirmHeldIn(key: string, entry: HoldingEntry, session: ClientSession): Promise<boolean>;
 }
@@ -196,9 +197,9 @@ export class LineStore implements KeyLineStorage {
     return this.send('list', () => listLines(this.collection, query));
   }
 
-  forceRelease(key: string): Promise<LockHolderState[]> {
+  forceRelease(key: string, fences?: readonly bigint[]): Promise<LockHolderState[]> {
     return this.send('forceRelease', () =>
-      forceReleaseLine(this.collection, key, this.settings.idleRetentionMs),
+      forceReleaseLine(this.collection, key, this.settings.idleRetentionMs, fences),
     );
   }
 
