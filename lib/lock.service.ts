@@ -8,7 +8,7 @@ import { Observable, share, throwError } from 'rxjs';
 import { LockNotAcquiredError } from './errors/lock-not-acquired.error';
 import { MongoLockError } from './errors/mongo-lock.error';
 import { HeldLocks } from './held-locks';
-import type { AcquireOptions, WithLockOptions } from './interfaces/lock-options.interface';
+import type { AcquireOptions, ForceReleaseOptions, WithLockOptions } from './interfaces';
 import { requireTransactions, runInTransaction } from './lock-transaction';
 import type { LockEvent, LockHolderState, LockState } from './interfaces/lock-state.interface';
 import type { MongoLockModuleOptions } from './interfaces/mongo-lock-options.interface';
@@ -34,7 +34,7 @@ import type { DocumentLocksOptions } from './documents/document-locks-options.in
 import type { Document } from 'mongodb';
 import { enclosingHandle, runReentered } from './reentry';
 import { runThenRelease } from './run-then-release';
-import { forceReleaseKey, releaseScopeEverywhere } from './operator-releases';
+import { forceReleaseFences, forceReleaseKey, releaseScopeEverywhere } from './operator-releases';
 import { ServiceRuntime, type LockDiagnostics, type LockStoreFactory } from './service-runtime';
 import { Leaderships } from './leadership/leaderships';
 import type { Leadership, LeadershipOptions } from './leadership/leadership';
@@ -304,18 +304,18 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
   }
 
   /**
-   * Frees a stuck key lock (never a document lock) whoever holds it; resolves to the holders
-   * released (holder id, fence). Holders here not already releasing are told first (`signal`,
-   * `lost$`; a multi-key handle loses all keys) and their releases wait for the command; holders
-   * elsewhere when their instance hears it (else at their next renewal). The fence is never
-   * reset: the next one is larger.
+   * Frees a stuck key lock (never a document lock) whoever holds it, or with `fences` only those
+   * holders (the ones an operator saw: one that took it since stays), in one write; resolves to
+   * those released (`[]`: none held). Holders here not already releasing are told first (`signal`,
+   * `lost$`; a multi-key handle loses all keys), their releases waiting for the command; holders
+   * elsewhere when their instance hears it (else at their next renewal). The next fence is larger.
    *
    * @example
-   * const released = await locks.forceRelease('orders:42');
-   * logger.warn(`freed orders:42 from ${released.map((h) => h.holderId).join(', ')}`);
+   * const shown = (await locks.inspect('orders:42'))?.holders.map((h) => h.fence) ?? [];
+   * const released = await locks.forceRelease('orders:42', { fences: shown });
    */
-  async forceRelease(key: string): Promise<LockHolderState[]> {
-    return forceReleaseKey(this.runtime, validateLockKey(key));
+  async forceRelease(key: string, options?: ForceReleaseOptions): Promise<LockHolderState[]> {
+    return forceReleaseKey(this.runtime, validateLockKey(key), forceReleaseFences(options));
   }
 
   /**

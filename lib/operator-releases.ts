@@ -1,14 +1,39 @@
+import type { ForceReleaseOptions } from './interfaces/lock-options.interface';
 import type { LockHolderState } from './interfaces/lock-state.interface';
 import type { MongoLockHandle } from './lock-handle';
 import type { ServiceRuntime } from './service-runtime';
 import type { ScopeHoldersRemoved } from './store/line/line-admin';
-import { entryFenceOf } from './store/line/line-document';
+import { fail, optionsObject } from './option-checks';
+import { fitsLong } from './store/bson-values';
+import { entryFenceOf, FENCES_PER_ENTRY } from './store/line/line-document';
+import { MAX_HOLDERS_PER_KEY } from './store/lock-modes';
 import { settlesWithin } from './util/timers';
 
-/** `LockService.forceRelease`: frees `key` whoever holds it; the holders released. */
+/** `ForceReleaseOptions`, checked: the listed holders' entry fences, or undefined for all. */
+export function forceReleaseFences(options: ForceReleaseOptions | undefined): bigint[] | undefined {
+  const { fences } = optionsObject(options, ['fences']);
+  if (fences === undefined) return undefined;
+  const most = MAX_HOLDERS_PER_KEY;
+  if (!Array.isArray(fences) || fences.length === 0 || fences.length > most) {
+    fail('fences', `an array of 1 to ${most} fences (as inspect() reports them)`, fences);
+  }
+  const entries = fences.map((fence: unknown, index) => {
+    if (typeof fence !== 'bigint' || fence < 0n || !fitsLong(fence / FENCES_PER_ENTRY)) {
+      fail(`fences[${index}]`, 'a fence as inspect() reports it: a bigint from 0n', fence);
+    }
+    return entryFenceOf(fence);
+  });
+  return [...new Set(entries)];
+}
+
+/**
+ * `LockService.forceRelease`: frees `key` whoever holds it (with `fences`, the holders of those
+ * entries only); the holders released.
+ */
 export async function forceReleaseKey(
   runtime: ServiceRuntime,
   key: string,
+  fences?: readonly bigint[],
 ): Promise<LockHolderState[]> {
   const { held, options } = runtime.deps;
   const { holderId, operationTimeoutMs } = options;
@@ -18,6 +43,9 @@ export async function forceReleaseKey(
   const commandDone = runtime.lines?.beforeForceRelease(key);
   const reason = `forceRelease(${JSON.stringify(key)}) released it`;
   const fenceOf = (handle: MongoLockHandle) => handle.fences.get(key) ?? handle.fence;
+  const listed = new Set(fences);
+  const shown = (handle: MongoLockHandle) =>
+    fences === undefined || listed.has(entryFenceOf(fenceOf(handle)));
   let here: MongoLockHandle[] = [];
   let revoking: Promise<unknown>;
   let released: LockHolderState[];
@@ -26,8 +54,8 @@ export async function forceReleaseKey(
   try {
     lines = await runtime.started();
     endsAt = performance.now() + operationTimeoutMs;
-    revoking = held.revokeKey(key, lines, reason).then((handles) => (here = handles));
-    released = await lines.store.forceRelease(key);
+    revoking = held.revokeKey(key, lines, reason, shown).then((handles) => (here = handles));
+    released = await lines.store.forceRelease(key, fences);
   } finally {
     commandDone?.();
   }

@@ -48,3 +48,14 @@ export interface WithLockOptions extends AcquireOptions {
    */
   transaction?: boolean | { maxCommitTimeMS?: number };
 }
+
+/** Options of `LockService.forceRelease`. */
+export interface ForceReleaseOptions {
+  /**
+   * Frees only these holders, by their fences as `inspect()` or `list()` reports them
+   * (`LockHolderState.fence`; a handle's `fence` names its entry too): the holders an operator
+   * was shown. Decided in the command's one write: a holder that took the key since, or a
+   * waiter, stays. 1 to 1000 fences, each a bigint from `0n`. Default: every holder.
+   */
+  fences?: readonly bigint[];
+}
