@@ -35,7 +35,10 @@ export const BOARD_SCRIPT = `
   }
   function failure(response) {
     return response.json().catch(function () { return {}; }).then(function (body) {
-      throw new Error(response.status + ' ' + String(body.message || response.statusText));
+      var error = new Error(response.status + ' ' + String(body.message || response.statusText));
+      error.status = response.status;
+      error.detail = String(body.message || response.statusText);
+      throw error;
     });
   }
 
@@ -86,7 +89,7 @@ export const BOARD_SCRIPT = `
     var holders = el('td', 'holders');
     lock.holders.forEach(function (holder) { holders.appendChild(holderLine(holder)); });
     var actions = el('td', 'actions');
-    if (allowRelease && lock.held) actions.appendChild(releaseButton(lock.key));
+    if (allowRelease && lock.held) actions.appendChild(releaseButton(lock));
     tr.append(keyCell, el('td', 'mode', mode), holders, el('td', 'waiting', String(lock.waiting)), actions);
     return tr;
   }
@@ -106,14 +109,19 @@ export const BOARD_SCRIPT = `
   // on the row of the key it names.
   var armedKey = null;
   var armedTimer = null;
+  // The fences of the holders shown when Release was pressed: the release frees those only, so
+  // a holder that took the key since is never freed (the server answers 409).
+  var armedFences = null;
   function disarm() {
     clearTimeout(armedTimer);
     armedKey = null;
+    armedFences = null;
   }
   // Keys whose release is on its way: a render meanwhile must not offer the button again. A Set:
   // in an object, keys such as "constructor" or "__proto__" would read as on their way.
   var releasing = new Set();
-  function releaseButton(key) {
+  function releaseButton(lock) {
+    var key = lock.key;
     var armed = key === armedKey;
     var button = el('button', armed ? 'release armed' : 'release', armed ? 'Confirm release' : 'Release');
     button.type = 'button';
@@ -126,14 +134,17 @@ export const BOARD_SCRIPT = `
       if (armedKey !== key) {
         disarm();
         armedKey = key;
+        armedFences = lock.holders.map(function (holder) { return holder.fence; });
         armedTimer = setTimeout(function () { disarm(); render(); }, 5000);
         render();
         return;
       }
+      var fences = armedFences;
       disarm();
       button.disabled = true;
       releasing.add(key);
-      fetch(api + '/lock/release?key=' + encodeURIComponent(key), {
+      var query = new URLSearchParams({ key: key, fences: fences.join(',') });
+      fetch(api + '/lock/release?' + query.toString(), {
         method: 'POST',
         credentials: 'same-origin',
         headers: { 'x-lock-board': 'release' },
@@ -148,6 +159,12 @@ export const BOARD_SCRIPT = `
         .catch(function (error) {
           releasing.delete(key);
           render();
+          if (error.status === 409) {
+            // The holders shown have gone: nothing was released; show who holds it now.
+            say('Release of ' + key + ' refused: ' + error.detail, true);
+            load();
+            return;
+          }
           say('Release of ' + key + ' failed: ' + error.message, true);
         });
     });

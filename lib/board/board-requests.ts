@@ -4,6 +4,7 @@ import { InvalidLockKeyError } from '../errors/invalid-lock-key.error';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error';
 import { LockServiceClosedError } from '../errors/lock-service-closed.error';
 import { LockStoreUnavailableError } from '../errors/lock-store-unavailable.error';
+import { MAX_HOLDERS_PER_KEY } from '../store/lock-modes';
 import { BOARD_MESSAGES } from './board.messages';
 
 /** Keys per page of the board, and the most a caller may ask for. */
@@ -37,6 +38,19 @@ export function pageLimit(text: string | undefined): number {
     throw new BadRequestException(BOARD_MESSAGES.badLimit(text, BOARD_PAGE_SIZE));
   }
   return limit;
+}
+
+/**
+ * `fences`: the holders' fences the page showed, in decimal separated by commas (`16,32`);
+ * absent, the release frees whoever holds the key.
+ */
+export function shownFences(text: string | undefined): bigint[] | undefined {
+  if (text === undefined) return undefined;
+  const fences = text.split(',');
+  if (fences.length > MAX_HOLDERS_PER_KEY || !fences.every((fence) => /^\d{1,20}$/.test(fence))) {
+    throw new BadRequestException(BOARD_MESSAGES.badFences(text, MAX_HOLDERS_PER_KEY));
+  }
+  return fences.map((fence) => BigInt(fence));
 }
 
 /**

@@ -30,4 +30,15 @@ export const BOARD_MESSAGES = {
     'A release must come from the board page itself (Sec-Fetch-Site: same-origin)',
   forcedRelease: (key: string, who: string, released: string) =>
     `Forced release of ${quote(key)} asked by ${quote(who)}: ${released || 'no live holder'}`,
+  badFences: (text: string, most: number) =>
+    `fences must be 1 to ${most} fences (decimal digits) separated by commas, got ${quote(
+      text.slice(0, 64),
+    )}`,
+  holdersChanged: (key: string, fences: readonly bigint[]) =>
+    `Nothing released: none of the holders shown (fence ${fences.join(', ')}) holds ${quote(
+      key.slice(0, 64),
+    )} any more. Look at its holders again before releasing.`,
+  staleRelease: (key: string, who: string, fences: readonly bigint[]) =>
+    `Forced release of ${quote(key)} asked by ${quote(who)} released nothing: the holders shown ` +
+    `(fence ${fences.join(', ')}) no longer hold it`,
 };

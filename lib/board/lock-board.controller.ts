@@ -1,4 +1,5 @@
 import {
+  ConflictException,
   Controller,
   ForbiddenException,
   Get,
@@ -27,6 +28,7 @@ import type { BoardLockJson, BoardLockPageJson, BoardReleaseJson } from './board
 import type { ResolvedBoardOptions } from './board-options';
 import { BOARD_PAGE_HEADERS, boardPage } from './board-page';
 import { answer, pageLimit, QueryText, requesterOf, requiredKey } from './board-requests';
+import { shownFences } from './board-requests';
 import type { BoardRequest } from './board-requests';
 import { BOARD_MESSAGES } from './board.messages';
 
@@ -147,6 +149,7 @@ export class LockBoardReleaseController extends LockBoardController {
   @HttpCode(200)
   async release(
     @QueryText('key') given: string | undefined,
+    @QueryText('fences') shown: string | undefined,
     @Req() request: BoardRequest,
     @Headers('x-lock-board') marker: unknown,
     @Headers('sec-fetch-site') site: unknown,
@@ -158,7 +161,13 @@ export class LockBoardReleaseController extends LockBoardController {
       throw new ForbiddenException(BOARD_MESSAGES.releaseFromOtherSite());
     }
     const key = requiredKey(given);
-    const released = await answer(() => this.locks.forceRelease(key));
+    const fences = shownFences(shown);
+    // With the fences shown, only those holders: one that took the key since is never freed.
+    const released = await answer(() => this.locks.forceRelease(key, fences && { fences }));
+    if (fences && released.length === 0) {
+      this.logger.warn(BOARD_MESSAGES.staleRelease(key, requesterOf(request), fences));
+      throw new ConflictException(BOARD_MESSAGES.holdersChanged(key, fences));
+    }
     const holders = released.map((holder) => `${holder.holderId} (fence ${holder.fence})`);
     this.logger.warn(BOARD_MESSAGES.forcedRelease(key, requesterOf(request), holders.join(', ')));
     return { key, released: released.map(holderJson) };

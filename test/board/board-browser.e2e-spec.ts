@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { INestApplication } from '@nestjs/common';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
-import { LockService } from '../../lib';
+import { LockService, type LockHandle } from '../../lib';
 import { MongoLockBoardModule } from '../../lib/board';
 import { LEADER_KEY_PREFIX } from '../../lib/leadership/leader-key';
 import { LockWorker } from '../lock-service/lock-test-kit';
@@ -307,6 +307,48 @@ describeInBrowser.each(HTTP_ADAPTERS)('the lock board in a real browser (%s)', (
     } finally {
       letThrough();
       await page.unroute('**/api/lock/release?*');
+      await context.setExtraHTTPHeaders({});
+    }
+  });
+
+  it('releases the holder it showed: one that took the key meanwhile is not freed (409 shown)', async () => {
+    const shown = await locks.acquire('stuck:changed', { ttlMs: 60_000 });
+    await untilShown('stuck:changed', true, SHOWN_MS);
+    await context.setExtraHTTPHeaders({ 'x-operator': 'browser-admin' });
+    // Another instance takes it: a caller of this one could take over the entry itself.
+    const other = new LockService({ uri: mongo.uri, dbName: mongo.dbName, holderId: 'other' });
+    let next: LockHandle | undefined;
+    try {
+      const button = () => page.locator('#rows tr[data-key="stuck:changed"] button.release');
+      await button().click(); // Release, with `shown` on the row
+      // Before the confirmation, the holder shown releases and another takes the key.
+      await shown.release();
+      next = await other.acquire('stuck:changed', { ttlMs: 60_000 });
+      await button().click(); // confirm
+      await page.waitForFunction(() =>
+        /^Release of stuck:changed refused: Nothing released: none of the holders shown \(fence \d+\)/.test(
+          document.getElementById('status')!.textContent,
+        ),
+      );
+      expect(await page.locator('#status').getAttribute('class')).toBe('error');
+      expect(next.signal.aborted).toBe(false);
+      expect((await locks.inspect('stuck:changed'))?.fence).toBe(next.fence);
+      // The page shows the new holder, whose release it then offers again.
+      await page.waitForFunction(
+        (fence) =>
+          document
+            .querySelector('#rows tr[data-key="stuck:changed"]')
+            ?.textContent?.includes(fence),
+        `fence ${next.fence}`,
+      );
+      await button().click();
+      await button().click();
+      await page.waitForFunction(() =>
+        /^Released stuck:changed from/.test(document.getElementById('status')!.textContent),
+      );
+      await expect(next.extend()).rejects.toThrow();
+    } finally {
+      await other.close();
       await context.setExtraHTTPHeaders({});
     }
   });
