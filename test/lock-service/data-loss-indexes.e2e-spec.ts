@@ -46,10 +46,12 @@ describeWithProcess('a MongoDB restarted without its data', () => {
     locks = new LockService({ uri: server.uri, dbName: 'dataloss', operationTimeoutMs: 1_000 });
     await locks.start();
     await (await locks.acquire('dataloss:k')).release();
-    const ttlIndexes = async () => {
+    const ttlIndexes = async (): Promise<string[]> => {
       admin ??= await MongoClient.connect(server!.uri);
       const indexes = await admin.db('dataloss').collection('locks_line').listIndexes().toArray();
-      return indexes.filter((index) => index.expireAfterSeconds !== undefined).map((i) => i.name);
+      return indexes
+        .filter((index) => index.expireAfterSeconds !== undefined)
+        .map((index) => String(index.name));
     };
     expect(await ttlIndexes()).toEqual(['gcAt_ttl']);
 
@@ -65,7 +67,7 @@ describeWithProcess('a MongoDB restarted without its data', () => {
     }, 20_000);
     // Remade within a few seconds (the stream reopens within about 1 s of MongoDB's return).
     const remade = await eventually(
-      async () => (await ttlIndexes().catch(() => [])).includes('gcAt_ttl'),
+      async () => (await ttlIndexes().catch((): string[] => [])).includes('gcAt_ttl'),
       15_000,
     ).then(
       () => true,

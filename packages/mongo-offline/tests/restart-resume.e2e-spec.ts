@@ -45,7 +45,7 @@ describe('offline mongo: resuming a change stream across a restart', () => {
 
     const resumed = items().watch([], { resumeAfter: token });
     const outcome = await resumed.tryNext().then(
-      (change) => ({ change: change?.documentKey }),
+      (change) => ({ change: change?.operationType }),
       (error: { code?: number }) => ({ code: error.code }),
     );
     await resumed.close();
