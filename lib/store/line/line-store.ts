@@ -3,7 +3,7 @@ import type { ClientSession } from 'mongodb';
 import { boundedCommand } from '../bounded-command';
 import { sleep } from '../../util/timers';
 import type { ServerMonitor } from '../server-monitor';
-import { toStoreError } from '../mongo-error-codes';
+import { isResumePointLostError, toStoreError } from '../mongo-error-codes';
 import type {
   JoinRequest,
   JoinResult,
@@ -227,7 +227,8 @@ export class LineStore implements KeyLineStorage {
     const { operationTimeoutMs, ensureIndexes } = this.settings;
     let closed = false;
     let remaking = false;
-    // The collection (or its database) was dropped, its indexes with it: the TTL index is made
+    // The collection (or its database) was dropped, or MongoDB came back without its history
+    // (a restart on an empty data directory), the indexes gone with it: the TTL index is made
     // again, retried until it is (a database still being dropped refuses it for a while).
     const remakeIndexes = async () => {
       remaking = true;
@@ -242,7 +243,8 @@ export class LineStore implements KeyLineStorage {
       remaking = false;
     };
     const failed = (error: unknown) => {
-      if (ensureIndexes && !remaking && error instanceof StreamInvalidatedError) {
+      const gone = error instanceof StreamInvalidatedError || isResumePointLostError(error);
+      if (ensureIndexes && !remaking && gone) {
         void remakeIndexes();
       }
       onFailure?.(error);

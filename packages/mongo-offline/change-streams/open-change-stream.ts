@@ -37,10 +37,17 @@ function justBefore(ts: Timestamp): Timestamp {
   return new Timestamp({ t: (ts.high >>> 0) - 1, i: 0xffffffff });
 }
 
+/**
+ * MongoDB refuses a resume point older than its oplog (ChangeStreamHistoryLost): one dropped for
+ * capacity, or one from before this server's start (a restart keeps no history; a mongod
+ * restarted on an empty data directory has none either). To the second's increment: a point of
+ * the old server within the new one's first second may pass.
+ */
 function assertHistoryKept(context: CommandContext, ts: Timestamp): void {
-  const { oplog } = context.server.storage;
+  const { oplog, historyStart } = context.server.storage;
   const oldest = oplog.entries[0];
-  if (oplog.firstPosition > 0 && oldest && ts.compare(oldest.ts) < 0) {
+  const dropped = oplog.firstPosition > 0 && oldest && ts.compare(oldest.ts) < 0;
+  if (dropped || ts.compare(historyStart) < 0) {
     throw new CommandError(
       286,
       'Resume of change stream was not possible, as the resume point may no longer be in the oplog.',

@@ -31,6 +31,8 @@ export class Storage implements DataStore {
   /** `<ns>|<canonical _id>` -> the open transaction that wrote that document. */
   readonly transactionLocks = new Map<string, TransactionHold>();
   readonly clock = new LogicalClock();
+  /** Where this server's history begins: a restart keeps no oplog from before. */
+  readonly historyStart = this.clock.now();
   readonly oplog = new Oplog();
 
   getCollection(db: string, name: string): Collection | undefined {
