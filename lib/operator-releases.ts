@@ -14,10 +14,11 @@ export function forceReleaseFences(options: ForceReleaseOptions | undefined): bi
   const { fences } = optionsObject(options, ['fences']);
   if (fences === undefined) return undefined;
   const most = MAX_HOLDERS_PER_KEY;
-  if (!Array.isArray(fences) || fences.length === 0 || fences.length > most) {
-    fail('fences', `an array of 1 to ${most} fences (as inspect() reports them)`, fences);
+  if (!Array.isArray(fences) || fences.length > most) {
+    fail('fences', `an array of at most ${most} fences (as inspect() reports them)`, fences);
   }
-  const entries = fences.map((fence: unknown, index) => {
+  // `Array.from`, not `map`: a hole is checked (and refused) too.
+  const entries = Array.from(fences as unknown[], (fence, index) => {
     if (typeof fence !== 'bigint' || fence < 0n || !fitsLong(fence / FENCES_PER_ENTRY)) {
       fail(`fences[${index}]`, 'a fence as inspect() reports it: a bigint from 0n', fence);
     }
@@ -35,6 +36,8 @@ export async function forceReleaseKey(
   key: string,
   fences?: readonly bigint[],
 ): Promise<LockHolderState[]> {
+  // Nobody listed: nobody to free (an operator was shown a free key).
+  if (fences?.length === 0) return [];
   const { held, options } = runtime.deps;
   const { holderId, operationTimeoutMs } = options;
   // Before any release here can pass the key on. Local holders are told first, so their work

@@ -112,6 +112,7 @@ export const BOARD_SCRIPT = `
   // The fences of the holders shown when Release was pressed: the release frees those only, so
   // a holder that took the key since is never freed (the server answers 409).
   var armedFences = null;
+  var PAGE_FENCES = 500;
   function disarm() {
     clearTimeout(armedTimer);
     armedKey = null;
@@ -141,10 +142,18 @@ export const BOARD_SCRIPT = `
       }
       var fences = armedFences;
       disarm();
+      if (fences.length > PAGE_FENCES) {
+        // The request line would near the server's 16 KiB header limit (431, nothing freed).
+        say('Release of ' + key + ' refused: ' + fences.length + ' holders are more than the page can name (' +
+          PAGE_FENCES + '); use LockService.forceRelease(key, { fences })', true);
+        render();
+        return;
+      }
       button.disabled = true;
       releasing.add(key);
-      var query = new URLSearchParams({ key: key, fences: fences.join(',') });
-      fetch(api + '/lock/release?' + query.toString(), {
+      // Digits and commas need no escaping: a plain comma keeps the request line short.
+      var query = 'key=' + encodeURIComponent(key) + '&fences=' + fences.join(',');
+      fetch(api + '/lock/release?' + query, {
         method: 'POST',
         credentials: 'same-origin',
         headers: { 'x-lock-board': 'release' },

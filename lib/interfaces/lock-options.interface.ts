@@ -55,7 +55,8 @@ export interface ForceReleaseOptions {
    * Frees only these holders, by their fences as `inspect()` or `list()` reports them
    * (`LockHolderState.fence`; a handle's `fence` names its entry too): the holders an operator
    * was shown. Decided in the command's one write: a holder that took the key since, or a
-   * waiter, stays. 1 to 1000 fences, each a bigint from `0n`. Default: every holder.
+   * waiter, stays. At most 1000 fences, each a bigint from `0n` (none: nobody is freed).
+   * Default: every holder.
    */
   fences?: readonly bigint[];
 }
