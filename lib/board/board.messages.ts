@@ -35,10 +35,16 @@ export const BOARD_MESSAGES = {
       text.slice(0, 64),
     )}`,
   holdersChanged: (key: string, fences: readonly bigint[]) =>
-    `Nothing released: none of the holders shown (fence ${fences.join(', ')}) holds ${quote(
+    `Nothing released: none of the holders shown (fence ${fenceList(fences)}) holds ${quote(
       key.slice(0, 64),
     )} any more. Look at its holders again before releasing.`,
   staleRelease: (key: string, who: string, fences: readonly bigint[]) =>
     `Forced release of ${quote(key)} asked by ${quote(who)} released nothing: the holders shown ` +
-    `(fence ${fences.join(', ')}) no longer hold it`,
+    `(fence ${fenceList(fences)}) no longer hold it`,
 };
+
+/** The first fences of a list (a semaphore's may run to 1,000), for messages and logs. */
+function fenceList(fences: readonly bigint[]): string {
+  const more = fences.length - 10;
+  return fences.slice(0, 10).join(', ') + (more > 0 ? ` and ${more} more` : '');
+}
