@@ -80,13 +80,13 @@ describe('@Locked with lock modes on provider methods', () => {
     const readers = gate();
     const r1 = catalogue.read('1', readers.opened);
     const r2 = catalogue.read('1', readers.opened);
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await until(() => catalogue.inside.maxReaders === 2);
     expect(catalogue.inside.maxReaders).toBe(2);
     const state = await locks.inspect('catalogue:1');
     expect(state?.mode).toBe('shared');
     expect(state?.holders).toHaveLength(2);
     const writer = catalogue.rewrite('1');
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await until(async () => (await locks.inspect('catalogue:1'))?.waiting === 1);
     expect((await locks.inspect('catalogue:1'))?.waiting).toBe(1);
     readers.open();
     await expect(Promise.all([r1, r2])).resolves.toEqual(['read', 'read']);
@@ -96,7 +96,8 @@ describe('@Locked with lock modes on provider methods', () => {
   it('a semaphore method admits at most its permits at once', async () => {
     const calls = gate();
     const running = [1, 2, 3].map(() => catalogue.call(calls.opened));
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // Until the third call waits (a fixed pause was too short on a loaded machine).
+    await until(async () => (await locks.inspect('partner'))?.waiting === 1);
     const state = await locks.inspect('partner');
     expect(state).toMatchObject({ mode: 'semaphore', permits: 2, waiting: 1 });
     expect(state?.holders).toHaveLength(2);
@@ -170,3 +171,10 @@ describe.each(HTTP_ADAPTERS)('lock modes over HTTP (%s)', (adapter) => {
     await reader.release();
   });
 });
+
+/** Waits (up to 5 s) for `check`, for a state a loaded machine may reach late. */
+async function until(check: () => boolean | Promise<boolean>): Promise<void> {
+  for (let tries = 0; tries < 100 && !(await check()); tries++) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
