@@ -7,35 +7,29 @@
 // From: `documentIdOfKey` in lib/store/documents/document-key.ts parses the key with
 // `relaxed: false`, and `documentNotFound` / `updateIfCurrent` (document-writes.ts) put that
 // value into the errors.
-import type { Collection, Document } from 'mongodb';
 import { DocumentLockedError, DocumentNotFoundError, VersionConflictError } from '../../lib/errors';
+import { freshCollectionEachTest } from './fresh-collection';
 import { LockTestKit, settle } from '../lock-service/lock-test-kit';
 
 jest.setTimeout(60_000);
 
 describe('Document ids (adversarial review)', () => {
   const kit = LockTestKit.forSuite();
-  let seq = 0;
-  let collection: Collection<Document>;
-  let name: string;
-
-  beforeEach(async () => {
-    seq += 1;
-    name = `error_ids_${seq}`;
-    collection = (await kit.client()).db(kit.mongo.dbName).collection<Document>(name);
-  });
+  const fresh = freshCollectionEachTest(kit, 'error_ids');
 
   describe('the id an error carries is the id asked for', () => {
     it('DocumentNotFoundError.id of a number id is that number', async () => {
-      const documents = (await kit.service()).documents(name);
+      const documents = (await kit.service()).documents(fresh.name);
       const error = await settle(documents.acquire(5, { timeoutMs: 0 }));
       expect(error).toBeInstanceOf(DocumentNotFoundError);
       expect((error as DocumentNotFoundError).id).toBe(5);
     });
 
     it('VersionConflictError.id and DocumentLockedError.id of a number id are that number', async () => {
-      await collection.insertOne({ _id: 7 as never, version: 1 });
-      const documents = (await kit.service()).documents(name, { version: { field: 'version' } });
+      await fresh.collection.insertOne({ _id: 7 as never, version: 1 });
+      const documents = (await kit.service()).documents(fresh.name, {
+        version: { field: 'version' },
+      });
       const conflict = await settle(documents.updateIfCurrent(7, 3, { $set: { x: 1 } }));
       expect(conflict).toBeInstanceOf(VersionConflictError);
       expect((conflict as VersionConflictError).id).toBe(7);
@@ -51,7 +45,7 @@ describe('Document ids (adversarial review)', () => {
     });
 
     it('an embedded id keeps its numbers as numbers', async () => {
-      const documents = (await kit.service()).documents(name);
+      const documents = (await kit.service()).documents(fresh.name);
       const error = await settle(documents.acquire({ shop: 2, sku: 'x' }, { timeoutMs: 0 }));
       expect(error).toBeInstanceOf(DocumentNotFoundError);
       expect((error as DocumentNotFoundError).id).toEqual({ shop: 2, sku: 'x' });

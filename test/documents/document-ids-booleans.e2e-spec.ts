@@ -7,22 +7,14 @@
 // InvalidLockKeyError "is not a usable _id", so such documents can never be locked.
 // From: `isIdValue` in lib/documents/document-input.ts accepts strings, numbers, bigints, dates,
 // BSON values and plain documents, and nothing else (no boolean, no nested null).
-import type { Collection, Document } from 'mongodb';
+import { freshCollectionEachTest } from './fresh-collection';
 import { LockTestKit } from '../lock-service/lock-test-kit';
 
 jest.setTimeout(60_000);
 
 describe('Document ids (adversarial review)', () => {
   const kit = LockTestKit.forSuite();
-  let seq = 0;
-  let collection: Collection<Document>;
-  let name: string;
-
-  beforeEach(async () => {
-    seq += 1;
-    name = `bool_ids_${seq}`;
-    collection = (await kit.client()).db(kit.mongo.dbName).collection<Document>(name);
-  });
+  const fresh = freshCollectionEachTest(kit, 'bool_ids');
 
   describe('ids that MongoDB stores and the library refuses', () => {
     it.each<[string, unknown]>([
@@ -30,12 +22,12 @@ describe('Document ids (adversarial review)', () => {
       ['an embedded id holding a boolean', { tenant: 'a', archived: false }],
       ['an embedded id holding null', { tenant: 'a', region: null }],
     ])('%s can be locked and committed', async (_kind, id) => {
-      await collection.insertOne({ _id: id as never, n: 1 });
-      const documents = (await kit.service()).documents(name);
+      await fresh.collection.insertOne({ _id: id as never, n: 1 });
+      const documents = (await kit.service()).documents(fresh.name);
       const handle = await documents.acquire(id, { timeoutMs: 2_000 });
       expect(handle.doc).toMatchObject({ n: 1 });
       await handle.commit({ $inc: { n: 1 } });
-      expect(await collection.findOne({ _id: id as never })).toMatchObject({ n: 2 });
+      expect(await fresh.collection.findOne({ _id: id as never })).toMatchObject({ n: 2 });
     });
   });
 });
