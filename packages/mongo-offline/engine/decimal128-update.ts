@@ -1,4 +1,4 @@
-import type { Document } from 'bson';
+import { type Document, Long } from 'bson';
 import * as mingoUtil from 'mingo/util';
 import { CommandError } from '../commands/errors';
 import { formatForErrmsg } from './bson-values';
@@ -72,29 +72,40 @@ function isLong(value: unknown): value is { toString(): string } {
 }
 
 /**
- * MongoDB's refusals of an `$inc` / `$mul` that mingo's updater applies as a no-op: a field that
- * holds no number (TypeMismatch, as above), and an int64 result out of its range (BadValue:
- * MongoDB widens an int to a long, never a long; update/arithmetic_node.cpp). Engine values are
- * numbers but for longs past 2^53, kept as Long (bson-decoder.ts).
+ * What mingo's updater gets wrong about `$inc` / `$mul` on a field that is not a Decimal128: it
+ * applies as a no-op one of a field that holds no number (MongoDB: TypeMismatch, as above), and
+ * one of an int64 kept as a Long (engine values are numbers but for longs past 2^53,
+ * bson-decoder.ts). MongoDB adds or multiplies a long by an int or a long in int64, refusing a
+ * result out of range (BadValue; it widens an int to a long, never a long), and by a double in
+ * double arithmetic. The new value of a Long field, else `null` (left to the rest).
  */
-function refuseArithmetic(
-  operator: Operator,
+function longArithmetic(
+  operator: '$inc' | '$mul',
   document: Document,
   path: string,
   found: Lookup,
   argument: unknown,
-): void {
-  if (found.status !== 'value' || !(isNumeric(argument) || isLong(argument))) return;
+): { value: unknown } | null {
+  if (found.status !== 'value' || !(isNumeric(argument) || isLong(argument))) return null;
   const current = found.value;
   if (!isLong(current)) {
     if (!isNumeric(current)) nonNumeric(operator, document, path, current);
-    return;
+    return null;
   }
-  const integral = isLong(argument) || (typeof argument === 'number' && Number.isInteger(argument));
-  if (!integral) return;
+  if (isDecimal128(argument)) return null;
+  // The driver sends a whole number within int32 as an int, any other as a double.
+  const int =
+    typeof argument === 'number' &&
+    Number.isInteger(argument) &&
+    argument >= -(2 ** 31) &&
+    argument < 2 ** 31;
+  if (typeof argument === 'number' && !int) {
+    const value = Number(current.toString());
+    return { value: operator === '$inc' ? value + argument : value * argument };
+  }
   const [a, b] = [BigInt(current.toString()), BigInt(String(argument))];
   const result = operator === '$inc' ? a + b : a * b;
-  if (result >= INT64_MIN && result <= INT64_MAX) return;
+  if (result >= INT64_MIN && result <= INT64_MAX) return { value: Long.fromBigInt(result) };
   const id = '_id' in document ? `_id: ${formatForErrmsg(document._id)}` : 'no id';
   throw new CommandError(
     2,
@@ -167,25 +178,29 @@ export function resolveDecimalOperators(document: Document, modifier: Document):
     for (const [path, argument] of Object.entries(entries as Document)) {
       if (path.split('.').some((part) => part.startsWith('$'))) continue;
       const found = lookup(document, path);
-      if (operator === '$inc' || operator === '$mul') {
-        refuseArithmetic(operator, document, path, found, argument);
-      }
-      const decimalField = found.status === 'value' && isDecimal128(found.value);
-      // Two strings: mingo's updater would compare them by UTF-16 unit, not by code point.
-      const strings =
-        (operator === '$min' || operator === '$max') &&
-        typeof argument === 'string' &&
-        found.status === 'value' &&
-        typeof found.value === 'string';
-      if (!isDecimal128(argument) && !decimalField && !strings) continue;
       paths ??= touchedPaths(modifier);
       const conflicting = paths.some(
         ([other, otherPath]) =>
           !(other === operator && otherPath === path) && overlaps(path, otherPath),
       );
+      // mingo reports the conflict (ConflictingUpdateOperators).
       if (conflicting) continue;
-      const outcome = compute(operator, document, path, found, argument);
-      if (outcome === null) continue;
+      const arithmetic = operator === '$inc' || operator === '$mul';
+      let outcome: { value: unknown } | null | undefined = arithmetic
+        ? longArithmetic(operator, document, path, found, argument)
+        : null;
+      if (outcome === null) {
+        const decimalField = found.status === 'value' && isDecimal128(found.value);
+        // Two strings: mingo's updater would compare them by UTF-16 unit, not by code point.
+        const strings =
+          (operator === '$min' || operator === '$max') &&
+          typeof argument === 'string' &&
+          found.status === 'value' &&
+          typeof found.value === 'string';
+        if (!isDecimal128(argument) && !decimalField && !strings) continue;
+        outcome = compute(operator, document, path, found, argument);
+        if (outcome === null) continue;
+      }
       result ??= { ...modifier };
       const remaining: Document = { ...(result[operator] as Document) };
       delete remaining[path];

@@ -4,9 +4,17 @@ import { Timestamp } from 'bson';
  * The cluster time: a BSON Timestamp whose seconds follow the wall clock and whose increment
  * orders events within a second. Every write ticks it, so oplog entries are strictly ordered.
  */
+/**
+ * The last time any clock of this process issued: a server restarted in this process starts
+ * after it, as a mongod's history does after a restart (which takes longer than a second), so a
+ * resume point of the old server is older than the new one's history. (A restart in another
+ * process within the same second is not covered.)
+ */
+let lastIssued = { seconds: 0, increment: 0 };
+
 export class LogicalClock {
-  private seconds = 0;
-  private increment = 0;
+  private seconds = lastIssued.seconds;
+  private increment = lastIssued.increment;
 
   constructor() {
     this.tick();
@@ -20,6 +28,7 @@ export class LogicalClock {
     } else {
       this.increment += 1;
     }
+    lastIssued = { seconds: this.seconds, increment: this.increment };
     return this.now();
   }
 

@@ -69,5 +69,7 @@ describe('offline mongo: arithmetic updates MongoDB takes', () => {
       (error: unknown) => error,
     );
     expect(refused).toBeUndefined();
+    const stored = await docs.findOne({ _id: 1 }, { promoteLongs: false });
+    expect(stored?.v).toEqual(Long.fromString('9007199254740994'));
   });
 });
