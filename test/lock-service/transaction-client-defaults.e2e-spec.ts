@@ -18,26 +18,9 @@ describe("a locked transaction on the data client, whatever that client's defaul
     const client = new MongoClient(kit.mongo.uri, { readPreference: 'secondaryPreferred' });
     await client.connect();
     try {
-      const locks = await kit.service({ client });
-      const accounts = client
-        .db(kit.mongo.dbName)
-        .collection<{ _id: string; balance: number }>(`${kit.collectionName}_accounts`);
-      await accounts.insertOne({ _id: 'a', balance: 10 });
-      const balance = await locks.withLock(
-        'account:a',
-        async (lock) => {
-          const found = await accounts.findOne({ _id: 'a' }, { session: lock.session });
-          await accounts.updateOne(
-            { _id: 'a' },
-            { $inc: { balance: 5 } },
-            { session: lock.session },
-          );
-          return found?.balance;
-        },
-        { transaction: true },
-      );
+      const { balance, stored } = await lockedDeposit(kit, client);
       expect(balance).toBe(10);
-      expect((await accounts.findOne({ _id: 'a' }))?.balance).toBe(15);
+      expect(stored).toBe(15);
     } finally {
       await kit.cleanup();
       await client.close();
@@ -83,26 +66,9 @@ describe("a locked transaction on the data client, whatever that client's defaul
         client.on('commandStarted', (event) => {
           if (event.command.startTransaction === true) starts.push(event);
         });
-        const locks = await kit.service({ client });
-        const accounts = client
-          .db(kit.mongo.dbName)
-          .collection<{ _id: string; balance: number }>(`${kit.collectionName}_accounts`);
-        await accounts.insertOne({ _id: 'a', balance: 10 });
-        const balance = await locks.withLock(
-          'account:a',
-          async (lock) => {
-            const found = await accounts.findOne({ _id: 'a' }, { session: lock.session });
-            await accounts.updateOne(
-              { _id: 'a' },
-              { $inc: { balance: 5 } },
-              { session: lock.session },
-            );
-            return found?.balance;
-          },
-          { transaction: true },
-        );
+        const { balance, stored } = await lockedDeposit(kit, client);
         expect(balance).toBe(10);
-        expect((await accounts.findOne({ _id: 'a' }, { readConcern: 'local' }))?.balance).toBe(15);
+        expect(stored).toBe(15);
         expect(starts).toHaveLength(1);
         expect(starts[0].command.readConcern).toMatchObject({ level });
       } finally {
@@ -112,3 +78,29 @@ describe("a locked transaction on the data client, whatever that client's defaul
     },
   );
 });
+
+/**
+ * A locked transaction on `client` that reads account a's balance (10) and adds 5: the balance
+ * read inside it, and the one stored after it (read with `local`, whatever the client's level).
+ */
+async function lockedDeposit(
+  kit: LockTestKit,
+  client: MongoClient,
+): Promise<{ balance: number | undefined; stored: number | undefined }> {
+  const locks = await kit.service({ client });
+  const accounts = client
+    .db(kit.mongo.dbName)
+    .collection<{ _id: string; balance: number }>(`${kit.collectionName}_accounts`);
+  await accounts.insertOne({ _id: 'a', balance: 10 });
+  const balance = await locks.withLock(
+    'account:a',
+    async (lock) => {
+      const found = await accounts.findOne({ _id: 'a' }, { session: lock.session });
+      await accounts.updateOne({ _id: 'a' }, { $inc: { balance: 5 } }, { session: lock.session });
+      return found?.balance;
+    },
+    { transaction: true },
+  );
+  const stored = (await accounts.findOne({ _id: 'a' }, { readConcern: 'local' }))?.balance;
+  return { balance, stored };
+}
