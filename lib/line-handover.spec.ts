@@ -130,7 +130,7 @@ describe('LineHandover: one entry per key to follow, in call order', () => {
     handover.closeAll();
   });
 
-  it('hands the entry on up to its last fence, then tells the callers still queued to join, in call order', async () => {
+  it('hands the entry on up to its last fence, telling the callers still queued to join as it hands that one, in call order', async () => {
     const handover = new LineHandover(true);
     const { entry, queued } = waitingWith(handover, 'k', 20);
     handover.held(entry);
@@ -148,7 +148,11 @@ describe('LineHandover: one entry per key to follow, in call order', () => {
       expect(handover.handOn(hold, lease(), leave)).toBe(true);
       hold = { ...hold, fence: (await fences[i])! };
     }
-    // The entry's 16 fences are taken: the release leaves, and the others join themselves.
+    // The last fence is handed: the others join now, while it works, before its release.
+    await Promise.resolve();
+    expect(settled).toEqual(Array.from({ length: 20 }, (_, i) => i));
+    expect(handover.size).toBe(0);
+    // The entry's 16 fences are taken: the release leaves.
     expect(handover.handOn(hold, lease(), leave)).toBe(false);
     expect(await Promise.all(fences)).toEqual([
       ...Array.from({ length: 15 }, (_, i) => 33n + BigInt(i)),

@@ -275,7 +275,11 @@ export class LineHandover {
       this.dissolved(followers);
       return false;
     }
-    next.take({ ...hold, fence: hold.fence + 1n, leaseEnd: lease.end });
+    const fence = hold.fence + 1n;
+    next.take({ ...hold, fence, leaseEnd: lease.end });
+    // Its last fence: those still queued join the line now, while it works, so that its
+    // release's leave alone makes the first of them holder (not a leave and a join after it).
+    if (isLastFence(fence)) this.dissolved(followers);
     return true;
   }
 
@@ -293,11 +297,15 @@ function passes(
   lease: HandableLease | undefined,
   ttlMs: number,
 ): lease is HandableLease {
-  const lastFence = hold.fence % FENCES_PER_ENTRY === FENCES_PER_ENTRY - 1n;
   return (
-    !lastFence &&
+    !isLastFence(hold.fence) &&
     lease !== undefined &&
     ttlMs <= lease.ttlMs &&
     lease.end - performance.now() >= ttlMs / 2
   );
+}
+
+/** The last fence of an entry's block: a holder with it cannot pass the entry on. */
+function isLastFence(fence: bigint): boolean {
+  return fence % FENCES_PER_ENTRY === FENCES_PER_ENTRY - 1n;
 }
