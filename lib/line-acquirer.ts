@@ -6,13 +6,11 @@ import type { LineAcquireRequest } from './line-attempt';
 import type { LineHandover, LineHold } from './line-handover';
 import { LineLeaves } from './line-leaves';
 import { joinRefused, wroteNothing } from './line-refusals';
-import { unansweredError } from './store/bounded-command';
 import type { HeldDocument, JoinRequest } from './store/line/line-commands';
 import type { LinePlace } from './store/line/line-document';
 import { entryFenceOf } from './store/line/line-document';
 import type { LineStorage } from './store/line/line-store';
 import { isStoreUnavailableError } from './store/mongo-error-codes';
-import { formatMs } from './util/durations';
 import { settledBy, wakeUp } from './util/timers';
 import type { LineWaiters } from './waiting/line-waiters';
 
@@ -231,6 +229,7 @@ export class LineAcquirer {
   /** Joins the line, or queues behind an entry of ours to take it over: a place, or following. */
   private async join(
     attempt: LineAttempt,
+    formRetried = false,
   ): Promise<LinePlace | { following: Promise<LineHold | undefined> }> {
     const { request, entry } = attempt;
     const join = () => {
@@ -286,9 +285,17 @@ export class LineAcquirer {
             this.frontSince.delete(request.key);
           }
         })
-      : await (tries ? this.tried(join, request) : this.send(attempt, join));
+      : await (tries
+          ? attempt.tried(join, this.deps.lateReplyMs, () => this.deps.store.monitorFailure?.())
+          : this.send(attempt, join));
     if ('following' in joined) return joined;
     if (joined.joined) return joined;
+    // Refused for another form: that may be our own entry on its way out (a kept one left after
+    // its turn, a give-back), so the join is sent once more when our leaves there are answered.
+    if (joined.reason === 'kind' && !formRetried && this.leaves.hurry(request.key)) {
+      await this.clearOurWay(attempt, false, true);
+      return this.join(attempt, true);
+    }
     throw joinRefused(request, joined);
   }
 
@@ -351,38 +358,17 @@ export class LineAcquirer {
   }
 
   /**
-   * A try's join, or `LockStoreUnavailableError` once its reply is `lateReplyMs` late; not sent
-   * when that time is already spent (waiting for a leave of ours), as it could only come late.
-   */
-  private tried<T>(join: () => Promise<T>, request: LineAcquireRequest): Promise<T> {
-    const replyMs = this.deps.lateReplyMs;
-    if (replyMs === undefined) return join();
-    const late = (unsent = false) =>
-      unansweredError(
-        unsent
-          ? `The attempt on ${JSON.stringify(request.key)} was not sent: its ` +
-              `${formatMs(replyMs)} for MongoDB's replies had run out`
-          : `MongoDB did not answer the attempt on ${JSON.stringify(request.key)} within ` +
-              `${formatMs(replyMs)}; a late win is given back`,
-        this.deps.store.monitorFailure?.(),
-      );
-    // From the call's start: a try of several keys has one budget, not one per key.
-    const callEnd = (request.deadline ?? performance.now()) + replyMs;
-    if (performance.now() >= callEnd) return Promise.reject(late(true));
-    return settledBy(join(), callEnd, request.signal, () => late());
-  }
-
-  /**
    * Makes our entries in our way leave, waiting as long as for a reply (`send`): `kept`, one kept
    * for a caller here; always, those on their way out (`LineLeaves.hurry`), which a wait does not
-   * wait for (its join goes alongside: their leaves' replies tell our waiters who holds).
+   * wait for unless `ours` (its join goes alongside: their leaves' replies tell our waiters who
+   * holds).
    */
-  private async clearOurWay(attempt: LineAttempt, kept: boolean): Promise<void> {
+  private async clearOurWay(attempt: LineAttempt, kept: boolean, ours = false): Promise<void> {
     const { request, deadline } = attempt;
     const hurried = this.leaves.hurry(request.key);
     const leaving = [
       kept ? this.deps.handover.letGo(request.key) : undefined,
-      request.timeoutMs === 0 ? hurried : undefined,
+      request.timeoutMs === 0 || ours ? hurried : undefined,
     ].filter((left) => left !== undefined);
     if (leaving.length === 0) return;
     const until = deadline + this.firstReplyGraceMs(attempt);

@@ -5,9 +5,10 @@ import type { EntryFollowers } from './line-handover';
 import { notAcquired } from './line-refusals';
 import type { AttemptTarget, HeldDocument } from './store/line/line-commands';
 import type { LineKind, LinePlace } from './store/line/line-document';
+import { unansweredError } from './store/bounded-command';
 import { isPassingFailure, isStoreUnavailableError } from './store/mongo-error-codes';
 import { formatMs } from './util/durations';
-import { sleep } from './util/timers';
+import { settledBy, sleep } from './util/timers';
 import type { LineWaiters } from './waiting/line-waiters';
 
 export interface LineAcquireRequest {
@@ -109,5 +110,31 @@ export class LineAttempt {
         signal?.throwIfAborted();
       }
     }
+  }
+
+  /**
+   * A try's join, or `LockStoreUnavailableError` once its reply is `replyMs` late; not sent
+   * when that time is already spent (waiting for a leave of ours), as it could only come late.
+   */
+  tried<T>(
+    join: () => Promise<T>,
+    replyMs: number | undefined,
+    monitorFailure?: () => Error | undefined,
+  ): Promise<T> {
+    if (replyMs === undefined) return join();
+    const { key, deadline, signal } = this.request;
+    const late = (unsent = false) =>
+      unansweredError(
+        unsent
+          ? `The attempt on ${JSON.stringify(key)} was not sent: its ` +
+              `${formatMs(replyMs)} for MongoDB's replies had run out`
+          : `MongoDB did not answer the attempt on ${JSON.stringify(key)} within ` +
+              `${formatMs(replyMs)}; a late win is given back`,
+        monitorFailure?.(),
+      );
+    // From the call's start: a try of several keys has one budget, not one per key.
+    const callEnd = (deadline ?? performance.now()) + replyMs;
+    if (performance.now() >= callEnd) return Promise.reject(late(true));
+    return settledBy(join(), callEnd, signal, () => late());
   }
 }

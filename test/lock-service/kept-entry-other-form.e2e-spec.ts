@@ -1,23 +1,13 @@
-// Adversarial review (lock modes and the local hand-off), a defect found:
-//
 // Promised (docs/waiting.md, "Callers in the same process first, for a while"; docs/lock-modes.md,
-// "One form per key"): a release that keeps its entry for a loop here resolves before its leave
-// is written, and only "another process, or another LockService in this one, still sees the key
-// held" meanwhile; "a request here for another mode ... makes the kept entry leave first"; and
-// once nobody holds or waits for a key, "the next caller may use it in another form".
+// "One form per key"): once nobody holds or waits for a key, the next caller may use it in
+// another form, and a release that kept its entry for a loop here leaves it before a request
+// here in another form joins.
 //
-// What happens: when the kept entry's turn has passed, its leave is on its way in the background
-// (`LineHandover.dissolved` -> `kept.leave()` -> `LineLeaves.inBackground`). A wait of this same
-// service that asks for the key as a semaphore then finds no kept entry to let go, and
-// `LineAcquirer.clearOurWay` (lib/line-acquirer.ts) does not wait for the leaves on their way
-// out unless the call is a try (`request.timeoutMs === 0 ? hurried : undefined`): "its join goes
-// alongside". For a join in another form that is wrong: a join that lands before our own leave
-// is refused, and the call fails at once with InvalidLockOptionsError "is in use as an exclusive
-// lock", a final error naming a use that is this caller's own released lock. A try in the same
-// place waits for the leave and succeeds (line-kept-entry.e2e-spec.ts), so the two disagree.
-//
-// The leave is delayed on the server (500 ms) so that the join always lands first; without the
-// delay the same happens whenever the join overtakes the leave on another connection.
+// The case: the kept entry's turn has passed and its leave is on its way in the background
+// when a wait of the same service asks for the key as a semaphore. Its join may land before
+// that leave and be refused for the form ("in use as an exclusive lock"): the refusal is sent
+// again once our own leaves on the key are answered (`LineAcquirer.join`). The leave is delayed
+// on the server (500 ms) so that the join always lands first.
 import type { Collection } from 'mongodb';
 import type { LockHandle, LockService } from '../../lib';
 import { describeWithFailPoints, faultTools } from './adversarial/kit';
@@ -26,7 +16,7 @@ import { LockTestKit, eventually } from './lock-test-kit';
 jest.setTimeout(60_000);
 
 describeWithFailPoints(
-  'attack (modes): a wait in another form right after our kept entry’s turn',
+  'a wait in another form right after our kept entry’s turn',
   () => {
     const kit = LockTestKit.forSuite();
     const { delayNext, appClient, failPoint } = faultTools(kit);
