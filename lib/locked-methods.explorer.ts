@@ -8,7 +8,11 @@ import {
 import { DiscoveryService } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper.js';
 import { prototypeChain, replacedPlaces } from './decorators/decorated-places';
-import { bindLockService, markRequestScopedController } from './decorators/lock-bindings';
+import {
+  bindLockService,
+  bindingSoon,
+  markRequestScopedController,
+} from './decorators/lock-bindings';
 import { getLockedMetadata, type LockedMetadata } from './decorators/locked-metadata';
 import { getOnlyLeaderMetadata, type OnlyLeaderMetadata } from './decorators/only-leader.decorator';
 import { hasDocumentLocks } from './documents/document-locks-registry';
@@ -101,14 +105,23 @@ function isFrameworkHandler(method: unknown): boolean {
 export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstrap {
   private readonly logger = new Logger('MongoLockModule');
   private readonly leaderNames = new Map<string, OnlyLeaderMetadata>();
+  private readonly initialised: () => void;
 
   constructor(
     private readonly discoveryService: DiscoveryService,
     private readonly lockService: LockService,
     @Inject(MONGO_LOCK_OPTIONS) private readonly options: MongoLockModuleOptions,
-  ) {}
+  ) {
+    this.initialised = bindingSoon(this);
+  }
+
+  /** Whether `instance` is a controller of this application's (bound at init). */
+  willBind(instance: object): boolean {
+    return this.discoveryService.getControllers().some((wrapper) => wrapper.instance === instance);
+  }
 
   async onModuleInit(): Promise<void> {
+    this.initialised();
     const providers = this.discoveryService.getProviders();
     try {
       this.explore(providers, this.discoveryService.getControllers());

@@ -1,4 +1,4 @@
-import { type DynamicModule, Module } from '@nestjs/common';
+import { type DynamicModule, Module, type Provider } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
 import {
   type DocumentLocksFeature,
@@ -10,8 +10,10 @@ import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
 import { fail } from './option-checks';
 import type { MongoLockModuleOptions } from './interfaces/mongo-lock-options.interface';
 import {
+  MONGO_LOCK_OPTIONS,
   MongoLockConfigurableModule,
   type MongoLockModuleAsyncOptions,
+  type MongoLockOptionsFactory,
 } from './mongo-lock.module-definition';
 import { MESSAGES } from './mongo-lock.messages';
 
@@ -79,6 +81,28 @@ export class MongoLockModule extends MongoLockConfigurableModule {
     if (useClass !== undefined && typeof useClass !== 'function') {
       fail('useClass', 'a class implementing MongoLockOptionsFactory', useClass);
     }
-    return super.forRootAsync(options);
+    const module = super.forRootAsync(options);
+    if (useFactory !== undefined) return module;
+    const option = useClass === undefined ? 'useExisting' : 'useClass';
+    return { ...module, providers: module.providers?.map((each) => checkedFactory(each, option)) };
   }
+}
+
+/**
+ * The options provider of `useClass` or `useExisting`, checking the instance Nest made (its
+ * method may be an instance field): without one, Nest's own TypeError names neither.
+ */
+function checkedFactory(provider: Provider, option: string): Provider {
+  if (!('provide' in provider) || provider.provide !== MONGO_LOCK_OPTIONS) return provider;
+  if (!('useFactory' in provider)) return provider;
+  const create = provider.useFactory;
+  return {
+    ...provider,
+    useFactory: (factory: Partial<MongoLockOptionsFactory>, ...rest: unknown[]) => {
+      if (typeof factory?.createMongoLockOptions !== 'function') {
+        fail(option, 'a class with a createMongoLockOptions() method', factory);
+      }
+      return create(factory, ...rest) as MongoLockModuleOptions | Promise<MongoLockModuleOptions>;
+    },
+  };
 }

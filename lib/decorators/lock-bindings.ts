@@ -25,6 +25,30 @@ export function bindLockService(instance: object, binding: LockBinding): boolean
   return true;
 }
 
+/**
+ * Explorers made but not initialised yet, each asked whether Nest made an instance it will bind:
+ * such a controller called before then (its own `onModuleInit`) fails as a provider does, not
+ * run as one made with `new`. Weak: a testing module compiled and never initialised is dropped.
+ */
+const awaitingInit = new Set<WeakRef<{ willBind(instance: object): boolean }>>();
+
+/** Registers an explorer until its init; returns the call that unregisters it. */
+export function bindingSoon(explorer: { willBind(instance: object): boolean }): () => void {
+  const ref = new WeakRef(explorer);
+  awaitingInit.add(ref);
+  return () => awaitingInit.delete(ref);
+}
+
+/** Whether an explorer not initialised yet will bind `instance`. */
+export function isBoundSoon(instance: object): boolean {
+  for (const ref of awaitingInit) {
+    const explorer = ref.deref();
+    if (!explorer) awaitingInit.delete(ref);
+    else if (explorer.willBind(instance)) return true;
+  }
+  return false;
+}
+
 // Classes, as their instances are made per request and never bound: a call of theirs that is not
 // a route's fails (it cannot be locked), where an unbound controller made with `new` runs as is.
 const requestScopedControllers = new WeakSet<object>();
@@ -45,7 +69,10 @@ export function lockBindingOf(instance: unknown): LockBinding | undefined {
 
 /** `LockedInterceptor`'s mark on a handler call it locked: was it called, and its Promise. */
 export class InterceptedCall {
-  /** Settles when the handler's Promise does; undefined until a handler returned one. */
+  /**
+   * Settles when every Promise the handler returned has (an inner interceptor may call it more
+   * than once: a retry after a timeout leaves the first call running); undefined until one.
+   */
   runs: Promise<void> | undefined;
   private called = false;
   private abandoned = false;
@@ -66,7 +93,8 @@ export class InterceptedCall {
     // Adopted once, and that Promise handed on: a lazy thenable (a Mongoose query) runs its work
     // at every `then`.
     const settled = Promise.resolve(result);
-    this.runs = settled.then(noop, noop);
+    const earlier = this.runs;
+    this.runs = Promise.all([earlier, settled.then(noop, noop)]).then(noop);
     return settled as T;
   }
 

@@ -10,6 +10,7 @@ import {
   documentLockContext,
   interceptedCall,
   isRequestScopedController,
+  isBoundSoon,
   lockBindingOf,
   lockedByInterceptor,
   type RequestParts,
@@ -92,7 +93,7 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
       // A controller Nest did not make (`new` in a unit test) belongs to no application: as is.
       const isController =
         typeof type === 'function' && Reflect.getMetadata(NEST_CONTROLLER_WATERMARK, type) === true;
-      if (isController) return original.apply(this, args);
+      if (isController && !isBoundSoon(this as object)) return original.apply(this, args);
       return fail(new MongoLockError(MESSAGES.unboundInstance(where)));
     }
     const run = () => original.apply(this, withDocumentHandle(metadata, args));

@@ -2,16 +2,11 @@
 // start-up with a clear `InvalidLockOptionsError` naming what is wrong; `forRootAsync()` already
 // refuses a `useFactory` or `useClass` that Nest could not call, "not as Nest's TypeError".
 //
-// What happens instead: a `useClass` (or `useExisting`) whose instance has no
-// `createMongoLockOptions` method (a configuration class written for another module, whose
-// method is `createOptions`, or a JavaScript app) fails the start with Nest's internal
-// `TypeError: optionsFactory[self.factoryClassMethodKey] is not a function`, which names neither
-// the module, nor the method it needs, nor the class.
-//
-// Where: lib/mongo-lock.module.ts, `forRootAsync`, which checks only that `useClass` is a
-// function ("only Nest's instance can tell") and hands the instance to Nest's
-// ConfigurableModuleBuilder options factory unchecked; the instance can be checked there, in
-// the options provider's factory, when Nest has made it.
+// The case: a `useClass` (or `useExisting`) whose instance has no `createMongoLockOptions`
+// method (a configuration class written for another module, or a JavaScript app). The options
+// provider checks the instance Nest made (lib/mongo-lock.module.ts, `checkedFactory`); it used
+// to fail with Nest's internal `TypeError: optionsFactory[self.factoryClassMethodKey] is not a
+// function`, which names neither the module nor the method.
 import { Injectable, Module } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { InvalidLockOptionsError, MongoLockModule, type MongoLockModuleOptions } from '../../lib';

@@ -3,15 +3,11 @@
 // lock (listed above @Locked on the method) that stops listening "answers once the handler has
 // settled and the lock is released".
 //
-// What happens instead: an interceptor inside the lock that calls the handler more than once
-// (a per-attempt `timeout()` with `retry()`, as Nest's docs write a timeout) makes the lock wait
-// only for the LAST call's Promise. The first call, abandoned by the timeout, is still running
-// when the lock is released: its tail runs unlocked, and a second request on the same key runs
-// the handler beside it.
-//
-// Where: lib/decorators/lock-bindings.ts, `InterceptedCall.enter`, which overwrites `runs` with
-// each call's Promise (`this.runs = settled.then(noop, noop)`) instead of adding to it; the
-// interceptor (`workInFlight: () => call?.runs`) then waits for the newest call only.
+// The case: an interceptor inside the lock that calls the handler more than once (a
+// per-attempt `timeout()` with `retry()`, as Nest's docs write a timeout). The lock waits for
+// every call's Promise (`InterceptedCall.enter` in lib/decorators/lock-bindings.ts adds each to
+// `runs`); it used to wait for the last one only, so the first call's tail ran unlocked beside
+// a second request on the same key.
 import {
   type CallHandler,
   Controller,

@@ -4,16 +4,13 @@
 // `onModuleInit` that runs before the lock module's "fails with MongoLockError". Only "a
 // controller your own code made with `new`" runs as is, without a lock.
 //
-// What happens instead: a controller Nest made, whose `@Locked` method is called before
+// The case: a controller Nest made calls its `@Locked` method before
 // `LockedMethodsExplorer.onModuleInit` has bound it (its own module's `onModuleInit` runs
 // first: modules of equal distance go in import order, and a non-global lock module imported
-// after the feature module is one), runs the method as is, UNLOCKED and silently, as if it had
-// been made with `new`. A provider in the same place fails with `MongoLockError`, as documented.
-//
-// Where: lib/decorators/locked-method.ts, `createLockedMethod`: an unbound instance whose class
-// carries Nest's controller watermark is taken for one made with `new` and run as is; nothing
-// tells a Nest-made controller not yet bound (lib/locked-methods.explorer.ts binds in
-// `onModuleInit`) from a hand-made one.
+// after the feature module is one). It fails with `MongoLockError` as a provider does: the
+// explorer, from its construction to its init, says which instances it will bind
+// (`isBoundSoon` in lib/decorators/lock-bindings.ts). It used to run unlocked, silently, as if
+// made with `new`.
 import { Controller, Injectable, Module, type OnModuleInit } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { Locked, LockService, MongoLockError } from '../../lib';
