@@ -3,6 +3,7 @@ import { localLeaseEnd } from './lease-keeper';
 import type { HandableLease } from './lease-keeper';
 import { LineAttempt } from './line-attempt';
 import type { LineAcquireRequest } from './line-attempt';
+import { EntryFollowers } from './line-handover';
 import type { LineHandover, LineHold } from './line-handover';
 import { LineLeaves } from './line-leaves';
 import { joinRefused, wroteNothing } from './line-refusals';
@@ -66,7 +67,8 @@ export class LineAcquirer {
         if ('following' in joined) {
           // Queued behind an entry of ours: handed it over, or told to join ourselves.
           const handed = await joined.following;
-          if (handed) return handed;
+          if (handed instanceof EntryFollowers) attempt.opens = handed;
+          else if (handed) return handed;
           continue;
         }
         if (!attempt.place && !joined.holds) request.queued?.();
@@ -74,8 +76,9 @@ export class LineAcquirer {
         // Callers here may queue behind a mutex's entry (`line-handover.ts`).
         attempt.followers =
           inCallOrder(request) && takesOver(request)
-            ? this.deps.handover.opened(request.key, joined.holds)
+            ? this.deps.handover.opened(request.key, joined.holds, attempt.opens)
             : undefined;
+        attempt.opens = undefined;
         const held = await this.waitInLine(attempt, looked);
         if (held) return held;
         // Our entry ran out (a long stall): rejoin at the back, followers too, by a new token. A
@@ -86,7 +89,7 @@ export class LineAcquirer {
         attempt.entry.renewToken();
       }
     } catch (error) {
-      this.deps.handover.dissolved(attempt.followers);
+      this.deps.handover.dissolved(attempt.followers ?? attempt.opens);
       const { entry } = attempt;
       // Any write of ours was sent before now, so our entry, if any, ends within ttlMs.
       if (entry.state !== 'none') {
@@ -230,7 +233,7 @@ export class LineAcquirer {
   private async join(
     attempt: LineAttempt,
     formRetried = false,
-  ): Promise<LinePlace | { following: Promise<LineHold | undefined> }> {
+  ): Promise<LinePlace | { following: Promise<LineHold | EntryFollowers | undefined> }> {
     const { request, entry } = attempt;
     const join = () => {
       // Listening first: the event that makes us holder may come before the reply.
@@ -273,6 +276,7 @@ export class LineAcquirer {
           try {
             const following =
               takesOver(request) &&
+              !attempt.opens &&
               this.deps.handover.follow({
                 ...request,
                 deadline: attempt.deadline,

@@ -41,6 +41,8 @@ export class LineAttempt {
   private placeReadAt = 0;
   /** Callers here that will take our entry over, while it waits (`line-handover.ts`). */
   followers: EntryFollowers | undefined;
+  /** Told to make the next entry for the callers queued behind it (`line-handover.ts`). */
+  opens: EntryFollowers | undefined;
   /**
    * When the first join of our token that may have landed was sent: our lease counts from it,
    * not from the call (nor from a retry, whose reply may be that join's stored image).

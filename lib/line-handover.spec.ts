@@ -1,5 +1,5 @@
 import { setImmediate } from 'node:timers';
-import { LineHandover } from './line-handover';
+import { EntryFollowers, LineHandover } from './line-handover';
 import type { LineHold } from './line-handover';
 
 /** The policy of kept entries, without a store: when an entry is kept, taken and let go. */
@@ -130,15 +130,15 @@ describe('LineHandover: one entry per key to follow, in call order', () => {
     handover.closeAll();
   });
 
-  it('hands the entry on up to its last fence, telling the callers still queued to join as it hands that one, in call order', async () => {
+  it('hands the entry on up to its last fence; as it hands that one, the first caller still queued makes the next entry and the others stay queued, ahead of later callers', async () => {
     const handover = new LineHandover(true);
     const { entry, queued } = waitingWith(handover, 'k', 20);
     handover.held(entry);
     const settled: number[] = [];
-    const fences = queued.map((promise, i) =>
-      promise!.then((hold) => {
+    const outcomes = queued.map((promise, i) =>
+      promise!.then((outcome) => {
         settled.push(i);
-        return hold?.fence;
+        return outcome;
       }),
     );
     const leave = jest.fn(() => Promise.resolve());
@@ -146,21 +146,42 @@ describe('LineHandover: one entry per key to follow, in call order', () => {
     let hold: LineHold = { ...first, followers: entry };
     for (let i = 0; i < 15; i += 1) {
       expect(handover.handOn(hold, lease(), leave)).toBe(true);
-      hold = { ...hold, fence: (await fences[i])! };
+      hold = { ...hold, fence: ((await outcomes[i]) as LineHold).fence };
     }
-    // The last fence is handed: the others join now, while it works, before its release.
+    // The last fence is handed: the 16th caller is told to make the next entry now, while it
+    // works; the 4 after it stay queued, and a caller who comes now queues behind them.
     await Promise.resolve();
-    expect(settled).toEqual(Array.from({ length: 20 }, (_, i) => i));
-    expect(handover.size).toBe(0);
+    expect(settled).toEqual(Array.from({ length: 16 }, (_, i) => i));
+    const next = (await outcomes[15]) as EntryFollowers;
+    expect(next).toBeInstanceOf(EntryFollowers);
+    const later = follow(handover, 'k');
+    expect(later).toBeDefined();
+    expect(handover.size).toBe(5);
     // The entry's 16 fences are taken: the release leaves.
     expect(handover.handOn(hold, lease(), leave)).toBe(false);
-    expect(await Promise.all(fences)).toEqual([
-      ...Array.from({ length: 15 }, (_, i) => 33n + BigInt(i)),
-      ...Array.from({ length: 5 }, () => undefined),
-    ]);
-    expect(settled).toEqual(Array.from({ length: 20 }, (_, i) => i));
+    // The 16th caller's join holds: the next entry is the one the others queue behind.
+    expect(handover.opened('k', true, next)).toBe(next);
+    const nextHold: LineHold = { ...first, fence: 48n, followers: next };
+    expect(handover.handOn(nextHold, lease(), leave)).toBe(true);
+    expect(((await outcomes[16]) as LineHold).fence).toBe(49n);
+    expect(settled.at(-1)).toBe(16);
     expect(leave).not.toHaveBeenCalled();
     handover.closeAll();
+    await expect(later).resolves.toBeUndefined();
+  });
+
+  it('a caller told to make the next entry that gives up passes that to the next caller queued', async () => {
+    const handover = new LineHandover(true);
+    const { entry, queued } = waitingWith(handover, 'k', 3);
+    handover.dissolved(entry);
+    const opener = (await queued[0]) as EntryFollowers;
+    expect(opener).toBeInstanceOf(EntryFollowers);
+    // Its join failed: the next caller makes the entry, the last one stays queued behind.
+    handover.dissolved(opener);
+    expect(await queued[1]).toBeInstanceOf(EntryFollowers);
+    expect(handover.size).toBe(1);
+    handover.closeAll();
+    await expect(queued[2]).resolves.toBeUndefined();
   });
 
   it('opens no entry on a key while an operator command removes its holders', () => {

@@ -12,9 +12,10 @@ import type { HeldDocument } from './store/line/line-commands';
  * on a key asked for again within a turn of its release, is kept to the next turn if released
  * with nobody queued. Safe: the entry holds by position until it leaves or its lease ends, and
  * each taker keeps its predecessor's local deadline (before the server's). Fair: a run ends
- * {@link RUN_MS} after its first holder began, or at 16 holders; those still queued join the line.
- * In call order: a key has one such entry here at a time, and every caller comes behind it (past
- * its 16 fences too) until the run ends; then they join again, the first making the next one.
+ * {@link RUN_MS} after its first holder began, or at 16 holders; then the first caller still
+ * queued joins the line. In call order: a key has one such entry here at a time, and every caller
+ * comes behind it (past its 16 fences too) until the run ends; then the others stay queued, ahead
+ * of later callers, behind the next entry that first caller makes.
  */
 
 /** A key held by position in its line; its entry may pass to `followers`. */
@@ -64,9 +65,10 @@ interface KeptEntry {
 }
 
 interface Follower {
+  owner: EntryFollowers;
   ttlMs: number;
   /** Hands the entry over (a hold), or tells the caller to join itself (undefined). */
-  take(hold: LineHold | undefined): void;
+  take(hold: LineHold | undefined, opens?: EntryFollowers): void;
 }
 
 export interface FollowRequest {
@@ -105,7 +107,11 @@ export class LineHandover {
    * An entry of ours that waits in line, or holds without having waited: callers here may
    * queue behind it. Undefined when another entry here takes them (or the option is off).
    */
-  opened(key: string, holds: boolean): EntryFollowers | undefined {
+  opened(key: string, holds: boolean, opens?: EntryFollowers): EntryFollowers | undefined {
+    if (opens && this.open.get(key) === opens && !this.closing.has(key)) {
+      if (holds) this.held(opens);
+      return opens;
+    }
     // Callers join only while no entry here is open (`follow`): one is never replaced, or those
     // queued behind it would rejoin behind later callers.
     if (!this.enabled || this.closing.has(key) || this.open.has(key)) return undefined;
@@ -124,15 +130,30 @@ export class LineHandover {
   }
 
   /**
-   * The entry is gone or will not be handed on: its followers join the line themselves, behind
-   * the other processes (fair), in call order and before any caller here who comes later (the
-   * first of them opens the next entry, and the others follow it).
+   * The entry is gone or will not be handed on: its first follower joins the line, behind the
+   * other processes (fair), told to make the next entry, which the others stay queued behind,
+   * ahead of any caller here who comes later (one whose step was under way too). `rejoin`
+   * false (an operator command, close): every follower joins by itself.
    */
-  dissolved(followers: EntryFollowers | undefined): void {
+  dissolved(followers: EntryFollowers | undefined, rejoin = true): void {
     if (!followers) return;
     clearTimeout(followers.runTimer);
     if (this.open.get(followers.key) === followers) this.open.delete(followers.key);
-    for (const follower of followers.queue.splice(0)) follower.take(undefined);
+    const queue = followers.queue.splice(0);
+    if (
+      rejoin &&
+      queue.length > 0 &&
+      !this.closing.has(followers.key) &&
+      !this.open.has(followers.key)
+    ) {
+      // The first joins; the others stay queued, in call order, ahead of any later caller.
+      const next = new EntryFollowers(followers.key, true);
+      const [first, ...rest] = queue;
+      for (const follower of rest) follower.owner = next;
+      next.queue.push(...rest);
+      this.open.set(followers.key, next);
+      first.take(undefined, next);
+    } else for (const follower of queue) follower.take(undefined);
     const kept = followers.kept;
     followers.kept = undefined;
     if (!kept) return;
@@ -176,7 +197,7 @@ export class LineHandover {
 
   /** At close: every entry is handed to nobody more, and a kept one leaves. */
   closeAll(): void {
-    for (const followers of [...this.open.values()]) this.dissolved(followers);
+    for (const followers of [...this.open.values()]) this.dissolved(followers, false);
   }
 
   /**
@@ -186,7 +207,7 @@ export class LineHandover {
    */
   closeKey(key: string): () => void {
     this.closing.set(key, (this.closing.get(key) ?? 0) + 1);
-    this.dissolved(this.open.get(key));
+    this.dissolved(this.open.get(key), false);
     let reopened = false;
     return () => {
       if (reopened) return;
@@ -203,7 +224,7 @@ export class LineHandover {
    * once it is handed over, or with undefined when the caller must join the line itself; rejects
    * at the deadline or abort, having sent nothing. Undefined: no entry to follow.
    */
-  follow(request: FollowRequest): Promise<LineHold | undefined> | undefined {
+  follow(request: FollowRequest): Promise<LineHold | EntryFollowers | undefined> | undefined {
     if (request.scope !== undefined) return undefined;
     const followers = this.open.get(request.key);
     if (followers?.kept) {
@@ -213,21 +234,23 @@ export class LineHandover {
       return Promise.resolve(kept);
     }
     if (!followers) return undefined;
-    return new Promise<LineHold | undefined>((resolve, reject) => {
+    return new Promise<LineHold | EntryFollowers | undefined>((resolve, reject) => {
       const { signal } = request;
       const leave = (settle: () => void) => {
         clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
-        const index = followers.queue.indexOf(follower);
-        if (index >= 0) followers.queue.splice(index, 1);
+        const { queue } = follower.owner;
+        const index = queue.indexOf(follower);
+        if (index >= 0) queue.splice(index, 1);
         this.following -= 1;
         settle();
       };
       // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- the caller's own abort reason
       const onAbort = () => leave(() => reject(signal?.reason));
       const follower: Follower = {
+        owner: followers,
         ttlMs: request.ttlMs,
-        take: (hold) => leave(() => resolve(hold)),
+        take: (hold, opens) => leave(() => resolve(hold ?? opens)),
       };
       const timer = setTimeout(
         () => leave(() => reject(request.timedOut())),

@@ -6,21 +6,16 @@ jest.setTimeout(60_000);
 
 /**
  * Promised (docs/waiting.md, "Callers in the same process first, for a while"; docs/engine-v2.md,
- * "Hand-over within a process"): with `localHandOff`, callers still queued when an entry's run
- * ends "join again in the order they called ... So a process's callers on a key are served in
+ * "Hand-over within a process"): with `localHandOff`, the callers still queued when an entry's
+ * run ends stay ahead of anyone who calls later: "a process's callers on a key are served in
  * the order they called, across runs". The only exception named is a caller with a `scope`.
  *
- * What happens instead: callers queued behind the entry (x0, x1 below) are served after callers
- * of the same process who called later, all exclusive, unscoped, with no abort and no timeout.
- * A caller's step in the call order (`LineAcquirer.join`, `joinsInCallOrder.run`) ends as soon
- * as it queues behind the entry (`LineHandover.follow`); when the entry's run ends
- * (`LineHandover.dissolved`, here as its 16th place is handed in `handOn`), each follower is
- * told to join and enters the call order again, at its tail: behind every caller who called
- * after it but whose own step had not yet reached `follow` (it was still waiting, a few
- * microtasks, for the steps ahead to settle). The first of those later callers opens the next
- * entry, and the earlier callers queue behind it and all its followers.
- * From lib/line-acquirer.ts (`join`: `if (following) return { following }`, then `continue` in
- * `acquire`) and lib/line-handover.ts (`dissolved`: every follower told to join itself).
+ * The case: callers x0 and x1 are still queued behind the entry when its run ends, and callers
+ * of the same process who called later are on their way to it (their call-order step under
+ * way). The first still queued is told to make the next entry (`LineHandover.dissolved`), and
+ * the others stay queued behind it, so the later callers queue behind them. Each follower used
+ * to be told to join by itself, entering the call order again at its tail, behind the later
+ * callers, the first of whom made the next entry.
  */
 describe('engine v2: call order across runs within one process', () => {
   const kit = LockTestKit.forSuite();
