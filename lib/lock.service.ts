@@ -275,7 +275,7 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     return waitObservable(
       async (signal) => {
         const validKey = validateLockKey(key);
-        await (await this.runtime.started()).waitForRelease(validKey, signal);
+        await this.runtime.waitForRelease(validKey, signal);
       },
       [this.runtime.closing.signal],
     );

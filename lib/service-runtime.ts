@@ -248,6 +248,13 @@ export class ServiceRuntime {
     });
   }
 
+  /** Resolves once `key` is free, with no deadline: a start failing meanwhile is tried again. */
+  async waitForRelease(key: string, signal: AbortSignal): Promise<void> {
+    const lines = await this.startedUnlessEnded(signal);
+    signal.throwIfAborted();
+    await lines!.waitForRelease(key, signal);
+  }
+
   /**
    * The key locks once started, trying again on the poll's backoff while MongoDB is unavailable;
    * undefined if `ended` first. Rejects with any other failure, which trying again would repeat.

@@ -4,12 +4,10 @@
 // `operationTimeoutMs`) is made again" on the poll's backoff. `events$`, which shares its stream,
 // rides through the same outage at boot (docs/observability.md: "an outage does not error
 // `events$`").
-// What happens instead: subscribed to a service that has not started yet (`enabled: false`, or a
-// boot while MongoDB is away), the wait fails after one `operationTimeoutMs` with
-// `LockStoreUnavailableError` ("LockService could not start") and never emits once MongoDB is back.
-// Where: `LockService.waitForRelease` (lib/lock.service.ts) awaits `this.runtime.started()` once;
-// a failed start ends the wait. Only `ServiceRuntime.events()` retries a start that MongoDB's
-// absence failed (`startedUnlessEnded`, lib/service-runtime.ts).
+//
+// The case: subscribed to a service that has not started yet while MongoDB is away. The wait
+// tries the start again as `events$` does (`ServiceRuntime.waitForRelease`); it used to fail after
+// one `operationTimeoutMs` with `LockStoreUnavailableError` ("LockService could not start").
 import { firstValueFrom } from 'rxjs';
 import { LockService } from '../../lib/lock.service';
 import { FaultProxy, passThrough, proxiedUri, proxyTarget } from '../support/fault-proxy';
