@@ -51,6 +51,8 @@ export const MESSAGES = {
     method === 'forRoot'
       ? 'MongoLockModule.forRoot() needs an options object: { uri } or { client }'
       : 'MongoLockModule.forRootAsync() needs one of useFactory, useClass or useExisting',
+  moduleOptionsTwice:
+    'MongoLockModule.forRootAsync() takes one of useFactory, useClass or useExisting, not several',
   moduleImportedTwice: (count: number) =>
     `MongoLockModule.forRoot() is imported ${count} times in this application (forRootAsync() ` +
     'and MongoLockTestingModule.forRoot() count too): each import has its own LockService, so ' +

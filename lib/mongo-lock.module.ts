@@ -60,6 +60,7 @@ export class MongoLockModule extends MongoLockConfigurableModule {
         option: 'options',
       });
     }
+    checkIsGlobal(options);
     return super.forRoot(options);
   }
 
@@ -73,6 +74,11 @@ export class MongoLockModule extends MongoLockConfigurableModule {
         option: 'options',
       });
     }
+    const ways = [useFactory, useClass, useExisting].filter((way) => way !== undefined);
+    if (ways.length > 1) {
+      throw new InvalidLockOptionsError(MESSAGES.moduleOptionsTwice, { option: 'options' });
+    }
+    checkIsGlobal(given);
     // Refused here, not as Nest's TypeError or unknown dependency when the app is made.
     if (useFactory !== undefined && typeof useFactory !== 'function') {
       fail('useFactory', 'a function returning the options', useFactory);
@@ -85,6 +91,13 @@ export class MongoLockModule extends MongoLockConfigurableModule {
     if (useFactory !== undefined) return module;
     const option = useClass === undefined ? 'useExisting' : 'useClass';
     return { ...module, providers: module.providers?.map((each) => checkedFactory(each, option)) };
+  }
+}
+
+/** Nest makes the module global for any truthy `isGlobal` (`'no'` too). */
+function checkIsGlobal({ isGlobal }: { isGlobal?: unknown }): void {
+  if (isGlobal !== undefined && typeof isGlobal !== 'boolean') {
+    fail('isGlobal', 'true or false', isGlobal);
   }
 }
 

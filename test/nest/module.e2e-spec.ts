@@ -204,7 +204,7 @@ describe('MongoLockModule configuration', () => {
     }
   });
 
-  it('forRootAsync refuses a useFactory or useClass Nest could not call, when made', () => {
+  it('forRootAsync refuses a useFactory or useClass Nest could not call, both, or a non-boolean isGlobal, when made', () => {
     const refused = (given: object, message: string) => {
       const call = () => MongoLockModule.forRootAsync(given);
       expect(call).toThrow(InvalidLockOptionsError);
@@ -213,6 +213,13 @@ describe('MongoLockModule configuration', () => {
     refused({ useFactory: undefined }, 'needs one of useFactory, useClass or useExisting');
     refused({ useFactory: 'config' }, 'useFactory must be a function returning the options');
     refused({ useClass: {} }, 'useClass must be a class implementing MongoLockOptionsFactory');
+    // Nest would use the factory and drop the class unsaid.
+    refused({ useFactory: () => ({}), useClass: class {} }, 'not several');
+    // Nest would make the module global for any truthy value.
+    refused({ useFactory: () => ({}), isGlobal: 'no' }, 'isGlobal must be true or false, got "no"');
+    expect(() => MongoLockModule.forRoot({ uri: 'mongodb://x', isGlobal: 1 as never })).toThrow(
+      'isGlobal must be true or false, got 1',
+    );
   });
 
   it('refuses to start with forRoot imported twice with different options', async () => {
