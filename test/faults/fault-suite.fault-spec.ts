@@ -147,9 +147,8 @@ const lineEngineMutants: LibraryMutant[] = [
     patches: [
       {
         file: 'line-handover.ts',
-        anchor: '    next.take({ ...hold, fence: hold.fence + 1n, leaseEnd: lease.end });',
-        replacement:
-          '    next.take({ ...hold, fence: hold.fence, leaseEnd: lease.end }); // mutant',
+        anchor: '    const fence = hold.fence + 1n;',
+        replacement: '    const fence = hold.fence; // mutant',
       },
     ],
     run: (server, libDir) => runLineContentionScenario(server, { libDir, durationMs: 3_000 }),
