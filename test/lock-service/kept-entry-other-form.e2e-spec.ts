@@ -9,9 +9,10 @@
 // again once our own leaves on the key are answered (`LineAcquirer.join`). The leave is delayed
 // on the server (500 ms) so that the join always lands first.
 import type { Collection } from 'mongodb';
-import type { LockHandle, LockService } from '../../lib';
+import type { LockHandle } from '../../lib';
 import { describeWithFailPoints, faultTools } from './adversarial/kit';
-import { LockTestKit, eventually } from './lock-test-kit';
+import { heldInLoop } from './kept-entry-loop';
+import { LockTestKit } from './lock-test-kit';
 
 jest.setTimeout(60_000);
 
@@ -27,23 +28,10 @@ describeWithFailPoints('a wait in another form right after our kept entry’s tu
       (entry) => entry.h,
     );
 
-  /** `b` holds `key` in a loop, after waiting behind `a`: its release keeps its entry. */
-  async function heldInLoop(a: LockService, b: LockService, key: string): Promise<LockHandle> {
-    const first = await b.acquire(key);
-    const fromA = a.acquire(key, { timeoutMs: 20_000 });
-    await eventually(async () => (await line(key)).length === 2);
-    await first.release();
-    // Asked within the turn of its release's reply: a loop.
-    const fromB = b.acquire(key, { timeoutMs: 20_000 });
-    await eventually(async () => (await line(key)).length === 2);
-    await (await fromA).release();
-    return fromB;
-  }
-
   it('is not refused as "in use as an exclusive lock" by its own released entry', async () => {
     const a = await kit.service();
     const b = await kit.service({ client: await appClient('kept-other-form') });
-    const held = await heldInLoop(a, b, 'form');
+    const held = await heldInLoop(a, b, 'form', line);
     // b's next findAndModify, the kept entry's leave, reaches MongoDB 500 ms late.
     const fired = await delayNext('kept-other-form', 'findAndModify', 500);
     await held.release();

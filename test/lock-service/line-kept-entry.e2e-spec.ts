@@ -1,6 +1,7 @@
 import type { Collection, CommandStartedEvent, CommandSucceededEvent } from 'mongodb';
 import type { LockHandle, LockService } from '../../lib';
 import { describeWithFailPoints, faultTools } from './adversarial/kit';
+import { heldInLoop } from './kept-entry-loop';
 import { LockTestKit, countCommands, eventually } from './lock-test-kit';
 
 jest.setTimeout(60_000);
@@ -140,27 +141,6 @@ describe('engine v2: an entry kept for a loop in the same process', () => {
     expect(await line('once')).toEqual([]);
   });
 });
-
-/**
- * `b` asks for `key` again right after a release (so it loops on it here), then gets it after
- * waiting behind `a`: its release with nobody queued keeps the entry.
- */
-async function heldInLoop(
-  a: LockService,
-  b: LockService,
-  key: string,
-  line: (key: string) => Promise<string[]>,
-): Promise<LockHandle> {
-  const first = await b.acquire(key);
-  const fromA = a.acquire(key, { timeoutMs: 20_000 });
-  await eventually(async () => (await line(key)).length === 2);
-  await first.release();
-  // Asked within the turn of its release's reply: a loop.
-  const fromB = b.acquire(key, { timeoutMs: 20_000 });
-  await eventually(async () => (await line(key)).length === 2);
-  await (await fromA).release();
-  return fromB;
-}
 
 describeWithFailPoints('engine v2: a kept entry, under fail points', () => {
   const kit = LockTestKit.forSuite();
