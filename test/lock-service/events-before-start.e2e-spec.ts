@@ -1,3 +1,4 @@
+import { firstValueFrom } from 'rxjs';
 import { LockStoreUnavailableError, MongoLockError } from '../../lib/errors';
 import type { LockEvent } from '../../lib/interfaces/lock-state.interface';
 import { LockService } from '../../lib/lock.service';
@@ -7,7 +8,7 @@ import { eventually, LockTestKit, sleep } from './lock-test-kit';
 jest.setTimeout(30_000);
 
 // MongoDB away at boot: a proxy that forwards nothing stands between the service and the server.
-describe('events$ subscribed before the service could start', () => {
+describe('events$ and waitForRelease subscribed before the service could start', () => {
   const kit = LockTestKit.forSuite();
   let proxy: FaultProxy;
 
@@ -57,6 +58,28 @@ describe('events$ subscribed before the service could start', () => {
     const connections = proxy.counters.connections;
     await sleep(1_500);
     expect(proxy.counters.connections).toBe(connections);
+    await locks.close();
+  });
+
+  // docs/waiting.md: `waitForRelease` has no deadline, and a look failing while MongoDB is
+  // unavailable is made again; it used to fail at the first start that gave up.
+  it('waitForRelease does not fail while MongoDB is away, and emits once the key is free', async () => {
+    const locks = new LockService(
+      kit.options({ uri: proxiedUri(kit.mongo.uri, proxy.port), operationTimeoutMs: 300 }),
+    );
+    let outcome: string | undefined;
+    const waiting = firstValueFrom(locks.waitForRelease('boot:free-key')).then(
+      () => (outcome = 'free'),
+      (error: unknown) => (outcome = `${(error as Error).name}: ${(error as Error).message}`),
+    );
+    // Several starts fail meanwhile: each gives up after operationTimeoutMs.
+    await sleep(1_500);
+    expect(outcome).toBeUndefined();
+    proxy.setMode(passThrough);
+    // The key has no document: free as soon as the service can look.
+    await eventually(() => outcome !== undefined, 10_000);
+    await waiting;
+    expect(outcome).toBe('free');
     await locks.close();
   });
 });
