@@ -95,15 +95,15 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown, OnA
     });
     this.events$ = this.runtime.events().pipe(share());
     this.leaderships = new Leaderships({
-      // A term is held while renewed, for as long as the instance leads: no maxHoldMs.
       acquire: (key, acquireOptions, queued) =>
         this.runtime.acquire([key], {
           ...resolveAcquireOptions(acquireOptions, this.options, false),
-          maxHoldMs: Number.POSITIVE_INFINITY,
+          maxHoldMs: Number.POSITIVE_INFINITY, // held, renewed, while the instance leads
           handOff: false,
           queued,
         }),
       answerWithinMs: acquireOverrunMs(this.options.operationTimeoutMs),
+      renewalIntervalRatio: Math.min(this.options.renewalIntervalRatio, 1 / 3),
       inspect: (key) => this.inspect(key),
       events$: this.events$,
       // Until the stream is established a change may pass unseen: read on a timer till then.

@@ -16,6 +16,7 @@ function hostOf(acquire: LeadershipHost['acquire']): LeadershipHost {
     pollIntervalMs: 60_000,
     safetyPollIntervalMs: 60_000,
     answerWithinMs: 1_000,
+    renewalIntervalRatio: 1 / 3,
   };
 }
 

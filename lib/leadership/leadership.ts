@@ -39,6 +39,8 @@ export interface LeadershipHost extends LeaderWatchSource {
   acquire(key: string, options: AcquireOptions, queued: () => void): Promise<MongoLockHandle>;
   /** How late a try's reply may be: a join unanswered by then counts as answered. */
   answerWithinMs: number;
+  /** A term renews at this share of its lease: a third at most, so a loss is told within it. */
+  renewalIntervalRatio: number;
   /** Called at the start of every term (metrics). */
   termBegan(name: string): void;
 }
@@ -299,7 +301,7 @@ export class Leadership {
         const options = {
           ttlMs: this.ttlMs,
           timeoutMs: trying ? 0 : LONGEST_WAIT_MS,
-          renew: true,
+          renew: { intervalRatio: this.host.renewalIntervalRatio },
           signal,
           metricsLabel: 'leadership',
         };
