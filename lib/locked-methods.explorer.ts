@@ -6,6 +6,7 @@ import {
   type OnModuleInit,
 } from '@nestjs/common';
 import { DiscoveryService } from '@nestjs/core';
+import { STATIC_CONTEXT } from '@nestjs/core/injector/constants.js';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper.js';
 import { prototypeChain, replacedPlaces } from './decorators/decorated-places';
 import {
@@ -115,9 +116,19 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
     this.initialised = bindingSoon(this);
   }
 
-  /** Whether `instance` is a controller of this application's (bound at init). */
+  /**
+   * Whether `instance` is a controller of this application's (bound at init): made (stored in
+   * its wrapper), or being made (its constructor runs before Nest stores it).
+   */
   willBind(instance: object): boolean {
-    return this.discoveryService.getControllers().some((wrapper) => wrapper.instance === instance);
+    return this.discoveryService
+      .getControllers()
+      .some(
+        (wrapper) =>
+          wrapper.instance === instance ||
+          (wrapper.metatype === instance.constructor &&
+            !wrapper.getInstanceByContextId(STATIC_CONTEXT).isResolved),
+      );
   }
 
   async onModuleInit(): Promise<void> {

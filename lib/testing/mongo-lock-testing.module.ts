@@ -60,6 +60,7 @@ export class MongoLockTestingModule {
     const given = optionsObject(options);
     refuseMongoDbOptions(given);
     const { isGlobal = false, store, ...lockOptions } = given;
+    if (typeof isGlobal !== 'boolean') fail('isGlobal', 'true or false', isGlobal);
     if (store !== undefined && !(store instanceof LockTestingStore)) {
       fail('store', 'a LockTestingStore', store);
     }

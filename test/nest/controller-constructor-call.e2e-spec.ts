@@ -4,17 +4,10 @@
 // called before the module started fails with `MongoLockError` (L32 extended this to controllers
 // Nest made, from their construction to the explorer's init).
 //
-// What happens instead: a controller Nest is making that calls its `@Locked` method from its
-// constructor (a warm-up kicked off there) runs it UNLOCKED and silently; a provider doing the
-// same is refused with `MongoLockError` (the control below).
-//
-// Where: lib/locked-methods.explorer.ts, `willBind`: it knows an instance only once Nest has
-// stored it in its wrapper (`wrapper.instance === instance`), which happens after the
-// constructor returns, so lib/decorators/locked-method.ts takes the instance under construction
-// for one made with `new`. Checked fix: `willBind` also answers true for an instance of a
-// controller class whose wrapper is not resolved yet
-// (`!wrapper.isResolved && wrapper.metatype === instance.constructor`); both tests then pass,
-// and test/nest/controller-calls and attack-nest-controller-before-init still do.
+// The case: a controller Nest is making calls its `@Locked` method from its constructor (a
+// warm-up kicked off there). Nest stores the instance in its wrapper only after the constructor
+// returns, so the explorer also counts an instance of a controller class whose wrapper is not
+// resolved yet (`willBind` in lib/locked-methods.explorer.ts); it used to run unlocked.
 import { Controller, Injectable, Module } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { Locked, LockService, MongoLockError } from '../../lib';

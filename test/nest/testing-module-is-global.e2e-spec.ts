@@ -3,16 +3,10 @@
 // "`MongoLockTestingModule.forRoot()` takes `MongoLockModule.forRoot()`'s options (and
 // `isGlobal`)", refusing what it cannot honour with `InvalidLockOptionsError`).
 //
-// What happens instead: `MongoLockTestingModule.forRoot({ isGlobal: 'no' })` (a string read from
-// the environment, say) is accepted, and Nest makes the module global, exactly the case the
-// session's fix refuses for `MongoLockModule`: a feature module that does not import it gets
-// `LockService` injected anyway, so a test passes that the application would fail.
-//
-// Where: lib/testing/mongo-lock-testing.module.ts, `forRoot`, passes `isGlobal` through as
-// `global: isGlobal` unchecked; lib/mongo-lock.module.ts's `checkIsGlobal` is applied only to
-// MongoLockModule. Checked fix: call the same check in `MongoLockTestingModule.forRoot` (e.g.
-// `if (isGlobal !== undefined && typeof isGlobal !== 'boolean') fail('isGlobal', 'true or
-// false', isGlobal)`); this test then passes.
+// The case: `MongoLockTestingModule.forRoot({ isGlobal: 'no' })` (a string read from the
+// environment, say). Refused as `MongoLockModule` refuses it; Nest made the module global, so a
+// feature module that does not import it got `LockService` anyway, and a test passed that the
+// application would fail.
 import { Injectable, Module } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { InvalidLockOptionsError, LockService, MongoLockModule } from '../../lib';
