@@ -20,6 +20,19 @@ export function describeValue(value: unknown): string {
 }
 
 /**
+ * A `uri` that is not a MongoDB connection string, as a message may show it: its scheme at most,
+ * never the rest, which can carry a password.
+ */
+export function describeBadUri(uri: unknown): string {
+  if (typeof uri !== 'string') return describeValue(uri);
+  if (uri === '') return 'an empty string';
+  const scheme = /^[a-z][a-z0-9+.-]{0,20}:\/\//i.exec(uri)?.[0];
+  return scheme
+    ? `one starting with "${scheme}" (the rest is not shown: it can carry a password)`
+    : 'one without a scheme (not shown: it can carry a password)';
+}
+
+/**
  * A call's options: none (undefined or null) is `{}`; anything but an object is refused, and so
  * are names outside `names` when given.
  */

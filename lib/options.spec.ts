@@ -46,7 +46,7 @@ describe('resolveModuleOptions', () => {
   });
 
   it.each([
-    [{}, /exactly one of uri .* got neither/],
+    [{}, /exactly one of uri .* got neither \(a uri read from an unset environment variable/],
     [{ uri, client: new MongoClient(uri) }, /got both/],
   ])('requires exactly one of uri and client (%#)', (options, message) => {
     expect(() => resolveModuleOptions(options)).toThrow(message);
@@ -54,8 +54,26 @@ describe('resolveModuleOptions', () => {
 
   it('never echoes a connection string, which can carry a password', () => {
     expect(() => resolveModuleOptions({ uri: 'postgres://user:secret@host' })).toThrow(
-      /^uri must be a string starting with mongodb:\/\/ or mongodb\+srv:\/\/, got "\(hidden\)"$/,
+      'uri must be a string starting with mongodb:// or mongodb+srv:// (e.g. ' +
+        'mongodb://localhost:27017), got one starting with "postgres://" (the rest is not shown: ' +
+        'it can carry a password)',
     );
+  });
+
+  it.each([
+    ['', 'got an empty string'],
+    [
+      'user:secret@localhost:27017',
+      'got one without a scheme (not shown: it can carry a password)',
+    ],
+    ['user:secret@host://x', 'got one without a scheme'],
+    [27017, 'got 27017'],
+  ])('says what a uri that is not a connection string is, never its text (%#)', (bad, what) => {
+    const error = capture(() => resolveModuleOptions({ uri: bad as string }));
+    expect(error).toBeInstanceOf(InvalidLockOptionsError);
+    expect(error).toMatchObject({ option: 'uri' });
+    expect(error.message).toContain(what);
+    expect(error.message).not.toContain('secret');
   });
 
   it.each([

@@ -10,6 +10,7 @@ import {
   boolean,
   COLLECTION_NAME_FORBIDDEN,
   DB_NAME_FORBIDDEN,
+  describeBadUri,
   fail,
   integer,
   name,
@@ -111,12 +112,19 @@ function connection(
   if ((uri === undefined) === (client === undefined)) {
     // Never echo the value: a connection string can carry a password.
     throw new InvalidLockOptionsError(
-      `Give exactly one of uri (a connection string) and client (a MongoClient), got ${uri === undefined ? 'neither' : 'both'}`,
+      uri === undefined
+        ? 'Give exactly one of uri (a connection string) and client (a MongoClient), got ' +
+            'neither (a uri read from an unset environment variable is undefined)'
+        : 'Give exactly one of uri (a connection string) and client (a MongoClient), got both',
       { option: 'uri' },
     );
   }
   if (uri !== undefined && (typeof uri !== 'string' || !/^mongodb(\+srv)?:\/\//.test(uri))) {
-    fail('uri', 'a string starting with mongodb:// or mongodb+srv://', '(hidden)');
+    throw new InvalidLockOptionsError(
+      'uri must be a string starting with mongodb:// or mongodb+srv:// (e.g. ' +
+        `mongodb://localhost:27017), got ${describeBadUri(uri)}`,
+      { option: 'uri' },
+    );
   }
   const read = uri === undefined ? undefined : readConnectionString(uri);
   if (read instanceof Error) {
