@@ -214,6 +214,12 @@ describe('LeaseKeeper', () => {
       expect(lost).toEqual([]);
       await advance(1);
       expect(lost).toMatchObject([{ key: 'a', at: start + TTL_MS }]);
+      // Nothing was to renew it: the reason says so, and what to do, not 'before it was renewed'.
+      expect(lost[0].reason).toBe(
+        'its lease (ttlMs) ran out, and it was taken without renewal (as acquire and tryAcquire ' +
+          'take a lock unless given renew: true); give renew: true or a longer ttlMs, or call ' +
+          'extend() in time',
+      );
     });
 
     it('loses the lease at the local deadline when a renewal does not answer', async () => {
@@ -221,7 +227,9 @@ describe('LeaseKeeper', () => {
       leases.renewReply = () => new Promise(() => undefined);
       await advance(TTL_MS);
       expect(leases.renewed).toHaveLength(1);
-      expect(lost).toMatchObject([{ key: 'a', at: start + TTL_MS }]);
+      expect(lost).toMatchObject([
+        { key: 'a', at: start + TTL_MS, reason: 'its lease ran out before it was renewed' },
+      ]);
     });
 
     it('loses the lease when a renewal is answered after it ended, before its deadline timer ran', async () => {

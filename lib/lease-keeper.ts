@@ -69,6 +69,10 @@ export function localLeaseEnd(sentAt: number, remainingMs: number, ttlMs: number
 }
 
 const RAN_OUT = 'its lease ran out before it was renewed';
+/** Taken without renewal (`acquire`'s default): say so, and how to keep it longer. */
+const RAN_OUT_UNRENEWED =
+  'its lease (ttlMs) ran out, and it was taken without renewal (as acquire and tryAcquire take ' +
+  'a lock unless given renew: true); give renew: true or a longer ttlMs, or call extend() in time';
 const RAN_OUT_PAUSED =
   'its lease ran out during its transaction (renewed in full as it began, not since: the work must fit in one lease)';
 
@@ -251,7 +255,8 @@ export class LeaseKeeper {
 
   /** The lease ended unrenewed: paused for a transaction whose work outlasted it, or late. */
   private ranOut(): void {
-    this.loseFirstKey(this.renewalPaused ? RAN_OUT_PAUSED : RAN_OUT);
+    if (this.renewalPaused) this.loseFirstKey(RAN_OUT_PAUSED);
+    else this.loseFirstKey(this.init.renew ? RAN_OUT : RAN_OUT_UNRENEWED);
   }
 
   private armDeadline(): void {
