@@ -48,6 +48,11 @@ export class HeldLocks {
       .map(([handle]) => handle);
   }
 
+  /** Every key held, in the order the handles were taken. */
+  keys(): string[] {
+    return [...this.handles.keys()].flatMap((handle) => handle.keys);
+  }
+
   keysOfScope(scope: string): string[] {
     return [...this.handles.keys()]
       .filter((handle) => handle.scope === scope)

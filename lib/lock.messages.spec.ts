@@ -34,4 +34,12 @@ describe('durations in messages', () => {
     expect(shutdownGraceEndedMessage(2, 1999.6)).toContain('shutdownGraceMs (2000 ms)');
     expect(clientCloseUnfinishedMessage(250.25)).toContain('within 250 ms of the shutdown');
   });
+
+  it('the grace period message names the keys, and a handle never released as a cause', () => {
+    expect(shutdownGraceEndedMessage(1, 10_000, ['forgotten'])).toBe(
+      '1 lock(s) ("forgotten") still held after shutdownGraceMs (10000 ms), by locked work ' +
+        'still running or by a handle from acquire() never released: their signals abort and ' +
+        'their locks are released now. Release every handle (try/finally, or await using)',
+    );
+  });
 });

@@ -41,10 +41,20 @@ export const SERVICE_CLOSED_MESSAGE = 'LockService is closed';
 /** Why holders still running at the end of the shutdown grace period lost their locks. */
 export const SHUTDOWN_REVOKE_REASON = 'the LockService shut down before the work under it ended';
 
-export function shutdownGraceEndedMessage(running: number, shutdownGraceMs: number): string {
+/**
+ * `keys`: those the remaining handles hold. A handle from `acquire()` that nobody released
+ * counts too: it is the likelier cause in a new application.
+ */
+export function shutdownGraceEndedMessage(
+  running: number,
+  shutdownGraceMs: number,
+  keys: readonly string[] = [],
+): string {
+  const on = keys.length > 0 ? ` (${quotedKeyList(keys)})` : '';
   return (
-    `${running} locked operation(s) still running after shutdownGraceMs (${formatMs(shutdownGraceMs)}): ` +
-    'their signals abort and their locks are released now'
+    `${running} lock(s)${on} still held after shutdownGraceMs (${formatMs(shutdownGraceMs)}), ` +
+    'by locked work still running or by a handle from acquire() never released: their signals ' +
+    'abort and their locks are released now. Release every handle (try/finally, or await using)'
   );
 }
 

@@ -335,7 +335,7 @@ export class ServiceRuntime {
     await settlesWithin(this.deps.leaderships().closeAll(), options.operationTimeoutMs);
     const drained = await held.drain(options.shutdownGraceMs);
     if (drained) return;
-    logger.warn(shutdownGraceEndedMessage(held.size, options.shutdownGraceMs));
+    logger.warn(shutdownGraceEndedMessage(held.size, options.shutdownGraceMs, held.keys()));
     // Told now, before Nest closes the HTTP server (which waits for the requests in flight): a
     // locked handler's signal aborts and its response is answered, so the app can finish.
     this.revoking = held.revokeAll(SHUTDOWN_REVOKE_REASON, closedError);
