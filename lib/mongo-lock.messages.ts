@@ -119,9 +119,12 @@ export const MESSAGES = {
     'such an instance is made per request and cannot be locked there, so it was not run. Move ' +
     'the method to a singleton provider',
   requestScopedProvider: (name: string, method: string) =>
-    `Cannot lock "${name}@${method}": @Locked needs a static (singleton) provider; calls to it will fail`,
+    `Cannot lock ${name}.${method}: ${name} is request-scoped (declared so, or it injects a ` +
+    'request-scoped provider, such as REQUEST), and @Locked needs a static (singleton) ' +
+    'provider, so calls to it will fail. Move the method to a singleton provider, or inject ' +
+    'LockService and call withLock inside it',
   transientInRequestScope: (name: string, method: string) =>
-    `Cannot lock "${name}@${method}" where a request-scoped provider or controller injects it: ` +
+    `Cannot lock ${name}.${method} where a request-scoped provider or controller injects it: ` +
     '@Locked needs a static (singleton) provider, and a transient one is made per request there; ' +
     'calls to those instances will fail',
   sharedInstance: (name: string) =>

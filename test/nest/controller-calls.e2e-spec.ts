@@ -198,7 +198,7 @@ describe('@Locked controller methods called other than as routes', () => {
     try {
       expect(warn).toHaveBeenCalledWith(
         expect.stringContaining(
-          'Cannot lock "TransientAudit@record" where a request-scoped provider or controller injects it',
+          'Cannot lock TransientAudit.record where a request-scoped provider or controller injects it',
         ),
       );
     } finally {

@@ -571,7 +571,13 @@ describe('@Locked provider methods', () => {
     }).compile();
     await moduleRef.init();
     try {
-      expect(warn).toHaveBeenCalledWith(expect.stringContaining('PerRequestLedger@post'));
+      // Named as every other message names a method, with the cause and what to do.
+      expect(warn).toHaveBeenCalledWith(
+        'Cannot lock PerRequestLedger.post: PerRequestLedger is request-scoped (declared so, or ' +
+          'it injects a request-scoped provider, such as REQUEST), and @Locked needs a static ' +
+          '(singleton) provider, so calls to it will fail. Move the method to a singleton ' +
+          'provider, or inject LockService and call withLock inside it',
+      );
     } finally {
       warn.mockRestore();
       await moduleRef.close();
