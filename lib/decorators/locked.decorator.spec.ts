@@ -30,7 +30,11 @@ describe('@Locked options, checked when the class is defined', () => {
       'minHoldMs',
       /option minHoldMs must be an integer from 0 to 2147483647/,
     ],
-    [{ onbusy: 'skip' }, 'onbusy', /one of ttlMs, timeoutMs, renew, onBusy, minHoldMs/],
+    [
+      { onbusy: 'skip' },
+      'onbusy',
+      /onbusy is not an option \(did you mean onBusy\?\); the options are ttlMs, timeoutMs, renew, onBusy, minHoldMs/,
+    ],
     [{ renew: 'yes' }, 'renew', /option renew must be true, false or renewal options/],
     [{ renew: { intervalRatio: 2 } }, 'renew', /renew.intervalRatio must be a number greater/],
     [{ renew: { enabled: 'no' } }, 'renew', /renew.enabled must be true or false/],

@@ -10,7 +10,7 @@ import {
 import { LOCKED_METADATA } from '../mongo-lock.constants';
 import { quoteLockKey } from '../keys/lock-key';
 import { MESSAGES } from '../mongo-lock.messages';
-import { describeValue, integer } from '../option-checks';
+import { describeValue, integer, refuseUnknownOptions } from '../option-checks';
 import { MAX_TIMER_MS } from '../util/timers';
 import {
   LOCK_OPTION_DEFAULTS,
@@ -48,8 +48,14 @@ export function checkOptions(
     });
   };
   if (typeof options !== 'object' || options === null) bad('options', 'an object');
-  for (const name of Object.keys(options)) {
-    if (!names.has(name)) bad(name, `one of ${[...names].join(', ')}`);
+  try {
+    // As withLock refuses them, with the closest name: `ttl is not an option (did you mean ttlMs?)`.
+    refuseUnknownOptions(options, [...names]);
+  } catch (error) {
+    if (!(error instanceof InvalidLockOptionsError)) throw error;
+    throw new InvalidLockOptionsError(`${decorator} on ${where}: ${error.message}`, {
+      option: error.option,
+    });
   }
   if (![undefined, 'wait', 'skip'].includes(options.onBusy)) bad('onBusy', "'wait' or 'skip'");
   const scope = options.scope as unknown;

@@ -152,7 +152,9 @@ describe('@Locked refuses mistakes when the class is defined', () => {
         run() {}
       }
       return Mistaken;
-    }).toThrow(/option timeout must be one of ttlMs, timeoutMs, renew/);
+    }).toThrow(
+      /Mistaken\.run: timeout is not an option \(did you mean timeoutMs\?\); the options are ttlMs, timeoutMs, renew/,
+    );
   });
 
   it('@Locked twice on one method', () => {
