@@ -57,8 +57,9 @@ export const MESSAGES = {
     `MongoLockModule.forRoot() is imported ${count} times in this application (forRootAsync() ` +
     'and MongoLockTestingModule.forRoot() count too): each import has its own LockService, so ' +
     'routes and @Locked methods would lock through different services, and a nested call on a ' +
-    'key its caller holds would wait for that caller. Import it once, with isGlobal: true, and ' +
-    'MongoLockModule.forFeature() elsewhere',
+    'key its caller holds would wait for that caller. Import it once, with isGlobal: true, in ' +
+    'the root module: every module can then inject LockService and use @Locked without ' +
+    'importing it (MongoLockModule.forFeature() registers document locks, not a LockService)',
   staticMethod: (where: string, decorator: string) =>
     `${decorator} on ${where}: not an instance method (a static method belongs to no provider)`,
   asyncGenerator: (where: string, decorator: string) =>

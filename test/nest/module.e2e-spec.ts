@@ -261,8 +261,9 @@ describe('MongoLockModule configuration', () => {
       imports: [lockModule(mongo, { isGlobal: true }), OrdersModule],
     }).compile();
     try {
+      // What to do instead, not 'forFeature() elsewhere', which gives no LockService.
       await expect(moduleRef.init()).rejects.toThrow(
-        /forRoot\(\) is imported 2 times in this application.*Import it once, with isGlobal: true/,
+        /forRoot\(\) is imported 2 times in this application.*Import it once, with isGlobal: true, in the root module: every module can then inject LockService and use @Locked without importing it \(MongoLockModule.forFeature\(\) registers document locks, not a LockService\)$/,
       );
       const services = moduleRef.get(LockService, { strict: false, each: true });
       expect(services).toHaveLength(2);
