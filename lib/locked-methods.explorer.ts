@@ -117,18 +117,19 @@ export class LockedMethodsExplorer implements OnModuleInit, OnApplicationBootstr
   }
 
   /**
-   * Whether `instance` is a controller of this application's (bound at init): made (stored in
-   * its wrapper), or being made (its constructor runs before Nest stores it).
+   * Whether `instance` is a provider or controller of this application's (bound at init): made
+   * (stored in its wrapper), or being made (its constructor runs before Nest stores it).
    */
   willBind(instance: object): boolean {
-    return this.discoveryService
-      .getControllers()
-      .some(
-        (wrapper) =>
-          wrapper.instance === instance ||
-          (wrapper.metatype === instance.constructor &&
-            !wrapper.getInstanceByContextId(STATIC_CONTEXT).isResolved),
-      );
+    return [
+      ...this.discoveryService.getControllers(),
+      ...this.discoveryService.getProviders(),
+    ].some(
+      (wrapper) =>
+        wrapper.instance === instance ||
+        (wrapper.metatype === instance.constructor &&
+          !wrapper.getInstanceByContextId(STATIC_CONTEXT).isResolved),
+    );
   }
 
   async onModuleInit(): Promise<void> {

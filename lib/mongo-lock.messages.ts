@@ -89,6 +89,10 @@ export const MESSAGES = {
     `${where} is a provider method, but its lock template ${quote(template)} uses ${placeholder}, ` +
     'which only an HTTP handler (a controller method) has, so every call would fail; a provider ' +
     "method's keys come from its arguments: {args.0}, {args.1.id}, ... (or use a key function)",
+  calledBeforeInit: (where: string) =>
+    `${where} is @Locked, but it was called before MongoLockModule initialised (from a ` +
+    'constructor, or an onModuleInit that runs first), so it cannot be locked: ' +
+    'call it from onApplicationBootstrap, or later',
   unboundInstance: (where: string) =>
     `${where} is @Locked, but this instance is not managed by an application that imports ` +
     'MongoLockModule (it was created with `new`, is request-scoped, was called before the ' +

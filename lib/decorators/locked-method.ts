@@ -93,8 +93,10 @@ export function createLockedMethod(original: AnyMethod, metadata: LockedMetadata
       // A controller Nest did not make (`new` in a unit test) belongs to no application: as is.
       const isController =
         typeof type === 'function' && Reflect.getMetadata(NEST_CONTROLLER_WATERMARK, type) === true;
-      if (isController && !isBoundSoon(this as object)) return original.apply(this, args);
-      return fail(new MongoLockError(MESSAGES.unboundInstance(where)));
+      const soon = isBoundSoon(this as object);
+      if (isController && !soon) return original.apply(this, args);
+      const message = soon ? MESSAGES.calledBeforeInit(where) : MESSAGES.unboundInstance(where);
+      return fail(new MongoLockError(message));
     }
     const run = () => original.apply(this, withDocumentHandle(metadata, args));
     // No lock, so no document handle: `@LockedDoc()` positions get undefined, not the caller's.

@@ -102,6 +102,7 @@ describe('a @Locked controller method called from its constructor', () => {
     try {
       expect(await seen.get('provider')).toBeInstanceOf(MongoLockError);
       expect(await seen.get('controller')).toBeInstanceOf(MongoLockError);
+      expect(String(await seen.get('controller'))).toMatch(/called before MongoLockModule/);
     } finally {
       await app.close();
     }
