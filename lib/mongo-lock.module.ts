@@ -7,7 +7,7 @@ import {
 import { LockService } from './lock.service';
 import { LockedMethodsExplorer } from './locked-methods.explorer';
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error';
-import { fail } from './option-checks';
+import { checkIsGlobal, fail } from './option-checks';
 import type { MongoLockModuleOptions } from './interfaces/mongo-lock-options.interface';
 import {
   MONGO_LOCK_OPTIONS,
@@ -91,13 +91,6 @@ export class MongoLockModule extends MongoLockConfigurableModule {
     if (useFactory !== undefined) return module;
     const option = useClass === undefined ? 'useExisting' : 'useClass';
     return { ...module, providers: module.providers?.map((each) => checkedFactory(each, option)) };
-  }
-}
-
-/** Nest makes the module global for any truthy `isGlobal` (`'no'` too). */
-function checkIsGlobal({ isGlobal }: { isGlobal?: unknown }): void {
-  if (isGlobal !== undefined && typeof isGlobal !== 'boolean') {
-    fail('isGlobal', 'true or false', isGlobal);
   }
 }
 

@@ -12,6 +12,13 @@ export function fail(option: string, expected: string, value: unknown): never {
   });
 }
 
+/** A module's `isGlobal`: Nest makes the module global for any truthy value (`'no'` too). */
+export function checkIsGlobal({ isGlobal }: { isGlobal?: unknown }): void {
+  if (isGlobal !== undefined && typeof isGlobal !== 'boolean') {
+    fail('isGlobal', 'true or false', isGlobal);
+  }
+}
+
 /** A value as an error message shows it: strings quoted and cut, objects by their kind. */
 export function describeValue(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value.slice(0, 64));

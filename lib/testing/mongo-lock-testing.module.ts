@@ -6,7 +6,7 @@ import type { MongoLockModuleOptions } from '../interfaces/mongo-lock-options.in
 import { LOCK_STORE_FACTORY, LockService } from '../lock.service';
 import type { LockStoreFactory } from '../lock.service';
 import { LockedMethodsExplorer } from '../locked-methods.explorer';
-import { fail, optionsObject } from '../option-checks';
+import { checkIsGlobal, fail, optionsObject } from '../option-checks';
 import { MONGO_LOCK_OPTIONS } from '../mongo-lock.module-definition';
 import { LockTestingStore } from './lock-testing-store';
 
@@ -59,8 +59,8 @@ export class MongoLockTestingModule {
   static forRoot(options?: MongoLockTestingModuleOptions | null): DynamicModule {
     const given = optionsObject(options);
     refuseMongoDbOptions(given);
+    checkIsGlobal(given);
     const { isGlobal = false, store, ...lockOptions } = given;
-    if (typeof isGlobal !== 'boolean') fail('isGlobal', 'true or false', isGlobal);
     if (store !== undefined && !(store instanceof LockTestingStore)) {
       fail('store', 'a LockTestingStore', store);
     }
