@@ -291,4 +291,66 @@ describe('engine v2: hand-over within one process', () => {
     expect(two.fence - one.fence).toBeGreaterThanOrEqual(16n);
     await two.release();
   });
+
+  /**
+   * b's 16 callers take one entry's 16 places in turn (a's holder makes the entry wait first, so
+   * all of them and x0, x1 are queued behind it before it holds). The holder of place
+   * `burstAt` releases, and its code at once calls `burst` more on the key (as a batch would):
+   * every one of them called after x0 and x1.
+   */
+  const round = async (a: LockService, b: LockService, key: string, burstAt: number) => {
+    const held = await a.acquire(key);
+    const served: string[] = [];
+    const places = Array.from({ length: 16 }, () => b.acquire(key, { timeoutMs: 20_000 }));
+    const early = ['x0', 'x1'].map((name) =>
+      b.withLock(key, () => void served.push(name), { timeoutMs: 20_000 }),
+    );
+    await eventually(
+      async () => b.diagnostics.waiters === 18 && (await line(key)).entries.length === 2,
+    );
+    await held.release();
+    let late: Promise<unknown>[] = [];
+    const fences: bigint[] = [];
+    for (const [i, place] of places.entries()) {
+      const handle: LockHandle = await place;
+      fences.push(handle.fence);
+      served.push(`c${i}`);
+      const releasing = handle.release();
+      if (i === burstAt) {
+        late = Array.from({ length: 3 }, (_, j) =>
+          b.withLock(key, () => void served.push(`y${j}`), { timeoutMs: 20_000 }),
+        );
+      }
+      await releasing;
+    }
+    await Promise.all([...early, ...late]);
+    // All 16 places of one entry (else a loaded machine's pause ended the run by time: redo).
+    const oneRun = fences.every((fence, i) => fence === fences[0] + BigInt(i));
+    return { served, oneRun };
+  };
+
+  // Promised (docs/waiting.md): callers still queued when a run ends stay ahead of later callers
+  // of the process. Each used to join by itself, at the call order's tail, behind later callers
+  // whose step was under way; now the first makes the next entry and the others queue behind it.
+  it('serves callers queued behind an entry before callers who called later, when its run ends by its 16th place', async () => {
+    const a = await v2();
+    const b = await v2();
+    const expected = [
+      ...Array.from({ length: 16 }, (_, i) => `c${i}`),
+      'x0',
+      'x1',
+      'y0',
+      'y1',
+      'y2',
+    ];
+    for (const burstAt of [13, 14]) {
+      for (let attempt = 1; ; attempt++) {
+        const { served, oneRun } = await round(a, b, `order-${burstAt}-${attempt}`, burstAt);
+        if (!oneRun && attempt < 5) continue;
+        expect(oneRun).toBe(true);
+        expect(served).toEqual(expected);
+        break;
+      }
+    }
+  });
 });
